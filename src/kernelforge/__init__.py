@@ -1,0 +1,68 @@
+"""kernelforge: build, share and load GPU compute kernels for PyTorch.
+
+Importing this package is cheap: it imports neither torch nor any compiler tooling.
+The public functions are resolved lazily on first use.
+
+Example:
+    >>> from kernelforge import get_kernel
+    >>> relu = get_kernel("kernels-community/relu")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "get_kernel": "kernelforge.loader",
+    "get_local_kernel": "kernelforge.loader",
+    "has_kernel": "kernelforge.loader",
+    "load_variant": "kernelforge.loader",
+    "load_manifest": "kernelforge.manifest",
+    "Manifest": "kernelforge.manifest",
+    "Variant": "kernelforge.variants",
+    "SystemFacts": "kernelforge.variants",
+    "detect_system": "kernelforge.variants",
+    "resolve_variant": "kernelforge.variants",
+    "build_project": "kernelforge.build",
+    "LocalHub": "kernelforge.hub",
+    "KernelforgeError": "kernelforge.errors",
+    "ManifestError": "kernelforge.errors",
+    "VariantNotFoundError": "kernelforge.errors",
+    "BuildError": "kernelforge.errors",
+    "HubError": "kernelforge.errors",
+    "IntegrityError": "kernelforge.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.build import build_project
+    from kernelforge.errors import (
+        BuildError,
+        HubError,
+        IntegrityError,
+        KernelforgeError,
+        ManifestError,
+        VariantNotFoundError,
+    )
+    from kernelforge.hub import LocalHub
+    from kernelforge.loader import get_kernel, get_local_kernel, has_kernel, load_variant
+    from kernelforge.manifest import Manifest, load_manifest
+    from kernelforge.variants import SystemFacts, Variant, detect_system, resolve_variant
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernelforge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
