@@ -1,0 +1,360 @@
+"""``kernelforge build``: compile a kernel project into ``build/<variant>/`` directories.
+
+The steps, each in its own module: :mod:`.toolchain` finds compilers and resolves
+``depends``; :mod:`.plan` turns the manifest into sources, flags and names (pure);
+:mod:`.compile` runs torch's extension tooling with ninja in a child process;
+:mod:`.package` writes the variant directory atomically.
+
+An unchanged project is detected before torch is imported (a fingerprint of sources,
+flags, toolchain and torch installation), so a no-op rebuild takes well under a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelforge import __version__, digest
+from kernelforge.build.compile import compile_plan
+from kernelforge.build.package import assemble_variant, builder_provenance
+from kernelforge.build.plan import BuildPlan, SourceId, hash_sources, plan_build
+from kernelforge.build.toolchain import (
+    Dependency,
+    Tool,
+    find_cxx,
+    find_hipcc,
+    find_nvcc,
+    resolve_dependency,
+)
+from kernelforge.errors import BuildError, IntegrityError, ToolchainError
+from kernelforge.manifest import Manifest, check_project
+
+__all__ = ["BuildResult", "build_project", "source_identity"]
+
+COMPILED_BACKENDS = ("cpu", "cuda", "rocm")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """One variant a build produced (or found up to date)."""
+
+    variant: str
+    backend: str
+    path: Path
+    up_to_date: bool
+    seconds: float
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def source_identity(root: Path) -> SourceId:
+    """Content hash of the project's sources plus its git commit and dirtiness, if any.
+
+    The op namespace uid is the first 7 hex digits of the content hash: it is the same
+    wherever and whenever the same sources are built, and differs whenever they differ,
+    so two builds of one kernel never share a namespace. ``_dirty`` is appended when the
+    project sits in a git work tree with uncommitted changes.
+    """
+    content = hash_sources(root)
+    commit = _git(root, "rev-parse", "HEAD")
+    dirty = False
+    if commit is not None:
+        status = _git(
+            root, "status", "--porcelain", "--", ".",
+            ":(exclude)build", ":(exclude).kernelforge",
+        )
+        dirty = bool(status)
+    return SourceId(content, commit, dirty)
+
+
+def _buildable(backend: str, torch_install: object) -> tuple[Tool | None, str | None]:
+    """The device compiler for ``backend`` and, if it cannot be built here, why not."""
+    if backend == "cpu":
+        return None, None
+    if backend == "cuda":
+        if not getattr(torch_install, "cuda", None):
+            return None, "the installed torch has no CUDA support"
+        nvcc = find_nvcc()
+        if nvcc is None:
+            return None, "nvcc was not found (set CUDA_HOME or put nvcc on PATH)"
+        return nvcc, None
+    if backend == "rocm":
+        if not getattr(torch_install, "hip", None):
+            return None, "the installed torch has no ROCm support"
+        hipcc = find_hipcc()
+        if hipcc is None:
+            return None, "hipcc was not found (set ROCM_HOME or put hipcc on PATH)"
+        return hipcc, None
+    return None, f"kernelforge cannot build the {backend} backend yet"
+
+
+def _torch_install():
+    from kernelforge.variants import torch_install_facts
+
+    inst = torch_install_facts()
+    if inst is None:
+        raise ToolchainError(
+            "torch is not installed in this Python environment; fix: pip install torch"
+        )
+    return inst
+
+
+def _fingerprint(parts: dict[str, object]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _stamp_path(root: Path, backend: str) -> Path:
+    return root / ".kernelforge" / f"{backend}.stamp.json"
+
+
+def _up_to_date(root: Path, out_dir: Path, backend: str, key: str) -> Path | None:
+    """The variant directory if the last build of ``backend`` had this fingerprint and
+    its files are intact, else ``None``."""
+    try:
+        stamp = json.loads(_stamp_path(root, backend).read_text())
+    except (OSError, ValueError):
+        return None
+    if stamp.get("key") != key:
+        return None
+    variant_dir = out_dir / stamp.get("variant", "")
+    try:
+        meta = json.loads((variant_dir / "metadata.json").read_text())
+        digest.verify_tree(variant_dir, meta["digest"]["files"])
+    except (OSError, ValueError, KeyError, TypeError, IntegrityError):
+        return None
+    return variant_dir
+
+
+def _write_stamp(root: Path, backend: str, key: str, variant: str) -> None:
+    path = _stamp_path(root, backend)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"key": key, "variant": variant}))
+    os.replace(tmp, path)
+
+
+def _variant_name(manifest: Manifest, backend: str, facts) -> str:
+    from kernelforge import variants
+
+    if manifest.noarch:
+        if manifest.universal:
+            return str(variants.Variant.parse("torch-universal"))
+        return str(variants.noarch_variant(backend))
+    return str(variants.build_variant(facts, backend=backend))
+
+
+def _check_torch_range(manifest: Manifest, torch_version: str) -> None:
+    if manifest.torch is None:
+        return
+    from packaging.version import Version
+
+    installed = Version(Version(torch_version).base_version)
+    if manifest.torch.minver and installed < Version(manifest.torch.minver):
+        raise BuildError(
+            f"{manifest.path}: key 'torch.minver' requires torch >= {manifest.torch.minver}, "
+            f"but {torch_version} is installed; fix: install a newer torch"
+        )
+    if manifest.torch.maxver and installed > Version(manifest.torch.maxver):
+        raise BuildError(
+            f"{manifest.path}: key 'torch.maxver' allows torch <= {manifest.torch.maxver}, "
+            f"but {torch_version} is installed; fix: install an older torch"
+        )
+
+
+def build_project(
+    path: str | Path = ".",
+    *,
+    backends: Sequence[str] | None = None,
+    archs: Sequence[str] | None = None,
+    jobs: int | None = None,
+    out_dir: str | Path | None = None,
+    force: bool = False,
+    verbose: bool = False,
+    progress: Callable[[str], None] = print,
+) -> list[BuildResult]:
+    """Build a kernel project for this environment.
+
+    Args:
+        path: the project directory (or its ``build.toml``).
+        backends: backends to build; default: every backend of the project that this
+            environment can build (cpu always; cuda with a CUDA torch and nvcc; rocm
+            with a ROCm torch and hipcc). Noarch projects package every backend.
+        archs: CUDA capabilities or ROCm archs replacing the manifest's (``--arch``).
+        jobs: parallel compile jobs (default: all cores).
+        out_dir: where variant directories go (default: ``<project>/build``).
+        force: rebuild even when nothing changed.
+        verbose: show every compiler line.
+        progress: receives progress lines.
+
+    Returns:
+        One :class:`BuildResult` per variant.
+
+    Raises:
+        ManifestError: the project is invalid.
+        ToolchainError: a needed compiler or dependency is missing.
+        BuildError: compiling failed (the message lists errors with file and line).
+
+    Example:
+        >>> build_project("kernels/relu", backends=["cpu"])  # doctest: +SKIP
+    """
+    manifest = check_project(path)
+    root = manifest.root
+    out = Path(out_dir) if out_dir is not None else root / "build"
+    source_id = source_identity(root)
+    torch_install = _torch_install()
+
+    if manifest.noarch:
+        candidates = ["universal"] if manifest.universal else list(manifest.backends)
+        targets = [b for b in candidates if not backends or b in backends]
+        if backends:
+            missing = [b for b in backends if b not in candidates]
+            if missing:
+                raise BuildError(
+                    f"{manifest.path}: backend(s) {missing} are not listed by this project "
+                    f"(it lists: {', '.join(candidates)})"
+                )
+        compilers: dict[str, Tool | None] = {b: None for b in targets}
+    else:
+        compilers = {}
+        skipped: list[str] = []
+        for b in manifest.backends:
+            if backends and b not in backends:
+                continue
+            tool, why_not = _buildable(b, torch_install)
+            if why_not:
+                if backends:
+                    raise ToolchainError(f"cannot build backend '{b}' here: {why_not}")
+                skipped.append(f"{b}: {why_not}")
+                continue
+            compilers[b] = tool
+        if backends:
+            unknown = [b for b in backends if b not in manifest.backends]
+            if unknown:
+                raise BuildError(
+                    f"{manifest.path}: backend(s) {unknown} have no kernels in this project "
+                    f"(it has: {', '.join(manifest.backends)})"
+                )
+        for line in skipped:
+            progress(f"skipping backend {line}")
+        if not compilers:
+            raise BuildError(
+                f"{manifest.path}: none of this project's backends can be built here:\n"
+                + "\n".join(f"  {s}" for s in skipped)
+            )
+        targets = list(compilers)
+        _check_torch_range(manifest, torch_install.version)
+
+    cxx = None if manifest.noarch else find_cxx()
+    facts = None
+    results: list[BuildResult] = []
+    for backend in targets:
+        started = time.monotonic()
+        device = compilers.get(backend)
+        deps: list[Dependency] = []
+        if not manifest.noarch:
+            names: list[str] = []
+            for k in manifest.kernels.values():
+                if k.backend == backend:
+                    names += [d for d in k.depends if d not in names]
+            deps = [resolve_dependency(n) for n in names]
+        key = _fingerprint(
+            {
+                "kernelforge": __version__,
+                "backend": backend,
+                "sources": source_id.content_hash,
+                "dirty": source_id.git_dirty,
+                "torch": [torch_install.path, torch_install.mtime, torch_install.version],
+                "cxx": cxx.identity() if cxx else None,
+                "device": device.identity() if device else None,
+                "deps": [d.provenance() for d in deps],
+                "archs": list(archs) if archs else None,
+                "out": str(out.resolve()),
+            }
+        )
+        if not force:
+            existing = _up_to_date(root, out, backend, key)
+            if existing is not None:
+                progress(f"{existing.name}: up to date")
+                results.append(
+                    BuildResult(existing.name, backend, existing, True, time.monotonic() - started)
+                )
+                continue
+
+        if facts is None and not manifest.noarch:
+            from kernelforge.variants import detect_system
+
+            facts = detect_system()
+        variant = _variant_name(manifest, backend, facts)
+        plan = plan_build(
+            manifest,
+            backend=backend,
+            variant=variant,
+            source_id=source_id,
+            cxx=cxx,
+            device_compiler=device,
+            dependencies=deps,
+            arch_override=archs,
+        )
+        progress(f"{variant}: building {manifest.name} ({backend}, ops namespace {plan.namespace})")
+        for note in plan.notes:
+            progress(f"  note: {note}")
+        extension = None
+        if not plan.noarch:
+            extension = compile_plan(
+                plan, work_dir=root / ".kernelforge" / variant, jobs=jobs,
+                verbose=verbose, progress=progress,
+            )
+        final = assemble_variant(
+            manifest, plan, extension=extension, out_dir=out,
+            provenance=_provenance(plan, source_id, torch_install, cxx, device),
+        )
+        _write_stamp(root, backend, key, variant)
+        elapsed = time.monotonic() - started
+        progress(f"{variant}: wrote {final}")
+        results.append(BuildResult(variant, backend, final, False, elapsed))
+    return results
+
+
+def _provenance(
+    plan: BuildPlan,
+    source_id: SourceId,
+    torch_install,
+    cxx: Tool | None,
+    device: Tool | None,
+) -> dict[str, object]:
+    prov: dict[str, object] = {"kernel-builder": builder_provenance()}
+    if source_id.git_commit:
+        prov["kernel"] = {"commit": source_id.git_commit, "dirty": source_id.git_dirty}
+    prov["source-sha256"] = source_id.content_hash
+    prov["torch"] = torch_install.version
+    toolchain: dict[str, str] = {}
+    if cxx is not None:
+        toolchain[cxx.name] = cxx.version_str
+    if device is not None:
+        toolchain[device.name] = device.version_str
+    if toolchain:
+        prov["toolchain"] = toolchain
+    if plan.dependencies:
+        prov["dependencies"] = [d.provenance() for d in plan.dependencies]
+    if not plan.noarch:
+        # Relative to the project, so the same sources give the same metadata anywhere.
+        root = str(plan.root)
+        prov["flags"] = {
+            "cxx": [f.replace(root, ".") for f in plan.cxx_flags],
+            "device": [f.replace(root, ".") for f in plan.device_flags],
+        }
+    return prov

@@ -1,0 +1,166 @@
+"""Compile one build plan into an abi3 extension, showing progress and compiler errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelforge.build.plan import BuildPlan
+from kernelforge.errors import BuildError
+
+# gcc/clang: "file:line:col: error: msg"; nvcc/cicc: "file(line): error: msg"
+_DIAGNOSTIC = re.compile(
+    r"^(?P<file>[^\s:(][^:(]*?)(?::(?P<line>\d+)(?::\d+)?|\((?P<line2>\d+)\)):\s*"
+    r"(?P<kind>fatal error|error|catastrophic error)\b:?\s*(?P<msg>.*)$"
+)
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A compiler error pointing at a source location."""
+
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: error: {self.message}"
+
+
+def parse_diagnostics(log: str) -> list[Diagnostic]:
+    """Extract ``file:line: error`` diagnostics from compiler output (gcc, clang, nvcc)."""
+    seen: set[tuple[str, int, str]] = set()
+    out: list[Diagnostic] = []
+    for raw in log.splitlines():
+        m = _DIAGNOSTIC.match(raw.strip())
+        if not m:
+            continue
+        key = (m["file"], int(m["line"] or m["line2"]), m["msg"].strip())
+        if key not in seen:
+            seen.add(key)
+            out.append(Diagnostic(*key))
+    return out
+
+
+def _describe_step(command: str, root: Path) -> str:
+    """Turn a ninja command line into 'compiling <relative source>' / 'linking'."""
+    m = re.search(r"\s-c\s+(\S+)", command)
+    if m:
+        src = Path(m.group(1))
+        try:
+            src = src.relative_to(root)
+        except ValueError:
+            pass
+        return f"compiling {src}"
+    if " -shared" in command or "-o " in command:
+        return "linking"
+    return command.split(" ", 1)[0]
+
+
+def compile_plan(
+    plan: BuildPlan,
+    *,
+    work_dir: Path,
+    jobs: int | None = None,
+    verbose: bool = False,
+    progress: Callable[[str], None] = print,
+) -> Path:
+    """Compile ``plan`` with torch's extension tooling in a child process.
+
+    Args:
+        plan: what to compile and how.
+        work_dir: intermediate directory for objects, the ninja file and the log.
+        jobs: parallel compile jobs (default: all cores).
+        verbose: echo every line of compiler output.
+        progress: where progress lines go.
+
+    Returns:
+        The path of the built ``<namespace>.abi3.so``.
+
+    Raises:
+        BuildError: the compiler failed; the message lists errors with file and line.
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    build_lib = work_dir / "lib"
+    spec = {
+        "backend": plan.backend,
+        "namespace": plan.namespace,
+        "sources": [str(s) for s in plan.sources],
+        "include_dirs": [str(d) for d in plan.include_dirs],
+        "cxx_flags": list(plan.cxx_flags),
+        "device_flags": list(plan.device_flags),
+        "link_flags": list(plan.link_flags),
+        "build_lib": str(build_lib),
+        "build_temp": str(work_dir / "obj"),
+    }
+    spec_path = work_dir / "spec.json"
+    spec_path.write_text(json.dumps(spec, indent=2))
+    log_path = work_dir / "build.log"
+
+    env = dict(os.environ)
+    env["MAX_JOBS"] = str(jobs or os.cpu_count() or 1)
+    env.update(plan.env)
+    # Keep bytecode out of the project and the build tree.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    cmd = [sys.executable, "-m", "kernelforge.build._driver", str(spec_path)]
+    started = time.monotonic()
+    lines: list[str] = []
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=work_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        if proc.stdout is None:  # pragma: no cover - Popen with PIPE always sets it
+            raise BuildError("could not read the compiler's output")
+        for line in proc.stdout:
+            log.write(line)
+            lines.append(line)
+            step = _NINJA_STEP.match(line.strip())
+            if verbose:
+                progress(line.rstrip())
+            elif step:
+                done, total, command = step.groups()
+                progress(f"  [{done}/{total}] {_describe_step(command, plan.root)}")
+        code = proc.wait()
+    elapsed = time.monotonic() - started
+
+    if code != 0:
+        output = "".join(lines)
+        diagnostics = parse_diagnostics(output)
+        if diagnostics:
+            detail = "\n".join(f"  {d}" for d in diagnostics[:20])
+            if len(diagnostics) > 20:
+                detail += f"\n  ... and {len(diagnostics) - 20} more"
+        else:
+            detail = "\n".join(f"  {ln.rstrip()}" for ln in lines[-25:])
+        raise BuildError(
+            f"compiling {plan.variant} failed after {elapsed:.1f}s:\n{detail}\n"
+            f"full compiler output: {log_path}"
+        )
+    built = sorted(build_lib.glob(f"{plan.namespace}*.so"))
+    if len(built) != 1:
+        raise BuildError(
+            f"the compiler reported success but produced {len(built)} extension files "
+            f"named {plan.namespace}*.so in {build_lib}; see {log_path}"
+        )
+    if not built[0].name.endswith(".abi3.so"):
+        raise BuildError(
+            f"{built[0].name} is not an abi3 extension; the Python limited API was not applied "
+            f"(torch's extension tooling too old?); see {log_path}"
+        )
+    progress(f"  compiled {plan.variant} in {elapsed:.1f}s")
+    return built[0]

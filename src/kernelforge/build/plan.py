@@ -1,0 +1,275 @@
+"""Planning a build: from a manifest and the toolchain to sources, flags and names.
+
+Planning is pure (no compiler runs, no torch import), so every rule here is unit-tested
+for every backend, ROCm included, on a machine that has none of the toolchains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelforge import archs
+from kernelforge.build.toolchain import Dependency, Tool
+from kernelforge.errors import BuildError, ToolchainError
+from kernelforge.manifest import KernelSpec, Manifest
+
+#: Files compiled as translation units; everything else listed in `src` is a header.
+COMPILED_SUFFIXES = {
+    "cpu": (".cpp", ".cc", ".cxx", ".c"),
+    "cuda": (".cpp", ".cc", ".cxx", ".c", ".cu"),
+    "rocm": (".cpp", ".cc", ".cxx", ".c", ".cu", ".hip"),
+}
+
+#: The define each backend's sources see (as Hugging Face's builder sets them).
+BACKEND_DEFINES = {
+    "cpu": ("-DCPU_KERNEL",),
+    "cuda": ("-DCUDA_KERNEL",),
+    "rocm": ("-DROCM_KERNEL", "-DUSE_ROCM=1"),
+}
+
+#: Files and folders of a project that never count as its sources.
+IGNORED_NAMES = {"build", ".kernelforge", ".git", "__pycache__", "result", ".venv"}
+
+DATA_DIR = Path(__file__).with_name("data")
+
+
+@dataclass(frozen=True)
+class SourceId:
+    """Identity of a project's sources: the op-namespace uid and the git provenance."""
+
+    content_hash: str
+    git_commit: str | None = None
+    git_dirty: bool = False
+
+    @property
+    def uid(self) -> str:
+        return self.content_hash[:7] + ("_dirty" if self.git_dirty else "")
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """Everything needed to compile and package one variant."""
+
+    root: Path
+    variant: str
+    backend: str
+    namespace: str
+    module_id: str
+    sources: tuple[Path, ...] = ()
+    include_dirs: tuple[Path, ...] = ()
+    cxx_flags: tuple[str, ...] = ()
+    device_flags: tuple[str, ...] = ()
+    link_flags: tuple[str, ...] = ()
+    archs: tuple[str, ...] | None = None
+    dependencies: tuple[Dependency, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def noarch(self) -> bool:
+        return not self.sources
+
+    def fingerprint_inputs(self) -> dict[str, object]:
+        """What decides the build's output apart from the source files themselves."""
+        return {
+            "variant": self.variant,
+            "namespace": self.namespace,
+            "sources": [str(s) for s in self.sources],
+            "include_dirs": [str(d) for d in self.include_dirs],
+            "cxx_flags": list(self.cxx_flags),
+            "device_flags": list(self.device_flags),
+            "link_flags": list(self.link_flags),
+            "archs": list(self.archs) if self.archs is not None else None,
+            "dependencies": [d.provenance() for d in self.dependencies],
+        }
+
+
+def iter_project_files(root: Path) -> Iterable[Path]:
+    """Every file of a project that can affect a build, in a stable order."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in IGNORED_NAMES and not d.startswith(".")
+        )
+        for name in sorted(filenames):
+            if name.endswith(".pyc") or name.startswith("."):
+                continue
+            yield Path(dirpath) / name
+
+
+def hash_sources(root: Path) -> str:
+    """A sha256 over the relative paths and contents of the project's files."""
+    h = hashlib.sha256()
+    for path in iter_project_files(root):
+        rel = path.relative_to(root).as_posix()
+        h.update(rel.encode() + b"\0")
+        with path.open("rb") as fh:
+            h.update(hashlib.file_digest(fh, "sha256").digest() if hasattr(hashlib, "file_digest")
+                     else hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()
+
+
+def namespace_for(python_name: str, backend: str, uid: str) -> str:
+    """The unique op namespace and extension name: ``_<name>_<backend>_<uid>``."""
+    return f"_{python_name}_{backend}_{uid}"
+
+
+def _kernels_for(manifest: Manifest, backend: str) -> list[KernelSpec]:
+    return [k for k in manifest.kernels.values() if k.backend == backend]
+
+
+def _rel_paths(manifest: Manifest, names: Iterable[str]) -> list[Path]:
+    return [manifest.root / n for n in names]
+
+
+def cuda_capabilities(
+    kernels: Sequence[KernelSpec], nvcc: Tool, override: Sequence[str] | None
+) -> tuple[list[str], list[str]]:
+    """Capabilities to compile for, and notes on what was dropped.
+
+    The manifest's capabilities (or the default list) intersected with what this nvcc
+    can target; ``override`` (``--arch``) replaces the manifest's list.
+    """
+    notes: list[str] = []
+    if override:
+        wanted = list(override)
+    else:
+        wanted = []
+        for k in kernels:
+            caps = k.cuda_capabilities or archs.default_cuda_capabilities(nvcc.version[:2])
+            wanted.extend(c for c in caps if c not in wanted)
+    supported = archs.nvcc_supported(nvcc.version[:2])
+    kept: list[str] = []
+    for cap in wanted:
+        parsed = archs.CudaCapability.parse(cap)
+        if parsed.base in supported:
+            kept.append(str(parsed))
+        else:
+            notes.append(f"skipping capability {cap}: nvcc {nvcc.version_str} cannot target it")
+    if not kept:
+        raise BuildError(
+            f"none of the CUDA capabilities {wanted} can be built with nvcc {nvcc.version_str}; "
+            "fix: use a newer CUDA toolkit or pass --arch with a capability it supports"
+        )
+    return kept, notes
+
+
+def plan_build(
+    manifest: Manifest,
+    *,
+    backend: str,
+    variant: str,
+    source_id: SourceId,
+    cxx: Tool | None = None,
+    device_compiler: Tool | None = None,
+    dependencies: Sequence[Dependency] = (),
+    arch_override: Sequence[str] | None = None,
+) -> BuildPlan:
+    """Plan the build of ``manifest`` for one backend and variant.
+
+    Args:
+        manifest: the validated project.
+        backend: ``cpu``, ``cuda`` or ``rocm``; for noarch projects any backend listed.
+        variant: the variant directory name the build goes to.
+        source_id: identity of the sources (uid for the namespace).
+        cxx: the host compiler (decides gcc-only flags).
+        device_compiler: nvcc or hipcc for GPU backends.
+        dependencies: resolved ``depends`` of the backend's kernels.
+        arch_override: capabilities / archs replacing the manifest's (``--arch``).
+
+    Returns:
+        A :class:`BuildPlan`.
+    """
+    namespace = namespace_for(manifest.python_name, backend, source_id.uid)
+    module_id = namespace.lstrip("_")
+    if manifest.noarch:
+        return BuildPlan(manifest.root, variant, backend, namespace, module_id)
+
+    kernels = _kernels_for(manifest, backend)
+    if not kernels:
+        raise BuildError(
+            f"{manifest.path}: no [kernel.*] section has backend = \"{backend}\"; "
+            f"this project builds for: {', '.join(manifest.backends)}"
+        )
+    if manifest.torch is None:  # pragma: no cover - the manifest enforces a framework
+        raise BuildError(f"{manifest.path}: a compiled kernel needs a [torch] section")
+    suffixes = COMPILED_SUFFIXES[backend]
+    sources = [
+        p for p in _rel_paths(manifest, manifest.torch.src) if p.suffix in suffixes
+    ]
+    for k in kernels:
+        sources.extend(p for p in _rel_paths(manifest, k.src) if p.suffix in suffixes)
+    if not sources:
+        raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}")
+
+    include_dirs: list[Path] = [DATA_DIR, manifest.root]
+    include_dirs += _rel_paths(manifest, manifest.torch.include)
+    for k in kernels:
+        include_dirs += [d for d in _rel_paths(manifest, k.include) if d not in include_dirs]
+    for dep in dependencies:
+        include_dirs += [d for d in dep.include_dirs if d not in include_dirs]
+
+    cxx_flags = ["-O3", *BACKEND_DEFINES[backend]]
+    # Keep build paths out of the binary so builds in different folders are identical.
+    cxx_flags.append(f"-ffile-prefix-map={manifest.root}=.")
+    if cxx is not None and cxx.name == "gcc":
+        # One copy of each template static per extension: two builds of one kernel
+        # must not share state when loaded side by side.
+        cxx_flags.append("-fno-gnu-unique")
+    cxx_flags += list(manifest.torch.cxx_flags)
+    for k in kernels:
+        cxx_flags += list(k.cxx_flags)
+
+    device_flags: list[str] = []
+    metadata_archs: tuple[str, ...] | None = None
+    notes: list[str] = []
+    env: dict[str, str] = {}
+    if backend == "cuda":
+        if device_compiler is None:
+            raise ToolchainError("building the cuda backend needs nvcc")
+        caps, notes = cuda_capabilities(kernels, device_compiler, arch_override)
+        metadata_archs = tuple(caps)
+        device_flags = ["-O3", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr"]
+        device_flags += archs.nvcc_gencode_flags(caps)
+        device_flags += [f"-Xcompiler=-ffile-prefix-map={manifest.root}=."]
+        if cxx is not None and cxx.name == "gcc":
+            device_flags.append("-Xcompiler=-fno-gnu-unique")
+        for k in kernels:
+            device_flags += list(k.cuda_flags)
+        env["CUDA_HOME"] = str(device_compiler.path.parent.parent)
+    elif backend == "rocm":
+        if device_compiler is None:
+            raise ToolchainError("building the rocm backend needs hipcc")
+        wanted = list(arch_override) if arch_override else []
+        if not wanted:
+            for k in kernels:
+                wanted += [a for a in (k.rocm_archs or archs.ROCM_ARCHS) if a not in wanted]
+        unknown = [a for a in wanted if not archs.is_known_rocm_arch(a)]
+        if unknown:
+            raise BuildError(
+                f"unknown ROCm arch(s) {unknown}; known: {', '.join(archs.ROCM_ARCHS)}"
+            )
+        metadata_archs = tuple(wanted)
+        device_flags = ["-O3", *BACKEND_DEFINES[backend], *archs.hipcc_offload_flags(wanted)]
+        for k in kernels:
+            device_flags += list(k.hip_flags)
+        env["ROCM_HOME"] = str(device_compiler.path.parent.parent)
+
+    return BuildPlan(
+        root=manifest.root,
+        variant=variant,
+        backend=backend,
+        namespace=namespace,
+        module_id=module_id,
+        sources=tuple(sources),
+        include_dirs=tuple(include_dirs),
+        cxx_flags=tuple(cxx_flags),
+        device_flags=tuple(device_flags),
+        archs=metadata_archs,
+        dependencies=tuple(dependencies),
+        env=env,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,192 @@
+"""Compilers and SDKs a build needs: finding them, their versions, and kernel dependencies.
+
+Everything here runs without importing torch. Results are cached per process because
+probing a compiler means starting it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelforge.errors import ToolchainError
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A compiler found on this machine."""
+
+    name: str
+    path: Path
+    version: tuple[int, ...]
+    description: str
+
+    @property
+    def version_str(self) -> str:
+        return ".".join(str(p) for p in self.version)
+
+    def identity(self) -> str:
+        """A string that changes whenever the installed tool changes (for cache keys)."""
+        try:
+            st = self.path.stat()
+            return f"{self.path}:{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            return str(self.path)
+
+
+def _run_version(cmd: Sequence[str]) -> str:
+    try:
+        proc = subprocess.run(
+            list(cmd), capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ToolchainError(f"could not run '{' '.join(cmd)}': {err}") from err
+    return proc.stdout + proc.stderr
+
+
+def _parse_version(text: str, pattern: str) -> tuple[int, ...] | None:
+    m = re.search(pattern, text)
+    if not m:
+        return None
+    return tuple(int(p) for p in m.group(1).split("."))
+
+
+def _first_existing(candidates: Sequence[Path | None]) -> Path | None:
+    for cand in candidates:
+        if cand is not None and cand.is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def find_nvcc() -> Tool | None:
+    """The CUDA compiler: ``$CUDA_HOME``/``$CUDA_PATH``, then ``PATH``, then /usr/local/cuda."""
+    candidates: list[Path | None] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(Path(os.environ[var]) / "bin" / "nvcc")
+    which = shutil.which("nvcc")
+    candidates.append(Path(which) if which else None)
+    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
+    path = _first_existing(candidates)
+    if path is None:
+        return None
+    text = _run_version([str(path), "--version"])
+    version = _parse_version(text, r"release (\d+\.\d+)")
+    if version is None:
+        raise ToolchainError(f"cannot read the CUDA version from '{path} --version':\n{text}")
+    return Tool("nvcc", path, version, text.strip().splitlines()[-1])
+
+
+@functools.lru_cache(maxsize=None)
+def find_hipcc() -> Tool | None:
+    """The HIP compiler: ``$ROCM_HOME``/``$ROCM_PATH``, then ``PATH``, then /opt/rocm."""
+    candidates: list[Path | None] = []
+    for var in ("ROCM_HOME", "ROCM_PATH"):
+        if os.environ.get(var):
+            candidates.append(Path(os.environ[var]) / "bin" / "hipcc")
+    which = shutil.which("hipcc")
+    candidates.append(Path(which) if which else None)
+    candidates.append(Path("/opt/rocm/bin/hipcc"))
+    path = _first_existing(candidates)
+    if path is None:
+        return None
+    text = _run_version([str(path), "--version"])
+    version = _parse_version(text, r"HIP version: (\d+\.\d+)")
+    if version is None:
+        raise ToolchainError(f"cannot read the HIP version from '{path} --version':\n{text}")
+    return Tool("hipcc", path, version, f"HIP {'.'.join(map(str, version))}")
+
+
+@functools.lru_cache(maxsize=None)
+def find_cxx() -> Tool:
+    """The host C++ compiler torch's extension tooling will use (``$CXX`` or ``c++``)."""
+    name = os.environ.get("CXX", "c++")
+    which = shutil.which(name)
+    if which is None:
+        raise ToolchainError(
+            f"no C++ compiler found (looked for '{name}'); install g++ or clang++, "
+            "or point the CXX environment variable at one"
+        )
+    path = Path(which)
+    text = _run_version([str(path), "--version"])
+    first = text.strip().splitlines()[0] if text.strip() else name
+    version = _parse_version(first, r"(\d+\.\d+(?:\.\d+)?)") or (0,)
+    kind = "gcc" if ("GCC" in text or "Free Software Foundation" in text) else "clang"
+    return Tool(kind, path, version, first)
+
+
+# --- kernel dependencies (`depends = [...]` in build.toml) --------------------------------
+
+#: Dependencies resolved to C++ header packages from PyPI: name -> (distribution, pinned
+#: version, include dir inside the installed package). CUTLASS 4.x keeps the 3.x C++ API,
+#: so both names resolve to the same pinned headers.
+HEADER_PACKAGES: dict[str, tuple[str, str, str]] = {
+    "cutlass_3_x": ("nvidia-cutlass", "4.2.0.0", "cutlass_library/source/include"),
+    "cutlass_4_x": ("nvidia-cutlass", "4.2.0.0", "cutlass_library/source/include"),
+}
+
+#: Dependencies that need nothing beyond what the build already has.
+BUILTIN_DEPENDS = frozenset({"torch"})
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A resolved ``depends`` entry: where its headers are and which version it is."""
+
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    include_dirs: tuple[Path, ...] = field(default_factory=tuple)
+
+    def provenance(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name}
+        if self.distribution:
+            out["distribution"] = self.distribution
+            out["version"] = self.version
+        return out
+
+
+def resolve_dependency(name: str) -> Dependency:
+    """Resolve one ``depends`` entry of a kernel to include directories.
+
+    Raises:
+        ToolchainError: the dependency is unknown, not installed, or not the pinned version.
+    """
+    if name in BUILTIN_DEPENDS:
+        return Dependency(name)
+    if name not in HEADER_PACKAGES:
+        known = ", ".join(sorted(BUILTIN_DEPENDS | HEADER_PACKAGES.keys()))
+        raise ToolchainError(
+            f"unknown kernel dependency '{name}'; kernelforge knows: {known}"
+        )
+    dist, pinned, subdir = HEADER_PACKAGES[name]
+    fix = f"pip install {dist}=={pinned}"
+    try:
+        installed = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError as err:
+        raise ToolchainError(
+            f"kernel dependency '{name}' needs the {dist} headers, which are not installed; "
+            f"fix: {fix}"
+        ) from err
+    if installed != pinned:
+        raise ToolchainError(
+            f"kernel dependency '{name}' is pinned to {dist}=={pinned} for reproducible builds, "
+            f"but {installed} is installed; fix: {fix}"
+        )
+    top = subdir.split("/", 1)[0]
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        raise ToolchainError(f"{dist} is installed but its package '{top}' cannot be found; fix: {fix}")
+    include = Path(next(iter(spec.submodule_search_locations))).parent / subdir
+    if not include.is_dir():
+        raise ToolchainError(f"{dist}=={installed} has no header directory {include}; fix: {fix}")
+    return Dependency(name, dist, installed, (include,))

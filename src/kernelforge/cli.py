@@ -1,0 +1,173 @@
+"""The ``kernelforge`` command: a thin layer over the library.
+
+This is the only place that turns exceptions into exit codes: 0 success, 1 a
+kernelforge error (message printed, no traceback), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kernelforge import __version__
+from kernelforge.errors import KernelforgeError
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from kernelforge.manifest import check_project
+
+    m = check_project(args.path)
+    kernels = ", ".join(f"{k.name} ({k.backend})" for k in m.kernels.values()) or "none (noarch)"
+    print(f"{m.path}: ok")
+    print(f"  name {m.name}, version {m.version if m.version is not None else 1}, "
+          f"edition {m.edition}, backends {', '.join(m.backends)}")
+    print(f"  kernels: {kernels}")
+    return 0
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from kernelforge.build import build_project
+
+    results = build_project(
+        args.path,
+        backends=args.backend or None,
+        archs=args.arch or None,
+        jobs=args.jobs,
+        force=args.force,
+        verbose=args.verbose,
+    )
+    for r in results:
+        state = "up to date" if r.up_to_date else f"built in {r.seconds:.1f}s"
+        print(f"{r.variant}: {state} -> {r.path}")
+    return 0
+
+
+def _hub(args: argparse.Namespace):
+    from kernelforge.hub import LocalHub
+
+    return LocalHub(Path(args.hub) if args.hub else None)
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    from kernelforge.manifest import load_manifest
+
+    manifest = load_manifest(args.path)
+    repo = args.repo or manifest.hub_repo_id
+    if not repo:
+        raise KernelforgeError(
+            "publish needs a repository: pass --repo org/name "
+            "(or set [general.hub] repo-id in build.toml)"
+        )
+    build_dir = manifest.root / "build"
+    version = manifest.version if manifest.version is not None else 1
+    hub = _hub(args)
+    rev = hub.publish(repo, build_dir, version=version, message=args.message or "")
+    print(f"published {repo} version {version} (branch v{version}) revision {rev.commit[:12]}")
+    print(f"  variants: {', '.join(rev.variants)}")
+    print(f"  hub: {hub.root}")
+    return 0
+
+
+def _cmd_versions(args: argparse.Namespace) -> int:
+    hub = _hub(args)
+    branches = hub.branches(args.repo)
+    if not branches:
+        print(f"{args.repo}: no versions published in {hub.root}")
+        return 1
+    print(f"{args.repo} in {hub.root}")
+    for branch in sorted(branches, key=_branch_order):
+        print(f"  {branch}")
+        for rev in hub.log(args.repo, branch):
+            when = rev.time_str if hasattr(rev, "time_str") else str(rev.time)
+            print(f"    {rev.commit[:12]}  {when}  {rev.message}".rstrip())
+            for variant in rev.variants:
+                print(f"      {variant}")
+    return 0
+
+
+def _branch_order(branch: str) -> tuple[int, str]:
+    if branch.startswith("v") and branch[1:].isdigit():
+        return (-int(branch[1:]), branch)
+    return (1, branch)
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from kernelforge.scaffold import init_project
+
+    dest = init_project(args.name, Path(args.directory) if args.directory else None)
+    print(f"created {dest}")
+    print(f"next: kernelforge build {dest} && kernelforge publish {dest} --repo <org>/{args.name}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from kernelforge.demo import run_demo
+
+    return 0 if run_demo(hub=Path(args.hub) if args.hub else None) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelforge",
+        description="Build, share and load GPU compute kernels for PyTorch.",
+    )
+    parser.add_argument("--version", action="version", version=f"kernelforge {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("init", help="scaffold a kernel project in the guide's layout")
+    p.add_argument("name", help="kernel name, e.g. my-relu")
+    p.add_argument("directory", nargs="?", help="where to create it (default: ./NAME)")
+    p.set_defaults(func=_cmd_init)
+
+    p = sub.add_parser("check", help="validate a project's build.toml and files")
+    p.add_argument("path", nargs="?", default=".")
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("build", help="compile a project into build/<variant>/")
+    p.add_argument("path", nargs="?", default=".")
+    p.add_argument("--backend", action="append", help="build only this backend (repeatable)")
+    p.add_argument("--arch", action="append",
+                   help="CUDA capability or ROCm arch to build for, replacing the manifest's "
+                        "(repeatable), e.g. --arch 9.0a")
+    p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: all cores)")
+    p.add_argument("--force", action="store_true", help="rebuild even if nothing changed")
+    p.add_argument("-v", "--verbose", action="store_true", help="show every compiler line")
+    p.set_defaults(func=_cmd_build)
+
+    hub_help = "hub directory (default: $KERNELFORGE_HUB or the user cache)"
+    p = sub.add_parser("publish", help="publish a project's builds to the local hub")
+    p.add_argument("path", nargs="?", default=".")
+    p.add_argument("--repo", help="repository id, org/name")
+    p.add_argument("--hub", help=hub_help)
+    p.add_argument("-m", "--message", help="revision message")
+    p.set_defaults(func=_cmd_publish)
+
+    p = sub.add_parser("versions", help="list a kernel's versions, revisions and variants")
+    p.add_argument("repo", help="repository id, org/name")
+    p.add_argument("--hub", help=hub_help)
+    p.set_defaults(func=_cmd_versions)
+
+    p = sub.add_parser("demo", help="build, publish, load and check the bundled relu kernel")
+    p.add_argument("--hub", help=hub_help)
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kernelforge`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KernelforgeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
