@@ -1,0 +1,94 @@
+"""Durable file writes for the local hub: copy, fsync, atomic ref replace.
+
+A revision is written under ``tmp/`` (which readers never look at), every file and
+directory fsynced, before the rename that makes it visible; a ref is written to a
+hidden temporary file and swapped in with ``os.replace``. Either step completes or the
+old state stays as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+from pathlib import Path
+
+from kernelforge.digest import DEFAULT_ALGORITHM
+
+__all__ = ["CARD_FILE", "copy_file", "copy_tree", "fsync_dir", "write_file", "write_ref"]
+
+CARD_FILE = "README.md"
+_CHUNK = 1 << 20
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries (new names, renames) to disk."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def copy_file(src: Path, dst: Path) -> str:
+    """Copy one file durably and make the copy read-only; return its base64 sha256."""
+    h = hashlib.new(DEFAULT_ALGORITHM)
+    with open(src, "rb") as fin, open(dst, "xb") as fout:
+        for chunk in iter(lambda: fin.read(_CHUNK), b""):
+            h.update(chunk)
+            fout.write(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    os.chmod(dst, 0o444)
+    return _b64(h.digest())
+
+
+def write_file(path: Path, data: bytes) -> str:
+    """Create a new read-only file durably; return its base64 sha256."""
+    with open(path, "xb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(path, 0o444)
+    return _b64(hashlib.sha256(data).digest())
+
+
+def write_ref(path: Path, commit: str) -> None:
+    """Point a ref at a commit: write a hidden temporary file, then atomically replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(commit + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def copy_tree(dst: Path, files: tuple[tuple[Path, str], ...], card: str | None) -> dict[str, str]:
+    """Copy ``(source, relpath)`` pairs (and the card) under ``dst``, all fsynced.
+
+    Returns:
+        ``{relpath: base64 sha256}`` of everything written.
+    """
+    recorded: dict[str, str] = {}
+    for src, rel in files:
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        recorded[rel] = copy_file(src, target)
+    if card is not None:
+        if not isinstance(card, str):
+            raise ValueError(f"card: expected README text, got {type(card).__name__}")
+        recorded[CARD_FILE] = write_file(dst / CARD_FILE, card.encode("utf-8"))
+    for dirpath, _dirs, _files in os.walk(dst, topdown=False):
+        fsync_dir(Path(dirpath))
+    return recorded

@@ -1,0 +1,196 @@
+"""Checking a build directory before it is published to a hub."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelforge.digest import ALGORITHMS, DEFAULT_ALGORITHM, is_excluded, verify_tree
+from kernelforge.errors import HubError, IntegrityError
+
+__all__ = ["Staged", "check_digests", "read_metadata", "stage_build"]
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A validated build, ready to copy.
+
+    Attributes:
+        files: ``(source file, relpath in the revision)`` pairs, relpaths like
+            ``build/torch-cpu/__init__.py``.
+        variants: the variant directory names.
+        digests: variant -> its metadata ``digest`` block (``{}`` when it has none).
+    """
+
+    files: tuple[tuple[Path, str], ...]
+    variants: tuple[str, ...]
+    digests: dict[str, dict[str, Any]]
+
+
+def read_metadata(variant_dir: Path) -> dict[str, Any]:
+    """Read and minimally check a variant's ``metadata.json``.
+
+    Args:
+        variant_dir: the variant directory.
+
+    Returns:
+        The parsed metadata; ``id`` is a Python identifier and ``name`` a string.
+
+    Raises:
+        HubError: the file is missing, not JSON, or lacks a usable ``id``/``name``.
+    """
+    path = variant_dir / "metadata.json"
+    if not path.is_file():
+        raise HubError(f"{path}: missing; every build variant needs its metadata.json")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise HubError(f"{path}: not valid JSON ({err})") from err
+    if not isinstance(meta, dict):
+        raise HubError(f"{path}: expected a JSON object")
+    module_id = meta.get("id")
+    if not isinstance(module_id, str) or not module_id.isidentifier():
+        raise HubError(f"{path}: key 'id' must be a Python identifier, got {module_id!r}")
+    if not isinstance(meta.get("name"), str):
+        raise HubError(f"{path}: key 'name' is missing or not a string")
+    digest = meta.get("digest")
+    if digest is not None and (
+        not isinstance(digest, dict)
+        or digest.get("algorithm") not in ALGORITHMS
+        or not isinstance(digest.get("files"), dict)
+    ):
+        raise HubError(
+            f"{path}: key 'digest' must be "
+            f"{{\"algorithm\": {' | '.join(ALGORITHMS)}, \"files\": {{path: base64}}}}"
+        )
+    return meta
+
+
+def stage_build(build_dir: Path, version: int) -> Staged:
+    """Validate a build directory and list the files to publish.
+
+    Args:
+        build_dir: ``build/`` (holding ``<variant>/`` directories) or the project
+            directory containing it.
+        version: the version being published; each ``metadata.json`` ``version`` must
+            equal it or be absent.
+
+    Returns:
+        The :class:`Staged` build.
+
+    Raises:
+        HubError: naming the offending path: no variants, a stray file, a link, a
+            ``.pyc``, a bad variant name, missing or mismatching metadata.
+    """
+    if not build_dir.is_dir():
+        raise HubError(f"build_dir: {build_dir} is not a directory")
+    if not any((p / "metadata.json").is_file() for p in build_dir.iterdir() if p.is_dir()):
+        if (build_dir / "build").is_dir():  # the project directory was given
+            build_dir = build_dir / "build"
+        elif (build_dir / "build.toml").is_file():
+            raise HubError(
+                f"build_dir: {build_dir} is a kernel project without a build/ directory; "
+                "build it first (kernelforge build)"
+            )
+    files: list[tuple[Path, str]] = []
+    variants: list[str] = []
+    digests: dict[str, dict[str, Any]] = {}
+    for entry in sorted(build_dir.iterdir()):
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_symlink() or not entry.is_dir():
+            raise HubError(
+                f"{entry}: only variant directories belong in {build_dir}; remove this entry"
+            )
+        _check_variant_name(entry)
+        meta = read_metadata(entry)
+        meta_version = meta.get("version")
+        if meta_version is not None and meta_version != version:
+            raise HubError(
+                f"{entry / 'metadata.json'}: key 'version' is {meta_version!r} but the build "
+                f"is being published as version {version} (branch v{version}); publish with "
+                f"version={meta_version!r} or rebuild"
+            )
+        digests[entry.name] = meta.get("digest") or {}
+        variants.append(entry.name)
+        files.extend(_variant_files(entry, f"build/{entry.name}"))
+    if not variants:
+        raise HubError(
+            f"build_dir: {build_dir} holds no build variants; build the kernel first "
+            "(expected build/<variant>/ directories with a metadata.json)"
+        )
+    return Staged(tuple(files), tuple(variants), digests)
+
+
+def check_digests(copy_root: Path, staged: Staged, recorded: dict[str, str]) -> None:
+    """Check the copied files against each variant's metadata digest, where there is one.
+
+    Args:
+        copy_root: the directory the revision was copied into.
+        staged: the build.
+        recorded: ``{relpath: base64 sha256}`` computed while copying.
+
+    Raises:
+        IntegrityError: a variant's files do not match its digest (each file named).
+    """
+    for variant, block in staged.digests.items():
+        if not block:
+            continue
+        expected = block["files"]
+        if block["algorithm"] != DEFAULT_ALGORITHM:  # recorded holds sha256: rehash
+            verify_tree(copy_root / "build" / variant, expected, algorithm=block["algorithm"])
+            continue
+        prefix = f"build/{variant}/"
+        actual = {
+            k[len(prefix):]: v
+            for k, v in recorded.items()
+            if k.startswith(prefix) and not is_excluded(k[len(prefix):])
+        }
+        problems = []
+        for rel in sorted(set(expected) | set(actual)):
+            if rel not in actual:
+                problems.append(f"missing: {rel}")
+            elif rel not in expected:
+                problems.append(f"extra: {rel}")
+            elif actual[rel] != expected[rel]:
+                problems.append(f"changed: {rel}")
+        if problems:
+            raise IntegrityError(f"build/{variant}", problems)
+
+
+def _check_variant_name(entry: Path) -> None:
+    from kernelforge.errors import VariantError
+    from kernelforge.variants import Variant
+
+    try:
+        Variant.parse(entry.name)
+    except VariantError as err:
+        raise HubError(f"{entry}: {entry.name!r} is not a build variant name ({err})") from err
+
+
+def _variant_files(variant_dir: Path, prefix: str) -> Iterator[tuple[Path, str]]:
+    """Files of one variant, refusing links, special files and stray bytecode.
+
+    ``__pycache__`` directories (written when the build was imported locally) are
+    import caches, not part of the build: they are skipped, never published.
+    """
+    for dirpath, dirnames, filenames in os.walk(variant_dir):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for d in dirnames:
+            if (here / d).is_symlink():
+                raise HubError(f"{here / d}: symbolic links cannot be published; copy the files")
+        for name in sorted(filenames):
+            path = here / name
+            if path.is_symlink() or not path.is_file():
+                raise HubError(f"{path}: only regular files can be published (no links)")
+            if name.endswith(".pyc"):
+                raise HubError(
+                    f"{path}: compiled bytecode (.pyc) must not ship; delete it (the .py "
+                    "sources are what gets published)"
+                )
+            yield path, f"{prefix}/{path.relative_to(variant_dir).as_posix()}"

@@ -1,0 +1,143 @@
+"""Per-file digests of variant directories (kernelforge.digest).
+
+The expected digests below were cross-checked against the reference implementation of
+the format (``Digest.hash_variant`` of the ``kernels`` package): same files hashed,
+same relative paths, standard base64 with padding.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from kernelforge.digest import digest_block, hash_file, hash_tree, is_excluded, verify_tree
+from kernelforge.errors import IntegrityError
+
+HELLO_SHA256 = "WJG1tSLV3whtD/CxEPvZ0hu0/HFjrzTQgoai6Eb2vgM="  # sha256(b"hello\n")
+EMPTY_SHA256 = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+
+
+def write(root: Path, rel: str, data: bytes | str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+@pytest.fixture
+def variant(tmp_path: Path) -> Path:
+    root = tmp_path / "torch-cpu"
+    write(root, "__init__.py", "hello\n")
+    write(root, "_ops.py", "x")
+    write(root, "empty.txt", b"")
+    write(root, "sub/deep/kernel.so", os.urandom(3 * (1 << 20) + 17))
+    write(root, "metadata.json", "{}")
+    return root
+
+
+def test_known_digests_standard_base64_with_padding(variant: Path) -> None:
+    files = hash_tree(variant)
+    assert files["__init__.py"] == HELLO_SHA256
+    assert files["empty.txt"] == EMPTY_SHA256
+    assert files["_ops.py"] == base64.b64encode(hashlib.sha256(b"x").digest()).decode()
+    # a file larger than the read chunk hashes like one whole read
+    big = (variant / "sub/deep/kernel.so").read_bytes()
+    assert files["sub/deep/kernel.so"] == base64.b64encode(hashlib.sha256(big).digest()).decode()
+    assert list(files) == sorted(files)
+
+
+def test_sha512(variant: Path) -> None:
+    files = hash_tree(variant, algorithm="sha512")
+    expected = base64.b64encode(hashlib.sha512(b"hello\n").digest()).decode()
+    assert files["__init__.py"] == expected
+    assert hash_file(variant / "__init__.py", "sha512") == expected
+
+
+@pytest.mark.parametrize(
+    ("relpath", "excluded"),
+    [
+        ("metadata.json", True),
+        ("metadata.json.sigstore", True),
+        ("sub/metadata.json", False),  # only the top-level metadata holds the digest
+        ("sub/metadata.json.sigstore", False),
+        ("x.sig", False),  # the reference hashes every other file, signatures included
+        ("kernel.pyc", True),
+        ("a/b/kernel.pyc", True),
+        ("__pycache__/notes.txt", True),
+        ("a/__pycache__/b/c.py", True),
+        ("x.PYC", False),
+        (".hidden", False),
+        ("METADATA.JSON", False),
+        ("__init__.py", False),
+    ],
+)
+def test_exclusions(tmp_path: Path, relpath: str, excluded: bool) -> None:
+    write(tmp_path, "__init__.py", "a")
+    write(tmp_path, relpath, "payload")
+    assert is_excluded(relpath) is excluded
+    assert (relpath not in hash_tree(tmp_path)) is excluded
+
+
+def test_relpaths_use_forward_slashes_and_odd_names(tmp_path: Path) -> None:
+    write(tmp_path, "a/b c/caf\u00e9.py", "x")
+    assert list(hash_tree(tmp_path)) == ["a/b c/caf\u00e9.py"]
+
+
+def test_verify_passes_on_untouched_tree(variant: Path) -> None:
+    verify_tree(variant, hash_tree(variant))
+    # metadata.json may change freely: it is not part of its own digest
+    write(variant, "metadata.json", '{"id": "other"}')
+    verify_tree(variant, hash_tree(variant))
+    # Python writing bytecode next to the sources does not break verification
+    write(variant, "__pycache__/__init__.cpython-311.pyc", b"\0")
+    verify_tree(variant, digest_block(variant)["files"])
+
+
+def test_verify_names_changed_missing_and_extra_files(variant: Path) -> None:
+    expected = hash_tree(variant)
+    write(variant, "_ops.py", "tampered")
+    (variant / "empty.txt").unlink()
+    write(variant, "sub/evil.py", "import os")
+    with pytest.raises(IntegrityError) as info:
+        verify_tree(variant, expected)
+    assert info.value.problems == ["changed: _ops.py", "missing: empty.txt", "extra: sub/evil.py"]
+    assert info.value.where == variant
+    assert "changed: _ops.py" in str(info.value)
+
+
+def test_verify_with_wrong_algorithm_reports_every_file(variant: Path) -> None:
+    with pytest.raises(IntegrityError, match="changed: __init__.py"):
+        verify_tree(variant, hash_tree(variant), algorithm="sha512")
+
+
+@pytest.mark.parametrize("kind", ["file", "dir"])
+def test_symlinks_are_refused(variant: Path, kind: str) -> None:
+    if kind == "file":
+        (variant / "link.py").symlink_to(variant / "__init__.py")
+        name = "link.py"
+    else:
+        (variant / "linked").symlink_to(variant / "sub")
+        name = "linked"
+    with pytest.raises(IntegrityError, match=f"refused: {name} \\(a symbolic link"):
+        hash_tree(variant)
+    with pytest.raises(IntegrityError, match=name):
+        verify_tree(variant, {})
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(IntegrityError, match="not a directory"):
+        hash_tree(tmp_path / "nope")
+
+
+def test_unknown_algorithm_names_the_argument(variant: Path) -> None:
+    with pytest.raises(ValueError, match="algorithm: unsupported digest algorithm 'md5'"):
+        hash_tree(variant, algorithm="md5")
+
+
+def test_digest_block_is_metadata_shaped(variant: Path) -> None:
+    block = digest_block(variant)
+    assert block == {"algorithm": "sha256", "files": hash_tree(variant)}

@@ -1,0 +1,415 @@
+"""The embedded local hub (kernelforge.hub.local): publish, list, resolve, crash safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelforge import digest
+from kernelforge.errors import HubError, IntegrityError
+from kernelforge.hub import LocalHub, Revision, as_hub, default_root, validate_repo_id
+from kernelforge.hub import _durable
+
+pytest.importorskip("kernelforge.variants")
+
+REPO = "kernels-test/relu"
+
+
+def make_variant(
+    project: Path,
+    variant: str,
+    *,
+    module_id: str = "_relu_cpu_0000001",
+    value: int = 1,
+    version: int | None = 1,
+    with_digest: bool = True,
+    extra: dict[str, bytes] | None = None,
+) -> Path:
+    """Fabricate ``project/build/<variant>/``: a tiny pure-Python kernel package."""
+    vdir = project / "build" / variant
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text(f"from . import helper\nVALUE = {value}\n")
+    (vdir / "helper.py").write_text("def double(x):\n    return 2 * x\n")
+    for rel, data in (extra or {}).items():
+        (vdir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vdir / rel).write_bytes(data)
+    meta: dict[str, object] = {
+        "name": "relu",
+        "id": module_id,
+        "version": version,
+        "license": "Apache-2.0",
+        "python-depends": [],
+        "backend": {"type": "cpu", "archs": None},
+    }
+    if with_digest:
+        meta["digest"] = digest.digest_block(vdir)
+    (vdir / "metadata.json").write_text(json.dumps(meta, indent=1))
+    return vdir
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> LocalHub:
+    return LocalHub(tmp_path / "hub")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "relu"
+    make_variant(root, "torch-cpu")
+    return root
+
+
+# --- roots and ids ---------------------------------------------------------------------
+
+
+def test_default_root_reads_the_environment_at_call_time(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KERNELFORGE_HUB", str(tmp_path / "envhub"))
+    assert default_root() == tmp_path / "envhub"
+    assert LocalHub().root == tmp_path / "envhub"
+    assert as_hub(None).root == tmp_path / "envhub"
+    monkeypatch.delenv("KERNELFORGE_HUB")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_root() == tmp_path / "cache" / "kernelforge" / "hub"
+    assert LocalHub(tmp_path / "x").root == tmp_path / "x"
+    assert as_hub(str(tmp_path / "y")).root == tmp_path / "y"
+
+
+@pytest.mark.parametrize(
+    "repo_id",
+    ["", "relu", "a/b/c", "../x", "a/..", "a/b c", "-a/b", "a/b-", "a/.b", "a//b", None],
+)
+def test_bad_repo_ids_name_the_argument(hub: LocalHub, project: Path, repo_id) -> None:
+    with pytest.raises(ValueError, match="repo_id"):
+        validate_repo_id(repo_id)
+    with pytest.raises(ValueError, match="repo_id"):
+        hub.publish(repo_id, project, version=1)
+
+
+def test_good_repo_ids() -> None:
+    assert validate_repo_id("kernels-community/gemm") == ("kernels-community", "gemm")
+    assert validate_repo_id("A1/flash_attn.v2") == ("A1", "flash_attn.v2")
+
+
+# --- publishing and listing --------------------------------------------------------------
+
+
+def test_publish_and_list(hub: LocalHub, project: Path, tmp_path: Path) -> None:
+    rev = hub.publish(REPO, project, version=1, message="first")
+    assert isinstance(rev, Revision)
+    assert re.fullmatch(r"[0-9a-f]{40}", rev.commit) and rev.short == rev.commit[:7]
+    assert (rev.branch, rev.parent, rev.message) == ("v1", None, "first")
+    assert rev.variants == ("torch-cpu",)
+    assert hub.repos() == [REPO]
+    assert hub.branches(REPO) == {"v1": rev.commit}
+    assert hub.versions(REPO) == {1: rev.commit}
+    assert hub.variants(REPO, rev.commit) == ["torch-cpu"]
+    vdir = hub.variant_path(REPO, rev.commit, "torch-cpu")
+    objects = hub.root / "kernels-test" / "relu" / "objects"
+    assert vdir == objects / rev.commit / "build" / "torch-cpu"
+    assert (vdir / "helper.py").read_text().startswith("def double")
+    assert (vdir / "helper.py").stat().st_mode & 0o777 == 0o444
+    hub.verify(REPO, rev.commit)
+
+    other = tmp_path / "relu2"
+    make_variant(other, "torch-cpu", module_id="_relu_cpu_0000002", value=2)
+    make_variant(other, "torch-universal", module_id="_relu_universal_0000002", value=2)
+    rev2 = hub.publish(REPO, other / "build", version=1, message="second")
+    assert rev2.parent == rev.commit and rev2.commit != rev.commit
+    assert [r.commit for r in hub.log(REPO, "v1")] == [rev2.commit, rev.commit]
+    assert hub.variants(REPO, rev2.commit) == ["torch-cpu", "torch-universal"]
+    assert hub.revision(REPO, rev.commit).variants == ("torch-cpu",)  # old revision intact
+
+    make_variant(tmp_path / "relu3", "torch-cpu", module_id="_relu_cpu_0000003", version=2)
+    rev3 = hub.publish(REPO, tmp_path / "relu3", version=2)
+    assert hub.versions(REPO) == {1: rev2.commit, 2: rev3.commit}
+    assert rev3.parent is None
+    assert rev3.when.year >= 2024
+
+
+def test_pycache_is_not_published(hub: LocalHub, project: Path) -> None:
+    cache = project / "build" / "torch-cpu" / "__pycache__"
+    cache.mkdir()
+    (cache / "helper.cpython-311.pyc").write_bytes(b"\0")
+    rev = hub.publish(REPO, project, version=1)
+    assert not (hub.variant_path(REPO, rev.commit, "torch-cpu") / "__pycache__").exists()
+
+
+def test_card_goes_to_main(hub: LocalHub, project: Path) -> None:
+    rev = hub.publish(REPO, project, version=1, card="# relu\n")
+    main = hub.branches(REPO)["main"]
+    assert (hub.commit_path(REPO, main) / "README.md").read_text() == "# relu\n"
+    assert (hub.commit_path(REPO, rev.commit) / "README.md").read_text() == "# relu\n"
+    assert hub.variants(REPO, main) == []
+    assert hub.versions(REPO) == {1: rev.commit}  # main is not a version
+    card = hub.set_card(REPO, "# relu v2\n")
+    assert card.parent == main and hub.branches(REPO)["main"] == card.commit
+
+
+def test_resolve_branch_tag_commit_and_prefix(hub: LocalHub, project: Path, tmp_path: Path) -> None:
+    rev = hub.publish(REPO, project, version=1)
+    make_variant(tmp_path / "p2", "torch-cpu", module_id="_relu_cpu_0000002")
+    rev2 = hub.publish(REPO, tmp_path / "p2", version=1)
+    assert hub.tag(REPO, "stable", rev.commit[:10]) == rev.commit
+    assert hub.tags(REPO) == {"stable": rev.commit}
+    assert hub.resolve(REPO, "v1") == rev2.commit
+    assert hub.resolve(REPO, "stable") == rev.commit
+    assert hub.resolve(REPO, rev.commit) == rev.commit
+    assert hub.resolve(REPO, rev.commit[:7]) == rev.commit
+    with pytest.raises(HubError, match=r"'nope' not found .*branch \(v1\).*tag \(stable\)"):
+        hub.resolve(REPO, "nope")
+    with pytest.raises(ValueError, match="revision"):
+        hub.resolve(REPO, "")
+    with pytest.raises(ValueError, match="tag"):
+        hub.tag(REPO, "../evil", "v1")
+
+
+def test_ambiguous_commit_prefix(hub: LocalHub, project: Path) -> None:
+    rev = hub.publish(REPO, project, version=1)
+    objects = hub.commit_path(REPO, rev.commit).parent
+    twin = rev.commit[:6] + ("0" if rev.commit[6] != "0" else "1") + rev.commit[7:]
+    shutil.copytree(objects / rev.commit, objects / twin)
+    with pytest.raises(HubError, match="ambiguous"):
+        hub.resolve(REPO, rev.commit[:6])
+    assert hub.resolve(REPO, rev.commit[:7]) == rev.commit
+
+
+def test_missing_things_raise_hub_errors(hub: LocalHub, project: Path) -> None:
+    with pytest.raises(HubError, match="not found in hub .*it is empty"):
+        hub.branches(REPO)
+    rev = hub.publish(REPO, project, version=1)
+    with pytest.raises(HubError, match="kernels-test/relu"):
+        hub.branches("kernels-test/other")
+    with pytest.raises(HubError, match="branch 'v9' not found"):
+        hub.log(REPO, "v9")
+    with pytest.raises(HubError, match="variant 'torch-cuda' not found .*torch-cpu"):
+        hub.variant_path(REPO, rev.commit, "torch-cuda")
+    with pytest.raises(HubError, match="commit 0{40} not found"):
+        hub.variants(REPO, "0" * 40)
+
+
+# --- refusals ----------------------------------------------------------------------------
+
+
+def test_refuse_empty_build(hub: LocalHub, tmp_path: Path) -> None:
+    (tmp_path / "p" / "build").mkdir(parents=True)
+    with pytest.raises(HubError, match="holds no build variants"):
+        hub.publish(REPO, tmp_path / "p", version=1)
+    with pytest.raises(HubError, match="is not a directory"):
+        hub.publish(REPO, tmp_path / "missing", version=1)
+    (tmp_path / "unbuilt").mkdir()
+    (tmp_path / "unbuilt" / "build.toml").write_text("[general]\nname = 'relu'\n")
+    with pytest.raises(HubError, match="without a build/ directory; build it first"):
+        hub.publish(REPO, tmp_path / "unbuilt", version=1)
+    assert hub.repos() == []
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda v: (v / "stale.pyc").write_bytes(b"\0"), r"stale\.pyc: compiled bytecode"),
+        (lambda v: (v / "metadata.json").unlink(), r"metadata\.json: missing"),
+        (lambda v: (v / "metadata.json").write_text("{nope"), "not valid JSON"),
+        (lambda v: (v / "metadata.json").write_text('{"name": "relu", "id": "a-b"}'),
+         "key 'id' must be a Python identifier"),
+        (lambda v: (v / "link.py").symlink_to(v / "helper.py"), "link.py: only regular files"),
+        (lambda v: (v / "ld").symlink_to(v), "ld: symbolic links cannot be published"),
+        (lambda v: (v.parent / "notes.txt").write_text("x"), "notes.txt: only variant directories"),
+        (lambda v: (v.parent / "scratch").mkdir(), "'scratch' is not a build variant name"),
+    ],
+)
+def test_refuse_unfit_builds(hub: LocalHub, project: Path, damage, message: str) -> None:
+    damage(project / "build" / "torch-cpu")
+    with pytest.raises(HubError, match=message):
+        hub.publish(REPO, project, version=1)
+    assert hub.repos() == []
+
+
+def test_refuse_version_mismatch(hub: LocalHub, project: Path) -> None:
+    with pytest.raises(HubError, match=r"key 'version' is 1 but .* version 2 \(branch v2\)"):
+        hub.publish(REPO, project, version=2)
+    with pytest.raises(ValueError, match="version"):
+        hub.publish(REPO, project, version="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="version"):
+        hub.publish(REPO, project, version=True)
+
+
+def test_metadata_without_version_or_digest_is_accepted(hub: LocalHub, tmp_path: Path) -> None:
+    make_variant(tmp_path / "p", "torch-cpu", version=None, with_digest=False)
+    rev = hub.publish(REPO, tmp_path / "p", version=3)
+    assert hub.versions(REPO) == {3: rev.commit}
+    assert "build/torch-cpu/helper.py" in hub.recorded_files(REPO, rev.commit)
+
+
+def test_refuse_files_that_do_not_match_their_digest(hub: LocalHub, project: Path) -> None:
+    (project / "build" / "torch-cpu" / "helper.py").write_text("tampered = True\n")
+    with pytest.raises(IntegrityError, match="changed: helper.py"):
+        hub.publish(REPO, project, version=1)
+    assert not any((hub.root / "kernels-test" / "relu" / "tmp").iterdir())
+    assert not (hub.root / "kernels-test" / "relu" / "refs").exists()
+
+
+# --- atomicity ---------------------------------------------------------------------------
+
+
+def _second_build(tmp_path: Path) -> Path:
+    root = tmp_path / "second"
+    make_variant(root, "torch-cpu", module_id="_relu_cpu_0000002", value=2)
+    return root
+
+
+@pytest.mark.parametrize("step", ["copy", "rename", "replace"])
+def test_failed_publish_keeps_previous_revision(
+    hub: LocalHub, project: Path, tmp_path: Path, monkeypatch, step: str
+) -> None:
+    first = hub.publish(REPO, project, version=1)
+
+    def boom(*args, **kwargs):
+        raise OSError(f"simulated failure in {step}")
+
+    if step == "copy":
+        real_copy = _durable.copy_file
+        calls = []
+
+        def copy_then_fail(src, dst):
+            calls.append(src)
+            if len(calls) == 2:
+                boom()
+            return real_copy(src, dst)
+
+        monkeypatch.setattr(_durable, "copy_file", copy_then_fail)
+    else:
+        monkeypatch.setattr(os, step, boom)
+    with pytest.raises(OSError, match="simulated failure"):
+        hub.publish(REPO, _second_build(tmp_path), version=1)
+    monkeypatch.undo()
+
+    assert hub.branches(REPO) == {"v1": first.commit}
+    assert [r.commit for r in hub.log(REPO, "v1")] == [first.commit]
+    hub.verify(REPO, first.commit)
+    repo = hub.root / "kernels-test" / "relu"
+    assert list((repo / "refs" / "heads").iterdir()) == [repo / "refs" / "heads" / "v1"]
+    third = hub.publish(REPO, _second_build(tmp_path / "again"), version=1)
+    assert third.parent == first.commit
+    assert list((repo / "tmp").iterdir()) == []
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from kernelforge.hub import LocalHub, _durable
+
+    hub_root, build, point = sys.argv[1], sys.argv[2], sys.argv[3]
+
+    def pause():
+        print("PAUSED", flush=True)
+        time.sleep(600)
+
+    real_copy, real_rename, real_replace = _durable.copy_file, os.rename, os.replace
+    copied = []
+
+    def copy_file(src, dst):
+        digest = real_copy(src, dst)
+        copied.append(dst)
+        if point == "copy" and len(copied) == 3:
+            pause()
+        return digest
+
+    def rename(src, dst):
+        if point == "rename":
+            pause()
+        real_rename(src, dst)
+
+    def replace(src, dst):
+        if point == "replace":
+            pause()
+        real_replace(src, dst)
+        if point == "after":
+            pause()
+
+    _durable.copy_file = copy_file
+    os.rename = rename
+    os.replace = replace
+    LocalHub(hub_root).publish("kernels-test/relu", build, version=1, message="killed")
+    print("DONE", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("point", ["copy", "rename", "replace", "after"])
+def test_sigkill_mid_publish(hub: LocalHub, project: Path, tmp_path: Path, point: str) -> None:
+    first = hub.publish(REPO, project, version=1)
+    big = _second_build(tmp_path)
+    for i in range(4):  # a large-ish build: several MiB over several files
+        (big / "build" / "torch-cpu" / f"blob{i}.bin").write_bytes(os.urandom(2 << 20))
+    meta_path = big / "build" / "torch-cpu" / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    meta["digest"] = digest.digest_block(big / "build" / "torch-cpu")
+    meta_path.write_text(json.dumps(meta))
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILL_SCRIPT, str(hub.root), str(big), point],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "PAUSED"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+    repo = hub.root / "kernels-test" / "relu"
+    heads = hub.branches(REPO)
+    if point == "after":  # the ref had moved: the new revision is complete and current
+        assert heads["v1"] != first.commit
+        assert hub.revision(REPO, heads["v1"]).parent == first.commit
+        hub.verify(REPO, heads["v1"])
+    else:
+        assert heads == {"v1": first.commit}
+        assert [r.commit for r in hub.log(REPO, "v1")] == [first.commit]
+    hub.verify(REPO, first.commit)
+    assert hub.variants(REPO, first.commit) == ["torch-cpu"]
+    # no partial object is ever visible: every object dir is a complete, verified revision
+    for obj in (repo / "objects").iterdir():
+        hub.verify(REPO, obj.name)
+    if point in ("copy", "rename"):
+        assert list((repo / "tmp").iterdir())  # the leftover exists but is ignored ...
+    again = _second_build(tmp_path / "again")
+    hub.publish(REPO, again, version=1)  # ... and the next publish (taking the lock) cleans it
+    assert list((repo / "tmp").iterdir()) == []
+    assert not list((repo / "refs" / "heads").glob(".*"))
+
+
+_CONCURRENT_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from kernelforge.hub import LocalHub
+    hub = LocalHub(sys.argv[1])
+    for _ in range(3):
+        hub.publish("kernels-test/relu", sys.argv[2], version=1, message=sys.argv[3])
+    """
+)
+
+
+def test_concurrent_publishers_serialise(hub: LocalHub, project: Path, tmp_path: Path) -> None:
+    other = _second_build(tmp_path)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _CONCURRENT_SCRIPT, str(hub.root), str(p), tag])
+        for p, tag in ((project, "a"), (other, "b"))
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    log = hub.log(REPO, "v1")
+    assert len(log) == 6  # every publish is in the history: none overwrote another
+    assert sorted(r.message for r in log) == ["a", "a", "a", "b", "b", "b"]
+    assert log[-1].parent is None

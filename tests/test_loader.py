@@ -1,0 +1,368 @@
+"""Loading kernels (kernelforge.loader): selection, verification, caching, overrides."""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import io
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import uuid
+import warnings
+from pathlib import Path
+
+import pytest
+
+from kernelforge import digest, loader
+from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError
+from kernelforge.hub import LocalHub
+
+variants = pytest.importorskip("kernelforge.variants")
+
+REPO = "kernels-test/relu"
+
+
+def make_variant(
+    project: Path,
+    variant: str,
+    *,
+    module_id: str,
+    value: int = 1,
+    version: int | None = 1,
+    backend: str = "cpu",
+    archs: list[str] | None = None,
+    with_digest: bool = True,
+    init: str | None = None,
+) -> Path:
+    """Fabricate ``project/build/<variant>/``: a tiny pure-Python kernel package."""
+    vdir = project / "build" / variant
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text(
+        init if init is not None else f"from . import helper\nVALUE = {value}\n"
+    )
+    (vdir / "helper.py").write_text("def double(x):\n    return 2 * x\n")
+    meta: dict[str, object] = {
+        "name": "relu",
+        "id": module_id,
+        "version": version,
+        "license": "Apache-2.0",
+        "python-depends": [],
+        "backend": {"type": backend, "archs": archs},
+    }
+    if with_digest:
+        meta["digest"] = digest.digest_block(vdir)
+    (vdir / "metadata.json").write_text(json.dumps(meta, indent=1))
+    return vdir
+
+
+def uid(tag: str) -> str:
+    """A module id no other test uses (ids live in sys.modules for the whole run)."""
+    return f"_relu_{tag}_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def arch_variant() -> str:
+    return str(variants.build_variant(variants.detect_system(), backend="cpu"))
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> LocalHub:
+    return LocalHub(tmp_path / "hub")
+
+
+@pytest.fixture(autouse=True)
+def _no_overrides(monkeypatch) -> None:
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+
+
+def publish(hub: LocalHub, root: Path, version: int = 1, **variants_: dict) -> str:
+    for name, kw in variants_.items():
+        make_variant(root, name.replace("_", "-"), version=version, **kw)
+    return hub.publish(REPO, root, version=version).commit
+
+
+# --- selection ---------------------------------------------------------------------------
+
+
+def test_two_builds_side_by_side(hub: LocalHub, tmp_path: Path, arch_variant: str) -> None:
+    id1, id2 = uid("a"), uid("b")
+    make_variant(tmp_path / "p1", arch_variant, module_id=id1, value=1)
+    make_variant(tmp_path / "p1", "torch-cpu", module_id=id1 + "_noarch", value=10)
+    c1 = hub.publish(REPO, tmp_path / "p1", version=1).commit
+    make_variant(tmp_path / "p2", "torch-universal", module_id=id2, value=2)
+    c2 = hub.publish(REPO, tmp_path / "p2", version=1).commit
+
+    new = loader.get_kernel(REPO, version=1, hub=hub)
+    old = loader.get_kernel(REPO, revision=c1, hub=hub)
+    assert (new.__name__, new.VALUE) == (id2, 2)
+    assert (old.__name__, old.VALUE) == (id1, 1)  # the compiled-arch name beats noarch
+    assert sys.modules[id1] is old and sys.modules[id2] is new
+    assert old.helper.double(3) == 6 and sys.modules[f"{id1}.helper"] is old.helper
+    assert Path(old.__file__).parent == hub.variant_path(REPO, c1, arch_variant)
+    assert loader.get_kernel(REPO, revision=c2[:8], hub=hub) is new
+
+
+def test_newest_version_is_announced_not_warned(
+    hub: LocalHub, tmp_path: Path, caplog, capsys
+) -> None:
+    publish(hub, tmp_path / "v1", 1, torch_cpu={"module_id": uid("v1")})
+    c2 = publish(hub, tmp_path / "v2", 2, torch_cpu={"module_id": uid("v2"), "value": 2})
+    caplog.set_level(logging.INFO, logger="kernelforge.loader")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module = loader.get_kernel(REPO, hub=hub)
+    assert module.VALUE == 2
+    message = (
+        f"kernelforge: loading {REPO} version 2 (branch v2, revision {c2[:7]}) "
+        "\u2014 pass version=2 to pin it"
+    )
+    assert message in caplog.messages
+    assert capsys.readouterr() == ("", "")
+
+
+def test_version_and_revision_selection(hub: LocalHub, tmp_path: Path) -> None:
+    c1 = publish(hub, tmp_path / "v1", 1, torch_cpu={"module_id": uid("v1"), "value": 1})
+    publish(hub, tmp_path / "v2", 2, torch_cpu={"module_id": uid("v2"), "value": 2})
+    hub.tag(REPO, "first", c1)
+    assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 1
+    assert loader.get_kernel(REPO, version=2, hub=hub.root).VALUE == 2
+    assert loader.get_kernel(REPO, revision="v1", hub=str(hub.root)).VALUE == 1
+    assert loader.get_kernel(REPO, revision="first", hub=hub).VALUE == 1
+    assert loader.get_kernel(REPO, revision=c1[:7], hub=hub).VALUE == 1
+    info = loader.kernel_info(REPO, revision="first", hub=hub)
+    assert (info.branch, info.commit, info.variant) == (None, c1, "torch-cpu")
+    info = loader.kernel_info(REPO, version=2, hub=hub)
+    assert (info.repo, info.branch, info.version, info.source) == (REPO, "v2", 2, "hub")
+    assert info.trace == ("torch-cpu: accepted, pure-Python build for cpu",)
+    assert f"{REPO} (branch v2" in info.describe()
+
+    with pytest.raises(ValueError, match="revision and version"):
+        loader.get_kernel(REPO, revision="v1", version=1, hub=hub)
+    with pytest.raises(ValueError, match="version"):
+        loader.get_kernel(REPO, version="1", hub=hub)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="repo_id"):
+        loader.get_kernel("not a repo", hub=hub)
+    with pytest.raises(HubError, match="version 7 of kernels-test/relu not found.*1, 2"):
+        loader.get_kernel(REPO, version=7, hub=hub)
+    with pytest.raises(HubError, match="revision 'nope' not found"):
+        loader.get_kernel(REPO, revision="nope", hub=hub)
+
+
+def test_no_fitting_variant_shows_the_trace(hub: LocalHub, tmp_path: Path) -> None:
+    foreign = "torch29-cxx11-cu126-aarch64-linux"
+    if str(variants.detect_system().cpu) == "aarch64":
+        foreign = "torch29-cxx11-cu126-x86_64-linux"
+    publish(hub, tmp_path / "p", 1, **{foreign: {"module_id": uid("x")}},
+            torch_cuda={"module_id": uid("y")})
+    with pytest.raises(VariantNotFoundError) as info:
+        loader.get_kernel(REPO, version=1, hub=hub)
+    text = str(info.value)
+    assert f"{foreign}: rejected" in text and "torch-cuda: rejected" in text
+    assert "this system:" in text
+    assert not loader.has_kernel(REPO, version=1, hub=hub)
+
+
+def test_arch_check_falls_back_to_a_covering_build(
+    hub: LocalHub, tmp_path: Path, monkeypatch
+) -> None:
+    facts = dataclasses.replace(
+        variants.detect_system(), backend="cuda", backend_version=(12, 8), gpu_archs=("8.0",)
+    )
+    monkeypatch.setattr(variants, "detect_system", lambda: facts)
+    uni = uid("uni")
+    publish(hub, tmp_path / "p", 1,
+            torch_cuda={"module_id": uid("cuda"), "backend": "cuda", "archs": ["9.0"]},
+            torch_universal={"module_id": uni})
+    info = loader.kernel_info(REPO, version=1, hub=hub)
+    assert info.variant == "torch-universal"
+    assert any(re.match(r"torch-cuda: rejected after all, .*8\.0.* not covered", line)
+               for line in info.trace)
+    assert loader.get_kernel(REPO, version=1, hub=hub).__name__ == uni
+    assert loader.kernel_info(REPO, version=1, hub=hub, check_arch=False).variant == "torch-cuda"
+
+    publish(hub, tmp_path / "p2", 2,
+            torch_cuda={"module_id": uid("cuda"), "backend": "cuda", "archs": ["9.0"]})
+    with pytest.raises(VariantNotFoundError, match=r"8\.0.* not covered"):
+        loader.get_kernel(REPO, version=2, hub=hub)
+    assert not loader.has_kernel(REPO, version=2, hub=hub)
+
+
+# --- caching -----------------------------------------------------------------------------
+
+
+def test_repeated_call_does_not_touch_the_disk(hub: LocalHub, tmp_path: Path, monkeypatch) -> None:
+    publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": uid("c")})
+    monkeypatch.setenv("KERNELFORGE_HUB", str(hub.root))
+    first = loader.get_kernel(REPO)
+    pinned = loader.get_kernel(REPO, version=1, hub=hub)
+    assert pinned is first  # one variant directory, one module
+
+    def no_disk(*args, **kwargs):
+        raise AssertionError("touched the disk")
+
+    with monkeypatch.context() as m:  # undone before pytest reports, even on failure
+        for mod, name in [(os, "stat"), (os, "lstat"), (os, "listdir"), (os, "scandir"),
+                          (os, "open"), (builtins, "open"), (io, "open")]:
+            m.setattr(mod, name, no_disk)
+        for name in ["exists", "is_dir", "is_file", "iterdir", "read_text", "read_bytes", "stat"]:
+            m.setattr(Path, name, no_disk)
+        again = loader.get_kernel(REPO)
+        pinned_again = loader.get_kernel(REPO, version=1, hub=hub)
+    assert again is first and pinned_again is first
+
+
+def test_load_variant_caches_by_directory(tmp_path: Path) -> None:
+    vdir = make_variant(tmp_path / "p", "torch-cpu", module_id=uid("lv"))
+    module = loader.load_variant(vdir)
+    assert loader.load_variant(vdir) is module
+    assert loader.get_local_kernel(vdir) is module
+
+
+# --- integrity ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tamper", "problem"),
+    [
+        (lambda v: (v / "helper.py").write_text("evil = 1\n"), "changed: helper.py"),
+        (lambda v: (v / "helper.py").unlink(), "missing: helper.py"),
+        (lambda v: (v / "extra.py").write_text("x = 1\n"), "extra: extra.py"),
+        (lambda v: (v / "metadata.json").write_text(
+            (v / "metadata.json").read_text().replace('"relu"', '"relu2"', 1)),
+         "changed: metadata.json"),
+    ],
+)
+def test_tampered_hub_files_are_refused(hub: LocalHub, tmp_path: Path, tamper, problem) -> None:
+    module_id = uid("t")
+    c = publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": module_id})
+    vdir = hub.variant_path(REPO, c, "torch-cpu")
+    for f in vdir.iterdir():
+        f.chmod(0o644)
+    tamper(vdir)
+    with pytest.raises(IntegrityError, match=problem) as info:
+        loader.get_kernel(REPO, version=1, hub=hub)
+    assert info.value.where == vdir
+    assert module_id not in sys.modules
+
+
+def test_tampered_local_build_is_refused(tmp_path: Path) -> None:
+    vdir = make_variant(tmp_path / "p", "torch-cpu", module_id=uid("lt"))
+    (vdir / "helper.py").write_text("evil = 1\n")
+    with pytest.raises(IntegrityError, match="changed: helper.py"):
+        loader.get_local_kernel(tmp_path / "p")
+
+
+def test_hub_records_protect_builds_without_a_digest(hub: LocalHub, tmp_path: Path) -> None:
+    c = publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": uid("nd"), "with_digest": False})
+    target = hub.variant_path(REPO, c, "torch-cpu") / "helper.py"
+    target.chmod(0o644)
+    target.write_text("evil = 1\n")
+    with pytest.raises(IntegrityError, match="changed: helper.py"):
+        loader.get_kernel(REPO, version=1, hub=hub)
+
+
+# --- local builds and overrides ----------------------------------------------------------
+
+
+def test_get_local_kernel_accepts_project_build_or_variant(
+    tmp_path: Path, arch_variant: str
+) -> None:
+    module_id = uid("loc")
+    make_variant(tmp_path / "p", arch_variant, module_id=module_id, with_digest=False)
+    by_project = loader.get_local_kernel(tmp_path / "p")
+    assert by_project.__name__ == module_id
+    assert loader.get_local_kernel(tmp_path / "p" / "build") is by_project
+    assert loader.get_local_kernel(tmp_path / "p" / "build" / arch_variant) is by_project
+    with pytest.raises(HubError, match="does not exist"):
+        loader.get_local_kernel(tmp_path / "missing")
+
+
+def test_variant_dir_under_any_name_loads_when_given_directly(tmp_path: Path) -> None:
+    vdir = make_variant(tmp_path / "p", "torch-cpu", module_id=uid("renamed"))
+    renamed = vdir.rename(tmp_path / "my-kernel")
+    assert loader.get_local_kernel(renamed).VALUE == 1
+    # under build/, names are variant names: an unknown one is rejected with a reason
+    (tmp_path / "q" / "build").mkdir(parents=True)
+    make_variant(tmp_path / "q", "torch-cpu", module_id=uid("q")).rename(
+        tmp_path / "q" / "build" / "my-kernel")
+    with pytest.raises(VariantNotFoundError, match="my-kernel: rejected"):
+        loader.get_local_kernel(tmp_path / "q")
+
+
+def test_local_kernels_override(hub: LocalHub, tmp_path: Path, monkeypatch) -> None:
+    publish(hub, tmp_path / "hubbed", 1, torch_cpu={"module_id": uid("hub"), "value": 1})
+    local_id = uid("override")
+    make_variant(tmp_path / "dev", "torch-cpu", module_id=local_id, value=99)
+    monkeypatch.setenv("LOCAL_KERNELS", f"other/kernel=/nowhere:{REPO}={tmp_path / 'dev'}")
+    module = loader.get_kernel(REPO, version=1, hub=hub)
+    assert (module.__name__, module.VALUE) == (local_id, 99)
+    info = loader.kernel_info(REPO, hub=hub)
+    assert (info.source, info.commit, info.repo) == ("local", None, REPO)
+    assert not loader.has_kernel("other/kernel", hub=hub)  # mapped to a missing path
+    monkeypatch.delenv("LOCAL_KERNELS")
+    assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 1  # read at call time
+
+
+@pytest.mark.parametrize(
+    ("value", "entry"),
+    [("kernels-test/relu", "kernels-test/relu"), ("a/b=/x:justapath", "justapath"),
+     ("bad id=/x", "bad id=/x"), ("a/b=", "a/b=")],
+)
+def test_malformed_local_kernels_name_the_entry(hub: LocalHub, monkeypatch, value, entry) -> None:
+    monkeypatch.setenv("LOCAL_KERNELS", value)
+    with pytest.raises(ValueError, match=f"LOCAL_KERNELS: malformed entry '{entry}'"):
+        loader.get_kernel(REPO, hub=hub)
+
+
+# --- has_kernel and errors ---------------------------------------------------------------
+
+
+def test_has_kernel(hub: LocalHub, tmp_path: Path) -> None:
+    assert loader.has_kernel(REPO, hub=hub) is False  # empty hub, not even a directory
+    publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": uid("h")})
+    assert loader.has_kernel(REPO, hub=hub) is True
+    assert loader.has_kernel(REPO, version=1, hub=hub) is True
+    assert loader.has_kernel(REPO, version=2, hub=hub) is False
+    assert loader.has_kernel(REPO, revision="deadbeef", hub=hub) is False
+    assert loader.has_kernel("kernels-test/other", hub=hub) is False
+    with pytest.raises(ValueError, match="revision and version"):
+        loader.has_kernel(REPO, revision="v1", version=1, hub=hub)
+
+
+def test_failed_import_leaves_no_module_behind(tmp_path: Path) -> None:
+    module_id = uid("boom")
+    make_variant(tmp_path / "p", "torch-cpu", module_id=module_id, with_digest=False,
+                 init="from . import helper\nraise RuntimeError('kernel init failed')\n")
+    with pytest.raises(RuntimeError, match="kernel init failed") as info:
+        loader.get_local_kernel(tmp_path / "p")
+    assert any(module_id in note for note in info.value.__notes__)
+    assert module_id not in sys.modules and f"{module_id}.helper" not in sys.modules
+    (tmp_path / "p" / "build" / "torch-cpu" / "__init__.py").write_text("VALUE = 5\n")
+    assert loader.get_local_kernel(tmp_path / "p").VALUE == 5  # a retry imports afresh
+
+
+def test_same_id_different_build_is_refused(tmp_path: Path) -> None:
+    module_id = uid("dup")
+    make_variant(tmp_path / "a", "torch-cpu", module_id=module_id, value=1)
+    make_variant(tmp_path / "b", "torch-cpu", module_id=module_id, value=2)
+    make_variant(tmp_path / "c", "torch-cpu", module_id=module_id, value=1)
+    first = loader.get_local_kernel(tmp_path / "a")
+    assert loader.get_local_kernel(tmp_path / "c") is first  # identical files: same module
+    with pytest.raises(ImportError, match="a different build with the same id"):
+        loader.get_local_kernel(tmp_path / "b")
+
+
+def test_module_name_taken_by_something_else(tmp_path: Path) -> None:
+    make_variant(tmp_path / "p", "torch-cpu", module_id="json")
+    with pytest.raises(ImportError, match="already taken"):
+        loader.get_local_kernel(tmp_path / "p")
+
+
+def test_importing_the_loader_does_not_import_torch() -> None:
+    code = "import sys, kernelforge.loader, kernelforge.hub; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
