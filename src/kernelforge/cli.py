@@ -80,8 +80,7 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     for branch in sorted(branches, key=_branch_order):
         print(f"  {branch}")
         for rev in hub.log(args.repo, branch):
-            when = rev.time_str if hasattr(rev, "time_str") else str(rev.time)
-            print(f"    {rev.commit[:12]}  {when}  {rev.message}".rstrip())
+            print(f"    {rev.commit[:12]}  {rev.when:%Y-%m-%d %H:%M:%S}  {rev.message}".rstrip())
             for variant in rev.variants:
                 print(f"      {variant}")
     return 0

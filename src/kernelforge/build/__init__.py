@@ -211,7 +211,7 @@ def build_project(
     Example:
         >>> build_project("kernels/relu", backends=["cpu"])  # doctest: +SKIP
     """
-    manifest = check_project(path)
+    manifest = check_project(Path(path).resolve())
     root = manifest.root
     out = Path(out_dir) if out_dir is not None else root / "build"
     source_id = source_identity(root)
@@ -277,12 +277,11 @@ def build_project(
                 "backend": backend,
                 "sources": source_id.content_hash,
                 "dirty": source_id.git_dirty,
-                "torch": [torch_install.path, torch_install.mtime, torch_install.version],
+                "torch": [str(torch_install.path), torch_install.mtime_ns, torch_install.version],
                 "cxx": cxx.identity() if cxx else None,
                 "device": device.identity() if device else None,
                 "deps": [d.provenance() for d in deps],
                 "archs": list(archs) if archs else None,
-                "out": str(out.resolve()),
             }
         )
         if not force:
@@ -354,7 +353,7 @@ def _provenance(
         # Relative to the project, so the same sources give the same metadata anywhere.
         root = str(plan.root)
         prov["flags"] = {
-            "cxx": [f.replace(root, ".") for f in plan.cxx_flags],
-            "device": [f.replace(root, ".") for f in plan.device_flags],
+            "cxx": [f.replace(root, "<project>") for f in plan.cxx_flags],
+            "device": [f.replace(root, "<project>") for f in plan.device_flags],
         }
     return prov

@@ -26,6 +26,20 @@ def main(spec_path: str) -> int:
         # torch passes the 'nvcc' flags to hipcc on ROCm builds of torch.
         extra_compile_args["nvcc"] = spec["device_flags"]
 
+    class BuildKernelExtension(cpp_extension.BuildExtension):
+        """torch's BuildExtension, minus ``-DTORCH_API_INCLUDE_EXTENSION_H``.
+
+        That define makes ``<torch/torch.h>`` pull in pybind11, which cannot be
+        compiled against the Python limited API. Kernel bindings register ops with
+        TORCH_LIBRARY and never need pybind11 (Hugging Face's builder does not set
+        the define either).
+        """
+
+        def _add_compile_flag(self, extension, flag):  # type: ignore[no-untyped-def]
+            if flag == "-DTORCH_API_INCLUDE_EXTENSION_H":
+                return None
+            return super()._add_compile_flag(extension, flag)
+
     ext = extension_cls(
         name=spec["namespace"],
         sources=spec["sources"],
@@ -38,7 +52,7 @@ def main(spec_path: str) -> int:
         name=spec["namespace"],
         version="0",
         ext_modules=[ext],
-        cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+        cmdclass={"build_ext": BuildKernelExtension.with_options(use_ninja=True)},
         options={"bdist_wheel": {"py_limited_api": "cp39"}},
         script_args=[
             "--quiet",

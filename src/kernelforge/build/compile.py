@@ -52,7 +52,7 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
 
 def _describe_step(command: str, root: Path) -> str:
     """Turn a ninja command line into 'compiling <relative source>' / 'linking'."""
-    m = re.search(r"\s-c\s+(\S+)", command)
+    m = re.search(r"\s-c\s+(?:-c\s+)?(\S+)\s+-o\s", command)
     if m:
         src = Path(m.group(1))
         try:

@@ -141,11 +141,10 @@ def cuda_capabilities(
         for k in kernels:
             caps = k.cuda_capabilities or archs.default_cuda_capabilities(nvcc.version[:2])
             wanted.extend(c for c in caps if c not in wanted)
-    supported = archs.nvcc_supported(nvcc.version[:2])
     kept: list[str] = []
     for cap in wanted:
         parsed = archs.CudaCapability.parse(cap)
-        if parsed.base in supported:
+        if archs.nvcc_supports(parsed, nvcc.version[:2]):
             kept.append(str(parsed))
         else:
             notes.append(f"skipping capability {cap}: nvcc {nvcc.version_str} cannot target it")
@@ -212,7 +211,9 @@ def plan_build(
     for dep in dependencies:
         include_dirs += [d for d in dep.include_dirs if d not in include_dirs]
 
-    cxx_flags = ["-O3", *BACKEND_DEFINES[backend]]
+    # -g0 overrides the -g of Python's own CFLAGS: kernels ship without debug info
+    # (smaller, faster to compile, no build paths inside).
+    cxx_flags = ["-O3", "-g0", *BACKEND_DEFINES[backend]]
     # Keep build paths out of the binary so builds in different folders are identical.
     cxx_flags.append(f"-ffile-prefix-map={manifest.root}=.")
     if cxx is not None and cxx.name == "gcc":

@@ -1,0 +1,169 @@
+"""Building a real project (the bundled relu kernel, written for Hugging Face's builder)
+for this machine's CPU, loading it with our loader and with Hugging Face's `kernels`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelforge.build import build_project
+from kernelforge.errors import BuildError, ToolchainError
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "kernelforge" / "examples" / "relu"
+
+
+def copy_project(dest: Path) -> Path:
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("build", ".kernelforge",
+                                                                   "__pycache__"))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def built_relu(tmp_path_factory) -> Path:
+    """The relu project, built once for the cpu backend."""
+    project = copy_project(tmp_path_factory.mktemp("relu") / "relu")
+    lines: list[str] = []
+    results = build_project(project, backends=["cpu"], progress=lines.append)
+    assert len(results) == 1 and not results[0].up_to_date
+    # progress was shown while compiling
+    assert any("compiling" in line for line in lines), lines
+    return project
+
+
+def cpu_variant(project: Path) -> Path:
+    (variant,) = [p for p in (project / "build").iterdir() if "-cpu-" in p.name]
+    return variant
+
+
+def test_variant_directory_has_the_hub_layout(built_relu: Path) -> None:
+    variant = cpu_variant(built_relu)
+    names = sorted(p.name for p in variant.iterdir())
+    meta = json.loads((variant / "metadata.json").read_text())
+    ns = "_" + meta["id"]
+    assert names == sorted(["__init__.py", "_ops.py", f"{ns}.abi3.so", "metadata.json"])
+    assert meta["name"] == "relu"
+    assert meta["id"].startswith("relu_cpu_")
+    assert meta["backend"]["type"] == "cpu"
+    assert set(meta["digest"]["files"]) == {"__init__.py", "_ops.py", f"{ns}.abi3.so"}
+    ops = (variant / "_ops.py").read_text()
+    assert f"from . import {ns}" in ops
+    assert f"ops = torch.ops.{ns}" in ops
+    assert f'return f"{ns}::{{op_name}}"' in ops
+    assert "kernel-builder" in meta["provenance"]
+    assert not list(built_relu.joinpath("build").rglob("*.pyc"))
+    assert not list(built_relu.joinpath("build").rglob("__pycache__"))
+
+
+def test_loads_with_get_local_kernel_and_matches_torch(built_relu: Path) -> None:
+    import torch
+
+    from kernelforge import get_local_kernel
+
+    relu = get_local_kernel(built_relu, backend="cpu")
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        x = torch.randn(257, 129).to(dtype)
+        assert torch.equal(relu.relu(x), torch.relu(x))
+
+
+def test_loads_with_hugging_face_kernels(built_relu: Path) -> None:
+    """Hugging Face's loader (PyPI kernels==0.17.2) imports our build and the op works."""
+    pytest.importorskip("kernels", reason="needs PyPI kernels==0.17.2 (pip install kernels)")
+    script = textwrap.dedent(
+        f"""
+        import warnings, torch
+        from pathlib import Path
+        import kernels
+        assert kernels.__version__ == "0.17.2", kernels.__version__
+        relu = kernels.get_local_kernel(Path({str(built_relu)!r}), backend="cpu")
+        x = torch.randn(300, 77)
+        out = relu.relu(x)
+        assert torch.equal(out, torch.relu(x)), "mismatch"
+        print("OK", relu.__name__)
+        """
+    )
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK relu_cpu_" in proc.stdout
+
+
+def test_unchanged_project_rebuilds_in_under_two_seconds(built_relu: Path) -> None:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "kernelforge", "build", str(built_relu),
+                           "--backend", "cpu"], capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    assert "up to date" in proc.stdout
+    assert elapsed < 2.0, f"no-op rebuild took {elapsed:.2f}s"
+
+
+def test_tampered_build_is_rebuilt(tmp_path: Path, built_relu: Path) -> None:
+    project = tmp_path / "relu"
+    shutil.copytree(built_relu, project)
+    results = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert results[0].up_to_date
+    init = cpu_variant(project) / "__init__.py"
+    init.write_text(init.read_text() + "\n# changed\n")
+    results = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert not results[0].up_to_date
+    assert "# changed" not in (cpu_variant(project) / "__init__.py").read_text()
+
+
+def test_compiler_errors_name_file_and_line(tmp_path: Path) -> None:
+    """A syntax error is reported with its file and line (a tiny project, so this
+    fails in seconds rather than after compiling torch's headers)."""
+    project = tmp_path / "broken"
+    (project / "torch-ext" / "broken").mkdir(parents=True)
+    (project / "torch-ext" / "broken" / "__init__.py").write_text("from ._ops import ops\n")
+    (project / "torch-ext" / "torch_binding.cpp").write_text("int ok() { return 0; }\n")
+    (project / "k").mkdir()
+    (project / "k" / "k.cpp").write_text("int f() {\n  return 1;\n  this is not C++;\n}\n")
+    (project / "build.toml").write_text(textwrap.dedent("""
+        [general]
+        name = "broken"
+        edition = 5
+        version = 1
+        license = "MIT"
+        backends = ["cpu"]
+
+        [torch]
+        src = ["torch-ext/torch_binding.cpp"]
+
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["k/k.cpp"]
+    """))
+    with pytest.raises(BuildError) as info:
+        build_project(project, backends=["cpu"], progress=lambda _: None)
+    message = str(info.value)
+    assert "k/k.cpp:3: error:" in message, message
+    assert "build.log" in message
+    # nothing half-written is left where a loader would look
+    assert not (project / "build").exists() or not any((project / "build").iterdir())
+
+
+def test_unbuildable_backend_is_explained(tmp_path: Path) -> None:
+    if _has_cuda_torch():
+        pytest.skip("the installed torch has CUDA support, so cuda is buildable here")
+    project = copy_project(tmp_path / "relu")
+    with pytest.raises(ToolchainError, match="cannot build backend 'cuda' here: .*no CUDA"):
+        build_project(project, backends=["cuda"], progress=lambda _: None)
+
+
+def _has_cuda_torch() -> bool:
+    from kernelforge.variants import torch_install_facts
+
+    inst = torch_install_facts()
+    return bool(inst and inst.cuda)

@@ -1,0 +1,157 @@
+"""Build planning for every backend, without any toolchain (pure functions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelforge.build.plan import SourceId, namespace_for, plan_build
+from kernelforge.build.toolchain import Tool, resolve_dependency
+from kernelforge.errors import BuildError, ToolchainError
+from kernelforge.manifest import load_manifest
+
+GCC = Tool("gcc", Path("/usr/bin/c++"), (12, 2), "c++ (GCC) 12.2.0")
+NVCC_13 = Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (13, 0), "release 13.0")
+NVCC_12_4 = Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (12, 4), "release 12.4")
+HIPCC = Tool("hipcc", Path("/opt/rocm/bin/hipcc"), (6, 3), "HIP 6.3")
+SID = SourceId("0123456789abcdef" * 4)
+
+
+def write_project(root: Path, kernels: str, general_extra: str = "") -> Path:
+    (root / "torch-ext" / "demo").mkdir(parents=True)
+    (root / "torch-ext" / "demo" / "__init__.py").write_text("from ._ops import ops\n")
+    (root / "torch-ext" / "torch_binding.cpp").write_text("// binding\n")
+    (root / "torch-ext" / "torch_binding.h").write_text("#pragma once\n")
+    for sub, name in [("k", "k.cpp"), ("k", "k.cu"), ("k", "k.hip"), ("k", "k.h")]:
+        (root / sub).mkdir(exist_ok=True)
+        (root / sub / name).write_text("// src\n")
+    (root / "build.toml").write_text(
+        f"""
+[general]
+name = "demo"
+edition = 5
+version = 2
+license = "Apache-2.0"
+{general_extra}
+
+[torch]
+src = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]
+
+{kernels}
+"""
+    )
+    return root
+
+
+KERNELS = """
+[kernel.k_cpu]
+backend = "cpu"
+depends = ["torch"]
+src = ["k/k.cpp", "k/k.h"]
+
+[kernel.k_cuda]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["8.0", "9.0a", "10.0"]
+src = ["k/k.cu", "k/k.h"]
+include = ["k"]
+
+[kernel.k_rocm]
+backend = "rocm"
+depends = ["torch"]
+rocm-archs = ["gfx942", "gfx90a"]
+src = ["k/k.hip", "k/k.h"]
+"""
+
+
+@pytest.fixture
+def manifest(tmp_path: Path):
+    return load_manifest(write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]'))
+
+
+def test_namespace_is_unique_per_source_identity() -> None:
+    assert namespace_for("relu", "cuda", "30dc0ae") == "_relu_cuda_30dc0ae"
+    assert SourceId("abcdef0123", None, False).uid == "abcdef0"
+    assert SourceId("abcdef0123", "c" * 40, True).uid == "abcdef0_dirty"
+
+
+def test_cpu_plan_compiles_only_translation_units(manifest) -> None:
+    plan = plan_build(manifest, backend="cpu", variant="torch213-cxx11-cpu-x86_64-linux",
+                      source_id=SID, cxx=GCC)
+    names = [p.name for p in plan.sources]
+    assert names == ["torch_binding.cpp", "k.cpp"]
+    assert "-DCPU_KERNEL" in plan.cxx_flags
+    assert "-fno-gnu-unique" in plan.cxx_flags
+    assert plan.device_flags == ()
+    assert plan.archs is None
+    assert plan.namespace == "_demo_cpu_0123456"
+    assert plan.module_id == "demo_cpu_0123456"
+    # registration.h comes from kernelforge, not from the project
+    assert any((d / "registration.h").is_file() for d in plan.include_dirs)
+
+
+def test_cuda_plan_reaches_sm90a_and_drops_what_nvcc_cannot_target(manifest) -> None:
+    plan = plan_build(manifest, backend="cuda", variant="torch211-cxx11-cu124-x86_64-linux",
+                      source_id=SID, cxx=GCC, device_compiler=NVCC_12_4)
+    assert [p.name for p in plan.sources] == ["torch_binding.cpp", "k.cu"]
+    assert "-gencode=arch=compute_90a,code=sm_90a" in plan.device_flags
+    assert "-gencode=arch=compute_80,code=sm_80" in plan.device_flags
+    assert not any("100" in f for f in plan.device_flags if f.startswith("-gencode"))
+    assert plan.archs == ("8.0", "9.0a")
+    assert any("10.0" in note for note in plan.notes)
+    assert "-DCUDA_KERNEL" in plan.device_flags and "-DCUDA_KERNEL" in plan.cxx_flags
+    assert plan.env["CUDA_HOME"] == "/opt/cuda"
+
+
+def test_cuda_arch_override_replaces_manifest_list(manifest) -> None:
+    plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=NVCC_13, arch_override=["9.0a"])
+    gencodes = [f for f in plan.device_flags if f.startswith("-gencode")]
+    assert gencodes == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert plan.archs == ("9.0a",)
+
+
+def test_cuda_plan_with_nothing_buildable_is_an_error(manifest) -> None:
+    with pytest.raises(BuildError, match="none of the CUDA capabilities"):
+        plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                   device_compiler=NVCC_12_4, arch_override=["12.1"])
+
+
+def test_rocm_plan(manifest) -> None:
+    plan = plan_build(manifest, backend="rocm", variant="torch27-cxx11-rocm63-x86_64-linux",
+                      source_id=SID, cxx=GCC, device_compiler=HIPCC)
+    assert [p.name for p in plan.sources] == ["torch_binding.cpp", "k.hip"]
+    assert "-DROCM_KERNEL" in plan.device_flags and "-DUSE_ROCM=1" in plan.device_flags
+    assert "--offload-arch=gfx942" in plan.device_flags
+    assert "--offload-arch=gfx90a" in plan.device_flags
+    assert plan.archs == ("gfx942", "gfx90a")
+    assert plan.env["ROCM_HOME"] == "/opt/rocm"
+    assert plan.namespace == "_demo_rocm_0123456"
+
+
+def test_rocm_plan_refuses_unknown_arch_override(manifest) -> None:
+    with pytest.raises(BuildError, match="gfx99999"):
+        plan_build(manifest, backend="rocm", variant="v", source_id=SID, cxx=GCC,
+                   device_compiler=HIPCC, arch_override=["gfx99999"])
+
+
+def test_gpu_plans_need_their_compiler(manifest) -> None:
+    with pytest.raises(ToolchainError, match="nvcc"):
+        plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC)
+    with pytest.raises(ToolchainError, match="hipcc"):
+        plan_build(manifest, backend="rocm", variant="v", source_id=SID, cxx=GCC)
+
+
+def test_backend_without_kernels_is_an_error(tmp_path: Path) -> None:
+    only_cpu = KERNELS.split("[kernel.k_cuda]")[0]
+    m = load_manifest(write_project(tmp_path, only_cpu, 'backends = ["cpu"]'))
+    with pytest.raises(BuildError, match='backend = "cuda"'):
+        plan_build(m, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                   device_compiler=NVCC_13)
+
+
+def test_unknown_dependency_names_the_known_ones() -> None:
+    with pytest.raises(ToolchainError, match="cutlass_3_x"):
+        resolve_dependency("cutlass_9_x")
+    assert resolve_dependency("torch").include_dirs == ()
