@@ -1,0 +1,234 @@
+"""Benchmark the gemm kernel against cuBLASLt's block-scaled FP8 path.
+
+Per shape: our op in fast and exact mode, cuBLASLt through
+``torch.nn.functional.scaled_mm`` (BlockWise1x128 x BlockWise128x128) given K-major
+operands and its preferred scale layouts for free, and, for the challenge's MN-major
+storage, cuBLASLt preceded by the ``.t().contiguous()`` copies it needs. Times are
+medians of ``triton.testing.do_bench`` (L2 flushed before every run), in microseconds.
+
+    python benchmarks/gemm.py [--suite challenge|deepseek|all] [--sweep] [--out DIR]
+
+The kernel is loaded from GEMM_KERNEL_PATH (a directory holding the ``gemm`` package)
+or GEMM_KERNEL_REPO (a hub repository, through kernelforge).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+PEAK_FP8_TFLOPS = {"H100": 1979.0, "H200": 1979.0}
+PEAK_BW_TBS = {"H100": 3.35, "H200": 4.8}
+
+CHALLENGE_NK = [(1536, 7168), (3072, 1536), (576, 7168), (7168, 256), (7168, 2048),
+                (4608, 7168), (7168, 2304), (512, 7168), (4096, 512)]
+CHALLENGE = [(m, n, k) for m in (1024, 6144) for n, k in CHALLENGE_NK]
+DEEPSEEK_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168),
+               (7168, 2048)]
+DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in DEEPSEEK_NK]
+
+FP8_VARIANTS = [(0, 0), (0, 2), (0, 4), (1, 0), (2, 0)]
+BF16_VARIANTS = [(3, 0), (3, 2), (4, 0)]
+
+
+def load_kernel():
+    path = os.environ.get("GEMM_KERNEL_PATH")
+    if path:
+        sys.path.insert(0, path)
+        return importlib.import_module("gemm")
+    import kernelforge
+
+    return kernelforge.get_kernel(os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm"))
+
+
+def bench(fn, rep_ms: int) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=max(5, rep_ms // 4), rep=rep_ms, return_mode="median") * 1e3
+
+
+def geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def floor_us(m, n, k, gpu):
+    flops = 2.0 * m * n * k
+    nbytes = m * k + n * k + 2 * m * n + 4 * (m + n // 128 + 1) * math.ceil(k / 128)
+    return max(flops / (PEAK_FP8_TFLOPS[gpu] * 1e6), nbytes / (PEAK_BW_TBS[gpu] * 1e6))
+
+
+def cublas_scales(sa_kb_m: torch.Tensor, sb_nb_kb: torch.Tensor):
+    """Scale tensors in the layouts torch's blockwise scaled_mm accepts on Hopper:
+    a: (M, KB) with strides (1, M); b: (KB, NB) with strides (1, round_up(KB, 4))."""
+    nb, kb = sb_nb_kb.shape
+    kbp = -(-kb // 4) * 4
+    padded = torch.zeros(nb, kbp, dtype=torch.float32, device=sb_nb_kb.device)
+    padded[:, :kb] = sb_nb_kb
+    return sa_kb_m.t(), padded[:, :kb].t()
+
+
+def cublas_fn(a_k, b_k, sa, sb):
+    from torch.nn.functional import ScalingType, scaled_mm
+
+    return lambda: scaled_mm(a_k, b_k.t(), sa, ScalingType.BlockWise1x128, sb,
+                             ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+
+
+def make_inputs(m, n, k, challenge: bool, seed: int):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    kb, nb = math.ceil(k / 128), math.ceil(n / 128)
+    if challenge:  # storage: a (K, M), b (K, N), scales (KB, M), (KB, NB)
+        a_s = (torch.randn(k, m, generator=g, device="cuda") * 2).to(torch.float8_e4m3fn)
+        b_s = (torch.randn(k, n, generator=g, device="cuda") * 2).to(torch.float8_e4m3fn)
+        a, b = a_s.t(), b_s.t()
+    else:
+        a = (torch.randn(m, k, generator=g, device="cuda") * 2).to(torch.float8_e4m3fn)
+        b = (torch.randn(n, k, generator=g, device="cuda") * 2).to(torch.float8_e4m3fn)
+    sa_kb_m = torch.randn(kb, m, generator=g, device="cuda")
+    sb_nb_kb = torch.randn(nb, kb, generator=g, device="cuda")
+    sa = sa_kb_m.t() if challenge else sa_kb_m.t().contiguous()  # (M, KB)
+    sb = sb_nb_kb.t().contiguous().t() if challenge else sb_nb_kb   # (NB, KB)
+    return a, b, sa, sb, sa_kb_m, sb_nb_kb
+
+
+def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
+    a, b, sa, sb, sa_kb_m, sb_nb_kb = make_inputs(m, n, k, challenge, seed=m * 7 + n * 3 + k)
+    row = {"m": m, "n": n, "k": k, "layout": "challenge (MN-major)" if challenge else "NT (K-major)"}
+    row["floor_us"] = floor_us(m, n, k, gpu)
+
+    fast = lambda: gk.gemm_nt(a, b, sa, sb)  # noqa: E731
+    exact = lambda: gk.gemm_nt(a, b, sa, sb, precision="exact")  # noqa: E731
+    ours = fast()
+    a_k, b_k = a.contiguous(), b.contiguous()  # free K-major copies for cuBLASLt
+    csa, csb = cublas_scales(sa_kb_m, sb_nb_kb)
+    cub = cublas_fn(a_k, b_k, csa, csb)
+    ref_out = cub()
+    row["calc_diff_vs_cublas"] = float(gk.reference.calc_diff(ours, ref_out))
+
+    row["fast_us"] = bench(fast, rep)
+    row["exact_us"] = bench(exact, rep)
+    row["cublas_us"] = bench(cub, rep)
+    if challenge:
+        from torch.nn.functional import ScalingType, scaled_mm
+
+        def cub_t():
+            return scaled_mm(a.contiguous(), b.contiguous().t(), csa, ScalingType.BlockWise1x128,
+                             csb, ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+
+        row["cublas_t_us"] = bench(cub_t, rep)
+        ops = gk._ops.ops
+        row["prep_a_us"] = bench(lambda: ops.prepare_operand(a, False), rep)
+        row["prep_b_us"] = bench(lambda: ops.prepare_operand(b, False), rep)
+        row["prep_tbs"] = 2.0 * (m * k + n * k) / ((row["prep_a_us"] + row["prep_b_us"]) * 1e6)
+    flops = 2.0 * m * n * k
+    row["fast_tflops"] = flops / (row["fast_us"] * 1e6)
+    row["exact_tflops"] = flops / (row["exact_us"] * 1e6)
+    row["cublas_tflops"] = flops / (row["cublas_us"] * 1e6)
+    row["ratio_fast"] = row["cublas_us"] / row["fast_us"]
+    row["ratio_exact"] = row["cublas_us"] / row["exact_us"]
+    if sweep:
+        ops = gk._ops.ops
+        res = {}
+        for exact_mode, variants in ((False, FP8_VARIANTS), (True, BF16_VARIANTS)):
+            for v, s in variants:
+                try:
+                    res[f"v{v}s{s}"] = bench(lambda: ops.gemm_nt(a, b, sa, sb, exact_mode, v, s),
+                                             max(10, rep // 2))
+                except Exception as err:  # a variant may not implement a shape: record why
+                    res[f"v{v}s{s}"] = f"{type(err).__name__}: {str(err)[:80]}"
+        row["sweep_us"] = res
+    return row
+
+
+def env_info():
+    info = {
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+    }
+    try:
+        info["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        info["driver"] = f"unknown ({err})"
+    return info
+
+
+def fmt_table(rows, challenge):
+    head = ["M", "N", "K", "floor", "fast", "TFLOP/s", "exact", "cuBLASLt", "ratio fast",
+            "ratio exact"]
+    if challenge:
+        head += ["cuBLASLt+T", "ratio vs +T", "prep TB/s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["m"], r["n"], r["k"], f"{r['floor_us']:.1f}", f"{r['fast_us']:.1f}",
+                 f"{r['fast_tflops']:.0f}", f"{r['exact_us']:.1f}", f"{r['cublas_us']:.1f}",
+                 f"{r['ratio_fast']:.2f}", f"{r['ratio_exact']:.2f}"]
+        if challenge:
+            cells += [f"{r['cublas_t_us']:.1f}", f"{r['cublas_t_us'] / r['fast_us']:.2f}",
+                      f"{r['prep_tbs']:.2f}"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    g = {key: geomean([r[key] for r in rows]) for key in ("floor_us", "fast_us", "exact_us", "cublas_us")}
+    summary = (f"geomean: floor {g['floor_us']:.1f} us, fast {g['fast_us']:.1f} us, exact "
+               f"{g['exact_us']:.1f} us, cuBLASLt {g['cublas_us']:.1f} us; cuBLASLt/fast "
+               f"{g['cublas_us'] / g['fast_us']:.2f}x, cuBLASLt/exact {g['cublas_us'] / g['exact_us']:.2f}x")
+    if challenge:
+        gt = geomean([r["cublas_t_us"] for r in rows])
+        summary += f"; (cuBLASLt+transposes)/fast {gt / g['fast_us']:.2f}x"
+    slower = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows if r["ratio_fast"] < 1.0]
+    summary += f"; fast slower than cuBLASLt on: {', '.join(slower) if slower else 'none'}"
+    return "\n".join(lines), summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=["challenge", "deepseek", "all"], default="all")
+    parser.add_argument("--sweep", action="store_true", help="also time every kernel variant")
+    parser.add_argument("--rep", type=int, default=100, help="ms of timed runs per measurement")
+    parser.add_argument("--out", type=Path, default=None, help="directory for gemm.json / gemm.md")
+    args = parser.parse_args()
+
+    gk = load_kernel()
+    name = torch.cuda.get_device_name()
+    gpu = "H200" if "H200" in name else "H100"
+    info = env_info()
+    suites = []
+    if args.suite in ("challenge", "all"):
+        suites.append(("challenge", CHALLENGE, True))
+    if args.suite in ("deepseek", "all"):
+        suites.append(("deepseek", DEEPSEEK, False))
+    report = {"env": info, "suites": {}}
+    md = [f"# gemm benchmark\n\n{info}\n\nTimes in microseconds (median, L2 flushed); ratio = "
+          "cuBLASLt time / our time (> 1: we are faster). floor = max(FLOPs / peak FP8, bytes / "
+          "peak bandwidth).\n"]
+    for suite, shapes, challenge in suites:
+        rows = []
+        for m, n, k in shapes:
+            row = run_shape(gk, m, n, k, challenge, gpu, args.rep, args.sweep)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        table, summary = fmt_table(rows, challenge)
+        report["suites"][suite] = {"rows": rows, "summary": summary}
+        md.append(f"## {suite}\n\n{table}\n\n{summary}\n")
+        print(f"\n## {suite}\n{table}\n{summary}\n", flush=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "gemm.json").write_text(json.dumps(report, indent=1))
+        (args.out / "gemm.md").write_text("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

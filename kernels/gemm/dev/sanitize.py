@@ -1,0 +1,81 @@
+"""A small workload that runs every code path once, for compute-sanitizer.
+
+    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py
+Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.environ["GEMM_KERNEL_PATH"])
+gk = importlib.import_module("gemm")
+ops = gk._ops.ops
+ref = gk.reference
+
+FN, NUZ = torch.float8_e4m3fn, torch.float8_e4m3fnuz
+
+
+def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
+    g = torch.Generator(device="cuda").manual_seed(m * 31 + n * 7 + k)
+    kb, nb = -(-k // 128), -(-n // 128)
+    a = torch.randn(m, k, generator=g, device="cuda")
+    b = torch.randn(n, k, generator=g, device="cuda")
+    a = a.to(da) if a_major == "k" else a.t().contiguous().to(da).t()
+    b = b.to(db) if b_major == "k" else b.t().contiguous().to(db).t()
+    return a, b, torch.randn(m, kb, generator=g, device="cuda"), torch.randn(nb, kb, generator=g, device="cuda")
+
+
+failures = 0
+
+
+def check(out, a, b, sa, sb, exact, what):
+    global failures
+    r = ref.gemm_nt_reference(a, b, sa, sb)
+    if exact:
+        bad = ref.challenge_mismatches(out, a, b, sa, sb)
+        ok = bad == 0
+    else:
+        ok = bool(torch.isfinite(out).all()) and ref.calc_diff(out, r) < 1e-5
+    if not ok:
+        failures += 1
+        print(f"WRONG: {what}", flush=True)
+
+
+cases = [
+    (64, 128, 256, "mn", "mn"),   # transpose path, aligned
+    (17, 100, 200, "mn", "k"),    # transpose tails, N padding, K padding, temp output
+    (130, 576, 384, "k", "mn"),   # direct K-major A
+    (33, 72, 7232, "k", "k"),     # long K, direct
+]
+for m, n, k, am, bm in cases:
+    a, b, sa, sb = inputs(m, n, k, am, bm)
+    for exact in (False, True):
+        check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
+              f"{m}x{n}x{k} {am}/{bm} exact={exact}")
+    for v, s in ((0, 0), (0, 3), (1, 0), (2, 0), (3, 0), (3, 3), (4, 0)):
+        exact = v >= 3
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ops.gemm_nt_out(out, a, b, sa, sb, exact, v, s)
+        check(out, a, b, sa, sb, exact, f"{m}x{n}x{k} {am}/{bm} v{v} s{s}")
+
+a, b, sa, sb = inputs(40, 136, 300, "mn", "k", NUZ, FN)
+check(gk.gemm_nt(a, b, sa, sb), a, b, sa, sb, False, "fnuz/fn")
+a, b, sa, sb = inputs(40, 136, 300, "k", "mn", FN, NUZ)
+check(gk.gemm_nt(a, b, sa, sb), a, b, sa, sb, False, "fn/fnuz")
+x = torch.randn(77, 300, device="cuda")
+for dt in (FN, NUZ):
+    for f, rf in ((gk.quantize_activation, ref.quantize_activation_reference),
+                  (gk.quantize_weight, ref.quantize_weight_reference)):
+        q, s = f(x, dt)
+        rq, rs = rf(x, dt)
+        if not (torch.equal(s, rs) and torch.equal(q.view(torch.uint8), rq.view(torch.uint8))):
+            failures += 1
+            print(f"WRONG: quantization {dt} {f.__name__}")
+torch.cuda.synchronize()
+print(f"sanitize workload done, {failures} wrong results")
+sys.exit(1 if failures else 0)

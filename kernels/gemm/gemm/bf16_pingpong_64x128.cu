@@ -1,0 +1,5 @@
+// BF16 operands (exactly converted FP8), ping-pong 64x128x128 tiles, persistent.
+#include "sm90_blockwise_gemm.cuh"
+KFGEMM_DEFINE_VARIANT(bf16_pingpong_64x128, cutlass::bfloat16_t,
+                      cute::Shape<cute::_64, cute::_128, cute::_128>,
+                      cute::Shape<cute::_1, cute::_1, cute::_1>, false, false)

@@ -1,0 +1,106 @@
+// Host-side interface of the GEMM kernels. Nothing here includes torch: the CUDA
+// translation units only see raw pointers, sizes and strides, and the torch binding
+// owns validation and memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace kfgemm {
+
+// Result of a launcher. Launchers never abort: they report and let the caller raise.
+enum class Status : int {
+  kOk = 0,
+  kUnsupported = 1,   // the configuration cannot run this problem
+  kLaunchFailed = 2,  // a CUDA call failed; see cudaGetLastError / the message
+};
+
+// Element type of an FP8 operand as stored in memory.
+enum class Fp8Kind : int {
+  kE4M3FN = 0,    // OCP e4m3 ("fn"): bias 7, 0x7F/0xFF are NaN, max 448
+  kE4M3FNUZ = 1,  // e4m3 "fnuz": bias 8, 0x80 is NaN, no negative zero, max 240
+};
+
+// Type written by the operand preparation kernels.
+enum class PrepOut : int {
+  kFp8 = 0,   // e4m3fn bytes, values unchanged (input must be e4m3fn)
+  kBf16 = 1,  // bfloat16, exact value of the input (any FP8 kind)
+};
+
+// A logical (rows, k) FP8 matrix with element strides, and the canonical copy the
+// GEMM reads: contiguous, K-major, row pitch `ld` elements, `rows_out` >= rows rows;
+// columns [k, ld) and rows [rows, rows_out) are written as zeros.
+struct OperandPrep {
+  const uint8_t* src;
+  int64_t rows;
+  int64_t rows_out;
+  int64_t k;
+  int64_t stride_row;  // elements
+  int64_t stride_k;    // elements
+  Fp8Kind kind;
+  void* dst;
+  int64_t ld;  // elements of the output type, >= k
+  PrepOut out;
+};
+
+// Rewrites up to two operands in one launch. `count` is 1 or 2.
+Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stream);
+
+// Canonical problem for the GEMM kernels:
+//   D[m, n] = sum_k A[m, k] * B[n, k] * sfa[m, k / 128] * sfb[n / 128, k / 128]
+// A is (m, k) K-major with row pitch lda, B is (n, k) K-major with row pitch ldb, both
+// 16-byte aligned with k a multiple of 16 bytes' worth of elements (zero padded).
+// Scales are float32 addressed through element strides (any layout).
+struct GemmArgs {
+  int m, n, k;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  const float* sfa;
+  int64_t sfa_stride_m, sfa_stride_k;
+  const float* sfb;
+  int64_t sfb_stride_n, sfb_stride_k;
+  void* d;  // bfloat16, row pitch ldd (multiple of 8), 16-byte aligned
+  int64_t ldd;
+  int device;
+  int sm_count;
+  int splits;  // > 1 forces split-K with that many splits; 0 lets the heuristic decide
+};
+
+// Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
+// Bf16* read bfloat16 operands (exactly converted FP8) and use BF16 tensor cores
+// (exact mode). Both promote into an FP32 accumulator once per 128 of K.
+enum class Variant : int {
+  kFp8Coop128x128StreamK = 0,
+  kFp8Coop128x128Cluster2 = 1,
+  kFp8Pingpong64x128 = 2,
+  kBf16Coop128x128StreamK = 3,
+  kBf16Pingpong64x128 = 4,
+  kCount = 5,
+};
+
+const char* variant_name(Variant v);
+
+// Bytes of scratch the variant needs for this problem (stream-K partials, locks).
+size_t gemm_workspace_size(Variant v, const GemmArgs& args);
+
+// Launches on `stream`. `workspace` must hold gemm_workspace_size bytes (may be
+// nullptr when that is 0). Writes a short reason into `why` (if not null) on failure.
+Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t stream,
+                const char** why);
+
+// Per-1x128 (activation) and per-128x128 (weight) quantization of a (rows, cols)
+// float32/bfloat16 row-major matrix into FP8 of `kind`, with float32 scales:
+//   group scale s = amax(group) / fp8_max (1 where amax is 0), q = x / s.
+// Activation scales are written as (rows, ceil(cols/128)) row-major; weight scales
+// as (ceil(rows/128), ceil(cols/128)) row-major.
+enum class QuantIn : int { kF32 = 0, kBf16 = 1 };
+Status quantize_1x128(const void* x, QuantIn in, int64_t rows, int64_t cols, int64_t ldx,
+                      Fp8Kind kind, uint8_t* q, float* scale, cudaStream_t stream);
+Status quantize_128x128(const void* x, QuantIn in, int64_t rows, int64_t cols, int64_t ldx,
+                        Fp8Kind kind, uint8_t* q, float* scale, cudaStream_t stream);
+
+}  // namespace kfgemm

@@ -1,0 +1,171 @@
+"""Block-scaled FP8 GEMM for NVIDIA Hopper (sm_90a).
+
+``C[m, n] = sum_k A[m, k] B[k, n] a_scale[k // 128, m] b_scale[k // 128, n // 128]`` with
+A, B in ``float8_e4m3fn`` (or ``float8_e4m3fnuz``), float32 scales (1x128 for A,
+128x128 for B) and a bfloat16 result.
+
+Two calling conventions, every operand in any memory layout (K-major, M/N-major,
+transposed views) without copies by the caller:
+
+- :func:`gemm` -- the guide's: ``a`` (M, K), ``b`` (K, N), ``a_scale`` (KB, M),
+  ``b_scale`` (KB, NB). The challenge's transposed views are this call with ``b``
+  given as a view.
+- :func:`gemm_nt` -- the model's (DeepGEMM / ``nn.Linear``): activations (M, K), weights
+  (N, K), scales (M, KB) and (NB, KB).
+
+``precision="fast"`` runs FP8 tensor cores (block scales promoted into FP32 once per
+128 of K); ``precision="exact"`` converts the FP8 operands exactly to BF16 and runs BF16
+tensor cores, which passes the challenge's elementwise checker. ``float8_e4m3fnuz``
+operands always take the exact path (their +-240 patterns have no e4m3fn equivalent).
+
+Both functions are real PyTorch operators (``torch.library``) with fake
+implementations: they trace under ``torch.compile(fullgraph=True)``, capture into CUDA
+graphs, never synchronize with the host, and run on the current stream.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import _validate, reference
+from ._ops import add_op_namespace_prefix, ops
+
+__all__ = [
+    "gemm",
+    "gemm_nt",
+    "quantize_activation",
+    "quantize_weight",
+    "reference",
+]
+
+
+@torch.library.register_fake(add_op_namespace_prefix("gemm_nt"))
+def _gemm_nt_fake(a, b, a_scale, b_scale, exact=False, variant=-1, splits=0):
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("gemm_nt_out"))
+def _gemm_nt_out_fake(out, a, b, a_scale, b_scale, exact=False, variant=-1, splits=0):
+    return None
+
+
+@torch.library.register_fake(add_op_namespace_prefix("gemm"))
+def _gemm_fake(out, a, b, a_scale, b_scale):
+    return None
+
+
+@torch.library.register_fake(add_op_namespace_prefix("quantize_1x128"))
+def _quantize_1x128_fake(x, fnuz=False):
+    dtype = torch.float8_e4m3fnuz if fnuz else torch.float8_e4m3fn
+    kb = -(-x.shape[1] // 128)
+    return x.new_empty(x.shape, dtype=dtype), x.new_empty((x.shape[0], kb), dtype=torch.float32)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("quantize_128x128"))
+def _quantize_128x128_fake(x, fnuz=False):
+    dtype = torch.float8_e4m3fnuz if fnuz else torch.float8_e4m3fn
+    nb, kb = -(-x.shape[0] // 128), -(-x.shape[1] // 128)
+    return x.new_empty(x.shape, dtype=dtype), x.new_empty((nb, kb), dtype=torch.float32)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("prepare_operand"))
+def _prepare_operand_fake(x, to_bf16=False):
+    kp = -(-x.shape[1] // 16) * 16
+    return x.new_empty((x.shape[0], kp), dtype=torch.bfloat16 if to_bf16 else x.dtype)
+
+
+def _run_nt(a, b, a_scale, b_scale, out, precision: str) -> torch.Tensor:
+    exact = precision == "exact"
+    if out is None:
+        return ops.gemm_nt(a, b, a_scale, b_scale, exact)
+    ops.gemm_nt_out(out, a, b, a_scale, b_scale, exact)
+    return out
+
+
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_scale: torch.Tensor,
+    out: Optional[torch.Tensor] = None,
+    *,
+    precision: str = "fast",
+) -> torch.Tensor:
+    """Block-scaled FP8 product in the guide's convention.
+
+    Args:
+        a: (M, K) float8_e4m3fn / float8_e4m3fnuz, any strides.
+        b: (K, N) FP8, any strides (the challenge passes a transposed view).
+        a_scale: (ceil(K/128), M) float32, one scale per row of ``a`` per 128 of K.
+        b_scale: (ceil(K/128), ceil(N/128)) float32, one per 128x128 tile of ``b``.
+        out: optional (M, N) bfloat16 tensor to write; allocated when None.
+        precision: ``"fast"`` (FP8 tensor cores) or ``"exact"`` (BF16 tensor cores on
+            exactly converted operands; passes the challenge's checker).
+
+    Returns:
+        ``out`` (or a new tensor): (M, N) bfloat16.
+
+    Example:
+        >>> c = gemm(a, b, a_scale, b_scale)                 # a (M,K), b (K,N)
+        >>> c = gemm(a_km.T, b_kn, sa_km.T.T, sb)            # any strided views
+    """
+    _validate.check_precision(precision)
+    _validate.check_gemm(a, b, a_scale, b_scale, out, layout="kn")
+    return _run_nt(a, b.t(), a_scale.t(), b_scale.t(), out, precision)
+
+
+def gemm_nt(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_scale: torch.Tensor,
+    out: Optional[torch.Tensor] = None,
+    *,
+    precision: str = "fast",
+) -> torch.Tensor:
+    """Block-scaled FP8 product ``a @ b.T`` in the model's ("NT") convention.
+
+    Args:
+        a: (M, K) activations, FP8, any strides.
+        b: (N, K) weights, FP8, any strides.
+        a_scale: (M, ceil(K/128)) float32.
+        b_scale: (ceil(N/128), ceil(K/128)) float32.
+        out: optional (M, N) bfloat16 output.
+        precision: ``"fast"`` or ``"exact"`` (see :func:`gemm`).
+
+    Returns:
+        (M, N) bfloat16.
+
+    Example:
+        >>> qa, sa = quantize_activation(x)          # x (M, K)
+        >>> qw, sw = quantize_weight(w)              # w (N, K)
+        >>> y = gemm_nt(qa, qw, sa, sw)              # ~ x @ w.T
+    """
+    _validate.check_precision(precision)
+    _validate.check_gemm(a, b, a_scale, b_scale, out, layout="nt")
+    return _run_nt(a, b, a_scale, b_scale, out, precision)
+
+
+def quantize_activation(
+    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-1x128 quantization of a (M, K) float32/bfloat16 matrix.
+
+    Returns ``(q, scale)``: q (M, K) in ``dtype``, scale (M, ceil(K/128)) float32 with
+    ``x ~= q * scale`` per group; equal to :func:`reference.quantize_activation_reference`.
+    """
+    x = _validate.check_quantize_input(x, dtype)
+    return ops.quantize_1x128(x, dtype == torch.float8_e4m3fnuz)
+
+
+def quantize_weight(
+    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-128x128 quantization of a (N, K) float32/bfloat16 matrix.
+
+    Returns ``(q, scale)``: q (N, K) in ``dtype``, scale (ceil(N/128), ceil(K/128)).
+    """
+    x = _validate.check_quantize_input(x, dtype)
+    return ops.quantize_128x128(x, dtype == torch.float8_e4m3fnuz)

@@ -1,0 +1,380 @@
+#include <torch/all.h>
+#include <torch/library.h>
+
+#include <ATen/MemoryOverlap.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "registration.h"
+#include "torch_binding.h"
+
+#if __has_include("gemm_api.h")
+#include "gemm_api.h"
+#else
+#include "../gemm/gemm_api.h"
+#endif
+
+namespace {
+
+using torch::Tensor;
+
+constexpr int64_t kBlock = 128;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+bool is_fp8(const Tensor& t) {
+  return t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e4m3fnuz;
+}
+
+std::string shape_str(const Tensor& t) {
+  std::string s = "(";
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(t.size(i));
+  }
+  return s + (t.dim() == 1 ? ",)" : ")");
+}
+
+void check_tensor_2d(const Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.defined(), name, " must be a tensor, got None");
+  TORCH_CHECK_VALUE(t.dim() == 2, name, " must be 2-D, got shape ", shape_str(t));
+}
+
+void check_device(const Tensor& t, const char* name, const Tensor& ref) {
+  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be on a CUDA device, got ", t.device());
+  TORCH_CHECK_VALUE(t.device() == ref.device(), name, " must be on ", ref.device(), " like a, got ",
+                    t.device());
+}
+
+// Validates the NT-convention arguments; returns (M, N, K).
+std::tuple<int64_t, int64_t, int64_t> check_nt(const Tensor* out, const Tensor& a, const Tensor& b,
+                                               const Tensor& a_scale, const Tensor& b_scale) {
+  check_tensor_2d(a, "a");
+  check_tensor_2d(b, "b");
+  check_tensor_2d(a_scale, "a_scale");
+  check_tensor_2d(b_scale, "b_scale");
+  TORCH_CHECK_TYPE(is_fp8(a), "a must be float8_e4m3fn or float8_e4m3fnuz, got ", a.scalar_type());
+  TORCH_CHECK_TYPE(is_fp8(b), "b must be float8_e4m3fn or float8_e4m3fnuz, got ", b.scalar_type());
+  TORCH_CHECK_TYPE(a_scale.scalar_type() == at::kFloat, "a_scale must be float32, got ",
+                   a_scale.scalar_type());
+  TORCH_CHECK_TYPE(b_scale.scalar_type() == at::kFloat, "b_scale must be float32, got ",
+                   b_scale.scalar_type());
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
+  TORCH_CHECK_VALUE(b.size(1) == K, "b must have K = a.size(1) = ", K, " columns, got shape ",
+                    shape_str(b));
+  const int64_t KB = ceil_div(K, kBlock), NB = ceil_div(N, kBlock);
+  TORCH_CHECK_VALUE(a_scale.size(0) == M && a_scale.size(1) == KB, "a_scale must have shape (", M,
+                    ", ", KB, "), got ", shape_str(a_scale));
+  TORCH_CHECK_VALUE(b_scale.size(0) == NB && b_scale.size(1) == KB, "b_scale must have shape (",
+                    NB, ", ", KB, "), got ", shape_str(b_scale));
+  if (out) {
+    check_tensor_2d(*out, "out");
+    TORCH_CHECK_TYPE(out->scalar_type() == at::kBFloat16, "out must be bfloat16, got ",
+                     out->scalar_type());
+    TORCH_CHECK_VALUE(out->size(0) == M && out->size(1) == N, "out must have shape (", M, ", ", N,
+                      "), got ", shape_str(*out));
+    TORCH_CHECK_VALUE(at::has_internal_overlap(*out) != at::MemOverlap::Yes,
+                      "out must not have overlapping elements (strides ", out->strides(), ")");
+  }
+  check_device(a, "a", a);
+  check_device(b, "b", a);
+  check_device(a_scale, "a_scale", a);
+  check_device(b_scale, "b_scale", a);
+  if (out) check_device(*out, "out", a);
+  return {M, N, K};
+}
+
+struct DeviceInfo {
+  int major = 0;
+  int minor = 0;
+  int sm_count = 0;
+};
+
+// Attributes of a device, read once (cudaDeviceGetAttribute does not synchronize).
+DeviceInfo device_info(int dev) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices][3] = {};
+  TORCH_CHECK(dev >= 0 && dev < kMaxDevices, "device index ", dev, " out of range");
+  DeviceInfo info;
+  info.major = cached[dev][0].load(std::memory_order_relaxed);
+  if (info.major > 0) {
+    info.minor = cached[dev][1].load(std::memory_order_relaxed);
+    info.sm_count = cached[dev][2].load(std::memory_order_relaxed);
+    return info;
+  }
+  TORCH_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess,
+              "cannot read the attributes of CUDA device ", dev);
+  cached[dev][1].store(info.minor, std::memory_order_relaxed);
+  cached[dev][2].store(info.sm_count, std::memory_order_relaxed);
+  cached[dev][0].store(info.major, std::memory_order_relaxed);
+  return info;
+}
+
+cudaStream_t current_stream(int dev) { return c10::cuda::getCurrentCUDAStream(dev).stream(); }
+
+kfgemm::Fp8Kind kind_of(const Tensor& t) {
+  return t.scalar_type() == at::kFloat8_e4m3fnuz ? kfgemm::Fp8Kind::kE4M3FNUZ
+                                                 : kfgemm::Fp8Kind::kE4M3FN;
+}
+
+// Operand as the GEMM reads it: pointer and row pitch, plus the buffer that holds it.
+struct Canonical {
+  const void* ptr = nullptr;
+  int64_t ld = 0;
+  Tensor storage;
+};
+
+// Returns x itself when the kernel can read it in place, otherwise schedules a
+// rewrite into `job` and returns the destination.
+Canonical canonical_operand(const Tensor& x, int64_t rows_out, bool to_bf16,
+                            kfgemm::OperandPrep* job, bool* needs_job) {
+  const int64_t rows = x.size(0), K = x.size(1);
+  const int64_t Kp = round_up(K, 16);
+  *needs_job = false;
+  const auto addr = reinterpret_cast<uintptr_t>(x.data_ptr());
+  const bool k_major = x.stride(1) == 1 || K == 1;
+  const bool pitch_ok = rows == 1 || x.stride(0) % 16 == 0;
+  if (!to_bf16 && x.scalar_type() == at::kFloat8_e4m3fn && rows_out == rows && k_major &&
+      pitch_ok && K % 16 == 0 && addr % 16 == 0 && x.stride(0) >= K) {
+    Canonical c;
+    c.ptr = x.data_ptr();
+    c.ld = rows == 1 ? K : x.stride(0);
+    return c;
+  }
+  Canonical c;
+  c.storage = at::empty({rows_out * Kp}, x.options().dtype(to_bf16 ? at::kBFloat16 : at::kByte));
+  c.ptr = c.storage.data_ptr();
+  c.ld = Kp;
+  job->src = static_cast<const uint8_t*>(x.data_ptr());
+  job->rows = rows;
+  job->rows_out = rows_out;
+  job->k = K;
+  job->stride_row = x.stride(0);
+  job->stride_k = x.stride(1);
+  job->kind = kind_of(x);
+  job->dst = c.storage.data_ptr();
+  job->ld = Kp;
+  job->out = to_bf16 ? kfgemm::PrepOut::kBf16 : kfgemm::PrepOut::kFp8;
+  *needs_job = true;
+  return c;
+}
+
+void check_status(kfgemm::Status st, const char* what, const char* why) {
+  TORCH_CHECK(st == kfgemm::Status::kOk, what, " failed: ", why ? why : "unknown reason",
+              " (", cudaGetErrorString(cudaGetLastError()), ")");
+}
+
+kfgemm::Variant pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sms) {
+  (void)M;
+  (void)N;
+  (void)K;
+  (void)sms;
+  return bf16 ? kfgemm::Variant::kBf16Coop128x128StreamK : kfgemm::Variant::kFp8Coop128x128StreamK;
+}
+
+bool variant_is_bf16(kfgemm::Variant v) {
+  return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128;
+}
+
+void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
+            const Tensor& b_scale, bool exact, int64_t variant, int64_t splits) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    out.zero_();
+    return;
+  }
+  const c10::cuda::CUDAGuard guard(a.device());
+  const int dev = a.get_device();
+  const DeviceInfo props = device_info(dev);
+  TORCH_CHECK(props.major == 9, "this gemm needs a Hopper GPU (compute capability 9.x); device ",
+              dev, " is ", props.major, ".", props.minor);
+  TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX - 128 && K <= INT32_MAX - 128,
+              "matrix dimensions must fit in 32-bit integers");
+  cudaStream_t stream = current_stream(dev);
+
+  const bool bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
+                    kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
+  kfgemm::Variant v = pick_variant(M, N, K, bf16, props.sm_count);
+  if (variant >= 0) {
+    TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount),
+                      "variant must be < ", static_cast<int>(kfgemm::Variant::kCount));
+    v = static_cast<kfgemm::Variant>(variant);
+    TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, "variant ", kfgemm::variant_name(v),
+                      " does not match the operand type of this call");
+  }
+
+  // The epilogue stores rows of 8 bf16 (16 bytes): pad N to a multiple of 8 (B gets
+  // zero rows, the result goes through a temporary).
+  const int64_t Np = round_up(N, 8);
+  kfgemm::OperandPrep jobs[2];
+  int njobs = 0;
+  bool need = false;
+  Canonical ca = canonical_operand(a, M, bf16, &jobs[njobs], &need);
+  njobs += need;
+  Canonical cb = canonical_operand(b, Np, bf16, &jobs[njobs], &need);
+  njobs += need;
+  if (njobs > 0) check_status(kfgemm::prep_operands(jobs, njobs, stream), "operand preparation", "launch");
+
+  // Scales are read in place through their strides (int32 in the kernel).
+  auto fits = [](const Tensor& s) {
+    return s.stride(0) >= 0 && s.stride(1) >= 0 && s.stride(0) < INT32_MAX && s.stride(1) < INT32_MAX;
+  };
+  Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
+  Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
+
+  const auto out_addr = reinterpret_cast<uintptr_t>(out.data_ptr());
+  const bool out_direct = Np == N && out.stride(1) == 1 && out_addr % 16 == 0 &&
+                          (M == 1 || (out.stride(0) % 8 == 0 && out.stride(0) >= N));
+  Tensor dst = out_direct ? out : at::empty({M, Np}, out.options());
+
+  kfgemm::GemmArgs g{};
+  g.m = static_cast<int>(M);
+  g.n = static_cast<int>(Np);
+  g.k = static_cast<int>(K);
+  g.a = ca.ptr;
+  g.lda = ca.ld;
+  g.b = cb.ptr;
+  g.ldb = cb.ld;
+  g.sfa = sa.data_ptr<float>();
+  g.sfa_stride_m = sa.stride(0);
+  g.sfa_stride_k = sa.stride(1);
+  g.sfb = sb.data_ptr<float>();
+  g.sfb_stride_n = sb.stride(0);
+  g.sfb_stride_k = sb.stride(1);
+  g.d = dst.data_ptr();
+  g.ldd = (out_direct && M == 1) ? Np : dst.stride(0);
+  g.device = dev;
+  g.sm_count = props.sm_count;
+  g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
+
+  const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
+  Tensor ws;
+  if (ws_bytes > 0) ws = at::empty({static_cast<int64_t>(ws_bytes)}, a.options().dtype(at::kByte));
+  const char* why = nullptr;
+  check_status(kfgemm::gemm_run(v, g, ws_bytes ? ws.data_ptr() : nullptr, stream, &why),
+               kfgemm::variant_name(v), why);
+  if (!out_direct) out.copy_(dst.narrow(1, 0, N));
+}
+
+}  // namespace
+
+void gemm_nt_out(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
+                 const Tensor& b_scale, bool exact, int64_t variant, int64_t splits) {
+  check_nt(&out, a, b, a_scale, b_scale);
+  run_nt(out, a, b, a_scale, b_scale, exact, variant, splits);
+}
+
+Tensor gemm_nt(const Tensor& a, const Tensor& b, const Tensor& a_scale, const Tensor& b_scale,
+               bool exact, int64_t variant, int64_t splits) {
+  const auto [M, N, K] = check_nt(nullptr, a, b, a_scale, b_scale);
+  (void)K;
+  Tensor out = at::empty({M, N}, a.options().dtype(at::kBFloat16));
+  run_nt(out, a, b, a_scale, b_scale, exact, variant, splits);
+  return out;
+}
+
+void gemm(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
+          const Tensor& b_scale) {
+  check_tensor_2d(b, "b");
+  check_tensor_2d(a_scale, "a_scale");
+  check_tensor_2d(b_scale, "b_scale");
+  Tensor bt = b.t(), sat = a_scale.t(), sbt = b_scale.t();
+  check_nt(&out, a, bt, sat, sbt);
+  run_nt(out, a, bt, sat, sbt, false, -1, 0);
+}
+
+namespace {
+
+std::tuple<Tensor, Tensor> quantize_impl(const Tensor& x, bool fnuz, bool weight) {
+  check_tensor_2d(x, "x");
+  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16,
+                   "x must be float32 or bfloat16, got ", x.scalar_type());
+  TORCH_CHECK_VALUE(x.is_cuda(), "x must be on a CUDA device, got ", x.device());
+  const c10::cuda::CUDAGuard guard(x.device());
+  Tensor xc = (x.stride(1) == 1 && x.stride(0) >= x.size(1)) ? x : x.contiguous();
+  const int64_t R = x.size(0), C = x.size(1);
+  const auto qtype = fnuz ? at::kFloat8_e4m3fnuz : at::kFloat8_e4m3fn;
+  Tensor q = at::empty({R, C}, x.options().dtype(qtype));
+  Tensor s = weight ? at::empty({ceil_div(R, kBlock), ceil_div(C, kBlock)}, x.options().dtype(at::kFloat))
+                    : at::empty({R, ceil_div(C, kBlock)}, x.options().dtype(at::kFloat));
+  if (R == 0 || C == 0) return {q, s};
+  cudaStream_t stream = current_stream(x.get_device());
+  const auto in = x.scalar_type() == at::kFloat ? kfgemm::QuantIn::kF32 : kfgemm::QuantIn::kBf16;
+  const auto kind = fnuz ? kfgemm::Fp8Kind::kE4M3FNUZ : kfgemm::Fp8Kind::kE4M3FN;
+  auto* qp = static_cast<uint8_t*>(q.data_ptr());
+  const int64_t ldx = R == 1 ? C : xc.stride(0);
+  const auto st = weight ? kfgemm::quantize_128x128(xc.data_ptr(), in, R, C, ldx, kind, qp,
+                                                    s.data_ptr<float>(), stream)
+                         : kfgemm::quantize_1x128(xc.data_ptr(), in, R, C, ldx, kind, qp,
+                                                  s.data_ptr<float>(), stream);
+  check_status(st, "quantization", "launch");
+  return {q, s};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> quantize_1x128(const Tensor& x, bool fnuz) {
+  return quantize_impl(x, fnuz, false);
+}
+
+std::tuple<Tensor, Tensor> quantize_128x128(const Tensor& x, bool fnuz) {
+  return quantize_impl(x, fnuz, true);
+}
+
+Tensor prepare_operand(const Tensor& x, bool to_bf16) {
+  check_tensor_2d(x, "x");
+  TORCH_CHECK_TYPE(is_fp8(x), "x must be float8_e4m3fn or float8_e4m3fnuz, got ", x.scalar_type());
+  TORCH_CHECK_VALUE(x.is_cuda(), "x must be on a CUDA device, got ", x.device());
+  TORCH_CHECK_VALUE(to_bf16 || x.scalar_type() == at::kFloat8_e4m3fn,
+                    "float8_e4m3fnuz operands are prepared as bfloat16 (to_bf16=True)");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t rows = x.size(0), K = x.size(1), Kp = round_up(K, 16);
+  Tensor y = at::empty({rows, Kp}, x.options().dtype(to_bf16 ? at::kBFloat16 : x.scalar_type()));
+  if (rows == 0 || K == 0) return y;
+  kfgemm::OperandPrep job{};
+  job.src = static_cast<const uint8_t*>(x.data_ptr());
+  job.rows = rows;
+  job.rows_out = rows;
+  job.k = K;
+  job.stride_row = x.stride(0);
+  job.stride_k = x.stride(1);
+  job.kind = kind_of(x);
+  job.dst = y.data_ptr();
+  job.ld = Kp;
+  job.out = to_bf16 ? kfgemm::PrepOut::kBf16 : kfgemm::PrepOut::kFp8;
+  check_status(kfgemm::prep_operands(&job, 1, current_stream(x.get_device())),
+               "operand preparation", "launch");
+  return y;
+}
+
+TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
+  ops.def(
+      "gemm_nt_out(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
+      "bool exact=False, int variant=-1, int splits=0) -> ()");
+  ops.impl("gemm_nt_out", torch::kCUDA, &gemm_nt_out);
+  ops.def(
+      "gemm_nt(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, bool exact=False, "
+      "int variant=-1, int splits=0) -> Tensor");
+  ops.impl("gemm_nt", torch::kCUDA, &gemm_nt);
+  ops.def("gemm(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
+  ops.impl("gemm", torch::kCUDA, &gemm);
+  ops.def("quantize_1x128(Tensor x, bool fnuz=False) -> (Tensor, Tensor)");
+  ops.impl("quantize_1x128", torch::kCUDA, &quantize_1x128);
+  ops.def("quantize_128x128(Tensor x, bool fnuz=False) -> (Tensor, Tensor)");
+  ops.impl("quantize_128x128", torch::kCUDA, &quantize_128x128);
+  ops.def("prepare_operand(Tensor x, bool to_bf16=False) -> Tensor");
+  ops.impl("prepare_operand", torch::kCUDA, &prepare_operand);
+}
+
+REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <tuple>
+
+#include <torch/torch.h>
+
+// Block-scaled FP8 GEMM, "NT" convention: a (M, K), b (N, K), a_scale (M, ceil(K/128)),
+// b_scale (ceil(N/128), ceil(K/128)); out (M, N) bfloat16. Any strides.
+// `exact` selects BF16 tensor cores on exactly converted operands. `variant` (-1: pick)
+// and `splits` (0: pick) override the kernel choice for tuning.
+void gemm_nt_out(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
+                 const torch::Tensor& a_scale, const torch::Tensor& b_scale, bool exact,
+                 int64_t variant, int64_t splits);
+torch::Tensor gemm_nt(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
+                      const torch::Tensor& b_scale, bool exact, int64_t variant, int64_t splits);
+
+// The guide's convention: a (M, K), b (K, N), a_scale (KB, M), b_scale (KB, NB), fast mode.
+void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
+          const torch::Tensor& a_scale, const torch::Tensor& b_scale);
+
+// Per-1x128 (activation) and per-128x128 (weight) quantization of a float32 or
+// bfloat16 matrix; returns (q, scale) with q contiguous and scale (M, KB) / (NB, KB).
+std::tuple<torch::Tensor, torch::Tensor> quantize_1x128(const torch::Tensor& x, bool fnuz);
+std::tuple<torch::Tensor, torch::Tensor> quantize_128x128(const torch::Tensor& x, bool fnuz);
+
+// Operand preparation alone (benchmarks): the canonical K-major copy of a (rows, K) view.
+torch::Tensor prepare_operand(const torch::Tensor& x, bool to_bf16);
