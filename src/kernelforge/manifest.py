@@ -1,0 +1,773 @@
+"""``build.toml`` -> :class:`Manifest`, validated and normalised over all editions.
+
+Three layouts are read, told apart the way Hugging Face's builder tells them apart:
+
+* edition 5 (``[general] edition = 5``), the current one: ``name``, ``version``,
+  ``license`` and ``backends`` required, exactly one framework section;
+* edition 4: no ``edition`` key, otherwise as edition 5 less ``kernel-depends``,
+  ``[general.tpu]`` and the per-backend ``[torch.stable-abi]`` table;
+* the legacy layouts, reported as edition 3: the seed guide's (``[general] name,
+  universal``, no ``backends``: they are derived from the kernels' ``backend``), and the
+  one with ``general.backends`` but optional ``version``/``license`` and framework
+  section (none meaning a pure-Python kernel). A file without ``edition`` that has
+  ``backends`` is edition 4 when it can be, legacy otherwise.
+
+``[tvm-ffi]`` projects are refused: kernelforge builds torch extensions only.
+Every problem raises :class:`~kernelforge.errors.ManifestError` naming the file, the
+dotted key, what was expected and the fix. Unknown keys are errors, with a
+"did you mean" suggestion.
+
+Example:
+    >>> m = load_manifest("tests/projects/relu")                  # doctest: +SKIP
+    >>> m.edition, m.backends, sorted(m.kernels)                   # doctest: +SKIP
+    (5, ('cpu', 'cuda'), ['relu', 'relu_cpu'])
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import sys
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+from kernelforge import archs
+from kernelforge.errors import ManifestError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "BACKENDS", "KERNEL_BACKENDS", "KNOWN_DEPENDS", "DEFAULT_PYEXT", "KernelDependency",
+    "TorchSpec", "KernelSpec", "Manifest", "load_manifest", "check_project",
+]
+
+#: Backends ``general.backends`` may list.
+BACKENDS: tuple[str, ...] = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
+#: Backends a ``[kernel.NAME]`` section may have.
+KERNEL_BACKENDS: tuple[str, ...] = ("cpu", "cuda", "metal", "rocm", "xpu")
+#: Values a kernel's ``depends`` may hold (``cutlass_sycl`` is the old name of sycl_tla).
+KNOWN_DEPENDS: tuple[str, ...] = (
+    "torch", "cutlass_2_10", "cutlass_3_5", "cutlass_3_6", "cutlass_3_8", "cutlass_3_9",
+    "cutlass_4_0", "cutlass_4_4", "cutlass_4_5", "cutlass_4_6", "sycl_tla", "cutlass_sycl",
+    "metal-cpp",
+)
+DEFAULT_PYEXT: tuple[str, ...] = ("py", "pyi")
+# What a legacy `universal = true` kernel was built for.
+_UNIVERSAL_BACKENDS = ("cpu", "cuda", "metal", "neuron", "rocm", "xpu")
+
+_NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+_LEGACY_NAME_RE = re.compile(r"^[a-z][-_a-z0-9]*[a-z0-9]$")
+_KERNEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_VERSION_RE = re.compile(r"^\d+(\.\d+)*$")
+_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_GIT_SCHEMES = ("https://", "http://", "git://", "ssh://", "git+ssh://", "git+https://",
+                "git+http://")
+_SCP_URL_RE = re.compile(r"^[^\s/:]+:[^/\s][^\s]*$")
+
+_KERNEL_COMMON = frozenset({"backend", "depends", "src", "include", "cxx-flags"})
+_KERNEL_EXTRA = {
+    "cpu": frozenset(), "metal": frozenset(),
+    "cuda": frozenset({"cuda-capabilities", "cuda-flags", "cuda-minver"}),
+    "rocm": frozenset({"rocm-archs", "hip-flags"}),
+    "xpu": frozenset({"sycl-flags"}),
+}
+_COUNTERPART = {"cuda-capabilities": "rocm-archs", "rocm-archs": "cuda-capabilities",
+                "cuda-flags": "hip-flags", "hip-flags": "cuda-flags"}
+_NOARCH_KEYS = frozenset({"pyext", "cuda-capabilities", "rocm-archs",
+                          "cuda_capabilities", "rocm_archs"})
+_TVM_FFI = "tvm-ffi"
+
+
+@dataclass(frozen=True)
+class _Schema:
+    """The keys one layout allows."""
+
+    edition: int
+    label: str
+    sections: frozenset[str]
+    general: frozenset[str]
+    required: tuple[str, ...]
+    sub: Mapping[str, frozenset[str]]
+    torch: frozenset[str]
+
+
+_TORCH_OLD = frozenset({"include", "minver", "maxver", "pyext", "src"})
+_TORCH_NEW = _TORCH_OLD | {"stable-abi", "cxx-flags"}
+_SUB_OLD = {"cuda": frozenset({"minver", "maxver", "python-depends"}),
+            "neuron": frozenset({"python-depends"}), "xpu": frozenset({"python-depends"}),
+            "hub": frozenset({"repo-id", "branch"})}
+_GENERAL_V4 = frozenset({"name", "version", "license", "upstream", "source", "backends",
+                         "cuda", "hub", "neuron", "python-depends", "xpu"})
+_V5 = _Schema(
+    5, "edition 5", frozenset({"general", "torch", "torch-noarch", _TVM_FFI, "kernel"}),
+    _GENERAL_V4 | {"edition", "kernel-depends", "tpu"},
+    ("name", "version", "edition", "license", "backends"),
+    {"cuda": frozenset({"minver", "maxver", "kernel-depends", "python-depends"}),
+     "neuron": frozenset({"kernel-depends", "python-depends"}),
+     "xpu": frozenset({"kernel-depends", "python-depends"}),
+     "tpu": frozenset({"python-depends"}), "hub": frozenset({"repo-id", "branch"})},
+    _TORCH_NEW,
+)
+_V4 = _Schema(4, "edition 4", _V5.sections, _GENERAL_V4,
+              ("name", "version", "license", "backends"), _SUB_OLD, _TORCH_NEW)
+_V3 = _Schema(3, "legacy layout with 'backends'",
+              frozenset({"general", "torch", _TVM_FFI, "kernel"}),
+              _GENERAL_V4 - {"source"}, ("name", "backends"), _SUB_OLD, _TORCH_OLD)
+_GUIDE = _Schema(3, "legacy layout", frozenset({"general", "torch", "kernel"}),
+                 frozenset({"name", "universal", "cuda-minver", "cuda-maxver", "hub",
+                            "python-depends"}),
+                 ("name",), {"hub": _SUB_OLD["hub"]}, _TORCH_OLD)
+
+# How a missing required key is written.
+_EXAMPLES = {"name": 'name = "my-kernel"', "version": "version = 1", "edition": "edition = 5",
+             "license": 'license = "Apache-2.0"', "backends": 'backends = ["cuda"]',
+             "src": 'src = ["..."]', "depends": 'depends = ["torch"]',
+             "repo-id": 'repo-id = "org/name"'}
+
+# Why a key is unknown when it belongs to another layout: (table, key) -> fix.
+_EDITION5 = "'{key}' needs edition 5: add edition = 5 to [general]"
+_NEWER = ("'{key}' is not part of the legacy layout: add backends = [...], version and "
+          "license to [general] (edition 4), or move the file to edition 5")
+_KEY_HINTS = {
+    ("general", "universal"): "'universal' belongs to the legacy layout without 'backends'; "
+                              "a pure-Python kernel declares a [torch-noarch] section",
+    ("general", "cuda-minver"): 'write it as [general.cuda] minver = "..."',
+    ("general", "cuda-maxver"): 'write it as [general.cuda] maxver = "..."',
+    ("general", "kernel-depends"): _EDITION5, ("general", "tpu"): _EDITION5,
+    ("general.cuda", "kernel-depends"): _EDITION5,
+    ("general.neuron", "kernel-depends"): _EDITION5,
+    ("general.xpu", "kernel-depends"): _EDITION5,
+    ("general", "source"): _NEWER, ("general", "version"): _NEWER,
+    ("general", "license"): _NEWER, ("general", "cuda"): _NEWER,
+    ("general", "xpu"): _NEWER, ("general", "neuron"): _NEWER,
+    ("torch", "stable-abi"): _NEWER, ("torch", "cxx-flags"): _NEWER,
+    ("", "torch-noarch"): _NEWER,
+    ("torch", "universal"): "the oldest layout is not supported: move 'universal' to "
+                            "[general] and give each kernel a backend",
+    ("kernel.*", "language"): "the oldest layout is not supported: replace 'language' "
+                              'with backend = "cuda" (or rocm, metal, ...)',
+}
+
+
+@dataclass(frozen=True)
+class KernelDependency:
+    """Another hub kernel this one needs: ``{repo-id, version | revision}``."""
+
+    repo_id: str
+    version: int | None = None
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class TorchSpec:
+    """The ``[torch]`` section: the binding sources of a compiled kernel."""
+
+    src: tuple[str, ...]
+    include: tuple[str, ...] = ()
+    pyext: tuple[str, ...] = DEFAULT_PYEXT
+    minver: str | None = None
+    maxver: str | None = None
+    cxx_flags: tuple[str, ...] = ()
+    #: backend -> torch version built against the stable ABI (absent: normal ABI).
+    stable_abi: Mapping[str, str] | None = None
+
+    def stable_abi_for(self, backend: str) -> str | None:
+        """The stable-ABI torch version for ``backend``, or None for the normal ABI."""
+        return None if self.stable_abi is None else self.stable_abi.get(backend)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One ``[kernel.NAME]`` section."""
+
+    name: str
+    backend: str
+    src: tuple[str, ...]
+    depends: tuple[str, ...]
+    include: tuple[str, ...] = ()
+    cxx_flags: tuple[str, ...] = ()
+    #: Normalised capabilities (``"9.0a"``), or None for the builder's defaults.
+    cuda_capabilities: tuple[str, ...] | None = None
+    cuda_flags: tuple[str, ...] = ()
+    cuda_minver: str | None = None
+    #: ROCm archs, or None for the builder's defaults.
+    rocm_archs: tuple[str, ...] | None = None
+    hip_flags: tuple[str, ...] = ()
+    sycl_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated ``build.toml``, the same shape whatever its edition."""
+
+    path: Path
+    root: Path
+    edition: int
+    name: str
+    python_name: str
+    version: int | None
+    license: str | None
+    backends: tuple[str, ...]
+    noarch: bool
+    universal: bool
+    torch: TorchSpec | None
+    kernels: dict[str, KernelSpec]
+    upstream: str | None = None
+    source: str | None = None
+    python_depends: tuple[str, ...] = ()
+    kernel_depends: tuple[KernelDependency, ...] = ()
+    hub_repo_id: str | None = None
+    hub_branch: str | None = None
+    cuda_minver: str | None = None
+    cuda_maxver: str | None = None
+    #: Extensions of the files shipped from ``torch-ext/<python_name>/``.
+    pyext: tuple[str, ...] = DEFAULT_PYEXT
+    #: ``[torch-noarch]`` archs written to metadata (None: all).
+    noarch_cuda_capabilities: tuple[str, ...] | None = None
+    noarch_rocm_archs: tuple[str, ...] | None = None
+    #: ``[general.<backend>] python-depends`` / ``kernel-depends``.
+    backend_python_depends: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    backend_kernel_depends: dict[str, tuple[KernelDependency, ...]] = field(
+        default_factory=dict)
+
+    def kernels_for(self, backend: str) -> tuple[KernelSpec, ...]:
+        """The kernel sections with ``backend = <backend>``, in file order."""
+        return tuple(k for k in self.kernels.values() if k.backend == backend)
+
+
+class _Reader:
+    """Typed access to one manifest's tables, raising ManifestError on misuse."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+
+    def fail(self, key: str | None, problem: str, expected: str | None = None,
+             fix: str | None = None, cause: Exception | None = None) -> NoReturn:
+        raise ManifestError(self.file, key, problem, expected=expected, fix=fix) from cause
+
+    def check_keys(self, table: Mapping[str, Any], prefix: str, allowed: Collection[str],
+                   required: Collection[str] = (), *, what: str = "") -> None:
+        """Refuse unknown keys (with a suggestion) and missing required ones."""
+        for key in table:
+            if key in allowed:
+                continue
+            dotted = f"{prefix}.{key}" if prefix else key
+            # A key of another layout gets its explanation, a typo a suggestion.
+            section = "kernel.*" if prefix.startswith("kernel.") else prefix
+            hint = _KEY_HINTS.get((section, key))
+            near = archs.closest(key, allowed)
+            fix = hint.format(key=key) if hint else (
+                f"did you mean '{near}'?" if near else "remove it")
+            self.fail(dotted, f"unknown key '{key}'{what}",
+                      expected="one of " + ", ".join(sorted(allowed)), fix=fix)
+        for key in required:
+            if key not in table:
+                dotted = f"{prefix}.{key}" if prefix else key
+                where = f"[{prefix}]" if prefix else "the file"
+                example = _EXAMPLES.get(key, f"{key} = ...")
+                self.fail(dotted, f"missing required key '{key}'{what}",
+                          expected=f"a '{key}' key, e.g. {example}",
+                          fix=f"add {example} to {where}")
+
+    def table(self, value: Any, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(key, f"is {_kind(value)}, not a table", expected=f"a [{key}] table",
+                      fix=f"write the keys under a [{key}] header")
+        return value
+
+    def _typed(self, table: Mapping[str, Any], prefix: str, key: str, ok: Any,
+               expected: str, example: str) -> Any:
+        value = table.get(key)
+        if value is not None and not ok(value):
+            self.fail(f"{prefix}.{key}", f"is {_kind(value)}", expected=expected,
+                      fix=f"write {key} = {example}")
+        return value
+
+    def string(self, table: Mapping[str, Any], prefix: str, key: str) -> str | None:
+        return cast("str | None", self._typed(
+            table, prefix, key, lambda v: isinstance(v, str), "a string", '"..."'))
+
+    def integer(self, table: Mapping[str, Any], prefix: str, key: str) -> int | None:
+        return cast("int | None", self._typed(
+            table, prefix, key,
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+            "a non-negative integer", "1"))
+
+    def strings(self, table: Mapping[str, Any], prefix: str, key: str
+                ) -> tuple[str, ...] | None:
+        value = self._typed(
+            table, prefix, key,
+            lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+            "a list of strings", '["...", "..."]')
+        return None if value is None else tuple(value)
+
+    def version(self, table: Mapping[str, Any], prefix: str, key: str) -> str | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not _VERSION_RE.match(value.strip()):
+            example = f'"{value}"' if isinstance(value, (int, float)) else '"2.7"'
+            self.fail(f"{prefix}.{key}", f"{value!r} is not a version",
+                      expected='a quoted version such as "2.7" or "12.8"',
+                      fix=f"write {key} = {example}")
+        return value.strip()
+
+    def paths(self, table: Mapping[str, Any], prefix: str, key: str) -> tuple[str, ...]:
+        """A list of project-relative paths (``src``, ``include``)."""
+        values = self.strings(table, prefix, key) or ()
+        for value in values:
+            normal = posixpath.normpath(value.replace("\\", "/"))
+            if not value or value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value):
+                self.fail(f"{prefix}.{key}", f"'{value}' is not a relative path",
+                          expected="paths relative to the project directory",
+                          fix="write the path relative to the directory of build.toml")
+            if normal == ".." or normal.startswith("../"):
+                self.fail(f"{prefix}.{key}", f"'{value}' points outside the project",
+                          expected="paths inside the project directory",
+                          fix="move the file into the project")
+        return values
+
+
+def _kind(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+             list: "a list", dict: "a table"}
+    shown = repr(value) if not isinstance(value, (dict, list)) else ""
+    return f"{names.get(type(value), type(value).__name__)} {shown}".rstrip()
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(file, None, "no such file", expected="a build.toml",
+                            fix="pass a kernel project directory that holds build.toml"
+                            ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ManifestError(file, None, f"cannot read it: {err}",
+                            expected="a readable UTF-8 text file",
+                            fix="check the file's permissions and encoding") from err
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ManifestError(file, None, f"not valid TOML: {err}",
+                            expected="a TOML document (https://toml.io)",
+                            fix="fix the syntax at the position shown") from err
+
+
+def _pick_schema(r: _Reader, data: Mapping[str, Any]) -> _Schema:
+    if "general" not in data:
+        r.fail("general", "missing the [general] section", expected="a [general] table",
+               fix='add [general] with name = "..." (and edition = 5, version, license, '
+                   "backends)")
+    general = r.table(data["general"], "general")
+    if "edition" in general:
+        edition = general["edition"]
+        if isinstance(edition, bool) or not isinstance(edition, int):
+            r.fail("general.edition", f"is {_kind(edition)}", expected="the integer 5",
+                   fix="write edition = 5")
+        if edition == 5:
+            return _V5
+        if edition in (3, 4):
+            r.fail("general.edition", f"edition {edition} files have no 'edition' key",
+                   expected="edition = 5, or no 'edition' key for the older layouts",
+                   fix="remove the 'edition' line, or move the file to edition 5")
+        r.fail("general.edition", f"unknown edition {edition}", expected="5 (the current)",
+               fix="set edition = 5, or remove the key for the older layouts")
+    if "backends" not in general:
+        return _GUIDE
+    # Like their builder, prefer edition 4 and fall back to the laxer legacy layout
+    # (version, license and the framework section optional) when it cannot be edition 4;
+    # keys only edition 4 knows mark the file as edition 4, so errors speak of it.
+    torch: Mapping[str, Any] = data["torch"] if isinstance(data.get("torch"), dict) else {}
+    complete = "version" in general and "license" in general and (
+        "torch" in data or _TVM_FFI in data)
+    newer = "source" in general or "torch-noarch" in data or "stable-abi" in torch \
+        or "cxx-flags" in torch
+    return _V4 if complete or newer else _V3
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Read and validate a kernel project's ``build.toml``.
+
+    Args:
+        path: the project directory, or its ``build.toml``.
+
+    Returns:
+        The normalised :class:`Manifest`.
+
+    Raises:
+        ManifestError: naming the file, the dotted key, what was expected and the fix.
+
+    Example:
+        >>> load_manifest("tests/projects/relu").python_name      # doctest: +SKIP
+        'relu'
+    """
+    path = Path(path)
+    file = path / "build.toml" if path.is_dir() else path
+    r = _Reader(file)
+    data = _read_toml(file)
+    schema = _pick_schema(r, data)
+    r.check_keys(data, "", schema.sections, what=f" ({schema.label})")
+    general = r.table(data["general"], "general")
+    r.check_keys(general, "general", schema.general, schema.required,
+                 what=f" ({schema.label})")
+    fields = _read_general(r, schema, general)
+    declared = _declared_backends(r, general) if schema is not _GUIDE else None
+    kernels = _kernels(r, data, declared)
+    fields.update(_read_framework(r, schema, data, general, declared, kernels))
+    if declared is not None:
+        backends = declared
+    elif fields["universal"]:
+        backends = _UNIVERSAL_BACKENDS
+    else:
+        backends = tuple(sorted({k.backend for k in kernels.values()}))
+        if not backends:
+            r.fail("general.universal", "this legacy manifest has no kernel sections and "
+                   "is not universal, so it builds nothing",
+                   expected="universal = true, or at least one [kernel.<name>] section",
+                   fix="set universal = true for a pure-Python kernel, or add "
+                       "[kernel.<name>] sections")
+    return Manifest(path=file, root=file.parent, edition=schema.edition, backends=backends,
+                    kernels=kernels, **fields)
+
+
+def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> dict[str, Any]:
+    """The [general] fields of the Manifest, except the backends."""
+    name = r.string(general, "general", "name") or ""
+    name_re = _LEGACY_NAME_RE if schema is _GUIDE else _NAME_RE
+    if not name_re.match(name):
+        r.fail("general.name", f"'{name}' is not a valid kernel name",
+               expected=f"a name matching {name_re.pattern} (lowercase letters, digits "
+                        "and '-', at least 2 characters)",
+               fix=f"use '{_suggest_name(name)}'")
+    subs: dict[str, dict[str, Any]] = {}
+    for sub, allowed in schema.sub.items():
+        if sub in general:
+            subs[sub] = r.table(general[sub], f"general.{sub}")
+            r.check_keys(subs[sub], f"general.{sub}", allowed)
+    hub = subs.get("hub", {})
+    repo_id = r.string(hub, "general.hub", "repo-id")
+    if repo_id is not None and not _REPO_ID_RE.match(repo_id):
+        r.fail("general.hub.repo-id", f"'{repo_id}' is not a hub repository id",
+               expected="'<org>/<name>', e.g. 'kernels-community/relu'",
+               fix='write repo-id = "<org>/<name>"')
+    if schema is _GUIDE:
+        cuda, cuda_prefix, minver, maxver = general, "general", "cuda-minver", "cuda-maxver"
+    else:
+        cuda, cuda_prefix, minver, maxver = subs.get("cuda", {}), "general.cuda", "minver", \
+            "maxver"
+    backend_python: dict[str, tuple[str, ...]] = {}
+    backend_kernels: dict[str, tuple[KernelDependency, ...]] = {}
+    for sub in ("cuda", "neuron", "tpu", "xpu"):
+        if sub in subs:
+            deps = r.strings(subs[sub], f"general.{sub}", "python-depends")
+            if deps:
+                backend_python[sub] = deps
+            kdeps = _kernel_depends(r, subs[sub], f"general.{sub}")
+            if kdeps:
+                backend_kernels[sub] = kdeps
+    return dict(
+        name=name, python_name=name.replace("-", "_"),
+        version=r.integer(general, "general", "version"),
+        license=r.string(general, "general", "license"),
+        upstream=_git_url(r, general, "upstream"), source=_git_url(r, general, "source"),
+        python_depends=r.strings(general, "general", "python-depends") or (),
+        kernel_depends=_kernel_depends(r, general, "general"),
+        hub_repo_id=repo_id, hub_branch=r.string(hub, "general.hub", "branch"),
+        cuda_minver=r.version(cuda, cuda_prefix, minver),
+        cuda_maxver=r.version(cuda, cuda_prefix, maxver),
+        backend_python_depends=backend_python, backend_kernel_depends=backend_kernels,
+    )
+
+
+def _read_framework(r: _Reader, schema: _Schema, data: Mapping[str, Any],
+                    general: Mapping[str, Any], declared: tuple[str, ...] | None,
+                    kernels: Mapping[str, KernelSpec]) -> dict[str, Any]:
+    """torch, noarch, universal, pyext and the noarch archs of the Manifest."""
+    frameworks = [s for s in ("torch", "torch-noarch", _TVM_FFI) if s in data]
+    if len(frameworks) > 1:
+        r.fail(frameworks[1], f"more than one framework section: [{'], ['.join(frameworks)}]",
+               expected="exactly one of [torch], [torch-noarch]",
+               fix=f"keep one of them and remove [{frameworks[1]}]")
+    if _TVM_FFI in data:
+        r.fail(_TVM_FFI, "tvm-ffi kernels are not supported by kernelforge",
+               expected="a [torch] or [torch-noarch] section",
+               fix="build this project with a [torch] section and torch bindings")
+    if not frameworks and schema.edition in (4, 5):
+        r.fail("torch", "no framework section",
+               expected="exactly one of [torch] (compiled kernels) or [torch-noarch] "
+                        "(pure Python / Triton)",
+               fix="add a [torch] section listing torch-ext/torch_binding.cpp, or "
+                   "[torch-noarch] for a kernel with nothing to compile")
+    universal = general.get("universal", False) if schema is _GUIDE else False
+    if not isinstance(universal, bool):
+        r.fail("general.universal", f"is {_kind(universal)}", expected="true or false",
+               fix="write universal = false (or true for a pure-Python kernel)")
+    torch = _torch(r, data["torch"], schema, declared) if "torch" in data else None
+    pyext = torch.pyext if torch is not None else DEFAULT_PYEXT
+    if universal and torch is not None:
+        if torch.src:
+            r.fail("torch.src", "a universal kernel compiles nothing, yet [torch] lists "
+                   "sources", expected="no sources with universal = true",
+                   fix="set universal = false, or empty torch.src")
+        torch = None
+    if torch is None and kernels:
+        key = f"kernel.{next(iter(kernels))}"
+        if universal:
+            r.fail(key, "a universal (pure-Python) kernel cannot have kernel sections",
+                   expected="no [kernel.*] sections with universal = true",
+                   fix="set universal = false and add a [torch] section, or remove the "
+                       "kernel sections")
+        if "torch-noarch" in data:
+            r.fail(key, "a [torch-noarch] kernel compiles nothing, so it cannot have "
+                   "kernel sections", expected="no [kernel.*] sections with [torch-noarch]",
+                   fix="replace [torch-noarch] with a [torch] section "
+                   "listing the bindings")
+        r.fail(key, "kernel sections need a [torch] section with the binding sources",
+               expected="a [torch] section next to the [kernel.*] sections",
+               fix='add [torch] src = ["torch-ext/torch_binding.cpp", '
+                   '"torch-ext/torch_binding.h"]')
+    caps = rocm = None
+    if "torch-noarch" in data:
+        table = r.table(data["torch-noarch"], "torch-noarch")
+        r.check_keys(table, "torch-noarch", _NOARCH_KEYS)
+        pyext = r.strings(table, "torch-noarch", "pyext") or DEFAULT_PYEXT
+        caps = _noarch_archs(r, table, "cuda-capabilities")
+        rocm = _noarch_archs(r, table, "rocm-archs")
+    return dict(torch=torch, noarch=torch is None, universal=universal, pyext=pyext,
+                noarch_cuda_capabilities=caps, noarch_rocm_archs=rocm)
+
+
+def _suggest_name(name: str) -> str:
+    fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    fixed = re.sub(r"^[^a-z]+", "", fixed)
+    return fixed if len(fixed) >= 2 else "my-kernel"
+
+
+def _git_url(r: _Reader, general: Mapping[str, Any], key: str) -> str | None:
+    url = r.string(general, "general", key)
+    if url is not None and not (url.startswith(_GIT_SCHEMES) or _SCP_URL_RE.match(url)):
+        r.fail(f"general.{key}", f"'{url}' is not a git URL",
+               expected="an https://, ssh://, git:// URL or git@host:org/repo.git",
+               fix=f'write {key} = "https://github.com/<org>/<repo>"')
+    return url
+
+
+def _kernel_depends(r: _Reader, table: Mapping[str, Any], prefix: str
+                    ) -> tuple[KernelDependency, ...]:
+    value = table.get("kernel-depends")
+    if value is None:
+        return ()
+    key = f"{prefix}.kernel-depends"
+    if not isinstance(value, list):
+        r.fail(key, f"is {_kind(value)}", expected='a list of {repo-id = "org/name", '
+               "version = N} tables", fix='write kernel-depends = [{repo-id = "org/name", '
+               "version = 1}]")
+    deps = []
+    for item in value:
+        item = r.table(item, key)
+        r.check_keys(item, key, ("repo-id", "version", "revision"), ("repo-id",))
+        repo_id = r.string(item, key, "repo-id") or ""
+        version, revision = r.integer(item, key, "version"), r.string(item, key, "revision")
+        if (version is None) == (revision is None):
+            r.fail(key, f"the dependency on '{repo_id}' needs exactly one of 'version' "
+                   "and 'revision'", expected="version = N or revision = \"<branch/commit>\"",
+                   fix=f'write {{repo-id = "{repo_id}", version = 1}}')
+        deps.append(KernelDependency(repo_id, version, revision))
+    return tuple(deps)
+
+
+def _declared_backends(r: _Reader, general: Mapping[str, Any]) -> tuple[str, ...]:
+    values = r.strings(general, "general", "backends") or ()
+    if not values:
+        r.fail("general.backends", "is empty", expected="at least one of "
+               + ", ".join(BACKENDS), fix='list the backends you build, e.g. ["cuda"]')
+    out: list[str] = []
+    for value in values:
+        if value not in BACKENDS:
+            near = archs.closest(value, BACKENDS)
+            r.fail("general.backends", f"unknown backend '{value}'",
+                   expected="one of " + ", ".join(BACKENDS),
+                   fix=f"did you mean '{near}'?" if near else "remove it")
+        if value not in out:
+            out.append(value)
+    return tuple(out)
+
+
+def _arch_list(r: _Reader, table: Mapping[str, Any], prefix: str, key: str
+               ) -> tuple[str, ...] | None:
+    """A list of CUDA capabilities or ROCm archs (by ``key``), validated and normalised."""
+    if key.startswith("cuda"):
+        what, example = "CUDA capability", '"8.0", "9.0a" or "12.1+PTX"'
+        parse: Any = lambda v: str(archs.CudaCapability.parse(v))  # noqa: E731
+    else:
+        what, example, parse = "ROCm arch", '"gfx942"', archs.parse_rocm_arch
+    values = r.strings(table, prefix, key)
+    if values is None:
+        return None
+    if not values:
+        r.fail(f"{prefix}.{key}", "is an empty list, which builds nothing",
+               expected=f"at least one {what}", fix="remove the key to use the default list")
+    out: list[str] = []
+    for value in values:
+        try:
+            parsed = parse(value)
+        except ValueError as err:
+            r.fail(f"{prefix}.{key}", str(err), expected=f"{what}s such as {example}",
+                   fix="use one of the listed values", cause=err)
+        if parsed not in out:
+            out.append(parsed)
+    return tuple(out)
+
+
+def _noarch_archs(r: _Reader, table: Mapping[str, Any], key: str
+                  ) -> tuple[str, ...] | None:
+    # Their builder reads these two keys with underscores (cuda_capabilities), their
+    # documentation writes them with dashes: accept both, not both at once.
+    snake = key.replace("-", "_")
+    if key in table and snake in table:
+        r.fail(f"torch-noarch.{snake}", f"both '{key}' and '{snake}' are set",
+               expected="one of the two spellings", fix=f"keep only '{key}'")
+    return _arch_list(r, table, "torch-noarch", snake if snake in table else key)
+
+
+def _torch(r: _Reader, value: Any, schema: _Schema, declared: tuple[str, ...] | None
+           ) -> TorchSpec:
+    table = r.table(value, "torch")
+    r.check_keys(table, "torch", schema.torch, ("src",), what=f" ({schema.label})")
+    stable = table.get("stable-abi")
+    stable_abi: dict[str, str] | None = None
+    if stable is not None:
+        if isinstance(stable, str):
+            ver = r.version(table, "torch", "stable-abi") or ""
+            stable_abi = {b: ver for b in declared or BACKENDS}
+        elif isinstance(stable, dict) and schema.edition == 5:
+            # A single version covers every backend; a table only the backends it names
+            # (entries for backends missing from general.backends are ignored).
+            r.check_keys(stable, "torch.stable-abi", BACKENDS)
+            stable_abi = {b: r.version(stable, "torch.stable-abi", b) or "" for b in stable
+                          if declared is None or b in declared}
+        else:
+            r.fail("torch.stable-abi", f"is {_kind(stable)}",
+                   expected='a torch version such as "2.11"' + (
+                       ' or a table {cuda = "2.11"}' if schema.edition == 5 else ""),
+                   fix='write stable-abi = "2.11"' + (
+                       "" if schema.edition == 5 else ", or move the file to edition 5 "
+                       "for per-backend versions"))
+    return TorchSpec(
+        src=r.paths(table, "torch", "src"),
+        include=r.paths(table, "torch", "include"),
+        pyext=r.strings(table, "torch", "pyext") or DEFAULT_PYEXT,
+        minver=r.version(table, "torch", "minver"),
+        maxver=r.version(table, "torch", "maxver"),
+        cxx_flags=r.strings(table, "torch", "cxx-flags") or (),
+        stable_abi=stable_abi,
+    )
+
+
+def _kernels(r: _Reader, data: Mapping[str, Any], declared: tuple[str, ...] | None
+             ) -> dict[str, KernelSpec]:
+    section = r.table(data.get("kernel", {}), "kernel")
+    return {name: _kernel(r, name, value, declared) for name, value in section.items()}
+
+
+def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
+            ) -> KernelSpec:
+    prefix = f"kernel.{name}"
+    if not isinstance(table, dict):
+        r.fail(prefix, f"is {_kind(table)}, not a table",
+               expected="kernel sections named [kernel.<name>]",
+               fix="put the keys under a [kernel.<name>] header, not [kernel]")
+    if not _KERNEL_NAME_RE.match(name):
+        r.fail(prefix, f"'{name}' is not a valid kernel section name",
+               expected="letters, digits, '_' and '-', not starting with a digit",
+               fix=f"rename [{prefix}], e.g. to [kernel.{_suggest_name(name).replace('-', '_')}]")
+    if "backend" not in table:
+        r.fail(f"{prefix}.backend", "missing required key 'backend'",
+               expected="one of " + ", ".join(KERNEL_BACKENDS),
+               fix=f'add backend = "cuda" (or another backend) to [{prefix}]')
+    backend = table["backend"]
+    if backend not in KERNEL_BACKENDS:
+        near = archs.closest(str(backend), KERNEL_BACKENDS)
+        r.fail(f"{prefix}.backend", f"unknown kernel backend {backend!r}",
+               expected="one of " + ", ".join(KERNEL_BACKENDS),
+               fix=f"did you mean '{near}'?" if near else "use one of the listed backends")
+    if declared is not None and backend not in declared:
+        r.fail(f"{prefix}.backend", f"backend '{backend}' is not in general.backends "
+               f"({', '.join(declared)})", expected="a backend listed in general.backends",
+               fix=f"add '{backend}' to general.backends, or remove [{prefix}]")
+    allowed = _KERNEL_COMMON | _KERNEL_EXTRA[backend]
+    for key in table:
+        owner = next((b for b, keys in _KERNEL_EXTRA.items() if key in keys), None)
+        if key not in allowed and owner is not None:
+            counterpart = _COUNTERPART.get(key)
+            r.fail(f"{prefix}.{key}", f"'{key}' applies to {owner} kernels, and this "
+                   f"kernel has backend = \"{backend}\"",
+                   expected="keys of a " + backend + " kernel: " + ", ".join(sorted(allowed)),
+                   fix=f"use '{counterpart}'" if counterpart in allowed else "remove it")
+    r.check_keys(table, prefix, allowed, ("depends", "src"), what=f" for a {backend} kernel")
+    depends = r.strings(table, prefix, "depends") or ()
+    for dep in depends:
+        if dep not in KNOWN_DEPENDS:
+            near = archs.closest(dep, KNOWN_DEPENDS)
+            r.fail(f"{prefix}.depends", f"unknown dependency '{dep}'",
+                   expected="one of " + ", ".join(KNOWN_DEPENDS),
+                   fix=f"did you mean '{near}'?" if near else "remove it")
+    return KernelSpec(
+        name=name, backend=backend, src=r.paths(table, prefix, "src"), depends=depends,
+        include=r.paths(table, prefix, "include"),
+        cxx_flags=r.strings(table, prefix, "cxx-flags") or (),
+        cuda_capabilities=_arch_list(r, table, prefix, "cuda-capabilities"),
+        cuda_flags=r.strings(table, prefix, "cuda-flags") or (),
+        cuda_minver=r.version(table, prefix, "cuda-minver"),
+        rocm_archs=_arch_list(r, table, prefix, "rocm-archs"),
+        hip_flags=r.strings(table, prefix, "hip-flags") or (),
+        sycl_flags=r.strings(table, prefix, "sycl-flags") or (),
+    )
+
+
+def check_project(path: str | Path) -> Manifest:
+    """Load the manifest and check that the project's files are where it says.
+
+    Every ``src`` file (of ``[torch]`` and each kernel) must exist, every ``include``
+    must be a directory, and ``torch-ext/<python_name>/__init__.py`` must exist.
+
+    Args:
+        path: the project directory, or its ``build.toml``.
+
+    Returns:
+        The :class:`Manifest`.
+
+    Raises:
+        ManifestError: naming the missing file and the key that lists it.
+    """
+    m = load_manifest(path)
+    r = _Reader(m.path)
+    lists: list[tuple[str, tuple[str, ...], bool]] = []
+    if m.torch is not None:
+        lists += [("torch.src", m.torch.src, False), ("torch.include", m.torch.include, True)]
+    for k in m.kernels.values():
+        lists += [(f"kernel.{k.name}.src", k.src, False),
+                  (f"kernel.{k.name}.include", k.include, True)]
+    for key, names, is_dir in lists:
+        for name in names:
+            target = m.root / name
+            ok = target.is_dir() if is_dir else target.is_file()
+            if not ok:
+                kind = "directory" if is_dir else "file"
+                r.fail(key, f"lists '{name}', but {target} is not an existing {kind}",
+                       expected=f"a {kind} relative to {m.root}",
+                       fix=f"create {name} or remove it from {key}")
+    package = m.root / "torch-ext" / m.python_name / "__init__.py"
+    if not package.is_file():
+        r.fail("general.name", f"the Python package of kernel '{m.name}' is missing: "
+               f"{package} does not exist",
+               expected=f"torch-ext/{m.python_name}/__init__.py (the package is named after "
+                        "general.name, with '-' as '_')",
+               fix=f"create torch-ext/{m.python_name}/__init__.py, or correct general.name")
+    return m

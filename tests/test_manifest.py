@@ -1,0 +1,429 @@
+"""build.toml -> Manifest: every edition, and one error per failure mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelforge.errors import ManifestError
+from kernelforge.manifest import Manifest, check_project, load_manifest
+
+PROJECTS = Path(__file__).parent / "projects"
+
+# The build.toml of the seed guide ("Step 2"), unchanged.
+GUIDE_BUILD_TOML = """\
+[general]
+name = "gemm"
+universal = false
+
+[torch]
+src = [
+  "torch-ext/torch_binding.cpp",
+  "torch-ext/torch_binding.h",
+]
+
+[kernel.gemm]
+backend = "rocm"
+rocm-archs = [
+    "gfx942",
+]
+
+depends = ["torch"]
+
+src = [
+  "include/clangd_workaround.h",
+  "include/gpu_libs.h",
+  "include/gpu_types.h",
+  "include/timer.h",
+  "gemm/gemm_kernel.h",
+  "gemm/gemm_kernel_legacy.h",
+  "gemm/gemm_launcher.hip",
+  "gemm/transpose_kernel.h",
+  "src/utils/arithmetic.h",
+  "src/utils/timer.hip",
+  "tests/checker/metrics.h",
+]
+
+include = ["include"]
+"""
+
+GENERAL5 = """\
+[general]
+name = "relu"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda", "rocm"]
+"""
+TORCH = """
+[torch]
+src = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]
+"""
+KERNELS = """
+[kernel.relu]
+backend = "cuda"
+depends = ["torch"]
+src = ["relu_cuda/relu.cu"]
+
+[kernel.relu_rocm]
+backend = "rocm"
+depends = ["torch"]
+src = ["relu_cuda/relu.cu"]
+"""
+GOOD5 = GENERAL5 + TORCH + KERNELS
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "build.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def replace(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+GENERAL4 = GENERAL5.replace("edition = 5\n", "")
+
+# (id, build.toml text, dotted key at fault (None: the whole file), message regex)
+BAD = [
+    ("not-toml", "[general\nname = 'relu'\n", None, r"not valid TOML: .*line 1"),
+    ("no-general", TORCH + KERNELS, "general", "missing the \\[general\\] section"),
+    ("unknown-section", GOOD5 + "\n[kernels.x]\nbackend = 'cuda'\n", "kernels",
+     "unknown key 'kernels'.*did you mean 'kernel'\\?"),
+    ("typo-general-key", replace(GOOD5, "license", "licence"), "general.licence",
+     "unknown key 'licence'.*did you mean 'license'\\?"),
+    ("typo-kernel-key",
+     replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
+             'cuda-capabilites = ["9.0"]\n'),
+     "kernel.relu.cuda-capabilites", "did you mean 'cuda-capabilities'\\?"),
+    ("typo-torch-key", replace(GOOD5, "[torch]\n", "[torch]\ninclude-dirs = []\n"),
+     "torch.include-dirs", "unknown key 'include-dirs'.*expected one of"),
+    ("missing-version", replace(GOOD5, "version = 1\n", ""), "general.version",
+     "missing required key 'version'"),
+    ("missing-license", replace(GOOD5, 'license = "Apache-2.0"\n', ""), "general.license",
+     "missing required key 'license'"),
+    ("version-type", replace(GOOD5, "version = 1", 'version = "1"'), "general.version",
+     "is a string '1'.*expected a non-negative integer; fix: write version = 1"),
+    ("bad-name", replace(GOOD5, 'name = "relu"', 'name = "Relu_Kernel"'), "general.name",
+     "'Relu_Kernel' is not a valid kernel name.*fix: use 'relu-kernel'"),
+    ("name-trailing-dash", replace(GOOD5, 'name = "relu"', 'name = "relu-"'),
+     "general.name", "not a valid kernel name"),
+    ("unknown-backend", replace(GOOD5, '"cpu", "cuda"', '"cpu", "cdua"'),
+     "general.backends", "unknown backend 'cdua'.*did you mean 'cuda'\\?"),
+    ("empty-backends", replace(GOOD5, '["cpu", "cuda", "rocm"]', "[]"), "general.backends",
+     "is empty"),
+    ("unknown-kernel-backend", replace(GOOD5, 'backend = "cuda"', 'backend = "gpu"'),
+     "kernel.relu.backend", "unknown kernel backend 'gpu'"),
+    ("kernel-backend-not-declared", replace(GOOD5, '"cpu", "cuda", "rocm"', '"cuda"'),
+     "kernel.relu_rocm.backend", "backend 'rocm' is not in general.backends.*"
+     "fix: add 'rocm' to general.backends"),
+    ("bad-cuda-capability",
+     replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
+             'cuda-capabilities = ["8.0", "99999.0"]\n'),
+     "kernel.relu.cuda-capabilities", "unknown CUDA capability '99999\\.0'.*valid: .*9\\.0"),
+    ("sm-style-capability",
+     replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
+             'cuda-capabilities = ["sm90"]\n'),
+     "kernel.relu.cuda-capabilities", "write it as '9\\.0'"),
+    ("empty-cuda-capabilities",
+     replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
+             "cuda-capabilities = []\n"),
+     "kernel.relu.cuda-capabilities", "empty list"),
+    ("bad-rocm-arch", GOOD5 + 'rocm-archs = ["gfx99999"]\n', "kernel.relu_rocm.rocm-archs",
+     "unknown ROCm arch 'gfx99999'.*valid: .*gfx942"),
+    ("cuda-key-on-rocm-kernel", GOOD5 + 'cuda-capabilities = ["9.0"]\n',
+     "kernel.relu_rocm.cuda-capabilities",
+     "'cuda-capabilities' applies to cuda kernels.*backend = \"rocm\".*"
+     "fix: use 'rocm-archs'"),
+    ("rocm-key-on-cpu-kernel",
+     GOOD5 + '\n[kernel.relu_cpu]\nbackend = "cpu"\ndepends = []\nsrc = []\n'
+     'hip-flags = ["-O3"]\n', "kernel.relu_cpu.hip-flags", "applies to rocm kernels"),
+    ("missing-kernel-src", replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', "", ),
+     "kernel.relu.src", "missing required key 'src' for a cuda kernel"),
+    ("missing-kernel-backend", replace(GOOD5, 'backend = "cuda"\n', ""),
+     "kernel.relu.backend", "missing required key 'backend'"),
+    ("src-not-a-list", replace(GOOD5, 'src = ["relu_cuda/relu.cu"]', 'src = "relu.cu"'),
+     "kernel.relu.src", "is a string 'relu.cu'.*expected a list of strings"),
+    ("unknown-depends", replace(GOOD5, 'depends = ["torch"]', 'depends = ["cutlass_3_7"]'),
+     "kernel.relu.depends", "unknown dependency 'cutlass_3_7'.*did you mean"),
+    ("absolute-src", replace(GOOD5, '["relu_cuda/relu.cu"]', '["/tmp/relu.cu"]'),
+     "kernel.relu.src", "'/tmp/relu.cu' is not a relative path"),
+    ("src-outside-project", replace(GOOD5, '["relu_cuda/relu.cu"]', '["../x/relu.cu"]'),
+     "kernel.relu.src", "points outside the project"),
+    ("kernel-without-name", GENERAL5 + TORCH + '\n[kernel]\nbackend = "cuda"\n',
+     "kernel.backend", "not a table.*\\[kernel.<name>\\]"),
+    ("unknown-edition", replace(GOOD5, "edition = 5", "edition = 6"), "general.edition",
+     "unknown edition 6.*expected 5"),
+    ("edition-type", replace(GOOD5, "edition = 5", 'edition = "5"'), "general.edition",
+     "is a string '5'.*expected the integer 5"),
+    ("explicit-edition-4", replace(GOOD5, "edition = 5", "edition = 4"), "general.edition",
+     "edition 4 files have no 'edition' key"),
+    ("two-frameworks", GOOD5 + "\n[torch-noarch]\n", "torch-noarch",
+     "more than one framework section: \\[torch\\], \\[torch-noarch\\]"),
+    ("no-framework", GENERAL5 + KERNELS, "torch", "no framework section"),
+    ("tvm-ffi", GENERAL5 + '\n[tvm-ffi]\nsrc = ["b.cpp"]\n', "tvm-ffi",
+     "tvm-ffi kernels are not supported"),
+    ("noarch-with-kernels", GENERAL5 + "\n[torch-noarch]\n" + KERNELS, "kernel.relu",
+     "\\[torch-noarch\\] kernel compiles nothing"),
+    ("noarch-unknown-key", GENERAL5 + '\n[torch-noarch]\npyexts = ["py"]\n',
+     "torch-noarch.pyexts", "did you mean 'pyext'\\?"),
+    ("noarch-bad-arch", GENERAL5 + '\n[torch-noarch]\nrocm-archs = ["gfx9"]\n',
+     "torch-noarch.rocm-archs", "unknown ROCm arch 'gfx9'"),
+    ("torch-minver-float", replace(GOOD5, "[torch]\n", "[torch]\nminver = 2.7\n"),
+     "torch.minver", "2\\.7 is not a version.*fix: write minver = \"2\\.7\""),
+    ("missing-torch-src", GENERAL5 + "\n[torch]\n" + KERNELS, "torch.src",
+     "missing required key 'src'"),
+    ("kernel-depends-needs-version",
+     replace(GOOD5, "backends =", 'kernel-depends = [{repo-id = "org/a"}]\nbackends ='),
+     "general.kernel-depends", "needs exactly one of 'version' and 'revision'"),
+    ("kernel-depends-in-edition-4",
+     replace(GENERAL4, "backends =", 'kernel-depends = [{repo-id = "org/a", version = 1}]'
+             "\nbackends =") + TORCH + KERNELS,
+     "general.kernel-depends", "fix: 'kernel-depends' needs edition 5"),
+    ("stable-abi-table-in-edition-4", GENERAL4 + TORCH + '[torch.stable-abi]\ncuda = "2.9"\n'
+     + KERNELS, "torch.stable-abi", "is a table.*expected a torch version"),
+    ("universal-in-edition-5", replace(GOOD5, "edition = 5\n", "edition = 5\nuniversal = false\n"),
+     "general.universal", "belongs to the legacy layout"),
+    ("bad-repo-id", GOOD5 + '\n[general.hub]\nrepo-id = "relu"\n', "general.hub.repo-id",
+     "'relu' is not a hub repository id"),
+    ("bad-upstream", replace(GOOD5, "backends =", 'upstream = "not a url"\nbackends ='),
+     "general.upstream", "is not a git URL"),
+    ("legacy-universal-type", GUIDE_BUILD_TOML.replace("universal = false", 'universal = "no"'),
+     "general.universal", "is a string 'no'.*expected true or false"),
+    ("legacy-universal-with-kernels",
+     GUIDE_BUILD_TOML.replace("universal = false", "universal = true"), "torch.src",
+     "a universal kernel compiles nothing"),
+    ("legacy-unknown-key", GUIDE_BUILD_TOML.replace("universal = false", "version = 1"),
+     "general.version", "unknown key 'version' \\(legacy layout\\).*fix: 'version' is not "
+     "part of the legacy layout"),
+    ("bad-kernel-section-name",
+     GENERAL5 + TORCH + '\n[kernel."relu kernel"]\nbackend = "cuda"\ndepends = []\nsrc = []\n',
+     "kernel.relu kernel", "'relu kernel' is not a valid kernel section name"),
+    ("noarch-in-legacy-layout", '[general]\nname = "norm"\n\n[torch-noarch]\n', "torch-noarch",
+     "unknown key 'torch-noarch' \\(legacy layout\\).*fix: 'torch-noarch' is not part of "
+     "the legacy layout"),
+    ("legacy-kernels-without-torch",
+     GUIDE_BUILD_TOML.replace('[torch]\nsrc = [\n  "torch-ext/torch_binding.cpp",\n'
+                              '  "torch-ext/torch_binding.h",\n]\n', ""),
+     "kernel.gemm", "kernel sections need a \\[torch\\] section"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "match"), [case[1:] for case in BAD],
+                         ids=[case[0] for case in BAD])
+def test_bad_manifest(tmp_path, text, key, match):
+    path = write(tmp_path, text)
+    with pytest.raises(ManifestError, match=match) as info:
+        load_manifest(tmp_path)
+    err = info.value
+    assert err.file == path
+    assert err.key == key
+    assert str(path) in str(err)
+    if key is not None:
+        assert f"key '{key}'" in str(err)
+    assert err.problem and err.expected and err.fix
+    assert f"expected {err.expected}" in str(err) and f"fix: {err.fix}" in str(err)
+
+
+def test_bad_cases_are_distinct():
+    ids = [case[0] for case in BAD]
+    assert len(ids) == len(set(ids)) >= 16
+    assert len({case[1] for case in BAD}) == len(BAD)
+
+
+def test_missing_build_toml(tmp_path):
+    with pytest.raises(ManifestError, match="no such file") as info:
+        load_manifest(tmp_path)
+    assert info.value.file == tmp_path / "build.toml"
+    assert info.value.key is None
+
+
+def make_guide_project(root: Path) -> Path:
+    (root / "build.toml").write_text(GUIDE_BUILD_TOML)
+    listed = re.findall(r'"([\w/.-]+\.(?:h|hip|cpp))"', GUIDE_BUILD_TOML)
+    for name in listed + ["torch-ext/gemm/__init__.py"]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).touch()
+    return root
+
+
+def test_guide_build_toml_passes_check_project(tmp_path):
+    m = check_project(make_guide_project(tmp_path))
+    assert (m.edition, m.name, m.python_name) == (3, "gemm", "gemm")
+    assert (m.version, m.license) == (None, None)
+    assert m.backends == ("rocm",)
+    assert (m.noarch, m.universal) == (False, False)
+    assert m.torch is not None
+    assert m.torch.src == ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h")
+    assert m.torch.pyext == ("py", "pyi")
+    gemm = m.kernels["gemm"]
+    assert (gemm.backend, gemm.rocm_archs, gemm.include) == ("rocm", ("gfx942",), ("include",))
+    assert gemm.depends == ("torch",)
+    assert len(gemm.src) == 11 and gemm.cuda_capabilities is None
+    assert m.path == tmp_path / "build.toml" and m.root == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("missing", "key"),
+    [
+        ("gemm/gemm_launcher.hip", "kernel.gemm.src"),
+        ("torch-ext/torch_binding.h", "torch.src"),
+        ("torch-ext/gemm/__init__.py", "general.name"),
+    ],
+)
+def test_check_project_names_the_missing_file(tmp_path, missing, key):
+    make_guide_project(tmp_path)
+    (tmp_path / missing).unlink()
+    with pytest.raises(ManifestError, match=re.escape(missing)) as info:
+        check_project(tmp_path / "build.toml")
+    assert info.value.key == key
+    assert info.value.file == tmp_path / "build.toml"
+    assert "fix: " in str(info.value)
+
+
+def test_check_project_needs_include_dirs(tmp_path):
+    make_guide_project(tmp_path)
+    for f in (tmp_path / "include").iterdir():
+        f.unlink()
+    (tmp_path / "include").rmdir()
+    with pytest.raises(ManifestError) as info:
+        check_project(tmp_path)
+    # The first listed source is in include/, so the src check fires first.
+    assert info.value.key in ("kernel.gemm.src", "kernel.gemm.include")
+
+
+def test_relu_fixture_project():
+    m = check_project(PROJECTS / "relu")
+    assert (m.edition, m.name, m.version, m.license) == (5, "relu", 1, "Apache-2.0")
+    assert m.backends == ("cpu", "cuda")
+    assert (m.noarch, m.universal) == (False, False)
+    assert m.hub_repo_id == "kernelforge/relu"
+    assert set(m.kernels) == {"relu", "relu_cpu"}
+    assert m.kernels["relu_cpu"].src == ("relu_cpu/relu_cpu.cpp",)
+    assert m.kernels["relu"].src == ("relu_cuda/relu_cuda.cu",)
+    assert [k.name for k in m.kernels_for("cuda")] == ["relu"]
+    assert m.kernels["relu"].cuda_capabilities is None
+    init = (PROJECTS / "relu" / "torch-ext" / "relu" / "__init__.py").read_text()
+    assert "from ._ops import ops" in init and "ops.relu(out, x)" in init
+
+
+def test_relu_fixture_sources_are_real_kernels():
+    root = PROJECTS / "relu"
+    cpu = (root / "relu_cpu" / "relu_cpu.cpp").read_text()
+    assert "AT_DISPATCH_FLOATING_TYPES_AND2" in cpu and "for (int64_t i" in cpu
+    assert "clamp" not in cpu
+    cuda = (root / "relu_cuda" / "relu_cuda.cu").read_text()
+    assert "__global__ void relu_kernel" in cuda and "<<<" in cuda
+    binding = (root / "torch-ext" / "torch_binding.cpp").read_text()
+    for needle in ['#include "registration.h"', "TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)",
+                   'ops.def("relu(Tensor! out, Tensor input) -> ()")', "torch::kCPU",
+                   "torch::kCUDA", "REGISTER_EXTENSION(TORCH_EXTENSION_NAME)"]:
+        assert needle in binding
+
+
+def test_edition5_full(tmp_path):
+    text = GOOD5.replace('src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
+                         'cuda-capabilities = ["9.0a", "8.0", "12.1+PTX", "8.0"]\n'
+                         'cuda-flags = ["-lineinfo"]\ncuda-minver = "12.8"\n', 1)
+    text = text.replace("backends =", 'upstream = "https://github.com/org/relu"\n'
+                        'python-depends = ["einops"]\n'
+                        'kernel-depends = [{repo-id = "org/a", version = 2}, '
+                        '{repo-id = "org/b", revision = "main"}]\nbackends =')
+    text += ('\n[general.hub]\nrepo-id = "org/relu"\nbranch = "dev"\n'
+             '\n[general.cuda]\nminver = "12.6"\npython-depends = ["nvidia-cutlass-dsl"]\n'
+             '\n[torch.stable-abi]\ncuda = "2.11"\nxpu = "2.11"\n')
+    text = text.replace("[torch]\n", '[torch]\nminver = "2.9"\ncxx-flags = ["-DX"]\n'
+                        'pyext = ["py", "json"]\n')
+    m = load_manifest(write(tmp_path, text))
+    relu = m.kernels["relu"]
+    assert relu.cuda_capabilities == ("9.0a", "8.0", "12.1+PTX")
+    assert (relu.cuda_flags, relu.cuda_minver) == (("-lineinfo",), "12.8")
+    assert m.kernels["relu_rocm"].rocm_archs is None
+    assert (m.upstream, m.python_depends) == ("https://github.com/org/relu", ("einops",))
+    assert [(d.repo_id, d.version, d.revision) for d in m.kernel_depends] == [
+        ("org/a", 2, None), ("org/b", None, "main")]
+    assert (m.hub_repo_id, m.hub_branch, m.cuda_minver, m.cuda_maxver) == (
+        "org/relu", "dev", "12.6", None)
+    assert m.backend_python_depends == {"cuda": ("nvidia-cutlass-dsl",)}
+    assert m.torch is not None
+    assert (m.torch.minver, m.torch.cxx_flags, m.torch.pyext) == ("2.9", ("-DX",),
+                                                                  ("py", "json"))
+    assert m.pyext == ("py", "json")
+    # xpu is not among the declared backends: its entry is ignored.
+    assert m.torch.stable_abi == {"cuda": "2.11"}
+    assert (m.torch.stable_abi_for("cuda"), m.torch.stable_abi_for("rocm")) == ("2.11", None)
+
+
+def test_edition4_project(tmp_path):
+    text = (GENERAL4 + TORCH.replace("[torch]\n", '[torch]\nstable-abi = "2.9"\n') + KERNELS
+            + '\n[general.cuda]\nmaxver = "12.9"\n')
+    m = load_manifest(write(tmp_path, text))
+    assert (m.edition, m.version, m.license) == (4, 1, "Apache-2.0")
+    assert m.backends == ("cpu", "cuda", "rocm")
+    assert m.cuda_maxver == "12.9"
+    assert m.torch is not None and m.torch.stable_abi_for("rocm") == "2.9"
+    assert not m.noarch
+
+
+def test_torch_noarch_project(tmp_path):
+    text = (GENERAL5.replace('"cpu", "cuda", "rocm"', '"cuda", "rocm", "xpu"')
+            + '\n[torch-noarch]\npyext = ["py", "json"]\ncuda-capabilities = ["9.0", "10.0"]\n'
+            'rocm-archs = ["gfx942"]\n')
+    m = load_manifest(write(tmp_path, text))
+    assert (m.edition, m.noarch, m.universal, m.torch, m.kernels) == (5, True, False, None, {})
+    assert m.pyext == ("py", "json")
+    assert m.noarch_cuda_capabilities == ("9.0", "10.0")
+    assert m.noarch_rocm_archs == ("gfx942",)
+    assert m.backends == ("cuda", "rocm", "xpu")
+
+
+def test_torch_noarch_accepts_the_builders_underscore_keys(tmp_path):
+    # Their builder reads [torch-noarch] keys with underscores; the docs use dashes.
+    text = GENERAL5 + '\n[torch-noarch]\ncuda_capabilities = ["8.0"]\nrocm_archs = ["gfx90a"]\n'
+    m = load_manifest(write(tmp_path, text))
+    assert (m.noarch_cuda_capabilities, m.noarch_rocm_archs) == (("8.0",), ("gfx90a",))
+    both = text + 'cuda-capabilities = ["8.0"]\n'
+    with pytest.raises(ManifestError, match="both") as info:
+        load_manifest(write(tmp_path, both))
+    assert info.value.key == "torch-noarch.cuda_capabilities"
+
+
+def test_legacy_universal_project(tmp_path):
+    m = load_manifest(write(tmp_path, '[general]\nname = "triton_norm"\nuniversal = true\n'))
+    assert (m.edition, m.noarch, m.universal, m.torch) == (3, True, True, None)
+    assert "cuda" in m.backends and "rocm" in m.backends
+    assert m.python_name == "triton_norm"
+
+
+def test_legacy_project_with_backends_and_no_framework_is_noarch(tmp_path):
+    m = load_manifest(write(tmp_path, '[general]\nname = "norm"\nbackends = ["cuda"]\n'))
+    assert (m.edition, m.noarch, m.universal, m.version) == (3, True, False, None)
+
+
+def test_legacy_guide_layout_cuda_versions(tmp_path):
+    text = GUIDE_BUILD_TOML.replace("universal = false", 'cuda-minver = "12.4"\n'
+                                    'cuda-maxver = "12.9"')
+    m = load_manifest(write(tmp_path, text))
+    assert (m.cuda_minver, m.cuda_maxver) == ("12.4", "12.9")
+
+
+def test_manifest_is_frozen_and_uses_tuples(tmp_path):
+    m = load_manifest(write(tmp_path, GOOD5))
+    assert isinstance(m, Manifest)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.name = "other"  # type: ignore[misc]
+    for spec in m.kernels.values():
+        assert isinstance(spec.src, tuple) and isinstance(spec.depends, tuple)
+    assert isinstance(m.backends, tuple)
+
+
+def test_load_accepts_the_file_or_its_directory(tmp_path):
+    path = write(tmp_path, GOOD5)
+    assert load_manifest(path) == load_manifest(tmp_path)
+    assert load_manifest(str(tmp_path)).path == path
