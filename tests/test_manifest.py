@@ -348,6 +348,8 @@ def test_edition5_full(tmp_path):
     assert (m.upstream, m.python_depends) == ("https://github.com/org/relu", ("einops",))
     assert [(d.repo_id, d.version, d.revision) for d in m.kernel_depends] == [
         ("org/a", 2, None), ("org/b", None, "main")]
+    assert [d.as_dict() for d in m.kernel_depends] == [
+        {"repo-id": "org/a", "version": 2}, {"repo-id": "org/b", "revision": "main"}]
     assert (m.hub_repo_id, m.hub_branch, m.cuda_minver, m.cuda_maxver) == (
         "org/relu", "dev", "12.6", None)
     assert m.backend_python_depends == {"cuda": ("nvidia-cutlass-dsl",)}

@@ -162,6 +162,13 @@ class KernelDependency:
     version: int | None = None
     revision: str | None = None
 
+    def as_dict(self) -> dict[str, str | int]:
+        """The kebab-case form used in build.toml and metadata.json."""
+        pin: dict[str, str | int] = (
+            {"version": self.version} if self.version is not None
+            else {"revision": self.revision or ""})
+        return {"repo-id": self.repo_id, **pin}
+
 
 @dataclass(frozen=True)
 class TorchSpec:
