@@ -12,7 +12,7 @@ import pytest
 from kernelforge.errors import ManifestError
 from kernelforge.manifest import Manifest, check_project, load_manifest
 
-PROJECTS = Path(__file__).parent / "projects"
+PROJECTS = Path(__file__).resolve().parents[1] / "src" / "kernelforge" / "examples"
 
 # The build.toml of the seed guide ("Step 2"), unchanged.
 GUIDE_BUILD_TOML = """\
@@ -303,7 +303,7 @@ def test_relu_fixture_project():
     assert (m.edition, m.name, m.version, m.license) == (5, "relu", 1, "Apache-2.0")
     assert m.backends == ("cpu", "cuda")
     assert (m.noarch, m.universal) == (False, False)
-    assert m.hub_repo_id == "kernelforge/relu"
+    assert m.hub_repo_id == "kernels-community/relu"
     assert set(m.kernels) == {"relu", "relu_cpu"}
     assert m.kernels["relu_cpu"].src == ("relu_cpu/relu_cpu.cpp",)
     assert m.kernels["relu"].src == ("relu_cuda/relu_cuda.cu",)

@@ -44,8 +44,12 @@ def init_project(name: str, directory: Path | None = None) -> Path:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         if rel.name == "build.toml":
-            text = path.read_text().replace('name = "relu"', f'name = "{name}"')
-            target.write_text(text.replace("relu", python_name))
+            # The kernel name keeps its dashes; every other use is the Python name.
+            text = path.read_text().replace('name = "relu"', 'name = "\0"')
+            text = text.replace("relu", python_name).replace('name = "\0"', f'name = "{name}"')
+            # The example's hub repository is not the new kernel's: publish takes --repo.
+            text = re.sub(r"\n\[general\.hub\]\n[^\[]*", "\n\n", text)
+            target.write_text(text)
         elif path.suffix in {".py", ".cpp", ".h", ".cu", ".toml", ".md"}:
             target.write_text(path.read_text().replace("relu", python_name))
         else:

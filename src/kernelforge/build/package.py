@@ -42,8 +42,7 @@ def _copy_python_package(manifest: Manifest, dest: Path) -> None:
             f"{manifest.path}: the Python package {package}/__init__.py is missing; "
             f"fix: create torch-ext/{manifest.python_name}/__init__.py"
         )
-    pyext = manifest.torch.pyext if manifest.torch is not None else ("py", "pyi")
-    suffixes = {"." + ext.lstrip(".") for ext in pyext}
+    suffixes = {"." + ext.lstrip(".") for ext in manifest.pyext}
     for path in sorted(package.rglob("*")):
         rel = path.relative_to(package)
         if "__pycache__" in rel.parts or not path.is_file() or path.suffix == ".pyc":
@@ -82,7 +81,7 @@ def metadata_for(
     if manifest.source:
         meta["source"] = manifest.source
     if manifest.kernel_depends:
-        meta["kernel-depends"] = list(manifest.kernel_depends)
+        meta["kernel-depends"] = [d.as_dict() for d in manifest.kernel_depends]
     meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(files.items()))}
     meta["provenance"] = dict(provenance)
     return meta

@@ -233,7 +233,9 @@ def plan_build(
             raise ToolchainError("building the cuda backend needs nvcc")
         caps, notes = cuda_capabilities(kernels, device_compiler, arch_override)
         metadata_archs = tuple(caps)
-        device_flags = ["-O3", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr"]
+        # --threads 0: nvcc compiles the per-capability passes in parallel.
+        device_flags = ["-O3", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr",
+                        "--threads", "0"]
         device_flags += archs.nvcc_gencode_flags(caps)
         device_flags += [f"-Xcompiler=-ffile-prefix-map={manifest.root}=."]
         if cxx is not None and cxx.name == "gcc":

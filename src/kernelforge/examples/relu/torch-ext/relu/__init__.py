@@ -6,8 +6,6 @@ Supported dtypes: float64, float32, float16 and bfloat16.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from ._ops import ops
@@ -15,7 +13,7 @@ from ._ops import ops
 __all__ = ["relu"]
 
 
-def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def relu(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Elementwise ReLU (NaN propagates, as in ``torch.relu``).
 
     Args:

@@ -1,0 +1,49 @@
+"""Test tiers: the default run needs no GPU and no network. Tests marked `cuda`, `sm90`
+or `network` skip with the reason when their need is absent (`slow` tests always run)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pytest
+from kf_testutil import copy_example
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_capability() -> tuple[int, int] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available() or torch.version.cuda is None:
+        return None
+    return torch.cuda.get_device_capability()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "network" in item.keywords and os.environ.get("KERNELFORGE_TEST_NETWORK") != "1":
+            item.add_marker(pytest.mark.skip(
+                reason="needs the network; set KERNELFORGE_TEST_NETWORK=1 to run"))
+        if "cuda" in item.keywords or "sm90" in item.keywords:
+            cap = _cuda_capability()
+            if cap is None:
+                item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU and a CUDA torch"))
+            elif "sm90" in item.keywords and cap != (9, 0):
+                item.add_marker(pytest.mark.skip(
+                    reason=f"needs a Hopper GPU (sm_90); this one is sm_{cap[0]}{cap[1]}"))
+
+
+@pytest.fixture(scope="session")
+def built_relu(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled relu project, built once per test session for the cpu backend."""
+    from kernelforge.build import build_project
+
+    project = copy_example(tmp_path_factory.mktemp("relu") / "relu")
+    lines: list[str] = []
+    results = build_project(project, backends=["cpu"], progress=lines.append)
+    assert len(results) == 1 and not results[0].up_to_date
+    assert any("compiling" in line for line in lines), lines
+    return project
