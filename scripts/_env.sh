@@ -1,5 +1,6 @@
 # Sourced by scripts/demo and scripts/test: creates the virtual environment on first use
-# and installs kernelforge (editable) with what it needs. Idempotent and quick when done.
+# and installs kernelforge (editable) with what it needs; later runs reinstall only when
+# pyproject.toml changed.
 #   KERNELFORGE_VENV   where the environment lives (default: .venv in the repository)
 #   PYTHON             interpreter to create it with (default: python3, >= 3.10)
 #   TORCH_SPEC         torch requirement installed when torch is missing (default: torch==2.13.0)
@@ -15,4 +16,9 @@ if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
   echo "installing ${TORCH_SPEC:-torch==2.13.0}" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${TORCH_SPEC:-torch==2.13.0}"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]"
+stamp="$VENV/.kernelforge-install"
+want="$(pwd) $(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]"
+  echo "$want" > "$stamp"
+fi

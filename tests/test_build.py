@@ -57,7 +57,9 @@ def test_loads_with_get_local_kernel_and_matches_torch(built_relu: Path) -> None
 
 def test_loads_with_hugging_face_kernels(built_relu: Path) -> None:
     """Hugging Face's loader (PyPI kernels==0.17.2) imports our build and the op works."""
-    pytest.importorskip("kernels", reason="needs PyPI kernels==0.17.2 (pip install kernels)")
+    kernels = pytest.importorskip("kernels", reason="needs PyPI kernels==0.17.2")
+    if not hasattr(kernels, "get_local_kernel"):  # the repository's kernels/ folder
+        pytest.skip("needs PyPI kernels==0.17.2; only the repository's kernels/ folder imports")
     script = textwrap.dedent(
         f"""
         import warnings, torch

@@ -108,7 +108,7 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
     script = (
         "import json, sys, torch\n"
         "from kernelforge import get_kernel\n"
-        f"k = get_kernel('me/my-relu', hub={str(hub)!r})\n"
+        f"k = get_kernel('me/my-relu', backend='cpu', hub={str(hub)!r})\n"
         "x = torch.randn(1000)\n"
         "print(json.dumps({'name': k.__name__, 'ok': bool(torch.equal(k.my_relu(x), torch.relu(x)))}))\n"
     )

@@ -64,6 +64,16 @@ def uid(tag: str) -> str:
     return f"_relu_{tag}_{uuid.uuid4().hex[:10]}"
 
 
+@pytest.fixture(autouse=True)
+def cpu_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests choose among cpu builds: present this process as a CPU-only one, so
+    they hold on a GPU machine too (a CUDA torch rejects `torch-cpu` without backend=)."""
+    real = variants.detect_system()
+    if real.backend != "cpu":
+        facts = dataclasses.replace(real, backend="cpu", backend_version=None, gpu_archs=())
+        monkeypatch.setattr(variants, "detect_system", lambda: facts)
+
+
 @pytest.fixture(scope="module")
 def arch_variant() -> str:
     return str(variants.build_variant(variants.detect_system(), backend="cpu"))
