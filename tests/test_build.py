@@ -149,3 +149,30 @@ def _has_cuda_torch() -> bool:
 
     inst = torch_install_facts()
     return bool(inst and inst.cuda)
+
+
+def test_two_builds_of_one_kernel_load_side_by_side(tmp_path: Path, built_relu: Path) -> None:
+    """A changed source gives a new uid, so a second build registers its ops in its own
+    namespace and both builds work in one process."""
+    import torch
+
+    from kernelforge import get_kernel
+    from kernelforge.hub import LocalHub
+
+    hub = LocalHub(tmp_path / "hub")
+    first = hub.publish("me/relu", built_relu / "build", version=1, message="first")
+    project = copy_project(tmp_path / "relu2")
+    init = project / "torch-ext" / "relu" / "__init__.py"
+    init.write_text(init.read_text() + "\nSECOND_BUILD = True\n")
+    build_project(project, backends=["cpu"], progress=lambda _: None)
+    second = hub.publish("me/relu", project / "build", version=1, message="second")
+
+    old = get_kernel("me/relu", revision=first.commit, backend="cpu", hub=hub.root)
+    new = get_kernel("me/relu", revision=second.commit, backend="cpu", hub=hub.root)
+    assert old is not new and old.__name__ != new.__name__
+    assert not hasattr(old, "SECOND_BUILD") and new.SECOND_BUILD is True
+    assert old.ops.name != new.ops.name  # two op namespaces, both registered
+    assert old.ops.name.startswith("_relu_cpu_") and new.ops.name.startswith("_relu_cpu_")
+    x = torch.randn(4096)
+    assert torch.equal(old.relu(x), torch.relu(x))
+    assert torch.equal(new.relu(x), torch.relu(x))
