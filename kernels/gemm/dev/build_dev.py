@@ -58,13 +58,14 @@ def main() -> int:
 
     from torch.utils import cpp_extension
 
+    args.out = args.out.resolve()
     build_dir = args.out / "build"
     build_dir.mkdir(parents=True, exist_ok=True)
     includes = [KERNEL / "gemm", KERNEL / "torch-ext", REPO / "src" / "kernelforge" / "build" / "data"]
     sources = [KERNEL / "torch-ext" / "torch_binding.cpp"]
     ldflags: list[str] = []
     if args.objects is not None:
-        objs = [args.objects / (Path(s).stem + ".o") for s in CUDA_SOURCES]
+        objs = [args.objects.resolve() / (Path(s).stem + ".o") for s in CUDA_SOURCES]
         missing = [str(o) for o in objs if not o.is_file()]
         if missing:
             print(f"missing prebuilt objects: {missing}", file=sys.stderr)

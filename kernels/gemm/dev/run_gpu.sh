@@ -3,7 +3,7 @@
 # sanitizers. Stages are independent; each logs under $OUT. Usage:
 #   bash kernels/gemm/dev/run_gpu.sh [stages...]   (default: build test bench)
 set -uo pipefail
-export PYTHONUNBUFFERED=1 MAX_JOBS=16
+export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 stages=${*:-build test bench}
@@ -24,9 +24,13 @@ python3 -c "import torch;print(torch.__version__, torch.version.cuda)" >> "$OUT/
 for s in $stages; do
   case $s in
     build) run build 300 python3 kernels/gemm/dev/build_dev.py --out $dev --objects .whl/devobj ;;
-    buildsrc) run build 500 python3 kernels/gemm/dev/build_dev.py --out $dev --cutlass "$CUTLASS_INC" ;;
+    buildsrc) python3 -c "import zipfile,glob; zipfile.ZipFile(glob.glob('.whl/nvidia_cutlass-*.whl')[0]).extractall('/tmp/cutlass')"
+              run build 500 python3 kernels/gemm/dev/build_dev.py --out $dev --cutlass /tmp/cutlass/cutlass_library/source/include ;;
+    diag) run diag 200 python3 kernels/gemm/dev/diag.py numerics
+          run diagexc 120 python3 kernels/gemm/dev/diag.py exceptions
+          run diaggdb 200 cuda-gdb -q -batch -ex run -ex bt --args python3 kernels/gemm/dev/diag.py exceptions ;;
     test) run test 300 python3 -m pytest tests/gpu -q -p no:cacheprovider -x --timeout 240 -ra ;;
-    testall) run test 400 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 240 -ra ;;
+    testall) run test 400 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 240 -ra --tb=short ;;
     bench) run bench 330 python3 benchmarks/gemm.py --out "$OUT" --rep 60 ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py ;;

@@ -67,7 +67,7 @@ struct GemmArgs {
   int64_t ldd;
   int device;
   int sm_count;
-  int splits;  // > 1 forces split-K with that many splits; 0 lets the heuristic decide
+  int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K into that many
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);

@@ -145,6 +145,8 @@ struct BlockwiseGemm {
       if (g.splits > 1) {
         args.scheduler.splits = g.splits;
         args.scheduler.decomposition_mode = Decomp::SplitK;
+      } else if (g.splits == 1) {
+        args.scheduler.decomposition_mode = Decomp::DataParallel;
       } else {
         args.scheduler.decomposition_mode = Decomp::Heuristic;
       }

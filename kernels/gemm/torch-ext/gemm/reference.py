@@ -118,7 +118,9 @@ def _quantize_groups(x: torch.Tensor, dtype: torch.dtype, rows: int, cols: int):
     xp[:r, :c] = xf
     g = xp.view(pr // rows, rows, pc // cols, cols)
     amax = g.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-4)
-    s = amax / fmax
+    # A tensor divisor: torch turns division by a Python scalar into a multiplication
+    # by its reciprocal, which can differ in the last bit from IEEE division.
+    s = amax / torch.full_like(amax, fmax)
     q = (g / s).clamp(-fmax, fmax).to(dtype).view(pr, pc)[:r, :c].contiguous()
     return q, s.view(pr // rows, pc // cols)
 
