@@ -152,6 +152,14 @@ def test_backend_without_kernels_is_an_error(tmp_path: Path) -> None:
 
 
 def test_unknown_dependency_names_the_known_ones() -> None:
-    with pytest.raises(ToolchainError, match="cutlass_3_x"):
-        resolve_dependency("cutlass_9_x")
+    with pytest.raises(ToolchainError, match="cutlass_4_0"):
+        resolve_dependency("cutlass_3_9")
     assert resolve_dependency("torch").include_dirs == ()
+
+
+def test_cutlass_dependency_resolves_to_the_pinned_wheel(monkeypatch) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda dist: "4.1.0")
+    with pytest.raises(ToolchainError, match=r"pinned to nvidia-cutlass==4\.2\.0\.0.*pip install"):
+        resolve_dependency("cutlass_4_0")

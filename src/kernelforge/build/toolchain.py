@@ -126,12 +126,15 @@ def find_cxx() -> Tool:
 
 # --- kernel dependencies (`depends = [...]` in build.toml) --------------------------------
 
-#: Dependencies resolved to C++ header packages from PyPI: name -> (distribution, pinned
-#: version, include dir inside the installed package). CUTLASS 4.x keeps the 3.x C++ API,
-#: so both names resolve to the same pinned headers.
+#: Hugging Face's CUTLASS dependency names resolved to the C++ headers of the PyPI wheel
+#: ``nvidia-cutlass``: name -> (distribution, pinned version, include dir in the package).
+#: PyPI has no 4.0 wheel; 4.2 is the 4.x release there and keeps 4.0's C++ API.
+_CUTLASS_INCLUDE = "cutlass_library/source/include"
 HEADER_PACKAGES: dict[str, tuple[str, str, str]] = {
-    "cutlass_3_x": ("nvidia-cutlass", "4.2.0.0", "cutlass_library/source/include"),
-    "cutlass_4_x": ("nvidia-cutlass", "4.2.0.0", "cutlass_library/source/include"),
+    "cutlass_3_5": ("nvidia-cutlass", "3.5.1.0", _CUTLASS_INCLUDE),
+    "cutlass_3_6": ("nvidia-cutlass", "3.6.0.0", _CUTLASS_INCLUDE),
+    "cutlass_3_8": ("nvidia-cutlass", "3.8.0.0", _CUTLASS_INCLUDE),
+    "cutlass_4_0": ("nvidia-cutlass", "4.2.0.0", _CUTLASS_INCLUDE),
 }
 
 #: Dependencies that need nothing beyond what the build already has.
@@ -166,7 +169,8 @@ def resolve_dependency(name: str) -> Dependency:
     if name not in HEADER_PACKAGES:
         known = ", ".join(sorted(BUILTIN_DEPENDS | HEADER_PACKAGES.keys()))
         raise ToolchainError(
-            f"unknown kernel dependency '{name}'; kernelforge knows: {known}"
+            f"kernel dependency '{name}' has no pinned package kernelforge can resolve "
+            f"(no matching wheel on PyPI); kernelforge resolves: {known}"
         )
     dist, pinned, subdir = HEADER_PACKAGES[name]
     fix = f"pip install {dist}=={pinned}"
