@@ -65,6 +65,18 @@ def _describe_step(command: str, root: Path) -> str:
     return command.split(" ", 1)[0]
 
 
+def _ninja_dirs() -> list[str]:
+    """Where ninja lives when installed from PyPI, so the build finds it even when the
+    virtual environment is not activated (torch looks for ``ninja`` on PATH)."""
+    dirs = [os.path.dirname(sys.executable)]
+    try:
+        import ninja  # the PyPI package ships the binary
+    except ImportError:
+        return dirs
+    bin_dir = getattr(ninja, "BIN_DIR", None)
+    return [str(bin_dir), *dirs] if bin_dir else dirs
+
+
 def compile_plan(
     plan: BuildPlan,
     *,
@@ -106,6 +118,7 @@ def compile_plan(
     log_path = work_dir / "build.log"
 
     env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([*_ninja_dirs(), env.get("PATH", "")])
     env["MAX_JOBS"] = str(jobs or os.cpu_count() or 1)
     env.update(plan.env)
     # Keep bytecode out of the project and the build tree.
