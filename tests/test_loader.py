@@ -121,7 +121,7 @@ def test_newest_version_is_announced_not_warned(
 ) -> None:
     publish(hub, tmp_path / "v1", 1, torch_cpu={"module_id": uid("v1")})
     c2 = publish(hub, tmp_path / "v2", 2, torch_cpu={"module_id": uid("v2"), "value": 2})
-    caplog.set_level(logging.INFO, logger="kernelforge.loader")
+    caplog.set_level(logging.INFO, logger="kernelforge")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         module = loader.get_kernel(REPO, hub=hub)

@@ -32,11 +32,14 @@ from kernelforge.errors import IntegrityError
 __all__ = [
     "ALGORITHMS",
     "DEFAULT_ALGORITHM",
+    "b64_sha256",
+    "compare",
     "digest_block",
     "hash_file",
     "hash_tree",
     "is_excluded",
     "verify_tree",
+    "verify_variant",
 ]
 
 #: Digest algorithms a ``metadata.json`` may name, spelled as the format spells them.
@@ -74,6 +77,11 @@ def _check_algorithm(algorithm: str) -> None:
             f"algorithm: unsupported digest algorithm {algorithm!r}; "
             f"expected one of {', '.join(ALGORITHMS)}"
         )
+
+
+def b64_sha256(data: bytes) -> str:
+    """The base64 sha256 of some bytes, encoded like :func:`hash_file`."""
+    return base64.b64encode(hashlib.sha256(data).digest()).decode("ascii")
 
 
 def hash_file(path: str | os.PathLike[str], algorithm: str = DEFAULT_ALGORITHM) -> str:
@@ -193,6 +201,23 @@ def verify_tree(
     _check_algorithm(algorithm)
     root = Path(variant_dir)
     actual, problems = _tree(root, algorithm, frozenset(ignore))
+    problems.extend(compare(actual, expected))
+    if problems:
+        raise IntegrityError(root, problems)
+
+
+def compare(actual: Mapping[str, str], expected: Mapping[str, str]) -> list[str]:
+    """The differences between two ``{relpath: digest}`` maps.
+
+    Args:
+        actual: what is on disk.
+        expected: what was recorded.
+
+    Returns:
+        ``"changed: rel"``, ``"missing: rel"`` (recorded, not on disk) and
+        ``"extra: rel"`` (on disk, not recorded) lines, sorted by path; empty when equal.
+    """
+    problems = []
     for rel in sorted(set(expected) | set(actual)):
         if rel not in actual:
             problems.append(f"missing: {rel}")
@@ -200,8 +225,62 @@ def verify_tree(
             problems.append(f"extra: {rel}")
         elif actual[rel] != expected[rel]:
             problems.append(f"changed: {rel}")
+    return problems
+
+
+def verify_variant(
+    variant_dir: str | os.PathLike[str],
+    metadata: Mapping[str, Any],
+    *,
+    metadata_sha256: str | None = None,
+    recorded: Mapping[str, str] | None = None,
+    locked: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Check a variant directory against every digest known for it, hashing each file once.
+
+    Args:
+        variant_dir: the variant directory.
+        metadata: its parsed ``metadata.json`` (its ``digest`` block is checked).
+        metadata_sha256: the base64 sha256 that ``metadata.json`` must have (the bytes
+            that were signature-checked or shown to the trust policy).
+        recorded: sha256 digests recorded by a hub or the download cache, keyed by
+            relpath, ``metadata.json`` included.
+        locked: sha256 digests from a lock file, likewise.
+
+    Returns:
+        The sha256 of every file as found (``metadata.json`` left out), as
+        :func:`hash_tree` gives it. When no record exists at all (a build from an older
+        tool, given no ``metadata_sha256``, ``recorded`` or ``locked``), nothing was
+        checked: callers decide whether that is acceptable.
+
+    Raises:
+        IntegrityError: naming every ``changed:``, ``missing:`` and ``extra:`` file
+            (``metadata.json`` included) and every refused link.
+    """
+    root = Path(variant_dir)
+    actual, problems = _tree(root, DEFAULT_ALGORITHM)
+    meta_path = root / "metadata.json"
+    meta_sha = hash_file(meta_path) if meta_path.is_file() else None
+    with_meta = dict(actual)
+    if meta_sha is not None:
+        with_meta["metadata.json"] = meta_sha
+    found: list[str] = []
+    if metadata_sha256 is not None and meta_sha != metadata_sha256:
+        found.append("changed: metadata.json" if meta_sha else "missing: metadata.json")
+    for expected in (recorded, locked):
+        if expected is not None:
+            found.extend(compare(with_meta, {k: v for k, v in expected.items()
+                                             if k == "metadata.json" or not is_excluded(k)}))
+    block = metadata.get("digest")
+    if isinstance(block, Mapping) and isinstance(block.get("files"), Mapping):
+        algorithm = str(block.get("algorithm", DEFAULT_ALGORITHM))
+        _check_algorithm(algorithm)
+        mine = actual if algorithm == DEFAULT_ALGORITHM else _tree(root, algorithm)[0]
+        found.extend(compare(mine, block["files"]))
+    problems.extend(dict.fromkeys(found))  # the same file may differ from several records
     if problems:
         raise IntegrityError(root, problems)
+    return actual
 
 
 def digest_block(

@@ -1,14 +1,19 @@
-"""Loading published kernels into this process: get_kernel, get_local_kernel, has_kernel.
+"""Loading published kernels into this process.
 
-A kernel is found (``LOCAL_KERNELS`` override, else the hub), the build variant that
-fits this process is chosen with :func:`kernelforge.variants.resolve_variant`, the GPU
-is checked against the build's ``backend.archs``, the files are checked against their
-recorded digests, and the variant is imported as a package named after its metadata
-``id`` (``_relu_cpu_a1b2c3d``), so two builds of one kernel live side by side.
+``get_kernel`` (a hub), ``get_locked_kernel`` / ``load_kernel`` (exactly what a lock
+file pins), ``get_local_kernel`` (a build on disk), plus ``has_kernel`` and
+``kernel_info``. A load goes: locate (:mod:`kernelforge.locate`: hub, revision,
+variant, trust decision), enforce the trust policy (:mod:`kernelforge.policy`), fetch
+the variant (a remote hub downloads it into the download cache once), verify every
+file against every digest known for it (the metadata digest, the hub's or the cache's
+record, the lock file), and only then import the package under its metadata ``id``
+(``_relu_cpu_a1b2c3d``), so two builds of one kernel live side by side.
 
-Loaded modules are cached in-process twice: by the call's arguments (consulted before
-anything touches the disk, so a repeated call is a dictionary look-up) and by variant
-directory. Importing this module imports neither torch nor any kernel.
+A cached remote variant that fails verification is fetched again once; everything
+else that fails verification is refused with the files named. Loaded modules are cached
+in-process twice: by the call's arguments (consulted before anything touches the disk,
+so a repeated call is a dictionary look-up) and by variant directory. Importing this
+module imports neither torch nor any kernel.
 """
 
 from __future__ import annotations
@@ -18,78 +23,47 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelforge.digest import hash_file, hash_tree, is_excluded, verify_tree
-from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError
-from kernelforge.hub import LocalHub, as_hub, default_root, validate_repo_id
+from kernelforge.errors import HubError, IntegrityError, TrustError, VariantNotFoundError
+from kernelforge.hub import LocalHub
 from kernelforge.hub._staging import read_metadata
+from kernelforge.hub.base import Hub, validate_repo_id
+from kernelforge.locate import LOCAL_KERNELS_ENV, HubArg, KernelInfo, Plan
 
 __all__ = [
-    "KernelInfo",
     "LOCAL_KERNELS_ENV",
+    "KernelInfo",
     "get_kernel",
     "get_local_kernel",
+    "get_locked_kernel",
     "has_kernel",
     "kernel_info",
+    "load_kernel",
     "load_variant",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: ``org/name=/path:org/other=/path``: repositories to load from a local build instead.
-LOCAL_KERNELS_ENV = "LOCAL_KERNELS"
-
-HubArg = LocalHub | str | os.PathLike[str] | None
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """Where a kernel would be (or was) loaded from, and why that variant.
-
-    Attributes:
-        repo: the repository id (``LOCAL_KERNELS`` overrides keep it), or the path
-            given to :func:`get_local_kernel`.
-        branch: the branch used (``v1``), ``None`` for a tag, a commit or a local build.
-        commit: the hub commit id, ``None`` for a local build.
-        variant: the chosen variant directory name.
-        path: the variant directory on disk.
-        trace: one line per candidate variant: accepted or rejected, and why.
-        id: the module name the variant is imported as (metadata ``id``).
-        version: the kernel version in its metadata, if any.
-        source: ``"hub"`` or ``"local"``.
-    """
-
-    repo: str
-    branch: str | None
-    commit: str | None
-    variant: str
-    path: Path
-    trace: tuple[str, ...]
-    id: str
-    version: int | None
-    source: str
-
-    def describe(self) -> str:
-        """A few lines for people: what, from where, and the variant trace."""
-        where = f"commit {self.commit[:12]}" if self.commit else "local build"
-        if self.branch:
-            where = f"branch {self.branch}, {where}"
-        lines = [f"{self.repo} ({where})", f"  variant {self.variant} -> module {self.id}",
-                 f"  path {self.path}"]
-        lines.extend(f"  {line}" for line in self.trace)
-        return "\n".join(lines)
+TrustArg = bool | Sequence[str]
 
 
 @dataclass(frozen=True)
 class _Loaded:
     module: ModuleType
     path: Path
-    digest: tuple[str, tuple[tuple[str, str], ...]] | None  # (algorithm, sorted files)
+    digest: tuple[tuple[str, str], ...]  # sha256 of every file, sorted
+
+
+@dataclass(frozen=True)
+class _Anchors:
+    metadata_sha256: str | None = None
+    recorded: Mapping[str, str] | None = None
+    locked: Mapping[str, str] | None = None
 
 
 _lock = threading.RLock()
@@ -112,228 +86,36 @@ def _check_selector(revision: object, version: object) -> None:
         raise ValueError(f"version: expected a non-negative integer, got {version!r}")
 
 
-def _hub_key(hub: HubArg) -> str:
+def _hub_key(hub: HubArg) -> Hashable:
+    """What identifies the ``hub=`` argument, computed without touching the disk."""
     if isinstance(hub, LocalHub):
         return str(hub.root)
     if hub is None:
-        return str(default_root())
+        return ("default", os.environ.get("KERNELFORGE_HUB"))
     if isinstance(hub, (str, os.PathLike)):
         return os.path.expanduser(os.fspath(hub))
-    raise TypeError(f"hub: expected a LocalHub, a directory or None, got {type(hub).__name__}")
+    key = getattr(hub, "cache_key", None)
+    if isinstance(hub, Hub) and callable(key):
+        return key()
+    if isinstance(hub, Hub):
+        return ("hub", id(hub))
+    raise TypeError(f"hub: expected a LocalHub, an HfHub, 'hf', a directory or None, got "
+                    f"{type(hub).__name__}")
 
 
-def _local_overrides() -> dict[str, Path]:
-    """Parse ``LOCAL_KERNELS`` now (never at import)."""
-    raw = os.environ.get(LOCAL_KERNELS_ENV, "")
-    out: dict[str, Path] = {}
-    for entry in raw.split(":"):
-        if not entry.strip():
-            continue  # tolerate a leading, trailing or doubled ':'
-        repo, sep, path = entry.partition("=")
-        repo = repo.strip()
-        if not sep or not path.strip():
-            raise ValueError(
-                f"{LOCAL_KERNELS_ENV}: malformed entry {entry!r}; expected "
-                "'org/name=/path/to/build' entries separated by ':'"
-            )
-        try:
-            validate_repo_id(repo)
-        except ValueError as err:
-            raise ValueError(f"{LOCAL_KERNELS_ENV}: malformed entry {entry!r}: {err}") from err
-        out[repo] = Path(path.strip()).expanduser()
-    return out
-
-
-# --- resolution ----------------------------------------------------------------------------
-
-
-def _pick_revision(
-    hub: LocalHub, repo_id: str, revision: str | None, version: int | None
-) -> tuple[str | None, str]:
-    """``(branch or None, commit)`` for the selector; newest ``v<N>`` when none is given."""
-    if revision is not None:
-        commit = hub.resolve(repo_id, revision)
-        return (revision if revision in hub.branches(repo_id) else None), commit
-    versions = hub.versions(repo_id)
-    if not versions:
-        branches = ", ".join(hub.branches(repo_id)) or "none"
-        raise HubError(
-            f"{repo_id} has no published versions in hub {hub.root} (no v<N> branch; "
-            f"branches: {branches}); publish one first"
-        )
-    if version is None:
-        newest = max(versions)
-        logger.info(
-            "kernelforge: loading %s version %d (branch v%d, revision %s) — pass "
-            "version=%d to pin it", repo_id, newest, newest, versions[newest][:7], newest,
-        )
-        return f"v{newest}", versions[newest]
-    if version not in versions:
-        raise HubError(
-            f"version {version} of {repo_id} not found in hub {hub.root}; published "
-            f"versions: {', '.join(str(v) for v in versions)}"
-        )
-    if version < max(versions):
-        logger.info("%s: loading version %d; version %d is available", repo_id, version,
-                    max(versions))
-    return f"v{version}", versions[version]
-
-
-def _archs(meta: Mapping[str, Any]) -> list[str] | None:
-    """``backend.archs`` of a metadata.json, ``None`` when absent."""
-    backend = meta.get("backend")
-    archs = backend.get("archs") if isinstance(backend, dict) else None
-    return [str(a) for a in archs] if isinstance(archs, list) else None
-
-
-def _choose(
-    base: Path, names: list[str], what: str, backend: str | None, check_arch: bool
-) -> tuple[str, Path, dict[str, Any], tuple[str, ...]]:
-    """Resolve a variant among ``names`` under ``base``; check GPU archs in preference order.
-
-    Returns:
-        ``(variant name, variant dir, metadata, trace lines)``.
-    """
-    from kernelforge import variants
-
-    facts = variants.detect_system()
-    resolution = variants.resolve_variant(names, facts, backend=backend)
-    trace = [str(d) for d in resolution.trace]
-    resolution.require(what)  # raises with the full trace when nothing fits
-    by_canonical: dict[str, str] = {}
-    for name in names:
-        try:
-            by_canonical.setdefault(str(variants.Variant.parse(name)), name)
-        except ValueError:
-            continue  # unparsable names are already rejected in the trace
-    for variant in resolution.ranked:
-        name = by_canonical.get(str(variant), str(variant))
-        path = base / name
-        meta = read_metadata(path)
-        if not check_arch:
-            return name, path, meta, tuple(trace)
-        ok, reason = variants.arch_supported(_archs(meta), facts)
-        if ok:
-            return name, path, meta, tuple(trace)
-        trace.append(f"{name}: rejected after all, {reason}")
-    raise VariantNotFoundError(what, trace, facts.describe())
-
-
-def _parses(name: str) -> bool:
-    from kernelforge import variants
-    from kernelforge.errors import VariantError
-
-    try:
-        variants.Variant.parse(name)
-    except VariantError:
-        return False
-    return True
-
-
-def _direct_variant(vdir: Path, label: str, check_arch: bool) -> KernelInfo:
-    """A variant directory given by path under a name that is no variant name: the
-    caller chose it, so only the GPU arch is checked."""
-    from kernelforge import variants
-
-    meta = read_metadata(vdir)
-    trace = [f"{vdir.name}: accepted, given directly (not a variant name, so the torch, "
-             "backend and platform tags were not checked)"]
-    if check_arch:
-        facts = variants.detect_system()
-        ok, reason = variants.arch_supported(_archs(meta), facts)
-        if not ok:
-            raise VariantNotFoundError(str(vdir), [f"{vdir.name}: rejected, {reason}"],
-                                       facts.describe())
-    return KernelInfo(repo=label, branch=None, commit=None, variant=vdir.name, path=vdir,
-                      trace=tuple(trace), id=meta["id"], version=meta.get("version"),
-                      source="local")
-
-
-def _resolve_local(
-    path: str | os.PathLike[str], backend: str | None, check_arch: bool, repo: str | None = None
-) -> KernelInfo:
-    root = Path(path).expanduser()
-    label = repo or str(root)
-    if (root / "metadata.json").is_file():  # a variant directory itself
-        base, names = root.parent, [root.name]
-        if not _parses(root.name):
-            return _direct_variant(root, label, check_arch)
-    else:
-        base = root / "build" if (root / "build").is_dir() else root
-        if not base.is_dir():
-            raise HubError(
-                f"path: {root} does not exist (expected a project with build/, a build/ "
-                "directory or a variant directory)"
-            )
-        names = sorted(p.name for p in base.iterdir() if p.is_dir())
-    name, vdir, meta, trace = _choose(base, names, f"{label} ({base})", backend, check_arch)
-    return KernelInfo(repo=label, branch=None, commit=None, variant=name, path=vdir,
-                      trace=trace, id=meta["id"], version=meta.get("version"), source="local")
-
-
-def _resolve(
-    repo_id: str,
-    revision: str | None,
-    version: int | None,
-    backend: str | None,
-    hub: HubArg,
-    check_arch: bool,
-) -> tuple[KernelInfo, dict[str, str] | None]:
-    """Find the kernel; returns its info and the hub's recorded digests of the variant."""
-    overrides = _local_overrides()
-    if repo_id in overrides:
-        logger.info("%s: loading from %s (%s)", repo_id, overrides[repo_id], LOCAL_KERNELS_ENV)
-        return _resolve_local(overrides[repo_id], backend, check_arch, repo=repo_id), None
-    h = as_hub(hub)
-    branch, commit = _pick_revision(h, repo_id, revision, version)
-    names = h.variants(repo_id, commit)
-    where = f"branch {branch}, revision {commit[:7]}" if branch else f"revision {commit[:7]}"
-    build = h.commit_path(repo_id, commit) / "build"
-    name, vdir, meta, trace = _choose(build, names, f"{repo_id} ({where})", backend, check_arch)
-    prefix = f"build/{name}/"
-    recorded = {
-        k[len(prefix):]: v
-        for k, v in h.recorded_files(repo_id, commit).items()
-        if k.startswith(prefix)
-    }
-    info = KernelInfo(repo=repo_id, branch=branch, commit=commit, variant=name, path=vdir,
-                      trace=trace, id=meta["id"], version=meta.get("version"), source="hub")
-    return info, recorded
+def _cached(key: Hashable, make: Any) -> ModuleType:
+    module = _by_call.get(key)
+    if module is not None:
+        return module
+    with _lock:
+        module = _by_call.get(key)
+        if module is None:
+            module = make()
+            _by_call[key] = module
+    return module
 
 
 # --- importing ---------------------------------------------------------------------------
-
-
-def _verify(
-    variant_dir: Path, meta: Mapping[str, Any], recorded: Mapping[str, str] | None
-) -> tuple[str, dict[str, str]] | None:
-    """Check the files; return the ``(algorithm, files)`` digest they were checked with.
-
-    A hub load checks against the digests the hub recorded at publish time, which
-    cover ``metadata.json`` too (the metadata digest matched them when published); a
-    local build is checked against its metadata digest. Without either nothing can be
-    checked (builds from older tools carry no digest).
-    """
-    if recorded is not None:
-        meta_file = variant_dir / "metadata.json"
-        if "metadata.json" in recorded and hash_file(meta_file) != recorded["metadata.json"]:
-            raise IntegrityError(variant_dir, ["changed: metadata.json"])
-        files = {k: v for k, v in recorded.items() if not is_excluded(k)}
-        verify_tree(variant_dir, files)
-        block = meta.get("digest")
-        return (str(block["algorithm"]), dict(block["files"])) if block else ("sha256", files)
-    block = meta.get("digest")
-    if block:
-        verify_tree(variant_dir, block["files"], algorithm=block["algorithm"])
-        return str(block["algorithm"]), dict(block["files"])
-    logger.info("%s: no digest recorded; its files are not verified", variant_dir)
-    return None
-
-
-def _same_build(a: _Loaded, b_path: Path, b_digest: tuple[str, dict[str, str]] | None) -> bool:
-    if a.digest is not None and b_digest is not None and a.digest[0] == b_digest[0]:
-        return dict(a.digest[1]) == b_digest[1]
-    return hash_tree(a.path) == hash_tree(b_path)
 
 
 def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) -> ModuleType:
@@ -360,8 +142,10 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) 
     return module
 
 
-def _load(variant_dir: Path, recorded: Mapping[str, str] | None = None) -> ModuleType:
+def _load(variant_dir: Path, anchors: _Anchors = _Anchors()) -> ModuleType:
     """Verify and import a variant, once per directory and once per module id."""
+    from kernelforge.digest import verify_variant
+
     key = os.path.abspath(variant_dir)
     loaded = _by_path.get(key)
     if loaded is not None:
@@ -372,11 +156,14 @@ def _load(variant_dir: Path, recorded: Mapping[str, str] | None = None) -> Modul
             return loaded.module
         meta = read_metadata(variant_dir)
         module_id = str(meta["id"])
-        digest = _verify(variant_dir, meta, recorded)
-        frozen = None if digest is None else (digest[0], tuple(sorted(digest[1].items())))
+        actual = verify_variant(variant_dir, meta, metadata_sha256=anchors.metadata_sha256,
+                                recorded=anchors.recorded, locked=anchors.locked)
+        if not meta.get("digest") and anchors == _Anchors():
+            logger.info("%s: no digest recorded; its files are not verified", variant_dir)
+        digest = tuple(sorted(actual.items()))
         previous = _by_id.get(module_id)
         if previous is not None:
-            if not _same_build(previous, variant_dir, digest):
+            if previous.digest != digest:
                 raise ImportError(
                     f"cannot load {variant_dir} as {module_id}: a different build with the "
                     f"same id is already loaded from {previous.path}; rebuild one of them "
@@ -390,10 +177,41 @@ def _load(variant_dir: Path, recorded: Mapping[str, str] | None = None) -> Modul
                 f"taken by {sys.modules[module_id]!r}"
             )
         module = _import_package(module_id, variant_dir, meta)
-        loaded = _Loaded(module=module, path=Path(key), digest=frozen)
+        loaded = _Loaded(module=module, path=Path(key), digest=digest)
         _by_path[key] = loaded
         _by_id[module_id] = loaded
         return module
+
+
+def _load_plan(plan: Plan) -> ModuleType:
+    """Enforce the trust decision, fetch, verify and import a located kernel."""
+    from kernelforge import policy
+
+    info = plan.info
+    if plan.hub is None or plan.request is None or plan.decision is None:
+        if info.path is None:  # pragma: no cover - local plans always have a path
+            raise HubError(f"{info.repo}: nothing to load")
+        return _load(info.path)
+    policy.require(plan.decision, plan.request)
+    if (plan.decision.signer is not None and not plan.metadata.get("digest")
+            and plan.locked is None and plan.hub.kind != "local"):
+        raise TrustError(
+            f"{info.repo} (variant {info.variant}): its signed metadata.json records no "
+            "file digests, so the signature does not cover the code; refusing to load it "
+            "(rebuild with a current builder, or pin it with a lock file)"
+        )
+    commit = info.commit or ""
+    fetched = plan.hub.fetch_variant(info.repo, commit, info.variant)
+    anchors = _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked)
+    try:
+        return _load(fetched.path, anchors)
+    except IntegrityError as err:
+        if plan.hub.kind == "local" or fetched.fetched or getattr(plan.hub, "offline", True):
+            raise
+        logger.warning("%s: the cached copy of variant %s failed verification (%s); "
+                       "fetching it again", info.repo, info.variant, "; ".join(err.problems))
+    fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)
+    return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked))
 
 
 def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
@@ -413,6 +231,35 @@ def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
     return _load(Path(variant_dir))
 
 
+# --- locating ----------------------------------------------------------------------------
+
+
+def _locate(
+    repo_id: str, revision: str | None, version: int | None, backend: str | None,
+    hub: HubArg, check_arch: bool, trust_remote_code: TrustArg,
+) -> Plan:
+    from kernelforge.locate import locate_hub
+
+    return locate_hub(repo_id, revision=revision, version=version, backend=backend, hub=hub,
+                      check_arch=check_arch, allow=trust_remote_code)
+
+
+def _locate_locked(
+    repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
+    check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
+) -> Plan:
+    from kernelforge.locate import locate_locked
+    from kernelforge.lock import read_lock
+
+    if lockfile is None:
+        raise ValueError("lockfile: pass the path of the project's kernelforge.lock (or "
+                         "kernels.lock), written by 'kernelforge lock PROJECT'")
+    lock = read_lock(lockfile)
+    return locate_locked(lock.require(repo_id), lockfile=str(lock.path), backend=backend,
+                         hub=hub, check_arch=check_arch, allow=trust_remote_code,
+                         cache_only=cache_only)
+
+
 # --- public entry points -----------------------------------------------------------------
 
 
@@ -424,19 +271,24 @@ def get_kernel(
     backend: str | None = None,
     hub: HubArg = None,
     check_arch: bool = True,
+    trust_remote_code: TrustArg = False,
 ) -> ModuleType:
-    """Load a kernel from the hub (or from ``LOCAL_KERNELS``) and return its module.
+    """Load a kernel from a hub (or from ``LOCAL_KERNELS``) and return its module.
 
     Args:
         repo_id: ``org/name``.
         revision: a branch, a tag or a commit (a unique prefix will do).
         version: the kernel version ``N`` (branch ``vN``). With neither ``revision`` nor
-            ``version`` the newest ``v<N>`` branch is used and logged at INFO level.
+            ``version`` the newest ``v<N>`` branch is used and logged at INFO level; an
+            older version than the newest is logged as a WARNING.
         backend: choose the variant for this backend (``"cpu"`` or torch's own)
             instead of the system's.
-        hub: a :class:`~kernelforge.hub.LocalHub`, a hub directory, or ``None`` for
-            ``$KERNELFORGE_HUB`` / the user cache.
+        hub: a hub (:class:`~kernelforge.hub.LocalHub`, :class:`~kernelforge.hub.hf.HfHub`),
+            ``"hf"``, a local hub directory, or ``None``: ``$KERNELFORGE_HUB``, else the
+            local hub when it holds ``repo_id``, else the Hugging Face Hub.
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
+        trust_remote_code: load a kernel that is neither published by you nor signed by
+            a trusted key: ``True`` for any, or a list of repository ids.
 
     Returns:
         The kernel package, imported under its metadata ``id``. A repeated call with the
@@ -445,29 +297,93 @@ def get_kernel(
     Raises:
         ValueError: both ``revision`` and ``version``, a malformed ``repo_id`` or
             ``LOCAL_KERNELS``.
-        HubError: the repository, version or revision does not exist.
+        HubError: the repository, version or revision does not exist (or, offline, is
+            not in the download cache).
         VariantNotFoundError: no variant fits this system; the message lists each
             candidate and why it was rejected.
-        IntegrityError: the files do not match their digests.
+        TrustError: not published by you, not signed by a trusted key, not allowed.
+        IntegrityError: the files do not match their digests (each file named).
 
     Example:
         >>> relu = get_kernel("kernels-community/relu", version=1)  # doctest: +SKIP
         >>> relu.relu(out, x)  # doctest: +SKIP
     """
+    from kernelforge.policy import allow_key
+
     validate_repo_id(repo_id)
     _check_selector(revision, version)
     key = ("hub", repo_id, revision, version, backend, _hub_key(hub), check_arch,
-           os.environ.get(LOCAL_KERNELS_ENV))
-    module = _by_call.get(key)
-    if module is not None:
-        return module
-    with _lock:
-        module = _by_call.get(key)
-        if module is None:
-            info, recorded = _resolve(repo_id, revision, version, backend, hub, check_arch)
-            module = _load(info.path, recorded)
-            _by_call[key] = module
-    return module
+           allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV))
+    return _cached(key, lambda: _load_plan(_locate(
+        repo_id, revision, version, backend, hub, check_arch, trust_remote_code)))
+
+
+def get_locked_kernel(
+    repo_id: str,
+    *,
+    lockfile: str | os.PathLike[str] | None,
+    backend: str | None = None,
+    hub: HubArg = None,
+    check_arch: bool = True,
+    trust_remote_code: TrustArg = False,
+) -> ModuleType:
+    """Load exactly the revision and files a lock file pins, downloading if needed.
+
+    Args:
+        repo_id: ``org/name``; must be in the lock file.
+        lockfile: a ``kernelforge.lock`` (which pins every file's sha256) or a Hugging
+            Face ``kernels.lock`` (which pins only the commit).
+        backend: choose the variant for this backend instead of the system's.
+        hub: as for :func:`get_kernel`; ``None`` uses the kind of hub the lock records.
+        check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
+        trust_remote_code: as for :func:`get_kernel`; needed only for a lock without
+            digests, since files a ``kernelforge.lock`` pins are trusted as pinned.
+
+    Returns:
+        The kernel package.
+
+    Raises:
+        LockError: the lock file is missing, malformed or does not list ``repo_id``.
+        IntegrityError: a file differs from what the lock pins (each file named).
+        HubError, VariantNotFoundError, TrustError: as for :func:`get_kernel`.
+    """
+    from kernelforge.policy import allow_key
+
+    validate_repo_id(repo_id)
+    key = ("locked", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch,
+           allow_key(trust_remote_code))
+    return _cached(key, lambda: _load_plan(_locate_locked(
+        repo_id, lockfile, backend, hub, check_arch, trust_remote_code, cache_only=False)))
+
+
+def load_kernel(
+    repo_id: str,
+    *,
+    lockfile: str | os.PathLike[str] | None,
+    backend: str | None = None,
+    hub: HubArg = None,
+    check_arch: bool = True,
+) -> ModuleType:
+    """Load a locked kernel without any network access (``kernelforge download`` first).
+
+    Args:
+        repo_id: ``org/name``; must be in the lock file.
+        lockfile: the lock file (see :func:`get_locked_kernel`).
+        backend: choose the variant for this backend instead of the system's.
+        hub: as for :func:`get_locked_kernel`.
+        check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
+
+    Returns:
+        The kernel package.
+
+    Raises:
+        HubError: the locked variant is not in the download cache.
+        LockError, IntegrityError, TrustError: as for :func:`get_locked_kernel`.
+    """
+    validate_repo_id(repo_id)
+    key = ("cached", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch)
+    return _cached(key, lambda: _load_plan(_locate_locked(
+        repo_id, lockfile, backend, hub, check_arch, False, cache_only=True)))
 
 
 def get_local_kernel(
@@ -489,17 +405,10 @@ def get_local_kernel(
         VariantNotFoundError: no variant fits this system (with the trace).
         IntegrityError: the files do not match their digests.
     """
+    from kernelforge.locate import locate_local
+
     key = ("local", os.path.abspath(os.path.expanduser(os.fspath(path))), backend, check_arch)
-    module = _by_call.get(key)
-    if module is not None:
-        return module
-    with _lock:
-        module = _by_call.get(key)
-        if module is None:
-            info = _resolve_local(path, backend, check_arch)
-            module = _load(info.path)
-            _by_call[key] = module
-    return module
+    return _cached(key, lambda: _load_plan(locate_local(path, backend, check_arch)))
 
 
 def kernel_info(
@@ -510,21 +419,32 @@ def kernel_info(
     backend: str | None = None,
     hub: HubArg = None,
     check_arch: bool = True,
+    trust_remote_code: TrustArg = False,
+    lockfile: str | os.PathLike[str] | None = None,
 ) -> KernelInfo:
-    """Say which build :func:`get_kernel` would load, without importing it.
+    """Say which build :func:`get_kernel` would load and whether it would be trusted,
+    without downloading the variant or importing anything.
 
     Args:
-        repo_id, revision, version, backend, hub, check_arch: as for :func:`get_kernel`.
+        repo_id, revision, version, backend, hub, check_arch, trust_remote_code: as for
+            :func:`get_kernel`.
+        lockfile: describe what this lock file pins instead (as
+            :func:`get_locked_kernel` would load it).
 
     Returns:
-        The :class:`KernelInfo`: repository, branch, commit, variant, path and trace.
+        The :class:`KernelInfo`: repository, hub, branch, commit, variant, the
+        revision notes, the variant trace and the trust decision.
 
     Raises:
-        As :func:`get_kernel`, except for integrity and import errors.
+        As :func:`get_kernel`, except for trust, integrity and import errors.
     """
     validate_repo_id(repo_id)
     _check_selector(revision, version)
-    return _resolve(repo_id, revision, version, backend, hub, check_arch)[0]
+    if lockfile is not None:
+        return _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
+                              cache_only=False).info
+    return _locate(repo_id, revision, version, backend, hub, check_arch,
+                   trust_remote_code).info
 
 
 def has_kernel(
@@ -543,7 +463,7 @@ def has_kernel(
 
     Returns:
         ``False`` when the repository, version, revision or a fitting variant is missing;
-        it does not import or verify anything.
+        it does not import, verify or judge trust.
 
     Raises:
         ValueError: malformed arguments (both ``revision`` and ``version``, ...).
@@ -551,7 +471,7 @@ def has_kernel(
     validate_repo_id(repo_id)
     _check_selector(revision, version)
     try:
-        _resolve(repo_id, revision, version, backend, hub, check_arch)
+        _locate(repo_id, revision, version, backend, hub, check_arch, False)
     except (HubError, VariantNotFoundError):
         return False
     return True

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from kernelforge.digest import DEFAULT_ALGORITHM
 
-__all__ = ["CARD_FILE", "copy_file", "copy_tree", "fsync_dir", "write_file", "write_ref"]
+__all__ = [
+    "CARD_FILE", "copy_file", "copy_tree", "fsync_dir", "replace_file", "write_file", "write_ref",
+]
 
 CARD_FILE = "README.md"
 _CHUNK = 1 << 20
@@ -67,6 +69,31 @@ def write_ref(path: Path, commit: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def replace_file(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``path`` atomically: a hidden temporary file, fsynced, then ``os.replace``.
+
+    Readers see the old content or the new one, never a part; a crash leaves at worst
+    a hidden ``.<name>.<random>.tmp`` file beside it.
+
+    Args:
+        path: the file to create or replace; its directory must exist.
+        data: the new content.
+        mode: permission bits of the new file (set before any byte is written).
+    """
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from typing import Any
 from kernelforge.digest import ALGORITHMS, DEFAULT_ALGORITHM, is_excluded, verify_tree
 from kernelforge.errors import HubError, IntegrityError
 
-__all__ = ["Staged", "check_digests", "read_metadata", "stage_build"]
+__all__ = ["Staged", "check_digests", "parse_metadata", "read_metadata", "stage_build"]
 
 
 @dataclass(frozen=True)
@@ -47,16 +47,36 @@ def read_metadata(variant_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         raise HubError(f"{path}: missing; every build variant needs its metadata.json")
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise HubError(f"{path}: not valid JSON ({err})") from err
+        data = path.read_bytes()
+    except OSError as err:
+        raise HubError(f"{path}: cannot be read ({err})") from err
+    return parse_metadata(data, str(path))
+
+
+def parse_metadata(data: bytes, where: str) -> dict[str, Any]:
+    """Parse and minimally check the bytes of a ``metadata.json``.
+
+    Args:
+        data: the file's bytes.
+        where: its location, for messages.
+
+    Returns:
+        The parsed metadata; ``id`` is a Python identifier and ``name`` a string.
+
+    Raises:
+        HubError: not JSON, or without a usable ``id``/``name``/``digest``.
+    """
+    try:
+        meta = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise HubError(f"{where}: not valid JSON ({err})") from err
     if not isinstance(meta, dict):
-        raise HubError(f"{path}: expected a JSON object")
+        raise HubError(f"{where}: expected a JSON object")
     module_id = meta.get("id")
     if not isinstance(module_id, str) or not module_id.isidentifier():
-        raise HubError(f"{path}: key 'id' must be a Python identifier, got {module_id!r}")
+        raise HubError(f"{where}: key 'id' must be a Python identifier, got {module_id!r}")
     if not isinstance(meta.get("name"), str):
-        raise HubError(f"{path}: key 'name' is missing or not a string")
+        raise HubError(f"{where}: key 'name' is missing or not a string")
     digest = meta.get("digest")
     if digest is not None and (
         not isinstance(digest, dict)
@@ -64,7 +84,7 @@ def read_metadata(variant_dir: Path) -> dict[str, Any]:
         or not isinstance(digest.get("files"), dict)
     ):
         raise HubError(
-            f"{path}: key 'digest' must be "
+            f"{where}: key 'digest' must be "
             f"{{\"algorithm\": {' | '.join(ALGORITHMS)}, \"files\": {{path: base64}}}}"
         )
     return meta

@@ -22,25 +22,22 @@ listed, and the next publish removes the ``tmp/`` leftovers.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import re
-import secrets
-import shutil
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from kernelforge.errors import HubError
-from kernelforge.hub import _durable
-from kernelforge.hub._staging import Staged, check_digests, stage_build
+from kernelforge.hub import _durable, base
+from kernelforge.hub._local_write import COMMIT_FILE, LocalHubWriter
+from kernelforge.hub.base import (
+    Fetched,
+    Revision,
+    validate_repo_id,
+    version_branches,
+)
 
 __all__ = ["LocalHub", "Revision", "default_root", "validate_repo_id"]
 
@@ -48,17 +45,13 @@ logger = logging.getLogger(__name__)
 
 #: Environment variable naming the default hub root; read at call time.
 HUB_ENV = "KERNELFORGE_HUB"
-LOCK_TIMEOUT_S = 600.0
-COMMIT_FILE = ".commit.json"
 CARD_FILE = _durable.CARD_FILE
-CARD_BRANCH = "main"
+CARD_BRANCH = base.CARD_BRANCH
 
-_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-_REPO_ID_RE = re.compile(rf"^({_PART})/({_PART})$")
-_REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-_PREFIX_RE = re.compile(r"^[0-9a-f]{4,40}$")
-_VERSION_BRANCH_RE = re.compile(r"^v(0|[1-9][0-9]*)$")
+_REPO_ID_RE = base.REPO_ID_RE
+_REF_RE = base.REF_RE
+_COMMIT_RE = base.COMMIT_RE
+_PREFIX_RE = base.PREFIX_RE
 
 
 def default_root() -> Path:
@@ -69,80 +62,14 @@ def default_root() -> Path:
         user's cache directory (``~/.cache/kernelforge/hub`` on Linux).
     """
     env = os.environ.get(HUB_ENV)
-    if env:
+    if env and env.strip().lower() not in ("hf", "huggingface"):  # those name HfHub
         return Path(env).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("kernelforge")) / "hub"
 
 
-def validate_repo_id(repo_id: object) -> tuple[str, str]:
-    """Check a repository id and split it.
-
-    Args:
-        repo_id: ``"org/name"``; each part starts and ends with a letter or digit and
-            holds only letters, digits, ``.``, ``_`` and ``-`` (at most 96 characters).
-
-    Returns:
-        ``(org, name)``.
-
-    Raises:
-        ValueError: naming ``repo_id`` and what is wrong with it.
-    """
-    if not isinstance(repo_id, str):
-        raise ValueError(f"repo_id: expected a string 'org/name', got {type(repo_id).__name__}")
-    m = _REPO_ID_RE.match(repo_id)
-    if m is None or ".." in repo_id:
-        raise ValueError(
-            f"repo_id: {repo_id!r} is not a valid repository id; expected 'org/name' "
-            "made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/relu')"
-        )
-    return m.group(1), m.group(2)
-
-
-def _check_ref_name(kind: str, name: object) -> str:
-    if not isinstance(name, str) or not _REF_RE.match(name) or name.endswith(".lock"):
-        raise ValueError(
-            f"{kind}: {name!r} is not a valid name; expected letters, digits, '.', '_' "
-            "and '-', starting with a letter or digit"
-        )
-    return name
-
-
-@dataclass(frozen=True)
-class Revision:
-    """One published revision of a hub repository.
-
-    Attributes:
-        repo_id: the repository.
-        commit: the 40-hex commit id.
-        branch: the branch it was published on (``v1``, ``main``).
-        parent: the commit the branch pointed to before, or ``None``.
-        time: publication time, seconds since the epoch.
-        message: the publish message.
-        variants: the build variants it holds.
-    """
-
-    repo_id: str
-    commit: str
-    branch: str
-    parent: str | None
-    time: float
-    message: str
-    variants: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def short(self) -> str:
-        """The first 7 hex digits of the commit id."""
-        return self.commit[:7]
-
-    @property
-    def when(self) -> datetime:
-        """Publication time as an aware UTC datetime."""
-        return datetime.fromtimestamp(self.time, tz=timezone.utc)
-
-
-class LocalHub:
+class LocalHub(LocalHubWriter):
     """Kernel repositories kept in a directory on this machine.
 
     Args:
@@ -156,11 +83,17 @@ class LocalHub:
         ['torch-cpu']
     """
 
+    kind = "local"
+
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root).expanduser() if root is not None else default_root()
 
     def __repr__(self) -> str:
         return f"LocalHub({str(self.root)!r})"
+
+    def describe(self) -> str:
+        """``local hub <root>``."""
+        return f"local hub {self.root}"
 
     # --- paths ---------------------------------------------------------------------
 
@@ -202,6 +135,17 @@ class LocalHub:
                 if (repo / "refs").is_dir() and _REPO_ID_RE.match(f"{org.name}/{repo.name}"):
                     found.append(f"{org.name}/{repo.name}")
         return sorted(found)
+
+    def has_repo(self, repo_id: str) -> bool:
+        """Whether ``repo_id`` exists in this hub.
+
+        Args:
+            repo_id: ``org/name``.
+
+        Returns:
+            ``True`` when the repository has refs here.
+        """
+        return (self._repo_dir(repo_id) / "refs").is_dir()
 
     def _refs(self, repo_id: str, kind: str) -> dict[str, str]:
         folder = self._existing_repo(repo_id) / "refs" / kind
@@ -251,12 +195,7 @@ class LocalHub:
         Returns:
             ``{N: commit}`` sorted by ``N``.
         """
-        out = {}
-        for branch, commit in self.branches(repo_id).items():
-            m = _VERSION_BRANCH_RE.match(branch)
-            if m:
-                out[int(m.group(1))] = commit
-        return dict(sorted(out.items()))
+        return version_branches(self.branches(repo_id))
 
     def resolve(self, repo_id: str, revision: str) -> str:
         """Turn a branch, a tag or a (unique prefix of a) commit id into a commit id.
@@ -430,6 +369,63 @@ class LocalHub:
         files = self._record(repo_id, commit).get("files", {})
         return dict(files) if isinstance(files, dict) else {}
 
+    def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
+        """One file of a revision, as published.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: a full commit id.
+            path: the path in the revision (``build/torch-cpu/metadata.json``).
+
+        Returns:
+            Its bytes, or ``None`` when the revision has no such file.
+        """
+        root = self._object_dir(repo_id, commit)
+        parts = path.split("/")
+        if not path or path.startswith("/") or ".." in parts or parts[0] == COMMIT_FILE:
+            raise ValueError(f"path: {path!r} is not a file path inside a revision")
+        target = root.joinpath(*parts)
+        return target.read_bytes() if target.is_file() else None
+
+    def owned(self, repo_id: str, commit: str) -> bool:
+        """Whether this user published ``commit`` (its owner mark verifies).
+
+        Args:
+            repo_id: ``org/name``.
+            commit: a full commit id.
+
+        Returns:
+            ``True`` when the commit record carries a mark made with this user's owner
+            key over exactly the recorded files (see :mod:`kernelforge.trust`).
+        """
+        from kernelforge.trust import check_owner_mark
+
+        record = self._record(repo_id, commit)
+        return check_owner_mark(record.get("owner"), repo_id, commit,
+                                self.recorded_files(repo_id, commit))
+
+    def fetch_variant(
+        self, repo_id: str, commit: str, variant: str, *, refresh: bool = False
+    ) -> Fetched:
+        """A variant's files: already on disk here, nothing is copied.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: a full commit id.
+            variant: the variant name.
+            refresh: ignored (the hub's files are the only copy).
+
+        Returns:
+            The :class:`~kernelforge.hub.base.Fetched` variant: its directory, the
+            digests recorded at publish time (``metadata.json`` included) and whether
+            this user published it.
+        """
+        path = self.variant_path(repo_id, commit, variant)
+        prefix = f"build/{variant}/"
+        recorded = {k[len(prefix):]: v for k, v in self.recorded_files(repo_id, commit).items()
+                    if k.startswith(prefix)}
+        return Fetched(path, recorded, owned=self.owned(repo_id, commit))
+
     def verify(self, repo_id: str, commit: str) -> None:
         """Check every file of a commit against the digests recorded at publish time.
 
@@ -444,163 +440,3 @@ class LocalHub:
 
         root = self._object_dir(repo_id, commit)
         verify_tree(root, self.recorded_files(repo_id, commit), ignore=(COMMIT_FILE,))
-
-    # --- writing -------------------------------------------------------------------
-
-    def publish(
-        self,
-        repo_id: str,
-        build_dir: str | os.PathLike[str],
-        *,
-        version: int,
-        message: str = "",
-        card: str | None = None,
-    ) -> Revision:
-        """Publish a project's builds as a new revision on branch ``v<version>``.
-
-        Args:
-            repo_id: ``org/name``; created on first publish.
-            build_dir: the ``build/`` directory holding ``<variant>/`` directories, or
-                the project directory that contains it.
-            version: the kernel's major version; the branch is ``v<version>`` and every
-                variant's ``metadata.json`` ``version`` must equal it (or be absent).
-            message: the revision message.
-            card: the repository card (README) text; when given it is stored in the
-                revision and committed on branch ``main`` too.
-
-        Returns:
-            The new :class:`Revision`.
-
-        Raises:
-            ValueError: a malformed ``repo_id`` or ``version``.
-            HubError: the build is unfit to publish (no variants, a ``.pyc``, a link,
-                missing or wrong metadata) or the hub cannot be written.
-            IntegrityError: a variant's files do not match its recorded digest.
-        """
-        validate_repo_id(repo_id)
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"version: expected a non-negative integer, got {version!r}")
-        if not isinstance(message, str):
-            raise ValueError(f"message: expected a string, got {type(message).__name__}")
-        if card is not None and not isinstance(card, str):
-            raise ValueError(f"card: expected README text, got {type(card).__name__}")
-        staged = stage_build(Path(build_dir), version)
-        branch = f"v{version}"
-        repo = self._repo_dir(repo_id)
-        with self._locked(repo):
-            rev = self._commit(repo_id, repo, branch, staged, message, card)
-            if card is not None:
-                self._commit(repo_id, repo, CARD_BRANCH, None, message or "Update card", card)
-        logger.info(
-            "published %s %s at %s (%s)", repo_id, branch, rev.short, ", ".join(rev.variants)
-        )
-        return rev
-
-    def set_card(self, repo_id: str, card: str, *, message: str = "Update card") -> Revision:
-        """Commit a repository card (``README.md``) on branch ``main``.
-
-        Args:
-            repo_id: ``org/name``.
-            card: the README text.
-            message: the revision message.
-
-        Returns:
-            The new :class:`Revision` on ``main``.
-        """
-        repo = self._repo_dir(repo_id)
-        with self._locked(repo):
-            return self._commit(repo_id, repo, CARD_BRANCH, None, message, card)
-
-    def tag(self, repo_id: str, tag: str, revision: str) -> str:
-        """Create or move a tag.
-
-        Args:
-            repo_id: ``org/name``.
-            tag: the tag name.
-            revision: what to tag (branch, tag or commit).
-
-        Returns:
-            The tagged commit id.
-        """
-        _check_ref_name("tag", tag)
-        repo = self._existing_repo(repo_id)
-        with self._locked(repo):
-            commit = self.resolve(repo_id, revision)
-            _durable.write_ref(repo / "refs" / "tags" / tag, commit)
-        return commit
-
-    def _locked(self, repo: Path) -> filelock.BaseFileLock:
-        repo.mkdir(parents=True, exist_ok=True)
-        return filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S)
-
-    def _commit(
-        self,
-        repo_id: str,
-        repo: Path,
-        branch: str,
-        staged: Staged | None,
-        message: str,
-        card: str | None,
-    ) -> Revision:
-        """Write one revision and move ``branch`` to it. The caller holds the lock."""
-        _clean_leftovers(repo)
-        head = repo / "refs" / "heads" / branch
-        parent = head.read_text(encoding="ascii").strip() if head.is_file() else None
-        if parent is not None and not _COMMIT_RE.match(parent):
-            raise HubError(f"{head}: corrupt ref (expected a commit id, got {parent!r})")
-        objects = repo / "objects"
-        objects.mkdir(exist_ok=True)
-
-        tmp = repo / "tmp" / secrets.token_hex(8)
-        tmp.mkdir(parents=True)
-        try:
-            recorded = _durable.copy_tree(tmp, staged.files if staged else (), card)
-            if staged is not None:
-                check_digests(tmp, staged, recorded)
-            fields = {
-                "tree": hashlib.sha256(
-                    "".join(f"{k}\0{v}\n" for k, v in sorted(recorded.items())).encode()
-                ).hexdigest(),
-                "parent": parent,
-                "time": time.time(),
-                "message": message,
-                "branch": branch,
-            }
-            commit = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:40]
-            record = {"format": 1, "repo-id": repo_id, **fields, "files": recorded}
-            _durable.write_file(
-                tmp / COMMIT_FILE, json.dumps(record, indent=1, sort_keys=True).encode()
-            )
-            _durable.fsync_dir(tmp)
-            target = objects / commit
-            if target.exists():  # this very revision was published already: reuse it
-                shutil.rmtree(tmp)
-            else:
-                os.rename(tmp, target)
-            _durable.fsync_dir(objects)
-        except BaseException:
-            # A failure (not a crash) cleans up at once; a crash leaves tmp/ for the
-            # next publish to remove.
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        _durable.write_ref(head, commit)
-        return self.revision(repo_id, commit)
-
-
-def _clean_leftovers(repo: Path) -> None:
-    """Remove what crashed publishes left behind. Only called under the repo lock."""
-    tmp_root = repo / "tmp"
-    if tmp_root.is_dir():
-        for entry in tmp_root.iterdir():
-            logger.info("removing %s, left behind by an interrupted publish", entry)
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-    for kind in ("heads", "tags"):
-        folder = repo / "refs" / kind
-        if folder.is_dir():
-            for entry in folder.glob(".*.tmp"):
-                entry.unlink()
-
-

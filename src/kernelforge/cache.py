@@ -1,0 +1,371 @@
+"""The download cache for remote hubs: content-addressed, crash-safe, shared by processes.
+
+Layout of a cache root (``$KERNELFORGE_CACHE``, else ``downloads`` under the user cache
+directory)::
+
+    <root>/
+        variants/<org>/<name>/<commit>/<variant>/   one complete, checked variant
+            entry.json                             what was fetched: sha256 of every file
+            files/...                              the variant directory (read-only files)
+        files/<org>/<name>/<commit>/<path>         single files (metadata.json, .sig, ...)
+        files/<org>/<name>/<commit>/<path>.absent  "the revision has no such file"
+        listings/<org>/<name>/<commit>.json        every file path of a commit
+        refs/<org>/<name>.json                     branches and tags last seen online
+        locks/<key>.lock                           one lock per entry being written
+        tmp/<key>.<random>/                        entries being written
+
+Entries are addressed by commit (itself a content hash) and variant, and every file in
+them is checked by its sha256: nothing under a commit ever changes, so an entry is
+written once and read many times. Each one is written under ``tmp/``, checked, and
+published with an atomic rename while holding a file lock: a process killed at any
+point leaves at most a ``tmp/`` directory (removed by the next writer of that entry)
+and never a partial entry, and eight processes asking for the same cold entry fetch it
+once. The file lock is released by the kernel when its holder dies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelforge.errors import HubError
+from kernelforge.hub import _durable
+from kernelforge.hub.base import is_commit, validate_repo_id
+
+__all__ = ["CACHE_ENV", "DownloadCache", "Entry", "default_cache_root"]
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable naming the cache root; read at call time.
+CACHE_ENV = "KERNELFORGE_CACHE"
+ENTRY_FILE = "entry.json"
+FILES_DIR = "files"
+LOCK_TIMEOUT_S = 1800.0
+_ABSENT = ".absent"
+
+
+def default_cache_root() -> Path:
+    """``$KERNELFORGE_CACHE``, else ``downloads`` in the user cache directory."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("kernelforge")) / "downloads"
+
+
+def _safe_rel(path: str) -> tuple[str, ...]:
+    parts = tuple(path.split("/"))
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"path: {path!r} is not a relative file path inside a revision")
+    return parts
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A variant in the cache.
+
+    Attributes:
+        path: the variant directory (``.../files``).
+        files: ``{relpath: base64 sha256}`` of every file, ``metadata.json`` included,
+            as checked when it was fetched.
+        fetched: ``True`` when this call fetched it.
+    """
+
+    path: Path
+    files: dict[str, str]
+    fetched: bool = False
+
+
+class DownloadCache:
+    """A download cache root (see the module docstring for the layout).
+
+    Args:
+        root: the directory; ``None`` for :func:`default_cache_root`.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root).expanduser() if root is not None else default_cache_root()
+
+    def __repr__(self) -> str:
+        return f"DownloadCache({str(self.root)!r})"
+
+    # --- helpers -------------------------------------------------------------------
+
+    def _repo(self, kind: str, repo_id: str) -> Path:
+        org, name = validate_repo_id(repo_id)
+        return self.root / kind / org / name
+
+    @staticmethod
+    def _check_commit(commit: str) -> str:
+        if not is_commit(commit):
+            raise ValueError(f"commit: expected a 40-hex commit id, got {commit!r}")
+        return commit
+
+    def _lock(self, key: str) -> Any:
+        import filelock
+
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+        return filelock.FileLock(str(locks / f"{digest}.lock"), timeout=LOCK_TIMEOUT_S)
+
+    def _tmp(self, key: str) -> Path:
+        """A fresh temporary directory for ``key``; removes leftovers of crashed writers.
+
+        Only called with the key's lock held, so no live writer owns a leftover.
+        """
+        tmp_root = self.root / "tmp"
+        tmp_root.mkdir(parents=True, exist_ok=True)
+        prefix = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+        for old in tmp_root.glob(f"{prefix}.*"):
+            logger.info("removing %s, left behind by an interrupted download", old)
+            _remove(old)
+        path = tmp_root / f"{prefix}.{secrets.token_hex(6)}"
+        path.mkdir()
+        return path
+
+    def _write_json(self, path: Path, doc: Any) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _durable.replace_file(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+
+    @staticmethod
+    def _read_json(path: Path) -> Any:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            logger.warning("ignoring unreadable cache file %s (%s)", path, err)
+            return None
+
+    # --- refs and listings ---------------------------------------------------------
+
+    def save_refs(self, repo_id: str, branches: dict[str, str], tags: dict[str, str]) -> None:
+        """Remember a repository's refs for offline use (atomic replace)."""
+        path = self._repo("refs", repo_id).with_suffix(".json")
+        self._write_json(path, {"branches": branches, "tags": tags, "time": time.time()})
+
+    def load_refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]] | None:
+        """``(branches, tags)`` last seen online, or ``None``."""
+        doc = self._read_json(self._repo("refs", repo_id).with_suffix(".json"))
+        if not isinstance(doc, dict):
+            return None
+        return dict(doc.get("branches", {})), dict(doc.get("tags", {}))
+
+    def save_listing(self, repo_id: str, commit: str, files: list[str]) -> None:
+        """Remember every file path of a commit (immutable, so kept forever)."""
+        path = self._repo("listings", repo_id) / f"{self._check_commit(commit)}.json"
+        self._write_json(path, sorted(files))
+
+    def load_listing(self, repo_id: str, commit: str) -> list[str] | None:
+        """The file paths of a commit, or ``None`` when never listed."""
+        doc = self._read_json(self._repo("listings", repo_id) / f"{self._check_commit(commit)}.json")
+        return [str(p) for p in doc] if isinstance(doc, list) else None
+
+    def known_commits(self, repo_id: str) -> list[str]:
+        """Commits of a repository this cache knows anything about."""
+        found: set[str] = set()
+        for kind in ("listings", "variants", "files"):
+            base = self._repo(kind, repo_id)
+            if base.is_dir():
+                found.update(p.name.removesuffix(".json") for p in base.iterdir()
+                             if is_commit(p.name.removesuffix(".json")))
+        return sorted(found)
+
+    # --- single files --------------------------------------------------------------
+
+    def peek_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
+        """A single file if it is cached, else ``None`` (never fetches)."""
+        target = self._repo("files", repo_id).joinpath(self._check_commit(commit),
+                                                       *_safe_rel(path))
+        return _read_bytes(target)
+
+    def get_file(
+        self,
+        repo_id: str,
+        commit: str,
+        path: str,
+        fetch: Callable[[Path], bool] | None,
+    ) -> bytes | None:
+        """One file of a revision, fetched at most once.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+            path: the path in the revision.
+            fetch: writes the file to the given path and returns ``True``, or returns
+                ``False`` when the revision has no such file; ``None`` when offline.
+
+        Returns:
+            The file's bytes, or ``None`` when the revision has no such file.
+
+        Raises:
+            HubError: the file is not cached and ``fetch`` is ``None``.
+        """
+        parts = _safe_rel(path)
+        target = self._repo("files", repo_id).joinpath(self._check_commit(commit), *parts)
+        absent = target.with_name(target.name + _ABSENT)
+        data = _read_bytes(target)
+        if data is not None or absent.exists():
+            return data
+        if fetch is None:
+            raise HubError(f"{repo_id}: {path} at {commit[:12]} is not in the download cache "
+                           f"{self.root} and the hub is offline; fetch it while online "
+                           "(kernelforge download)")
+        key = f"file:{repo_id}@{commit}/{path}"
+        with self._lock(key):
+            data = _read_bytes(target)
+            if data is not None or absent.exists():
+                return data
+            tmp = self._tmp(key)
+            try:
+                staged = tmp / "file"
+                found = fetch(staged)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if found:
+                    os.chmod(staged, 0o444)
+                    os.rename(staged, target)
+                else:
+                    _durable.write_file(tmp / "absent", b"")
+                    os.rename(tmp / "absent", absent)
+                _durable.fsync_dir(target.parent)
+            finally:
+                _remove(tmp)
+        return _read_bytes(target)
+
+    # --- variants ------------------------------------------------------------------
+
+    def _entry_dir(self, repo_id: str, commit: str, variant: str) -> Path:
+        _safe_rel(variant)
+        return self._repo("variants", repo_id) / self._check_commit(commit) / variant
+
+    def entry(self, repo_id: str, commit: str, variant: str) -> Entry | None:
+        """A complete cached variant, or ``None``.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+            variant: the variant name.
+
+        Returns:
+            The :class:`Entry`; its files are not re-checked here (the loader does that).
+        """
+        where = self._entry_dir(repo_id, commit, variant)
+        doc = self._read_json(where / ENTRY_FILE)
+        if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
+            return None
+        return Entry(where / FILES_DIR, {str(k): str(v) for k, v in doc["files"].items()})
+
+    def entries(self) -> list[tuple[str, str, str]]:
+        """Every complete cached variant as ``(repo_id, commit, variant)``."""
+        base = self.root / "variants"
+        out = []
+        for entry in sorted(base.glob(f"*/*/*/*/{ENTRY_FILE}")) if base.is_dir() else []:
+            variant_dir = entry.parent
+            commit_dir = variant_dir.parent
+            repo = f"{commit_dir.parent.parent.name}/{commit_dir.parent.name}"
+            out.append((repo, commit_dir.name, variant_dir.name))
+        return out
+
+    def install(
+        self,
+        repo_id: str,
+        commit: str,
+        variant: str,
+        fill: Callable[[Path], None],
+        check: Callable[[Path], dict[str, str]],
+    ) -> Entry:
+        """Fetch a variant into the cache once, atomically.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+            variant: the variant name.
+            fill: writes the variant's files into the (empty) directory it is given.
+            check: verifies that directory and returns ``{relpath: base64 sha256}`` of
+                every file; raises (e.g. ``IntegrityError``) to reject it.
+
+        Returns:
+            The :class:`Entry`; ``fetched`` tells whether this call fetched it (another
+            process may have done so while this one waited for the lock).
+        """
+        final = self._entry_dir(repo_id, commit, variant)
+        key = f"variant:{repo_id}@{commit}/{variant}"
+        with self._lock(key):
+            existing = self.entry(repo_id, commit, variant)
+            if existing is not None:
+                return existing
+            if final.exists():  # a directory without entry.json is no entry: clear it
+                _remove(final)
+            tmp = self._tmp(key)
+            try:
+                files_dir = tmp / FILES_DIR
+                files_dir.mkdir()
+                fill(files_dir)
+                files = check(files_dir)
+                doc = {"repo-id": repo_id, "commit": commit, "variant": variant,
+                       "files": files, "time": time.time()}
+                _seal(files_dir)
+                _durable.write_file(tmp / ENTRY_FILE, json.dumps(doc, indent=1,
+                                                                 sort_keys=True).encode())
+                for dirpath, _dirs, _files in os.walk(tmp, topdown=False):
+                    _durable.fsync_dir(Path(dirpath))
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(tmp, final)
+                _durable.fsync_dir(final.parent)
+            except BaseException:
+                _remove(tmp)
+                raise
+        return Entry(final / FILES_DIR, files, fetched=True)
+
+    def discard(self, repo_id: str, commit: str, variant: str) -> None:
+        """Remove a cached variant (it vanishes at once: renamed away, then deleted).
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+            variant: the variant name.
+        """
+        final = self._entry_dir(repo_id, commit, variant)
+        key = f"variant:{repo_id}@{commit}/{variant}"
+        with self._lock(key):
+            if final.exists():
+                trash = self._tmp(key)
+                os.rename(final, trash / "old")
+                _remove(trash)
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _seal(root: Path) -> None:
+    """Make every file read-only: the cache is not a place to edit kernels in."""
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            os.chmod(os.path.join(dirpath, name), 0o444)
+
+
+def _remove(path: Path) -> None:
+    """Delete a file or a tree, read-only files included."""
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirs, _files in os.walk(path):
+            for d in dirs:
+                os.chmod(os.path.join(dirpath, d), 0o755)
+            os.chmod(dirpath, 0o755)
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()

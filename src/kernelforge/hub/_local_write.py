@@ -1,0 +1,279 @@
+"""Writing to the embedded local hub: publish, cards, status, tags (see
+:mod:`kernelforge.hub.local` for the layout and the crash-safety argument).
+
+:class:`LocalHubWriter` is the writing half of :class:`~kernelforge.hub.local.LocalHub`;
+it relies on the reading half for paths, refs and revisions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import filelock
+
+from kernelforge.errors import HubError
+from kernelforge.hub import _durable
+from kernelforge.hub._staging import Staged, check_digests, stage_build
+from kernelforge.hub.base import (
+    CARD_BRANCH,
+    COMMIT_RE,
+    STATUS_FILE,
+    Revision,
+    check_ref_name,
+    signature_path,
+    validate_repo_id,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.signing import SigningKey
+
+__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "LocalHubWriter"]
+
+logger = logging.getLogger("kernelforge.hub.local")
+
+LOCK_TIMEOUT_S = 600.0
+COMMIT_FILE = ".commit.json"
+CARD_FILE = _durable.CARD_FILE
+_COMMIT_RE = COMMIT_RE
+
+
+class LocalHubWriter:
+    """The writing half of a local hub (mixed into ``LocalHub``)."""
+
+    root: Path
+
+    if TYPE_CHECKING:  # provided by LocalHub, the reading half
+        def _repo_dir(self, repo_id: str) -> Path: ...
+        def _existing_repo(self, repo_id: str) -> Path: ...
+        def resolve(self, repo_id: str, revision: str) -> str: ...
+        def revision(self, repo_id: str, commit: str) -> Revision: ...
+
+    def publish(
+        self,
+        repo_id: str,
+        build_dir: str | os.PathLike[str],
+        *,
+        version: int,
+        message: str = "",
+        card: str | None = None,
+        signer: SigningKey | None = None,
+    ) -> Revision:
+        """Publish a project's builds as a new revision on branch ``v<version>``.
+
+        Args:
+            repo_id: ``org/name``; created on first publish.
+            build_dir: the ``build/`` directory holding ``<variant>/`` directories, or
+                the project directory that contains it.
+            version: the kernel's major version; the branch is ``v<version>`` and every
+                variant's ``metadata.json`` ``version`` must equal it (or be absent).
+            message: the revision message.
+            card: the repository card (README) text; when given it is stored in the
+                revision and committed on branch ``main`` too.
+            signer: sign every variant with this key (``build/<variant>.sig``), so
+                that others who trust the key can load it.
+
+        Returns:
+            The new :class:`Revision`.
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``version``.
+            HubError: the build is unfit to publish (no variants, a ``.pyc``, a link,
+                missing or wrong metadata) or the hub cannot be written.
+            IntegrityError: a variant's files do not match its recorded digest.
+        """
+        validate_repo_id(repo_id)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"version: expected a non-negative integer, got {version!r}")
+        if not isinstance(message, str):
+            raise ValueError(f"message: expected a string, got {type(message).__name__}")
+        if card is not None and not isinstance(card, str):
+            raise ValueError(f"card: expected README text, got {type(card).__name__}")
+        if signer is not None and not callable(getattr(signer, "sign_variant", None)):
+            raise ValueError(f"signer: expected a SigningKey, got {type(signer).__name__}")
+        staged = stage_build(Path(build_dir), version)
+        branch = f"v{version}"
+        repo = self._repo_dir(repo_id)
+        extra = {} if card is None else {CARD_FILE: card.encode("utf-8")}
+        with self._locked(repo):
+            rev = self._commit(repo_id, repo, branch, staged, message, extra, signer)
+            if card is not None:
+                self._commit_main(repo_id, repo, message or "Update card", {CARD_FILE: card})
+        logger.info(
+            "published %s %s at %s (%s)", repo_id, branch, rev.short, ", ".join(rev.variants)
+        )
+        return rev
+
+    def set_card(self, repo_id: str, card: str, *, message: str = "Update card") -> Revision:
+        """Commit a repository card (``README.md``) on branch ``main``.
+
+        Args:
+            repo_id: ``org/name``.
+            card: the README text.
+            message: the revision message.
+
+        Returns:
+            The new :class:`Revision` on ``main``.
+        """
+        repo = self._repo_dir(repo_id)
+        with self._locked(repo):
+            return self._commit_main(repo_id, repo, message, {CARD_FILE: card})
+
+    def set_status(
+        self, repo_id: str, status: str | None, *, message: str = "Update kernel status"
+    ) -> Revision:
+        """Commit (or remove, with ``None``) ``kernel-status.toml`` on branch ``main``.
+
+        The file can redirect loads to another repository, in the format Hugging
+        Face's ``kernels`` reads: ``kind = "redirect"``, ``destination = "org/name"``
+        and an optional ``revision``.
+
+        Args:
+            repo_id: ``org/name``.
+            status: the TOML text, or ``None`` to remove the file.
+            message: the revision message.
+
+        Returns:
+            The new :class:`Revision` on ``main``.
+        """
+        if status is not None:
+            from kernelforge.revisions import parse_status
+
+            parse_status(status, f"{repo_id}: {STATUS_FILE}")
+        repo = self._repo_dir(repo_id)
+        with self._locked(repo):
+            return self._commit_main(repo_id, repo, message, {STATUS_FILE: status})
+
+    def tag(self, repo_id: str, tag: str, revision: str) -> str:
+        """Create or move a tag.
+
+        Args:
+            repo_id: ``org/name``.
+            tag: the tag name.
+            revision: what to tag (branch, tag or commit).
+
+        Returns:
+            The tagged commit id.
+        """
+        check_ref_name("tag", tag)
+        repo = self._existing_repo(repo_id)
+        with self._locked(repo):
+            commit = self.resolve(repo_id, revision)
+            _durable.write_ref(repo / "refs" / "tags" / tag, commit)
+        return commit
+
+    def _locked(self, repo: Path) -> filelock.BaseFileLock:
+        repo.mkdir(parents=True, exist_ok=True)
+        return filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S)
+
+    def _commit_main(
+        self, repo_id: str, repo: Path, message: str, changes: dict[str, str | None]
+    ) -> Revision:
+        """Commit on ``main``: its card and status files, with ``changes`` applied."""
+        head = repo / "refs" / "heads" / CARD_BRANCH
+        files: dict[str, bytes] = {}
+        if head.is_file():
+            old = repo / "objects" / head.read_text(encoding="ascii").strip()
+            for name in (CARD_FILE, STATUS_FILE):
+                if (old / name).is_file():
+                    files[name] = (old / name).read_bytes()
+        for name, text in changes.items():
+            if text is None:
+                files.pop(name, None)
+            else:
+                files[name] = text.encode("utf-8")
+        return self._commit(repo_id, repo, CARD_BRANCH, None, message, files, None)
+
+    def _commit(
+        self,
+        repo_id: str,
+        repo: Path,
+        branch: str,
+        staged: Staged | None,
+        message: str,
+        extra: dict[str, bytes],
+        signer: SigningKey | None,
+    ) -> Revision:
+        """Write one revision and move ``branch`` to it. The caller holds the lock.
+
+        ``extra`` files (card, status) are written as given; with a ``signer`` every
+        staged variant's copied ``metadata.json`` is signed into ``build/<v>.sig``.
+        """
+        _clean_leftovers(repo)
+        head = repo / "refs" / "heads" / branch
+        parent = head.read_text(encoding="ascii").strip() if head.is_file() else None
+        if parent is not None and not _COMMIT_RE.match(parent):
+            raise HubError(f"{head}: corrupt ref (expected a commit id, got {parent!r})")
+        objects = repo / "objects"
+        objects.mkdir(exist_ok=True)
+
+        tmp = repo / "tmp" / secrets.token_hex(8)
+        tmp.mkdir(parents=True)
+        try:
+            recorded = _durable.copy_tree(tmp, staged.files if staged else (), None)
+            if staged is not None:
+                check_digests(tmp, staged, recorded)
+                if signer is not None:
+                    for variant in staged.variants:
+                        meta = (tmp / "build" / variant / "metadata.json").read_bytes()
+                        extra = {**extra, signature_path(variant): signer.sign_variant(
+                            variant, meta)}
+            for rel, data in sorted(extra.items()):
+                recorded[rel] = _durable.write_file(tmp / rel, data)
+            fields = {
+                "tree": hashlib.sha256(
+                    "".join(f"{k}\0{v}\n" for k, v in sorted(recorded.items())).encode()
+                ).hexdigest(),
+                "parent": parent,
+                "time": time.time(),
+                "message": message,
+                "branch": branch,
+            }
+            commit = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:40]
+            from kernelforge.trust import owner_mark
+
+            record = {"format": 1, "repo-id": repo_id, **fields, "files": recorded,
+                      "owner": owner_mark(repo_id, commit, recorded)}
+            _durable.write_file(
+                tmp / COMMIT_FILE, json.dumps(record, indent=1, sort_keys=True).encode()
+            )
+            _durable.fsync_dir(tmp)
+            target = objects / commit
+            if target.exists():  # this very revision was published already: reuse it
+                shutil.rmtree(tmp)
+            else:
+                os.rename(tmp, target)
+            _durable.fsync_dir(objects)
+        except BaseException:
+            # A failure (not a crash) cleans up at once; a crash leaves tmp/ for the
+            # next publish to remove.
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _durable.write_ref(head, commit)
+        return self.revision(repo_id, commit)
+
+
+def _clean_leftovers(repo: Path) -> None:
+    """Remove what crashed publishes left behind. Only called under the repo lock."""
+    tmp_root = repo / "tmp"
+    if tmp_root.is_dir():
+        for entry in tmp_root.iterdir():
+            logger.info("removing %s, left behind by an interrupted publish", entry)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    for kind in ("heads", "tags"):
+        folder = repo / "refs" / kind
+        if folder.is_dir():
+            for entry in folder.glob(".*.tmp"):
+                entry.unlink()
+
+

@@ -1,0 +1,231 @@
+"""What every hub backend offers, and the names and values they share.
+
+A hub holds repositories ``org/name`` laid out like a Hugging Face kernel repository:
+builds on branch ``v<version>`` under ``build/<variant>/``, the card on ``main``. Two
+backends implement :class:`Hub`: the embedded :class:`~kernelforge.hub.local.LocalHub`
+(a directory) and :class:`~kernelforge.hub.hf.HfHub` (the Hugging Face Hub, through
+``huggingface_hub``). The loader, the lock files and the command line talk to this
+protocol only, so one code path resolves both.
+
+A variant may be signed: its signature lives next to it, at ``build/<variant>.sig``,
+so the variant directory itself stays byte for byte what other tools expect (their
+digests count every file inside it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.signing import SigningKey
+
+__all__ = [
+    "COMMIT_RE",
+    "STATUS_FILE",
+    "Fetched",
+    "Hub",
+    "Revision",
+    "check_ref_name",
+    "is_commit",
+    "signature_path",
+    "validate_repo_id",
+    "version_branches",
+]
+
+_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+REPO_ID_RE = re.compile(rf"^({_PART})/({_PART})$")
+REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+PREFIX_RE = re.compile(r"^[0-9a-f]{4,40}$")
+VERSION_BRANCH_RE = re.compile(r"^v(0|[1-9][0-9]*)$")
+
+#: The file on ``main`` that can redirect a repository elsewhere.
+STATUS_FILE = "kernel-status.toml"
+CARD_BRANCH = "main"
+
+
+def validate_repo_id(repo_id: object) -> tuple[str, str]:
+    """Check a repository id and split it.
+
+    Args:
+        repo_id: ``"org/name"``; each part starts and ends with a letter or digit and
+            holds only letters, digits, ``.``, ``_`` and ``-`` (at most 96 characters).
+
+    Returns:
+        ``(org, name)``.
+
+    Raises:
+        ValueError: naming ``repo_id`` and what is wrong with it.
+    """
+    if not isinstance(repo_id, str):
+        raise ValueError(f"repo_id: expected a string 'org/name', got {type(repo_id).__name__}")
+    m = REPO_ID_RE.match(repo_id)
+    if m is None or ".." in repo_id:
+        raise ValueError(
+            f"repo_id: {repo_id!r} is not a valid repository id; expected 'org/name' "
+            "made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/relu')"
+        )
+    return m.group(1), m.group(2)
+
+
+def check_ref_name(kind: str, name: object) -> str:
+    """Check a branch or tag name.
+
+    Args:
+        kind: what the name is, for the message (``"tag"``).
+        name: the name.
+
+    Returns:
+        The name.
+
+    Raises:
+        ValueError: the name is not letters, digits, ``.``, ``_`` and ``-``.
+    """
+    if not isinstance(name, str) or not REF_RE.match(name) or name.endswith(".lock"):
+        raise ValueError(
+            f"{kind}: {name!r} is not a valid name; expected letters, digits, '.', '_' "
+            "and '-', starting with a letter or digit"
+        )
+    return name
+
+
+def is_commit(text: object) -> bool:
+    """Whether ``text`` is a full 40-hex commit id."""
+    return isinstance(text, str) and COMMIT_RE.match(text) is not None
+
+
+def version_branches(branches: dict[str, str]) -> dict[int, str]:
+    """The kernel versions among branches: ``{"v1": c1, "main": c0}`` -> ``{1: c1}``.
+
+    Args:
+        branches: ``{branch: commit}``.
+
+    Returns:
+        ``{N: commit}`` for every branch ``v<N>``, sorted by ``N``.
+    """
+    out = {}
+    for branch, commit in branches.items():
+        m = VERSION_BRANCH_RE.match(branch)
+        if m:
+            out[int(m.group(1))] = commit
+    return dict(sorted(out.items()))
+
+
+def signature_path(variant: str) -> str:
+    """Where a variant's signature lives in a revision: ``build/<variant>.sig``."""
+    return f"build/{variant}.sig"
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One published revision of a hub repository.
+
+    Attributes:
+        repo_id: the repository.
+        commit: the 40-hex commit id.
+        branch: the branch it was published on (``v1``, ``main``).
+        parent: the commit the branch pointed to before, or ``None``.
+        time: publication time, seconds since the epoch.
+        message: the publish message.
+        variants: the build variants it holds.
+    """
+
+    repo_id: str
+    commit: str
+    branch: str
+    parent: str | None
+    time: float
+    message: str
+    variants: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def short(self) -> str:
+        """The first 7 hex digits of the commit id."""
+        return self.commit[:7]
+
+    @property
+    def when(self) -> datetime:
+        """Publication time as an aware UTC datetime."""
+        return datetime.fromtimestamp(self.time, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A variant's files, on this machine, with what the hub recorded about them.
+
+    Attributes:
+        path: the variant directory (holds ``metadata.json`` and the package).
+        recorded: ``{relpath: base64 sha256}`` of every file of the variant,
+            ``metadata.json`` included, as recorded when it was published (local hub)
+            or downloaded and checked (download cache); ``None`` when nothing was.
+        owned: published to a local hub by this user (see :mod:`kernelforge.trust`).
+        fetched: downloaded by this call (``False`` when it was already on disk).
+    """
+
+    path: Path
+    recorded: dict[str, str] | None
+    owned: bool = False
+    fetched: bool = False
+
+
+@runtime_checkable
+class Hub(Protocol):
+    """A place kernel repositories are published to and loaded from.
+
+    ``kind`` is ``"local"`` or ``"hf"``. Commits are 40-hex ids; variant names are the
+    directory names under ``build/``.
+    """
+
+    kind: str
+
+    def describe(self) -> str:
+        """One line for people: ``local hub /path`` or ``Hugging Face Hub``."""
+        ...
+
+    def has_repo(self, repo_id: str) -> bool:
+        """Whether the repository exists (here, or in the download cache offline)."""
+        ...
+
+    def branches(self, repo_id: str) -> dict[str, str]:
+        """``{branch: commit}``; raises ``HubError`` when the repository is missing."""
+        ...
+
+    def tags(self, repo_id: str) -> dict[str, str]:
+        """``{tag: commit}``."""
+        ...
+
+    def resolve(self, repo_id: str, revision: str) -> str:
+        """A branch, tag or (prefix of a) commit -> the full commit id."""
+        ...
+
+    def variants(self, repo_id: str, commit: str) -> list[str]:
+        """The variant names under ``build/`` at a commit, sorted."""
+        ...
+
+    def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
+        """One small file of a revision (``build/<v>/metadata.json``), ``None`` if absent."""
+        ...
+
+    def fetch_variant(
+        self, repo_id: str, commit: str, variant: str, *, refresh: bool = False
+    ) -> Fetched:
+        """Make a variant's files available on disk (``refresh``: fetch them again)."""
+        ...
+
+    def publish(
+        self,
+        repo_id: str,
+        build_dir: str | os.PathLike[str],
+        *,
+        version: int,
+        message: str = "",
+        card: str | None = None,
+        signer: SigningKey | None = None,
+    ) -> Revision:
+        """Publish a ``build/`` directory as a new revision on branch ``v<version>``."""
+        ...

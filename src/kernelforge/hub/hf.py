@@ -1,0 +1,470 @@
+"""The Hugging Face Hub as a kernel hub, through ``huggingface_hub``.
+
+Repositories are Hub repositories of type ``kernel`` with the same layout as the local
+hub: builds on branch ``v<version>`` under ``build/<variant>/``, signatures at
+``build/<variant>.sig``, the card (and ``kernel-status.toml``) on ``main``. Only the
+chosen variant is downloaded, into the :class:`~kernelforge.cache.DownloadCache`,
+which also keeps the refs and file listings seen online so that ``HF_HUB_OFFLINE=1``
+loads work from the cache alone. The token is the one ``huggingface_hub`` finds (``hf
+auth login``, ``HF_TOKEN``) unless one is given.
+
+The ``api`` argument takes any object with the few ``HfApi`` methods used here
+(``list_repo_refs``, ``list_repo_files``, ``repo_info``, ``hf_hub_download``,
+``create_repo``, ``create_branch``, ``create_commit``); tests pass a fake one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernelforge.cache import DownloadCache
+from kernelforge.errors import HubError
+from kernelforge.hub.base import (
+    CARD_BRANCH,
+    PREFIX_RE,
+    Fetched,
+    Revision,
+    is_commit,
+    signature_path,
+    validate_repo_id,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.signing import SigningKey
+
+__all__ = ["HfHub", "hf_offline"]
+
+logger = logging.getLogger(__name__)
+
+REPO_TYPE = "kernel"
+_TRUE = {"1", "ON", "YES", "TRUE"}
+_BYTECODE = (".pyc",)
+
+
+def hf_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` asks for offline mode (read now, not at import)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in _TRUE
+
+
+def _wanted(path: str) -> bool:
+    return not path.endswith(_BYTECODE) and "__pycache__" not in path.split("/")
+
+
+class HfHub:
+    """Kernel repositories on the Hugging Face Hub.
+
+    Args:
+        api: an ``huggingface_hub.HfApi`` (or an object with the same methods);
+            ``None`` creates one on first use.
+        cache: the download cache, or its directory; ``None`` for the default.
+        token: a Hub token; ``None`` uses ``huggingface_hub``'s login.
+        endpoint: another Hub endpoint (``HF_ENDPOINT`` is honoured by default).
+        offline: never use the network; ``None`` follows ``HF_HUB_OFFLINE``.
+
+    Example:
+        >>> hub = HfHub()                                             # doctest: +SKIP
+        >>> hub.variants("kernels-community/relu", hub.resolve("kernels-community/relu", "v1"))
+    """
+
+    kind = "hf"
+
+    def __init__(
+        self,
+        *,
+        api: Any | None = None,
+        cache: DownloadCache | str | os.PathLike[str] | None = None,
+        token: str | None = None,
+        endpoint: str | None = None,
+        offline: bool | None = None,
+    ) -> None:
+        self._api = api
+        self.cache = cache if isinstance(cache, DownloadCache) else DownloadCache(cache)
+        self.token = token
+        self.endpoint = endpoint
+        self._offline = offline
+
+    def __repr__(self) -> str:
+        return f"HfHub(cache={str(self.cache.root)!r})"
+
+    def describe(self) -> str:
+        """``Hugging Face Hub`` (with the endpoint, when one was given)."""
+        where = f" at {self.endpoint}" if self.endpoint else ""
+        return f"Hugging Face Hub{where}" + (" (offline: download cache only)"
+                                             if self.offline else "")
+
+    @property
+    def offline(self) -> bool:
+        """Whether this hub uses the download cache only."""
+        return hf_offline() if self._offline is None else self._offline
+
+    def cache_only(self) -> HfHub:
+        """This hub without network access: everything comes from the download cache."""
+        return HfHub(api=self._api, cache=self.cache, token=self.token,
+                     endpoint=self.endpoint, offline=True)
+
+    def cache_key(self) -> tuple[Any, ...]:
+        """What identifies this hub in the loader's in-process cache."""
+        return ("hf", self.endpoint, str(self.cache.root), id(self._api), self.offline)
+
+    # --- the client ----------------------------------------------------------------
+
+    def _client(self) -> Any:
+        if self.offline:  # pragma: no cover - every caller checks first
+            raise HubError("the Hugging Face Hub is offline here (HF_HUB_OFFLINE)")
+        if self._api is None:
+            try:
+                from huggingface_hub import HfApi
+            except ImportError as err:
+                raise HubError(
+                    "loading from the Hugging Face Hub needs the huggingface_hub package; "
+                    "install it with: pip install 'kernelforge[hf]'"
+                ) from err
+            self._api = HfApi(token=self.token, endpoint=self.endpoint)
+        return self._api
+
+    def _call(self, what: str, repo_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call an ``HfApi`` method, turning its errors into :class:`HubError`."""
+        fn = getattr(self._client(), method)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:
+            mapped = self._map_error(what, repo_id, err)
+            if mapped is None:
+                raise
+            raise mapped from err
+
+    def _map_error(self, what: str, repo_id: str, err: Exception) -> HubError | None:
+        """A :class:`HubError` saying what failed and what to do, or ``None`` to let
+        an unexpected error through unchanged."""
+        hf_errors: Any
+        try:
+            from huggingface_hub import errors as hf_errors
+        except ImportError:  # pragma: no cover - a fake api without huggingface_hub
+            hf_errors = None
+        if hf_errors is not None:
+            if isinstance(err, hf_errors.RepositoryNotFoundError):
+                return HubError(
+                    f"repository {repo_id!r} not found on the {self.describe()} (or it is "
+                    "private or gated: log in with 'hf auth login' or pass token=)"
+                )
+            if isinstance(err, hf_errors.RevisionNotFoundError):
+                return HubError(f"{what}: revision not found in {repo_id} on the "
+                                f"{self.describe()}")
+        transport = type(err).__module__.split(".")[0] in ("httpx", "httpcore", "requests")
+        if transport or isinstance(err, (OSError, ConnectionError, TimeoutError)):
+            return HubError(
+                f"{what} for {repo_id} on the {self.describe()} failed: {err}; check the "
+                "network, or set HF_HUB_OFFLINE=1 to use the download cache"
+            )
+        return None
+
+    # --- reading -------------------------------------------------------------------
+
+    def _refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]]:
+        validate_repo_id(repo_id)
+        if self.offline:
+            cached = self.cache.load_refs(repo_id)
+            if cached is None:
+                raise HubError(
+                    f"repository {repo_id!r} is not in the download cache {self.cache.root} "
+                    "and HF_HUB_OFFLINE is set; load it once while online, or run "
+                    "'kernelforge download' for a locked project"
+                )
+            return cached
+        refs = self._call("listing refs", repo_id, "list_repo_refs", repo_id,
+                          repo_type=REPO_TYPE)
+        branches = {str(b.name): str(b.target_commit) for b in refs.branches}
+        tags = {str(t.name): str(t.target_commit) for t in refs.tags}
+        self.cache.save_refs(repo_id, branches, tags)
+        return branches, tags
+
+    def has_repo(self, repo_id: str) -> bool:
+        """Whether the repository exists (offline: whether the cache knows it).
+
+        Args:
+            repo_id: ``org/name``.
+
+        Returns:
+            ``True`` when its refs can be listed.
+        """
+        try:
+            self._refs(repo_id)
+        except HubError:
+            return False
+        return True
+
+    def branches(self, repo_id: str) -> dict[str, str]:
+        """``{branch: commit}`` of a repository, sorted by name."""
+        return dict(sorted(self._refs(repo_id)[0].items()))
+
+    def tags(self, repo_id: str) -> dict[str, str]:
+        """``{tag: commit}`` of a repository, sorted by name."""
+        return dict(sorted(self._refs(repo_id)[1].items()))
+
+    def versions(self, repo_id: str) -> dict[int, str]:
+        """Published kernel versions, ``{N: commit}`` for each branch ``v<N>``."""
+        from kernelforge.hub.base import version_branches
+
+        return version_branches(self.branches(repo_id))
+
+    def resolve(self, repo_id: str, revision: str) -> str:
+        """A branch, a tag or a (unique prefix of a) commit -> the full commit id.
+
+        Args:
+            repo_id: ``org/name``.
+            revision: the revision.
+
+        Returns:
+            The 40-hex commit id.
+
+        Raises:
+            HubError: nothing matches (offline: nothing in the cache matches).
+        """
+        if not isinstance(revision, str) or not revision:
+            raise ValueError(f"revision: expected a branch, tag or commit, got {revision!r}")
+        branches, tags = self._refs(repo_id)
+        if revision in branches:
+            return branches[revision]
+        if revision in tags:
+            return tags[revision]
+        if is_commit(revision):
+            return revision
+        if self.offline:
+            hits = [c for c in self.cache.known_commits(repo_id) if c.startswith(revision)]
+            if PREFIX_RE.match(revision) and len(hits) == 1:
+                return hits[0]
+            raise HubError(f"revision {revision!r} of {repo_id} is not in the download cache "
+                           f"(offline; branches known: {', '.join(branches) or 'none'})")
+        info = self._call(f"revision {revision!r}", repo_id, "repo_info", repo_id,
+                          revision=revision, repo_type=REPO_TYPE)
+        sha = getattr(info, "sha", None)
+        if not is_commit(sha):
+            raise HubError(f"revision {revision!r} not found in {repo_id} on the "
+                           f"{self.describe()}")
+        return str(sha)
+
+    def _listing(self, repo_id: str, commit: str) -> list[str]:
+        cached = self.cache.load_listing(repo_id, commit)
+        if cached is not None:
+            return cached
+        if self.offline:
+            raise HubError(f"{repo_id} at {commit[:12]}: its file list is not in the download "
+                           f"cache {self.cache.root} and HF_HUB_OFFLINE is set")
+        files = [str(p) for p in self._call("listing files", repo_id, "list_repo_files",
+                                            repo_id, revision=commit, repo_type=REPO_TYPE)]
+        self.cache.save_listing(repo_id, commit, files)
+        return files
+
+    def variants(self, repo_id: str, commit: str) -> list[str]:
+        """Variant names under ``build/`` at a commit (offline: the cached listing, else
+        the variants in the cache)."""
+        try:
+            files = self._listing(repo_id, commit)
+        except HubError:
+            if not self.offline:
+                raise
+            return sorted({v for r, c, v in self.cache.entries() if (r, c) == (repo_id, commit)})
+        return sorted({p.split("/")[1] for p in files
+                       if p.startswith("build/") and p.count("/") >= 2})
+
+    def _download(self, repo_id: str, commit: str, path: str, dest_dir: Path) -> Path:
+        """Download one file into ``dest_dir`` (its relative path kept); return it."""
+        got = self._call(f"downloading {path}", repo_id, "hf_hub_download", repo_id,
+                         path, revision=commit, repo_type=REPO_TYPE, local_dir=str(dest_dir))
+        return Path(str(got))
+
+    def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
+        """One file of a revision, through the download cache.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+            path: the path in the revision.
+
+        Returns:
+            Its bytes, or ``None`` when the revision's listing has no such file.
+        """
+        def fetch(dest: Path) -> bool:
+            if path not in self._listing(repo_id, commit):
+                return False
+            got = self._download(repo_id, commit, path, dest.parent / "dl")
+            os.replace(got, dest)
+            return True
+
+        return self.cache.get_file(repo_id, commit, path, None if self.offline else fetch)
+
+    def fetch_variant(
+        self, repo_id: str, commit: str, variant: str, *, refresh: bool = False
+    ) -> Fetched:
+        """Download one variant into the cache (once), or find it there.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+            variant: the variant name.
+            refresh: discard a cached copy first (it failed verification).
+
+        Returns:
+            The :class:`~kernelforge.hub.base.Fetched` variant, with the sha256 of
+            every file as checked when it was downloaded.
+
+        Raises:
+            HubError: offline and not cached, or the download failed.
+            IntegrityError: the downloaded files do not match the variant's metadata
+                digest (nothing is cached then).
+        """
+        if refresh and not self.offline:
+            self.cache.discard(repo_id, commit, variant)
+        entry = self.cache.entry(repo_id, commit, variant)
+        if entry is not None:
+            return Fetched(entry.path, entry.files)
+        if self.offline:
+            raise HubError(
+                f"{repo_id} variant {variant} at {commit[:12]} is not in the download cache "
+                f"{self.cache.root} and HF_HUB_OFFLINE is set; fetch it while online "
+                "('kernelforge download PROJECT' for a locked project)"
+            )
+        prefix = f"build/{variant}/"
+        wanted = [p for p in self._listing(repo_id, commit) if p.startswith(prefix) and _wanted(p)]
+        if not wanted:
+            raise HubError(f"variant {variant!r} not found in {repo_id} at {commit[:12]}")
+
+        def fill(files_dir: Path) -> None:
+            dl = files_dir.parent / "dl"
+            for path in wanted:
+                target = files_dir.joinpath(*path[len(prefix):].split("/"))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                cached = self.cache.peek_file(repo_id, commit, path)  # fetched for trust
+                if cached is not None:
+                    target.write_bytes(cached)
+                else:
+                    os.replace(self._download(repo_id, commit, path, dl), target)
+            shutil.rmtree(dl, ignore_errors=True)
+
+        entry = self.cache.install(repo_id, commit, variant, fill, _check_download)
+        return Fetched(entry.path, entry.files, fetched=entry.fetched)
+
+    # --- writing -------------------------------------------------------------------
+
+    def publish(
+        self,
+        repo_id: str,
+        build_dir: str | os.PathLike[str],
+        *,
+        version: int,
+        message: str = "",
+        card: str | None = None,
+        signer: SigningKey | None = None,
+    ) -> Revision:
+        """Publish a ``build/`` directory as one commit on branch ``v<version>``.
+
+        The commit adds every variant (and its signature when ``signer`` is given) and
+        deletes the files of variants no longer built; the Hub applies a commit
+        atomically, and ``parent_commit`` makes it fail rather than overwrite a
+        concurrent publish.
+
+        Args:
+            repo_id: ``org/name``; created (as a kernel repository) when missing.
+            build_dir: ``build/`` or the project directory holding it.
+            version: the major version (branch ``v<version>``).
+            message: the commit message.
+            card: README text, committed on ``main`` too.
+            signer: sign every variant (``build/<variant>.sig``).
+
+        Returns:
+            The new :class:`~kernelforge.hub.base.Revision`.
+
+        Raises:
+            HubError: the build is unfit to publish or the Hub refused the commit.
+        """
+        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+        from kernelforge.hub._staging import stage_build
+
+        validate_repo_id(repo_id)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"version: expected a non-negative integer, got {version!r}")
+        if self.offline:
+            raise HubError("cannot publish to the Hugging Face Hub offline (HF_HUB_OFFLINE)")
+        staged = stage_build(Path(build_dir), version)
+        _verify_staged(Path(build_dir), staged)
+        branch = f"v{version}"
+        self._call("creating the repository", repo_id, "create_repo", repo_id,
+                   repo_type=REPO_TYPE, exist_ok=True)
+        self._call(f"creating branch {branch}", repo_id, "create_branch", repo_id,
+                   branch=branch, repo_type=REPO_TYPE, exist_ok=True)
+        parent = self._refs(repo_id)[0].get(branch)
+        ops: list[Any] = []
+        new_paths = set()
+        for src, rel in staged.files:
+            data = src.read_bytes()
+            if signer is not None and rel.endswith("/metadata.json") and rel.count("/") == 2:
+                variant = rel.split("/")[1]
+                sig = signer.sign_variant(variant, data)
+                ops.append(CommitOperationAdd(path_in_repo=signature_path(variant),
+                                              path_or_fileobj=sig))
+                new_paths.add(signature_path(variant))
+            ops.append(CommitOperationAdd(path_in_repo=rel, path_or_fileobj=data))
+            new_paths.add(rel)
+        if card is not None:
+            ops.append(CommitOperationAdd(path_in_repo="README.md",
+                                          path_or_fileobj=card.encode("utf-8")))
+        old = self._listing(repo_id, parent) if parent else []
+        ops.extend(CommitOperationDelete(path_in_repo=p) for p in old
+                   if p.startswith("build/") and p not in new_paths)
+        info = self._call("publishing", repo_id, "create_commit", repo_id, operations=ops,
+                          commit_message=message or f"Publish version {version}",
+                          repo_type=REPO_TYPE, revision=branch, parent_commit=parent)
+        commit = str(getattr(info, "oid", "") or "")
+        if not is_commit(commit):
+            commit = self.resolve(repo_id, branch)
+        if card is not None:
+            self._call("updating the card", repo_id, "create_commit", repo_id,
+                       operations=[CommitOperationAdd(path_in_repo="README.md",
+                                                      path_or_fileobj=card.encode("utf-8"))],
+                       commit_message=message or "Update card", repo_type=REPO_TYPE,
+                       revision=CARD_BRANCH)
+        self._refs(repo_id)  # refresh the cached refs
+        logger.info("published %s %s at %s (%s)", repo_id, branch, commit[:7],
+                    ", ".join(staged.variants))
+        return Revision(repo_id, commit, branch, parent, time.time(), message, staged.variants)
+
+
+def _verify_staged(build_dir: Path, staged: Any) -> None:
+    """Check each staged variant against its metadata digest before uploading it."""
+    from kernelforge.digest import verify_tree
+
+    base = build_dir / "build" if (build_dir / "build").is_dir() else build_dir
+    for variant, block in staged.digests.items():
+        if block:
+            verify_tree(base / variant, block["files"], algorithm=block["algorithm"])
+
+
+def _check_download(files_dir: Path) -> dict[str, str]:
+    """Verify a downloaded variant against its own metadata digest; return every file's
+    sha256 (``metadata.json`` included) for the cache entry."""
+    from kernelforge.digest import compare, hash_file, hash_tree
+    from kernelforge.errors import IntegrityError
+    from kernelforge.hub._staging import read_metadata
+
+    meta = read_metadata(files_dir)
+    actual = hash_tree(files_dir)
+    block = meta.get("digest")
+    if block:
+        expected = block["files"]
+        got = actual if block["algorithm"] == "sha256" else hash_tree(
+            files_dir, algorithm=block["algorithm"])
+        problems = compare(got, expected)
+        if problems:
+            raise IntegrityError(files_dir, problems)
+    files = dict(actual)
+    files["metadata.json"] = hash_file(files_dir / "metadata.json")
+    sigstore = files_dir / "metadata.json.sigstore"
+    if sigstore.is_file():
+        files["metadata.json.sigstore"] = hash_file(sigstore)
+    return dict(sorted(files.items()))

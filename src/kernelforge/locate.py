@@ -1,0 +1,430 @@
+"""Finding a kernel: which hub, which revision, which variant, and may it load.
+
+:func:`locate_hub`, :func:`locate_locked` and :func:`locate_local` turn the arguments of
+a load into a :class:`Plan`: a :class:`KernelInfo` (repository, hub, branch, commit,
+variant, the accept/reject trace) plus what the loader needs to fetch and verify it
+(the hub, the digests it must match and the trust decision). Nothing is imported and,
+for a remote hub, only small files are downloaded (listings, ``metadata.json``,
+signatures): the variant itself is fetched by the loader after the trust check.
+
+Which hub: a :class:`~kernelforge.hub.base.Hub` given as ``hub=``, a directory (a local
+hub), ``"hf"`` (the Hugging Face Hub), or ``None``: ``$KERNELFORGE_HUB`` when set (a
+directory or ``hf``), else the local hub in the user cache when it holds the
+repository, else the Hugging Face Hub.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError
+from kernelforge.hub import LocalHub, as_hub, validate_repo_id
+from kernelforge.hub.base import Hub, signature_path
+from kernelforge.hub.local import HUB_ENV
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.lock import LockedKernel
+    from kernelforge.policy import AllowArg, TrustDecision, TrustRequest
+
+__all__ = [
+    "LOCAL_KERNELS_ENV",
+    "KernelInfo",
+    "Plan",
+    "hub_for",
+    "local_overrides",
+    "locate_hub",
+    "locate_local",
+    "locate_locked",
+]
+
+logger = logging.getLogger(__name__)
+
+#: ``org/name=/path:org/other=/path``: repositories to load from a local build instead.
+LOCAL_KERNELS_ENV = "LOCAL_KERNELS"
+
+HubArg = Hub | str | os.PathLike[str] | None
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """Where a kernel would be (or was) loaded from, and why that variant.
+
+    Attributes:
+        repo: the repository id (``LOCAL_KERNELS`` overrides keep it), or the path
+            given to :func:`get_local_kernel`.
+        branch: the branch used (``v1``), ``None`` for a tag, a commit or a local build.
+        commit: the hub commit id, ``None`` for a local build.
+        variant: the chosen variant directory name.
+        path: the variant directory on disk; ``None`` while a remote variant is not
+            downloaded yet.
+        trace: one line per candidate variant: accepted or rejected, and why.
+        id: the module name the variant is imported as (metadata ``id``).
+        version: the kernel version in its metadata, if any.
+        source: ``"hub"``, ``"lock"`` or ``"local"``.
+        hub: the hub, in words (``local hub /path``, ``Hugging Face Hub``).
+        notes: how the revision was chosen (redirects, versions), one line each.
+        trust: the trust decision, in words.
+    """
+
+    repo: str
+    branch: str | None
+    commit: str | None
+    variant: str
+    path: Path | None
+    trace: tuple[str, ...]
+    id: str
+    version: int | None
+    source: str
+    hub: str = ""
+    notes: tuple[str, ...] = ()
+    trust: str = ""
+
+    def describe(self) -> str:
+        """A few lines for people: what, from where, and the variant trace."""
+        where = f"commit {self.commit[:12]}" if self.commit else "local build"
+        if self.branch:
+            where = f"branch {self.branch}, {where}"
+        lines = [f"{self.repo} ({where})"]
+        if self.hub:
+            lines.append(f"  hub {self.hub}")
+        lines.extend(f"  {note}" for note in self.notes)
+        lines += [f"  variant {self.variant} -> module {self.id}",
+                  f"  path {self.path if self.path else '(not downloaded yet)'}"]
+        lines.extend(f"  {line}" for line in self.trace)
+        if self.trust:
+            lines.append(f"  {self.trust}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A located kernel and what loading it requires.
+
+    Attributes:
+        info: the :class:`KernelInfo`.
+        hub: the hub to fetch from; ``None`` for a local build (``info.path``).
+        request: what the trust policy was shown; ``None`` for a local build.
+        decision: the trust decision; ``None`` for a local build.
+        metadata_sha256: the sha256 of the ``metadata.json`` bytes that were judged.
+        locked: the lock file's digests of the variant, if a lock pins it.
+        metadata: the parsed ``metadata.json``.
+    """
+
+    info: KernelInfo
+    hub: Hub | None = None
+    request: TrustRequest | None = None
+    decision: TrustDecision | None = None
+    metadata_sha256: str | None = None
+    locked: dict[str, str] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+# --- arguments ---------------------------------------------------------------------------
+
+
+def local_overrides() -> dict[str, Path]:
+    """Parse ``LOCAL_KERNELS`` now (never at import).
+
+    Returns:
+        ``{repo_id: path}``.
+
+    Raises:
+        ValueError: a malformed entry (named).
+    """
+    raw = os.environ.get(LOCAL_KERNELS_ENV, "")
+    out: dict[str, Path] = {}
+    for entry in raw.split(":"):
+        if not entry.strip():
+            continue  # tolerate a leading, trailing or doubled ':'
+        repo, sep, path = entry.partition("=")
+        repo = repo.strip()
+        if not sep or not path.strip():
+            raise ValueError(
+                f"{LOCAL_KERNELS_ENV}: malformed entry {entry!r}; expected "
+                "'org/name=/path/to/build' entries separated by ':'"
+            )
+        try:
+            validate_repo_id(repo)
+        except ValueError as err:
+            raise ValueError(f"{LOCAL_KERNELS_ENV}: malformed entry {entry!r}: {err}") from err
+        out[repo] = Path(path.strip()).expanduser()
+    return out
+
+
+def hub_for(hub: HubArg, repo_id: str, *, prefer: str | None = None) -> Hub:
+    """The hub a load of ``repo_id`` uses (see the module docstring).
+
+    Args:
+        hub: the ``hub=`` argument.
+        repo_id: the repository.
+        prefer: ``"local"`` or ``"hf"``: the kind a lock file recorded, used when
+            ``hub`` is ``None`` and ``$KERNELFORGE_HUB`` is unset.
+
+    Returns:
+        The hub.
+    """
+    if hub is not None or os.environ.get(HUB_ENV):
+        return as_hub(hub)
+    local = LocalHub()
+    if prefer == "local" or (prefer is None and local.has_repo(repo_id)):
+        return local
+    return as_hub("hf")
+
+
+# --- choosing a variant ------------------------------------------------------------------
+
+
+def _archs(meta: Mapping[str, Any]) -> list[str] | None:
+    """``backend.archs`` of a metadata.json, ``None`` when absent."""
+    backend = meta.get("backend")
+    archs = backend.get("archs") if isinstance(backend, dict) else None
+    return [str(a) for a in archs] if isinstance(archs, list) else None
+
+
+MetaReader = Callable[[str], tuple[bytes, dict[str, Any]]]
+
+
+def _choose(
+    names: list[str], read_meta: MetaReader, what: str, backend: str | None, check_arch: bool
+) -> tuple[str, bytes, dict[str, Any], tuple[str, ...]]:
+    """Resolve a variant among ``names``; check GPU archs in preference order.
+
+    Returns:
+        ``(variant name, metadata bytes, metadata, trace lines)``.
+    """
+    from kernelforge import variants
+
+    facts = variants.detect_system()
+    resolution = variants.resolve_variant(names, facts, backend=backend)
+    trace = [str(d) for d in resolution.trace]
+    resolution.require(what)  # raises with the full trace when nothing fits
+    by_canonical: dict[str, str] = {}
+    for name in names:
+        try:
+            by_canonical.setdefault(str(variants.Variant.parse(name)), name)
+        except ValueError:
+            continue  # unparsable names are already rejected in the trace
+    for variant in resolution.ranked:
+        name = by_canonical.get(str(variant), str(variant))
+        data, meta = read_meta(name)
+        if not check_arch:
+            return name, data, meta, tuple(trace)
+        ok, reason = variants.arch_supported(_archs(meta), facts)
+        if ok:
+            return name, data, meta, tuple(trace)
+        trace.append(f"{name}: rejected after all, {reason}")
+    raise VariantNotFoundError(what, trace, facts.describe())
+
+
+def _disk_meta(base: Path) -> MetaReader:
+    from kernelforge.hub._staging import read_metadata
+
+    def read(name: str) -> tuple[bytes, dict[str, Any]]:
+        meta = read_metadata(base / name)
+        return (base / name / "metadata.json").read_bytes(), meta
+
+    return read
+
+
+def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None) -> MetaReader:
+    from kernelforge.digest import b64_sha256
+    from kernelforge.hub._staging import parse_metadata
+
+    def read(name: str) -> tuple[bytes, dict[str, Any]]:
+        where = f"{repo_id}@{commit[:12]}: build/{name}/metadata.json"
+        data = hub.read_file(repo_id, commit, f"build/{name}/metadata.json")
+        if data is None:
+            raise HubError(f"{where}: missing; every build variant needs its metadata.json")
+        if locked is not None and locked.variants is not None:
+            pinned = locked.variants[name].files.get("metadata.json")
+            if pinned != b64_sha256(data):
+                problem = "changed: metadata.json (it differs from the one the lock file pins)"
+                raise IntegrityError(where, [problem])
+        return data, parse_metadata(data, where)
+
+    return read
+
+
+def _parses(name: str) -> bool:
+    from kernelforge import variants
+    from kernelforge.errors import VariantError
+
+    try:
+        variants.Variant.parse(name)
+    except VariantError:
+        return False
+    return True
+
+
+# --- locating ------------------------------------------------------------------------------
+
+
+def locate_local(
+    path: str | os.PathLike[str], backend: str | None, check_arch: bool, repo: str | None = None
+) -> Plan:
+    """Locate a local build: a project with ``build/``, a ``build/`` or a variant dir.
+
+    Args:
+        path: where the build is.
+        backend: choose for this backend instead of the system's.
+        check_arch: check the GPU against the build's ``backend.archs``.
+        repo: the repository id it stands in for (``LOCAL_KERNELS``), for messages.
+
+    Returns:
+        The :class:`Plan` (no hub: the files are loaded from ``path``).
+    """
+    from kernelforge import variants
+
+    root = Path(path).expanduser()
+    label = repo or str(root)
+    if (root / "metadata.json").is_file():  # a variant directory itself
+        base, names = root.parent, [root.name]
+        if not _parses(root.name):  # the caller chose it: only the GPU arch is checked
+            meta = _disk_meta(base)(root.name)[1]
+            trace: tuple[str, ...] = ((f"{root.name}: accepted, given directly (not a variant name, so the "
+                      "torch, backend and platform tags were not checked)"),)
+            if check_arch:
+                facts = variants.detect_system()
+                ok, reason = variants.arch_supported(_archs(meta), facts)
+                if not ok:
+                    raise VariantNotFoundError(str(root), [f"{root.name}: rejected, {reason}"],
+                                               facts.describe())
+            info = KernelInfo(label, None, None, root.name, root, trace, meta["id"],
+                              meta.get("version"), "local")
+            return Plan(info, metadata=meta)
+    else:
+        base = root / "build" if (root / "build").is_dir() else root
+        if not base.is_dir():
+            raise HubError(
+                f"path: {root} does not exist (expected a project with build/, a build/ "
+                "directory or a variant directory)"
+            )
+        names = sorted(p.name for p in base.iterdir() if p.is_dir())
+    name, _data, meta, trace = _choose(names, _disk_meta(base), f"{label} ({base})", backend,
+                                       check_arch)
+    info = KernelInfo(label, None, None, name, base / name, trace, meta["id"],
+                      meta.get("version"), "local")
+    return Plan(info, metadata=meta)
+
+
+def _trust(
+    h: Hub, repo_id: str, commit: str, name: str, data: bytes, allow: AllowArg,
+    pinned: str | None,
+) -> tuple[TrustRequest, TrustDecision]:
+    from kernelforge import policy
+
+    owned = isinstance(h, LocalHub) and h.owned(repo_id, commit)
+    req = policy.TrustRequest(
+        repo_id, name, data,
+        signature=None if owned else h.read_file(repo_id, commit, signature_path(name)),
+        sigstore_bundle=None if owned else h.read_file(
+            repo_id, commit, f"build/{name}/metadata.json.sigstore"),
+        owned=owned, pinned=pinned, where=h.describe(),
+    )
+    return req, policy.evaluate(req, allow=allow)
+
+
+def _cached_path(h: Hub, repo_id: str, commit: str, name: str) -> Path | None:
+    if isinstance(h, LocalHub):
+        return h.variant_path(repo_id, commit, name)
+    entry = getattr(h, "cache", None)
+    found = entry.entry(repo_id, commit, name) if entry is not None else None
+    return found.path if found is not None else None
+
+
+def locate_hub(
+    repo_id: str,
+    *,
+    revision: str | None,
+    version: int | None,
+    backend: str | None,
+    hub: HubArg,
+    check_arch: bool,
+    allow: AllowArg,
+) -> Plan:
+    """Locate a kernel on a hub (or in ``LOCAL_KERNELS``).
+
+    Args:
+        repo_id: ``org/name``.
+        revision: branch, tag or commit; or ``None``.
+        version: major version; or ``None``.
+        backend: choose for this backend instead of the system's.
+        hub: the ``hub=`` argument (see :func:`hub_for`).
+        check_arch: check the GPU against the build's ``backend.archs``.
+        allow: ``trust_remote_code``.
+
+    Returns:
+        The :class:`Plan`; its trust decision is made but not enforced.
+    """
+    from kernelforge import revisions
+    from kernelforge.digest import b64_sha256
+
+    overrides = local_overrides()
+    if repo_id in overrides:
+        logger.info("%s: loading from %s (%s)", repo_id, overrides[repo_id], LOCAL_KERNELS_ENV)
+        return locate_local(overrides[repo_id], backend, check_arch, repo=repo_id)
+    h = hub_for(hub, repo_id)
+    sel = revisions.select(h, repo_id, revision=revision, version=version)
+    names = h.variants(sel.repo_id, sel.commit)
+    where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
+             else f"revision {sel.commit[:7]}")
+    name, data, meta, trace = _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None),
+                                      f"{sel.repo_id} ({where})", backend, check_arch)
+    req, decision = _trust(h, sel.repo_id, sel.commit, name, data, allow, None)
+    info = KernelInfo(sel.repo_id, sel.branch, sel.commit, name,
+                      _cached_path(h, sel.repo_id, sel.commit, name), trace, meta["id"],
+                      meta.get("version"), "hub", h.describe(), sel.notes, str(decision))
+    return Plan(info, h, req, decision, b64_sha256(data), None, meta)
+
+
+def locate_locked(
+    locked: LockedKernel,
+    *,
+    lockfile: str,
+    backend: str | None,
+    hub: HubArg,
+    check_arch: bool,
+    allow: AllowArg,
+    cache_only: bool,
+) -> Plan:
+    """Locate exactly what a lock file pins.
+
+    Args:
+        locked: the lock file's entry for the kernel.
+        lockfile: the lock file, for messages.
+        backend: choose for this backend instead of the system's.
+        hub: the ``hub=`` argument; ``None`` uses the kind of hub the lock records.
+        check_arch: check the GPU against the build's ``backend.archs``.
+        allow: ``trust_remote_code`` (needed only for locks without digests).
+        cache_only: never use the network (a remote hub works from its download cache).
+
+    Returns:
+        The :class:`Plan`, with the lock's digests of the chosen variant.
+    """
+    from kernelforge.digest import b64_sha256
+
+    h = hub_for(hub, locked.repo, prefer=locked.hub)
+    if cache_only and hasattr(h, "cache_only"):
+        h = h.cache_only()
+    repo, commit = locked.repo, locked.commit
+    names = sorted(locked.variants) if locked.variants is not None else h.variants(repo, commit)
+    what = f"{locked.repo_id} (locked revision {commit[:7]} in {lockfile})"
+    name, data, meta, trace = _choose(names, _hub_meta(h, repo, commit, locked), what,
+                                      backend, check_arch)
+    pins = locked.variants[name].files if locked.variants is not None else None
+    req, decision = _trust(h, repo, commit, name, data, allow,
+                           lockfile if pins is not None else None)
+    notes: tuple[str, ...] = (f"pinned by {lockfile}: commit {commit[:12]}"
+             + ("" if pins is not None else " (a lock without digests: files are checked "
+                "against their metadata only)"),)
+    if repo != locked.repo_id:
+        notes += (f"{locked.repo_id} was redirected to {repo} when locked",)
+    info = KernelInfo(repo, None, commit, name, _cached_path(h, repo, commit, name), trace,
+                      meta["id"], meta.get("version"), "lock", h.describe(), notes,
+                      str(decision))
+    return Plan(info, h, req, decision, b64_sha256(data), pins, meta)

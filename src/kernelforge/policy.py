@@ -1,0 +1,243 @@
+"""The trust policy: may this build variant be imported into this process?
+
+Checked on every load, online and offline alike, before any file of the variant is
+imported (and, for a remote hub, before the variant is downloaded). In order:
+
+1. **Published by you.** A local-hub revision whose owner mark this user's owner key
+   verifies (:func:`kernelforge.trust.check_owner_mark`) loads.
+2. **Signed by a trusted key.** ``build/<variant>.sig`` names a key in the trust store
+   that covers the repository, and the signature over ``metadata.json`` verifies. A
+   signature by a trusted key that does *not* verify is refused outright, whatever else
+   allows the repository: it means ``metadata.json`` changed after signing.
+3. **Signed through sigstore.** ``build/<variant>/metadata.json.sigstore`` (Hugging
+   Face's bundles) verifies against a sigstore identity the trust store holds for the
+   repository. Verification uses the ``sigstore`` package with its embedded trust root,
+   offline, and is only attempted when such an identity is configured.
+4. **Pinned or allowed.** The exact bytes are pinned by a lock file, the caller passed
+   ``trust_remote_code=True`` or a list holding the repository, or the trust store's
+   allow list covers it.
+
+Anything else is refused with :class:`~kernelforge.errors.TrustError` saying what was
+found and how to allow it. Builds loaded by path (``get_local_kernel``,
+``LOCAL_KERNELS``) are the caller's explicit choice and do not go through this policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kernelforge.errors import TrustError
+from kernelforge.trust import SigstoreIdentity, TrustStore, load_store
+
+__all__ = ["TrustDecision", "TrustRequest", "allow_key", "evaluate", "require"]
+
+logger = logging.getLogger(__name__)
+
+AllowArg = bool | Sequence[str]
+
+
+def allow_key(allow: AllowArg) -> bool | tuple[str, ...]:
+    """A hashable form of a ``trust_remote_code`` argument (for in-process caches).
+
+    Raises:
+        TypeError: ``allow`` is neither a bool nor a sequence of repository ids.
+    """
+    if isinstance(allow, bool):
+        return allow
+    if isinstance(allow, (str, bytes)) or not isinstance(allow, Sequence):
+        raise TypeError(
+            "trust_remote_code: expected True/False or a list of repository ids, got "
+            f"{allow!r}"
+        )
+    return tuple(sorted(str(a) for a in allow))
+
+
+@dataclass(frozen=True)
+class TrustRequest:
+    """What is known about a variant when deciding whether to trust it.
+
+    Attributes:
+        repo_id: the repository it comes from.
+        variant: the variant name.
+        metadata: the exact bytes of its ``metadata.json``.
+        signature: the bytes of ``build/<variant>.sig``, if there is one.
+        sigstore_bundle: the bytes of ``metadata.json.sigstore``, if there is one.
+        owned: a local-hub revision whose owner mark verified.
+        pinned: the lock file that pins these exact bytes, if any.
+        where: the hub, for messages.
+    """
+
+    repo_id: str
+    variant: str
+    metadata: bytes
+    signature: bytes | None = None
+    sigstore_bundle: bytes | None = None
+    owned: bool = False
+    pinned: str | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class TrustDecision:
+    """The outcome of :func:`evaluate`.
+
+    Attributes:
+        allowed: whether the variant may be imported.
+        reason: why, in words (``signed by key 3f2a... (alice)``).
+        signer: the key id or sigstore identity that signed it, if one verified.
+        notes: what else was found (an untrusted signer, a bundle that did not verify).
+    """
+
+    allowed: bool
+    reason: str
+    signer: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        head = f"trust: {'allowed' if self.allowed else 'refused'}, {self.reason}"
+        return "; ".join([head, *self.notes])
+
+
+def _check_key_signature(
+    req: TrustRequest, store: TrustStore, notes: list[str]
+) -> TrustDecision | None:
+    from kernelforge.hub.base import signature_path
+    from kernelforge.signing import PublicKey, parse_signature
+
+    if req.signature is None:
+        notes.append("no signature (build/<variant>.sig)")
+        return None
+    where = f"{req.repo_id}: {signature_path(req.variant)}"
+    sig = parse_signature(req.signature, where)
+    key = store.key(sig.key_id)
+    if key is None:
+        notes.append(f"signed by key {sig.key_id}, which is not in the trust store")
+        return None
+    if not PublicKey.parse(key.public_key).verify(sig.signature, req.variant, req.metadata):
+        raise TrustError(
+            f"{req.repo_id}: the signature {signature_path(req.variant)} by trusted key "
+            f"{sig.key_id} ({key.name or 'unnamed'}) does not verify: "
+            f"build/{req.variant}/metadata.json was changed after it was signed; refusing "
+            "to load it (republish the kernel, or remove the tampered copy)"
+        )
+    if not key.covers(req.repo_id):
+        notes.append(f"signed by trusted key {sig.key_id}, but that key is trusted only "
+                     f"for {', '.join(key.repos)}")
+        return None
+    label = f" ({key.name})" if key.name else ""
+    return TrustDecision(True, f"signed by trusted key {sig.key_id}{label}", sig.key_id,
+                         tuple(notes))
+
+
+def _check_sigstore(
+    req: TrustRequest, identities: list[SigstoreIdentity], notes: list[str]
+) -> TrustDecision | None:
+    if req.sigstore_bundle is None:
+        return None
+    if not identities:
+        notes.append("a sigstore bundle is present, but no sigstore identity is trusted "
+                     f"for {req.repo_id} ('kernelforge trust add-sigstore')")
+        return None
+    try:
+        from sigstore.errors import Error as SigstoreError
+        from sigstore.models import Bundle, InvalidBundle
+        from sigstore.verify import Verifier, policy
+    except ImportError:
+        notes.append("a sigstore bundle is present, but the 'sigstore' package is not "
+                     "installed (pip install sigstore)")
+        return None
+    try:
+        bundle = Bundle.from_json(req.sigstore_bundle)
+    except (InvalidBundle, ValueError) as err:
+        notes.append(f"build/{req.variant}/metadata.json.sigstore is not a valid bundle: {err}")
+        return None
+    try:
+        verifier = Verifier.production(offline=True)
+    except SigstoreError as err:
+        notes.append(f"cannot load sigstore's trust root: {err}")
+        return None
+    failures = []
+    for ident in identities:
+        check = policy.AllOf([
+            policy.AnyOf([policy.OIDCIssuer(ident.issuer), policy.OIDCIssuerV2(ident.issuer)]),
+            policy.AnyOf([policy.Identity(identity=ident.identity),
+                          policy.OIDCBuildSignerURI(ident.identity)]),
+        ])
+        try:
+            verifier.verify_artifact(req.metadata, bundle, check)
+        except SigstoreError as err:
+            failures.append(f"{ident.identity}: {err}")
+            continue
+        return TrustDecision(True, f"sigstore signature by {ident.identity}", ident.identity,
+                             tuple(notes))
+    notes.append("the sigstore bundle does not verify for a trusted identity ("
+                 + "; ".join(failures) + ")")
+    return None
+
+
+def evaluate(
+    req: TrustRequest, *, allow: AllowArg = False, store: TrustStore | None = None
+) -> TrustDecision:
+    """Decide whether a variant may be imported (the policy in the module docstring).
+
+    Args:
+        req: what is known about the variant.
+        allow: ``trust_remote_code``: ``True`` allows anything unsigned, a list of
+            repository ids allows those.
+        store: the trust store; ``None`` reads the user's.
+
+    Returns:
+        The :class:`TrustDecision` (allowed or not, and why).
+
+    Raises:
+        TrustError: a signature by a trusted key does not verify (tampering), or the
+            signature file or the trust store is malformed.
+    """
+    if req.owned:
+        return TrustDecision(True, "published to this local hub by you")
+    store = store if store is not None else load_store()
+    notes: list[str] = []
+    decision = _check_key_signature(req, store, notes)
+    if decision is None:
+        decision = _check_sigstore(req, store.identities_for(req.repo_id), notes)
+    if decision is not None:
+        return decision
+    if req.pinned:
+        return TrustDecision(True, f"these exact files are pinned by {req.pinned}",
+                             notes=tuple(notes))
+    key = allow_key(allow)
+    if key is True:
+        return TrustDecision(True, "allowed by trust_remote_code=True", notes=tuple(notes))
+    if isinstance(key, tuple) and req.repo_id in key:
+        return TrustDecision(True, "allowed by the trust_remote_code list", notes=tuple(notes))
+    if store.allows(req.repo_id):
+        return TrustDecision(True, f"allowed by the trust store ({store.path})",
+                             notes=tuple(notes))
+    return TrustDecision(False, "not published by you, not signed by a trusted key and "
+                         "not allowed", notes=tuple(notes))
+
+
+def require(decision: TrustDecision, req: TrustRequest) -> None:
+    """Raise unless ``decision`` allows the variant.
+
+    Args:
+        decision: from :func:`evaluate`.
+        req: the request it was made for.
+
+    Raises:
+        TrustError: naming the repository, variant and hub, what was found and the fixes.
+    """
+    if decision.allowed:
+        logger.debug("%s %s: %s", req.repo_id, req.variant, decision)
+        return
+    found = "; ".join(decision.notes) or "no signature"
+    where = f" from {req.where}" if req.where else ""
+    raise TrustError(
+        f"refusing to load {req.repo_id} (variant {req.variant}){where}: it is "
+        f"{decision.reason} ({found}). To load it: trust its publisher's key "
+        "('kernelforge trust add KEY --repo ORG/*'), allow the repository "
+        f"('kernelforge trust allow {req.repo_id}'), or pass "
+        f"trust_remote_code=True / trust_remote_code=[{req.repo_id!r}]"
+    )

@@ -1,0 +1,198 @@
+"""Which revision of a kernel repository to load: versions, revisions, redirects.
+
+A load asks for ``version=N`` (branch ``vN``), for ``revision=`` (a branch, a tag or a
+commit), or for neither (the newest ``v<N>`` branch). Before that, the repository's
+``kernel-status.toml`` on ``main`` may redirect it elsewhere, in the format Hugging
+Face's ``kernels`` defines::
+
+    kind = "redirect"
+    destination = "new-org/new-name"
+    revision = "v2"            # optional
+
+The caller's ``version`` or ``revision`` carries over to the destination; the file's
+``revision`` applies only when the caller asked for neither (``"main"``, that format's
+default, means "the newest version" here, since builds never live on ``main``).
+Redirects are followed up to :data:`MAX_REDIRECTS` hops; a cycle is an error.
+
+Every decision is recorded as a line of :attr:`Selection.notes`, which
+``kernelforge info`` prints.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kernelforge.errors import HubError
+from kernelforge.hub.base import CARD_BRANCH, STATUS_FILE, Hub, validate_repo_id, version_branches
+
+__all__ = ["MAX_REDIRECTS", "Redirect", "Selection", "parse_status", "select"]
+
+logger = logging.getLogger(__name__)
+
+MAX_REDIRECTS = 5
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A ``kernel-status.toml`` of kind ``redirect``.
+
+    Attributes:
+        destination: the repository to load instead.
+        revision: the revision it names, or ``None``.
+    """
+
+    destination: str
+    revision: str | None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The revision chosen for a load.
+
+    Attributes:
+        repo_id: the repository loaded (after redirects).
+        branch: the branch (``v2``), or ``None`` for a tag or a commit.
+        commit: the full commit id.
+        notes: the decisions taken, one line each, for people.
+    """
+
+    repo_id: str
+    branch: str | None
+    commit: str
+    notes: tuple[str, ...] = ()
+
+
+def parse_status(text: str, where: str) -> Redirect | None:
+    """Read a ``kernel-status.toml``.
+
+    Args:
+        text: the file's content.
+        where: its location, for messages.
+
+    Returns:
+        The :class:`Redirect`, or ``None`` for a status of another kind that needs no
+        action (none is defined yet; unknown kinds are errors).
+
+    Raises:
+        HubError: the file is not TOML, has no ``kind``, an unknown ``kind``, or a
+            redirect without a valid ``destination``.
+    """
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise HubError(f"{where}: not valid TOML ({err})") from err
+    kind = doc.get("kind")
+    if kind != "redirect":
+        raise HubError(f"{where}: key 'kind' is {kind!r}; the only kind known is 'redirect'")
+    destination = doc.get("destination")
+    try:
+        validate_repo_id(destination)
+    except ValueError as err:
+        raise HubError(f"{where}: key 'destination' must be a repository id 'org/name', "
+                       f"got {destination!r}") from err
+    revision = doc.get("revision")
+    if revision is not None and (not isinstance(revision, str) or not revision):
+        raise HubError(f"{where}: key 'revision' must be a branch, tag or commit string")
+    return Redirect(str(destination), revision)
+
+
+def _redirect(hub: Hub, repo_id: str) -> Redirect | None:
+    main = hub.branches(repo_id).get(CARD_BRANCH)
+    if main is None:
+        return None
+    data = hub.read_file(repo_id, main, STATUS_FILE)
+    if data is None:
+        return None
+    return parse_status(data.decode("utf-8", errors="replace"), f"{repo_id}: {STATUS_FILE}")
+
+
+def _pick(
+    hub: Hub, repo_id: str, revision: str | None, version: int | None, notes: list[str]
+) -> tuple[str | None, str]:
+    """``(branch or None, commit)`` for the selector in one repository."""
+    branches = hub.branches(repo_id)
+    versions = version_branches(branches)
+    if revision is not None:
+        commit = hub.resolve(repo_id, revision)
+        branch = revision if revision in branches else None
+        kind = "branch" if branch else "revision"
+        notes.append(f"revision {revision!r} requested: {kind} {revision} -> commit {commit[:12]}")
+        return branch, commit
+    if not versions:
+        raise HubError(
+            f"{repo_id} has no published versions in {hub.describe()} (no v<N> branch; "
+            f"branches: {', '.join(branches) or 'none'}); publish one first"
+        )
+    newest = max(versions)
+    if version is None:
+        logger.info(
+            "kernelforge: loading %s version %d (branch v%d, revision %s) — pass "
+            "version=%d to pin it", repo_id, newest, newest, versions[newest][:7], newest,
+        )
+        notes.append(f"no version requested: newest version {newest} (branch v{newest}) -> "
+                     f"commit {versions[newest][:12]}")
+        return f"v{newest}", versions[newest]
+    if version not in versions:
+        raise HubError(
+            f"version {version} of {repo_id} not found in {hub.describe()}; published "
+            f"versions: {', '.join(str(v) for v in versions)}"
+        )
+    notes.append(f"version {version} requested: branch v{version} -> commit "
+                 f"{versions[version][:12]}")
+    if version < newest:
+        logger.warning("%s: loading version %d as requested; version %d is available "
+                       "(pass version=%d to use it)", repo_id, version, newest, newest)
+        notes.append(f"a newer version exists: {newest}")
+    return f"v{version}", versions[version]
+
+
+def select(
+    hub: Hub,
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | None = None,
+    follow_redirects: bool = True,
+) -> Selection:
+    """Choose the repository, branch and commit a load uses.
+
+    Args:
+        hub: where the repository lives.
+        repo_id: ``org/name``.
+        revision: a branch, a tag or a commit (a unique prefix will do).
+        version: the major version ``N`` (branch ``vN``); at most one of the two.
+            With neither, the newest version is used and logged at INFO level; an older
+            ``version`` than the newest is logged as a WARNING.
+        follow_redirects: read ``kernel-status.toml`` on ``main`` and follow it.
+
+    Returns:
+        The :class:`Selection`.
+
+    Raises:
+        HubError: the repository, version or revision does not exist, a redirect is
+            malformed, or redirects loop.
+    """
+    notes: list[str] = []
+    seen = [repo_id]
+    while follow_redirects:
+        target = _redirect(hub, repo_id)
+        if target is None:
+            break
+        if target.destination in seen or len(seen) > MAX_REDIRECTS:
+            raise HubError(f"redirects of {seen[0]} loop or go too deep: "
+                           f"{' -> '.join(seen + [target.destination])}")
+        logger.warning("%s is redirected to %s (%s on main)", repo_id, target.destination,
+                       STATUS_FILE)
+        notes.append(f"{repo_id} redirects to {target.destination} ({STATUS_FILE})")
+        if revision is None and version is None and target.revision not in (None, "main"):
+            revision = target.revision
+            notes.append(f"the redirect names revision {revision!r}")
+        repo_id = target.destination
+        seen.append(repo_id)
+    branch, commit = _pick(hub, repo_id, revision, version, notes)
+    return Selection(repo_id, branch, commit, tuple(notes))

@@ -1,0 +1,290 @@
+"""Publisher keys and variant signatures (ed25519, through ``cryptography``).
+
+A publisher signs each build variant it publishes: the signed message is a fixed
+domain tag, the variant name and the exact bytes of the variant's ``metadata.json``.
+The metadata holds the digest of every other file of the variant, so a valid signature
+plus a digest check vouch for every byte that gets imported. The signature is stored
+next to the variant, at ``build/<variant>.sig``, as JSON::
+
+    {"format": "kernelforge-signature/1", "algorithm": "ed25519",
+     "key-id": "3f2a...", "public-key": "ed25519:<base64>", "signature": "<base64>"}
+
+The ``public-key`` field only helps people; verification always uses the key from the
+trust store (:mod:`kernelforge.trust`) named by ``key-id``.
+
+Private keys are PKCS#8 PEM files readable by their owner only; public keys are written
+``ed25519:<base64 of the 32 raw bytes>``; a key id is the first 16 hex digits of the
+sha256 of the raw public key. ``cryptography`` is imported when a key is used, never
+when this module is.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelforge.errors import KernelforgeError, TrustError
+
+__all__ = [
+    "PublicKey",
+    "Signature",
+    "SigningKey",
+    "generate_key",
+    "load_signing_key",
+    "parse_signature",
+]
+
+SIGNATURE_FORMAT = "kernelforge-signature/1"
+_DOMAIN = b"kernelforge-variant-signature-v1\0"
+_PREFIX = "ed25519:"
+
+
+def _crypto() -> Any:
+    try:
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError as err:  # pragma: no cover - cryptography is a dependency
+        raise KernelforgeError(
+            "signatures need the 'cryptography' package; install it with "
+            "'pip install cryptography'"
+        ) from err
+    return ed25519
+
+
+def signed_message(variant: str, metadata: bytes) -> bytes:
+    """The bytes a variant signature covers: domain tag, variant name, metadata bytes."""
+    return _DOMAIN + variant.encode("utf-8") + b"\0" + metadata
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """An ed25519 public key.
+
+    Attributes:
+        raw: the 32 key bytes.
+    """
+
+    raw: bytes
+
+    @classmethod
+    def parse(cls, text: str) -> PublicKey:
+        """Read ``ed25519:<base64>``.
+
+        Args:
+            text: the key as printed by ``kernelforge keygen`` (surrounding space is
+                ignored).
+
+        Returns:
+            The key.
+
+        Raises:
+            TrustError: the text is not an ed25519 public key.
+        """
+        text = text.strip()
+        body = text[len(_PREFIX):] if text.startswith(_PREFIX) else None
+        try:
+            raw = base64.b64decode(body or "", validate=True)
+        except (binascii.Error, ValueError):
+            raw = b""
+        if body is None or len(raw) != 32:
+            raise TrustError(
+                f"public key: {text[:60]!r} is not an ed25519 public key; expected "
+                "'ed25519:<base64 of 32 bytes>' as printed by 'kernelforge keygen'"
+            )
+        return cls(raw)
+
+    @property
+    def text(self) -> str:
+        """``ed25519:<base64>``."""
+        return _PREFIX + base64.b64encode(self.raw).decode("ascii")
+
+    @property
+    def key_id(self) -> str:
+        """The first 16 hex digits of the sha256 of the raw key."""
+        return hashlib.sha256(self.raw).hexdigest()[:16]
+
+    def verify(self, signature: bytes, variant: str, metadata: bytes) -> bool:
+        """Whether ``signature`` signs ``metadata`` of ``variant`` with this key.
+
+        Args:
+            signature: the raw 64-byte signature.
+            variant: the variant name.
+            metadata: the exact bytes of the variant's ``metadata.json``.
+
+        Returns:
+            ``True`` when the signature is valid.
+        """
+        from cryptography.exceptions import InvalidSignature
+
+        key = _crypto().Ed25519PublicKey.from_public_bytes(self.raw)
+        try:
+            key.verify(signature, signed_message(variant, metadata))
+        except InvalidSignature:
+            return False
+        return True
+
+
+class SigningKey:
+    """An ed25519 private key, loaded from a file.
+
+    Args:
+        private: a ``cryptography`` ``Ed25519PrivateKey``.
+        path: where it was read from, for messages.
+    """
+
+    def __init__(self, private: Any, path: Path | None = None) -> None:
+        self._private = private
+        self.path = path
+
+    @property
+    def public(self) -> PublicKey:
+        """The matching public key."""
+        from cryptography.hazmat.primitives import serialization
+
+        raw = self._private.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+        return PublicKey(raw)
+
+    def sign_variant(self, variant: str, metadata: bytes) -> bytes:
+        """The signature file for one variant.
+
+        Args:
+            variant: the variant name (``torch-cpu``).
+            metadata: the exact bytes of its ``metadata.json``.
+
+        Returns:
+            The JSON bytes to store at ``build/<variant>.sig``.
+        """
+        signature = self._private.sign(signed_message(variant, metadata))
+        public = self.public
+        doc = {
+            "format": SIGNATURE_FORMAT,
+            "algorithm": "ed25519",
+            "key-id": public.key_id,
+            "public-key": public.text,
+            "signature": base64.b64encode(signature).decode("ascii"),
+        }
+        return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+    def __repr__(self) -> str:
+        return f"SigningKey({self.public.key_id}, path={str(self.path)!r})"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A parsed signature file.
+
+    Attributes:
+        key_id: the id of the key that claims to have signed.
+        signature: the raw signature bytes.
+        public_key: the public key the file carries (informative only), or ``None``.
+    """
+
+    key_id: str
+    signature: bytes
+    public_key: str | None
+
+
+def parse_signature(data: bytes, where: str) -> Signature:
+    """Read a ``build/<variant>.sig`` file.
+
+    Args:
+        data: the file's bytes.
+        where: its location, for messages.
+
+    Returns:
+        The :class:`Signature`.
+
+    Raises:
+        TrustError: the file is not a kernelforge signature (names ``where``).
+    """
+    try:
+        doc = json.loads(data.decode("utf-8"))
+        ok = (
+            isinstance(doc, dict)
+            and doc.get("format") == SIGNATURE_FORMAT
+            and doc.get("algorithm") == "ed25519"
+            and isinstance(doc.get("key-id"), str)
+        )
+        raw = base64.b64decode(doc["signature"], validate=True) if ok else b""
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, binascii.Error):
+        ok, raw = False, b""
+    if not ok or len(raw) != 64:
+        raise TrustError(
+            f"{where}: not a valid signature file; expected JSON with format "
+            f"{SIGNATURE_FORMAT!r}, algorithm 'ed25519', 'key-id' and a base64 'signature'; "
+            "republish the kernel with --sign"
+        )
+    public = doc.get("public-key")
+    return Signature(doc["key-id"], raw, public if isinstance(public, str) else None)
+
+
+def load_signing_key(path: str | os.PathLike[str]) -> SigningKey:
+    """Read a private key written by :func:`generate_key`.
+
+    Args:
+        path: the PEM file.
+
+    Returns:
+        The :class:`SigningKey`.
+
+    Raises:
+        TrustError: the file is missing, readable by others, or not an ed25519 key.
+    """
+    from cryptography.hazmat.primitives import serialization
+
+    p = Path(path).expanduser()
+    try:
+        data = p.read_bytes()
+        mode = p.stat().st_mode
+    except OSError as err:
+        raise TrustError(f"{p}: cannot read the signing key ({err.strerror}); create one "
+                         "with 'kernelforge keygen'") from err
+    if os.name == "posix" and mode & 0o077:
+        raise TrustError(f"{p}: the signing key is readable by other users; fix: "
+                         f"chmod 600 {p}")
+    try:
+        private = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as err:
+        raise TrustError(f"{p}: not an unencrypted PEM private key ({err})") from err
+    if not isinstance(private, _crypto().Ed25519PrivateKey):
+        raise TrustError(f"{p}: not an ed25519 key; create one with 'kernelforge keygen'")
+    return SigningKey(private, p)
+
+
+def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> SigningKey:
+    """Create a new ed25519 key pair and write the private key.
+
+    Args:
+        path: the private key file to create (mode 0600); its directory is created.
+        overwrite: replace an existing file.
+
+    Returns:
+        The new :class:`SigningKey`; ``.public.text`` is what others add to their
+        trust store.
+
+    Raises:
+        TrustError: ``path`` exists and ``overwrite`` is false.
+    """
+    from cryptography.hazmat.primitives import serialization
+
+    from kernelforge.hub._durable import replace_file
+
+    p = Path(path).expanduser()
+    if p.exists() and not overwrite:
+        raise TrustError(f"{p}: a key already exists; pass --force to replace it")
+    private = _crypto().Ed25519PrivateKey.generate()
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    p.parent.mkdir(parents=True, exist_ok=True)
+    replace_file(p, pem, mode=0o600)
+    return SigningKey(private, p)

@@ -1,0 +1,428 @@
+"""The user's trust configuration: trusted keys, allowed repositories, the owner key.
+
+Everything lives in the user config directory (``$KERNELFORGE_CONFIG``, else
+``~/.config/kernelforge`` on Linux), read when needed, never at import:
+
+* ``trust.json``: the trust store. Publisher keys (ed25519, see
+  :mod:`kernelforge.signing`), each limited to repository patterns (``org/*``);
+  sigstore identities (for Hugging Face's ``metadata.json.sigstore`` bundles); and an
+  allow list of repositories loaded without a signature. Every change is written to a
+  temporary file and swapped in with ``os.replace`` under a file lock, so a crash or
+  a second process never sees half a store.
+* ``owner.key``: 32 random bytes, readable by this user only, created on the first
+  publish. A local-hub publish stores an HMAC of what it published under this key
+  (:func:`owner_mark`); a later load that can check the mark knows the revision was
+  published by this user on this machine, which is what lets your own local kernels
+  load without signing them.
+
+Example:
+    >>> store = load_store()                               # doctest: +SKIP
+    >>> store.keys_for("kernels-community/relu")           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kernelforge.errors import TrustError
+from kernelforge.hub.base import validate_repo_id
+
+__all__ = [
+    "CONFIG_ENV",
+    "SigstoreIdentity",
+    "TrustStore",
+    "TrustedKey",
+    "add_key",
+    "add_sigstore_identity",
+    "allow_repo",
+    "check_owner_mark",
+    "config_dir",
+    "load_store",
+    "owner_mark",
+    "remove",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable naming the config directory; read at call time.
+CONFIG_ENV = "KERNELFORGE_CONFIG"
+STORE_FILE = "trust.json"
+OWNER_KEY_FILE = "owner.key"
+STORE_FORMAT = 1
+GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+
+
+def config_dir() -> Path:
+    """The user config directory: ``$KERNELFORGE_CONFIG`` or the platform's default.
+
+    Returns:
+        The directory (not created here).
+    """
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("kernelforge"))
+
+
+def _check_patterns(repos: tuple[str, ...]) -> tuple[str, ...]:
+    for pattern in repos:
+        if pattern == "*" or pattern.endswith("/*"):
+            if pattern != "*":
+                validate_repo_id(pattern[:-1] + "x")
+        else:
+            validate_repo_id(pattern)
+    return repos
+
+
+def _matches(repo_id: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(repo_id, p) for p in patterns)
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """A publisher key in the trust store.
+
+    Attributes:
+        key_id: the key id (16 hex digits).
+        public_key: ``ed25519:<base64>``.
+        name: a label for people.
+        repos: repository patterns the key may sign for (``*``, ``org/*``, ``org/name``).
+    """
+
+    key_id: str
+    public_key: str
+    name: str
+    repos: tuple[str, ...] = ("*",)
+
+    def covers(self, repo_id: str) -> bool:
+        """Whether this key may sign for ``repo_id``."""
+        return _matches(repo_id, self.repos)
+
+
+@dataclass(frozen=True)
+class SigstoreIdentity:
+    """A sigstore signer trusted for some repositories.
+
+    Attributes:
+        identity: the certificate identity, e.g. a GitHub workflow URI
+            ``https://github.com/ORG/REPO/.github/workflows/build.yaml@refs/heads/main``.
+        issuer: the OIDC issuer (GitHub Actions by default).
+        repos: repository patterns this identity may sign for.
+    """
+
+    identity: str
+    issuer: str
+    repos: tuple[str, ...] = ("*",)
+
+    def covers(self, repo_id: str) -> bool:
+        """Whether this identity may sign for ``repo_id``."""
+        return _matches(repo_id, self.repos)
+
+
+@dataclass(frozen=True)
+class TrustStore:
+    """What this user trusts.
+
+    Attributes:
+        keys: trusted publisher keys.
+        sigstore: trusted sigstore identities.
+        allow: repositories (or ``org/*`` patterns) allowed without a signature.
+        path: the file it was read from.
+    """
+
+    keys: tuple[TrustedKey, ...] = ()
+    sigstore: tuple[SigstoreIdentity, ...] = ()
+    allow: tuple[str, ...] = ()
+    path: Path | None = field(default=None, compare=False)
+
+    def key(self, key_id: str) -> TrustedKey | None:
+        """The trusted key with this id, if any."""
+        return next((k for k in self.keys if k.key_id == key_id), None)
+
+    def identities_for(self, repo_id: str) -> list[SigstoreIdentity]:
+        """The sigstore identities trusted for ``repo_id``."""
+        return [s for s in self.sigstore if s.covers(repo_id)]
+
+    def allows(self, repo_id: str) -> bool:
+        """Whether ``repo_id`` is on the allow list."""
+        return _matches(repo_id, self.allow)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document stored in ``trust.json``."""
+        return {
+            "format": STORE_FORMAT,
+            "keys": [{"key-id": k.key_id, "public-key": k.public_key, "name": k.name,
+                      "repos": list(k.repos)} for k in self.keys],
+            "sigstore": [{"identity": s.identity, "issuer": s.issuer, "repos": list(s.repos)}
+                         for s in self.sigstore],
+            "allow": list(self.allow),
+        }
+
+
+def _store_path(path: str | os.PathLike[str] | None) -> Path:
+    return Path(path).expanduser() if path is not None else config_dir() / STORE_FILE
+
+
+def _parse_store(doc: Any, path: Path) -> TrustStore:
+    def bad(problem: str) -> TrustError:
+        return TrustError(f"{path}: {problem}; fix the file or remove it and re-add your "
+                          "keys with 'kernelforge trust add'")
+
+    if not isinstance(doc, dict) or doc.get("format") != STORE_FORMAT:
+        raise bad(f"not a trust store (expected a JSON object with \"format\": {STORE_FORMAT})")
+    try:
+        keys = tuple(TrustedKey(str(k["key-id"]), str(k["public-key"]), str(k.get("name", "")),
+                                tuple(str(r) for r in k.get("repos", ["*"])))
+                     for k in doc.get("keys", []))
+        sig = tuple(SigstoreIdentity(str(s["identity"]), str(s["issuer"]),
+                                     tuple(str(r) for r in s.get("repos", ["*"])))
+                    for s in doc.get("sigstore", []))
+        allow = tuple(str(a) for a in doc.get("allow", []))
+    except (KeyError, TypeError, AttributeError) as err:
+        raise bad(f"malformed entry ({err!r})") from err
+    return TrustStore(keys, sig, allow, path)
+
+
+def load_store(path: str | os.PathLike[str] | None = None) -> TrustStore:
+    """Read the trust store.
+
+    Args:
+        path: the store file; ``None`` for ``trust.json`` in :func:`config_dir`.
+
+    Returns:
+        The :class:`TrustStore`; an empty one when the file does not exist.
+
+    Raises:
+        TrustError: the file exists but is not a valid store (names the file).
+    """
+    p = _store_path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return TrustStore(path=p)
+    except OSError as err:
+        raise TrustError(f"{p}: cannot read the trust store ({err.strerror})") from err
+    try:
+        doc = json.loads(text)
+    except ValueError as err:
+        raise TrustError(f"{p}: not valid JSON ({err}); fix or remove the file") from err
+    return _parse_store(doc, p)
+
+
+def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
+    """Read, change and atomically rewrite the store under its lock."""
+    import filelock
+
+    from kernelforge.hub._durable import replace_file
+
+    p = _store_path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(p) + ".lock", timeout=60):
+        new = change(load_store(p))
+        data = json.dumps(new.to_json(), indent=1) + "\n"
+        replace_file(p, data.encode("utf-8"), mode=0o644)
+    return replace(new, path=p)
+
+
+def add_key(
+    public_key: str,
+    *,
+    name: str = "",
+    repos: tuple[str, ...] = ("*",),
+    path: str | os.PathLike[str] | None = None,
+) -> TrustedKey:
+    """Trust a publisher key (replacing an entry with the same id).
+
+    Args:
+        public_key: ``ed25519:<base64>`` as printed by ``kernelforge keygen``.
+        name: a label for people.
+        repos: the repository patterns it may sign for (``("*",)``: any).
+        path: the store file; ``None`` for the default.
+
+    Returns:
+        The stored :class:`TrustedKey`.
+
+    Raises:
+        TrustError: the key cannot be read. ValueError: a malformed pattern.
+    """
+    from kernelforge.signing import PublicKey
+
+    key = PublicKey.parse(public_key)
+    entry = TrustedKey(key.key_id, key.text, name, _check_patterns(tuple(repos)))
+    _update(path, lambda s: replace(
+        s, keys=tuple(k for k in s.keys if k.key_id != key.key_id) + (entry,)))
+    return entry
+
+
+def add_sigstore_identity(
+    identity: str,
+    *,
+    issuer: str = GITHUB_ISSUER,
+    repos: tuple[str, ...] = ("*",),
+    path: str | os.PathLike[str] | None = None,
+) -> SigstoreIdentity:
+    """Trust a sigstore signer identity (for ``metadata.json.sigstore`` bundles).
+
+    Args:
+        identity: the certificate identity (a workflow URI for GitHub Actions).
+        issuer: the OIDC issuer URL.
+        repos: the repository patterns it may sign for.
+        path: the store file; ``None`` for the default.
+
+    Returns:
+        The stored :class:`SigstoreIdentity`.
+    """
+    if not identity.strip() or not issuer.startswith("https://"):
+        raise TrustError(f"identity {identity!r} / issuer {issuer!r}: expected a non-empty "
+                         "identity and an https:// issuer URL")
+    entry = SigstoreIdentity(identity.strip(), issuer, _check_patterns(tuple(repos)))
+    _update(path, lambda s: replace(s, sigstore=tuple(
+        i for i in s.sigstore if (i.identity, i.issuer) != (entry.identity, entry.issuer)
+    ) + (entry,)))
+    return entry
+
+
+def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> None:
+    """Allow a repository (or ``org/*``) to load without a trusted signature.
+
+    Args:
+        pattern: ``org/name`` or ``org/*``.
+        path: the store file; ``None`` for the default.
+    """
+    _check_patterns((pattern,))
+    _update(path, lambda s: s if pattern in s.allow else replace(s, allow=s.allow + (pattern,)))
+
+
+def remove(what: str, *, path: str | os.PathLike[str] | None = None) -> str:
+    """Remove a key (by id), a sigstore identity or an allowed repository.
+
+    Args:
+        what: a key id, a sigstore identity or an allow-list entry.
+        path: the store file; ``None`` for the default.
+
+    Returns:
+        What was removed, in words.
+
+    Raises:
+        TrustError: nothing in the store matches ``what``.
+    """
+    removed: list[str] = []
+
+    def change(s: TrustStore) -> TrustStore:
+        keys = tuple(k for k in s.keys if k.key_id != what)
+        sig = tuple(i for i in s.sigstore if i.identity != what)
+        allow = tuple(a for a in s.allow if a != what)
+        removed.extend([f"key {what}"] * (len(s.keys) - len(keys)))
+        removed.extend([f"sigstore identity {what}"] * (len(s.sigstore) - len(sig)))
+        removed.extend([f"allowed repository {what}"] * (len(s.allow) - len(allow)))
+        if not removed:
+            raise TrustError(f"{what!r} is not in the trust store {_store_path(path)}; "
+                             "'kernelforge trust list' shows what is")
+        return replace(s, keys=keys, sigstore=sig, allow=allow)
+
+    _update(path, change)
+    return ", ".join(removed)
+
+
+# --- the owner key ---------------------------------------------------------------------
+
+
+def _owner_key(create: bool) -> bytes | None:
+    """This user's owner key; created (atomically, never clobbered) when asked to."""
+    path = config_dir() / OWNER_KEY_FILE
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        if not create:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{OWNER_KEY_FILE}.{secrets.token_hex(6)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(secrets.token_hex(32) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # never replaces: a key another process made first wins
+        except FileExistsError:
+            logger.debug("%s was created by another process first; using it", path)
+        finally:
+            tmp.unlink()
+        return _owner_key(create=False)
+    except OSError as err:
+        raise TrustError(f"{path}: cannot read the owner key ({err.strerror})") from err
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise TrustError(f"{path}: corrupt owner key; delete it (revisions you published "
+                         "before will then need a signature or an allow-list entry)")
+    return key
+
+
+def _mark_message(repo_id: str, commit: str, files: Mapping[str, str]) -> bytes:
+    body = json.dumps({"repo-id": repo_id, "commit": commit, "files": dict(sorted(files.items()))},
+                      sort_keys=True, separators=(",", ":"))
+    return b"kernelforge-owner-mark-v1\0" + body.encode("utf-8")
+
+
+def owner_mark(repo_id: str, commit: str, files: Mapping[str, str]) -> dict[str, Any] | None:
+    """The mark a local-hub publish stores to prove later that this user published it.
+
+    Args:
+        repo_id: the repository.
+        commit: the new commit id.
+        files: ``{relpath: base64 sha256}`` of every file of the revision.
+
+    Returns:
+        ``{"key-id", "mac", "time"}``, or ``None`` when the owner key cannot be created
+        (a warning says why; the revision then needs a signature to load).
+    """
+    try:
+        key = _owner_key(create=True)
+    except (OSError, TrustError) as err:
+        logger.warning("cannot create the owner key in %s (%s); this revision will load "
+                       "only if signed or allowed (set %s to a writable directory)",
+                       config_dir(), err, CONFIG_ENV)
+        return None
+    if key is None:  # pragma: no cover - create=True returns a key or raises
+        return None
+    mac = hmac.new(key, _mark_message(repo_id, commit, files), hashlib.sha256).hexdigest()
+    return {"key-id": hashlib.sha256(key).hexdigest()[:16], "mac": mac, "time": time.time()}
+
+
+def check_owner_mark(
+    mark: object, repo_id: str, commit: str, files: Mapping[str, str]
+) -> bool:
+    """Whether ``mark`` proves this user published ``files`` as ``commit`` of ``repo_id``.
+
+    Args:
+        mark: the ``owner`` entry of a local-hub commit record (anything, or ``None``).
+        repo_id: the repository.
+        commit: the commit id.
+        files: the recorded ``{relpath: base64 sha256}``.
+
+    Returns:
+        ``True`` only if this user's owner key exists and the MAC matches.
+    """
+    if not isinstance(mark, dict) or not isinstance(mark.get("mac"), str):
+        return False
+    key = _owner_key(create=False)
+    if key is None:
+        return False
+    expected = hmac.new(key, _mark_message(repo_id, commit, files), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, mark["mac"])
