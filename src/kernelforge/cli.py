@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelforge import __version__
+from kernelforge.cli_share import add_commands, load_signer
 from kernelforge.errors import KernelforgeError
 
 
@@ -45,9 +46,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _hub(args: argparse.Namespace):
-    from kernelforge.hub import LocalHub
+    from kernelforge.hub import as_hub
 
-    return LocalHub(Path(args.hub) if args.hub else None)
+    return as_hub(args.hub)  # a directory, "hf", or None: $KERNELFORGE_HUB / local hub
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
@@ -63,15 +64,27 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     build_dir = manifest.root / "build"
     version = manifest.version if manifest.version is not None else 1
     hub = _hub(args)
-    rev = hub.publish(repo, build_dir, version=version, message=args.message or "")
+    signer = load_signer(args.sign) if args.sign else None
+    rev = hub.publish(repo, build_dir, version=version, message=args.message or "",
+                      signer=signer)
     print(f"published {repo} version {version} (branch v{version}) revision {rev.commit[:12]}")
     print(f"  variants: {', '.join(rev.variants)}")
-    print(f"  hub: {hub.root}")
+    print(f"  hub: {getattr(hub, 'root', None) or hub.describe()}")
+    if signer is not None:
+        print(f"  signed with key {signer.public.key_id}")
     return 0
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
     hub = _hub(args)
+    if not hasattr(hub, "log"):  # a remote hub: no history, the head of each branch
+        print(f"{args.repo} on the {hub.describe()}")
+        for branch, commit in sorted(hub.branches(args.repo).items(),
+                                     key=lambda bc: _branch_order(bc[0])):
+            print(f"  {branch}  {commit[:12]}")
+            for variant in hub.variants(args.repo, commit):
+                print(f"      {variant}")
+        return 0
     branches = hub.branches(args.repo)
     if not branches:
         print(f"{args.repo}: no versions published in {hub.root}")
@@ -135,12 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show every compiler line")
     p.set_defaults(func=_cmd_build)
 
-    hub_help = "hub directory (default: $KERNELFORGE_HUB or the user cache)"
-    p = sub.add_parser("publish", help="publish a project's builds to the local hub")
+    hub_help = ("hub directory, or 'hf' for the Hugging Face Hub (default: $KERNELFORGE_HUB "
+                "or the local hub in the user cache)")
+    p = sub.add_parser("publish", help="publish a project's builds to a hub (local by default)")
     p.add_argument("path", nargs="?", default=".")
     p.add_argument("--repo", help="repository id, org/name")
     p.add_argument("--hub", help=hub_help)
     p.add_argument("-m", "--message", help="revision message")
+    p.add_argument("--sign", metavar="KEY",
+                   help="sign every variant with this key (a file or a keygen name)")
     p.set_defaults(func=_cmd_publish)
 
     p = sub.add_parser("versions", help="list a kernel's versions, revisions and variants")
@@ -151,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="build, publish, load and check the bundled relu kernel")
     p.add_argument("--hub", help=hub_help)
     p.set_defaults(func=_cmd_demo)
+
+    add_commands(sub)  # info, lock, download, keygen, trust (cli_share.py)
     return parser
 
 

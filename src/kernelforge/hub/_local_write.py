@@ -97,7 +97,7 @@ class LocalHubWriter:
         if card is not None and not isinstance(card, str):
             raise ValueError(f"card: expected README text, got {type(card).__name__}")
         if signer is not None and not callable(getattr(signer, "sign_variant", None)):
-            raise ValueError(f"signer: expected a SigningKey, got {type(signer).__name__}")
+            raise TypeError(f"signer: expected a SigningKey, got {type(signer).__name__}")
         staged = stage_build(Path(build_dir), version)
         branch = f"v{version}"
         repo = self._repo_dir(repo_id)

@@ -1,0 +1,238 @@
+"""The sharing and trust subcommands of ``kernelforge``: info, lock, download, keygen and
+trust. A thin layer like :mod:`kernelforge.cli`, which registers them and turns
+kernelforge errors into exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from kernelforge.errors import KernelforgeError
+
+__all__ = ["add_commands", "hub_from_args", "load_signer"]
+
+HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
+            "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
+
+
+def repo_arg(text: str) -> str:
+    """argparse type for ``org/name`` arguments."""
+    from kernelforge.hub.base import validate_repo_id
+
+    try:
+        validate_repo_id(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return text
+
+
+def hub_from_args(args: argparse.Namespace) -> Any:
+    """The hub named by ``--hub`` (``None``: the default for the command)."""
+    from kernelforge.hub import as_hub
+
+    return as_hub(args.hub) if getattr(args, "hub", None) else None
+
+
+def load_signer(spec: str) -> Any:
+    """A signing key from ``--sign``: a key file, or a key name in the config directory.
+
+    Args:
+        spec: a path to a PEM private key, or the name given to ``kernelforge keygen``.
+
+    Returns:
+        The :class:`~kernelforge.signing.SigningKey`.
+    """
+    from kernelforge.signing import load_signing_key
+    from kernelforge.trust import config_dir
+
+    path = Path(spec).expanduser()
+    if not path.exists() and "/" not in spec and not spec.endswith(".pem"):
+        path = config_dir() / "keys" / f"{spec}.pem"
+    return load_signing_key(path)
+
+
+def _allow(args: argparse.Namespace) -> bool | list[str]:
+    if args.trust_remote_code:
+        return True
+    return list(args.allow or [])
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from kernelforge.loader import kernel_info
+
+    info = kernel_info(args.repo, revision=args.revision, version=args.version,
+                       backend=args.backend, hub=hub_from_args(args),
+                       trust_remote_code=_allow(args), lockfile=args.lock)
+    print(f"repository: {info.repo}")
+    print(f"hub:        {info.hub}")
+    print(f"branch:     {info.branch or '-'}")
+    print(f"commit:     {info.commit or '-'}")
+    print(f"variant:    {info.variant} (module {info.id})")
+    print(f"path:       {info.path or '(not downloaded yet)'}")
+    print("revision:")
+    for note in info.notes:
+        print(f"  {note}")
+    print("variants:")
+    for line in info.trace:
+        print(f"  {line}")
+    print(info.trust)
+    return 0 if info.trust.startswith("trust: allowed") else 1
+
+
+def _cmd_lock(args: argparse.Namespace) -> int:
+    from kernelforge.lock import lock_project
+
+    result = lock_project(args.path, hub=hub_from_args(args), allow=_allow(args))
+    for k in result.kernels:
+        where = f"branch {k.branch}, " if k.branch else ""
+        print(f"{k.repo_id}: {where}commit {k.commit[:12]} ({k.hub}), "
+              f"{len(k.variants or {})} variants")
+    print(f"wrote {result.path}" + (f" and {result.hf_path}" if result.hf_path else ""))
+    return 0
+
+
+def _cmd_download(args: argparse.Namespace) -> int:
+    from kernelforge.lock import download_locked
+
+    fetched = download_locked(args.path, hub=hub_from_args(args),
+                              all_variants=args.all_variants, backend=args.backend)
+    for repo_id, variant, path in fetched:
+        print(f"{repo_id} {variant}: verified -> {path}")
+    return 0
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from kernelforge import trust
+    from kernelforge.signing import generate_key
+
+    path = Path(args.out).expanduser() if args.out else (
+        trust.config_dir() / "keys" / f"{args.name}.pem")
+    key = generate_key(path, overwrite=args.force)
+    public = key.public
+    pub_file = path.with_suffix(".pub")
+    pub_file.write_text(public.text + "\n", encoding="ascii")
+    print(f"private key: {path} (keep it secret)")
+    print(f"public key:  {public.text}  (also in {pub_file})")
+    print(f"key id:      {public.key_id}")
+    if not args.no_trust:
+        trust.add_key(public.text, name=args.name, repos=tuple(args.repo or ["*"]))
+        print(f"added to your trust store for {', '.join(args.repo or ['*'])}")
+    print(f"publish with: kernelforge publish PROJECT --repo ORG/NAME --sign {path}")
+    print(f"others trust it with: kernelforge trust add '{public.text}' --repo 'ORG/*'")
+    return 0
+
+
+def _public_key_text(spec: str) -> str:
+    if spec.startswith("ed25519:"):
+        return spec
+    path = Path(spec).expanduser()
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise KernelforgeError(f"{spec}: neither 'ed25519:<base64>' nor a readable public "
+                               f"key file ({err})") from err
+    if text.startswith("-----BEGIN"):
+        from kernelforge.signing import load_signing_key
+
+        return load_signing_key(path).public.text
+    return text
+
+
+def _cmd_trust(args: argparse.Namespace) -> int:
+    from kernelforge import trust
+
+    if args.action == "add":
+        key = trust.add_key(_public_key_text(args.key), name=args.name or "",
+                            repos=tuple(args.repo or ["*"]))
+        print(f"trusted key {key.key_id} ({key.name or 'unnamed'}) for {', '.join(key.repos)}")
+    elif args.action == "add-sigstore":
+        ident = trust.add_sigstore_identity(args.identity, issuer=args.issuer,
+                                            repos=tuple(args.repo or ["*"]))
+        print(f"trusted sigstore identity {ident.identity} ({ident.issuer}) for "
+              f"{', '.join(ident.repos)}")
+    elif args.action == "allow":
+        trust.allow_repo(args.pattern)
+        print(f"allowed {args.pattern} without a signature")
+    elif args.action == "remove":
+        print(f"removed {trust.remove(args.what)}")
+    else:
+        store = trust.load_store()
+        print(f"trust store: {store.path}")
+        print("keys:" if store.keys else "keys: none")
+        for k in store.keys:
+            print(f"  {k.key_id}  {k.name or '-'}  repos {', '.join(k.repos)}  {k.public_key}")
+        print("sigstore identities:" if store.sigstore else "sigstore identities: none")
+        for s in store.sigstore:
+            print(f"  {s.identity}  issuer {s.issuer}  repos {', '.join(s.repos)}")
+        print("allowed without signature:" if store.allow else "allowed without signature: none")
+        for a in store.allow:
+            print(f"  {a}")
+    return 0
+
+
+def _trust_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow kernels not signed by a trusted key")
+    p.add_argument("--allow", action="append", metavar="ORG/NAME", type=repo_arg,
+                   help="allow this repository without a trusted signature (repeatable)")
+
+
+def add_commands(sub: Any) -> None:
+    """Register info, lock, download, keygen and trust on the ``kernelforge`` parser.
+
+    Args:
+        sub: the parser's subparsers object.
+    """
+    p = sub.add_parser("info", help="which revision and variant a load picks, and why")
+    p.add_argument("repo", type=repo_arg, help="repository id, org/name")
+    sel = p.add_mutually_exclusive_group()
+    sel.add_argument("--revision", help="a branch, tag or commit")
+    sel.add_argument("--version", type=int, help="a major version (branch vN)")
+    sel.add_argument("--lock", metavar="FILE", help="describe what this lock file pins")
+    p.add_argument("--backend", help="choose for this backend instead of the system's")
+    p.add_argument("--hub", help=HUB_HELP)
+    _trust_flags(p)
+    p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser("lock", help="pin a project's kernels (pyproject.toml) in kernelforge.lock")
+    p.add_argument("path", nargs="?", default=".", help="the project directory")
+    p.add_argument("--hub", help=HUB_HELP)
+    _trust_flags(p)
+    p.set_defaults(func=_cmd_lock)
+
+    p = sub.add_parser("download", help="fetch a project's locked kernels for offline use")
+    p.add_argument("path", nargs="?", default=".", help="the project directory or lock file")
+    p.add_argument("--all-variants", action="store_true",
+                   help="every locked variant, not only this system's")
+    p.add_argument("--backend", help="choose for this backend instead of the system's")
+    p.add_argument("--hub", help=HUB_HELP)
+    p.set_defaults(func=_cmd_download)
+
+    p = sub.add_parser("keygen", help="create a publisher signing key (ed25519)")
+    p.add_argument("--name", default="default", help="key name (default: default)")
+    p.add_argument("--out", help="private key file (default: <config>/keys/NAME.pem)")
+    p.add_argument("--repo", action="append", metavar="PATTERN",
+                   help="trust it yourself only for these repositories (org/*, repeatable)")
+    p.add_argument("--no-trust", action="store_true", help="do not add it to your trust store")
+    p.add_argument("--force", action="store_true", help="replace an existing key file")
+    p.set_defaults(func=_cmd_keygen)
+
+    p = sub.add_parser("trust", help="manage trusted publisher keys and allowed repositories")
+    tsub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    t = tsub.add_parser("add", help="trust a publisher key (ed25519:... or a key file)")
+    t.add_argument("key")
+    t.add_argument("--name", help="a label")
+    t.add_argument("--repo", action="append", metavar="PATTERN",
+                   help="only for these repositories: org/name or org/* (repeatable)")
+    t = tsub.add_parser("add-sigstore", help="trust a sigstore identity (a CI workflow URI)")
+    t.add_argument("identity")
+    t.add_argument("--issuer", default="https://token.actions.githubusercontent.com")
+    t.add_argument("--repo", action="append", metavar="PATTERN")
+    t = tsub.add_parser("allow", help="allow a repository (or org/*) without a signature")
+    t.add_argument("pattern")
+    t = tsub.add_parser("remove", help="remove a key id, sigstore identity or allowed repo")
+    t.add_argument("what")
+    tsub.add_parser("list", help="show the trust store")
+    p.set_defaults(func=_cmd_trust)
