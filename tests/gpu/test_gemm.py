@@ -72,7 +72,11 @@ def poisoned(m, n):
 class Checker:
     """Float64 reference of one problem, reused across precisions and conventions."""
 
-    def __init__(self, gemm_kernel, a, b, sa, sb, what):
+    def __init__(self, gemm_kernel, a, b, sa, sb, what, challenge=False):
+        # The challenge's checker compares with a float32 reference; off the challenge's
+        # shapes (K up to 16384) that reference's own rounding reaches the checker's
+        # 1e-3 tolerance near zero, so the float64 reference stands in there.
+        self.ref_dtype = torch.float32 if challenge else torch.float64
         self.k = gemm_kernel
         self.a, self.b, self.sa, self.sb = a, b, sa, sb
         self.what = what
@@ -84,7 +88,8 @@ class Checker:
         assert d < FAST_LIMIT, f"calc_diff {d:.3g} >= {FAST_LIMIT} ({self.what})"
 
     def exact(self, out):
-        bad = self.k.reference.challenge_mismatches(out, self.a, self.b, self.sa, self.sb)
+        bad = self.k.reference.challenge_mismatches(out, self.a, self.b, self.sa, self.sb,
+                                                    self.ref_dtype)
         assert bad == 0, f"{bad} mismatches of {out.numel()} ({self.what})"
 
 
@@ -94,7 +99,7 @@ def test_challenge_shapes(gemm_kernel, m, n, k):
     seed = fresh_seed()
     a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn",
                            sa_layout="col", sb_layout="col")
-    c = Checker(gemm_kernel, a, b, sa, sb, f"{m}x{n}x{k} seed={seed}")
+    c = Checker(gemm_kernel, a, b, sa, sb, f"{m}x{n}x{k} seed={seed}", challenge=True)
     out = poisoned(m, n)
     # The guide's convention on the challenge's storage: b (K, N) is the buffer itself.
     gemm_kernel.gemm(a, b.t(), sa.t(), sb.t(), out)
@@ -255,13 +260,14 @@ def test_guide_snippet(gemm_kernel):
     C = torch.zeros(M, N, device=device, dtype=torch.bfloat16)
     result = gemm.gemm(A_fp8, B_fp8, A_scale, B_scale, C)
     assert result is C
-    c = Checker(gemm_kernel, A_fp8, B_fp8.t(), A_scale.t(), B_scale.t(), "guide snippet")
+    c = Checker(gemm_kernel, A_fp8, B_fp8.t(), A_scale.t(), B_scale.t(), "guide snippet",
+                challenge=True)
     c.fast(C)
     c.exact(C)
 
 
 @pytest.mark.parametrize("variant", range(5))
-@pytest.mark.parametrize("splits", [0, 3])
+@pytest.mark.parametrize("splits", [0, 1, 3])
 def test_every_kernel_variant(gemm_kernel, variant, splits):
     """Each compiled variant, and forced split-K on the stream-K ones, is correct."""
     m, n, k = 300, 400, 1920

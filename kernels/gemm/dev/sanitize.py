@@ -1,6 +1,6 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py
+    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -31,6 +31,11 @@ def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
 
 
 failures = 0
+# The kernels the op can choose by itself; "all" adds the 2x1-cluster variant, which is
+# reachable only through the explicit `variant` argument.
+VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (3, 0), (3, 1), (3, 3), (4, 0)]
+if len(sys.argv) > 1 and sys.argv[1] == "all":
+    VARIANTS.append((1, 0))
 
 
 def check(out, a, b, sa, sb, exact, what):
@@ -57,7 +62,7 @@ for m, n, k, am, bm in cases:
     for exact in (False, True):
         check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
               f"{m}x{n}x{k} {am}/{bm} exact={exact}")
-    for v, s in ((0, 0), (0, 3), (1, 0), (2, 0), (3, 0), (3, 3), (4, 0)):
+    for v, s in VARIANTS:
         exact = v >= 3
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         ops.gemm_nt_out(out, a, b, sa, sb, exact, v, s)

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -34,6 +35,24 @@ bool is_fp8(const Tensor& t) {
   return t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e4m3fnuz;
 }
 
+// Error text is assembled with std::to_string and handed to TORCH_CHECK as a single
+// std::string, so nothing in this library formats numbers through iostreams: with a
+// host compiler that links its own static libstdc++ into the extension, iostream
+// number formatting inside the extension crashes (NOTES.md).
+inline std::string piece(const char* s) { return s; }
+inline std::string piece(const std::string& s) { return s; }
+inline std::string piece(c10::ScalarType t) { return c10::toString(t); }
+inline std::string piece(const c10::Device& d) { return d.str(); }
+template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
+inline std::string piece(T v) { return std::to_string(v); }
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::string out;
+  (out.append(piece(args)), ...);
+  return out;
+}
+
 std::string shape_str(const Tensor& t) {
   std::string s = "(";
   for (int64_t i = 0; i < t.dim(); ++i) {
@@ -44,14 +63,13 @@ std::string shape_str(const Tensor& t) {
 }
 
 void check_tensor_2d(const Tensor& t, const char* name) {
-  TORCH_CHECK_VALUE(t.defined(), name, " must be a tensor, got None");
-  TORCH_CHECK_VALUE(t.dim() == 2, name, " must be 2-D, got shape ", shape_str(t));
+  TORCH_CHECK_VALUE(t.defined(), cat(name, " must be a tensor, got None"));
+  TORCH_CHECK_VALUE(t.dim() == 2, cat(name, " must be 2-D, got shape ", shape_str(t)));
 }
 
 void check_device(const Tensor& t, const char* name, const Tensor& ref) {
-  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be on a CUDA device, got ", t.device());
-  TORCH_CHECK_VALUE(t.device() == ref.device(), name, " must be on ", ref.device(), " like a, got ",
-                    t.device());
+  TORCH_CHECK_VALUE(t.is_cuda(), cat(name, " must be on a CUDA device, got ", t.device()));
+  TORCH_CHECK_VALUE(t.device() == ref.device(), cat(name, " must be on ", ref.device(), " like a, got ", t.device()));
 }
 
 // Validates the NT-convention arguments; returns (M, N, K).
@@ -61,28 +79,21 @@ std::tuple<int64_t, int64_t, int64_t> check_nt(const Tensor* out, const Tensor& 
   check_tensor_2d(b, "b");
   check_tensor_2d(a_scale, "a_scale");
   check_tensor_2d(b_scale, "b_scale");
-  TORCH_CHECK_TYPE(is_fp8(a), "a must be float8_e4m3fn or float8_e4m3fnuz, got ", a.scalar_type());
-  TORCH_CHECK_TYPE(is_fp8(b), "b must be float8_e4m3fn or float8_e4m3fnuz, got ", b.scalar_type());
-  TORCH_CHECK_TYPE(a_scale.scalar_type() == at::kFloat, "a_scale must be float32, got ",
-                   a_scale.scalar_type());
-  TORCH_CHECK_TYPE(b_scale.scalar_type() == at::kFloat, "b_scale must be float32, got ",
-                   b_scale.scalar_type());
+  TORCH_CHECK_TYPE(is_fp8(a), cat("a must be float8_e4m3fn or float8_e4m3fnuz, got ", a.scalar_type()));
+  TORCH_CHECK_TYPE(is_fp8(b), cat("b must be float8_e4m3fn or float8_e4m3fnuz, got ", b.scalar_type()));
+  TORCH_CHECK_TYPE(a_scale.scalar_type() == at::kFloat, cat("a_scale must be float32, got ", a_scale.scalar_type()));
+  TORCH_CHECK_TYPE(b_scale.scalar_type() == at::kFloat, cat("b_scale must be float32, got ", b_scale.scalar_type()));
   const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
-  TORCH_CHECK_VALUE(b.size(1) == K, "b must have K = a.size(1) = ", K, " columns, got shape ",
-                    shape_str(b));
+  TORCH_CHECK_VALUE(b.size(1) == K, cat("b must have K = a.size(1) = ", K, " columns, got shape ", shape_str(b)));
   const int64_t KB = ceil_div(K, kBlock), NB = ceil_div(N, kBlock);
-  TORCH_CHECK_VALUE(a_scale.size(0) == M && a_scale.size(1) == KB, "a_scale must have shape (", M,
-                    ", ", KB, "), got ", shape_str(a_scale));
-  TORCH_CHECK_VALUE(b_scale.size(0) == NB && b_scale.size(1) == KB, "b_scale must have shape (",
-                    NB, ", ", KB, "), got ", shape_str(b_scale));
+  TORCH_CHECK_VALUE(a_scale.size(0) == M && a_scale.size(1) == KB, cat("a_scale must have shape (", M, ", ", KB, "), got ", shape_str(a_scale)));
+  TORCH_CHECK_VALUE(b_scale.size(0) == NB && b_scale.size(1) == KB, cat("b_scale must have shape (", NB, ", ", KB, "), got ", shape_str(b_scale)));
   if (out) {
     check_tensor_2d(*out, "out");
-    TORCH_CHECK_TYPE(out->scalar_type() == at::kBFloat16, "out must be bfloat16, got ",
-                     out->scalar_type());
-    TORCH_CHECK_VALUE(out->size(0) == M && out->size(1) == N, "out must have shape (", M, ", ", N,
-                      "), got ", shape_str(*out));
-    TORCH_CHECK_VALUE(at::has_internal_overlap(*out) != at::MemOverlap::Yes,
-                      "out must not have overlapping elements (strides ", out->strides(), ")");
+    TORCH_CHECK_TYPE(out->scalar_type() == at::kBFloat16, cat("out must be bfloat16, got ", out->scalar_type()));
+    TORCH_CHECK_VALUE(out->size(0) == M && out->size(1) == N, cat("out must have shape (", M, ", ", N, "), got ", shape_str(*out)));
+    TORCH_CHECK_VALUE(at::has_internal_overlap(*out) != at::MemOverlap::Yes, cat("out must not have overlapping elements (strides ", out->stride(0), ", ",
+                          out->stride(1), ")"));
   }
   check_device(a, "a", a);
   check_device(b, "b", a);
@@ -102,7 +113,7 @@ struct DeviceInfo {
 DeviceInfo device_info(int dev) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices][3] = {};
-  TORCH_CHECK(dev >= 0 && dev < kMaxDevices, "device index ", dev, " out of range");
+  TORCH_CHECK(dev >= 0 && dev < kMaxDevices, cat("device index ", dev, " out of range"));
   DeviceInfo info;
   info.major = cached[dev][0].load(std::memory_order_relaxed);
   if (info.major > 0) {
@@ -112,8 +123,7 @@ DeviceInfo device_info(int dev) {
   }
   TORCH_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-                  cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess,
-              "cannot read the attributes of CUDA device ", dev);
+                  cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess, cat("cannot read the attributes of CUDA device ", dev));
   cached[dev][1].store(info.minor, std::memory_order_relaxed);
   cached[dev][2].store(info.sm_count, std::memory_order_relaxed);
   cached[dev][0].store(info.major, std::memory_order_relaxed);
@@ -170,30 +180,39 @@ Canonical canonical_operand(const Tensor& x, int64_t rows_out, bool to_bf16,
 }
 
 void check_status(kfgemm::Status st, const char* what, const char* why) {
-  TORCH_CHECK(st == kfgemm::Status::kOk, what, " failed: ", why ? why : "unknown reason",
-              " (", cudaGetErrorString(cudaGetLastError()), ")");
+  TORCH_CHECK(st == kfgemm::Status::kOk, cat(what, " failed: ", why ? why : "unknown reason", " (", cudaGetErrorString(cudaGetLastError()), ")"));
 }
 
-// Kernel choice from the problem's shape. Measured on H200 (NOTES.md, sweep of every
-// variant over the challenge and DeepSeek-V3 shapes):
-//  - short K (<= 512) or few rows (M <= 128): ping-pong 64x128 tiles; its two consumer
-//    warp groups overlap one tile's epilogue with the next tile's mainloop;
-//  - long K on a grid that leaves the last wave ragged: stream-K balances the K work;
-//  - otherwise 2x1 clusters with B multicast (half the B traffic from L2).
-kfgemm::Variant pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sms) {
+// Kernel choice from the problem's shape. Measured on H100 and H200 (NOTES.md: a sweep
+// of every variant over the challenge and DeepSeek-V3 shapes):
+//  - short K (<= 512) or few rows (M <= 128, or M <= 1024 with N <= 640): ping-pong
+//    64x128 tiles, whose two consumer warp groups overlap one tile's epilogue with the
+//    next tile's mainloop;
+//  - long K on a grid whose last wave is ragged: stream-K spreads the K work evenly;
+//  - otherwise persistent data-parallel 128x128 tiles.
+// The 2x1-cluster variant (B multicast) is 3-10% faster on some large grids but is
+// left to explicit selection: compute-sanitizer's racecheck reports hazards on its
+// cross-CTA pipeline that we could not rule out (NOTES.md).
+struct Choice {
+  kfgemm::Variant variant;
+  int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K
+};
+
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sms) {
   using V = kfgemm::Variant;
+  const int64_t units = std::max(sms, 1);
   const int64_t tiles = ceil_div(M, 128) * ceil_div(N, 128);
-  const int64_t waves = ceil_div(tiles, std::max(sms, 1));
-  const double wave_use = static_cast<double>(tiles) / static_cast<double>(waves * std::max(sms, 1));
+  const int64_t waves = ceil_div(tiles, units);
+  const double wave_use = static_cast<double>(tiles) / static_cast<double>(waves * units);
   if (bf16) {
     if (K <= 512 || M <= 128 || N >= 16384 || (M <= 1024 && (K <= 2304 || N <= 640))) {
-      return V::kBf16Pingpong64x128;
+      return {V::kBf16Pingpong64x128, 0};
     }
-    return V::kBf16Coop128x128StreamK;
+    return {V::kBf16Coop128x128StreamK, 0};
   }
-  if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return V::kFp8Pingpong64x128;
-  if (K >= 4096 && wave_use < 0.95) return V::kFp8Coop128x128StreamK;
-  return V::kFp8Coop128x128Cluster2;
+  if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
+  if (K >= 4096 && wave_use < 0.95) return {V::kFp8Coop128x128StreamK, 0};
+  return {V::kFp8Coop128x128StreamK, 1};
 }
 
 bool variant_is_bf16(kfgemm::Variant v) {
@@ -211,21 +230,20 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   const c10::cuda::CUDAGuard guard(a.device());
   const int dev = a.get_device();
   const DeviceInfo props = device_info(dev);
-  TORCH_CHECK(props.major == 9, "this gemm needs a Hopper GPU (compute capability 9.x); device ",
-              dev, " is ", props.major, ".", props.minor);
+  TORCH_CHECK(props.major == 9, cat("this gemm needs a Hopper GPU (compute capability 9.x); device ", dev, " is ", props.major, ".", props.minor));
   TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX - 128 && K <= INT32_MAX - 128,
               "matrix dimensions must fit in 32-bit integers");
   cudaStream_t stream = current_stream(dev);
 
   const bool bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
                     kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
-  kfgemm::Variant v = pick_variant(M, N, K, bf16, props.sm_count);
+  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count);
+  kfgemm::Variant v = choice.variant;
+  if (splits < 0) splits = choice.splits;
   if (variant >= 0) {
-    TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount),
-                      "variant must be < ", static_cast<int>(kfgemm::Variant::kCount));
+    TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
     v = static_cast<kfgemm::Variant>(variant);
-    TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, "variant ", kfgemm::variant_name(v),
-                      " does not match the operand type of this call");
+    TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
 
   // The epilogue stores rows of 8 bf16 (16 bytes): pad N to a multiple of 8 (B gets
@@ -308,16 +326,15 @@ void gemm(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
   check_tensor_2d(b_scale, "b_scale");
   Tensor bt = b.t(), sat = a_scale.t(), sbt = b_scale.t();
   check_nt(&out, a, bt, sat, sbt);
-  run_nt(out, a, bt, sat, sbt, false, -1, 0);
+  run_nt(out, a, bt, sat, sbt, false, -1, -1);
 }
 
 namespace {
 
 std::tuple<Tensor, Tensor> quantize_impl(const Tensor& x, bool fnuz, bool weight) {
   check_tensor_2d(x, "x");
-  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16,
-                   "x must be float32 or bfloat16, got ", x.scalar_type());
-  TORCH_CHECK_VALUE(x.is_cuda(), "x must be on a CUDA device, got ", x.device());
+  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16, cat("x must be float32 or bfloat16, got ", x.scalar_type()));
+  TORCH_CHECK_VALUE(x.is_cuda(), cat("x must be on a CUDA device, got ", x.device()));
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor xc = (x.stride(1) == 1 && x.stride(0) >= x.size(1)) ? x : x.contiguous();
   const int64_t R = x.size(0), C = x.size(1);
@@ -351,8 +368,8 @@ std::tuple<Tensor, Tensor> quantize_128x128(const Tensor& x, bool fnuz) {
 
 Tensor prepare_operand(const Tensor& x, bool to_bf16) {
   check_tensor_2d(x, "x");
-  TORCH_CHECK_TYPE(is_fp8(x), "x must be float8_e4m3fn or float8_e4m3fnuz, got ", x.scalar_type());
-  TORCH_CHECK_VALUE(x.is_cuda(), "x must be on a CUDA device, got ", x.device());
+  TORCH_CHECK_TYPE(is_fp8(x), cat("x must be float8_e4m3fn or float8_e4m3fnuz, got ", x.scalar_type()));
+  TORCH_CHECK_VALUE(x.is_cuda(), cat("x must be on a CUDA device, got ", x.device()));
   TORCH_CHECK_VALUE(to_bf16 || x.scalar_type() == at::kFloat8_e4m3fn,
                     "float8_e4m3fnuz operands are prepared as bfloat16 (to_bf16=True)");
   const c10::cuda::CUDAGuard guard(x.device());
@@ -378,11 +395,11 @@ Tensor prepare_operand(const Tensor& x, bool to_bf16) {
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "gemm_nt_out(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
-      "bool exact=False, int variant=-1, int splits=0) -> ()");
+      "bool exact=False, int variant=-1, int splits=-1) -> ()");
   ops.impl("gemm_nt_out", torch::kCUDA, &gemm_nt_out);
   ops.def(
       "gemm_nt(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, bool exact=False, "
-      "int variant=-1, int splits=0) -> Tensor");
+      "int variant=-1, int splits=-1) -> Tensor");
   ops.impl("gemm_nt", torch::kCUDA, &gemm_nt);
   ops.def("gemm(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
   ops.impl("gemm", torch::kCUDA, &gemm);

@@ -7,7 +7,8 @@
 // Block-scaled FP8 GEMM, "NT" convention: a (M, K), b (N, K), a_scale (M, ceil(K/128)),
 // b_scale (ceil(N/128), ceil(K/128)); out (M, N) bfloat16. Any strides.
 // `exact` selects BF16 tensor cores on exactly converted operands. `variant` (-1: pick)
-// and `splits` (0: pick) override the kernel choice for tuning.
+// and `splits` (-1: pick; stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K)
+// override the kernel choice for tuning.
 void gemm_nt_out(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
                  const torch::Tensor& a_scale, const torch::Tensor& b_scale, bool exact,
                  int64_t variant, int64_t splits);

@@ -96,13 +96,18 @@ def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(1.0 - 2.0 * (x * y).sum() / denom)
 
 
-def challenge_mismatches(out: torch.Tensor, a, b, a_scale, b_scale) -> int:
+def challenge_mismatches(
+    out: torch.Tensor, a, b, a_scale, b_scale, ref_dtype: torch.dtype = torch.float32
+) -> int:
     """Elements failing the challenge's check, NT convention.
 
-    ``ref`` is the float32 dequantized product rounded to bfloat16; an element passes
-    when ``|out - ref| <= 1e-3 + 2e-2 * |ref|`` and is not NaN/inf.
+    ``ref`` is the dequantized product computed in ``ref_dtype`` (the challenge uses
+    float32) rounded to bfloat16; an element passes when
+    ``|out - ref| <= 1e-3 + 2e-2 * |ref|`` and is not NaN/inf. For K far beyond the
+    challenge's (16384), float32's own rounding reaches the 1e-3 tolerance near zero;
+    use ``ref_dtype=torch.float64`` there.
     """
-    ref = gemm_nt_reference(a, b, a_scale, b_scale, torch.float32).to(torch.bfloat16).float()
+    ref = gemm_nt_reference(a, b, a_scale, b_scale, ref_dtype).to(torch.bfloat16).float()
     o = out.float()
     ok = (o - ref).abs() <= 1e-3 + 2e-2 * ref.abs()
     ok &= torch.isfinite(o)
