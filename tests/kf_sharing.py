@@ -18,7 +18,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 
 from kernelforge import digest
 
@@ -125,7 +129,8 @@ class FakeHfApi:
         hits = [c.name for c in commits.iterdir() if c.name.startswith(revision)]
         if len(hits) == 1:
             return hits[0]
-        raise _not_found(f"404: revision {revision} of {repo_id} not found")
+        raise RevisionNotFoundError(f"404: revision {revision} of {repo_id} not found",
+                                    response=SimpleNamespace(headers={}, request=None))
 
     def _set_ref(self, repo_id: str, kind: str, name: str, commit: str) -> None:
         ref = self._repo(repo_id) / "refs" / kind / name
@@ -226,3 +231,43 @@ class FakeHfApi:
         os.rename(tmp, commits / commit)
         self._set_ref(repo_id, "heads", branch, commit)
         return SimpleNamespace(oid=commit, commit_url=f"fake://{repo_id}/{commit}")
+
+
+# --- environment ------------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+
+
+def cpu_only() -> None:
+    """Make variant choice see a plain CPU Linux system without importing torch (speeds
+    up the many short-lived processes of the crash and concurrency tests)."""
+    import platform
+
+    from kernelforge import variants
+
+    facts = variants.SystemFacts((2, 13, 0), True, "cpu", None, platform.machine(), "linux")
+    variants.detect_system = lambda: facts
+
+
+def child_script(remote: Path, cache: Path, body: str) -> str:
+    """Python source for a subprocess using the fake remote hub as ``hub``."""
+    return (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(TESTS)!r})\n"
+        "from kf_sharing import FakeHfApi, cpu_only\n"
+        "cpu_only()\n"
+        "from kernelforge.hub.hf import HfHub\n"
+        f"api = FakeHfApi({str(remote)!r})\n"
+        f"hub = HfHub(api=api, cache={str(cache)!r})\n" + body
+    )
+
+
+def isolate(monkeypatch: Any, tmp_path: Path) -> dict[str, Path]:
+    """Point config, hub and cache at fresh directories; no offline mode, no overrides."""
+    dirs = {name: tmp_path / name for name in ("config", "hub", "cache")}
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(dirs["config"]))
+    monkeypatch.setenv("KERNELFORGE_HUB", str(dirs["hub"]))
+    monkeypatch.setenv("KERNELFORGE_CACHE", str(dirs["cache"]))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    return dirs

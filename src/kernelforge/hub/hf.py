@@ -153,7 +153,7 @@ class HfHub:
                     "private or gated: log in with 'hf auth login' or pass token=)"
                 )
             if isinstance(err, hf_errors.RevisionNotFoundError):
-                return HubError(f"{what}: revision not found in {repo_id} on the "
+                return HubError(f"{what}: the revision does not exist in {repo_id} on the "
                                 f"{self.describe()}")
         transport = type(err).__module__.split(".")[0] in ("httpx", "httpcore", "requests")
         if transport or isinstance(err, (OSError, ConnectionError, TimeoutError)):

@@ -1,0 +1,206 @@
+"""The Hugging Face Hub backend (kernelforge.hub.hf) against a fake HfApi: publishing,
+refs, downloading only the chosen variant, the cache, offline mode, errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
+
+from kernelforge import loader, signing, trust
+from kernelforge.errors import HubError, IntegrityError, TrustError
+from kernelforge.hub import Hub, as_hub
+from kernelforge.hub.hf import HfHub
+
+REPO = "kernels-test/relu"
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> FakeHfApi:
+    return FakeHfApi(tmp_path / "remote")
+
+
+@pytest.fixture
+def hf(remote: FakeHfApi, env: dict[str, Path]) -> HfHub:
+    return HfHub(api=remote, cache=env["cache"])
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> signing.SigningKey:
+    k = signing.generate_key(tmp_path / "k.pem")
+    trust.add_key(k.public.text, name="ci", repos=("kernels-test/*",))
+    return k
+
+
+def publish(hf: HfHub, root: Path, version: int = 1, key=None, **variants) -> str:
+    for name, kw in variants.items():
+        make_variant(root, name.replace("_", "-"), version=version, **kw)
+    return hf.publish(REPO, root, version=version, signer=key).commit
+
+
+def test_hf_hub_is_a_hub_and_as_hub_knows_it(hf: HfHub, monkeypatch) -> None:
+    assert isinstance(hf, Hub) and hf.kind == "hf"
+    assert isinstance(as_hub("hf"), HfHub)
+    monkeypatch.setenv("KERNELFORGE_HUB", "hf")
+    assert isinstance(as_hub(None), HfHub)
+
+
+def test_publish_makes_one_commit_on_the_version_branch(hf: HfHub, remote: FakeHfApi,
+                                                        tmp_path: Path, key) -> None:
+    c1 = publish(hf, tmp_path / "p1", key=key, torch_cpu={}, torch_universal={})
+    files = remote.list_repo_files(REPO, revision=c1, repo_type="kernel")
+    assert "build/torch-cpu/metadata.json" in files and "build/torch-cpu.sig" in files
+    assert f"build/torch-universal/{SO_NAME}" in files
+    assert hf.branches(REPO)["v1"] == c1 and "main" in hf.branches(REPO)
+    # the next publish drops variants no longer built, in the same commit
+    c2 = publish(hf, tmp_path / "p2", torch_cpu={"value": 2})
+    files = remote.list_repo_files(REPO, revision=c2, repo_type="kernel")
+    assert not any(f.startswith("build/torch-universal") for f in files)
+    assert "build/torch-cpu.sig" not in files  # unsigned publish: the old signature goes
+    assert hf.variants(REPO, c2) == ["torch-cpu"] and hf.variants(REPO, c1) == [
+        "torch-cpu", "torch-universal"]
+
+
+def test_publish_calls_the_hub_api_as_documented(tmp_path: Path, env) -> None:
+    api = mock.MagicMock()
+    api.list_repo_refs.return_value = mock.Mock(
+        branches=[mock.Mock(target_commit="a" * 40), mock.Mock(target_commit="b" * 40)],
+        tags=[])
+    api.list_repo_refs.return_value.branches[0].name = "main"
+    api.list_repo_refs.return_value.branches[1].name = "v3"
+    api.list_repo_files.return_value = ["build/torch-cuda/x.py", "README.md"]
+    api.create_commit.return_value = mock.Mock(oid="c" * 40)
+    make_variant(tmp_path / "p", "torch-cpu", version=3)
+    rev = HfHub(api=api, cache=env["cache"]).publish(REPO, tmp_path / "p", version=3,
+                                                     message="m")
+    assert rev.commit == "c" * 40 and rev.parent == "b" * 40 and rev.branch == "v3"
+    api.create_repo.assert_called_once_with(REPO, repo_type="kernel", exist_ok=True)
+    api.create_branch.assert_called_once_with(REPO, branch="v3", repo_type="kernel",
+                                              exist_ok=True)
+    kwargs = api.create_commit.call_args.kwargs
+    assert (kwargs["revision"], kwargs["parent_commit"], kwargs["repo_type"]) == (
+        "v3", "b" * 40, "kernel")
+    ops = {type(op).__name__: [] for op in kwargs["operations"]}
+    for op in kwargs["operations"]:
+        ops[type(op).__name__].append(op.path_in_repo)
+    assert sorted(ops["CommitOperationAdd"]) == [
+        "build/torch-cpu/__init__.py", f"build/torch-cpu/{SO_NAME}",
+        "build/torch-cpu/helper.py", "build/torch-cpu/metadata.json"]
+    assert ops["CommitOperationDelete"] == ["build/torch-cuda/x.py"]
+
+
+def test_load_downloads_only_the_chosen_variant_once(hf: HfHub, remote: FakeHfApi,
+                                                     tmp_path: Path, key) -> None:
+    module_id = uid("hf")
+    publish(hf, tmp_path / "p", key=key, torch_cpu={"module_id": module_id},
+            torch_cuda={"module_id": uid("cuda")})
+    module = loader.get_kernel(REPO, version=1, hub=hf, backend="cpu")
+    assert module.__name__ == module_id and module.helper.double(2) == 4
+    fetched = remote.fetches()
+    assert fetched and all("torch-cuda/" not in f for f in fetched)
+    assert len(fetched) == len(set(fetched))  # each file once
+    info = loader.kernel_info(REPO, version=1, hub=hf, backend="cpu")
+    assert info.path == Path(module.__file__).parent and info.hub == "Hugging Face Hub"
+    assert info.trust.startswith("trust: allowed, signed by trusted key")
+    # a second process (a fresh hub object, same cache) finds everything cached
+    again = HfHub(api=remote, cache=hf.cache.root)
+    before = len(remote.fetches())
+    assert loader.get_kernel(REPO, version=1, hub=again, backend="cpu") is module
+    assert loader.kernel_info(REPO, version=1, hub=again, backend="cpu").variant == "torch-cpu"
+    assert len(remote.fetches()) == before
+
+
+def test_unsigned_remote_kernel_needs_explicit_allowance(hf: HfHub, tmp_path: Path) -> None:
+    publish(hf, tmp_path / "p", torch_cpu={})
+    with pytest.raises(TrustError, match="no signature"):
+        loader.get_kernel(REPO, version=1, hub=hf)
+    assert loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=[REPO]).VALUE == 1
+
+
+def test_untrusted_signer_is_refused(hf: HfHub, tmp_path: Path) -> None:
+    stranger = signing.generate_key(tmp_path / "stranger.pem")
+    publish(hf, tmp_path / "p", key=stranger, torch_cpu={})
+    with pytest.raises(TrustError, match=f"signed by key {stranger.public.key_id}, which is "
+                       "not in the trust store"):
+        loader.get_kernel(REPO, version=1, hub=hf)
+
+
+def test_signed_kernel_without_digest_is_refused(hf: HfHub, tmp_path: Path, key) -> None:
+    publish(hf, tmp_path / "p", key=key, torch_cpu={"with_digest": False})
+    with pytest.raises(TrustError, match="records no file digests"):
+        loader.get_kernel(REPO, version=1, hub=hf)
+
+
+def test_offline_mode_uses_only_the_cache(hf: HfHub, remote: FakeHfApi, tmp_path: Path,
+                                          key, monkeypatch) -> None:
+    module_id = uid("off")
+    c1 = publish(hf, tmp_path / "p", key=key, torch_cpu={"module_id": module_id})
+    cold = HfHub(api=remote, cache=tmp_path / "cold")
+    remote.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(HubError, match="not in the download cache.*HF_HUB_OFFLINE"):
+        loader.get_kernel(REPO, version=1, hub=cold)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with pytest.raises(HubError, match="network"):  # down and not offline: a clear error
+        loader.get_kernel(REPO, version=1, hub=cold)
+    remote.come_up()
+    loader.kernel_info(REPO, version=1, hub=hf)  # seen online once: refs, listing, metadata
+    hf.fetch_variant(REPO, c1, "torch-cpu")
+    remote.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=remote, cache=hf.cache.root)
+    assert offline.offline and "offline" in offline.describe()
+    assert loader.get_kernel(REPO, version=1, hub=offline).__name__ == module_id
+    assert offline.resolve(REPO, c1[:8]) == c1
+
+
+def test_missing_repository_and_revision(hf: HfHub, tmp_path: Path) -> None:
+    with pytest.raises(HubError, match="repository 'nobody/here' not found on the Hugging Face"):
+        loader.get_kernel("nobody/here", version=1, hub=hf)
+    assert not hf.has_repo("nobody/here")
+    publish(hf, tmp_path / "p", torch_cpu={})
+    with pytest.raises(HubError, match="revision 'nope': the revision does not exist"):
+        hf.resolve(REPO, "nope")
+    assert hf.read_file(REPO, hf.resolve(REPO, "v1"), "build/torch-cpu.sig") is None
+
+
+def test_remote_files_that_do_not_match_their_digest_are_never_cached(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path
+) -> None:
+    c = publish(hf, tmp_path / "p", torch_cpu={})
+    remote.tamper(REPO, c, "build/torch-cpu/helper.py", b"evil = True\n")
+    with pytest.raises(IntegrityError, match="changed: helper.py"):
+        loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True)
+    assert hf.cache.entries() == []
+    assert not list((hf.cache.root / "tmp").iterdir())
+
+
+def test_versions_command_lists_remote_branches(hf: HfHub, tmp_path: Path, capsys,
+                                                monkeypatch) -> None:
+    from kernelforge import cli
+
+    publish(hf, tmp_path / "p", torch_cpu={})
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert cli.main(["versions", REPO, "--hub", "hf"]) == 0
+    out = capsys.readouterr().out
+    assert "on the Hugging Face Hub" in out and "v1" in out and "torch-cpu" in out
+
+
+def test_cache_entry_record(hf: HfHub, tmp_path: Path, key, caplog) -> None:
+    c = publish(hf, tmp_path / "p", key=key, torch_cpu={})
+    caplog.set_level(logging.INFO)
+    got = hf.fetch_variant(REPO, c, "torch-cpu")
+    assert got.fetched
+    entry = json.loads((got.path.parent / "entry.json").read_text())
+    assert set(entry["files"]) == {"__init__.py", "helper.py", SO_NAME, "metadata.json"}
+    assert (hf.cache.entries()) == [(REPO, c, "torch-cpu")]
+    assert not hf.fetch_variant(REPO, c, "torch-cpu").fetched

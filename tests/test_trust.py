@@ -1,0 +1,221 @@
+"""Keys, signatures, the trust store, the owner mark and the trust policy."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kf_sharing import isolate
+
+from kernelforge import policy, signing, trust
+from kernelforge.cli import main
+from kernelforge.errors import TrustError
+
+META = b'{"name": "relu", "id": "_relu_x", "digest": {"algorithm": "sha256", "files": {}}}'
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> signing.SigningKey:
+    return signing.generate_key(tmp_path / "keys" / "pub.pem")
+
+
+# --- keys and signatures ------------------------------------------------------------------
+
+
+def test_key_file_is_private_and_round_trips(key: signing.SigningKey, tmp_path: Path) -> None:
+    path = tmp_path / "keys" / "pub.pem"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = signing.load_signing_key(path)
+    assert again.public == key.public and len(key.public.key_id) == 16
+    assert signing.PublicKey.parse(key.public.text) == key.public
+    with pytest.raises(TrustError, match="already exists; pass --force"):
+        signing.generate_key(path)
+    path.chmod(0o644)
+    with pytest.raises(TrustError, match="readable by other users; fix: chmod 600"):
+        signing.load_signing_key(path)
+
+
+@pytest.mark.parametrize("text", ["ed25519:", "ed25519:AAAA", "rsa:abc", "", "ed25519:!!"])
+def test_malformed_public_keys_are_named(text: str) -> None:
+    with pytest.raises(TrustError, match="is not an ed25519 public key"):
+        signing.PublicKey.parse(text)
+
+
+def test_signature_binds_metadata_bytes_and_variant(key: signing.SigningKey) -> None:
+    sig = signing.parse_signature(key.sign_variant("torch-cpu", META), "x.sig")
+    assert sig.key_id == key.public.key_id
+    assert key.public.verify(sig.signature, "torch-cpu", META)
+    assert not key.public.verify(sig.signature, "torch-cuda", META)  # moved to another slot
+    assert not key.public.verify(sig.signature, "torch-cpu", META.replace(b"x", b"y"))
+
+
+@pytest.mark.parametrize("data", [b"", b"{}", b"not json", b'{"format": "kernelforge-signature/1",'
+                                  b' "algorithm": "ed25519", "key-id": "a", "signature": "AA=="}'])
+def test_malformed_signature_files_are_named(data: bytes) -> None:
+    with pytest.raises(TrustError, match=r"org/x: build/torch-cpu.sig: not a valid signature"):
+        signing.parse_signature(data, "org/x: build/torch-cpu.sig")
+
+
+# --- the trust store ----------------------------------------------------------------------
+
+
+def test_store_add_allow_remove_is_atomic_and_listed(key: signing.SigningKey,
+                                                     env: dict[str, Path]) -> None:
+    assert trust.load_store().keys == ()
+    entry = trust.add_key(key.public.text, name="alice", repos=("org/*",))
+    trust.allow_repo("other/kernel")
+    trust.add_sigstore_identity("https://github.com/o/r/.github/workflows/b.yaml@refs/heads/main",
+                                repos=("o/*",))
+    store = trust.load_store()
+    assert store.key(entry.key_id) == entry and entry.covers("org/relu")
+    assert not entry.covers("evil/relu")
+    assert store.allows("other/kernel") and not store.allows("other/kernel2")
+    assert [s.identity for s in store.identities_for("o/x")] and not store.identities_for("p/x")
+    path = env["config"] / "trust.json"
+    assert json.loads(path.read_text())["format"] == 1
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []  # no temps
+    assert trust.remove(entry.key_id) == f"key {entry.key_id}"
+    assert trust.load_store().key(entry.key_id) is None
+    with pytest.raises(TrustError, match="is not in the trust store"):
+        trust.remove("nothing-like-this")
+
+
+def test_corrupt_store_is_named(env: dict[str, Path]) -> None:
+    path = env["config"] / "trust.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{ not json")
+    with pytest.raises(TrustError, match=f"{path}: not valid JSON"):
+        trust.load_store()
+    path.write_text('{"format": 99}')
+    with pytest.raises(TrustError, match="not a trust store"):
+        trust.load_store()
+
+
+def test_bad_patterns_are_refused() -> None:
+    with pytest.raises(ValueError, match="repo_id"):
+        trust.allow_repo("not a repo")
+
+
+# --- owner marks --------------------------------------------------------------------------
+
+
+def test_owner_mark_verifies_only_for_its_owner_and_content(env: dict[str, Path],
+                                                             monkeypatch, tmp_path) -> None:
+    files = {"build/torch-cpu/__init__.py": "abc="}
+    mark = trust.owner_mark("org/x", "c" * 40, files)
+    assert mark is not None
+    key_file = env["config"] / "owner.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert trust.check_owner_mark(mark, "org/x", "c" * 40, files)
+    assert not trust.check_owner_mark(mark, "org/y", "c" * 40, files)
+    assert not trust.check_owner_mark(mark, "org/x", "c" * 40, {**files, "extra.py": "x"})
+    assert not trust.check_owner_mark(None, "org/x", "c" * 40, files)
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "someone-else"))
+    assert not trust.check_owner_mark(mark, "org/x", "c" * 40, files)
+
+
+# --- the policy ---------------------------------------------------------------------------
+
+
+def request(key: signing.SigningKey | None = None, **kw) -> policy.TrustRequest:
+    sig = key.sign_variant("torch-cpu", META) if key else None
+    return policy.TrustRequest("org/relu", "torch-cpu", META, signature=sig, **kw)
+
+
+def test_policy_matrix(key: signing.SigningKey) -> None:
+    unsigned = policy.evaluate(request())
+    assert not unsigned.allowed and "no signature" in str(unsigned)
+    untrusted = policy.evaluate(request(key))
+    assert not untrusted.allowed and "not in the trust store" in str(untrusted)
+    assert policy.evaluate(request(key), allow=True).allowed
+    assert policy.evaluate(request(), allow=["org/relu"]).allowed
+    assert not policy.evaluate(request(), allow=["org/other"]).allowed
+    assert policy.evaluate(request(owned=True)).allowed
+    assert policy.evaluate(request(pinned="kernelforge.lock")).allowed
+
+    trust.add_key(key.public.text, name="alice", repos=("org/*",))
+    signed = policy.evaluate(request(key))
+    assert signed.allowed and signed.signer == key.public.key_id and "alice" in signed.reason
+    trust.add_key(key.public.text, name="alice", repos=("elsewhere/*",))
+    scoped = policy.evaluate(request(key))
+    assert not scoped.allowed and "trusted only for elsewhere/*" in str(scoped)
+    trust.allow_repo("org/*")
+    assert policy.evaluate(request()).allowed
+
+
+def test_a_bad_signature_by_a_trusted_key_is_refused_even_when_allowed(
+    key: signing.SigningKey,
+) -> None:
+    trust.add_key(key.public.text, name="alice")
+    sig = key.sign_variant("torch-cpu", META)
+    forged = policy.TrustRequest("org/relu", "torch-cpu", META + b" ", signature=sig)
+    with pytest.raises(TrustError, match="metadata.json was changed after it was signed"):
+        policy.evaluate(forged, allow=True)
+
+
+def test_refusal_message_names_the_fixes() -> None:
+    req = request(where="Hugging Face Hub")
+    with pytest.raises(TrustError) as info:
+        policy.require(policy.evaluate(req), req)
+    text = str(info.value)
+    assert "refusing to load org/relu (variant torch-cpu) from Hugging Face Hub" in text
+    for fix in ("kernelforge trust add", "kernelforge trust allow org/relu",
+                "trust_remote_code=True"):
+        assert fix in text
+
+
+def test_sigstore_bundle_without_trusted_identity_is_only_a_note() -> None:
+    decision = policy.evaluate(request(sigstore_bundle=b"{}"))
+    assert not decision.allowed and "no sigstore identity is trusted" in str(decision)
+
+
+def test_invalid_sigstore_bundle_is_reported() -> None:
+    pytest.importorskip("sigstore")
+    trust.add_sigstore_identity("https://github.com/o/r/.github/workflows/b.yaml@refs/heads/main")
+    decision = policy.evaluate(request(sigstore_bundle=b'{"not": "a bundle"}'))
+    assert not decision.allowed and "is not a valid bundle" in str(decision)
+
+
+def test_allow_argument_is_checked() -> None:
+    with pytest.raises(TypeError, match="trust_remote_code"):
+        policy.allow_key("org/relu")  # type: ignore[arg-type]
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def test_cli_keygen_trust_list_remove(env: dict[str, Path], capsys) -> None:
+    assert main(["keygen", "--name", "ci", "--repo", "me/*"]) == 0
+    out = capsys.readouterr().out
+    key_id = out.split("key id:")[1].split()[0]
+    pem = env["config"] / "keys" / "ci.pem"
+    assert pem.is_file() and (env["config"] / "keys" / "ci.pub").is_file()
+    assert main(["trust", "list"]) == 0
+    assert f"{key_id}  ci  repos me/*" in capsys.readouterr().out
+    assert main(["trust", "add", str(env["config"] / "keys" / "ci.pub"), "--name", "again"]) == 0
+    assert main(["trust", "allow", "x/y"]) == 0
+    assert main(["trust", "remove", "x/y"]) == 0
+    assert "removed allowed repository x/y" in capsys.readouterr().out
+    assert main(["trust", "remove", "x/y"]) == 1
+    assert "is not in the trust store" in capsys.readouterr().err
+    assert main(["keygen", "--name", "ci"]) == 1  # exists
+
+
+def test_importing_stays_light() -> None:
+    code = ("import sys, kernelforge, kernelforge.cli, kernelforge.loader, kernelforge.lock, "
+            "kernelforge.policy, kernelforge.hub.hf, kernelforge.trust\n"
+            "heavy = {'torch', 'huggingface_hub', 'cryptography', 'sigstore', 'httpx'}\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ}).stdout
+    assert out.strip() == "[]"
