@@ -59,8 +59,8 @@ def test_signature_binds_metadata_bytes_and_variant(key: signing.SigningKey) -> 
     assert not key.public.verify(sig.signature, "torch-cpu", META.replace(b"x", b"y"))
 
 
-@pytest.mark.parametrize("data", [b"", b"{}", b"not json", b'{"format": "kernelforge-signature/1",'
-                                  b' "algorithm": "ed25519", "key-id": "a", "signature": "AA=="}'])
+@pytest.mark.parametrize("data", [b"", b"{}", b"not json", (b'{"format": "kernelforge-signature/1",'
+                                  b' "algorithm": "ed25519", "key-id": "a", "signature": "AA=="}')])
 def test_malformed_signature_files_are_named(data: bytes) -> None:
     with pytest.raises(TrustError, match=r"org/x: build/torch-cpu.sig: not a valid signature"):
         signing.parse_signature(data, "org/x: build/torch-cpu.sig")

@@ -41,7 +41,7 @@ from kernelforge.errors import HubError
 from kernelforge.hub import _durable
 from kernelforge.hub.base import is_commit, validate_repo_id
 
-__all__ = ["CACHE_ENV", "DownloadCache", "Entry", "default_cache_root"]
+__all__ = ["CACHE_ENV", "DownloadCache", "Entry", "default_cache_root", "is_intact"]
 
 logger = logging.getLogger(__name__)
 
@@ -343,6 +343,30 @@ class DownloadCache:
                 trash = self._tmp(key)
                 os.rename(final, trash / "old")
                 _remove(trash)
+
+
+def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:
+    """Whether a cached variant still matches the digests recorded when it was fetched.
+
+    Args:
+        path: the entry's variant directory.
+        recorded: its recorded ``{relpath: base64 sha256}``.
+
+    Returns:
+        ``False`` when something changed since (or nothing was recorded): such an entry
+        is worth fetching again; ``True`` when a verification failure must come from the
+        remote content itself.
+    """
+    from kernelforge.digest import verify_variant
+    from kernelforge.errors import IntegrityError
+
+    if recorded is None:
+        return False
+    try:
+        verify_variant(path, {}, recorded=recorded)
+    except IntegrityError:
+        return False
+    return True
 
 
 def _read_bytes(path: Path) -> bytes | None:

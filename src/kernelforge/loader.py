@@ -186,6 +186,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors()) -> ModuleType:
 def _load_plan(plan: Plan) -> ModuleType:
     """Enforce the trust decision, fetch, verify and import a located kernel."""
     from kernelforge import policy
+    from kernelforge.cache import is_intact
 
     info = plan.info
     if plan.hub is None or plan.request is None or plan.decision is None:
@@ -206,8 +207,9 @@ def _load_plan(plan: Plan) -> ModuleType:
     try:
         return _load(fetched.path, anchors)
     except IntegrityError as err:
-        if plan.hub.kind == "local" or fetched.fetched or getattr(plan.hub, "offline", True):
-            raise
+        if (plan.hub.kind == "local" or fetched.fetched or getattr(plan.hub, "offline", True)
+                or is_intact(fetched.path, fetched.recorded)):
+            raise  # a fresh or intact download differs from its anchors: fetching won't help
         logger.warning("%s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)

@@ -460,6 +460,7 @@ def lock_project(
 
 def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
     """Fetch one locked variant and verify it against the lock; re-fetch a bad copy once."""
+    from kernelforge.cache import is_intact
     from kernelforge.digest import verify_variant
     from kernelforge.errors import IntegrityError
     from kernelforge.hub._staging import read_metadata
@@ -476,7 +477,8 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
     try:
         return check(fetched.path, fetched.recorded)
     except IntegrityError:
-        if fetched.fetched or h.kind == "local" or getattr(h, "offline", True):
+        if (fetched.fetched or h.kind == "local" or getattr(h, "offline", True)
+                or is_intact(fetched.path, fetched.recorded)):
             raise
         logger.warning("%s: the cached copy of %s failed verification; fetching it again",
                        locked.repo_id, name)

@@ -1,0 +1,227 @@
+"""Lock files (kernelforge.lock): requirements, the round trip lock -> download -> offline
+load, refusing anything the lock does not pin, and Hugging Face's kernels.lock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
+
+from kernelforge import loader, signing, trust
+from kernelforge.cli import main
+from kernelforge.errors import HubError, IntegrityError, LockError, TrustError
+from kernelforge.hub import LocalHub
+from kernelforge.hub.hf import HfHub
+from kernelforge.lock import (
+    download_locked,
+    lock_project,
+    read_lock,
+    read_requirements,
+)
+
+REPO = "kernels-test/relu"
+OTHER = "kernels-test/other"
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> FakeHfApi:
+    return FakeHfApi(tmp_path / "remote")
+
+
+@pytest.fixture
+def hf(api: FakeHfApi, env) -> HfHub:
+    return HfHub(api=api, cache=env["cache"])
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> signing.SigningKey:
+    k = signing.generate_key(tmp_path / "k.pem")
+    trust.add_key(k.public.text, name="ci", repos=("kernels-test/*",))
+    return k
+
+
+def project(tmp_path: Path, text: str) -> Path:
+    root = tmp_path / "project"
+    root.mkdir(exist_ok=True)
+    (root / "pyproject.toml").write_text(text)
+    return root
+
+
+def publish(hub, repo: str, root: Path, version: int = 1, key=None, **kw) -> tuple[str, str]:
+    module_id = kw.pop("module_id", uid("lock"))
+    make_variant(root, "torch-cpu", version=version, module_id=module_id, **kw)
+    make_variant(root, "torch-cuda", version=version, module_id=module_id + "_cuda")
+    return hub.publish(repo, root, version=version, signer=key).commit, module_id
+
+
+# --- requirements -------------------------------------------------------------------------
+
+
+def test_requirements_from_both_tables(tmp_path: Path) -> None:
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'
+                   f'"a/b" = ">=2"\n"c/d" = {{ revision = "v1.2" }}\n'
+                   f'[tool.kernels.dependencies]\n"{REPO}" = 1\n"e/f" = "3"\n')
+    reqs = {r.repo_id: r.to_json() for r in read_requirements(root)}
+    assert reqs == {REPO: {"version": 1}, "a/b": {"version": ">=2"},
+                    "c/d": {"revision": "v1.2"}, "e/f": {"version": 3}}
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("", "no kernel dependencies"),
+    ('[tool.kernelforge.dependencies]\n"x/y" = "latest"\n', "'latest' is not a version"),
+    ('[tool.kernelforge.dependencies]\n"x/y" = { version = 1, revision = "v1" }\n',
+     "exactly one of 'version' or 'revision'"),
+    ('[tool.kernelforge.dependencies]\n"not a repo" = 1\n', "not a valid repository id"),
+    ('[tool.kernelforge.dependencies]\n"x/y" = 1\n[tool.kernels.dependencies]\n"x/y" = 2\n',
+     "keep one"),
+    ("not toml [", "cannot be read as TOML"),
+])
+def test_bad_requirements_name_the_key(tmp_path: Path, text: str, problem: str) -> None:
+    with pytest.raises(LockError, match=problem):
+        read_requirements(project(tmp_path, text))
+
+
+def test_missing_pyproject(tmp_path: Path) -> None:
+    with pytest.raises(LockError, match="pyproject.toml: not found"):
+        read_requirements(tmp_path)
+
+
+# --- the round trip -----------------------------------------------------------------------
+
+
+def test_lock_download_offline_load(hf: HfHub, api: FakeHfApi, tmp_path: Path, key,
+                                    monkeypatch, env) -> None:
+    commit, module_id = publish(hf, REPO, tmp_path / "v1", key=key)
+    root = project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = ">=1"\n')
+    result = lock_project(root, hub=hf)
+    assert result.path == root / "kernelforge.lock" and result.hf_path == root / "kernels.lock"
+    doc = json.loads(result.path.read_text())
+    entry = doc["kernels"][REPO]
+    assert (entry["commit"], entry["hub"], entry["branch"]) == (commit, "hf", "v1")
+    assert entry["requested"] == {"version": ">=1"}
+    cpu = entry["variants"]["torch-cpu"]
+    assert set(cpu["files"]) == {"__init__.py", "helper.py", SO_NAME, "metadata.json"}
+    assert cpu["signer"] == key.public.key_id
+    assert set(entry["variants"]) == {"torch-cpu", "torch-cuda"}
+    # Hugging Face's reader accepts the kernels.lock written beside it
+    kernels_rust = pytest.importorskip("kernels._rust")
+    hf_locks = kernels_rust.KernelLocks.from_json(result.hf_path.read_text())
+    assert [lk.commit for lk in hf_locks.values()] == [commit]
+
+    # a newer publish on the same branch does not move what the lock loads
+    publish(hf, REPO, tmp_path / "v1b", key=key, value=2)
+
+    fetched = download_locked(root, hub=hf)
+    assert [(r, v) for r, v, _ in fetched] == [(REPO, "torch-cpu")]
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    module = loader.load_kernel(REPO, lockfile=root / "kernelforge.lock", hub=hf)
+    assert (module.__name__, module.VALUE) == (module_id, 1)
+    assert loader.get_locked_kernel(REPO, lockfile=result.path, hub=hf) is module
+    info = loader.kernel_info(REPO, lockfile=result.path, hub=hf)
+    assert info.source == "lock" and info.commit == commit
+    assert info.trust.startswith("trust: allowed, signed by trusted key")
+
+
+def test_download_all_variants_then_a_changed_variant_is_refused(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key
+) -> None:
+    commit, _module_id = publish(hf, REPO, tmp_path / "v1", key=key)
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(root, hub=hf).path
+    assert lock_project(root, hub=hf).hf_path is None  # no [tool.kernels] table: ours only
+    got = download_locked(lock, hub=hf, all_variants=True)
+    assert sorted(v for _, v, _ in got) == ["torch-cpu", "torch-cuda"]
+    # the remote changes the locked variant in place (a compromised hub); cold cache
+    api.tamper(REPO, commit, "build/torch-cpu/helper.py", b"def double(x):\n    return x\n")
+    cold = HfHub(api=api, cache=tmp_path / "cold")
+    with pytest.raises(IntegrityError, match="changed: helper.py"):
+        loader.get_locked_kernel(REPO, lockfile=lock, hub=cold)
+    # a lock edited to pin other bytes refuses the genuine files too
+    doc = json.loads(lock.read_text())
+    doc["kernels"][REPO]["variants"]["torch-cpu"]["files"]["__init__.py"] = "AAAA"
+    lock.write_text(json.dumps(doc))
+    with pytest.raises(IntegrityError, match="changed: __init__.py"):
+        loader.get_locked_kernel(REPO, lockfile=lock, hub=hf)
+    with pytest.raises(IntegrityError, match="changed: __init__.py"):
+        download_locked(lock, hub=hf)
+
+
+def test_locking_enforces_trust_and_locked_files_load_unsigned(
+    hf: HfHub, tmp_path: Path
+) -> None:
+    _commit, module_id = publish(hf, REPO, tmp_path / "v1")
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    with pytest.raises(TrustError, match="no signature"):
+        lock_project(root, hub=hf)
+    assert not (root / "kernelforge.lock").exists()
+    lock = lock_project(root, hub=hf, allow=[REPO]).path
+    # the lock pins every byte, so loading what it pins needs no further allowance
+    assert loader.get_locked_kernel(REPO, lockfile=lock, hub=hf).__name__ == module_id
+
+
+def test_hf_kernels_lock_pins_the_commit_only(hf: HfHub, tmp_path: Path) -> None:
+    commit, module_id = publish(hf, REPO, tmp_path / "v1")
+    publish(hf, REPO, tmp_path / "v1b", value=2)
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
+                                 "lock": {"commit": commit}}]))
+    parsed = read_lock(lock)
+    assert parsed.kind == "kernels" and parsed.require(REPO).variants is None
+    with pytest.raises(TrustError):  # no digests pinned: the usual trust policy applies
+        loader.get_locked_kernel(REPO, lockfile=lock, hub=hf)
+    module = loader.get_locked_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)
+    assert (module.__name__, module.VALUE) == (module_id, 1)
+
+
+def test_lock_errors(hf: HfHub, tmp_path: Path) -> None:
+    publish(hf, REPO, tmp_path / "v1")
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(root, hub=hf, allow=True).path
+    with pytest.raises(LockError, match=f"{OTHER} is not locked"):
+        loader.get_locked_kernel(OTHER, lockfile=lock, hub=hf)
+    with pytest.raises(ValueError, match="lockfile"):
+        loader.get_locked_kernel(REPO, lockfile=None, hub=hf)
+    with pytest.raises(LockError, match="lock file not found"):
+        read_lock(tmp_path / "nope.lock")
+    bad = tmp_path / "bad.lock"
+    bad.write_text('{"format": "kernelforge-lock/1", "kernels": {"a/b": {"commit": "x"}}}')
+    with pytest.raises(LockError, match="'commit' must be a 40-hex"):
+        read_lock(bad)
+    with pytest.raises(HubError, match="not in the download cache"):  # never downloads
+        loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=hf._api, cache=tmp_path / "c2"))
+    with pytest.raises(HubError, match="no version >= 5"):
+        lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = ">=5"\n'),
+                     hub=hf, allow=True)
+
+
+def test_local_hub_lock(tmp_path: Path, env) -> None:
+    hub = LocalHub(env["hub"])
+    commit, module_id = publish(hub, REPO, tmp_path / "v1")
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(root).path  # the default hub finds the repository locally
+    entry = read_lock(lock).require(REPO)
+    assert (entry.hub, entry.commit) == ("local", commit)
+    assert loader.get_locked_kernel(REPO, lockfile=lock).__name__ == module_id
+
+
+def test_cli_lock_download_info(hf: HfHub, tmp_path: Path, key, monkeypatch, capsys) -> None:
+    commit, _ = publish(hf, REPO, tmp_path / "v1", key=key)
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert main(["lock", str(root), "--hub", "hf"]) == 0
+    out = capsys.readouterr().out
+    assert f"{REPO}: branch v1, commit {commit[:12]} (hf), 2 variants" in out
+    assert main(["download", str(root), "--hub", "hf"]) == 0
+    assert f"{REPO} torch-cpu: verified" in capsys.readouterr().out
+    assert main(["info", REPO, "--lock", str(root / "kernelforge.lock"), "--hub", "hf"]) == 0
+    assert f"pinned by {root / 'kernelforge.lock'}" in capsys.readouterr().out
+    assert main(["lock", str(tmp_path / "nowhere")]) == 1
+    assert "pyproject.toml: not found" in capsys.readouterr().err
