@@ -13,8 +13,13 @@ import sys
 import torch
 
 faulthandler.enable()
-sys.path.insert(0, os.environ["GEMM_KERNEL_PATH"])
-gk = importlib.import_module("gemm")
+if os.environ.get("GEMM_KERNEL_PATH"):
+    sys.path.insert(0, os.environ["GEMM_KERNEL_PATH"])
+    gk = importlib.import_module("gemm")
+else:
+    import kernelforge
+
+    gk = kernelforge.get_kernel(os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm"))
 ops = gk._ops.ops
 ref = gk.reference
 FN = torch.float8_e4m3fn

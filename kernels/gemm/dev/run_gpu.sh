@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# One device call: build (prebuilt CUDA objects in .whl/devobj), tests, benchmark,
-# sanitizers. Stages are independent; each logs under $OUT. Usage:
-#   bash kernels/gemm/dev/run_gpu.sh [stages...]   (default: build test bench)
+# One device call: build, tests, benchmark, sanitizers, as named stages. Each stage logs
+# to /tmp/gemmlogs/<stage>.log; the logs come back as $OUT/logs.tar.gz, the benchmark
+# tables as $OUT/gemm.{md,json}. Usage (from the repository root):
+#   bash kernels/gemm/dev/run_gpu.sh STAGE...
+# Stages:
+#   build      development build with prebuilt CUDA objects (.whl/devobj)
+#   buildsrc   development build from source (CUTLASS from the carried wheel)
+#   kf         kernelforge build + publish to a local hub + the guide's Step 5
+#              (later stages then load the kernel through kernelforge)
+#   exc test bench sweep memcheck racecheck racecheck1 sass toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-stages=${*:-build test bench}
+logs=/tmp/gemmlogs
+mkdir -p "$OUT" "$logs"
 root=$(pwd)
 dev=/tmp/gemmdev
 export GEMM_KERNEL_PATH=$dev/pkg
@@ -14,31 +21,41 @@ summary=()
 run() {  # name timeout cmd...
   local name=$1 t=$2; shift 2
   local t0=$SECONDS
-  timeout "$t" "$@" > "$OUT/$name.log" 2>&1
+  timeout "$t" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
   summary+=("$name rc=$rc $((SECONDS - t0))s")
-  echo "== $name rc=$rc ($((SECONDS - t0)) s)"; tail -n 25 "$OUT/$name.log"
+  echo "== $name rc=$rc ($((SECONDS - t0)) s)"; tail -n 12 "$logs/$name.log" | cut -c1-300
 }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/env.txt" 2>&1
-python3 -c "import torch;print(torch.__version__, torch.version.cuda)" >> "$OUT/env.txt" 2>&1
-for s in $stages; do
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
+  python3 -c "import torch;print(torch.__version__, torch.version.cuda)"; } > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+site() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$root/src
+}
+for s in "$@"; do
   case $s in
     build) run build 300 python3 kernels/gemm/dev/build_dev.py --out $dev --objects .whl/devobj ;;
     buildsrc) python3 -c "import zipfile,glob; zipfile.ZipFile(glob.glob('.whl/nvidia_cutlass-*.whl')[0]).extractall('/tmp/cutlass')"
               run build 500 python3 kernels/gemm/dev/build_dev.py --out $dev --cutlass /tmp/cutlass/cutlass_library/source/include ;;
-    diag) run diag 200 python3 kernels/gemm/dev/diag.py numerics
-          run diagexc 120 python3 kernels/gemm/dev/diag.py exceptions
-          run diaggdb 200 cuda-gdb -q -batch -ex run -ex bt --args python3 kernels/gemm/dev/diag.py exceptions ;;
+    kf) site
+        export KERNELFORGE_HUB=/tmp/hub
+        run kfbuild 500 python3 -m kernelforge build kernels/gemm -j 16
+        run kfpublish 120 python3 -m kernelforge publish kernels/gemm --repo kernels-community/gemm
+        run step5 120 python3 kernels/gemm/dev/step5.py
+        unset GEMM_KERNEL_PATH
+        export GEMM_KERNEL_REPO=kernels-community/gemm ;;
     exc) run exceptions 60 python3 kernels/gemm/dev/diag.py exceptions ;;
-    test) run test 300 python3 -m pytest tests/gpu -q -p no:cacheprovider -x --timeout 240 -ra ;;
-    testall) run test 400 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 240 -ra --tb=short ;;
+    diag) run diag 200 python3 kernels/gemm/dev/diag.py numerics ;;
+    test) run test 400 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 240 -ra --tb=short ;;
     bench) run bench 330 python3 benchmarks/gemm.py --out "$OUT" --rep 60 ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racecheck) run racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py ;;
     racecheck1) run racecheck_cluster 300 compute-sanitizer --tool racecheck --print-limit 3 --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
-    toolchain) run toolchain 60 sh -c "so=$dev/build/_gemm_cuda_dev.so; which c++ g++; c++ --version | head -1; ls /opt/gcc/lib64 2>/dev/null | grep -i stdc; ldd \$so | grep -i -E 'stdc|gcc'; echo defined-std-symbols: \$(nm -C --defined-only \$so | grep -c ' std::'); nm -C --defined-only \$so | grep -E 'locale::classic|num_put<char' | head -5" ;;
-    sass) run sass 120 sh -c "cuobjdump --dump-sass $dev/build/_gemm_cuda_dev.so | grep -c -E 'QGMMA|HGMMA'; cuobjdump --dump-sass $dev/build/_gemm_cuda_dev.so | grep -o -E '(QGMMA|HGMMA)[^ ]*' | sort | uniq -c" ;;
+    sass) run sass 120 sh -c "for so in \$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); do cuobjdump --dump-sass \$so | grep -o -E '(QGMMA|HGMMA)[.A-Z0-9x]*' | sort | uniq -c; done" ;;
+    toolchain) run toolchain 60 sh -c "which c++ g++; c++ --version | head -1; ls /opt/gcc/lib64 2>/dev/null | grep -i stdc; so=\$(find $dev/build /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); echo so=\$so; ldd \$so | grep -i -E 'stdc|gcc'; echo defined std:: symbols: \$(nm -C --defined-only \$so | grep -c ' std::')" ;;
   esac
 done
+tar -czf "$OUT/logs.tar.gz" -C "$logs" .
 echo; printf '%s\n' "${summary[@]}"

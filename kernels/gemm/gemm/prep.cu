@@ -140,7 +140,7 @@ __device__ void rowcopy_chunk(const PrepJob& j, int64_t chunk) {
 }
 
 template <PrepOut kOut, Fp8Kind kKind0, Fp8Kind kKind1>
-__global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ PrepParams p) {
+__global__ void __launch_bounds__(kThreads, 6) prep_kernel(const __grid_constant__ PrepParams p) {
   __shared__ __align__(16) uint32_t smem[kTile][kTile / 4];
   int64_t b = blockIdx.x;
   int which = 0;

@@ -188,7 +188,8 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //  - short K (<= 512) or few rows (M <= 128, or M <= 1024 with N <= 640): ping-pong
 //    64x128 tiles, whose two consumer warp groups overlap one tile's epilogue with the
 //    next tile's mainloop;
-//  - long K on a grid whose last wave is ragged: stream-K spreads the K work evenly;
+//  - long K (>= 4096): CUTLASS's stream-K heuristic (data-parallel waves, the ragged
+//    last wave split along K);
 //  - otherwise persistent data-parallel 128x128 tiles.
 // The 2x1-cluster variant (B multicast) is 3-10% faster on some large grids but is
 // left to explicit selection: compute-sanitizer's racecheck reports hazards on its
@@ -198,12 +199,8 @@ struct Choice {
   int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K
 };
 
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sms) {
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16) {
   using V = kfgemm::Variant;
-  const int64_t units = std::max(sms, 1);
-  const int64_t tiles = ceil_div(M, 128) * ceil_div(N, 128);
-  const int64_t waves = ceil_div(tiles, units);
-  const double wave_use = static_cast<double>(tiles) / static_cast<double>(waves * units);
   if (bf16) {
     if (K <= 512 || M <= 128 || N >= 16384 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
@@ -211,7 +208,7 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sms) {
     return {V::kBf16Coop128x128StreamK, 0};
   }
   if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
-  if (K >= 4096 && wave_use < 0.95) return {V::kFp8Coop128x128StreamK, 0};
+  if (K >= 4096) return {V::kFp8Coop128x128StreamK, 0};
   return {V::kFp8Coop128x128StreamK, 1};
 }
 
@@ -237,7 +234,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
 
   const bool bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
                     kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
-  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count);
+  const Choice choice = pick_variant(M, N, K, bf16);
   kfgemm::Variant v = choice.variant;
   if (splits < 0) splits = choice.splits;
   if (variant >= 0) {
