@@ -19,8 +19,13 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "get_kernel": "kernelforge.loader",
     "get_local_kernel": "kernelforge.loader",
+    "get_locked_kernel": "kernelforge.loader",
     "has_kernel": "kernelforge.loader",
+    "kernel_info": "kernelforge.loader",
+    "load_kernel": "kernelforge.loader",
     "load_variant": "kernelforge.loader",
+    "lock_project": "kernelforge.lock",
+    "download_locked": "kernelforge.lock",
     "load_manifest": "kernelforge.manifest",
     "Manifest": "kernelforge.manifest",
     "Variant": "kernelforge.variants",
@@ -29,12 +34,15 @@ _EXPORTS = {
     "resolve_variant": "kernelforge.variants",
     "build_project": "kernelforge.build",
     "LocalHub": "kernelforge.hub",
+    "HfHub": "kernelforge.hub.hf",
     "KernelforgeError": "kernelforge.errors",
     "ManifestError": "kernelforge.errors",
     "VariantNotFoundError": "kernelforge.errors",
     "BuildError": "kernelforge.errors",
     "HubError": "kernelforge.errors",
     "IntegrityError": "kernelforge.errors",
+    "TrustError": "kernelforge.errors",
+    "LockError": "kernelforge.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -46,11 +54,23 @@ if TYPE_CHECKING:  # pragma: no cover
         HubError,
         IntegrityError,
         KernelforgeError,
+        LockError,
         ManifestError,
+        TrustError,
         VariantNotFoundError,
     )
     from kernelforge.hub import LocalHub
-    from kernelforge.loader import get_kernel, get_local_kernel, has_kernel, load_variant
+    from kernelforge.hub.hf import HfHub
+    from kernelforge.loader import (
+        get_kernel,
+        get_local_kernel,
+        get_locked_kernel,
+        has_kernel,
+        kernel_info,
+        load_kernel,
+        load_variant,
+    )
+    from kernelforge.lock import download_locked, lock_project
     from kernelforge.manifest import Manifest, load_manifest
     from kernelforge.variants import SystemFacts, Variant, detect_system, resolve_variant
 
