@@ -47,9 +47,10 @@ def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
 
 def run(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ), cwd=TESTS)
+                          timeout=timeout, env=dict(os.environ), cwd=TESTS, check=False)
 
 
+@pytest.mark.slow
 def test_publish_killed_at_every_step_leaves_the_last_good_revision(
     tmp_path: Path, env
 ) -> None:
@@ -88,6 +89,7 @@ def test_publish_killed_at_every_step_leaves_the_last_good_revision(
     assert steps > 10, "the publish was killed at too few points to mean anything"
 
 
+@pytest.mark.slow
 def test_download_killed_at_every_step_leaves_no_partial_entry(tmp_path: Path, env) -> None:
     key = signing.generate_key(tmp_path / "k.pem")
     trust.add_key(key.public.text, name="ci")

@@ -162,18 +162,22 @@ def hub_for(hub: HubArg, repo_id: str, *, prefer: str | None = None) -> Hub:
     Args:
         hub: the ``hub=`` argument.
         repo_id: the repository.
-        prefer: ``"local"`` or ``"hf"``: the kind a lock file recorded, used when
-            ``hub`` is ``None`` and ``$KERNELFORGE_HUB`` is unset.
+        prefer: ``"local"`` or ``"hf"``: the kind of hub a lock file recorded; it
+            decides when ``hub`` is ``None``.
 
     Returns:
         The hub.
     """
-    if hub is not None or os.environ.get(HUB_ENV):
+    if hub is not None:
         return as_hub(hub)
+    if prefer == "hf":
+        return as_hub("hf")
+    if prefer == "local":
+        return LocalHub()  # $KERNELFORGE_HUB when it names a directory, else the user cache
+    if os.environ.get(HUB_ENV):
+        return as_hub(None)
     local = LocalHub()
-    if prefer == "local" or (prefer is None and local.has_repo(repo_id)):
-        return local
-    return as_hub("hf")
+    return local if local.has_repo(repo_id) else as_hub("hf")
 
 
 # --- choosing a variant ------------------------------------------------------------------
