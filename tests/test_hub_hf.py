@@ -13,7 +13,7 @@ from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
 
 from kernelforge import loader, signing, trust
 from kernelforge.errors import HubError, IntegrityError, TrustError
-from kernelforge.hub import Hub, as_hub
+from kernelforge.hub import Hub, LocalHub, as_hub
 from kernelforge.hub.hf import HfHub
 
 REPO = "kernels-test/relu"
@@ -204,3 +204,35 @@ def test_cache_entry_record(hf: HfHub, tmp_path: Path, key, caplog) -> None:
     assert set(entry["files"]) == {"__init__.py", "helper.py", SO_NAME, "metadata.json"}
     assert (hf.cache.entries()) == [(REPO, c, "torch-cpu")]
     assert not hf.fetch_variant(REPO, c, "torch-cpu").fetched
+
+
+def _cli_project(tmp_path: Path) -> Path:
+    root = tmp_path / "cli-relu"
+    (root / "torch-ext" / "relu").mkdir(parents=True)
+    (root / "torch-ext" / "relu" / "__init__.py").write_text("")
+    (root / "build.toml").write_text('[general]\nname = "relu"\nversion = 1\n'
+                                     'license = "Apache-2.0"\nbackends = ["cpu"]\n\n'
+                                     "[torch-noarch]\n")
+    make_variant(root, "torch-cpu", module_id=uid("cli"))
+    return root
+
+
+def test_cli_publish_signed_to_the_remote_and_load(hf: HfHub, tmp_path: Path, capsys,
+                                                    monkeypatch, env) -> None:
+    from kernelforge.cli import main
+
+    root = _cli_project(tmp_path)
+    assert main(["keygen", "--name", "release"]) == 0
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf if hub == "hf" else
+                        LocalHub(hub))
+    assert main(["publish", str(root), "--repo", REPO, "--hub", "hf", "--sign", "release"]) == 0
+    out = capsys.readouterr().out
+    assert "published kernels-test/relu version 1" in out and "signed with key" in out
+    assert "hub: Hugging Face Hub" in out
+    # the key keygen made is trusted by its owner: the signed remote kernel loads
+    assert loader.get_kernel(REPO, version=1, hub=hf).VALUE == 1
+    # and the same works for a local hub another user reads
+    assert main(["publish", str(root), "--repo", REPO, "--hub", str(env["hub"]),
+                 "--sign", str(env["config"] / "keys" / "release.pem")]) == 0
+    commit = LocalHub(env["hub"]).resolve(REPO, "v1")
+    assert LocalHub(env["hub"]).read_file(REPO, commit, "build/torch-cpu.sig")
