@@ -201,6 +201,10 @@ def _load_plan(plan: Plan) -> ModuleType:
             "file digests, so the signature does not cover the code; refusing to load it "
             "(rebuild with a current builder, or pin it with a lock file)"
         )
+    if not plan.metadata.get("digest") and plan.locked is None and plan.hub.kind != "local":
+        logger.warning("%s (variant %s): its metadata.json records no file digests; the "
+                       "files are checked only against what was downloaded", info.repo,
+                       info.variant)
     commit = info.commit or ""
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant)
     anchors = _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked)
