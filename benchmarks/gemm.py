@@ -216,7 +216,8 @@ def main() -> int:
     if args.suite in ("deepseek", "all"):
         suites.append(("deepseek", DEEPSEEK, False))
     report = {"env": info, "suites": {}}
-    md = [f"# gemm benchmark\n\n{info}\n\nTimes in microseconds (median, L2 flushed); ratio = "
+    env_line = ", ".join(f"{k} {v}" for k, v in info.items())
+    md = [f"# gemm benchmark\n\n{env_line}\n\nTimes in microseconds (median, L2 flushed); ratio = "
           "cuBLASLt time / our time (> 1: we are faster). floor = max(FLOPs / peak FP8, bytes / "
           "peak bandwidth).\n"]
     for suite, shapes, challenge in suites:

@@ -54,6 +54,7 @@ for s in "$@"; do
     racecheck) run racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py ;;
     racecheck1) run racecheck_cluster 300 compute-sanitizer --tool racecheck --print-limit 3 --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     sass) run sass 120 sh -c "for so in \$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); do cuobjdump --dump-sass \$so | grep -o -E '(QGMMA|HGMMA)[.A-Z0-9x]*' | sort | uniq -c; done" ;;
+    ncu) run ncu 400 ncu --kernel-name regex:'device_kernel|prep_kernel|nvjet|sm90_xmma' --launch-skip 0 --launch-count 12 --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats python3 kernels/gemm/dev/profile.py ;;
     toolchain) run toolchain 60 sh -c "which c++ g++; c++ --version | head -1; ls /opt/gcc/lib64 2>/dev/null | grep -i stdc; so=\$(find $dev/build /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); echo so=\$so; ldd \$so | grep -i -E 'stdc|gcc'; echo defined std:: symbols: \$(nm -C --defined-only \$so | grep -c ' std::')" ;;
   esac
 done

@@ -1,0 +1,40 @@
+"""Workload for Nsight Compute: our op and cuBLASLt on two shapes.
+
+    ncu --kernel-name regex:'device_kernel|prep_kernel|sm90' python kernels/gemm/dev/profile.py
+"""
+
+from __future__ import annotations
+
+import os
+
+import kernelforge
+import torch
+from torch.nn.functional import ScalingType, scaled_mm
+
+gk = kernelforge.get_kernel(os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm"))
+FN = torch.float8_e4m3fn
+
+
+def shapes():
+    # (label, m, n, k, MN-major storage)
+    return [("nt-4096x7168x16384", 4096, 7168, 16384, False),
+            ("challenge-1024x1536x7168", 1024, 1536, 7168, True)]
+
+
+for label, m, n, k, mn in shapes():
+    kb, nb = -(-k // 128), -(-n // 128)
+    a = torch.randn(k, m, device="cuda").to(FN).t() if mn else torch.randn(m, k, device="cuda").to(FN)
+    b = torch.randn(k, n, device="cuda").to(FN).t() if mn else torch.randn(n, k, device="cuda").to(FN)
+    sa = torch.randn(kb, m, device="cuda")
+    sb = torch.randn(nb, kb, device="cuda")
+    sbp = torch.zeros(nb, -(-kb // 4) * 4, device="cuda")
+    sbp[:, :kb] = sb
+    ak, bk = a.contiguous(), b.contiguous()
+    torch.cuda.nvtx.range_push(label)
+    for _ in range(2):
+        gk.gemm_nt(a, b, sa.t(), sb)
+        scaled_mm(ak, bk.t(), sa.t(), ScalingType.BlockWise1x128, sbp.t(),
+                  ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+print("profile workload done")
