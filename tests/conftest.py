@@ -36,6 +36,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     reason=f"needs a Hopper GPU (sm_90); this one is sm_{cap[0]}{cap[1]}"))
 
 
+@pytest.fixture(autouse=True)
+def private_user_dirs(tmp_path_factory: pytest.TempPathFactory,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test (and the processes it starts) out of the user's real hub, trust
+    store and publisher key."""
+    base = tmp_path_factory.mktemp("user")
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(base / "config"))
+    monkeypatch.setenv("KERNELFORGE_HUB", str(base / "hub"))
+
+
 @pytest.fixture(scope="session")
 def built_relu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled relu project, built once per test session for the cpu backend."""
