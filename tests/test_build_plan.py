@@ -163,3 +163,30 @@ def test_cutlass_dependency_resolves_to_the_pinned_wheel(monkeypatch) -> None:
     monkeypatch.setattr(importlib.metadata, "version", lambda dist: "4.1.0")
     with pytest.raises(ToolchainError, match=r"pinned to nvidia-cutlass==4\.2\.0\.0.*pip install"):
         resolve_dependency("cutlass_4_0")
+
+
+def test_nvcc_is_found_in_a_real_toolkit_not_a_wrapper(tmp_path: Path, monkeypatch) -> None:
+    from kernelforge.build import toolchain
+
+    home = tmp_path / "cuda-12.8"
+    (home / "bin").mkdir(parents=True)
+    (home / "include").mkdir()
+    (home / "include" / "cuda_runtime.h").write_text("")
+    (home / "bin" / "nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8'\n")
+    wrappers = tmp_path / "wrappers"
+    wrappers.mkdir()
+    (wrappers / "nvcc").write_text(f"#!/bin/sh\nexec {home}/bin/nvcc \"$@\"\n")
+    for script in (home / "bin" / "nvcc", wrappers / "nvcc"):
+        script.chmod(0o755)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", f"{wrappers}:/usr/bin:/bin")
+    toolchain.find_nvcc.cache_clear()
+    try:
+        # CUDA_HOME names the toolkit; the wrapper on PATH is not taken for it
+        monkeypatch.setenv("CUDA_HOME", str(home))
+        nvcc = toolchain.find_nvcc()
+        assert nvcc is not None and nvcc.path == home / "bin" / "nvcc"
+        assert nvcc.version == (12, 8)
+    finally:
+        toolchain.find_nvcc.cache_clear()

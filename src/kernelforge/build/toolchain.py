@@ -59,51 +59,53 @@ def _parse_version(text: str, pattern: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in m.group(1).split("."))
 
 
-def _first_existing(candidates: Sequence[Path | None]) -> Path | None:
+def _first_existing(candidates: Sequence[Path | None], marker: str | None = None) -> Path | None:
+    """The first executable candidate; with ``marker``, only one whose toolkit home (the
+    grandparent of the resolved file) holds that file, which skips wrapper scripts such as
+    a /usr/local/bin/nvcc that execs the real one."""
     for cand in candidates:
-        if cand is not None and cand.is_file() and os.access(cand, os.X_OK):
-            return cand
+        if cand is None or not cand.is_file() or not os.access(cand, os.X_OK):
+            continue
+        real = cand.resolve()
+        if marker is None or (real.parent.parent / marker).is_file():
+            return real
     return None
+
+
+def _find_device_compiler(
+    name: str, env_vars: tuple[str, str], default_home: str, version_pattern: str, marker: str
+) -> Tool | None:
+    """A GPU compiler: ``$<env>/bin/<name>`` for each env var, then ``PATH``, then the
+    default installation; its version read from ``<name> --version``."""
+    candidates: list[Path | None] = [
+        Path(os.environ[var]) / "bin" / name for var in env_vars if os.environ.get(var)
+    ]
+    which = shutil.which(name)
+    candidates.append(Path(which) if which else None)
+    candidates.append(Path(default_home) / "bin" / name)
+    # a real toolkit first; a lone wrapper script only when nothing else exists
+    path = _first_existing(candidates, marker) or _first_existing(candidates)
+    if path is None:
+        return None
+    text = _run_version([str(path), "--version"])
+    version = _parse_version(text, version_pattern)
+    if version is None:
+        raise ToolchainError(f"cannot read the version from '{path} --version':\n{text}")
+    return Tool(name, path, version, text.strip().splitlines()[-1])
 
 
 @functools.lru_cache(maxsize=None)
 def find_nvcc() -> Tool | None:
     """The CUDA compiler: ``$CUDA_HOME``/``$CUDA_PATH``, then ``PATH``, then /usr/local/cuda."""
-    candidates: list[Path | None] = []
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            candidates.append(Path(os.environ[var]) / "bin" / "nvcc")
-    which = shutil.which("nvcc")
-    candidates.append(Path(which) if which else None)
-    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
-    path = _first_existing(candidates)
-    if path is None:
-        return None
-    text = _run_version([str(path), "--version"])
-    version = _parse_version(text, r"release (\d+\.\d+)")
-    if version is None:
-        raise ToolchainError(f"cannot read the CUDA version from '{path} --version':\n{text}")
-    return Tool("nvcc", path, version, text.strip().splitlines()[-1])
+    return _find_device_compiler("nvcc", ("CUDA_HOME", "CUDA_PATH"), "/usr/local/cuda",
+                                 r"release (\d+\.\d+)", "include/cuda_runtime.h")
 
 
 @functools.lru_cache(maxsize=None)
 def find_hipcc() -> Tool | None:
     """The HIP compiler: ``$ROCM_HOME``/``$ROCM_PATH``, then ``PATH``, then /opt/rocm."""
-    candidates: list[Path | None] = []
-    for var in ("ROCM_HOME", "ROCM_PATH"):
-        if os.environ.get(var):
-            candidates.append(Path(os.environ[var]) / "bin" / "hipcc")
-    which = shutil.which("hipcc")
-    candidates.append(Path(which) if which else None)
-    candidates.append(Path("/opt/rocm/bin/hipcc"))
-    path = _first_existing(candidates)
-    if path is None:
-        return None
-    text = _run_version([str(path), "--version"])
-    version = _parse_version(text, r"HIP version: (\d+\.\d+)")
-    if version is None:
-        raise ToolchainError(f"cannot read the HIP version from '{path} --version':\n{text}")
-    return Tool("hipcc", path, version, f"HIP {'.'.join(map(str, version))}")
+    return _find_device_compiler("hipcc", ("ROCM_HOME", "ROCM_PATH"), "/opt/rocm",
+                                 r"HIP version: (\d+\.\d+)", "include/hip/hip_runtime.h")
 
 
 @functools.lru_cache(maxsize=None)
