@@ -9,6 +9,9 @@ mkdir -p "$out"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 work=$(mktemp -d)
 export KERNELFORGE_HUB="$work/hub" XDG_CACHE_HOME="$work/cache"
+# The image's default CXX links libstdc++ statically, which kernelforge refuses for
+# extensions (a second C++ runtime beside torch's crashes on error paths).
+[ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++
 {
   echo "## environment"
   date -u +"%Y-%m-%d %H:%M:%S UTC"

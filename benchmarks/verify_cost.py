@@ -6,9 +6,9 @@ kernel takes: revision and variant choice, the trust policy (reading the trust s
 checking the ed25519 signature over metadata.json), the digest check of every file
 (against the metadata digest and the hub's record), and the import. "Verification off"
 is the same call with the signature and digest checks stubbed out, so the difference is
-their cost alone. Between loads the in-process caches and ``sys.modules`` are cleared,
-so every load is a cold one; files are in the page cache after the first (as they are
-for a kernel loaded on each process start).
+their cost alone. Every load runs in a fresh process
+(after its ``import torch``), so every load is a cold one; files are in the page cache
+after the first (as they are for a kernel loaded on each process start).
 
 Usage:
     python benchmarks/verify_cost.py                        # a small generated kernel
@@ -25,6 +25,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +39,7 @@ def make_small_kernel(build: Path, so_kib: int) -> Path:
     """A pure-Python package plus a binary blob (standing in for the .so; not imported)."""
     from kernelforge import digest
 
-    vdir = build / "torch-cpu"
+    vdir = build / "torch-universal"  # fits any system
     vdir.mkdir(parents=True)
     (vdir / "__init__.py").write_text("from . import _ops, layers\nfrom ._ops import ops\n")
     (vdir / "_ops.py").write_text("ops = None\n\ndef add_op_namespace_prefix(name):\n"
@@ -61,25 +62,29 @@ def copy_variant(src: Path, build: Path) -> Path:
     return dest
 
 
-def _clear(module_id: str) -> None:
-    from kernelforge import loader
+# One cold load in a fresh process (a kernel that registers torch ops can be imported
+# only once per process). argv: hub directory, "on" or "off".
+CHILD = """
+import sys, time
+import torch  # imported before timing: the cost of torch is not the loader's
+from kernelforge import digest, loader, policy
+if sys.argv[2] == "off":
+    digest.verify_variant = lambda path, meta, **kw: {}
+    policy.evaluate = lambda req, **kw: policy.TrustDecision(True, "benchmark: off")
+start = time.perf_counter()
+loader.get_kernel(%r, version=1, hub=sys.argv[1])
+print((time.perf_counter() - start) * 1e3)
+""" % REPO
 
-    loader._by_call.clear()
-    loader._by_path.clear()
-    loader._by_id.clear()
-    for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
-        del sys.modules[name]
 
-
-def _timed_loads(module_id: str, hub: Any, runs: int) -> list[float]:
-    from kernelforge import loader
-
+def _timed_loads(hub_root: Path, runs: int, verify: bool) -> list[float]:
     out = []
     for _ in range(runs):
-        _clear(module_id)
-        start = time.perf_counter()
-        loader.get_kernel(REPO, version=1, hub=hub)
-        out.append((time.perf_counter() - start) * 1e3)
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(hub_root), "on" if verify else "off"],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise SystemExit(f"a timed load failed:\n{proc.stderr}")
+        out.append(float(proc.stdout.strip().splitlines()[-1]))
     return out
 
 
@@ -89,7 +94,6 @@ def measure(vdir: Path, runs: int, work: Path) -> dict[str, Any]:
     from kernelforge.hub._staging import read_metadata
 
     meta = read_metadata(vdir)
-    module_id = str(meta["id"])
     files = [p for p in vdir.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
     os.environ["KERNELFORGE_CONFIG"] = str(work / "publisher")
@@ -99,16 +103,11 @@ def measure(vdir: Path, runs: int, work: Path) -> dict[str, Any]:
     os.environ["KERNELFORGE_CONFIG"] = str(work / "user")  # not the publisher: needs the key
     trust.add_key(key.public.text, name="bench")
 
-    decision = _timed_loads(module_id, hub, 1)  # warm up: imports torch, page cache
-    with_ms = _timed_loads(module_id, hub, runs)
-
-    real_verify, real_eval = digest.verify_variant, policy.evaluate
-    digest.verify_variant = lambda path, meta, **kw: {}  # type: ignore[assignment]
-    policy.evaluate = lambda req, **kw: policy.TrustDecision(True, "benchmark: off")  # type: ignore[assignment]
-    try:
-        without_ms = _timed_loads(module_id, hub, runs)
-    finally:
-        digest.verify_variant, policy.evaluate = real_verify, real_eval
+    _timed_loads(hub.root, 1, verify=True)  # warm up: page cache
+    with_ms, without_ms = [], []
+    for _ in range(runs):  # interleaved, so drift affects both alike
+        with_ms += _timed_loads(hub.root, 1, verify=True)
+        without_ms += _timed_loads(hub.root, 1, verify=False)
 
     commit = hub.resolve(REPO, "v1")
     fetched = hub.fetch_variant(REPO, commit, vdir.name)
@@ -126,7 +125,6 @@ def measure(vdir: Path, runs: int, work: Path) -> dict[str, Any]:
         sig_ms.append((time.perf_counter() - start) * 1e3)
     if not allowed:
         raise SystemExit("benchmark set-up error: the signature did not verify")
-    del decision
     return {
         "variant": vdir.name, "files": len(files), "bytes": size, "runs": runs,
         "load_verified_ms": statistics.median(with_ms),
@@ -162,7 +160,7 @@ def main() -> None:
     parser.add_argument("--variant", type=Path, help="a build/<variant> directory to measure")
     parser.add_argument("--so-kib", type=int, default=256,
                         help="size of the generated kernel's binary (default 256 KiB)")
-    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kf-verify-cost-") as tmp:

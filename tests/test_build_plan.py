@@ -190,3 +190,29 @@ def test_nvcc_is_found_in_a_real_toolkit_not_a_wrapper(tmp_path: Path, monkeypat
         assert nvcc.version == (12, 8)
     finally:
         toolchain.find_nvcc.cache_clear()
+
+
+def test_extension_with_a_private_cxx_runtime_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from kernelforge.build import compile as compile_mod
+
+    so = tmp_path / "_x.abi3.so"
+    so.write_bytes(b"")
+    monkeypatch.setenv("CXX", "/opt/gcc/bin/g++")
+    monkeypatch.setattr(compile_mod, "needed_libraries",
+                        lambda path: ["libc10.so", "libc10_cuda.so", "libgcc_s.so.1"])
+    with pytest.raises(BuildError, match=r"'/opt/gcc/bin/g\+\+' linked libstdc\+\+ statically.*CXX="):
+        compile_mod.check_cxx_runtime(so)
+    monkeypatch.setattr(compile_mod, "needed_libraries",
+                        lambda path: ["libc10.so", "libstdc++.so.6", "libc.so.6"])
+    compile_mod.check_cxx_runtime(so)  # a normal extension passes
+
+
+def test_needed_libraries_reads_a_real_elf_file() -> None:
+    import sys as _sys
+
+    from kernelforge.build.compile import needed_libraries
+
+    libs = needed_libraries(Path(_sys.executable).resolve())
+    if libs is None:
+        pytest.skip("readelf is not installed")
+    assert any(lib.startswith("libc.so") for lib in libs), libs

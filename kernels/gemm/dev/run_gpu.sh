@@ -11,6 +11,9 @@
 #   exc test bench sweep memcheck racecheck racecheck1 sass toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
+# The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
+# kernelforge refuses for extensions; the system g++ links it dynamically.
+[ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++
 OUT=${OUT:-/tmp/out}
 logs=/tmp/gemmlogs
 mkdir -p "$OUT" "$logs"

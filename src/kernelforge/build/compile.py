@@ -175,5 +175,41 @@ def compile_plan(
             f"{built[0].name} is not an abi3 extension; the Python limited API was not applied "
             f"(torch's extension tooling too old?); see {log_path}"
         )
+    check_cxx_runtime(built[0])
     progress(f"  compiled {plan.variant} in {elapsed:.1f}s")
     return built[0]
+
+
+def needed_libraries(extension: Path) -> list[str] | None:
+    """The shared libraries an ELF file declares it needs (``readelf -d``), or ``None``
+    when ``readelf`` is not available."""
+    try:
+        proc = subprocess.run(["readelf", "-d", str(extension)], capture_output=True,
+                              text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", proc.stdout)
+
+
+def check_cxx_runtime(extension: Path) -> None:
+    """Refuse an extension that does not share torch's C++ runtime.
+
+    A compiler set up to link libstdc++ statically (some toolchains in /opt do, when
+    only ``libstdc++.a`` is on their search path) gives the extension its own copy of
+    the C++ runtime. The kernel then works until a ``TORCH_CHECK`` formats a message
+    with torch's stream operators, and the process dies with a segmentation fault.
+    """
+    needed = needed_libraries(extension)
+    if needed is None:
+        return
+    if not any(lib.startswith(("libstdc++", "libc++")) for lib in needed):
+        cxx = os.environ.get("CXX", "c++")
+        raise BuildError(
+            f"{extension.name} does not link the C++ runtime dynamically (it needs only "
+            f"{', '.join(needed) or 'nothing'}): the C++ compiler '{cxx}' linked libstdc++ "
+            "statically, so the kernel would run a second copy of it beside torch's and crash "
+            "when an error message is formatted; fix: point CXX at a g++ that links "
+            "libstdc++.so (for example CXX=/usr/bin/g++) and rebuild with --force"
+        )

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string>
 
 namespace {
 
@@ -30,23 +29,13 @@ __global__ void relu_kernel(scalar_t *__restrict__ out,
   }
 }
 
-// "[2, 3]"; written out by hand because streaming an IntArrayRef from code that
-// nvcc compiled crashed with torch 2.11 + CUDA 13.0.
-std::string shape_of(torch::Tensor const &t) {
-  std::string text = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    text += (d ? ", " : "") + std::to_string(t.size(d));
-  }
-  return text + "]";
-}
-
 void check_args(torch::Tensor const &out, torch::Tensor const &input) {
   TORCH_CHECK(input.is_cuda(), "relu: input must be a CUDA tensor, got ",
               input.device());
   TORCH_CHECK(out.device() == input.device(), "relu: out is on ", out.device(),
               " but input is on ", input.device());
-  TORCH_CHECK(out.sizes() == input.sizes(), "relu: out has shape ", shape_of(out),
-              " but input has shape ", shape_of(input));
+  TORCH_CHECK(out.sizes() == input.sizes(), "relu: out has shape ", out.sizes(),
+              " but input has shape ", input.sizes());
   TORCH_CHECK(out.scalar_type() == input.scalar_type(), "relu: out has dtype ",
               out.scalar_type(), " but input has dtype ", input.scalar_type());
 }
