@@ -3,6 +3,7 @@ or `network` skip with the reason when their need is absent (`slow` tests always
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from pathlib import Path
@@ -44,6 +45,19 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory,
     base = tmp_path_factory.mktemp("user")
     monkeypatch.setenv("KERNELFORGE_CONFIG", str(base / "config"))
     monkeypatch.setenv("KERNELFORGE_HUB", str(base / "hub"))
+
+
+@pytest.fixture
+def cpu_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Present this process as a CPU-only one to the loader, for tests that choose among
+    cpu builds (a CUDA torch rejects `torch-cpu` unless backend="cpu" is asked for), so
+    they hold on a GPU machine too. Processes a test starts see the real system."""
+    from kernelforge import variants
+
+    real = variants.detect_system()
+    if real.backend != "cpu":
+        facts = dataclasses.replace(real, backend="cpu", backend_version=None, gpu_archs=())
+        monkeypatch.setattr(variants, "detect_system", lambda: facts)
 
 
 @pytest.fixture(scope="session")

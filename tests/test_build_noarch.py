@@ -11,6 +11,8 @@ import pytest
 from kernelforge.build import build_project
 from kernelforge.errors import BuildError
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 
 def noarch_project(root: Path, manifest: str) -> Path:
     pkg = root / "torch-ext" / "scale"

@@ -19,6 +19,8 @@ from kernelforge.cache import is_intact
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 REPO = "kernels-test/relu"
 
 # Kills the process with SIGKILL at the N-th write, rename, flush or download (argv[1]).

@@ -16,6 +16,8 @@ from kernelforge.errors import HubError, IntegrityError, TrustError
 from kernelforge.hub import Hub, LocalHub, as_hub
 from kernelforge.hub.hf import HfHub
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 REPO = "kernels-test/relu"
 
 

@@ -19,6 +19,8 @@ from kernelforge.errors import HubError, IntegrityError
 from kernelforge.hub import LocalHub, Revision, as_hub, default_root, validate_repo_id
 from kernelforge.hub import _durable
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 pytest.importorskip("kernelforge.variants")
 
 REPO = "kernels-test/relu"

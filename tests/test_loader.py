@@ -21,6 +21,8 @@ from kernelforge import digest, loader
 from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError
 from kernelforge.hub import LocalHub
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 variants = pytest.importorskip("kernelforge.variants")
 
 REPO = "kernels-test/relu"
@@ -62,16 +64,6 @@ def make_variant(
 def uid(tag: str) -> str:
     """A module id no other test uses (ids live in sys.modules for the whole run)."""
     return f"_relu_{tag}_{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(autouse=True)
-def cpu_system(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests choose among cpu builds: present this process as a CPU-only one, so
-    they hold on a GPU machine too (a CUDA torch rejects `torch-cpu` without backend=)."""
-    real = variants.detect_system()
-    if real.backend != "cpu":
-        facts = dataclasses.replace(real, backend="cpu", backend_version=None, gpu_archs=())
-        monkeypatch.setattr(variants, "detect_system", lambda: facts)
 
 
 @pytest.fixture(scope="module")

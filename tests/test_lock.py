@@ -21,6 +21,8 @@ from kernelforge.lock import (
     read_requirements,
 )
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 REPO = "kernels-test/relu"
 OTHER = "kernels-test/other"
 

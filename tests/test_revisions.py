@@ -15,6 +15,8 @@ from kernelforge.errors import HubError
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 REPO = "kernels-test/relu"
 NEW = "kernels-test/relu2"
 

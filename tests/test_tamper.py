@@ -19,6 +19,8 @@ from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
 from kernelforge.lock import lock_project
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 REPO = "kernels-test/relu"
 
 

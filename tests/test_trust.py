@@ -16,6 +16,8 @@ from kernelforge import policy, signing, trust
 from kernelforge.cli import main
 from kernelforge.errors import TrustError
 
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
 META = b'{"name": "relu", "id": "_relu_x", "digest": {"algorithm": "sha256", "files": {}}}'
 
 
