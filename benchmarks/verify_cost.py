@@ -72,15 +72,16 @@ if sys.argv[2] == "off":
     digest.verify_variant = lambda path, meta, **kw: {}
     policy.evaluate = lambda req, **kw: policy.TrustDecision(True, "benchmark: off")
 start = time.perf_counter()
-loader.get_kernel(%r, version=1, hub=sys.argv[1])
+loader.get_kernel(REPO, version=1, hub=sys.argv[1])
 print((time.perf_counter() - start) * 1e3)
-""" % REPO
+""".replace("REPO", repr(REPO))
 
 
 def _timed_loads(hub_root: Path, runs: int, verify: bool) -> list[float]:
     out = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-c", CHILD, str(hub_root), "on" if verify else "off"],
+        mode = "on" if verify else "off"
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(hub_root), mode],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise SystemExit(f"a timed load failed:\n{proc.stderr}")

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.usefixtures("cpu_system")
 def noarch_project(root: Path, manifest: str) -> Path:
     pkg = root / "torch-ext" / "scale"
     pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from ._ops import ops\n\ndef scale(x, s):\n    return x * s\n")
+    (pkg / "__init__.py").write_text(
+        "from ._ops import ops\n\ndef scale(x, s):\n    return x * s\n"
+    )
     (pkg / "kernels.py").write_text("FACTOR = 3\n")
     (pkg / "notes.txt").write_text("not packaged: .txt is not in pyext\n")
     (root / "build.toml").write_text(textwrap.dedent(manifest))

@@ -200,7 +200,8 @@ def test_extension_with_a_private_cxx_runtime_is_refused(tmp_path: Path, monkeyp
     monkeypatch.setenv("CXX", "/opt/gcc/bin/g++")
     monkeypatch.setattr(compile_mod, "needed_libraries",
                         lambda path: ["libc10.so", "libc10_cuda.so", "libgcc_s.so.1"])
-    with pytest.raises(BuildError, match=r"'/opt/gcc/bin/g\+\+' linked libstdc\+\+ statically.*CXX="):
+    message = r"'/opt/gcc/bin/g\+\+' linked libstdc\+\+ statically.*CXX="
+    with pytest.raises(BuildError, match=message):
         compile_mod.check_cxx_runtime(so)
     monkeypatch.setattr(compile_mod, "needed_libraries",
                         lambda path: ["libc10.so", "libstdc++.so.6", "libc.so.6"])

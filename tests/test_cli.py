@@ -110,7 +110,8 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
         "from kernelforge import get_kernel\n"
         f"k = get_kernel('me/my-relu', backend='cpu', hub={str(hub)!r})\n"
         "x = torch.randn(1000)\n"
-        "print(json.dumps({'name': k.__name__, 'ok': bool(torch.equal(k.my_relu(x), torch.relu(x)))}))\n"
+        "ok = bool(torch.equal(k.my_relu(x), torch.relu(x)))\n"
+        "print(json.dumps({'name': k.__name__, 'ok': ok}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)

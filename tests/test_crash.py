@@ -150,7 +150,7 @@ def test_eight_processes_cold_load_one_kernel_and_fetch_it_once(tmp_path: Path, 
         time.sleep(0.01)
     go.write_text("")
     results = [p.communicate(timeout=120) for p in procs]
-    for proc, (out, err) in zip(procs, results):
+    for proc, (out, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0, err
         assert out.split() == [module_id, "8"]
     counts = collections.Counter(api.fetches())

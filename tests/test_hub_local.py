@@ -16,8 +16,7 @@ import pytest
 
 from kernelforge import digest
 from kernelforge.errors import HubError, IntegrityError
-from kernelforge.hub import LocalHub, Revision, as_hub, default_root, validate_repo_id
-from kernelforge.hub import _durable
+from kernelforge.hub import LocalHub, Revision, _durable, as_hub, default_root, validate_repo_id
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
 

@@ -45,7 +45,35 @@ _EXPORTS = {
     "LockError": "kernelforge.errors",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = [
+    "BuildError",
+    "HfHub",
+    "HubError",
+    "IntegrityError",
+    "KernelforgeError",
+    "LocalHub",
+    "LockError",
+    "Manifest",
+    "ManifestError",
+    "SystemFacts",
+    "TrustError",
+    "Variant",
+    "VariantNotFoundError",
+    "build_project",
+    "detect_system",
+    "download_locked",
+    "get_kernel",
+    "get_local_kernel",
+    "get_locked_kernel",
+    "has_kernel",
+    "kernel_info",
+    "load_kernel",
+    "load_manifest",
+    "load_variant",
+    "lock_project",
+    "resolve_variant",
+    "__version__",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.build import build_project

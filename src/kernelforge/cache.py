@@ -169,7 +169,8 @@ class DownloadCache:
 
     def load_listing(self, repo_id: str, commit: str) -> list[str] | None:
         """The file paths of a commit, or ``None`` when never listed."""
-        doc = self._read_json(self._repo("listings", repo_id) / f"{self._check_commit(commit)}.json")
+        listing = self._repo("listings", repo_id) / f"{self._check_commit(commit)}.json"
+        doc = self._read_json(listing)
         return [str(p) for p in doc] if isinstance(doc, list) else None
 
     def known_commits(self, repo_id: str) -> list[str]:

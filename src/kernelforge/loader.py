@@ -137,7 +137,9 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) 
     except BaseException as err:
         for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
             del sys.modules[name]
-        err.add_note(f"while importing kernel {meta['name']!r} ({variant_dir}) as {module_id}")
+        note = f"while importing kernel {meta['name']!r} ({variant_dir}) as {module_id}"
+        if hasattr(err, "add_note"):  # Python >= 3.11
+            err.add_note(note)
         raise
     return module
 

@@ -290,8 +290,10 @@ def locate_local(
         base, names = root.parent, [root.name]
         if not _parses(root.name):  # the caller chose it: only the GPU arch is checked
             meta = _disk_meta(base)(root.name)[1]
-            trace: tuple[str, ...] = ((f"{root.name}: accepted, given directly (not a variant name, so the "
-                      "torch, backend and platform tags were not checked)"),)
+            trace: tuple[str, ...] = (
+                f"{root.name}: accepted, given directly (not a variant name, so the "
+                "torch, backend and platform tags were not checked)",
+            )
             if check_arch:
                 facts = variants.detect_system()
                 ok, reason = variants.arch_supported(_archs(meta), facts)

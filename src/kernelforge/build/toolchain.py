@@ -191,7 +191,9 @@ def resolve_dependency(name: str) -> Dependency:
     top = subdir.split("/", 1)[0]
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
-        raise ToolchainError(f"{dist} is installed but its package '{top}' cannot be found; fix: {fix}")
+        raise ToolchainError(
+            f"{dist} is installed but its package '{top}' cannot be found; fix: {fix}"
+        )
     include = Path(next(iter(spec.submodule_search_locations))).parent / subdir
     if not include.is_dir():
         raise ToolchainError(f"{dist}=={installed} has no header directory {include}; fix: {fix}")
