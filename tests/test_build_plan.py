@@ -200,12 +200,16 @@ def test_extension_with_a_private_cxx_runtime_is_refused(tmp_path: Path, monkeyp
     monkeypatch.setenv("CXX", "/opt/gcc/bin/g++")
     monkeypatch.setattr(compile_mod, "needed_libraries",
                         lambda path: ["libc10.so", "libc10_cuda.so", "libgcc_s.so.1"])
+    monkeypatch.setattr(compile_mod, "bundles_cxx_runtime", lambda path: True)
     message = r"'/opt/gcc/bin/g\+\+' linked libstdc\+\+ statically.*CXX="
     with pytest.raises(BuildError, match=message):
         compile_mod.check_cxx_runtime(so)
     monkeypatch.setattr(compile_mod, "needed_libraries",
                         lambda path: ["libc10.so", "libstdc++.so.6", "libc.so.6"])
     compile_mod.check_cxx_runtime(so)  # a normal extension passes
+    monkeypatch.setattr(compile_mod, "needed_libraries", lambda path: ["libc.so.6"])
+    monkeypatch.setattr(compile_mod, "bundles_cxx_runtime", lambda path: False)
+    compile_mod.check_cxx_runtime(so)  # no C++ runtime used at all: nothing to share
 
 
 def test_needed_libraries_reads_a_real_elf_file() -> None:

@@ -38,6 +38,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         force=args.force,
         verbose=args.verbose,
+        python=args.python,
     )
     for r in results:
         state = "up to date" if r.up_to_date else f"built in {r.seconds:.1f}s"
@@ -146,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: all cores)")
     p.add_argument("--force", action="store_true", help="rebuild even if nothing changed")
     p.add_argument("-v", "--verbose", action="store_true", help="show every compiler line")
+    p.add_argument("--python", metavar="PATH",
+                   help="build for the torch installed in another Python environment "
+                        "(the path of its python), e.g. another torch or CUDA version")
     p.set_defaults(func=_cmd_build)
 
     hub_help = ("hub directory, or 'hf' for the Hugging Face Hub (default: $KERNELFORGE_HUB "

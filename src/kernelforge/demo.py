@@ -84,8 +84,9 @@ def run_demo(
     for device in devices:
         t0 = time.monotonic()
         relu = get_kernel(DEMO_REPO, version=version, backend=device, hub=local_hub.root)
+        where = Path(relu.__file__ or ".").parent.name
         say(f"      get_kernel({DEMO_REPO!r}, backend={device!r}) -> module {relu.__name__} "
-            f"from {Path(relu.__file__ or '.').parent.name} in {(time.monotonic() - t0) * 1e3:.0f} ms")
+            f"from {where} in {(time.monotonic() - t0) * 1e3:.0f} ms")
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
             x = torch.randn(1024, 1000, device=device).to(dtype)
             got = relu.relu(x)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kernelforge import __version__, digest
 from kernelforge.build.compile import compile_plan
+from kernelforge.build.interpreter import PythonEnv, python_env
 from kernelforge.build.package import assemble_variant, builder_provenance
 from kernelforge.build.plan import BuildPlan, SourceId, hash_sources, plan_build
 from kernelforge.build.toolchain import (
@@ -34,6 +35,7 @@ from kernelforge.build.toolchain import (
 )
 from kernelforge.errors import BuildError, IntegrityError, ToolchainError
 from kernelforge.manifest import Manifest, check_project
+from kernelforge.variants import TorchInstall
 
 __all__ = ["BuildResult", "build_project", "source_identity"]
 
@@ -81,19 +83,19 @@ def source_identity(root: Path) -> SourceId:
     return SourceId(content, commit, dirty)
 
 
-def _buildable(backend: str, torch_install: object) -> tuple[Tool | None, str | None]:
+def _buildable(backend: str, torch_install: TorchInstall) -> tuple[Tool | None, str | None]:
     """The device compiler for ``backend`` and, if it cannot be built here, why not."""
     if backend == "cpu":
         return None, None
     if backend == "cuda":
-        if not getattr(torch_install, "cuda", None):
+        if not torch_install.cuda:
             return None, "the installed torch has no CUDA support"
         nvcc = find_nvcc()
         if nvcc is None:
             return None, "nvcc was not found (set CUDA_HOME or put nvcc on PATH)"
         return nvcc, None
     if backend == "rocm":
-        if not getattr(torch_install, "hip", None):
+        if not torch_install.hip:
             return None, "the installed torch has no ROCm support"
         hipcc = find_hipcc()
         if hipcc is None:
@@ -102,14 +104,11 @@ def _buildable(backend: str, torch_install: object) -> tuple[Tool | None, str | 
     return None, f"kernelforge cannot build the {backend} backend yet"
 
 
-def _torch_install():
-    from kernelforge.variants import torch_install_facts
-
-    inst = torch_install_facts()
+def _torch_install(env: PythonEnv) -> TorchInstall:
+    inst = env.torch_install()
     if inst is None:
-        raise ToolchainError(
-            "torch is not installed in this Python environment; fix: pip install torch"
-        )
+        where = env.executable if env.foreign else "this Python environment"
+        raise ToolchainError(f"torch is not installed in {where}; fix: pip install torch")
     return inst
 
 
@@ -185,6 +184,7 @@ def build_project(
     force: bool = False,
     verbose: bool = False,
     progress: Callable[[str], None] = print,
+    python: str | os.PathLike[str] | None = None,
 ) -> list[BuildResult]:
     """Build a kernel project for this environment.
 
@@ -199,6 +199,8 @@ def build_project(
         force: rebuild even when nothing changed.
         verbose: show every compiler line.
         progress: receives progress lines.
+        python: build for the torch of another Python environment (its interpreter's
+            path), e.g. to make variants for several torch versions from one checkout.
 
     Returns:
         One :class:`BuildResult` per variant.
@@ -215,7 +217,8 @@ def build_project(
     root = manifest.root
     out = Path(out_dir) if out_dir is not None else root / "build"
     source_id = source_identity(root)
-    torch_install = _torch_install()
+    env = python_env(python)
+    torch_install = _torch_install(env)
 
     if manifest.noarch:
         candidates = ["universal"] if manifest.universal else list(manifest.backends)
@@ -277,6 +280,7 @@ def build_project(
                 "backend": backend,
                 "sources": source_id.content_hash,
                 "dirty": source_id.git_dirty,
+                "python": env.executable,
                 "torch": [str(torch_install.path), torch_install.mtime_ns, torch_install.version],
                 "cxx": cxx.identity() if cxx else None,
                 "device": device.identity() if device else None,
@@ -294,9 +298,7 @@ def build_project(
                 continue
 
         if facts is None and not manifest.noarch:
-            from kernelforge.variants import detect_system
-
-            facts = detect_system()
+            facts = env.system()
         variant = _variant_name(manifest, backend, facts)
         plan = plan_build(
             manifest,
@@ -315,7 +317,7 @@ def build_project(
         if not plan.noarch:
             extension = compile_plan(
                 plan, work_dir=root / ".kernelforge" / variant, jobs=jobs,
-                verbose=verbose, progress=progress,
+                verbose=verbose, progress=progress, python=env,
             )
         final = assemble_variant(
             manifest, plan, extension=extension, out_dir=out,
@@ -331,7 +333,7 @@ def build_project(
 def _provenance(
     plan: BuildPlan,
     source_id: SourceId,
-    torch_install,
+    torch_install: TorchInstall,
     cxx: Tool | None,
     device: Tool | None,
 ) -> dict[str, object]:

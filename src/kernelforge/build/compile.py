@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan
 from kernelforge.errors import BuildError
 
@@ -65,10 +66,10 @@ def _describe_step(command: str, root: Path) -> str:
     return command.split(" ", 1)[0]
 
 
-def _ninja_dirs() -> list[str]:
+def _ninja_dirs(python: PythonEnv) -> list[str]:
     """Where ninja lives when installed from PyPI, so the build finds it even when the
     virtual environment is not activated (torch looks for ``ninja`` on PATH)."""
-    dirs = [os.path.dirname(sys.executable)]
+    dirs = [os.path.dirname(python.executable), os.path.dirname(sys.executable)]
     try:
         import ninja  # the PyPI package ships the binary
     except ImportError:
@@ -84,6 +85,7 @@ def compile_plan(
     jobs: int | None = None,
     verbose: bool = False,
     progress: Callable[[str], None] = print,
+    python: PythonEnv | None = None,
 ) -> Path:
     """Compile ``plan`` with torch's extension tooling in a child process.
 
@@ -93,6 +95,7 @@ def compile_plan(
         jobs: parallel compile jobs (default: all cores).
         verbose: echo every line of compiler output.
         progress: where progress lines go.
+        python: the interpreter (and so the torch) to build with; default: this one.
 
     Returns:
         The path of the built ``<namespace>.abi3.so``.
@@ -117,14 +120,15 @@ def compile_plan(
     spec_path.write_text(json.dumps(spec, indent=2))
     log_path = work_dir / "build.log"
 
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([*_ninja_dirs(), env.get("PATH", "")])
+    python = python or PythonEnv(sys.executable)
+    env = python.env(dict(os.environ))
+    env["PATH"] = os.pathsep.join([*_ninja_dirs(python), env.get("PATH", "")])
     env["MAX_JOBS"] = str(jobs or os.cpu_count() or 1)
     env.update(plan.env)
     # Keep bytecode out of the project and the build tree.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
 
-    cmd = [sys.executable, "-m", "kernelforge.build._driver", str(spec_path)]
+    cmd = [python.executable, "-m", "kernelforge.build._driver", str(spec_path)]
     started = time.monotonic()
     lines: list[str] = []
     with log_path.open("w") as log:
@@ -180,17 +184,37 @@ def compile_plan(
     return built[0]
 
 
+def _readelf(*args: str) -> str | None:
+    try:
+        proc = subprocess.run(["readelf", *args], capture_output=True, text=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
 def needed_libraries(extension: Path) -> list[str] | None:
     """The shared libraries an ELF file declares it needs (``readelf -d``), or ``None``
     when ``readelf`` is not available."""
-    try:
-        proc = subprocess.run(["readelf", "-d", str(extension)], capture_output=True,
-                              text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+    out = _readelf("-d", str(extension))
+    if out is None:
         return None
-    if proc.returncode != 0:
-        return None
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", proc.stdout)
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def bundles_cxx_runtime(extension: Path) -> bool:
+    """Whether the file defines the C++ runtime's own symbols (libstdc++ linked in)."""
+    out = _readelf("-sW", str(extension))
+    if out is None:
+        return False
+    for line in out.splitlines():
+        fields = line.split()
+        # Num: Value Size Type Bind Vis Ndx Name; defined symbols have a section index
+        if len(fields) >= 8 and fields[6] != "UND" and (
+            fields[7].startswith("__gxx_personality_v0") or fields[7].startswith("_ZNSo")
+        ):
+            return True
+    return False
 
 
 def check_cxx_runtime(extension: Path) -> None:
@@ -204,7 +228,8 @@ def check_cxx_runtime(extension: Path) -> None:
     needed = needed_libraries(extension)
     if needed is None:
         return
-    if not any(lib.startswith(("libstdc++", "libc++")) for lib in needed):
+    shares_runtime = any(lib.startswith(("libstdc++", "libc++")) for lib in needed)
+    if not shares_runtime and bundles_cxx_runtime(extension):
         cxx = os.environ.get("CXX", "c++")
         raise BuildError(
             f"{extension.name} does not link the C++ runtime dynamically (it needs only "
