@@ -176,3 +176,15 @@ def test_two_builds_of_one_kernel_load_side_by_side(tmp_path: Path, built_relu: 
     x = torch.randn(4096)
     assert torch.equal(old.relu(x), torch.relu(x))
     assert torch.equal(new.relu(x), torch.relu(x))
+
+
+def test_builds_are_reproducible_across_directories(tmp_path: Path, built_relu: Path) -> None:
+    """The same sources built in another folder give byte-identical variant files."""
+    project = copy_project(tmp_path / "elsewhere" / "relu")
+    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    first = cpu_variant(built_relu)
+    assert result.path.name == first.name
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in result.path.iterdir())
+    for name in names:
+        assert (first / name).read_bytes() == (result.path / name).read_bytes(), name
