@@ -8,7 +8,7 @@
 #   buildsrc   development build from source (CUTLASS from the carried wheel)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
-#   exc test bench sweep memcheck racecheck racecheck1 sass toolchain
+#   exc test bench sweep memcheck racecheck racecheck1 racemap sass toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 # The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
@@ -55,7 +55,8 @@ for s in "$@"; do
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racecheck) run racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py ;;
-    racecheck1) run racecheck_cluster 300 compute-sanitizer --tool racecheck --print-limit 3 --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
+    racecheck1) run racecheck_cluster 300 compute-sanitizer --tool racecheck --print-limit 12 --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
+    racemap) run racemap 120 sh -c "so=\$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); python3 kernels/gemm/dev/racemap.py $logs/racecheck_cluster.log \$so $OUT/cluster2.sass" ;;
     sass) run sass 120 sh -c "for so in \$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); do cuobjdump --dump-sass \$so | grep -o -E '(QGMMA|HGMMA)[.A-Z0-9x]*' | sort | uniq -c; done" ;;
     ncu) run ncu 400 ncu --kernel-name regex:'device_kernel|prep_kernel|nvjet|sm90_xmma' --launch-skip 0 --launch-count 12 --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats python3 kernels/gemm/dev/profile.py ;;
     toolchain) run toolchain 60 sh -c "which c++ g++; c++ --version | head -1; ls /opt/gcc/lib64 2>/dev/null | grep -i stdc; so=\$(find $dev/build /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); echo so=\$so; ldd \$so | grep -i -E 'stdc|gcc'; echo defined std:: symbols: \$(nm -C --defined-only \$so | grep -c ' std::')" ;;

@@ -4,9 +4,16 @@
 // MN-major inputs (the challenge's storage) go through a 128x128 shared-memory
 // transpose: 16-byte coalesced loads along M/N, a swizzled tile, 4x4 byte transposes
 // in registers, and 16-byte coalesced stores along K. K-major and arbitrarily strided
-// inputs are copied row by row, 16 elements per thread.
+// inputs are copied row by row, 16 elements per vector.
+//
+// Both operands go in one persistent launch: a grid sized to the blocks the device holds
+// at once walks the items of both jobs; each block streams its tiles through a ring of
+// three shared-memory tiles filled by cp.async, so the reads of the next two tiles are in
+// flight while the current one is transposed and stored.
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <atomic>
 
 #include "fp8_convert.cuh"
 #include "gemm_api.h"
@@ -55,108 +62,213 @@ __device__ __forceinline__ uint32_t pack4(const uint8_t* b) {
   return uint32_t(b[0]) | (uint32_t(b[1]) << 8) | (uint32_t(b[2]) << 16) | (uint32_t(b[3]) << 24);
 }
 
-template <PrepOut kOut, Fp8Kind kKind>
-__device__ void transpose_tile(const PrepJob& j, int64_t tile, uint32_t (*smem)[kTile / 4]) {
+// One work item per block iteration: a 128x128 tile (transpose) or 16 KB of rows
+// (row copy). Each thread holds four 16-byte vectors of an item in registers.
+constexpr int kVecs = 4;
+constexpr int kRowCopyChunks = kVecs * kThreads;  // 16-byte chunks per row-copy item
+static_assert((kTile * kTile / 16) / kThreads == kVecs, "transpose item is four vectors per thread");
+
+// Shared-memory tile: row kk holds the 128 row-elements of one k, in 16-byte vectors
+// whose position is XOR-swizzled by (kk / 16) so that the transposing reads are free of
+// bank conflicts.
+__device__ __forceinline__ uint32_t* tile_slot(uint32_t (*smem)[kTile / 4], int q) {
+  const int kk = q >> 3;
+  return &smem[kk][(4 * (q & 7)) ^ (4 * ((kk >> 4) & 7))];
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t* dst, const void* src) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Starts loading a transpose tile into shared memory: 16-byte asynchronous copies where
+// the source allows, otherwise (tile edges, unaligned rows) bytes gathered and stored
+// directly; zeros outside the operand.
+__device__ __forceinline__ void transpose_issue(const PrepJob& j, int64_t tile, uint32_t (*smem)[kTile / 4]) {
   const int tid = threadIdx.x;
   const int64_t r0 = (tile % j.tiles_r) * kTile;
   const int64_t k0 = (tile / j.tiles_r) * kTile;
-
-  // Load: 128 k-rows of 128 bytes (8 vectors of 16 row elements each).
 #pragma unroll
-  for (int it = 0; it < (kTile * kTile / 16) / kThreads; ++it) {
-    const int v = tid + it * kThreads;
-    const int kk = v >> 3;
-    const int rv = v & 7;
-    const int64_t k = k0 + kk;
-    const int64_t r = r0 + 16 * rv;
-    uint4 val = make_uint4(0u, 0u, 0u, 0u);
+  for (int it = 0; it < kVecs; ++it) {
+    const int q = tid + it * kThreads;
+    const int64_t k = k0 + (q >> 3);
+    const int64_t r = r0 + 16 * (q & 7);
+    uint32_t* dst = tile_slot(smem, q);
     if (k < j.k && r < j.rows) {
       const uint8_t* p = j.src + k * j.stride_k + r;
       if (j.vec && r + 16 <= j.rows) {
-        val = __ldg(reinterpret_cast<const uint4*>(p));
+        cp_async16(dst, p);
       } else {
         uint8_t b[16];
 #pragma unroll
         for (int i = 0; i < 16; ++i) b[i] = (r + i < j.rows) ? p[i] : uint8_t(0);
-        val = make_uint4(pack4(b), pack4(b + 4), pack4(b + 8), pack4(b + 12));
+        *reinterpret_cast<uint4*>(dst) = make_uint4(pack4(b), pack4(b + 4), pack4(b + 8), pack4(b + 12));
       }
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
     }
-    const int word = (4 * rv) ^ (4 * ((kk >> 4) & 7));
-    *reinterpret_cast<uint4*>(&smem[kk][word]) = val;
   }
-  __syncthreads();
+}
 
-  // Emit: thread owns rows 4g..4g+3 and k chunk 16c..16c+15 of the tile.
+// Thread owns rows 4g..4g+3 and k chunk 16c..16c+15 of the tile: reads 16 words (one per
+// k, four rows each), transposes 4x4 byte blocks and stores four 16-byte row pieces.
+template <PrepOut kOut, Fp8Kind kKind>
+__device__ __forceinline__ void transpose_emit(const PrepJob& j, int64_t tile,
+                                               const uint32_t (*smem)[kTile / 4]) {
+  const int tid = threadIdx.x;
+  const int64_t r0 = (tile % j.tiles_r) * kTile;
+  const int64_t k0 = (tile / j.tiles_r) * kTile;
   const int c = tid & 7;
   const int g = tid >> 3;
   const int64_t kout = k0 + 16 * c;
-  if (kout < j.ld) {
-    uint32_t w[16];
+  if (kout >= j.ld) return;
+  uint32_t w[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) w[i] = smem[16 * c + i][g ^ (4 * c)];
-    uint32_t out[4][4];
+  for (int i = 0; i < 16; ++i) w[i] = smem[16 * c + i][g ^ (4 * c)];
+  uint32_t out[4][4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const uint32_t lo01 = __byte_perm(w[4 * q + 0], w[4 * q + 1], 0x5140);
-      const uint32_t lo23 = __byte_perm(w[4 * q + 2], w[4 * q + 3], 0x5140);
-      const uint32_t hi01 = __byte_perm(w[4 * q + 0], w[4 * q + 1], 0x7362);
-      const uint32_t hi23 = __byte_perm(w[4 * q + 2], w[4 * q + 3], 0x7362);
-      out[0][q] = __byte_perm(lo01, lo23, 0x5410);
-      out[1][q] = __byte_perm(lo01, lo23, 0x7632);
-      out[2][q] = __byte_perm(hi01, hi23, 0x5410);
-      out[3][q] = __byte_perm(hi01, hi23, 0x7632);
-    }
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t lo01 = __byte_perm(w[4 * q + 0], w[4 * q + 1], 0x5140);
+    const uint32_t lo23 = __byte_perm(w[4 * q + 2], w[4 * q + 3], 0x5140);
+    const uint32_t hi01 = __byte_perm(w[4 * q + 0], w[4 * q + 1], 0x7362);
+    const uint32_t hi23 = __byte_perm(w[4 * q + 2], w[4 * q + 3], 0x7362);
+    out[0][q] = __byte_perm(lo01, lo23, 0x5410);
+    out[1][q] = __byte_perm(lo01, lo23, 0x7632);
+    out[2][q] = __byte_perm(hi01, hi23, 0x5410);
+    out[3][q] = __byte_perm(hi01, hi23, 0x7632);
+  }
 #pragma unroll
-    for (int rr = 0; rr < 4; ++rr) {
-      const int64_t r = r0 + 4 * g + rr;
-      if (r < j.rows_out) {
-        store16<kOut, kKind>(j.dst, r * j.ld + kout,
-                             make_uint4(out[rr][0], out[rr][1], out[rr][2], out[rr][3]));
-      }
+  for (int rr = 0; rr < 4; ++rr) {
+    const int64_t r = r0 + 4 * g + rr;
+    if (r < j.rows_out) {
+      store16<kOut, kKind>(j.dst, r * j.ld + kout,
+                           make_uint4(out[rr][0], out[rr][1], out[rr][2], out[rr][3]));
     }
   }
-  __syncthreads();
+}
+
+// Row-copy item: kVecs chunks of 16 elements per thread, consecutive threads on
+// consecutive chunks.
+__device__ __forceinline__ void rowcopy_load(const PrepJob& j, int64_t item, uint4 (&v)[kVecs]) {
+  const int64_t chunks_per_row = j.ld / 16;
+#pragma unroll
+  for (int it = 0; it < kVecs; ++it) {
+    const int64_t chunk = item * kRowCopyChunks + it * kThreads + threadIdx.x;
+    const int64_t r = chunk / chunks_per_row;
+    const int64_t k = (chunk % chunks_per_row) * 16;
+    uint4 val = make_uint4(0u, 0u, 0u, 0u);
+    if (r < j.rows) {
+      const uint8_t* p = j.src + r * j.stride_row;
+      if (j.vec && k + 16 <= j.k) {
+        val = __ldg(reinterpret_cast<const uint4*>(p + k));
+      } else if (k < j.k) {
+        uint8_t b[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) b[i] = (k + i < j.k) ? p[(k + i) * j.stride_k] : uint8_t(0);
+        val = make_uint4(pack4(b), pack4(b + 4), pack4(b + 8), pack4(b + 12));
+      }
+    }
+    v[it] = val;
+  }
 }
 
 template <PrepOut kOut, Fp8Kind kKind>
-__device__ void rowcopy_chunk(const PrepJob& j, int64_t chunk) {
+__device__ __forceinline__ void rowcopy_emit(const PrepJob& j, int64_t item, const uint4 (&v)[kVecs]) {
   const int64_t chunks_per_row = j.ld / 16;
-  const int64_t r = chunk / chunks_per_row;
-  const int64_t k = (chunk % chunks_per_row) * 16;
-  if (r >= j.rows_out) return;
-  uint4 val = make_uint4(0u, 0u, 0u, 0u);
-  const uint8_t* p = j.src + r * j.stride_row;
-  if (r >= j.rows) {
-    // padding row: zeros
-  } else if (j.vec && k + 16 <= j.k) {
-    val = __ldg(reinterpret_cast<const uint4*>(p + k));
-  } else if (k < j.k) {
-    uint8_t b[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) b[i] = (k + i < j.k) ? p[(k + i) * j.stride_k] : uint8_t(0);
-    val = make_uint4(pack4(b), pack4(b + 4), pack4(b + 8), pack4(b + 12));
+  for (int it = 0; it < kVecs; ++it) {
+    const int64_t chunk = item * kRowCopyChunks + it * kThreads + threadIdx.x;
+    const int64_t r = chunk / chunks_per_row;
+    if (r < j.rows_out) store16<kOut, kKind>(j.dst, r * j.ld + (chunk % chunks_per_row) * 16, v[it]);
   }
-  store16<kOut, kKind>(j.dst, r * j.ld + k, val);
+}
+
+constexpr int kStages = 3;  // tiles in flight per block (16 KB each)
+
+struct ItemRef {
+  int which;
+  int64_t index;
+};
+
+__device__ __forceinline__ ItemRef locate(const PrepParams& p, int64_t t) {
+  if (p.count > 1 && t >= p.job[0].blocks) return {1, t - p.job[0].blocks};
+  return {0, t};
+}
+
+// Persistent grid over the items of both jobs (job 0's items first). Transpose tiles
+// stream through a kStages-deep ring of shared-memory tiles filled by cp.async, so a
+// block keeps the next kStages - 1 tiles' reads in flight while it transposes and
+// stores the current one. Row-copy items go through registers.
+template <PrepOut kOut, Fp8Kind kKind0, Fp8Kind kKind1>
+__global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant__ PrepParams p) {
+  __shared__ __align__(128) uint32_t smem[kStages][kTile][kTile / 4];
+  const int64_t total = p.job[0].blocks + (p.count > 1 ? p.job[1].blocks : 0);
+  const int64_t step = gridDim.x;
+  // Prologue: the first kStages - 1 items of this block.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    const int64_t t = blockIdx.x + s * step;
+    if (t < total) {
+      const ItemRef it = locate(p, t);
+      if (p.job[it.which].mode == Mode::kTranspose) transpose_issue(p.job[it.which], it.index, smem[s]);
+    }
+    cp_async_commit();
+  }
+  int stage = 0;
+  for (int64_t t = blockIdx.x; t < total; t += step) {
+    // Refill the ring slot freed by the previous item (the barrier at the end of the
+    // previous iteration ordered its readers before this).
+    const int64_t ahead = t + (kStages - 1) * step;
+    const int ahead_stage = stage == 0 ? kStages - 1 : stage - 1;
+    if (ahead < total) {
+      const ItemRef it = locate(p, ahead);
+      if (p.job[it.which].mode == Mode::kTranspose) transpose_issue(p.job[it.which], it.index, smem[ahead_stage]);
+    }
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();  // this item's copies have landed (this thread's)
+    __syncthreads();               // ... and every thread's
+    const ItemRef it = locate(p, t);
+    const PrepJob& j = p.job[it.which];
+    if (j.mode == Mode::kTranspose) {
+      if (it.which == 0) transpose_emit<kOut, kKind0>(j, it.index, smem[stage]);
+      else transpose_emit<kOut, kKind1>(j, it.index, smem[stage]);
+    } else {
+      uint4 v[kVecs];
+      rowcopy_load(j, it.index, v);
+      if (it.which == 0) rowcopy_emit<kOut, kKind0>(j, it.index, v);
+      else rowcopy_emit<kOut, kKind1>(j, it.index, v);
+    }
+    __syncthreads();  // readers of this slot are done before it is refilled
+    stage = stage == kStages - 1 ? 0 : stage + 1;
+  }
+  cp_async_wait<0>();
 }
 
 template <PrepOut kOut, Fp8Kind kKind0, Fp8Kind kKind1>
-__global__ void __launch_bounds__(kThreads, 6) prep_kernel(const __grid_constant__ PrepParams p) {
-  __shared__ __align__(16) uint32_t smem[kTile][kTile / 4];
-  int64_t b = blockIdx.x;
-  int which = 0;
-  if (p.count > 1 && b >= p.job[0].blocks) {
-    b -= p.job[0].blocks;
-    which = 1;
+void launch(const PrepParams& p, int64_t total, cudaStream_t stream) {
+  // Grid: as many blocks as fit on the device at once, then evened out so that every
+  // block gets the same number of items (within one).
+  static std::atomic<int> resident[64];
+  int dev = 0;
+  cudaGetDevice(&dev);
+  int cap = (dev >= 0 && dev < 64) ? resident[dev].load(std::memory_order_relaxed) : 0;
+  if (cap <= 0) {
+    int sms = 0, per_sm = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, prep_kernel<kOut, kKind0, kKind1>,
+                                                  kThreads, 0);
+    cap = sms * per_sm;
+    if (cap <= 0) cap = 1024;
+    if (dev >= 0 && dev < 64) resident[dev].store(cap, std::memory_order_relaxed);
   }
-  const PrepJob& j = p.job[which];
-  if (j.mode == Mode::kTranspose) {
-    if (which == 0) transpose_tile<kOut, kKind0>(j, b, smem);
-    else transpose_tile<kOut, kKind1>(j, b, smem);
-  } else {
-    const int64_t chunk = b * kThreads + threadIdx.x;
-    if (which == 0) rowcopy_chunk<kOut, kKind0>(j, chunk);
-    else rowcopy_chunk<kOut, kKind1>(j, chunk);
-  }
+  const int64_t rounds = (total + cap - 1) / cap;
+  const int64_t grid = (total + rounds - 1) / rounds;
+  prep_kernel<kOut, kKind0, kKind1><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(p);
 }
 
 }  // namespace
@@ -200,24 +312,23 @@ Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stream) {
       j.blocks = j.tiles_r * ((o.ld + kTile - 1) / kTile);
     } else {
       j.tiles_r = 0;
-      j.blocks = (o.rows_out * (o.ld / 16) + kThreads - 1) / kThreads;
+      j.blocks = (o.rows_out * (o.ld / 16) + kRowCopyChunks - 1) / kRowCopyChunks;
     }
     total += j.blocks;
   }
   if (total > 0x7FFFFFFFLL) return Status::kUnsupported;
-  const dim3 grid(static_cast<unsigned>(total));
   const bool nuz0 = ops[0].kind == Fp8Kind::kE4M3FNUZ;
   const bool nuz1 = count > 1 && ops[1].kind == Fp8Kind::kE4M3FNUZ;
   if (ops[0].out == PrepOut::kFp8) {
-    prep_kernel<PrepOut::kFp8, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN><<<grid, kThreads, 0, stream>>>(p);
+    launch<PrepOut::kFp8, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN>(p, total, stream);
   } else if (!nuz0 && !nuz1) {
-    prep_kernel<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN><<<grid, kThreads, 0, stream>>>(p);
+    launch<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN>(p, total, stream);
   } else if (nuz0 && nuz1) {
-    prep_kernel<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FNUZ><<<grid, kThreads, 0, stream>>>(p);
+    launch<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FNUZ>(p, total, stream);
   } else if (nuz0) {
-    prep_kernel<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FN><<<grid, kThreads, 0, stream>>>(p);
+    launch<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FN>(p, total, stream);
   } else {
-    prep_kernel<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FNUZ><<<grid, kThreads, 0, stream>>>(p);
+    launch<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FNUZ>(p, total, stream);
   }
   return cudaPeekAtLastError() == cudaSuccess ? Status::kOk : Status::kLaunchFailed;
 }

@@ -1,0 +1,136 @@
+// Standalone timing of operand preparation on the challenge shapes: the A (M, K) and
+// B (K, N) operands stored MN-major, rewritten K-major, each alone and both in one launch.
+// Links two builds of prep.cu (the current one and a reference one compiled with
+// -Dkfgemm=kfgemm_ref) so that both are timed side by side on the same device.
+//
+//   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -Igemm dev/prep_bench.cu gemm/prep.cu \
+//        ref_prep.o -o prep_bench
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+#include <math.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "gemm_api.h"
+
+// Reference builds, each wrapped as
+//   extern "C" int NAME_prep_operands(const void* ops, int count, cudaStream_t stream)
+// around its own copy of prep_operands (same structure layout). Build with -DWITH_ALT to
+// time a second reference (alt_prep_operands) as well.
+extern "C" int ref_prep_operands(const void* ops, int count, cudaStream_t stream);
+namespace kfgemm_ref {
+kfgemm::Status prep_operands(const kfgemm::OperandPrep* ops, int count, cudaStream_t stream) {
+  return static_cast<kfgemm::Status>(ref_prep_operands(ops, count, stream));
+}
+}  // namespace kfgemm_ref
+#ifdef WITH_ALT
+extern "C" int alt_prep_operands(const void* ops, int count, cudaStream_t stream);
+namespace kfgemm_alt {
+kfgemm::Status prep_operands(const kfgemm::OperandPrep* ops, int count, cudaStream_t stream) {
+  return static_cast<kfgemm::Status>(alt_prep_operands(ops, count, stream));
+}
+}  // namespace kfgemm_alt
+#endif
+
+using kfgemm::OperandPrep;
+using Fn = kfgemm::Status (*)(const OperandPrep*, int, cudaStream_t);
+
+static float time_us(Fn fn, const OperandPrep* ops, int count, void* flush, size_t flush_bytes) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> t;
+  for (int i = 0; i < 40; ++i) {
+    cudaMemsetAsync(flush, i, flush_bytes);  // evict L2
+    cudaEventRecord(e0);
+    fn(ops, count, 0);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i >= 5) t.push_back(ms * 1000.f);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int main() {
+  const int shapes[][3] = {{1024, 1536, 7168}, {1024, 3072, 1536}, {1024, 576, 7168}, {1024, 7168, 256},
+                           {1024, 7168, 2048}, {1024, 4608, 7168}, {1024, 7168, 2304}, {1024, 512, 7168},
+                           {1024, 4096, 512},  {6144, 1536, 7168}, {6144, 3072, 1536}, {6144, 576, 7168},
+                           {6144, 7168, 256},  {6144, 7168, 2048}, {6144, 4608, 7168}, {6144, 7168, 2304},
+                           {6144, 512, 7168},  {6144, 4096, 512}};
+  const size_t flush_bytes = size_t(512) << 20;
+  void* flush;
+  cudaMalloc(&flush, flush_bytes);
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  printf("| M | N | K | ref A+B alone us | new A+B alone us | ref TB/s | new TB/s | ref one launch us | new one launch us | ref TB/s | new TB/s |\n");
+  printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  double g[4] = {0, 0, 0, 0};
+  double g_alt = 0;
+  const int n_shapes = sizeof(shapes) / sizeof(shapes[0]);
+  for (const auto& s : shapes) {
+    const long m = s[0], n = s[1], k = s[2];
+    const long kp = (k + 15) / 16 * 16;
+    uint8_t *a, *b, *ao, *bo;
+    cudaMalloc(&a, m * k);
+    cudaMalloc(&b, n * k);
+    cudaMalloc(&ao, m * kp);
+    cudaMalloc(&bo, n * kp);
+    cudaMemset(a, 0x38, m * k);
+    cudaMemset(b, 0x38, n * k);
+    OperandPrep ops[2];
+    // A: (M, K) with stride (1, M): MN-major. B: (N, K) with stride (1, N).
+    ops[0] = OperandPrep{a, m, m, k, 1, m, kfgemm::Fp8Kind::kE4M3FN, ao, kp, kfgemm::PrepOut::kFp8};
+    ops[1] = OperandPrep{b, n, n, k, 1, n, kfgemm::Fp8Kind::kE4M3FN, bo, kp, kfgemm::PrepOut::kFp8};
+    const double bytes = 2.0 * (m * k + n * k);
+    float r[4];
+    r[0] = time_us(&kfgemm_ref::prep_operands, &ops[0], 1, flush, flush_bytes) +
+           time_us(&kfgemm_ref::prep_operands, &ops[1], 1, flush, flush_bytes);
+    r[1] = time_us(&kfgemm::prep_operands, &ops[0], 1, flush, flush_bytes) +
+           time_us(&kfgemm::prep_operands, &ops[1], 1, flush, flush_bytes);
+    r[2] = time_us(&kfgemm_ref::prep_operands, ops, 2, flush, flush_bytes);
+    r[3] = time_us(&kfgemm::prep_operands, ops, 2, flush, flush_bytes);
+    // Same bytes out of both versions.
+    std::vector<uint8_t> h0(m * kp), h1(m * kp);
+    cudaMemset(ao, 0, m * kp);
+    kfgemm_ref::prep_operands(ops, 1, 0);
+    cudaMemcpy(h0.data(), ao, m * kp, cudaMemcpyDeviceToHost);
+    cudaMemset(ao, 0, m * kp);
+    kfgemm::prep_operands(ops, 1, 0);
+    cudaMemcpy(h1.data(), ao, m * kp, cudaMemcpyDeviceToHost);
+    bool same = h0 == h1;
+#ifdef WITH_ALT
+    const float alt_alone = time_us(&kfgemm_alt::prep_operands, &ops[0], 1, flush, flush_bytes) +
+                            time_us(&kfgemm_alt::prep_operands, &ops[1], 1, flush, flush_bytes);
+    const float alt_one = time_us(&kfgemm_alt::prep_operands, ops, 2, flush, flush_bytes);
+    printf("alt: %ld x %ld x %ld alone %.1f us (%.2f TB/s), one launch %.1f us (%.2f TB/s)\n", m, n, k,
+           alt_alone, bytes / (alt_alone * 1e6), alt_one, bytes / (alt_one * 1e6));
+    cudaMemset(ao, 0, m * kp);
+    kfgemm_alt::prep_operands(ops, 1, 0);
+    cudaMemcpy(h1.data(), ao, m * kp, cudaMemcpyDeviceToHost);
+    same = same && h0 == h1;
+    g_alt += log(alt_one);
+#endif
+    printf("| %ld | %ld | %ld | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f |%s\n", m, n, k, r[0], r[1],
+           bytes / (r[0] * 1e6), bytes / (r[1] * 1e6), r[2], r[3], bytes / (r[2] * 1e6), bytes / (r[3] * 1e6),
+           same ? "" : " OUTPUT DIFFERS");
+    for (int i = 0; i < 4; ++i) g[i] += log(r[i]);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(ao);
+    cudaFree(bo);
+  }
+  printf("geomean us: ref alone %.1f, new alone %.1f, ref one launch %.1f, new one launch %.1f\n",
+         exp(g[0] / n_shapes), exp(g[1] / n_shapes), exp(g[2] / n_shapes), exp(g[3] / n_shapes));
+#ifdef WITH_ALT
+  printf("geomean one launch: alt %.2f new %.2f\n", exp(g_alt / n_shapes), exp(g[3] / n_shapes));
+#endif
+  const cudaError_t err = cudaDeviceSynchronize();
+  printf("status: %s\n", cudaGetErrorString(err));
+  return err == cudaSuccess ? 0 : 1;
+}
