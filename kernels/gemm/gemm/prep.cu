@@ -8,7 +8,7 @@
 //
 // Both operands go in one persistent launch: a grid sized to the blocks the device holds
 // at once walks the items of both jobs; each block streams its tiles through a ring of
-// three shared-memory tiles filled by cp.async, so the reads of the next two tiles are in
+// four shared-memory tiles filled by cp.async, so the reads of the next three tiles are in
 // flight while the current one is transposed and stored.
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -188,7 +188,9 @@ __device__ __forceinline__ void rowcopy_emit(const PrepJob& j, int64_t item, con
   }
 }
 
-constexpr int kStages = 3;  // tiles in flight per block (16 KB each)
+constexpr int kStages = 4;  // tiles in flight per block (16 KB each)
+
+constexpr int kSmemBytes = kStages * kTile * kTile;
 
 struct ItemRef {
   int which;
@@ -206,7 +208,8 @@ __device__ __forceinline__ ItemRef locate(const PrepParams& p, int64_t t) {
 // stores the current one. Row-copy items go through registers.
 template <PrepOut kOut, Fp8Kind kKind0, Fp8Kind kKind1>
 __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant__ PrepParams p) {
-  __shared__ __align__(128) uint32_t smem[kStages][kTile][kTile / 4];
+  extern __shared__ __align__(128) uint32_t smem_raw[];
+  auto smem = reinterpret_cast<uint32_t(*)[kTile][kTile / 4]>(smem_raw);
   const int64_t total = p.job[0].blocks + (p.count > 1 ? p.job[1].blocks : 0);
   const int64_t step = gridDim.x;
   // Prologue: the first kStages - 1 items of this block.
@@ -251,8 +254,9 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
 
 template <PrepOut kOut, Fp8Kind kKind0, Fp8Kind kKind1>
 void launch(const PrepParams& p, int64_t total, cudaStream_t stream) {
-  // Grid: as many blocks as fit on the device at once, then evened out so that every
-  // block gets the same number of items (within one).
+  // Grid: as many blocks as fit on the device at once (or one per item). Evening out the
+  // items per block (fewer blocks) measured 1-2% slower: the copy is bandwidth-bound, so
+  // more resident blocks beat a shorter tail.
   static std::atomic<int> resident[64];
   int dev = 0;
   cudaGetDevice(&dev);
@@ -260,15 +264,15 @@ void launch(const PrepParams& p, int64_t total, cudaStream_t stream) {
   if (cap <= 0) {
     int sms = 0, per_sm = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaFuncSetAttribute(prep_kernel<kOut, kKind0, kKind1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, prep_kernel<kOut, kKind0, kKind1>,
-                                                  kThreads, 0);
+                                                  kThreads, kSmemBytes);
     cap = sms * per_sm;
     if (cap <= 0) cap = 1024;
     if (dev >= 0 && dev < 64) resident[dev].store(cap, std::memory_order_relaxed);
   }
-  const int64_t rounds = (total + cap - 1) / cap;
-  const int64_t grid = (total + rounds - 1) / rounds;
-  prep_kernel<kOut, kKind0, kKind1><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(p);
+  const int64_t grid = total < cap ? total : cap;
+  prep_kernel<kOut, kKind0, kKind1><<<static_cast<unsigned>(grid), kThreads, kSmemBytes, stream>>>(p);
 }
 
 }  // namespace
