@@ -191,9 +191,11 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //  - long K (>= 4096): CUTLASS's stream-K heuristic (data-parallel waves, the ragged
 //    last wave split along K);
 //  - otherwise persistent data-parallel 128x128 tiles.
-// The 2x1-cluster variant (B multicast) is 3-10% faster on some large grids but is
-// left to explicit selection: compute-sanitizer's racecheck reports hazards on its
-// cross-CTA pipeline that we could not rule out (NOTES.md).
+// The 2x1-cluster variant (B multicast) is 3-16% faster on some large grids but is
+// left to explicit selection: compute-sanitizer's racecheck reports hazards on it
+// (block-scale cp.async writes against the consumers' scale reads, ordered through
+// barriers that also count the peer CTA's arrivals) that we could not rule out
+// (NOTES.md, v5).
 struct Choice {
   kfgemm::Variant variant;
   int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K
