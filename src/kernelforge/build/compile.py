@@ -56,11 +56,7 @@ def _describe_step(command: str, root: Path) -> str:
     m = re.search(r"\s-c\s+(?:-c\s+)?(\S+)\s+-o\s", command)
     if m:
         src = Path(m.group(1))
-        try:
-            src = src.relative_to(root)
-        except ValueError:
-            pass
-        return f"compiling {src}"
+        return f"compiling {src.relative_to(root) if src.is_relative_to(root) else src}"
     if " -shared" in command or "-o " in command:
         return "linking"
     return command.split(" ", 1)[0]
