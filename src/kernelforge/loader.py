@@ -287,8 +287,9 @@ def get_kernel(
         repo_id: ``org/name``.
         revision: a branch, a tag or a commit (a unique prefix will do).
         version: the kernel version ``N`` (branch ``vN``). With neither ``revision`` nor
-            ``version`` the newest ``v<N>`` branch is used and logged at INFO level; an
-            older version than the newest is logged as a WARNING.
+            ``version`` the newest ``v<N>`` branch is used and a WARNING log line says
+            which (pass ``version=`` to pin it); an older version than the newest is
+            logged as a WARNING too.
         backend: choose the variant for this backend (``"cpu"`` or torch's own)
             instead of the system's.
         hub: a hub (:class:`~kernelforge.hub.LocalHub`, :class:`~kernelforge.hub.hf.HfHub`),

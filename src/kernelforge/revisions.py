@@ -130,7 +130,9 @@ def _pick(
         )
     newest = max(versions)
     if version is None:
-        logger.info(
+        # WARNING level, so that it shows without any logging set up: a load that is
+        # not pinned should say what it took.
+        logger.warning(
             "kernelforge: loading %s version %d (branch v%d, revision %s) — pass "
             "version=%d to pin it", repo_id, newest, newest, versions[newest][:7], newest,
         )
@@ -166,8 +168,8 @@ def select(
         repo_id: ``org/name``.
         revision: a branch, a tag or a commit (a unique prefix will do).
         version: the major version ``N`` (branch ``vN``); at most one of the two.
-            With neither, the newest version is used and logged at INFO level; an older
-            ``version`` than the newest is logged as a WARNING.
+            With neither, the newest version is used and a WARNING log line says which;
+            an older ``version`` than the newest is logged as a WARNING too.
         follow_redirects: read ``kernel-status.toml`` on ``main`` and follow it.
 
     Returns:
