@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelforge import digest
+from kernelforge import _durable, digest
 from kernelforge.errors import HubError, IntegrityError
-from kernelforge.hub import LocalHub, Revision, _durable, as_hub, default_root, validate_repo_id
+from kernelforge.hub import LocalHub, Revision, as_hub, default_root, validate_repo_id
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
 
@@ -307,7 +307,8 @@ _KILL_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from kernelforge.hub import LocalHub, _durable
+    from kernelforge import _durable
+    from kernelforge.hub import LocalHub
 
     hub_root, build, point = sys.argv[1], sys.argv[2], sys.argv[3]
 

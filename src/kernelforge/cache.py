@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelforge import _durable
 from kernelforge.errors import HubError
-from kernelforge.hub import _durable
 from kernelforge.hub.base import is_commit, validate_repo_id
 
 __all__ = ["CACHE_ENV", "DownloadCache", "Entry", "default_cache_root", "is_intact"]

@@ -328,7 +328,7 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
 
 
 def _write_json(path: Path, doc: Any) -> None:
-    from kernelforge.hub._durable import replace_file
+    from kernelforge._durable import replace_file
 
     replace_file(path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
 

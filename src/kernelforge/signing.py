@@ -274,7 +274,7 @@ def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> Si
     """
     from cryptography.hazmat.primitives import serialization
 
-    from kernelforge.hub._durable import replace_file
+    from kernelforge._durable import replace_file
 
     p = Path(path).expanduser()
     if p.exists() and not overwrite:

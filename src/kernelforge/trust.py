@@ -226,7 +226,7 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
     """Read, change and atomically rewrite the store under its lock."""
     import filelock
 
-    from kernelforge.hub._durable import replace_file
+    from kernelforge._durable import replace_file
 
     p = _store_path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

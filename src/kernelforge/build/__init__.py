@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelforge import __version__, digest
+from kernelforge._durable import replace_file
 from kernelforge.build.compile import compile_plan
 from kernelforge.build.interpreter import PythonEnv, python_env
 from kernelforge.build.package import assemble_variant, builder_provenance
@@ -141,9 +142,7 @@ def _up_to_date(root: Path, out_dir: Path, backend: str, key: str) -> Path | Non
 def _write_stamp(root: Path, backend: str, key: str, variant: str) -> None:
     path = _stamp_path(root, backend)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"key": key, "variant": variant}))
-    os.replace(tmp, path)
+    replace_file(path, json.dumps({"key": key, "variant": variant}).encode())
 
 
 def _variant_name(manifest: Manifest, backend: str, facts) -> str:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import filelock
 
+from kernelforge import _durable
 from kernelforge.errors import HubError
-from kernelforge.hub import _durable
 from kernelforge.hub._staging import Staged, check_digests, stage_build
 from kernelforge.hub.base import (
     CARD_BRANCH,

@@ -29,8 +29,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kernelforge import _durable
 from kernelforge.errors import HubError
-from kernelforge.hub import _durable, base
+from kernelforge.hub import base
 from kernelforge.hub._local_write import COMMIT_FILE, LocalHubWriter
 from kernelforge.hub.base import (
     Fetched,

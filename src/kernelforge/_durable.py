@@ -61,18 +61,9 @@ def write_file(path: Path, data: bytes) -> str:
 
 
 def write_ref(path: Path, commit: str) -> None:
-    """Point a ref at a commit: write a hidden temporary file, then atomically replace."""
+    """Point a ref at a commit: atomically replace the file, then fsync its directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(commit + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    replace_file(path, (commit + "\n").encode("ascii"))
     fsync_dir(path.parent)
 
 
