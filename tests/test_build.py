@@ -188,3 +188,43 @@ def test_builds_are_reproducible_across_directories(tmp_path: Path, built_relu: 
     assert names == sorted(p.name for p in result.path.iterdir())
     for name in names:
         assert (first / name).read_bytes() == (result.path / name).read_bytes(), name
+
+
+def test_kernel_sections_compile_with_their_own_flags(tmp_path: Path) -> None:
+    """Two sections define the same macro differently; each source asserts its own value
+    at compile time, so merged flags would fail the build."""
+    project = tmp_path / "flags"
+    (project / "torch-ext" / "flags").mkdir(parents=True)
+    (project / "torch-ext" / "flags" / "__init__.py").write_text("from ._ops import ops\n")
+    (project / "torch-ext" / "torch_binding.cpp").write_text(
+        '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n')
+    for name, value in (("a", 1), ("b", 2)):
+        (project / name).mkdir()
+        (project / name / f"{name}.cpp").write_text(
+            f'static_assert(SECTION == {value}, "section {name} got the wrong flags");\n'
+            f"int section_{name}() {{ return SECTION; }}\n")
+    (project / "build.toml").write_text(textwrap.dedent("""
+        [general]
+        name = "flags"
+        edition = 5
+        version = 1
+        license = "MIT"
+        backends = ["cpu"]
+
+        [torch]
+        src = ["torch-ext/torch_binding.cpp"]
+
+        [kernel.a]
+        backend = "cpu"
+        depends = ["torch"]
+        cxx-flags = ["-DSECTION=1"]
+        src = ["a/a.cpp"]
+
+        [kernel.b]
+        backend = "cpu"
+        depends = ["torch"]
+        cxx-flags = ["-DSECTION=2"]
+        src = ["b/b.cpp"]
+    """))
+    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert any(p.name.endswith(".abi3.so") for p in result.path.iterdir())

@@ -79,8 +79,9 @@ def test_namespace_is_unique_per_source_identity() -> None:
 def test_cpu_plan_compiles_only_translation_units(manifest) -> None:
     plan = plan_build(manifest, backend="cpu", variant="torch213-cxx11-cpu-x86_64-linux",
                       source_id=SID, cxx=GCC)
-    names = [p.name for p in plan.sources]
-    assert names == ["torch_binding.cpp", "k.cpp"]
+    assert [p.name for p in plan.sources] == ["torch_binding.cpp"]
+    (group,) = plan.groups
+    assert group.name == "k_cpu" and [p.name for p in group.sources] == ["k.cpp"]
     assert "-DCPU_KERNEL" in plan.cxx_flags
     assert "-fno-gnu-unique" in plan.cxx_flags
     assert plan.device_flags == ()
@@ -94,7 +95,11 @@ def test_cpu_plan_compiles_only_translation_units(manifest) -> None:
 def test_cuda_plan_reaches_sm90a_and_drops_what_nvcc_cannot_target(manifest) -> None:
     plan = plan_build(manifest, backend="cuda", variant="torch211-cxx11-cu124-x86_64-linux",
                       source_id=SID, cxx=GCC, device_compiler=NVCC_12_4)
-    assert [p.name for p in plan.sources] == ["torch_binding.cpp", "k.cu"]
+    assert [p.name for p in plan.sources] == ["torch_binding.cpp"]
+    (group,) = plan.groups
+    assert [p.name for p in group.sources] == ["k.cu"]
+    assert group.include_dirs[-1].name == "k"
+    assert "-gencode=arch=compute_90a,code=sm_90a" in group.device_flags
     assert "-gencode=arch=compute_90a,code=sm_90a" in plan.device_flags
     assert "-gencode=arch=compute_80,code=sm_80" in plan.device_flags
     assert not any("100" in f for f in plan.device_flags if f.startswith("-gencode"))
@@ -121,7 +126,9 @@ def test_cuda_plan_with_nothing_buildable_is_an_error(manifest) -> None:
 def test_rocm_plan(manifest) -> None:
     plan = plan_build(manifest, backend="rocm", variant="torch27-cxx11-rocm63-x86_64-linux",
                       source_id=SID, cxx=GCC, device_compiler=HIPCC)
-    assert [p.name for p in plan.sources] == ["torch_binding.cpp", "k.hip"]
+    assert [p.name for p in plan.sources] == ["torch_binding.cpp"]
+    assert [p.name for p in plan.groups[0].sources] == ["k.hip"]
+    assert "--offload-arch=gfx942" in plan.groups[0].device_flags
     assert "-DROCM_KERNEL" in plan.device_flags and "-DUSE_ROCM=1" in plan.device_flags
     assert "--offload-arch=gfx942" in plan.device_flags
     assert "--offload-arch=gfx90a" in plan.device_flags
@@ -221,3 +228,37 @@ def test_needed_libraries_reads_a_real_elf_file() -> None:
     if libs is None:
         pytest.skip("readelf is not installed")
     assert any(lib.startswith("libc.so") for lib in libs), libs
+
+
+def test_each_kernel_section_keeps_its_own_capabilities_and_flags(tmp_path: Path) -> None:
+    """Two CUDA kernels, one Hopper-only: the Hopper one is not compiled for sm_80."""
+    kernels = """
+[kernel.portable]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["8.0", "9.0"]
+cuda-flags = ["-DPORTABLE"]
+src = ["k/k.cu"]
+
+[kernel.hopper]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["9.0a"]
+cuda-flags = ["-DHOPPER"]
+cxx-flags = ["-DHOPPER_HOST"]
+src = ["h/h.cu"]
+"""
+    root = write_project(tmp_path, kernels, 'backends = ["cuda"]')
+    (root / "h").mkdir()
+    (root / "h" / "h.cu").write_text("// wgmma\n")
+    plan = plan_build(load_manifest(root), backend="cuda", variant="v", source_id=SID,
+                      cxx=GCC, device_compiler=NVCC_13)
+    by_name = {g.name: g for g in plan.groups}
+    hopper, portable = by_name["hopper"], by_name["portable"]
+    gencode = [f for f in hopper.device_flags if f.startswith("-gencode")]
+    assert gencode == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert "-DHOPPER" in hopper.device_flags and "-DPORTABLE" not in hopper.device_flags
+    assert hopper.cxx_flags == ("-DHOPPER_HOST",) and "-DHOPPER_HOST" not in plan.cxx_flags
+    assert [f for f in portable.device_flags if f.startswith("-gencode")] == [
+        "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"]
+    assert plan.archs == ("8.0", "9.0", "9.0a")

@@ -51,8 +51,26 @@ class SourceId:
 
 
 @dataclass(frozen=True)
+class CompileGroup:
+    """The sources of one ``[kernel.*]`` section, compiled with that section's own flags
+    (its CUDA capabilities or ROCm archs, ``cxx-flags``, ``cuda-flags``/``hip-flags`` and
+    ``include``) on top of the extension's common flags, then linked with the rest."""
+
+    name: str
+    sources: tuple[Path, ...]
+    include_dirs: tuple[Path, ...] = ()
+    cxx_flags: tuple[str, ...] = ()
+    device_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class BuildPlan:
-    """Everything needed to compile and package one variant."""
+    """Everything needed to compile and package one variant.
+
+    ``sources`` (the ``[torch]`` binding) compile with the common flags; each of
+    ``groups`` (a kernel section) compiles with the common flags minus the architecture
+    flags, plus its own.
+    """
 
     root: Path
     variant: str
@@ -65,13 +83,14 @@ class BuildPlan:
     device_flags: tuple[str, ...] = ()
     link_flags: tuple[str, ...] = ()
     archs: tuple[str, ...] | None = None
+    groups: tuple[CompileGroup, ...] = ()
     dependencies: tuple[Dependency, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     @property
     def noarch(self) -> bool:
-        return not self.sources
+        return not self.sources and not self.groups
 
     def fingerprint_inputs(self) -> dict[str, object]:
         """What decides the build's output apart from the source files themselves."""
@@ -84,6 +103,12 @@ class BuildPlan:
             "device_flags": list(self.device_flags),
             "link_flags": list(self.link_flags),
             "archs": list(self.archs) if self.archs is not None else None,
+            "groups": [
+                {"name": g.name, "sources": [str(x) for x in g.sources],
+                 "include_dirs": [str(d) for d in g.include_dirs],
+                 "cxx_flags": list(g.cxx_flags), "device_flags": list(g.device_flags)}
+                for g in self.groups
+            ],
             "dependencies": [d.provenance() for d in self.dependencies],
         }
 
@@ -199,10 +224,6 @@ def plan_build(
     sources = [
         p for p in _rel_paths(manifest, manifest.torch.src) if p.suffix in suffixes
     ]
-    for k in kernels:
-        sources.extend(p for p in _rel_paths(manifest, k.src) if p.suffix in suffixes)
-    if not sources:
-        raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}")
 
     include_dirs: list[Path] = [DATA_DIR, manifest.root]
     include_dirs += _rel_paths(manifest, manifest.torch.include)
@@ -221,45 +242,58 @@ def plan_build(
         # must not share state when loaded side by side.
         cxx_flags.append("-fno-gnu-unique")
     cxx_flags += list(manifest.torch.cxx_flags)
-    for k in kernels:
-        cxx_flags += list(k.cxx_flags)
 
     device_flags: list[str] = []
-    metadata_archs: tuple[str, ...] | None = None
+    all_archs: list[str] = []
+    kernel_device_flags: dict[str, list[str]] = {}
     notes: list[str] = []
     env: dict[str, str] = {}
     if backend == "cuda":
         if device_compiler is None:
             raise ToolchainError("building the cuda backend needs nvcc")
-        caps, notes = cuda_capabilities(kernels, device_compiler, arch_override)
-        metadata_archs = tuple(caps)
+        for k in kernels:
+            caps, dropped = cuda_capabilities([k], device_compiler, arch_override)
+            notes += [f"{n} (kernel.{k.name})" for n in dropped if n not in notes]
+            all_archs += [c for c in caps if c not in all_archs]
+            kernel_device_flags[k.name] = [*archs.nvcc_gencode_flags(caps), *k.cuda_flags]
         # --threads 0: nvcc compiles the per-capability passes in parallel.
         device_flags = ["-O3", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr",
                         "--threads", "0"]
-        device_flags += archs.nvcc_gencode_flags(caps)
         device_flags += [f"-Xcompiler=-ffile-prefix-map={manifest.root}=."]
         if cxx is not None and cxx.name == "gcc":
             device_flags.append("-Xcompiler=-fno-gnu-unique")
-        for k in kernels:
-            device_flags += list(k.cuda_flags)
+        # for CUDA files of the [torch] binding itself: every kernel's capabilities
+        device_flags += archs.nvcc_gencode_flags(all_archs)
         env["CUDA_HOME"] = str(device_compiler.path.parent.parent)
     elif backend == "rocm":
         if device_compiler is None:
             raise ToolchainError("building the rocm backend needs hipcc")
-        wanted = list(arch_override) if arch_override else []
-        if not wanted:
-            for k in kernels:
-                wanted += [a for a in (k.rocm_archs or archs.ROCM_ARCHS) if a not in wanted]
-        unknown = [a for a in wanted if not archs.is_known_rocm_arch(a)]
-        if unknown:
-            raise BuildError(
-                f"unknown ROCm arch(s) {unknown}; known: {', '.join(archs.ROCM_ARCHS)}"
-            )
-        metadata_archs = tuple(wanted)
-        device_flags = ["-O3", *BACKEND_DEFINES[backend], *archs.hipcc_offload_flags(wanted)]
         for k in kernels:
-            device_flags += list(k.hip_flags)
+            wanted = list(arch_override or k.rocm_archs or archs.ROCM_ARCHS)
+            unknown = [a for a in wanted if not archs.is_known_rocm_arch(a)]
+            if unknown:
+                raise BuildError(
+                    f"unknown ROCm arch(s) {unknown}; known: {', '.join(archs.ROCM_ARCHS)}"
+                )
+            all_archs += [a for a in wanted if a not in all_archs]
+            kernel_device_flags[k.name] = [*archs.hipcc_offload_flags(wanted), *k.hip_flags]
+        device_flags = ["-O3", *BACKEND_DEFINES[backend], *archs.hipcc_offload_flags(all_archs)]
         env["ROCM_HOME"] = str(device_compiler.path.parent.parent)
+
+    groups = [
+        CompileGroup(
+            name=k.name,
+            sources=tuple(p for p in _rel_paths(manifest, k.src) if p.suffix in suffixes),
+            include_dirs=tuple(_rel_paths(manifest, k.include)),
+            cxx_flags=tuple(k.cxx_flags),
+            device_flags=tuple(kernel_device_flags.get(k.name, ())),
+        )
+        for k in kernels
+    ]
+    groups = [g for g in groups if g.sources]
+    if not sources and not groups:
+        raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}")
+    metadata_archs = tuple(all_archs) if backend in ("cuda", "rocm") else None
 
     return BuildPlan(
         root=manifest.root,
@@ -272,6 +306,7 @@ def plan_build(
         cxx_flags=tuple(cxx_flags),
         device_flags=tuple(device_flags),
         archs=metadata_archs,
+        groups=tuple(groups),
         dependencies=tuple(dependencies),
         env=env,
         notes=tuple(notes),
