@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# One device call: build, tests, benchmark, sanitizers, as named stages. Each stage logs
-# to /tmp/gemmlogs/<stage>.log; the logs come back as $OUT/logs.tar.gz, the benchmark
-# tables as $OUT/gemm.{md,json}. Usage (from the repository root):
+# Build, test, benchmark and sanitize the kernel on a Hopper machine, as named stages.
+# Each stage logs to /tmp/gemmlogs/<stage>.log; the logs are packed into
+# $OUT/logs.tar.gz and the benchmark tables written to $OUT/gemm.{md,json} (OUT defaults
+# to /tmp/out). Wheels the machine lacks (nvidia-cutlass, platformdirs, ...) are taken
+# from .whl/ when it has no package index. Usage (from the repository root):
 #   bash kernels/gemm/dev/run_gpu.sh STAGE...
 # Stages:
 #   build      development build with prebuilt CUDA objects (.whl/devobj)
-#   buildsrc   development build from source (CUTLASS from the carried wheel)
+#   buildsrc   development build from source (CUTLASS from the wheel in .whl/)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
 #   exc test bench sweep memcheck racecheck racecheck1 racemap sass toolchain
