@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelforge.digest import ALGORITHMS, DEFAULT_ALGORITHM, is_excluded, verify_tree
+from kernelforge.digest import (
+    ALGORITHMS,
+    DEFAULT_ALGORITHM,
+    compare,
+    is_excluded,
+    verify_tree,
+)
 from kernelforge.errors import HubError, IntegrityError
 
 __all__ = ["Staged", "check_digests", "parse_metadata", "read_metadata", "stage_build"]
@@ -170,14 +176,7 @@ def check_digests(copy_root: Path, staged: Staged, recorded: dict[str, str]) -> 
             for k, v in recorded.items()
             if k.startswith(prefix) and not is_excluded(k[len(prefix):])
         }
-        problems = []
-        for rel in sorted(set(expected) | set(actual)):
-            if rel not in actual:
-                problems.append(f"missing: {rel}")
-            elif rel not in expected:
-                problems.append(f"extra: {rel}")
-            elif actual[rel] != expected[rel]:
-                problems.append(f"changed: {rel}")
+        problems = compare(actual, expected)
         if problems:
             raise IntegrityError(f"build/{variant}", problems)
 
