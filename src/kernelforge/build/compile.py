@@ -108,12 +108,7 @@ def compile_plan(
         "include_dirs": [str(d) for d in plan.include_dirs],
         "cxx_flags": list(plan.cxx_flags),
         "device_flags": list(plan.device_flags),
-        "groups": [
-            {"name": g.name, "sources": [str(x) for x in g.sources],
-             "include_dirs": [str(d) for d in g.include_dirs],
-             "cxx_flags": list(g.cxx_flags), "device_flags": list(g.device_flags)}
-            for g in plan.groups
-        ],
+        "groups": [g.as_dict() for g in plan.groups],
         "link_flags": list(plan.link_flags),
         "build_lib": str(build_lib),
         "build_temp": str(work_dir / "obj"),

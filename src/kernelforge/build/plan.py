@@ -62,6 +62,16 @@ class CompileGroup:
     cxx_flags: tuple[str, ...] = ()
     device_flags: tuple[str, ...] = ()
 
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form (for the compiler driver and the build fingerprint)."""
+        return {
+            "name": self.name,
+            "sources": [str(s) for s in self.sources],
+            "include_dirs": [str(d) for d in self.include_dirs],
+            "cxx_flags": list(self.cxx_flags),
+            "device_flags": list(self.device_flags),
+        }
+
 
 @dataclass(frozen=True)
 class BuildPlan:
@@ -103,12 +113,7 @@ class BuildPlan:
             "device_flags": list(self.device_flags),
             "link_flags": list(self.link_flags),
             "archs": list(self.archs) if self.archs is not None else None,
-            "groups": [
-                {"name": g.name, "sources": [str(x) for x in g.sources],
-                 "include_dirs": [str(d) for d in g.include_dirs],
-                 "cxx_flags": list(g.cxx_flags), "device_flags": list(g.device_flags)}
-                for g in self.groups
-            ],
+            "groups": [g.as_dict() for g in self.groups],
             "dependencies": [d.provenance() for d in self.dependencies],
         }
 
