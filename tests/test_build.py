@@ -102,18 +102,19 @@ def test_tampered_build_is_rebuilt(built_relu: Path) -> None:
     assert "# changed" not in (cpu_variant(project) / "__init__.py").read_text()
 
 
-def test_compiler_errors_name_file_and_line(tmp_path: Path) -> None:
-    """A syntax error is reported with its file and line (a tiny project, so this
-    fails in seconds rather than after compiling torch's headers)."""
-    project = tmp_path / "broken"
-    (project / "torch-ext" / "broken").mkdir(parents=True)
-    (project / "torch-ext" / "broken" / "__init__.py").write_text("from ._ops import ops\n")
-    (project / "torch-ext" / "torch_binding.cpp").write_text("int ok() { return 0; }\n")
-    (project / "k").mkdir()
-    (project / "k" / "k.cpp").write_text("int f() {\n  return 1;\n  this is not C++;\n}\n")
-    (project / "build.toml").write_text(textwrap.dedent("""
+def tiny_cpu_project(project: Path, binding: str, kernels: str,
+                     sources: dict[str, str]) -> Path:
+    """A cpu project whose sources do not include torch's headers (compiles in seconds)."""
+    name = project.name
+    (project / "torch-ext" / name).mkdir(parents=True)
+    (project / "torch-ext" / name / "__init__.py").write_text("from ._ops import ops\n")
+    (project / "torch-ext" / "torch_binding.cpp").write_text(binding)
+    for rel, text in sources.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
+    (project / "build.toml").write_text(textwrap.dedent(f"""
         [general]
-        name = "broken"
+        name = "{name}"
         edition = 5
         version = 1
         license = "MIT"
@@ -121,12 +122,23 @@ def test_compiler_errors_name_file_and_line(tmp_path: Path) -> None:
 
         [torch]
         src = ["torch-ext/torch_binding.cpp"]
+    """) + textwrap.dedent(kernels))
+    return project
 
+
+def test_compiler_errors_name_file_and_line(tmp_path: Path) -> None:
+    """A syntax error is reported with its file and line (a tiny project, so this
+    fails in seconds rather than after compiling torch's headers)."""
+    project = tiny_cpu_project(
+        tmp_path / "broken", "int ok() { return 0; }\n",
+        """
         [kernel.k]
         backend = "cpu"
         depends = ["torch"]
         src = ["k/k.cpp"]
-    """))
+        """,
+        {"k/k.cpp": "int f() {\n  return 1;\n  this is not C++;\n}\n"},
+    )
     with pytest.raises(BuildError) as info:
         build_project(project, backends=["cpu"], progress=lambda _: None)
     message = str(info.value)
@@ -193,27 +205,15 @@ def test_builds_are_reproducible_across_directories(tmp_path: Path, built_relu: 
 def test_kernel_sections_compile_with_their_own_flags(tmp_path: Path) -> None:
     """Two sections define the same macro differently; each source asserts its own value
     at compile time, so merged flags would fail the build."""
-    project = tmp_path / "flags"
-    (project / "torch-ext" / "flags").mkdir(parents=True)
-    (project / "torch-ext" / "flags" / "__init__.py").write_text("from ._ops import ops\n")
-    (project / "torch-ext" / "torch_binding.cpp").write_text(
-        '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n')
-    for name, value in (("a", 1), ("b", 2)):
-        (project / name).mkdir()
-        (project / name / f"{name}.cpp").write_text(
+    sources = {
+        f"{name}/{name}.cpp":
             f'static_assert(SECTION == {value}, "section {name} got the wrong flags");\n'
-            f"int section_{name}() {{ return SECTION; }}\n")
-    (project / "build.toml").write_text(textwrap.dedent("""
-        [general]
-        name = "flags"
-        edition = 5
-        version = 1
-        license = "MIT"
-        backends = ["cpu"]
-
-        [torch]
-        src = ["torch-ext/torch_binding.cpp"]
-
+            f"int section_{name}() {{ return SECTION; }}\n"
+        for name, value in (("a", 1), ("b", 2))
+    }
+    project = tiny_cpu_project(
+        tmp_path / "flags", '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        """
         [kernel.a]
         backend = "cpu"
         depends = ["torch"]
@@ -225,6 +225,8 @@ def test_kernel_sections_compile_with_their_own_flags(tmp_path: Path) -> None:
         depends = ["torch"]
         cxx-flags = ["-DSECTION=2"]
         src = ["b/b.cpp"]
-    """))
+        """,
+        sources,
+    )
     (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
     assert any(p.name.endswith(".abi3.so") for p in result.path.iterdir())
