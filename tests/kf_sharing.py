@@ -10,7 +10,6 @@ the root makes every call raise ``ConnectionError`` (the network is gone).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import uuid
@@ -23,8 +22,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-
-from kernelforge import digest
+from kf_testutil import write_metadata
 
 SO_NAME = "_relu_cpu_fake.abi3.so"
 
@@ -45,17 +43,7 @@ def make_variant(
     (vdir / "__init__.py").write_text(f"from . import helper\nVALUE = {value}\n")
     (vdir / "helper.py").write_text("def double(x):\n    return 2 * x\n")
     (vdir / SO_NAME).write_bytes(so_bytes)
-    meta: dict[str, Any] = {
-        "name": "relu",
-        "id": module_id or uid(),
-        "version": version,
-        "license": "Apache-2.0",
-        "python-depends": [],
-        "backend": {"type": "cpu", "archs": None},
-    }
-    if with_digest:
-        meta["digest"] = digest.digest_block(vdir)
-    (vdir / "metadata.json").write_text(json.dumps(meta, indent=1))
+    write_metadata(vdir, module_id or uid(), version=version, with_digest=with_digest)
     return vdir
 
 

@@ -14,3 +14,24 @@ def copy_example(dest: Path) -> Path:
     shutil.copytree(EXAMPLE_RELU, dest,
                     ignore=shutil.ignore_patterns("build", ".kernelforge", "__pycache__"))
     return dest
+
+
+def write_metadata(vdir: Path, module_id: str, *, version: int = 1, backend: str = "cpu",
+                   archs: list[str] | None = None, with_digest: bool = True) -> None:
+    """Write a ``metadata.json`` for a fabricated variant directory (kebab-case keys, the
+    digest of the files already there unless ``with_digest`` is false)."""
+    import json
+
+    from kernelforge import digest
+
+    meta: dict[str, object] = {
+        "name": "relu",
+        "id": module_id,
+        "version": version,
+        "license": "Apache-2.0",
+        "python-depends": [],
+        "backend": {"type": backend, "archs": archs},
+    }
+    if with_digest:
+        meta["digest"] = digest.digest_block(vdir)
+    (vdir / "metadata.json").write_text(json.dumps(meta, indent=1))

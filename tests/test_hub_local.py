@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from kf_testutil import write_metadata
 
 from kernelforge import _durable, digest
 from kernelforge.errors import HubError, IntegrityError
@@ -43,17 +44,7 @@ def make_variant(
     for rel, data in (extra or {}).items():
         (vdir / rel).parent.mkdir(parents=True, exist_ok=True)
         (vdir / rel).write_bytes(data)
-    meta: dict[str, object] = {
-        "name": "relu",
-        "id": module_id,
-        "version": version,
-        "license": "Apache-2.0",
-        "python-depends": [],
-        "backend": {"type": "cpu", "archs": None},
-    }
-    if with_digest:
-        meta["digest"] = digest.digest_block(vdir)
-    (vdir / "metadata.json").write_text(json.dumps(meta, indent=1))
+    write_metadata(vdir, module_id, version=version, with_digest=with_digest)
     return vdir
 
 

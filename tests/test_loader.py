@@ -5,7 +5,6 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import io
-import json
 import logging
 import os
 import re
@@ -16,8 +15,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+from kf_testutil import write_metadata
 
-from kernelforge import digest, loader
+from kernelforge import loader
 from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError
 from kernelforge.hub import LocalHub
 
@@ -47,17 +47,8 @@ def make_variant(
         init if init is not None else f"from . import helper\nVALUE = {value}\n"
     )
     (vdir / "helper.py").write_text("def double(x):\n    return 2 * x\n")
-    meta: dict[str, object] = {
-        "name": "relu",
-        "id": module_id,
-        "version": version,
-        "license": "Apache-2.0",
-        "python-depends": [],
-        "backend": {"type": backend, "archs": archs},
-    }
-    if with_digest:
-        meta["digest"] = digest.digest_block(vdir)
-    (vdir / "metadata.json").write_text(json.dumps(meta, indent=1))
+    write_metadata(vdir, module_id, version=version, backend=backend, archs=archs,
+                   with_digest=with_digest)
     return vdir
 
 
