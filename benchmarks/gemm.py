@@ -38,6 +38,15 @@ DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in DEEPSEEK_NK]
 
 FP8_VARIANTS = [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0)]
 BF16_VARIANTS = [(3, 0), (3, 1), (4, 0)]
+# Split-K variants (K cut into slices of whole 128-blocks): ping-pong 64x128, cooperative
+# 128x128; each is swept over every slice count that tiles K exactly.
+SPLIT_K_VARIANTS = (5, 6)
+SPLIT_K_COUNTS = (2, 3, 4, 6, 7, 8, 12, 14, 16)
+
+
+def split_counts(k: int) -> list[int]:
+    kp = -(-k // 16) * 16
+    return [s for s in SPLIT_K_COUNTS if kp % (128 * s) == 0]
 
 
 def load_kernel():
@@ -145,7 +154,8 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     if sweep:
         ops = gk._ops.ops
         res = {}
-        for exact_mode, variants in ((False, FP8_VARIANTS), (True, BF16_VARIANTS)):
+        split = [(v, s) for v in SPLIT_K_VARIANTS for s in split_counts(k)]
+        for exact_mode, variants in ((False, FP8_VARIANTS + split), (True, BF16_VARIANTS)):
             for v, s in variants:
                 try:
                     res[f"v{v}s{s}"] = bench(lambda: ops.gemm_nt(a, b, sa, sb, exact_mode, v, s),

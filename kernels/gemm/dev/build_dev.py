@@ -24,11 +24,14 @@ CUDA_SOURCES = [
     "gemm_dispatch.cu",
     "prep.cu",
     "quant.cu",
+    "splitk_reduce.cu",
     "fp8_coop_128x128_streamk.cu",
     "fp8_coop_128x128_cluster2.cu",
     "fp8_pingpong_64x128.cu",
     "bf16_coop_128x128_streamk.cu",
     "bf16_pingpong_64x128.cu",
+    "fp8_pingpong_64x128_splitk.cu",
+    "fp8_coop_128x128_splitk.cu",
 ]
 CUDA_FLAGS = [
     "-O3",

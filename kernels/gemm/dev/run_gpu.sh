@@ -10,7 +10,7 @@
 #   buildsrc   development build from source (CUTLASS from the wheel in .whl/)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
-#   exc test bench sweep memcheck racecheck racecheck1 racemap sass toolchain
+#   exc test testsplit bench sweep memcheck racecheck racecheck1 racemap sass toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 # The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
@@ -52,6 +52,7 @@ for s in "$@"; do
         export GEMM_KERNEL_REPO=kernels-community/gemm ;;
     exc) run exceptions 60 python3 kernels/gemm/dev/diag.py exceptions ;;
     diag) run diag 200 python3 kernels/gemm/dev/diag.py numerics ;;
+    testsplit) run testsplit 200 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 120 -ra --tb=short -k "split or variant" ;;
     test) run test 400 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 240 -ra --tb=short ;;
     bench) run bench 330 python3 benchmarks/gemm.py --out "$OUT" --rep 60 ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;

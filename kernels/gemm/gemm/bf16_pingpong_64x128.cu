@@ -1,4 +1,6 @@
 // BF16 operands (exactly converted FP8), ping-pong 64x128x128 tiles, persistent.
+// Kernels wait for the previous grid before their first read (dependent launch).
+#define CUTLASS_ENABLE_GDC_FOR_SM90
 #include "sm90_blockwise_gemm.cuh"
 KFGEMM_DEFINE_VARIANT(bf16_pingpong_64x128, cutlass::bfloat16_t,
                       cute::Shape<cute::_64, cute::_128, cute::_128>,

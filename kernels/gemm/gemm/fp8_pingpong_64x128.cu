@@ -1,4 +1,6 @@
 // FP8 (e4m3fn) operands, ping-pong 64x128x128 tiles (one warp group per tile), persistent.
+// Kernels wait for the previous grid before their first read (dependent launch).
+#define CUTLASS_ENABLE_GDC_FOR_SM90
 #include "sm90_blockwise_gemm.cuh"
 KFGEMM_DEFINE_VARIANT(fp8_pingpong_64x128, cutlass::float_e4m3_t,
                       cute::Shape<cute::_64, cute::_128, cute::_128>,

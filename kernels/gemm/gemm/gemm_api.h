@@ -67,7 +67,13 @@ struct GemmArgs {
   int64_t ldd;
   int device;
   int sm_count;
-  int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K into that many
+  // Stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K into that many.
+  // Split-K variants: the number of K slices (>= 2, k a multiple of 128 * splits).
+  int splits;
+  // May launch as a programmatic dependent of the previous kernel on the stream (the
+  // operand preparation): the GEMM's start-up overlaps that kernel's tail and its loads
+  // wait for the kernel's completion. Variants built without that wait ignore it.
+  bool pdl;
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
@@ -79,10 +85,18 @@ enum class Variant : int {
   kFp8Pingpong64x128 = 2,
   kBf16Coop128x128StreamK = 3,
   kBf16Pingpong64x128 = 4,
-  kCount = 5,
+  kFp8Pingpong64x128SplitK = 5,
+  kFp8Coop128x128SplitK = 6,
+  kCount = 7,
 };
 
 const char* variant_name(Variant v);
+
+// Sums `splits` FP32 planes of (m, n) partial products (plane after plane, rows of n
+// floats) into the bfloat16 (m, n) matrix d with row pitch ldd, in slice order.
+// n must be a multiple of 4, d 8-byte aligned and ldd a multiple of 4.
+Status reduce_splits(const float* partials, int splits, int m, int n, void* d, int64_t ldd,
+                     int sm_count, cudaStream_t stream);
 
 // Bytes of scratch the variant needs for this problem (stream-K partials, locks).
 size_t gemm_workspace_size(Variant v, const GemmArgs& args);

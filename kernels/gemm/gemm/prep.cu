@@ -208,6 +208,10 @@ __device__ __forceinline__ ItemRef locate(const PrepParams& p, int64_t t) {
 // stores the current one. Row-copy items go through registers.
 template <PrepOut kOut, Fp8Kind kKind0, Fp8Kind kKind1>
 __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant__ PrepParams p) {
+  // The GEMM that reads these operands may be launched as a programmatic dependent of
+  // this grid: it waits for our completion (griddepcontrol.wait) before its first read,
+  // so letting it launch now only overlaps its start-up with our tail.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(128) uint32_t smem_raw[];
   auto smem = reinterpret_cast<uint32_t(*)[kTile][kTile / 4]>(smem_raw);
   const int64_t total = p.job[0].blocks + (p.count > 1 ? p.job[1].blocks : 0);

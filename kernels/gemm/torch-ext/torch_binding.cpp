@@ -198,11 +198,16 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 // (NOTES.md, v5).
 struct Choice {
   kfgemm::Variant variant;
-  int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K
+  int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K;
+               // split-K variants: number of K slices
 };
 
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16) {
+// Whether `splits` slices of whole 128-blocks tile the (16-padded) K exactly.
+bool splits_fit(int64_t Kp, int64_t splits) { return splits >= 2 && Kp % (128 * splits) == 0; }
+
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
   using V = kfgemm::Variant;
+  (void)sm_count;
   if (bf16) {
     if (K <= 512 || M <= 128 || N >= 16384 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
@@ -212,6 +217,10 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16) {
   if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
   if (K >= 4096) return {V::kFp8Coop128x128StreamK, 0};
   return {V::kFp8Coop128x128StreamK, 1};
+}
+
+bool variant_is_split_k(kfgemm::Variant v) {
+  return v == kfgemm::Variant::kFp8Pingpong64x128SplitK || v == kfgemm::Variant::kFp8Coop128x128SplitK;
 }
 
 bool variant_is_bf16(kfgemm::Variant v) {
@@ -236,13 +245,19 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
 
   const bool bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
                     kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
-  const Choice choice = pick_variant(M, N, K, bf16);
+  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count);
   kfgemm::Variant v = choice.variant;
-  if (splits < 0) splits = choice.splits;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
     v = static_cast<kfgemm::Variant>(variant);
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
+  }
+  if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
+  if (variant_is_split_k(v)) {
+    TORCH_CHECK_VALUE(splits_fit(round_up(K, 16), splits),
+                      cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
+                          ": it needs splits >= 2 with K (padded to a multiple of 16, here ",
+                          round_up(K, 16), ") a multiple of 128 * splits"));
   }
 
   // The epilogue stores rows of 8 bf16 (16 bytes): pad N to a multiple of 8 (B gets
@@ -291,6 +306,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.device = dev;
   g.sm_count = props.sm_count;
   g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
+  g.pdl = njobs > 0;  // the preparation kernel runs right before on this stream
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
