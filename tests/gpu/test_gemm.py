@@ -274,10 +274,38 @@ def test_every_kernel_variant(gemm_kernel, variant, splits):
     seed = fresh_seed()
     a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn")
     c = Checker(gemm_kernel, a, b, sa, sb, f"variant={variant} splits={splits} seed={seed}")
-    exact = variant >= 3
+    exact = variant in (3, 4)
     out = poisoned(m, n)
     gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, exact, variant, splits)
     (c.exact if exact else c.fast)(out)
+
+
+@pytest.mark.parametrize("variant", [5, 6])
+@pytest.mark.parametrize("m,n,k,splits", [(300, 400, 1920, 3), (300, 400, 1920, 15),
+                                          (1, 100, 256, 2), (70, 576, 7168, 7),
+                                          (200, 1000, 7168 + 64, 3)])
+def test_split_k_variants(gemm_kernel, variant, m, n, k, splits):
+    """K cut into slices run as the batch mode, summed by a second kernel: correct for
+    tails in M and N, every slice count that tiles K, and the challenge's scale layouts."""
+    seed = fresh_seed()
+    kp = -(-k // 16) * 16
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout="col",
+                           sb_layout="col")
+    what = f"variant={variant} {m}x{n}x{k} splits={splits} seed={seed}"
+    if kp % (128 * splits):
+        with pytest.raises(ValueError, match="splits"):
+            gemm_kernel._ops.ops.gemm_nt(a, b, sa, sb, False, variant, splits)
+        return
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, splits)
+    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
+
+
+def test_split_k_rejects_slices_that_do_not_tile_k(gemm_kernel):
+    a, b, sa, sb = make_nt(64, 128, 384, seed=fresh_seed())
+    for splits in (0, 1, 2, 4):
+        with pytest.raises(ValueError, match=f"splits={splits} does not fit"):
+            gemm_kernel._ops.ops.gemm_nt(a, b, sa, sb, False, 5, splits)
 
 
 def test_empty_and_zero_k(gemm_kernel):
