@@ -29,6 +29,7 @@ run() {  # name timeout cmd...
   timeout "$t" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
   summary+=("$name rc=$rc $((SECONDS - t0))s")
+  cp "$logs/$name.log" "$OUT/" 2>/dev/null  # kept even if a later stage runs out of time
   echo "== $name rc=$rc ($((SECONDS - t0)) s)"; tail -n 12 "$logs/$name.log" | cut -c1-300
 }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv

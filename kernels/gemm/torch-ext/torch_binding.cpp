@@ -183,11 +183,14 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
   TORCH_CHECK(st == kfgemm::Status::kOk, cat(what, " failed: ", why ? why : "unknown reason", " (", cudaGetErrorString(cudaGetLastError()), ")"));
 }
 
-// Kernel choice from the problem's shape. Measured on H100 and H200 (NOTES.md: a sweep
-// of every variant over the challenge and DeepSeek-V3 shapes):
-//  - short K (<= 512) or few rows (M <= 128, or M <= 1024 with N <= 640): ping-pong
-//    64x128 tiles, whose two consumer warp groups overlap one tile's epilogue with the
-//    next tile's mainloop;
+// Kernel choice from the problem's shape. Measured on H100 and H200 (NOTES.md: sweeps
+// of every variant over the challenge and DeepSeek-V3 shapes, v2 and v6):
+//  - long K with a small output (K >= 4096, M * N <= 600K): split-K, K cut into slices
+//    of whole 128-blocks, so that the few output tiles are worked on by enough SMs
+//    (FP32 partials, summed by a second kernel: only worth it while M * N is small);
+//  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640 or K <= 2304:
+//    ping-pong 64x128 tiles, whose two consumer warp groups overlap one tile's epilogue
+//    with the next tile's mainloop;
 //  - long K (>= 4096): CUTLASS's stream-K heuristic (data-parallel waves, the ragged
 //    last wave split along K);
 //  - otherwise persistent data-parallel 128x128 tiles.
@@ -205,16 +208,35 @@ struct Choice {
 // Whether `splits` slices of whole 128-blocks tile the (16-padded) K exactly.
 bool splits_fit(int64_t Kp, int64_t splits) { return splits >= 2 && Kp % (128 * splits) == 0; }
 
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
+// Smallest slice count that tiles K and gives at least `want` work units from `tiles`
+// output tiles; 0 if none does (up to 16 slices).
+int smallest_split(int64_t Kp, int64_t tiles, int64_t want) {
+  for (int s = 2; s <= 16; ++s) {
+    if (splits_fit(Kp, s) && tiles * s >= want) return s;
+  }
+  return 0;
+}
+
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16) {
   using V = kfgemm::Variant;
-  (void)sm_count;
   if (bf16) {
     if (K <= 512 || M <= 128 || N >= 16384 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
     }
     return {V::kBf16Coop128x128StreamK, 0};
   }
-  if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
+  const int64_t Kp = round_up(K, 16);
+  if (K >= 4096 && M * N <= 600 * 1024) {
+    // Few rows: 64-row ping-pong tiles, at least 64 units. More rows (N small): 128x128
+    // cooperative tiles, at least 80 units (the sweep's best on 1024x512/576x7168).
+    const bool few_rows = M <= 128;
+    const int64_t tiles = few_rows ? ceil_div(M, 64) * ceil_div(N, 128) : ceil_div(M, 128) * ceil_div(N, 128);
+    const int s = smallest_split(Kp, tiles, few_rows ? 64 : 80);
+    if (s > 0) return {few_rows ? V::kFp8Pingpong64x128SplitK : V::kFp8Coop128x128SplitK, s};
+  }
+  if (K <= 512 || M <= 128 || (M <= 1024 && (N <= 640 || K <= 2304))) {
+    return {V::kFp8Pingpong64x128, 0};
+  }
   if (K >= 4096) return {V::kFp8Coop128x128StreamK, 0};
   return {V::kFp8Coop128x128StreamK, 1};
 }
@@ -245,7 +267,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
 
   const bool bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
                     kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
-  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count);
+  const Choice choice = pick_variant(M, N, K, bf16);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
