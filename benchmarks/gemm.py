@@ -36,11 +36,13 @@ DEEPSEEK_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 
                (7168, 2048)]
 DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in DEEPSEEK_NK]
 
-FP8_VARIANTS = [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0)]
+FP8_VARIANTS = [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0), (7, 0)]
 BF16_VARIANTS = [(3, 0), (3, 1), (4, 0)]
-# Split-K variants (K cut into slices of whole 128-blocks): ping-pong 64x128, cooperative
-# 128x128; each is swept over every slice count that tiles K exactly.
+# Split-K variants (K cut into slices of whole 128-blocks): FP8 ping-pong 64x128 and
+# cooperative 128x128, BF16 ping-pong 64x128; each is swept over every slice count that
+# tiles K exactly.
 SPLIT_K_VARIANTS = (5, 6)
+BF16_SPLIT_K_VARIANTS = (8,)
 SPLIT_K_COUNTS = (2, 3, 4, 6, 7, 8, 12, 14, 16)
 
 
@@ -155,7 +157,8 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
         ops = gk._ops.ops
         res = {}
         split = [(v, s) for v in SPLIT_K_VARIANTS for s in split_counts(k)]
-        for exact_mode, variants in ((False, FP8_VARIANTS + split), (True, BF16_VARIANTS)):
+        split16 = [(v, s) for v in BF16_SPLIT_K_VARIANTS for s in split_counts(k)]
+        for exact_mode, variants in ((False, FP8_VARIANTS + split), (True, BF16_VARIANTS + split16)):
             for v, s in variants:
                 try:
                     res[f"v{v}s{s}"] = bench(lambda: ops.gemm_nt(a, b, sa, sb, exact_mode, v, s),

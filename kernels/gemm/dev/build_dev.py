@@ -32,6 +32,8 @@ CUDA_SOURCES = [
     "bf16_pingpong_64x128.cu",
     "fp8_pingpong_64x128_splitk.cu",
     "fp8_coop_128x128_splitk.cu",
+    "fp8_coop_128x128.cu",
+    "bf16_pingpong_64x128_splitk.cu",
 ]
 CUDA_FLAGS = [
     "-O3",

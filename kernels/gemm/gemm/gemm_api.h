@@ -87,7 +87,9 @@ enum class Variant : int {
   kBf16Pingpong64x128 = 4,
   kFp8Pingpong64x128SplitK = 5,
   kFp8Coop128x128SplitK = 6,
-  kCount = 7,
+  kFp8Coop128x128 = 7,
+  kBf16Pingpong64x128SplitK = 8,
+  kCount = 9,
 };
 
 const char* variant_name(Variant v);

@@ -242,11 +242,13 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16) {
 }
 
 bool variant_is_split_k(kfgemm::Variant v) {
-  return v == kfgemm::Variant::kFp8Pingpong64x128SplitK || v == kfgemm::Variant::kFp8Coop128x128SplitK;
+  return v == kfgemm::Variant::kFp8Pingpong64x128SplitK || v == kfgemm::Variant::kFp8Coop128x128SplitK ||
+         v == kfgemm::Variant::kBf16Pingpong64x128SplitK;
 }
 
 bool variant_is_bf16(kfgemm::Variant v) {
-  return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128;
+  return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128 ||
+         v == kfgemm::Variant::kBf16Pingpong64x128SplitK;
 }
 
 void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
