@@ -1,11 +1,15 @@
-"""Workload for Nsight Compute: our op and cuBLASLt on two shapes.
+"""Workload for Nsight Compute: our op and cuBLASLt, twice each, per shape.
 
-    ncu --kernel-name regex:'device_kernel|prep_kernel|sm90' python kernels/gemm/dev/profile.py
+    ncu --kernel-name regex:'device_kernel|prep_kernel|sm90' \
+        python kernels/gemm/dev/profile.py [nt:MxNxK | challenge:MxNxK ...]
+
+Without arguments: nt:4096x7168x16384 and challenge:1024x1536x7168.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import kernelforge
 import torch
@@ -16,9 +20,16 @@ FN = torch.float8_e4m3fn
 
 
 def shapes():
-    # (label, m, n, k, MN-major storage)
-    return [("nt-4096x7168x16384", 4096, 7168, 16384, False),
-            ("challenge-1024x1536x7168", 1024, 1536, 7168, True)]
+    """(label, m, n, k, MN-major storage) for each argument."""
+    specs = sys.argv[1:] or ["nt:4096x7168x16384", "challenge:1024x1536x7168"]
+    out = []
+    for spec in specs:
+        layout, _, dims = spec.partition(":")
+        if layout not in ("nt", "challenge"):
+            raise SystemExit(f"profile.py: {spec!r}: expected nt:MxNxK or challenge:MxNxK")
+        m, n, k = (int(x) for x in dims.split("x"))
+        out.append((f"{layout}-{dims}", m, n, k, layout == "challenge"))
+    return out
 
 
 for label, m, n, k, mn in shapes():

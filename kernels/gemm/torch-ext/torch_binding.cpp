@@ -195,7 +195,7 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    heuristic (the ragged last wave split along K);
 //  - otherwise cooperative 128x128 tiles, data-parallel, started as a dependent launch
 //    (5-15% faster than the same tile without it on the 1024-row and mid-K shapes).
-// The 2x1-cluster variant (B multicast) is 3-16% faster on some large grids but is
+// The 2x1-cluster variant (B multicast) is 2-6% faster on 4 of the 36 benchmark shapes but is
 // left to explicit selection: compute-sanitizer's racecheck reports hazards on it
 // (block-scale cp.async writes against the consumers' scale reads, ordered through
 // barriers that also count the peer CTA's arrivals) that we could not rule out
