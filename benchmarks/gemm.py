@@ -118,7 +118,8 @@ def make_inputs(m, n, k, challenge: bool, seed: int):
 
 def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     a, b, sa, sb, sa_kb_m, sb_nb_kb = make_inputs(m, n, k, challenge, seed=m * 7 + n * 3 + k)
-    row = {"m": m, "n": n, "k": k, "layout": "challenge (MN-major)" if challenge else "NT (K-major)"}
+    layout = "challenge (MN-major)" if challenge else "NT (K-major)"
+    row = {"m": m, "n": n, "k": k, "layout": layout}
     row["floor_us"] = floor_us(m, n, k, gpu)
 
     fast = lambda: gk.gemm_nt(a, b, sa, sb)  # noqa: E731
@@ -158,11 +159,14 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
         res = {}
         split = [(v, s) for v in SPLIT_K_VARIANTS for s in split_counts(k)]
         split16 = [(v, s) for v in BF16_SPLIT_K_VARIANTS for s in split_counts(k)]
-        for exact_mode, variants in ((False, FP8_VARIANTS + split), (True, BF16_VARIANTS + split16)):
+        suites = ((False, FP8_VARIANTS + split), (True, BF16_VARIANTS + split16))
+        for exact_mode, variants in suites:
             for v, s in variants:
+                def call(exact_mode=exact_mode, v=v, s=s):
+                    return ops.gemm_nt(a, b, sa, sb, exact_mode, v, s)
+
                 try:
-                    res[f"v{v}s{s}"] = bench(lambda: ops.gemm_nt(a, b, sa, sb, exact_mode, v, s),
-                                             max(10, rep // 2))
+                    res[f"v{v}s{s}"] = bench(call, max(10, rep // 2))
                 except Exception as err:  # a variant may not implement a shape: record why
                     res[f"v{v}s{s}"] = f"{type(err).__name__}: {str(err)[:80]}"
         row["sweep_us"] = res
@@ -199,10 +203,12 @@ def fmt_table(rows, challenge):
             cells += [f"{r['cublas_t_us']:.1f}", f"{r['cublas_t_us'] / r['fast_us']:.2f}",
                       f"{r['fast_kmajor_us']:.1f}", f"{r['prep_tbs']:.2f}"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    g = {key: geomean([r[key] for r in rows]) for key in ("floor_us", "fast_us", "exact_us", "cublas_us")}
+    keys = ("floor_us", "fast_us", "exact_us", "cublas_us")
+    g = {key: geomean([r[key] for r in rows]) for key in keys}
     summary = (f"geomean: floor {g['floor_us']:.1f} us, fast {g['fast_us']:.1f} us, exact "
                f"{g['exact_us']:.1f} us, cuBLASLt {g['cublas_us']:.1f} us; cuBLASLt/fast "
-               f"{g['cublas_us'] / g['fast_us']:.2f}x, cuBLASLt/exact {g['cublas_us'] / g['exact_us']:.2f}x")
+               f"{g['cublas_us'] / g['fast_us']:.2f}x, cuBLASLt/exact "
+               f"{g['cublas_us'] / g['exact_us']:.2f}x")
     if challenge:
         gt = geomean([r["cublas_t_us"] for r in rows])
         summary += f"; (cuBLASLt+transposes)/fast {gt / g['fast_us']:.2f}x"

@@ -57,7 +57,8 @@ def add_op_namespace_prefix(op_name: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--objects", type=Path, default=None, help="prebuilt .o of the CUDA sources")
+    parser.add_argument("--objects", type=Path, default=None,
+                        help="prebuilt .o of the CUDA sources")
     parser.add_argument("--cutlass", type=Path, default=None, help="CUTLASS include dir")
     args = parser.parse_args()
 
@@ -66,7 +67,8 @@ def main() -> int:
     args.out = args.out.resolve()
     build_dir = args.out / "build"
     build_dir.mkdir(parents=True, exist_ok=True)
-    includes = [KERNEL / "gemm", KERNEL / "torch-ext", REPO / "src" / "kernelforge" / "build" / "data"]
+    registration = REPO / "src" / "kernelforge" / "build" / "data"
+    includes = [KERNEL / "gemm", KERNEL / "torch-ext", registration]
     sources = [KERNEL / "torch-ext" / "torch_binding.cpp"]
     ldflags: list[str] = []
     if args.objects is not None:
@@ -102,7 +104,8 @@ def main() -> int:
     pkg = args.out / "pkg" / "gemm"
     if pkg.exists():
         shutil.rmtree(pkg)
-    shutil.copytree(KERNEL / "torch-ext" / "gemm", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(KERNEL / "torch-ext" / "gemm", pkg,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "_ops.py").write_text(OPS_PY.format(so=str(so), name=NAME))
     print(f"package: {pkg.parent}")
     return 0

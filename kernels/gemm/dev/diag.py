@@ -32,7 +32,9 @@ def inputs(m, n, k, mn, seed=1, mag=1.0):
     b = (torch.randn(n, k, generator=g, device="cuda") * mag)
     a = a.t().contiguous().to(FN).t() if mn else a.to(FN)
     b = b.t().contiguous().to(FN).t() if mn else b.to(FN)
-    return a, b, torch.randn(m, kb, generator=g, device="cuda"), torch.randn(nb, kb, generator=g, device="cuda")
+    sa = torch.randn(m, kb, generator=g, device="cuda")
+    sb = torch.randn(nb, kb, generator=g, device="cuda")
+    return a, b, sa, sb
 
 
 def numerics():
@@ -54,7 +56,8 @@ def numerics():
             err = (out.double() - r64).abs()
             i = int(err.argmax())
             print(f"  v{v} s{s}: calc_diff {d:.3g} mismatches {mism} nonfinite {nan} "
-                  f"maxerr {float(err.max()):.3g} at {divmod(i, n)} ref {float(r64.flatten()[i]):.4g}",
+                  f"maxerr {float(err.max()):.3g} at {divmod(i, n)} "
+                  f"ref {float(r64.flatten()[i]):.4g}",
                   flush=True)
     for rows, cols in ((17, 200), (300, 7232)):
         x = torch.randn(rows, cols, device="cuda") * 3

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import sys
 
-import kernelforge
 import torch
 from torch.nn.functional import ScalingType, scaled_mm
+
+import kernelforge
 
 gk = kernelforge.get_kernel(os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm"))
 FN = torch.float8_e4m3fn
@@ -34,8 +35,12 @@ def shapes():
 
 for label, m, n, k, mn in shapes():
     kb, nb = -(-k // 128), -(-n // 128)
-    a = torch.randn(k, m, device="cuda").to(FN).t() if mn else torch.randn(m, k, device="cuda").to(FN)
-    b = torch.randn(k, n, device="cuda").to(FN).t() if mn else torch.randn(n, k, device="cuda").to(FN)
+    if mn:  # MN-major storage, handed over as transposed views
+        a = torch.randn(k, m, device="cuda").to(FN).t()
+        b = torch.randn(k, n, device="cuda").to(FN).t()
+    else:
+        a = torch.randn(m, k, device="cuda").to(FN)
+        b = torch.randn(n, k, device="cuda").to(FN)
     sa = torch.randn(kb, m, device="cuda")
     sb = torch.randn(nb, kb, device="cuda")
     sbp = torch.zeros(nb, -(-kb // 4) * 4, device="cuda")

@@ -32,7 +32,9 @@ def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
     b = torch.randn(n, k, generator=g, device="cuda")
     a = a.to(da) if a_major == "k" else a.t().contiguous().to(da).t()
     b = b.to(db) if b_major == "k" else b.t().contiguous().to(db).t()
-    return a, b, torch.randn(m, kb, generator=g, device="cuda"), torch.randn(nb, kb, generator=g, device="cuda")
+    sa = torch.randn(m, kb, generator=g, device="cuda")
+    sb = torch.randn(nb, kb, generator=g, device="cuda")
+    return a, b, sa, sb
 
 
 failures = 0

@@ -5,6 +5,7 @@ the lines after the snippet check the result against the package's reference.
 """
 
 import torch
+
 from kernelforge import get_kernel
 
 # Load the kernel from the Hub

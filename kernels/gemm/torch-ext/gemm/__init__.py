@@ -25,8 +25,6 @@ graphs, never synchronize with the host, and run on the current stream.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from . import _validate, reference
@@ -89,7 +87,7 @@ def gemm(
     b: torch.Tensor,
     a_scale: torch.Tensor,
     b_scale: torch.Tensor,
-    out: Optional[torch.Tensor] = None,
+    out: torch.Tensor | None = None,
     *,
     precision: str = "fast",
 ) -> torch.Tensor:
@@ -121,7 +119,7 @@ def gemm_nt(
     b: torch.Tensor,
     a_scale: torch.Tensor,
     b_scale: torch.Tensor,
-    out: Optional[torch.Tensor] = None,
+    out: torch.Tensor | None = None,
     *,
     precision: str = "fast",
 ) -> torch.Tensor:

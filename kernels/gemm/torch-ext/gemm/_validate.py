@@ -7,7 +7,7 @@ machine without a GPU. Every failure raises ``TypeError`` (wrong kind or dtype) 
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 
@@ -72,7 +72,7 @@ def check_gemm(
     b: object,
     a_scale: object,
     b_scale: object,
-    out: Optional[object],
+    out: object | None,
     *,
     layout: str,
 ) -> Problem:
