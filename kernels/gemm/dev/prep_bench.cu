@@ -1,10 +1,16 @@
 // Standalone timing of operand preparation on the challenge shapes: the A (M, K) and
-// B (K, N) operands stored MN-major, rewritten K-major, each alone and both in one launch.
-// Links two builds of prep.cu (the current one and a reference one compiled with
-// -Dkfgemm=kfgemm_ref) so that both are timed side by side on the same device.
+// B (K, N) operands stored MN-major, rewritten K-major, each alone and both in one launch,
+// next to the driver's device-to-device copy of the same bytes (the bandwidth ceiling).
+// Links the current prep.cu with one or two other builds of it (renamed namespaces and a
+// C entry point from dev/prep_wrap.cu), timed side by side on the same device:
 //
-//   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -Igemm dev/prep_bench.cu gemm/prep.cu \
-//        ref_prep.o -o prep_bench
+//   F="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Igemm"   # in kernels/gemm
+//   nvcc $F -c gemm/prep.cu -Dkfgemm=kfgemm_ref -DKFGEMM_PREP_STAGES=3 -o ref_prep.o
+//   nvcc $F -c dev/prep_wrap.cu -Dkfgemm=kfgemm_ref -DKFGEMM_WRAP_NAME=ref_prep_operands \
+//        -o ref_wrap.o
+//   nvcc $F dev/prep_bench.cu gemm/prep.cu ref_prep.o ref_wrap.o -o prep_bench
+//
+// With -DWITH_ALT a third build (kfgemm_alt / alt_prep_operands) is timed as well.
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -56,6 +62,29 @@ static float time_us(Fn fn, const OperandPrep* ops, int count, void* flush, size
   return t[t.size() / 2];
 }
 
+// The same bytes moved by the driver's device-to-device copy (A and B, one call each):
+// the practical bandwidth ceiling for a kernel that reads and writes every byte once.
+static float memcpy_us(void* ao, const void* a, size_t na, void* bo, const void* b, size_t nb,
+                       void* flush, size_t flush_bytes) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> t;
+  for (int i = 0; i < 40; ++i) {
+    cudaMemsetAsync(flush, i, flush_bytes);  // evict L2
+    cudaEventRecord(e0);
+    cudaMemcpyAsync(ao, a, na, cudaMemcpyDeviceToDevice, 0);
+    cudaMemcpyAsync(bo, b, nb, cudaMemcpyDeviceToDevice, 0);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i >= 5) t.push_back(ms * 1000.f);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 int main() {
   const int shapes[][3] = {{1024, 1536, 7168}, {1024, 3072, 1536}, {1024, 576, 7168}, {1024, 7168, 256},
                            {1024, 7168, 2048}, {1024, 4608, 7168}, {1024, 7168, 2304}, {1024, 512, 7168},
@@ -71,7 +100,10 @@ int main() {
   printf("| M | N | K | ref A+B alone us | new A+B alone us | ref TB/s | new TB/s | ref one launch us | new one launch us | ref TB/s | new TB/s |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   double g[4] = {0, 0, 0, 0};
+  double g_copy = 0;
+#ifdef WITH_ALT
   double g_alt = 0;
+#endif
   const int n_shapes = sizeof(shapes) / sizeof(shapes[0]);
   for (const auto& s : shapes) {
     const long m = s[0], n = s[1], k = s[2];
@@ -96,6 +128,9 @@ int main() {
     r[2] = time_us(&kfgemm_ref::prep_operands, ops, 2, flush, flush_bytes);
     r[3] = time_us(&kfgemm::prep_operands, ops, 2, flush, flush_bytes);
     // Same bytes out of both versions.
+    const float copy = memcpy_us(ao, a, m * k, bo, b, n * k, flush, flush_bytes);
+    printf("memcpy: %ld x %ld x %ld %.1f us (%.2f TB/s)\n", m, n, k, copy, bytes / (copy * 1e6));
+    g_copy += log(copy);
     std::vector<uint8_t> h0(m * kp), h1(m * kp);
     cudaMemset(ao, 0, m * kp);
     kfgemm_ref::prep_operands(ops, 1, 0);
@@ -130,6 +165,7 @@ int main() {
 #ifdef WITH_ALT
   printf("geomean one launch: alt %.2f new %.2f\n", exp(g_alt / n_shapes), exp(g[3] / n_shapes));
 #endif
+  printf("geomean us: device-to-device memcpy of the same bytes %.2f\n", exp(g_copy / n_shapes));
   const cudaError_t err = cudaDeviceSynchronize();
   printf("status: %s\n", cudaGetErrorString(err));
   return err == cudaSuccess ? 0 : 1;

@@ -188,7 +188,12 @@ __device__ __forceinline__ void rowcopy_emit(const PrepJob& j, int64_t item, con
   }
 }
 
-constexpr int kStages = 4;  // tiles in flight per block (16 KB each)
+// Tiles in flight per block (16 KB each); overridable to time other depths side by side
+// (dev/prep_bench.cu).
+#ifndef KFGEMM_PREP_STAGES
+#define KFGEMM_PREP_STAGES 4
+#endif
+constexpr int kStages = KFGEMM_PREP_STAGES;
 
 constexpr int kSmemBytes = kStages * kTile * kTile;
 
