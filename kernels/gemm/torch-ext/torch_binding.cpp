@@ -193,8 +193,10 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    tile's mainloop;
 //  - long K (>= 4096) over at least two waves of 128x128 tiles: CUTLASS's stream-K
 //    heuristic (the ragged last wave split along K);
-//  - otherwise cooperative 128x128 tiles, data-parallel, started as a dependent launch
-//    (5-15% faster than the same tile without it on the 1024-row and mid-K shapes).
+//  - otherwise cooperative 128x128 tiles under CUTLASS's plain persistent scheduler,
+//    started as a dependent launch after a transpose (4-15% faster than the stream-K
+//    build of the same tile in data-parallel mode; faster even on K-major inputs,
+//    where there is no launch to overlap: 4096x7168x2048 112 vs 125 us).
 // The 2x1-cluster variant (B multicast) is 2-6% faster on 4 of the 36 benchmark shapes but is
 // left to explicit selection: compute-sanitizer's racecheck reports hazards on it
 // (block-scale cp.async writes against the consumers' scale reads, ordered through
