@@ -185,9 +185,10 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 
 // Kernel choice from the problem's shape. Measured on H100 and H200 (NOTES.md: sweeps
 // of every variant over the challenge and DeepSeek-V3 shapes, v2 and v6):
-//  - long K with a small output (K >= 4096, M * N <= 600K): split-K, K cut into slices
-//    of whole 128-blocks, so that the few output tiles are worked on by enough SMs
-//    (FP32 partials, summed by a second kernel: only worth it while M * N is small);
+//  - long K with a small output (K >= 4096, M * N <= 600K) and, for FP8, a B of at
+//    most 64M elements: split-K, K cut into slices of whole 128-blocks, so that the few
+//    output tiles are worked on by enough SMs (FP32 partials, summed by a second kernel:
+//    only worth it while M * N is small);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
@@ -237,7 +238,10 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
     }
     return {V::kBf16Coop128x128StreamK, 0};
   }
-  if (small_output) {
+  // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
+  // unsplit; the reduction would only add to it (64x7168x16384: 44.8 unsplit vs 45.4 us
+  // with 2 slices on H200, 57.6 vs 60.8 us on H100).
+  if (small_output && N * K <= 64 * 1024 * 1024) {
     // Few rows: 64-row ping-pong tiles, at least 64 units. More rows (N small): 128x128
     // cooperative tiles, at least 80 units (the sweep's best on 1024x512/576x7168).
     const bool few_rows = M <= 128;
