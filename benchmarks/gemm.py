@@ -41,6 +41,9 @@ BF16_VARIANTS = [(3, 0), (3, 1), (4, 0)]
 # Split-K variants (K cut into slices of whole 128-blocks): FP8 ping-pong 64x128 and
 # cooperative 128x128, BF16 ping-pong 64x128; each is swept over every slice count that
 # tiles K exactly.
+# Tile-order swizzles of the persistent schedulers (1 is CUTLASS's default, swept above).
+SWIZZLE_VARIANTS = [(7, 0), (0, 0), (2, 0)]
+SWIZZLES = (2, 4, 8)
 SPLIT_K_VARIANTS = (5, 6)
 BF16_SPLIT_K_VARIANTS = (8,)
 SPLIT_K_COUNTS = (2, 3, 4, 6, 7, 8, 12, 14, 16)
@@ -169,6 +172,12 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
                     res[f"v{v}s{s}"] = bench(call, max(10, rep // 2))
                 except Exception as err:  # a variant may not implement a shape: record why
                     res[f"v{v}s{s}"] = f"{type(err).__name__}: {str(err)[:80]}"
+        for v, s in SWIZZLE_VARIANTS:
+            for z in SWIZZLES:
+                def call_z(v=v, s=s, z=z):
+                    return ops.gemm_nt(a, b, sa, sb, False, v, s, z)
+
+                res[f"v{v}s{s}z{z}"] = bench(call_z, max(10, rep // 2))
         row["sweep_us"] = res
     return row
 

@@ -303,6 +303,24 @@ def test_split_k_variants(gemm_kernel, variant, m, n, k, splits):
     (c.exact if exact else c.fast)(out)
 
 
+@pytest.mark.parametrize("variant", [0, 2, 7])
+@pytest.mark.parametrize("swizzle", [2, 4, 8])
+def test_tile_order_swizzle(gemm_kernel, variant, swizzle):
+    """The persistent schedulers' swizzled tile orders cover every tile exactly once."""
+    m, n, k = 700, 1100, 1024
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn")
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, -1, swizzle)
+    Checker(gemm_kernel, a, b, sa, sb, f"variant={variant} swizzle={swizzle} seed={seed}").fast(out)
+
+
+def test_bad_swizzle_raises(gemm_kernel):
+    a, b, sa, sb = make_nt(64, 128, 256, seed=fresh_seed())
+    with pytest.raises(ValueError, match="swizzle must be"):
+        gemm_kernel._ops.ops.gemm_nt(a, b, sa, sb, False, -1, -1, 3)
+
+
 def test_split_k_rejects_slices_that_do_not_tile_k(gemm_kernel):
     a, b, sa, sb = make_nt(64, 128, 384, seed=fresh_seed())
     for splits in (0, 1, 2, 4):

@@ -53,7 +53,7 @@ for s in "$@"; do
         export GEMM_KERNEL_REPO=kernels-community/gemm ;;
     exc) run exceptions 60 python3 kernels/gemm/dev/diag.py exceptions ;;
     diag) run diag 200 python3 kernels/gemm/dev/diag.py numerics ;;
-    testsplit) run testsplit 200 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 120 -ra --tb=short -k "split or variant" ;;
+    testsplit) run testsplit 200 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 120 -ra --tb=short -k "split or variant or swizzle" ;;
     test) run test 400 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 240 -ra --tb=short ;;
     bench) run bench 330 python3 benchmarks/gemm.py --out "$OUT" --rep 60 ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;

@@ -74,6 +74,9 @@ struct GemmArgs {
   // operand preparation): the GEMM's start-up overlaps that kernel's tail and its loads
   // wait for the kernel's completion. Variants built without that wait ignore it.
   bool pdl;
+  // Persistent tile schedulers: maximum swizzle of the tile order (1, 2, 4, 8), which
+  // keeps neighbouring CTAs on neighbouring tiles for L2 reuse; 0: CUTLASS's default (1).
+  int swizzle;
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);

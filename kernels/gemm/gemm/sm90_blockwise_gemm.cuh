@@ -191,6 +191,7 @@ struct BlockwiseGemm {
     }
     args.hw_info.device_id = g.device;
     args.hw_info.sm_count = g.sm_count;
+    if (g.swizzle > 0) args.scheduler.max_swizzle_size = g.swizzle;
     if constexpr (kStreamK) {
       using Decomp = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams::
           DecompositionMode;

@@ -264,7 +264,7 @@ bool variant_is_bf16(kfgemm::Variant v) {
 }
 
 void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
-            const Tensor& b_scale, bool exact, int64_t variant, int64_t splits) {
+            const Tensor& b_scale, bool exact, int64_t variant, int64_t splits, int64_t swizzle) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
   if (M == 0 || N == 0) return;
   if (K == 0) {
@@ -289,6 +289,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
+  TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
+                    cat("swizzle must be 0 (pick), 1, 2, 4 or 8, got ", swizzle));
   if (variant_is_split_k(v)) {
     TORCH_CHECK_VALUE(splits_fit(round_up(K, 16), splits),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
@@ -343,6 +345,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.sm_count = props.sm_count;
   g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
   g.pdl = njobs > 0;  // the preparation kernel runs right before on this stream
+  g.swizzle = static_cast<int>(swizzle);
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
@@ -356,17 +359,18 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
 }  // namespace
 
 void gemm_nt_out(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
-                 const Tensor& b_scale, bool exact, int64_t variant, int64_t splits) {
+                 const Tensor& b_scale, bool exact, int64_t variant, int64_t splits,
+                 int64_t swizzle) {
   check_nt(&out, a, b, a_scale, b_scale);
-  run_nt(out, a, b, a_scale, b_scale, exact, variant, splits);
+  run_nt(out, a, b, a_scale, b_scale, exact, variant, splits, swizzle);
 }
 
 Tensor gemm_nt(const Tensor& a, const Tensor& b, const Tensor& a_scale, const Tensor& b_scale,
-               bool exact, int64_t variant, int64_t splits) {
+               bool exact, int64_t variant, int64_t splits, int64_t swizzle) {
   const auto [M, N, K] = check_nt(nullptr, a, b, a_scale, b_scale);
   (void)K;
   Tensor out = at::empty({M, N}, a.options().dtype(at::kBFloat16));
-  run_nt(out, a, b, a_scale, b_scale, exact, variant, splits);
+  run_nt(out, a, b, a_scale, b_scale, exact, variant, splits, swizzle);
   return out;
 }
 
@@ -377,7 +381,7 @@ void gemm(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
   check_tensor_2d(b_scale, "b_scale");
   Tensor bt = b.t(), sat = a_scale.t(), sbt = b_scale.t();
   check_nt(&out, a, bt, sat, sbt);
-  run_nt(out, a, bt, sat, sbt, false, -1, -1);
+  run_nt(out, a, bt, sat, sbt, false, -1, -1, 0);
 }
 
 namespace {
@@ -446,11 +450,11 @@ Tensor prepare_operand(const Tensor& x, bool to_bf16) {
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "gemm_nt_out(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
-      "bool exact=False, int variant=-1, int splits=-1) -> ()");
+      "bool exact=False, int variant=-1, int splits=-1, int swizzle=0) -> ()");
   ops.impl("gemm_nt_out", torch::kCUDA, &gemm_nt_out);
   ops.def(
       "gemm_nt(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, bool exact=False, "
-      "int variant=-1, int splits=-1) -> Tensor");
+      "int variant=-1, int splits=-1, int swizzle=0) -> Tensor");
   ops.impl("gemm_nt", torch::kCUDA, &gemm_nt);
   ops.def("gemm(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
   ops.impl("gemm", torch::kCUDA, &gemm);

@@ -40,12 +40,13 @@ __all__ = [
 
 
 @torch.library.register_fake(add_op_namespace_prefix("gemm_nt"))
-def _gemm_nt_fake(a, b, a_scale, b_scale, exact=False, variant=-1, splits=-1):
+def _gemm_nt_fake(a, b, a_scale, b_scale, exact=False, variant=-1, splits=-1, swizzle=0):
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("gemm_nt_out"))
-def _gemm_nt_out_fake(out, a, b, a_scale, b_scale, exact=False, variant=-1, splits=-1):
+def _gemm_nt_out_fake(out, a, b, a_scale, b_scale, exact=False, variant=-1, splits=-1,
+                      swizzle=0):
     return None
 
 
