@@ -192,12 +192,16 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
-//  - long K (>= 4096) over at least two waves of 128x128 tiles: CUTLASS's stream-K
-//    heuristic (the ragged last wave split along K);
+//  - long K (>= 4096) over at least two waves of 128x128 tiles whose last wave is
+//    nearly empty (at most a quarter): CUTLASS's stream-K heuristic, which spreads that
+//    wave's work along K;
 //  - otherwise cooperative 128x128 tiles under CUTLASS's plain persistent scheduler,
 //    started as a dependent launch after a transpose (4-15% faster than the stream-K
 //    build of the same tile in data-parallel mode; faster even on K-major inputs,
-//    where there is no launch to overlap: 4096x7168x2048 112 vs 125 us).
+//    where there is no launch to overlap: 4096x7168x2048 112 vs 125 us). On grids of
+//    two waves or more with at least 8 tiles along N, the tile order is swizzled by 2
+//    (better L2 reuse between neighbouring CTAs): 4096x7168x16384 990 -> 889 us,
+//    4096x4096x7168 224 -> 206 us on H200; not on narrow N (6144x576x7168 loses 37%).
 // The 2x1-cluster variant (B multicast) is 2-6% faster on 4 of the 36 benchmark shapes but is
 // left to explicit selection: compute-sanitizer's racecheck reports hazards on it
 // (block-scale cp.async writes against the consumers' scale reads, ordered through
@@ -207,6 +211,7 @@ struct Choice {
   kfgemm::Variant variant;
   int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K;
                // split-K variants: number of K slices
+  int swizzle = 0;  // persistent schedulers' maximum tile-order swizzle; 0: default
 };
 
 // Whether `splits` slices of whole 128-blocks tile the (16-padded) K exactly.
@@ -249,8 +254,11 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
     if (s > 0) return {few_rows ? V::kFp8Pingpong64x128SplitK : V::kFp8Coop128x128SplitK, s};
   }
   if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
-  if (K >= 4096 && tiles128 >= 2 * static_cast<int64_t>(sm_count)) return {V::kFp8Coop128x128StreamK, 0};
-  return {V::kFp8Coop128x128, 0};
+  const int64_t sms = std::max(sm_count, 1);
+  const bool big_grid = tiles128 >= 2 * sms;
+  const int64_t last_wave = (tiles128 % sms) * 100 / sms;  // percent of a wave
+  if (K >= 4096 && big_grid && last_wave <= 25) return {V::kFp8Coop128x128StreamK, 0};
+  return {V::kFp8Coop128x128, 0, big_grid && ceil_div(N, 128) >= 8 ? 2 : 0};
 }
 
 bool variant_is_split_k(kfgemm::Variant v) {
@@ -289,6 +297,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
+  if (swizzle == 0 && v == choice.variant) swizzle = choice.swizzle;
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
                     cat("swizzle must be 0 (pick), 1, 2, 4 or 8, got ", swizzle));
   if (variant_is_split_k(v)) {
