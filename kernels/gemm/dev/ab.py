@@ -1,0 +1,68 @@
+"""Interleaved timing of kernel configurations on chosen shapes (drift-resistant A/B).
+
+    python kernels/gemm/dev/ab.py nt:4096x7168x16384 challenge:6144x576x7168 ...
+
+For each shape, the op's own choice, explicit (variant, splits, swizzle) configurations
+and cuBLASLt are timed in rounds: every round runs each configuration once (median of a
+short do_bench, L2 flushed), in a rotated order, and the table reports each
+configuration's median over the rounds. Clock or thermal drift during the run then
+affects all configurations alike. The kernel comes from GEMM_KERNEL_PATH or
+GEMM_KERNEL_REPO as for benchmarks/gemm.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "benchmarks"))
+bench_mod = importlib.import_module("gemm")  # benchmarks/gemm.py: inputs, cuBLASLt call
+sys.path.pop(0)
+del sys.modules["gemm"]
+
+CONFIGS = [  # (label, variant, splits, swizzle)
+    ("v7 z1", 7, 0, 1), ("v7 z2", 7, 0, 2), ("v0 stream-K", 0, 0, 0), ("v2 ping-pong", 2, 0, 0),
+]
+ROUNDS = 7
+
+
+def configurations(gk, m, n, k, challenge):
+    """(label, callable) for the op's choice, each explicit configuration and cuBLASLt."""
+    ops = gk._ops.ops
+    a, b, sa, sb, sa_kb_m, sb_nb_kb = bench_mod.make_inputs(m, n, k, challenge, seed=m + n + k)
+    csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
+    fns = [("op", lambda: gk.gemm_nt(a, b, sa, sb))]
+    for label, v, s, z in CONFIGS:
+        fns.append((label, lambda v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, False, v, s, z)))
+    fns.append(("cuBLASLt", bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb)))
+    return fns
+
+
+def main() -> int:
+    gk = bench_mod.load_kernel()
+    specs = sys.argv[1:] or ["nt:4096x7168x16384", "nt:4096x4096x7168"]
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    labels = ["op's choice"] + [c[0] for c in CONFIGS] + ["cuBLASLt"]
+    print("| shape | " + " | ".join(labels) + " |")
+    print("|---" * (len(labels) + 1) + "|")
+    for spec in specs:
+        layout, _, dims = spec.partition(":")
+        m, n, k = (int(x) for x in dims.split("x"))
+        fns = configurations(gk, m, n, k, layout == "challenge")
+        times: dict[str, list[float]] = {label: [] for label, _ in fns}
+        for r in range(ROUNDS):
+            order = fns[r % len(fns):] + fns[:r % len(fns)]
+            for label, fn in order:
+                times[label].append(bench_mod.bench(fn, 20))
+        cells = [f"{statistics.median(times[label]):.1f}" for label, _ in fns]
+        print(f"| {m}x{n}x{k} {layout} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
