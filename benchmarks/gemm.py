@@ -4,7 +4,8 @@ Per shape: our op in fast and exact mode, cuBLASLt through
 ``torch.nn.functional.scaled_mm`` (BlockWise1x128 x BlockWise128x128) given K-major
 operands and its preferred scale layouts for free, and, for the challenge's MN-major
 storage, cuBLASLt preceded by the ``.t().contiguous()`` copies it needs. Times are
-medians of ``triton.testing.do_bench`` (L2 flushed before every run), in microseconds.
+medians of ``triton.testing.do_bench`` (L2 flushed before every run), in microseconds,
+taken in three interleaved rounds (the median of the rounds is reported).
 
     python benchmarks/gemm.py [--suite challenge|deepseek|all] [--sweep] [--out DIR]
 
@@ -65,6 +66,21 @@ def load_kernel():
     import kernelforge
 
     return kernelforge.get_kernel(os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm"))
+
+
+ROUNDS = 3
+
+
+def interleaved(fns: dict, rep_ms: int) -> dict:
+    """Median over ROUNDS rounds of each function's time; every round times each function
+    once, in a rotated order, so that clock or thermal drift during the run affects ours
+    and cuBLASLt alike instead of whichever happens to run later."""
+    names = list(fns)
+    times = {name: [] for name in names}
+    for r in range(ROUNDS):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            times[name].append(bench(fns[name], max(10, rep_ms // ROUNDS)))
+    return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
 def bench(fn, rep_ms: int) -> float:
@@ -134,9 +150,7 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     ref_out = cub()
     row["calc_diff_vs_cublas"] = float(gk.reference.calc_diff(ours, ref_out))
 
-    row["fast_us"] = bench(fast, rep)
-    row["exact_us"] = bench(exact, rep)
-    row["cublas_us"] = bench(cub, rep)
+    timed = {"fast_us": fast, "exact_us": exact, "cublas_us": cub}
     if challenge:
         from torch.nn.functional import ScalingType, scaled_mm
 
@@ -144,9 +158,11 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
             return scaled_mm(a.contiguous(), b.contiguous().t(), csa, ScalingType.BlockWise1x128,
                              csb, ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
 
-        row["cublas_t_us"] = bench(cub_t, rep)
+        timed["cublas_t_us"] = cub_t
         # Our GEMM alone: the same problem handed over K-major (no layout work).
-        row["fast_kmajor_us"] = bench(lambda: gk.gemm_nt(a_k, b_k, sa, sb), rep)
+        timed["fast_kmajor_us"] = lambda: gk.gemm_nt(a_k, b_k, sa, sb)
+    row.update(interleaved(timed, rep))
+    if challenge:
         ops = gk._ops.ops
         row["prep_a_us"] = bench(lambda: ops.prepare_operand(a, False), rep)
         row["prep_b_us"] = bench(lambda: ops.prepare_operand(b, False), rep)

@@ -192,16 +192,16 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
-//  - long K (>= 4096) over at least two waves of 128x128 tiles whose last wave is
-//    nearly empty (at most a quarter): CUTLASS's stream-K heuristic, which spreads that
-//    wave's work along K;
+//  - long K (>= 4096) over two to five waves of 128x128 tiles whose last wave is at
+//    most a quarter full: CUTLASS's stream-K heuristic, which spreads that wave's work
+//    along K (4096x2112x7168: 122.6 vs 128.4 us; with more waves the tail matters less
+//    and 6144x4608x7168, 13.1 waves, is 6% faster without it);
 //  - otherwise cooperative 128x128 tiles under CUTLASS's plain persistent scheduler,
 //    started as a dependent launch after a transpose (4-15% faster than the stream-K
 //    build of the same tile in data-parallel mode; faster even on K-major inputs,
-//    where there is no launch to overlap: 4096x7168x2048 112 vs 125 us). On grids of
-//    two waves or more with at least 8 tiles along N, the tile order is swizzled by 2
-//    (better L2 reuse between neighbouring CTAs): 4096x7168x16384 990 -> 889 us,
-//    4096x4096x7168 224 -> 206 us on H200; not on narrow N (6144x576x7168 loses 37%).
+//    where there is no launch to overlap: 4096x24576x1536 332 vs 375 us).
+// (Interleaved A/B timings on H200, kernels/gemm/dev/ab.py; NOTES.md, v8. A swizzled
+// tile order, `swizzle`, made no measurable difference and is left at CUTLASS's 1.)
 // The 2x1-cluster variant (B multicast) is 2-6% faster on 4 of the 36 benchmark shapes but is
 // left to explicit selection: compute-sanitizer's racecheck reports hazards on it
 // (block-scale cp.async writes against the consumers' scale reads, ordered through
@@ -255,10 +255,12 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
   }
   if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
   const int64_t sms = std::max(sm_count, 1);
-  const bool big_grid = tiles128 >= 2 * sms;
+  const int64_t waves = tiles128 / sms;
   const int64_t last_wave = (tiles128 % sms) * 100 / sms;  // percent of a wave
-  if (K >= 4096 && big_grid && last_wave <= 25) return {V::kFp8Coop128x128StreamK, 0};
-  return {V::kFp8Coop128x128, 0, big_grid && ceil_div(N, 128) >= 8 ? 2 : 0};
+  if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
+    return {V::kFp8Coop128x128StreamK, 0};
+  }
+  return {V::kFp8Coop128x128, 0};
 }
 
 bool variant_is_split_k(kfgemm::Variant v) {
