@@ -244,8 +244,8 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
     return {V::kBf16Coop128x128StreamK, 0};
   }
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
-  // unsplit; the reduction would only add to it (64x7168x16384: 44.8 unsplit vs 45.4 us
-  // with 2 slices on H200, 57.6 vs 60.8 us on H100).
+  // unsplit (70% of the DRAM peak, Nsight Compute); the reduction only adds to it
+  // (64x7168x16384 is as fast or faster unsplit in the H200 and H100 sweeps).
   if (small_output && N * K <= 64 * 1024 * 1024) {
     // Few rows: 64-row ping-pong tiles, at least 64 units. More rows (N small): 128x128
     // cooperative tiles, at least 80 units (the sweep's best on 1024x512/576x7168).
