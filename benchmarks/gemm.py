@@ -38,7 +38,7 @@ DEEPSEEK_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 
 DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in DEEPSEEK_NK]
 
 FP8_VARIANTS = [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0), (7, 0)]
-BF16_VARIANTS = [(3, 0), (3, 1), (4, 0)]
+BF16_VARIANTS = [(3, 0), (3, 1), (4, 0), (9, 0)]
 # Split-K variants (K cut into slices of whole 128-blocks): FP8 ping-pong 64x128 and
 # cooperative 128x128, BF16 ping-pong 64x128; each is swept over every slice count that
 # tiles K exactly.

@@ -2,8 +2,8 @@
 
     python kernels/gemm/dev/ab.py nt:4096x7168x16384 challenge:6144x576x7168 ...
 
-For each shape, the op's own choice, explicit (variant, splits, swizzle) configurations
-and cuBLASLt are timed in rounds: every round runs each configuration once (median of a
+For each shape, the op's own choices (fast and exact), explicit (precision, variant,
+splits, swizzle) configurations and cuBLASLt are timed in rounds: every round runs each configuration once (median of a
 short do_bench, L2 flushed), in a rotated order, and the table reports each
 configuration's median over the rounds. Clock or thermal drift during the run then
 affects all configurations alike. The kernel comes from GEMM_KERNEL_PATH or
@@ -25,8 +25,10 @@ bench_mod = importlib.import_module("gemm")  # benchmarks/gemm.py: inputs, cuBLA
 sys.path.pop(0)
 del sys.modules["gemm"]
 
-CONFIGS = [  # (label, variant, splits, swizzle)
-    ("v7 z1", 7, 0, 1), ("v7 z2", 7, 0, 2), ("v0 stream-K", 0, 0, 0), ("v2 ping-pong", 2, 0, 0),
+CONFIGS = [  # (label, exact, variant, splits, swizzle)
+    ("v7 coop", False, 7, 0, 0), ("v0 stream-K", False, 0, 0, 0), ("v2 ping-pong", False, 2, 0, 0),
+    ("exact v9 coop", True, 9, 0, 0), ("exact v3 stream-K", True, 3, 0, 0),
+    ("exact v3 data-parallel", True, 3, 1, 0), ("exact v4 ping-pong", True, 4, 0, 0),
 ]
 ROUNDS = 7
 
@@ -36,9 +38,10 @@ def configurations(gk, m, n, k, challenge):
     ops = gk._ops.ops
     a, b, sa, sb, sa_kb_m, sb_nb_kb = bench_mod.make_inputs(m, n, k, challenge, seed=m + n + k)
     csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
-    fns = [("op", lambda: gk.gemm_nt(a, b, sa, sb))]
-    for label, v, s, z in CONFIGS:
-        fns.append((label, lambda v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, False, v, s, z)))
+    fns = [("op", lambda: gk.gemm_nt(a, b, sa, sb)),
+           ("op exact", lambda: gk.gemm_nt(a, b, sa, sb, precision="exact"))]
+    for label, e, v, s, z in CONFIGS:
+        fns.append((label, lambda e=e, v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, e, v, s, z)))
     fns.append(("cuBLASLt", bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb)))
     return fns
 
@@ -47,7 +50,7 @@ def main() -> int:
     gk = bench_mod.load_kernel()
     specs = sys.argv[1:] or ["nt:4096x7168x16384", "nt:4096x4096x7168"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    labels = ["op's choice"] + [c[0] for c in CONFIGS] + ["cuBLASLt"]
+    labels = ["op's choice", "op's choice, exact"] + [c[0] for c in CONFIGS] + ["cuBLASLt"]
     print("| shape | " + " | ".join(labels) + " |")
     print("|---" * (len(labels) + 1) + "|")
     for spec in specs:

@@ -34,6 +34,7 @@ CUDA_SOURCES = [
     "fp8_coop_128x128_splitk.cu",
     "fp8_coop_128x128.cu",
     "bf16_pingpong_64x128_splitk.cu",
+    "bf16_coop_128x128.cu",
 ]
 CUDA_FLAGS = [
     "-O3",

@@ -40,7 +40,7 @@ def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
 failures = 0
 # The kernels the op can choose by itself; "all" adds the 2x1-cluster variant, which is
 # reachable only through the explicit `variant` argument.
-VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (3, 0), (3, 1), (3, 3), (4, 0)]
+VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (3, 0), (3, 1), (3, 3), (4, 0), (9, 0)]
 if len(sys.argv) > 1 and sys.argv[1] == "all":
     VARIANTS.append((1, 0))
 
@@ -72,7 +72,7 @@ for m, n, k, am, bm in cases:
     kp = -(-k // 16) * 16
     fits = [s for s in (2, 3) if kp % (128 * s) == 0]
     for v, s in VARIANTS + [(v, s) for v in (5, 6, 8) for s in fits[:1]]:
-        exact = v in (3, 4, 8)
+        exact = v in (3, 4, 8, 9)
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         ops.gemm_nt_out(out, a, b, sa, sb, exact, v, s)
         check(out, a, b, sa, sb, exact, f"{m}x{n}x{k} {am}/{bm} v{v} s{s}")

@@ -92,7 +92,8 @@ enum class Variant : int {
   kFp8Coop128x128SplitK = 6,
   kFp8Coop128x128 = 7,
   kBf16Pingpong64x128SplitK = 8,
-  kCount = 9,
+  kBf16Coop128x128 = 9,
+  kCount = 10,
 };
 
 const char* variant_name(Variant v);

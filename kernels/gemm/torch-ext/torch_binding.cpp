@@ -270,7 +270,7 @@ bool variant_is_split_k(kfgemm::Variant v) {
 
 bool variant_is_bf16(kfgemm::Variant v) {
   return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128 ||
-         v == kfgemm::Variant::kBf16Pingpong64x128SplitK;
+         v == kfgemm::Variant::kBf16Pingpong64x128SplitK || v == kfgemm::Variant::kBf16Coop128x128;
 }
 
 void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
