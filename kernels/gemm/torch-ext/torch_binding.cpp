@@ -241,7 +241,10 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
     if (K <= 512 || M <= 128 || N >= 16384 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
     }
-    return {V::kBf16Coop128x128StreamK, 0};
+    // Long K: stream-K (6144x1536x7168 322 vs 344 us data-parallel); otherwise the
+    // data-parallel build with the dependent launch (6144x3072x1536 130 vs 140 us).
+    if (K >= 4096) return {V::kBf16Coop128x128StreamK, 0};
+    return {V::kBf16Coop128x128, 0};
   }
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
   // unsplit (70% of the DRAM peak, Nsight Compute); the reduction only adds to it
