@@ -43,7 +43,10 @@ kfgemm::Status prep_operands(const kfgemm::OperandPrep* ops, int count, cudaStre
 using kfgemm::OperandPrep;
 using Fn = kfgemm::Status (*)(const OperandPrep*, int, cudaStream_t);
 
-static float time_us(Fn fn, const OperandPrep* ops, int count, void* flush, size_t flush_bytes) {
+// Median over 35 timed runs (after 5 warm-up runs) of `launch()`, with L2 evicted by a
+// memset of `flush` before each.
+template <class Launch>
+static float median_us(Launch&& launch, void* flush, size_t flush_bytes) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
@@ -51,38 +54,33 @@ static float time_us(Fn fn, const OperandPrep* ops, int count, void* flush, size
   for (int i = 0; i < 40; ++i) {
     cudaMemsetAsync(flush, i, flush_bytes);  // evict L2
     cudaEventRecord(e0);
-    fn(ops, count, 0);
+    launch();
     cudaEventRecord(e1);
     cudaEventSynchronize(e1);
     float ms = 0;
     cudaEventElapsedTime(&ms, e0, e1);
     if (i >= 5) t.push_back(ms * 1000.f);
   }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+static float time_us(Fn fn, const OperandPrep* ops, int count, void* flush, size_t flush_bytes) {
+  return median_us([&] { fn(ops, count, 0); }, flush, flush_bytes);
 }
 
 // The same bytes moved by the driver's device-to-device copy (A and B, one call each):
 // the practical bandwidth ceiling for a kernel that reads and writes every byte once.
 static float memcpy_us(void* ao, const void* a, size_t na, void* bo, const void* b, size_t nb,
                        void* flush, size_t flush_bytes) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> t;
-  for (int i = 0; i < 40; ++i) {
-    cudaMemsetAsync(flush, i, flush_bytes);  // evict L2
-    cudaEventRecord(e0);
-    cudaMemcpyAsync(ao, a, na, cudaMemcpyDeviceToDevice, 0);
-    cudaMemcpyAsync(bo, b, nb, cudaMemcpyDeviceToDevice, 0);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (i >= 5) t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_us(
+      [&] {
+        cudaMemcpyAsync(ao, a, na, cudaMemcpyDeviceToDevice, 0);
+        cudaMemcpyAsync(bo, b, nb, cudaMemcpyDeviceToDevice, 0);
+      },
+      flush, flush_bytes);
 }
 
 int main() {
