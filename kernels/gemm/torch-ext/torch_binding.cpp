@@ -211,7 +211,6 @@ struct Choice {
   kfgemm::Variant variant;
   int splits;  // stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K;
                // split-K variants: number of K slices
-  int swizzle = 0;  // persistent schedulers' maximum tile-order swizzle; 0: default
 };
 
 // Whether `splits` slices of whole 128-blocks tile the (16-padded) K exactly.
@@ -302,9 +301,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
-  if (swizzle == 0 && v == choice.variant) swizzle = choice.swizzle;
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
-                    cat("swizzle must be 0 (pick), 1, 2, 4 or 8, got ", swizzle));
+                    cat("swizzle must be 0 (the default, 1), 1, 2, 4 or 8, got ", swizzle));
   if (variant_is_split_k(v)) {
     TORCH_CHECK_VALUE(splits_fit(round_up(K, 16), splits),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),

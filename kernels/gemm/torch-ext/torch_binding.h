@@ -8,8 +8,8 @@
 // b_scale (ceil(N/128), ceil(K/128)); out (M, N) bfloat16. Any strides.
 // `exact` selects BF16 tensor cores on exactly converted operands. `variant` (-1: pick),
 // `splits` (-1: pick; stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K;
-// split-K variants: K slices) and `swizzle` (0: pick; else the tile scheduler's maximum
-// swizzle, 1, 2, 4 or 8) override the kernel choice for tuning.
+// split-K variants: K slices) and `swizzle` (the tile scheduler's maximum swizzle, 1, 2,
+// 4 or 8; 0: CUTLASS's default, 1) override the kernel choice for tuning.
 void gemm_nt_out(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
                  const torch::Tensor& a_scale, const torch::Tensor& b_scale, bool exact,
                  int64_t variant, int64_t splits, int64_t swizzle);
