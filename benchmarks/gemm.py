@@ -176,24 +176,21 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     if sweep:
         ops = gk._ops.ops
         res = {}
-        split = [(v, s) for v in SPLIT_K_VARIANTS for s in split_counts(k)]
-        split16 = [(v, s) for v in BF16_SPLIT_K_VARIANTS for s in split_counts(k)]
-        suites = ((False, FP8_VARIANTS + split), (True, BF16_VARIANTS + split16))
-        for exact_mode, variants in suites:
-            for v, s in variants:
-                def call(exact_mode=exact_mode, v=v, s=s):
-                    return ops.gemm_nt(a, b, sa, sb, exact_mode, v, s)
+        # (exact, variant, splits, swizzle); swizzle 0 is CUTLASS's default and unnamed.
+        configs = [(False, v, s, 0) for v, s in FP8_VARIANTS]
+        configs += [(False, v, s, 0) for v in SPLIT_K_VARIANTS for s in split_counts(k)]
+        configs += [(True, v, s, 0) for v, s in BF16_VARIANTS]
+        configs += [(True, v, s, 0) for v in BF16_SPLIT_K_VARIANTS for s in split_counts(k)]
+        configs += [(False, v, s, z) for v, s in SWIZZLE_VARIANTS for z in SWIZZLES]
+        for exact_mode, v, s, z in configs:
+            def call(exact_mode=exact_mode, v=v, s=s, z=z):
+                return ops.gemm_nt(a, b, sa, sb, exact_mode, v, s, z)
 
-                try:
-                    res[f"v{v}s{s}"] = bench(call, max(10, rep // 2))
-                except Exception as err:  # a variant may not implement a shape: record why
-                    res[f"v{v}s{s}"] = f"{type(err).__name__}: {str(err)[:80]}"
-        for v, s in SWIZZLE_VARIANTS:
-            for z in SWIZZLES:
-                def call_z(v=v, s=s, z=z):
-                    return ops.gemm_nt(a, b, sa, sb, False, v, s, z)
-
-                res[f"v{v}s{s}z{z}"] = bench(call_z, max(10, rep // 2))
+            key = f"v{v}s{s}" + (f"z{z}" if z else "")
+            try:
+                res[key] = bench(call, max(10, rep // 2))
+            except Exception as err:  # a variant may not implement a shape: record why
+                res[key] = f"{type(err).__name__}: {str(err)[:80]}"
         row["sweep_us"] = res
     return row
 

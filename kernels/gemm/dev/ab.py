@@ -12,7 +12,7 @@ GEMM_KERNEL_REPO as for benchmarks/gemm.py.
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import statistics
 import sys
 from pathlib import Path
@@ -20,10 +20,11 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "benchmarks"))
-bench_mod = importlib.import_module("gemm")  # benchmarks/gemm.py: inputs, cuBLASLt call
-sys.path.pop(0)
-del sys.modules["gemm"]
+# benchmarks/gemm.py (inputs, cuBLASLt call, timing, kernel loading) under its own name:
+# "gemm" is the kernel package's.
+_spec = importlib.util.spec_from_file_location("gemm_benchmark", REPO / "benchmarks" / "gemm.py")
+bench_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_mod)
 
 CONFIGS = [  # (label, exact, variant, splits, swizzle)
     ("v7 coop", False, 7, 0, 0), ("v0 stream-K", False, 0, 0, 0), ("v2 ping-pong", False, 2, 0, 0),

@@ -6,20 +6,13 @@
 from __future__ import annotations
 
 import faulthandler
-import importlib
-import os
 import sys
 
 import torch
+from _kernel import load_kernel
 
 faulthandler.enable()
-if os.environ.get("GEMM_KERNEL_PATH"):
-    sys.path.insert(0, os.environ["GEMM_KERNEL_PATH"])
-    gk = importlib.import_module("gemm")
-else:
-    import kernelforge
-
-    gk = kernelforge.get_kernel(os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm"))
+gk = load_kernel()
 ops = gk._ops.ops
 ref = gk.reference
 FN = torch.float8_e4m3fn

@@ -6,19 +6,12 @@ Exits non-zero if a result is wrong; the sanitizer reports memory errors and rac
 
 from __future__ import annotations
 
-import importlib
-import os
 import sys
 
 import torch
+from _kernel import load_kernel
 
-if os.environ.get("GEMM_KERNEL_PATH"):
-    sys.path.insert(0, os.environ["GEMM_KERNEL_PATH"])
-    gk = importlib.import_module("gemm")
-else:
-    import kernelforge
-
-    gk = kernelforge.get_kernel(os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm"))
+gk = load_kernel()
 ops = gk._ops.ops
 ref = gk.reference
 
