@@ -101,15 +101,10 @@ def compile_plan(
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     build_lib = work_dir / "lib"
+    # The driver's instructions: what the plan fingerprints, plus where to build.
     spec = {
+        **plan.fingerprint_inputs(),
         "backend": plan.backend,
-        "namespace": plan.namespace,
-        "sources": [str(s) for s in plan.sources],
-        "include_dirs": [str(d) for d in plan.include_dirs],
-        "cxx_flags": list(plan.cxx_flags),
-        "device_flags": list(plan.device_flags),
-        "groups": [g.as_dict() for g in plan.groups],
-        "link_flags": list(plan.link_flags),
         "build_lib": str(build_lib),
         "build_temp": str(work_dir / "obj"),
     }
