@@ -266,7 +266,7 @@ def test_guide_snippet(gemm_kernel):
     c.exact(C)
 
 
-@pytest.mark.parametrize("variant", [0, 1, 2, 3, 4, 7, 9])
+@pytest.mark.parametrize("variant", [0, 1, 2, 3, 4, 7, 9, 10])
 @pytest.mark.parametrize("splits", [0, 1, 3])
 def test_every_kernel_variant(gemm_kernel, variant, splits):
     """Each compiled variant, and forced split-K on the stream-K ones, is correct."""
@@ -301,6 +301,23 @@ def test_split_k_variants(gemm_kernel, variant, m, n, k, splits):
     gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, exact, variant, splits)
     c = Checker(gemm_kernel, a, b, sa, sb, what)
     (c.exact if exact else c.fast)(out)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
+                                   (255, 1000, 128), (129, 136, 256), (128, 128, 128),
+                                   (1000, 2000, 2176), (64, 7168, 16384)])
+@pytest.mark.parametrize("layout", ["nt", "challenge"])
+def test_overlap_kernel(gemm_kernel, m, n, k, layout):
+    """The hand-written kernel (variant 10): tails in every dimension, K of one block and
+    of many (odd and even counts, for its two alternating accumulators), persistent CTAs
+    with several tiles each, both operand and scale layouts."""
+    seed = fresh_seed()
+    major, scales = ("k", "row") if layout == "nt" else ("mn", "col")
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
+                           sa_layout=scales, sb_layout=scales)
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, 10, -1)
+    Checker(gemm_kernel, a, b, sa, sb, f"variant=10 {m}x{n}x{k} {layout} seed={seed}").fast(out)
 
 
 @pytest.mark.parametrize("variant", [0, 2, 7])

@@ -13,6 +13,7 @@ GEMM_KERNEL_REPO as for benchmarks/gemm.py.
 from __future__ import annotations
 
 import importlib.util
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -27,10 +28,15 @@ bench_mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_mod)
 
 CONFIGS = [  # (label, exact, variant, splits, swizzle)
-    ("v7 coop", False, 7, 0, 0), ("v0 stream-K", False, 0, 0, 0), ("v2 ping-pong", False, 2, 0, 0),
+    ("v7 coop", False, 7, 0, 0), ("v10 overlap", False, 10, 0, 0),
+    ("v0 stream-K", False, 0, 0, 0), ("v2 ping-pong", False, 2, 0, 0),
     ("exact v9 coop", True, 9, 0, 0), ("exact v3 stream-K", True, 3, 0, 0),
     ("exact v3 data-parallel", True, 3, 1, 0), ("exact v4 ping-pong", True, 4, 0, 0),
 ]
+# AB_CONFIGS="v7,v10" keeps the configurations whose label starts with one of those.
+_only = [x for x in os.environ.get("AB_CONFIGS", "").split(",") if x]
+if _only:
+    CONFIGS = [c for c in CONFIGS if any(c[0].startswith(p + " ") for p in _only)]
 ROUNDS = 7
 
 

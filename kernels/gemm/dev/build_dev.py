@@ -16,26 +16,16 @@ import sys
 import time
 from pathlib import Path
 
+import tomllib
+
 NAME = "_gemm_cuda_dev"
 HERE = Path(__file__).resolve().parent
 KERNEL = HERE.parent
 REPO = KERNEL.parents[1]
-CUDA_SOURCES = [
-    "gemm_dispatch.cu",
-    "prep.cu",
-    "quant.cu",
-    "splitk_reduce.cu",
-    "fp8_coop_128x128_streamk.cu",
-    "fp8_coop_128x128_cluster2.cu",
-    "fp8_pingpong_64x128.cu",
-    "bf16_coop_128x128_streamk.cu",
-    "bf16_pingpong_64x128.cu",
-    "fp8_pingpong_64x128_splitk.cu",
-    "fp8_coop_128x128_splitk.cu",
-    "fp8_coop_128x128.cu",
-    "bf16_pingpong_64x128_splitk.cu",
-    "bf16_coop_128x128.cu",
-]
+# The CUDA translation units, in the order build.toml lists them.
+with open(KERNEL / "build.toml", "rb") as _f:
+    CUDA_SOURCES = [Path(s).name for s in tomllib.load(_f)["kernel"]["gemm"]["src"]
+                    if s.endswith(".cu")]
 CUDA_FLAGS = [
     "-O3",
     "-DNDEBUG",

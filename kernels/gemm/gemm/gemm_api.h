@@ -93,7 +93,8 @@ enum class Variant : int {
   kFp8Coop128x128 = 7,
   kBf16Pingpong64x128SplitK = 8,
   kBf16Coop128x128 = 9,
-  kCount = 10,
+  kFp8Coop128x128Overlap = 10,  // hand-written: promotion overlapped with the next MMAs
+  kCount = 11,
 };
 
 const char* variant_name(Variant v);

@@ -16,6 +16,7 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128)
 KFGEMM_DECLARE_VARIANT(bf16_pingpong_64x128_splitk)
 KFGEMM_DECLARE_VARIANT(bf16_coop_128x128)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap)
 #undef KFGEMM_DECLARE_VARIANT
 }  // namespace kfgemm::variants
 
@@ -37,6 +38,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(bf16_pingpong_64x128),     KFGEMM_ENTRY(fp8_pingpong_64x128_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_splitk),  KFGEMM_ENTRY(fp8_coop_128x128),
     KFGEMM_ENTRY(bf16_pingpong_64x128_splitk), KFGEMM_ENTRY(bf16_coop_128x128),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),

@@ -1,0 +1,407 @@
+// FP8 block-scaled GEMM for Hopper, written directly on TMA, mbarriers and wgmma (no
+// CUTLASS collective), whose point is to keep the tensor cores busy while the block
+// scales are applied.
+//
+//   D[m, n] = sum_k A[m, k] B[n, k] sfa[m, k/128] sfb[n/128, k/128]
+//
+// CUTLASS's blockwise mainloop runs the MMAs of one 128-deep K block into a temporary
+// accumulator, waits for them (warpgroup_wait<0>) and only then folds the temporary into
+// the FP32 accumulator times the block's scales; the tensor cores idle during that
+// promotion (75% tensor-pipe utilisation in Nsight Compute, NOTES.md). Here each consumer
+// warp group owns two temporaries: it issues the MMAs of block k into one, then promotes
+// block k-1 from the other while they run (warpgroup_wait<1>). The cost is registers:
+// 3 x 64 accumulators per thread, which the consumers get through setmaxnreg.
+//
+// Layout of the work:
+//  - one CTA per SM, persistent over 128x128 output tiles (grouped order: 8 tile rows at
+//    a time walk across N, so that a wave of CTAs shares A and B tiles in L2);
+//  - warp group 0: one thread issues TMA loads of A (128x128 bytes) and B (128x128) per
+//    K block into a ring of stages (128-byte swizzle, the layout wgmma reads);
+//  - warp groups 1 and 2: 64 rows of the tile each, wgmma m64n128k32, scales read from
+//    global memory (any strides) one block ahead, bf16 results stored from registers.
+//
+// Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
+// pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
+// ends with zeros, so partial tiles need no special casing in the mainloop.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "cute/arch/mma_sm90_gmma.hpp"
+#include "gemm_api.h"
+
+namespace kfgemm::overlap {
+namespace {
+
+constexpr int kBlockM = 128;
+constexpr int kBlockN = 128;
+constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
+constexpr int kStages = 6;
+constexpr int kThreads = 384;  // producer warp group + two consumer warp groups
+constexpr int kGroupRows = 8;  // tile rows per band of the tile order
+constexpr uint32_t kTileABytes = kBlockM * kBlockK;
+constexpr uint32_t kTileBBytes = kBlockN * kBlockK;
+constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
+// Tiles, barriers (full and empty per stage), and slack to align the tiles to 1024
+// bytes (the 128-byte swizzle atom).
+constexpr size_t kSmemBytes = kStages * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+
+struct Params {
+  int m, n, k;
+  const float* sfa;
+  int64_t sfa_stride_m, sfa_stride_k;
+  const float* sfb;
+  int64_t sfb_stride_n, sfb_stride_k;
+  __nv_bfloat16* d;
+  int64_t ldd;
+};
+
+// ---- PTX wrappers ---------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                            int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+// wgmma shared-memory descriptor of a K-major tile written by TMA with the 128-byte
+// swizzle: rows of 128 bytes, 8-row atoms 1024 bytes apart. Stepping K by 32 bytes
+// inside the atom is an offset of the start address (2 in units of 16 bytes).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+  uint64_t desc = (addr & 0x3FFFF) >> 4;
+  desc |= uint64_t(1) << 16;            // leading byte offset (unused with swizzling)
+  desc |= uint64_t(1024 >> 4) << 32;    // stride byte offset: next 8-row atom
+  desc |= uint64_t(1) << 62;            // 128-byte swizzle
+  return desc;
+}
+
+using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
+
+template <size_t... I>
+__device__ __forceinline__ void mma_impl(uint64_t da, uint64_t db, float (&d)[64], bool accumulate,
+                                         std::index_sequence<I...>) {
+  Mma::fma(da, db, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+__device__ __forceinline__ void fence_regs(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// The MMAs of one K block (4 x k32) into `t`, overwriting it.
+__device__ __forceinline__ void issue_block(float (&t)[64], uint64_t da, uint64_t db) {
+  fence_regs(t);
+  cute::warpgroup_arrive();
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 32; ++kk) {
+    mma_impl(da + 2 * kk, db + 2 * kk, t, kk > 0, std::make_index_sequence<64>{});
+  }
+  cute::warpgroup_commit_batch();
+}
+
+// acc += t * scale; accumulator element i sits in row +0 (i % 4 < 2) or +8 of the
+// thread's pair of rows.
+__device__ __forceinline__ void promote(float (&acc)[64], const float (&t)[64], float s_lo,
+                                        float s_hi) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = fmaf(t[i], (i % 4 < 2) ? s_lo : s_hi, acc[i]);
+}
+
+struct TileCoord {
+  int m0, n0;
+};
+
+__device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n) {
+  const int band_tiles = kGroupRows * tiles_n;
+  const int band = t / band_tiles;
+  const int within = t - band * band_tiles;
+  const int rows = min(kGroupRows, tiles_m - band * kGroupRows);
+  return {(band * kGroupRows + within % rows) * kBlockM, (within / rows) * kBlockN};
+}
+
+// ---- the kernel -----------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                const Params p) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t tiles_base = (raw + 1023) & ~1023u;
+  const uint32_t bars = tiles_base + kStages * kStageBytes;
+  auto full_bar = [&](int s) { return bars + 8 * s; };
+  auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
+  auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
+  auto tile_b = [&](int s) { return tiles_base + s * kStageBytes + kTileABytes; };
+
+  const int warp_group = threadIdx.x / 128;
+  const int tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar(s), 1);
+      mbar_init(empty_bar(s), 2);  // one arrival per consumer warp group
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+  }
+  __syncthreads();
+  // Launched as a programmatic dependent of the operand preparation: nothing below may
+  // read its output before that grid has completed (a no-op otherwise).
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+
+  const int tiles_m = (p.m + kBlockM - 1) / kBlockM;
+  const int tiles_n = (p.n + kBlockN - 1) / kBlockN;
+  const int tiles = tiles_m * tiles_n;
+  const int kblocks = (p.k + kBlockK - 1) / kBlockK;
+
+  if (warp_group == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid != 0) return;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const TileCoord c = tile_coord(t, tiles_m, tiles_n);
+      for (int kb = 0; kb < kblocks; ++kb) {
+        mbar_wait(empty_bar(stage), phase ^ 1);
+        mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
+        tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
+        tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int consumer = warp_group - 1;  // 64-row half of the tile
+  const int warp = tid / 32, lane = tid % 32;
+  const int row_in_tile = consumer * 64 + warp * 16 + lane / 4;
+  const int col_in_tile = (lane % 4) * 2;
+
+  // The K blocks of all of this CTA's tiles form one stream: block g's MMAs are issued
+  // before block g-1 is promoted, across tile boundaries too, so a tile's epilogue runs
+  // while the next tile's first MMAs do.
+  const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
+  const int total = my_tiles * kblocks;
+
+  // Issue side: the tile and K block of the next MMAs, and where their scales are.
+  int tile_iter = 0, kb = 0, stage = 0;
+  uint32_t phase = 0;
+  TileCoord c{};
+  const float *sa_lo = nullptr, *sa_hi = nullptr, *sb = nullptr;
+  auto enter_tile = [&]() {
+    c = tile_coord(blockIdx.x + tile_iter * gridDim.x, tiles_m, tiles_n);
+    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+    const int r = c.m0 + row_in_tile;
+    sa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
+    sa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
+    sb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
+  };
+  enter_tile();
+
+  // Promote side: the block in flight before the newest one.
+  float s_lo = 0.0f, s_hi = 0.0f;
+  int prev_stage = 0;
+  bool prev_ends_tile = false;
+  TileCoord prev_c{};
+
+  float acc[64], t0[64], t1[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+
+  // bf16 pairs of adjacent columns; rows and columns past the ends are skipped (n is a
+  // multiple of 8, so a pair never straddles it).
+  auto store_tile = [&](const TileCoord& tc) {
+    const int r_lo = tc.m0 + row_in_tile;
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) {
+      const int row = (i % 4 < 2) ? r_lo : r_lo + 8;
+      const int col = tc.n0 + (i / 4) * 8 + col_in_tile;
+      if (row < p.m && col < p.n) {
+        *reinterpret_cast<__nv_bfloat162*>(p.d + static_cast<int64_t>(row) * p.ldd + col) =
+            __floats2bfloat162_rn(acc[i], acc[i + 1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  };
+
+  auto step = [&](float (&cur)[64], float (&prev)[64], bool first) {
+    mbar_wait(full_bar(stage), phase);
+    issue_block(cur, smem_desc(tile_a(stage) + consumer * 64 * kBlockK),
+                smem_desc(tile_b(stage)));
+    // This block's scales, loaded while its MMAs run; used at the next step.
+    const float b_scale = __ldg(sb + kb * p.sfb_stride_k);
+    const float n_lo = __ldg(sa_lo + kb * p.sfa_stride_k) * b_scale;
+    const float n_hi = __ldg(sa_hi + kb * p.sfa_stride_k) * b_scale;
+    if (!first) {
+      cute::warpgroup_wait<1>();
+      fence_regs(prev);
+      promote(acc, prev, s_lo, s_hi);
+      if (tid == 0) mbar_arrive(empty_bar(prev_stage));
+      if (prev_ends_tile) store_tile(prev_c);
+    }
+    s_lo = n_lo;
+    s_hi = n_hi;
+    prev_stage = stage;
+    prev_ends_tile = kb == kblocks - 1;
+    prev_c = c;
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+    if (++kb == kblocks) {
+      kb = 0;
+      if (++tile_iter < my_tiles) enter_tile();
+    }
+  };
+
+  // Unrolled by two so that the buffer in flight at the loop head is always t0.
+  step(t0, t1, true);
+  int g = 1;
+  for (; g + 1 < total; g += 2) {
+    step(t1, t0, false);
+    step(t0, t1, false);
+  }
+  if (g < total) {
+    step(t1, t0, false);
+    cute::warpgroup_wait<0>();
+    fence_regs(t1);
+    promote(acc, t1, s_lo, s_hi);
+  } else {
+    cute::warpgroup_wait<0>();
+    fence_regs(t0);
+    promote(acc, t0, s_lo, s_hi);
+  }
+  if (tid == 0) mbar_arrive(empty_bar(prev_stage));
+  store_tile(prev_c);
+}
+
+// ---- host side ------------------------------------------------------------------------
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+
+EncodeTiled encode_fn() {
+  static EncodeTiled fn = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult res{};
+#if CUDART_VERSION >= 12050
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault,
+                                         &res) != cudaSuccess) {
+      ptr = nullptr;
+    }
+#else
+    if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &ptr, cudaEnableDefault, &res) !=
+        cudaSuccess) {
+      ptr = nullptr;
+    }
+#endif
+    return res == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiled>(ptr) : nullptr;
+  }();
+  return fn;
+}
+
+// (rows, k) K-major bytes with row pitch ld, read in 128x128 boxes.
+bool make_map(CUtensorMap* map, const void* base, int64_t rows, int64_t k, int64_t ld) {
+  EncodeTiled encode = encode_fn();
+  if (!encode) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld)};
+  const cuuint32_t box[2] = {kBlockK, 128};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
+                elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace
+}  // namespace kfgemm::overlap
+
+namespace kfgemm::variants {
+
+size_t fp8_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t stream,
+                                     const char** why) {
+  using namespace kfgemm::overlap;
+  if (g.m < 1 || g.n < 1 || g.k < 1 || g.k % 16 != 0 || g.n % 8 != 0 || g.lda % 16 != 0 ||
+      g.ldb % 16 != 0 || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(g.b) % 16 != 0) {
+    if (why) *why = "the kernel needs 16-byte aligned K-major operands and N a multiple of 8";
+    return Status::kUnsupported;
+  }
+  CUtensorMap map_a, map_b;
+  if (!make_map(&map_a, g.a, g.m, g.k, g.lda) || !make_map(&map_b, g.b, g.n, g.k, g.ldb)) {
+    if (why) *why = "cuTensorMapEncodeTiled failed for an operand";
+    return Status::kLaunchFailed;
+  }
+  // Per device, so set on every launch (cheap, host side only).
+  if (cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemBytes)) != cudaSuccess) {
+    if (why) *why = "cannot reserve the kernel's shared memory";
+    return Status::kLaunchFailed;
+  }
+  Params p{g.m, g.n, g.k, g.sfa, g.sfa_stride_m, g.sfa_stride_k, g.sfb, g.sfb_stride_n,
+           g.sfb_stride_k, static_cast<__nv_bfloat16*>(g.d), g.ldd};
+  const int tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(tiles < g.sm_count ? tiles : g.sm_count));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = g.pdl ? 1 : 0;
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel, map_a, map_b, p) != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(cudaGetLastError());
+    return Status::kLaunchFailed;
+  }
+  return Status::kOk;
+}
+
+}  // namespace kfgemm::variants
