@@ -3,7 +3,8 @@
     ncu --kernel-name regex:'device_kernel|prep_kernel|sm90' \
         python kernels/gemm/dev/profile.py [nt:MxNxK | challenge:MxNxK ...]
 
-Without arguments: nt:4096x7168x16384 and challenge:1024x1536x7168.
+Without arguments: nt:4096x7168x16384 and challenge:1024x1536x7168. PROFILE_VARIANTS
+("7,10") runs those kernel variants instead of the op's own choice.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import os
 import sys
 
 import torch
+from _kernel import load_kernel
 from torch.nn.functional import ScalingType, scaled_mm
 
-import kernelforge
-
-gk = kernelforge.get_kernel(os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm"))
+gk = load_kernel()
+VARIANTS = [int(v) for v in os.environ.get("PROFILE_VARIANTS", "").split(",") if v]
 FN = torch.float8_e4m3fn
 
 
@@ -48,7 +49,11 @@ for label, m, n, k, mn in shapes():
     ak, bk = a.contiguous(), b.contiguous()
     torch.cuda.nvtx.range_push(label)
     for _ in range(2):
-        gk.gemm_nt(a, b, sa.t(), sb)
+        if VARIANTS:
+            for v in VARIANTS:
+                gk._ops.ops.gemm_nt(a, b, sa.t(), sb, False, v, -1)
+        else:
+            gk.gemm_nt(a, b, sa.t(), sb)
         scaled_mm(ak, bk.t(), sa.t(), ScalingType.BlockWise1x128, sbp.t(),
                   ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
     torch.cuda.synchronize()

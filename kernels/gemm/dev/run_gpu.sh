@@ -64,7 +64,7 @@ for s in "$@"; do
     racecheck1) run racecheck_cluster 300 compute-sanitizer --tool racecheck --print-limit 12 --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racemap) run racemap 120 sh -c "so=\$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); python3 kernels/gemm/dev/racemap.py $logs/racecheck_cluster.log \$so $OUT/cluster2.sass" ;;
     sass) run sass 120 sh -c "for so in \$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); do cuobjdump --dump-sass \$so | grep -o -E '(QGMMA|HGMMA)[.A-Z0-9x]*' | sort | uniq -c; cuobjdump --dump-resource-usage \$so | grep -A1 -i overlap; done" ;;
-    ncu) run ncu 400 ncu --kernel-name regex:'device_kernel|prep_kernel|reduce_splits|nvjet|sm90_xmma' --launch-skip 0 --launch-count 14 --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis python3 kernels/gemm/dev/profile.py ${PROFILE_SHAPES:-} ;;
+    ncu) run ncu 400 ncu --kernel-name regex:'device_kernel|gemm_kernel|prep_kernel|reduce_splits|nvjet|sm90_xmma' --launch-skip 0 --launch-count 14 --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis python3 kernels/gemm/dev/profile.py ${PROFILE_SHAPES:-} ;;
     toolchain) run toolchain 60 sh -c "which c++ g++; c++ --version | head -1; ls /opt/gcc/lib64 2>/dev/null | grep -i stdc; so=\$(find $dev/build /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); echo so=\$so; ldd \$so | grep -i -E 'stdc|gcc'; echo defined std:: symbols: \$(nm -C --defined-only \$so | grep -c ' std::')" ;;
   esac
 done

@@ -18,7 +18,8 @@
 //  - warp group 0: one thread issues TMA loads of A (128x128 bytes) and B (128x128) per
 //    K block into a ring of stages (128-byte swizzle, the layout wgmma reads);
 //  - warp groups 1 and 2: 64 rows of the tile each, wgmma m64n128k32, scales read from
-//    global memory (any strides) one block ahead, bf16 results stored from registers.
+//    global memory (any strides) while the block's MMAs run, bf16 results staged in
+//    shared memory and stored by TMA.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
@@ -46,9 +47,15 @@ constexpr int kGroupRows = 8;  // tile rows per band of the tile order
 constexpr uint32_t kTileABytes = kBlockM * kBlockK;
 constexpr uint32_t kTileBBytes = kBlockN * kBlockK;
 constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
-// Tiles, barriers (full and empty per stage), and slack to align the tiles to 1024
-// bytes (the 128-byte swizzle atom).
-constexpr size_t kSmemBytes = kStages * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+// Output staging per consumer warp group: its 64x128 bf16 half tile as two 64x64 boxes
+// in the 128-byte swizzle, written to global memory by TMA.
+constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
+constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
+// Tiles, output staging, barriers (full and empty per stage), and slack to align the
+// tiles to 1024 bytes (the 128-byte swizzle atom).
+constexpr size_t kSmemBytes =
+    kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
 
 struct Params {
   int m, n, k;
@@ -56,8 +63,6 @@ struct Params {
   int64_t sfa_stride_m, sfa_stride_k;
   const float* sfb;
   int64_t sfb_stride_n, sfb_stride_k;
-  __nv_bfloat16* d;
-  int64_t ldd;
 };
 
 // ---- PTX wrappers ---------------------------------------------------------------------
@@ -101,6 +106,17 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
+}
+
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // wgmma shared-memory descriptor of a K-major tile written by TMA with the 128-byte
@@ -162,11 +178,12 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n)
 
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const Params p) {
+                const __grid_constant__ CUtensorMap map_d, const Params p) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
-  const uint32_t bars = tiles_base + kStages * kStageBytes;
+  const uint32_t out_base = tiles_base + kStages * kStageBytes;
+  const uint32_t bars = out_base + kOutBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
@@ -251,18 +268,34 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
 
-  // bf16 pairs of adjacent columns; rows and columns past the ends are skipped (n is a
-  // multiple of 8, so a pair never straddles it).
+  // Epilogue: the warp group's 64x128 half tile as bf16 into shared memory (two 64x64
+  // boxes, 128-byte swizzle: the 8 rows a warp writes at once hit 8 different 16-byte
+  // chunks, no bank conflicts), then one thread hands it to TMA, which clips rows and
+  // columns past the ends. The staging buffer is reused once the previous store has
+  // read it.
+  const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
+  const int out_row = warp * 16 + lane / 4;  // row within the half tile (and +8)
   auto store_tile = [&](const TileCoord& tc) {
-    const int r_lo = tc.m0 + row_in_tile;
+    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    named_barrier(1 + consumer, 128);
 #pragma unroll
     for (int i = 0; i < 64; i += 2) {
-      const int row = (i % 4 < 2) ? r_lo : r_lo + 8;
-      const int col = tc.n0 + (i / 4) * 8 + col_in_tile;
-      if (row < p.m && col < p.n) {
-        *reinterpret_cast<__nv_bfloat162*>(p.d + static_cast<int64_t>(row) * p.ldd + col) =
-            __floats2bfloat162_rn(acc[i], acc[i + 1]);
-      }
+      const int row = out_row + ((i % 4 < 2) ? 0 : 8);
+      const int col = (i / 4) * 8 + col_in_tile;  // within the 128 columns
+      const uint32_t addr = out_half + (col / 64) * kOutBoxBytes + row * 128 +
+                            ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
+      const __nv_bfloat162 v = __floats2bfloat162_rn(acc[i], acc[i + 1]);
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr),
+                   "r"(*reinterpret_cast<const uint32_t*>(&v))
+                   : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    named_barrier(1 + consumer, 128);
+    if (tid == 0) {
+      const int row0 = tc.m0 + consumer * 64;
+      tma_store_2d(&map_d, out_half, tc.n0, row0);
+      tma_store_2d(&map_d, out_half + kOutBoxBytes, tc.n0 + 64, row0);
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
@@ -317,6 +350,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (tid == 0) mbar_arrive(empty_bar(prev_stage));
   store_tile(prev_c);
+  // Shared memory must outlive the last store's reads.
+  if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
 // ---- host side ------------------------------------------------------------------------
@@ -343,16 +378,18 @@ EncodeTiled encode_fn() {
   return fn;
 }
 
-// (rows, k) K-major bytes with row pitch ld, read in 128x128 boxes.
-bool make_map(CUtensorMap* map, const void* base, int64_t rows, int64_t k, int64_t ld) {
+// A (rows, cols) row-major matrix with a pitch of `ld` elements, moved in boxes of
+// box_rows x box_cols with the 128-byte swizzle (box_cols * element size = 128).
+bool make_map(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* base,
+              int64_t rows, int64_t cols, int64_t ld, uint32_t box_rows, uint32_t box_cols) {
   EncodeTiled encode = encode_fn();
   if (!encode) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld)};
-  const cuuint32_t box[2] = {kBlockK, 128};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld * elem_bytes)};
+  const cuuint32_t box[2] = {box_cols, box_rows};
   const cuuint32_t elem_strides[2] = {1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
-                elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -368,14 +405,19 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
                                      const char** why) {
   using namespace kfgemm::overlap;
   if (g.m < 1 || g.n < 1 || g.k < 1 || g.k % 16 != 0 || g.n % 8 != 0 || g.lda % 16 != 0 ||
-      g.ldb % 16 != 0 || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(g.b) % 16 != 0) {
-    if (why) *why = "the kernel needs 16-byte aligned K-major operands and N a multiple of 8";
+      g.ldb % 16 != 0 || g.ldd % 8 != 0 || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(g.b) % 16 != 0 || reinterpret_cast<uintptr_t>(g.d) % 16 != 0) {
+    if (why) {
+      *why = "the kernel needs 16-byte aligned K-major operands and output, N a multiple of 8";
+    }
     return Status::kUnsupported;
   }
-  CUtensorMap map_a, map_b;
-  if (!make_map(&map_a, g.a, g.m, g.k, g.lda) || !make_map(&map_b, g.b, g.n, g.k, g.ldb)) {
-    if (why) *why = "cuTensorMapEncodeTiled failed for an operand";
+  CUtensorMap map_a, map_b, map_d;
+  const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, kBlockM, kBlockK) ||
+      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN, kBlockK) ||
+      !make_map(&map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, g.d, g.m, g.n, g.ldd, 64, 64)) {
+    if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
   // Per device, so set on every launch (cheap, host side only).
@@ -384,8 +426,8 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  Params p{g.m, g.n, g.k, g.sfa, g.sfa_stride_m, g.sfa_stride_k, g.sfb, g.sfb_stride_n,
-           g.sfb_stride_k, static_cast<__nv_bfloat16*>(g.d), g.ldd};
+  Params p{g.m,   g.n,         g.k,         g.sfa, g.sfa_stride_m,
+           g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};
   const int tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(tiles < g.sm_count ? tiles : g.sm_count));
@@ -397,7 +439,7 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = g.pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel, map_a, map_b, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel, map_a, map_b, map_d, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
