@@ -63,6 +63,7 @@ struct Params {
   int64_t sfa_stride_m, sfa_stride_k;
   const float* sfb;
   int64_t sfb_stride_n, sfb_stride_k;
+  int group_rows;  // tile rows per band of the tile order
 };
 
 // ---- PTX wrappers ---------------------------------------------------------------------
@@ -166,16 +167,17 @@ struct TileCoord {
   int m0, n0;
 };
 
-__device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n) {
-  const int band_tiles = kGroupRows * tiles_n;
+__device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n, int group) {
+  const int band_tiles = group * tiles_n;
   const int band = t / band_tiles;
   const int within = t - band * band_tiles;
-  const int rows = min(kGroupRows, tiles_m - band * kGroupRows);
-  return {(band * kGroupRows + within % rows) * kBlockM, (within / rows) * kBlockN};
+  const int rows = min(group, tiles_m - band * group);
+  return {(band * group + within % rows) * kBlockM, (within / rows) * kBlockN};
 }
 
 // ---- the kernel -----------------------------------------------------------------------
 
+template <bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const Params p) {
@@ -216,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord c = tile_coord(t, tiles_m, tiles_n);
+      const TileCoord c = tile_coord(t, tiles_m, tiles_n, p.group_rows);
       for (int kb = 0; kb < kblocks; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
@@ -249,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   TileCoord c{};
   const float *sa_lo = nullptr, *sa_hi = nullptr, *sb = nullptr;
   auto enter_tile = [&]() {
-    c = tile_coord(blockIdx.x + tile_iter * gridDim.x, tiles_m, tiles_n);
+    c = tile_coord(blockIdx.x + tile_iter * gridDim.x, tiles_m, tiles_n, p.group_rows);
     // Rows past M compute on TMA's zero fill; their scales are read from the last row.
     const int r = c.m0 + row_in_tile;
     sa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
@@ -258,8 +260,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   enter_tile();
 
-  // Promote side: the block in flight before the newest one.
-  float s_lo = 0.0f, s_hi = 0.0f;
+  // Promote side: the block in flight before the newest one. Its scales were loaded a
+  // whole step earlier, into the other of two register sets (like the accumulators),
+  // so the loads' latency never stalls the issue of the next MMAs.
+  struct Scales {
+    float a_lo, a_hi, b;
+  };
+  Scales sc0{}, sc1{};
   int prev_stage = 0;
   bool prev_ends_tile = false;
   TileCoord prev_c{};
@@ -301,23 +308,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   };
 
-  auto step = [&](float (&cur)[64], float (&prev)[64], bool first) {
+  auto step = [&](float (&cur)[64], float (&prev)[64], Scales& sc_cur, const Scales& sc_prev,
+                  bool first) {
+    auto load_scales = [&] {
+      sc_cur.b = __ldg(sb + kb * p.sfb_stride_k);
+      sc_cur.a_lo = __ldg(sa_lo + kb * p.sfa_stride_k);
+      sc_cur.a_hi = __ldg(sa_hi + kb * p.sfa_stride_k);
+    };
+    if (!kOverlap) load_scales();
     mbar_wait(full_bar(stage), phase);
     issue_block(cur, smem_desc(tile_a(stage) + consumer * 64 * kBlockK),
                 smem_desc(tile_b(stage)));
     // This block's scales, loaded while its MMAs run; used at the next step.
-    const float b_scale = __ldg(sb + kb * p.sfb_stride_k);
-    const float n_lo = __ldg(sa_lo + kb * p.sfa_stride_k) * b_scale;
-    const float n_hi = __ldg(sa_hi + kb * p.sfa_stride_k) * b_scale;
-    if (!first) {
+    if (kOverlap) load_scales();
+    if (!kOverlap) {
+      // Reference schedule (CUTLASS's): wait for this block, then promote it.
+      cute::warpgroup_wait<0>();
+      fence_regs(cur);
+      promote(acc, cur, sc_cur.a_lo * sc_cur.b, sc_cur.a_hi * sc_cur.b);
+      if (tid == 0) mbar_arrive(empty_bar(stage));
+      if (kb == kblocks - 1) store_tile(c);
+    } else if (!first) {
       cute::warpgroup_wait<1>();
       fence_regs(prev);
-      promote(acc, prev, s_lo, s_hi);
+      promote(acc, prev, sc_prev.a_lo * sc_prev.b, sc_prev.a_hi * sc_prev.b);
       if (tid == 0) mbar_arrive(empty_bar(prev_stage));
       if (prev_ends_tile) store_tile(prev_c);
     }
-    s_lo = n_lo;
-    s_hi = n_hi;
     prev_stage = stage;
     prev_ends_tile = kb == kblocks - 1;
     prev_c = c;
@@ -332,24 +349,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   // Unrolled by two so that the buffer in flight at the loop head is always t0.
-  step(t0, t1, true);
+  step(t0, t1, sc0, sc1, true);
   int g = 1;
   for (; g + 1 < total; g += 2) {
-    step(t1, t0, false);
-    step(t0, t1, false);
+    step(t1, t0, sc1, sc0, false);
+    step(t0, t1, sc0, sc1, false);
   }
-  if (g < total) {
-    step(t1, t0, false);
-    cute::warpgroup_wait<0>();
-    fence_regs(t1);
-    promote(acc, t1, s_lo, s_hi);
-  } else {
-    cute::warpgroup_wait<0>();
-    fence_regs(t0);
-    promote(acc, t0, s_lo, s_hi);
+  if constexpr (kOverlap) {
+    if (g < total) {
+      step(t1, t0, sc1, sc0, false);
+      cute::warpgroup_wait<0>();
+      fence_regs(t1);
+      promote(acc, t1, sc1.a_lo * sc1.b, sc1.a_hi * sc1.b);
+    } else {
+      cute::warpgroup_wait<0>();
+      fence_regs(t0);
+      promote(acc, t0, sc0.a_lo * sc0.b, sc0.a_hi * sc0.b);
+    }
+    if (tid == 0) mbar_arrive(empty_bar(prev_stage));
+    store_tile(prev_c);
+  } else if (g < total) {
+    step(t1, t0, sc1, sc0, false);
   }
-  if (tid == 0) mbar_arrive(empty_bar(prev_stage));
-  store_tile(prev_c);
   // Shared memory must outlive the last store's reads.
   if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
@@ -420,14 +441,20 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
+  // Development switch through `splits`: 1 promotes each block right after its MMAs
+  // (CUTLASS's schedule), 2 and 3 change the tile order (all rows of a column / one row
+  // at a time).
+  auto kernel = g.splits == 1 ? gemm_kernel<false> : gemm_kernel<true>;
+  const int tiles_m = (g.m + kBlockM - 1) / kBlockM;
+  const int group = g.splits == 2 ? tiles_m : g.splits == 3 ? 1 : kGroupRows;
   // Per device, so set on every launch (cheap, host side only).
-  if (cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmemBytes)) != cudaSuccess) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
   Params p{g.m,   g.n,         g.k,         g.sfa, g.sfa_stride_m,
-           g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};
+           g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k, group};
   const int tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(tiles < g.sm_count ? tiles : g.sm_count));
@@ -439,7 +466,7 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = g.pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel, map_a, map_b, map_d, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
