@@ -47,14 +47,17 @@ constexpr int kGroupRows = 8;  // tile rows per band of the tile order
 constexpr uint32_t kTileABytes = kBlockM * kBlockK;
 constexpr uint32_t kTileBBytes = kBlockN * kBlockK;
 constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
-// Output staging per consumer warp group: its 64x128 bf16 half tile as two 64x64 boxes
-// in the 128-byte swizzle, written to global memory by TMA.
+// Output staging per consumer warp group: one 64x64 bf16 box in the 128-byte swizzle
+// (its 64x128 half tile goes out as two boxes, one after the other).
 constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
-constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
-// Tiles, output staging, barriers (full and empty per stage), and slack to align the
-// tiles to 1024 bytes (the 128-byte swizzle atom).
-constexpr size_t kSmemBytes =
-    kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+constexpr uint32_t kOutBytes = 2 * kOutBoxBytes;
+// Scales per stage, staged by the producer warp: the tile's 128 row scales of A, then
+// the one scale of B (padded to 16 bytes).
+constexpr uint32_t kScaleBytes = (kBlockM + 4) * 4;
+// Tiles, output staging, scales, barriers (full and empty per stage), and slack to align
+// the tiles to 1024 bytes (the 128-byte swizzle atom).
+constexpr size_t kSmemBytes = kStages * kStageBytes + kOutBytes + kStages * kScaleBytes +
+                              2 * kStages * sizeof(uint64_t) + 1024;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
 
 struct Params {
@@ -185,7 +188,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
   const uint32_t out_base = tiles_base + kStages * kStageBytes;
-  const uint32_t bars = out_base + kOutBytes;
+  const uint32_t scale_base = out_base + kOutBytes;
+  const uint32_t bars = scale_base + kStages * kScaleBytes;
+  auto scales_of = [&](int s) { return scale_base + s * kScaleBytes; };
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
@@ -195,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(s), 1);
+      mbar_init(full_bar(s), 33);  // the TMA bytes' arrival, then the producer warp's
       mbar_init(empty_bar(s), 2);  // one arrival per consumer warp group
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -214,16 +219,41 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warp_group == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (tid != 0) return;
+    if (tid >= 32) return;
+    // One warp: lane 0 issues the TMA loads, then every lane stages four of the tile's
+    // A scales (and lane 0 the B scale) in shared memory, so that the consumers read
+    // them there instead of waiting on global loads. Rows past M read the last row.
     int stage = 0;
     uint32_t phase = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const TileCoord c = tile_coord(t, tiles_m, tiles_n, p.group_rows);
+      const float* sa[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        sa[j] = p.sfa + static_cast<int64_t>(min(c.m0 + tid + 32 * j, p.m - 1)) * p.sfa_stride_m;
+      }
+      const float* sb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
       for (int kb = 0; kb < kblocks; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
-        mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-        tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
-        tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
+        if (tid == 0) {
+          mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
+          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
+          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
+        }
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = __ldg(sa[j] + kb * p.sfa_stride_k);
+        const uint32_t dst = scales_of(stage);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          asm volatile("st.shared.f32 [%0], %1;" ::"r"(dst + 4 * (tid + 32 * j)), "f"(v[j])
+                       : "memory");
+        }
+        if (tid == 0) {
+          const float vb = __ldg(sb + kb * p.sfb_stride_k);
+          asm volatile("st.shared.f32 [%0], %1;" ::"r"(dst + 4 * kBlockM), "f"(vb) : "memory");
+        }
+        mbar_arrive(full_bar(stage));
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
@@ -245,18 +275,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
   const int total = my_tiles * kblocks;
 
-  // Issue side: the tile and K block of the next MMAs, and where their scales are.
+  // Issue side: the tile and K block of the next MMAs.
   int tile_iter = 0, kb = 0, stage = 0;
   uint32_t phase = 0;
   TileCoord c{};
-  const float *sa_lo = nullptr, *sa_hi = nullptr, *sb = nullptr;
   auto enter_tile = [&]() {
     c = tile_coord(blockIdx.x + tile_iter * gridDim.x, tiles_m, tiles_n, p.group_rows);
-    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
-    const int r = c.m0 + row_in_tile;
-    sa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
-    sa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
-    sb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
   };
   enter_tile();
 
@@ -280,29 +304,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   // chunks, no bank conflicts), then one thread hands it to TMA, which clips rows and
   // columns past the ends. The staging buffer is reused once the previous store has
   // read it.
-  const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
+  const uint32_t out_box = out_base + consumer * kOutBoxBytes;
   const int out_row = warp * 16 + lane / 4;  // row within the half tile (and +8)
   auto store_tile = [&](const TileCoord& tc) {
-    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-    named_barrier(1 + consumer, 128);
 #pragma unroll
-    for (int i = 0; i < 64; i += 2) {
-      const int row = out_row + ((i % 4 < 2) ? 0 : 8);
-      const int col = (i / 4) * 8 + col_in_tile;  // within the 128 columns
-      const uint32_t addr = out_half + (col / 64) * kOutBoxBytes + row * 128 +
-                            ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
-      const __nv_bfloat162 v = __floats2bfloat162_rn(acc[i], acc[i + 1]);
-      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr),
-                   "r"(*reinterpret_cast<const uint32_t*>(&v))
-                   : "memory");
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    named_barrier(1 + consumer, 128);
-    if (tid == 0) {
-      const int row0 = tc.m0 + consumer * 64;
-      tma_store_2d(&map_d, out_half, tc.n0, row0);
-      tma_store_2d(&map_d, out_half + kOutBoxBytes, tc.n0 + 64, row0);
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    for (int half = 0; half < 2; ++half) {  // columns 0-63, then 64-127
+      if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      named_barrier(1 + consumer, 128);
+#pragma unroll
+      for (int i = 32 * half; i < 32 * half + 32; i += 2) {
+        const int row = out_row + ((i % 4 < 2) ? 0 : 8);
+        const int col = (i / 4) * 8 + col_in_tile - 64 * half;  // within the box
+        const uint32_t addr = out_box + row * 128 + (((col / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
+        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[i], acc[i + 1]);
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr),
+                     "r"(*reinterpret_cast<const uint32_t*>(&v))
+                     : "memory");
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      named_barrier(1 + consumer, 128);
+      if (tid == 0) {
+        tma_store_2d(&map_d, out_box, tc.n0 + 64 * half, tc.m0 + consumer * 64);
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      }
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
@@ -310,17 +334,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   auto step = [&](float (&cur)[64], float (&prev)[64], Scales& sc_cur, const Scales& sc_prev,
                   bool first) {
-    auto load_scales = [&] {
-      sc_cur.b = __ldg(sb + kb * p.sfb_stride_k);
-      sc_cur.a_lo = __ldg(sa_lo + kb * p.sfa_stride_k);
-      sc_cur.a_hi = __ldg(sa_hi + kb * p.sfa_stride_k);
-    };
-    if (!kOverlap) load_scales();
     mbar_wait(full_bar(stage), phase);
     issue_block(cur, smem_desc(tile_a(stage) + consumer * 64 * kBlockK),
                 smem_desc(tile_b(stage)));
-    // This block's scales, loaded while its MMAs run; used at the next step.
-    if (kOverlap) load_scales();
+    // This block's scales, staged with its operands.
+    {
+      const uint32_t src = scales_of(stage);
+      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc_cur.a_lo) : "r"(src + 4 * row_in_tile) : "memory");
+      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc_cur.a_hi) : "r"(src + 4 * (row_in_tile + 8)) : "memory");
+      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc_cur.b) : "r"(src + 4 * kBlockM) : "memory");
+    }
     if (!kOverlap) {
       // Reference schedule (CUTLASS's): wait for this block, then promote it.
       cute::warpgroup_wait<0>();
