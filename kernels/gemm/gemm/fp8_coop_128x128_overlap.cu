@@ -220,8 +220,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp_group == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid >= 32) return;
-    // One warp: lane 0 issues the TMA loads, then every lane stages four of the tile's
-    // A scales (and lane 0 the B scale) in shared memory, so that the consumers read
+    // One warp: lane 0 issues the TMA loads, then every lane copies four of the tile's
+    // A scales (and lane 0 the B scale) into shared memory, so that the consumers read
     // them there instead of waiting on global loads. Rows past M read the last row.
     int stage = 0;
     uint32_t phase = 0;
@@ -240,20 +240,22 @@ __global__ void __launch_bounds__(kThreads, 1)
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
         }
-        float v[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = __ldg(sa[j] + kb * p.sfa_stride_k);
+        // Asynchronous copies: the warp does not wait for them; each lane's arrival on
+        // the stage's barrier fires when its copies have landed.
         const uint32_t dst = scales_of(stage);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          asm volatile("st.shared.f32 [%0], %1;" ::"r"(dst + 4 * (tid + 32 * j)), "f"(v[j])
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4 * (tid + 32 * j)),
+                       "l"(sa[j] + kb * p.sfa_stride_k)
                        : "memory");
         }
         if (tid == 0) {
-          const float vb = __ldg(sb + kb * p.sfb_stride_k);
-          asm volatile("st.shared.f32 [%0], %1;" ::"r"(dst + 4 * kBlockM), "f"(vb) : "memory");
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4 * kBlockM),
+                       "l"(sb + kb * p.sfb_stride_k)
+                       : "memory");
         }
-        mbar_arrive(full_bar(stage));
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full_bar(stage))
+                     : "memory");
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
