@@ -31,11 +31,12 @@ def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
 
 
 failures = 0
-# The kernels the op can choose by itself; "all" adds the 2x1-cluster variant, which is
-# reachable only through the explicit `variant` argument.
+# The kernels the op can choose by itself; "all" adds those reachable only through the
+# explicit `variant` argument: the 2x1-cluster variant and the hand-written kernel.
+ALL = len(sys.argv) > 1 and sys.argv[1] == "all"
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (3, 0), (3, 1), (3, 3), (4, 0), (9, 0)]
-if len(sys.argv) > 1 and sys.argv[1] == "all":
-    VARIANTS.append((1, 0))
+if ALL:
+    VARIANTS += [(1, 0), (10, 0)]
 
 
 def check(out, a, b, sa, sb, exact, what):
@@ -69,6 +70,14 @@ for m, n, k, am, bm in cases:
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         ops.gemm_nt_out(out, a, b, sa, sb, exact, v, s)
         check(out, a, b, sa, sb, exact, f"{m}x{n}x{k} {am}/{bm} v{v} s{s}")
+
+if ALL:
+    # More tiles than SMs: the hand-written kernel's CTAs each run several tiles, so its
+    # stage ring wraps and its output staging buffer is reused.
+    a, b, sa, sb = inputs(1100, 2100, 640, "k", "k")
+    out = torch.full((1100, 2100), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.gemm_nt_out(out, a, b, sa, sb, False, 10, 0)
+    check(out, a, b, sa, sb, False, "1100x2100x640 v10, several tiles per CTA")
 
 a, b, sa, sb = inputs(40, 136, 300, "mn", "k", NUZ, FN)
 check(gk.gemm_nt(a, b, sa, sb), a, b, sa, sb, False, "fnuz/fn")

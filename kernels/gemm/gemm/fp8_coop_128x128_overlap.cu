@@ -21,6 +21,16 @@
 //    global memory (any strides) while the block's MMAs run, bf16 results staged in
 //    shared memory and stored by TMA.
 //
+// Status: correct (tests/gpu, compute-sanitizer) but slower than the CUTLASS kernel it
+// was meant to beat (variant 7: 4096x7168x16384 on H200 989 vs 889 us, NOTES.md v9), so
+// the op never picks it; it is reachable as `variant=10` and is the base for further
+// hand-written work. Within this kernel the overlapped promotion does pay: the same
+// kernel promoting after warpgroup_wait<0> was 13% slower on that shape. What makes the
+// whole kernel slower than CUTLASS's is not settled: Nsight Compute puts its tensor pipe
+// at 64% busy against CUTLASS's 77% (4096x4096x7168), and a version that staged the
+// scales in shared memory through the producer warp (slower still) showed far more
+// long-scoreboard and dispatch stalls per issued instruction (2.2 and 1.6 vs 0.7 and 0.6).
+//
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
 // ends with zeros, so partial tiles need no special casing in the mainloop.
@@ -47,17 +57,14 @@ constexpr int kGroupRows = 8;  // tile rows per band of the tile order
 constexpr uint32_t kTileABytes = kBlockM * kBlockK;
 constexpr uint32_t kTileBBytes = kBlockN * kBlockK;
 constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
-// Output staging per consumer warp group: one 64x64 bf16 box in the 128-byte swizzle
-// (its 64x128 half tile goes out as two boxes, one after the other).
+// Output staging per consumer warp group: its 64x128 bf16 half tile as two 64x64 boxes
+// in the 128-byte swizzle, written to global memory by TMA.
 constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
-constexpr uint32_t kOutBytes = 2 * kOutBoxBytes;
-// Scales per stage, staged by the producer warp: the tile's 128 row scales of A, then
-// the one scale of B (padded to 16 bytes).
-constexpr uint32_t kScaleBytes = (kBlockM + 4) * 4;
-// Tiles, output staging, scales, barriers (full and empty per stage), and slack to align
-// the tiles to 1024 bytes (the 128-byte swizzle atom).
-constexpr size_t kSmemBytes = kStages * kStageBytes + kOutBytes + kStages * kScaleBytes +
-                              2 * kStages * sizeof(uint64_t) + 1024;
+constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
+// Tiles, output staging, barriers (full and empty per stage), and slack to align the
+// tiles to 1024 bytes (the 128-byte swizzle atom).
+constexpr size_t kSmemBytes =
+    kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
 
 struct Params {
@@ -66,7 +73,6 @@ struct Params {
   int64_t sfa_stride_m, sfa_stride_k;
   const float* sfb;
   int64_t sfb_stride_n, sfb_stride_k;
-  int group_rows;  // tile rows per band of the tile order
 };
 
 // ---- PTX wrappers ---------------------------------------------------------------------
@@ -170,17 +176,16 @@ struct TileCoord {
   int m0, n0;
 };
 
-__device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n, int group) {
-  const int band_tiles = group * tiles_n;
+__device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n) {
+  const int band_tiles = kGroupRows * tiles_n;
   const int band = t / band_tiles;
   const int within = t - band * band_tiles;
-  const int rows = min(group, tiles_m - band * group);
-  return {(band * group + within % rows) * kBlockM, (within / rows) * kBlockN};
+  const int rows = min(kGroupRows, tiles_m - band * kGroupRows);
+  return {(band * kGroupRows + within % rows) * kBlockM, (within / rows) * kBlockN};
 }
 
 // ---- the kernel -----------------------------------------------------------------------
 
-template <bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const Params p) {
@@ -188,9 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
   const uint32_t out_base = tiles_base + kStages * kStageBytes;
-  const uint32_t scale_base = out_base + kOutBytes;
-  const uint32_t bars = scale_base + kStages * kScaleBytes;
-  auto scales_of = [&](int s) { return scale_base + s * kScaleBytes; };
+  const uint32_t bars = out_base + kOutBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
@@ -200,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(s), 33);  // the TMA bytes' arrival, then the producer warp's
+      mbar_init(full_bar(s), 1);
       mbar_init(empty_bar(s), 2);  // one arrival per consumer warp group
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -219,43 +222,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warp_group == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (tid >= 32) return;
-    // One warp: lane 0 issues the TMA loads, then every lane copies four of the tile's
-    // A scales (and lane 0 the B scale) into shared memory, so that the consumers read
-    // them there instead of waiting on global loads. Rows past M read the last row.
+    if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord c = tile_coord(t, tiles_m, tiles_n, p.group_rows);
-      const float* sa[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        sa[j] = p.sfa + static_cast<int64_t>(min(c.m0 + tid + 32 * j, p.m - 1)) * p.sfa_stride_m;
-      }
-      const float* sb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
+      const TileCoord c = tile_coord(t, tiles_m, tiles_n);
       for (int kb = 0; kb < kblocks; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
-        if (tid == 0) {
-          mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
-          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
-        }
-        // Asynchronous copies: the warp does not wait for them; each lane's arrival on
-        // the stage's barrier fires when its copies have landed.
-        const uint32_t dst = scales_of(stage);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4 * (tid + 32 * j)),
-                       "l"(sa[j] + kb * p.sfa_stride_k)
-                       : "memory");
-        }
-        if (tid == 0) {
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4 * kBlockM),
-                       "l"(sb + kb * p.sfb_stride_k)
-                       : "memory");
-        }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full_bar(stage))
-                     : "memory");
+        mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
+        tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
+        tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
@@ -277,22 +253,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
   const int total = my_tiles * kblocks;
 
-  // Issue side: the tile and K block of the next MMAs.
+  // Issue side: the tile and K block of the next MMAs, and where their scales are.
   int tile_iter = 0, kb = 0, stage = 0;
   uint32_t phase = 0;
   TileCoord c{};
+  const float *sa_lo = nullptr, *sa_hi = nullptr, *sb = nullptr;
   auto enter_tile = [&]() {
-    c = tile_coord(blockIdx.x + tile_iter * gridDim.x, tiles_m, tiles_n, p.group_rows);
+    c = tile_coord(blockIdx.x + tile_iter * gridDim.x, tiles_m, tiles_n);
+    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+    const int r = c.m0 + row_in_tile;
+    sa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
+    sa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
+    sb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
   };
   enter_tile();
 
-  // Promote side: the block in flight before the newest one. Its scales were loaded a
-  // whole step earlier, into the other of two register sets (like the accumulators),
-  // so the loads' latency never stalls the issue of the next MMAs.
-  struct Scales {
-    float a_lo, a_hi, b;
-  };
-  Scales sc0{}, sc1{};
+  // Promote side: the block in flight before the newest one.
+  float s_lo = 0.0f, s_hi = 0.0f;
   int prev_stage = 0;
   bool prev_ends_tile = false;
   TileCoord prev_c{};
@@ -306,60 +283,51 @@ __global__ void __launch_bounds__(kThreads, 1)
   // chunks, no bank conflicts), then one thread hands it to TMA, which clips rows and
   // columns past the ends. The staging buffer is reused once the previous store has
   // read it.
-  const uint32_t out_box = out_base + consumer * kOutBoxBytes;
+  const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
   const int out_row = warp * 16 + lane / 4;  // row within the half tile (and +8)
   auto store_tile = [&](const TileCoord& tc) {
+    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    named_barrier(1 + consumer, 128);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {  // columns 0-63, then 64-127
-      if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-      named_barrier(1 + consumer, 128);
-#pragma unroll
-      for (int i = 32 * half; i < 32 * half + 32; i += 2) {
-        const int row = out_row + ((i % 4 < 2) ? 0 : 8);
-        const int col = (i / 4) * 8 + col_in_tile - 64 * half;  // within the box
-        const uint32_t addr = out_box + row * 128 + (((col / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
-        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[i], acc[i + 1]);
-        asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr),
-                     "r"(*reinterpret_cast<const uint32_t*>(&v))
-                     : "memory");
-      }
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      named_barrier(1 + consumer, 128);
-      if (tid == 0) {
-        tma_store_2d(&map_d, out_box, tc.n0 + 64 * half, tc.m0 + consumer * 64);
-        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-      }
+    for (int i = 0; i < 64; i += 2) {
+      const int row = out_row + ((i % 4 < 2) ? 0 : 8);
+      const int col = (i / 4) * 8 + col_in_tile;  // within the 128 columns
+      const uint32_t addr = out_half + (col / 64) * kOutBoxBytes + row * 128 +
+                            ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
+      const __nv_bfloat162 v = __floats2bfloat162_rn(acc[i], acc[i + 1]);
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr),
+                   "r"(*reinterpret_cast<const uint32_t*>(&v))
+                   : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    named_barrier(1 + consumer, 128);
+    if (tid == 0) {
+      const int row0 = tc.m0 + consumer * 64;
+      tma_store_2d(&map_d, out_half, tc.n0, row0);
+      tma_store_2d(&map_d, out_half + kOutBoxBytes, tc.n0 + 64, row0);
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   };
 
-  auto step = [&](float (&cur)[64], float (&prev)[64], Scales& sc_cur, const Scales& sc_prev,
-                  bool first) {
+  auto step = [&](float (&cur)[64], float (&prev)[64], bool first) {
     mbar_wait(full_bar(stage), phase);
     issue_block(cur, smem_desc(tile_a(stage) + consumer * 64 * kBlockK),
                 smem_desc(tile_b(stage)));
-    // This block's scales, staged with its operands.
-    {
-      const uint32_t src = scales_of(stage);
-      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc_cur.a_lo) : "r"(src + 4 * row_in_tile) : "memory");
-      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc_cur.a_hi) : "r"(src + 4 * (row_in_tile + 8)) : "memory");
-      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc_cur.b) : "r"(src + 4 * kBlockM) : "memory");
-    }
-    if (!kOverlap) {
-      // Reference schedule (CUTLASS's): wait for this block, then promote it.
-      cute::warpgroup_wait<0>();
-      fence_regs(cur);
-      promote(acc, cur, sc_cur.a_lo * sc_cur.b, sc_cur.a_hi * sc_cur.b);
-      if (tid == 0) mbar_arrive(empty_bar(stage));
-      if (kb == kblocks - 1) store_tile(c);
-    } else if (!first) {
+    // This block's scales, loaded while its MMAs run; used at the next step.
+    const float b_scale = __ldg(sb + kb * p.sfb_stride_k);
+    const float n_lo = __ldg(sa_lo + kb * p.sfa_stride_k) * b_scale;
+    const float n_hi = __ldg(sa_hi + kb * p.sfa_stride_k) * b_scale;
+    if (!first) {
       cute::warpgroup_wait<1>();
       fence_regs(prev);
-      promote(acc, prev, sc_prev.a_lo * sc_prev.b, sc_prev.a_hi * sc_prev.b);
+      promote(acc, prev, s_lo, s_hi);
       if (tid == 0) mbar_arrive(empty_bar(prev_stage));
       if (prev_ends_tile) store_tile(prev_c);
     }
+    s_lo = n_lo;
+    s_hi = n_hi;
     prev_stage = stage;
     prev_ends_tile = kb == kblocks - 1;
     prev_c = c;
@@ -374,28 +342,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   // Unrolled by two so that the buffer in flight at the loop head is always t0.
-  step(t0, t1, sc0, sc1, true);
+  step(t0, t1, true);
   int g = 1;
   for (; g + 1 < total; g += 2) {
-    step(t1, t0, sc1, sc0, false);
-    step(t0, t1, sc0, sc1, false);
+    step(t1, t0, false);
+    step(t0, t1, false);
   }
-  if constexpr (kOverlap) {
-    if (g < total) {
-      step(t1, t0, sc1, sc0, false);
-      cute::warpgroup_wait<0>();
-      fence_regs(t1);
-      promote(acc, t1, sc1.a_lo * sc1.b, sc1.a_hi * sc1.b);
-    } else {
-      cute::warpgroup_wait<0>();
-      fence_regs(t0);
-      promote(acc, t0, sc0.a_lo * sc0.b, sc0.a_hi * sc0.b);
-    }
-    if (tid == 0) mbar_arrive(empty_bar(prev_stage));
-    store_tile(prev_c);
-  } else if (g < total) {
-    step(t1, t0, sc1, sc0, false);
+  if (g < total) {
+    step(t1, t0, false);
+    cute::warpgroup_wait<0>();
+    fence_regs(t1);
+    promote(acc, t1, s_lo, s_hi);
+  } else {
+    cute::warpgroup_wait<0>();
+    fence_regs(t0);
+    promote(acc, t0, s_lo, s_hi);
   }
+  if (tid == 0) mbar_arrive(empty_bar(prev_stage));
+  store_tile(prev_c);
   // Shared memory must outlive the last store's reads.
   if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
@@ -466,20 +430,14 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
-  // Development switch through `splits`: 1 promotes each block right after its MMAs
-  // (CUTLASS's schedule), 2 and 3 change the tile order (all rows of a column / one row
-  // at a time).
-  auto kernel = g.splits == 1 ? gemm_kernel<false> : gemm_kernel<true>;
-  const int tiles_m = (g.m + kBlockM - 1) / kBlockM;
-  const int group = g.splits == 2 ? tiles_m : g.splits == 3 ? 1 : kGroupRows;
   // Per device, so set on every launch (cheap, host side only).
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  if (cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmemBytes)) != cudaSuccess) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
   Params p{g.m,   g.n,         g.k,         g.sfa, g.sfa_stride_m,
-           g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k, group};
+           g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};
   const int tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(tiles < g.sm_count ? tiles : g.sm_count));
@@ -491,7 +449,7 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = g.pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel, map_a, map_b, map_d, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
