@@ -1,6 +1,6 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all]
+    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all | v10]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -33,10 +33,14 @@ def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
 failures = 0
 # The kernels the op can choose by itself; "all" adds those reachable only through the
 # explicit `variant` argument: the 2x1-cluster variant and the hand-written kernel.
-ALL = len(sys.argv) > 1 and sys.argv[1] == "all"
+# "v10" runs the hand-written kernel alone.
+MODE = sys.argv[1] if len(sys.argv) > 1 else ""
+ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (3, 0), (3, 1), (3, 3), (4, 0), (9, 0)]
-if ALL:
+if MODE == "all":
     VARIANTS += [(1, 0), (10, 0)]
+elif MODE == "v10":
+    VARIANTS = [(10, 0)]
 
 
 def check(out, a, b, sa, sb, exact, what):
@@ -65,7 +69,8 @@ for m, n, k, am, bm in cases:
               f"{m}x{n}x{k} {am}/{bm} exact={exact}")
     kp = -(-k // 16) * 16
     fits = [s for s in (2, 3) if kp % (128 * s) == 0]
-    for v, s in VARIANTS + [(v, s) for v in (5, 6, 8) for s in fits[:1]]:
+    split_k = [] if MODE == "v10" else [(v, s) for v in (5, 6, 8) for s in fits[:1]]
+    for v, s in VARIANTS + split_k:
         exact = v in (3, 4, 8, 9)
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         ops.gemm_nt_out(out, a, b, sa, sb, exact, v, s)
