@@ -22,14 +22,15 @@
 //    shared memory and stored by TMA.
 //
 // Status: correct (tests/gpu, compute-sanitizer) but slower than the CUTLASS kernel it
-// was meant to beat (variant 7: 4096x7168x16384 on H200 989 vs 889 us, NOTES.md v9), so
-// the op never picks it; it is reachable as `variant=10` and is the base for further
-// hand-written work. Within this kernel the overlapped promotion does pay: the same
-// kernel promoting after warpgroup_wait<0> was 13% slower on that shape. What makes the
-// whole kernel slower than CUTLASS's is not settled: Nsight Compute puts its tensor pipe
-// at 64% busy against CUTLASS's 77% (4096x4096x7168), and a version that staged the
-// scales in shared memory through the producer warp (slower still) showed far more
-// long-scoreboard and dispatch stalls per issued instruction (2.2 and 1.6 vs 0.7 and 0.6).
+// was meant to beat (variant 7; 4096x7168x16384 on H200: 998 vs 912 us), so the op
+// never picks it. It is reachable as `variant=10` and is the base for further
+// hand-written work (NOTES.md, v9). The overlapped promotion itself pays: a development
+// build that promoted after warpgroup_wait<0> instead was 15% slower on that shape
+// (1206 vs 1050 us). What makes the whole kernel slower than CUTLASS's is not settled.
+// Nsight Compute puts its tensor pipe at 64% busy against CUTLASS's 77%
+// (4096x4096x7168). A build that staged the scales in shared memory through the
+// producer warp was slower still, with far more long-scoreboard and dispatch stalls per
+// issued instruction than CUTLASS's kernel (2.2 and 1.6 against 0.7 and 0.6).
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
