@@ -22,10 +22,15 @@ NAME = "_gemm_cuda_dev"
 HERE = Path(__file__).resolve().parent
 KERNEL = HERE.parent
 REPO = KERNEL.parents[1]
-# The CUDA translation units, in the order build.toml lists them.
-with open(KERNEL / "build.toml", "rb") as _f:
-    CUDA_SOURCES = [Path(s).name for s in tomllib.load(_f)["kernel"]["gemm"]["src"]
-                    if s.endswith(".cu")]
+
+
+def cuda_sources() -> list[str]:
+    """The CUDA translation units, in the order build.toml lists them."""
+    with open(KERNEL / "build.toml", "rb") as f:
+        srcs = tomllib.load(f)["kernel"]["gemm"]["src"]
+    return [Path(s).name for s in srcs if s.endswith(".cu")]
+
+
 CUDA_FLAGS = [
     "-O3",
     "-DNDEBUG",
@@ -61,9 +66,10 @@ def main() -> int:
     registration = REPO / "src" / "kernelforge" / "build" / "data"
     includes = [KERNEL / "gemm", KERNEL / "torch-ext", registration]
     sources = [KERNEL / "torch-ext" / "torch_binding.cpp"]
+    cuda = cuda_sources()
     ldflags: list[str] = []
     if args.objects is not None:
-        objs = [args.objects.resolve() / (Path(s).stem + ".o") for s in CUDA_SOURCES]
+        objs = [args.objects.resolve() / (Path(s).stem + ".o") for s in cuda]
         missing = [str(o) for o in objs if not o.is_file()]
         if missing:
             print(f"missing prebuilt objects: {missing}", file=sys.stderr)
@@ -74,7 +80,7 @@ def main() -> int:
             print("--cutlass is needed to compile the CUDA sources", file=sys.stderr)
             return 2
         includes.append(args.cutlass)
-        sources += [KERNEL / "gemm" / s for s in CUDA_SOURCES]
+        sources += [KERNEL / "gemm" / s for s in cuda]
 
     t0 = time.time()
     cpp_extension.load(
