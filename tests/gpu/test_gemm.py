@@ -305,7 +305,8 @@ def test_split_k_variants(gemm_kernel, variant, m, n, k, splits):
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
                                    (255, 1000, 128), (129, 136, 256), (128, 128, 128),
-                                   (2000, 2100, 2176), (64, 7168, 16384)])
+                                   (2000, 2100, 2176), (64, 7168, 16384), (130, 264, 4096),
+                                   (257, 392, 4224), (65, 136, 8320)])
 @pytest.mark.parametrize("layout", ["nt", "challenge"])
 def test_overlap_kernel(gemm_kernel, m, n, k, layout):
     """The hand-written kernel (variant 10): tails in every dimension, K of one block and

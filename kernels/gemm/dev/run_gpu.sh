@@ -10,7 +10,7 @@
 #   buildsrc   development build from source (CUTLASS from the wheel in .whl/)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
-#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab sweep memcheck racecheck racecheck10 racecheck1 racemap sass toolchain
+#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheck1 racemap sass toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 # The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
@@ -57,6 +57,7 @@ for s in "$@"; do
     testk) run testk 300 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 120 -ra --tb=short -k "${TEST_K:?set TEST_K}" ;;
     test) run test 400 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 240 -ra --tb=short ;;
     bench) run bench 330 python3 benchmarks/gemm.py --out "$OUT" --rep 60 ;;
+    timeline) run timeline 200 python3 kernels/gemm/dev/timeline.py ${TIMELINE_SHAPES:-} ;;
     ab) run ab 300 python3 kernels/gemm/dev/ab.py ${AB_SHAPES:-} ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
@@ -66,6 +67,11 @@ for s in "$@"; do
     racemap) run racemap 120 sh -c "so=\$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); python3 kernels/gemm/dev/racemap.py $logs/racecheck_cluster.log \$so $OUT/cluster2.sass" ;;
     sass) run sass 120 sh -c "for so in \$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); do cuobjdump --dump-sass \$so | grep -o -E '(QGMMA|HGMMA)[.A-Z0-9x]*' | sort | uniq -c; cuobjdump --dump-resource-usage \$so | grep -A1 -i overlap; done" ;;
     ncu) run ncu 400 ncu --kernel-name regex:'device_kernel|gemm_kernel|prep_kernel|reduce_splits|nvjet|sm90_xmma' --launch-skip 0 --launch-count 14 --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis python3 kernels/gemm/dev/profile.py ${PROFILE_SHAPES:-} ;;
+    ncusrc) # per-instruction warp-state samples of the gemm kernels (PROFILE_VARIANTS) on one shape
+        run ncusrc 400 ncu --kernel-name regex:'device_kernel|gemm_kernel' --launch-skip 0 --launch-count ${NCU_COUNT:-2} --section SpeedOfLight --section WarpStateStats --section SourceCounters --import-source no -f -o /tmp/ncusrc python3 kernels/gemm/dev/profile.py ${PROFILE_SHAPES:-nt:4096x4096x7168}
+        ncu -i /tmp/ncusrc.ncu-rep --page details --csv > "$OUT/ncusrc_details.csv" 2>&1
+        ncu -i /tmp/ncusrc.ncu-rep --page source --csv --print-source sass > "$OUT/ncusrc_source.csv" 2>&1
+        gzip -f "$OUT/ncusrc_source.csv"; ls -la "$OUT" ;;
     toolchain) run toolchain 60 sh -c "which c++ g++; c++ --version | head -1; ls /opt/gcc/lib64 2>/dev/null | grep -i stdc; so=\$(find $dev/build /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); echo so=\$so; ldd \$so | grep -i -E 'stdc|gcc'; echo defined std:: symbols: \$(nm -C --defined-only \$so | grep -c ' std::')" ;;
   esac
 done

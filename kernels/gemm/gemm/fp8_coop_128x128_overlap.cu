@@ -40,6 +40,7 @@
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
@@ -200,7 +201,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
   auto tile_b = [&](int s) { return tiles_base + s * kStageBytes + kTileABytes; };
 
-  const int warp_group = threadIdx.x / 128;
+  // Made warp-uniform for the compiler, so that descriptor and stage arithmetic stays
+  // in uniform registers.
+  const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   const int tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -248,36 +251,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int row_in_tile = consumer * 64 + warp * 16 + lane / 4;
   const int col_in_tile = (lane % 4) * 2;
 
-  // The K blocks of all of this CTA's tiles form one stream: block g's MMAs are issued
-  // before block g-1 is promoted, across tile boundaries too, so a tile's epilogue runs
-  // while the next tile's first MMAs do.
-  const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
-  const int total = my_tiles * kblocks;
+  // Shared-memory descriptors of stage 0 (this warp group's 64 rows of A, all of B).
+  // A stage is kStageBytes further on, a k32 step 32 bytes: both only move the start
+  // address field (bits 0-13, in 16-byte units), which never carries into the rest.
+  const uint64_t desc_a0 = smem_desc(tile_a(0) + consumer * 64 * kBlockK);
+  const uint64_t desc_b0 = smem_desc(tile_b(0));
+  constexpr uint32_t kStageDesc = kStageBytes >> 4;
 
-  // Issue side: the tile and K block of the next MMAs, and where their scales are.
-  int tile_iter = 0, kb = 0, stage = 0;
+  int stage = 0;
   uint32_t phase = 0;
-  TileCoord c{};
-  const float *sa_lo = nullptr, *sa_hi = nullptr, *sb = nullptr;
-  auto enter_tile = [&]() {
-    c = tile_coord(blockIdx.x + tile_iter * gridDim.x, tiles_m, tiles_n);
-    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
-    const int r = c.m0 + row_in_tile;
-    sa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
-    sa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
-    sb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
+  auto advance = [&]() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
   };
-  enter_tile();
-
-  // Promote side: the block in flight before the newest one.
-  float s_lo = 0.0f, s_hi = 0.0f;
-  int prev_stage = 0;
-  bool prev_ends_tile = false;
-  TileCoord prev_c{};
+  // Waits for the next stage's operands and issues its MMAs into `t`.
+  auto issue_next = [&](float (&t)[64]) {
+    mbar_wait(full_bar(stage), phase);
+    const uint32_t off = stage * kStageDesc;
+    issue_block(t, desc_a0 + off, desc_b0 + off);
+    advance();
+  };
+  // Stages are handed back to the producer in the order they were issued.
+  int release_stage = 0;
+  auto release = [&]() {
+    if (tid == 0) mbar_arrive(empty_bar(release_stage));
+    if (++release_stage == kStages) release_stage = 0;
+  };
 
   float acc[64], t0[64], t1[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
 
   // Epilogue: the warp group's 64x128 half tile as bf16 into shared memory (two 64x64
   // boxes, 128-byte swizzle: the 8 rows a warp writes at once hit 8 different 16-byte
@@ -308,59 +311,64 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma_store_2d(&map_d, out_half + kOutBoxBytes, tc.n0 + 64, row0);
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
+  };
+
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const TileCoord c = tile_coord(tile, tiles_m, tiles_n);
+    // Scales of this thread's two rows and of the tile's 128 columns, per K block.
+    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+    const int r = c.m0 + row_in_tile;
+    const float* pa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
+    const float* pa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
+    const float* pb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
+    // Block kb is promoted one step after its MMAs are issued, with scales
+    // loaded two steps before that (set kb % 2), so their latency stays off the MMA
+    // path. The pointers walk along K to the next block to load.
+    float a_lo[2], a_hi[2], b[2];
+    auto load_scales = [&](int set) {
+      a_lo[set] = __ldg(pa_lo);
+      a_hi[set] = __ldg(pa_hi);
+      b[set] = __ldg(pb);
+      pa_lo += p.sfa_stride_k;
+      pa_hi += p.sfa_stride_k;
+      pb += p.sfb_stride_k;
+    };
+    load_scales(0);
+    if (kblocks > 1) load_scales(1);
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  };
 
-  auto step = [&](float (&cur)[64], float (&prev)[64], bool first) {
-    mbar_wait(full_bar(stage), phase);
-    issue_block(cur, smem_desc(tile_a(stage) + consumer * 64 * kBlockK),
-                smem_desc(tile_b(stage)));
-    // This block's scales, loaded while its MMAs run; used at the next step.
-    const float b_scale = __ldg(sb + kb * p.sfb_stride_k);
-    const float n_lo = __ldg(sa_lo + kb * p.sfa_stride_k) * b_scale;
-    const float n_hi = __ldg(sa_hi + kb * p.sfa_stride_k) * b_scale;
-    if (!first) {
+    // One step: issue block kb into `cur`, then promote block kb-1 from `prev` (scale
+    // set `set`) and load the scales of block kb+1 into that set.
+    auto step = [&](float (&cur)[64], float (&prev)[64], int set, int kb) {
+      issue_next(cur);
       cute::warpgroup_wait<1>();
       fence_regs(prev);
-      promote(acc, prev, s_lo, s_hi);
-      if (tid == 0) mbar_arrive(empty_bar(prev_stage));
-      if (prev_ends_tile) store_tile(prev_c);
-    }
-    s_lo = n_lo;
-    s_hi = n_hi;
-    prev_stage = stage;
-    prev_ends_tile = kb == kblocks - 1;
-    prev_c = c;
-    if (++stage == kStages) {
-      stage = 0;
-      phase ^= 1;
-    }
-    if (++kb == kblocks) {
-      kb = 0;
-      if (++tile_iter < my_tiles) enter_tile();
-    }
-  };
+      promote(acc, prev, a_lo[set] * b[set], a_hi[set] * b[set]);
+      release();
+      if (kb + 1 < kblocks) load_scales(set);
+    };
 
-  // Unrolled by two so that the buffer in flight at the loop head is always t0.
-  step(t0, t1, true);
-  int g = 1;
-  for (; g + 1 < total; g += 2) {
-    step(t1, t0, false);
-    step(t0, t1, false);
+    issue_next(t0);
+    int kb = 1;
+    for (; kb + 1 < kblocks; kb += 2) {
+      step(t1, t0, 0, kb);
+      step(t0, t1, 1, kb + 1);
+    }
+    // The last one or two blocks.
+    if (kb < kblocks) {
+      step(t1, t0, 0, kb);
+      cute::warpgroup_wait<0>();
+      fence_regs(t1);
+      promote(acc, t1, a_lo[1] * b[1], a_hi[1] * b[1]);
+    } else {
+      cute::warpgroup_wait<0>();
+      fence_regs(t0);
+      promote(acc, t0, a_lo[0] * b[0], a_hi[0] * b[0]);  // kb - 1 is even
+    }
+    release();
+    store_tile(c);
   }
-  if (g < total) {
-    step(t1, t0, false);
-    cute::warpgroup_wait<0>();
-    fence_regs(t1);
-    promote(acc, t1, s_lo, s_hi);
-  } else {
-    cute::warpgroup_wait<0>();
-    fence_regs(t0);
-    promote(acc, t0, s_lo, s_hi);
-  }
-  if (tid == 0) mbar_arrive(empty_bar(prev_stage));
-  store_tile(prev_c);
   // Shared memory must outlive the last store's reads.
   if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
@@ -431,11 +439,18 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
-  // Per device, so set on every launch (cheap, host side only).
-  if (cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSmemBytes)) != cudaSuccess) {
-    if (why) *why = "cannot reserve the kernel's shared memory";
-    return Status::kLaunchFailed;
+  auto kernel = gemm_kernel;
+  // The shared-memory size is a per-device attribute of the function: set once per
+  // device.
+  static std::atomic<uint64_t> set{0};
+  const uint64_t bit = g.device >= 0 && g.device < 64 ? uint64_t(1) << g.device : 0;
+  if (!bit || !(set.load(std::memory_order_acquire) & bit)) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kSmemBytes)) != cudaSuccess) {
+      if (why) *why = "cannot reserve the kernel's shared memory";
+      return Status::kLaunchFailed;
+    }
+    set.fetch_or(bit, std::memory_order_release);
   }
   Params p{g.m,   g.n,         g.k,         g.sfa, g.sfa_stride_m,
            g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};
@@ -450,7 +465,7 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = g.pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel, map_a, map_b, map_d, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
