@@ -2,8 +2,8 @@
 
     python kernels/gemm/dev/timeline.py challenge:6144x4608x7168 [nt:MxNxK ...]
 
-For each shape and configuration (TIMELINE_CONFIGS="7,10", kernel variants in fast
-mode), the op runs back to back as in a benchmark loop (no L2 flush in between) under
+For each shape and configuration (TIMELINE_CONFIGS="7,10,10/1": kernel variants in fast
+mode, optionally with a swizzle argument), the op runs back to back as in a benchmark loop (no L2 flush in between) under
 torch.profiler. Printed per configuration: the mean wall time per call (first kernel
 start to last kernel end, over the calls), each kernel's mean duration, and the mean gap
 or overlap between consecutive kernels of a call (negative: the dependent launch
@@ -27,7 +27,9 @@ _spec = importlib.util.spec_from_file_location("gemm_benchmark", REPO / "benchma
 bench_mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_mod)
 
-VARIANTS = [int(v) for v in os.environ.get("TIMELINE_CONFIGS", "7,10").split(",") if v]
+# "variant" or "variant/swizzle"
+CONFIGS = [tuple(int(x) for x in (c + "/0").split("/")[:2])
+           for c in os.environ.get("TIMELINE_CONFIGS", "7,10").split(",") if c]
 CALLS = 20
 
 
@@ -48,8 +50,8 @@ def main() -> int:
         layout, _, dims = spec.partition(":")
         m, n, k = (int(x) for x in dims.split("x"))
         a, b, sa, sb, _, _ = bench_mod.make_inputs(m, n, k, layout == "challenge", seed=1)
-        for v in VARIANTS:
-            fn = lambda v=v: ops.gemm_nt(a, b, sa, sb, False, v, 0, 0)  # noqa: E731
+        for v, z in CONFIGS:
+            fn = lambda v=v, z=z: ops.gemm_nt(a, b, sa, sb, False, v, 0, z)  # noqa: E731
             for _ in range(5):
                 fn()
             torch.cuda.synchronize()
@@ -60,12 +62,12 @@ def main() -> int:
             ks = kernels_of(prof)
             per_call = len(ks) // CALLS
             if per_call == 0 or len(ks) % CALLS:
-                print(f"{spec} v{v}: {len(ks)} kernels for {CALLS} calls, cannot split")
+                print(f"{spec} v{v}/{z}: {len(ks)} kernels for {CALLS} calls, cannot split")
                 continue
             calls = [ks[i * per_call:(i + 1) * per_call] for i in range(CALLS)]
             wall = statistics.mean(c[-1][2] - c[0][1] for c in calls)
             period = (calls[-1][0][1] - calls[0][0][1]) / (CALLS - 1)
-            print(f"{spec} v{v}: {per_call} kernels/call, call {wall:.1f} us, period {period:.1f} us")
+            print(f"{spec} v{v}/{z}: {per_call} kernels/call, call {wall:.1f} us, period {period:.1f} us")
             for j in range(per_call):
                 dur = statistics.mean(c[j][2] - c[j][1] for c in calls)
                 line = f"   {calls[0][j][0][:70]:70s} {dur:8.1f} us"

@@ -59,15 +59,20 @@ constexpr int kGroupRows = 8;  // tile rows per band of the tile order
 constexpr uint32_t kTileABytes = kBlockM * kBlockK;
 constexpr uint32_t kTileBBytes = kBlockN * kBlockK;
 constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
-// Output staging per consumer warp group: its 64x128 bf16 half tile as two 64x64 boxes
-// in the 128-byte swizzle, written to global memory by TMA.
+// Block scales per stage, copied in by the producer warp: the tile's 128 A row scales
+// and its one B scale (padded to 16 bytes).
+constexpr uint32_t kScaleBytes = kBlockM * 4 + 16;
+// Output staging per consumer warp group: one 64x64 bf16 box in the 128-byte swizzle,
+// written to global memory by TMA (a warp group's 64x128 half tile is two boxes).
 constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
-constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
-// Tiles, output staging, barriers (full and empty per stage), and slack to align the
-// tiles to 1024 bytes (the 128-byte swizzle atom).
-constexpr size_t kSmemBytes =
-    kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+constexpr uint32_t kOutBytes = 2 * kOutBoxBytes;
+// Tiles, output staging, scales, barriers (full and empty per stage), and slack to align
+// the tiles to 1024 bytes (the 128-byte swizzle atom).
+constexpr size_t kSmemBytes = kStages * (kStageBytes + kScaleBytes) + kOutBytes +
+                              2 * kStages * sizeof(uint64_t) + 1024;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
+static_assert(kStageBytes % 1024 == 0 && kOutBoxBytes % 1024 == 0 && kScaleBytes % 16 == 0,
+              "tiles and output boxes stay 1024-byte aligned, scales 16-byte aligned");
 
 struct Params {
   int m, n, k;
@@ -111,6 +116,17 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
+// 4-byte copy global -> shared, completed asynchronously (cp.async).
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+
+// Arrives on the mbarrier once all of this thread's earlier cp.async copies are done;
+// the arrival is counted in the barrier's expected count (.noinc).
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
                                             int c0, int c1) {
   asm volatile(
@@ -125,6 +141,12 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t sr
                    reinterpret_cast<uint64_t>(map)),
                "r"(src), "r"(c0), "r"(c1)
                : "memory");
+}
+
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
 }
 
 __device__ __forceinline__ void named_barrier(int id, int threads) {
@@ -188,18 +210,23 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n)
 
 // ---- the kernel -----------------------------------------------------------------------
 
+template <bool kScalesSmem>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const Params p) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
+  // Tiles and output boxes 1024-byte aligned (the swizzle atom), then scales, barriers.
   const uint32_t out_base = tiles_base + kStages * kStageBytes;
-  const uint32_t bars = out_base + kOutBytes;
+  const uint32_t scales_base = out_base + kOutBytes;
+  const uint32_t bars = scales_base + kStages * kScaleBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
   auto tile_b = [&](int s) { return tiles_base + s * kStageBytes + kTileABytes; };
+  auto scales_a = [&](int s) { return scales_base + s * kScaleBytes; };
+  auto scale_b = [&](int s) { return scales_base + s * kScaleBytes + kBlockM * 4; };
 
   // Made warp-uniform for the compiler, so that descriptor and stage arithmetic stays
   // in uniform registers.
@@ -207,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(s), 1);
+      mbar_init(full_bar(s), 1 + 32);  // the TMA issue + the producer warp's scale copies
       mbar_init(empty_bar(s), 2);  // one arrival per consumer warp group
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -225,17 +252,39 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kblocks = (p.k + kBlockK - 1) / kBlockK;
 
   if (warp_group == 0) {
+    // Producer: warp 0. Lane 0 issues the TMA loads of A and B; every lane copies four
+    // of the tile's 128 A row scales (and lane 0 the B scale) with cp.async, whose
+    // completion arrives on the same barrier. Consumers read the scales from shared
+    // memory once the stage is full, far ahead of their use, wherever they lie in
+    // global memory (L1 misses on column-major scales cost a full L2 latency per block).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (tid != 0) return;
+    if (tid >= 32) return;
     int stage = 0;
     uint32_t phase = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const TileCoord c = tile_coord(t, tiles_m, tiles_n);
+      // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+      const float* sa[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        sa[j] = p.sfa + static_cast<int64_t>(min(c.m0 + tid + 32 * j, p.m - 1)) * p.sfa_stride_m;
+      }
+      const float* sb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
       for (int kb = 0; kb < kblocks; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
-        mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-        tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
-        tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
+        if (tid == 0) {
+          mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
+          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
+          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
+          if (kScalesSmem) cp_async_4(scale_b(stage), sb);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (kScalesSmem) cp_async_4(scales_a(stage) + (tid + 32 * j) * 4, sa[j]);
+          sa[j] += p.sfa_stride_k;
+        }
+        sb += p.sfb_stride_k;
+        cp_async_arrive(full_bar(stage));
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
@@ -266,11 +315,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       phase ^= 1;
     }
   };
-  // Waits for the next stage's operands and issues its MMAs into `t`.
-  auto issue_next = [&](float (&t)[64]) {
+  // Block scales of the thread's two rows and of the tile's columns, for the blocks in
+  // flight: set kb % 2 holds block kb's. Multiplied at the promotion, so that nothing
+  // waits for the shared-memory reads right after they are issued.
+  float sa_lo[2], sa_hi[2], sb[2];
+  // Waits for the next stage's operands, issues its MMAs into `t` and reads its scales
+  // into set `set` (used one step later, when the block is promoted).
+  auto issue_next = [&](float (&t)[64], int set) {
     mbar_wait(full_bar(stage), phase);
     const uint32_t off = stage * kStageDesc;
     issue_block(t, desc_a0 + off, desc_b0 + off);
+    if (kScalesSmem) {
+      sb[set] = ld_shared_f32(scale_b(stage));
+      sa_lo[set] = ld_shared_f32(scales_a(stage) + row_in_tile * 4);
+      sa_hi[set] = ld_shared_f32(scales_a(stage) + (row_in_tile + 8) * 4);
+    }
     advance();
   };
   // Stages are handed back to the producer in the order they were issued.
@@ -282,89 +341,85 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float acc[64], t0[64], t1[64];
 
-  // Epilogue: the warp group's 64x128 half tile as bf16 into shared memory (two 64x64
-  // boxes, 128-byte swizzle: the 8 rows a warp writes at once hit 8 different 16-byte
-  // chunks, no bank conflicts), then one thread hands it to TMA, which clips rows and
-  // columns past the ends. The staging buffer is reused once the previous store has
-  // read it.
-  const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
+  // Epilogue: the warp group's 64x128 half tile as bf16, one 64x64 box at a time, into
+  // shared memory (128-byte swizzle: the 8 rows a warp writes at once hit 8 different
+  // 16-byte chunks, no bank conflicts), then one thread hands the box to TMA, which
+  // clips rows and columns past the ends. The staging buffer is reused once the
+  // previous store has read it.
+  const uint32_t out_box = out_base + consumer * kOutBoxBytes;
   const int out_row = warp * 16 + lane / 4;  // row within the half tile (and +8)
   auto store_tile = [&](const TileCoord& tc) {
-    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-    named_barrier(1 + consumer, 128);
 #pragma unroll
-    for (int i = 0; i < 64; i += 2) {
-      const int row = out_row + ((i % 4 < 2) ? 0 : 8);
-      const int col = (i / 4) * 8 + col_in_tile;  // within the 128 columns
-      const uint32_t addr = out_half + (col / 64) * kOutBoxBytes + row * 128 +
-                            ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
-      const __nv_bfloat162 v = __floats2bfloat162_rn(acc[i], acc[i + 1]);
-      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr),
-                   "r"(*reinterpret_cast<const uint32_t*>(&v))
-                   : "memory");
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    named_barrier(1 + consumer, 128);
-    if (tid == 0) {
-      const int row0 = tc.m0 + consumer * 64;
-      tma_store_2d(&map_d, out_half, tc.n0, row0);
-      tma_store_2d(&map_d, out_half + kOutBoxBytes, tc.n0 + 64, row0);
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    for (int half = 0; half < 2; ++half) {
+      if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      named_barrier(1 + consumer, 128);
+#pragma unroll
+      for (int i = half * 32; i < half * 32 + 32; i += 2) {
+        const int row = out_row + ((i % 4 < 2) ? 0 : 8);
+        const int col = ((i / 4) % 8) * 8 + col_in_tile;  // within the box's 64 columns
+        const uint32_t addr = out_box + row * 128 + (((col / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
+        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[i], acc[i + 1]);
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr),
+                     "r"(*reinterpret_cast<const uint32_t*>(&v))
+                     : "memory");
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      named_barrier(1 + consumer, 128);
+      if (tid == 0) {
+        tma_store_2d(&map_d, out_box, tc.n0 + half * 64, tc.m0 + consumer * 64);
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      }
     }
   };
 
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const TileCoord c = tile_coord(tile, tiles_m, tiles_n);
-    // Scales of this thread's two rows and of the tile's 128 columns, per K block.
-    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
     const int r = c.m0 + row_in_tile;
     const float* pa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
     const float* pa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
-    const float* pb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
-    // Block kb is promoted one step after its MMAs are issued, with scales
-    // loaded two steps before that (set kb % 2), so their latency stays off the MMA
-    // path. The pointers walk along K to the next block to load.
-    float a_lo[2], a_hi[2], b[2];
+    const float* pbs = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
     auto load_scales = [&](int set) {
-      a_lo[set] = __ldg(pa_lo);
-      a_hi[set] = __ldg(pa_hi);
-      b[set] = __ldg(pb);
+      sa_lo[set] = __ldg(pa_lo);
+      sa_hi[set] = __ldg(pa_hi);
+      sb[set] = __ldg(pbs);
       pa_lo += p.sfa_stride_k;
       pa_hi += p.sfa_stride_k;
-      pb += p.sfb_stride_k;
+      pbs += p.sfb_stride_k;
     };
-    load_scales(0);
-    if (kblocks > 1) load_scales(1);
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    if (!kScalesSmem) {
+      load_scales(0);
+      if (kblocks > 1) load_scales(1);
+    }
 
-    // One step: issue block kb into `cur`, then promote block kb-1 from `prev` (scale
-    // set `set`) and load the scales of block kb+1 into that set.
+    // One step: issue block kb into `cur` (its scales into set kb % 2), then promote
+    // block kb-1 from `prev` with the other set.
     auto step = [&](float (&cur)[64], float (&prev)[64], int set, int kb) {
-      issue_next(cur);
+      issue_next(cur, set);
       cute::warpgroup_wait<1>();
       fence_regs(prev);
-      promote(acc, prev, a_lo[set] * b[set], a_hi[set] * b[set]);
+      promote(acc, prev, sa_lo[set ^ 1] * sb[set ^ 1], sa_hi[set ^ 1] * sb[set ^ 1]);
       release();
-      if (kb + 1 < kblocks) load_scales(set);
+      if (!kScalesSmem && kb + 1 < kblocks) load_scales(set ^ 1);
     };
 
-    issue_next(t0);
+    issue_next(t0, 0);
     int kb = 1;
     for (; kb + 1 < kblocks; kb += 2) {
-      step(t1, t0, 0, kb);
-      step(t0, t1, 1, kb + 1);
+      step(t1, t0, 1, kb);
+      step(t0, t1, 0, kb + 1);
     }
     // The last one or two blocks.
     if (kb < kblocks) {
-      step(t1, t0, 0, kb);
+      step(t1, t0, 1, kb);
       cute::warpgroup_wait<0>();
       fence_regs(t1);
-      promote(acc, t1, a_lo[1] * b[1], a_hi[1] * b[1]);
+      promote(acc, t1, sa_lo[1] * sb[1], sa_hi[1] * sb[1]);
     } else {
       cute::warpgroup_wait<0>();
       fence_regs(t0);
-      promote(acc, t0, a_lo[0] * b[0], a_hi[0] * b[0]);  // kb - 1 is even
+      promote(acc, t0, sa_lo[0] * sb[0], sa_hi[0] * sb[0]);  // kb - 1 is even
     }
     release();
     store_tile(c);
@@ -439,10 +494,18 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
-  auto kernel = gemm_kernel;
+  // A scales with contiguous K blocks (row-major (M, KB)) are read by the consumers
+  // straight from global memory: each 32-byte sector serves 8 blocks from L1. Other
+  // layouts, such as the challenge's column-major scales, are staged in shared memory by
+  // the producer warp, where a load per block would miss L1 every time (H200, 2026-11-21:
+  // 4096x7168x16384 row-major 768 vs 842 us direct vs staged; 6144x4608x7168 column-major
+  // 352 vs 381 us staged vs direct; NOTES.md, v10).
+  const bool direct = g.sfa_stride_k == 1;
+  auto kernel = direct ? gemm_kernel<false> : gemm_kernel<true>;
   // The shared-memory size is a per-device attribute of the function: set once per
   // device.
-  static std::atomic<uint64_t> set{0};
+  static std::atomic<uint64_t> attribute_set[2];
+  std::atomic<uint64_t>& set = attribute_set[direct];
   const uint64_t bit = g.device >= 0 && g.device < 64 ? uint64_t(1) << g.device : 0;
   if (!bit || !(set.load(std::memory_order_acquire) & bit)) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
