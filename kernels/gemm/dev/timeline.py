@@ -2,13 +2,13 @@
 
     python kernels/gemm/dev/timeline.py challenge:6144x4608x7168 [nt:MxNxK ...]
 
-For each shape and configuration (TIMELINE_CONFIGS="7,10,10/1": kernel variants in fast
-mode, optionally with a swizzle argument), the op runs back to back as in a benchmark loop (no L2 flush in between) under
-torch.profiler. Printed per configuration: the mean wall time per call (first kernel
-start to last kernel end, over the calls), each kernel's mean duration, and the mean gap
-or overlap between consecutive kernels of a call (negative: the dependent launch
-started before the previous kernel ended). Kernel start and end times come from the
-profiler's CUDA activity records.
+For each shape and configuration (TIMELINE_CONFIGS="7,10" by default: kernel variants in
+fast mode, each optionally with a swizzle argument as "7/2"), the op runs back to back as
+in a benchmark loop (no L2 flush in between) under torch.profiler. Printed per
+configuration: the mean wall time per call (first kernel start to last kernel end, over
+the calls), each kernel's mean duration, and the mean gap or overlap between consecutive
+kernels of a call (negative: the dependent launch started before the previous kernel
+ended). Kernel start and end times come from the profiler's CUDA activity records.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def main() -> int:
         m, n, k = (int(x) for x in dims.split("x"))
         a, b, sa, sb, _, _ = bench_mod.make_inputs(m, n, k, layout == "challenge", seed=1)
         for v, z in CONFIGS:
-            fn = lambda v=v, z=z: ops.gemm_nt(a, b, sa, sb, False, v, 0, z)  # noqa: E731
+            def fn(a=a, b=b, sa=sa, sb=sb, v=v, z=z):
+                return ops.gemm_nt(a, b, sa, sb, False, v, 0, z)
+
             for _ in range(5):
                 fn()
             torch.cuda.synchronize()
@@ -67,7 +69,8 @@ def main() -> int:
             calls = [ks[i * per_call:(i + 1) * per_call] for i in range(CALLS)]
             wall = statistics.mean(c[-1][2] - c[0][1] for c in calls)
             period = (calls[-1][0][1] - calls[0][0][1]) / (CALLS - 1)
-            print(f"{spec} v{v}/{z}: {per_call} kernels/call, call {wall:.1f} us, period {period:.1f} us")
+            print(f"{spec} v{v}/{z}: {per_call} kernels/call, call {wall:.1f} us, "
+                  f"period {period:.1f} us")
             for j in range(per_call):
                 dur = statistics.mean(c[j][2] - c[j][1] for c in calls)
                 line = f"   {calls[0][j][0][:70]:70s} {dur:8.1f} us"

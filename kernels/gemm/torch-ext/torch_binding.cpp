@@ -196,10 +196,12 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    most a quarter full: CUTLASS's stream-K heuristic, which spreads that wave's work
 //    along K (4096x2112x7168: 122.6 vs 128.4 us; with more waves the tail matters less
 //    and 6144x4608x7168, 13.1 waves, is 6% faster without it);
-//  - otherwise cooperative 128x128 tiles under CUTLASS's plain persistent scheduler,
-//    started as a dependent launch after a transpose (4-15% faster than the stream-K
-//    build of the same tile in data-parallel mode; faster even on K-major inputs,
-//    where there is no launch to overlap: 4096x24576x1536 332 vs 375 us).
+//  - otherwise 128x128 tiles: the hand-written kernel (see the end of this function)
+//    for A scales with contiguous K blocks or K <= 2304, else CUTLASS's cooperative
+//    kernel under its plain persistent scheduler. Both start as a dependent launch
+//    after a transpose (4-15% faster than the stream-K build of the same tile in
+//    data-parallel mode; faster even on K-major inputs, where there is no launch to
+//    overlap: 4096x24576x1536 332 vs 375 us).
 // (Interleaved A/B timings on H200, kernels/gemm/dev/ab.py; NOTES.md, v8. A swizzled
 // tile order, `swizzle`, made no measurable difference and is left at CUTLASS's 1.)
 // The 2x1-cluster variant (B multicast) is 2-6% faster on 4 of the 36 benchmark shapes but is
@@ -225,7 +227,8 @@ int smallest_split(int64_t Kp, int64_t tiles, int64_t want) {
   return 0;
 }
 
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count,
+                    bool a_scales_k_contiguous) {
   using V = kfgemm::Variant;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
@@ -262,6 +265,13 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
   if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
     return {V::kFp8Coop128x128StreamK, 0};
   }
+  // The hand-written kernel (promotion overlapped with the next MMAs) where it measured
+  // faster than CUTLASS's cooperative kernel: A scales with contiguous K blocks, which
+  // it reads straight from global memory (4096x7168x16384 851 vs 929 us, 4096x7168x2048
+  // 111 vs 116, 4096x24576x1536 297 vs 307, 4096x4096x7168 equal), and K up to 2304
+  // with other scale layouts, which it stages in shared memory (6144x3072x1536 60 vs 63,
+  // 6144x7168x2304 197 vs 203; with K = 7168 it is 1-3% slower there). H200, NOTES.md v10.
+  if (a_scales_k_contiguous || K <= 2304) return {V::kFp8Coop128x128Overlap, 0};
   return {V::kFp8Coop128x128, 0};
 }
 
@@ -293,7 +303,13 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
 
   const bool bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
                     kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
-  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count);
+  // Scales are read in place through their strides (int32 in the kernel).
+  auto fits = [](const Tensor& s) {
+    return s.stride(0) >= 0 && s.stride(1) >= 0 && s.stride(0) < INT32_MAX && s.stride(1) < INT32_MAX;
+  };
+  Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
+  Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
+  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count, sa.stride(1) == 1);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
@@ -322,12 +338,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   njobs += need;
   if (njobs > 0) check_status(kfgemm::prep_operands(jobs, njobs, stream), "operand preparation", "launch");
 
-  // Scales are read in place through their strides (int32 in the kernel).
-  auto fits = [](const Tensor& s) {
-    return s.stride(0) >= 0 && s.stride(1) >= 0 && s.stride(0) < INT32_MAX && s.stride(1) < INT32_MAX;
-  };
-  Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
-  Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
 
   const auto out_addr = reinterpret_cast<uintptr_t>(out.data_ptr());
   const bool out_direct = Np == N && out.stride(1) == 1 && out_addr % 16 == 0 &&
