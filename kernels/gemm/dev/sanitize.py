@@ -77,13 +77,14 @@ for m, n, k, am, bm in cases:
         ops.gemm_nt_out(out, a, b, sa, sb, exact, v, s)
         check(out, a, b, sa, sb, exact, f"{m}x{n}x{k} {am}/{bm} v{v} s{s}")
 
-# The hand-written kernel reads row-major A scales (contiguous K blocks) directly and
-# stages other layouts in shared memory through its producer warp: both, also with more
-# tiles than SMs (each CTA runs several tiles, its stage ring wraps and its output
-# staging buffer is reused).
+# The hand-written kernel reads row-major A scales (contiguous K blocks) directly, the
+# path the op picks, and stages other layouts in shared memory through its producer
+# warp (explicit variant=10 only: "all" and "v10"). Also with more tiles than SMs: each
+# CTA runs several tiles, its stage ring wraps and its output staging is reused.
 for m, n, k, am, bm in cases + [(1100, 2100, 640, "k", "k")]:
     a, b, sa, sb = inputs(m, n, k, am, bm)
-    for layout, sa_l in (("row", sa), ("col", sa.t().contiguous().t())):
+    layouts = [("row", sa)] + ([("col", sa.t().contiguous().t())] if ALL else [])
+    for layout, sa_l in layouts:
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         ops.gemm_nt_out(out, a, b, sa_l, sb, False, 10, 0)
         check(out, a, b, sa_l, sb, False, f"{m}x{n}x{k} {am}/{bm} v10 {layout}-major A scales")

@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_bar(s), 1 + 32);  // the TMA issue + the producer warp's scale copies
-      mbar_init(empty_bar(s), 2);  // one arrival per consumer warp group
+      mbar_init(empty_bar(s), 8);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
@@ -332,10 +332,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     advance();
   };
-  // Stages are handed back to the producer in the order they were issued.
+  // Stages are handed back to the producer in the order they were issued, by every warp
+  // once all its lanes have read the stage's scales: a single arrival per warp group
+  // would not order the other warps' reads before the producer's next copy into the
+  // stage (compute-sanitizer racecheck reported exactly that).
   int release_stage = 0;
   auto release = [&]() {
-    if (tid == 0) mbar_arrive(empty_bar(release_stage));
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_bar(release_stage));
     if (++release_stage == kStages) release_stage = 0;
   };
 

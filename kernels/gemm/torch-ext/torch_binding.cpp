@@ -197,8 +197,8 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    along K (4096x2112x7168: 122.6 vs 128.4 us; with more waves the tail matters less
 //    and 6144x4608x7168, 13.1 waves, is 6% faster without it);
 //  - otherwise 128x128 tiles: the hand-written kernel (see the end of this function)
-//    for A scales with contiguous K blocks or K <= 2304, else CUTLASS's cooperative
-//    kernel under its plain persistent scheduler. Both start as a dependent launch
+//    for A scales with contiguous K blocks, else CUTLASS's cooperative kernel under its
+//    plain persistent scheduler. Both start as a dependent launch
 //    after a transpose (4-15% faster than the stream-K build of the same tile in
 //    data-parallel mode; faster even on K-major inputs, where there is no launch to
 //    overlap: 4096x24576x1536 332 vs 375 us).
@@ -265,13 +265,15 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count,
   if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
     return {V::kFp8Coop128x128StreamK, 0};
   }
-  // The hand-written kernel (promotion overlapped with the next MMAs) where it measured
-  // faster than CUTLASS's cooperative kernel: A scales with contiguous K blocks, which
-  // it reads straight from global memory (4096x7168x16384 851 vs 929 us, 4096x7168x2048
-  // 111 vs 116, 4096x24576x1536 297 vs 307, 4096x4096x7168 equal), and K up to 2304
-  // with other scale layouts, which it stages in shared memory (6144x3072x1536 60 vs 63,
-  // 6144x7168x2304 197 vs 203; with K = 7168 it is 1-3% slower there). H200, NOTES.md v10.
-  if (a_scales_k_contiguous || K <= 2304) return {V::kFp8Coop128x128Overlap, 0};
+  // The hand-written kernel (promotion overlapped with the next MMAs) for A scales with
+  // contiguous K blocks, which it reads straight from global memory: faster than
+  // CUTLASS's cooperative kernel there (4096x7168x16384 851 vs 929 us, 4096x7168x2048
+  // 111 vs 116, 4096x24576x1536 297 vs 307, 4096x4096x7168 equal; H200, NOTES.md v10).
+  // With other scale layouts it stages the scales in shared memory, which is faster for
+  // K <= 2304 (6144x3072x1536 60 vs 63 us) but draws compute-sanitizer racecheck
+  // reports (cp.async scale copies against the consumers' reads, ordered through the
+  // stage's barriers; NOTES.md v10), so the op does not pick that path.
+  if (a_scales_k_contiguous) return {V::kFp8Coop128x128Overlap, 0};
   return {V::kFp8Coop128x128, 0};
 }
 
