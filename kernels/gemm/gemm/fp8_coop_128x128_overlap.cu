@@ -15,22 +15,23 @@
 // Layout of the work:
 //  - one CTA per SM, persistent over 128x128 output tiles (grouped order: 8 tile rows at
 //    a time walk across N, so that a wave of CTAs shares A and B tiles in L2);
-//  - warp group 0: one thread issues TMA loads of A (128x128 bytes) and B (128x128) per
-//    K block into a ring of stages (128-byte swizzle, the layout wgmma reads);
-//  - warp groups 1 and 2: 64 rows of the tile each, wgmma m64n128k32, scales read from
-//    global memory (any strides) while the block's MMAs run, bf16 results staged in
-//    shared memory and stored by TMA.
+//  - warp group 0, warp 0: lane 0 issues TMA loads of A (128x128 bytes) and B (128x128)
+//    per K block into a ring of stages (128-byte swizzle, the layout wgmma reads); for
+//    scale layouts whose K blocks are not contiguous the warp also copies the block's
+//    scales into the stage (cp.async);
+//  - warp groups 1 and 2: 64 rows of the tile each, wgmma m64n128k32; scales read two
+//    blocks ahead from global memory (row-major A scales) or from the stage; bf16
+//    results staged in shared memory one 64x64 box at a time and stored by TMA.
 //
-// Status: correct (tests/gpu, compute-sanitizer) but slower than the CUTLASS kernel it
-// was meant to beat (variant 7; 4096x7168x16384 on H200: 998 vs 912 us), so the op
-// never picks it. It is reachable as `variant=10` and is the base for further
-// hand-written work (NOTES.md, v9). The overlapped promotion itself pays: a development
-// build that promoted after warpgroup_wait<0> instead was 15% slower on that shape
-// (1206 vs 1050 us). What makes the whole kernel slower than CUTLASS's is not settled.
-// Nsight Compute puts its tensor pipe at 64% busy against CUTLASS's 77%
-// (4096x4096x7168). A build that staged the scales in shared memory through the
-// producer warp was slower still, with far more long-scoreboard and dispatch stalls per
-// issued instruction than CUTLASS's kernel (2.2 and 1.6 against 0.7 and 0.6).
+// Status (NOTES.md, v9 and v10): the op picks it instead of CUTLASS's cooperative kernel
+// for row-major A scales (H200, interleaved: 4096x7168x16384 851 vs 929 us, cuBLASLt
+// 872). What made the first version 25-30% slower than CUTLASS was the consumer warps'
+// instruction stream, not the tensor cores: Nsight Compute's per-instruction samples
+// showed them never waiting for the MMAs, about 170 instructions per K block against
+// CUTLASS's 120, and the block-scale loads' latency exposed every block. The path that
+// stages scales in shared memory is correct and faster for column-major scales with
+// K <= 2304, but compute-sanitizer racecheck reports its cp.async copies against the
+// consumers' reads, so it is reachable only as an explicit `variant=10`.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
