@@ -235,7 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(s), 1 + 32);  // the TMA issue + the producer warp's scale copies
+      // The TMA issue, plus the producer warp's scale copies when it stages them.
+      mbar_init(full_bar(s), kScalesSmem ? 1 + 32 : 1);
       mbar_init(empty_bar(s), 8);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -253,9 +254,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kblocks = (p.k + kBlockK - 1) / kBlockK;
 
   if (warp_group == 0) {
-    // Producer: warp 0. Lane 0 issues the TMA loads of A and B; every lane copies four
-    // of the tile's 128 A row scales (and lane 0 the B scale) with cp.async, whose
-    // completion arrives on the same barrier. Consumers read the scales from shared
+    // Producer: warp 0. Lane 0 issues the TMA loads of A and B; with staged scales every
+    // lane also copies four of the tile's 128 A row scales (and lane 0 the B scale) with
+    // cp.async, whose completion arrives on the same barrier. Consumers read the scales from shared
     // memory once the stage is full, far ahead of their use, wherever they lie in
     // global memory (L1 misses on column-major scales cost a full L2 latency per block).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -277,15 +278,17 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
-          if (kScalesSmem) cp_async_4(scale_b(stage), sb);
         }
+        if constexpr (kScalesSmem) {
+          if (tid == 0) cp_async_4(scale_b(stage), sb);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (kScalesSmem) cp_async_4(scales_a(stage) + (tid + 32 * j) * 4, sa[j]);
-          sa[j] += p.sfa_stride_k;
+          for (int j = 0; j < 4; ++j) {
+            cp_async_4(scales_a(stage) + (tid + 32 * j) * 4, sa[j]);
+            sa[j] += p.sfa_stride_k;
+          }
+          sb += p.sfb_stride_k;
+          cp_async_arrive(full_bar(stage));
         }
-        sb += p.sfb_stride_k;
-        cp_async_arrive(full_bar(stage));
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
@@ -326,7 +329,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(full_bar(stage), phase);
     const uint32_t off = stage * kStageDesc;
     issue_block(t, desc_a0 + off, desc_b0 + off);
-    if (kScalesSmem) {
+    if constexpr (kScalesSmem) {
       sb[set] = ld_shared_f32(scale_b(stage));
       sa_lo[set] = ld_shared_f32(scales_a(stage) + row_in_tile * 4);
       sa_hi[set] = ld_shared_f32(scales_a(stage) + (row_in_tile + 8) * 4);
@@ -393,7 +396,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       pa_hi += p.sfa_stride_k;
       pbs += p.sfb_stride_k;
     };
-    if (!kScalesSmem) {
+    if constexpr (!kScalesSmem) {
       load_scales(0);
       if (kblocks > 1) load_scales(1);
     }
@@ -406,7 +409,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(prev);
       promote(acc, prev, sa_lo[set ^ 1] * sb[set ^ 1], sa_hi[set ^ 1] * sb[set ^ 1]);
       release();
-      if (!kScalesSmem && kb + 1 < kblocks) load_scales(set ^ 1);
+      if constexpr (!kScalesSmem) {
+        if (kb + 1 < kblocks) load_scales(set ^ 1);
+      }
     };
 
     issue_next(t0, 0);

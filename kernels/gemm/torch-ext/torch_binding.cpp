@@ -198,10 +198,10 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    and 6144x4608x7168, 13.1 waves, is 6% faster without it);
 //  - otherwise 128x128 tiles: the hand-written kernel (see the end of this function)
 //    for A scales with contiguous K blocks, else CUTLASS's cooperative kernel under its
-//    plain persistent scheduler. Both start as a dependent launch
-//    after a transpose (4-15% faster than the stream-K build of the same tile in
-//    data-parallel mode; faster even on K-major inputs, where there is no launch to
-//    overlap: 4096x24576x1536 332 vs 375 us).
+//    plain persistent scheduler. Both start as a dependent launch after a transpose
+//    (4-15% faster than the stream-K build of the same tile in data-parallel mode;
+//    faster even on K-major inputs, where there is no launch to overlap:
+//    4096x24576x1536 332 vs 375 us).
 // (Interleaved A/B timings on H200, kernels/gemm/dev/ab.py; NOTES.md, v8. A swizzled
 // tile order, `swizzle`, made no measurable difference and is left at CUTLASS's 1.)
 // The 2x1-cluster variant (B multicast) is 2-6% faster on 4 of the 36 benchmark shapes but is
@@ -305,7 +305,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
 
   const bool bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
                     kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
-  // Scales are read in place through their strides (int32 in the kernel).
+  // Scales are read in place through their strides (int32 in the kernel); copied before
+  // the operand preparation, so that nothing runs between it and its dependent GEMM.
   auto fits = [](const Tensor& s) {
     return s.stride(0) >= 0 && s.stride(1) >= 0 && s.stride(0) < INT32_MAX && s.stride(1) < INT32_MAX;
   };
@@ -339,7 +340,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   Canonical cb = canonical_operand(b, Np, bf16, &jobs[njobs], &need);
   njobs += need;
   if (njobs > 0) check_status(kfgemm::prep_operands(jobs, njobs, stream), "operand preparation", "launch");
-
 
   const auto out_addr = reinterpret_cast<uintptr_t>(out.data_ptr());
   const bool out_direct = Np == N && out.stride(1) == 1 && out_addr % 16 == 0 &&
