@@ -305,15 +305,19 @@ def test_split_k_variants(gemm_kernel, variant, m, n, k, splits):
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
                                    (255, 1000, 128), (129, 136, 256), (128, 128, 128),
-                                   (2000, 2100, 2176), (64, 7168, 16384), (130, 264, 4096),
+                                   (2000, 2100, 2176), (2000, 2100, 2048), (2000, 2100, 128),
+                                   (2000, 2100, 256), (64, 7168, 16384), (130, 264, 4096),
                                    (257, 392, 4224), (65, 136, 8320)])
-@pytest.mark.parametrize("layout", ["nt", "challenge"])
+@pytest.mark.parametrize("layout", ["nt", "challenge", "nt-col-scales"])
 def test_overlap_kernel(gemm_kernel, m, n, k, layout):
     """The hand-written kernel (variant 10): tails in every dimension, K of one block and
     of many (odd and even counts, for its two alternating accumulators), persistent CTAs
-    with several tiles each (2000x2100: 272 tiles), both operand and scale layouts."""
+    with several tiles each (2000x2100: 272 tiles, whose epilogues overlap the next
+    tile's first MMAs), every operand and scale layout (column-major scales are copied
+    row-major in the preparation launch, alone for K-major operands)."""
     seed = fresh_seed()
-    major, scales = ("k", "row") if layout == "nt" else ("mn", "col")
+    major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col"),
+                     "nt-col-scales": ("k", "col")}[layout]
     a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
                            sa_layout=scales, sb_layout=scales)
     out = poisoned(m, n)

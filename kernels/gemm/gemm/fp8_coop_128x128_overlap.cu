@@ -60,20 +60,16 @@ constexpr int kGroupRows = 8;  // tile rows per band of the tile order
 constexpr uint32_t kTileABytes = kBlockM * kBlockK;
 constexpr uint32_t kTileBBytes = kBlockN * kBlockK;
 constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
-// Block scales per stage, copied in by the producer warp: the tile's 128 A row scales
-// and its one B scale (padded to 16 bytes).
-constexpr uint32_t kScaleBytes = kBlockM * 4 + 16;
-// Output staging per consumer warp group: one 64x64 bf16 box in the 128-byte swizzle,
-// written to global memory by TMA (a warp group's 64x128 half tile is two boxes).
+// Output staging per consumer warp group: its 64x128 half tile as two 64x64 bf16 boxes
+// in the 128-byte swizzle, written to global memory by TMA.
 constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
-constexpr uint32_t kOutBytes = 2 * kOutBoxBytes;
-// Tiles, output staging, scales, barriers (full and empty per stage), and slack to align
-// the tiles to 1024 bytes (the 128-byte swizzle atom).
-constexpr size_t kSmemBytes = kStages * (kStageBytes + kScaleBytes) + kOutBytes +
-                              2 * kStages * sizeof(uint64_t) + 1024;
+constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
+// Tiles, output staging, barriers (full and empty per stage), and slack to align the
+// tiles to 1024 bytes (the 128-byte swizzle atom).
+constexpr size_t kSmemBytes = kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
-static_assert(kStageBytes % 1024 == 0 && kOutBoxBytes % 1024 == 0 && kScaleBytes % 16 == 0,
-              "tiles and output boxes stay 1024-byte aligned, scales 16-byte aligned");
+static_assert(kStageBytes % 1024 == 0 && kOutBoxBytes % 1024 == 0,
+              "tiles and output boxes stay 1024-byte aligned");
 
 struct Params {
   int m, n, k;
@@ -117,17 +113,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-// 4-byte copy global -> shared, completed asynchronously (cp.async).
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
-
-// Arrives on the mbarrier once all of this thread's earlier cp.async copies are done;
-// the arrival is counted in the barrier's expected count (.noinc).
-__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
                                             int c0, int c1) {
   asm volatile(
@@ -135,19 +120,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
-}
-
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(src), "r"(c0), "r"(c1)
-               : "memory");
-}
-
-__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
-  return v;
 }
 
 __device__ __forceinline__ void named_barrier(int id, int threads) {
@@ -211,23 +183,19 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n)
 
 // ---- the kernel -----------------------------------------------------------------------
 
-template <bool kScalesSmem>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const Params p) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
-  // Tiles and output boxes 1024-byte aligned (the swizzle atom), then scales, barriers.
+  // Tiles and output boxes 1024-byte aligned (the swizzle atom), then the barriers.
   const uint32_t out_base = tiles_base + kStages * kStageBytes;
-  const uint32_t scales_base = out_base + kOutBytes;
-  const uint32_t bars = scales_base + kStages * kScaleBytes;
+  const uint32_t bars = out_base + kOutBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
   auto tile_b = [&](int s) { return tiles_base + s * kStageBytes + kTileABytes; };
-  auto scales_a = [&](int s) { return scales_base + s * kScaleBytes; };
-  auto scale_b = [&](int s) { return scales_base + s * kScaleBytes + kBlockM * 4; };
 
   // Made warp-uniform for the compiler, so that descriptor and stage arithmetic stays
   // in uniform registers.
@@ -235,8 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      // The TMA issue, plus the producer warp's scale copies when it stages them.
-      mbar_init(full_bar(s), kScalesSmem ? 1 + 32 : 1);
+      mbar_init(full_bar(s), 1);   // the TMA issue (plus its transaction bytes)
       mbar_init(empty_bar(s), 8);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -254,41 +221,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kblocks = (p.k + kBlockK - 1) / kBlockK;
 
   if (warp_group == 0) {
-    // Producer: warp 0. Lane 0 issues the TMA loads of A and B; with staged scales every
-    // lane also copies four of the tile's 128 A row scales (and lane 0 the B scale) with
-    // cp.async, whose completion arrives on the same barrier. Consumers read the scales from shared
-    // memory once the stage is full, far ahead of their use, wherever they lie in
-    // global memory (L1 misses on column-major scales cost a full L2 latency per block).
+    // Producer: one thread issues the TMA loads of A and B for every K block of the
+    // CTA's tiles, as stages free up.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (tid >= 32) return;
+    if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const TileCoord c = tile_coord(t, tiles_m, tiles_n);
-      // Rows past M compute on TMA's zero fill; their scales are read from the last row.
-      const float* sa[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        sa[j] = p.sfa + static_cast<int64_t>(min(c.m0 + tid + 32 * j, p.m - 1)) * p.sfa_stride_m;
-      }
-      const float* sb = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
       for (int kb = 0; kb < kblocks; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
-        if (tid == 0) {
-          mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
-          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
-        }
-        if constexpr (kScalesSmem) {
-          if (tid == 0) cp_async_4(scale_b(stage), sb);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            cp_async_4(scales_a(stage) + (tid + 32 * j) * 4, sa[j]);
-            sa[j] += p.sfa_stride_k;
-          }
-          sb += p.sfb_stride_k;
-          cp_async_arrive(full_bar(stage));
-        }
+        mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
+        tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
+        tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
@@ -302,7 +247,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int consumer = warp_group - 1;  // 64-row half of the tile
   const int warp = tid / 32, lane = tid % 32;
   const int row_in_tile = consumer * 64 + warp * 16 + lane / 4;
-  const int col_in_tile = (lane % 4) * 2;
 
   // Shared-memory descriptors of stage 0 (this warp group's 64 rows of A, all of B).
   // A stage is kStageBytes further on, a k32 step 32 bytes: both only move the start
@@ -313,33 +257,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   int stage = 0;
   uint32_t phase = 0;
-  auto advance = [&]() {
+  // Waits for the next stage's operands and issues its MMAs into `t`.
+  auto issue_next = [&](float (&t)[64]) {
+    mbar_wait(full_bar(stage), phase);
+    const uint32_t off = stage * kStageDesc;
+    issue_block(t, desc_a0 + off, desc_b0 + off);
     if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
     }
   };
-  // Block scales of the thread's two rows and of the tile's columns, for the blocks in
-  // flight: set kb % 2 holds block kb's. Multiplied at the promotion, so that nothing
-  // waits for the shared-memory reads right after they are issued.
-  float sa_lo[2], sa_hi[2], sb[2];
-  // Waits for the next stage's operands, issues its MMAs into `t` and reads its scales
-  // into set `set` (used one step later, when the block is promoted).
-  auto issue_next = [&](float (&t)[64], int set) {
-    mbar_wait(full_bar(stage), phase);
-    const uint32_t off = stage * kStageDesc;
-    issue_block(t, desc_a0 + off, desc_b0 + off);
-    if constexpr (kScalesSmem) {
-      sb[set] = ld_shared_f32(scale_b(stage));
-      sa_lo[set] = ld_shared_f32(scales_a(stage) + row_in_tile * 4);
-      sa_hi[set] = ld_shared_f32(scales_a(stage) + (row_in_tile + 8) * 4);
-    }
-    advance();
-  };
-  // Stages are handed back to the producer in the order they were issued, by every warp
-  // once all its lanes have read the stage's scales: a single arrival per warp group
-  // would not order the other warps' reads before the producer's next copy into the
-  // stage (compute-sanitizer racecheck reported exactly that).
+  // Stages are handed back to the producer in the order they were issued, one arrival
+  // per warp once all its lanes are past the stage's MMAs.
   int release_stage = 0;
   auto release = [&]() {
     __syncwarp();
@@ -347,92 +276,158 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (++release_stage == kStages) release_stage = 0;
   };
 
-  float acc[64], t0[64], t1[64];
-
-  // Epilogue: the warp group's 64x128 half tile as bf16, one 64x64 box at a time, into
-  // shared memory (128-byte swizzle: the 8 rows a warp writes at once hit 8 different
-  // 16-byte chunks, no bank conflicts), then one thread hands the box to TMA, which
-  // clips rows and columns past the ends. The staging buffer is reused once the
-  // previous store has read it.
-  const uint32_t out_box = out_base + consumer * kOutBoxBytes;
-  const int out_row = warp * 16 + lane / 4;  // row within the half tile (and +8)
-  auto store_tile = [&](const TileCoord& tc) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-      named_barrier(1 + consumer, 128);
-#pragma unroll
-      for (int i = half * 32; i < half * 32 + 32; i += 2) {
-        const int row = out_row + ((i % 4 < 2) ? 0 : 8);
-        const int col = ((i / 4) % 8) * 8 + col_in_tile;  // within the box's 64 columns
-        const uint32_t addr = out_box + row * 128 + (((col / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
-        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[i], acc[i + 1]);
-        asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr),
-                     "r"(*reinterpret_cast<const uint32_t*>(&v))
-                     : "memory");
-      }
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      named_barrier(1 + consumer, 128);
-      if (tid == 0) {
-        tma_store_2d(&map_d, out_box, tc.n0 + half * 64, tc.m0 + consumer * 64);
-        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-      }
-    }
+  // Block scales of the thread's two rows and of the tile's columns, read from global
+  // memory two blocks ahead of their promotion: set s holds those of the block in
+  // temporary t<s>. The pointers walk along K through the current tile.
+  float sa_lo[2], sa_hi[2], sb[2];
+  const float* pa_lo;
+  const float* pa_hi;
+  const float* pbs;
+  auto point_scales = [&](const TileCoord& tc) {
+    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+    const int r = tc.m0 + row_in_tile;
+    pa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
+    pa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
+    pbs = p.sfb + static_cast<int64_t>(tc.n0 / 128) * p.sfb_stride_n;
+  };
+  auto load_scales = [&](int set) {
+    sa_lo[set] = __ldg(pa_lo);
+    sa_hi[set] = __ldg(pa_hi);
+    sb[set] = __ldg(pbs);
+    pa_lo += p.sfa_stride_k;
+    pa_hi += p.sfa_stride_k;
+    pbs += p.sfb_stride_k;
   };
 
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const TileCoord c = tile_coord(tile, tiles_m, tiles_n);
+  float acc[64], t0[64], t1[64];
+
+  // Epilogue: the warp group's 64x128 half tile as bf16 into two 64x64 boxes of shared
+  // memory in the 128-byte swizzle (stmatrix: four 8x8 matrices per instruction, in the
+  // accumulator's own fragment layout; the 8 rows of a matrix hit 8 different 16-byte
+  // chunks, no bank conflicts), then one thread hands both boxes to TMA, which clips
+  // rows and columns past the ends. The staging buffer is reused once the previous
+  // tile's stores have read it, long done by then.
+  const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
+  const int st_matrix = lane / 8;  // which of the four 8x8 matrices this lane addresses
+  const int st_row = warp * 16 + (st_matrix & 1) * 8 + lane % 8;
+  // Thread 0 of the warp group waits for and issues the TMA stores through predicated
+  // instructions rather than a branch: the next tile's MMAs are in flight meanwhile, and
+  // divergent code would make the compiler serialize them.
+  const uint32_t is_leader = tid == 0;
+  auto store_tile = [&](const TileCoord& tc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p cp.async.bulk.wait_group.read 0;\n}" ::"r"(
+            is_leader)
+        : "memory");
+    named_barrier(1 + consumer, 128);
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    const int r = c.m0 + row_in_tile;
-    const float* pa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
-    const float* pa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
-    const float* pbs = p.sfb + static_cast<int64_t>(c.n0 / 128) * p.sfb_stride_n;
-    auto load_scales = [&](int set) {
-      sa_lo[set] = __ldg(pa_lo);
-      sa_hi[set] = __ldg(pa_hi);
-      sb[set] = __ldg(pbs);
-      pa_lo += p.sfa_stride_k;
-      pa_hi += p.sfa_stride_k;
-      pbs += p.sfb_stride_k;
-    };
-    if constexpr (!kScalesSmem) {
-      load_scales(0);
-      if (kblocks > 1) load_scales(1);
-    }
-
-    // One step: issue block kb into `cur` (its scales into set kb % 2), then promote
-    // block kb-1 from `prev` with the other set.
-    auto step = [&](float (&cur)[64], float (&prev)[64], int set, int kb) {
-      issue_next(cur, set);
-      cute::warpgroup_wait<1>();
-      fence_regs(prev);
-      promote(acc, prev, sa_lo[set ^ 1] * sb[set ^ 1], sa_hi[set ^ 1] * sb[set ^ 1]);
-      release();
-      if constexpr (!kScalesSmem) {
-        if (kb + 1 < kblocks) load_scales(set ^ 1);
+    for (int j = 0; j < 16; j += 2) {  // column groups j and j + 1 (8 columns each)
+      uint32_t r[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[4 * j + 2 * q], acc[4 * j + 2 * q + 1]);
+        r[q] = *reinterpret_cast<const uint32_t*>(&v);
       }
-    };
+      const int chunk = (j % 8 + (st_matrix >> 1)) ^ (st_row % 8);
+      const uint32_t addr = out_half + (j / 8) * kOutBoxBytes + st_row * 128 + chunk * 16;
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                   "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                   : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    named_barrier(1 + consumer, 128);
+    const int row = tc.m0 + consumer * 64;
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n"
+        "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%1, {%3, %5}], [%2];\n"
+        "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%1, {%4, %5}], [%6];\n"
+        "@p cp.async.bulk.commit_group;\n}" ::"r"(is_leader),
+        "l"(reinterpret_cast<uint64_t>(&map_d)), "r"(out_half), "r"(tc.n0), "r"(tc.n0 + 64), "r"(row),
+        "r"(out_half + kOutBoxBytes)
+        : "memory");
+  };
 
-    issue_next(t0, 0);
-    int kb = 1;
-    for (; kb + 1 < kblocks; kb += 2) {
-      step(t1, t0, 1, kb);
-      step(t0, t1, 0, kb + 1);
+  // One step of the K loop: issue block kb into `cur` (its scales in set S), then
+  // promote block kb-1 from `prev` and load block kb+1's scales into the freed set.
+  auto step = [&](auto set, float (&cur)[64], float (&prev)[64], int kb) {
+    constexpr int S = decltype(set)::value;
+    issue_next(cur);
+    cute::warpgroup_wait<1>();
+    fence_regs(prev);
+    promote(acc, prev, sa_lo[S ^ 1] * sb[S ^ 1], sa_hi[S ^ 1] * sb[S ^ 1]);
+    release();
+    if (kb + 1 < kblocks) load_scales(S ^ 1);
+  };
+
+  int tile = blockIdx.x;  // the grid never exceeds the tile count
+  TileCoord c = tile_coord(tile, tiles_m, tiles_n);
+  // After a tile's last MMAs are issued, the next tile's first block goes in before the
+  // last promotion and the epilogue, so that the tensor cores have work while the
+  // consumers store the tile. Returns whether there is a next tile (now `c`).
+  auto finish_tile = [&](auto set, float (&last)[64], float (&other)[64]) {
+    constexpr int S = decltype(set)::value;
+    const int next = tile + static_cast<int>(gridDim.x);
+    if (next < tiles) {
+      const TileCoord nc = tile_coord(next, tiles_m, tiles_n);
+      point_scales(nc);
+      load_scales(S ^ 1);
+      issue_next(other);
+      cute::warpgroup_wait<1>();
+      fence_regs(last);
+      promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+      release();
+      if (kblocks > 1) load_scales(S);
+      store_tile(c);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      tile = next;
+      c = nc;
+      return true;
     }
-    // The last one or two blocks.
-    if (kb < kblocks) {
-      step(t1, t0, 1, kb);
-      cute::warpgroup_wait<0>();
-      fence_regs(t1);
-      promote(acc, t1, sa_lo[1] * sb[1], sa_hi[1] * sb[1]);
-    } else {
-      cute::warpgroup_wait<0>();
-      fence_regs(t0);
-      promote(acc, t0, sa_lo[0] * sb[0], sa_hi[0] * sb[0]);  // kb - 1 is even
-    }
+    cute::warpgroup_wait<0>();
+    fence_regs(last);
+    promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
     release();
     store_tile(c);
+    return false;
+  };
+  // A tile whose block 0 is in flight in `first` (scales in set S) and, if it has more
+  // than one block, block 1's scales in the other set. Runs the rest of its K loop and
+  // finishes it; returns whether there is a next tile. The next tile starts in `first`
+  // if the block count is even, else in `second`.
+  auto run_tile = [&](auto set, float (&first)[64], float (&second)[64]) {
+    constexpr int S = decltype(set)::value;
+    using Same = std::integral_constant<int, S>;
+    using Other = std::integral_constant<int, S ^ 1>;
+    int kb = 1;
+    for (; kb + 1 < kblocks; kb += 2) {
+      step(Other{}, second, first, kb);
+      step(Same{}, first, second, kb + 1);
+    }
+    if (kb < kblocks) {
+      step(Other{}, second, first, kb);
+      return finish_tile(Other{}, second, first);
+    }
+    return finish_tile(Same{}, first, second);
+  };
+
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  point_scales(c);
+  load_scales(0);
+  if (kblocks > 1) load_scales(1);
+  issue_next(t0);
+  // Which temporary a tile starts in is fixed by the parity of the block count, so
+  // that no branch merges paths with different registers in flight (the compiler
+  // would wait for the MMAs there).
+  using Zero = std::integral_constant<int, 0>;
+  using One = std::integral_constant<int, 1>;
+  if (kblocks % 2 == 0) {
+    while (run_tile(Zero{}, t0, t1)) {
+    }
+  } else {
+    while (run_tile(Zero{}, t0, t1) && run_tile(One{}, t1, t0)) {
+    }
   }
   // Shared memory must outlive the last store's reads.
   if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -504,26 +499,22 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
-  // A scales with contiguous K blocks (row-major (M, KB)) are read by the consumers
-  // straight from global memory: each 32-byte sector serves 8 blocks from L1. Other
-  // layouts, such as the challenge's column-major scales, are staged in shared memory by
-  // the producer warp, where a load per block would miss L1 every time (H200, 2026-11-21:
-  // 4096x7168x16384 row-major 768 vs 842 us direct vs staged; 6144x4608x7168 column-major
-  // 352 vs 381 us staged vs direct; NOTES.md, v10).
-  const bool direct = g.sfa_stride_k == 1;
-  auto kernel = direct ? gemm_kernel<false> : gemm_kernel<true>;
+  // The scales are read through their strides, two K blocks ahead of their use; with
+  // contiguous K blocks (row-major (M, KB) and (NB, KB)) a 32-byte sector serves 8 blocks
+  // from L1. Other layouts work but miss L1 on every block (the op copies them to
+  // row-major first; NOTES.md, v10).
+  auto kernel = gemm_kernel;
   // The shared-memory size is a per-device attribute of the function: set once per
   // device.
-  static std::atomic<uint64_t> attribute_set[2];
-  std::atomic<uint64_t>& set = attribute_set[direct];
+  static std::atomic<uint64_t> attribute_set{0};
   const uint64_t bit = g.device >= 0 && g.device < 64 ? uint64_t(1) << g.device : 0;
-  if (!bit || !(set.load(std::memory_order_acquire) & bit)) {
+  if (!bit || !(attribute_set.load(std::memory_order_acquire) & bit)) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSmemBytes)) != cudaSuccess) {
       if (why) *why = "cannot reserve the kernel's shared memory";
       return Status::kLaunchFailed;
     }
-    set.fetch_or(bit, std::memory_order_release);
+    attribute_set.fetch_or(bit, std::memory_order_release);
   }
   Params p{g.m,   g.n,         g.k,         g.sfa, g.sfa_stride_m,
            g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};

@@ -45,8 +45,22 @@ struct OperandPrep {
   PrepOut out;
 };
 
-// Rewrites up to two operands in one launch. `count` is 1 or 2.
-Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stream);
+// A float32 (rows, cols) matrix with element strides copied to the contiguous
+// row-major `dst` (block scales for kernels that read them along K).
+struct ScaleCopy {
+  const float* src;
+  int64_t rows, cols;
+  int64_t stride_row, stride_col;  // elements
+  float* dst;
+};
+
+// Rewrites up to two operands and up to two scale matrices in one launch: `count` is 0
+// to 2, `scale_count` 0 to 2, not both 0.
+Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales, int scale_count,
+                     cudaStream_t stream);
+inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stream) {
+  return prep_operands(ops, count, nullptr, 0, stream);
+}
 
 // Canonical problem for the GEMM kernels:
 //   D[m, n] = sum_k A[m, k] * B[n, k] * sfa[m, k / 128] * sfb[n / 128, k / 128]

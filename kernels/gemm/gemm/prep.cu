@@ -6,6 +6,8 @@
 // in registers, and 16-byte coalesced stores along K. K-major and arbitrarily strided
 // inputs are copied row by row, 16 elements per vector.
 //
+// Block scales that the GEMM wants row-major can be copied in the same launch.
+//
 // Both operands go in one persistent launch: a grid sized to the blocks the device holds
 // at once walks the items of both jobs; each block streams its tiles through a ring of
 // four shared-memory tiles filled by cp.async, so the reads of the next three tiles are in
@@ -13,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "fp8_convert.cuh"
@@ -40,7 +43,68 @@ struct PrepJob {
 struct PrepParams {
   PrepJob job[2];
   int count;
+  ScaleCopy scale[2];
+  int scale_count;
 };
+
+// Scale matrices copied to row-major. The elements of both form one index space over
+// the destinations (row-major order, so that the writes are coalesced; scattered 4-byte
+// writes measured twice as slow). Each thread loads its first kScaleBatch elements
+// before the block's first tiles are requested and stores them once its first tile is
+// out, so that their latency hides behind the tiles'; a second pass copies the rest
+// (more than kScaleBatch elements per thread of the grid: M x K/128 beyond about 1.6M).
+constexpr int kScaleBatch = 4;
+
+struct ScaleBatch {
+  float v[kScaleBatch];
+};
+
+__device__ __forceinline__ int64_t scale_elems(const PrepParams& p) {
+  int64_t n = 0;
+  for (int i = 0; i < p.scale_count; ++i) n += p.scale[i].rows * p.scale[i].cols;
+  return n;
+}
+
+// Source and destination of element e of the index space (e < scale_elems(p)).
+__device__ __forceinline__ void scale_at(const PrepParams& p, int64_t e, const float** src, float** dst) {
+  const ScaleCopy* s = &p.scale[0];
+  const int64_t n0 = s->rows * s->cols;
+  if (e >= n0) {
+    e -= n0;
+    s = &p.scale[1];
+  }
+  *src = s->src + (e / s->cols) * s->stride_row + (e % s->cols) * s->stride_col;
+  *dst = s->dst + e;
+}
+
+__device__ __forceinline__ void load_scales(const PrepParams& p, int64_t n, int64_t first, int64_t step,
+                                            ScaleBatch& b) {
+#pragma unroll
+  for (int u = 0; u < kScaleBatch; ++u) {
+    const int64_t e = first + u * step;
+    b.v[u] = 0.0f;
+    if (e < n) {
+      const float* src;
+      float* dst;
+      scale_at(p, e, &src, &dst);
+      b.v[u] = __ldg(src);
+    }
+  }
+}
+
+__device__ __forceinline__ void store_scales(const PrepParams& p, int64_t n, int64_t first, int64_t step,
+                                             const ScaleBatch& b) {
+#pragma unroll
+  for (int u = 0; u < kScaleBatch; ++u) {
+    const int64_t e = first + u * step;
+    if (e < n) {
+      const float* src;
+      float* dst;
+      scale_at(p, e, &src, &dst);
+      *dst = b.v[u];
+    }
+  }
+}
 
 // Stores 16 FP8 bytes (as four words) at dst[row * ld + k], converting if asked.
 template <PrepOut kOut, Fp8Kind kKind>
@@ -219,8 +283,15 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(128) uint32_t smem_raw[];
   auto smem = reinterpret_cast<uint32_t(*)[kTile][kTile / 4]>(smem_raw);
-  const int64_t total = p.job[0].blocks + (p.count > 1 ? p.job[1].blocks : 0);
+  const int64_t total =
+      (p.count > 0 ? p.job[0].blocks : 0) + (p.count > 1 ? p.job[1].blocks : 0);
   const int64_t step = gridDim.x;
+  const int64_t n_scales = scale_elems(p);
+  const int scale_first = blockIdx.x * kThreads + threadIdx.x;  // grid: resident blocks
+  const int scale_step = gridDim.x * kThreads;
+  ScaleBatch scales;
+  bool scales_stored = n_scales == 0;
+  if (!scales_stored) load_scales(p, n_scales, scale_first, scale_step, scales);
   // Prologue: the first kStages - 1 items of this block.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -255,10 +326,20 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
       if (it.which == 0) rowcopy_emit<kOut, kKind0>(j, it.index, v);
       else rowcopy_emit<kOut, kKind1>(j, it.index, v);
     }
+    if (!scales_stored) {
+      store_scales(p, n_scales, scale_first, scale_step, scales);
+      scales_stored = true;
+    }
     __syncthreads();  // readers of this slot are done before it is refilled
     stage = stage == kStages - 1 ? 0 : stage + 1;
   }
   cp_async_wait<0>();
+  if (!scales_stored) store_scales(p, n_scales, scale_first, scale_step, scales);
+  for (int64_t e = scale_first + kScaleBatch * scale_step; e < n_scales; e += kScaleBatch * scale_step) {
+    ScaleBatch more;
+    load_scales(p, n_scales, e, scale_step, more);
+    store_scales(p, n_scales, e, scale_step, more);
+  }
 }
 
 template <PrepOut kOut, Fp8Kind kKind0, Fp8Kind kKind1>
@@ -286,10 +367,21 @@ void launch(const PrepParams& p, int64_t total, cudaStream_t stream) {
 
 }  // namespace
 
-Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stream) {
-  if (count < 1 || count > 2) return Status::kUnsupported;
+Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales, int scale_count,
+                     cudaStream_t stream) {
+  if (count < 0 || count > 2 || scale_count < 0 || scale_count > 2 || count + scale_count == 0) {
+    return Status::kUnsupported;
+  }
   PrepParams p{};
   p.count = count;
+  p.scale_count = scale_count;
+  int64_t scale_elems = 0;
+  for (int i = 0; i < scale_count; ++i) {
+    const ScaleCopy& s = scales[i];
+    if (s.rows < 1 || s.cols < 1 || !s.src || !s.dst) return Status::kUnsupported;
+    p.scale[i] = s;
+    scale_elems = std::max(scale_elems, s.rows * s.cols);
+  }
   int64_t total = 0;
   for (int i = 0; i < count; ++i) {
     const OperandPrep& o = ops[i];
@@ -330,18 +422,20 @@ Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stream) {
     total += j.blocks;
   }
   if (total > 0x7FFFFFFFLL) return Status::kUnsupported;
-  const bool nuz0 = ops[0].kind == Fp8Kind::kE4M3FNUZ;
+  // Enough blocks for the scale copy alone to be spread out (when there are no operands).
+  const int64_t grid_items = std::max(total, (scale_elems + kThreads - 1) / kThreads);
+  const bool nuz0 = count > 0 && ops[0].kind == Fp8Kind::kE4M3FNUZ;
   const bool nuz1 = count > 1 && ops[1].kind == Fp8Kind::kE4M3FNUZ;
-  if (ops[0].out == PrepOut::kFp8) {
-    launch<PrepOut::kFp8, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN>(p, total, stream);
+  if (count == 0 || ops[0].out == PrepOut::kFp8) {
+    launch<PrepOut::kFp8, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN>(p, grid_items, stream);
   } else if (!nuz0 && !nuz1) {
-    launch<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN>(p, total, stream);
+    launch<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN>(p, grid_items, stream);
   } else if (nuz0 && nuz1) {
-    launch<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FNUZ>(p, total, stream);
+    launch<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FNUZ>(p, grid_items, stream);
   } else if (nuz0) {
-    launch<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FN>(p, total, stream);
+    launch<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FN>(p, grid_items, stream);
   } else {
-    launch<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FNUZ>(p, total, stream);
+    launch<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FNUZ>(p, grid_items, stream);
   }
   return cudaPeekAtLastError() == cudaSuccess ? Status::kOk : Status::kLaunchFailed;
 }

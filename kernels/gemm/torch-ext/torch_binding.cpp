@@ -227,8 +227,7 @@ int smallest_split(int64_t Kp, int64_t tiles, int64_t want) {
   return 0;
 }
 
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count,
-                    bool a_scales_k_contiguous) {
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
   using V = kfgemm::Variant;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
@@ -265,15 +264,9 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count,
   if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
     return {V::kFp8Coop128x128StreamK, 0};
   }
-  // The hand-written kernel (promotion overlapped with the next MMAs) for A scales with
-  // contiguous K blocks, which it reads straight from global memory: faster than
-  // CUTLASS's cooperative kernel there (4096x7168x16384 851 vs 929 us, 4096x7168x2048
-  // 111 vs 116, 4096x24576x1536 297 vs 307, 4096x4096x7168 equal; H200, NOTES.md v10).
-  // With other scale layouts it stages the scales in shared memory, which is faster for
-  // K <= 2304 (6144x3072x1536 60 vs 63 us) but draws compute-sanitizer racecheck
-  // reports (cp.async scale copies against the consumers' reads, ordered through the
-  // stage's barriers; NOTES.md v10), so the op does not pick that path.
-  if (a_scales_k_contiguous) return {V::kFp8Coop128x128Overlap, 0};
+  // The hand-written kernel (promotion overlapped with the next MMAs and the epilogue
+  // with the next tile's first MMAs) over six or more waves of tiles.
+  if (waves >= 6) return {V::kFp8Coop128x128Overlap, 0};
   return {V::kFp8Coop128x128, 0};
 }
 
@@ -312,7 +305,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   };
   Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
   Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
-  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count, sa.stride(1) == 1);
+  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
@@ -339,7 +332,26 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   njobs += need;
   Canonical cb = canonical_operand(b, Np, bf16, &jobs[njobs], &need);
   njobs += need;
-  if (njobs > 0) check_status(kfgemm::prep_operands(jobs, njobs, stream), "operand preparation", "launch");
+  // The hand-written kernel reads each thread's scales along K, two blocks ahead: with
+  // row-major scales a 32-byte sector serves 8 blocks from L1, with the challenge's
+  // column-major ones every block misses (NOTES.md, v10). Those are copied row-major in
+  // the preparation launch.
+  kfgemm::ScaleCopy scale_jobs[2];
+  int nscales = 0;
+  if (v == kfgemm::Variant::kFp8Coop128x128Overlap) {
+    for (Tensor* s : {&sa, &sb}) {
+      if (s->size(1) > 1 && s->stride(1) != 1) {
+        Tensor row_major = at::empty(s->sizes(), s->options());
+        scale_jobs[nscales++] = {s->data_ptr<float>(), s->size(0), s->size(1), s->stride(0),
+                                 s->stride(1), row_major.data_ptr<float>()};
+        *s = row_major;
+      }
+    }
+  }
+  if (njobs + nscales > 0) {
+    check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream),
+                 "operand preparation", "launch");
+  }
 
   const auto out_addr = reinterpret_cast<uintptr_t>(out.data_ptr());
   const bool out_direct = Np == N && out.stride(1) == 1 && out_addr % 16 == 0 &&
@@ -368,7 +380,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.device = dev;
   g.sm_count = props.sm_count;
   g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
-  g.pdl = njobs > 0;  // the preparation kernel runs right before on this stream
+  g.pdl = njobs + nscales > 0;  // the preparation kernel runs right before on this stream
   g.swizzle = static_cast<int>(swizzle);
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
