@@ -54,6 +54,9 @@ struct ScaleCopy {
   float* dst;
 };
 
+// Most scale elements one launch copies (all matrices together).
+constexpr int64_t kMaxScaleElems = int64_t(1) << 30;
+
 // Rewrites up to two operands and up to two scale matrices in one launch: `count` is 0
 // to 2, `scale_count` 0 to 2, not both 0.
 Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales, int scale_count,

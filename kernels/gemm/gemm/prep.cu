@@ -49,59 +49,55 @@ struct PrepParams {
 
 // Scale matrices copied to row-major. The elements of both form one index space over
 // the destinations (row-major order, so that the writes are coalesced; scattered 4-byte
-// writes measured twice as slow). Each thread loads its first kScaleBatch elements
-// before the block's first tiles are requested and stores them once its first tile is
-// out, so that their latency hides behind the tiles'; a second pass copies the rest
-// (more than kScaleBatch elements per thread of the grid: M x K/128 beyond about 1.6M).
+// writes measured twice as slow). Blocks copy them after their last tile, the last
+// blocks first: those have one tile fewer whenever the tiles do not divide evenly
+// among the blocks. Copied at the start instead, the scattered reads of a column-major
+// source delayed the tiles' loads (2-3 us more per launch, H200).
 constexpr int kScaleBatch = 4;
 
 struct ScaleBatch {
   float v[kScaleBatch];
 };
 
-__device__ __forceinline__ int64_t scale_elems(const PrepParams& p) {
-  int64_t n = 0;
-  for (int i = 0; i < p.scale_count; ++i) n += p.scale[i].rows * p.scale[i].cols;
+__device__ __forceinline__ int scale_elems(const PrepParams& p) {
+  int n = 0;
+  for (int i = 0; i < p.scale_count; ++i) n += static_cast<int>(p.scale[i].rows * p.scale[i].cols);
   return n;
 }
 
-// Source and destination of element e of the index space (e < scale_elems(p)).
-__device__ __forceinline__ void scale_at(const PrepParams& p, int64_t e, const float** src, float** dst) {
-  const ScaleCopy* s = &p.scale[0];
-  const int64_t n0 = s->rows * s->cols;
-  if (e >= n0) {
-    e -= n0;
-    s = &p.scale[1];
-  }
-  *src = s->src + (e / s->cols) * s->stride_row + (e % s->cols) * s->stride_col;
-  *dst = s->dst + e;
+// Element e of the index space: which matrix, and the index within it (32-bit
+// arithmetic: 64-bit division is a long software sequence, and it cost microseconds).
+__device__ __forceinline__ const ScaleCopy& scale_at(const PrepParams& p, int e, int* local) {
+  const int n0 = static_cast<int>(p.scale[0].rows * p.scale[0].cols);
+  *local = e < n0 ? e : e - n0;
+  return p.scale[e < n0 ? 0 : 1];
 }
 
-__device__ __forceinline__ void load_scales(const PrepParams& p, int64_t n, int64_t first, int64_t step,
+__device__ __forceinline__ void load_scales(const PrepParams& p, int n, int first, int step,
                                             ScaleBatch& b) {
 #pragma unroll
   for (int u = 0; u < kScaleBatch; ++u) {
-    const int64_t e = first + u * step;
+    const int e = first + u * step;
     b.v[u] = 0.0f;
     if (e < n) {
-      const float* src;
-      float* dst;
-      scale_at(p, e, &src, &dst);
-      b.v[u] = __ldg(src);
+      int i;
+      const ScaleCopy& s = scale_at(p, e, &i);
+      const int cols = static_cast<int>(s.cols);
+      const int r = i / cols;
+      b.v[u] = __ldg(s.src + r * s.stride_row + (i - r * cols) * s.stride_col);
     }
   }
 }
 
-__device__ __forceinline__ void store_scales(const PrepParams& p, int64_t n, int64_t first, int64_t step,
+__device__ __forceinline__ void store_scales(const PrepParams& p, int n, int first, int step,
                                              const ScaleBatch& b) {
 #pragma unroll
   for (int u = 0; u < kScaleBatch; ++u) {
-    const int64_t e = first + u * step;
+    const int e = first + u * step;
     if (e < n) {
-      const float* src;
-      float* dst;
-      scale_at(p, e, &src, &dst);
-      *dst = b.v[u];
+      int i;
+      const ScaleCopy& s = scale_at(p, e, &i);
+      s.dst[i] = b.v[u];
     }
   }
 }
@@ -286,12 +282,6 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
   const int64_t total =
       (p.count > 0 ? p.job[0].blocks : 0) + (p.count > 1 ? p.job[1].blocks : 0);
   const int64_t step = gridDim.x;
-  const int64_t n_scales = scale_elems(p);
-  const int scale_first = blockIdx.x * kThreads + threadIdx.x;  // grid: resident blocks
-  const int scale_step = gridDim.x * kThreads;
-  ScaleBatch scales;
-  bool scales_stored = n_scales == 0;
-  if (!scales_stored) load_scales(p, n_scales, scale_first, scale_step, scales);
   // Prologue: the first kStages - 1 items of this block.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -326,19 +316,17 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
       if (it.which == 0) rowcopy_emit<kOut, kKind0>(j, it.index, v);
       else rowcopy_emit<kOut, kKind1>(j, it.index, v);
     }
-    if (!scales_stored) {
-      store_scales(p, n_scales, scale_first, scale_step, scales);
-      scales_stored = true;
-    }
     __syncthreads();  // readers of this slot are done before it is refilled
     stage = stage == kStages - 1 ? 0 : stage + 1;
   }
   cp_async_wait<0>();
-  if (!scales_stored) store_scales(p, n_scales, scale_first, scale_step, scales);
-  for (int64_t e = scale_first + kScaleBatch * scale_step; e < n_scales; e += kScaleBatch * scale_step) {
-    ScaleBatch more;
-    load_scales(p, n_scales, e, scale_step, more);
-    store_scales(p, n_scales, e, scale_step, more);
+  const int n_scales = scale_elems(p);
+  const int scale_step = gridDim.x * kThreads;  // grid: at most the resident blocks
+  for (int e = (gridDim.x - 1 - blockIdx.x) * kThreads + threadIdx.x; e < n_scales;
+       e += kScaleBatch * scale_step) {
+    ScaleBatch batch;
+    load_scales(p, n_scales, e, scale_step, batch);
+    store_scales(p, n_scales, e, scale_step, batch);
   }
 }
 
@@ -375,12 +363,13 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
   PrepParams p{};
   p.count = count;
   p.scale_count = scale_count;
-  int64_t scale_elems = 0;
+  int64_t scale_total = 0;
   for (int i = 0; i < scale_count; ++i) {
     const ScaleCopy& s = scales[i];
     if (s.rows < 1 || s.cols < 1 || !s.src || !s.dst) return Status::kUnsupported;
+    if (s.rows * s.cols > kMaxScaleElems - scale_total) return Status::kUnsupported;  // 32-bit indices
     p.scale[i] = s;
-    scale_elems = std::max(scale_elems, s.rows * s.cols);
+    scale_total += s.rows * s.cols;
   }
   int64_t total = 0;
   for (int i = 0; i < count; ++i) {
@@ -423,7 +412,7 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
   }
   if (total > 0x7FFFFFFFLL) return Status::kUnsupported;
   // Enough blocks for the scale copy alone to be spread out (when there are no operands).
-  const int64_t grid_items = std::max(total, (scale_elems + kThreads - 1) / kThreads);
+  const int64_t grid_items = std::max(total, (scale_total + kThreads - 1) / kThreads);
   const bool nuz0 = count > 0 && ops[0].kind == Fp8Kind::kE4M3FNUZ;
   const bool nuz1 = count > 1 && ops[1].kind == Fp8Kind::kE4M3FNUZ;
   if (count == 0 || ops[0].out == PrepOut::kFp8) {

@@ -184,23 +184,24 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 }
 
 // Kernel choice from the problem's shape. Measured on H100 and H200 (NOTES.md: sweeps
-// of every variant over the challenge and DeepSeek-V3 shapes, v2 and v6):
+// of every variant over the challenge and DeepSeek-V3 shapes, v2 and v6; the
+// hand-written kernel, v11):
 //  - long K with a small output (K >= 4096, M * N <= 600K) and, for FP8, a B of at
 //    most 64M elements: split-K, K cut into slices of whole 128-blocks, so that the few
 //    output tiles are worked on by enough SMs (FP32 partials, summed by a second kernel:
 //    only worth it while M * N is small);
+//  - FP8 over six or more waves of 128x128 tiles (and M > 128): the hand-written
+//    kernel, whatever K (see the end of this function);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
 //  - long K (>= 4096) over two to five waves of 128x128 tiles whose last wave is at
 //    most a quarter full: CUTLASS's stream-K heuristic, which spreads that wave's work
-//    along K (4096x2112x7168: 122.6 vs 128.4 us; with more waves the tail matters less
-//    and 6144x4608x7168, 13.1 waves, is 6% faster without it);
-//  - otherwise 128x128 tiles: the hand-written kernel (see the end of this function)
-//    for A scales with contiguous K blocks, else CUTLASS's cooperative kernel under its
-//    plain persistent scheduler. Both start as a dependent launch after a transpose
-//    (4-15% faster than the stream-K build of the same tile in data-parallel mode;
-//    faster even on K-major inputs, where there is no launch to overlap:
+//    along K (4096x2112x7168: 122.6 vs 128.4 us; with more waves the tail matters less);
+//  - otherwise CUTLASS's cooperative 128x128 kernel under its plain persistent
+//    scheduler. It and the hand-written kernel start as a dependent launch after a
+//    transpose (4-15% faster than the stream-K build of the same tile in data-parallel
+//    mode; faster even on K-major inputs, where there is no launch to overlap:
 //    4096x24576x1536 332 vs 375 us).
 // (Interleaved A/B timings on H200, kernels/gemm/dev/ab.py; NOTES.md, v8. A swizzled
 // tile order, `swizzle`, made no measurable difference and is left at CUTLASS's 1.)
@@ -257,16 +258,20 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
     const int s = smallest_split(Kp, few_rows ? tiles64 : tiles128, few_rows ? 64 : 80);
     if (s > 0) return {few_rows ? V::kFp8Pingpong64x128SplitK : V::kFp8Coop128x128SplitK, s};
   }
-  if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
   const int64_t sms = std::max(sm_count, 1);
   const int64_t waves = tiles128 / sms;
   const int64_t last_wave = (tiles128 % sms) * 100 / sms;  // percent of a wave
+  // Six or more waves of 128x128 tiles: the hand-written kernel, which overlaps the
+  // scale promotion with the next block's MMAs and each tile's epilogue with the next
+  // tile's first MMAs (H200, interleaved, us: 4096x7168x16384 853 vs 941 for CUTLASS's
+  // cooperative kernel, 4096x24576x1536 284 vs 321, 4096x32768x512 162 vs 185 for the
+  // ping-pong kernel; NOTES.md, v11). With fewer waves CUTLASS's kernels are as fast or
+  // faster (6144x576x7168, two waves: 80.5 vs 88.6).
+  if (M > 128 && waves >= 6) return {V::kFp8Coop128x128Overlap, 0};
+  if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
   if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
     return {V::kFp8Coop128x128StreamK, 0};
   }
-  // The hand-written kernel (promotion overlapped with the next MMAs and the epilogue
-  // with the next tile's first MMAs) over six or more waves of tiles.
-  if (waves >= 6) return {V::kFp8Coop128x128Overlap, 0};
   return {V::kFp8Coop128x128, 0};
 }
 
@@ -341,6 +346,10 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (v == kfgemm::Variant::kFp8Coop128x128Overlap) {
     for (Tensor* s : {&sa, &sb}) {
       if (s->size(1) > 1 && s->stride(1) != 1) {
+        if (s->numel() > kfgemm::kMaxScaleElems / 2) {  // beyond the launch's indexing
+          *s = s->contiguous();
+          continue;
+        }
         Tensor row_major = at::empty(s->sizes(), s->options());
         scale_jobs[nscales++] = {s->data_ptr<float>(), s->size(0), s->size(1), s->stride(0),
                                  s->stride(1), row_major.data_ptr<float>()};
