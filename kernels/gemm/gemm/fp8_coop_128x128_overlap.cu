@@ -15,23 +15,23 @@
 // Layout of the work:
 //  - one CTA per SM, persistent over 128x128 output tiles (grouped order: 8 tile rows at
 //    a time walk across N, so that a wave of CTAs shares A and B tiles in L2);
-//  - warp group 0, warp 0: lane 0 issues TMA loads of A (128x128 bytes) and B (128x128)
-//    per K block into a ring of stages (128-byte swizzle, the layout wgmma reads); for
-//    scale layouts whose K blocks are not contiguous the warp also copies the block's
-//    scales into the stage (cp.async);
-//  - warp groups 1 and 2: 64 rows of the tile each, wgmma m64n128k32; scales read two
-//    blocks ahead from global memory (row-major A scales) or from the stage; bf16
-//    results staged in shared memory one 64x64 box at a time and stored by TMA.
+//  - warp group 0, one thread: TMA loads of A (128x128 bytes) and B (128x128) per K
+//    block into a ring of stages (128-byte swizzle, the layout wgmma reads);
+//  - warp groups 1 and 2: 64 rows of the tile each, wgmma m64n128k32; block scales read
+//    from global memory two blocks ahead of their use (row-major scales: a 32-byte
+//    sector serves 8 blocks from L1; the op copies other layouts row-major first);
+//  - a tile's last block is followed by the next tile's first MMAs, and only then by
+//    the last promotion and the epilogue (bf16 into shared memory with stmatrix, the
+//    whole 64x128 half tile at once, stored by TMA), so the tensor cores have work while
+//    the consumers store.
 //
-// Status (NOTES.md, v9 and v10): the op picks it instead of CUTLASS's cooperative kernel
-// for row-major A scales (H200, interleaved: 4096x7168x16384 851 vs 929 us, cuBLASLt
-// 872). What made the first version 25-30% slower than CUTLASS was the consumer warps'
-// instruction stream, not the tensor cores: Nsight Compute's per-instruction samples
-// showed them never waiting for the MMAs, about 170 instructions per K block against
-// CUTLASS's 120, and the block-scale loads' latency exposed every block. The path that
-// stages scales in shared memory is correct and faster for column-major scales with
-// K <= 2304, but compute-sanitizer racecheck reports its cp.async copies against the
-// consumers' reads, so it is reachable only as an explicit `variant=10`.
+// Status (NOTES.md, v9 to v11): the op picks it over six or more waves of tiles (H200,
+// interleaved: 4096x7168x16384 833 vs 895 us for CUTLASS's cooperative kernel, cuBLASLt
+// 853; 4096x32768x512 160 vs 188 for the ping-pong kernel). What made the first version
+// 25-30% slower than CUTLASS was the consumer warps' instruction stream, not the tensor
+// cores: Nsight Compute's per-instruction samples showed them never waiting for the
+// MMAs, about 170 instructions per K block against CUTLASS's 120 (now about 126), and
+// the block-scale loads' latency exposed every block.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
