@@ -263,10 +263,10 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
   const int64_t last_wave = (tiles128 % sms) * 100 / sms;  // percent of a wave
   // Six or more waves of 128x128 tiles: the hand-written kernel, which overlaps the
   // scale promotion with the next block's MMAs and each tile's epilogue with the next
-  // tile's first MMAs (H200, interleaved, us: 4096x7168x16384 853 vs 941 for CUTLASS's
-  // cooperative kernel, 4096x24576x1536 284 vs 321, 4096x32768x512 162 vs 185 for the
+  // tile's first MMAs (H200, interleaved, us: 4096x7168x16384 833 vs 895 for CUTLASS's
+  // cooperative kernel, 4096x24576x1536 284 vs 321, 4096x32768x512 160 vs 188 for the
   // ping-pong kernel; NOTES.md, v11). With fewer waves CUTLASS's kernels are as fast or
-  // faster (6144x576x7168, two waves: 80.5 vs 88.6).
+  // faster (6144x576x7168, under two waves: 80.5 vs 88.6).
   if (M > 128 && waves >= 6) return {V::kFp8Coop128x128Overlap, 0};
   if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
   if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
