@@ -499,23 +499,22 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
-  // The scales are read through their strides, two K blocks ahead of their use; with
-  // contiguous K blocks (row-major (M, KB) and (NB, KB)) a 32-byte sector serves 8 blocks
-  // from L1. Other layouts work but miss L1 on every block (the op copies them to
-  // row-major first; NOTES.md, v10).
-  auto kernel = gemm_kernel;
   // The shared-memory size is a per-device attribute of the function: set once per
   // device.
   static std::atomic<uint64_t> attribute_set{0};
   const uint64_t bit = g.device >= 0 && g.device < 64 ? uint64_t(1) << g.device : 0;
   if (!bit || !(attribute_set.load(std::memory_order_acquire) & bit)) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSmemBytes)) != cudaSuccess) {
       if (why) *why = "cannot reserve the kernel's shared memory";
       return Status::kLaunchFailed;
     }
     attribute_set.fetch_or(bit, std::memory_order_release);
   }
+  // The scales are read through their strides, two K blocks ahead of their use; with
+  // contiguous K blocks (row-major (M, KB) and (NB, KB)) a 32-byte sector serves 8 blocks
+  // from L1. Other layouts work but miss L1 on every block (the op copies them to
+  // row-major first; NOTES.md, v10).
   Params p{g.m,   g.n,         g.k,         g.sfa, g.sfa_stride_m,
            g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};
   const int tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
@@ -529,7 +528,7 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = g.pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel, map_a, map_b, map_d, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }

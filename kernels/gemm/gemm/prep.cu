@@ -44,7 +44,8 @@ struct PrepParams {
   PrepJob job[2];
   int count;
   ScaleCopy scale[2];
-  int scale_count;
+  int scale_split;  // elements of scale[0]: where scale[1]'s begin in the index space
+  int scale_total;  // elements of both (0: no scales to copy)
 };
 
 // Scale matrices copied to row-major. The elements of both form one index space over
@@ -59,27 +60,20 @@ struct ScaleBatch {
   float v[kScaleBatch];
 };
 
-__device__ __forceinline__ int scale_elems(const PrepParams& p) {
-  int n = 0;
-  for (int i = 0; i < p.scale_count; ++i) n += static_cast<int>(p.scale[i].rows * p.scale[i].cols);
-  return n;
-}
-
 // Element e of the index space: which matrix, and the index within it (32-bit
 // arithmetic: 64-bit division is a long software sequence, and it cost microseconds).
 __device__ __forceinline__ const ScaleCopy& scale_at(const PrepParams& p, int e, int* local) {
-  const int n0 = static_cast<int>(p.scale[0].rows * p.scale[0].cols);
-  *local = e < n0 ? e : e - n0;
-  return p.scale[e < n0 ? 0 : 1];
+  const bool first = e < p.scale_split;
+  *local = first ? e : e - p.scale_split;
+  return p.scale[first ? 0 : 1];
 }
 
-__device__ __forceinline__ void load_scales(const PrepParams& p, int n, int first, int step,
-                                            ScaleBatch& b) {
+__device__ __forceinline__ void load_scales(const PrepParams& p, int first, int step, ScaleBatch& b) {
 #pragma unroll
   for (int u = 0; u < kScaleBatch; ++u) {
     const int e = first + u * step;
     b.v[u] = 0.0f;
-    if (e < n) {
+    if (e < p.scale_total) {
       int i;
       const ScaleCopy& s = scale_at(p, e, &i);
       const int cols = static_cast<int>(s.cols);
@@ -89,12 +83,12 @@ __device__ __forceinline__ void load_scales(const PrepParams& p, int n, int firs
   }
 }
 
-__device__ __forceinline__ void store_scales(const PrepParams& p, int n, int first, int step,
+__device__ __forceinline__ void store_scales(const PrepParams& p, int first, int step,
                                              const ScaleBatch& b) {
 #pragma unroll
   for (int u = 0; u < kScaleBatch; ++u) {
     const int e = first + u * step;
-    if (e < n) {
+    if (e < p.scale_total) {
       int i;
       const ScaleCopy& s = scale_at(p, e, &i);
       s.dst[i] = b.v[u];
@@ -320,13 +314,12 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
     stage = stage == kStages - 1 ? 0 : stage + 1;
   }
   cp_async_wait<0>();
-  const int n_scales = scale_elems(p);
   const int scale_step = gridDim.x * kThreads;  // grid: at most the resident blocks
-  for (int e = (gridDim.x - 1 - blockIdx.x) * kThreads + threadIdx.x; e < n_scales;
+  for (int e = (gridDim.x - 1 - blockIdx.x) * kThreads + threadIdx.x; e < p.scale_total;
        e += kScaleBatch * scale_step) {
     ScaleBatch batch;
-    load_scales(p, n_scales, e, scale_step, batch);
-    store_scales(p, n_scales, e, scale_step, batch);
+    load_scales(p, e, scale_step, batch);
+    store_scales(p, e, scale_step, batch);
   }
 }
 
@@ -362,7 +355,6 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
   }
   PrepParams p{};
   p.count = count;
-  p.scale_count = scale_count;
   int64_t scale_total = 0;
   for (int i = 0; i < scale_count; ++i) {
     const ScaleCopy& s = scales[i];
@@ -370,7 +362,9 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
     if (s.rows * s.cols > kMaxScaleElems - scale_total) return Status::kUnsupported;  // 32-bit indices
     p.scale[i] = s;
     scale_total += s.rows * s.cols;
+    if (i == 0) p.scale_split = static_cast<int>(scale_total);
   }
+  p.scale_total = static_cast<int>(scale_total);
   int64_t total = 0;
   for (int i = 0; i < count; ++i) {
     const OperandPrep& o = ops[i];
