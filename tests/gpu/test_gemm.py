@@ -325,6 +325,33 @@ def test_overlap_kernel(gemm_kernel, m, n, k, layout):
     Checker(gemm_kernel, a, b, sa, sb, f"variant=10 {m}x{n}x{k} {layout} seed={seed}").fast(out)
 
 
+@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
+                                   (64, 2112, 7168), (64, 7168, 2048), (65, 136, 8320),
+                                   (128, 4096, 7168), (100, 1000, 384), (255, 392, 4224),
+                                   (300, 400, 1920)])
+@pytest.mark.parametrize("splits", [0, 1, 2, 8])
+@pytest.mark.parametrize("layout", ["nt", "challenge"])
+def test_cluster_splitk_kernel(gemm_kernel, m, n, k, splits, layout):
+    """The few-row kernel (variant 11): K split over the CTAs of a cluster, partial tiles
+    summed through distributed shared memory. Tiles of 64x128 (M <= 64) and 128x64,
+    several tile rows (M > 128), tails in every dimension, slices of one block, empty
+    slices (more slices than K blocks), the shape's own choice (0), any scale layout."""
+    seed = fresh_seed()
+    major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col")}[layout]
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
+                           sa_layout=scales, sb_layout=scales)
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, 11, splits)
+    what = f"variant=11 {m}x{n}x{k} splits={splits} {layout} seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
+
+
+def test_cluster_splitk_rejects_bad_splits(gemm_kernel):
+    a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())
+    with pytest.raises(ValueError, match="splits=3 .*cluster size"):
+        gemm_kernel._ops.ops.gemm_nt(a, b, sa, sb, False, 11, 3)
+
+
 @pytest.mark.parametrize("variant", [0, 2, 7])
 @pytest.mark.parametrize("swizzle", [2, 4, 8])
 def test_tile_order_swizzle(gemm_kernel, variant, swizzle):

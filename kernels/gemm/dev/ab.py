@@ -29,6 +29,9 @@ _spec.loader.exec_module(bench_mod)
 
 CONFIGS = [  # (label, exact, variant, splits, swizzle)
     ("v7 coop", False, 7, 0, 0), ("v10 overlap", False, 10, 0, 0),
+    ("v11 cluster-split", False, 11, 0, 0), ("v11s1 cluster-split", False, 11, 1, 0),
+    ("v11s2 cluster-split", False, 11, 2, 0), ("v11s4 cluster-split", False, 11, 4, 0),
+    ("v11s8 cluster-split", False, 11, 8, 0),
     ("v0 stream-K", False, 0, 0, 0), ("v2 ping-pong", False, 2, 0, 0),
     ("exact v9 coop", True, 9, 0, 0), ("exact v3 stream-K", True, 3, 0, 0),
     ("exact v3 data-parallel", True, 3, 1, 0), ("exact v4 ping-pong", True, 4, 0, 0),

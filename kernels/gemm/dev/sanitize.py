@@ -36,8 +36,8 @@ failures = 0
 # kernel alone.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
-VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
-            (9, 0)]
+VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (11, 0), (11, 2), (11, 8), (3, 0),
+            (3, 1), (3, 3), (4, 0), (9, 0)]
 if MODE == "all":
     VARIANTS += [(1, 0)]
 elif MODE == "v10":

@@ -36,20 +36,19 @@
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
 // ends with zeros, so partial tiles need no special casing in the mainloop.
-#include <cuda.h>
 #include <cuda_bf16.h>
-#include <cuda_runtime_api.h>
-#include <cudaTypedefs.h>
 
-#include <atomic>
 #include <cstdint>
 #include <utility>
 
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
+#include "sm90_ptx.cuh"
 
 namespace kfgemm::overlap {
 namespace {
+
+using namespace kfgemm::sm90;
 
 constexpr int kBlockM = 128;
 constexpr int kBlockN = 128;
@@ -79,75 +78,12 @@ struct Params {
   int64_t sfb_stride_n, sfb_stride_k;
 };
 
-// ---- PTX wrappers ---------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
-                                            int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
-      : "memory");
-}
-
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-// wgmma shared-memory descriptor of a K-major tile written by TMA with the 128-byte
-// swizzle: rows of 128 bytes, 8-row atoms 1024 bytes apart. Stepping K by 32 bytes
-// inside the atom is an offset of the start address (2 in units of 16 bytes).
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
-  uint64_t desc = (addr & 0x3FFFF) >> 4;
-  desc |= uint64_t(1) << 16;            // leading byte offset (unused with swizzling)
-  desc |= uint64_t(1024 >> 4) << 32;    // stride byte offset: next 8-row atom
-  desc |= uint64_t(1) << 62;            // 128-byte swizzle
-  return desc;
-}
-
 using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 
 template <size_t... I>
 __device__ __forceinline__ void mma_impl(uint64_t da, uint64_t db, float (&d)[64], bool accumulate,
                                          std::index_sequence<I...>) {
   Mma::fma(da, db, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
-}
-
-__device__ __forceinline__ void fence_regs(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // The MMAs of one K block (4 x k32) into `t`, overwriting it.
@@ -206,14 +142,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full_bar(s), 1);   // the TMA issue (plus its transaction bytes)
       mbar_init(empty_bar(s), 8);  // one arrival per consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+    mbar_init_fence();
+    prefetch_tensormap(&map_a);
+    prefetch_tensormap(&map_b);
   }
   __syncthreads();
-  // Launched as a programmatic dependent of the operand preparation: nothing below may
-  // read its output before that grid has completed (a no-op otherwise).
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // Launched as a programmatic dependent of the operand preparation.
+  wait_prior_grid();
 
   const int tiles_m = (p.m + kBlockM - 1) / kBlockM;
   const int tiles_n = (p.n + kBlockN - 1) / kBlockN;
@@ -433,46 +368,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
-// ---- host side ------------------------------------------------------------------------
-
-using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
-
-EncodeTiled encode_fn() {
-  static EncodeTiled fn = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult res{};
-#if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault,
-                                         &res) != cudaSuccess) {
-      ptr = nullptr;
-    }
-#else
-    if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &ptr, cudaEnableDefault, &res) !=
-        cudaSuccess) {
-      ptr = nullptr;
-    }
-#endif
-    return res == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiled>(ptr) : nullptr;
-  }();
-  return fn;
-}
-
-// A (rows, cols) row-major matrix with a pitch of `ld` elements, moved in boxes of
-// box_rows x box_cols with the 128-byte swizzle (box_cols * element size = 128).
-bool make_map(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* base,
-              int64_t rows, int64_t cols, int64_t ld, uint32_t box_rows, uint32_t box_cols) {
-  EncodeTiled encode = encode_fn();
-  if (!encode) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld * elem_bytes)};
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 }  // namespace
 }  // namespace kfgemm::overlap
 
@@ -483,6 +378,7 @@ size_t fp8_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
 Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t stream,
                                      const char** why) {
   using namespace kfgemm::overlap;
+  using kfgemm::sm90::make_map;
   if (g.m < 1 || g.n < 1 || g.k < 1 || g.k % 16 != 0 || g.n % 8 != 0 || g.lda % 16 != 0 ||
       g.ldb % 16 != 0 || g.ldd % 8 != 0 || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(g.b) % 16 != 0 || reinterpret_cast<uintptr_t>(g.d) % 16 != 0) {
@@ -499,17 +395,10 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
-  // The shared-memory size is a per-device attribute of the function: set once per
-  // device.
-  static std::atomic<uint64_t> attribute_set{0};
-  const uint64_t bit = g.device >= 0 && g.device < 64 ? uint64_t(1) << g.device : 0;
-  if (!bit || !(attribute_set.load(std::memory_order_acquire) & bit)) {
-    if (cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kSmemBytes)) != cudaSuccess) {
-      if (why) *why = "cannot reserve the kernel's shared memory";
-      return Status::kLaunchFailed;
-    }
-    attribute_set.fetch_or(bit, std::memory_order_release);
+  static uint64_t smem_reserved = 0;
+  if (!sm90::reserve_smem_once(gemm_kernel, g.device, kSmemBytes, &smem_reserved)) {
+    if (why) *why = "cannot reserve the kernel's shared memory";
+    return Status::kLaunchFailed;
   }
   // The scales are read through their strides, two K blocks ahead of their use; with
   // contiguous K blocks (row-major (M, KB) and (NB, KB)) a 32-byte sector serves 8 blocks

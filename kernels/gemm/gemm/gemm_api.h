@@ -111,7 +111,8 @@ enum class Variant : int {
   kBf16Pingpong64x128SplitK = 8,
   kBf16Coop128x128 = 9,
   kFp8Coop128x128Overlap = 10,  // hand-written: promotion overlapped with the next MMAs
-  kCount = 11,
+  kFp8ClusterSplitK = 11,       // hand-written: few rows, K split over a cluster (splits 1-8)
+  kCount = 12,
 };
 
 const char* variant_name(Variant v);

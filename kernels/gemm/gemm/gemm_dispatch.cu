@@ -17,6 +17,7 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128)
 KFGEMM_DECLARE_VARIANT(bf16_pingpong_64x128_splitk)
 KFGEMM_DECLARE_VARIANT(bf16_coop_128x128)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap)
+KFGEMM_DECLARE_VARIANT(fp8_cluster_splitk)
 #undef KFGEMM_DECLARE_VARIANT
 }  // namespace kfgemm::variants
 
@@ -38,7 +39,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(bf16_pingpong_64x128),     KFGEMM_ENTRY(fp8_pingpong_64x128_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_splitk),  KFGEMM_ENTRY(fp8_coop_128x128),
     KFGEMM_ENTRY(bf16_pingpong_64x128_splitk), KFGEMM_ENTRY(bf16_coop_128x128),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap), KFGEMM_ENTRY(fp8_cluster_splitk),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),

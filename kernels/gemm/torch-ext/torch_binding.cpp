@@ -320,6 +320,11 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
                     cat("swizzle must be 0 (the default, 1), 1, 2, 4 or 8, got ", swizzle));
+  if (v == kfgemm::Variant::kFp8ClusterSplitK) {
+    TORCH_CHECK_VALUE(splits <= 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8,
+                      cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
+                          ": it is the cluster size, 1, 2, 4 or 8 (0: chosen from the shape)"));
+  }
   if (variant_is_split_k(v)) {
     TORCH_CHECK_VALUE(splits_fit(round_up(K, 16), splits),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
