@@ -309,8 +309,11 @@ def test_split_k_variants(gemm_kernel, variant, m, n, k, splits):
                                    (2000, 2100, 256), (64, 7168, 16384), (130, 264, 4096),
                                    (257, 392, 4224), (65, 136, 8320)])
 @pytest.mark.parametrize("layout", ["nt", "challenge", "nt-col-scales"])
-def test_overlap_kernel(gemm_kernel, m, n, k, layout):
-    """The hand-written kernel (variant 10): tails in every dimension, K of one block and
+@pytest.mark.parametrize("variant", [10, 12])
+def test_overlap_kernel(gemm_kernel, m, n, k, layout, variant):
+    """The hand-written kernel, alone (variant 10) and on CTA pairs that share B by
+    multicast (12; with an odd tile-row count the last pair's second tile is empty):
+    tails in every dimension, K of one block and
     of many (odd and even counts, for its two alternating accumulators), persistent CTAs
     with several tiles each (2000x2100: 272 tiles, whose epilogues overlap the next
     tile's first MMAs), every operand and scale layout (column-major scales are copied
@@ -321,8 +324,9 @@ def test_overlap_kernel(gemm_kernel, m, n, k, layout):
     a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
                            sa_layout=scales, sb_layout=scales)
     out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, 10, -1)
-    Checker(gemm_kernel, a, b, sa, sb, f"variant=10 {m}x{n}x{k} {layout} seed={seed}").fast(out)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, -1)
+    what = f"variant={variant} {m}x{n}x{k} {layout} seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),

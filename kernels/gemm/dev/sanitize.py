@@ -31,17 +31,17 @@ def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
 
 
 failures = 0
-# The kernels the op can choose by itself; "all" adds the one reachable only through the
-# explicit `variant` argument: the 2x1-cluster variant. "v10" runs the hand-written
-# kernel alone.
+# The kernels the op can choose by itself; "all" adds those reachable only through the
+# explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
+# runs the hand-written kernel alone, on its own and on CTA pairs (variant 12).
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
-VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (11, 0), (11, 2), (11, 8), (3, 0),
-            (3, 1), (3, 3), (4, 0), (9, 0)]
+VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
+            (9, 0)]
 if MODE == "all":
-    VARIANTS += [(1, 0)]
+    VARIANTS += [(1, 0), (11, 0), (11, 1), (11, 2), (11, 8), (12, 0)]
 elif MODE == "v10":
-    VARIANTS = [(10, 0)]
+    VARIANTS = [(10, 0), (12, 0)]
 
 
 def check(out, a, b, sa, sb, exact, what):
@@ -91,8 +91,9 @@ for m, n, k, am, bm, layout in v10_runs:
     if layout == "col":
         sa, sb = sa.t().contiguous().t(), sb.t().contiguous().t()
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    ops.gemm_nt_out(out, a, b, sa, sb, False, 10, 0)
-    check(out, a, b, sa, sb, False, f"{m}x{n}x{k} {am}/{bm} v10 {layout}-major scales")
+    for v in (10, 12):
+        ops.gemm_nt_out(out, a, b, sa, sb, False, v, 0)
+        check(out, a, b, sa, sb, False, f"{m}x{n}x{k} {am}/{bm} v{v} {layout}-major scales")
 
 a, b, sa, sb = inputs(40, 136, 300, "mn", "k", NUZ, FN)
 check(gk.gemm_nt(a, b, sa, sb), a, b, sa, sb, False, "fnuz/fn")

@@ -109,16 +109,55 @@ struct TileCoord {
   int m0, n0;
 };
 
-__device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n) {
+// Work unit t of a cluster: kCluster tiles stacked along M (the same B tile), ordered
+// in bands of kGroupRows unit rows that walk across N; `rank` picks the CTA's tile.
+template <int kCluster>
+__device__ __forceinline__ TileCoord tile_coord(int t, int units_m, int tiles_n, int rank) {
   const int band_tiles = kGroupRows * tiles_n;
   const int band = t / band_tiles;
   const int within = t - band * band_tiles;
-  const int rows = min(kGroupRows, tiles_m - band * kGroupRows);
-  return {(band * kGroupRows + within % rows) * kBlockM, (within / rows) * kBlockN};
+  const int rows = min(kGroupRows, units_m - band * kGroupRows);
+  return {((band * kGroupRows + within % rows) * kCluster + rank) * kBlockM,
+          (within / rows) * kBlockN};
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// Arrival on the mbarrier at shared-memory offset `bar` of CTA `rank` in the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+
+// The box at (c0, c1) of `map` into shared memory offset `dst` of every CTA in `mask`,
+// completing its bytes on each one's mbarrier at offset `bar`.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map,
+                                                      uint32_t bar, int c0, int c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
 }
 
 // ---- the kernel -----------------------------------------------------------------------
 
+// kCluster = 1: one CTA per tile. kCluster = 2: CTA pairs on vertically adjacent tiles,
+// each loading its own A tile and half of the shared B tile, multicast to both; a stage
+// is free once the consumers of both CTAs have released it.
+template <int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const Params p) {
@@ -140,19 +179,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_bar(s), 1);   // the TMA issue (plus its transaction bytes)
-      mbar_init(empty_bar(s), 8);  // one arrival per consumer warp
+      mbar_init(empty_bar(s), 8 * kCluster);  // one arrival per consumer warp of the cluster
     }
     mbar_init_fence();
     prefetch_tensormap(&map_a);
     prefetch_tensormap(&map_b);
   }
   __syncthreads();
+  // The peer's barriers are initialised before anything is multicast into or arrives on
+  // them.
+  if constexpr (kCluster > 1) cluster_sync();
   // Launched as a programmatic dependent of the operand preparation.
   wait_prior_grid();
 
   const int tiles_m = (p.m + kBlockM - 1) / kBlockM;
   const int tiles_n = (p.n + kBlockN - 1) / kBlockN;
-  const int tiles = tiles_m * tiles_n;
+  const int units_m = (tiles_m + kCluster - 1) / kCluster;
+  const int units = units_m * tiles_n;
+  const int rank = kCluster > 1 ? static_cast<int>(cluster_rank()) : 0;
+  const int cluster_id = static_cast<int>(blockIdx.x) / kCluster;
+  const int clusters = static_cast<int>(gridDim.x) / kCluster;
   const int kblocks = (p.k + kBlockK - 1) / kBlockK;
 
   if (warp_group == 0) {
@@ -162,13 +208,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord c = tile_coord(t, tiles_m, tiles_n);
+    for (int t = cluster_id; t < units; t += clusters) {
+      const TileCoord c = tile_coord<kCluster>(t, units_m, tiles_n, rank);
       for (int kb = 0; kb < kblocks; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
         tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
-        tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
+        if constexpr (kCluster == 1) {
+          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
+        } else {
+          constexpr uint32_t kSlice = kTileBBytes / kCluster;
+          tma_load_2d_multicast(tile_b(stage) + rank * kSlice, &map_b, full_bar(stage),
+                                kb * kBlockK, c.n0 + rank * (kBlockN / kCluster),
+                                static_cast<uint16_t>((1u << kCluster) - 1));
+        }
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    if constexpr (kCluster > 1) {
+      // The peer's consumers arrive on this CTA's empty barriers: the CTA (and its shared
+      // memory) stays until every stage has been released by both CTAs.
+      for (int i = 0; i < kStages; ++i) {
+        mbar_wait(empty_bar(stage), phase ^ 1);
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
@@ -207,7 +271,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   int release_stage = 0;
   auto release = [&]() {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty_bar(release_stage));
+    if (lane == 0) {
+      if constexpr (kCluster == 1) {
+        mbar_arrive(empty_bar(release_stage));
+      } else {
+#pragma unroll
+        for (int q = 0; q < kCluster; ++q) mbar_arrive_cluster(empty_bar(release_stage), q);
+      }
+    }
     if (++release_stage == kStages) release_stage = 0;
   };
 
@@ -294,16 +365,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kb + 1 < kblocks) load_scales(S ^ 1);
   };
 
-  int tile = blockIdx.x;  // the grid never exceeds the tile count
-  TileCoord c = tile_coord(tile, tiles_m, tiles_n);
+  int unit = cluster_id;  // the grid never exceeds the unit count
+  TileCoord c = tile_coord<kCluster>(unit, units_m, tiles_n, rank);
   // After a tile's last MMAs are issued, the next tile's first block goes in before the
   // last promotion and the epilogue, so that the tensor cores have work while the
   // consumers store the tile. Returns whether there is a next tile (now `c`).
   auto finish_tile = [&](auto set, float (&last)[64], float (&other)[64]) {
     constexpr int S = decltype(set)::value;
-    const int next = tile + static_cast<int>(gridDim.x);
-    if (next < tiles) {
-      const TileCoord nc = tile_coord(next, tiles_m, tiles_n);
+    const int next = unit + clusters;
+    if (next < units) {
+      const TileCoord nc = tile_coord<kCluster>(next, units_m, tiles_n, rank);
       point_scales(nc);
       load_scales(S ^ 1);
       issue_next(other);
@@ -315,7 +386,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       store_tile(c);
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      tile = next;
+      unit = next;
       c = nc;
       return true;
     }
@@ -368,17 +439,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
-}  // namespace
-}  // namespace kfgemm::overlap
+// ---- host side ------------------------------------------------------------------------
 
-namespace kfgemm::variants {
-
-size_t fp8_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
-
-Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t stream,
-                                     const char** why) {
-  using namespace kfgemm::overlap;
-  using kfgemm::sm90::make_map;
+template <int kCluster>
+Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
   if (g.m < 1 || g.n < 1 || g.k < 1 || g.k % 16 != 0 || g.n % 8 != 0 || g.lda % 16 != 0 ||
       g.ldb % 16 != 0 || g.ldd % 8 != 0 || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(g.b) % 16 != 0 || reinterpret_cast<uintptr_t>(g.d) % 16 != 0) {
@@ -390,13 +454,13 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
   CUtensorMap map_a, map_b, map_d;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, kBlockM, kBlockK) ||
-      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN, kBlockK) ||
+      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, kBlockK) ||
       !make_map(&map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, g.d, g.m, g.n, g.ldd, 64, 64)) {
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
   static uint64_t smem_reserved = 0;
-  if (!sm90::reserve_smem_once(gemm_kernel, g.device, kSmemBytes, &smem_reserved)) {
+  if (!reserve_smem_once(gemm_kernel<kCluster>, g.device, kSmemBytes, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
@@ -406,22 +470,71 @@ Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t strea
   // row-major first; NOTES.md, v10).
   Params p{g.m,   g.n,         g.k,         g.sfa, g.sfa_stride_m,
            g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};
-  const int tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
+  const int tiles_m = (g.m + kBlockM - 1) / kBlockM;
+  const int units = (tiles_m + kCluster - 1) / kCluster * ((g.n + kBlockN - 1) / kBlockN);
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(tiles < g.sm_count ? tiles : g.sm_count));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = kSmemBytes;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int nattr = 0;
+  int resident = g.sm_count / kCluster;  // clusters that run at once
+  if constexpr (kCluster > 1) {
+    attr[nattr].id = cudaLaunchAttributeClusterDimension;
+    attr[nattr].val.clusterDim.x = kCluster;
+    attr[nattr].val.clusterDim.y = 1;
+    attr[nattr].val.clusterDim.z = 1;
+    ++nattr;
+    // A persistent grid must not exceed the clusters the GPU places at once (GPCs may
+    // leave SMs over); asked once per device.
+    static int max_clusters[64] = {};
+    int* slot = g.device >= 0 && g.device < 64 ? &max_clusters[g.device] : nullptr;
+    int n = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : 0;
+    if (n == 0) {
+      cfg.gridDim = dim3(kCluster * resident);
+      cfg.attrs = attr;
+      cfg.numAttrs = nattr;
+      if (cudaOccupancyMaxActiveClusters(&n, gemm_kernel<kCluster>, &cfg) != cudaSuccess || n < 1) {
+        if (why) *why = "cannot place the kernel's thread-block clusters on this GPU";
+        return Status::kLaunchFailed;
+      }
+      if (slot) __atomic_store_n(slot, n, __ATOMIC_RELEASE);
+    }
+    resident = n < resident ? n : resident;
+  }
+  if (g.pdl) {
+    attr[nattr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[nattr].val.programmaticStreamSerializationAllowed = 1;
+    ++nattr;
+  }
+  cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (units < resident ? units : resident)));
   cfg.attrs = attr;
-  cfg.numAttrs = g.pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel, map_a, map_b, map_d, p) != cudaSuccess) {
+  cfg.numAttrs = nattr;
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kCluster>, map_a, map_b, map_d, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
   return Status::kOk;
 }
 
+}  // namespace
+}  // namespace kfgemm::overlap
+
+namespace kfgemm::variants {
+
+size_t fp8_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t stream,
+                                     const char** why) {
+  return overlap::launch<1>(g, stream, why);
+}
+
+size_t fp8_coop_128x128_overlap_cluster2_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_coop_128x128_overlap_cluster2_run(const GemmArgs& g, void*, cudaStream_t stream,
+                                              const char** why) {
+  return overlap::launch<2>(g, stream, why);
+}
+
 }  // namespace kfgemm::variants
+

@@ -112,7 +112,8 @@ enum class Variant : int {
   kBf16Coop128x128 = 9,
   kFp8Coop128x128Overlap = 10,  // hand-written: promotion overlapped with the next MMAs
   kFp8ClusterSplitK = 11,       // hand-written: few rows, K split over a cluster (splits 1-8)
-  kCount = 12,
+  kFp8Coop128x128OverlapCluster2 = 12,  // variant 10 on CTA pairs sharing B by multicast
+  kCount = 13,
 };
 
 const char* variant_name(Variant v);

@@ -18,6 +18,7 @@ KFGEMM_DECLARE_VARIANT(bf16_pingpong_64x128_splitk)
 KFGEMM_DECLARE_VARIANT(bf16_coop_128x128)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap)
 KFGEMM_DECLARE_VARIANT(fp8_cluster_splitk)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_cluster2)
 #undef KFGEMM_DECLARE_VARIANT
 }  // namespace kfgemm::variants
 
@@ -40,6 +41,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_splitk),  KFGEMM_ENTRY(fp8_coop_128x128),
     KFGEMM_ENTRY(bf16_pingpong_64x128_splitk), KFGEMM_ENTRY(bf16_coop_128x128),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap), KFGEMM_ENTRY(fp8_cluster_splitk),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap_cluster2),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),

@@ -348,7 +348,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // the preparation launch.
   kfgemm::ScaleCopy scale_jobs[2];
   int nscales = 0;
-  if (v == kfgemm::Variant::kFp8Coop128x128Overlap) {
+  if (v == kfgemm::Variant::kFp8Coop128x128Overlap ||
+      v == kfgemm::Variant::kFp8Coop128x128OverlapCluster2) {
     for (Tensor* s : {&sa, &sb}) {
       if (s->size(1) > 1 && s->stride(1) != 1) {
         if (s->numel() > kfgemm::kMaxScaleElems / 2) {  // beyond the launch's indexing
