@@ -1,0 +1,56 @@
+"""How close the few-row shapes are to the time it takes just to read B.
+
+    python kernels/gemm/dev/stream_floor.py nt:64x32768x512 [nt:MxNxK ...]
+
+With M = 64 or 128 the GEMM is bound by streaming B (N x K bytes) from memory. Timed the
+way the benchmark times (L2 flushed before every call, which leaves the L2 full of dirty
+lines that the next reads must write back), in interleaved rounds as in ab.py: the op's
+choice, cuBLASLt, and a plain read of B (torch's sum over B's bytes viewed as int32),
+with each one's effective bandwidth over B's bytes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location("gemm_benchmark", REPO / "benchmarks" / "gemm.py")
+bench_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_mod)
+ROUNDS = 7
+
+
+def main() -> int:
+    gk = bench_mod.load_kernel()
+    specs = sys.argv[1:] or ["nt:64x32768x512", "nt:64x7168x16384"]
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print("| shape | B MB | op us | op TB/s | cuBLASLt us | read B us | read B TB/s |")
+    print("|---|---|---|---|---|---|---|")
+    for spec in specs:
+        layout, _, dims = spec.partition(":")
+        m, n, k = (int(x) for x in dims.split("x"))
+        a, b, sa, sb, sa_kb_m, sb_nb_kb = bench_mod.make_inputs(m, n, k, layout == "challenge", 1)
+        csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
+        words = b.contiguous().view(torch.int32)
+        fns = {"op": lambda a=a, b=b, sa=sa, sb=sb: gk.gemm_nt(a, b, sa, sb),
+               "cuBLASLt": bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb),
+               "read": lambda w=words: w.sum(dtype=torch.int64)}
+        times = {name: [] for name in fns}
+        names = list(fns)
+        for r in range(ROUNDS):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                times[name].append(bench_mod.bench(fns[name], 20))
+        t = {name: statistics.median(v) for name, v in times.items()}
+        mb = n * k / 1e6
+        print(f"| {m}x{n}x{k} {layout} | {mb:.1f} | {t['op']:.1f} | {mb / t['op']:.2f} | "
+              f"{t['cuBLASLt']:.1f} | {t['read']:.1f} | {mb / t['read']:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
