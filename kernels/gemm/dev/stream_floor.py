@@ -5,8 +5,9 @@
 With M = 64 or 128 the GEMM is bound by streaming B (N x K bytes) from memory. Timed the
 way the benchmark times (L2 flushed before every call, which leaves the L2 full of dirty
 lines that the next reads must write back), in interleaved rounds as in ab.py: the op's
-choice, cuBLASLt, and a plain read of B (torch's sum over B's bytes viewed as int32),
-with each one's effective bandwidth over B's bytes.
+choice, cuBLASLt, a plain read of B (torch's sum over B's bytes viewed as float32; the
+values are meaningless, the traffic is B's) and a device copy of B (read and write),
+with each one's effective bandwidth over the bytes it moves.
 """
 
 from __future__ import annotations
@@ -29,17 +30,20 @@ def main() -> int:
     gk = bench_mod.load_kernel()
     specs = sys.argv[1:] or ["nt:64x32768x512", "nt:64x7168x16384"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| shape | B MB | op us | op TB/s | cuBLASLt us | read B us | read B TB/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| shape | B MB | op us | op TB/s | cuBLASLt us | read B us | read TB/s | copy B us "
+          "| copy TB/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for spec in specs:
         layout, _, dims = spec.partition(":")
         m, n, k = (int(x) for x in dims.split("x"))
         a, b, sa, sb, sa_kb_m, sb_nb_kb = bench_mod.make_inputs(m, n, k, layout == "challenge", 1)
         csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
-        words = b.contiguous().view(torch.int32)
+        words = b.contiguous().view(torch.float32)
+        dst = torch.empty_like(b.contiguous())
         fns = {"op": lambda a=a, b=b, sa=sa, sb=sb: gk.gemm_nt(a, b, sa, sb),
                "cuBLASLt": bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb),
-               "read": lambda w=words: w.sum(dtype=torch.int64)}
+               "read": lambda w=words: w.sum(),
+               "copy": lambda d=dst, b=b: d.copy_(b)}
         times = {name: [] for name in fns}
         names = list(fns)
         for r in range(ROUNDS):
@@ -48,7 +52,8 @@ def main() -> int:
         t = {name: statistics.median(v) for name, v in times.items()}
         mb = n * k / 1e6
         print(f"| {m}x{n}x{k} {layout} | {mb:.1f} | {t['op']:.1f} | {mb / t['op']:.2f} | "
-              f"{t['cuBLASLt']:.1f} | {t['read']:.1f} | {mb / t['read']:.2f} |", flush=True)
+              f"{t['cuBLASLt']:.1f} | {t['read']:.1f} | {mb / t['read']:.2f} | "
+              f"{t['copy']:.1f} | {2 * mb / t['copy']:.2f} |", flush=True)
     return 0
 
 
