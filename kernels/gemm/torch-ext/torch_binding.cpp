@@ -107,26 +107,37 @@ struct DeviceInfo {
   int major = 0;
   int minor = 0;
   int sm_count = 0;
+  int mem_gbs = 0;  // peak memory bandwidth in GB/s from the memory clock and bus width; 0 if unknown
 };
 
 // Attributes of a device, read once (cudaDeviceGetAttribute does not synchronize).
 DeviceInfo device_info(int dev) {
   constexpr int kMaxDevices = 64;
-  static std::atomic<int> cached[kMaxDevices][3] = {};
+  static std::atomic<int> cached[kMaxDevices][4] = {};
   TORCH_CHECK(dev >= 0 && dev < kMaxDevices, cat("device index ", dev, " out of range"));
   DeviceInfo info;
-  info.major = cached[dev][0].load(std::memory_order_relaxed);
+  info.major = cached[dev][0].load(std::memory_order_acquire);
   if (info.major > 0) {
     info.minor = cached[dev][1].load(std::memory_order_relaxed);
     info.sm_count = cached[dev][2].load(std::memory_order_relaxed);
+    info.mem_gbs = cached[dev][3].load(std::memory_order_relaxed);
     return info;
   }
   TORCH_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess, cat("cannot read the attributes of CUDA device ", dev));
+  int clock_khz = 0, bus_bits = 0;
+  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess) {
+    // Double data rate: two transfers per clock over the bus.
+    info.mem_gbs = static_cast<int>(2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e9);
+  } else {
+    (void)cudaGetLastError();  // an unknown bandwidth only affects the kernel choice
+  }
   cached[dev][1].store(info.minor, std::memory_order_relaxed);
   cached[dev][2].store(info.sm_count, std::memory_order_relaxed);
-  cached[dev][0].store(info.major, std::memory_order_relaxed);
+  cached[dev][3].store(info.mem_gbs, std::memory_order_relaxed);
+  cached[dev][0].store(info.major, std::memory_order_release);
   return info;
 }
 
@@ -191,7 +202,8 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    output tiles are worked on by enough SMs (FP32 partials, summed by a second kernel:
 //    only worth it while M * N is small);
 //  - FP8 over six or more waves of 128x128 tiles (and M > 128): the hand-written
-//    kernel, whatever K (see the end of this function);
+//    kernel, whatever K, on CTA pairs that share B by multicast where memory is slower
+//    (see the end of this function);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
@@ -228,7 +240,7 @@ int smallest_split(int64_t Kp, int64_t tiles, int64_t want) {
   return 0;
 }
 
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, int mem_gbs) {
   using V = kfgemm::Variant;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
@@ -267,7 +279,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count) {
   // cooperative kernel, 4096x24576x1536 284 vs 321, 4096x32768x512 160 vs 188 for the
   // ping-pong kernel; NOTES.md, v11). With fewer waves CUTLASS's kernels are as fast or
   // faster (6144x576x7168, under two waves: 80.5 vs 88.6).
-  if (M > 128 && waves >= 6) return {V::kFp8Coop128x128Overlap, 0};
+  if (M > 128 && waves >= 6) {
+    // On the H100 (3.35 TB/s) CTA pairs that load B once for both tiles (TMA multicast)
+    // gain from K = 2304 on (interleaved, us: 4096x7168x16384 828 vs 865,
+    // 6144x4608x7168 challenge 416 vs 457, 4096x4096x7168 206 vs 220, 6144x7168x2304
+    // 209 vs 222) and lose 2-4% at K <= 2048; on the H200 (4.8 TB/s) they do not gain
+    // (4096x7168x16384 857 vs 820, 4096x24576x1536 305 vs 281). NOTES.md, v12.
+    const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
+    if (slow_memory && K >= 2304) return {V::kFp8Coop128x128OverlapCluster2, 0};
+    return {V::kFp8Coop128x128Overlap, 0};
+  }
   if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
   if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
     return {V::kFp8Coop128x128StreamK, 0};
@@ -310,7 +331,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   };
   Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
   Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
-  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count);
+  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count, props.mem_gbs);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
