@@ -80,24 +80,6 @@ struct Params {
   int64_t ldd;
 };
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
-  return r;
-}
-
-// Every thread of every CTA in the cluster; orders the writes before it (release) with
-// the reads after it (acquire), shared memory of the peers included.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
-}
-
 // Four floats at the same shared-memory offset `addr` of CTA `rank` in the cluster.
 __device__ __forceinline__ float4 load_peer(uint32_t addr, uint32_t rank) {
   uint32_t remote;
@@ -337,14 +319,7 @@ size_t fp8_cluster_splitk_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_cluster_splitk_run(const GemmArgs& g, void*, cudaStream_t stream, const char** why) {
   using namespace kfgemm::cluster_splitk;
-  if (g.m < 1 || g.n < 1 || g.k < 1 || g.k % 16 != 0 || g.n % 8 != 0 || g.lda % 16 != 0 ||
-      g.ldb % 16 != 0 || g.ldd % 8 != 0 || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(g.b) % 16 != 0 || reinterpret_cast<uintptr_t>(g.d) % 16 != 0) {
-    if (why) {
-      *why = "the kernel needs 16-byte aligned K-major operands and output, N a multiple of 8";
-    }
-    return Status::kUnsupported;
-  }
+  if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   const int splits = g.splits > 0 ? g.splits : default_splits(g.m, g.n, g.k, g.sm_count);
   if (splits != 1 && splits != 2 && splits != 4 && splits != 8) {
     if (why) *why = "splits (the cluster size) must be 1, 2, 4 or 8";

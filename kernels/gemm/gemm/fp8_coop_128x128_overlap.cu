@@ -121,16 +121,6 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int units_m, int tiles_n,
           (within / rows) * kBlockN};
 }
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
-}
-
 // Arrival on the mbarrier at shared-memory offset `bar` of CTA `rank` in the cluster,
 // with the default (CTA-scope release) semantics: what it orders are this warp's
 // completed wgmma reads of the stage. A cluster-scope release would also wait for the
@@ -449,14 +439,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <int kCluster>
 Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
-  if (g.m < 1 || g.n < 1 || g.k < 1 || g.k % 16 != 0 || g.n % 8 != 0 || g.lda % 16 != 0 ||
-      g.ldb % 16 != 0 || g.ldd % 8 != 0 || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(g.b) % 16 != 0 || reinterpret_cast<uintptr_t>(g.d) % 16 != 0) {
-    if (why) {
-      *why = "the kernel needs 16-byte aligned K-major operands and output, N a multiple of 8";
-    }
-    return Status::kUnsupported;
-  }
+  if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   CUtensorMap map_a, map_b, map_d;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, kBlockM, kBlockK) ||

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "gemm_api.h"
+
 namespace kfgemm::sm90 {
 
 // ---- device side ----------------------------------------------------------------------
@@ -70,6 +72,24 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t cluster_size() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+
+// Every thread of every CTA in the cluster; orders the writes before it (release) with
+// the reads after it (acquire), the peers' shared memory included.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
 // Launched as a programmatic dependent of the previous kernel on the stream: nothing
 // after this may read that kernel's output before it has completed (a no-op otherwise).
 __device__ __forceinline__ void wait_prior_grid() {
@@ -95,6 +115,18 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 }
 
 // ---- host side ------------------------------------------------------------------------
+
+// What the TMA-based kernels need of a problem: 16-byte aligned K-major operands and
+// output, K padded to a multiple of 16, N a multiple of 8.
+inline bool tma_operands_ok(const GemmArgs& g, const char** why) {
+  if (g.m < 1 || g.n < 1 || g.k < 1 || g.k % 16 != 0 || g.n % 8 != 0 || g.lda % 16 != 0 ||
+      g.ldb % 16 != 0 || g.ldd % 8 != 0 || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(g.b) % 16 != 0 || reinterpret_cast<uintptr_t>(g.d) % 16 != 0) {
+    if (why) *why = "the kernel needs 16-byte aligned K-major operands and output, N a multiple of 8";
+    return false;
+  }
+  return true;
+}
 
 using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
 
