@@ -31,7 +31,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <utility>
+#include <type_traits>
 
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
@@ -70,13 +70,8 @@ struct Config {
                                  cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>>;
 };
 
-struct Params {
-  int m, n, k;
-  const float* sfa;
-  int64_t sfa_stride_m, sfa_stride_k;
-  const float* sfb;
-  int64_t sfb_stride_n, sfb_stride_k;
-  __nv_bfloat16* d;
+struct Params : ProblemParams {
+  __nv_bfloat16* d;  // output, row pitch ldd
   int64_t ldd;
 };
 
@@ -90,12 +85,6 @@ __device__ __forceinline__ float4 load_peer(uint32_t addr, uint32_t rank) {
                : "r"(remote)
                : "memory");
   return v;
-}
-
-template <typename Mma, int N, size_t... I>
-__device__ __forceinline__ void mma_impl(uint64_t da, uint64_t db, float (&d)[N], bool accumulate,
-                                         std::index_sequence<I...>) {
-  Mma::fma(da, db, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
 }
 
 template <int kGroups>
@@ -178,8 +167,8 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 2)
       cute::warpgroup_arrive();
 #pragma unroll
       for (int kk = 0; kk < kBlockK / 32; ++kk) {
-        mma_impl<typename C::Mma>(desc_a0 + s * kStageDesc + 2 * kk, desc_b0 + s * kStageDesc + 2 * kk,
-                                  t, kk > 0, std::make_index_sequence<C::kAcc>{});
+        mma<typename C::Mma>(desc_a0 + s * kStageDesc + 2 * kk, desc_b0 + s * kStageDesc + 2 * kk, t,
+                             kk > 0);
       }
       cute::warpgroup_commit_batch();
       // The next block's scales load while the MMAs run.
@@ -264,9 +253,7 @@ Status launch(const GemmArgs& g, int splits, cudaStream_t stream, const char** w
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  Params p{g.m,   g.n,           g.k,           g.sfa,
-           g.sfa_stride_m, g.sfa_stride_k, g.sfb, g.sfb_stride_n,
-           g.sfb_stride_k, static_cast<__nv_bfloat16*>(g.d), g.ldd};
+  const Params p{problem_params(g), static_cast<__nv_bfloat16*>(g.d), g.ldd};
   const int tiles_n = (g.n + C::kBlockN - 1) / C::kBlockN;
   const int tiles_m = (g.m + C::kBlockM - 1) / C::kBlockM;
   if (static_cast<int64_t>(tiles_n) * splits > INT32_MAX || tiles_m > 65535) {

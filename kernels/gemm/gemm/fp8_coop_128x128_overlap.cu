@@ -39,7 +39,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <utility>
 
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
@@ -70,21 +69,7 @@ static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
 static_assert(kStageBytes % 1024 == 0 && kOutBoxBytes % 1024 == 0,
               "tiles and output boxes stay 1024-byte aligned");
 
-struct Params {
-  int m, n, k;
-  const float* sfa;
-  int64_t sfa_stride_m, sfa_stride_k;
-  const float* sfb;
-  int64_t sfb_stride_n, sfb_stride_k;
-};
-
 using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
-
-template <size_t... I>
-__device__ __forceinline__ void mma_impl(uint64_t da, uint64_t db, float (&d)[64], bool accumulate,
-                                         std::index_sequence<I...>) {
-  Mma::fma(da, db, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
-}
 
 // The MMAs of one K block (4 x k32) into `t`, overwriting it.
 __device__ __forceinline__ void issue_block(float (&t)[64], uint64_t da, uint64_t db) {
@@ -92,7 +77,7 @@ __device__ __forceinline__ void issue_block(float (&t)[64], uint64_t da, uint64_
   cute::warpgroup_arrive();
 #pragma unroll
   for (int kk = 0; kk < kBlockK / 32; ++kk) {
-    mma_impl(da + 2 * kk, db + 2 * kk, t, kk > 0, std::make_index_sequence<64>{});
+    mma<Mma>(da + 2 * kk, db + 2 * kk, t, kk > 0);
   }
   cute::warpgroup_commit_batch();
 }
@@ -153,7 +138,7 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 template <int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const __grid_constant__ CUtensorMap map_d, const Params p) {
+                const __grid_constant__ CUtensorMap map_d, const ProblemParams p) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
@@ -457,8 +442,7 @@ Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
   // contiguous K blocks (row-major (M, KB) and (NB, KB)) a 32-byte sector serves 8 blocks
   // from L1. Other layouts work but miss L1 on every block (the op copies them to
   // row-major first; NOTES.md, v10).
-  Params p{g.m,   g.n,         g.k,         g.sfa, g.sfa_stride_m,
-           g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};
+  const ProblemParams p = problem_params(g);
   const int tiles_m = (g.m + kBlockM - 1) / kBlockM;
   const int units = (tiles_m + kCluster - 1) / kCluster * ((g.n + kBlockN - 1) / kBlockN);
   cudaLaunchConfig_t cfg{};

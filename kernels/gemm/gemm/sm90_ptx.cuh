@@ -8,7 +8,9 @@
 #include <cudaTypedefs.h>
 
 #include <cstdint>
+#include <utility>
 
+#include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
 
 namespace kfgemm::sm90 {
@@ -107,6 +109,19 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
   return desc;
 }
 
+// One wgmma of `Mma` (an SS atom of CuTe's SM90 GMMA) on descriptors da and db into the
+// N-float accumulator d; accumulate = false overwrites d.
+template <typename Mma, int N, size_t... I>
+__device__ __forceinline__ void mma_impl(uint64_t da, uint64_t db, float (&d)[N], bool accumulate,
+                                         std::index_sequence<I...>) {
+  Mma::fma(da, db, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+template <typename Mma, int N>
+__device__ __forceinline__ void mma(uint64_t da, uint64_t db, float (&d)[N], bool accumulate) {
+  mma_impl<Mma>(da, db, d, accumulate, std::make_index_sequence<N>{});
+}
+
 // Keeps the compiler from moving accesses to an accumulator across the wgmma fences.
 template <int N>
 __device__ __forceinline__ void fence_regs(float (&d)[N]) {
@@ -114,7 +129,21 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The problem's sizes and block scales as the hand-written kernels take them (GemmArgs'
+// fields, without the operands, which travel as tensor maps).
+struct ProblemParams {
+  int m, n, k;
+  const float* sfa;
+  int64_t sfa_stride_m, sfa_stride_k;
+  const float* sfb;
+  int64_t sfb_stride_n, sfb_stride_k;
+};
+
 // ---- host side ------------------------------------------------------------------------
+
+inline ProblemParams problem_params(const GemmArgs& g) {
+  return {g.m, g.n, g.k, g.sfa, g.sfa_stride_m, g.sfa_stride_k, g.sfb, g.sfb_stride_n, g.sfb_stride_k};
+}
 
 // What the TMA-based kernels need of a problem: 16-byte aligned K-major operands and
 // output, K padded to a multiple of 16, N a multiple of 8.
