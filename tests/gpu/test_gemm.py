@@ -329,6 +329,56 @@ def test_overlap_kernel(gemm_kernel, m, n, k, layout, variant):
     Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
 
 
+def pitched_mn(a: torch.Tensor) -> torch.Tensor:
+    """``a`` (M, K), MN-major, as a view of a (K, Mp) buffer with Mp the next multiple of
+    16 (16-byte aligned rows of K for any M). The columns past M hold e4m3fn NaN, so a
+    kernel reading them would fail the check."""
+    m, k = a.shape
+    mp = -(-m // 16) * 16
+    buf = torch.full((k, mp), 0x7F, dtype=torch.uint8, device=a.device).view(a.dtype)
+    buf[:, :m] = a.t()
+    return buf[:, :m].t()
+
+
+@pytest.mark.parametrize("m,n,k", [(2, 8, 16), (17, 576, 7168 + 64), (255, 1000, 128),
+                                   (129, 136, 256), (128, 128, 128), (2000, 2100, 2176),
+                                   (2000, 2100, 2048), (2000, 2100, 128), (2000, 2100, 256),
+                                   (130, 264, 4096), (257, 392, 4224), (65, 136, 8320),
+                                   (300, 100, 200)])
+@pytest.mark.parametrize("b_major,scales", [("mn", "col"), ("k", "row"), ("k", "col")])
+@pytest.mark.parametrize("variant", [13, 14])
+def test_a_mn_major_kernel(gemm_kernel, m, n, k, b_major, scales, variant):
+    """The hand-written kernel reading A MN-major in place (variant 13; 14 on CTA pairs
+    sharing B): A's fragments built from the TMA-loaded MN-major tile, B rewritten in the
+    matching K order by the preparation launch (transposed or row-copied). Tails in
+    every dimension (M not a multiple of 16 through a padded pitch, K not a multiple of
+    16), one block and many, several tiles per CTA, both scale layouts."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major=b_major, sa_layout=scales,
+                           sb_layout=scales)
+    a = pitched_mn(a)
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, -1)
+    what = f"variant={variant} {m}x{n}x{k} b={b_major} scales={scales} seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
+
+
+def test_a_mn_major_kernel_rejects_other_layouts(gemm_kernel):
+    """Variants 13 and 14 read A in place: K-major A, unaligned rows and a single row
+    raise ValueError naming the requirement."""
+    seed = fresh_seed()
+    ops = gemm_kernel._ops.ops
+    a, b, sa, sb = make_nt(64, 256, 256, seed=seed)
+    with pytest.raises(ValueError, match="MN-major"):
+        ops.gemm_nt(a, b, sa, sb, False, 13, -1)
+    a, b, sa, sb = make_nt(17, 256, 256, seed=seed, a_major="mn")  # rows of 17 bytes
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        ops.gemm_nt(a, b, sa, sb, False, 14, -1)
+    a, b, sa, sb = make_nt(1, 256, 256, seed=seed, a_major="mn")
+    with pytest.raises(ValueError, match="M > 1"):
+        ops.gemm_nt(a, b, sa, sb, False, 13, -1)
+
+
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
                                    (64, 2112, 7168), (64, 7168, 2048), (65, 136, 8320),
                                    (128, 4096, 7168), (100, 1000, 384), (255, 392, 4224),

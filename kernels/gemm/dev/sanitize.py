@@ -33,7 +33,8 @@ def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
 failures = 0
 # The kernels the op can choose by itself; "all" adds those reachable only through the
 # explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
-# runs the hand-written kernel alone, on its own and on CTA pairs (variant 12).
+# runs the hand-written kernel alone, on its own and on CTA pairs (variant 12), and its
+# builds that read A MN-major (13, 14; "all" runs those too).
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
@@ -94,6 +95,20 @@ for m, n, k, am, bm, layout in v10_runs:
     for v in (10, 12):
         ops.gemm_nt_out(out, a, b, sa, sb, False, v, 0)
         check(out, a, b, sa, sb, False, f"{m}x{n}x{k} {am}/{bm} v{v} {layout}-major scales")
+
+# Variants 13 and 14 read MN-major A in place (rows of K 16-byte aligned: M a multiple
+# of 16 here) and B rewritten in their K order, transposed or row-copied.
+amn_runs = [(1104, 2100, 2176, "mn", "col"), (1104, 2100, 2048, "k", "row"),
+            (208, 100, 200, "mn", "col")]
+if ALL:
+    for m, n, k, bm, layout in amn_runs:
+        a, b, sa, sb = inputs(m, n, k, "mn", bm)
+        if layout == "col":
+            sa, sb = sa.t().contiguous().t(), sb.t().contiguous().t()
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        for v in (13, 14):
+            ops.gemm_nt_out(out, a, b, sa, sb, False, v, 0)
+            check(out, a, b, sa, sb, False, f"{m}x{n}x{k} mn/{bm} v{v} {layout}-major scales")
 
 a, b, sa, sb = inputs(40, 136, 300, "mn", "k", NUZ, FN)
 check(gk.gemm_nt(a, b, sa, sb), a, b, sa, sb, False, "fnuz/fn")

@@ -70,6 +70,7 @@ static_assert(kStageBytes % 1024 == 0 && kOutBoxBytes % 1024 == 0,
               "tiles and output boxes stay 1024-byte aligned");
 
 using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
+using MmaRs = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_RS_TN<>;
 
 // The MMAs of one K block (4 x k32) into `t`, overwriting it.
 __device__ __forceinline__ void issue_block(float (&t)[64], uint64_t da, uint64_t db) {
@@ -80,6 +81,45 @@ __device__ __forceinline__ void issue_block(float (&t)[64], uint64_t da, uint64_
     mma<Mma>(da + 2 * kk, db + 2 * kk, t, kk > 0);
   }
   cute::warpgroup_commit_batch();
+}
+
+// The same with A from registers: `f` holds the thread's A fragment of each k32 step
+// (four words per step, see load_a_fragment).
+__device__ __forceinline__ void issue_block_rs(float (&t)[64], const uint32_t (&f)[16], uint64_t db) {
+  fence_regs(t);
+  cute::warpgroup_arrive();
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 32; ++kk) {
+    mma_rs<MmaRs>(f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3], db + 2 * kk, t, kk > 0);
+  }
+  cute::warpgroup_commit_batch();
+}
+
+// A stored MN-major (the challenge's layout) arrives by TMA as 128 rows of K, each the
+// tile's 128 bytes of M in the 128-byte swizzle. FP8 wgmma reads only K-major operands
+// from shared memory, so the consumers build A's register fragment themselves:
+// ldmatrix.trans works on 16-bit pairs, and for the warp's 16 rows of M and a k32 step it
+// gives thread (g = lane / 4, t = lane % 4) the bytes of M rows 2g and 2g+1 at K rows
+// {2t, 2t+1} (first word) and {8+2t, 9+2t} (second word), and the same 16 rows higher up
+// in the third and fourth. Two byte permutes per pair make them the fragment's words:
+// fragment row g is M row 2g, fragment row g+8 is M row 2g+1 (the epilogue and the
+// scales follow that order), and the K slots 4t..4t+3 hold K {2t, 2t+1, 8+2t, 9+2t}.
+// That K order must match B's: the operand preparation writes B with each 16 of K in
+// this order (OperandPrep::kperm16). Each ldmatrix phase reads 8 consecutive K rows at
+// one 16-byte chunk: 8 different banks groups under the swizzle, no conflicts.
+__device__ __forceinline__ void load_a_fragment(uint32_t (&f)[16], uint32_t addr) {
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 32; ++kk) {
+    uint32_t r0, r1, r2, r3;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr + kk * 32 * kBlockM)
+                 : "memory");
+    f[4 * kk + 0] = __byte_perm(r0, r1, 0x6420);
+    f[4 * kk + 1] = __byte_perm(r0, r1, 0x7531);
+    f[4 * kk + 2] = __byte_perm(r2, r3, 0x6420);
+    f[4 * kk + 3] = __byte_perm(r2, r3, 0x7531);
+  }
 }
 
 // acc += t * scale; accumulator element i sits in row +0 (i % 4 < 2) or +8 of the
@@ -134,8 +174,9 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 
 // kCluster = 1: one CTA per tile. kCluster = 2: CTA pairs on vertically adjacent tiles,
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
-// is free once the consumers of both CTAs have released it.
-template <int kCluster>
+// is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
+// fragments built in registers (load_a_fragment), B in the matching K order.
+template <int kCluster, bool kAmn>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p) {
@@ -150,6 +191,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
   auto tile_b = [&](int s) { return tiles_base + s * kStageBytes + kTileABytes; };
 
+  // Registers per thread after setmaxnreg. The consumers' increase is taken from what the
+  // producer gives back out of the launch's 168 per thread (65536 / 384, rounded down to
+  // 8): with more asked than given, setmaxnreg.inc waits forever. With A fragments in
+  // registers the consumers need 240 (232 spills more), so the producer keeps 24.
+  constexpr uint32_t kProducerRegs = kAmn ? 24 : 40;
+  constexpr uint32_t kConsumerRegs = kAmn ? 240 : 232;
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168,
+                "setmaxnreg asks for more registers than the launch holds");
   // Made warp-uniform for the compiler, so that descriptor and stage arithmetic stays
   // in uniform registers.
   const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
@@ -182,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp_group == 0) {
     // Producer: one thread issues the TMA loads of A and B for every K block of the
     // CTA's tiles, as stages free up.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
     if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
@@ -191,7 +240,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kb = 0; kb < kblocks; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-        tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
+        if constexpr (kAmn) {
+          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), c.m0, kb * kBlockK);
+        } else {
+          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
+        }
         if constexpr (kCluster == 1) {
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
         } else {
@@ -220,10 +273,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
   const int consumer = warp_group - 1;  // 64-row half of the tile
   const int warp = tid / 32, lane = tid % 32;
-  const int row_in_tile = consumer * 64 + warp * 16 + lane / 4;
+  // The thread's two accumulator rows: fragment rows g and g + 8 of the warp's 16, which
+  // are M rows 2g and 2g + 1 when A's fragments are built from MN-major storage.
+  const int row_in_tile = consumer * 64 + warp * 16 + (kAmn ? 2 * (lane / 4) : lane / 4);
+  constexpr int kHiRow = kAmn ? 1 : 8;
+  // This lane's row address for ldmatrix (K row `lane` of a k32 step, the warp's 16-byte
+  // chunk of M, swizzled).
+  const uint32_t a_lane = lane * kBlockM + (((consumer * 4 + warp) ^ (lane & 7)) << 4);
 
   // Shared-memory descriptors of stage 0 (this warp group's 64 rows of A, all of B).
   // A stage is kStageBytes further on, a k32 step 32 bytes: both only move the start
@@ -235,10 +294,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   int stage = 0;
   uint32_t phase = 0;
   // Waits for the next stage's operands and issues its MMAs into `t`.
+  uint32_t f[16];  // A fragment of the block being issued (kAmn only)
   auto issue_next = [&](float (&t)[64]) {
     mbar_wait(full_bar(stage), phase);
     const uint32_t off = stage * kStageDesc;
-    issue_block(t, desc_a0 + off, desc_b0 + off);
+    if constexpr (kAmn) {
+      load_a_fragment(f, tile_a(stage) + a_lane);
+      issue_block_rs(t, f, desc_b0 + off);
+    } else {
+      issue_block(t, desc_a0 + off, desc_b0 + off);
+    }
     if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
@@ -274,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Rows past M compute on TMA's zero fill; their scales are read from the last row.
     const int r = tc.m0 + row_in_tile;
     pa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
-    pa_hi = p.sfa + static_cast<int64_t>(min(r + 8, p.m - 1)) * p.sfa_stride_m;
+    pa_hi = p.sfa + static_cast<int64_t>(min(r + kHiRow, p.m - 1)) * p.sfa_stride_m;
     pbs = p.sfb + static_cast<int64_t>(tc.n0 / 128) * p.sfb_stride_n;
   };
   auto load_scales = [&](int set) {
@@ -296,7 +361,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // tile's stores have read it, long done by then.
   const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
   const int st_matrix = lane / 8;  // which of the four 8x8 matrices this lane addresses
-  const int st_row = warp * 16 + (st_matrix & 1) * 8 + lane % 8;
+  const int st_row = kAmn ? warp * 16 + 2 * (lane % 8) + (st_matrix & 1)
+                          : warp * 16 + (st_matrix & 1) * 8 + lane % 8;
   // Thread 0 of the warp group waits for and issues the TMA stores through predicated
   // instructions rather than a branch: the next tile's MMAs are in flight meanwhile, and
   // divergent code would make the compiler serialize them.
@@ -336,11 +402,27 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // One step of the K loop: issue block kb into `cur` (its scales in set S), then
   // promote block kb-1 from `prev` and load block kb+1's scales into the freed set.
+  // Issues the next block into `cur` with the previous one's MMAs (in `prev`) still in
+  // flight, and returns once those are done. With A fragments in registers there is
+  // room for one block's only (ptxas serializes every wgmma otherwise, C7512): the
+  // previous block is waited for first, and the other warp group's MMAs keep the
+  // tensor cores busy across the gap.
+  auto advance = [&](float (&cur)[64], float (&prev)[64]) {
+    if constexpr (kAmn) {
+      cute::warpgroup_wait<0>();
+      fence_regs(prev);
+      fence_regs(f);
+      issue_next(cur);
+    } else {
+      issue_next(cur);
+      cute::warpgroup_wait<1>();
+      fence_regs(prev);
+    }
+  };
+
   auto step = [&](auto set, float (&cur)[64], float (&prev)[64], int kb) {
     constexpr int S = decltype(set)::value;
-    issue_next(cur);
-    cute::warpgroup_wait<1>();
-    fence_regs(prev);
+    advance(cur, prev);
     promote(acc, prev, sa_lo[S ^ 1] * sb[S ^ 1], sa_hi[S ^ 1] * sb[S ^ 1]);
     release();
     if (kb + 1 < kblocks) load_scales(S ^ 1);
@@ -358,9 +440,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const TileCoord nc = tile_coord<kCluster>(next, units_m, tiles_n, rank);
       point_scales(nc);
       load_scales(S ^ 1);
-      issue_next(other);
-      cute::warpgroup_wait<1>();
-      fence_regs(last);
+      advance(other, last);
       promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
       release();
       if (kblocks > 1) load_scales(S);
@@ -422,19 +502,29 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- host side ------------------------------------------------------------------------
 
-template <int kCluster>
+template <int kCluster, bool kAmn>
 Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
+  if (g.a_mn_major != kAmn || g.b_kperm16 != kAmn) {
+    if (why) {
+      *why = kAmn ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
+                  : "this kernel reads A K-major and B in plain K order";
+    }
+    return Status::kUnsupported;
+  }
   CUtensorMap map_a, map_b, map_d;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, kBlockM, kBlockK) ||
+  // MN-major A: its k_a real rows of K (TMA reads zeros past them up to the padded k).
+  const bool a_ok = kAmn ? make_map(&map_a, u8, 1, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
+                         : make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, kBlockM, kBlockK);
+  if (!a_ok ||
       !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, kBlockK) ||
       !make_map(&map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, g.d, g.m, g.n, g.ldd, 64, 64)) {
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(gemm_kernel<kCluster>, g.device, kSmemBytes, &smem_reserved)) {
+  if (!reserve_smem_once(gemm_kernel<kCluster, kAmn>, g.device, kSmemBytes, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
@@ -467,7 +557,7 @@ Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
       cfg.gridDim = dim3(kCluster * resident);
       cfg.attrs = attr;
       cfg.numAttrs = nattr;
-      if (cudaOccupancyMaxActiveClusters(&n, gemm_kernel<kCluster>, &cfg) != cudaSuccess || n < 1) {
+      if (cudaOccupancyMaxActiveClusters(&n, gemm_kernel<kCluster, kAmn>, &cfg) != cudaSuccess || n < 1) {
         if (why) *why = "cannot place the kernel's thread-block clusters on this GPU";
         return Status::kLaunchFailed;
       }
@@ -483,7 +573,7 @@ Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
   cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (units < resident ? units : resident)));
   cfg.attrs = attr;
   cfg.numAttrs = nattr;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kCluster>, map_a, map_b, map_d, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kCluster, kAmn>, map_a, map_b, map_d, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
@@ -499,14 +589,28 @@ size_t fp8_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t stream,
                                      const char** why) {
-  return overlap::launch<1>(g, stream, why);
+  return overlap::launch<1, false>(g, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_cluster2_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_overlap_cluster2_run(const GemmArgs& g, void*, cudaStream_t stream,
                                               const char** why) {
-  return overlap::launch<2>(g, stream, why);
+  return overlap::launch<2, false>(g, stream, why);
+}
+
+size_t fp8_coop_128x128_overlap_amn_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_coop_128x128_overlap_amn_run(const GemmArgs& g, void*, cudaStream_t stream,
+                                         const char** why) {
+  return overlap::launch<1, true>(g, stream, why);
+}
+
+size_t fp8_coop_128x128_overlap_amn_cluster2_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_coop_128x128_overlap_amn_cluster2_run(const GemmArgs& g, void*, cudaStream_t stream,
+                                                  const char** why) {
+  return overlap::launch<2, true>(g, stream, why);
 }
 
 }  // namespace kfgemm::variants

@@ -43,6 +43,10 @@ struct OperandPrep {
   void* dst;
   int64_t ld;  // elements of the output type, >= k
   PrepOut out;
+  // Write each 16 elements of K in the order the MN-major-A kernels build their A
+  // fragments (variants 13 and 14): position 4t + j holds K element 2t + j (j < 2) or
+  // 8 + 2t + (j - 2) (j >= 2), t = 0..3. FP8 output only.
+  bool kperm16 = false;
 };
 
 // A float32 (rows, cols) matrix with element strides copied to the contiguous
@@ -69,6 +73,9 @@ inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stre
 //   D[m, n] = sum_k A[m, k] * B[n, k] * sfa[m, k / 128] * sfb[n / 128, k / 128]
 // A is (m, k) K-major with row pitch lda, B is (n, k) K-major with row pitch ldb, both
 // 16-byte aligned with k a multiple of 16 bytes' worth of elements (zero padded).
+// Variants 13 and 14 instead read A MN-major (a_mn_major: stored as k_a rows of m
+// elements, pitch lda, no padding needed) and B with each 16 of K permuted as
+// OperandPrep::kperm16 writes it (b_kperm16); every other variant rejects both flags.
 // Scales are float32 addressed through element strides (any layout).
 struct GemmArgs {
   int m, n, k;
@@ -94,6 +101,9 @@ struct GemmArgs {
   // Persistent tile schedulers: maximum swizzle of the tile order (1, 2, 4, 8), which
   // keeps neighbouring CTAs on neighbouring tiles for L2 reuse; 0: CUTLASS's default (1).
   int swizzle;
+  bool a_mn_major = false;
+  int k_a = 0;  // rows of K in MN-major A (its real K; k may be padded beyond it)
+  bool b_kperm16 = false;
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
@@ -113,7 +123,9 @@ enum class Variant : int {
   kFp8Coop128x128Overlap = 10,  // hand-written: promotion overlapped with the next MMAs
   kFp8ClusterSplitK = 11,       // hand-written: few rows, K split over a cluster (splits 1-8)
   kFp8Coop128x128OverlapCluster2 = 12,  // variant 10 on CTA pairs sharing B by multicast
-  kCount = 13,
+  kFp8Coop128x128OverlapAmn = 13,       // variant 10 reading A MN-major (fragments built in registers)
+  kFp8Coop128x128OverlapAmnCluster2 = 14,  // variant 13 on CTA pairs sharing B by multicast
+  kCount = 15,
 };
 
 const char* variant_name(Variant v);

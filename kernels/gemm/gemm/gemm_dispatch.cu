@@ -19,6 +19,8 @@ KFGEMM_DECLARE_VARIANT(bf16_coop_128x128)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap)
 KFGEMM_DECLARE_VARIANT(fp8_cluster_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_cluster2)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_cluster2)
 #undef KFGEMM_DECLARE_VARIANT
 }  // namespace kfgemm::variants
 
@@ -41,7 +43,8 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_splitk),  KFGEMM_ENTRY(fp8_coop_128x128),
     KFGEMM_ENTRY(bf16_pingpong_64x128_splitk), KFGEMM_ENTRY(bf16_coop_128x128),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap), KFGEMM_ENTRY(fp8_cluster_splitk),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap_cluster2),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -69,6 +72,11 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
   const Entry* e = lookup(v);
   if (!e) {
     if (why) *why = "unknown kernel variant";
+    return Status::kUnsupported;
+  }
+  const bool amn = v == Variant::kFp8Coop128x128OverlapAmn || v == Variant::kFp8Coop128x128OverlapAmnCluster2;
+  if (!amn && (args.a_mn_major || args.b_kperm16)) {
+    if (why) *why = "only variants 13 and 14 read MN-major A and K-permuted B";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);

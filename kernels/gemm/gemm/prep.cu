@@ -36,6 +36,7 @@ struct PrepJob {
   int64_t ld;
   Mode mode;
   bool vec;          // 16-byte loads are aligned along the contiguous dimension
+  bool kperm16;      // each 16 of K in the MN-major-A kernels' order (OperandPrep)
   int64_t tiles_r;   // transpose: tiles along rows
   int64_t blocks;    // blocks this job owns
 };
@@ -110,6 +111,13 @@ __device__ __forceinline__ void store16(void* dst, int64_t offset, uint4 v) {
     p[0] = make_uint4(a.x, a.y, b.x, b.y);
     p[1] = make_uint4(c.x, c.y, d.x, d.y);
   }
+}
+
+// The 16 K elements of v in OperandPrep::kperm16's order: words hold K 0-3, 4-7, 8-11,
+// 12-15 in; out, K {0,1,8,9}, {2,3,10,11}, {4,5,12,13}, {6,7,14,15}.
+__device__ __forceinline__ uint4 kperm16(uint4 v) {
+  return make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632),
+                    __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.y, v.w, 0x7632));
 }
 
 __device__ __forceinline__ uint32_t pack4(const uint8_t* b) {
@@ -200,8 +208,8 @@ __device__ __forceinline__ void transpose_emit(const PrepJob& j, int64_t tile,
   for (int rr = 0; rr < 4; ++rr) {
     const int64_t r = r0 + 4 * g + rr;
     if (r < j.rows_out) {
-      store16<kOut, kKind>(j.dst, r * j.ld + kout,
-                           make_uint4(out[rr][0], out[rr][1], out[rr][2], out[rr][3]));
+      const uint4 v = make_uint4(out[rr][0], out[rr][1], out[rr][2], out[rr][3]);
+      store16<kOut, kKind>(j.dst, r * j.ld + kout, j.kperm16 ? kperm16(v) : v);
     }
   }
 }
@@ -238,7 +246,10 @@ __device__ __forceinline__ void rowcopy_emit(const PrepJob& j, int64_t item, con
   for (int it = 0; it < kVecs; ++it) {
     const int64_t chunk = item * kRowCopyChunks + it * kThreads + threadIdx.x;
     const int64_t r = chunk / chunks_per_row;
-    if (r < j.rows_out) store16<kOut, kKind>(j.dst, r * j.ld + (chunk % chunks_per_row) * 16, v[it]);
+    if (r < j.rows_out) {
+      store16<kOut, kKind>(j.dst, r * j.ld + (chunk % chunks_per_row) * 16,
+                           j.kperm16 ? kperm16(v[it]) : v[it]);
+    }
   }
 }
 
@@ -373,6 +384,7 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
     }
     if (o.out != ops[0].out) return Status::kUnsupported;
     if (o.out == PrepOut::kFp8 && o.kind != Fp8Kind::kE4M3FN) return Status::kUnsupported;
+    if (o.kperm16 && o.out != PrepOut::kFp8) return Status::kUnsupported;
     PrepJob& j = p.job[i];
     j.src = o.src;
     j.rows = o.rows;
@@ -382,6 +394,7 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
     j.stride_k = o.stride_k;
     j.dst = o.dst;
     j.ld = o.ld;
+    j.kperm16 = o.kperm16;
     const uintptr_t base = reinterpret_cast<uintptr_t>(o.src);
     if (o.stride_k == 1 || o.k == 1) {
       j.mode = Mode::kRowCopy;

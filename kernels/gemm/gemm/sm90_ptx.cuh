@@ -122,11 +122,32 @@ __device__ __forceinline__ void mma(uint64_t da, uint64_t db, float (&d)[N], boo
   mma_impl<Mma>(da, db, d, accumulate, std::make_index_sequence<N>{});
 }
 
+// One wgmma of `Mma` (an RS atom: A from the thread's four fragment words a0..a3, B on
+// descriptor db) into the N-float accumulator d.
+template <typename Mma, int N, size_t... I>
+__device__ __forceinline__ void mma_rs_impl(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                            uint64_t db, float (&d)[N], bool accumulate,
+                                            std::index_sequence<I...>) {
+  Mma::fma(a0, a1, a2, a3, db, d[I]...,
+           accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+template <typename Mma, int N>
+__device__ __forceinline__ void mma_rs(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                       uint64_t db, float (&d)[N], bool accumulate) {
+  mma_rs_impl<Mma>(a0, a1, a2, a3, db, d, accumulate, std::make_index_sequence<N>{});
+}
+
 // Keeps the compiler from moving accesses to an accumulator across the wgmma fences.
 template <int N>
 __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(uint32_t (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
 // The problem's sizes and block scales as the hand-written kernels take them (GemmArgs'

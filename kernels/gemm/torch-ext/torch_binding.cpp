@@ -157,15 +157,17 @@ struct Canonical {
 
 // Returns x itself when the kernel can read it in place, otherwise schedules a
 // rewrite into `job` and returns the destination.
+// kperm16: always rewrite, with each 16 of K in the order of the kernels that read A
+// MN-major (OperandPrep::kperm16).
 Canonical canonical_operand(const Tensor& x, int64_t rows_out, bool to_bf16,
-                            kfgemm::OperandPrep* job, bool* needs_job) {
+                            kfgemm::OperandPrep* job, bool* needs_job, bool kperm16 = false) {
   const int64_t rows = x.size(0), K = x.size(1);
   const int64_t Kp = round_up(K, 16);
   *needs_job = false;
   const auto addr = reinterpret_cast<uintptr_t>(x.data_ptr());
   const bool k_major = x.stride(1) == 1 || K == 1;
   const bool pitch_ok = rows == 1 || x.stride(0) % 16 == 0;
-  if (!to_bf16 && x.scalar_type() == at::kFloat8_e4m3fn && rows_out == rows && k_major &&
+  if (!kperm16 && !to_bf16 && x.scalar_type() == at::kFloat8_e4m3fn && rows_out == rows && k_major &&
       pitch_ok && K % 16 == 0 && addr % 16 == 0 && x.stride(0) >= K) {
     Canonical c;
     c.ptr = x.data_ptr();
@@ -186,6 +188,7 @@ Canonical canonical_operand(const Tensor& x, int64_t rows_out, bool to_bf16,
   job->dst = c.storage.data_ptr();
   job->ld = Kp;
   job->out = to_bf16 ? kfgemm::PrepOut::kBf16 : kfgemm::PrepOut::kFp8;
+  job->kperm16 = kperm16;
   *needs_job = true;
   return c;
 }
@@ -240,7 +243,22 @@ int smallest_split(int64_t Kp, int64_t tiles, int64_t want) {
   return 0;
 }
 
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, int mem_gbs) {
+// Whether the kernels that read A MN-major (variants 13 and 14) can take `a` in place:
+// e4m3fn, M contiguous, rows of K 16-byte aligned.
+bool a_mn_major_ok(const Tensor& a) {
+  const int64_t M = a.size(0);
+  return a.scalar_type() == at::kFloat8_e4m3fn && M > 1 && a.stride(0) == 1 &&
+         a.stride(1) >= M && a.stride(1) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0;
+}
+
+bool variant_reads_a_mn_major(kfgemm::Variant v) {
+  return v == kfgemm::Variant::kFp8Coop128x128OverlapAmn ||
+         v == kfgemm::Variant::kFp8Coop128x128OverlapAmnCluster2;
+}
+
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, int mem_gbs,
+                    bool a_mn_major) {
   using V = kfgemm::Variant;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
@@ -273,6 +291,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
   const int64_t sms = std::max(sm_count, 1);
   const int64_t waves = tiles128 / sms;
   const int64_t last_wave = (tiles128 % sms) * 100 / sms;  // percent of a wave
+  // A stored MN-major (the challenge's layout) with a narrow B (N <= 640) and many rows:
+  // the hand-written kernel reading A in place, so that only the small B is rewritten
+  // (H100, interleaved, us: 6144x576x7168 87.2 against 101.9 for the transpose and
+  // CUTLASS's kernel; NOTES.md, v13). Where B is large, or with six or more waves, its
+  // serialized blocks cost more than the transpose saves (6144x4608x7168 506 vs 410,
+  // 6144x1536x7168 179 vs 160). Not measured on GPUs with faster memory.
+  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
+  if (a_mn_major && slow_memory && N <= 640 && M >= 2048 && waves < 6) {
+    return {V::kFp8Coop128x128OverlapAmn, 0};
+  }
   // Six or more waves of 128x128 tiles: the hand-written kernel, which overlaps the
   // scale promotion with the next block's MMAs and each tile's epilogue with the next
   // tile's first MMAs (H200, interleaved, us: 4096x7168x16384 833 vs 895 for CUTLASS's
@@ -285,7 +313,6 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
     // 6144x4608x7168 challenge 416 vs 457, 4096x4096x7168 206 vs 220, 6144x7168x2304
     // 209 vs 222) and lose 2-4% at K <= 2048; on the H200 (4.8 TB/s) they do not gain
     // (4096x7168x16384 857 vs 820, 4096x24576x1536 305 vs 281). NOTES.md, v12.
-    const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
     if (slow_memory && K >= 2304) return {V::kFp8Coop128x128OverlapCluster2, 0};
     return {V::kFp8Coop128x128Overlap, 0};
   }
@@ -331,7 +358,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   };
   Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
   Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
-  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count, props.mem_gbs);
+  const bool a_mn = !bf16 && a_mn_major_ok(a);
+  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count, props.mem_gbs, a_mn);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
@@ -346,6 +374,9 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
                           ": it is the cluster size, 1, 2, 4 or 8 (0: chosen from the shape)"));
   }
+  if (variant_reads_a_mn_major(v)) {
+    TORCH_CHECK_VALUE(a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
+  }
   if (variant_is_split_k(v)) {
     TORCH_CHECK_VALUE(splits_fit(round_up(K, 16), splits),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
@@ -359,9 +390,16 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   kfgemm::OperandPrep jobs[2];
   int njobs = 0;
   bool need = false;
-  Canonical ca = canonical_operand(a, M, bf16, &jobs[njobs], &need);
-  njobs += need;
-  Canonical cb = canonical_operand(b, Np, bf16, &jobs[njobs], &need);
+  const bool amn = variant_reads_a_mn_major(v);
+  Canonical ca;
+  if (amn) {  // read in place
+    ca.ptr = a.data_ptr();
+    ca.ld = a.stride(1);
+  } else {
+    ca = canonical_operand(a, M, bf16, &jobs[njobs], &need);
+    njobs += need;
+  }
+  Canonical cb = canonical_operand(b, Np, bf16, &jobs[njobs], &need, amn);
   njobs += need;
   // The hand-written kernel reads each thread's scales along K, two blocks ahead: with
   // row-major scales a 32-byte sector serves 8 blocks from L1, with the challenge's
@@ -370,7 +408,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   kfgemm::ScaleCopy scale_jobs[2];
   int nscales = 0;
   if (v == kfgemm::Variant::kFp8Coop128x128Overlap ||
-      v == kfgemm::Variant::kFp8Coop128x128OverlapCluster2) {
+      v == kfgemm::Variant::kFp8Coop128x128OverlapCluster2 || amn) {
     for (Tensor* s : {&sa, &sb}) {
       if (s->size(1) > 1 && s->stride(1) != 1) {
         if (s->numel() > kfgemm::kMaxScaleElems / 2) {  // beyond the launch's indexing
@@ -418,6 +456,9 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
   g.pdl = njobs + nscales > 0;  // the preparation kernel runs right before on this stream
   g.swizzle = static_cast<int>(swizzle);
+  g.a_mn_major = amn;
+  g.k_a = static_cast<int>(K);
+  g.b_kperm16 = amn;
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
