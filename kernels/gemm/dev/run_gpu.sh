@@ -63,7 +63,7 @@ for s in "$@"; do
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racecheck) run racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py ;;
-    racecheck10) run racecheck_v10 300 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py v10 ;;
+    racecheck10) run racecheck_v10 550 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py v10 ;;
     racecheck1) run racecheck_cluster 300 compute-sanitizer --tool racecheck --print-limit 12 --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racemap) run racemap 120 sh -c "so=\$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); python3 kernels/gemm/dev/racemap.py $logs/racecheck_cluster.log \$so $OUT/cluster2.sass" ;;
     sass) run sass 120 sh -c "for so in \$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); do cuobjdump --dump-sass \$so | grep -o -E '(QGMMA|HGMMA)[.A-Z0-9x]*' | sort | uniq -c; cuobjdump --dump-resource-usage \$so | grep -A1 -i overlap; done" ;;
