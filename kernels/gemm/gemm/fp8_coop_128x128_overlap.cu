@@ -33,6 +33,10 @@
 // MMAs, about 170 instructions per K block against CUTLASS's 120 (now about 126), and
 // the block-scale loads' latency exposed every block.
 //
+// Built also for A stored MN-major (variants 13, 14; NOTES.md, v13): TMA loads A's
+// (K, M) storage and the consumers build its wgmma fragments in registers
+// (load_a_fragment), one block at a time; B comes K-permuted from the preparation.
+//
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
 // ends with zeros, so partial tiles need no special casing in the mainloop.
@@ -106,7 +110,7 @@ __device__ __forceinline__ void issue_block_rs(float (&t)[64], const uint32_t (&
 // scales follow that order), and the K slots 4t..4t+3 hold K {2t, 2t+1, 8+2t, 9+2t}.
 // That K order must match B's: the operand preparation writes B with each 16 of K in
 // this order (OperandPrep::kperm16). Each ldmatrix phase reads 8 consecutive K rows at
-// one 16-byte chunk: 8 different banks groups under the swizzle, no conflicts.
+// one 16-byte chunk: 8 different bank groups under the swizzle, no conflicts.
 __device__ __forceinline__ void load_a_fragment(uint32_t (&f)[16], uint32_t addr) {
 #pragma unroll
   for (int kk = 0; kk < kBlockK / 32; ++kk) {
