@@ -83,32 +83,25 @@ for m, n, k, am, bm in cases:
 # column-major scales). With more tiles than SMs, each CTA runs several tiles: its stage
 # ring wraps, its output staging is reused and each epilogue overlaps the next tile's
 # first MMAs, with an odd (17) and an even (16) block count.
-v10_runs = [(1100, 2100, 640, "k", "k", "row"), (1100, 2100, 640, "k", "k", "col"),
-            (1100, 2100, 2176, "mn", "mn", "col"), (1100, 2100, 2048, "mn", "k", "row")]
+V10 = (10, 12)
+# Variants 13 and 14 read MN-major A in place (rows of K 16-byte aligned: M a multiple
+# of 16 here) and B rewritten in their K order, transposed or row-copied.
+AMN = (13, 14)
+v10_runs = [(1100, 2100, 640, "k", "k", "row", V10), (1100, 2100, 640, "k", "k", "col", V10),
+            (1100, 2100, 2176, "mn", "mn", "col", V10), (1100, 2100, 2048, "mn", "k", "row", V10)]
 if ALL:
-    v10_runs += [(*c, "col") for c in cases]
-for m, n, k, am, bm, layout in v10_runs:
+    v10_runs += [(*c, "col", V10) for c in cases]
+    v10_runs += [(1104, 2100, 2176, "mn", "mn", "col", AMN),
+                 (1104, 2100, 2048, "mn", "k", "row", AMN),
+                 (208, 100, 200, "mn", "mn", "col", AMN)]
+for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":
         sa, sb = sa.t().contiguous().t(), sb.t().contiguous().t()
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    for v in (10, 12):
+    for v in variants:
         ops.gemm_nt_out(out, a, b, sa, sb, False, v, 0)
         check(out, a, b, sa, sb, False, f"{m}x{n}x{k} {am}/{bm} v{v} {layout}-major scales")
-
-# Variants 13 and 14 read MN-major A in place (rows of K 16-byte aligned: M a multiple
-# of 16 here) and B rewritten in their K order, transposed or row-copied.
-amn_runs = [(1104, 2100, 2176, "mn", "col"), (1104, 2100, 2048, "k", "row"),
-            (208, 100, 200, "mn", "col")]
-if ALL:
-    for m, n, k, bm, layout in amn_runs:
-        a, b, sa, sb = inputs(m, n, k, "mn", bm)
-        if layout == "col":
-            sa, sb = sa.t().contiguous().t(), sb.t().contiguous().t()
-        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        for v in (13, 14):
-            ops.gemm_nt_out(out, a, b, sa, sb, False, v, 0)
-            check(out, a, b, sa, sb, False, f"{m}x{n}x{k} mn/{bm} v{v} {layout}-major scales")
 
 a, b, sa, sb = inputs(40, 136, 300, "mn", "k", NUZ, FN)
 check(gk.gemm_nt(a, b, sa, sb), a, b, sa, sb, False, "fnuz/fn")
