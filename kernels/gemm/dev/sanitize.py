@@ -1,6 +1,6 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all | v10]
+    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all | v10 | amn]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -34,7 +34,8 @@ failures = 0
 # The kernels the op can choose by itself; "all" adds those reachable only through the
 # explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12), and its
-# builds that read A MN-major (13, 14; "all" runs those too).
+# builds that read A MN-major (13, 14; "all" runs those too); "amn" runs those builds alone,
+# on problems small enough for racecheck.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
@@ -64,7 +65,7 @@ cases = [
     (130, 576, 384, "k", "mn"),   # direct K-major A
     (33, 72, 7232, "k", "k"),     # long K, direct
 ]
-for m, n, k, am, bm in cases:
+for m, n, k, am, bm in [] if MODE == "amn" else cases:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     for exact in (False, True):
         check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
@@ -94,6 +95,11 @@ if ALL:
     v10_runs += [(1104, 2100, 2176, "mn", "mn", "col", AMN),
                  (1104, 2100, 2048, "mn", "k", "row", AMN),
                  (208, 100, 200, "mn", "mn", "col", AMN)]
+if MODE == "amn":
+    # 153 tiles on 132 SMs: some CTAs run two tiles (the stage ring wraps, the output
+    # staging is reused); 5 and 4 K blocks; tails in N and K.
+    v10_runs = [(1104, 2100, 640, "mn", "mn", "col", AMN), (1104, 2100, 512, "mn", "k", "row", AMN),
+                (208, 100, 200, "mn", "mn", "col", AMN)]
 for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":
