@@ -293,12 +293,12 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
   const int64_t last_wave = (tiles128 % sms) * 100 / sms;  // percent of a wave
   // A stored MN-major (the challenge's layout) with a narrow B (N <= 640) and many rows:
   // the hand-written kernel reading A in place, so that only the small B is rewritten
-  // (H100, interleaved, us: 6144x576x7168 87.2 against 101.9 for the transpose and
-  // CUTLASS's kernel; NOTES.md, v13). Where B is large, or with six or more waves, its
-  // serialized blocks cost more than the transpose saves (6144x4608x7168 506 vs 410,
-  // 6144x1536x7168 179 vs 160). Not measured on GPUs with faster memory.
-  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
-  if (a_mn_major && slow_memory && N <= 640 && M >= 2048 && waves < 6) {
+  // (interleaved, us, against the transpose and CUTLASS's kernel: H100 6144x576x7168
+  // 87.2 vs 101.9; H200 76.0 vs 80.7, 6144x512x7168 70.2 vs 73.7; NOTES.md, v13 and
+  // v14). Where B is large, or with six or more waves, its serialized blocks cost more
+  // than the transpose saves (H100 6144x4608x7168 506 vs 410, 6144x1536x7168 179 vs
+  // 160; H200 177.5 vs 157.7).
+  if (a_mn_major && N <= 640 && M >= 2048 && waves < 6) {
     return {V::kFp8Coop128x128OverlapAmn, 0};
   }
   // Six or more waves of 128x128 tiles: the hand-written kernel, which overlaps the
@@ -313,6 +313,7 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
     // 6144x4608x7168 challenge 416 vs 457, 4096x4096x7168 206 vs 220, 6144x7168x2304
     // 209 vs 222) and lose 2-4% at K <= 2048; on the H200 (4.8 TB/s) they do not gain
     // (4096x7168x16384 857 vs 820, 4096x24576x1536 305 vs 281). NOTES.md, v12.
+    const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
     if (slow_memory && K >= 2304) return {V::kFp8Coop128x128OverlapCluster2, 0};
     return {V::kFp8Coop128x128Overlap, 0};
   }
