@@ -379,6 +379,90 @@ def test_a_mn_major_kernel_rejects_other_layouts(gemm_kernel):
         ops.gemm_nt(a, b, sa, sb, False, 13, -1)
 
 
+SPLIT_SHAPES = [(1, 8, 16), (2, 100, 200), (17, 576, 7168 + 64), (255, 1000, 128),
+                (129, 136, 256), (300, 100, 200), (65, 136, 8320), (1024, 576, 7168),
+                (1000, 1500, 1920), (2000, 2100, 2176)]
+
+
+@pytest.mark.parametrize("m,n,k", SPLIT_SHAPES)
+@pytest.mark.parametrize("splits", [0, 1, 2, 3, 7, 64])
+@pytest.mark.parametrize("layout", ["nt", "challenge", "a-mn"])
+def test_overlap_splitk_kernel(gemm_kernel, m, n, k, splits, layout):
+    """The hand-written kernel with K cut into slices (variant 15; 16 reads A MN-major in
+    place), the partial tiles summed in-kernel by the last slice to arrive: tails in
+    every dimension, slices of one block and uneven slices (7 of 57 blocks), as many
+    slices as blocks (64 capped at K's block count), several units per CTA (2000x2100
+    with 17 slices: 4624 units), the kernel's own slice count (0), no split (1), every
+    operand and scale layout."""
+    seed = fresh_seed()
+    variant = 16 if layout == "a-mn" else 15
+    major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col"), "a-mn": ("mn", "col")}[layout]
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
+                           sa_layout=scales, sb_layout=scales)
+    if variant == 16:
+        if m < 2:
+            pytest.skip("variant 16 reads A in place, which needs M > 1")
+        a = pitched_mn(a)
+    s = min(splits, -(-k // 128))
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, s)
+    what = f"variant={variant} {m}x{n}x{k} splits={s} {layout} seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
+
+
+@pytest.mark.parametrize("variant", [15, 16])
+def test_overlap_splitk_is_deterministic(gemm_kernel, variant):
+    """The slices are summed in slice order whichever CTA arrives last, so repeated runs
+    give the same bits (here 40 tiles x 3 slices, all in flight at once)."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(1024, 576, 7168, seed=seed, a_major="mn", b_major="mn",
+                           sa_layout="col", sb_layout="col")
+    ops = gemm_kernel._ops.ops
+    first = ops.gemm_nt(a, b, sa, sb, False, variant, 3)
+    for _ in range(20):
+        again = ops.gemm_nt(a, b, sa, sb, False, variant, 3)
+        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, f"variant={variant} seed={seed}").fast(first)
+
+
+def test_overlap_splitk_rejects_bad_splits(gemm_kernel):
+    ops = gemm_kernel._ops.ops
+    a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())
+    with pytest.raises(ValueError, match="splits=9 does not fit .*8 blocks"):
+        ops.gemm_nt(a, b, sa, sb, False, 15, 9)
+    a, b, sa, sb = make_nt(64, 256, 65 * 128, seed=fresh_seed())
+    with pytest.raises(ValueError, match="splits=65 does not fit"):
+        ops.gemm_nt(a, b, sa, sb, False, 15, 65)
+
+
+def test_overlap_splitk_in_cuda_graph(gemm_kernel):
+    """The arrival counters are cleared on the stream before every launch, so a captured
+    graph replays correctly with new inputs."""
+    m, n, k = 300, 576, 2048
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn")
+    ops = gemm_kernel._ops.ops
+    out = poisoned(m, n)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up outside the capture
+        ops.gemm_nt_out(out, a, b, sa, sb, False, 15, 4)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ops.gemm_nt_out(out, a, b, sa, sb, False, 15, 4)
+    for i in range(3):
+        a2, b2, sa2, sb2 = make_nt(m, n, k, seed=seed + 1 + i, a_major="mn", b_major="mn")
+        a.copy_(a2)
+        b.copy_(b2)
+        sa.copy_(sa2)
+        sb.copy_(sb2)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        Checker(gemm_kernel, a, b, sa, sb, f"replay {i} seed={seed}").fast(out)
+
+
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
                                    (64, 2112, 7168), (64, 7168, 2048), (65, 136, 8320),
                                    (128, 4096, 7168), (100, 1000, 384), (255, 392, 4224),

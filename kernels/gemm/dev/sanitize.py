@@ -1,6 +1,6 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all | v10 | amn]
+    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all | v10 | amn | split]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -35,7 +35,7 @@ failures = 0
 # explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12); "amn" runs
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
-# "all" runs both.
+# "split" runs its split-K builds (15, 16) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
@@ -65,7 +65,7 @@ cases = [
     (130, 576, 384, "k", "mn"),   # direct K-major A
     (33, 72, 7232, "k", "k"),     # long K, direct
 ]
-for m, n, k, am, bm in [] if MODE == "amn" else cases:
+for m, n, k, am, bm in [] if MODE in ("amn", "split") else cases:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     for exact in (False, True):
         check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
@@ -101,14 +101,25 @@ if MODE == "amn":
     # staging is reused); 5 and 4 K blocks; tails in N and K.
     v10_runs = [(1104, 2100, 640, "mn", "mn", "col", AMN), (1104, 2100, 512, "mn", "k", "row", AMN),
                 (208, 100, 200, "mn", "mn", "col", AMN)]
+# Split-K builds (15; 16 reads A MN-major): uneven slices (15 blocks in 4), slices of one
+# block, several units per CTA (153 tiles x 2 slices on 132 SMs), tails in M, N and K.
+# Entries of variants are (variant, splits) here.
+SPLIT = ((15, 4), (15, 15), (16, 4), (16, 15))
+split_runs = [(304, 600, 1920, "mn", "mn", "col", SPLIT), (208, 100, 200, "mn", "k", "row", SPLIT),
+              (1104, 2100, 640, "mn", "mn", "col", ((15, 2), (16, 2)))]
+if MODE == "split":
+    v10_runs = split_runs
+elif MODE == "all":
+    v10_runs += split_runs
 for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":
         sa, sb = sa.t().contiguous().t(), sb.t().contiguous().t()
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    for v in variants:
-        ops.gemm_nt_out(out, a, b, sa, sb, False, v, 0)
-        check(out, a, b, sa, sb, False, f"{m}x{n}x{k} {am}/{bm} v{v} {layout}-major scales")
+    for entry in variants:
+        v, s = entry if isinstance(entry, tuple) else (entry, 0)
+        ops.gemm_nt_out(out, a, b, sa, sb, False, v, s)
+        check(out, a, b, sa, sb, False, f"{m}x{n}x{k} {am}/{bm} v{v} s{s} {layout}-major scales")
 
 a, b, sa, sb = inputs(40, 136, 300, "mn", "k", NUZ, FN)
 check(gk.gemm_nt(a, b, sa, sb), a, b, sa, sb, False, "fnuz/fn")

@@ -138,6 +138,16 @@ struct TileCoord {
   int m0, n0;
 };
 
+// Split-K (variants 15, 16): each tile's K blocks are cut into `splits` slices of
+// nearly equal length, one work unit each. `partials` holds an FP32 partial half tile
+// per (tile, slice, warp group), `counters` one arrival count per (tile, warp group),
+// zero at launch (split_workspace_layout).
+struct SplitParams {
+  int splits;
+  float* partials;
+  uint32_t* counters;
+};
+
 // Work unit t of a cluster: kCluster tiles stacked along M (the same B tile), ordered
 // in bands of kGroupRows unit rows that walk across N; `rank` picks the CTA's tile.
 template <int kCluster>
@@ -180,11 +190,14 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn>
+template <int kCluster, bool kAmn, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const __grid_constant__ CUtensorMap map_d, const ProblemParams p) {
+                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
+  static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
   extern __shared__ uint8_t smem_raw[];
+  // Split-K: whether this warp group's half tile is the last of its slices to arrive.
+  __shared__ uint32_t split_last[2];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
   // Tiles and output boxes 1024-byte aligned (the swizzle atom), then the barriers.
@@ -226,11 +239,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tiles_m = (p.m + kBlockM - 1) / kBlockM;
   const int tiles_n = (p.n + kBlockN - 1) / kBlockN;
   const int units_m = (tiles_m + kCluster - 1) / kCluster;
-  const int units = units_m * tiles_n;
+  const int tiles = units_m * tiles_n;
+  const int splits = kSplit ? sp.splits : 1;
+  const int units = tiles * splits;
   const int rank = kCluster > 1 ? static_cast<int>(cluster_rank()) : 0;
   const int cluster_id = static_cast<int>(blockIdx.x) / kCluster;
   const int clusters = static_cast<int>(gridDim.x) / kCluster;
-  const int kblocks = (p.k + kBlockK - 1) / kBlockK;
+  const int kblocks_all = (p.k + kBlockK - 1) / kBlockK;
+  // Work unit u: tile (u % tiles) over K slice (u / tiles), so that the units running at
+  // once share A and B blocks of one K range. A slice is the K blocks [kb0, kb1).
+  struct Unit {
+    int tile, slice, kb0, kb1;
+  };
+  auto unit_at = [&](int u) {
+    if constexpr (kSplit) {
+      const int s = u / tiles;
+      return Unit{u - s * tiles, s, static_cast<int>(int64_t(s) * kblocks_all / splits),
+                  static_cast<int>(int64_t(s + 1) * kblocks_all / splits)};
+    } else {
+      return Unit{u, 0, 0, kblocks_all};
+    }
+  };
 
   if (warp_group == 0) {
     // Producer: one thread issues the TMA loads of A and B for every K block of the
@@ -239,9 +268,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    for (int t = cluster_id; t < units; t += clusters) {
-      const TileCoord c = tile_coord<kCluster>(t, units_m, tiles_n, rank);
-      for (int kb = 0; kb < kblocks; ++kb) {
+    for (int u = cluster_id; u < units; u += clusters) {
+      const Unit w = unit_at(u);
+      const TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
+      for (int kb = w.kb0; kb < w.kb1; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
         if constexpr (kAmn) {
@@ -295,6 +325,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t desc_b0 = smem_desc(tile_b(0));
   constexpr uint32_t kStageDesc = kStageBytes >> 4;
 
+  int unit = cluster_id;  // the grid never exceeds the unit count
+  Unit w = unit_at(unit);
+  int kblocks = w.kb1 - w.kb0;  // K blocks of the current unit
+  TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
+
   int stage = 0;
   uint32_t phase = 0;
   // Waits for the next stage's operands and issues its MMAs into `t`.
@@ -339,12 +374,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* pa_lo;
   const float* pa_hi;
   const float* pbs;
-  auto point_scales = [&](const TileCoord& tc) {
+  auto point_scales = [&](const TileCoord& tc, int kb0) {
     // Rows past M compute on TMA's zero fill; their scales are read from the last row.
     const int r = tc.m0 + row_in_tile;
-    pa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m;
-    pa_hi = p.sfa + static_cast<int64_t>(min(r + kHiRow, p.m - 1)) * p.sfa_stride_m;
-    pbs = p.sfb + static_cast<int64_t>(tc.n0 / 128) * p.sfb_stride_n;
+    pa_lo = p.sfa + static_cast<int64_t>(min(r, p.m - 1)) * p.sfa_stride_m + kb0 * p.sfa_stride_k;
+    pa_hi = p.sfa + static_cast<int64_t>(min(r + kHiRow, p.m - 1)) * p.sfa_stride_m +
+            kb0 * p.sfa_stride_k;
+    pbs = p.sfb + static_cast<int64_t>(tc.n0 / 128) * p.sfb_stride_n + kb0 * p.sfb_stride_k;
   };
   auto load_scales = [&](int set) {
     sa_lo[set] = __ldg(pa_lo);
@@ -432,34 +468,104 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kb + 1 < kblocks) load_scales(S ^ 1);
   };
 
-  int unit = cluster_id;  // the grid never exceeds the unit count
-  TileCoord c = tile_coord<kCluster>(unit, units_m, tiles_n, rank);
+  // Split-K epilogue of a unit (its accumulator complete for its slice). Every slice
+  // writes its partial half tile to the workspace in the accumulator's own fragment
+  // order (thread by thread: 16-byte stores, and the reader is the same thread of
+  // another CTA), then counts itself in on the half tile's counter. The last to arrive
+  // adds the slices in slice order, whichever CTA that is, so the result does not
+  // depend on timing, and stores the tile.
+  auto split_store = [&](const TileCoord& tc) {
+    if (splits == 1) {
+      store_tile(tc);
+      return;
+    }
+    constexpr int kWarpFloats = 16 * 32 * 4;  // a warp's 16 x 128 partial
+    auto partial = [&](int slice) {
+      const int64_t half = (int64_t(w.tile) * splits + slice) * 2 + consumer;
+      return sp.partials + (half * 4 + warp) * kWarpFloats + lane * 4;
+    };
+    float* mine = partial(w.slice);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      __stcg(reinterpret_cast<float4*>(mine + j * 128),
+             make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+    }
+    __threadfence();
+    named_barrier(1 + consumer, 128);
+    if (tid == 0) {
+      split_last[consumer] =
+          atomicAdd(&sp.counters[2 * w.tile + consumer], 1u) == static_cast<uint32_t>(splits - 1);
+    }
+    named_barrier(1 + consumer, 128);
+    if (!split_last[consumer]) return;
+    __threadfence();
+    // In two halves of 32 floats, so that the sum, the loads and the accumulator fit in
+    // registers at once (t0 and t1 are free: the unit's MMAs are all done).
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      for (int s = 0; s < splits; ++s) {
+        if (s == w.slice) {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) t0[i] = acc[32 * h + i];
+        } else {
+          const float* src = partial(s) + h * 8 * 128;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const float4 v = __ldcg(reinterpret_cast<const float4*>(src + j * 128));
+            t0[4 * j] = v.x;
+            t0[4 * j + 1] = v.y;
+            t0[4 * j + 2] = v.z;
+            t0[4 * j + 3] = v.w;
+          }
+        }
+        if (s == 0) {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) t1[i] = t0[i];
+        } else {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) t1[i] += t0[i];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 32; ++i) acc[32 * h + i] = t1[i];
+    }
+    store_tile(tc);
+  };
+
   // After a tile's last MMAs are issued, the next tile's first block goes in before the
   // last promotion and the epilogue, so that the tensor cores have work while the
-  // consumers store the tile. Returns whether there is a next tile (now `c`).
+  // consumers store the tile. Returns whether there is a next tile (now `c`). Split-K
+  // units end with their MMAs drained instead: the next unit's block count, and so the
+  // temporary it starts in, may differ.
   auto finish_tile = [&](auto set, float (&last)[64], float (&other)[64]) {
     constexpr int S = decltype(set)::value;
-    const int next = unit + clusters;
-    if (next < units) {
-      const TileCoord nc = tile_coord<kCluster>(next, units_m, tiles_n, rank);
-      point_scales(nc);
-      load_scales(S ^ 1);
-      advance(other, last);
-      promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      release();
-      if (kblocks > 1) load_scales(S);
-      store_tile(c);
+    if constexpr (!kSplit) {
+      const int next = unit + clusters;
+      if (next < units) {
+        const TileCoord nc = tile_coord<kCluster>(next, units_m, tiles_n, rank);
+        point_scales(nc, 0);
+        load_scales(S ^ 1);
+        advance(other, last);
+        promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+        release();
+        if (kblocks > 1) load_scales(S);
+        store_tile(c);
 #pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      unit = next;
-      c = nc;
-      return true;
+        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        unit = next;
+        c = nc;
+        return true;
+      }
     }
     cute::warpgroup_wait<0>();
     fence_regs(last);
     promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
     release();
-    store_tile(c);
+    if constexpr (kSplit) {
+      split_store(c);
+    } else {
+      store_tile(c);
+    }
     return false;
   };
   // A tile whose block 0 is in flight in `first` (scales in set S) and, if it has more
@@ -481,23 +587,40 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return finish_tile(Same{}, first, second);
   };
-
+  // Zeroes the accumulator, points the scales at the unit's first K block and issues
+  // that block into t0.
+  auto start_unit = [&]() {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  point_scales(c);
-  load_scales(0);
-  if (kblocks > 1) load_scales(1);
-  issue_next(t0);
-  // Which temporary a tile starts in is fixed by the parity of the block count, so
-  // that no branch merges paths with different registers in flight (the compiler
-  // would wait for the MMAs there).
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    point_scales(c, w.kb0);
+    load_scales(0);
+    if (kblocks > 1) load_scales(1);
+    issue_next(t0);
+  };
+
   using Zero = std::integral_constant<int, 0>;
   using One = std::integral_constant<int, 1>;
-  if (kblocks % 2 == 0) {
-    while (run_tile(Zero{}, t0, t1)) {
+  if constexpr (kSplit) {
+    while (true) {
+      start_unit();
+      run_tile(Zero{}, t0, t1);
+      unit += clusters;
+      if (unit >= units) break;
+      w = unit_at(unit);
+      kblocks = w.kb1 - w.kb0;
+      c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
     }
   } else {
-    while (run_tile(Zero{}, t0, t1) && run_tile(One{}, t1, t0)) {
+    start_unit();
+    // Which temporary a tile starts in is fixed by the parity of the block count, so
+    // that no branch merges paths with different registers in flight (the compiler
+    // would wait for the MMAs there).
+    if (kblocks % 2 == 0) {
+      while (run_tile(Zero{}, t0, t1)) {
+      }
+    } else {
+      while (run_tile(Zero{}, t0, t1) && run_tile(One{}, t1, t0)) {
+      }
     }
   }
   // Shared memory must outlive the last store's reads.
@@ -506,9 +629,56 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- host side ------------------------------------------------------------------------
 
-template <int kCluster, bool kAmn>
-Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
+// Most K slices of the split-K builds.
+constexpr int kMaxSplits = 64;
+
+// The split-K workspace: the arrival counters (zeroed by the caller before the launch),
+// then the partial tiles. Empty without a split.
+struct SplitLayout {
+  int splits;
+  size_t counter_bytes;  // a multiple of 256
+  size_t bytes;          // counters and partials
+};
+
+SplitLayout split_layout(const GemmArgs& g) {
+  const int64_t tiles = int64_t((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
+  const int kblocks = (g.k + kBlockK - 1) / kBlockK;
+  int s = g.splits;
+  if (s <= 0) {
+    // Default: as many slices as keep every tile's slices in one wave of CTAs.
+    const int64_t fit = tiles > 0 ? g.sm_count / tiles : 1;
+    s = static_cast<int>(fit < 1 ? 1 : fit > kMaxSplits ? kMaxSplits : fit);
+    s = s < kblocks ? s : kblocks;
+  }
+  if (s <= 1 || tiles * s > 0x7FFFFFFF) return {1, 0, 0};
+  const size_t counters = (static_cast<size_t>(tiles) * 2 * sizeof(uint32_t) + 255) / 256 * 256;
+  const size_t partials = static_cast<size_t>(tiles) * s * kBlockM * kBlockN * sizeof(float);
+  return {s, counters, counters + partials};
+}
+
+template <int kCluster, bool kAmn, bool kSplit>
+Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
+  SplitParams sp{1, nullptr, nullptr};
+  if constexpr (kSplit) {
+    const int kblocks = (g.k + kBlockK - 1) / kBlockK;
+    if (g.splits > kMaxSplits || g.splits > kblocks) {
+      if (why) *why = "split-K takes at most 64 slices and at most one per 128-deep K block";
+      return Status::kUnsupported;
+    }
+    const SplitLayout l = split_layout(g);
+    if (l.bytes > 0 && !ws) {
+      if (why) *why = "split-K needs its workspace";
+      return Status::kUnsupported;
+    }
+    sp.splits = l.splits;
+    if (l.bytes > 0) {
+      sp.counters = static_cast<uint32_t*>(ws);
+      sp.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(ws) + l.counter_bytes);
+    }
+  } else {
+    (void)ws;
+  }
   if (g.a_mn_major != kAmn || g.b_kperm16 != kAmn) {
     if (why) {
       *why = kAmn ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
@@ -528,7 +698,7 @@ Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
     return Status::kLaunchFailed;
   }
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(gemm_kernel<kCluster, kAmn>, g.device, kSmemBytes, &smem_reserved)) {
+  if (!reserve_smem_once(gemm_kernel<kCluster, kAmn, kSplit>, g.device, kSmemBytes, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
@@ -538,7 +708,8 @@ Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
   // row-major first; NOTES.md, v10).
   const ProblemParams p = problem_params(g);
   const int tiles_m = (g.m + kBlockM - 1) / kBlockM;
-  const int units = (tiles_m + kCluster - 1) / kCluster * ((g.n + kBlockN - 1) / kBlockN);
+  const int units =
+      (tiles_m + kCluster - 1) / kCluster * ((g.n + kBlockN - 1) / kBlockN) * sp.splits;
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = kSmemBytes;
@@ -561,7 +732,7 @@ Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
       cfg.gridDim = dim3(kCluster * resident);
       cfg.attrs = attr;
       cfg.numAttrs = nattr;
-      if (cudaOccupancyMaxActiveClusters(&n, gemm_kernel<kCluster, kAmn>, &cfg) != cudaSuccess || n < 1) {
+      if (cudaOccupancyMaxActiveClusters(&n, gemm_kernel<kCluster, kAmn, kSplit>, &cfg) != cudaSuccess || n < 1) {
         if (why) *why = "cannot place the kernel's thread-block clusters on this GPU";
         return Status::kLaunchFailed;
       }
@@ -577,7 +748,8 @@ Status launch(const GemmArgs& g, cudaStream_t stream, const char** why) {
   cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (units < resident ? units : resident)));
   cfg.attrs = attr;
   cfg.numAttrs = nattr;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kCluster, kAmn>, map_a, map_b, map_d, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kCluster, kAmn, kSplit>, map_a, map_b, map_d, p, sp) !=
+      cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
@@ -591,31 +763,52 @@ namespace kfgemm::variants {
 
 size_t fp8_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
 
-Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void*, cudaStream_t stream,
+Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
-  return overlap::launch<1, false>(g, stream, why);
+  return overlap::launch<1, false, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_cluster2_workspace(const GemmArgs&) { return 0; }
 
-Status fp8_coop_128x128_overlap_cluster2_run(const GemmArgs& g, void*, cudaStream_t stream,
+Status fp8_coop_128x128_overlap_cluster2_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                               const char** why) {
-  return overlap::launch<2, false>(g, stream, why);
+  return overlap::launch<2, false, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_amn_workspace(const GemmArgs&) { return 0; }
 
-Status fp8_coop_128x128_overlap_amn_run(const GemmArgs& g, void*, cudaStream_t stream,
+Status fp8_coop_128x128_overlap_amn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                          const char** why) {
-  return overlap::launch<1, true>(g, stream, why);
+  return overlap::launch<1, true, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_amn_cluster2_workspace(const GemmArgs&) { return 0; }
 
-Status fp8_coop_128x128_overlap_amn_cluster2_run(const GemmArgs& g, void*, cudaStream_t stream,
+Status fp8_coop_128x128_overlap_amn_cluster2_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                                   const char** why) {
-  return overlap::launch<2, true>(g, stream, why);
+  return overlap::launch<2, true, false>(g, ws, stream, why);
+}
+
+size_t fp8_coop_128x128_overlap_splitk_workspace(const GemmArgs& g) {
+  return overlap::split_layout(g).bytes;
+}
+
+Status fp8_coop_128x128_overlap_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                            const char** why) {
+  return overlap::launch<1, false, true>(g, ws, stream, why);
+}
+
+size_t fp8_coop_128x128_overlap_amn_splitk_workspace(const GemmArgs& g) {
+  return overlap::split_layout(g).bytes;
+}
+
+Status fp8_coop_128x128_overlap_amn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                                const char** why) {
+  return overlap::launch<1, true, true>(g, ws, stream, why);
+}
+
+size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {
+  return overlap::split_layout(g).counter_bytes;
 }
 
 }  // namespace kfgemm::variants
-

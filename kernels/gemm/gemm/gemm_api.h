@@ -73,7 +73,7 @@ inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stre
 //   D[m, n] = sum_k A[m, k] * B[n, k] * sfa[m, k / 128] * sfb[n / 128, k / 128]
 // A is (m, k) K-major with row pitch lda, B is (n, k) K-major with row pitch ldb, both
 // 16-byte aligned with k a multiple of 16 bytes' worth of elements (zero padded).
-// Variants 13 and 14 instead read A MN-major (a_mn_major: stored as k_a rows of m
+// Variants 13, 14 and 16 instead read A MN-major (a_mn_major: stored as k_a rows of m
 // elements, pitch lda, no padding needed) and B with each 16 of K permuted as
 // OperandPrep::kperm16 writes it (b_kperm16); every other variant rejects both flags.
 // Scales are float32 addressed through element strides (any layout).
@@ -92,7 +92,8 @@ struct GemmArgs {
   int device;
   int sm_count;
   // Stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K into that many.
-  // Split-K variants: the number of K slices (>= 2, k a multiple of 128 * splits).
+  // Split-K variants 5, 6, 8: the number of K slices (>= 2, k a multiple of 128 * splits).
+  // Variants 15, 16: 0 chooses, else 1 to 64 slices, at most one per 128 of K.
   int splits;
   // May launch as a programmatic dependent of the previous kernel on the stream (the
   // operand preparation): the GEMM's start-up overlaps that kernel's tail and its loads
@@ -125,7 +126,9 @@ enum class Variant : int {
   kFp8Coop128x128OverlapCluster2 = 12,  // variant 10 on CTA pairs sharing B by multicast
   kFp8Coop128x128OverlapAmn = 13,       // variant 10 reading A MN-major (fragments built in registers)
   kFp8Coop128x128OverlapAmnCluster2 = 14,  // variant 13 on CTA pairs sharing B by multicast
-  kCount = 15,
+  kFp8Coop128x128OverlapSplitK = 15,       // variant 10 with K split into slices, summed in-kernel
+  kFp8Coop128x128OverlapAmnSplitK = 16,    // variant 13 with K split into slices, summed in-kernel
+  kCount = 17,
 };
 
 const char* variant_name(Variant v);
@@ -138,6 +141,10 @@ Status reduce_splits(const float* partials, int splits, int m, int n, void* d, i
 
 // Bytes of scratch the variant needs for this problem (stream-K partials, locks).
 size_t gemm_workspace_size(Variant v, const GemmArgs& args);
+
+// How many leading bytes of that workspace must be zero when the kernel starts (split-K
+// arrival counters); the caller clears them on the stream before the launch.
+size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args);
 
 // Launches on `stream`. `workspace` must hold gemm_workspace_size bytes (may be
 // nullptr when that is 0). Writes a short reason into `why` (if not null) on failure.

@@ -21,7 +21,10 @@ KFGEMM_DECLARE_VARIANT(fp8_cluster_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_cluster2)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_cluster2)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_splitk)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_splitk)
 #undef KFGEMM_DECLARE_VARIANT
+size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
 
 namespace kfgemm {
@@ -44,7 +47,8 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(bf16_pingpong_64x128_splitk), KFGEMM_ENTRY(bf16_coop_128x128),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap), KFGEMM_ENTRY(fp8_cluster_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_splitk),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -67,6 +71,13 @@ size_t gemm_workspace_size(Variant v, const GemmArgs& args) {
   return e ? e->workspace(args) : 0;
 }
 
+size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args) {
+  if (v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK) {
+    return variants::overlap_splitk_zeroed_bytes(args);
+  }
+  return 0;
+}
+
 Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t stream,
                 const char** why) {
   const Entry* e = lookup(v);
@@ -74,9 +85,10 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
     if (why) *why = "unknown kernel variant";
     return Status::kUnsupported;
   }
-  const bool amn = v == Variant::kFp8Coop128x128OverlapAmn || v == Variant::kFp8Coop128x128OverlapAmnCluster2;
+  const bool amn = v == Variant::kFp8Coop128x128OverlapAmn || v == Variant::kFp8Coop128x128OverlapAmnCluster2 ||
+                   v == Variant::kFp8Coop128x128OverlapAmnSplitK;
   if (!amn && (args.a_mn_major || args.b_kperm16)) {
-    if (why) *why = "only variants 13 and 14 read MN-major A and K-permuted B";
+    if (why) *why = "only variants 13, 14 and 16 read MN-major A and K-permuted B";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);

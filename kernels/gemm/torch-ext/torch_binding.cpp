@@ -254,7 +254,21 @@ bool a_mn_major_ok(const Tensor& a) {
 
 bool variant_reads_a_mn_major(kfgemm::Variant v) {
   return v == kfgemm::Variant::kFp8Coop128x128OverlapAmn ||
-         v == kfgemm::Variant::kFp8Coop128x128OverlapAmnCluster2;
+         v == kfgemm::Variant::kFp8Coop128x128OverlapAmnCluster2 ||
+         v == kfgemm::Variant::kFp8Coop128x128OverlapAmnSplitK;
+}
+
+// The hand-written kernel's builds (variants 10, 12-16): they read the block scales
+// along K and want them row-major.
+bool variant_is_overlap(kfgemm::Variant v) {
+  using V = kfgemm::Variant;
+  return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
+         variant_reads_a_mn_major(v) || v == V::kFp8Coop128x128OverlapSplitK;
+}
+
+bool variant_is_overlap_split(kfgemm::Variant v) {
+  return v == kfgemm::Variant::kFp8Coop128x128OverlapSplitK ||
+         v == kfgemm::Variant::kFp8Coop128x128OverlapAmnSplitK;
 }
 
 Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, int mem_gbs,
@@ -378,6 +392,13 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (variant_reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
+  if (variant_is_overlap_split(v)) {
+    const int64_t kblocks = ceil_div(K, 128);
+    TORCH_CHECK_VALUE(splits <= std::min<int64_t>(64, kblocks),
+                      cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
+                          ": it takes 1 to 64 slices and at most one per 128 of K (here ",
+                          kblocks, " blocks), or 0 to choose"));
+  }
   if (variant_is_split_k(v)) {
     TORCH_CHECK_VALUE(splits_fit(round_up(K, 16), splits),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
@@ -408,8 +429,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // the preparation launch.
   kfgemm::ScaleCopy scale_jobs[2];
   int nscales = 0;
-  if (v == kfgemm::Variant::kFp8Coop128x128Overlap ||
-      v == kfgemm::Variant::kFp8Coop128x128OverlapCluster2 || amn) {
+  if (variant_is_overlap(v)) {
     for (Tensor* s : {&sa, &sb}) {
       if (s->size(1) > 1 && s->stride(1) != 1) {
         if (s->numel() > kfgemm::kMaxScaleElems / 2) {  // beyond the launch's indexing
@@ -422,10 +442,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
         *s = row_major;
       }
     }
-  }
-  if (njobs + nscales > 0) {
-    check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream),
-                 "operand preparation", "launch");
   }
 
   const auto out_addr = reinterpret_cast<uintptr_t>(out.data_ptr());
@@ -464,6 +480,19 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
   if (ws_bytes > 0) ws = at::empty({static_cast<int64_t>(ws_bytes)}, a.options().dtype(at::kByte));
+  // Cleared before the preparation launch, so that the GEMM still follows that launch
+  // directly (its programmatic dependent).
+  const size_t zeroed = ws_bytes > 0 ? kfgemm::gemm_workspace_zeroed_bytes(v, g) : 0;
+  if (zeroed > 0) {
+    check_status(cudaMemsetAsync(ws.data_ptr(), 0, zeroed, stream) == cudaSuccess
+                     ? kfgemm::Status::kOk
+                     : kfgemm::Status::kLaunchFailed,
+                 "workspace clear", "cudaMemsetAsync");
+  }
+  if (njobs + nscales > 0) {
+    check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream),
+                 "operand preparation", "launch");
+  }
   const char* why = nullptr;
   check_status(kfgemm::gemm_run(v, g, ws_bytes ? ws.data_ptr() : nullptr, stream, &why),
                kfgemm::variant_name(v), why);
