@@ -1,6 +1,6 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all | v10 | amn | split | fused]
+    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all | v10 | amn | split]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -35,8 +35,7 @@ failures = 0
 # explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12); "amn" runs
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
-# "split" runs its split-K builds (15, 16) alone, "fused" the one that transposes its
-# operands itself (17); "all" runs all of them.
+# "split" runs its split-K builds (15, 16) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
@@ -66,7 +65,7 @@ cases = [
     (130, 576, 384, "k", "mn"),   # direct K-major A
     (33, 72, 7232, "k", "k"),     # long K, direct
 ]
-for m, n, k, am, bm in [] if MODE in ("amn", "split", "fused") else cases:
+for m, n, k, am, bm in [] if MODE in ("amn", "split") else cases:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     for exact in (False, True):
         check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
@@ -108,17 +107,10 @@ if MODE == "amn":
 SPLIT = ((15, 4), (15, 15), (16, 4), (16, 15))
 split_runs = [(304, 600, 1920, "mn", "mn", "col", SPLIT), (208, 100, 200, "mn", "k", "row", SPLIT),
               (1104, 2100, 640, "mn", "mn", "col", ((15, 2), (16, 2)))]
-# Variant 17 transposes MN-major operands in-kernel: both, one (the other K-major), 153
-# tiles on 132 SMs (later tiles find their K blocks done), tails in M, N and K.
-FUSED = ((17, 0),)
-fused_runs = [(1104, 2100, 640, "mn", "mn", "col", FUSED), (208, 100, 200, "mn", "k", "row", FUSED),
-              (300, 600, 1920, "k", "mn", "col", FUSED)]
 if MODE == "split":
     v10_runs = split_runs
-elif MODE == "fused":
-    v10_runs = fused_runs
 elif MODE == "all":
-    v10_runs += split_runs + fused_runs
+    v10_runs += split_runs
 for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":

@@ -56,10 +56,7 @@ using namespace kfgemm::sm90;
 constexpr int kBlockM = 128;
 constexpr int kBlockN = 128;
 constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
-// Stages of the operand ring: 6, or 5 in the build that transposes operands itself
-// (its transposition staging takes the sixth stage's shared memory).
-template <bool kFuse>
-constexpr int kStagesOf = kFuse ? 5 : 6;
+constexpr int kStages = 6;
 constexpr int kThreads = 384;  // producer warp group + two consumer warp groups
 constexpr int kGroupRows = 8;  // tile rows per band of the tile order
 constexpr uint32_t kTileABytes = kBlockM * kBlockK;
@@ -69,17 +66,10 @@ constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
 // in the 128-byte swizzle, written to global memory by TMA.
 constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
 constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
-// In-kernel transposition (variant 17): two 128x128 MN-major tiles staged by TMA.
-constexpr uint32_t kXposeBytes = 128 * 128;
-// Tiles, output staging, transposition staging, barriers (full and empty per stage, one
-// per transposition buffer), and slack to align the tiles to 1024 bytes (the 128-byte
-// swizzle atom).
-template <bool kFuse>
-constexpr size_t kSmemBytesOf = kStagesOf<kFuse> * kStageBytes + kOutBytes +
-                                (kFuse ? 2 * kXposeBytes : 0) +
-                                (2 * kStagesOf<kFuse> + 2) * sizeof(uint64_t) + 1024;
-static_assert(kSmemBytesOf<false> <= 227 * 1024 && kSmemBytesOf<true> <= 227 * 1024,
-              "shared memory of one SM");
+// Tiles, output staging, barriers (full and empty per stage), and slack to align the
+// tiles to 1024 bytes (the 128-byte swizzle atom).
+constexpr size_t kSmemBytes = kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
 static_assert(kStageBytes % 1024 == 0 && kOutBoxBytes % 1024 == 0,
               "tiles and output boxes stay 1024-byte aligned");
 
@@ -148,25 +138,6 @@ struct TileCoord {
   int m0, n0;
 };
 
-// In-kernel transposition (variant 17). Operands stored MN-major are transposed by the
-// three spare warps of the producer warp group into the K-major copies that the TMA
-// producer reads (`GemmArgs::a` / `b`), while the consumers compute: the items are the
-// 128x128 tiles of both operands, K block after K block, taken from the `work` counter,
-// and `slab_done[kb]` counts the finished items of K block kb. The producer waits for a
-// K block's count once, the first time it needs the block; later tiles find it
-// complete. Any CTA that runs takes items, so no CTA waits on one that has not started.
-struct FuseParams {
-  uint8_t* at;  // K-major copy of A (row pitch lda_t), or null: A is read as given
-  uint8_t* bt;
-  int64_t lda_t, ldb_t;
-  int rows_a, rows_b;    // rows of the copies (B's padded to a multiple of 8)
-  int tiles_a, tiles_b;  // 128-row tiles of each copy to write per K block (0: not fused)
-  int kblocks;           // K blocks of the copies
-  int kp;                // columns of the copies (K padded to a multiple of 16)
-  uint32_t* work;        // items taken (zero at launch)
-  uint32_t* slab_done;   // finished items per K block (zero at launch)
-};
-
 // Split-K (variants 15, 16): each tile's K blocks are cut into `splits` slices of
 // nearly equal length, one work unit each. `partials` holds an FP32 partial half tile
 // per (tile, slice, warp group), `counters` one arrival count per (tile, warp group),
@@ -213,138 +184,17 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
       : "memory");
 }
 
-// ---- in-kernel transposition (variant 17) ----------------------------------------------
-
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
-  return v;
-}
-
-// Rows j = 0..3 of the 4x4 byte block whose rows q are the words w[q] (the bytes of
-// row q are its columns): out[j] holds byte j of w[0], w[1], w[2], w[3].
-__device__ __forceinline__ void transpose4x4(const uint32_t* w, uint32_t* out) {
-  const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140);
-  const uint32_t t1 = __byte_perm(w[0], w[1], 0x7362);
-  const uint32_t t2 = __byte_perm(w[2], w[3], 0x5140);
-  const uint32_t t3 = __byte_perm(w[2], w[3], 0x7362);
-  out[0] = __byte_perm(t0, t2, 0x5410);
-  out[1] = __byte_perm(t0, t2, 0x7632);
-  out[2] = __byte_perm(t1, t3, 0x5410);
-  out[3] = __byte_perm(t1, t3, 0x7632);
-}
-
-// The transposing warps (96 threads, `xt` = 0..95) of a CTA: take items from fp.work
-// until none is left. Item i is K block i / per_slab, and within it A's 128-row tiles,
-// then B's. One thread issues the TMA load of an item's MN-major tile (128 rows of K,
-// each 128 bytes of M or N, no swizzle) into a staging buffer, the next item's load in
-// flight while the current one is transposed: each thread turns 16 rows of K x 4 bytes
-// of M into 4 rows of 16 K bytes (16 conflict-free 4-byte shared loads: a warp reads one
-// 128-byte row), stored with 16-byte stores. Then the item counts in on its K block.
-__device__ __forceinline__ void transpose_items(const FuseParams& fp, const CUtensorMap& map_as,
-                                             const CUtensorMap& map_bs, uint32_t xbuf,
-                                             uint32_t bar0, uint32_t bar1, int* item_slot,
-                                             int xt) {
-  constexpr int kXposeBar = 3;  // named barrier of the 96 threads (1, 2: consumers)
-  const int per_slab = fp.tiles_a + fp.tiles_b;
-  const int total = per_slab * fp.kblocks;
-  if (total == 0) return;  // both operands are read as given
-  const bool leader = xt == 0;
-  const int warp = xt / 32, lane = xt % 32;
-  // Takes the next item into staging buffer b (issuing its load); -1 when none is left.
-  auto take = [&](int b) {
-    if (leader) {
-      const int i = static_cast<int>(atomicAdd(fp.work, 1u));
-      item_slot[b] = i;
-      if (i < total) {
-        const int kb = i / per_slab;
-        const int r = i - kb * per_slab;
-        const uint32_t bar = b ? bar1 : bar0;
-        mbar_arrive_expect_tx(bar, kXposeBytes);
-        if (r < fp.tiles_a) {
-          tma_load_2d(xbuf + b * kXposeBytes, &map_as, bar, r * 128, kb * 128);
-        } else {
-          tma_load_2d(xbuf + b * kXposeBytes, &map_bs, bar, (r - fp.tiles_a) * 128, kb * 128);
-        }
-      }
-    }
-    named_barrier(kXposeBar, 96);
-    const int i = *reinterpret_cast<volatile int*>(&item_slot[b]);
-    return i < total ? i : -1;
-  };
-  uint32_t phases = 0;  // bit b: the parity buffer b's barrier completes next
-  int b = 0;
-  int cur = take(0);
-  while (cur >= 0) {
-    const int next = take(b ^ 1);
-    mbar_wait(b ? bar1 : bar0, (phases >> b) & 1u);
-    phases ^= 1u << b;
-    const int kb = cur / per_slab;
-    const int r = cur - kb * per_slab;
-    const bool is_a = r < fp.tiles_a;
-    uint8_t* dst = is_a ? fp.at : fp.bt;
-    const int64_t ld = is_a ? fp.lda_t : fp.ldb_t;
-    const int rows = is_a ? fp.rows_a : fp.rows_b;
-    const int row0 = (is_a ? r : r - fp.tiles_a) * 128 + lane * 4;
-    const uint32_t src = xbuf + b * kXposeBytes + lane * 4;
-    for (int part = warp; part < 8; part += 3) {  // 16 rows of K each
-      const int k0 = part * 16;
-      const int col = kb * 128 + k0;
-      uint32_t w[16], o[16];
-#pragma unroll
-      for (int q = 0; q < 16; ++q) w[q] = lds32(src + (k0 + q) * 128);
-#pragma unroll
-      for (int g = 0; g < 4; ++g) {
-        uint32_t t[4];
-        transpose4x4(w + 4 * g, t);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) o[4 * j + g] = t[j];
-      }
-      if (col < fp.kp) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (row0 + j < rows) {
-            *reinterpret_cast<uint4*>(dst + (row0 + j) * ld + col) =
-                make_uint4(o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3]);
-          }
-        }
-      }
-    }
-    // Every thread's stores visible at GPU scope (and to TMA reads) before the count;
-    // the barrier also frees the staging buffer for the item after next.
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-    __threadfence();
-    named_barrier(kXposeBar, 96);
-    if (leader) atomicAdd(fp.slab_done + kb, 1u);
-    cur = next;
-    b ^= 1;
-  }
-}
-
 // ---- the kernel -----------------------------------------------------------------------
 
 // kCluster = 1: one CTA per tile. kCluster = 2: CTA pairs on vertically adjacent tiles,
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kFuse>
+template <int kCluster, bool kAmn, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp,
-                const __grid_constant__ CUtensorMap map_as, const __grid_constant__ CUtensorMap map_bs,
-                const FuseParams fp) {
+                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
   static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
-  static_assert(!kFuse || (kCluster == 1 && !kAmn && !kSplit),
-                "in-kernel transposition is built on the single-CTA kernel only");
-  constexpr int kStages = kStagesOf<kFuse>;
-  // Transposition: the item each of the two staging buffers holds (broadcast).
-  __shared__ int xpose_item[2];
   extern __shared__ uint8_t smem_raw[];
   // Split-K: whether this warp group's half tile is the last of its slices to arrive.
   __shared__ uint32_t split_last[2];
@@ -352,9 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
   // Tiles and output boxes 1024-byte aligned (the swizzle atom), then the barriers.
   const uint32_t out_base = tiles_base + kStages * kStageBytes;
-  const uint32_t xpose_base = out_base + kOutBytes;  // kFuse: two staging tiles
-  const uint32_t bars = xpose_base + (kFuse ? 2 * kXposeBytes : 0);
-  auto xpose_bar = [&](int b) { return bars + 8 * (2 * kStages + b); };
+  const uint32_t bars = out_base + kOutBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
@@ -376,10 +224,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_bar(s), 1);   // the TMA issue (plus its transaction bytes)
       mbar_init(empty_bar(s), 8 * kCluster);  // one arrival per consumer warp of the cluster
-    }
-    if constexpr (kFuse) {
-      mbar_init(xpose_bar(0), 1);
-      mbar_init(xpose_bar(1), 1);
     }
     mbar_init_fence();
     prefetch_tensormap(&map_a);
@@ -421,33 +265,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer: one thread issues the TMA loads of A and B for every K block of the
     // CTA's tiles, as stages free up.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
-    if constexpr (kFuse) {
-      if (tid >= 32) {
-        transpose_items(fp, map_as, map_bs, xpose_base, xpose_bar(0), xpose_bar(1), xpose_item,
-                        tid - 32);
-        return;
-      }
-    }
     if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    // kFuse: the K blocks known to have all their items transposed are [0, ready).
-    const int per_slab = kFuse ? fp.tiles_a + fp.tiles_b : 0;
-    int ready = 0;
     for (int u = cluster_id; u < units; u += clusters) {
       const Unit w = unit_at(u);
       const TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
-        if constexpr (kFuse) {
-          if (kb >= ready && per_slab > 0) {
-            while (ld_acquire_gpu(fp.slab_done + kb) < static_cast<uint32_t>(per_slab)) {
-              __nanosleep(64);
-            }
-            // The copies were written through the generic proxy; TMA reads them.
-            asm volatile("fence.proxy.async.global;" ::: "memory");
-            ready = kb + 1;
-          }
-        }
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
         if constexpr (kAmn) {
@@ -832,64 +656,9 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-// The in-kernel transposition's counters: the item counter and one per K block, zeroed
-// by the caller before the launch.
-size_t fuse_counter_bytes(const GemmArgs& g) {
-  if (!g.a_src && !g.b_src) return 0;
-  const size_t kblocks = (static_cast<size_t>(g.k) + kBlockK - 1) / kBlockK;
-  return ((1 + kblocks) * sizeof(uint32_t) + 255) / 256 * 256;
-}
-
-template <int kCluster, bool kAmn, bool kSplit, bool kFuse>
+template <int kCluster, bool kAmn, bool kSplit>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  FuseParams fp{};
-  CUtensorMap map_as, map_bs;
-  if constexpr (kFuse) {
-    auto aligned = [](const void* src, int64_t ld) {
-      return reinterpret_cast<uintptr_t>(src) % 16 == 0 && ld % 16 == 0;
-    };
-    if ((g.a_src && (!aligned(g.a_src, g.lda_src) || g.lda_src < g.m)) ||
-        (g.b_src && (!aligned(g.b_src, g.ldb_src) || g.ldb_src < g.n_src || g.n_src > g.n)) ||
-        g.k_a < 1 || g.k_a > g.k) {
-      if (why) *why = "the MN-major sources need 16-byte aligned rows of K covering M (N)";
-      return Status::kUnsupported;
-    }
-    if (fuse_counter_bytes(g) > 0 && !ws) {
-      if (why) *why = "in-kernel transposition needs its workspace";
-      return Status::kUnsupported;
-    }
-    const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    const auto plain = CU_TENSOR_MAP_SWIZZLE_NONE;
-    fp.kblocks = (g.k + kBlockK - 1) / kBlockK;
-    fp.kp = g.k;
-    if (g.a_src) {
-      fp.at = static_cast<uint8_t*>(const_cast<void*>(g.a));
-      fp.lda_t = g.lda;
-      fp.rows_a = g.m;
-      fp.tiles_a = (g.m + 127) / 128;
-      if (!make_map(&map_as, u8, 1, g.a_src, g.k_a, g.m, g.lda_src, 128, 128, plain)) {
-        if (why) *why = "cuTensorMapEncodeTiled failed for MN-major A";
-        return Status::kLaunchFailed;
-      }
-    }
-    if (g.b_src) {
-      fp.bt = static_cast<uint8_t*>(const_cast<void*>(g.b));
-      fp.ldb_t = g.ldb;
-      fp.rows_b = g.n;
-      fp.tiles_b = (g.n + 127) / 128;
-      if (!make_map(&map_bs, u8, 1, g.b_src, g.k_a, g.n_src, g.ldb_src, 128, 128, plain)) {
-        if (why) *why = "cuTensorMapEncodeTiled failed for MN-major B";
-        return Status::kLaunchFailed;
-      }
-    }
-    if (!g.a_src) map_as = map_bs;
-    if (!g.b_src) map_bs = map_as;
-    if (ws) {
-      fp.work = static_cast<uint32_t*>(ws);
-      fp.slab_done = fp.work + 1;
-    }
-  }
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
     const int kblocks = (g.k + kBlockK - 1) / kBlockK;
@@ -928,16 +697,8 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
-  if constexpr (!kFuse) {  // unused placeholders
-    map_as = map_a;
-    map_bs = map_a;
-  } else if (!g.a_src && !g.b_src) {
-    map_as = map_a;
-    map_bs = map_a;
-  }
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(gemm_kernel<kCluster, kAmn, kSplit, kFuse>, g.device, kSmemBytesOf<kFuse>,
-                         &smem_reserved)) {
+  if (!reserve_smem_once(gemm_kernel<kCluster, kAmn, kSplit>, g.device, kSmemBytes, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
@@ -951,7 +712,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
       (tiles_m + kCluster - 1) / kCluster * ((g.n + kBlockN - 1) / kBlockN) * sp.splits;
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmemBytesOf<kFuse>;
+  cfg.dynamicSmemBytes = kSmemBytes;
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
   int nattr = 0;
@@ -971,7 +732,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
       cfg.gridDim = dim3(kCluster * resident);
       cfg.attrs = attr;
       cfg.numAttrs = nattr;
-      if (cudaOccupancyMaxActiveClusters(&n, gemm_kernel<kCluster, kAmn, kSplit, kFuse>, &cfg) != cudaSuccess || n < 1) {
+      if (cudaOccupancyMaxActiveClusters(&n, gemm_kernel<kCluster, kAmn, kSplit>, &cfg) != cudaSuccess || n < 1) {
         if (why) *why = "cannot place the kernel's thread-block clusters on this GPU";
         return Status::kLaunchFailed;
       }
@@ -987,8 +748,8 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (units < resident ? units : resident)));
   cfg.attrs = attr;
   cfg.numAttrs = nattr;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kCluster, kAmn, kSplit, kFuse>, map_a, map_b, map_d, p, sp,
-                         map_as, map_bs, fp) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kCluster, kAmn, kSplit>, map_a, map_b, map_d, p, sp) !=
+      cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
@@ -1004,28 +765,28 @@ size_t fp8_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_overlap_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
-  return overlap::launch<1, false, false, false>(g, ws, stream, why);
+  return overlap::launch<1, false, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_cluster2_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_overlap_cluster2_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                               const char** why) {
-  return overlap::launch<2, false, false, false>(g, ws, stream, why);
+  return overlap::launch<2, false, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_amn_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_overlap_amn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                          const char** why) {
-  return overlap::launch<1, true, false, false>(g, ws, stream, why);
+  return overlap::launch<1, true, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_amn_cluster2_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_overlap_amn_cluster2_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                                   const char** why) {
-  return overlap::launch<2, true, false, false>(g, ws, stream, why);
+  return overlap::launch<2, true, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_splitk_workspace(const GemmArgs& g) {
@@ -1034,7 +795,7 @@ size_t fp8_coop_128x128_overlap_splitk_workspace(const GemmArgs& g) {
 
 Status fp8_coop_128x128_overlap_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                             const char** why) {
-  return overlap::launch<1, false, true, false>(g, ws, stream, why);
+  return overlap::launch<1, false, true>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_amn_splitk_workspace(const GemmArgs& g) {
@@ -1043,22 +804,11 @@ size_t fp8_coop_128x128_overlap_amn_splitk_workspace(const GemmArgs& g) {
 
 Status fp8_coop_128x128_overlap_amn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                                 const char** why) {
-  return overlap::launch<1, true, true, false>(g, ws, stream, why);
+  return overlap::launch<1, true, true>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {
   return overlap::split_layout(g).counter_bytes;
 }
-
-size_t fp8_coop_128x128_overlap_fused_workspace(const GemmArgs& g) {
-  return overlap::fuse_counter_bytes(g);
-}
-
-Status fp8_coop_128x128_overlap_fused_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                           const char** why) {
-  return overlap::launch<1, false, false, true>(g, ws, stream, why);
-}
-
-size_t overlap_fused_zeroed_bytes(const GemmArgs& g) { return overlap::fuse_counter_bytes(g); }
 
 }  // namespace kfgemm::variants

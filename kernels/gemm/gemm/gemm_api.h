@@ -105,15 +105,6 @@ struct GemmArgs {
   bool a_mn_major = false;
   int k_a = 0;  // rows of K in MN-major A (its real K; k may be padded beyond it)
   bool b_kperm16 = false;
-  // Variant 17 writes the K-major operands `a` / `b` itself, transposing them from
-  // MN-major storage while it computes: a_src (k_a rows of m elements, pitch lda_src) and
-  // b_src (k_a rows of n_src elements, pitch ldb_src; n_src <= n, the rows up to n are
-  // written as zeros); null: that operand is read as given. Pitches 16-byte aligned.
-  const void* a_src = nullptr;
-  int64_t lda_src = 0;
-  const void* b_src = nullptr;
-  int64_t ldb_src = 0;
-  int n_src = 0;
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
@@ -137,8 +128,7 @@ enum class Variant : int {
   kFp8Coop128x128OverlapAmnCluster2 = 14,  // variant 13 on CTA pairs sharing B by multicast
   kFp8Coop128x128OverlapSplitK = 15,       // variant 10 with K split into slices, summed in-kernel
   kFp8Coop128x128OverlapAmnSplitK = 16,    // variant 13 with K split into slices, summed in-kernel
-  kFp8Coop128x128OverlapFused = 17,        // variant 10 transposing MN-major operands while it computes
-  kCount = 18,
+  kCount = 17,
 };
 
 const char* variant_name(Variant v);

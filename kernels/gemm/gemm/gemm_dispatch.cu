@@ -23,10 +23,8 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_cluster2)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_splitk)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_fused)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
-size_t overlap_fused_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
 
 namespace kfgemm {
@@ -50,7 +48,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_overlap), KFGEMM_ENTRY(fp8_cluster_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_splitk),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk), KFGEMM_ENTRY(fp8_coop_128x128_overlap_fused),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -77,7 +75,6 @@ size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args) {
   if (v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK) {
     return variants::overlap_splitk_zeroed_bytes(args);
   }
-  if (v == Variant::kFp8Coop128x128OverlapFused) return variants::overlap_fused_zeroed_bytes(args);
   return 0;
 }
 
@@ -92,10 +89,6 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
                    v == Variant::kFp8Coop128x128OverlapAmnSplitK;
   if (!amn && (args.a_mn_major || args.b_kperm16)) {
     if (why) *why = "only variants 13, 14 and 16 read MN-major A and K-permuted B";
-    return Status::kUnsupported;
-  }
-  if (v != Variant::kFp8Coop128x128OverlapFused && (args.a_src || args.b_src)) {
-    if (why) *why = "only variant 17 transposes its operands itself";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);

@@ -258,22 +258,12 @@ bool variant_reads_a_mn_major(kfgemm::Variant v) {
          v == kfgemm::Variant::kFp8Coop128x128OverlapAmnSplitK;
 }
 
-// The hand-written kernel's builds (variants 10, 12-17): they read the block scales
+// The hand-written kernel's builds (variants 10, 12-16): they read the block scales
 // along K and want them row-major.
 bool variant_is_overlap(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
-         variant_reads_a_mn_major(v) || v == V::kFp8Coop128x128OverlapSplitK ||
-         v == V::kFp8Coop128x128OverlapFused;
-}
-
-// Whether variant 17 can transpose the (rows, K) view x itself: e4m3fn stored MN-major
-// (rows contiguous) with 16-byte aligned rows of K.
-bool fusable_mn_major(const Tensor& x) {
-  const int64_t rows = x.size(0);
-  return x.scalar_type() == at::kFloat8_e4m3fn && rows > 1 && x.stride(0) == 1 &&
-         x.stride(1) >= rows && x.stride(1) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
+         variant_reads_a_mn_major(v) || v == V::kFp8Coop128x128OverlapSplitK;
 }
 
 bool variant_is_overlap_split(kfgemm::Variant v) {
@@ -423,22 +413,16 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   int njobs = 0;
   bool need = false;
   const bool amn = variant_reads_a_mn_major(v);
-  // Variant 17 transposes MN-major operands itself, while it computes: their K-major
-  // buffers are allocated here and written by the GEMM, not by the preparation launch.
-  const bool fuse = v == kfgemm::Variant::kFp8Coop128x128OverlapFused;
-  bool fuse_a = false, fuse_b = false;
   Canonical ca;
   if (amn) {  // read in place
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
   } else {
     ca = canonical_operand(a, M, bf16, &jobs[njobs], &need);
-    fuse_a = fuse && need && fusable_mn_major(a);
-    njobs += need && !fuse_a;
+    njobs += need;
   }
   Canonical cb = canonical_operand(b, Np, bf16, &jobs[njobs], &need, amn);
-  fuse_b = fuse && need && fusable_mn_major(b);
-  njobs += need && !fuse_b;
+  njobs += need;
   // The hand-written kernel reads each thread's scales along K, two blocks ahead: with
   // row-major scales a 32-byte sector serves 8 blocks from L1, with the challenge's
   // column-major ones every block misses (NOTES.md, v10). Those are copied row-major in
@@ -492,15 +476,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.a_mn_major = amn;
   g.k_a = static_cast<int>(K);
   g.b_kperm16 = amn;
-  if (fuse_a) {
-    g.a_src = a.data_ptr();
-    g.lda_src = a.stride(1);
-  }
-  if (fuse_b) {
-    g.b_src = b.data_ptr();
-    g.ldb_src = b.stride(1);
-    g.n_src = static_cast<int>(N);
-  }
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
