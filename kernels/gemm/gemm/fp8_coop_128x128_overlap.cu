@@ -490,17 +490,24 @@ __global__ void __launch_bounds__(kThreads, 1)
       __stcg(reinterpret_cast<float4*>(mine + j * 128),
              make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
     }
-    __threadfence();
+    // The barrier orders every thread's stores before thread 0's release (the count);
+    // the count's acquire, then the barrier, order the other slices' partials before
+    // this warp group's reads of them. One fence per warp group: a fence per thread
+    // (fence.sc) measured as the largest stall of the epilogue.
     named_barrier(1 + consumer, 128);
     if (tid == 0) {
-      split_last[consumer] =
-          atomicAdd(&sp.counters[2 * w.tile + consumer], 1u) == static_cast<uint32_t>(splits - 1);
+      uint32_t arrived;
+      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                   : "=r"(arrived)
+                   : "l"(sp.counters + 2 * w.tile + consumer)
+                   : "memory");
+      split_last[consumer] = arrived == static_cast<uint32_t>(splits - 1);
     }
     named_barrier(1 + consumer, 128);
     if (!split_last[consumer]) return;
-    __threadfence();
     // In two halves of 32 floats, so that the sum, the loads and the accumulator fit in
-    // registers at once (t0 and t1 are free: the unit's MMAs are all done).
+    // registers at once (t0 and t1 are free: the unit's MMAs are all done; loading
+    // several slices at once into new arrays spilled, as t0 and t1 stay allocated).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       for (int s = 0; s < splits; ++s) {
