@@ -36,6 +36,8 @@
 // Built also for A stored MN-major (variants 13, 14; NOTES.md, v13): TMA loads A's
 // (K, M) storage and the consumers build its wgmma fragments in registers
 // (load_a_fragment), one block at a time; B comes K-permuted from the preparation.
+// And with each tile's K blocks split into slices (variants 15, 16; NOTES.md, v15),
+// whose partial tiles the last slice to arrive adds in slice order (split_store).
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
@@ -141,7 +143,7 @@ struct TileCoord {
 // Split-K (variants 15, 16): each tile's K blocks are cut into `splits` slices of
 // nearly equal length, one work unit each. `partials` holds an FP32 partial half tile
 // per (tile, slice, warp group), `counters` one arrival count per (tile, warp group),
-// zero at launch (split_workspace_layout).
+// zero at launch (split_layout).
 struct SplitParams {
   int splits;
   float* partials;
@@ -492,8 +494,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // The barrier orders every thread's stores before thread 0's release (the count);
     // the count's acquire, then the barrier, order the other slices' partials before
-    // this warp group's reads of them. One fence per warp group: a fence per thread
-    // (fence.sc) measured as the largest stall of the epilogue.
+    // this warp group's reads of them (the pattern of CUTLASS's semaphores: one release
+    // per warp group rather than a fence per thread, which measured the same).
     named_barrier(1 + consumer, 128);
     if (tid == 0) {
       uint32_t arrived;
