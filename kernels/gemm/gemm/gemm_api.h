@@ -133,6 +133,17 @@ enum class Variant : int {
 
 const char* variant_name(Variant v);
 
+// The variants that read A MN-major in place and B K-permuted (GemmArgs::a_mn_major).
+inline bool reads_a_mn_major(Variant v) {
+  return v == Variant::kFp8Coop128x128OverlapAmn || v == Variant::kFp8Coop128x128OverlapAmnCluster2 ||
+         v == Variant::kFp8Coop128x128OverlapAmnSplitK;
+}
+
+// The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
+inline bool is_overlap_split(Variant v) {
+  return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK;
+}
+
 // Sums `splits` FP32 planes of (m, n) partial products (plane after plane, rows of n
 // floats) into the bfloat16 (m, n) matrix d with row pitch ldd, in slice order.
 // n must be a multiple of 4, d 8-byte aligned and ldd a multiple of 4.

@@ -72,10 +72,7 @@ size_t gemm_workspace_size(Variant v, const GemmArgs& args) {
 }
 
 size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args) {
-  if (v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK) {
-    return variants::overlap_splitk_zeroed_bytes(args);
-  }
-  return 0;
+  return is_overlap_split(v) ? variants::overlap_splitk_zeroed_bytes(args) : 0;
 }
 
 Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t stream,
@@ -85,9 +82,7 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
     if (why) *why = "unknown kernel variant";
     return Status::kUnsupported;
   }
-  const bool amn = v == Variant::kFp8Coop128x128OverlapAmn || v == Variant::kFp8Coop128x128OverlapAmnCluster2 ||
-                   v == Variant::kFp8Coop128x128OverlapAmnSplitK;
-  if (!amn && (args.a_mn_major || args.b_kperm16)) {
+  if (!reads_a_mn_major(v) && (args.a_mn_major || args.b_kperm16)) {
     if (why) *why = "only variants 13, 14 and 16 read MN-major A and K-permuted B";
     return Status::kUnsupported;
   }

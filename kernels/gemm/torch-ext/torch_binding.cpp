@@ -243,7 +243,7 @@ int smallest_split(int64_t Kp, int64_t tiles, int64_t want) {
   return 0;
 }
 
-// Whether the kernels that read A MN-major (variants 13 and 14) can take `a` in place:
+// Whether the kernels that read A MN-major (variants 13, 14, 16) can take `a` in place:
 // e4m3fn, M contiguous, rows of K 16-byte aligned.
 bool a_mn_major_ok(const Tensor& a) {
   const int64_t M = a.size(0);
@@ -252,23 +252,12 @@ bool a_mn_major_ok(const Tensor& a) {
          reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0;
 }
 
-bool variant_reads_a_mn_major(kfgemm::Variant v) {
-  return v == kfgemm::Variant::kFp8Coop128x128OverlapAmn ||
-         v == kfgemm::Variant::kFp8Coop128x128OverlapAmnCluster2 ||
-         v == kfgemm::Variant::kFp8Coop128x128OverlapAmnSplitK;
-}
-
 // The hand-written kernel's builds (variants 10, 12-16): they read the block scales
 // along K and want them row-major.
 bool variant_is_overlap(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
-         variant_reads_a_mn_major(v) || v == V::kFp8Coop128x128OverlapSplitK;
-}
-
-bool variant_is_overlap_split(kfgemm::Variant v) {
-  return v == kfgemm::Variant::kFp8Coop128x128OverlapSplitK ||
-         v == kfgemm::Variant::kFp8Coop128x128OverlapAmnSplitK;
+         kfgemm::reads_a_mn_major(v) || kfgemm::is_overlap_split(v);
 }
 
 Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, int mem_gbs,
@@ -389,10 +378,10 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
                           ": it is the cluster size, 1, 2, 4 or 8 (0: chosen from the shape)"));
   }
-  if (variant_reads_a_mn_major(v)) {
+  if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
-  if (variant_is_overlap_split(v)) {
+  if (kfgemm::is_overlap_split(v)) {
     const int64_t kblocks = ceil_div(K, 128);
     TORCH_CHECK_VALUE(splits <= std::min<int64_t>(64, kblocks),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
@@ -412,7 +401,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   kfgemm::OperandPrep jobs[2];
   int njobs = 0;
   bool need = false;
-  const bool amn = variant_reads_a_mn_major(v);
+  const bool amn = kfgemm::reads_a_mn_major(v);
   Canonical ca;
   if (amn) {  // read in place
     ca.ptr = a.data_ptr();
