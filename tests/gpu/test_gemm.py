@@ -425,61 +425,6 @@ def test_overlap_splitk_is_deterministic(gemm_kernel, variant):
     Checker(gemm_kernel, a, b, sa, sb, f"variant={variant} seed={seed}").fast(first)
 
 
-def hybrid_shapes():
-    """Shapes around the grid's waves (one CTA per SM): (m, n, k, whole tiles, split tiles)."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tn2 = -(-(2 * sms + 10) // 3)  # three tile rows, two full waves and a part
-    return [
-        (100, 128 * (sms + 5) - 40, 1920, sms, 5),  # one wave and 5 tiles; tails in M, N
-        (300, 128 * tn2 - 8, 7168 + 64, 2 * sms, 3 * tn2 - 2 * sms),  # K tail, 57 blocks
-        (1000, 2100, 2176, 136 // sms * sms, 136 % sms),  # 8 x 17 tiles
-        (200, 1000, 384, 0, 16),  # under one wave: every tile split
-        (128, 128 * sms, 512, sms, 0),  # exactly one wave: nothing split
-    ]
-
-
-@pytest.mark.parametrize("case", range(5))
-@pytest.mark.parametrize("splits", [0, 1, 2, 5])
-@pytest.mark.parametrize("layout", ["nt", "challenge", "a-mn"])
-def test_overlap_hybrid_kernel(gemm_kernel, case, splits, layout):
-    """The hand-written kernel running the grid's full waves of tiles whole and splitting
-    the tiles of the last, partial wave along K (variant 17; 18 reads A MN-major in
-    place): one and two full waves before the split tiles, none, a wave with nothing
-    left to split, the default slice count (0), one slice, several, every layout."""
-    m, n, k, whole, split = hybrid_shapes()[case]
-    seed = fresh_seed()
-    variant = 18 if layout == "a-mn" else 17
-    major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col"), "a-mn": ("mn", "col")}[layout]
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
-                           sa_layout=scales, sb_layout=scales)
-    if variant == 18:
-        a = pitched_mn(a)
-    s = min(splits, -(-k // 128))
-    out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, s)
-    what = (f"variant={variant} {m}x{n}x{k} ({whole} whole tiles, {split} split) splits={s} "
-            f"{layout} seed={seed}")
-    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
-
-
-@pytest.mark.parametrize("variant", [17, 18])
-def test_overlap_hybrid_is_deterministic(gemm_kernel, variant):
-    """The split tiles of the last wave are summed in slice order: repeated runs give the
-    same bits."""
-    m, n, k, _, _ = hybrid_shapes()[1]
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn",
-                           sa_layout="col", sb_layout="col")
-    if variant == 18:
-        a = pitched_mn(a)
-    ops = gemm_kernel._ops.ops
-    first = ops.gemm_nt(a, b, sa, sb, False, variant, 0)
-    for _ in range(10):
-        again = ops.gemm_nt(a, b, sa, sb, False, variant, 0)
-        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, f"variant={variant} seed={seed}").fast(first)
-
-
 def test_overlap_splitk_rejects_bad_splits(gemm_kernel):
     ops = gemm_kernel._ops.ops
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())

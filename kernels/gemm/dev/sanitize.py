@@ -35,7 +35,7 @@ failures = 0
 # explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12); "amn" runs
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
-# "split" runs its split-K builds (15-18) alone; "all" runs all of them.
+# "split" runs its split-K builds (15, 16) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
@@ -105,13 +105,8 @@ if MODE == "amn":
 # block, several units per CTA (153 tiles x 2 slices on 132 SMs), tails in M, N and K.
 # Entries of variants are (variant, splits) here.
 SPLIT = ((15, 4), (15, 15), (16, 4), (16, 15))
-# Hybrid builds (17; 18 reads A MN-major): 153 tiles on 132 SMs, so 132 run whole and
-# the other 21 are split (5 slices by default: one per K block; or 2, 3), the slices
-# running after each CTA's whole tile.
-HYBRID = ((17, 0), (17, 2), (18, 0), (18, 3))
 split_runs = [(304, 600, 1920, "mn", "mn", "col", SPLIT), (208, 100, 200, "mn", "k", "row", SPLIT),
-              (1104, 2100, 640, "mn", "mn", "col", ((15, 2), (16, 2)) + HYBRID),
-              (1104, 2100, 512, "mn", "k", "row", HYBRID)]
+              (1104, 2100, 640, "mn", "mn", "col", ((15, 2), (16, 2)))]
 if MODE == "split":
     v10_runs = split_runs
 elif MODE == "all":

@@ -37,9 +37,7 @@
 // (K, M) storage and the consumers build its wgmma fragments in registers
 // (load_a_fragment), one block at a time; B comes K-permuted from the preparation.
 // And with each tile's K blocks split into slices (variants 15, 16; NOTES.md, v15),
-// whose partial tiles the last slice to arrive adds in slice order (split_store), or
-// only the tiles of the last, partly filled wave split that way after the full waves
-// ran whole (variants 17, 18; NOTES.md, v16).
+// whose partial tiles the last slice to arrive adds in slice order (split_store).
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
@@ -142,16 +140,12 @@ struct TileCoord {
   int m0, n0;
 };
 
-// Split-K (variants 15 to 18): the first `dp_tiles` tiles are whole work units; each
-// later tile's K blocks are cut into `splits` slices of nearly equal length, one work
-// unit each. `partials` holds an FP32 partial half tile per (split tile, slice, warp
-// group), `counters` one arrival count per (split tile, warp group), zero at launch
-// (split_layout). Variants 15 and 16 split every tile (dp_tiles = 0); the hybrid
-// variants 17 and 18 run the full waves of tiles whole and split only the last,
-// partly filled wave, so that it spreads over every SM.
+// Split-K (variants 15, 16): each tile's K blocks are cut into `splits` slices of
+// nearly equal length, one work unit each. `partials` holds an FP32 partial half tile
+// per (tile, slice, warp group), `counters` one arrival count per (tile, warp group),
+// zero at launch (split_layout).
 struct SplitParams {
   int splits;
-  int dp_tiles;
   float* partials;
   uint32_t* counters;
 };
@@ -249,32 +243,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int units_m = (tiles_m + kCluster - 1) / kCluster;
   const int tiles = units_m * tiles_n;
   const int splits = kSplit ? sp.splits : 1;
-  // Units [0, dp_end) are whole tiles, run back to back with each tile's epilogue
-  // overlapped with the next tile's first MMAs; the rest are K slices.
-  const int dp_end = kSplit ? sp.dp_tiles : tiles;
-  // Whether whole tiles overlap their epilogue with the next tile's first MMAs. Not in
-  // the split build that reads A MN-major: there ptxas serializes every wgmma (C7513)
-  // once both loops are in one kernel, so its whole tiles run drained like slices.
-  constexpr bool kOverlapTiles = !(kSplit && kAmn);
-  const int units = dp_end + (tiles - dp_end) * splits;
+  const int units = tiles * splits;
   const int rank = kCluster > 1 ? static_cast<int>(cluster_rank()) : 0;
   const int cluster_id = static_cast<int>(blockIdx.x) / kCluster;
   const int clusters = static_cast<int>(gridDim.x) / kCluster;
   const int kblocks_all = (p.k + kBlockK - 1) / kBlockK;
-  // Work unit u < dp_end: tile u, all of K. Beyond: with v = u - dp_end and `split`
-  // tiles left, tile dp_end + (v % split) over K slice (v / split), so that the units
-  // running at once share A and B blocks of one K range. A slice is the K blocks
-  // [kb0, kb1).
+  // Work unit u: tile (u % tiles) over K slice (u / tiles), so that the units running at
+  // once share A and B blocks of one K range. A slice is the K blocks [kb0, kb1).
   struct Unit {
     int tile, slice, kb0, kb1;
   };
   auto unit_at = [&](int u) {
     if constexpr (kSplit) {
-      if (u < dp_end) return Unit{u, 0, 0, kblocks_all};
-      const int split_tiles = tiles - dp_end;
-      const int v = u - dp_end;
-      const int s = v / split_tiles;
-      return Unit{dp_end + v - s * split_tiles, s, static_cast<int>(int64_t(s) * kblocks_all / splits),
+      const int s = u / tiles;
+      return Unit{u - s * tiles, s, static_cast<int>(int64_t(s) * kblocks_all / splits),
                   static_cast<int>(int64_t(s + 1) * kblocks_all / splits)};
     } else {
       return Unit{u, 0, 0, kblocks_all};
@@ -495,14 +477,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // adds the slices in slice order, whichever CTA that is, so the result does not
   // depend on timing, and stores the tile.
   auto split_store = [&](const TileCoord& tc) {
-    if (splits == 1 || unit < dp_end) {  // a whole tile
+    if (splits == 1) {
       store_tile(tc);
       return;
     }
-    const int split_tile = w.tile - dp_end;
     constexpr int kWarpFloats = 16 * 32 * 4;  // a warp's 16 x 128 partial
     auto partial = [&](int slice) {
-      const int64_t half = (int64_t(split_tile) * splits + slice) * 2 + consumer;
+      const int64_t half = (int64_t(w.tile) * splits + slice) * 2 + consumer;
       return sp.partials + (half * 4 + warp) * kWarpFloats + lane * 4;
     };
     float* mine = partial(w.slice);
@@ -520,7 +501,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint32_t arrived;
       asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
                    : "=r"(arrived)
-                   : "l"(sp.counters + 2 * split_tile + consumer)
+                   : "l"(sp.counters + 2 * w.tile + consumer)
                    : "memory");
       split_last[consumer] = arrived == static_cast<uint32_t>(splits - 1);
     }
@@ -562,14 +543,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // After a tile's last MMAs are issued, the next tile's first block goes in before the
   // last promotion and the epilogue, so that the tensor cores have work while the
-  // consumers store the tile. Returns whether there is a next whole tile (now `c`).
-  // Split-K units, and the last whole tile before them, end with their MMAs drained
-  // instead: the next unit's block count, and so the temporary it starts in, may differ.
+  // consumers store the tile. Returns whether there is a next tile (now `c`). Split-K
+  // units end with their MMAs drained instead: the next unit's block count, and so the
+  // temporary it starts in, may differ.
   auto finish_tile = [&](auto set, float (&last)[64], float (&other)[64]) {
     constexpr int S = decltype(set)::value;
-    if constexpr (kOverlapTiles) {
+    if constexpr (!kSplit) {
       const int next = unit + clusters;
-      if (next < dp_end) {
+      if (next < units) {
         const TileCoord nc = tile_coord<kCluster>(next, units_m, tiles_n, rank);
         point_scales(nc, 0);
         load_scales(S ^ 1);
@@ -628,29 +609,27 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   using Zero = std::integral_constant<int, 0>;
   using One = std::integral_constant<int, 1>;
-  if (kOverlapTiles && unit < dp_end) {
-    // Whole tiles. Which temporary a tile starts in is fixed by the parity of the block
-    // count, so that no branch merges paths with different registers in flight (the
-    // compiler would wait for the MMAs there).
+  if constexpr (kSplit) {
+    while (true) {
+      start_unit();
+      run_tile(Zero{}, t0, t1);
+      unit += clusters;
+      if (unit >= units) break;
+      w = unit_at(unit);
+      kblocks = w.kb1 - w.kb0;
+      c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
+    }
+  } else {
     start_unit();
+    // Which temporary a tile starts in is fixed by the parity of the block count, so
+    // that no branch merges paths with different registers in flight (the compiler
+    // would wait for the MMAs there).
     if (kblocks % 2 == 0) {
       while (run_tile(Zero{}, t0, t1)) {
       }
     } else {
       while (run_tile(Zero{}, t0, t1) && run_tile(One{}, t1, t0)) {
       }
-    }
-    unit += clusters;
-  }
-  if constexpr (kSplit) {
-    // K slices (and whole tiles where kOverlapTiles is off), each drained and summed on
-    // its own.
-    for (; unit < units; unit += clusters) {
-      w = unit_at(unit);
-      kblocks = w.kb1 - w.kb0;
-      c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
-      start_unit();
-      run_tile(Zero{}, t0, t1);
     }
   }
   // Shared memory must outlive the last store's reads.
@@ -666,53 +645,42 @@ constexpr int kMaxSplits = 64;
 // then the partial tiles. Empty without a split.
 struct SplitLayout {
   int splits;
-  int dp_tiles;          // tiles run whole before the split ones
   size_t counter_bytes;  // a multiple of 256
   size_t bytes;          // counters and partials
 };
 
-// Variants 15, 16 (hybrid = false) split every tile; 17, 18 (hybrid = true) only the
-// tiles past the last full wave of the grid (one CTA per SM).
-SplitLayout split_layout(const GemmArgs& g, bool hybrid) {
+SplitLayout split_layout(const GemmArgs& g) {
   const int64_t tiles = int64_t((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
   const int kblocks = (g.k + kBlockK - 1) / kBlockK;
-  const int64_t wave = g.sm_count > 0 ? g.sm_count : 1;
-  const int64_t dp = hybrid ? tiles / wave * wave : 0;
-  const int64_t split = tiles - dp;
   int s = g.splits;
   if (s <= 0) {
-    // Default: as many slices as keep every split tile's slices in one wave of CTAs.
-    const int64_t fit = split > 0 ? wave / split : 1;
+    // Default: as many slices as keep every tile's slices in one wave of CTAs.
+    const int64_t fit = tiles > 0 ? g.sm_count / tiles : 1;
     s = static_cast<int>(fit < 1 ? 1 : fit > kMaxSplits ? kMaxSplits : fit);
     s = s < kblocks ? s : kblocks;
   }
-  if (s <= 1 || split == 0 || tiles * s > 0x7FFFFFFF) {
-    // Nothing split: whole tiles only (the hybrid keeps its overlapped epilogues).
-    return {1, hybrid ? static_cast<int>(tiles) : 0, 0, 0};
-  }
-  const size_t counters = (static_cast<size_t>(split) * 2 * sizeof(uint32_t) + 255) / 256 * 256;
-  const size_t partials = static_cast<size_t>(split) * s * kBlockM * kBlockN * sizeof(float);
-  return {s, static_cast<int>(dp), counters, counters + partials};
+  if (s <= 1 || tiles * s > 0x7FFFFFFF) return {1, 0, 0};
+  const size_t counters = (static_cast<size_t>(tiles) * 2 * sizeof(uint32_t) + 255) / 256 * 256;
+  const size_t partials = static_cast<size_t>(tiles) * s * kBlockM * kBlockN * sizeof(float);
+  return {s, counters, counters + partials};
 }
 
 template <int kCluster, bool kAmn, bool kSplit>
-Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why,
-              bool hybrid = false) {
+Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  SplitParams sp{1, 0, nullptr, nullptr};
+  SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
     const int kblocks = (g.k + kBlockK - 1) / kBlockK;
     if (g.splits > kMaxSplits || g.splits > kblocks) {
       if (why) *why = "split-K takes at most 64 slices and at most one per 128-deep K block";
       return Status::kUnsupported;
     }
-    const SplitLayout l = split_layout(g, hybrid);
+    const SplitLayout l = split_layout(g);
     if (l.bytes > 0 && !ws) {
       if (why) *why = "split-K needs its workspace";
       return Status::kUnsupported;
     }
     sp.splits = l.splits;
-    sp.dp_tiles = l.dp_tiles;
     if (l.bytes > 0) {
       sp.counters = static_cast<uint32_t*>(ws);
       sp.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(ws) + l.counter_bytes);
@@ -749,8 +717,8 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   // row-major first; NOTES.md, v10).
   const ProblemParams p = problem_params(g);
   const int tiles_m = (g.m + kBlockM - 1) / kBlockM;
-  const int tiles = (tiles_m + kCluster - 1) / kCluster * ((g.n + kBlockN - 1) / kBlockN);
-  const int units = kSplit ? sp.dp_tiles + (tiles - sp.dp_tiles) * sp.splits : tiles;
+  const int units =
+      (tiles_m + kCluster - 1) / kCluster * ((g.n + kBlockN - 1) / kBlockN) * sp.splits;
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = kSmemBytes;
@@ -831,7 +799,7 @@ Status fp8_coop_128x128_overlap_amn_cluster2_run(const GemmArgs& g, void* ws, cu
 }
 
 size_t fp8_coop_128x128_overlap_splitk_workspace(const GemmArgs& g) {
-  return overlap::split_layout(g, false).bytes;
+  return overlap::split_layout(g).bytes;
 }
 
 Status fp8_coop_128x128_overlap_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
@@ -840,7 +808,7 @@ Status fp8_coop_128x128_overlap_splitk_run(const GemmArgs& g, void* ws, cudaStre
 }
 
 size_t fp8_coop_128x128_overlap_amn_splitk_workspace(const GemmArgs& g) {
-  return overlap::split_layout(g, false).bytes;
+  return overlap::split_layout(g).bytes;
 }
 
 Status fp8_coop_128x128_overlap_amn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
@@ -848,26 +816,8 @@ Status fp8_coop_128x128_overlap_amn_splitk_run(const GemmArgs& g, void* ws, cuda
   return overlap::launch<1, true, true>(g, ws, stream, why);
 }
 
-size_t fp8_coop_128x128_overlap_hybrid_workspace(const GemmArgs& g) {
-  return overlap::split_layout(g, true).bytes;
-}
-
-Status fp8_coop_128x128_overlap_hybrid_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                            const char** why) {
-  return overlap::launch<1, false, true>(g, ws, stream, why, true);
-}
-
-size_t fp8_coop_128x128_overlap_amn_hybrid_workspace(const GemmArgs& g) {
-  return overlap::split_layout(g, true).bytes;
-}
-
-Status fp8_coop_128x128_overlap_amn_hybrid_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                                const char** why) {
-  return overlap::launch<1, true, true>(g, ws, stream, why, true);
-}
-
-size_t overlap_splitk_zeroed_bytes(const GemmArgs& g, bool hybrid) {
-  return overlap::split_layout(g, hybrid).counter_bytes;
+size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {
+  return overlap::split_layout(g).counter_bytes;
 }
 
 }  // namespace kfgemm::variants

@@ -73,7 +73,7 @@ inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stre
 //   D[m, n] = sum_k A[m, k] * B[n, k] * sfa[m, k / 128] * sfb[n / 128, k / 128]
 // A is (m, k) K-major with row pitch lda, B is (n, k) K-major with row pitch ldb, both
 // 16-byte aligned with k a multiple of 16 bytes' worth of elements (zero padded).
-// Variants 13, 14, 16 and 18 instead read A MN-major (a_mn_major: stored as k_a rows of m
+// Variants 13, 14 and 16 instead read A MN-major (a_mn_major: stored as k_a rows of m
 // elements, pitch lda, no padding needed) and B with each 16 of K permuted as
 // OperandPrep::kperm16 writes it (b_kperm16); every other variant rejects both flags.
 // Scales are float32 addressed through element strides (any layout).
@@ -94,7 +94,6 @@ struct GemmArgs {
   // Stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K into that many.
   // Split-K variants 5, 6, 8: the number of K slices (>= 2, k a multiple of 128 * splits).
   // Variants 15, 16: 0 chooses, else 1 to 64 slices, at most one per 128 of K.
-  // Variants 17, 18: the same, for the tiles past the grid's last full wave.
   int splits;
   // May launch as a programmatic dependent of the previous kernel on the stream (the
   // operand preparation): the GEMM's start-up overlaps that kernel's tail and its loads
@@ -129,9 +128,7 @@ enum class Variant : int {
   kFp8Coop128x128OverlapAmnCluster2 = 14,  // variant 13 on CTA pairs sharing B by multicast
   kFp8Coop128x128OverlapSplitK = 15,       // variant 10 with K split into slices, summed in-kernel
   kFp8Coop128x128OverlapAmnSplitK = 16,    // variant 13 with K split into slices, summed in-kernel
-  kFp8Coop128x128OverlapHybrid = 17,       // variant 10, full waves whole, the last wave's tiles split
-  kFp8Coop128x128OverlapAmnHybrid = 18,    // variant 13, full waves whole, the last wave's tiles split
-  kCount = 19,
+  kCount = 17,
 };
 
 const char* variant_name(Variant v);
@@ -139,13 +136,12 @@ const char* variant_name(Variant v);
 // The variants that read A MN-major in place and B K-permuted (GemmArgs::a_mn_major).
 inline bool reads_a_mn_major(Variant v) {
   return v == Variant::kFp8Coop128x128OverlapAmn || v == Variant::kFp8Coop128x128OverlapAmnCluster2 ||
-         v == Variant::kFp8Coop128x128OverlapAmnSplitK || v == Variant::kFp8Coop128x128OverlapAmnHybrid;
+         v == Variant::kFp8Coop128x128OverlapAmnSplitK;
 }
 
 // The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
 inline bool is_overlap_split(Variant v) {
-  return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK ||
-         v == Variant::kFp8Coop128x128OverlapHybrid || v == Variant::kFp8Coop128x128OverlapAmnHybrid;
+  return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK;
 }
 
 // Sums `splits` FP32 planes of (m, n) partial products (plane after plane, rows of n

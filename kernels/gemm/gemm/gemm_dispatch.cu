@@ -23,10 +23,8 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_cluster2)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_splitk)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_hybrid)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_hybrid)
 #undef KFGEMM_DECLARE_VARIANT
-size_t overlap_splitk_zeroed_bytes(const GemmArgs& g, bool hybrid);
+size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
 
 namespace kfgemm {
@@ -50,8 +48,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_overlap), KFGEMM_ENTRY(fp8_cluster_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_splitk),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk), KFGEMM_ENTRY(fp8_coop_128x128_overlap_hybrid),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_hybrid),
+    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -75,10 +72,7 @@ size_t gemm_workspace_size(Variant v, const GemmArgs& args) {
 }
 
 size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args) {
-  if (!is_overlap_split(v)) return 0;
-  const bool hybrid =
-      v == Variant::kFp8Coop128x128OverlapHybrid || v == Variant::kFp8Coop128x128OverlapAmnHybrid;
-  return variants::overlap_splitk_zeroed_bytes(args, hybrid);
+  return is_overlap_split(v) ? variants::overlap_splitk_zeroed_bytes(args) : 0;
 }
 
 Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t stream,
@@ -89,7 +83,7 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
     return Status::kUnsupported;
   }
   if (!reads_a_mn_major(v) && (args.a_mn_major || args.b_kperm16)) {
-    if (why) *why = "only variants 13, 14, 16 and 18 read MN-major A and K-permuted B";
+    if (why) *why = "only variants 13, 14 and 16 read MN-major A and K-permuted B";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);

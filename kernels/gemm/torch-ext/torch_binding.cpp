@@ -243,7 +243,7 @@ int smallest_split(int64_t Kp, int64_t tiles, int64_t want) {
   return 0;
 }
 
-// Whether the kernels that read A MN-major (variants 13, 14, 16, 18) can take `a` in place:
+// Whether the kernels that read A MN-major (variants 13, 14, 16) can take `a` in place:
 // e4m3fn, M contiguous, rows of K 16-byte aligned.
 bool a_mn_major_ok(const Tensor& a) {
   const int64_t M = a.size(0);
@@ -252,7 +252,7 @@ bool a_mn_major_ok(const Tensor& a) {
          reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0;
 }
 
-// The hand-written kernel's builds (variants 10, 12-18): they read the block scales
+// The hand-written kernel's builds (variants 10, 12-16): they read the block scales
 // along K and want them row-major.
 bool variant_is_overlap(kfgemm::Variant v) {
   using V = kfgemm::Variant;
