@@ -128,8 +128,7 @@ enum class Variant : int {
   kFp8Coop128x128OverlapAmnCluster2 = 14,  // variant 13 on CTA pairs sharing B by multicast
   kFp8Coop128x128OverlapSplitK = 15,       // variant 10 with K split into slices, summed in-kernel
   kFp8Coop128x128OverlapAmnSplitK = 16,    // variant 13 with K split into slices, summed in-kernel
-  kFp8Wide256x128 = 17,                    // hand-written: 256x128 tiles, a quarter fewer bytes per MMA
-  kCount = 18,
+  kCount = 17,
 };
 
 const char* variant_name(Variant v);

@@ -252,12 +252,12 @@ bool a_mn_major_ok(const Tensor& a) {
          reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0;
 }
 
-// The hand-written kernels (variants 10, 12-17): they read the block scales along K and
-// want them row-major.
+// The hand-written kernel's builds (variants 10, 12-16): they read the block scales
+// along K and want them row-major.
 bool variant_is_overlap(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
-         kfgemm::reads_a_mn_major(v) || kfgemm::is_overlap_split(v) || v == V::kFp8Wide256x128;
+         kfgemm::reads_a_mn_major(v) || kfgemm::is_overlap_split(v);
 }
 
 Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, int mem_gbs,
