@@ -50,8 +50,9 @@ def main() -> int:
         m, n = 512, 128 * c
         tiles = 4 * c
         a, b, sa, sb = inputs(m, n, k)
-        fn = lambda: ops.gemm_nt(a, b, sa, sb, False, variant, 0, 0)  # noqa: E731
-        us = triton.testing.do_bench(fn, warmup=50, rep=200) * 1e3
+        us = triton.testing.do_bench(
+            lambda a=a, b=b, sa=sa, sb=sb: ops.gemm_nt(a, b, sa, sb, False, variant, 0, 0),
+            warmup=50, rep=200) * 1e3
         per = -(-tiles // sms)
         print(f"| {tiles} | {per} | {us:.1f} | {us / (per * kb):.3f} | "
               f"{2 * m * n * k / us / 1e6:.0f} |", flush=True)
