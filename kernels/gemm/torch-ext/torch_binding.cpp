@@ -415,11 +415,15 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // The hand-written kernel reads each thread's scales along K, two blocks ahead: with
   // row-major scales a 32-byte sector serves 8 blocks from L1, with the challenge's
   // column-major ones every block misses (NOTES.md, v10). Those are copied row-major in
-  // the preparation launch.
+  // the preparation launch. Except A's for the builds that read A MN-major: there a
+  // thread's two rows are adjacent and a warp's 16 rows share 64 bytes of a column-major
+  // block, and reading them in place is faster than the copy (H100, interleaved, us:
+  // 6144x576x7168 challenge 75.1 vs 87.0, 6144x512x7168 71.9 vs 76.3; NOTES.md, v16).
   kfgemm::ScaleCopy scale_jobs[2];
   int nscales = 0;
   if (variant_is_overlap(v)) {
     for (Tensor* s : {&sa, &sb}) {
+      if (s == &sa && amn) continue;
       if (s->size(1) > 1 && s->stride(1) != 1) {
         if (s->numel() > kfgemm::kMaxScaleElems / 2) {  // beyond the launch's indexing
           *s = s->contiguous();
