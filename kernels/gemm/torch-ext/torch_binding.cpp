@@ -155,6 +155,17 @@ struct Canonical {
   Tensor storage;
 };
 
+// Whether the GEMM kernels read the FP8 operand x, as `rows_out` rows, in place: e4m3fn,
+// K-major with 16-byte aligned rows and K a multiple of 16.
+bool fp8_in_place(const Tensor& x, int64_t rows_out) {
+  const int64_t rows = x.size(0), K = x.size(1);
+  const auto addr = reinterpret_cast<uintptr_t>(x.data_ptr());
+  const bool k_major = x.stride(1) == 1 || K == 1;
+  const bool pitch_ok = rows == 1 || x.stride(0) % 16 == 0;
+  return x.scalar_type() == at::kFloat8_e4m3fn && rows_out == rows && k_major && pitch_ok &&
+         K % 16 == 0 && addr % 16 == 0 && x.stride(0) >= K;
+}
+
 // Returns x itself when the kernel can read it in place, otherwise schedules a
 // rewrite into `job` and returns the destination.
 // kperm16: always rewrite, with each 16 of K in the order of the kernels that read A
@@ -164,11 +175,7 @@ Canonical canonical_operand(const Tensor& x, int64_t rows_out, bool to_bf16,
   const int64_t rows = x.size(0), K = x.size(1);
   const int64_t Kp = round_up(K, 16);
   *needs_job = false;
-  const auto addr = reinterpret_cast<uintptr_t>(x.data_ptr());
-  const bool k_major = x.stride(1) == 1 || K == 1;
-  const bool pitch_ok = rows == 1 || x.stride(0) % 16 == 0;
-  if (!kperm16 && !to_bf16 && x.scalar_type() == at::kFloat8_e4m3fn && rows_out == rows && k_major &&
-      pitch_ok && K % 16 == 0 && addr % 16 == 0 && x.stride(0) >= K) {
+  if (!kperm16 && !to_bf16 && fp8_in_place(x, rows_out)) {
     Canonical c;
     c.ptr = x.data_ptr();
     c.ld = rows == 1 ? K : x.stride(0);
@@ -260,8 +267,11 @@ bool variant_is_overlap(kfgemm::Variant v) {
          kfgemm::reads_a_mn_major(v) || kfgemm::is_overlap_split(v);
 }
 
+// a_mn_major: A can be read MN-major in place (a_mn_major_ok). in_place: both operands
+// and both scale matrices are read as they are, so no preparation launch precedes the
+// GEMM.
 Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, int mem_gbs,
-                    bool a_mn_major) {
+                    bool a_mn_major, bool in_place) {
   using V = kfgemm::Variant;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
@@ -310,13 +320,22 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
   // cooperative kernel, 4096x24576x1536 284 vs 321, 4096x32768x512 160 vs 188 for the
   // ping-pong kernel; NOTES.md, v11). With fewer waves CUTLASS's kernels are as fast or
   // faster (6144x576x7168, under two waves: 80.5 vs 88.6).
+  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
+  // On the H100, with nothing to prepare, the CTA pairs below are also the fastest over
+  // four and five waves with K >= 4096 (interleaved, us, against the op's earlier choice
+  // of CUTLASS's kernels: 4096x2112x7168 121.3 vs 126.8, 4096x2816x4096 86.3 vs 96.8,
+  // 3072x3072x7168 124.8 vs 133.7, 4096x3072x4096 87.8 vs 99.6; 2048x4352x7168 122.3 vs
+  // 121.2). After a preparation launch they are not (4096x2112x7168 challenge layout
+  // 159.4 vs 155.4, 6144x1536x7168 170.1 vs 160.0). NOTES.md, v16.
+  if (M > 128 && slow_memory && in_place && K >= 4096 && waves >= 4) {
+    return {V::kFp8Coop128x128OverlapCluster2, 0};
+  }
   if (M > 128 && waves >= 6) {
     // On the H100 (3.35 TB/s) CTA pairs that load B once for both tiles (TMA multicast)
     // gain from K = 2304 on (interleaved, us: 4096x7168x16384 828 vs 865,
     // 6144x4608x7168 challenge 416 vs 457, 4096x4096x7168 206 vs 220, 6144x7168x2304
     // 209 vs 222) and lose 2-4% at K <= 2048; on the H200 (4.8 TB/s) they do not gain
     // (4096x7168x16384 857 vs 820, 4096x24576x1536 305 vs 281). NOTES.md, v12.
-    const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
     if (slow_memory && K >= 2304) return {V::kFp8Coop128x128OverlapCluster2, 0};
     return {V::kFp8Coop128x128Overlap, 0};
   }
@@ -363,7 +382,11 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
   Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
   const bool a_mn = !bf16 && a_mn_major_ok(a);
-  const Choice choice = pick_variant(M, N, K, bf16, props.sm_count, props.mem_gbs, a_mn);
+  auto row_major = [](const Tensor& s) { return s.size(1) <= 1 || s.stride(1) == 1; };
+  const bool in_place = !bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
+                        row_major(sa) && row_major(sb);
+  const Choice choice =
+      pick_variant(M, N, K, bf16, props.sm_count, props.mem_gbs, a_mn, in_place);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
