@@ -213,7 +213,8 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    only worth it while M * N is small);
 //  - FP8 over six or more waves of 128x128 tiles (and M > 128): the hand-written
 //    kernel, whatever K, on CTA pairs that share B by multicast where memory is slower
-//    (see the end of this function);
+//    (see the end of this function); where memory is slower, with K >= 4096 and nothing
+//    to prepare, those CTA pairs from four waves on;
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
