@@ -166,6 +166,10 @@ bool fp8_in_place(const Tensor& x, int64_t rows_out) {
          K % 16 == 0 && addr % 16 == 0 && x.stride(0) >= K;
 }
 
+// Whether a block-scale matrix is row-major along K (what the hand-written kernels read
+// in place; the op copies other layouts for them).
+bool scales_row_major(const Tensor& s) { return s.size(1) <= 1 || s.stride(1) == 1; }
+
 // Returns x itself when the kernel can read it in place, otherwise schedules a
 // rewrite into `job` and returns the destination.
 // kperm16: always rewrite, with each 16 of K in the order of the kernels that read A
@@ -383,9 +387,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
   Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
   const bool a_mn = !bf16 && a_mn_major_ok(a);
-  auto row_major = [](const Tensor& s) { return s.size(1) <= 1 || s.stride(1) == 1; };
   const bool in_place = !bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
-                        row_major(sa) && row_major(sb);
+                        scales_row_major(sa) && scales_row_major(sb);
   const Choice choice =
       pick_variant(M, N, K, bf16, props.sm_count, props.mem_gbs, a_mn, in_place);
   kfgemm::Variant v = choice.variant;
@@ -448,7 +451,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (variant_is_overlap(v)) {
     for (Tensor* s : {&sa, &sb}) {
       if (s == &sa && amn) continue;
-      if (s->size(1) > 1 && s->stride(1) != 1) {
+      if (!scales_row_major(*s)) {
         if (s->numel() > kfgemm::kMaxScaleElems / 2) {  // beyond the launch's indexing
           *s = s->contiguous();
           continue;
