@@ -35,15 +35,20 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
     ("v11s2 cluster-split", False, 11, 2, 0), ("v11s4 cluster-split", False, 11, 4, 0),
     ("v11s8 cluster-split", False, 11, 8, 0),
     ("v0 stream-K", False, 0, 0, 0), ("v2 ping-pong", False, 2, 0, 0),
+    ("v5s2 ping-pong-split", False, 5, 2, 0), ("v5s4 ping-pong-split", False, 5, 4, 0),
+    ("v5s7 ping-pong-split", False, 5, 7, 0), ("v5s8 ping-pong-split", False, 5, 8, 0),
+    ("v5s3 ping-pong-split", False, 5, 3, 0), ("v5s11 ping-pong-split", False, 5, 11, 0),
+    ("v5s14 ping-pong-split", False, 5, 14, 0),
     ("exact v9 coop", True, 9, 0, 0), ("exact v3 stream-K", True, 3, 0, 0),
     ("exact v3 data-parallel", True, 3, 1, 0), ("exact v4 ping-pong", True, 4, 0, 0),
-] + [(f"v15s{s} overlap-split", False, 15, s, 0) for s in (0, 2, 3, 4, 6, 8)] + [
+] + [(f"v15s{s} overlap-split", False, 15, s, 0) for s in (0, 2, 3, 4, 6, 8, 16)] + [
     (f"v16s{s} overlap-amn-split", False, 16, s, 0) for s in (0, 2, 3, 4, 6, 8)]
 # AB_CONFIGS="v7,v10" keeps the configurations whose label starts with one of those.
 _only = [x for x in os.environ.get("AB_CONFIGS", "").split(",") if x]
 if _only:
     CONFIGS = [c for c in CONFIGS if any(c[0].startswith(p + " ") for p in _only)]
 ROUNDS = 7
+STREAM = bool(os.environ.get("AB_STREAM"))
 
 
 def configurations(gk, m, n, k, challenge):
@@ -56,6 +61,10 @@ def configurations(gk, m, n, k, challenge):
     for label, e, v, s, z in CONFIGS:
         fns.append((label, lambda e=e, v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, e, v, s, z)))
     fns.append(("cuBLASLt", bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb)))
+    if STREAM:  # reading B once, the few-row shapes' floor (stream_floor.py)
+        from stream_floor import streaming_read
+
+        fns.append(("read B", streaming_read(b)["8x2048"]))
     return fns
 
 
@@ -63,7 +72,8 @@ def main() -> int:
     gk = bench_mod.load_kernel()
     specs = sys.argv[1:] or ["nt:4096x7168x16384", "nt:4096x4096x7168"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    labels = ["op's choice", "op's choice, exact"] + [c[0] for c in CONFIGS] + ["cuBLASLt"]
+    labels = (["op's choice", "op's choice, exact"] + [c[0] for c in CONFIGS] + ["cuBLASLt"] +
+              (["read B"] if STREAM else []))
     print("| shape | " + " | ".join(labels) + " |")
     print("|---" * (len(labels) + 1) + "|")
     for spec in specs:

@@ -12,6 +12,7 @@ with each one's effective bandwidth over the bytes it moves.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import statistics
 import sys
@@ -26,13 +27,44 @@ _spec.loader.exec_module(bench_mod)
 ROUNDS = 7
 
 
+@functools.cache
+def _read_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def read(src, dst, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        acc = tl.zeros([BLOCK], dtype=tl.int32)
+        for start in range(pid * BLOCK, n, tl.num_programs(0) * BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            acc ^= tl.load(src + offs, mask=offs < n, other=0)
+        tl.store(dst + pid, tl.xor_sum(acc, axis=0))
+
+    return read
+
+
+def streaming_read(x: torch.Tensor):
+    """Callables reading x's bytes once with Triton, one per grid size (programs per SM)."""
+    read = _read_kernel()
+    words = x.contiguous().view(torch.int32).flatten()
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    fns = {}
+    for per_sm, block, warps in ((4, 4096, 8), (8, 2048, 8), (16, 1024, 4)):
+        grid = sms * per_sm
+        dst = torch.empty(grid, dtype=torch.int32, device=x.device)
+        fns[f"{per_sm}x{block}"] = (lambda g=grid, d=dst, b=block, w=warps:
+                                    read[(g,)](words, d, words.numel(), BLOCK=b, num_warps=w))
+    return fns
+
+
 def main() -> int:
     gk = bench_mod.load_kernel()
     specs = sys.argv[1:] or ["nt:64x32768x512", "nt:64x7168x16384"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| shape | B MB | op us | op TB/s | cuBLASLt us | read B us | read TB/s | copy B us "
-          "| copy TB/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| shape | B MB | op us | op TB/s | cuBLASLt us | sum B us | sum TB/s | copy B us "
+          "| copy TB/s | stream B us | stream TB/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in specs:
         layout, _, dims = spec.partition(":")
         m, n, k = (int(x) for x in dims.split("x"))
@@ -44,16 +76,20 @@ def main() -> int:
                "cuBLASLt": bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb),
                "read": lambda w=words: w.sum(),
                "copy": lambda d=dst, b=b: d.copy_(b)}
+        stream = streaming_read(b)
+        fns.update({f"stream {key}": fn for key, fn in stream.items()})
         times = {name: [] for name in fns}
         names = list(fns)
         for r in range(ROUNDS):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 times[name].append(bench_mod.bench(fns[name], 20))
         t = {name: statistics.median(v) for name, v in times.items()}
+        t["stream"] = min(t[f"stream {key}"] for key in stream)
         mb = n * k / 1e6
         print(f"| {m}x{n}x{k} {layout} | {mb:.1f} | {t['op']:.1f} | {mb / t['op']:.2f} | "
               f"{t['cuBLASLt']:.1f} | {t['read']:.1f} | {mb / t['read']:.2f} | "
-              f"{t['copy']:.1f} | {2 * mb / t['copy']:.2f} |", flush=True)
+              f"{t['copy']:.1f} | {2 * mb / t['copy']:.2f} | {t['stream']:.1f} | "
+              f"{mb / t['stream']:.2f} |", flush=True)
     return 0
 
 
