@@ -70,9 +70,9 @@ for s in "$@"; do
     racecheck1) run racecheck_cluster 300 compute-sanitizer --tool racecheck --print-limit 12 --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racemap) run racemap 120 sh -c "so=\$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); python3 kernels/gemm/dev/racemap.py $logs/racecheck_cluster.log \$so $OUT/cluster2.sass" ;;
     sass) run sass 120 sh -c "for so in \$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); do cuobjdump --dump-sass \$so | grep -o -E '(QGMMA|HGMMA)[.A-Z0-9x]*' | sort | uniq -c; cuobjdump --dump-resource-usage \$so | grep -A1 -i overlap; done" ;;
-    ncu) run ncu 400 ncu --kernel-name regex:'device_kernel|gemm_kernel|prep_kernel|reduce_splits|nvjet|sm90_xmma' --launch-skip 0 --launch-count 14 --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis python3 kernels/gemm/dev/profile.py ${PROFILE_SHAPES:-} ;;
+    ncu) run ncu 400 ncu --kernel-name regex:'device_kernel|gemm_kernel|prep_kernel|reduce_splits|nvjet|sm90_xmma' --launch-skip 0 --launch-count 14 --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis python3 kernels/gemm/dev/ncu_profile.py ${PROFILE_SHAPES:-} ;;
     ncusrc) # per-instruction warp-state samples of the gemm kernels (PROFILE_VARIANTS) on one shape
-        run ncusrc 400 ncu --kernel-name regex:'device_kernel|gemm_kernel' --launch-skip 0 --launch-count ${NCU_COUNT:-2} --section SpeedOfLight --section WarpStateStats --section SourceCounters --import-source no -f -o /tmp/ncusrc python3 kernels/gemm/dev/profile.py ${PROFILE_SHAPES:-nt:4096x4096x7168}
+        run ncusrc 400 ncu --kernel-name regex:'device_kernel|gemm_kernel' --launch-skip 0 --launch-count ${NCU_COUNT:-2} --section SpeedOfLight --section WarpStateStats --section SourceCounters --import-source no -f -o /tmp/ncusrc python3 kernels/gemm/dev/ncu_profile.py ${PROFILE_SHAPES:-nt:4096x4096x7168}
         ncu -i /tmp/ncusrc.ncu-rep --page details --csv > "$OUT/ncusrc_details.csv" 2>&1
         ncu -i /tmp/ncusrc.ncu-rep --page source --csv --print-source sass > "$OUT/ncusrc_source.csv" 2>&1
         gzip -f "$OUT/ncusrc_source.csv"; ls -la "$OUT" ;;

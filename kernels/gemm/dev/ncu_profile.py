@@ -1,7 +1,7 @@
 """Workload for Nsight Compute: our op and cuBLASLt, twice each, per shape.
 
     ncu --kernel-name regex:'device_kernel|prep_kernel|sm90' \
-        python kernels/gemm/dev/profile.py [nt:MxNxK | challenge:MxNxK ...]
+        python kernels/gemm/dev/ncu_profile.py [nt:MxNxK | challenge:MxNxK ...]
 
 Without arguments: nt:4096x7168x16384 and challenge:1024x1536x7168. PROFILE_VARIANTS
 ("7,10") runs those kernel variants instead of the op's own choice.
@@ -28,7 +28,7 @@ def shapes():
     for spec in specs:
         layout, _, dims = spec.partition(":")
         if layout not in ("nt", "challenge"):
-            raise SystemExit(f"profile.py: {spec!r}: expected nt:MxNxK or challenge:MxNxK")
+            raise SystemExit(f"ncu_profile.py: {spec!r}: expected nt:MxNxK or challenge:MxNxK")
         m, n, k = (int(x) for x in dims.split("x"))
         out.append((f"{layout}-{dims}", m, n, k, layout == "challenge"))
     return out
