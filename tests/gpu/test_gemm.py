@@ -303,6 +303,19 @@ def test_split_k_variants(gemm_kernel, variant, m, n, k, splits):
     (c.exact if exact else c.fast)(out)
 
 
+@pytest.mark.parametrize("m,n,k", [(64, 512, 7168), (40, 300, 4224), (200, 256, 8192 + 128)])
+def test_op_splits_few_tiles(gemm_kernel, m, n, k):
+    """Shapes with too few tiles for the op's wanted unit count: it splits K as far as the
+    K blocks allow (64x512x7168: 14 slices; 4224 = 33 blocks: 11; 65 blocks: none)."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed)
+    c = Checker(gemm_kernel, a, b, sa, sb, f"{m}x{n}x{k} seed={seed}")
+    c.fast(gemm_kernel.gemm_nt(a, b, sa, sb))
+    out = poisoned(m, n)
+    gemm_kernel.gemm_nt(a, b, sa, sb, out, precision="exact")
+    c.exact(out)
+
+
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
                                    (255, 1000, 128), (129, 136, 256), (128, 128, 128),
                                    (2000, 2100, 2176), (2000, 2100, 2048), (2000, 2100, 128),

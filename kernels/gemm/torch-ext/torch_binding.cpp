@@ -212,9 +212,10 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 // of every variant over the challenge and DeepSeek-V3 shapes, v2 and v6; the
 // hand-written kernel, v11):
 //  - long K with a small output (K >= 4096, M * N <= 600K) and, for FP8, a B of at
-//    most 64M elements: split-K, K cut into slices of whole 128-blocks, so that the few
-//    output tiles are worked on by enough SMs (FP32 partials, summed by a second kernel:
-//    only worth it while M * N is small);
+//    most 64M elements (with M <= 128, of at most 32 column tiles): split-K, K cut into
+//    slices of whole 128-blocks, so that the few output tiles are worked on by enough
+//    SMs (FP32 partials, summed by a second kernel: only worth it while M * N is small);
+//    as many slices as K allows where none gives the wanted unit count (v17);
 //  - FP8 over six or more waves of 128x128 tiles (and M > 128): the hand-written
 //    kernel, whatever K, on CTA pairs that share B by multicast where memory is slower
 //    (see the end of this function); where memory is slower, with K >= 4096 and nothing
@@ -247,12 +248,17 @@ struct Choice {
 bool splits_fit(int64_t Kp, int64_t splits) { return splits >= 2 && Kp % (128 * splits) == 0; }
 
 // Smallest slice count that tiles K and gives at least `want` work units from `tiles`
-// output tiles; 0 if none does (up to 16 slices).
-int smallest_split(int64_t Kp, int64_t tiles, int64_t want) {
+// output tiles; where none does (up to 16 slices), the largest that tiles K, since more
+// units still beat fewer there (H100, interleaved, us: 64x512x7168, 4 tiles, 12.5 with 8
+// slices against 21.5 unsplit; NOTES.md, v17); 0 if no count tiles K.
+int split_for(int64_t Kp, int64_t tiles, int64_t want) {
+  int largest = 0;
   for (int s = 2; s <= 16; ++s) {
-    if (splits_fit(Kp, s) && tiles * s >= want) return s;
+    if (!splits_fit(Kp, s)) continue;
+    if (tiles * s >= want) return s;
+    largest = s;
   }
-  return 0;
+  return largest;
 }
 
 // Whether the kernels that read A MN-major (variants 13, 14, 16) can take `a` in place:
@@ -285,7 +291,7 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
   if (bf16) {
     if (small_output) {
       // BF16 k-blocks take twice as long: more slices pay off than for FP8.
-      const int s = smallest_split(Kp, tiles64, M <= 128 ? 128 : 256);
+      const int s = split_for(Kp, tiles64, M <= 128 ? 128 : 256);
       if (s > 0) return {V::kBf16Pingpong64x128SplitK, s};
     }
     if (K <= 512 || M <= 128 || N >= 16384 || (M <= 1024 && (K <= 2304 || N <= 640))) {
@@ -299,11 +305,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
   // unsplit (70% of the DRAM peak, Nsight Compute); the reduction only adds to it
   // (64x7168x16384 is as fast or faster unsplit in the H200 and H100 sweeps).
-  if (small_output && N * K <= 64 * 1024 * 1024) {
+  // Few rows split only while B has at most 32 column tiles: with more, the unsplit
+  // kernel already keeps enough SMs streaming B and the slices' reduction costs more than
+  // they gain (H100, interleaved, us, unsplit against the op's split: 64x7168x4096 21.4
+  // vs 23.8, 64x5120x7168 26.6 vs 27.5; at 32 tiles 64x4096x7168 24.8 vs 23.6 and
+  // 128x4096x8192 28.4 vs 26.0; NOTES.md, v17).
+  const bool few_rows = M <= 128;
+  if (small_output && N * K <= 64 * 1024 * 1024 && (!few_rows || ceil_div(N, 128) <= 32)) {
     // Few rows: 64-row ping-pong tiles, at least 64 units. More rows (N small): 128x128
     // cooperative tiles, at least 80 units (the sweep's best on 1024x512/576x7168).
-    const bool few_rows = M <= 128;
-    const int s = smallest_split(Kp, few_rows ? tiles64 : tiles128, few_rows ? 64 : 80);
+    const int s = split_for(Kp, few_rows ? tiles64 : tiles128, few_rows ? 64 : 80);
     if (s > 0) return {few_rows ? V::kFp8Pingpong64x128SplitK : V::kFp8Coop128x128SplitK, s};
   }
   const int64_t sms = std::max(sm_count, 1);
