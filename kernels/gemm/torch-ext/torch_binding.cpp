@@ -212,10 +212,10 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 // of every variant over the challenge and DeepSeek-V3 shapes, v2 and v6; the
 // hand-written kernel, v11):
 //  - long K with a small output (K >= 4096, M * N <= 600K) and, for FP8, a B of at
-//    most 64M elements (with M <= 128, of at most 32 column tiles): split-K, K cut into
-//    slices of whole 128-blocks, so that the few output tiles are worked on by enough
-//    SMs (FP32 partials, summed by a second kernel: only worth it while M * N is small);
-//    as many slices as K allows where none gives the wanted unit count (v17);
+//    most 64M elements (with M <= 128, of at most 32 or 40 column tiles): split-K, K
+//    cut into slices of whole 128-blocks, so that the few output tiles are worked on by
+//    enough SMs (FP32 partials, summed by a second kernel: only worth it while M * N is
+//    small); as many slices as K allows where none gives the wanted unit count (v17);
 //  - FP8 over six or more waves of 128x128 tiles (and M > 128): the hand-written
 //    kernel, whatever K, on CTA pairs that share B by multicast where memory is slower
 //    (see the end of this function); where memory is slower, with K >= 4096 and nothing
@@ -305,13 +305,17 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
   // unsplit (70% of the DRAM peak, Nsight Compute); the reduction only adds to it
   // (64x7168x16384 is as fast or faster unsplit in the H200 and H100 sweeps).
-  // Few rows split only while B has at most 32 column tiles: with more, the unsplit
-  // kernel already keeps enough SMs streaming B and the slices' reduction costs more than
-  // they gain (H100, interleaved, us, unsplit against the op's split: 64x7168x4096 21.4
-  // vs 23.8, 64x5120x7168 26.6 vs 27.5; at 32 tiles 64x4096x7168 24.8 vs 23.6 and
-  // 128x4096x8192 28.4 vs 26.0; NOTES.md, v17).
+  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
+  // Few rows split only while B has at most 32 column tiles (40 where memory is faster):
+  // with more, the unsplit kernel already keeps enough SMs streaming B and the slices'
+  // reduction costs more than they gain (interleaved, us, unsplit against 2 slices:
+  // H100 64x7168x4096 21.4 vs 23.8, 64x5120x7168 26.6 vs 27.5, at 32 tiles 64x4096x7168
+  // 24.8 vs 23.6; H200 64x7168x7168 25.6 vs 26.8, 64x5120x7168 23.8 vs 22.3; NOTES.md,
+  // v17).
   const bool few_rows = M <= 128;
-  if (small_output && N * K <= 64 * 1024 * 1024 && (!few_rows || ceil_div(N, 128) <= 32)) {
+  const int64_t max_split_cols = slow_memory ? 32 : 40;
+  if (small_output && N * K <= 64 * 1024 * 1024 &&
+      (!few_rows || ceil_div(N, 128) <= max_split_cols)) {
     // Few rows: 64-row ping-pong tiles, at least 64 units. More rows (N small): 128x128
     // cooperative tiles, at least 80 units (the sweep's best on 1024x512/576x7168).
     const int s = split_for(Kp, few_rows ? tiles64 : tiles128, few_rows ? 64 : 80);
@@ -336,7 +340,6 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
   // cooperative kernel, 4096x24576x1536 284 vs 321, 4096x32768x512 160 vs 188 for the
   // ping-pong kernel; NOTES.md, v11). With fewer waves CUTLASS's kernels are as fast or
   // faster (6144x576x7168, under two waves: 80.5 vs 88.6).
-  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
   // On the H100, with nothing to prepare, the CTA pairs below are also the fastest over
   // four and five waves with K >= 4096 (interleaved, us, against the op's earlier choice
   // of CUTLASS's kernels: 4096x2112x7168 121.3 vs 126.8, 4096x2816x4096 86.3 vs 96.8,
