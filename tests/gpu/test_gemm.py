@@ -266,7 +266,7 @@ def test_guide_snippet(gemm_kernel):
     c.exact(C)
 
 
-@pytest.mark.parametrize("variant", [0, 1, 2, 3, 4, 7, 9, 10])
+@pytest.mark.parametrize("variant", [0, 1, 2, 3, 4, 7, 9, 10, 17])
 @pytest.mark.parametrize("splits", [0, 1, 3])
 def test_every_kernel_variant(gemm_kernel, variant, splits):
     """Each compiled variant, and forced split-K on the stream-K ones, is correct."""
@@ -274,7 +274,7 @@ def test_every_kernel_variant(gemm_kernel, variant, splits):
     seed = fresh_seed()
     a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn")
     c = Checker(gemm_kernel, a, b, sa, sb, f"variant={variant} splits={splits} seed={seed}")
-    exact = variant in (3, 4, 9)
+    exact = variant in (3, 4, 9, 17)
     out = poisoned(m, n)
     gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, exact, variant, splits)
     (c.exact if exact else c.fast)(out)
@@ -322,10 +322,11 @@ def test_op_splits_few_tiles(gemm_kernel, m, n, k):
                                    (2000, 2100, 256), (64, 7168, 16384), (130, 264, 4096),
                                    (257, 392, 4224), (65, 136, 8320)])
 @pytest.mark.parametrize("layout", ["nt", "challenge", "nt-col-scales"])
-@pytest.mark.parametrize("variant", [10, 12])
+@pytest.mark.parametrize("variant", [10, 12, 17])
 def test_overlap_kernel(gemm_kernel, m, n, k, layout, variant):
-    """The hand-written kernel, alone (variant 10) and on CTA pairs that share B by
-    multicast (12; with an odd tile-row count the last pair's second tile is empty):
+    """The hand-written kernel, alone (variant 10), on CTA pairs that share B by
+    multicast (12; with an odd tile-row count the last pair's second tile is empty) and
+    on BF16 operands in exact mode (17: each K block in two 128-byte sub-tiles):
     tails in every dimension, K of one block and
     of many (odd and even counts, for its two alternating accumulators), persistent CTAs
     with several tiles each (2000x2100: 272 tiles, whose epilogues overlap the next
@@ -337,9 +338,11 @@ def test_overlap_kernel(gemm_kernel, m, n, k, layout, variant):
     a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
                            sa_layout=scales, sb_layout=scales)
     out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, -1)
+    exact = variant == 17
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, exact, variant, -1)
     what = f"variant={variant} {m}x{n}x{k} {layout} seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
+    c = Checker(gemm_kernel, a, b, sa, sb, what)
+    (c.exact if exact else c.fast)(out)
 
 
 def pitched_mn(a: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py [all | v10 | amn | split]
+    compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py \
+        [all | v10 | amn | split | bf16]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -35,11 +36,13 @@ failures = 0
 # explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12); "amn" runs
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
-# "split" runs its split-K builds (15, 16) alone; "all" runs all of them.
+# "split" runs its split-K builds (15, 16) alone; "bf16" its BF16 build (17) alone; "all"
+# runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
-            (9, 0)]
+            (9, 0), (17, 0)]
+EXACT = (3, 4, 8, 9, 17)  # the BF16 variants
 if MODE == "all":
     VARIANTS += [(1, 0), (11, 0), (11, 1), (11, 2), (11, 8), (12, 0)]
 elif MODE == "v10":
@@ -65,7 +68,7 @@ cases = [
     (130, 576, 384, "k", "mn"),   # direct K-major A
     (33, 72, 7232, "k", "k"),     # long K, direct
 ]
-for m, n, k, am, bm in [] if MODE in ("amn", "split") else cases:
+for m, n, k, am, bm in [] if MODE in ("amn", "split", "bf16") else cases:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     for exact in (False, True):
         check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
@@ -74,7 +77,7 @@ for m, n, k, am, bm in [] if MODE in ("amn", "split") else cases:
     fits = [s for s in (2, 3) if kp % (128 * s) == 0]
     split_k = [] if MODE == "v10" else [(v, s) for v in (5, 6, 8) for s in fits[:1]]
     for v, s in VARIANTS + split_k:
-        exact = v in (3, 4, 8, 9)
+        exact = v in EXACT
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         ops.gemm_nt_out(out, a, b, sa, sb, exact, v, s)
         check(out, a, b, sa, sb, exact, f"{m}x{n}x{k} {am}/{bm} v{v} s{s}")
@@ -107,10 +110,17 @@ if MODE == "amn":
 SPLIT = ((15, 4), (15, 15), (16, 4), (16, 15))
 split_runs = [(304, 600, 1920, "mn", "mn", "col", SPLIT), (208, 100, 200, "mn", "k", "row", SPLIT),
               (1104, 2100, 640, "mn", "mn", "col", ((15, 2), (16, 2)))]
+# The BF16 build (17, exact mode): the same stage-ring wrap, staging reuse and tails, with
+# each K block in two sub-tiles per operand.
+bf16_runs = [(1100, 2100, 640, "k", "k", "row", (17,)),
+             (1100, 2100, 2176, "mn", "mn", "col", (17,)),
+             (208, 100, 200, "mn", "k", "row", (17,))]
 if MODE == "split":
     v10_runs = split_runs
+elif MODE == "bf16":
+    v10_runs = bf16_runs
 elif MODE == "all":
-    v10_runs += split_runs
+    v10_runs += split_runs + bf16_runs
 for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":
@@ -119,8 +129,9 @@ for m, n, k, am, bm, layout, variants in v10_runs:
     for entry in variants:
         v, s = entry if isinstance(entry, tuple) else (entry, 0)
         s = min(s, -(-k // 128))  # at most one slice per K block
-        ops.gemm_nt_out(out, a, b, sa, sb, False, v, s)
-        check(out, a, b, sa, sb, False, f"{m}x{n}x{k} {am}/{bm} v{v} s{s} {layout}-major scales")
+        ops.gemm_nt_out(out, a, b, sa, sb, v in EXACT, v, s)
+        check(out, a, b, sa, sb, v in EXACT,
+              f"{m}x{n}x{k} {am}/{bm} v{v} s{s} {layout}-major scales")
 
 a, b, sa, sb = inputs(40, 136, 300, "mn", "k", NUZ, FN)
 check(gk.gemm_nt(a, b, sa, sb), a, b, sa, sb, False, "fnuz/fn")

@@ -57,34 +57,62 @@ using namespace kfgemm::sm90;
 
 constexpr int kBlockM = 128;
 constexpr int kBlockN = 128;
-constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
-constexpr int kStages = 6;
+constexpr int kBlockK = 128;  // elements of K per stage = one scale block
 constexpr int kThreads = 384;  // producer warp group + two consumer warp groups
 constexpr int kGroupRows = 8;  // tile rows per band of the tile order
-constexpr uint32_t kTileABytes = kBlockM * kBlockK;
-constexpr uint32_t kTileBBytes = kBlockN * kBlockK;
-constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
 // Output staging per consumer warp group: its 64x128 half tile as two 64x64 bf16 boxes
 // in the 128-byte swizzle, written to global memory by TMA.
 constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
 constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
-// Tiles, output staging, barriers (full and empty per stage), and slack to align the
-// tiles to 1024 bytes (the 128-byte swizzle atom).
-constexpr size_t kSmemBytes = kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
-static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
-static_assert(kStageBytes % 1024 == 0 && kOutBoxBytes % 1024 == 0,
-              "tiles and output boxes stay 1024-byte aligned");
+static_assert(kOutBoxBytes % 1024 == 0, "output boxes stay 1024-byte aligned");
+
+// Shared-memory layout per operand type. A stage holds a 128-deep K block of the A and B
+// tiles, each as 128-byte rows of K in the 128-byte swizzle (the layout wgmma reads): one
+// such sub-tile for FP8, two for BF16 (K elements 0-63, then 64-127), loaded by one TMA
+// box each. BF16 stages are twice as large, so there are half as many (the same bytes in
+// flight, and each block's MMAs take twice as long).
+template <bool kBf16>
+struct Smem {
+  static constexpr int kElemBytes = kBf16 ? 2 : 1;
+  static constexpr int kSubTiles = kBf16 ? 2 : 1;       // 128-byte sub-tiles per K block
+  static constexpr int kSubK = kBlockK / kSubTiles;     // K elements per sub-tile row
+  static constexpr uint32_t kTileABytes = kBlockM * kBlockK * kElemBytes;
+  static constexpr uint32_t kTileBBytes = kBlockN * kBlockK * kElemBytes;
+  static constexpr uint32_t kSubABytes = kTileABytes / kSubTiles;
+  static constexpr uint32_t kSubBBytes = kTileBBytes / kSubTiles;
+  static constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
+  static constexpr int kStages = kBf16 ? 3 : 6;
+  // Tiles, output staging, barriers (full and empty per stage), and slack to align the
+  // tiles to 1024 bytes (the 128-byte swizzle atom).
+  static constexpr size_t kBytes = kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+  static_assert(kBytes <= 227 * 1024, "shared memory of one SM");
+  static_assert(kSubABytes % 1024 == 0 && kSubBBytes % 1024 == 0, "1024-byte aligned sub-tiles");
+};
 
 using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 using MmaRs = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_RS_TN<>;
+using MmaBf16 = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
+                                                               cute::SM90::GMMA::Major::K>;
 
-// The MMAs of one K block (4 x k32) into `t`, overwriting it.
-__device__ __forceinline__ void issue_block(float (&t)[64], uint64_t da, uint64_t db) {
+// The MMAs of one K block into `t`, overwriting it: 4 x k32 for FP8; 8 x k16 for BF16,
+// the second four in the second 128-byte sub-tiles (`sub_a`, `sub_b` further on, in
+// descriptor units). A step is 32 bytes along a row either way.
+template <bool kBf16>
+__device__ __forceinline__ void issue_block(float (&t)[64], uint64_t da, uint64_t db,
+                                            uint32_t sub_a, uint32_t sub_b) {
   fence_regs(t);
   cute::warpgroup_arrive();
+  if constexpr (kBf16) {
 #pragma unroll
-  for (int kk = 0; kk < kBlockK / 32; ++kk) {
-    mma<Mma>(da + 2 * kk, db + 2 * kk, t, kk > 0);
+    for (int kk = 0; kk < kBlockK / 16; ++kk) {
+      const uint32_t h = kk / 4, j = kk % 4;
+      mma<MmaBf16>(da + h * sub_a + 2 * j, db + h * sub_b + 2 * j, t, kk > 0);
+    }
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < kBlockK / 32; ++kk) {
+      mma<Mma>(da + 2 * kk, db + 2 * kk, t, kk > 0);
+    }
   }
   cute::warpgroup_commit_batch();
 }
@@ -192,11 +220,15 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
   static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
+  static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
+  using L = Smem<kBf16>;
+  constexpr int kStages = L::kStages;
+  constexpr uint32_t kStageBytes = L::kStageBytes;
   extern __shared__ uint8_t smem_raw[];
   // Split-K: whether this warp group's half tile is the last of its slices to arrive.
   __shared__ uint32_t split_last[2];
@@ -208,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
-  auto tile_b = [&](int s) { return tiles_base + s * kStageBytes + kTileABytes; };
+  auto tile_b = [&](int s) { return tiles_base + s * kStageBytes + L::kTileABytes; };
 
   // Registers per thread after setmaxnreg. The consumers' increase is taken from what the
   // producer gives back out of the launch's 168 per thread (65536 / 384, rounded down to
@@ -279,12 +311,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (kAmn) {
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), c.m0, kb * kBlockK);
         } else {
-          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
+#pragma unroll
+          for (int h = 0; h < L::kSubTiles; ++h) {
+            tma_load_2d(tile_a(stage) + h * L::kSubABytes, &map_a, full_bar(stage),
+                        kb * kBlockK + h * L::kSubK, c.m0);
+          }
         }
         if constexpr (kCluster == 1) {
-          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, c.n0);
+#pragma unroll
+          for (int h = 0; h < L::kSubTiles; ++h) {
+            tma_load_2d(tile_b(stage) + h * L::kSubBBytes, &map_b, full_bar(stage),
+                        kb * kBlockK + h * L::kSubK, c.n0);
+          }
         } else {
-          constexpr uint32_t kSlice = kTileBBytes / kCluster;
+          constexpr uint32_t kSlice = L::kTileBBytes / kCluster;
           tma_load_2d_multicast(tile_b(stage) + rank * kSlice, &map_b, full_bar(stage),
                                 kb * kBlockK, c.n0 + rank * (kBlockN / kCluster),
                                 static_cast<uint16_t>((1u << kCluster) - 1));
@@ -321,9 +361,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t a_lane = lane * kBlockM + (((consumer * 4 + warp) ^ (lane & 7)) << 4);
 
   // Shared-memory descriptors of stage 0 (this warp group's 64 rows of A, all of B).
-  // A stage is kStageBytes further on, a k32 step 32 bytes: both only move the start
-  // address field (bits 0-13, in 16-byte units), which never carries into the rest.
-  const uint64_t desc_a0 = smem_desc(tile_a(0) + consumer * 64 * kBlockK);
+  // A stage is kStageBytes further on, a sub-tile kSub*Bytes, a k32 (FP8) or k16 (BF16)
+  // step 32 bytes: all only move the start address field (bits 0-13, in 16-byte units),
+  // which never carries into the rest.
+  const uint64_t desc_a0 = smem_desc(tile_a(0) + consumer * 64 * 128);
   const uint64_t desc_b0 = smem_desc(tile_b(0));
   constexpr uint32_t kStageDesc = kStageBytes >> 4;
 
@@ -343,7 +384,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       load_a_fragment(f, tile_a(stage) + a_lane);
       issue_block_rs(t, f, desc_b0 + off);
     } else {
-      issue_block(t, desc_a0 + off, desc_b0 + off);
+      issue_block<kBf16>(t, desc_a0 + off, desc_b0 + off, L::kSubABytes >> 4, L::kSubBBytes >> 4);
     }
     if (++stage == kStages) {
       stage = 0;
@@ -665,8 +706,10 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-template <int kCluster, bool kAmn, bool kSplit>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
+  using L = Smem<kBf16>;
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
@@ -696,18 +739,19 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
     return Status::kUnsupported;
   }
   CUtensorMap map_a, map_b, map_d;
-  const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const auto type = kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  constexpr int eb = L::kElemBytes;
   // MN-major A: its k_a real rows of K (TMA reads zeros past them up to the padded k).
-  const bool a_ok = kAmn ? make_map(&map_a, u8, 1, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
-                         : make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, kBlockM, kBlockK);
+  const bool a_ok = kAmn ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
+                         : make_map(&map_a, type, eb, g.a, g.m, g.k, g.lda, kBlockM, L::kSubK);
   if (!a_ok ||
-      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, kBlockK) ||
+      !make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK) ||
       !make_map(&map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, g.d, g.m, g.n, g.ldd, 64, 64)) {
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
   }
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(gemm_kernel<kCluster, kAmn, kSplit>, g.device, kSmemBytes, &smem_reserved)) {
+  if (!reserve_smem_once(kKernel, g.device, L::kBytes, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
@@ -721,7 +765,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
       (tiles_m + kCluster - 1) / kCluster * ((g.n + kBlockN - 1) / kBlockN) * sp.splits;
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.dynamicSmemBytes = L::kBytes;
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
   int nattr = 0;
@@ -741,7 +785,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
       cfg.gridDim = dim3(kCluster * resident);
       cfg.attrs = attr;
       cfg.numAttrs = nattr;
-      if (cudaOccupancyMaxActiveClusters(&n, gemm_kernel<kCluster, kAmn, kSplit>, &cfg) != cudaSuccess || n < 1) {
+      if (cudaOccupancyMaxActiveClusters(&n, kKernel, &cfg) != cudaSuccess || n < 1) {
         if (why) *why = "cannot place the kernel's thread-block clusters on this GPU";
         return Status::kLaunchFailed;
       }
@@ -757,7 +801,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (units < resident ? units : resident)));
   cfg.attrs = attr;
   cfg.numAttrs = nattr;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kCluster, kAmn, kSplit>, map_a, map_b, map_d, p, sp) !=
+  if (cudaLaunchKernelEx(&cfg, kKernel, map_a, map_b, map_d, p, sp) !=
       cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
@@ -814,6 +858,13 @@ size_t fp8_coop_128x128_overlap_amn_splitk_workspace(const GemmArgs& g) {
 Status fp8_coop_128x128_overlap_amn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                                 const char** why) {
   return overlap::launch<1, true, true>(g, ws, stream, why);
+}
+
+size_t bf16_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
+
+Status bf16_coop_128x128_overlap_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                     const char** why) {
+  return overlap::launch<1, false, false, true>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {

@@ -128,7 +128,8 @@ enum class Variant : int {
   kFp8Coop128x128OverlapAmnCluster2 = 14,  // variant 13 on CTA pairs sharing B by multicast
   kFp8Coop128x128OverlapSplitK = 15,       // variant 10 with K split into slices, summed in-kernel
   kFp8Coop128x128OverlapAmnSplitK = 16,    // variant 13 with K split into slices, summed in-kernel
-  kCount = 17,
+  kBf16Coop128x128Overlap = 17,            // variant 10 on BF16 operands (exact mode)
+  kCount = 18,
 };
 
 const char* variant_name(Variant v);

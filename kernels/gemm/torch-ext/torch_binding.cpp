@@ -220,6 +220,8 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    kernel, whatever K, on CTA pairs that share B by multicast where memory is slower
 //    (see the end of this function); where memory is slower, with K >= 4096 and nothing
 //    to prepare, those CTA pairs from four waves on;
+//  - exact mode (BF16) beyond the split-K and ping-pong shapes: the hand-written kernel
+//    on BF16 operands (v17);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
@@ -270,11 +272,12 @@ bool a_mn_major_ok(const Tensor& a) {
          reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0;
 }
 
-// The hand-written kernel's builds (variants 10, 12-16): they read the block scales
+// The hand-written kernel's builds (variants 10, 12-17): they read the block scales
 // along K and want them row-major.
 bool variant_is_overlap(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
+         v == V::kBf16Coop128x128Overlap ||
          kfgemm::reads_a_mn_major(v) || kfgemm::is_overlap_split(v);
 }
 
@@ -294,13 +297,15 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
       const int s = split_for(Kp, tiles64, M <= 128 ? 128 : 256);
       if (s > 0) return {V::kBf16Pingpong64x128SplitK, s};
     }
-    if (K <= 512 || M <= 128 || N >= 16384 || (M <= 1024 && (K <= 2304 || N <= 640))) {
+    if (K <= 512 || M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
     }
-    // Long K: stream-K (6144x1536x7168 322 vs 344 us data-parallel); otherwise the
-    // data-parallel build with the dependent launch (6144x3072x1536 130 vs 140 us).
-    if (K >= 4096) return {V::kBf16Coop128x128StreamK, 0};
-    return {V::kBf16Coop128x128, 0};
+    // The hand-written kernel on BF16 operands, promotion overlapped with the next
+    // block's MMAs: 5-15% faster than CUTLASS's cooperative builds (stream-K and
+    // data-parallel) and its ping-pong one on every larger shape measured (H100,
+    // interleaved, us: 4096x4096x7168 532.9 vs 576.4, 6144x7168x2304 challenge 412.7 vs
+    // 480.1, 4096x24576x1536 616.1 vs 681.3 and 754.0 ping-pong; NOTES.md, v17).
+    return {V::kBf16Coop128x128Overlap, 0};
   }
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
   // unsplit (70% of the DRAM peak, Nsight Compute); the reduction only adds to it
@@ -372,7 +377,8 @@ bool variant_is_split_k(kfgemm::Variant v) {
 
 bool variant_is_bf16(kfgemm::Variant v) {
   return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128 ||
-         v == kfgemm::Variant::kBf16Pingpong64x128SplitK || v == kfgemm::Variant::kBf16Coop128x128;
+         v == kfgemm::Variant::kBf16Pingpong64x128SplitK || v == kfgemm::Variant::kBf16Coop128x128 ||
+         v == kfgemm::Variant::kBf16Coop128x128Overlap;
 }
 
 void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
