@@ -110,10 +110,11 @@ if MODE == "amn":
 SPLIT = ((15, 4), (15, 15), (16, 4), (16, 15))
 split_runs = [(304, 600, 1920, "mn", "mn", "col", SPLIT), (208, 100, 200, "mn", "k", "row", SPLIT),
               (1104, 2100, 640, "mn", "mn", "col", ((15, 2), (16, 2)))]
-# The BF16 build (17, exact mode): the same stage-ring wrap, staging reuse and tails, with
-# each K block in two sub-tiles per operand.
+# The BF16 build (17, exact mode): the same stage-ring wrap (3 stages), staging reuse and
+# tails, with odd (5) and even (4) block counts and each K block in two sub-tiles per
+# operand.
 bf16_runs = [(1100, 2100, 640, "k", "k", "row", (17,)),
-             (1100, 2100, 2176, "mn", "mn", "col", (17,)),
+             (1100, 2100, 512, "mn", "mn", "col", (17,)),
              (208, 100, 200, "mn", "k", "row", (17,))]
 if MODE == "split":
     v10_runs = split_runs
