@@ -297,14 +297,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
       const int s = split_for(Kp, tiles64, M <= 128 ? 128 : 256);
       if (s > 0) return {V::kBf16Pingpong64x128SplitK, s};
     }
-    if (K <= 512 || M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
+    if (M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
     }
     // The hand-written kernel on BF16 operands, promotion overlapped with the next
-    // block's MMAs: 5-15% faster than CUTLASS's cooperative builds (stream-K and
+    // block's MMAs: 5-28% faster than CUTLASS's cooperative builds (stream-K and
     // data-parallel) and its ping-pong one on every larger shape measured (H100,
     // interleaved, us: 4096x4096x7168 532.9 vs 576.4, 6144x7168x2304 challenge 412.7 vs
-    // 480.1, 4096x24576x1536 616.1 vs 681.3 and 754.0 ping-pong; NOTES.md, v17).
+    // 480.1, 4096x24576x1536 616.1 vs 681.3 and 754.0 ping-pong, 6144x4096x512 challenge
+    // 63.8 vs 74.0 and 88.1 ping-pong; with up to 1024 rows and short K the ping-pong
+    // kernel stays ahead: 1024x4096x512 21.9 vs 23.2; NOTES.md, v17).
     return {V::kBf16Coop128x128Overlap, 0};
   }
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
