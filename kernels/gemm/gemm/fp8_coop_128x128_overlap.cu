@@ -38,6 +38,8 @@
 // (load_a_fragment), one block at a time; B comes K-permuted from the preparation.
 // And with each tile's K blocks split into slices (variants 15, 16; NOTES.md, v15),
 // whose partial tiles the last slice to arrive adds in slice order (split_store).
+// And on BF16 operands for exact mode (variant 17; NOTES.md, v17): the same pipeline with
+// each K block as two 128-byte sub-tiles per operand and 8 k16 MMAs, 3 stages.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
