@@ -4,7 +4,9 @@
         python kernels/gemm/dev/ncu_profile.py [nt:MxNxK | challenge:MxNxK ...]
 
 Without arguments: nt:4096x7168x16384 and challenge:1024x1536x7168. PROFILE_VARIANTS
-("7,10") runs those kernel variants instead of the op's own choice.
+("7,10") runs those kernel variants instead of the op's own choice. PROFILE_EXACT=1 runs
+exact mode instead of fast, against cuBLAS's plain BF16 GEMM (`torch.mm`, no block
+scales) on the same operands converted.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from torch.nn.functional import ScalingType, scaled_mm
 
 gk = load_kernel()
 VARIANTS = [int(v) for v in os.environ.get("PROFILE_VARIANTS", "").split(",") if v]
+EXACT = bool(os.environ.get("PROFILE_EXACT"))
 FN = torch.float8_e4m3fn
 
 
@@ -47,15 +50,19 @@ for label, m, n, k, mn in shapes():
     sbp = torch.zeros(nb, -(-kb // 4) * 4, device="cuda")
     sbp[:, :kb] = sb
     ak, bk = a.contiguous(), b.contiguous()
+    a16, b16 = ak.to(torch.bfloat16), bk.to(torch.bfloat16)
     torch.cuda.nvtx.range_push(label)
     for _ in range(2):
         if VARIANTS:
             for v in VARIANTS:
-                gk._ops.ops.gemm_nt(a, b, sa.t(), sb, False, v, -1)
+                gk._ops.ops.gemm_nt(a, b, sa.t(), sb, EXACT, v, -1)
         else:
-            gk.gemm_nt(a, b, sa.t(), sb)
-        scaled_mm(ak, bk.t(), sa.t(), ScalingType.BlockWise1x128, sbp.t(),
-                  ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+            gk.gemm_nt(a, b, sa.t(), sb, precision="exact" if EXACT else "fast")
+        if EXACT:
+            torch.mm(a16, b16.t())
+        else:
+            scaled_mm(ak, bk.t(), sa.t(), ScalingType.BlockWise1x128, sbp.t(),
+                      ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
 print("profile workload done")
