@@ -71,15 +71,15 @@ def load_kernel():
 ROUNDS = 3
 
 
-def interleaved(fns: dict, rep_ms: int) -> dict:
-    """Median over ROUNDS rounds of each function's time; every round times each function
-    once, in a rotated order, so that clock or thermal drift during the run affects ours
-    and cuBLASLt alike instead of whichever happens to run later."""
+def interleaved(fns: dict, rep_ms: int, rounds: int = ROUNDS) -> dict:
+    """Median over `rounds` rounds of each function's time; every round times each
+    function once, in a rotated order, so that clock or thermal drift during the run
+    affects ours and cuBLASLt alike instead of whichever happens to run later."""
     names = list(fns)
     times = {name: [] for name in names}
-    for r in range(ROUNDS):
+    for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            times[name].append(bench(fns[name], max(10, rep_ms // ROUNDS)))
+            times[name].append(bench(fns[name], max(10, rep_ms // rounds)))
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 

@@ -307,6 +307,7 @@ def test_split_k_variants(gemm_kernel, variant, m, n, k, splits):
     c = Checker(gemm_kernel, a, b, sa, sb, what)
     (c.exact if exact else c.fast)(out)
 
+
 @pytest.mark.parametrize("m,n,k", [(64, 512, 7168), (40, 300, 4224), (200, 256, 8192 + 128)])
 def test_op_splits_few_tiles(gemm_kernel, m, n, k):
     """Shapes with too few tiles for the op's wanted unit count: it splits K as far as the

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -88,16 +87,8 @@ def main() -> int:
                 runnable.append((label, fn))
             except ValueError:
                 pass
-        cells_for = {label for label, _ in runnable}
-        all_labels = [label for label, _ in fns]
-        fns = runnable
-        times: dict[str, list[float]] = {label: [] for label, _ in fns}
-        for r in range(ROUNDS):
-            order = fns[r % len(fns):] + fns[:r % len(fns)]
-            for label, fn in order:
-                times[label].append(bench_mod.bench(fn, 20))
-        cells = [f"{statistics.median(times[label]):.1f}" if label in cells_for else "-"
-                 for label in all_labels]
+        t = bench_mod.interleaved(dict(runnable), 20 * ROUNDS, ROUNDS)
+        cells = [f"{t[label]:.1f}" if label in t else "-" for label, _ in fns]
         print(f"| {m}x{n}x{k} {layout} | " + " | ".join(cells) + " |", flush=True)
     return 0
 

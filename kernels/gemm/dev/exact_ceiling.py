@@ -42,12 +42,7 @@ def main() -> int:
         fns = {"exact": lambda a=a, b=b, sa=sa, sb=sb: gk.gemm_nt(a, b, sa, sb, precision="exact"),
                "fast": lambda a=a, b=b, sa=sa, sb=sb: gk.gemm_nt(a, b, sa, sb),
                "bf16": lambda a16=a16, b16=b16: torch.mm(a16, b16.t())}
-        times = {name: [] for name in fns}
-        names = list(fns)
-        for r in range(ROUNDS):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                times[name].append(bench_mod.bench(fns[name], 30))
-        t = {name: statistics.median(v) for name, v in times.items()}
+        t = bench_mod.interleaved(fns, 30 * ROUNDS, ROUNDS)
         for _ in range(3):
             fns["exact"]()
         torch.cuda.synchronize()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import statistics
 import sys
 from pathlib import Path
 
@@ -78,12 +77,7 @@ def main() -> int:
                "copy": lambda d=dst, b=b: d.copy_(b)}
         stream = streaming_read(b)
         fns.update({f"stream {key}": fn for key, fn in stream.items()})
-        times = {name: [] for name in fns}
-        names = list(fns)
-        for r in range(ROUNDS):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                times[name].append(bench_mod.bench(fns[name], 20))
-        t = {name: statistics.median(v) for name, v in times.items()}
+        t = bench_mod.interleaved(fns, 20 * ROUNDS, ROUNDS)
         t["stream"] = min(t[f"stream {key}"] for key in stream)
         mb = n * k / 1e6
         print(f"| {m}x{n}x{k} {layout} | {mb:.1f} | {t['op']:.1f} | {mb / t['op']:.2f} | "

@@ -309,10 +309,10 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, in
     // kernel stays ahead: 1024x4096x512 21.9 vs 23.2; NOTES.md, v17).
     return {V::kBf16Coop128x128Overlap, 0};
   }
+  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
   // unsplit (70% of the DRAM peak, Nsight Compute); the reduction only adds to it
   // (64x7168x16384 is as fast or faster unsplit in the H200 and H100 sweeps).
-  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
   // Few rows split only while B has at most 32 column tiles (40 where memory is faster):
   // with more, the unsplit kernel already keeps enough SMs streaming B and the slices'
   // reduction costs more than they gain (interleaved, us, unsplit against 2 slices:
