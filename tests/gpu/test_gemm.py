@@ -499,6 +499,45 @@ def test_cluster_splitk_kernel(gemm_kernel, m, n, k, splits, layout):
     Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
 
 
+@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
+                                   (64, 2112, 7168), (64, 7168, 2048), (65, 136, 8320),
+                                   (128, 4096, 7168), (64, 32768, 512), (100, 1000, 384),
+                                   (255, 392, 4224), (300, 400, 1920)])
+@pytest.mark.parametrize("splits", [0, 1, 2, 7, 64])
+@pytest.mark.parametrize("layout", ["nt", "challenge"])
+def test_fewrow_kernel(gemm_kernel, m, n, k, splits, layout):
+    """The few-row streaming kernel (variant 18): 64-row tiles (M <= 64) and 128-row ones,
+    several tile rows (M > 128), tails in every dimension, uneven slices (7 of 57 blocks),
+    one slice per block (64, capped at K's block count), its own slice count (0), no split
+    (1: bf16 written directly), more tiles than SMs (64x32768: 256, persistent CTAs), any
+    scale layout (the challenge layout runs after a preparation launch, as its dependent)."""
+    seed = fresh_seed()
+    major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col")}[layout]
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
+                           sa_layout=scales, sb_layout=scales)
+    s = min(splits, -(-k // 128))
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, 18, s)
+    what = f"variant=18 {m}x{n}x{k} splits={s} {layout} seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
+
+
+def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
+    """Slices are summed in slice order by a second kernel: repeated runs give the same
+    bits. More slices than K blocks is refused with the argument named."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(64, 2112, 7168, seed=seed)
+    ops = gemm_kernel._ops.ops
+    first = ops.gemm_nt(a, b, sa, sb, False, 18, 7)
+    for _ in range(10):
+        again = ops.gemm_nt(a, b, sa, sb, False, 18, 7)
+        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, f"variant=18 seed={seed}").fast(first)
+    a, b, sa, sb = make_nt(64, 256, 1024, seed=seed)
+    with pytest.raises(ValueError, match="splits=9 does not fit .*8 blocks"):
+        ops.gemm_nt(a, b, sa, sb, False, 18, 9)
+
+
 def test_cluster_splitk_rejects_bad_splits(gemm_kernel):
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())
     with pytest.raises(ValueError, match="splits=3 .*cluster size"):

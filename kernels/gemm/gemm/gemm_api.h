@@ -93,7 +93,7 @@ struct GemmArgs {
   int sm_count;
   // Stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K into that many.
   // Split-K variants 5, 6, 8: the number of K slices (>= 2, k a multiple of 128 * splits).
-  // Variants 15, 16: 0 chooses, else 1 to 64 slices, at most one per 128 of K.
+  // Variants 15, 16, 18: 0 chooses, else 1 to 64 slices, at most one per 128 of K.
   int splits;
   // May launch as a programmatic dependent of the previous kernel on the stream (the
   // operand preparation): the GEMM's start-up overlaps that kernel's tail and its loads
@@ -129,7 +129,8 @@ enum class Variant : int {
   kFp8Coop128x128OverlapSplitK = 15,       // variant 10 with K split into slices, summed in-kernel
   kFp8Coop128x128OverlapAmnSplitK = 16,    // variant 13 with K split into slices, summed in-kernel
   kBf16Coop128x128Overlap = 17,            // variant 10 on BF16 operands (exact mode)
-  kCount = 18,
+  kFp8FewRow = 18,  // hand-written: few rows, every SM streaming B, K slices summed by reduce_splits
+  kCount = 19,
 };
 
 const char* variant_name(Variant v);

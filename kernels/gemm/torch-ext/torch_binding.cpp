@@ -430,7 +430,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
-  if (kfgemm::is_overlap_split(v)) {
+  if (kfgemm::is_overlap_split(v) || v == kfgemm::Variant::kFp8FewRow) {
     const int64_t kblocks = ceil_div(K, 128);
     TORCH_CHECK_VALUE(splits <= std::min<int64_t>(64, kblocks),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),

@@ -1,0 +1,332 @@
+// FP8 block-scaled GEMM for few-row problems (decode: M up to 128), built to stream B
+// like a plain read:
+//
+//   D[m, n] = sum_k A[m, k] B[n, k] sfa[m, k/128] sfb[n/128, k/128]
+//
+// With 64 or 128 rows the time is the time to read B (64x2112x7168: 15 MB of B against
+// 2 GFLOP), and NOTES.md (v17) measured the op's split-K kernels 3 us slower than a
+// streaming read of the same bytes, plus 2 us for the sum of the slices. What a read
+// has and those kernels lack: every SM busy from the first microsecond to the last, each
+// with as many bytes in flight as it can hold. So:
+//  - work units are (output tile, K slice), slices of whole 128-blocks of nearly equal
+//    length (uneven allowed), as many slices as fill the SMs with one unit each
+//    (64x2112x7168: 17 tiles x 7 slices = 119 units), or one slice and every SM
+//    persistent over several tiles;
+//  - one CTA per SM with a ring of 8 (64-row tiles) or 6 (128-row) stages of A and B:
+//    about 190 KB in flight per SM; the producer warp runs on into the next unit's
+//    blocks while the consumers finish a unit;
+//  - consumers: one warp group per 64 rows, wgmma m64n128k32 into a temporary, then the
+//    block scales folded into the FP32 accumulator (read one block ahead; any layout);
+//  - epilogue: one slice writes the bf16 tile directly; with several, FP32 partial planes
+//    summed in slice order by reduce_splits (a programmatic dependent: its CTAs are
+//    resident and waiting before this grid ends).
+//
+// Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
+// pitches, k padded to a multiple of 16 with zeros, n a multiple of 8. TMA fills rows and
+// columns past the ends with zeros.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "cute/arch/mma_sm90_gmma.hpp"
+#include "gemm_api.h"
+#include "sm90_ptx.cuh"
+
+namespace kfgemm::fewrow {
+namespace {
+
+using namespace kfgemm::sm90;
+
+constexpr int kBlockN = 128;
+constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
+constexpr int kMaxSplits = 64;
+constexpr size_t kRingBytes = 200 * 1024;
+
+template <int kGroups>  // consumer warp groups: tiles of 64 * kGroups rows
+struct Config {
+  static constexpr int kBlockM = 64 * kGroups;
+  static constexpr int kConsumers = 128 * kGroups;
+  static constexpr int kThreads = kConsumers + 32;  // + the producer warp
+  static constexpr uint32_t kTileA = kBlockM * kBlockK;
+  static constexpr uint32_t kTileB = kBlockN * kBlockK;
+  static constexpr uint32_t kStageBytes = kTileA + kTileB;
+  static constexpr int kStages = static_cast<int>(kRingBytes / kStageBytes);
+  static constexpr size_t kSmemBytes = kStages * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
+  static_assert(kStageBytes % 1024 == 0 && kTileA % 1024 == 0, "1024-byte aligned tiles");
+};
+
+using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
+
+struct Params : ProblemParams {
+  int splits;
+  __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
+  int64_t ldd;
+  float* partials;   // splits planes of (m, n) floats (splits > 1)
+};
+
+__device__ __forceinline__ void launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+template <int kGroups>
+__global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                const Params p) {
+  using C = Config<kGroups>;
+  constexpr int kStages = C::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;
+  const uint32_t bars = base + kStages * C::kStageBytes;
+  auto full_bar = [&](int s) { return bars + 8 * s; };
+  auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
+  auto tile_a = [&](int s) { return base + s * C::kStageBytes; };
+  auto tile_b = [&](int s) { return base + s * C::kStageBytes + C::kTileA; };
+
+  const int tiles_m = (p.m + C::kBlockM - 1) / C::kBlockM;
+  const int tiles = tiles_m * ((p.n + kBlockN - 1) / kBlockN);
+  const int kblocks = (p.k + kBlockK - 1) / kBlockK;
+  const int units = tiles * p.splits;
+  // Warp-uniform for the compiler (descriptor arithmetic in uniform registers).
+  const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar(s), 1);                    // the TMA issue (plus its bytes)
+      mbar_init(empty_bar(s), C::kConsumers / 32);  // one arrival per consumer warp
+    }
+    mbar_init_fence();
+    prefetch_tensormap(&map_a);
+    prefetch_tensormap(&map_b);
+  }
+  __syncthreads();
+  wait_prior_grid();    // launched as a dependent of the operand preparation
+  launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
+
+  // Unit u: tile u % tiles (column tiles fastest) over K slice u / tiles, the K blocks
+  // [kb0, kb1).
+  struct Unit {
+    int m0, n0, slice, kb0, kb1;
+  };
+  auto unit_at = [&](int u) {
+    const int s = u / tiles;
+    const int t = u - s * tiles;
+    const int tm = t % tiles_m;
+    return Unit{tm * C::kBlockM, (t / tiles_m) * kBlockN, s,
+                static_cast<int>(int64_t(s) * kblocks / p.splits),
+                static_cast<int>(int64_t(s + 1) * kblocks / p.splits)};
+  };
+
+  if (warp_group == kGroups) {
+    // Producer warp: one thread issues every load of the CTA's units as stages free up.
+    if (threadIdx.x % 32 == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const Unit w = unit_at(u);
+        for (int kb = w.kb0; kb < w.kb1; ++kb) {
+          mbar_wait(empty_bar(stage), phase ^ 1);
+          mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
+          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
+          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+    __syncwarp();
+    return;
+  }
+
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+  const int row = warp_group * 64 + warp * 16 + lane / 4;  // in the tile; also row + 8
+  const uint64_t desc_a0 = smem_desc(tile_a(0) + warp_group * 64 * kBlockK);
+  const uint64_t desc_b0 = smem_desc(tile_b(0));
+  constexpr uint32_t kStageDesc = C::kStageBytes >> 4;
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const Unit w = unit_at(u);
+    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+    const float* pa_lo = p.sfa + static_cast<int64_t>(min(w.m0 + row, p.m - 1)) * p.sfa_stride_m +
+                         static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
+    const float* pa_hi = p.sfa + static_cast<int64_t>(min(w.m0 + row + 8, p.m - 1)) * p.sfa_stride_m +
+                         static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
+    const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n +
+                      static_cast<int64_t>(w.kb0) * p.sfb_stride_k;
+    float sa_lo = __ldg(pa_lo), sa_hi = __ldg(pa_hi), sb = __ldg(pb);
+    float acc[64], t[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int kb = w.kb0; kb < w.kb1; ++kb) {
+      mbar_wait(full_bar(stage), phase);
+      fence_regs(t);
+      cute::warpgroup_arrive();
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / 32; ++kk) {
+        mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk, t,
+                 kk > 0);
+      }
+      cute::warpgroup_commit_batch();
+      // The next block's scales load while the MMAs run.
+      float na_lo = 0.0f, na_hi = 0.0f, nb = 0.0f;
+      if (kb + 1 < w.kb1) {
+        pa_lo += p.sfa_stride_k;
+        pa_hi += p.sfa_stride_k;
+        pb += p.sfb_stride_k;
+        na_lo = __ldg(pa_lo);
+        na_hi = __ldg(pa_hi);
+        nb = __ldg(pb);
+      }
+      cute::warpgroup_wait<0>();
+      fence_regs(t);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar(stage));
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+      const float s_lo = sa_lo * sb, s_hi = sa_hi * sb;
+      // Accumulator element i sits in row +0 (i % 4 < 2) or +8 of the thread's rows.
+#pragma unroll
+      for (int j = 0; j < 64; ++j) acc[j] = fmaf(t[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
+      sa_lo = na_lo;
+      sa_hi = na_hi;
+      sb = nb;
+    }
+    // Column group j holds columns 8j + 2 (lane % 4) + {0, 1}; n is a multiple of 8, so a
+    // pair is inside or outside together.
+    const int r_lo = w.m0 + row, r_hi = r_lo + 8;
+    if (p.splits == 1) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int col = w.n0 + 8 * j + 2 * (lane % 4);
+        if (col >= p.n) continue;
+        if (r_lo < p.m) {
+          *reinterpret_cast<__nv_bfloat162*>(p.d + static_cast<int64_t>(r_lo) * p.ldd + col) =
+              __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
+        }
+        if (r_hi < p.m) {
+          *reinterpret_cast<__nv_bfloat162*>(p.d + static_cast<int64_t>(r_hi) * p.ldd + col) =
+              __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+      }
+    } else {
+      float* plane = p.partials + static_cast<int64_t>(w.slice) * p.m * p.n;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int col = w.n0 + 8 * j + 2 * (lane % 4);
+        if (col >= p.n) continue;
+        if (r_lo < p.m) {
+          *reinterpret_cast<float2*>(plane + static_cast<int64_t>(r_lo) * p.n + col) =
+              make_float2(acc[4 * j], acc[4 * j + 1]);
+        }
+        if (r_hi < p.m) {
+          *reinterpret_cast<float2*>(plane + static_cast<int64_t>(r_hi) * p.n + col) =
+              make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+      }
+    }
+  }
+}
+
+int groups_for(int m) { return m <= 64 ? 1 : 2; }
+
+int tiles_for(const GemmArgs& g) {
+  const int bm = 64 * groups_for(g.m);
+  return ((g.m + bm - 1) / bm) * ((g.n + kBlockN - 1) / kBlockN);
+}
+
+// K slices: as many as keep the units within one per SM (at most one per K block and
+// kMaxSplits); g.splits > 0 overrides.
+int splits_for(const GemmArgs& g) {
+  const int kblocks = (g.k + kBlockK - 1) / kBlockK;
+  if (g.splits > 0) return g.splits;
+  const int tiles = tiles_for(g);
+  const int sms = g.sm_count > 0 ? g.sm_count : 132;
+  int s = tiles >= sms ? 1 : sms / tiles;
+  if (s > kblocks) s = kblocks;
+  if (s > kMaxSplits) s = kMaxSplits;
+  return s < 1 ? 1 : s;
+}
+
+size_t partials_bytes(const GemmArgs& g, int splits) {
+  return splits > 1 ? static_cast<size_t>(splits) * g.m * g.n * sizeof(float) : 0;
+}
+
+template <int kGroups>
+Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t stream, const char** why) {
+  using C = Config<kGroups>;
+  CUtensorMap map_a, map_b;
+  const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, C::kBlockM, kBlockK) ||
+      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN, kBlockK)) {
+    if (why) *why = "cuTensorMapEncodeTiled failed for an operand";
+    return Status::kLaunchFailed;
+  }
+  static uint64_t smem_reserved = 0;
+  if (!reserve_smem_once(gemm_kernel<kGroups>, g.device, C::kSmemBytes, &smem_reserved)) {
+    if (why) *why = "cannot reserve the kernel's shared memory";
+    return Status::kLaunchFailed;
+  }
+  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
+  const int64_t units = static_cast<int64_t>(tiles_for(g)) * splits;
+  const int sms = g.sm_count > 0 ? g.sm_count : 132;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(units < sms ? units : sms));
+  cfg.blockDim = dim3(C::kThreads);
+  cfg.dynamicSmemBytes = C::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = g.pdl ? 1 : 0;
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kGroups>, map_a, map_b, p) != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(cudaGetLastError());
+    return Status::kLaunchFailed;
+  }
+  return Status::kOk;
+}
+
+}  // namespace
+}  // namespace kfgemm::fewrow
+
+namespace kfgemm::variants {
+
+size_t fp8_fewrow_workspace(const GemmArgs& g) {
+  return fewrow::partials_bytes(g, fewrow::splits_for(g));
+}
+
+Status fp8_fewrow_run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
+  using namespace kfgemm::fewrow;
+  if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
+  const int kblocks = (g.k + kBlockK - 1) / kBlockK;
+  const int splits = splits_for(g);
+  if (splits < 1 || splits > kMaxSplits || splits > kblocks) {
+    if (why) *why = "splits must be 1 to 64 and at most one per 128 of K";
+    return Status::kUnsupported;
+  }
+  if (static_cast<int64_t>(tiles_for(g)) * splits > INT32_MAX) {
+    if (why) *why = "too many work units";
+    return Status::kUnsupported;
+  }
+  float* partials = static_cast<float*>(ws);
+  if (splits > 1 && partials == nullptr) {
+    if (why) *why = "split-K needs its workspace";
+    return Status::kUnsupported;
+  }
+  const Status st = groups_for(g.m) == 1 ? launch<1>(g, splits, partials, stream, why)
+                                         : launch<2>(g, splits, partials, stream, why);
+  if (st != Status::kOk || splits == 1) return st;
+  if (reduce_splits(partials, splits, g.m, g.n, g.d, g.ldd, g.sm_count, stream) != Status::kOk) {
+    if (why) *why = "split-K reduction launch failed";
+    return Status::kLaunchFailed;
+  }
+  return Status::kOk;
+}
+
+}  // namespace kfgemm::variants
