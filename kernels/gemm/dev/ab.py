@@ -43,7 +43,8 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
     ("exact v17 overlap", True, 17, 0, 0),
 ] + [(f"v15s{s} overlap-split", False, 15, s, 0) for s in (0, 2, 3, 4, 6, 8, 16)] + [
     (f"v16s{s} overlap-amn-split", False, 16, s, 0) for s in (0, 2, 3, 4, 6, 8)] + [
-    (f"v18s{s} fewrow", False, 18, s, 0) for s in (0, 1, 2, 3, 4, 5, 6, 7, 8)]
+    (f"v18s{s} fewrow", False, 18, s, 0) for s in (0, 1, 2, 3, 4, 5, 6, 7, 8)] + [
+    (f"v18s{s}z{z} fewrow", False, 18, s, z) for s in (0, 1, 2, 4, 7) for z in (2, 4, 8)]
 # AB_CONFIGS="v7,v10" keeps the configurations whose label starts with one of those.
 _only = [x for x in os.environ.get("AB_CONFIGS", "").split(",") if x]
 if _only:
@@ -63,9 +64,12 @@ def configurations(gk, m, n, k, challenge):
         fns.append((label, lambda e=e, v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, e, v, s, z)))
     fns.append(("cuBLASLt", bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb)))
     if STREAM:  # reading B once, the few-row shapes' floor (stream_floor.py)
-        from stream_floor import streaming_read
+        from stream_floor import streaming_read, tile_read
 
         fns.append(("read B", streaming_read(b)["8x2048"]))
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        slices = max(1, min(sms // -(-n // 128), -(-k // 128)))
+        fns.append(("tile-read B", tile_read(b, slices)))
     return fns
 
 
@@ -74,7 +78,7 @@ def main() -> int:
     specs = sys.argv[1:] or ["nt:4096x7168x16384", "nt:4096x4096x7168"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
     labels = (["op's choice", "op's choice, exact"] + [c[0] for c in CONFIGS] + ["cuBLASLt"] +
-              (["read B"] if STREAM else []))
+              (["read B", "tile-read B"] if STREAM else []))
     print("| shape | " + " | ".join(labels) + " |")
     print("|---" * (len(labels) + 1) + "|")
     for spec in specs:

@@ -60,6 +60,9 @@ using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 
 struct Params : ProblemParams {
   int splits;
+  int batch;       // EXPERIMENT: stages the producer fills back to back
+  int interleave;  // EXPERIMENT: slice s takes K blocks s, s + splits, ...
+
   __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
@@ -112,10 +115,14 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
     const int s = u / tiles;
     const int t = u - s * tiles;
     const int tm = t % tiles_m;
+    if (p.interleave) {  // blocks kb0, kb0 + splits, ... below kb1
+      return Unit{tm * C::kBlockM, (t / tiles_m) * kBlockN, s, s, kblocks};
+    }
     return Unit{tm * C::kBlockM, (t / tiles_m) * kBlockN, s,
                 static_cast<int>(int64_t(s) * kblocks / p.splits),
                 static_cast<int>(int64_t(s + 1) * kblocks / p.splits)};
   };
+  const int kstep = p.interleave ? p.splits : 1;
 
   if (warp_group == kGroups) {
     // Producer warp: one thread issues every load of the CTA's units as stages free up.
@@ -124,8 +131,8 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
       uint32_t phase = 0;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
         const Unit w = unit_at(u);
-        for (int kb = w.kb0; kb < w.kb1; ++kb) {
-          mbar_wait(empty_bar(stage), phase ^ 1);
+        for (int kb = w.kb0; kb < w.kb1; kb += kstep) {
+          if (stage % p.batch == 0) mbar_wait(empty_bar(stage + p.batch - 1), phase ^ 1);
           mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
@@ -161,7 +168,7 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
     float acc[64], t[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    for (int kb = w.kb0; kb < w.kb1; ++kb) {
+    for (int kb = w.kb0; kb < w.kb1; kb += kstep) {
       mbar_wait(full_bar(stage), phase);
       fence_regs(t);
       cute::warpgroup_arrive();
@@ -173,10 +180,10 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
       cute::warpgroup_commit_batch();
       // The next block's scales load while the MMAs run.
       float na_lo = 0.0f, na_hi = 0.0f, nb = 0.0f;
-      if (kb + 1 < w.kb1) {
-        pa_lo += p.sfa_stride_k;
-        pa_hi += p.sfa_stride_k;
-        pb += p.sfb_stride_k;
+      if (kb + kstep < w.kb1) {
+        pa_lo += kstep * p.sfa_stride_k;
+        pa_hi += kstep * p.sfa_stride_k;
+        pb += kstep * p.sfb_stride_k;
         na_lo = __ldg(pa_lo);
         na_hi = __ldg(pa_hi);
         nb = __ldg(pb);
@@ -272,7 +279,10 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
+  int batch = g.swizzle == 2 || g.swizzle == 4 ? g.swizzle : 1;
+  while (C::kStages % batch != 0) batch /= 2;
+  const Params p{problem_params(g), splits, batch, g.swizzle == 8 ? 1 : 0,
+                 static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
   const int64_t units = static_cast<int64_t>(tiles_for(g)) * splits;
   const int sms = g.sm_count > 0 ? g.sm_count : 132;
   cudaLaunchConfig_t cfg{};
