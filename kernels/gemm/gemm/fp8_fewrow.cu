@@ -15,8 +15,13 @@
 //  - one CTA per SM with a ring of 8 (64-row tiles) or 6 (128-row) stages of A and B:
 //    about 190 KB in flight per SM; the producer warp runs on into the next unit's
 //    blocks while the consumers finish a unit;
+//  - the producer warp's lanes copy each block's scales (any layout) into the stage with
+//    cp.async, completing on the stage's barrier with the TMA bytes: the consumers never
+//    wait on a global load (reading them from global memory one block ahead, as a first
+//    version did, left the L2 latency exposed every block and ran 20% slower than
+//    CUTLASS's ping-pong kernel on the same tiles);
 //  - consumers: one warp group per 64 rows, wgmma m64n128k32 into a temporary, then the
-//    block scales folded into the FP32 accumulator (read one block ahead; any layout);
+//    block scales folded into the FP32 accumulator;
 //  - epilogue: one slice writes the bf16 tile directly; with several, FP32 partial planes
 //    summed in slice order by reduce_splits (a programmatic dependent: its CTAs are
 //    resident and waiting before this grid ends).
@@ -51,7 +56,10 @@ struct Config {
   static constexpr uint32_t kTileB = kBlockN * kBlockK;
   static constexpr uint32_t kStageBytes = kTileA + kTileB;
   static constexpr int kStages = static_cast<int>(kRingBytes / kStageBytes);
-  static constexpr size_t kSmemBytes = kStages * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+  // Per stage: the block's A scales (one per tile row) and its B scale.
+  static constexpr int kScaleFloats = kBlockM + 4;
+  static constexpr size_t kSmemBytes = kStages * kStageBytes + 2 * kStages * sizeof(uint64_t) +
+                                       kStages * kScaleFloats * sizeof(float) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
   static_assert(kStageBytes % 1024 == 0 && kTileA % 1024 == 0, "1024-byte aligned tiles");
 };
@@ -60,13 +68,21 @@ using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 
 struct Params : ProblemParams {
   int splits;
-  int batch;       // EXPERIMENT: stages the producer fills back to back
-  int interleave;  // EXPERIMENT: slice s takes K blocks s, s + splits, ...
-
   __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
 };
+
+// 4 bytes from global to shared memory, asynchronously.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+
+// One arrival on `bar` once this thread's earlier cp.async copies have landed (counted in
+// the barrier's arrival count: .noinc).
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
 
 __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -85,6 +101,9 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return base + s * C::kStageBytes; };
   auto tile_b = [&](int s) { return base + s * C::kStageBytes + C::kTileA; };
+  const uint32_t scales = bars + 2 * kStages * sizeof(uint64_t);
+  auto scale_slot = [&](int s) { return scales + s * C::kScaleFloats * 4; };
+  const float* scale_mem = reinterpret_cast<const float*>(smem_raw + (scales - smem_u32(smem_raw)));
 
   const int tiles_m = (p.m + C::kBlockM - 1) / C::kBlockM;
   const int tiles = tiles_m * ((p.n + kBlockN - 1) / kBlockN);
@@ -95,7 +114,7 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(s), 1);                    // the TMA issue (plus its bytes)
+      mbar_init(full_bar(s), 1 + 32);  // the TMA issue (plus its bytes), each lane's scales
       mbar_init(empty_bar(s), C::kConsumers / 32);  // one arrival per consumer warp
     }
     mbar_init_fence();
@@ -115,35 +134,48 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
     const int s = u / tiles;
     const int t = u - s * tiles;
     const int tm = t % tiles_m;
-    if (p.interleave) {  // blocks kb0, kb0 + splits, ... below kb1
-      return Unit{tm * C::kBlockM, (t / tiles_m) * kBlockN, s, s, kblocks};
-    }
     return Unit{tm * C::kBlockM, (t / tiles_m) * kBlockN, s,
                 static_cast<int>(int64_t(s) * kblocks / p.splits),
                 static_cast<int>(int64_t(s + 1) * kblocks / p.splits)};
   };
-  const int kstep = p.interleave ? p.splits : 1;
 
   if (warp_group == kGroups) {
-    // Producer warp: one thread issues every load of the CTA's units as stages free up.
-    if (threadIdx.x % 32 == 0) {
-      int stage = 0;
-      uint32_t phase = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        const Unit w = unit_at(u);
-        for (int kb = w.kb0; kb < w.kb1; kb += kstep) {
-          if (stage % p.batch == 0) mbar_wait(empty_bar(stage + p.batch - 1), phase ^ 1);
+    // Producer warp: lane 0 issues the TMA loads of every block of the CTA's units as
+    // stages free up; every lane copies its share of the block's scales.
+    const int lane = threadIdx.x % 32;
+    constexpr int kRowsPerLane = C::kBlockM / 32;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      const Unit w = unit_at(u);
+      // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+      const float* pa[kRowsPerLane];
+#pragma unroll
+      for (int i = 0; i < kRowsPerLane; ++i) {
+        pa[i] = p.sfa + static_cast<int64_t>(min(w.m0 + lane + 32 * i, p.m - 1)) * p.sfa_stride_m;
+      }
+      const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n;
+      for (int kb = w.kb0; kb < w.kb1; ++kb) {
+        mbar_wait(empty_bar(stage), phase ^ 1);
+        if (lane == 0) {
           mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
-          if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1;
-          }
+          cp_async_4(scale_slot(stage) + 4 * C::kBlockM, pb + static_cast<int64_t>(kb) * p.sfb_stride_k);
+        }
+#pragma unroll
+        for (int i = 0; i < kRowsPerLane; ++i) {
+          cp_async_4(scale_slot(stage) + 4 * (lane + 32 * i),
+                     pa[i] + static_cast<int64_t>(kb) * p.sfa_stride_k);
+        }
+        cp_async_arrive(full_bar(stage));
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
         }
       }
     }
-    __syncwarp();
+    asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
     return;
   }
 
@@ -157,18 +189,10 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
   uint32_t phase = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Unit w = unit_at(u);
-    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
-    const float* pa_lo = p.sfa + static_cast<int64_t>(min(w.m0 + row, p.m - 1)) * p.sfa_stride_m +
-                         static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
-    const float* pa_hi = p.sfa + static_cast<int64_t>(min(w.m0 + row + 8, p.m - 1)) * p.sfa_stride_m +
-                         static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
-    const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n +
-                      static_cast<int64_t>(w.kb0) * p.sfb_stride_k;
-    float sa_lo = __ldg(pa_lo), sa_hi = __ldg(pa_hi), sb = __ldg(pb);
     float acc[64], t[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    for (int kb = w.kb0; kb < w.kb1; kb += kstep) {
+    for (int kb = w.kb0; kb < w.kb1; ++kb) {
       mbar_wait(full_bar(stage), phase);
       fence_regs(t);
       cute::warpgroup_arrive();
@@ -178,16 +202,10 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
                  kk > 0);
       }
       cute::warpgroup_commit_batch();
-      // The next block's scales load while the MMAs run.
-      float na_lo = 0.0f, na_hi = 0.0f, nb = 0.0f;
-      if (kb + kstep < w.kb1) {
-        pa_lo += kstep * p.sfa_stride_k;
-        pa_hi += kstep * p.sfa_stride_k;
-        pb += kstep * p.sfb_stride_k;
-        na_lo = __ldg(pa_lo);
-        na_hi = __ldg(pa_hi);
-        nb = __ldg(pb);
-      }
+      // The block's scales, read while the MMAs run and before the stage is released.
+      const float* sc = scale_mem + stage * C::kScaleFloats;
+      const float sb = sc[C::kBlockM];
+      const float s_lo = sc[row] * sb, s_hi = sc[row + 8] * sb;
       cute::warpgroup_wait<0>();
       fence_regs(t);
       __syncwarp();
@@ -196,13 +214,9 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
         stage = 0;
         phase ^= 1;
       }
-      const float s_lo = sa_lo * sb, s_hi = sa_hi * sb;
       // Accumulator element i sits in row +0 (i % 4 < 2) or +8 of the thread's rows.
 #pragma unroll
       for (int j = 0; j < 64; ++j) acc[j] = fmaf(t[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
-      sa_lo = na_lo;
-      sa_hi = na_hi;
-      sb = nb;
     }
     // Column group j holds columns 8j + 2 (lane % 4) + {0, 1}; n is a multiple of 8, so a
     // pair is inside or outside together.
@@ -279,10 +293,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  int batch = g.swizzle == 2 || g.swizzle == 4 ? g.swizzle : 1;
-  while (C::kStages % batch != 0) batch /= 2;
-  const Params p{problem_params(g), splits, batch, g.swizzle == 8 ? 1 : 0,
-                 static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
+  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
   const int64_t units = static_cast<int64_t>(tiles_for(g)) * splits;
   const int sms = g.sm_count > 0 ? g.sm_count : 132;
   cudaLaunchConfig_t cfg{};
