@@ -68,6 +68,7 @@ using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 
 struct Params : ProblemParams {
   int splits;
+  int loads_only;  // EXPERIMENT: consumers release stages without MMAs (timing only)
   __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
@@ -194,6 +195,15 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
     for (int kb = w.kb0; kb < w.kb1; ++kb) {
       mbar_wait(full_bar(stage), phase);
+      if (p.loads_only) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar(stage));
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+        continue;
+      }
       fence_regs(t);
       cute::warpgroup_arrive();
 #pragma unroll
@@ -284,7 +294,10 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
   CUtensorMap map_a, map_b;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, C::kBlockM, kBlockK) ||
-      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN, kBlockK)) {
+      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN, kBlockK,
+                g.swizzle == 4   ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                : g.swizzle == 2 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                 : CU_TENSOR_MAP_L2_PROMOTION_L2_256B)) {
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand";
     return Status::kLaunchFailed;
   }
@@ -293,7 +306,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
+  const Params p{problem_params(g), splits, g.swizzle == 8 ? 1 : 0, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
   const int64_t units = static_cast<int64_t>(tiles_for(g)) * splits;
   const int sms = g.sm_count > 0 ? g.sm_count : 132;
   cudaLaunchConfig_t cfg{};
