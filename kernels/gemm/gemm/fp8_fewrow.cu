@@ -69,6 +69,8 @@ using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 struct Params : ProblemParams {
   int splits;
   int loads_only;  // EXPERIMENT: consumers release stages without MMAs (timing only)
+  const void* b_ptr;
+  int64_t ldb;
   __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
@@ -156,16 +158,45 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
         pa[i] = p.sfa + static_cast<int64_t>(min(w.m0 + lane + 32 * i, p.m - 1)) * p.sfa_stride_m;
       }
       const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n;
+      if (p.loads_only == 3) {  // EXPERIMENT: B only, 16 rows x up to 1 KB per stage
+        for (int kc = w.kb0; kc < w.kb1; kc += 8) {
+          const int nb = min(8, w.kb1 - kc);
+          for (int rg = 0; rg < 8; ++rg) {
+            mbar_wait(empty_bar(stage), phase ^ 1);
+            if (lane == 0) {
+              const int r0 = w.n0 + 16 * rg;
+              const int rows = max(0, min(16, p.n - r0));
+              const uint32_t bytes = static_cast<uint32_t>(rows * nb * 128);
+              mbar_arrive_expect_tx(full_bar(stage), bytes);
+              for (int r = 0; r < rows; ++r) {
+                const uint8_t* src = static_cast<const uint8_t*>(p.b_ptr) +
+                                     static_cast<int64_t>(r0 + r) * p.ldb + kc * 128;
+                asm volatile(
+                    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                        tile_b(stage) + r * 1024),
+                    "l"(src), "r"(nb * 128), "r"(full_bar(stage))
+                    : "memory");
+              }
+            }
+            cp_async_arrive(full_bar(stage));
+            if (++stage == kStages) {
+              stage = 0;
+              phase ^= 1;
+            }
+          }
+        }
+        continue;
+      }
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
         if (lane == 0) {
-          mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
-          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
+          mbar_arrive_expect_tx(full_bar(stage), p.loads_only == 2 ? C::kTileB : C::kStageBytes);
+          if (p.loads_only != 2) tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
-          cp_async_4(scale_slot(stage) + 4 * C::kBlockM, pb + static_cast<int64_t>(kb) * p.sfb_stride_k);
+          if (p.loads_only != 2) cp_async_4(scale_slot(stage) + 4 * C::kBlockM, pb + static_cast<int64_t>(kb) * p.sfb_stride_k);
         }
 #pragma unroll
-        for (int i = 0; i < kRowsPerLane; ++i) {
+        for (int i = 0; i < kRowsPerLane && p.loads_only != 2; ++i) {
           cp_async_4(scale_slot(stage) + 4 * (lane + 32 * i),
                      pa[i] + static_cast<int64_t>(kb) * p.sfa_stride_k);
         }
@@ -190,20 +221,24 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
   uint32_t phase = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Unit w = unit_at(u);
-    float acc[64], t[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    for (int kb = w.kb0; kb < w.kb1; ++kb) {
-      mbar_wait(full_bar(stage), phase);
-      if (p.loads_only) {
+    if (p.loads_only) {
+      const int n = p.loads_only == 3 ? 8 * ((w.kb1 - w.kb0 + 7) / 8) : w.kb1 - w.kb0;
+      for (int i = 0; i < n; ++i) {
+        mbar_wait(full_bar(stage), phase);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_bar(stage));
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
         }
-        continue;
       }
+      continue;
+    }
+    float acc[64], t[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int kb = w.kb0; kb < w.kb1; ++kb) {
+      mbar_wait(full_bar(stage), phase);
       fence_regs(t);
       cute::warpgroup_arrive();
 #pragma unroll
@@ -294,10 +329,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
   CUtensorMap map_a, map_b;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, C::kBlockM, kBlockK) ||
-      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN, kBlockK,
-                g.swizzle == 4   ? CU_TENSOR_MAP_L2_PROMOTION_NONE
-                : g.swizzle == 2 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                                 : CU_TENSOR_MAP_L2_PROMOTION_L2_256B)) {
+      !make_map(&map_b, u8, 1, g.b, g.n, g.k, g.ldb, kBlockN, kBlockK)) {
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand";
     return Status::kLaunchFailed;
   }
@@ -306,7 +338,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  const Params p{problem_params(g), splits, g.swizzle == 8 ? 1 : 0, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
+  const Params p{problem_params(g), splits, g.swizzle == 8 ? 1 : g.swizzle == 4 ? 2 : g.swizzle == 2 ? 3 : 0, g.b, g.ldb, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
   const int64_t units = static_cast<int64_t>(tiles_for(g)) * splits;
   const int sms = g.sm_count > 0 ? g.sm_count : 132;
   cudaLaunchConfig_t cfg{};

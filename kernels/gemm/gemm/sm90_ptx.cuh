@@ -204,8 +204,7 @@ inline EncodeTiled encode_fn() {
 // box_rows x box_cols with the 128-byte swizzle (box_cols * element size = 128). TMA
 // fills the parts of a box past the matrix's ends with zeros.
 inline bool make_map(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* base,
-                     int64_t rows, int64_t cols, int64_t ld, uint32_t box_rows, uint32_t box_cols,
-                     CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+                     int64_t rows, int64_t cols, int64_t ld, uint32_t box_rows, uint32_t box_cols) {
   EncodeTiled encode = encode_fn();
   if (!encode) return false;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
@@ -214,7 +213,7 @@ inline bool make_map(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes,
   const cuuint32_t elem_strides[2] = {1, 1};
   return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                promotion,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
