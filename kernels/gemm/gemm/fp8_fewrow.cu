@@ -20,8 +20,13 @@
 //    wait on a global load (reading them from global memory one block ahead, as a first
 //    version did, left the L2 latency exposed every block and ran 20% slower than
 //    CUTLASS's ping-pong kernel on the same tiles);
-//  - consumers: one warp group per 64 rows, wgmma m64n128k32 into a temporary, then the
-//    block scales folded into the FP32 accumulator;
+//  - consumers: two warp groups per 64 rows, one per 64-column half of the tile (wgmma
+//    m64n64k32); with 64-row tiles each alternates between two temporaries so that a
+//    block's scale promotion runs while the next block's MMAs do (with 128-row tiles the
+//    544 threads' registers hold one temporary). With the loads alone the kernel is
+//    within 0.8-1.6 us of a streaming read; the compute path of a first version (one warp
+//    group per 64 rows, m64n128, waiting for each block's MMAs before its promotion)
+//    added 1.6-2.8 us, most of it draining the stages that arrive together at the end;
 //  - epilogue: one slice writes the bf16 tile directly; with several, FP32 partial planes
 //    summed in slice order by reduce_splits (a programmatic dependent: its CTAs are
 //    resident and waiting before this grid ends).
@@ -47,10 +52,14 @@ constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
 constexpr int kMaxSplits = 64;
 constexpr size_t kRingBytes = 200 * 1024;
 
-template <int kGroups>  // consumer warp groups: tiles of 64 * kGroups rows
+template <int kGroups>  // tiles of 64 * kGroups rows, two consumer warp groups per 64 rows
 struct Config {
   static constexpr int kBlockM = 64 * kGroups;
-  static constexpr int kConsumers = 128 * kGroups;
+  static constexpr int kConsumerGroups = 2 * kGroups;
+  static constexpr int kConsumers = 128 * kConsumerGroups;
+  // Two temporaries per thread (block k's MMAs overlapping block k-1's promotion) fit the
+  // registers of 288 threads, not of 544 (ptxas gives those 96 each and spills).
+  static constexpr bool kOverlap = kGroups == 1;
   static constexpr int kThreads = kConsumers + 32;  // + the producer warp
   static constexpr uint32_t kTileA = kBlockM * kBlockK;
   static constexpr uint32_t kTileB = kBlockN * kBlockK;
@@ -64,13 +73,11 @@ struct Config {
   static_assert(kStageBytes % 1024 == 0 && kTileA % 1024 == 0, "1024-byte aligned tiles");
 };
 
-using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
+using Mma = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>;
+constexpr int kAcc = 32;  // accumulator floats per thread of a 64x64 quarter tile
 
 struct Params : ProblemParams {
   int splits;
-  int loads_only;  // EXPERIMENT: consumers release stages without MMAs (timing only)
-  const void* b_ptr;
-  int64_t ldb;
   __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
@@ -142,7 +149,7 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
                 static_cast<int>(int64_t(s + 1) * kblocks / p.splits)};
   };
 
-  if (warp_group == kGroups) {
+  if (warp_group == C::kConsumerGroups) {
     // Producer warp: lane 0 issues the TMA loads of every block of the CTA's units as
     // stages free up; every lane copies its share of the block's scales.
     const int lane = threadIdx.x % 32;
@@ -158,45 +165,16 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
         pa[i] = p.sfa + static_cast<int64_t>(min(w.m0 + lane + 32 * i, p.m - 1)) * p.sfa_stride_m;
       }
       const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n;
-      if (p.loads_only == 3) {  // EXPERIMENT: B only, 16 rows x up to 1 KB per stage
-        for (int kc = w.kb0; kc < w.kb1; kc += 8) {
-          const int nb = min(8, w.kb1 - kc);
-          for (int rg = 0; rg < 8; ++rg) {
-            mbar_wait(empty_bar(stage), phase ^ 1);
-            if (lane == 0) {
-              const int r0 = w.n0 + 16 * rg;
-              const int rows = max(0, min(16, p.n - r0));
-              const uint32_t bytes = static_cast<uint32_t>(rows * nb * 128);
-              mbar_arrive_expect_tx(full_bar(stage), bytes);
-              for (int r = 0; r < rows; ++r) {
-                const uint8_t* src = static_cast<const uint8_t*>(p.b_ptr) +
-                                     static_cast<int64_t>(r0 + r) * p.ldb + kc * 128;
-                asm volatile(
-                    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                        tile_b(stage) + r * 1024),
-                    "l"(src), "r"(nb * 128), "r"(full_bar(stage))
-                    : "memory");
-              }
-            }
-            cp_async_arrive(full_bar(stage));
-            if (++stage == kStages) {
-              stage = 0;
-              phase ^= 1;
-            }
-          }
-        }
-        continue;
-      }
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
         if (lane == 0) {
-          mbar_arrive_expect_tx(full_bar(stage), p.loads_only == 2 ? C::kTileB : C::kStageBytes);
-          if (p.loads_only != 2) tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
+          mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
+          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
-          if (p.loads_only != 2) cp_async_4(scale_slot(stage) + 4 * C::kBlockM, pb + static_cast<int64_t>(kb) * p.sfb_stride_k);
+          cp_async_4(scale_slot(stage) + 4 * C::kBlockM, pb + static_cast<int64_t>(kb) * p.sfb_stride_k);
         }
 #pragma unroll
-        for (int i = 0; i < kRowsPerLane && p.loads_only != 2; ++i) {
+        for (int i = 0; i < kRowsPerLane; ++i) {
           cp_async_4(scale_slot(stage) + 4 * (lane + 32 * i),
                      pa[i] + static_cast<int64_t>(kb) * p.sfa_stride_k);
         }
@@ -213,63 +191,94 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
 
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
-  const int row = warp_group * 64 + warp * 16 + lane / 4;  // in the tile; also row + 8
-  const uint64_t desc_a0 = smem_desc(tile_a(0) + warp_group * 64 * kBlockK);
-  const uint64_t desc_b0 = smem_desc(tile_b(0));
+  const int rows_half = warp_group / 2, cols_half = warp_group % 2;
+  const int row = rows_half * 64 + warp * 16 + lane / 4;  // in the tile; also row + 8
+  const uint64_t desc_a0 = smem_desc(tile_a(0) + rows_half * 64 * kBlockK);
+  const uint64_t desc_b0 = smem_desc(tile_b(0) + cols_half * 64 * kBlockK);
   constexpr uint32_t kStageDesc = C::kStageBytes >> 4;
   int stage = 0;
   uint32_t phase = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Unit w = unit_at(u);
-    if (p.loads_only) {
-      const int n = p.loads_only == 3 ? 8 * ((w.kb1 - w.kb0 + 7) / 8) : w.kb1 - w.kb0;
-      for (int i = 0; i < n; ++i) {
-        mbar_wait(full_bar(stage), phase);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_bar(stage));
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
-      continue;
-    }
-    float acc[64], t[64];
+    float acc[kAcc], t0[kAcc], t1[kAcc];  // t1: overlapped builds only
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    for (int kb = w.kb0; kb < w.kb1; ++kb) {
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    // The block whose MMAs were issued last (`cur_*`) and the one before it (`prev_*`):
+    // stage and scales.
+    int cur_stage = 0, prev_stage = 0;
+    float cur_lo = 0.0f, cur_hi = 0.0f, prev_lo = 0.0f, prev_hi = 0.0f;
+    auto issue = [&](float(&tc)[kAcc]) {
+      prev_stage = cur_stage;
+      prev_lo = cur_lo;
+      prev_hi = cur_hi;
       mbar_wait(full_bar(stage), phase);
-      fence_regs(t);
+      fence_regs(tc);
       cute::warpgroup_arrive();
 #pragma unroll
       for (int kk = 0; kk < kBlockK / 32; ++kk) {
-        mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk, t,
+        mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk, tc,
                  kk > 0);
       }
       cute::warpgroup_commit_batch();
-      // The block's scales, read while the MMAs run and before the stage is released.
+      // The block's scales, read before its stage is released.
       const float* sc = scale_mem + stage * C::kScaleFloats;
       const float sb = sc[C::kBlockM];
-      const float s_lo = sc[row] * sb, s_hi = sc[row + 8] * sb;
-      cute::warpgroup_wait<0>();
-      fence_regs(t);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_bar(stage));
+      cur_lo = sc[row] * sb;
+      cur_hi = sc[row + 8] * sb;
+      cur_stage = stage;
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
       }
-      // Accumulator element i sits in row +0 (i % 4 < 2) or +8 of the thread's rows.
+    };
+    // A block whose MMAs are done: its temporary folded into the accumulator (element i
+    // sits in row +0 if i % 4 < 2, else +8), its stage released.
+    auto finish = [&](const float(&tp)[kAcc], int st, float s_lo, float s_hi) {
 #pragma unroll
-      for (int j = 0; j < 64; ++j) acc[j] = fmaf(t[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
+      for (int j = 0; j < kAcc; ++j) acc[j] = fmaf(tp[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar(st));
+    };
+    if constexpr (C::kOverlap) {
+      // Two temporaries: block kb's MMAs run while block kb - 1 is promoted.
+      auto step = [&](float(&tc)[kAcc], float(&tp)[kAcc]) {
+        issue(tc);
+        cute::warpgroup_wait<1>();
+        fence_regs(tp);
+        finish(tp, prev_stage, prev_lo, prev_hi);
+      };
+      issue(t0);
+      int kb = w.kb0 + 1;
+      for (; kb + 1 < w.kb1; kb += 2) {
+        step(t1, t0);
+        step(t0, t1);
+      }
+      if (kb < w.kb1) {
+        step(t1, t0);
+        cute::warpgroup_wait<0>();
+        fence_regs(t1);
+        finish(t1, cur_stage, cur_lo, cur_hi);
+      } else {
+        cute::warpgroup_wait<0>();
+        fence_regs(t0);
+        finish(t0, cur_stage, cur_lo, cur_hi);
+      }
+    } else {
+      for (int kb = w.kb0; kb < w.kb1; ++kb) {
+        issue(t0);
+        cute::warpgroup_wait<0>();
+        fence_regs(t0);
+        finish(t0, cur_stage, cur_lo, cur_hi);
+      }
     }
-    // Column group j holds columns 8j + 2 (lane % 4) + {0, 1}; n is a multiple of 8, so a
-    // pair is inside or outside together.
+    // Column group j holds columns 8j + 2 (lane % 4) + {0, 1} of the half; n is a
+    // multiple of 8, so a pair is inside or outside together.
     const int r_lo = w.m0 + row, r_hi = r_lo + 8;
+    const int c0 = w.n0 + cols_half * 64 + 2 * (lane % 4);
     if (p.splits == 1) {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int col = w.n0 + 8 * j + 2 * (lane % 4);
+      for (int j = 0; j < kAcc / 4; ++j) {
+        const int col = c0 + 8 * j;
         if (col >= p.n) continue;
         if (r_lo < p.m) {
           *reinterpret_cast<__nv_bfloat162*>(p.d + static_cast<int64_t>(r_lo) * p.ldd + col) =
@@ -283,8 +292,8 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
     } else {
       float* plane = p.partials + static_cast<int64_t>(w.slice) * p.m * p.n;
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int col = w.n0 + 8 * j + 2 * (lane % 4);
+      for (int j = 0; j < kAcc / 4; ++j) {
+        const int col = c0 + 8 * j;
         if (col >= p.n) continue;
         if (r_lo < p.m) {
           *reinterpret_cast<float2*>(plane + static_cast<int64_t>(r_lo) * p.n + col) =
@@ -338,7 +347,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  const Params p{problem_params(g), splits, g.swizzle == 8 ? 1 : g.swizzle == 4 ? 2 : g.swizzle == 2 ? 3 : 0, g.b, g.ldb, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
+  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
   const int64_t units = static_cast<int64_t>(tiles_for(g)) * splits;
   const int sms = g.sm_count > 0 ? g.sm_count : 132;
   cudaLaunchConfig_t cfg{};
