@@ -505,21 +505,25 @@ def test_cluster_splitk_kernel(gemm_kernel, m, n, k, splits, layout):
                                    (255, 392, 4224), (300, 400, 1920)])
 @pytest.mark.parametrize("splits", [0, 1, 2, 7, 64])
 @pytest.mark.parametrize("layout", ["nt", "challenge"])
-def test_fewrow_kernel(gemm_kernel, m, n, k, splits, layout):
-    """The few-row streaming kernel (variant 18): 64-row tiles (M <= 64) and 128-row ones,
-    several tile rows (M > 128), tails in every dimension, uneven slices (7 of 57 blocks),
-    one slice per block (64, capped at K's block count), its own slice count (0), no split
-    (1: bf16 written directly), more tiles than SMs (64x32768: 256, persistent CTAs), any
+@pytest.mark.parametrize("variant", [18, 19])
+def test_fewrow_kernel(gemm_kernel, m, n, k, splits, layout, variant):
+    """The few-row streaming kernel (variant 18; 19 in exact mode, converting each FP8
+    stage to BF16 in shared memory): 64-row tiles (M <= 64) and 128-row ones, several
+    tile rows (M > 128), tails in every dimension, uneven slices (7 of 57 blocks), one
+    slice per block (64, capped at K's block count), its own slice count (0), no split (1:
+    bf16 written directly), more tiles than SMs (64x32768: 256, persistent CTAs), any
     scale layout (the challenge layout runs after a preparation launch, as its dependent)."""
     seed = fresh_seed()
     major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col")}[layout]
     a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
                            sa_layout=scales, sb_layout=scales)
     s = min(splits, -(-k // 128))
+    exact = variant == 19
     out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, 18, s)
-    what = f"variant=18 {m}x{n}x{k} splits={s} {layout} seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, exact, variant, s)
+    what = f"variant={variant} {m}x{n}x{k} splits={s} {layout} seed={seed}"
+    c = Checker(gemm_kernel, a, b, sa, sb, what)
+    (c.exact if exact else c.fast)(out)
 
 
 def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
@@ -536,6 +540,11 @@ def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
     a, b, sa, sb = make_nt(64, 256, 1024, seed=seed)
     with pytest.raises(ValueError, match="splits=9 does not fit .*8 blocks"):
         ops.gemm_nt(a, b, sa, sb, False, 18, 9)
+    with pytest.raises(ValueError, match="exact=True and e4m3fn"):
+        ops.gemm_nt(a, b, sa, sb, False, 19, 0)
+    a, b, sa, sb = make_nt(64, 256, 1024, seed=seed, dtype_b=torch.float8_e4m3fnuz)
+    with pytest.raises(ValueError, match="exact=True and e4m3fn"):
+        ops.gemm_nt(a, b, sa, sb, True, 19, 0)
 
 
 def test_cluster_splitk_rejects_bad_splits(gemm_kernel):

@@ -44,7 +44,7 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
 ] + [(f"v15s{s} overlap-split", False, 15, s, 0) for s in (0, 2, 3, 4, 6, 8, 16)] + [
     (f"v16s{s} overlap-amn-split", False, 16, s, 0) for s in (0, 2, 3, 4, 6, 8)] + [
     (f"v18s{s} fewrow", False, 18, s, 0) for s in (0, 1, 2, 3, 4, 5, 6, 7, 8)] + [
-    (f"v18s{s}z{z} fewrow", False, 18, s, z) for s in (0, 1) for z in (2, 4, 8)]
+    (f"exact v19s{s} fewrow", True, 19, s, 0) for s in (0, 1, 2, 3, 4, 7)]
 # AB_CONFIGS="v7,v10" keeps the configurations whose label starts with one of those.
 _only = [x for x in os.environ.get("AB_CONFIGS", "").split(",") if x]
 if _only:

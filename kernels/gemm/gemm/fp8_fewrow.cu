@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "cute/arch/mma_sm90_gmma.hpp"
+#include "fp8_convert.cuh"
 #include "gemm_api.h"
 #include "sm90_ptx.cuh"
 
@@ -52,28 +53,37 @@ constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
 constexpr int kMaxSplits = 64;
 constexpr size_t kRingBytes = 200 * 1024;
 
-template <int kGroups>  // tiles of 64 * kGroups rows, two consumer warp groups per 64 rows
+// kGroups: tiles of 64 * kGroups rows, two consumer warp groups per 64 rows. kExact: the
+// FP8 stages are converted to BF16 in shared memory and multiplied on BF16 tensor cores.
+template <int kGroups, bool kExact>
 struct Config {
   static constexpr int kBlockM = 64 * kGroups;
   static constexpr int kConsumerGroups = 2 * kGroups;
   static constexpr int kConsumers = 128 * kConsumerGroups;
   // Two temporaries per thread (block k's MMAs overlapping block k-1's promotion) fit the
   // registers of 288 threads, not of 544 (ptxas gives those 96 each and spills).
-  static constexpr bool kOverlap = kGroups == 1;
+  static constexpr bool kOverlap = kGroups == 1 && !kExact;
   static constexpr int kThreads = kConsumers + 32;  // + the producer warp
   static constexpr uint32_t kTileA = kBlockM * kBlockK;
   static constexpr uint32_t kTileB = kBlockN * kBlockK;
   static constexpr uint32_t kStageBytes = kTileA + kTileB;
-  static constexpr int kStages = static_cast<int>(kRingBytes / kStageBytes);
+  // Exact mode: one block of A and B as BF16, each row's 128 elements in two 128-byte
+  // sub-tiles (elements 0-63, then 64-127), the layout BF16 wgmma reads.
+  static constexpr uint32_t kSubA = kBlockM * 128, kSubB = kBlockN * 128;
+  static constexpr uint32_t kStagingBytes = kExact ? 2 * (kSubA + kSubB) : 0;
+  static constexpr int kStages = static_cast<int>((kRingBytes - kStagingBytes) / kStageBytes);
   // Per stage: the block's A scales (one per tile row) and its B scale.
   static constexpr int kScaleFloats = kBlockM + 4;
-  static constexpr size_t kSmemBytes = kStages * kStageBytes + 2 * kStages * sizeof(uint64_t) +
+  static constexpr size_t kSmemBytes = kStages * kStageBytes + kStagingBytes +
+                                       2 * kStages * sizeof(uint64_t) +
                                        kStages * kScaleFloats * sizeof(float) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
   static_assert(kStageBytes % 1024 == 0 && kTileA % 1024 == 0, "1024-byte aligned tiles");
 };
 
 using Mma = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>;
+using MmaBf16 = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
+                                                             cute::SM90::GMMA::Major::K>;
 constexpr int kAcc = 32;  // accumulator floats per thread of a 64x64 quarter tile
 
 struct Params : ProblemParams {
@@ -98,15 +108,52 @@ __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-template <int kGroups>
-__global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
+// Exact mode: the FP8 stage (A then B tile, 128-byte rows in the 128-byte swizzle) as
+// BF16 in the staging sub-tiles, by all consumer threads, 16 bytes at a time. FP8 (fn)
+// values are exact in BF16.
+template <typename C>
+__device__ __forceinline__ void convert_stage(uint32_t src_a, uint32_t src_b, uint32_t dst_a,
+                                              uint32_t dst_b, int thread) {
+  constexpr int kRows = C::kBlockM + kBlockN;
+  for (int item = thread; item < kRows * 8; item += C::kConsumers) {
+    const int r_all = item / 8, c = item % 8;
+    const bool is_a = r_all < C::kBlockM;
+    const int r = is_a ? r_all : r_all - C::kBlockM;
+    const uint32_t src = (is_a ? src_a : src_b) + r * 128 + ((c ^ (r & 7)) << 4);
+    uint32_t w[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "r"(src));
+    uint32_t o[8];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint2 v = fp8::word_to_bf16x4<Fp8Kind::kE4M3FN>(w[q]);
+      o[2 * q] = v.x;
+      o[2 * q + 1] = v.y;
+    }
+    // K elements 16c..16c+15: sub-tile c / 4, logical 16-byte chunks 2 (c % 4) and the next.
+    const uint32_t row_base = (is_a ? dst_a + (c / 4) * C::kSubA : dst_b + (c / 4) * C::kSubB) + r * 128;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t dst = row_base + (((2 * (c % 4) + h) ^ (r & 7)) << 4);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(o[4 * h]),
+                   "r"(o[4 * h + 1]), "r"(o[4 * h + 2]), "r"(o[4 * h + 3])
+                   : "memory");
+    }
+  }
+}
+
+template <int kGroups, bool kExact>
+__global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const Params p) {
-  using C = Config<kGroups>;
+  using C = Config<kGroups, kExact>;
   constexpr int kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;
-  const uint32_t bars = base + kStages * C::kStageBytes;
+  const uint32_t staging_a = base + kStages * C::kStageBytes;
+  const uint32_t staging_b = staging_a + 2 * C::kSubA;
+  const uint32_t bars = staging_a + C::kStagingBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return base + s * C::kStageBytes; };
@@ -195,6 +242,8 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
   const int row = rows_half * 64 + warp * 16 + lane / 4;  // in the tile; also row + 8
   const uint64_t desc_a0 = smem_desc(tile_a(0) + rows_half * 64 * kBlockK);
   const uint64_t desc_b0 = smem_desc(tile_b(0) + cols_half * 64 * kBlockK);
+  const uint64_t desc_sa = smem_desc(staging_a + rows_half * 64 * 128);
+  const uint64_t desc_sb = smem_desc(staging_b + cols_half * 64 * 128);
   constexpr uint32_t kStageDesc = C::kStageBytes >> 4;
   int stage = 0;
   uint32_t phase = 0;
@@ -212,20 +261,42 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
       prev_lo = cur_lo;
       prev_hi = cur_hi;
       mbar_wait(full_bar(stage), phase);
-      fence_regs(tc);
-      cute::warpgroup_arrive();
-#pragma unroll
-      for (int kk = 0; kk < kBlockK / 32; ++kk) {
-        mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk, tc,
-                 kk > 0);
-      }
-      cute::warpgroup_commit_batch();
       // The block's scales, read before its stage is released.
       const float* sc = scale_mem + stage * C::kScaleFloats;
       const float sb = sc[C::kBlockM];
       cur_lo = sc[row] * sb;
       cur_hi = sc[row + 8] * sb;
       cur_stage = stage;
+      if constexpr (kExact) {
+        // Every warp group is done with the previous block's BF16 copy (its MMAs waited
+        // for) before it is overwritten; the copy is complete, and visible to the tensor
+        // cores, before any MMA reads it. The FP8 stage is free once converted.
+        named_barrier(1, C::kConsumers);
+        convert_stage<C>(tile_a(stage), tile_b(stage), staging_a, staging_b,
+                         static_cast<int>(threadIdx.x));
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        named_barrier(1, C::kConsumers);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar(stage));
+        fence_regs(tc);
+        cute::warpgroup_arrive();
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / 16; ++kk) {
+          const uint32_t h = kk / 4, j = kk % 4;
+          mma<MmaBf16>(desc_sa + h * (C::kSubA >> 4) + 2 * j, desc_sb + h * (C::kSubB >> 4) + 2 * j,
+                       tc, kk > 0);
+        }
+        cute::warpgroup_commit_batch();
+      } else {
+        fence_regs(tc);
+        cute::warpgroup_arrive();
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / 32; ++kk) {
+          mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk,
+                   tc, kk > 0);
+        }
+        cute::warpgroup_commit_batch();
+      }
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
@@ -236,8 +307,10 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 1)
     auto finish = [&](const float(&tp)[kAcc], int st, float s_lo, float s_hi) {
 #pragma unroll
       for (int j = 0; j < kAcc; ++j) acc[j] = fmaf(tp[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_bar(st));
+      if constexpr (!kExact) {  // (exact mode released it after the conversion)
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar(st));
+      }
     };
     if constexpr (C::kOverlap) {
       // Two temporaries: block kb's MMAs run while block kb - 1 is promoted.
@@ -332,9 +405,9 @@ size_t partials_bytes(const GemmArgs& g, int splits) {
   return splits > 1 ? static_cast<size_t>(splits) * g.m * g.n * sizeof(float) : 0;
 }
 
-template <int kGroups>
+template <int kGroups, bool kExact>
 Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t stream, const char** why) {
-  using C = Config<kGroups>;
+  using C = Config<kGroups, kExact>;
   CUtensorMap map_a, map_b;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, C::kBlockM, kBlockK) ||
@@ -343,7 +416,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     return Status::kLaunchFailed;
   }
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(gemm_kernel<kGroups>, g.device, C::kSmemBytes, &smem_reserved)) {
+  if (!reserve_smem_once(gemm_kernel<kGroups, kExact>, g.device, C::kSmemBytes, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
@@ -360,7 +433,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = g.pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kGroups>, map_a, map_b, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kGroups, kExact>, map_a, map_b, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
@@ -370,14 +443,11 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
 }  // namespace
 }  // namespace kfgemm::fewrow
 
-namespace kfgemm::variants {
+namespace kfgemm::fewrow {
+namespace {
 
-size_t fp8_fewrow_workspace(const GemmArgs& g) {
-  return fewrow::partials_bytes(g, fewrow::splits_for(g));
-}
-
-Status fp8_fewrow_run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
-  using namespace kfgemm::fewrow;
+template <bool kExact>
+Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   const int kblocks = (g.k + kBlockK - 1) / kBlockK;
   const int splits = splits_for(g);
@@ -394,14 +464,35 @@ Status fp8_fewrow_run(const GemmArgs& g, void* ws, cudaStream_t stream, const ch
     if (why) *why = "split-K needs its workspace";
     return Status::kUnsupported;
   }
-  const Status st = groups_for(g.m) == 1 ? launch<1>(g, splits, partials, stream, why)
-                                         : launch<2>(g, splits, partials, stream, why);
+  const Status st = groups_for(g.m) == 1 ? launch<1, kExact>(g, splits, partials, stream, why)
+                                         : launch<2, kExact>(g, splits, partials, stream, why);
   if (st != Status::kOk || splits == 1) return st;
   if (reduce_splits(partials, splits, g.m, g.n, g.d, g.ldd, g.sm_count, stream) != Status::kOk) {
     if (why) *why = "split-K reduction launch failed";
     return Status::kLaunchFailed;
   }
   return Status::kOk;
+}
+
+}  // namespace
+}  // namespace kfgemm::fewrow
+
+namespace kfgemm::variants {
+
+size_t fp8_fewrow_workspace(const GemmArgs& g) {
+  return fewrow::partials_bytes(g, fewrow::splits_for(g));
+}
+
+Status fp8_fewrow_run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
+  return fewrow::run<false>(g, ws, stream, why);
+}
+
+size_t fp8_fewrow_exact_workspace(const GemmArgs& g) {
+  return fewrow::partials_bytes(g, fewrow::splits_for(g));
+}
+
+Status fp8_fewrow_exact_run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
+  return fewrow::run<true>(g, ws, stream, why);
 }
 
 }  // namespace kfgemm::variants

@@ -25,6 +25,7 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_splitk)
 KFGEMM_DECLARE_VARIANT(bf16_coop_128x128_overlap)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow)
+KFGEMM_DECLARE_VARIANT(fp8_fewrow_exact)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
@@ -51,7 +52,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk), KFGEMM_ENTRY(bf16_coop_128x128_overlap),
-    KFGEMM_ENTRY(fp8_fewrow),
+    KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),

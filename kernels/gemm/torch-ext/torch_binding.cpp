@@ -377,10 +377,11 @@ bool variant_is_split_k(kfgemm::Variant v) {
          v == kfgemm::Variant::kBf16Pingpong64x128SplitK;
 }
 
+// The variants that multiply on BF16 tensor cores (exact mode, and e4m3fnuz operands).
 bool variant_is_bf16(kfgemm::Variant v) {
   return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128 ||
          v == kfgemm::Variant::kBf16Pingpong64x128SplitK || v == kfgemm::Variant::kBf16Coop128x128 ||
-         v == kfgemm::Variant::kBf16Coop128x128Overlap;
+         v == kfgemm::Variant::kBf16Coop128x128Overlap || v == kfgemm::Variant::kFp8FewRowExact;
 }
 
 void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
@@ -420,6 +421,13 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
+  // Variant 19 converts e4m3fn operands to BF16 itself, so they stay FP8 here.
+  if (v == kfgemm::Variant::kFp8FewRowExact) {
+    TORCH_CHECK_VALUE(exact && kind_of(a) == kfgemm::Fp8Kind::kE4M3FN &&
+                          kind_of(b) == kfgemm::Fp8Kind::kE4M3FN,
+                      cat("variant ", kfgemm::variant_name(v), " runs exact mode on float8_e4m3fn operands: pass exact=True and e4m3fn a and b"));
+  }
+  const bool bf16_operands = bf16 && v != kfgemm::Variant::kFp8FewRowExact;
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
                     cat("swizzle must be 0 (the default, 1), 1, 2, 4 or 8, got ", swizzle));
   if (v == kfgemm::Variant::kFp8ClusterSplitK) {
@@ -430,7 +438,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
-  if (kfgemm::is_overlap_split(v) || v == kfgemm::Variant::kFp8FewRow) {
+  if (kfgemm::is_overlap_split(v) || v == kfgemm::Variant::kFp8FewRow ||
+      v == kfgemm::Variant::kFp8FewRowExact) {
     const int64_t kblocks = ceil_div(K, 128);
     TORCH_CHECK_VALUE(splits <= std::min<int64_t>(64, kblocks),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
@@ -456,10 +465,10 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
   } else {
-    ca = canonical_operand(a, M, bf16, &jobs[njobs], &need);
+    ca = canonical_operand(a, M, bf16_operands, &jobs[njobs], &need);
     njobs += need;
   }
-  Canonical cb = canonical_operand(b, Np, bf16, &jobs[njobs], &need, amn);
+  Canonical cb = canonical_operand(b, Np, bf16_operands, &jobs[njobs], &need, amn);
   njobs += need;
   // The hand-written kernel reads each thread's scales along K, two blocks ahead: with
   // row-major scales a 32-byte sector serves 8 blocks from L1, with the challenge's
