@@ -418,15 +418,15 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
     v = static_cast<kfgemm::Variant>(variant);
+    if (v == kfgemm::Variant::kFp8FewRowExact) {
+      TORCH_CHECK_VALUE(exact && kind_of(a) == kfgemm::Fp8Kind::kE4M3FN &&
+                            kind_of(b) == kfgemm::Fp8Kind::kE4M3FN,
+                        cat("variant ", kfgemm::variant_name(v), " runs exact mode on float8_e4m3fn operands: pass exact=True and e4m3fn a and b"));
+    }
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
-  // Variant 19 converts e4m3fn operands to BF16 itself, so they stay FP8 here.
-  if (v == kfgemm::Variant::kFp8FewRowExact) {
-    TORCH_CHECK_VALUE(exact && kind_of(a) == kfgemm::Fp8Kind::kE4M3FN &&
-                          kind_of(b) == kfgemm::Fp8Kind::kE4M3FN,
-                      cat("variant ", kfgemm::variant_name(v), " runs exact mode on float8_e4m3fn operands: pass exact=True and e4m3fn a and b"));
-  }
+  // Variant 19 converts e4m3fn operands itself, so they stay FP8 here.
   const bool bf16_operands = bf16 && v != kfgemm::Variant::kFp8FewRowExact;
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
                     cat("swizzle must be 0 (the default, 1), 1, 2, 4 or 8, got ", swizzle));
