@@ -1,7 +1,7 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
     compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py \
-        [all | v10 | amn | split | bf16]
+        [all | v10 | amn | split | bf16 | fewrow]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -36,13 +36,13 @@ failures = 0
 # explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12); "amn" runs
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
-# "split" runs its split-K builds (15, 16) alone; "bf16" its BF16 build (17) alone; "all"
-# runs all of them.
+# "split" runs its split-K builds (15, 16) alone; "bf16" its BF16 build (17) alone;
+# "fewrow" the few-row kernel (18; 19 in exact mode) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
             (9, 0), (17, 0)]
-EXACT = (3, 4, 8, 9, 17)  # the BF16 variants
+EXACT = (3, 4, 8, 9, 17, 19)  # the exact-mode variants
 if MODE == "all":
     VARIANTS += [(1, 0), (11, 0), (11, 1), (11, 2), (11, 8), (12, 0)]
 elif MODE == "v10":
@@ -68,7 +68,7 @@ cases = [
     (130, 576, 384, "k", "mn"),   # direct K-major A
     (33, 72, 7232, "k", "k"),     # long K, direct
 ]
-for m, n, k, am, bm in [] if MODE in ("amn", "split", "bf16") else cases:
+for m, n, k, am, bm in [] if MODE in ("amn", "split", "bf16", "fewrow") else cases:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     for exact in (False, True):
         check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
@@ -116,12 +116,20 @@ split_runs = [(304, 600, 1920, "mn", "mn", "col", SPLIT), (208, 100, 200, "mn", 
 bf16_runs = [(1100, 2100, 640, "k", "k", "row", (17,)),
              (1100, 2100, 512, "mn", "mn", "col", (17,)),
              (208, 100, 200, "mn", "k", "row", (17,))]
+# The few-row kernel (18; 19 converts each stage to FP16 in shared memory): tails in M,
+# N and K after a preparation launch, two tile rows of 128 (M = 130), uneven slices (3
+# of 8 blocks), and more tiles than SMs (134 of 64x128: the ring wraps across units).
+FEWROW = ((18, 0), (18, 1), (18, 3), (19, 0), (19, 1), (19, 3))
+fewrow_runs = [(17, 100, 200, "mn", "k", "row", FEWROW), (130, 576, 1024, "k", "mn", "col", FEWROW),
+               (64, 17152, 384, "k", "k", "row", ((18, 1), (19, 1)))]
 if MODE == "split":
     v10_runs = split_runs
 elif MODE == "bf16":
     v10_runs = bf16_runs
+elif MODE == "fewrow":
+    v10_runs = fewrow_runs
 elif MODE == "all":
-    v10_runs += split_runs + bf16_runs
+    v10_runs += split_runs + bf16_runs + fewrow_runs
 for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":

@@ -284,14 +284,21 @@ bool variant_is_overlap(kfgemm::Variant v) {
 // a_mn_major: A can be read MN-major in place (a_mn_major_ok). in_place: both operands
 // and both scale matrices are read as they are, so no preparation launch precedes the
 // GEMM.
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, int sm_count, int mem_gbs,
-                    bool a_mn_major, bool in_place) {
+Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands, int sm_count,
+                    int mem_gbs, bool a_mn_major, bool in_place) {
   using V = kfgemm::Variant;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
   const int64_t tiles64 = ceil_div(M, 64) * ceil_div(N, 128);
   const int64_t tiles128 = ceil_div(M, 128) * ceil_div(N, 128);
   if (bf16) {
+    // Few rows in exact mode on e4m3fn operands: the few-row kernel converting each FP8
+    // stage to FP16 in shared memory, which reads B once as FP8 instead of converting it
+    // in a pass and reading it back at twice the bytes (H100, interleaved, us, against
+    // the BF16 kernels the op took before: 64x2112x7168 39.2 vs 22.1, 64x7168x16384 235.7
+    // vs 85.6, 64x32768x512 37.2 vs 20.6, 128x4096x7168 74.0 vs 37.8, 128x24576x1536
+    // 88.4 vs 55.1; all 12 few-row DeepSeek-V3 shapes 1.3-2.8x; NOTES.md, v18).
+    if (fn_operands && M <= 128) return {V::kFp8FewRowExact, 0};
     if (small_output) {
       // BF16 k-blocks take twice as long: more slices pay off than for FP8.
       const int s = split_for(Kp, tiles64, M <= 128 ? 128 : 256);
@@ -412,15 +419,16 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   const bool a_mn = !bf16 && a_mn_major_ok(a);
   const bool in_place = !bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
                         scales_row_major(sa) && scales_row_major(sb);
+  const bool fn_operands =
+      kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
   const Choice choice =
-      pick_variant(M, N, K, bf16, props.sm_count, props.mem_gbs, a_mn, in_place);
+      pick_variant(M, N, K, bf16, fn_operands, props.sm_count, props.mem_gbs, a_mn, in_place);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
     v = static_cast<kfgemm::Variant>(variant);
     if (v == kfgemm::Variant::kFp8FewRowExact) {
-      TORCH_CHECK_VALUE(exact && kind_of(a) == kfgemm::Fp8Kind::kE4M3FN &&
-                            kind_of(b) == kfgemm::Fp8Kind::kE4M3FN,
+      TORCH_CHECK_VALUE(exact && fn_operands,
                         cat("variant ", kfgemm::variant_name(v), " runs exact mode on float8_e4m3fn operands: pass exact=True and e4m3fn a and b"));
     }
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
