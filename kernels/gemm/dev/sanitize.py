@@ -118,9 +118,11 @@ bf16_runs = [(1100, 2100, 640, "k", "k", "row", (17,)),
              (208, 100, 200, "mn", "k", "row", (17,))]
 # The few-row kernel (18; 19 converts each stage to FP16 in shared memory): tails in M,
 # N and K after a preparation launch, two tile rows of 128 (M = 130), uneven slices (3
-# of 8 blocks), and more tiles than SMs (134 of 64x128: the ring wraps across units).
+# of 8 blocks), the stage ring wrapping within a unit (16 blocks) and across units (134
+# tiles of 64x128 on 132 SMs).
 FEWROW = ((18, 0), (18, 1), (18, 3), (19, 0), (19, 1), (19, 3))
 fewrow_runs = [(17, 100, 200, "mn", "k", "row", FEWROW), (130, 576, 1024, "k", "mn", "col", FEWROW),
+               (40, 300, 2048, "k", "k", "row", FEWROW),
                (64, 17152, 384, "k", "k", "row", ((18, 1), (19, 1)))]
 if MODE == "split":
     v10_runs = split_runs

@@ -15,11 +15,10 @@
 //  - one CTA per SM with a ring of 8 (64-row tiles) or 6 (128-row) stages of A and B:
 //    about 190 KB in flight per SM; the producer warp runs on into the next unit's
 //    blocks while the consumers finish a unit;
-//  - the producer warp's lanes copy each block's scales (any layout) into the stage with
-//    cp.async, completing on the stage's barrier with the TMA bytes: the consumers never
-//    wait on a global load (reading them from global memory one block ahead, as a first
-//    version did, left the L2 latency exposed every block and ran 20% slower than
-//    CUTLASS's ping-pong kernel on the same tiles);
+//  - block scales (any layout) read by the consumers from global memory one block ahead
+//    of their use (copying them into each stage by cp.async from the producer warp was
+//    up to 8% faster on long K in fast mode, but compute-sanitizer's racecheck reports
+//    the slots' reuse across the ring; NOTES.md, v18);
 //  - consumers: two warp groups per 64 rows, one per 64-column half of the tile (wgmma
 //    m64n64k32); with 64-row tiles each alternates between two temporaries so that a
 //    block's scale promotion runs while the next block's MMAs do (with 128-row tiles the
@@ -75,11 +74,8 @@ struct Config {
   static constexpr uint32_t kSubA = kBlockM * 128, kSubB = kBlockN * 128;
   static constexpr uint32_t kStagingBytes = kExact ? 2 * (kSubA + kSubB) : 0;
   static constexpr int kStages = static_cast<int>((kRingBytes - kStagingBytes) / kStageBytes);
-  // Per stage: the block's A scales (one per tile row) and its B scale.
-  static constexpr int kScaleFloats = kBlockM + 4;
-  static constexpr size_t kSmemBytes = kStages * kStageBytes + kStagingBytes +
-                                       2 * kStages * sizeof(uint64_t) +
-                                       kStages * kScaleFloats * sizeof(float) + 1024;
+  static constexpr size_t kSmemBytes =
+      kStages * kStageBytes + kStagingBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
   static_assert(kStageBytes % 1024 == 0 && kTileA % 1024 == 0, "1024-byte aligned tiles");
 };
@@ -98,17 +94,6 @@ struct Params : ProblemParams {
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
 };
-
-// 4 bytes from global to shared memory, asynchronously.
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const float* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
-
-// One arrival on `bar` once this thread's earlier cp.async copies have landed (counted in
-// the barrier's arrival count: .noinc).
-__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
 
 __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -163,9 +148,6 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return base + s * C::kStageBytes; };
   auto tile_b = [&](int s) { return base + s * C::kStageBytes + C::kTileA; };
-  const uint32_t scales = bars + 2 * kStages * sizeof(uint64_t);
-  auto scale_slot = [&](int s) { return scales + s * C::kScaleFloats * 4; };
-  const float* scale_mem = reinterpret_cast<const float*>(smem_raw + (scales - smem_u32(smem_raw)));
 
   const int tiles_m = (p.m + C::kBlockM - 1) / C::kBlockM;
   const int tiles = tiles_m * ((p.n + kBlockN - 1) / kBlockN);
@@ -176,7 +158,7 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(s), 1 + 32);  // the TMA issue (plus its bytes), each lane's scales
+      mbar_init(full_bar(s), 1);                    // the TMA issue (plus its bytes)
       mbar_init(empty_bar(s), C::kConsumers / 32);  // one arrival per consumer warp
     }
     mbar_init_fence();
@@ -202,42 +184,26 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   };
 
   if (warp_group == C::kConsumerGroups) {
-    // Producer warp: lane 0 issues the TMA loads of every block of the CTA's units as
-    // stages free up; every lane copies its share of the block's scales.
-    const int lane = threadIdx.x % 32;
-    constexpr int kRowsPerLane = C::kBlockM / 32;
-    int stage = 0;
-    uint32_t phase = 0;
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
-      const Unit w = unit_at(u);
-      // Rows past M compute on TMA's zero fill; their scales are read from the last row.
-      const float* pa[kRowsPerLane];
-#pragma unroll
-      for (int i = 0; i < kRowsPerLane; ++i) {
-        pa[i] = p.sfa + static_cast<int64_t>(min(w.m0 + lane + 32 * i, p.m - 1)) * p.sfa_stride_m;
-      }
-      const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n;
-      for (int kb = w.kb0; kb < w.kb1; ++kb) {
-        mbar_wait(empty_bar(stage), phase ^ 1);
-        if (lane == 0) {
+    // Producer warp: one thread issues the TMA loads of every block of the CTA's units as
+    // stages free up.
+    if (threadIdx.x % 32 == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const Unit w = unit_at(u);
+        for (int kb = w.kb0; kb < w.kb1; ++kb) {
+          mbar_wait(empty_bar(stage), phase ^ 1);
           mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
-          cp_async_4(scale_slot(stage) + 4 * C::kBlockM, pb + static_cast<int64_t>(kb) * p.sfb_stride_k);
-        }
-#pragma unroll
-        for (int i = 0; i < kRowsPerLane; ++i) {
-          cp_async_4(scale_slot(stage) + 4 * (lane + 32 * i),
-                     pa[i] + static_cast<int64_t>(kb) * p.sfa_stride_k);
-        }
-        cp_async_arrive(full_bar(stage));
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
         }
       }
     }
-    asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
+    __syncwarp();
     return;
   }
 
@@ -261,16 +227,31 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     // stage and scales.
     int cur_stage = 0, prev_stage = 0;
     float cur_lo = 0.0f, cur_hi = 0.0f, prev_lo = 0.0f, prev_hi = 0.0f;
+    // Block scales from global memory (any layout), loaded one block ahead of their use.
+    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+    const float* pa_lo = p.sfa + static_cast<int64_t>(min(w.m0 + row, p.m - 1)) * p.sfa_stride_m +
+                         static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
+    const float* pa_hi = p.sfa + static_cast<int64_t>(min(w.m0 + row + 8, p.m - 1)) * p.sfa_stride_m +
+                         static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
+    const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n +
+                      static_cast<int64_t>(w.kb0) * p.sfb_stride_k;
+    float na_lo = __ldg(pa_lo), na_hi = __ldg(pa_hi), nb = __ldg(pb);
+    int left = w.kb1 - w.kb0;  // blocks not yet issued
     auto issue = [&](float(&tc)[kAcc]) {
       prev_stage = cur_stage;
       prev_lo = cur_lo;
       prev_hi = cur_hi;
+      cur_lo = na_lo * nb;
+      cur_hi = na_hi * nb;
+      if (--left > 0) {
+        pa_lo += p.sfa_stride_k;
+        pa_hi += p.sfa_stride_k;
+        pb += p.sfb_stride_k;
+        na_lo = __ldg(pa_lo);
+        na_hi = __ldg(pa_hi);
+        nb = __ldg(pb);
+      }
       mbar_wait(full_bar(stage), phase);
-      // The block's scales, read before its stage is released.
-      const float* sc = scale_mem + stage * C::kScaleFloats;
-      const float sb = sc[C::kBlockM];
-      cur_lo = sc[row] * sb;
-      cur_hi = sc[row + 8] * sb;
       cur_stage = stage;
       if constexpr (kExact) {
         // Every warp group is done with the previous block's FP16 copy (its MMAs waited
