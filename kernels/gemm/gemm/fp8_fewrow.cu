@@ -53,8 +53,7 @@ using namespace kfgemm::sm90;
 constexpr int kBlockN = 128;
 constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
 constexpr int kMaxSplits = 64;
-constexpr size_t kRingBytes = 200 * 1024;  // fast mode's stages
-constexpr size_t kExactBytes = 224 * 1024;  // exact mode's stages and FP16 copies
+constexpr size_t kRingBytes = 200 * 1024;
 
 // kGroups: tiles of 64 * kGroups rows, two consumer warp groups per 64 rows. kExact: the
 // FP8 stages are converted to FP16 in shared memory and multiplied on FP16 tensor cores.
@@ -63,18 +62,18 @@ struct Config {
   static constexpr int kBlockM = 64 * kGroups;
   static constexpr int kConsumerGroups = 2 * kGroups;
   static constexpr int kConsumers = 128 * kConsumerGroups;
+  // Two temporaries per thread (block k's MMAs overlapping block k-1's promotion) fit the
+  // registers of 288 threads, not of 544 (ptxas gives those 96 each and spills).
+  static constexpr bool kOverlap = kGroups == 1 && !kExact;
   static constexpr int kThreads = kConsumers + 32;  // + the producer warp
   static constexpr uint32_t kTileA = kBlockM * kBlockK;
   static constexpr uint32_t kTileB = kBlockN * kBlockK;
   static constexpr uint32_t kStageBytes = kTileA + kTileB;
-  // Exact mode: two FP16 copies of a block of A and B (one converted while the other is
-  // multiplied), each row's 128 elements in two 128-byte sub-tiles (elements 0-63, then
-  // 64-127), the layout 16-bit wgmma reads.
+  // Exact mode: one block of A and B as FP16, each row's 128 elements in two 128-byte
+  // sub-tiles (elements 0-63, then 64-127), the layout 16-bit wgmma reads.
   static constexpr uint32_t kSubA = kBlockM * 128, kSubB = kBlockN * 128;
-  static constexpr uint32_t kCopyBytes = 2 * (kSubA + kSubB);
-  static constexpr uint32_t kStagingBytes = kExact ? 2 * kCopyBytes : 0;
-  static constexpr int kStages =
-      static_cast<int>(((kExact ? kExactBytes : kRingBytes) - kStagingBytes) / kStageBytes);
+  static constexpr uint32_t kStagingBytes = kExact ? 2 * (kSubA + kSubB) : 0;
+  static constexpr int kStages = static_cast<int>((kRingBytes - kStagingBytes) / kStageBytes);
   static constexpr size_t kSmemBytes =
       kStages * kStageBytes + kStagingBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
@@ -115,20 +114,20 @@ __device__ __forceinline__ void convert_stage(uint32_t src_a, uint32_t src_b, ui
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                  : "r"(src));
+    uint32_t o[8];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+          static_cast<__nv_fp8x2_storage_t>(w[q / 2] >> (16 * (q % 2))), __NV_E4M3);
+      o[q] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+    }
     // K elements 16c..16c+15: sub-tile c / 4, logical 16-byte chunks 2 (c % 4) and the next.
     const uint32_t row_base = (is_a ? dst_a + (c / 4) * C::kSubA : dst_b + (c / 4) * C::kSubB) + r * 128;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      uint32_t o[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const __half2_raw v = __nv_cvt_fp8x2_to_halfraw2(
-            static_cast<__nv_fp8x2_storage_t>(w[2 * h + q / 2] >> (16 * (q % 2))), __NV_E4M3);
-        o[q] = static_cast<uint32_t>(v.x) | (static_cast<uint32_t>(v.y) << 16);
-      }
       const uint32_t dst = row_base + (((2 * (c % 4) + h) ^ (r & 7)) << 4);
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(o[0]), "r"(o[1]),
-                   "r"(o[2]), "r"(o[3])
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(o[4 * h]),
+                   "r"(o[4 * h + 1]), "r"(o[4 * h + 2]), "r"(o[4 * h + 3])
                    : "memory");
     }
   }
@@ -143,7 +142,7 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const uint32_t staging_a = base + kStages * C::kStageBytes;
-  const uint32_t staging_b = staging_a + 2 * C::kSubA;  // (copy 0; copy 1 is kCopyBytes on)
+  const uint32_t staging_b = staging_a + 2 * C::kSubA;
   const uint32_t bars = staging_a + C::kStagingBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
@@ -254,14 +253,36 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       }
       mbar_wait(full_bar(stage), phase);
       cur_stage = stage;
-      fence_regs(tc);
-      cute::warpgroup_arrive();
+      if constexpr (kExact) {
+        // Every warp group is done with the previous block's FP16 copy (its MMAs waited
+        // for) before it is overwritten; the copy is complete, and visible to the tensor
+        // cores, before any MMA reads it. The FP8 stage is free once converted.
+        named_barrier(1, C::kConsumers);
+        convert_stage<C>(tile_a(stage), tile_b(stage), staging_a, staging_b,
+                         static_cast<int>(threadIdx.x));
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        named_barrier(1, C::kConsumers);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar(stage));
+        fence_regs(tc);
+        cute::warpgroup_arrive();
 #pragma unroll
-      for (int kk = 0; kk < kBlockK / 32; ++kk) {
-        mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk, tc,
-                 kk > 0);
+        for (int kk = 0; kk < kBlockK / 16; ++kk) {
+          const uint32_t h = kk / 4, j = kk % 4;
+          mma<Mma16>(desc_sa + h * (C::kSubA >> 4) + 2 * j, desc_sb + h * (C::kSubB >> 4) + 2 * j,
+                       tc, kk > 0);
+        }
+        cute::warpgroup_commit_batch();
+      } else {
+        fence_regs(tc);
+        cute::warpgroup_arrive();
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / 32; ++kk) {
+          mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk,
+                   tc, kk > 0);
+        }
+        cute::warpgroup_commit_batch();
       }
-      cute::warpgroup_commit_batch();
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
@@ -272,65 +293,13 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     auto finish = [&](const float(&tp)[kAcc], int st, float s_lo, float s_hi) {
 #pragma unroll
       for (int j = 0; j < kAcc; ++j) acc[j] = fmaf(tp[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_bar(st));
-    };
-    if constexpr (kExact) {
-      // Block i is multiplied from FP16 copy i % 2 while block i + 1 is converted into the
-      // other copy. One barrier per block: after it, every warp group's MMAs of block i
-      // are done (its copy may be overwritten) and the conversion of block i + 1 is
-      // complete and visible to the tensor cores (its FP8 stage is free).
-      int conv_stage = 0;
-      auto convert_next = [&](int copy) {
-        mbar_wait(full_bar(stage), phase);
-        convert_stage<C>(tile_a(stage), tile_b(stage), staging_a + copy * C::kCopyBytes,
-                         staging_b + copy * C::kCopyBytes, static_cast<int>(threadIdx.x));
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        conv_stage = stage;
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-      };
-      auto release_converted = [&] {
+      if constexpr (!kExact) {  // (exact mode released it after the conversion)
         __syncwarp();
-        if (lane == 0) mbar_arrive(empty_bar(conv_stage));
-      };
-      const int n = w.kb1 - w.kb0;
-      convert_next(0);
-      named_barrier(1, C::kConsumers);
-      release_converted();
-      for (int i = 0; i < n; ++i) {
-        const uint32_t copy = static_cast<uint32_t>(i & 1) * (C::kCopyBytes >> 4);
-        const float s_lo = na_lo * nb, s_hi = na_hi * nb;
-        if (i + 1 < n) {
-          pa_lo += p.sfa_stride_k;
-          pa_hi += p.sfa_stride_k;
-          pb += p.sfb_stride_k;
-          na_lo = __ldg(pa_lo);
-          na_hi = __ldg(pa_hi);
-          nb = __ldg(pb);
-        }
-        fence_regs(t0);
-        cute::warpgroup_arrive();
-#pragma unroll
-        for (int kk = 0; kk < kBlockK / 16; ++kk) {
-          const uint32_t h = kk / 4, j = kk % 4;
-          mma<Mma16>(desc_sa + copy + h * (C::kSubA >> 4) + 2 * j,
-                     desc_sb + copy + h * (C::kSubB >> 4) + 2 * j, t0, kk > 0);
-        }
-        cute::warpgroup_commit_batch();
-        if (i + 1 < n) convert_next((i + 1) & 1);
-        cute::warpgroup_wait<0>();
-        fence_regs(t0);
-        named_barrier(1, C::kConsumers);
-        if (i + 1 < n) release_converted();
-#pragma unroll
-        for (int j = 0; j < kAcc; ++j) acc[j] = fmaf(t0[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
+        if (lane == 0) mbar_arrive(empty_bar(st));
       }
-    } else if constexpr (kGroups == 1) {
-      // Two temporaries: block kb's MMAs run while block kb - 1 is promoted. (They fit the
-      // registers of 288 threads, not of 544: ptxas gives those 96 each and spills.)
+    };
+    if constexpr (C::kOverlap) {
+      // Two temporaries: block kb's MMAs run while block kb - 1 is promoted.
       auto step = [&](float(&tc)[kAcc], float(&tp)[kAcc]) {
         issue(tc);
         cute::warpgroup_wait<1>();
