@@ -64,12 +64,9 @@ def configurations(gk, m, n, k, challenge):
         fns.append((label, lambda e=e, v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, e, v, s, z)))
     fns.append(("cuBLASLt", bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb)))
     if STREAM:  # reading B once, the few-row shapes' floor (stream_floor.py)
-        from stream_floor import streaming_read, tile_read
+        from stream_floor import streaming_read
 
         fns.append(("read B", streaming_read(b)["8x2048"]))
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        slices = max(1, min(sms // -(-n // 128), -(-k // 128)))
-        fns.append(("tile-read B", tile_read(b, slices)))
     return fns
 
 
@@ -78,7 +75,7 @@ def main() -> int:
     specs = sys.argv[1:] or ["nt:4096x7168x16384", "nt:4096x4096x7168"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
     labels = (["op's choice", "op's choice, exact"] + [c[0] for c in CONFIGS] + ["cuBLASLt"] +
-              (["read B", "tile-read B"] if STREAM else []))
+              (["read B"] if STREAM else []))
     print("| shape | " + " | ".join(labels) + " |")
     print("|---" * (len(labels) + 1) + "|")
     for spec in specs:

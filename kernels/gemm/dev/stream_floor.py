@@ -57,46 +57,6 @@ def streaming_read(x: torch.Tensor):
     return fns
 
 
-@functools.cache
-def _tile_read_kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def tile_read(src, dst, rows, row_words, blocks, splits, TILE: tl.constexpr,
-                  WORDS: tl.constexpr):
-        # Program p: tile p % tiles (TILE rows) over K slice p // tiles, read as the GEMM
-        # kernels read B: TILE rows x 128 bytes per K block.
-        pid = tl.program_id(0)
-        tiles = tl.cdiv(rows, TILE)
-        t = pid % tiles
-        s = pid // tiles
-        r = t * TILE + tl.arange(0, TILE)
-        kb0 = s * blocks // splits
-        kb1 = (s + 1) * blocks // splits
-        acc = tl.zeros([TILE, WORDS], dtype=tl.int32)
-        for kb in range(kb0, kb1):
-            c = kb * WORDS + tl.arange(0, WORDS)
-            ptr = src + r[:, None].to(tl.int64) * row_words + c[None, :]
-            acc ^= tl.load(ptr, mask=(r[:, None] < rows) & (c[None, :] < row_words), other=0)
-        tl.store(dst + pid, tl.xor_sum(tl.xor_sum(acc, axis=1), axis=0))
-
-    return tile_read
-
-
-def tile_read(x: torch.Tensor, splits: int):
-    """A read of x (N, K) bytes in the GEMM kernels' order: one program per (128-row tile,
-    K slice of whole 128-byte blocks), each walking its slice one block at a time."""
-    kernel = _tile_read_kernel()
-    words = x.contiguous().view(torch.int32)
-    rows, row_words = words.shape
-    blocks = -(-row_words // 32)
-    grid = -(-rows // 128) * splits
-    dst = torch.empty(grid, dtype=torch.int32, device=x.device)
-    return lambda: kernel[(grid,)](words, dst, rows, row_words, blocks, splits, TILE=128,
-                                   WORDS=32, num_warps=8)
-
-
 def main() -> int:
     gk = bench_mod.load_kernel()
     specs = sys.argv[1:] or ["nt:64x32768x512", "nt:64x7168x16384"]
