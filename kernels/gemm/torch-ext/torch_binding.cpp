@@ -297,9 +297,11 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands
     // in a pass and reading it back at twice the bytes (H100, interleaved, us, against
     // the BF16 kernels the op took before: 64x2112x7168 39.2 vs 21.8, 64x7168x16384 235.7
     // vs 88.4, 64x32768x512 37.2 vs 21.4, 128x4096x7168 74.0 vs 38.2, 128x24576x1536
-    // 88.4 vs 57.3; all 12 few-row DeepSeek-V3 shapes 1.3-2.7x; beyond 128 rows it loses
-    // on some shapes, e.g. 512x2112x7168 77.3 vs 113.0; NOTES.md, v18).
-    if (fn_operands && M <= 128) return {V::kFp8FewRowExact, 0};
+    // 88.4 vs 57.3; all 12 few-row DeepSeek-V3 shapes 1.3-2.7x; with 192 and 256 rows
+    // 1.0-1.6x on 11 shapes, e.g. 256x4096x7168 94.8 vs 62.8, 192x7168x16384 310.8 vs
+    // 239.2; with more it loses: 384x4096x7168 98.8 vs 116.8, 512x2112x7168 77.3 vs
+    // 113.0; NOTES.md, v18).
+    if (fn_operands && M <= 256) return {V::kFp8FewRowExact, 0};
     if (small_output) {
       // BF16 k-blocks take twice as long: more slices pay off than for FP8.
       const int s = split_for(Kp, tiles64, M <= 128 ? 128 : 256);
