@@ -1,4 +1,4 @@
-// FP8 block-scaled GEMM for few-row problems (decode: M up to 128), built to stream B
+// FP8 block-scaled GEMM for few-row problems (decode: M up to a few hundred), built to stream B
 // like a plain read:
 //
 //   D[m, n] = sum_k A[m, k] B[n, k] sfa[m, k/128] sfb[n/128, k/128]
