@@ -22,16 +22,20 @@
 //  - consumers: two warp groups per 64 rows, one per 64-column half of the tile (wgmma
 //    m64n64k32); with 64-row tiles each alternates between two temporaries so that a
 //    block's scale promotion runs while the next block's MMAs do (with 128-row tiles the
-//    544 threads' registers hold one temporary). With the loads alone the kernel is
-//    within 0.8-1.6 us of a streaming read; the compute path of a first version (one warp
-//    group per 64 rows, m64n128, waiting for each block's MMAs before its promotion)
-//    added 1.6-2.8 us, most of it draining the stages that arrive together at the end;
+//    544 threads' registers hold one temporary);
 //  - exact mode (variant 19): the consumers convert each FP8 stage into an FP16 copy in
 //    shared memory and multiply that on FP16 tensor cores (exact products, FP32
 //    accumulation, as the BF16 kernels); no conversion pass, and B is read once as FP8;
 //  - epilogue: one slice writes the bf16 tile directly; with several, FP32 partial planes
 //    summed in slice order by reduce_splits (a programmatic dependent: its CTAs are
 //    resident and waiting before this grid ends).
+//
+// Status (NOTES.md, v18): in fast mode (variant 18) it is as fast as CUTLASS's kernels
+// at best, not faster, so the op does not pick it. With the loads alone it runs within
+// 0.8-1.6 us of a streaming read; the MMAs, promotion and epilogue add 1.6-2.8 us
+// whatever the consumers' speed (halving their work changed nothing), and the slices'
+// sum ends 2.4 us after it. In exact mode (variant 19) the op runs it up to 256 rows:
+// 1.3-2.7x faster than converting the operands in a pass and running the BF16 kernels.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros, n a multiple of 8. TMA fills rows and
@@ -40,8 +44,9 @@
 
 #include <cstdint>
 
+#include <cuda_fp8.h>
+
 #include "cute/arch/mma_sm90_gmma.hpp"
-#include "fp8_convert.cuh"
 #include "gemm_api.h"
 #include "sm90_ptx.cuh"
 
