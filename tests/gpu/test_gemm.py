@@ -508,7 +508,7 @@ def test_cluster_splitk_kernel(gemm_kernel, m, n, k, splits, layout):
 @pytest.mark.parametrize("variant", [18, 19])
 def test_fewrow_kernel(gemm_kernel, m, n, k, splits, layout, variant):
     """The few-row streaming kernel (variant 18; 19 in exact mode, converting each FP8
-    stage to BF16 in shared memory): 64-row tiles (M <= 64) and 128-row ones, several
+    stage to FP16 in shared memory): 64-row tiles (M <= 64) and 128-row ones, several
     tile rows (M > 128), tails in every dimension, uneven slices (7 of 57 blocks), one
     slice per block (64, capped at K's block count), its own slice count (0), no split (1:
     bf16 written directly), more tiles than SMs (64x32768: 256, persistent CTAs), any

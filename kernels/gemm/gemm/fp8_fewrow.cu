@@ -41,10 +41,9 @@
 // pitches, k padded to a multiple of 16 with zeros, n a multiple of 8. TMA fills rows and
 // columns past the ends with zeros.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
-
-#include <cuda_fp8.h>
 
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
@@ -337,42 +336,35 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     }
     // Column group j holds columns 8j + 2 (lane % 4) + {0, 1} of the half; n is a
     // multiple of 8, so a pair is inside or outside together.
+    // Stored as bf16 pairs into the output, or as float pairs into the slice's plane.
     const int r_lo = w.m0 + row, r_hi = r_lo + 8;
     const int c0 = w.n0 + cols_half * 64 + 2 * (lane % 4);
+    auto store = [&](auto* out, int64_t pitch, auto pack) {
+      using Pair = decltype(pack(0.0f, 0.0f));
+#pragma unroll
+      for (int j = 0; j < kAcc / 4; ++j) {
+        const int col = c0 + 8 * j;
+        if (col >= p.n) continue;
+        if (r_lo < p.m) {
+          *reinterpret_cast<Pair*>(out + r_lo * pitch + col) = pack(acc[4 * j], acc[4 * j + 1]);
+        }
+        if (r_hi < p.m) {
+          *reinterpret_cast<Pair*>(out + r_hi * pitch + col) = pack(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+      }
+    };
     if (p.splits == 1) {
-#pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j) {
-        const int col = c0 + 8 * j;
-        if (col >= p.n) continue;
-        if (r_lo < p.m) {
-          *reinterpret_cast<__nv_bfloat162*>(p.d + static_cast<int64_t>(r_lo) * p.ldd + col) =
-              __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
-        }
-        if (r_hi < p.m) {
-          *reinterpret_cast<__nv_bfloat162*>(p.d + static_cast<int64_t>(r_hi) * p.ldd + col) =
-              __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
-        }
-      }
+      store(p.d, p.ldd, [](float x, float y) { return __floats2bfloat162_rn(x, y); });
     } else {
-      float* plane = p.partials + static_cast<int64_t>(w.slice) * p.m * p.n;
-#pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j) {
-        const int col = c0 + 8 * j;
-        if (col >= p.n) continue;
-        if (r_lo < p.m) {
-          *reinterpret_cast<float2*>(plane + static_cast<int64_t>(r_lo) * p.n + col) =
-              make_float2(acc[4 * j], acc[4 * j + 1]);
-        }
-        if (r_hi < p.m) {
-          *reinterpret_cast<float2*>(plane + static_cast<int64_t>(r_hi) * p.n + col) =
-              make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-        }
-      }
+      store(p.partials + static_cast<int64_t>(w.slice) * p.m * p.n, static_cast<int64_t>(p.n),
+            [](float x, float y) { return make_float2(x, y); });
     }
   }
 }
 
 int groups_for(int m) { return m <= 64 ? 1 : 2; }
+
+int sms_of(const GemmArgs& g) { return g.sm_count > 0 ? g.sm_count : 132; }
 
 int tiles_for(const GemmArgs& g) {
   const int bm = 64 * groups_for(g.m);
@@ -385,7 +377,7 @@ int splits_for(const GemmArgs& g) {
   const int kblocks = (g.k + kBlockK - 1) / kBlockK;
   if (g.splits > 0) return g.splits;
   const int tiles = tiles_for(g);
-  const int sms = g.sm_count > 0 ? g.sm_count : 132;
+  const int sms = sms_of(g);
   int s = tiles >= sms ? 1 : sms / tiles;
   if (s > kblocks) s = kblocks;
   if (s > kMaxSplits) s = kMaxSplits;
@@ -413,9 +405,8 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
   }
   const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
   const int64_t units = static_cast<int64_t>(tiles_for(g)) * splits;
-  const int sms = g.sm_count > 0 ? g.sm_count : 132;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(units < sms ? units : sms));
+  cfg.gridDim = dim3(static_cast<unsigned>(units < sms_of(g) ? units : sms_of(g)));
   cfg.blockDim = dim3(C::kThreads);
   cfg.dynamicSmemBytes = C::kSmemBytes;
   cfg.stream = stream;
@@ -430,12 +421,6 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
   }
   return Status::kOk;
 }
-
-}  // namespace
-}  // namespace kfgemm::fewrow
-
-namespace kfgemm::fewrow {
-namespace {
 
 template <bool kExact>
 Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {

@@ -387,7 +387,8 @@ bool variant_is_split_k(kfgemm::Variant v) {
          v == kfgemm::Variant::kBf16Pingpong64x128SplitK;
 }
 
-// The variants that multiply on BF16 tensor cores (exact mode, and e4m3fnuz operands).
+// The variants of exact mode (and of e4m3fnuz operands): 16-bit tensor cores, BF16
+// operands prepared by the op, except variant 19, which converts e4m3fn ones itself.
 bool variant_is_bf16(kfgemm::Variant v) {
   return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128 ||
          v == kfgemm::Variant::kBf16Pingpong64x128SplitK || v == kfgemm::Variant::kBf16Coop128x128 ||
