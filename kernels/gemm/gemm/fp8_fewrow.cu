@@ -12,9 +12,9 @@
 //    length (uneven allowed), as many slices as fill the SMs with one unit each
 //    (64x2112x7168: 17 tiles x 7 slices = 119 units), or one slice and every SM
 //    persistent over several tiles;
-//  - one CTA per SM with a ring of 8 (64-row tiles) or 6 (128-row) stages of A and B:
-//    about 190 KB in flight per SM; the producer warp runs on into the next unit's
-//    blocks while the consumers finish a unit;
+//  - one CTA per SM with a ring of 8 (64-row tiles; 7 in exact mode) or 6 (128-row)
+//    stages of A and B: about 170-190 KB in flight per SM; the producer warp runs on into
+//    the next unit's blocks while the consumers finish a unit;
 //  - block scales (any layout) read by the consumers from global memory one block ahead
 //    of their use (copying them into each stage by cp.async from the producer warp was
 //    up to 8% faster on long K in fast mode, but compute-sanitizer's racecheck reports
@@ -23,9 +23,12 @@
 //    m64n64k32); with 64-row tiles each alternates between two temporaries so that a
 //    block's scale promotion runs while the next block's MMAs do (with 128-row tiles the
 //    544 threads' registers hold one temporary);
-//  - exact mode (variant 19): the consumers convert each FP8 stage into an FP16 copy in
-//    shared memory and multiply that on FP16 tensor cores (exact products, FP32
-//    accumulation, as the BF16 kernels); no conversion pass, and B is read once as FP8;
+//  - exact mode (variant 19), 64-row tiles: each consumer warp group loads its 64 rows
+//    of B from the FP8 stage straight into FP16 wgmma fragments (the register operand),
+//    and all consumers convert the block of A into an FP16 copy in shared memory (the
+//    other operand): FP16 tensor cores (exact products, FP32 accumulation, as the BF16
+//    kernels), no conversion pass, and B read once as FP8. Block k's MMAs run while
+//    block k+1 is converted;
 //  - epilogue: one slice writes the bf16 tile directly; with several, FP32 partial planes
 //    summed in slice order by reduce_splits (a programmatic dependent: its CTAs are
 //    resident and waiting before this grid ends).
@@ -34,8 +37,9 @@
 // at best, not faster, so the op does not pick it. With the loads alone it runs within
 // 0.8-1.6 us of a streaming read; the MMAs, promotion and epilogue add 1.6-2.8 us
 // whatever the consumers' speed (halving their work changed nothing), and the slices'
-// sum ends 2.4 us after it. In exact mode (variant 19) the op runs it up to 256 rows:
-// 1.3-2.7x faster than converting the operands in a pass and running the BF16 kernels.
+// sum ends 2.4 us after it. In exact mode (variant 19) the op runs it up to 256 rows;
+// B in registers made it 1.0-1.5x faster than converting both operands into FP16 copies
+// in shared memory (v18's build, 1.3-2.7x faster than the BF16 kernels; NOTES.md, v19).
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros, n a multiple of 8. TMA fills rows and
@@ -59,25 +63,42 @@ constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
 constexpr int kMaxSplits = 64;
 constexpr size_t kRingBytes = 200 * 1024;
 
-// kGroups: tiles of 64 * kGroups rows, two consumer warp groups per 64 rows. kExact: the
-// FP8 stages are converted to FP16 in shared memory and multiplied on FP16 tensor cores.
+// kGroups: tiles of 64 * kGroups rows, two consumer warp groups per 64 rows. kExact:
+// exact mode on FP16 tensor cores (64-row tiles only): B converted in registers, A into
+// FP16 copies in shared memory (register_exact_consumers).
 template <int kGroups, bool kExact>
 struct Config {
+  static_assert(!kExact || kGroups == 1, "exact mode takes 64-row tiles");
   static constexpr int kBlockM = 64 * kGroups;
   static constexpr int kConsumerGroups = 2 * kGroups;
   static constexpr int kConsumers = 128 * kConsumerGroups;
   // Two temporaries per thread (block k's MMAs overlapping block k-1's promotion) fit the
   // registers of 288 threads, not of 544 (ptxas gives those 96 each and spills).
   static constexpr bool kOverlap = kGroups == 1 && !kExact;
-  static constexpr int kThreads = kConsumers + 32;  // + the producer warp
+  // + the producer warp; in exact mode a whole producer warp group, which gives its
+  // registers to the consumers (setmaxnreg: the fragments of two blocks, two temporaries
+  // and the accumulator need more than the 168 a 384-thread launch holds; below that
+  // ptxas serializes the wgmmas).
+  static constexpr int kThreads = kConsumers + (kExact ? 128 : 32);
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(!kExact || 128 * kProducerRegs + kConsumers * kConsumerRegs <= kThreads * 168,
+                "setmaxnreg asks for more registers than the launch holds");
   static constexpr uint32_t kTileA = kBlockM * kBlockK;
   static constexpr uint32_t kTileB = kBlockN * kBlockK;
   static constexpr uint32_t kStageBytes = kTileA + kTileB;
-  // Exact mode: one block of A and B as FP16, each row's 128 elements in two 128-byte
-  // sub-tiles (elements 0-63, then 64-127), the layout 16-bit wgmma reads.
-  static constexpr uint32_t kSubA = kBlockM * 128, kSubB = kBlockN * 128;
-  static constexpr uint32_t kStagingBytes = kExact ? 2 * (kSubA + kSubB) : 0;
-  static constexpr int kStages = static_cast<int>((kRingBytes - kStagingBytes) / kStageBytes);
+  // Exact mode: three FP16 copies of A's block (block k+1 is written while block k's
+  // MMAs read its copy and block k-1's may still read the third), each row's 128
+  // elements in two 128-byte sub-tiles (elements 0-63, then 64-127), the layout 16-bit
+  // wgmma reads; with each copy a slot of the block's scales.
+  static constexpr uint32_t kSubA = kBlockM * 128;
+  static constexpr int kCopies = 3;
+  static constexpr uint32_t kStagingBytes = kExact ? kCopies * (2 * kSubA + kBlockM * 4) : 0;
+  // Fast mode keeps about 200 KB of stages; exact mode as many as fit beside its copies,
+  // up to 8.
+  static constexpr int kFastStages = static_cast<int>(kRingBytes / kStageBytes);
+  static constexpr int kExactStages =
+      static_cast<int>((227 * 1024 - 1024 - kStagingBytes - 16 * 8) / kStageBytes);
+  static constexpr int kStages = !kExact ? kFastStages : (kExactStages < 8 ? kExactStages : 8);
   static constexpr size_t kSmemBytes =
       kStages * kStageBytes + kStagingBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one SM");
@@ -85,11 +106,11 @@ struct Config {
 };
 
 using Mma = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>;
-// Exact mode multiplies FP16 copies: every e4m3fn value is exact in FP16 as in BF16, the
+// Exact mode multiplies FP16 values: every e4m3fn value is exact in FP16 as in BF16, the
 // products are exact either way and accumulate in FP32, and FP8 -> FP16 is one
 // instruction per two values (BF16 needs a detour through FP32).
-using Mma16 = cute::SM90::GMMA::MMA_64x64x16_F32F16F16_SS<cute::SM90::GMMA::Major::K,
-                                                         cute::SM90::GMMA::Major::K>;
+using Mma16Rs = cute::SM90::GMMA::MMA_64x64x16_F32F16F16_RS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
 constexpr int kAcc = 32;  // accumulator floats per thread of a 64x64 quarter tile
 
 struct Params : ProblemParams {
@@ -103,36 +124,215 @@ __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-// Exact mode: the FP8 stage (A then B tile, 128-byte rows in the 128-byte swizzle) as
-// FP16 in the staging sub-tiles, by all consumer threads, 16 bytes at a time.
-template <typename C>
-__device__ __forceinline__ void convert_stage(uint32_t src_a, uint32_t src_b, uint32_t dst_a,
-                                              uint32_t dst_b, int thread) {
-  constexpr int kRows = C::kBlockM + kBlockN;
-  for (int item = thread; item < kRows * 8; item += C::kConsumers) {
-    const int r_all = item / 8, c = item % 8;
-    const bool is_a = r_all < C::kBlockM;
-    const int r = is_a ? r_all : r_all - C::kBlockM;
-    const uint32_t src = (is_a ? src_a : src_b) + r * 128 + ((c ^ (r & 7)) << 4);
-    uint32_t w[4];
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "r"(src));
-    uint32_t o[8];
+// Two FP8 values (half `h` of the word `w`, low byte first) as an FP16 pair.
+__device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t w, int h) {
+  const __half2_raw r =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * h)), __NV_E4M3);
+  return static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
+}
+
+// Exact mode (variant 19): each warp group multiplies
+// its 64 rows of the B tile, as the register operand of FP16 wgmmas, by the tile's 64
+// rows of A, as the shared-memory operand: it computes the transposed quarter tile. Per
+// block, all consumer threads first convert A's FP8 stage into an FP16 copy (8 KB read,
+// 16 KB written, against 48 KB written and read again for copies of both operands), and
+// each thread loads its B rows straight from the FP8 stage into fragment registers.
+// Block k's MMAs run while block k+1 is loaded and converted and block k-1 promoted: two
+// temporaries, two fragment sets, three copies of A (the copy written for block k+1 was
+// last read by block k-2's MMAs, which every warp group waited for before block k's
+// barrier).
+//
+// K order: in the k16 step s of a block, thread (g = lane / 4, t = lane % 4) holds the
+// fragment columns 2t, 2t+1, 2t+8, 2t+9 of its rows g and g+8. They take the K bytes
+// 32t + 4s + {0, 1, 2, 3} of the block, so that a thread reads 32 contiguous bytes of
+// each row (two 16-byte loads) and every step uses one of its words. The sum over K does
+// not depend on the order as long as A's copy follows it: its logical element 16s + L
+// holds K byte 32 (L % 8 / 2) + 4s + 2 (L / 8) + L % 2.
+template <typename C, typename UnitAt, typename FullBar, typename EmptyBar>
+__device__ __forceinline__ void register_exact_consumers(const Params& p, int units, UnitAt unit_at,
+                                                         int warp_group, uint32_t base,
+                                                         uint32_t staging, FullBar full_bar,
+                                                         EmptyBar empty_bar) {
+  constexpr int kStages = C::kStages;
+  constexpr int kCopies = C::kCopies;
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::kConsumerRegs));
+  const int ct = static_cast<int>(threadIdx.x);  // 0 .. kConsumers - 1
+  const int lane = ct % 32, warp = (ct % 128) / 32;
+  const int g = lane / 4, t = lane % 4;
+  // This thread's B rows in the tile (nr, nr + 8), and its A conversion: row am, the words
+  // of steps 2aq and 2aq + 1 in each 32-byte quarter of the row.
+  const int nr = warp_group * 64 + warp * 16 + g;
+  const int am = ct / 4, aq = ct % 4;
+  static_assert(C::kConsumers == 4 * C::kBlockM, "four converting threads per row of A");
+  const uint32_t copies = staging;                                  // kCopies x 2 kSubA
+  const uint32_t scale_slots = staging + kCopies * 2 * C::kSubA;  // kCopies x kBlockM floats
+  int stage = 0, copy = 0;
+  uint32_t phase = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const auto w = unit_at(u);
+    float acc[kAcc], t0[kAcc], t1[kAcc];
+    uint32_t f0[8][4], f1[8][4];
 #pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-          static_cast<__nv_fp8x2_storage_t>(w[q / 2] >> (16 * (q % 2))), __NV_E4M3);
-      o[q] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    // A scales of row am (its converting threads with aq == 0 store them with the copy)
+    // and the tile's B scale, loaded one block ahead. Rows past M read the last row's.
+    const float* pa = p.sfa + static_cast<int64_t>(min(w.m0 + am, p.m - 1)) * p.sfa_stride_m +
+                      static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
+    const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n +
+                      static_cast<int64_t>(w.kb0) * p.sfb_stride_k;
+    float na = aq == 0 ? __ldg(pa) : 0.0f, nb = __ldg(pb);
+    int left = w.kb1 - w.kb0;  // blocks not yet issued
+    // The copies of the block whose MMAs were issued last (cur) and of the one before (prev).
+    int cur_copy = 0, prev_copy = 0;
+    auto issue = [&](float(&tc)[kAcc], uint32_t(&fr)[8][4]) {
+      const float sa = na, sb = nb;
+      prev_copy = cur_copy;
+      cur_copy = copy;
+      if (--left > 0) {
+        pa += p.sfa_stride_k;
+        pb += p.sfb_stride_k;
+        if (aq == 0) na = __ldg(pa);
+        nb = __ldg(pb);
+      }
+      const uint32_t tile_a = base + stage * C::kStageBytes;
+      const uint32_t tile_b = tile_a + C::kTileA;
+      const uint32_t dst = copies + copy * 2 * C::kSubA;
+      mbar_wait(full_bar(stage), phase);
+      {
+        // A row am: 8 bytes at 32 q + 8 aq of each quarter q (steps 2aq and 2aq + 1) ...
+        uint32_t wa[4][2];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t src = tile_a + am * 128 + (((2 * q + aq / 2) ^ (am & 7)) << 4) + 8 * (aq % 2);
+          asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(wa[q][0]), "=r"(wa[q][1]) : "r"(src));
+        }
+        // ... as the logical 16-byte chunks 2s and 2s + 1 of those steps: chunk 2s + h holds
+        // the pairs 2h, 2h + 1 of step s's word in each quarter.
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          const int s = 2 * aq + v;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t addr = dst + (s / 4) * C::kSubA + am * 128 +
+                                  (((2 * (s % 4) + h) ^ (am & 7)) << 4);
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                         "r"(fp8x2_to_half2(wa[0][v], h)), "r"(fp8x2_to_half2(wa[1][v], h)),
+                         "r"(fp8x2_to_half2(wa[2][v], h)), "r"(fp8x2_to_half2(wa[3][v], h))
+                         : "memory");
+          }
+        }
+        // The block's scale of row am times the tile's B scale.
+        if (aq == 0) {
+          asm volatile("st.shared.f32 [%0], %1;" ::"r"(scale_slots + (copy * C::kBlockM + am) * 4),
+                       "f"(sa * sb)
+                       : "memory");
+        }
+      }
+      // B rows nr and nr + 8: bytes 32t .. 32t + 31 (word s: step s), as FP16 fragments.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = nr + 8 * r;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t src = tile_b + row * 128 + (((2 * t + i) ^ (row & 7)) << 4);
+          uint32_t wb[4];
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(wb[0]), "=r"(wb[1]), "=r"(wb[2]), "=r"(wb[3])
+                       : "r"(src));
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            fr[4 * i + j][r] = fp8x2_to_half2(wb[j], 0);      // row g / g+8, columns 2t, 2t+1
+            fr[4 * i + j][2 + r] = fp8x2_to_half2(wb[j], 1);  // columns 2t+8, 2t+9
+          }
+        }
+      }
+      // The copy is complete and visible to the tensor cores before any MMA reads it, and
+      // the FP8 stage is free.
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      named_barrier(1, C::kConsumers);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar(stage));
+      fence_regs(tc);
+      cute::warpgroup_arrive();
+      const uint64_t desc = smem_desc(dst);
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        mma_rs<Mma16Rs>(fr[s][0], fr[s][1], fr[s][2], fr[s][3],
+                        desc + (s / 4) * (C::kSubA >> 4) + 2 * (s % 4), tc, s > 0);
+      }
+      cute::warpgroup_commit_batch();
+      if (++copy == kCopies) copy = 0;
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    };
+    // A block whose MMAs are done, folded into the accumulator: column 8j + 2t + e is A row
+    // 8j + 2t + e (rows g and g + 8 of the quarter are B rows).
+    auto promote = [&](const float(&tp)[kAcc], int slot) {
+#pragma unroll
+      for (int j = 0; j < kAcc / 4; ++j) {
+        float s0, s1;
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                     : "=f"(s0), "=f"(s1)
+                     : "r"(scale_slots + (slot * C::kBlockM + 8 * j + 2 * t) * 4));
+        acc[4 * j] = fmaf(tp[4 * j], s0, acc[4 * j]);
+        acc[4 * j + 1] = fmaf(tp[4 * j + 1], s1, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(tp[4 * j + 2], s0, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(tp[4 * j + 3], s1, acc[4 * j + 3]);
+      }
+    };
+    auto step = [&](float(&tc)[kAcc], uint32_t(&fc)[8][4], float(&tp)[kAcc], uint32_t(&fp)[8][4]) {
+      issue(tc, fc);
+      cute::warpgroup_wait<1>();
+      fence_regs(tp);
+#pragma unroll
+      for (auto& f : fp) fence_regs(f);  // free for the next block's fragments
+      promote(tp, prev_copy);
+    };
+    issue(t0, f0);
+    int kb = w.kb0 + 1;
+    for (; kb + 1 < w.kb1; kb += 2) {
+      step(t1, f1, t0, f0);
+      step(t0, f0, t1, f1);
     }
-    // K elements 16c..16c+15: sub-tile c / 4, logical 16-byte chunks 2 (c % 4) and the next.
-    const uint32_t row_base = (is_a ? dst_a + (c / 4) * C::kSubA : dst_b + (c / 4) * C::kSubB) + r * 128;
+    if (kb < w.kb1) {
+      step(t1, f1, t0, f0);
+      cute::warpgroup_wait<0>();
+      fence_regs(t1);
+      promote(t1, cur_copy);
+    } else {
+      cute::warpgroup_wait<0>();
+      fence_regs(t0);
+      promote(t0, cur_copy);
+    }
+    // Epilogue: the thread holds output rows m = 8j + 2t + {0, 1} at columns nr and nr + 8.
+    // Neighbouring g swap one value so that each stores a pair of adjacent columns: even g
+    // the row 8j + 2t at (nr, nr + 1), odd g the row 8j + 2t + 1 at (nr - 1, nr). N is a
+    // multiple of 8, so a pair is inside or outside together.
+    const int odd = g & 1;
+    const int col0 = w.n0 + nr - odd;
+    auto store = [&](auto* out, int64_t pitch, auto pack) {
+      using Pair = decltype(pack(0.0f, 0.0f));
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t dst = row_base + (((2 * (c % 4) + h) ^ (r & 7)) << 4);
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(o[4 * h]),
-                   "r"(o[4 * h + 1]), "r"(o[4 * h + 2]), "r"(o[4 * h + 3])
-                   : "memory");
+      for (int j = 0; j < kAcc / 4; ++j) {
+        const int row = w.m0 + 8 * j + 2 * t + odd;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const float v0 = acc[4 * j + 2 * hh], v1 = acc[4 * j + 2 * hh + 1];
+          const float other = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+          const int col = col0 + 8 * hh;
+          if (row < p.m && col < p.n) {
+            *reinterpret_cast<Pair*>(out + row * pitch + col) = odd ? pack(other, v1) : pack(v0, other);
+          }
+        }
+      }
+    };
+    if (p.splits == 1) {
+      store(p.d, p.ldd, [](float x, float y) { return __floats2bfloat162_rn(x, y); });
+    } else {
+      store(p.partials + static_cast<int64_t>(w.slice) * p.m * p.n, static_cast<int64_t>(p.n),
+            [](float x, float y) { return make_float2(x, y); });
     }
   }
 }
@@ -145,9 +345,8 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   constexpr int kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;
-  const uint32_t staging_a = base + kStages * C::kStageBytes;
-  const uint32_t staging_b = staging_a + 2 * C::kSubA;
-  const uint32_t bars = staging_a + C::kStagingBytes;
+  const uint32_t staging = base + kStages * C::kStageBytes;
+  const uint32_t bars = staging + C::kStagingBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return base + s * C::kStageBytes; };
@@ -190,7 +389,10 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   if (warp_group == C::kConsumerGroups) {
     // Producer warp: one thread issues the TMA loads of every block of the CTA's units as
     // stages free up.
-    if (threadIdx.x % 32 == 0) {
+    if constexpr (kExact) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::kProducerRegs));
+    }
+    if (threadIdx.x == C::kConsumers) {
       int stage = 0;
       uint32_t phase = 0;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -211,14 +413,17 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     return;
   }
 
+  if constexpr (kExact) {
+    register_exact_consumers<C>(p, units, unit_at, warp_group, base, staging, full_bar, empty_bar);
+    return;
+  }
+
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   const int rows_half = warp_group / 2, cols_half = warp_group % 2;
   const int row = rows_half * 64 + warp * 16 + lane / 4;  // in the tile; also row + 8
   const uint64_t desc_a0 = smem_desc(tile_a(0) + rows_half * 64 * kBlockK);
   const uint64_t desc_b0 = smem_desc(tile_b(0) + cols_half * 64 * kBlockK);
-  const uint64_t desc_sa = smem_desc(staging_a + rows_half * 64 * 128);
-  const uint64_t desc_sb = smem_desc(staging_b + cols_half * 64 * 128);
   constexpr uint32_t kStageDesc = C::kStageBytes >> 4;
   int stage = 0;
   uint32_t phase = 0;
@@ -257,36 +462,14 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       }
       mbar_wait(full_bar(stage), phase);
       cur_stage = stage;
-      if constexpr (kExact) {
-        // Every warp group is done with the previous block's FP16 copy (its MMAs waited
-        // for) before it is overwritten; the copy is complete, and visible to the tensor
-        // cores, before any MMA reads it. The FP8 stage is free once converted.
-        named_barrier(1, C::kConsumers);
-        convert_stage<C>(tile_a(stage), tile_b(stage), staging_a, staging_b,
-                         static_cast<int>(threadIdx.x));
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        named_barrier(1, C::kConsumers);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_bar(stage));
-        fence_regs(tc);
-        cute::warpgroup_arrive();
+      fence_regs(tc);
+      cute::warpgroup_arrive();
 #pragma unroll
-        for (int kk = 0; kk < kBlockK / 16; ++kk) {
-          const uint32_t h = kk / 4, j = kk % 4;
-          mma<Mma16>(desc_sa + h * (C::kSubA >> 4) + 2 * j, desc_sb + h * (C::kSubB >> 4) + 2 * j,
-                       tc, kk > 0);
-        }
-        cute::warpgroup_commit_batch();
-      } else {
-        fence_regs(tc);
-        cute::warpgroup_arrive();
-#pragma unroll
-        for (int kk = 0; kk < kBlockK / 32; ++kk) {
-          mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk,
-                   tc, kk > 0);
-        }
-        cute::warpgroup_commit_batch();
+      for (int kk = 0; kk < kBlockK / 32; ++kk) {
+        mma<Mma>(desc_a0 + stage * kStageDesc + 2 * kk, desc_b0 + stage * kStageDesc + 2 * kk, tc,
+                 kk > 0);
       }
+      cute::warpgroup_commit_batch();
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
@@ -297,10 +480,8 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     auto finish = [&](const float(&tp)[kAcc], int st, float s_lo, float s_hi) {
 #pragma unroll
       for (int j = 0; j < kAcc; ++j) acc[j] = fmaf(tp[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
-      if constexpr (!kExact) {  // (exact mode released it after the conversion)
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_bar(st));
-      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar(st));
     };
     if constexpr (C::kOverlap) {
       // Two temporaries: block kb's MMAs run while block kb - 1 is promoted.
@@ -362,21 +543,22 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   }
 }
 
-int groups_for(int m) { return m <= 64 ? 1 : 2; }
+// Exact mode takes 64-row tiles only.
+int groups_for(const GemmArgs& g, bool exact) { return g.m <= 64 || exact ? 1 : 2; }
 
 int sms_of(const GemmArgs& g) { return g.sm_count > 0 ? g.sm_count : 132; }
 
-int tiles_for(const GemmArgs& g) {
-  const int bm = 64 * groups_for(g.m);
+int tiles_for(const GemmArgs& g, bool exact) {
+  const int bm = 64 * groups_for(g, exact);
   return ((g.m + bm - 1) / bm) * ((g.n + kBlockN - 1) / kBlockN);
 }
 
 // K slices: as many as keep the units within one per SM (at most one per K block and
 // kMaxSplits); g.splits > 0 overrides.
-int splits_for(const GemmArgs& g) {
+int splits_for(const GemmArgs& g, bool exact) {
   const int kblocks = (g.k + kBlockK - 1) / kBlockK;
   if (g.splits > 0) return g.splits;
-  const int tiles = tiles_for(g);
+  const int tiles = tiles_for(g, exact);
   const int sms = sms_of(g);
   int s = tiles >= sms ? 1 : sms / tiles;
   if (s > kblocks) s = kblocks;
@@ -404,7 +586,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     return Status::kLaunchFailed;
   }
   const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
-  const int64_t units = static_cast<int64_t>(tiles_for(g)) * splits;
+  const int64_t units = static_cast<int64_t>(tiles_for(g, kExact)) * splits;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(units < sms_of(g) ? units : sms_of(g)));
   cfg.blockDim = dim3(C::kThreads);
@@ -426,12 +608,12 @@ template <bool kExact>
 Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   const int kblocks = (g.k + kBlockK - 1) / kBlockK;
-  const int splits = splits_for(g);
+  const int splits = splits_for(g, kExact);
   if (splits < 1 || splits > kMaxSplits || splits > kblocks) {
     if (why) *why = "splits must be 1 to 64 and at most one per 128 of K";
     return Status::kUnsupported;
   }
-  if (static_cast<int64_t>(tiles_for(g)) * splits > INT32_MAX) {
+  if (static_cast<int64_t>(tiles_for(g, kExact)) * splits > INT32_MAX) {
     if (why) *why = "too many work units";
     return Status::kUnsupported;
   }
@@ -440,8 +622,13 @@ Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
     if (why) *why = "split-K needs its workspace";
     return Status::kUnsupported;
   }
-  const Status st = groups_for(g.m) == 1 ? launch<1, kExact>(g, splits, partials, stream, why)
-                                         : launch<2, kExact>(g, splits, partials, stream, why);
+  Status st;
+  if constexpr (kExact) {
+    st = launch<1, true>(g, splits, partials, stream, why);
+  } else {
+    st = groups_for(g, false) == 1 ? launch<1, false>(g, splits, partials, stream, why)
+                                   : launch<2, false>(g, splits, partials, stream, why);
+  }
   if (st != Status::kOk || splits == 1) return st;
   if (reduce_splits(partials, splits, g.m, g.n, g.d, g.ldd, g.sm_count, stream) != Status::kOk) {
     if (why) *why = "split-K reduction launch failed";
@@ -456,7 +643,7 @@ Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
 namespace kfgemm::variants {
 
 size_t fp8_fewrow_workspace(const GemmArgs& g) {
-  return fewrow::partials_bytes(g, fewrow::splits_for(g));
+  return fewrow::partials_bytes(g, fewrow::splits_for(g, false));
 }
 
 Status fp8_fewrow_run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
@@ -464,7 +651,7 @@ Status fp8_fewrow_run(const GemmArgs& g, void* ws, cudaStream_t stream, const ch
 }
 
 size_t fp8_fewrow_exact_workspace(const GemmArgs& g) {
-  return fewrow::partials_bytes(g, fewrow::splits_for(g));
+  return fewrow::partials_bytes(g, fewrow::splits_for(g, true));
 }
 
 Status fp8_fewrow_exact_run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
