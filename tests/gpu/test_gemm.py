@@ -507,9 +507,10 @@ def test_cluster_splitk_kernel(gemm_kernel, m, n, k, splits, layout):
 @pytest.mark.parametrize("layout", ["nt", "challenge"])
 @pytest.mark.parametrize("variant", [18, 19])
 def test_fewrow_kernel(gemm_kernel, m, n, k, splits, layout, variant):
-    """The few-row streaming kernel (variant 18; 19 in exact mode, converting each FP8
-    stage to FP16 in shared memory): 64-row tiles (M <= 64) and 128-row ones, several
-    tile rows (M > 128), tails in every dimension, uneven slices (7 of 57 blocks), one
+    """The few-row streaming kernel (variant 18; 19 in exact mode, B converted to FP16
+    fragments in registers and A to an FP16 copy in shared memory, in a K order of its
+    own): 64-row tiles (M <= 64) and 128-row ones (fast mode; exact mode takes 64-row tiles
+    only, so M = 65-300 runs 2-5 tile rows), several tile rows, tails in every dimension, uneven slices (7 of 57 blocks), one
     slice per block (64, capped at K's block count), its own slice count (0), no split (1:
     bf16 written directly), more tiles than SMs (64x32768: 256, persistent CTAs), any
     scale layout (the challenge layout runs after a preparation launch, as its dependent)."""

@@ -116,7 +116,7 @@ split_runs = [(304, 600, 1920, "mn", "mn", "col", SPLIT), (208, 100, 200, "mn", 
 bf16_runs = [(1100, 2100, 640, "k", "k", "row", (17,)),
              (1100, 2100, 512, "mn", "mn", "col", (17,)),
              (208, 100, 200, "mn", "k", "row", (17,))]
-# The few-row kernel (18; 19 converts each stage to FP16 in shared memory): tails in M,
+# The few-row kernel (18; 19 converts B to FP16 in registers and A in shared memory): tails in M,
 # N and K after a preparation launch, two tile rows of 128 (M = 130), uneven slices (3
 # of 8 blocks), the stage ring wrapping within a unit (16 blocks) and across units (134
 # tiles of 64x128 on 132 SMs).

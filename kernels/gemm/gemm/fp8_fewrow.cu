@@ -38,8 +38,9 @@
 // 0.8-1.6 us of a streaming read; the MMAs, promotion and epilogue add 1.6-2.8 us
 // whatever the consumers' speed (halving their work changed nothing), and the slices'
 // sum ends 2.4 us after it. In exact mode (variant 19) the op runs it up to 256 rows;
-// B in registers made it 1.0-1.5x faster than converting both operands into FP16 copies
-// in shared memory (v18's build, 1.3-2.7x faster than the BF16 kernels; NOTES.md, v19).
+// B in registers made it 1.04-1.38x faster on the 12 few-row DeepSeek-V3 shapes than
+// converting both operands into FP16 copies in shared memory (v18's build, itself
+// 1.3-2.7x faster than the BF16 kernels; NOTES.md, v19).
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros, n a multiple of 8. TMA fills rows and

@@ -130,7 +130,7 @@ enum class Variant : int {
   kFp8Coop128x128OverlapAmnSplitK = 16,    // variant 13 with K split into slices, summed in-kernel
   kBf16Coop128x128Overlap = 17,            // variant 10 on BF16 operands (exact mode)
   kFp8FewRow = 18,  // hand-written: few rows, every SM streaming B, K slices summed by reduce_splits
-  kFp8FewRowExact = 19,  // variant 18 in exact mode: FP8 stages converted to FP16 in shared memory
+  kFp8FewRowExact = 19,  // variant 18 in exact mode: B as FP16 fragments in registers, A as FP16 in shared memory
   kCount = 20,
 };
 

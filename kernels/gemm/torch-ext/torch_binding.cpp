@@ -292,15 +292,15 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands
   const int64_t tiles64 = ceil_div(M, 64) * ceil_div(N, 128);
   const int64_t tiles128 = ceil_div(M, 128) * ceil_div(N, 128);
   if (bf16) {
-    // Few rows in exact mode on e4m3fn operands: the few-row kernel converting each FP8
-    // stage to FP16 in shared memory, which reads B once as FP8 instead of converting it
-    // in a pass and reading it back at twice the bytes (H100, interleaved, us, against
-    // the BF16 kernels the op took before: 64x2112x7168 39.2 vs 21.8, 64x7168x16384 235.7
-    // vs 88.4, 64x32768x512 37.2 vs 21.4, 128x4096x7168 74.0 vs 38.2, 128x24576x1536
-    // 88.4 vs 57.3; all 12 few-row DeepSeek-V3 shapes 1.3-2.7x; with 192 and 256 rows
-    // 1.0-1.6x on 11 shapes, e.g. 256x4096x7168 94.8 vs 62.8, 192x7168x16384 310.8 vs
-    // 239.2; with more it loses: 384x4096x7168 98.8 vs 116.8, 512x2112x7168 77.3 vs
-    // 113.0; NOTES.md, v18).
+    // Few rows in exact mode on e4m3fn operands: the few-row kernel converting B into FP16
+    // fragments in registers and A into an FP16 copy in shared memory, which reads B once
+    // as FP8 instead of converting it in a pass and reading it back at twice the bytes
+    // (H100, interleaved, us, against the BF16 kernels the op took before v18:
+    // 64x2112x7168 39.2 vs 21.8 (v18's build) and 20.8 (v19's), 64x7168x16384 235.7 vs
+    // 88.4 and 71.4, 128x24576x1536 88.4 vs 57.3 and 41.7; v19's build against v18's in
+    // one run: 1.04-1.38x on the 12 few-row DeepSeek-V3 shapes and 256x4096x7168 64.4 vs
+    // 54.8, 256x7168x16384 240.2 vs 225.8; at 512 rows it ties with the BF16 kernels
+    // (512x4096x7168 102.8 vs 103.3) and from 1024 it loses; NOTES.md, v18 and v19).
     if (fn_operands && M <= 256) return {V::kFp8FewRowExact, 0};
     if (small_output) {
       // BF16 k-blocks take twice as long: more slices pay off than for FP8.
