@@ -110,15 +110,7 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 2)
   // Warp-uniform for the compiler (descriptor arithmetic in uniform registers).
   const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(s), 1);                 // the TMA issue (plus its bytes)
-      mbar_init(empty_bar(s), C::kConsumers / 32);  // one arrival per consumer warp
-    }
-    mbar_init_fence();
-    prefetch_tensormap(&map_a);
-    prefetch_tensormap(&map_b);
-  }
+  init_stage_ring(bars, kStages, C::kConsumers / 32, &map_a, &map_b);  // per consumer warp
   __syncthreads();
   wait_prior_grid();  // launched as a dependent of the operand preparation
 

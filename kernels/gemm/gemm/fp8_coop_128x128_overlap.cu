@@ -256,15 +256,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // in uniform registers.
   const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   const int tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(s), 1);   // the TMA issue (plus its transaction bytes)
-      mbar_init(empty_bar(s), 8 * kCluster);  // one arrival per consumer warp of the cluster
-    }
-    mbar_init_fence();
-    prefetch_tensormap(&map_a);
-    prefetch_tensormap(&map_b);
-  }
+  init_stage_ring(bars, kStages, 8 * kCluster, &map_a, &map_b);  // per consumer warp of the cluster
   __syncthreads();
   // The peer's barriers are initialised before anything is multicast into or arrives on
   // them.

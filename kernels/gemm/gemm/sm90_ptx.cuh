@@ -59,6 +59,22 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// By thread 0 (the caller synchronizes after it): the stage ring's mbarriers at `bars`,
+// `stages` full barriers (one arrival, the TMA issue, plus its transaction bytes) followed
+// by `stages` empty ones (`empty_arrivals` each), made visible to the async proxy; and the
+// operands' tensor maps prefetched.
+__device__ __forceinline__ void init_stage_ring(uint32_t bars, int stages, uint32_t empty_arrivals,
+                                                const CUtensorMap* map_a, const CUtensorMap* map_b) {
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < stages; ++s) {
+    mbar_init(bars + 8 * s, 1);
+    mbar_init(bars + 8 * (stages + s), empty_arrivals);
+  }
+  mbar_init_fence();
+  prefetch_tensormap(map_a);
+  prefetch_tensormap(map_b);
+}
+
 // The 2-D box at (c0 = column, c1 = row) of `map` into shared memory at `dst`,
 // completing its bytes on the mbarrier `bar`.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
