@@ -548,6 +548,48 @@ def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
         ops.gemm_nt(a, b, sa, sb, True, 19, 0)
 
 
+def mn_view(rows: int, k: int, pitch: int, g) -> torch.Tensor:
+    """(rows, k) e4m3fn view of a (k, pitch) buffer: MN-major with rows of K ``pitch``
+    bytes apart (``pitch`` >= rows, padded so that rows of K stay 16-byte aligned)."""
+    buf = torch.randn(k, pitch, generator=g, device="cuda").to(FN)
+    return buf[:, :rows].t()
+
+
+@pytest.mark.parametrize("m,n,k", [(2, 8, 16), (17, 100, 200), (64, 576, 7168 + 64),
+                                   (129, 136, 8320), (300, 400, 1920), (255, 392, 4224),
+                                   (1000, 4104, 384), (1024, 1536, 7168)])
+@pytest.mark.parametrize("scales", ["row", "col"])
+def test_exact_mn_kernel(gemm_kernel, m, n, k, scales):
+    """Variant 20: exact mode reading both FP8 operands MN-major in place (the
+    challenge's storage, no preparation launch), A converted into FP16 register
+    fragments and B into FP16 copies in shared memory. Tails in every dimension (TMA's
+    zero fill past the real M, N and K; N not a multiple of 8 goes through a temporary
+    output), one to 65 K blocks (odd and even counts), several tiles per CTA, row pitches
+    wider than the rows, scales of either layout read in place."""
+    seed = fresh_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    kb, nb = -(-k // 128), -(-n // 128)
+    a = mn_view(m, k, -(-m // 16) * 16 + 16, g)
+    b = mn_view(n, k, -(-n // 16) * 16, g)
+    sa = make_scale(m, kb, scales, g)
+    sb = make_scale(nb, kb, scales, g)
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, 0)
+    Checker(gemm_kernel, a, b, sa, sb, f"variant=20 {m}x{n}x{k} {scales} seed={seed}").exact(out)
+
+
+def test_exact_mn_kernel_rejects_other_layouts(gemm_kernel):
+    """Variant 20 reads both operands MN-major in place and runs exact mode only; other
+    calls are refused with the requirement named."""
+    ops = gemm_kernel._ops.ops
+    a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), a_major="mn", b_major="k")
+    with pytest.raises(ValueError, match="reads both operands in place MN-major"):
+        ops.gemm_nt(a, b, sa, sb, True, 20, 0)
+    a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), a_major="mn", b_major="mn")
+    with pytest.raises(ValueError, match="exact=True and e4m3fn"):
+        ops.gemm_nt(a, b, sa, sb, False, 20, 0)
+
+
 def test_cluster_splitk_rejects_bad_splits(gemm_kernel):
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())
     with pytest.raises(ValueError, match="splits=3 .*cluster size"):

@@ -1,7 +1,7 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
     compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py \
-        [all | v10 | amn | split | bf16 | fewrow]
+        [all | v10 | amn | split | bf16 | fewrow | exactmn]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -37,12 +37,13 @@ failures = 0
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12); "amn" runs
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
 # "split" runs its split-K builds (15, 16) alone; "bf16" its BF16 build (17) alone;
-# "fewrow" the few-row kernel (18; 19 in exact mode) alone; "all" runs all of them.
+# "fewrow" the few-row kernel (18; 19 in exact mode) alone; "exactmn" the exact-mode
+# build reading both operands MN-major (20) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
             (9, 0), (17, 0)]
-EXACT = (3, 4, 8, 9, 17, 19)  # the exact-mode variants
+EXACT = (3, 4, 8, 9, 17, 19, 20)  # the exact-mode variants
 if MODE == "all":
     VARIANTS += [(1, 0), (11, 0), (11, 1), (11, 2), (11, 8), (12, 0)]
 elif MODE == "v10":
@@ -68,7 +69,7 @@ cases = [
     (130, 576, 384, "k", "mn"),   # direct K-major A
     (33, 72, 7232, "k", "k"),     # long K, direct
 ]
-for m, n, k, am, bm in [] if MODE in ("amn", "split", "bf16", "fewrow") else cases:
+for m, n, k, am, bm in [] if MODE in ("amn", "split", "bf16", "fewrow", "exactmn") else cases:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     for exact in (False, True):
         check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
@@ -124,14 +125,23 @@ FEWROW = ((18, 0), (18, 1), (18, 3), (19, 0), (19, 1), (19, 3))
 fewrow_runs = [(17, 100, 200, "mn", "k", "row", FEWROW), (130, 576, 1024, "k", "mn", "col", FEWROW),
                (40, 300, 2048, "k", "k", "row", FEWROW),
                (64, 17152, 384, "k", "k", "row", ((18, 1), (19, 1)))]
+# The exact-mode build reading A and B MN-major in place (20; M and N multiples of 16 for
+# 16-byte aligned rows of K): 153 tiles on 132 SMs (the stage ring and both B copies
+# wrap, the output staging is reused), odd (5) and even (4) block counts, tails in N and
+# K (a 112-column tile, K = 200), scales of either layout read in place.
+exactmn_runs = [(1104, 2112, 640, "mn", "mn", "col", (20,)),
+                (1104, 2112, 512, "mn", "mn", "row", (20,)),
+                (208, 112, 200, "mn", "mn", "col", (20,))]
 if MODE == "split":
     v10_runs = split_runs
 elif MODE == "bf16":
     v10_runs = bf16_runs
 elif MODE == "fewrow":
     v10_runs = fewrow_runs
+elif MODE == "exactmn":
+    v10_runs = exactmn_runs
 elif MODE == "all":
-    v10_runs += split_runs + bf16_runs + fewrow_runs
+    v10_runs += split_runs + bf16_runs + fewrow_runs + exactmn_runs
 for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":

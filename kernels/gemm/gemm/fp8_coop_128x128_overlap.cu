@@ -45,6 +45,7 @@
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
 // ends with zeros, so partial tiles need no special casing in the mainloop.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -72,8 +73,10 @@ static_assert(kOutBoxBytes % 1024 == 0, "output boxes stay 1024-byte aligned");
 // tiles, each as 128-byte rows of K in the 128-byte swizzle (the layout wgmma reads): one
 // such sub-tile for FP8, two for BF16 (K elements 0-63, then 64-127), loaded by one TMA
 // box each. BF16 stages are twice as large, so there are half as many (the same bytes in
-// flight, and each block's MMAs take twice as long).
-template <bool kBf16>
+// flight, and each block's MMAs take twice as long). kCvt (variant 20): FP8 stages of
+// MN-major A and B, and two FP16 copies of B's block (written for block k+1 while block
+// k's MMAs read the other), each as two 64-column halves of 128 rows of K.
+template <bool kBf16, bool kCvt = false>
 struct Smem {
   static constexpr int kElemBytes = kBf16 ? 2 : 1;
   static constexpr int kSubTiles = kBf16 ? 2 : 1;       // 128-byte sub-tiles per K block
@@ -83,10 +86,13 @@ struct Smem {
   static constexpr uint32_t kSubABytes = kTileABytes / kSubTiles;
   static constexpr uint32_t kSubBBytes = kTileBBytes / kSubTiles;
   static constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
-  static constexpr int kStages = kBf16 ? 3 : 6;
-  // Tiles, output staging, barriers (full and empty per stage), and slack to align the
-  // tiles to 1024 bytes (the 128-byte swizzle atom).
-  static constexpr size_t kBytes = kStages * kStageBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+  static constexpr uint32_t kCopyHalfBytes = kCvt ? kBlockK * 64 * 2 : 0;
+  static constexpr uint32_t kCopyBytes = 2 * kCopyHalfBytes;
+  static constexpr int kStages = kBf16 ? 3 : kCvt ? 4 : 6;
+  // Tiles, B copies, output staging, barriers (full and empty per stage), and slack to
+  // align the tiles to 1024 bytes (the 128-byte swizzle atom).
+  static constexpr size_t kBytes =
+      kStages * kStageBytes + 2 * kCopyBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kBytes <= 227 * 1024, "shared memory of one SM");
   static_assert(kSubABytes % 1024 == 0 && kSubBBytes % 1024 == 0, "1024-byte aligned sub-tiles");
 };
@@ -95,6 +101,9 @@ using Mma = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 using MmaRs = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_RS_TN<>;
 using MmaBf16 = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                                cute::SM90::GMMA::Major::K>;
+// Variant 20: A from FP16 registers, B an MN-major FP16 copy in shared memory.
+using MmaF16Mn = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<cute::SM90::GMMA::Major::K,
+                                                              cute::SM90::GMMA::Major::MN>;
 
 // The MMAs of one K block into `t`, overwriting it: 4 x k32 for FP8; 8 x k16 for BF16,
 // the second four in the second 128-byte sub-tiles (`sub_a`, `sub_b` further on, in
@@ -155,6 +164,41 @@ __device__ __forceinline__ void load_a_fragment(uint32_t (&f)[16], uint32_t addr
     f[4 * kk + 1] = __byte_perm(r0, r1, 0x7531);
     f[4 * kk + 2] = __byte_perm(r2, r3, 0x6420);
     f[4 * kk + 3] = __byte_perm(r2, r3, 0x7531);
+  }
+}
+
+// Two FP8 (e4m3fn) values, half `h` of the word `w` (low byte first), as an FP16 pair.
+__device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t w, int h) {
+  const __half2_raw r =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * h)), __NV_E4M3);
+  return static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
+}
+
+// Variant 20: the FP16 A fragments of a whole block (8 k16 steps, four words each) from
+// the MN-major FP8 stage. ldmatrix.trans and the byte permutes of load_a_fragment give,
+// per k32 step, M row 2g's bytes at K {2t, 2t+1, 8+2t, 9+2t} (and {16+..} in the third
+// word), row 2g+1's in the second and fourth: converted two at a time they are the FP16
+// fragment's words for fragment rows g (M row 2g) and g+8 (M row 2g+1) at K columns
+// {2t, 2t+1} and {8+2t, 9+2t}, in plain K order.
+__device__ __forceinline__ void load_a_fragment_f16(uint32_t (&f)[32], uint32_t addr) {
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 32; ++kk) {
+    uint32_t r0, r1, r2, r3;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr + kk * 32 * kBlockM)
+                 : "memory");
+    const uint32_t lo0 = __byte_perm(r0, r1, 0x6420), hi0 = __byte_perm(r0, r1, 0x7531);
+    const uint32_t lo1 = __byte_perm(r2, r3, 0x6420), hi1 = __byte_perm(r2, r3, 0x7531);
+    uint32_t* s0 = &f[8 * kk];
+    s0[0] = e4m3x2_to_half2(lo0, 0);
+    s0[1] = e4m3x2_to_half2(hi0, 0);
+    s0[2] = e4m3x2_to_half2(lo0, 1);
+    s0[3] = e4m3x2_to_half2(hi0, 1);
+    s0[4] = e4m3x2_to_half2(lo1, 0);
+    s0[5] = e4m3x2_to_half2(hi1, 0);
+    s0[6] = e4m3x2_to_half2(lo1, 1);
+    s0[7] = e4m3x2_to_half2(hi1, 1);
   }
 }
 
@@ -222,13 +266,17 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, bool kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
   static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
-  using L = Smem<kBf16>;
+  static_assert(!kCvt || (kCluster == 1 && !kAmn && !kSplit && !kBf16),
+                "variant 20 runs on single CTAs, without split-K");
+  // A's wgmma fragments built in registers from MN-major storage (variants 13, 14, 16, 20).
+  constexpr bool kAfrag = kAmn || kCvt;
+  using L = Smem<kBf16, kCvt>;
   constexpr int kStages = L::kStages;
   constexpr uint32_t kStageBytes = L::kStageBytes;
   extern __shared__ uint8_t smem_raw[];
@@ -237,7 +285,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
   // Tiles and output boxes 1024-byte aligned (the swizzle atom), then the barriers.
-  const uint32_t out_base = tiles_base + kStages * kStageBytes;
+  const uint32_t copies = tiles_base + kStages * kStageBytes;  // variant 20's B copies
+  const uint32_t out_base = copies + 2 * L::kCopyBytes;
   const uint32_t bars = out_base + kOutBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
@@ -248,8 +297,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // producer gives back out of the launch's 168 per thread (65536 / 384, rounded down to
   // 8): with more asked than given, setmaxnreg.inc waits forever. With A fragments in
   // registers the consumers need 240 (232 spills more), so the producer keeps 24.
-  constexpr uint32_t kProducerRegs = kAmn ? 24 : 40;
-  constexpr uint32_t kConsumerRegs = kAmn ? 240 : 232;
+  constexpr uint32_t kProducerRegs = kAfrag ? 24 : 40;
+  constexpr uint32_t kConsumerRegs = kAfrag ? 240 : 232;
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168,
                 "setmaxnreg asks for more registers than the launch holds");
   // Made warp-uniform for the compiler, so that descriptor and stage arithmetic stays
@@ -302,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-        if constexpr (kAmn) {
+        if constexpr (kAfrag) {
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), c.m0, kb * kBlockK);
         } else {
 #pragma unroll
@@ -311,7 +360,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                         kb * kBlockK + h * L::kSubK, c.m0);
           }
         }
-        if constexpr (kCluster == 1) {
+        if constexpr (kCvt) {
+          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), c.n0, kb * kBlockK);
+        } else if constexpr (kCluster == 1) {
 #pragma unroll
           for (int h = 0; h < L::kSubTiles; ++h) {
             tma_load_2d(tile_b(stage) + h * L::kSubBBytes, &map_b, full_bar(stage),
@@ -348,8 +399,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = tid / 32, lane = tid % 32;
   // The thread's two accumulator rows: fragment rows g and g + 8 of the warp's 16, which
   // are M rows 2g and 2g + 1 when A's fragments are built from MN-major storage.
-  const int row_in_tile = consumer * 64 + warp * 16 + (kAmn ? 2 * (lane / 4) : lane / 4);
-  constexpr int kHiRow = kAmn ? 1 : 8;
+  const int row_in_tile = consumer * 64 + warp * 16 + (kAfrag ? 2 * (lane / 4) : lane / 4);
+  constexpr int kHiRow = kAfrag ? 1 : 8;
   // This lane's row address for ldmatrix (K row `lane` of a k32 step, the warp's 16-byte
   // chunk of M, swizzled).
   const uint32_t a_lane = lane * kBlockM + (((consumer * 4 + warp) ^ (lane & 7)) << 4);
@@ -438,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // tile's stores have read it, long done by then.
   const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
   const int st_matrix = lane / 8;  // which of the four 8x8 matrices this lane addresses
-  const int st_row = kAmn ? warp * 16 + 2 * (lane % 8) + (st_matrix & 1)
+  const int st_row = kAfrag ? warp * 16 + 2 * (lane % 8) + (st_matrix & 1)
                           : warp * 16 + (st_matrix & 1) * 8 + lane % 8;
   // Thread 0 of the warp group waits for and issues the TMA stores through predicated
   // instructions rather than a branch: the next tile's MMAs are in flight meanwhile, and
@@ -644,7 +695,105 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   using Zero = std::integral_constant<int, 0>;
   using One = std::integral_constant<int, 1>;
-  if constexpr (kSplit) {
+  if constexpr (kCvt) {
+    // Variant 20 (exact mode, both operands MN-major FP8): per block, all 256 consumer
+    // threads convert B's FP8 block into one of two FP16 copies (rows of K, two 64-column
+    // halves, the layout MN-major 16-bit wgmma reads) while the previous block's MMAs
+    // run; then each warp group waits for those, builds its FP16 A fragments in
+    // registers (one set: the MMAs read them until they are done), and once both warp
+    // groups have written their parts of the copy issues the block's 8 k16 MMAs, and
+    // promotes the previous block while they run (two temporaries, as variant 10). A copy
+    // is rewritten two blocks after it was read, by which time both warp groups have
+    // waited for those MMAs (the barrier in between).
+    const int ct = consumer * 128 + tid;  // 0..255: the thread's share of B's conversion
+    uint32_t f[32];
+    int cbuf = 0;
+    // Converts four 16-byte chunks of B's FP8 block (128 rows of K, 128 bytes of N each,
+    // 128-byte swizzle) into the FP16 copy `dst`: chunk c of row r holds N 16c..16c+15,
+    // which go to half c / 4, 16-byte chunks 2 (c % 4) and 2 (c % 4) + 1, swizzled.
+    auto convert_b = [&](uint32_t src, uint32_t dst) {
+#pragma unroll 1
+      for (int i = 0; i < 4; ++i) {
+        const int q = ct + 256 * i, r = q >> 3, cc = q & 7;
+        uint32_t x[4];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                     : "r"(src + r * 128 + ((cc ^ (r & 7)) << 4))
+                     : "memory");
+        const uint32_t row = dst + (cc >> 2) * L::kCopyHalfBytes + r * 128;
+        const int j0 = 2 * (cc & 3);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(
+                           row + (((j0 + h) ^ (r & 7)) << 4)),
+                       "r"(e4m3x2_to_half2(x[2 * h], 0)), "r"(e4m3x2_to_half2(x[2 * h], 1)),
+                       "r"(e4m3x2_to_half2(x[2 * h + 1], 0)), "r"(e4m3x2_to_half2(x[2 * h + 1], 1))
+                       : "memory");
+        }
+      }
+    };
+    // Block kb into `cur`: convert B (the previous block's MMAs, into `prev`, still
+    // running), wait for those, take A's fragments, hand the stage back, and issue the
+    // MMAs once both warp groups' parts of the copy are written. Returns with them in
+    // flight.
+    auto issue_cvt = [&](float(&cur)[64], float(&prev)[64]) {
+      mbar_wait(full_bar(stage), phase);
+      const uint32_t copy = copies + cbuf * L::kCopyBytes;
+      convert_b(tile_b(stage), copy);
+      cute::warpgroup_wait<0>();
+      fence_regs(prev);
+      fence_regs(f);
+      load_a_fragment_f16(f, tile_a(stage) + a_lane);
+      release();
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      named_barrier(3, 256);
+      fence_regs(cur);
+      cute::warpgroup_arrive();
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / 16; ++kk) {
+        mma_rs<MmaF16Mn>(f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3],
+                         smem_desc_mn(copy + kk * 16 * 128, L::kCopyHalfBytes), cur, kk > 0);
+      }
+      cute::warpgroup_commit_batch();
+      cbuf ^= 1;
+    };
+    // Block kb into `cur` after block kb-1 in `prev`, whose scales are in set S; then
+    // block kb+1's scales into set S.
+    auto block = [&](auto set, float(&cur)[64], float(&prev)[64], int kb) {
+      constexpr int S = decltype(set)::value;
+      issue_cvt(cur, prev);
+      promote(acc, prev, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+      if (kb + 1 < kblocks) load_scales(S);
+    };
+    for (; unit < units; unit += clusters) {
+      c = tile_coord<1>(unit, units_m, tiles_n, 0);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      point_scales(c, 0);
+      load_scales(0);
+      if (kblocks > 1) load_scales(1);
+      issue_cvt(t0, t1);
+      int kb = 1;
+      for (; kb + 1 < kblocks; kb += 2) {
+        block(Zero{}, t1, t0, kb);
+        block(One{}, t0, t1, kb + 1);
+      }
+      if (kb < kblocks) block(Zero{}, t1, t0, kb);
+      cute::warpgroup_wait<0>();
+      fence_regs(t0);
+      fence_regs(t1);
+      if ((kblocks - 1) & 1) {
+        promote(acc, t1, sa_lo[1] * sb[1], sa_hi[1] * sb[1]);
+      } else {
+        promote(acc, t0, sa_lo[0] * sb[0], sa_hi[0] * sb[0]);
+      }
+      store_tile(c);
+    }
+  } else if constexpr (kSplit) {
     while (true) {
       start_unit();
       run_tile(Zero{}, t0, t1);
@@ -700,10 +849,10 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, bool kCvt = false>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
-  using L = Smem<kBf16>;
-  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16>;
+  using L = Smem<kBf16, kCvt>;
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
@@ -725,10 +874,12 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   } else {
     (void)ws;
   }
-  if (g.a_mn_major != kAmn || g.b_kperm16 != kAmn) {
+  if (kCvt ? (!g.a_mn_major || !g.b_mn_major || g.b_kperm16 || g.n_b < 1 || g.n_b > g.n)
+           : (g.a_mn_major != kAmn || g.b_kperm16 != kAmn || g.b_mn_major)) {
     if (why) {
-      *why = kAmn ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
-                  : "this kernel reads A K-major and B in plain K order";
+      *why = kCvt   ? "this kernel reads A and B MN-major (a_mn_major, b_mn_major, n_b)"
+             : kAmn ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
+                    : "this kernel reads A K-major and B in plain K order";
     }
     return Status::kUnsupported;
   }
@@ -736,10 +887,13 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   const auto type = kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   constexpr int eb = L::kElemBytes;
   // MN-major A: its k_a real rows of K (TMA reads zeros past them up to the padded k).
-  const bool a_ok = kAmn ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
-                         : make_map(&map_a, type, eb, g.a, g.m, g.k, g.lda, kBlockM, L::kSubK);
-  if (!a_ok ||
-      !make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK) ||
+  // MN-major B (variant 20): its k_a rows of K and n_b real columns.
+  const bool a_ok = (kAmn || kCvt)
+                        ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
+                        : make_map(&map_a, type, eb, g.a, g.m, g.k, g.lda, kBlockM, L::kSubK);
+  const bool b_ok = kCvt ? make_map(&map_b, type, eb, g.b, g.k_a, g.n_b, g.ldb, kBlockK, kBlockN)
+                         : make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK);
+  if (!a_ok || !b_ok ||
       !make_map(&map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, g.d, g.m, g.n, g.ldd, 64, 64)) {
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
     return Status::kLaunchFailed;
@@ -859,6 +1013,13 @@ size_t bf16_coop_128x128_overlap_workspace(const GemmArgs&) { return 0; }
 Status bf16_coop_128x128_overlap_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
   return overlap::launch<1, false, false, true>(g, ws, stream, why);
+}
+
+size_t fp8_coop_128x128_exact_mn_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_coop_128x128_exact_mn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                     const char** why) {
+  return overlap::launch<1, false, false, false, true>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {

@@ -75,7 +75,9 @@ inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stre
 // 16-byte aligned with k a multiple of 16 bytes' worth of elements (zero padded).
 // Variants 13, 14 and 16 instead read A MN-major (a_mn_major: stored as k_a rows of m
 // elements, pitch lda, no padding needed) and B with each 16 of K permuted as
-// OperandPrep::kperm16 writes it (b_kperm16); every other variant rejects both flags.
+// OperandPrep::kperm16 writes it (b_kperm16). Variant 20 reads both operands MN-major
+// (a_mn_major and b_mn_major: B stored as k_a rows of n_b elements, pitch ldb); every
+// other variant rejects these flags.
 // Scales are float32 addressed through element strides (any layout).
 struct GemmArgs {
   int m, n, k;
@@ -105,6 +107,8 @@ struct GemmArgs {
   bool a_mn_major = false;
   int k_a = 0;  // rows of K in MN-major A (its real K; k may be padded beyond it)
   bool b_kperm16 = false;
+  bool b_mn_major = false;
+  int n_b = 0;  // columns of MN-major B (its real N; n may be padded beyond it)
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
@@ -131,7 +135,9 @@ enum class Variant : int {
   kBf16Coop128x128Overlap = 17,            // variant 10 on BF16 operands (exact mode)
   kFp8FewRow = 18,  // hand-written: few rows, every SM streaming B, K slices summed by reduce_splits
   kFp8FewRowExact = 19,  // variant 18 in exact mode: B as FP16 fragments in registers, A as FP16 in shared memory
-  kCount = 20,
+  kFp8Coop128x128ExactMn = 20,  // variant 10's pipeline in exact mode on FP8 operands read MN-major in place:
+                                // A as FP16 fragments in registers, B as an FP16 copy in shared memory
+  kCount = 21,
 };
 
 const char* variant_name(Variant v);
@@ -141,6 +147,9 @@ inline bool reads_a_mn_major(Variant v) {
   return v == Variant::kFp8Coop128x128OverlapAmn || v == Variant::kFp8Coop128x128OverlapAmnCluster2 ||
          v == Variant::kFp8Coop128x128OverlapAmnSplitK;
 }
+
+// The variants that read both operands MN-major in place (GemmArgs::b_mn_major).
+inline bool reads_both_mn_major(Variant v) { return v == Variant::kFp8Coop128x128ExactMn; }
 
 // The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
 inline bool is_overlap_split(Variant v) {

@@ -26,6 +26,7 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_splitk)
 KFGEMM_DECLARE_VARIANT(bf16_coop_128x128_overlap)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow_exact)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
@@ -53,6 +54,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk), KFGEMM_ENTRY(bf16_coop_128x128_overlap),
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
+    KFGEMM_ENTRY(fp8_coop_128x128_exact_mn),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -86,8 +88,13 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
     if (why) *why = "unknown kernel variant";
     return Status::kUnsupported;
   }
-  if (!reads_a_mn_major(v) && (args.a_mn_major || args.b_kperm16)) {
-    if (why) *why = "only variants 13, 14 and 16 read MN-major A and K-permuted B";
+  if (reads_both_mn_major(v)) {
+    if (!args.a_mn_major || !args.b_mn_major || args.b_kperm16) {
+      if (why) *why = "variant 20 reads both operands MN-major in place (a_mn_major, b_mn_major)";
+      return Status::kUnsupported;
+    }
+  } else if (args.b_mn_major || (!reads_a_mn_major(v) && (args.a_mn_major || args.b_kperm16))) {
+    if (why) *why = "only variants 13, 14 and 16 read MN-major A and K-permuted B, only 20 MN-major B";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);

@@ -125,6 +125,17 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
   return desc;
 }
 
+// The same for a 16-bit operand stored MN-major in the 128-byte swizzle: rows of K, each
+// 64 elements of M or N (128 bytes), 8-row atoms of 1024 bytes one after the other along
+// K; the next 64 elements of M or N start `mn_stride` bytes further on.
+__device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr, uint32_t mn_stride) {
+  uint64_t desc = (addr & 0x3FFFF) >> 4;
+  desc |= uint64_t(mn_stride >> 4) << 16;  // leading byte offset: the next 64 of M or N
+  desc |= uint64_t(1024 >> 4) << 32;       // stride byte offset: the next 8 rows of K
+  desc |= uint64_t(1) << 62;               // 128-byte swizzle
+  return desc;
+}
+
 // One wgmma of `Mma` (an SS atom of CuTe's SM90 GMMA) on descriptors da and db into the
 // N-float accumulator d; accumulate = false overwrites d.
 template <typename Mma, int N, size_t... I>

@@ -263,13 +263,14 @@ int split_for(int64_t Kp, int64_t tiles, int64_t want) {
   return largest;
 }
 
-// Whether the kernels that read A MN-major (variants 13, 14, 16) can take `a` in place:
-// e4m3fn, M contiguous, rows of K 16-byte aligned.
-bool a_mn_major_ok(const Tensor& a) {
-  const int64_t M = a.size(0);
-  return a.scalar_type() == at::kFloat8_e4m3fn && M > 1 && a.stride(0) == 1 &&
-         a.stride(1) >= M && a.stride(1) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0;
+// Whether the kernels that read an operand MN-major in place (A: variants 13, 14, 16 and
+// 20; B: variant 20) can take the (rows, K) view `x`: e4m3fn, rows contiguous, rows of
+// K 16-byte aligned.
+bool mn_major_ok(const Tensor& x) {
+  const int64_t rows = x.size(0);
+  return x.scalar_type() == at::kFloat8_e4m3fn && rows > 1 && x.stride(0) == 1 &&
+         x.stride(1) >= rows && x.stride(1) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
 }
 
 // The hand-written kernel's builds (variants 10, 12-17): they read the block scales
@@ -281,7 +282,7 @@ bool variant_is_overlap(kfgemm::Variant v) {
          kfgemm::reads_a_mn_major(v) || kfgemm::is_overlap_split(v);
 }
 
-// a_mn_major: A can be read MN-major in place (a_mn_major_ok). in_place: both operands
+// a_mn_major: A can be read MN-major in place (mn_major_ok). in_place: both operands
 // and both scale matrices are read as they are, so no preparation launch precedes the
 // GEMM.
 Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands, int sm_count,
@@ -387,12 +388,18 @@ bool variant_is_split_k(kfgemm::Variant v) {
          v == kfgemm::Variant::kBf16Pingpong64x128SplitK;
 }
 
+// Exact-mode variants that read e4m3fn operands and convert them to FP16 themselves.
+bool converts_fp8_itself(kfgemm::Variant v) {
+  return v == kfgemm::Variant::kFp8FewRowExact || v == kfgemm::Variant::kFp8Coop128x128ExactMn;
+}
+
 // The variants of exact mode (and of e4m3fnuz operands): 16-bit tensor cores, BF16
-// operands prepared by the op, except variant 19, which converts e4m3fn ones itself.
+// operands prepared by the op, except variants 19 and 20, which convert e4m3fn ones
+// themselves.
 bool variant_is_bf16(kfgemm::Variant v) {
   return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128 ||
          v == kfgemm::Variant::kBf16Pingpong64x128SplitK || v == kfgemm::Variant::kBf16Coop128x128 ||
-         v == kfgemm::Variant::kBf16Coop128x128Overlap || v == kfgemm::Variant::kFp8FewRowExact;
+         v == kfgemm::Variant::kBf16Coop128x128Overlap || converts_fp8_itself(v);
 }
 
 void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
@@ -420,7 +427,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   };
   Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
   Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
-  const bool a_mn = !bf16 && a_mn_major_ok(a);
+  const bool a_mn = !bf16 && mn_major_ok(a);
   const bool in_place = !bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
                         scales_row_major(sa) && scales_row_major(sb);
   const bool fn_operands =
@@ -431,15 +438,19 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
     v = static_cast<kfgemm::Variant>(variant);
-    if (v == kfgemm::Variant::kFp8FewRowExact) {
+    if (converts_fp8_itself(v)) {
       TORCH_CHECK_VALUE(exact && fn_operands,
                         cat("variant ", kfgemm::variant_name(v), " runs exact mode on float8_e4m3fn operands: pass exact=True and e4m3fn a and b"));
     }
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
-  // Variant 19 converts e4m3fn operands itself, so they stay FP8 here.
-  const bool bf16_operands = bf16 && v != kfgemm::Variant::kFp8FewRowExact;
+  // Variants 19 and 20 convert e4m3fn operands themselves, so they stay FP8 here.
+  const bool bf16_operands = bf16 && !converts_fp8_itself(v);
+  const bool both_mn = kfgemm::reads_both_mn_major(v);
+  if (both_mn) {
+    TORCH_CHECK_VALUE(mn_major_ok(a) && mn_major_ok(b), cat("variant ", kfgemm::variant_name(v), " reads both operands in place MN-major: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, M and N > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M or N)"));
+  }
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
                     cat("swizzle must be 0 (the default, 1), 1, 2, 4 or 8, got ", swizzle));
   if (v == kfgemm::Variant::kFp8ClusterSplitK) {
@@ -472,16 +483,21 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   int njobs = 0;
   bool need = false;
   const bool amn = kfgemm::reads_a_mn_major(v);
-  Canonical ca;
-  if (amn) {  // read in place
+  Canonical ca, cb;
+  if (amn || both_mn) {  // read in place
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
   } else {
     ca = canonical_operand(a, M, bf16_operands, &jobs[njobs], &need);
     njobs += need;
   }
-  Canonical cb = canonical_operand(b, Np, bf16_operands, &jobs[njobs], &need, amn);
-  njobs += need;
+  if (both_mn) {
+    cb.ptr = b.data_ptr();
+    cb.ld = b.stride(1);
+  } else {
+    cb = canonical_operand(b, Np, bf16_operands, &jobs[njobs], &need, amn);
+    njobs += need;
+  }
   // The hand-written kernel reads each thread's scales along K, two blocks ahead: with
   // row-major scales a 32-byte sector serves 8 blocks from L1, with the challenge's
   // column-major ones every block misses (NOTES.md, v10). Those are copied row-major in
@@ -536,9 +552,11 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
   g.pdl = njobs + nscales > 0;  // the preparation kernel runs right before on this stream
   g.swizzle = static_cast<int>(swizzle);
-  g.a_mn_major = amn;
+  g.a_mn_major = amn || both_mn;
   g.k_a = static_cast<int>(K);
   g.b_kperm16 = amn;
+  g.b_mn_major = both_mn;
+  g.n_b = static_cast<int>(N);
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
