@@ -284,14 +284,16 @@ bool variant_is_overlap(kfgemm::Variant v) {
 
 // a_mn_major: A can be read MN-major in place (mn_major_ok). in_place: both operands
 // and both scale matrices are read as they are, so no preparation launch precedes the
-// GEMM.
+// GEMM. both_mn: both operands are e4m3fn and can be read MN-major in place.
 Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands, int sm_count,
-                    int mem_gbs, bool a_mn_major, bool in_place) {
+                    int mem_gbs, bool a_mn_major, bool in_place, bool both_mn) {
   using V = kfgemm::Variant;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
   const int64_t tiles64 = ceil_div(M, 64) * ceil_div(N, 128);
   const int64_t tiles128 = ceil_div(M, 128) * ceil_div(N, 128);
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t waves = tiles128 / sms;
   if (bf16) {
     // Few rows in exact mode on e4m3fn operands: the few-row kernel converting B into FP16
     // fragments in registers and A into an FP16 copy in shared memory, which reads B once
@@ -308,6 +310,15 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands
       const int s = split_for(Kp, tiles64, M <= 128 ? 128 : 256);
       if (s > 0) return {V::kBf16Pingpong64x128SplitK, s};
     }
+    // Both operands MN-major (the challenge's storage) over fewer than five waves of
+    // tiles, K >= 512: the kernel that converts them inside its pipeline, with no
+    // preparation pass (H100, interleaved, us, against the op's earlier choice:
+    // 1024x1536x7168 71.2 vs 87.0, 6144x576x7168 136.9 vs 194.9, 6144x512x7168 137.3 vs
+    // 174.7, 1024x4096x512 18.9 vs 21.8, 6144x1536x7168 332.3 vs 337.2). Its block loop
+    // is slower than variant 17's, so with more waves the preparation it saves does not
+    // pay (6144x4608x7168 985.6 vs 886.2, 6144x3072x1536 141.1 vs 130.6), nor at K = 256
+    // (1024x7168x256 20.9 vs 20.3). NOTES.md, v20.
+    if (both_mn && K >= 512 && waves < 5) return {V::kFp8Coop128x128ExactMn, 0};
     if (M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
     }
@@ -339,8 +350,6 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands
     const int s = split_for(Kp, few_rows ? tiles64 : tiles128, few_rows ? 64 : 80);
     if (s > 0) return {few_rows ? V::kFp8Pingpong64x128SplitK : V::kFp8Coop128x128SplitK, s};
   }
-  const int64_t sms = std::max(sm_count, 1);
-  const int64_t waves = tiles128 / sms;
   const int64_t last_wave = (tiles128 % sms) * 100 / sms;  // percent of a wave
   // A stored MN-major (the challenge's layout) with a narrow B (N <= 640) and many rows:
   // the hand-written kernel reading A in place, so that only the small B is rewritten
@@ -432,8 +441,9 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                         scales_row_major(sa) && scales_row_major(sb);
   const bool fn_operands =
       kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
-  const Choice choice =
-      pick_variant(M, N, K, bf16, fn_operands, props.sm_count, props.mem_gbs, a_mn, in_place);
+  const bool both_mn_ok = fn_operands && mn_major_ok(a) && mn_major_ok(b);
+  const Choice choice = pick_variant(M, N, K, bf16, fn_operands, props.sm_count, props.mem_gbs,
+                                     a_mn, in_place, both_mn_ok);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
