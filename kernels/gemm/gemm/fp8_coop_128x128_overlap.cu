@@ -700,11 +700,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     // threads convert B's FP8 block into one of two FP16 copies (rows of K, two 64-column
     // halves, the layout MN-major 16-bit wgmma reads) while the previous block's MMAs
     // run; then each warp group waits for those, builds its FP16 A fragments in
-    // registers (one set: the MMAs read them until they are done), and once both warp
-    // groups have written their parts of the copy issues the block's 8 k16 MMAs, and
-    // promotes the previous block while they run (two temporaries, as variant 10). A copy
-    // is rewritten two blocks after it was read, by which time both warp groups have
-    // waited for those MMAs (the barrier in between).
+    // registers (one set: the MMAs read them until they are done), and issues the block's
+    // 8 k16 MMAs once the other warp group's part of the copy is written, and promotes
+    // the previous block while they run (two temporaries, as variant 10).
+    // The warp groups hand each other their parts through named barriers, one per warp
+    // group and copy: a warp group arrives on its own after it has written its part and
+    // its previous MMAs are done, and waits on the other's only right before issuing, so
+    // that each issues as soon as its own fragments are built (the two run a block
+    // apart, and the tensor cores get one's MMAs while the other builds fragments). A
+    // copy is rewritten two blocks after it was read: by then both warp groups have
+    // arrived after waiting for those MMAs, and each has waited on the other's arrival.
     const int ct = consumer * 128 + tid;  // 0..255: the thread's share of B's conversion
     uint32_t f[32];
     int cbuf = 0;
@@ -740,17 +745,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_wait(full_bar(stage), phase);
       const uint32_t copy = copies + cbuf * L::kCopyBytes;
       convert_b(tile_b(stage), copy);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       cute::warpgroup_wait<0>();
       fence_regs(prev);
       fence_regs(f);
+      named_barrier_arrive(3 + 2 * cbuf + consumer, 256);
       load_a_fragment_f16(f, tile_a(stage) + a_lane);
       release();
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
       }
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      named_barrier(3, 256);
+      named_barrier(3 + 2 * cbuf + (consumer ^ 1), 256);
       fence_regs(cur);
       cute::warpgroup_arrive();
 #pragma unroll
