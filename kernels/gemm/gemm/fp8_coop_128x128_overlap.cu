@@ -40,6 +40,13 @@
 // whose partial tiles the last slice to arrive adds in slice order (split_store).
 // And on BF16 operands for exact mode (variant 17; NOTES.md, v17): the same pipeline with
 // each K block as two 128-byte sub-tiles per operand and 8 k16 MMAs, 3 stages.
+// And in exact mode on FP8 operands both stored MN-major, converted inside the pipeline
+// (variant 20; NOTES.md, v20): A into FP16 register fragments (load_a_fragment_f16), B
+// into FP16 copies in shared memory that 16-bit wgmma reads MN-major, no preparation
+// pass. Its 16384 conversions per block (F2FP; the CUDA guide gives such conversions 16
+// results per clock per SM) take by that count as long as the block's FP16 MMAs, so it
+// gains where the grid is short and loses to variant 17 after the preparation pass once
+// every SM is busy for many waves.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
