@@ -559,7 +559,8 @@ def mn_view(rows: int, k: int, pitch: int, g) -> torch.Tensor:
                                    (129, 136, 8320), (300, 400, 1920), (255, 392, 4224),
                                    (1000, 4104, 384), (1024, 1536, 7168)])
 @pytest.mark.parametrize("scales", ["row", "col"])
-def test_exact_mn_kernel(gemm_kernel, m, n, k, scales):
+@pytest.mark.parametrize("conv", [0, 1, 2])
+def test_exact_mn_kernel(gemm_kernel, m, n, k, scales, conv):
     """Variant 20: exact mode reading both FP8 operands MN-major in place (the
     challenge's storage, no preparation launch), A converted into FP16 register
     fragments and B into FP16 copies in shared memory. Tails in every dimension (TMA's
@@ -574,8 +575,38 @@ def test_exact_mn_kernel(gemm_kernel, m, n, k, scales):
     sa = make_scale(m, kb, scales, g)
     sb = make_scale(nb, kb, scales, g)
     out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, 0)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, conv)
     Checker(gemm_kernel, a, b, sa, sb, f"variant=20 {m}x{n}x{k} {scales} seed={seed}").exact(out)
+
+
+@pytest.mark.parametrize("conv", [0, 2])
+def test_exact_mn_kernel_keeps_nan(gemm_kernel, conv):
+    """An e4m3fn NaN (0x7F, 0xFF) in either operand makes its row or column of the
+    product NaN, as in the reference; the rest stays exact."""
+    m, n, k = 256, 384, 640
+    seed = fresh_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    kb, nb = k // 128, n // 128
+    a = mn_view(m, k, m, g)
+    b = mn_view(n, k, n, g)
+    a.view(torch.uint8)[5, 300] = 0xFF
+    b.view(torch.uint8)[77, 129] = 0x7F
+    b.view(torch.uint8)[200, 5] = 0xFF
+    sa = make_scale(m, kb, "col", g)
+    sb = make_scale(nb, kb, "col", g)
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, conv)
+    nan = torch.zeros(m, n, dtype=torch.bool, device="cuda")
+    nan[5, :] = True
+    nan[:, 77] = True
+    nan[:, 200] = True
+    assert torch.equal(torch.isnan(out), nan), f"seed={seed}"
+    keep = ~nan
+    ref = gemm_kernel.reference.gemm_nt_reference(a, b, sa, sb)
+    assert torch.equal(torch.isnan(ref), nan), f"reference, seed={seed}"
+    tol = 1e-3 + 2e-2 * ref[keep].abs()
+    bad = int(((out[keep].double() - ref[keep].double()).abs() > tol).sum())
+    assert bad == 0, f"{bad} mismatches, seed={seed}"
 
 
 def test_exact_mn_kernel_rejects_other_layouts(gemm_kernel):
