@@ -43,16 +43,16 @@
 // And in exact mode on FP8 operands both stored MN-major, converted inside the pipeline
 // (variant 20; NOTES.md, v20): A into FP16 register fragments (load_a_fragment_f16), B
 // into FP16 copies in shared memory that 16-bit wgmma reads MN-major, no preparation
-// pass. Its 16384 conversions per block (F2FP; the CUDA guide gives such conversions 16
-// results per clock per SM) take by that count as long as the block's FP16 MMAs, so it
-// gains where the grid is short and loses to variant 17 after the preparation pass once
-// every SM is busy for many waves.
+// pass. Its block loop takes about 1.25 us (variant 17's 1.0): the consumer warps that
+// feed the MMAs also issue the 16384 conversions of each block (64 F2FP and about 220
+// instructions per thread), and moving B's conversions to the integer pipes made it
+// slower. So it gains where the grid is short and loses to variant 17 after the
+// preparation pass once every SM is busy for many waves.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
 // ends with zeros, so partial tiles need no special casing in the mainloop.
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -182,21 +182,6 @@ __device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t w, int h) {
   return static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
 }
 
-// Two FP8 (e4m3fn) values, half `h` of `w`, as an FP16 pair scaled by 2^-8, on the
-// integer pipes: sign to bit 15, the other seven bits to bits 7-13, which is the FP16
-// encoding of the value times 2^-8 for every finite e4m3fn value, subnormals included
-// (exponent e becomes the FP16 exponent e, whose bias is 8 more). NaN (0x7F, 0xFF) is
-// not kept: callers check for it (e4m3_nan_bytes).
-__device__ __forceinline__ uint32_t e4m3x2_to_half2_scaled(uint32_t w, int h) {
-  const uint32_t u = __byte_perm(w, 0, h ? 0x4342 : 0x4140);  // one value per 16 bits
-  return (u + (u & 0x00800080u)) << 7;
-}
-
-// Non-zero if a byte of `w` is an e4m3fn NaN (low seven bits all set).
-__device__ __forceinline__ uint32_t e4m3_nan_bytes(uint32_t w) {
-  return ((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
-}
-
 // Variant 20: the FP16 A fragments of a whole block (8 k16 steps, four words each) from
 // the MN-major FP8 stage. ldmatrix.trans and the byte permutes of load_a_fragment give,
 // per k32 step, M row 2g's bytes at K {2t, 2t+1, 8+2t, 9+2t} (and {16+..} in the third
@@ -289,7 +274,7 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, int kCvt>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, bool kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
@@ -299,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 "variant 20 runs on single CTAs, without split-K");
   // A's wgmma fragments built in registers from MN-major storage (variants 13, 14, 16, 20).
   constexpr bool kAfrag = kAmn || kCvt;
-  using L = Smem<kBf16, kCvt != 0>;
+  using L = Smem<kBf16, kCvt>;
   constexpr int kStages = L::kStages;
   constexpr uint32_t kStageBytes = L::kStageBytes;
   extern __shared__ uint8_t smem_raw[];
@@ -750,38 +735,16 @@ __global__ void __launch_bounds__(kThreads, 1)
                      : "memory");
         const uint32_t row = dst + (cc >> 2) * L::kCopyHalfBytes + r * 128;
         const int j0 = 2 * (cc & 3);
-        uint32_t y[8];
-        if constexpr (kCvt == 1) {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) y[j] = e4m3x2_to_half2(x[j / 2], j % 2);
-        } else {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) y[j] = e4m3x2_to_half2_scaled(x[j / 2], j % 2);
-          if constexpr (kCvt == 3) {
-            const uint32_t nan = e4m3_nan_bytes(x[0]) | e4m3_nan_bytes(x[1]) |
-                                 e4m3_nan_bytes(x[2]) | e4m3_nan_bytes(x[3]);
-            if (__builtin_expect(nan != 0, 0)) {
-              const __half2 k = __float2half2_rn(1.0f / 256.0f);
-#pragma unroll
-              for (int j = 0; j < 8; ++j) {
-                const uint32_t v = e4m3x2_to_half2(x[j / 2], j % 2);
-                const __half2 z = __hmul2(*reinterpret_cast<const __half2*>(&v), k);
-                y[j] = *reinterpret_cast<const uint32_t*>(&z);
-              }
-            }
-          }
-        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(
                            row + (((j0 + h) ^ (r & 7)) << 4)),
-                       "r"(y[4 * h]), "r"(y[4 * h + 1]), "r"(y[4 * h + 2]), "r"(y[4 * h + 3])
+                       "r"(e4m3x2_to_half2(x[2 * h], 0)), "r"(e4m3x2_to_half2(x[2 * h], 1)),
+                       "r"(e4m3x2_to_half2(x[2 * h + 1], 0)), "r"(e4m3x2_to_half2(x[2 * h + 1], 1))
                        : "memory");
         }
       }
     };
-    // B's copy holds its values times 2^-8 when converted on the integer pipes.
-    constexpr float kCopyScale = kCvt == 1 ? 1.0f : 256.0f;
     // Block kb into `cur`: convert B (the previous block's MMAs, into `prev`, still
     // running), wait for those, take A's fragments, hand the stage back, and issue the
     // MMAs once both warp groups' parts of the copy are written. Returns with them in
@@ -817,7 +780,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto block = [&](auto set, float(&cur)[64], float(&prev)[64], int kb) {
       constexpr int S = decltype(set)::value;
       issue_cvt(cur, prev);
-      promote(acc, prev, sa_lo[S] * sb[S] * kCopyScale, sa_hi[S] * sb[S] * kCopyScale);
+      promote(acc, prev, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
       if (kb + 1 < kblocks) load_scales(S);
     };
     for (; unit < units; unit += clusters) {
@@ -838,9 +801,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(t0);
       fence_regs(t1);
       if ((kblocks - 1) & 1) {
-        promote(acc, t1, sa_lo[1] * sb[1] * kCopyScale, sa_hi[1] * sb[1] * kCopyScale);
+        promote(acc, t1, sa_lo[1] * sb[1], sa_hi[1] * sb[1]);
       } else {
-        promote(acc, t0, sa_lo[0] * sb[0] * kCopyScale, sa_hi[0] * sb[0] * kCopyScale);
+        promote(acc, t0, sa_lo[0] * sb[0], sa_hi[0] * sb[0]);
       }
       store_tile(c);
     }
@@ -900,9 +863,9 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, int kCvt = 0>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, bool kCvt = false>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
-  using L = Smem<kBf16, kCvt != 0>;
+  using L = Smem<kBf16, kCvt>;
   constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   SplitParams sp{1, nullptr, nullptr};
@@ -1070,11 +1033,7 @@ size_t fp8_coop_128x128_exact_mn_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_exact_mn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
-  // EXPERIMENT: splits selects B's conversion (0: F2FP, 1: integer pipes without the NaN
-  // check, 2: integer pipes with it).
-  if (g.splits == 1) return overlap::launch<1, false, false, false, 2>(g, ws, stream, why);
-  if (g.splits == 2) return overlap::launch<1, false, false, false, 3>(g, ws, stream, why);
-  return overlap::launch<1, false, false, false, 1>(g, ws, stream, why);
+  return overlap::launch<1, false, false, false, true>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {
