@@ -729,23 +729,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t f[32];
     int cbuf = 0;
     // Converts four 16-byte chunks of B's FP8 block (128 rows of K, 128 bytes of N each,
-    // 128-byte swizzle) into the FP16 copy `dst`: chunk c of row r holds N 16c..16c+15,
-    // which go to half c / 4, 16-byte chunks 2 (c % 4) and 2 (c % 4) + 1, swizzled.
+    // 128-byte swizzle) into the FP16 copy at `dst`: chunk c of row r holds N 16c..16c+15,
+    // which go to half c / 4, 16-byte chunks 2 (c % 4) and 2 (c % 4) + 1, swizzled. The
+    // thread takes chunk c = ct % 8 of rows ct / 8 + 32 i: the swizzle (row % 8) is the
+    // same for all four, so their addresses are fixed offsets from one another.
+    const int crow = ct >> 3, cchunk = ct & 7;
+    const uint32_t b_src = crow * 128 + ((cchunk ^ (crow & 7)) << 4);
+    const uint32_t b_dst = (cchunk >> 2) * L::kCopyHalfBytes + crow * 128;
+    const uint32_t b_dst0 = b_dst + (((2 * (cchunk & 3)) ^ (crow & 7)) << 4);
+    const uint32_t b_dst1 = b_dst + (((2 * (cchunk & 3) + 1) ^ (crow & 7)) << 4);
     auto convert_b = [&](uint32_t src, uint32_t dst) {
-#pragma unroll 1
+#pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int q = ct + 256 * i, r = q >> 3, cc = q & 7;
         uint32_t x[4];
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                     : "r"(src + r * 128 + ((cc ^ (r & 7)) << 4))
+                     : "r"(src + b_src + i * 32 * 128)
                      : "memory");
-        const uint32_t row = dst + (cc >> 2) * L::kCopyHalfBytes + r * 128;
-        const int j0 = 2 * (cc & 3);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(
-                           row + (((j0 + h) ^ (r & 7)) << 4)),
+                           dst + (h ? b_dst1 : b_dst0) + i * 32 * 128),
                        "r"(e4m3x2_to_half2(x[2 * h], 0)), "r"(e4m3x2_to_half2(x[2 * h], 1)),
                        "r"(e4m3x2_to_half2(x[2 * h + 1], 0)), "r"(e4m3x2_to_half2(x[2 * h + 1], 1))
                        : "memory");
