@@ -756,15 +756,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     };
-    // Block kb into `cur`: convert B (the previous block's MMAs, into `prev`, still
-    // running), wait for those, take A's fragments, hand the stage back, and issue the
-    // MMAs once both warp groups' parts of the copy are written. Returns with them in
-    // flight.
-    auto issue_cvt = [&](float(&cur)[64], float(&prev)[64]) {
+    // Block kb into `cur`, its scales into set P: convert B (the previous block's MMAs,
+    // into `prev`, still running), wait for those, take A's fragments, hand the stage
+    // back, and issue the MMAs once both warp groups' parts of the copy are written.
+    // Returns with them in flight. The scales are loaded after the proxy fence that
+    // makes the copy visible to the MMAs (MEMBAR.ALL.CTA in the SASS, which waits for the
+    // thread's memory operations in flight), a block before their promotion.
+    auto issue_cvt = [&](auto set, float(&cur)[64], float(&prev)[64]) {
+      constexpr int P = decltype(set)::value;
       mbar_wait(full_bar(stage), phase);
       const uint32_t copy = copies + cbuf * L::kCopyBytes;
       convert_b(tile_b(stage), copy);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      load_scales(P);
       cute::warpgroup_wait<0>();
       fence_regs(prev);
       fence_regs(f);
@@ -786,28 +790,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       cute::warpgroup_commit_batch();
       cbuf ^= 1;
     };
-    // Block kb into `cur` after block kb-1 in `prev`, whose scales are in set S; then
-    // block kb+1's scales into set S.
-    auto block = [&](auto set, float(&cur)[64], float(&prev)[64], int kb) {
+    // Block kb into `cur` (its scales into set S ^ 1) after block kb-1 in `prev`, whose
+    // scales are in set S.
+    auto block = [&](auto set, float(&cur)[64], float(&prev)[64]) {
       constexpr int S = decltype(set)::value;
-      issue_cvt(cur, prev);
+      issue_cvt(std::integral_constant<int, S ^ 1>{}, cur, prev);
       promote(acc, prev, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      if (kb + 1 < kblocks) load_scales(S);
     };
     for (; unit < units; unit += clusters) {
       c = tile_coord<1>(unit, units_m, tiles_n, 0);
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
       point_scales(c, 0);
-      load_scales(0);
-      if (kblocks > 1) load_scales(1);
-      issue_cvt(t0, t1);
+      issue_cvt(Zero{}, t0, t1);
       int kb = 1;
       for (; kb + 1 < kblocks; kb += 2) {
-        block(Zero{}, t1, t0, kb);
-        block(One{}, t0, t1, kb + 1);
+        block(Zero{}, t1, t0);
+        block(One{}, t0, t1);
       }
-      if (kb < kblocks) block(Zero{}, t1, t0, kb);
+      if (kb < kblocks) block(Zero{}, t1, t0);
       cute::warpgroup_wait<0>();
       fence_regs(t0);
       fence_regs(t1);
