@@ -190,30 +190,20 @@ __device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t w, int h) {
 }
 
 // Variant 20: the FP16 A fragments of a whole block (8 k16 steps, four words each) from
-// the MN-major FP8 stage. ldmatrix.trans and the byte permutes of load_a_fragment give,
-// per k32 step, M row 2g's bytes at K {2t, 2t+1, 8+2t, 9+2t} (and {16+..} in the third
-// word), row 2g+1's in the second and fourth: converted two at a time they are the FP16
-// fragment's words for fragment rows g (M row 2g) and g+8 (M row 2g+1) at K columns
-// {2t, 2t+1} and {8+2t, 9+2t}, in plain K order.
+// the MN-major FP8 stage. load_a_fragment's words hold, per k32 step, M row 2g's bytes
+// at K {2t, 2t+1, 8+2t, 9+2t} (and {16+..} in the third word), row 2g+1's in the second
+// and fourth: converted two at a time they are the FP16 fragment's words for fragment
+// rows g (M row 2g) and g+8 (M row 2g+1) at K columns {2t, 2t+1} and {8+2t, 9+2t}, in
+// plain K order.
 __device__ __forceinline__ void load_a_fragment_f16(uint32_t (&f)[32], uint32_t addr) {
+  uint32_t w[16];
+  load_a_fragment(w, addr);
 #pragma unroll
-  for (int kk = 0; kk < kBlockK / 32; ++kk) {
-    uint32_t r0, r1, r2, r3;
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr + kk * 32 * kBlockM)
-                 : "memory");
-    const uint32_t lo0 = __byte_perm(r0, r1, 0x6420), hi0 = __byte_perm(r0, r1, 0x7531);
-    const uint32_t lo1 = __byte_perm(r2, r3, 0x6420), hi1 = __byte_perm(r2, r3, 0x7531);
-    uint32_t* s0 = &f[8 * kk];
-    s0[0] = e4m3x2_to_half2(lo0, 0);
-    s0[1] = e4m3x2_to_half2(hi0, 0);
-    s0[2] = e4m3x2_to_half2(lo0, 1);
-    s0[3] = e4m3x2_to_half2(hi0, 1);
-    s0[4] = e4m3x2_to_half2(lo1, 0);
-    s0[5] = e4m3x2_to_half2(hi1, 0);
-    s0[6] = e4m3x2_to_half2(lo1, 1);
-    s0[7] = e4m3x2_to_half2(hi1, 1);
+  for (int q = 0; q < 8; ++q) {  // k16 step q: words 2q (row 2g) and 2q + 1 (row 2g + 1)
+    f[4 * q + 0] = e4m3x2_to_half2(w[2 * q], 0);
+    f[4 * q + 1] = e4m3x2_to_half2(w[2 * q + 1], 0);
+    f[4 * q + 2] = e4m3x2_to_half2(w[2 * q], 1);
+    f[4 * q + 3] = e4m3x2_to_half2(w[2 * q + 1], 1);
   }
 }
 
