@@ -6,7 +6,7 @@
 
 // Block-scaled FP8 GEMM, "NT" convention: a (M, K), b (N, K), a_scale (M, ceil(K/128)),
 // b_scale (ceil(N/128), ceil(K/128)); out (M, N) bfloat16. Any strides.
-// `exact` selects BF16 tensor cores on exactly converted operands. `variant` (-1: pick),
+// `exact` selects 16-bit (BF16 or FP16) tensor cores on exactly converted operands. `variant` (-1: pick),
 // `splits` (-1: pick; stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K;
 // split-K variants: K slices) and `swizzle` (the tile scheduler's maximum swizzle, 1, 2,
 // 4 or 8; 0: CUTLASS's default, 1) override the kernel choice for tuning.

@@ -100,8 +100,8 @@ def gemm(
         a_scale: (ceil(K/128), M) float32, one scale per row of ``a`` per 128 of K.
         b_scale: (ceil(K/128), ceil(N/128)) float32, one per 128x128 tile of ``b``.
         out: optional (M, N) bfloat16 tensor to write; allocated when None.
-        precision: ``"fast"`` (FP8 tensor cores) or ``"exact"`` (BF16 tensor cores on
-            exactly converted operands; passes the challenge's checker).
+        precision: ``"fast"`` (FP8 tensor cores) or ``"exact"`` (16-bit tensor cores,
+            BF16 or FP16, on exactly converted operands; passes the challenge's checker).
 
     Returns:
         ``out`` (or a new tensor): (M, N) bfloat16.
