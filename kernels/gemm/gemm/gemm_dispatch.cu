@@ -88,13 +88,10 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
     if (why) *why = "unknown kernel variant";
     return Status::kUnsupported;
   }
-  if (reads_both_mn_major(v)) {
-    if (!args.a_mn_major || !args.b_mn_major || args.b_kperm16) {
-      if (why) *why = "variant 20 reads both operands MN-major in place (a_mn_major, b_mn_major)";
-      return Status::kUnsupported;
-    }
-  } else if (args.b_mn_major || (!reads_a_mn_major(v) && (args.a_mn_major || args.b_kperm16))) {
-    if (why) *why = "only variants 13, 14 and 16 read MN-major A and K-permuted B, only 20 MN-major B";
+  // The layout flags go only to the variants that read them; those check what they need.
+  if ((args.a_mn_major && !reads_a_mn_major(v) && !reads_both_mn_major(v)) ||
+      (args.b_kperm16 && !reads_a_mn_major(v)) || (args.b_mn_major && !reads_both_mn_major(v))) {
+    if (why) *why = "a_mn_major is for variants 13, 14, 16 and 20, b_kperm16 for 13, 14 and 16, b_mn_major for 20";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);

@@ -436,12 +436,13 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   };
   Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
   Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
-  const bool a_mn = !bf16 && mn_major_ok(a);
+  const bool a_mn_ok = mn_major_ok(a);  // e4m3fn, read MN-major in place
+  const bool both_mn_ok = a_mn_ok && mn_major_ok(b);
+  const bool a_mn = !bf16 && a_mn_ok;
   const bool in_place = !bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
                         scales_row_major(sa) && scales_row_major(sb);
   const bool fn_operands =
       kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
-  const bool both_mn_ok = fn_operands && mn_major_ok(a) && mn_major_ok(b);
   const Choice choice = pick_variant(M, N, K, bf16, fn_operands, props.sm_count, props.mem_gbs,
                                      a_mn, in_place, both_mn_ok);
   kfgemm::Variant v = choice.variant;
@@ -459,7 +460,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   const bool bf16_operands = bf16 && !converts_fp8_itself(v);
   const bool both_mn = kfgemm::reads_both_mn_major(v);
   if (both_mn) {
-    TORCH_CHECK_VALUE(mn_major_ok(a) && mn_major_ok(b), cat("variant ", kfgemm::variant_name(v), " reads both operands in place MN-major: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, M and N > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M or N)"));
+    TORCH_CHECK_VALUE(both_mn_ok, cat("variant ", kfgemm::variant_name(v), " reads both operands in place MN-major: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, M and N > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M or N)"));
   }
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
                     cat("swizzle must be 0 (the default, 1), 1, 2, 4 or 8, got ", swizzle));
