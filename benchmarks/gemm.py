@@ -21,6 +21,7 @@ import importlib
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -73,12 +74,18 @@ ROUNDS = 3
 
 def interleaved(fns: dict, rep_ms: int, rounds: int = ROUNDS) -> dict:
     """Median over `rounds` rounds of each function's time; every round times each
-    function once, in a rotated order, so that clock or thermal drift during the run
-    affects ours and cuBLASLt alike instead of whichever happens to run later."""
+    function once, so that clock or thermal drift during the run affects ours and
+    cuBLASLt alike instead of whichever happens to run later. The order is shuffled per
+    round (seeded, so reruns repeat it): with a rotated order each function always
+    followed the same one, and on long kernels at the power limit the clock a function
+    inherits from its predecessor biased it (the op and the same kernel forced
+    explicitly measured 892 and 838 us, NOTES.md, v21)."""
     names = list(fns)
     times = {name: [] for name in names}
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        order = names[:]
+        random.Random(r).shuffle(order)
+        for name in order:
             times[name].append(bench(fns[name], max(10, rep_ms // rounds)))
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 

@@ -311,14 +311,18 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands
       if (s > 0) return {V::kBf16Pingpong64x128SplitK, s};
     }
     // Both operands MN-major (the challenge's storage) over fewer than five waves of
-    // tiles, K >= 512: the kernel that converts them inside its pipeline, with no
-    // preparation pass (H100, interleaved, us, against the op's earlier choice:
-    // 1024x1536x7168 71.2 vs 87.0, 6144x576x7168 136.9 vs 194.9, 6144x512x7168 137.3 vs
-    // 174.7, 1024x4096x512 18.9 vs 21.8, 6144x1536x7168 332.3 vs 337.2). Its block loop
-    // is slower than variant 17's, so with more waves the preparation it saves does not
-    // pay (6144x4608x7168 985.6 vs 886.2, 6144x3072x1536 141.1 vs 130.6), nor at K = 256
-    // (1024x7168x256 20.9 vs 20.3). NOTES.md, v20.
-    if (both_mn && K >= 512 && waves < 5) return {V::kFp8Coop128x128ExactMn, 0};
+    // tiles: the kernel that converts them inside its pipeline, with no preparation pass
+    // (H100, interleaved, us, against the op's earlier choice: 1024x1536x7168 66.1 vs
+    // 87.0, 6144x576x7168 127.4 vs 194.9, 6144x512x7168 131 vs 174.7, 1024x4096x512 17.7
+    // vs 21.8, and K = 256 since v20's final build: 1024x7168x256 19.7 and 19.2 vs 20.1
+    // for the pass and the BF16 ping-pong kernel). Its block loop is slower than variant
+    // 17's (its consumers issue the conversions), so with more waves the preparation it
+    // saves does not pay in general: it wins on 6144x3072x1536 (124.3 vs 131.0) but loses
+    // on 6144x4096x512 (71.6 vs 64.0) and 6144x7168x2048 (386.5 vs 360.4), and on
+    // 6144x4608x7168 it varies from run to run (838 and 867 interleaved, 955 in a
+    // sequential benchmark) where the pass and variant 17 hold 886-898. NOTES.md, v20
+    // and v21.
+    if (both_mn && K >= 256 && waves < 5) return {V::kFp8Coop128x128ExactMn, 0};
     if (M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
     }
