@@ -344,12 +344,12 @@ def test_overlap_kernel(gemm_kernel, m, n, k, layout, variant):
     (c.exact if exact else c.fast)(out)
 
 
-def pitched_mn(a: torch.Tensor) -> torch.Tensor:
+def pitched_mn(a: torch.Tensor, extra: int = 0) -> torch.Tensor:
     """``a`` (M, K), MN-major, as a view of a (K, Mp) buffer with Mp the next multiple of
-    16 (16-byte aligned rows of K for any M). The columns past M hold e4m3fn NaN, so a
-    kernel reading them would fail the check."""
+    16 (16-byte aligned rows of K for any M) plus ``extra`` columns. The columns past M
+    hold e4m3fn NaN, so a kernel reading them would fail the check."""
     m, k = a.shape
-    mp = -(-m // 16) * 16
+    mp = -(-m // 16) * 16 + extra
     buf = torch.full((k, mp), 0x7F, dtype=torch.uint8, device=a.device).view(a.dtype)
     buf[:, :m] = a.t()
     return buf[:, :m].t()
@@ -548,13 +548,6 @@ def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
         ops.gemm_nt(a, b, sa, sb, True, 19, 0)
 
 
-def mn_view(rows: int, k: int, pitch: int, g) -> torch.Tensor:
-    """(rows, k) e4m3fn view of a (k, pitch) buffer: MN-major with rows of K ``pitch``
-    bytes apart (``pitch`` >= rows, padded so that rows of K stay 16-byte aligned)."""
-    buf = torch.randn(k, pitch, generator=g, device="cuda").to(FN)
-    return buf[:, :rows].t()
-
-
 @pytest.mark.parametrize("m,n,k", [(2, 8, 16), (17, 100, 200), (64, 576, 7168 + 64),
                                    (129, 136, 8320), (300, 400, 1920), (255, 392, 4224),
                                    (1000, 4104, 384), (1024, 1536, 7168)])
@@ -567,12 +560,9 @@ def test_exact_mn_kernel(gemm_kernel, m, n, k, scales):
     output), one to 65 K blocks (odd and even counts), several tiles per CTA, row pitches
     wider than the rows, scales of either layout read in place."""
     seed = fresh_seed()
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    kb, nb = -(-k // 128), -(-n // 128)
-    a = mn_view(m, k, -(-m // 16) * 16 + 16, g)
-    b = mn_view(n, k, -(-n // 16) * 16, g)
-    sa = make_scale(m, kb, scales, g)
-    sb = make_scale(nb, kb, scales, g)
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout=scales,
+                           sb_layout=scales)
+    a, b = pitched_mn(a, extra=16), pitched_mn(b)
     out = poisoned(m, n)
     gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, 0)
     Checker(gemm_kernel, a, b, sa, sb, f"variant=20 {m}x{n}x{k} {scales} seed={seed}").exact(out)
@@ -583,15 +573,11 @@ def test_exact_mn_kernel_keeps_nan(gemm_kernel):
     product NaN, as in the reference; the rest stays exact."""
     m, n, k = 256, 384, 640
     seed = fresh_seed()
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    kb, nb = k // 128, n // 128
-    a = mn_view(m, k, m, g)
-    b = mn_view(n, k, n, g)
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout="col",
+                           sb_layout="col")
     a.view(torch.uint8)[5, 300] = 0xFF
     b.view(torch.uint8)[77, 129] = 0x7F
     b.view(torch.uint8)[200, 5] = 0xFF
-    sa = make_scale(m, kb, "col", g)
-    sb = make_scale(nb, kb, "col", g)
     out = poisoned(m, n)
     gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, 0)
     nan = torch.zeros(m, n, dtype=torch.bool, device="cuda")
