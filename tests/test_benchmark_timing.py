@@ -1,6 +1,7 @@
 """The GEMM benchmark's interleaved timing (benchmarks/gemm.py), without a GPU: every
 round times each function once, the orders differ from round to round so that no
-function mostly runs right after the same one, and they repeat from run to run."""
+function mostly runs right after the same one, and they repeat from run to run; a
+baseline far slower than us is timed again and can only get faster."""
 
 from __future__ import annotations
 
@@ -57,3 +58,27 @@ def test_reports_the_median_round(gemm_benchmark, monkeypatch) -> None:
     times = iter([5.0, 1.0, 3.0])
     monkeypatch.setattr(gemm_benchmark, "bench", lambda fn, rep_ms: next(times))
     assert gemm_benchmark.interleaved({"only": None}, rep_ms=30, rounds=3) == {"only": 3.0}
+
+
+def test_keeps_every_round(gemm_benchmark, monkeypatch) -> None:
+    times = iter([5.0, 1.0, 3.0])
+    monkeypatch.setattr(gemm_benchmark, "bench", lambda fn, rep_ms: next(times))
+    rounds: dict = {}
+    gemm_benchmark.interleaved({"only": None}, rep_ms=30, rounds=3, per_round=rounds)
+    assert rounds == {"only": [5.0, 1.0, 3.0]}
+
+
+@pytest.mark.parametrize("cublas,fast,again,kept,retimed", [
+    (117.7, 17.2, 25.9, 25.9, True),    # an outlier: the new time is kept
+    (117.7, 17.2, 130.0, 117.7, True),  # timed again, but the first median was faster
+    (30.0, 17.2, 1.0, 30.0, False),     # within 2x: not timed again
+])
+def test_slow_baseline_is_timed_again_and_only_lowered(gemm_benchmark, monkeypatch, cublas, fast,
+                                                        again, kept, retimed) -> None:
+    calls: list[object] = []
+    monkeypatch.setattr(gemm_benchmark, "bench", lambda fn, rep_ms: calls.append(fn) or again)
+    row = {"cublas_us": cublas, "fast_us": fast}
+    gemm_benchmark.retime_slow_baseline(row, "cublas", rep_ms=60)
+    assert row["cublas_us"] == kept
+    assert (calls == ["cublas"]) == retimed
+    assert ("cublas_interleaved_us" in row) == retimed

@@ -648,6 +648,63 @@ def test_empty_and_zero_k(gemm_kernel):
     assert (out == 0).all()
 
 
+PLAN_CASES = [  # m, n, k, layout, precision
+    (1024, 1536, 2048, "challenge", "fast"),
+    (1024, 1536, 2048, "challenge", "exact"),
+    (64, 2112, 7168, "nt", "fast"),
+    (64, 2112, 7168, "nt", "exact"),
+    (4096, 5120, 256, "challenge", "exact"),
+    (4096, 5120, 512, "nt", "fast"),
+    (300, 200, 300, "nt", "exact"),
+]
+
+
+def layout_inputs(m, n, k, layout, seed, dtype=FN):
+    """NT operands K-major with row-major scales, or the challenge's storage: both
+    operands MN-major, both scales transposed views."""
+    mn = layout == "challenge"
+    return make_nt(m, n, k, seed=seed, a_major="mn" if mn else "k", b_major="mn" if mn else "k",
+                   dtype_a=dtype, dtype_b=dtype, sa_layout="col" if mn else "row",
+                   sb_layout="col" if mn else "row")
+
+
+@pytest.mark.parametrize("m,n,k,layout,precision", PLAN_CASES)
+def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, precision):
+    """The op's output is bitwise the output of the kernel plan_nt names, launched
+    explicitly with its splits; plan (the guide's convention) agrees with plan_nt."""
+    seed = fresh_seed()
+    a, b, sa, sb = layout_inputs(m, n, k, layout, seed)
+    p = gemm_kernel.plan_nt(a, b, sa, sb, precision=precision)
+    assert p.variant >= 0 and p.name not in ("none", "unknown"), p
+    assert gemm_kernel.plan(a, b.t(), sa.t(), sb.t(), precision=precision) == p
+    chosen = gemm_kernel.gemm_nt(a, b, sa, sb, precision=precision)
+    forced = gemm_kernel._ops.ops.gemm_nt(a, b, sa, sb, precision == "exact", p.variant, p.splits)
+    assert torch.equal(chosen, forced), f"seed={seed}, {p}"
+
+
+@pytest.mark.parametrize("m,n,k,layout,precision,dtype,name", [
+    # exact mode, both operands MN-major on one wave: converted inside the GEMM (v20)
+    (1024, 1536, 2048, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn"),
+    # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
+    (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
+    # exact mode on few rows of e4m3fn: the few-row kernel converting B in registers
+    (64, 2112, 7168, "nt", "exact", FN, "fp8_fewrow_exact"),
+    # e4m3fnuz never goes to the kernels that convert e4m3fn themselves
+    (64, 2112, 7168, "nt", "exact", NUZ, "bf16_pingpong_64x128_splitk"),
+    # six or more waves in fast mode, short K: the hand-written kernel
+    (4096, 5120, 512, "nt", "fast", FN, "fp8_coop_128x128_overlap"),
+])
+def test_plan_follows_the_measured_choices(gemm_kernel, m, n, k, layout, precision, dtype, name):
+    """Choices that NOTES.md's measurements put on every Hopper part (114-132 SMs)."""
+    a, b, sa, sb = layout_inputs(m, n, k, layout, fresh_seed(), dtype)
+    assert gemm_kernel.plan_nt(a, b, sa, sb, precision=precision).name == name
+
+
+def test_plan_of_an_empty_problem(gemm_kernel):
+    a, b, sa, sb = make_nt(16, 32, 0, seed=0)
+    assert tuple(gemm_kernel.plan_nt(a, b, sa, sb)) == (-1, 0, "none")
+
+
 def test_torch_compile_fullgraph(gemm_kernel):
     m, n, k = 128, 256, 512
     seed = fresh_seed()

@@ -316,13 +316,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands
     // 87.0, 6144x576x7168 127.4 vs 194.9, 6144x512x7168 131 vs 174.7, 1024x4096x512 17.7
     // vs 21.8, and K = 256 since v20's final build: 1024x7168x256 19.7 and 19.2 vs 20.1
     // for the pass and the BF16 ping-pong kernel). Its block loop is slower than variant
-    // 17's (its consumers issue the conversions), so with more waves the preparation it
-    // saves does not pay in general: it wins on 6144x3072x1536 (124.3 vs 131.0) but loses
-    // on 6144x4096x512 (71.6 vs 64.0) and 6144x7168x2048 (386.5 vs 360.4), and on
-    // 6144x4608x7168 it varies from run to run (838 and 867 interleaved, 955 in a
-    // sequential benchmark) where the pass and variant 17 hold 886-898. NOTES.md, v20
-    // and v21.
-    if (both_mn && K >= 256 && waves < 5) return {V::kFp8Coop128x128ExactMn, 0};
+    // 17's (its consumers issue the conversions and store the FP16 copy of B), so the
+    // preparation it saves stops paying on long grids. With K >= 1024 it still wins up to
+    // eight waves (H100, interleaved in shuffled order, us, against the pass and variant
+    // 17: 6144x3072x1536 123.4 vs 130.7, 4096x3072x2048 108.9 vs 120.2, 6144x2560x1024
+    // 79.2 vs 81.1, 4096x4096x1536 110.6 vs 113.7) and loses beyond (6144x4608x7168
+    // 920.7 vs 884.1, 6144x7168x2048 389.1 vs 355.1, 6144x7168x2304 424.7 vs 415.9);
+    // with K <= 512 it loses there (6144x4096x512 69.2 vs 64.1). NOTES.md, v20-v22.
+    if (both_mn && K >= 256 && (waves < 5 || (waves < 9 && K >= 1024))) {
+      return {V::kFp8Coop128x128ExactMn, 0};
+    }
     if (M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
     }
@@ -415,6 +418,49 @@ bool variant_is_bf16(kfgemm::Variant v) {
          v == kfgemm::Variant::kBf16Coop128x128Overlap || converts_fp8_itself(v);
 }
 
+// What the op's choice of kernel depends on besides the shape and the device.
+struct Traits {
+  bool bf16;         // 16-bit tensor cores: exact mode, or an e4m3fnuz operand
+  bool fn_operands;  // both operands e4m3fn
+  bool a_mn;         // A read MN-major in place (fast mode)
+  bool both_mn_ok;   // both operands readable MN-major in place
+  bool in_place;     // operands and scales usable by the GEMM as they are
+};
+
+// Scales are read in place through their strides (int32 in the kernel); others are
+// copied first.
+Tensor scales_for_kernel(const Tensor& s) {
+  const bool fits = s.stride(0) >= 0 && s.stride(1) >= 0 && s.stride(0) < INT32_MAX &&
+                    s.stride(1) < INT32_MAX;
+  return fits ? s : s.contiguous();
+}
+
+Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb,
+                 int64_t M, int64_t N, bool exact) {
+  Traits t{};
+  t.bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
+           kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
+  const bool a_mn_ok = mn_major_ok(a);  // e4m3fn, read MN-major in place
+  t.both_mn_ok = a_mn_ok && mn_major_ok(b);
+  t.a_mn = !t.bf16 && a_mn_ok;
+  t.in_place = !t.bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
+               scales_row_major(sa) && scales_row_major(sb);
+  t.fn_operands =
+      kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
+  return t;
+}
+
+DeviceInfo hopper_info(int dev) {
+  const DeviceInfo props = device_info(dev);
+  TORCH_CHECK(props.major == 9, cat("this gemm needs a Hopper GPU (compute capability 9.x); device ", dev, " is ", props.major, ".", props.minor));
+  return props;
+}
+
+Choice choose(int64_t M, int64_t N, int64_t K, const Traits& t, const DeviceInfo& props) {
+  return pick_variant(M, N, K, t.bf16, t.fn_operands, props.sm_count, props.mem_gbs, t.a_mn,
+                      t.in_place, t.both_mn_ok);
+}
+
 void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
             const Tensor& b_scale, bool exact, int64_t variant, int64_t splits, int64_t swizzle) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
@@ -425,30 +471,16 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   }
   const c10::cuda::CUDAGuard guard(a.device());
   const int dev = a.get_device();
-  const DeviceInfo props = device_info(dev);
-  TORCH_CHECK(props.major == 9, cat("this gemm needs a Hopper GPU (compute capability 9.x); device ", dev, " is ", props.major, ".", props.minor));
+  const DeviceInfo props = hopper_info(dev);
   TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX - 128 && K <= INT32_MAX - 128,
               "matrix dimensions must fit in 32-bit integers");
   cudaStream_t stream = current_stream(dev);
 
-  const bool bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
-                    kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
-  // Scales are read in place through their strides (int32 in the kernel); copied before
-  // the operand preparation, so that nothing runs between it and its dependent GEMM.
-  auto fits = [](const Tensor& s) {
-    return s.stride(0) >= 0 && s.stride(1) >= 0 && s.stride(0) < INT32_MAX && s.stride(1) < INT32_MAX;
-  };
-  Tensor sa = fits(a_scale) ? a_scale : a_scale.contiguous();
-  Tensor sb = fits(b_scale) ? b_scale : b_scale.contiguous();
-  const bool a_mn_ok = mn_major_ok(a);  // e4m3fn, read MN-major in place
-  const bool both_mn_ok = a_mn_ok && mn_major_ok(b);
-  const bool a_mn = !bf16 && a_mn_ok;
-  const bool in_place = !bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
-                        scales_row_major(sa) && scales_row_major(sb);
-  const bool fn_operands =
-      kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
-  const Choice choice = pick_variant(M, N, K, bf16, fn_operands, props.sm_count, props.mem_gbs,
-                                     a_mn, in_place, both_mn_ok);
+  Tensor sa = scales_for_kernel(a_scale);
+  Tensor sb = scales_for_kernel(b_scale);
+  const Traits t = traits_of(a, b, sa, sb, M, N, exact);
+  const bool bf16 = t.bf16, both_mn_ok = t.both_mn_ok, a_mn = t.a_mn, fn_operands = t.fn_operands;
+  const Choice choice = choose(M, N, K, t, props);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
@@ -623,6 +655,17 @@ void gemm(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
   run_nt(out, a, bt, sat, sbt, false, -1, -1, 0);
 }
 
+std::tuple<int64_t, int64_t, std::string> plan_nt(const Tensor& a, const Tensor& b,
+                                                  const Tensor& a_scale, const Tensor& b_scale,
+                                                  bool exact) {
+  const auto [M, N, K] = check_nt(nullptr, a, b, a_scale, b_scale);
+  if (M == 0 || N == 0 || K == 0) return {-1, 0, "none"};  // nothing to multiply
+  const DeviceInfo props = hopper_info(a.get_device());
+  const Tensor sa = scales_for_kernel(a_scale), sb = scales_for_kernel(b_scale);
+  const Choice c = choose(M, N, K, traits_of(a, b, sa, sb, M, N, exact), props);
+  return {static_cast<int64_t>(c.variant), c.splits, kfgemm::variant_name(c.variant)};
+}
+
 namespace {
 
 std::tuple<Tensor, Tensor> quantize_impl(const Tensor& x, bool fnuz, bool weight) {
@@ -697,6 +740,10 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("gemm_nt", torch::kCUDA, &gemm_nt);
   ops.def("gemm(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
   ops.impl("gemm", torch::kCUDA, &gemm);
+  ops.def(
+      "plan_nt(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, bool exact=False) -> "
+      "(int, int, str)");
+  ops.impl("plan_nt", torch::kCUDA, &plan_nt);
   ops.def("quantize_1x128(Tensor x, bool fnuz=False) -> (Tensor, Tensor)");
   ops.impl("quantize_1x128", torch::kCUDA, &quantize_1x128);
   ops.def("quantize_128x128(Tensor x, bool fnuz=False) -> (Tensor, Tensor)");

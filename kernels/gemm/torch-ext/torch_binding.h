@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <tuple>
 
 #include <torch/torch.h>
@@ -20,6 +21,13 @@ torch::Tensor gemm_nt(const torch::Tensor& a, const torch::Tensor& b, const torc
 // The guide's convention: a (M, K), b (K, N), a_scale (KB, M), b_scale (KB, NB), fast mode.
 void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
           const torch::Tensor& a_scale, const torch::Tensor& b_scale);
+
+// The kernel gemm_nt(a, b, a_scale, b_scale, exact) would launch for these inputs on
+// their device, without launching it: (variant id, splits, variant name); (-1, 0, "none")
+// when there is nothing to multiply (M, N or K zero).
+std::tuple<int64_t, int64_t, std::string> plan_nt(const torch::Tensor& a, const torch::Tensor& b,
+                                                  const torch::Tensor& a_scale,
+                                                  const torch::Tensor& b_scale, bool exact);
 
 // Per-1x128 (activation) and per-128x128 (weight) quantization of a float32 or
 // bfloat16 matrix; returns (q, scale) with q contiguous and scale (M, KB) / (NB, KB).

@@ -14,9 +14,13 @@ transposed views) without copies by the caller:
   (N, K), scales (M, KB) and (NB, KB).
 
 ``precision="fast"`` runs FP8 tensor cores (block scales promoted into FP32 once per
-128 of K); ``precision="exact"`` converts the FP8 operands exactly to BF16 and runs BF16
-tensor cores, which passes the challenge's elementwise checker. ``float8_e4m3fnuz``
-operands always take the exact path (their +-240 patterns have no e4m3fn equivalent).
+128 of K); ``precision="exact"`` converts the FP8 operands exactly to FP16 or BF16 (inside
+the GEMM kernel, or in a pass before it) and runs 16-bit tensor cores, which passes the
+challenge's elementwise checker. ``float8_e4m3fnuz`` operands always take the exact path
+(their +-240 patterns have no e4m3fn equivalent).
+
+:func:`plan` and :func:`plan_nt` say which kernel a call would launch, without running
+it (the ids are those of ``NOTES.md``'s kernel table).
 
 Both functions are real PyTorch operators (``torch.library``) with fake
 implementations: they trace under ``torch.compile(fullgraph=True)``, capture into CUDA
@@ -24,6 +28,8 @@ graphs, never synchronize with the host, and run on the current stream.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
@@ -33,6 +39,9 @@ from ._ops import add_op_namespace_prefix, ops
 __all__ = [
     "gemm",
     "gemm_nt",
+    "Plan",
+    "plan",
+    "plan_nt",
     "quantize_activation",
     "quantize_weight",
     "reference",
@@ -145,6 +154,51 @@ def gemm_nt(
     _validate.check_precision(precision)
     _validate.check_gemm(a, b, a_scale, b_scale, out, layout="nt")
     return _run_nt(a, b, a_scale, b_scale, out, precision)
+
+
+class Plan(NamedTuple):
+    """The kernel a call launches: its id, its K slices (split-K kernels; stream-K
+    kernels: 0 heuristic, 1 data-parallel) and its name. ``variant`` is -1 (name
+    ``"none"``) when M, N or K is zero and no kernel runs."""
+
+    variant: int
+    splits: int
+    name: str
+
+
+def plan(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_scale: torch.Tensor,
+    *,
+    precision: str = "fast",
+) -> Plan:
+    """The kernel :func:`gemm` would launch for these arguments on their device.
+
+    Nothing runs on the GPU; the arguments are checked as :func:`gemm` checks them.
+
+    Example:
+        >>> plan(a, b, a_scale, b_scale, precision="exact")
+        Plan(variant=20, splits=0, name='fp8_coop_128x128_exact_mn')
+    """
+    _validate.check_precision(precision)
+    _validate.check_gemm(a, b, a_scale, b_scale, None, layout="kn")
+    return Plan(*ops.plan_nt(a, b.t(), a_scale.t(), b_scale.t(), precision == "exact"))
+
+
+def plan_nt(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_scale: torch.Tensor,
+    *,
+    precision: str = "fast",
+) -> Plan:
+    """The kernel :func:`gemm_nt` would launch for these arguments (see :func:`plan`)."""
+    _validate.check_precision(precision)
+    _validate.check_gemm(a, b, a_scale, b_scale, None, layout="nt")
+    return Plan(*ops.plan_nt(a, b, a_scale, b_scale, precision == "exact"))
 
 
 def quantize_activation(
