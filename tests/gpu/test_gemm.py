@@ -568,6 +568,68 @@ def test_exact_mn_kernel(gemm_kernel, m, n, k, scales):
     Checker(gemm_kernel, a, b, sa, sb, f"variant=20 {m}x{n}x{k} {scales} seed={seed}").exact(out)
 
 
+@pytest.mark.parametrize("m,n,k,splits", [(17, 100, 200, 2), (300, 400, 1920, 0),
+                                          (300, 400, 1920, 15), (1024, 576, 7168 + 64, 0),
+                                          (255, 392, 4224, 4), (1000, 4104, 384, 3),
+                                          (1024, 512, 7168, 64)])
+@pytest.mark.parametrize("scales", ["row", "col"])
+def test_exact_mn_splitk_kernel(gemm_kernel, m, n, k, splits, scales):
+    """Variant 21: variant 20 with each tile's K blocks cut into slices (uneven: 15 of
+    15 blocks, 4 of 33; 0 fills one wave; 64 slices of 56 blocks is refused), the last
+    slice to arrive summing the partial tiles in slice order. Tails in every dimension,
+    several units per CTA, scales of either layout read in place."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout=scales,
+                           sb_layout=scales)
+    a, b = pitched_mn(a, extra=16), pitched_mn(b)
+    ops = gemm_kernel._ops.ops
+    kblocks = -(-k // 128)
+    if splits > kblocks:
+        with pytest.raises(ValueError, match=f"splits={splits} does not fit"):
+            ops.gemm_nt(a, b, sa, sb, True, 21, splits)
+        return
+    out = poisoned(m, n)
+    ops.gemm_nt_out(out, a, b, sa, sb, True, 21, splits)
+    Checker(gemm_kernel, a, b, sa, sb,
+            f"variant=21 splits={splits} {m}x{n}x{k} {scales} seed={seed}").exact(out)
+
+
+def test_exact_mn_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
+    """Repeated runs give the same bits (40 tiles x 3 slices in flight at once), and the
+    arrival counters are cleared before every launch, so a captured graph replays with
+    new inputs."""
+    m, n, k = 1024, 576, 7168
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout="col",
+                           sb_layout="col")
+    ops = gemm_kernel._ops.ops
+    first = ops.gemm_nt(a, b, sa, sb, True, 21, 3)
+    for _ in range(10):
+        again = ops.gemm_nt(a, b, sa, sb, True, 21, 3)
+        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, f"variant=21 seed={seed}").exact(first)
+    out = poisoned(m, n)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up outside the capture
+        ops.gemm_nt_out(out, a, b, sa, sb, True, 21, 3)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ops.gemm_nt_out(out, a, b, sa, sb, True, 21, 3)
+    for i in range(2):
+        a2, b2, sa2, sb2 = make_nt(m, n, k, seed=seed + 1 + i, a_major="mn", b_major="mn",
+                                   sa_layout="col", sb_layout="col")
+        a.copy_(a2)
+        b.copy_(b2)
+        sa.copy_(sa2)
+        sb.copy_(sb2)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        Checker(gemm_kernel, a, b, sa, sb, f"replay {i} seed={seed}").exact(out)
+
+
 def test_exact_mn_kernel_keeps_nan(gemm_kernel):
     """An e4m3fn NaN (0x7F, 0xFF) in either operand makes its row or column of the
     product NaN, as in the reference; the rest stays exact."""
@@ -594,15 +656,17 @@ def test_exact_mn_kernel_keeps_nan(gemm_kernel):
 
 
 def test_exact_mn_kernel_rejects_other_layouts(gemm_kernel):
-    """Variant 20 reads both operands MN-major in place and runs exact mode only; other
+    """Variants 20 and 21 read both operands MN-major in place and runs exact mode only; other
     calls are refused with the requirement named."""
     ops = gemm_kernel._ops.ops
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), a_major="mn", b_major="k")
-    with pytest.raises(ValueError, match="reads both operands in place MN-major"):
-        ops.gemm_nt(a, b, sa, sb, True, 20, 0)
+    for variant in (20, 21):
+        with pytest.raises(ValueError, match="reads both operands in place MN-major"):
+            ops.gemm_nt(a, b, sa, sb, True, variant, 0)
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), a_major="mn", b_major="mn")
-    with pytest.raises(ValueError, match="exact=True and e4m3fn"):
-        ops.gemm_nt(a, b, sa, sb, False, 20, 0)
+    for variant in (20, 21):
+        with pytest.raises(ValueError, match="exact=True and e4m3fn"):
+            ops.gemm_nt(a, b, sa, sb, False, variant, 0)
 
 
 def test_cluster_splitk_rejects_bad_splits(gemm_kernel):
@@ -656,6 +720,7 @@ PLAN_CASES = [  # m, n, k, layout, precision
     (4096, 5120, 256, "challenge", "exact"),
     (4096, 5120, 512, "nt", "fast"),
     (300, 200, 300, "nt", "exact"),
+    (1024, 576, 7168, "challenge", "exact"),
 ]
 
 
@@ -685,6 +750,8 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
 @pytest.mark.parametrize("m,n,k,layout,precision,dtype,name", [
     # exact mode, both operands MN-major on one wave: converted inside the GEMM (v20)
     (1024, 1536, 2048, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn"),
+    # ... split along K where the tiles fill at most half the GPU and K is long (v22)
+    (1024, 576, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn_splitk"),
     # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
     (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
     # exact mode on few rows of e4m3fn: the few-row kernel converting B in registers

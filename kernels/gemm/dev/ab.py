@@ -41,10 +41,12 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
     ("exact v9 coop", True, 9, 0, 0), ("exact v3 stream-K", True, 3, 0, 0),
     ("exact v3 data-parallel", True, 3, 1, 0), ("exact v4 ping-pong", True, 4, 0, 0),
     ("exact v17 overlap", True, 17, 0, 0), ("exact v20 exact-mn", True, 20, 0, 0),
+    ("exact v8s4 ping-pong-split", True, 8, 4, 0),
 ] + [(f"v15s{s} overlap-split", False, 15, s, 0) for s in (0, 2, 3, 4, 6, 8, 16)] + [
     (f"v16s{s} overlap-amn-split", False, 16, s, 0) for s in (0, 2, 3, 4, 6, 8)] + [
     (f"v18s{s} fewrow", False, 18, s, 0) for s in (0, 1, 2, 3, 4, 5, 6, 7, 8)] + [
-    (f"exact v19s{s} fewrow", True, 19, s, 0) for s in (0, 1, 2, 3, 4, 7)]
+    (f"exact v19s{s} fewrow", True, 19, s, 0) for s in (0, 1, 2, 3, 4, 7)] + [
+    (f"exact v21s{s} exact-mn-split", True, 21, s, 0) for s in (0, 2, 3, 4, 6)]
 # AB_CONFIGS="v7,v10" keeps the configurations whose label starts with one of those.
 _only = [x for x in os.environ.get("AB_CONFIGS", "").split(",") if x]
 if _only:

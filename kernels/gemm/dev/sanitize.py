@@ -43,7 +43,7 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
             (9, 0), (17, 0)]
-EXACT = (3, 4, 8, 9, 17, 19, 20)  # the exact-mode variants
+EXACT = (3, 4, 8, 9, 17, 19, 20, 21)  # the exact-mode variants
 if MODE == "all":
     VARIANTS += [(1, 0), (11, 0), (11, 1), (11, 2), (11, 8), (12, 0)]
 elif MODE == "v10":
@@ -128,10 +128,13 @@ fewrow_runs = [(17, 100, 200, "mn", "k", "row", FEWROW), (130, 576, 1024, "k", "
 # The exact-mode build reading A and B MN-major in place (20; M and N multiples of 16 for
 # 16-byte aligned rows of K): 153 tiles on 132 SMs (the stage ring and both B copies
 # wrap, the output staging is reused), odd (5) and even (4) block counts, tails in N and
-# K (a 112-column tile, K = 200), scales of either layout read in place.
-exactmn_runs = [(1104, 2112, 640, "mn", "mn", "col", (20,)),
+# K (a 112-column tile, K = 200), scales of either layout read in place. Variant 21 (20
+# split along K): two slices of one block each, uneven slices (4 of 15 blocks), slices of
+# one block, and several units per CTA (153 tiles x 2 slices, 12 x 15, on 132 SMs).
+exactmn_runs = [(1104, 2112, 640, "mn", "mn", "col", ((20, 0), (21, 2))),
                 (1104, 2112, 512, "mn", "mn", "row", (20,)),
-                (208, 112, 200, "mn", "mn", "col", (20,))]
+                (208, 112, 200, "mn", "mn", "col", ((20, 0), (21, 2))),
+                (304, 400, 1920, "mn", "mn", "col", ((21, 4), (21, 15)))]
 if MODE == "split":
     v10_runs = split_runs
 elif MODE == "bf16":

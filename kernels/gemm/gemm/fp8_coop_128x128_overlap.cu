@@ -277,8 +277,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
   static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
-  static_assert(!kCvt || (kCluster == 1 && !kAmn && !kSplit && !kBf16),
-                "variant 20 runs on single CTAs, without split-K");
+  static_assert(!kCvt || (kCluster == 1 && !kAmn && !kBf16),
+                "variants 20 and 21 run on single CTAs");
   // A's wgmma fragments built in registers from MN-major storage (variants 13, 14, 16, 20).
   constexpr bool kAfrag = kAmn || kCvt;
   using L = Smem<kBf16, kCvt>;
@@ -787,11 +787,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       issue_cvt(std::integral_constant<int, S ^ 1>{}, cur, prev);
       promote(acc, prev, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
     };
+    // Variant 21: units are (tile, K slice), each ending in split_store.
     for (; unit < units; unit += clusters) {
-      c = tile_coord<1>(unit, units_m, tiles_n, 0);
+      w = unit_at(unit);
+      kblocks = w.kb1 - w.kb0;
+      c = tile_coord<1>(w.tile, units_m, tiles_n, 0);
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      point_scales(c, 0);
+      point_scales(c, w.kb0);
       issue_cvt(Zero{}, t0, t1);
       int kb = 1;
       for (; kb + 1 < kblocks; kb += 2) {
@@ -807,7 +810,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else {
         promote(acc, t0, sa_lo[0] * sb[0], sa_hi[0] * sb[0]);
       }
-      store_tile(c);
+      if constexpr (kSplit) {
+        split_store(c);
+      } else {
+        store_tile(c);
+      }
     }
   } else if constexpr (kSplit) {
     while (true) {
@@ -1036,6 +1043,15 @@ size_t fp8_coop_128x128_exact_mn_workspace(const GemmArgs&) { return 0; }
 Status fp8_coop_128x128_exact_mn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
   return overlap::launch<1, false, false, false, true>(g, ws, stream, why);
+}
+
+size_t fp8_coop_128x128_exact_mn_splitk_workspace(const GemmArgs& g) {
+  return overlap::split_layout(g).bytes;
+}
+
+Status fp8_coop_128x128_exact_mn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                            const char** why) {
+  return overlap::launch<1, false, true, false, true>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {

@@ -137,7 +137,8 @@ enum class Variant : int {
   kFp8FewRowExact = 19,  // variant 18 in exact mode: B as FP16 fragments in registers, A as FP16 in shared memory
   kFp8Coop128x128ExactMn = 20,  // variant 10's pipeline in exact mode on FP8 operands read MN-major in place:
                                 // A as FP16 fragments in registers, B as an FP16 copy in shared memory
-  kCount = 21,
+  kFp8Coop128x128ExactMnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
+  kCount = 22,
 };
 
 const char* variant_name(Variant v);
@@ -149,11 +150,14 @@ inline bool reads_a_mn_major(Variant v) {
 }
 
 // The variants that read both operands MN-major in place (GemmArgs::b_mn_major).
-inline bool reads_both_mn_major(Variant v) { return v == Variant::kFp8Coop128x128ExactMn; }
+inline bool reads_both_mn_major(Variant v) {
+  return v == Variant::kFp8Coop128x128ExactMn || v == Variant::kFp8Coop128x128ExactMnSplitK;
+}
 
 // The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
 inline bool is_overlap_split(Variant v) {
-  return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK;
+  return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK ||
+         v == Variant::kFp8Coop128x128ExactMnSplitK;
 }
 
 // Sums `splits` FP32 planes of (m, n) partial products (plane after plane, rows of n

@@ -27,6 +27,7 @@ KFGEMM_DECLARE_VARIANT(bf16_coop_128x128_overlap)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow_exact)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn_splitk)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
@@ -54,7 +55,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk), KFGEMM_ENTRY(bf16_coop_128x128_overlap),
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
-    KFGEMM_ENTRY(fp8_coop_128x128_exact_mn),
+    KFGEMM_ENTRY(fp8_coop_128x128_exact_mn), KFGEMM_ENTRY(fp8_coop_128x128_exact_mn_splitk),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -91,7 +92,7 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
   // The layout flags go only to the variants that read them; those check what they need.
   if ((args.a_mn_major && !reads_a_mn_major(v) && !reads_both_mn_major(v)) ||
       (args.b_kperm16 && !reads_a_mn_major(v)) || (args.b_mn_major && !reads_both_mn_major(v))) {
-    if (why) *why = "a_mn_major is for variants 13, 14, 16 and 20, b_kperm16 for 13, 14 and 16, b_mn_major for 20";
+    if (why) *why = "a_mn_major is for variants 13, 14, 16, 20 and 21, b_kperm16 for 13, 14 and 16, b_mn_major for 20 and 21";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);

@@ -273,13 +273,14 @@ bool mn_major_ok(const Tensor& x) {
          reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
 }
 
-// The hand-written kernel's builds (variants 10, 12-17): they read the block scales
-// along K and want them row-major.
+// The hand-written kernel's builds that want the block scales row-major (variants 10,
+// 12-17: they read them along K). Variants 20 and 21 read them in place, so that nothing
+// runs before them.
 bool variant_is_overlap(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
-         v == V::kBf16Coop128x128Overlap ||
-         kfgemm::reads_a_mn_major(v) || kfgemm::is_overlap_split(v);
+         v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
+         (kfgemm::is_overlap_split(v) && !kfgemm::reads_both_mn_major(v));
 }
 
 // a_mn_major: A can be read MN-major in place (mn_major_ok). in_place: both operands
@@ -305,6 +306,9 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands
     // 54.8, 256x7168x16384 240.2 vs 225.8; at 512 rows it ties with the BF16 kernels
     // (512x4096x7168 102.8 vs 103.3) and from 1024 it loses; NOTES.md, v18 and v19).
     if (fn_operands && M <= 256) return {V::kFp8FewRowExact, 0};
+    // Both operands MN-major with long K on at most half a wave of tiles: variant 20
+    // with each tile's K cut into slices that fill one wave, summed in-kernel (v22).
+    if (both_mn && K >= 4096 && tiles128 * 2 <= sms) return {V::kFp8Coop128x128ExactMnSplitK, 0};
     if (small_output) {
       // BF16 k-blocks take twice as long: more slices pay off than for FP8.
       const int s = split_for(Kp, tiles64, M <= 128 ? 128 : 256);
@@ -406,7 +410,7 @@ bool variant_is_split_k(kfgemm::Variant v) {
 
 // Exact-mode variants that read e4m3fn operands and convert them to FP16 themselves.
 bool converts_fp8_itself(kfgemm::Variant v) {
-  return v == kfgemm::Variant::kFp8FewRowExact || v == kfgemm::Variant::kFp8Coop128x128ExactMn;
+  return v == kfgemm::Variant::kFp8FewRowExact || kfgemm::reads_both_mn_major(v);
 }
 
 // The variants of exact mode (and of e4m3fnuz operands): 16-bit tensor cores, BF16
@@ -492,7 +496,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
-  // Variants 19 and 20 convert e4m3fn operands themselves, so they stay FP8 here.
+  // Variants 19, 20 and 21 convert e4m3fn operands themselves, so they stay FP8 here.
   const bool bf16_operands = bf16 && !converts_fp8_itself(v);
   const bool both_mn = kfgemm::reads_both_mn_major(v);
   if (both_mn) {
