@@ -32,6 +32,7 @@ def inputs(m, n, k, a_major, b_major, da=FN, db=FN):
 
 
 failures = 0
+checked = 0
 # The kernels the op can choose by itself; "all" adds those reachable only through the
 # explicit `variant` argument: the 2x1-cluster variant and the cluster split-K one. "v10"
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12); "amn" runs
@@ -51,7 +52,8 @@ elif MODE == "v10":
 
 
 def check(out, a, b, sa, sb, exact, what):
-    global failures
+    global failures, checked
+    checked += 1
     r = ref.gemm_nt_reference(a, b, sa, sb)
     if exact:
         bad = ref.challenge_mismatches(out, a, b, sa, sb)
@@ -171,5 +173,5 @@ for dt in (FN, NUZ):
             failures += 1
             print(f"WRONG: quantization {dt} {f.__name__}")
 torch.cuda.synchronize()
-print(f"sanitize workload done, {failures} wrong results")
+print(f"sanitize workload done: {checked} results checked, {failures} wrong")
 sys.exit(1 if failures else 0)
