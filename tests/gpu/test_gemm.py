@@ -450,32 +450,40 @@ def test_overlap_splitk_rejects_bad_splits(gemm_kernel):
         ops.gemm_nt(a, b, sa, sb, False, 15, 65)
 
 
-def test_overlap_splitk_in_cuda_graph(gemm_kernel):
-    """The arrival counters are cleared on the stream before every launch, so a captured
-    graph replays correctly with new inputs."""
-    m, n, k = 300, 576, 2048
+def check_graph_replays(gemm_kernel, m, n, k, *, exact, variant, splits, replays=3, **layout):
+    """Captures an explicit-variant call in a CUDA graph, then replays it with new inputs
+    copied into the captured tensors, checking every result."""
     seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn")
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, **layout)
     ops = gemm_kernel._ops.ops
     out = poisoned(m, n)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):  # warm up outside the capture
-        ops.gemm_nt_out(out, a, b, sa, sb, False, 15, 4)
+        ops.gemm_nt_out(out, a, b, sa, sb, exact, variant, splits)
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.gemm_nt_out(out, a, b, sa, sb, False, 15, 4)
-    for i in range(3):
-        a2, b2, sa2, sb2 = make_nt(m, n, k, seed=seed + 1 + i, a_major="mn", b_major="mn")
-        a.copy_(a2)
-        b.copy_(b2)
-        sa.copy_(sa2)
-        sb.copy_(sb2)
+        ops.gemm_nt_out(out, a, b, sa, sb, exact, variant, splits)
+    for i in range(replays):
+        for dst, src in zip((a, b, sa, sb), make_nt(m, n, k, seed=seed + 1 + i, **layout),
+                            strict=True):
+            dst.copy_(src)
         out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        Checker(gemm_kernel, a, b, sa, sb, f"replay {i} seed={seed}").fast(out)
+        checker = Checker(gemm_kernel, a, b, sa, sb, f"variant={variant} replay {i} seed={seed}")
+        if exact:
+            checker.exact(out)
+        else:
+            checker.fast(out)
+
+
+def test_overlap_splitk_in_cuda_graph(gemm_kernel):
+    """The arrival counters are cleared on the stream before every launch, so a captured
+    graph replays correctly with new inputs."""
+    check_graph_replays(gemm_kernel, 300, 576, 2048, exact=False, variant=15, splits=4,
+                        a_major="mn", b_major="mn")
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
@@ -599,35 +607,17 @@ def test_exact_mn_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
     arrival counters are cleared before every launch, so a captured graph replays with
     new inputs."""
     m, n, k = 1024, 576, 7168
+    layout = dict(a_major="mn", b_major="mn", sa_layout="col", sb_layout="col")
     seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout="col",
-                           sb_layout="col")
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, **layout)
     ops = gemm_kernel._ops.ops
     first = ops.gemm_nt(a, b, sa, sb, True, 21, 3)
     for _ in range(10):
         again = ops.gemm_nt(a, b, sa, sb, True, 21, 3)
         assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
     Checker(gemm_kernel, a, b, sa, sb, f"variant=21 seed={seed}").exact(first)
-    out = poisoned(m, n)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm up outside the capture
-        ops.gemm_nt_out(out, a, b, sa, sb, True, 21, 3)
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        ops.gemm_nt_out(out, a, b, sa, sb, True, 21, 3)
-    for i in range(2):
-        a2, b2, sa2, sb2 = make_nt(m, n, k, seed=seed + 1 + i, a_major="mn", b_major="mn",
-                                   sa_layout="col", sb_layout="col")
-        a.copy_(a2)
-        b.copy_(b2)
-        sa.copy_(sa2)
-        sb.copy_(sb2)
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        Checker(gemm_kernel, a, b, sa, sb, f"replay {i} seed={seed}").exact(out)
+    check_graph_replays(gemm_kernel, m, n, k, exact=True, variant=21, splits=3, replays=2,
+                        **layout)
 
 
 def test_exact_mn_kernel_keeps_nan(gemm_kernel):

@@ -166,6 +166,14 @@ class Plan(NamedTuple):
     name: str
 
 
+def _plan(a, b, a_scale, b_scale, precision: str, layout: str) -> Plan:
+    _validate.check_precision(precision)
+    _validate.check_gemm(a, b, a_scale, b_scale, None, layout=layout)
+    if layout == "kn":  # the guide's convention, as gemm passes it on
+        b, a_scale, b_scale = b.t(), a_scale.t(), b_scale.t()
+    return Plan(*ops.plan_nt(a, b, a_scale, b_scale, precision == "exact"))
+
+
 def plan(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -182,9 +190,7 @@ def plan(
         >>> plan(a, b, a_scale, b_scale, precision="exact")
         Plan(variant=20, splits=0, name='fp8_coop_128x128_exact_mn')
     """
-    _validate.check_precision(precision)
-    _validate.check_gemm(a, b, a_scale, b_scale, None, layout="kn")
-    return Plan(*ops.plan_nt(a, b.t(), a_scale.t(), b_scale.t(), precision == "exact"))
+    return _plan(a, b, a_scale, b_scale, precision, "kn")
 
 
 def plan_nt(
@@ -196,9 +202,7 @@ def plan_nt(
     precision: str = "fast",
 ) -> Plan:
     """The kernel :func:`gemm_nt` would launch for these arguments (see :func:`plan`)."""
-    _validate.check_precision(precision)
-    _validate.check_gemm(a, b, a_scale, b_scale, None, layout="nt")
-    return Plan(*ops.plan_nt(a, b, a_scale, b_scale, precision == "exact"))
+    return _plan(a, b, a_scale, b_scale, precision, "nt")
 
 
 def quantize_activation(
