@@ -276,19 +276,27 @@ bool mn_major_ok(const Tensor& x) {
 // The hand-written kernel's builds that want the block scales row-major (variants 10,
 // 12-17: they read them along K). Variants 20 and 21 read them in place, so that nothing
 // runs before them.
-bool variant_is_overlap(kfgemm::Variant v) {
+bool wants_row_major_scales(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
          v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
          (kfgemm::is_overlap_split(v) && !kfgemm::reads_both_mn_major(v));
 }
 
-// a_mn_major: A can be read MN-major in place (mn_major_ok). in_place: both operands
-// and both scale matrices are read as they are, so no preparation launch precedes the
-// GEMM. both_mn: both operands are e4m3fn and can be read MN-major in place.
-Choice pick_variant(int64_t M, int64_t N, int64_t K, bool bf16, bool fn_operands, int sm_count,
-                    int mem_gbs, bool a_mn_major, bool in_place, bool both_mn) {
+// What the op's choice of kernel depends on besides the shape and the device.
+struct Traits {
+  bool bf16;         // 16-bit tensor cores: exact mode, or an e4m3fnuz operand
+  bool fn_operands;  // both operands e4m3fn
+  bool a_mn;         // A read MN-major in place (fast mode; mn_major_ok)
+  bool both_mn_ok;   // both operands e4m3fn and readable MN-major in place
+  bool in_place;     // operands and scales usable by the GEMM as they are: no
+                     // preparation launch precedes it
+};
+
+Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_count, int mem_gbs) {
   using V = kfgemm::Variant;
+  const bool bf16 = t.bf16, fn_operands = t.fn_operands, a_mn_major = t.a_mn;
+  const bool in_place = t.in_place, both_mn = t.both_mn_ok;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
   const int64_t tiles64 = ceil_div(M, 64) * ceil_div(N, 128);
@@ -422,25 +430,21 @@ bool variant_is_bf16(kfgemm::Variant v) {
          v == kfgemm::Variant::kBf16Coop128x128Overlap || converts_fp8_itself(v);
 }
 
-// What the op's choice of kernel depends on besides the shape and the device.
-struct Traits {
-  bool bf16;         // 16-bit tensor cores: exact mode, or an e4m3fnuz operand
-  bool fn_operands;  // both operands e4m3fn
-  bool a_mn;         // A read MN-major in place (fast mode)
-  bool both_mn_ok;   // both operands readable MN-major in place
-  bool in_place;     // operands and scales usable by the GEMM as they are
-};
 
 // Scales are read in place through their strides (int32 in the kernel); others are
-// copied first.
-Tensor scales_for_kernel(const Tensor& s) {
-  const bool fits = s.stride(0) >= 0 && s.stride(1) >= 0 && s.stride(0) < INT32_MAX &&
-                    s.stride(1) < INT32_MAX;
-  return fits ? s : s.contiguous();
+// copied first, contiguous (so row-major).
+bool scale_strides_fit(const Tensor& s) {
+  return s.stride(0) >= 0 && s.stride(1) >= 0 && s.stride(0) < INT32_MAX && s.stride(1) < INT32_MAX;
 }
 
+Tensor scales_for_kernel(const Tensor& s) { return scale_strides_fit(s) ? s : s.contiguous(); }
+
+// The choice's inputs from the caller's tensors (scales as given: nothing is copied here).
 Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb,
                  int64_t M, int64_t N, bool exact) {
+  auto row_major_for_kernel = [](const Tensor& s) {
+    return !scale_strides_fit(s) || scales_row_major(s);
+  };
   Traits t{};
   t.bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
            kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
@@ -448,7 +452,7 @@ Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tenso
   t.both_mn_ok = a_mn_ok && mn_major_ok(b);
   t.a_mn = !t.bf16 && a_mn_ok;
   t.in_place = !t.bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
-               scales_row_major(sa) && scales_row_major(sb);
+               row_major_for_kernel(sa) && row_major_for_kernel(sb);
   t.fn_operands =
       kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
   return t;
@@ -458,11 +462,6 @@ DeviceInfo hopper_info(int dev) {
   const DeviceInfo props = device_info(dev);
   TORCH_CHECK(props.major == 9, cat("this gemm needs a Hopper GPU (compute capability 9.x); device ", dev, " is ", props.major, ".", props.minor));
   return props;
-}
-
-Choice choose(int64_t M, int64_t N, int64_t K, const Traits& t, const DeviceInfo& props) {
-  return pick_variant(M, N, K, t.bf16, t.fn_operands, props.sm_count, props.mem_gbs, t.a_mn,
-                      t.in_place, t.both_mn_ok);
 }
 
 void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
@@ -480,27 +479,26 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
               "matrix dimensions must fit in 32-bit integers");
   cudaStream_t stream = current_stream(dev);
 
+  const Traits t = traits_of(a, b, a_scale, b_scale, M, N, exact);
   Tensor sa = scales_for_kernel(a_scale);
   Tensor sb = scales_for_kernel(b_scale);
-  const Traits t = traits_of(a, b, sa, sb, M, N, exact);
-  const bool bf16 = t.bf16, both_mn_ok = t.both_mn_ok, a_mn = t.a_mn, fn_operands = t.fn_operands;
-  const Choice choice = choose(M, N, K, t, props);
+  const Choice choice = pick_variant(M, N, K, t, props.sm_count, props.mem_gbs);
   kfgemm::Variant v = choice.variant;
   if (variant >= 0) {
     TORCH_CHECK_VALUE(variant < static_cast<int64_t>(kfgemm::Variant::kCount), cat("variant must be < ", static_cast<int>(kfgemm::Variant::kCount)));
     v = static_cast<kfgemm::Variant>(variant);
     if (converts_fp8_itself(v)) {
-      TORCH_CHECK_VALUE(exact && fn_operands,
+      TORCH_CHECK_VALUE(exact && t.fn_operands,
                         cat("variant ", kfgemm::variant_name(v), " runs exact mode on float8_e4m3fn operands: pass exact=True and e4m3fn a and b"));
     }
-    TORCH_CHECK_VALUE(variant_is_bf16(v) == bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
+    TORCH_CHECK_VALUE(variant_is_bf16(v) == t.bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
   // Variants 19, 20 and 21 convert e4m3fn operands themselves, so they stay FP8 here.
-  const bool bf16_operands = bf16 && !converts_fp8_itself(v);
+  const bool bf16_operands = t.bf16 && !converts_fp8_itself(v);
   const bool both_mn = kfgemm::reads_both_mn_major(v);
   if (both_mn) {
-    TORCH_CHECK_VALUE(both_mn_ok, cat("variant ", kfgemm::variant_name(v), " reads both operands in place MN-major: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, M and N > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M or N)"));
+    TORCH_CHECK_VALUE(t.both_mn_ok, cat("variant ", kfgemm::variant_name(v), " reads both operands in place MN-major: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, M and N > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M or N)"));
   }
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
                     cat("swizzle must be 0 (the default, 1), 1, 2, 4 or 8, got ", swizzle));
@@ -510,7 +508,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                           ": it is the cluster size, 1, 2, 4 or 8 (0: chosen from the shape)"));
   }
   if (kfgemm::reads_a_mn_major(v)) {
-    TORCH_CHECK_VALUE(a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
+    TORCH_CHECK_VALUE(t.a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
   if (kfgemm::is_overlap_split(v) || v == kfgemm::Variant::kFp8FewRow ||
       v == kfgemm::Variant::kFp8FewRowExact) {
@@ -558,7 +556,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // 6144x576x7168 challenge 75.1 vs 87.0, 6144x512x7168 71.9 vs 76.3; NOTES.md, v16).
   kfgemm::ScaleCopy scale_jobs[2];
   int nscales = 0;
-  if (variant_is_overlap(v)) {
+  if (wants_row_major_scales(v)) {
     for (Tensor* s : {&sa, &sb}) {
       if (s == &sa && amn) continue;
       if (!scales_row_major(*s)) {
@@ -665,8 +663,8 @@ std::tuple<int64_t, int64_t, std::string> plan_nt(const Tensor& a, const Tensor&
   const auto [M, N, K] = check_nt(nullptr, a, b, a_scale, b_scale);
   if (M == 0 || N == 0 || K == 0) return {-1, 0, "none"};  // nothing to multiply
   const DeviceInfo props = hopper_info(a.get_device());
-  const Tensor sa = scales_for_kernel(a_scale), sb = scales_for_kernel(b_scale);
-  const Choice c = choose(M, N, K, traits_of(a, b, sa, sb, M, N, exact), props);
+  const Choice c = pick_variant(M, N, K, traits_of(a, b, a_scale, b_scale, M, N, exact),
+                                props.sm_count, props.mem_gbs);
   return {static_cast<int64_t>(c.variant), c.splits, kfgemm::variant_name(c.variant)};
 }
 
