@@ -579,7 +579,7 @@ def test_exact_mn_kernel(gemm_kernel, m, n, k, scales):
 @pytest.mark.parametrize("m,n,k,splits", [(17, 100, 200, 2), (300, 400, 1920, 0),
                                           (300, 400, 1920, 15), (1024, 576, 7168 + 64, 0),
                                           (255, 392, 4224, 4), (1000, 4104, 384, 3),
-                                          (1024, 512, 7168, 64)])
+                                          (1024, 512, 7168, 64), (4096, 640, 7168 + 64, 2)])
 @pytest.mark.parametrize("scales", ["row", "col"])
 def test_exact_mn_splitk_kernel(gemm_kernel, m, n, k, splits, scales):
     """Variant 21: variant 20 with each tile's K blocks cut into slices (uneven: 15 of
@@ -711,6 +711,7 @@ PLAN_CASES = [  # m, n, k, layout, precision
     (4096, 5120, 512, "nt", "fast"),
     (300, 200, 300, "nt", "exact"),
     (1024, 576, 7168, "challenge", "exact"),
+    (6144, 512, 7168, "challenge", "exact"),
 ]
 
 
@@ -742,6 +743,8 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     (1024, 1536, 2048, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn"),
     # ... split along K where the tiles fill at most half the GPU and K is long (v22)
     (1024, 576, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn_splitk"),
+    # ... and in two slices on one to one and a half waves with K >= 7168 (160 tiles)
+    (4096, 640, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn_splitk"),
     # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
     (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
     # exact mode on few rows of e4m3fn: the few-row kernel converting B in registers

@@ -317,6 +317,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // Both operands MN-major with long K on at most half a wave of tiles: variant 20
     // with each tile's K cut into slices that fill one wave, summed in-kernel (v22).
     if (both_mn && K >= 4096 && tiles128 * 2 <= sms) return {V::kFp8Coop128x128ExactMnSplitK, 0};
+    // Between one and one and a half waves of tiles, two slices per tile: three waves of
+    // half-length units finish in the time of one and a half tiles, where the unsplit
+    // grid takes two. With K >= 7168 that pays (H100, interleaved, us, against variant 20
+    // unsplit: 6144x512x7168 challenge 114.5 vs 127.4, 3072x1024x7168 113.9 vs 125.8,
+    // 4096x640x7168 113.0 vs 124.7); with K = 4096 it ties (2048x1536x4096 74.6 vs
+    // 73.2), and from 1.8 waves, where the units need four waves, it loses (6144x576x7168
+    // 149.1 vs 127.8; NOTES.md, v22).
+    if (both_mn && K >= 7168 && tiles128 > sms && tiles128 * 2 <= sms * 3) {
+      return {V::kFp8Coop128x128ExactMnSplitK, 2};
+    }
     if (small_output) {
       // BF16 k-blocks take twice as long: more slices pay off than for FP8.
       const int s = split_for(Kp, tiles64, M <= 128 ? 128 : 256);
