@@ -659,6 +659,116 @@ def test_exact_mn_kernel_rejects_other_layouts(gemm_kernel):
             ops.gemm_nt(a, b, sa, sb, False, variant, 0)
 
 
+def pitched_k(a: torch.Tensor, extra: int = 16) -> torch.Tensor:
+    """``a`` (rows, K), K-major, as a view of a (rows, Kp) buffer with Kp the next
+    multiple of 16 plus ``extra`` columns. The columns past K hold e4m3fn NaN, so a kernel
+    reading them would fail the check."""
+    rows, k = a.shape
+    kp = -(-k // 16) * 16 + extra
+    buf = torch.full((rows, kp), 0x7F, dtype=torch.uint8, device=a.device).view(a.dtype)
+    buf[:, :k] = a
+    return buf[:, :k]
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (2, 8, 16), (17, 100, 200), (64, 576, 7168 + 64),
+                                   (129, 136, 8320), (300, 400, 1920), (255, 392, 4224),
+                                   (1000, 4104, 384), (1024, 1536, 7168), (257, 300, 4100)])
+@pytest.mark.parametrize("scales", ["row", "col"])
+def test_exact_k_kernel(gemm_kernel, m, n, k, scales):
+    """Variant 22: exact mode reading both FP8 operands K-major in place (the NT layout,
+    no preparation launch), A converted into FP16 register fragments and B into a K-major
+    FP16 copy in shared memory, both in the fragments' K order. Tails in every dimension
+    (K not a multiple of 16 read in place: TMA's zero fill past the real K, whatever the
+    row padding holds; N not a multiple of 8 through a temporary output), one to 65 K
+    blocks, several tiles per CTA, row pitches wider than the rows, scales of either
+    layout read in place."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, sa_layout=scales, sb_layout=scales)
+    a, b = pitched_k(a), pitched_k(b, extra=32)
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 22, 0)
+    Checker(gemm_kernel, a, b, sa, sb, f"variant=22 {m}x{n}x{k} {scales} seed={seed}").exact(out)
+
+
+@pytest.mark.parametrize("m,n,k,splits", [(17, 100, 200, 2), (300, 400, 1920, 0),
+                                          (300, 400, 1920, 15), (1024, 576, 7168 + 64, 0),
+                                          (255, 392, 4224, 4), (1000, 4104, 384, 3),
+                                          (1024, 512, 7168, 64), (2048, 1280, 7168 + 8, 2)])
+@pytest.mark.parametrize("scales", ["row", "col"])
+def test_exact_k_splitk_kernel(gemm_kernel, m, n, k, splits, scales):
+    """Variant 23: variant 22 with each tile's K blocks cut into slices (uneven, 0 fills
+    one wave, more slices than blocks refused), summed in slice order by the last to
+    arrive."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, sa_layout=scales, sb_layout=scales)
+    a, b = pitched_k(a), pitched_k(b)
+    ops = gemm_kernel._ops.ops
+    if splits > -(-k // 128):
+        with pytest.raises(ValueError, match=f"splits={splits} does not fit"):
+            ops.gemm_nt(a, b, sa, sb, True, 23, splits)
+        return
+    out = poisoned(m, n)
+    ops.gemm_nt_out(out, a, b, sa, sb, True, 23, splits)
+    Checker(gemm_kernel, a, b, sa, sb,
+            f"variant=23 splits={splits} {m}x{n}x{k} {scales} seed={seed}").exact(out)
+
+
+def test_exact_k_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
+    """Repeated runs give the same bits, and a captured graph replays with new inputs."""
+    m, n, k = 1024, 576, 7168
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed)
+    ops = gemm_kernel._ops.ops
+    first = ops.gemm_nt(a, b, sa, sb, True, 23, 3)
+    for _ in range(10):
+        again = ops.gemm_nt(a, b, sa, sb, True, 23, 3)
+        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
+    Checker(gemm_kernel, a, b, sa, sb, f"variant=23 seed={seed}").exact(first)
+    check_graph_replays(gemm_kernel, m, n, k, exact=True, variant=23, splits=3, replays=2)
+    check_graph_replays(gemm_kernel, 300, 400, 1920, exact=True, variant=22, splits=0, replays=2)
+
+
+def test_exact_k_kernel_keeps_nan(gemm_kernel):
+    """An e4m3fn NaN in either operand makes its row or column of the product NaN, as in
+    the reference; the rest stays exact."""
+    m, n, k = 256, 384, 640
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed)
+    a.view(torch.uint8)[5, 300] = 0xFF
+    b.view(torch.uint8)[77, 129] = 0x7F
+    b.view(torch.uint8)[200, 5] = 0xFF
+    out = poisoned(m, n)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 22, 0)
+    nan = torch.zeros(m, n, dtype=torch.bool, device="cuda")
+    nan[5, :] = True
+    nan[:, 77] = True
+    nan[:, 200] = True
+    assert torch.equal(torch.isnan(out), nan), f"seed={seed}"
+    keep = ~nan
+    ref = gemm_kernel.reference.gemm_nt_reference(a, b, sa, sb)
+    tol = 1e-3 + 2e-2 * ref[keep].abs()
+    bad = int(((out[keep].double() - ref[keep].double()).abs() > tol).sum())
+    assert bad == 0, f"{bad} mismatches, seed={seed}"
+
+
+def test_exact_k_kernel_rejects_other_layouts(gemm_kernel):
+    """Variants 22 and 23 read both operands K-major in place and run exact mode only;
+    other calls are refused with the requirement named."""
+    ops = gemm_kernel._ops.ops
+    for layout in (dict(a_major="mn"), dict(b_major="mn"), dict(dtype_b=torch.float8_e4m3fnuz)):
+        a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), **layout)
+        for variant in (22, 23):
+            with pytest.raises(ValueError, match="reads both operands in place K-major|exact=True and e4m3fn"):
+                ops.gemm_nt(a, b, sa, sb, True, variant, 0)
+    a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())
+    shifted = torch.zeros(256, 1032, dtype=FN, device="cuda")[:, 8:]  # rows off alignment
+    for variant in (22, 23):
+        with pytest.raises(ValueError, match="reads both operands in place K-major"):
+            ops.gemm_nt(a, shifted, sa, sb, True, variant, 0)
+        with pytest.raises(ValueError, match="exact=True and e4m3fn"):
+            ops.gemm_nt(a, b, sa, sb, False, variant, 0)
+
+
 def test_cluster_splitk_rejects_bad_splits(gemm_kernel):
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())
     with pytest.raises(ValueError, match="splits=3 .*cluster size"):

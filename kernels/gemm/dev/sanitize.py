@@ -1,7 +1,7 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
     compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py \
-        [all | v10 | amn | split | bf16 | fewrow | exactmn]
+        [all | v10 | amn | split | bf16 | fewrow | exactmn | exactk]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -39,12 +39,13 @@ checked = 0
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
 # "split" runs its split-K builds (15, 16) alone; "bf16" its BF16 build (17) alone;
 # "fewrow" the few-row kernel (18; 19 in exact mode) alone; "exactmn" the exact-mode
-# build reading both operands MN-major (20) alone; "all" runs all of them.
+# build reading both operands MN-major (20, 21) alone; "exactk" the one reading both
+# K-major (22, 23) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
 VARIANTS = [(0, 0), (0, 1), (0, 3), (2, 0), (7, 0), (10, 0), (3, 0), (3, 1), (3, 3), (4, 0),
             (9, 0), (17, 0)]
-EXACT = (3, 4, 8, 9, 17, 19, 20, 21)  # the exact-mode variants
+EXACT = (3, 4, 8, 9, 17, 19, 20, 21, 22, 23)  # the exact-mode variants
 if MODE == "all":
     VARIANTS += [(1, 0), (11, 0), (11, 1), (11, 2), (11, 8), (12, 0)]
 elif MODE == "v10":
@@ -71,7 +72,8 @@ cases = [
     (130, 576, 384, "k", "mn"),   # direct K-major A
     (33, 72, 7232, "k", "k"),     # long K, direct
 ]
-for m, n, k, am, bm in [] if MODE in ("amn", "split", "bf16", "fewrow", "exactmn") else cases:
+ALONE = ("amn", "split", "bf16", "fewrow", "exactmn", "exactk")  # modes without the op's cases
+for m, n, k, am, bm in [] if MODE in ALONE else cases:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     for exact in (False, True):
         check(gk.gemm_nt(a, b, sa, sb, precision="exact" if exact else "fast"), a, b, sa, sb, exact,
@@ -137,6 +139,13 @@ exactmn_runs = [(1104, 2112, 640, "mn", "mn", "col", ((20, 0), (21, 2))),
                 (1104, 2112, 512, "mn", "mn", "row", (20,)),
                 (208, 112, 200, "mn", "mn", "col", ((20, 0), (21, 2))),
                 (304, 400, 1920, "mn", "mn", "col", ((21, 4), (21, 15)))]
+# The same for both operands K-major read in place (22, 23): 153 tiles on 132 SMs, odd
+# and even block counts, tails in M, N (2100: through a temporary output) and K (208: a
+# partial block past which TMA reads zeros), uneven slices and slices of one block.
+exactk_runs = [(1100, 2100, 640, "k", "k", "col", ((22, 0), (23, 2))),
+               (1100, 2100, 512, "k", "k", "row", (22,)),
+               (200, 100, 208, "k", "k", "col", ((22, 0), (23, 2))),
+               (304, 400, 1920, "k", "k", "col", ((23, 4), (23, 15)))]
 if MODE == "split":
     v10_runs = split_runs
 elif MODE == "bf16":
@@ -145,8 +154,10 @@ elif MODE == "fewrow":
     v10_runs = fewrow_runs
 elif MODE == "exactmn":
     v10_runs = exactmn_runs
+elif MODE == "exactk":
+    v10_runs = exactk_runs
 elif MODE == "all":
-    v10_runs += split_runs + bf16_runs + fewrow_runs + exactmn_runs
+    v10_runs += split_runs + bf16_runs + fewrow_runs + exactmn_runs + exactk_runs
 for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":

@@ -48,6 +48,9 @@
 // instructions per thread), and moving B's conversions to the integer pipes made it
 // slower. So it gains where the grid is short and loses to variant 17 after the
 // preparation pass once every SM is busy for many waves.
+// And the same for both operands stored K-major (variants 22 and 23, the NT layout):
+// A's FP16 fragments from plain ldmatrix (load_a_fragment_f16_k), B's FP16 copy K-major,
+// both with each 16 of K in the order those fragments take it.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
@@ -77,14 +80,19 @@ constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
 constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
 static_assert(kOutBoxBytes % 1024 == 0, "output boxes stay 1024-byte aligned");
 
+// Exact mode on e4m3fn operands converted to FP16 inside the pipeline: not at all, both
+// operands stored MN-major (variants 20, 21) or both K-major (variants 22, 23).
+enum class Cvt : int { kNone = 0, kMn = 1, kK = 2 };
+
 // Shared-memory layout per operand type. A stage holds a 128-deep K block of the A and B
 // tiles, each as 128-byte rows of K in the 128-byte swizzle (the layout wgmma reads): one
 // such sub-tile for FP8, two for BF16 (K elements 0-63, then 64-127), loaded by one TMA
 // box each. BF16 stages are twice as large, so there are half as many (the same bytes in
-// flight, and each block's MMAs take twice as long). kCvt (variant 20): FP8 stages of
-// MN-major A and B, and two FP16 copies of B's block (written for block k+1 while block
-// k's MMAs read the other), each as two 64-column halves of 128 rows of K.
-template <bool kBf16, bool kCvt = false>
+// flight, and each block's MMAs take twice as long). kCvt (variants 20-23): FP8 stages
+// of A and B, and two FP16 copies of B's block (written for block k+1 while block k's
+// MMAs read the other), each as two halves of 16 KB: 64 columns of N by 128 rows of K
+// (MN-major), or 64 of K by 128 rows of N (K-major).
+template <bool kBf16, Cvt kCvt = Cvt::kNone>
 struct Smem {
   static constexpr int kElemBytes = kBf16 ? 2 : 1;
   static constexpr int kSubTiles = kBf16 ? 2 : 1;       // 128-byte sub-tiles per K block
@@ -94,9 +102,9 @@ struct Smem {
   static constexpr uint32_t kSubABytes = kTileABytes / kSubTiles;
   static constexpr uint32_t kSubBBytes = kTileBBytes / kSubTiles;
   static constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
-  static constexpr uint32_t kCopyHalfBytes = kCvt ? kBlockK * 64 * 2 : 0;
+  static constexpr uint32_t kCopyHalfBytes = kCvt != Cvt::kNone ? kBlockK * 64 * 2 : 0;
   static constexpr uint32_t kCopyBytes = 2 * kCopyHalfBytes;
-  static constexpr int kStages = kBf16 ? 3 : kCvt ? 4 : 6;
+  static constexpr int kStages = kBf16 ? 3 : kCvt != Cvt::kNone ? 4 : 6;
   // Tiles, B copies, output staging, barriers (full and empty per stage), and slack to
   // align the tiles to 1024 bytes (the 128-byte swizzle atom).
   static constexpr size_t kBytes =
@@ -112,6 +120,9 @@ using MmaBf16 = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA:
 // Variant 20: A from FP16 registers, B an MN-major FP16 copy in shared memory.
 using MmaF16Mn = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<cute::SM90::GMMA::Major::K,
                                                               cute::SM90::GMMA::Major::MN>;
+// Variant 22: the same with B's FP16 copy K-major.
+using MmaF16K = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<cute::SM90::GMMA::Major::K,
+                                                             cute::SM90::GMMA::Major::K>;
 
 // The MMAs of one K block into `t`, overwriting it: 4 x k32 for FP8; 8 x k16 for BF16,
 // the second four in the second 128-byte sub-tiles (`sub_a`, `sub_b` further on, in
@@ -207,6 +218,36 @@ __device__ __forceinline__ void load_a_fragment_f16(uint32_t (&f)[32], uint32_t 
   }
 }
 
+// Variant 22: the FP16 A fragments of a whole block from the K-major FP8 stage (128
+// rows of 128 bytes of K, 128-byte swizzle). Plain ldmatrix on 16-bit pairs gives thread
+// (g = lane / 4, t = lane % 4), for the warp's rows g and g + 8 and a 16-byte chunk of K,
+// the bytes at K 4t..4t+3 of that chunk. Converted two at a time they fill the FP16
+// fragment's K slots {2t, 2t+1} (bytes 4t, 4t+1) and {8+2t, 9+2t} (bytes 4t+2, 4t+3):
+// slot 2t + j holds K 4t + j and slot 8 + 2t + j holds K 4t + 2 + j, an order B's copy
+// follows (convert_b). One x4 load covers two k16 steps: rows g and g + 8 of chunk 2q,
+// then of chunk 2q + 1; lane l addresses row l % 8 + 8 ((l / 8) % 2) of chunk 2q + l / 16.
+// `addr` is that lane's row with its chunk-parity bit, `x6` its row's swizzle bits 1-2
+// ((2q + h) ^ r = ((2q) ^ (r & 6)) + (h ^ (r & 1))). Each phase reads 8 rows at 8
+// different chunks under the swizzle: no bank conflicts.
+__device__ __forceinline__ void load_a_fragment_f16_k(uint32_t (&f)[32], uint32_t addr, uint32_t x6) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t r0, r1, r2, r3;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr + (((2u * q) ^ x6) << 4))
+                 : "memory");
+    f[8 * q + 0] = e4m3x2_to_half2(r0, 0);
+    f[8 * q + 1] = e4m3x2_to_half2(r1, 0);
+    f[8 * q + 2] = e4m3x2_to_half2(r0, 1);
+    f[8 * q + 3] = e4m3x2_to_half2(r1, 1);
+    f[8 * q + 4] = e4m3x2_to_half2(r2, 0);
+    f[8 * q + 5] = e4m3x2_to_half2(r3, 0);
+    f[8 * q + 6] = e4m3x2_to_half2(r2, 1);
+    f[8 * q + 7] = e4m3x2_to_half2(r3, 1);
+  }
+}
+
 // acc += t * scale; accumulator element i sits in row +0 (i % 4 < 2) or +8 of the
 // thread's pair of rows.
 __device__ __forceinline__ void promote(float (&acc)[64], const float (&t)[64], float s_lo,
@@ -271,16 +312,18 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, bool kCvt>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
   static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
-  static_assert(!kCvt || (kCluster == 1 && !kAmn && !kBf16),
-                "variants 20 and 21 run on single CTAs");
-  // A's wgmma fragments built in registers from MN-major storage (variants 13, 14, 16, 20).
-  constexpr bool kAfrag = kAmn || kCvt;
+  static_assert(kCvt == Cvt::kNone || (kCluster == 1 && !kAmn && !kBf16),
+                "variants 20 to 23 run on single CTAs");
+  // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
+  // storage (all but 22 and 23).
+  constexpr bool kAfrag = kAmn || kCvt != Cvt::kNone;
+  constexpr bool kAmnRead = kAmn || kCvt == Cvt::kMn;
   using L = Smem<kBf16, kCvt>;
   constexpr int kStages = L::kStages;
   constexpr uint32_t kStageBytes = L::kStageBytes;
@@ -356,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-        if constexpr (kAfrag) {
+        if constexpr (kAmnRead) {
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), c.m0, kb * kBlockK);
         } else {
 #pragma unroll
@@ -365,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                         kb * kBlockK + h * L::kSubK, c.m0);
           }
         }
-        if constexpr (kCvt) {
+        if constexpr (kCvt == Cvt::kMn) {
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), c.n0, kb * kBlockK);
         } else if constexpr (kCluster == 1) {
 #pragma unroll
@@ -404,11 +447,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = tid / 32, lane = tid % 32;
   // The thread's two accumulator rows: fragment rows g and g + 8 of the warp's 16, which
   // are M rows 2g and 2g + 1 when A's fragments are built from MN-major storage.
-  const int row_in_tile = consumer * 64 + warp * 16 + (kAfrag ? 2 * (lane / 4) : lane / 4);
-  constexpr int kHiRow = kAfrag ? 1 : 8;
-  // This lane's row address for ldmatrix (K row `lane` of a k32 step, the warp's 16-byte
-  // chunk of M, swizzled).
-  const uint32_t a_lane = lane * kBlockM + (((consumer * 4 + warp) ^ (lane & 7)) << 4);
+  const int row_in_tile = consumer * 64 + warp * 16 + (kAmnRead ? 2 * (lane / 4) : lane / 4);
+  constexpr int kHiRow = kAmnRead ? 1 : 8;
+  // This lane's row address for ldmatrix: MN-major A, K row `lane` of a k32 step at the
+  // warp's 16-byte chunk of M, swizzled; K-major A (variants 22, 23), see
+  // load_a_fragment_f16_k.
+  const uint32_t a_lane =
+      kAmnRead ? lane * kBlockM + (((consumer * 4 + warp) ^ (lane & 7)) << 4)
+               : (consumer * 64 + warp * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * 128 +
+                     (((lane / 16) ^ (lane & 1)) << 4);
+  [[maybe_unused]] const uint32_t a_x6 = lane & 6;
 
   // Shared-memory descriptors of stage 0 (this warp group's 64 rows of A, all of B).
   // A stage is kStageBytes further on, a sub-tile kSub*Bytes, a k32 (FP8) or k16 (BF16)
@@ -494,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // tile's stores have read it, long done by then.
   const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
   const int st_matrix = lane / 8;  // which of the four 8x8 matrices this lane addresses
-  const int st_row = kAfrag ? warp * 16 + 2 * (lane % 8) + (st_matrix & 1)
+  const int st_row = kAmnRead ? warp * 16 + 2 * (lane % 8) + (st_matrix & 1)
                           : warp * 16 + (st_matrix & 1) * 8 + lane % 8;
   // Thread 0 of the warp group waits for and issues the TMA stores through predicated
   // instructions rather than a branch: the next tile's MMAs are in flight meanwhile, and
@@ -700,7 +748,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   using Zero = std::integral_constant<int, 0>;
   using One = std::integral_constant<int, 1>;
-  if constexpr (kCvt) {
+  if constexpr (kCvt != Cvt::kNone) {
     // Variant 20 (exact mode, both operands MN-major FP8): per block, all 256 consumer
     // threads convert B's FP8 block into one of two FP16 copies (rows of K, two 64-column
     // halves, the layout MN-major 16-bit wgmma reads) while the previous block's MMAs
@@ -718,11 +766,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int ct = consumer * 128 + tid;  // 0..255: the thread's share of B's conversion
     uint32_t f[32];
     int cbuf = 0;
-    // Converts four 16-byte chunks of B's FP8 block (128 rows of K, 128 bytes of N each,
-    // 128-byte swizzle) into the FP16 copy at `dst`: chunk c of row r holds N 16c..16c+15,
-    // which go to half c / 4, 16-byte chunks 2 (c % 4) and 2 (c % 4) + 1, swizzled. The
-    // thread takes chunk c = ct % 8 of rows ct / 8 + 32 i: the swizzle (row % 8) is the
-    // same for all four, so their addresses are fixed offsets from one another.
+    // Converts four 16-byte chunks of B's FP8 block (128 rows of 128 bytes, 128-byte
+    // swizzle) into the FP16 copy at `dst`: chunk c of row r holds 16 elements, which go
+    // to half c / 4, 16-byte chunks 2 (c % 4) and 2 (c % 4) + 1, swizzled. MN-major B
+    // (variants 20, 21): rows of K, the chunk N 16c..16c+15, copied in order. K-major B
+    // (22, 23): rows of N, the chunk K 16c..16c+15, copied in load_a_fragment_f16_k's K
+    // order: the first 16 bytes hold K {0, 1, 4, 5, 8, 9, 12, 13} (each word's low pair),
+    // the second K {2, 3, 6, 7, 10, 11, 14, 15} (the high pairs). The thread takes chunk
+    // c = ct % 8 of rows ct / 8 + 32 i: the swizzle (row % 8) is the same for all four, so
+    // their addresses are fixed offsets from one another.
     const int crow = ct >> 3, cchunk = ct & 7;
     const uint32_t b_src = crow * 128 + ((cchunk ^ (crow & 7)) << 4);
     const uint32_t b_dst = (cchunk >> 2) * L::kCopyHalfBytes + crow * 128;
@@ -738,10 +790,19 @@ __global__ void __launch_bounds__(kThreads, 1)
                      : "memory");
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+          uint32_t y[4];
+          if constexpr (kCvt == Cvt::kMn) {
+            y[0] = e4m3x2_to_half2(x[2 * h], 0);
+            y[1] = e4m3x2_to_half2(x[2 * h], 1);
+            y[2] = e4m3x2_to_half2(x[2 * h + 1], 0);
+            y[3] = e4m3x2_to_half2(x[2 * h + 1], 1);
+          } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) y[j] = e4m3x2_to_half2(x[j], h);
+          }
           asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(
                            dst + (h ? b_dst1 : b_dst0) + i * 32 * 128),
-                       "r"(e4m3x2_to_half2(x[2 * h], 0)), "r"(e4m3x2_to_half2(x[2 * h], 1)),
-                       "r"(e4m3x2_to_half2(x[2 * h + 1], 0)), "r"(e4m3x2_to_half2(x[2 * h + 1], 1))
+                       "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3])
                        : "memory");
         }
       }
@@ -763,7 +824,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(prev);
       fence_regs(f);
       named_barrier_arrive(3 + 2 * cbuf + consumer, 256);
-      load_a_fragment_f16(f, tile_a(stage) + a_lane);
+      if constexpr (kCvt == Cvt::kMn) {
+        load_a_fragment_f16(f, tile_a(stage) + a_lane);
+      } else {
+        load_a_fragment_f16_k(f, tile_a(stage) + a_lane, a_x6);
+      }
       release();
       if (++stage == kStages) {
         stage = 0;
@@ -774,8 +839,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       cute::warpgroup_arrive();
 #pragma unroll
       for (int kk = 0; kk < kBlockK / 16; ++kk) {
-        mma_rs<MmaF16Mn>(f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3],
-                         smem_desc_mn(copy + kk * 16 * 128, L::kCopyHalfBytes), cur, kk > 0);
+        if constexpr (kCvt == Cvt::kMn) {  // 16 rows of K further on per k16 step
+          mma_rs<MmaF16Mn>(f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3],
+                           smem_desc_mn(copy + kk * 16 * 128, L::kCopyHalfBytes), cur, kk > 0);
+        } else {  // 32 bytes along the rows per k16 step, the second half after four
+          mma_rs<MmaF16K>(f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3],
+                          smem_desc(copy + (kk / 4) * L::kCopyHalfBytes) + 2 * (kk % 4), cur,
+                          kk > 0);
+        }
       }
       cute::warpgroup_commit_batch();
       cbuf ^= 1;
@@ -872,7 +943,7 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, bool kCvt = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   using L = Smem<kBf16, kCvt>;
   constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
@@ -897,12 +968,15 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   } else {
     (void)ws;
   }
-  if (kCvt ? (!g.a_mn_major || !g.b_mn_major || g.b_kperm16 || g.n_b < 1 || g.n_b > g.n)
-           : (g.a_mn_major != kAmn || g.b_kperm16 != kAmn || g.b_mn_major)) {
+  const bool real_extents_ok = g.n_b >= 1 && g.n_b <= g.n && g.k_a >= 1 && g.k_a <= g.k;
+  if (kCvt == Cvt::kMn ? (!g.a_mn_major || !g.b_mn_major || g.b_kperm16 || !real_extents_ok)
+      : kCvt == Cvt::kK ? (g.a_mn_major || g.b_mn_major || g.b_kperm16 || !real_extents_ok)
+                        : (g.a_mn_major != kAmn || g.b_kperm16 != kAmn || g.b_mn_major)) {
     if (why) {
-      *why = kCvt   ? "this kernel reads A and B MN-major (a_mn_major, b_mn_major, n_b)"
-             : kAmn ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
-                    : "this kernel reads A K-major and B in plain K order";
+      *why = kCvt == Cvt::kMn ? "this kernel reads A and B MN-major (a_mn_major, b_mn_major, n_b, k_a)"
+             : kCvt == Cvt::kK ? "this kernel reads A and B K-major in place (n_b, k_a)"
+             : kAmn            ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
+                               : "this kernel reads A K-major and B in plain K order";
     }
     return Status::kUnsupported;
   }
@@ -910,12 +984,18 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   const auto type = kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   constexpr int eb = L::kElemBytes;
   // MN-major A: its k_a real rows of K (TMA reads zeros past them up to the padded k).
-  // MN-major B (variant 20): its k_a rows of K and n_b real columns.
-  const bool a_ok = (kAmn || kCvt)
-                        ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
-                        : make_map(&map_a, type, eb, g.a, g.m, g.k, g.lda, kBlockM, L::kSubK);
-  const bool b_ok = kCvt ? make_map(&map_b, type, eb, g.b, g.k_a, g.n_b, g.ldb, kBlockK, kBlockN)
-                         : make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK);
+  // MN-major B (variants 20, 21): its k_a rows of K and n_b real columns. K-major A and B
+  // read in place (variants 22, 23): their k_a real columns, n_b real rows of B.
+  const bool a_ok =
+      (kAmn || kCvt == Cvt::kMn)
+          ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
+          : make_map(&map_a, type, eb, g.a, g.m, kCvt == Cvt::kK ? g.k_a : g.k, g.lda, kBlockM,
+                     L::kSubK);
+  const bool b_ok =
+      kCvt == Cvt::kMn ? make_map(&map_b, type, eb, g.b, g.k_a, g.n_b, g.ldb, kBlockK, kBlockN)
+      : kCvt == Cvt::kK
+          ? make_map(&map_b, type, eb, g.b, g.n_b, g.k_a, g.ldb, kBlockN, L::kSubK)
+          : make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK);
   if (!a_ok || !b_ok ||
       !make_map(&map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, g.d, g.m, g.n, g.ldd, 64, 64)) {
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";
@@ -1042,7 +1122,7 @@ size_t fp8_coop_128x128_exact_mn_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_exact_mn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
-  return overlap::launch<1, false, false, false, true>(g, ws, stream, why);
+  return overlap::launch<1, false, false, false, overlap::Cvt::kMn>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_exact_mn_splitk_workspace(const GemmArgs& g) {
@@ -1051,7 +1131,23 @@ size_t fp8_coop_128x128_exact_mn_splitk_workspace(const GemmArgs& g) {
 
 Status fp8_coop_128x128_exact_mn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                             const char** why) {
-  return overlap::launch<1, false, true, false, true>(g, ws, stream, why);
+  return overlap::launch<1, false, true, false, overlap::Cvt::kMn>(g, ws, stream, why);
+}
+
+size_t fp8_coop_128x128_exact_k_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_coop_128x128_exact_k_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                    const char** why) {
+  return overlap::launch<1, false, false, false, overlap::Cvt::kK>(g, ws, stream, why);
+}
+
+size_t fp8_coop_128x128_exact_k_splitk_workspace(const GemmArgs& g) {
+  return overlap::split_layout(g).bytes;
+}
+
+Status fp8_coop_128x128_exact_k_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                           const char** why) {
+  return overlap::launch<1, false, true, false, overlap::Cvt::kK>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {

@@ -75,9 +75,10 @@ inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stre
 // 16-byte aligned with k a multiple of 16 bytes' worth of elements (zero padded).
 // Variants 13, 14 and 16 instead read A MN-major (a_mn_major: stored as k_a rows of m
 // elements, pitch lda, no padding needed) and B with each 16 of K permuted as
-// OperandPrep::kperm16 writes it (b_kperm16). Variant 20 reads both operands MN-major
-// (a_mn_major and b_mn_major: B stored as k_a rows of n_b elements, pitch ldb); every
-// other variant rejects these flags.
+// OperandPrep::kperm16 writes it (b_kperm16). Variants 20 and 21 read both operands
+// MN-major (a_mn_major and b_mn_major: B stored as k_a rows of n_b elements, pitch ldb);
+// every other variant rejects these flags. Variants 22 and 23 read A and B K-major with
+// k_a real columns (not padded) and B with n_b real rows.
 // Scales are float32 addressed through element strides (any layout).
 struct GemmArgs {
   int m, n, k;
@@ -105,10 +106,10 @@ struct GemmArgs {
   // keeps neighbouring CTAs on neighbouring tiles for L2 reuse; 0: CUTLASS's default (1).
   int swizzle;
   bool a_mn_major = false;
-  int k_a = 0;  // rows of K in MN-major A (its real K; k may be padded beyond it)
+  int k_a = 0;  // real K (rows of MN-major A, columns of in-place K-major A and B; k may be padded)
   bool b_kperm16 = false;
   bool b_mn_major = false;
-  int n_b = 0;  // columns of MN-major B (its real N; n may be padded beyond it)
+  int n_b = 0;  // real N of B read in place (n may be padded beyond it)
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
@@ -138,7 +139,9 @@ enum class Variant : int {
   kFp8Coop128x128ExactMn = 20,  // variant 10's pipeline in exact mode on FP8 operands read MN-major in place:
                                 // A as FP16 fragments in registers, B as an FP16 copy in shared memory
   kFp8Coop128x128ExactMnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
-  kCount = 22,
+  kFp8Coop128x128ExactK = 22,  // variant 20 on FP8 operands read K-major in place (the NT layout)
+  kFp8Coop128x128ExactKSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
+  kCount = 24,
 };
 
 const char* variant_name(Variant v);
@@ -154,10 +157,16 @@ inline bool reads_both_mn_major(Variant v) {
   return v == Variant::kFp8Coop128x128ExactMn || v == Variant::kFp8Coop128x128ExactMnSplitK;
 }
 
+// The exact-mode variants that read both e4m3fn operands K-major in place, any K (TMA
+// reads zeros past it), with the real extents k_a and n_b.
+inline bool reads_both_k_major(Variant v) {
+  return v == Variant::kFp8Coop128x128ExactK || v == Variant::kFp8Coop128x128ExactKSplitK;
+}
+
 // The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
 inline bool is_overlap_split(Variant v) {
   return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK ||
-         v == Variant::kFp8Coop128x128ExactMnSplitK;
+         v == Variant::kFp8Coop128x128ExactMnSplitK || v == Variant::kFp8Coop128x128ExactKSplitK;
 }
 
 // Sums `splits` FP32 planes of (m, n) partial products (plane after plane, rows of n

@@ -28,6 +28,8 @@ KFGEMM_DECLARE_VARIANT(fp8_fewrow)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow_exact)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn_splitk)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_k)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_k_splitk)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
@@ -56,6 +58,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk), KFGEMM_ENTRY(bf16_coop_128x128_overlap),
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_mn), KFGEMM_ENTRY(fp8_coop_128x128_exact_mn_splitk),
+    KFGEMM_ENTRY(fp8_coop_128x128_exact_k), KFGEMM_ENTRY(fp8_coop_128x128_exact_k_splitk),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),

@@ -273,14 +273,30 @@ bool mn_major_ok(const Tensor& x) {
          reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
 }
 
+// Whether the kernels that read both operands K-major in place in exact mode (variants
+// 22, 23) can take `x`: e4m3fn, K contiguous, rows 16-byte aligned (any K: TMA reads
+// zeros past it).
+bool k_major_ok(const Tensor& x) {
+  const int64_t rows = x.size(0), K = x.size(1);
+  return x.scalar_type() == at::kFloat8_e4m3fn && (x.stride(1) == 1 || K == 1) &&
+         (rows == 1 || (x.stride(0) % 16 == 0 && x.stride(0) >= K)) &&
+         reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
+}
+
+// Row pitch of an operand read in place K-major (one row: any multiple of 16 >= K).
+int64_t k_major_pitch(const Tensor& x) {
+  return x.size(0) == 1 ? round_up(x.size(1), 16) : x.stride(0);
+}
+
 // The hand-written kernel's builds that want the block scales row-major (variants 10,
-// 12-17: they read them along K). Variants 20 and 21 read them in place, so that nothing
+// 12-17: they read them along K). Variants 20 to 23 read them in place, so that nothing
 // runs before them.
 bool wants_row_major_scales(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
          v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
-         (kfgemm::is_overlap_split(v) && !kfgemm::reads_both_mn_major(v));
+         (kfgemm::is_overlap_split(v) && !kfgemm::reads_both_mn_major(v) &&
+          !kfgemm::reads_both_k_major(v));
 }
 
 // What the op's choice of kernel depends on besides the shape and the device.
@@ -289,6 +305,7 @@ struct Traits {
   bool fn_operands;  // both operands e4m3fn
   bool a_mn;         // A read MN-major in place (fast mode; mn_major_ok)
   bool both_mn_ok;   // both operands e4m3fn and readable MN-major in place
+  bool both_k_ok;    // both operands e4m3fn and readable K-major in place (k_major_ok)
   bool in_place;     // operands and scales usable by the GEMM as they are: no
                      // preparation launch precedes it
 };
@@ -428,7 +445,8 @@ bool variant_is_split_k(kfgemm::Variant v) {
 
 // Exact-mode variants that read e4m3fn operands and convert them to FP16 themselves.
 bool converts_fp8_itself(kfgemm::Variant v) {
-  return v == kfgemm::Variant::kFp8FewRowExact || kfgemm::reads_both_mn_major(v);
+  return v == kfgemm::Variant::kFp8FewRowExact || kfgemm::reads_both_mn_major(v) ||
+         kfgemm::reads_both_k_major(v);
 }
 
 // The variants of exact mode (and of e4m3fnuz operands): 16-bit tensor cores, BF16
@@ -460,6 +478,7 @@ Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tenso
            kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
   const bool a_mn_ok = mn_major_ok(a);  // e4m3fn, read MN-major in place
   t.both_mn_ok = a_mn_ok && mn_major_ok(b);
+  t.both_k_ok = k_major_ok(a) && k_major_ok(b);
   t.a_mn = !t.bf16 && a_mn_ok;
   t.in_place = !t.bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
                row_major_for_kernel(sa) && row_major_for_kernel(sb);
@@ -504,9 +523,13 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     TORCH_CHECK_VALUE(variant_is_bf16(v) == t.bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
-  // Variants 19, 20 and 21 convert e4m3fn operands themselves, so they stay FP8 here.
+  // Variants 19 to 23 convert e4m3fn operands themselves, so they stay FP8 here.
   const bool bf16_operands = t.bf16 && !converts_fp8_itself(v);
   const bool both_mn = kfgemm::reads_both_mn_major(v);
+  const bool both_k = kfgemm::reads_both_k_major(v);
+  if (both_k) {
+    TORCH_CHECK_VALUE(t.both_k_ok, cat("variant ", kfgemm::variant_name(v), " reads both operands in place K-major: a and b must be float8_e4m3fn with stride(1) == 1, 16-byte aligned, and rows 16-byte aligned (stride(0) a multiple of 16 and >= K)"));
+  }
   if (both_mn) {
     TORCH_CHECK_VALUE(t.both_mn_ok, cat("variant ", kfgemm::variant_name(v), " reads both operands in place MN-major: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, M and N > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M or N)"));
   }
@@ -546,6 +569,9 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (amn || both_mn) {  // read in place
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
+  } else if (both_k) {
+    ca.ptr = a.data_ptr();
+    ca.ld = k_major_pitch(a);
   } else {
     ca = canonical_operand(a, M, bf16_operands, &jobs[njobs], &need);
     njobs += need;
@@ -553,6 +579,9 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (both_mn) {
     cb.ptr = b.data_ptr();
     cb.ld = b.stride(1);
+  } else if (both_k) {
+    cb.ptr = b.data_ptr();
+    cb.ld = k_major_pitch(b);
   } else {
     cb = canonical_operand(b, Np, bf16_operands, &jobs[njobs], &need, amn);
     njobs += need;
