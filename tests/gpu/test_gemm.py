@@ -822,6 +822,9 @@ PLAN_CASES = [  # m, n, k, layout, precision
     (300, 200, 300, "nt", "exact"),
     (1024, 576, 7168, "challenge", "exact"),
     (6144, 512, 7168, "challenge", "exact"),
+    (1024, 576, 7168, "nt", "exact"),
+    (6144, 512, 7168, "nt", "exact"),
+    (1024, 1536, 7168, "nt", "exact"),
 ]
 
 
@@ -855,6 +858,10 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     (1024, 576, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn_splitk"),
     # ... and in two slices on one to one and a half waves with K >= 7168 (160 tiles)
     (4096, 640, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn_splitk"),
+    # both operands K-major (the NT layout): the same kernels reading them K-major (v23)
+    (1024, 1536, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_k"),
+    (1024, 576, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_k_splitk"),
+    (4096, 640, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_k_splitk"),
     # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
     (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
     # exact mode on few rows of e4m3fn: the few-row kernel converting B in registers

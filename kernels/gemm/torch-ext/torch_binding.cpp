@@ -314,6 +314,12 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   using V = kfgemm::Variant;
   const bool bf16 = t.bf16, fn_operands = t.fn_operands, a_mn_major = t.a_mn;
   const bool in_place = t.in_place, both_mn = t.both_mn_ok;
+  // Exact mode on e4m3fn operands that the GEMM converts itself, read in place: both
+  // MN-major (the challenge's storage; variants 20, 21) or both K-major (the NT layout;
+  // 22, 23).
+  const bool cvt_in_kernel = both_mn || t.both_k_ok;
+  const V cvt = both_mn ? V::kFp8Coop128x128ExactMn : V::kFp8Coop128x128ExactK;
+  const V cvt_split = both_mn ? V::kFp8Coop128x128ExactMnSplitK : V::kFp8Coop128x128ExactKSplitK;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
   const int64_t tiles64 = ceil_div(M, 64) * ceil_div(N, 128);
@@ -331,18 +337,19 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // 54.8, 256x7168x16384 240.2 vs 225.8; at 512 rows it ties with the BF16 kernels
     // (512x4096x7168 102.8 vs 103.3) and from 1024 it loses; NOTES.md, v18 and v19).
     if (fn_operands && M <= 256) return {V::kFp8FewRowExact, 0};
-    // Both operands MN-major with long K on at most half a wave of tiles: variant 20
-    // with each tile's K cut into slices that fill one wave, summed in-kernel (v22).
-    if (both_mn && K >= 4096 && tiles128 * 2 <= sms) return {V::kFp8Coop128x128ExactMnSplitK, 0};
+    // Long K on at most half a wave of tiles: variant 20 or 22 with each tile's K cut
+    // into slices that fill one wave, summed in-kernel (v22; K-major, v23: 1024x576x7168
+    // NT 34.3 vs 61.7 unsplit and 57.1 for the BF16 split-K kernel after the pass).
+    if (cvt_in_kernel && K >= 4096 && tiles128 * 2 <= sms) return {cvt_split, 0};
     // Between one and one and a half waves of tiles, two slices per tile: three waves of
     // half-length units finish in the time of one and a half tiles, where the unsplit
     // grid takes two. With K >= 7168 that pays (H100, interleaved, us, against variant 20
     // unsplit: 6144x512x7168 challenge 114.5 vs 127.4, 3072x1024x7168 113.9 vs 125.8,
-    // 4096x640x7168 113.0 vs 124.7); with K = 4096 it ties (2048x1536x4096 74.6 vs
-    // 73.2), and from 1.8 waves, where the units need four waves, it loses (6144x576x7168
-    // 149.1 vs 127.8; NOTES.md, v22).
-    if (both_mn && K >= 7168 && tiles128 > sms && tiles128 * 2 <= sms * 3) {
-      return {V::kFp8Coop128x128ExactMnSplitK, 2};
+    // 4096x640x7168 113.0 vs 124.7; K-major, v23: 6144x512x7168 NT 117.4 vs 120.7); with
+    // K = 4096 it ties (2048x1536x4096 74.6 vs 73.2), and from 1.8 waves, where the units
+    // need four waves, it loses (6144x576x7168 149.1 vs 127.8; NOTES.md, v22).
+    if (cvt_in_kernel && K >= 7168 && tiles128 > sms && tiles128 * 2 <= sms * 3) {
+      return {cvt_split, 2};
     }
     if (small_output) {
       // BF16 k-blocks take twice as long: more slices pay off than for FP8.
@@ -362,8 +369,13 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // 79.2 vs 81.1, 4096x4096x1536 110.6 vs 113.7) and loses beyond (6144x4608x7168
     // 920.7 vs 884.1, 6144x7168x2048 389.1 vs 355.1, 6144x7168x2304 424.7 vs 415.9);
     // with K <= 512 it loses there (6144x4096x512 69.2 vs 64.1). NOTES.md, v20-v22.
-    if (both_mn && K >= 256 && (waves < 5 || (waves < 9 && K >= 1024))) {
-      return {V::kFp8Coop128x128ExactMn, 0};
+    // Both operands K-major (variant 22, v23; H100, interleaved, us, against the BF16
+    // kernels after the conversion pass): 1024x1536x7168 NT 63.1 vs 79.3, 512x4096x7168
+    // 64.2 vs 103.4, 1024x4096x512 17.4 vs 20.8, 4096x2112x7168 290.1 vs 321.4,
+    // 2048x7168x2048 (6.8 waves) 124.1 vs 135.4, 4096x4096x7168 (7.8) 502.0 vs 525.4;
+    // even at 13.6 waves (4096x7168x2048 245.0 vs 243.0).
+    if (cvt_in_kernel && K >= 256 && (waves < 5 || (waves < 9 && K >= 1024))) {
+      return {cvt, 0};
     }
     if (M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
