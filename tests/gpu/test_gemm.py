@@ -673,35 +673,41 @@ def pitched_k(a: torch.Tensor, extra: int = 16) -> torch.Tensor:
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (2, 8, 16), (17, 100, 200), (64, 576, 7168 + 64),
                                    (129, 136, 8320), (300, 400, 1920), (255, 392, 4224),
                                    (1000, 4104, 384), (1024, 1536, 7168), (257, 300, 4100)])
-@pytest.mark.parametrize("scales", ["row", "col"])
-def test_exact_k_kernel(gemm_kernel, m, n, k, scales):
-    """Variant 22: exact mode reading both FP8 operands K-major in place (the NT layout,
-    no preparation launch), A converted into FP16 register fragments and B into a K-major
-    FP16 copy in shared memory, both in the fragments' K order. Tails in every dimension
-    (K not a multiple of 16 read in place: TMA's zero fill past the real K, whatever the
-    row padding holds; N not a multiple of 8 through a temporary output), one to 65 K
-    blocks, several tiles per CTA, row pitches wider than the rows, scales of either
-    layout read in place."""
+@pytest.mark.parametrize("b_major,scales", [("k", "row"), ("k", "col"), ("mn", "col")])
+def test_exact_ak_kernel(gemm_kernel, m, n, k, b_major, scales):
+    """Variant 22: exact mode reading A K-major in place and B in place as it is stored
+    (K-major: the NT layout; MN-major: the guide's convention with B stored (K, N)), no
+    preparation launch. A is converted into FP16 register fragments, B into an FP16 copy
+    in shared memory, both in the fragments' K order. Tails in every dimension (K not a
+    multiple of 16 read in place: TMA's zero fill past the real K, whatever the row
+    padding holds; N not a multiple of 8 through a temporary output), one to 65 K blocks,
+    several tiles per CTA, row pitches wider than the rows, scales of either layout read
+    in place."""
     seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, sa_layout=scales, sb_layout=scales)
-    a, b = pitched_k(a), pitched_k(b, extra=32)
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, b_major=b_major, sa_layout=scales,
+                           sb_layout=scales)
+    a = pitched_k(a)
+    b = pitched_k(b, extra=32) if b_major == "k" else pitched_mn(b, extra=16)
     out = poisoned(m, n)
     gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 22, 0)
-    Checker(gemm_kernel, a, b, sa, sb, f"variant=22 {m}x{n}x{k} {scales} seed={seed}").exact(out)
+    Checker(gemm_kernel, a, b, sa, sb,
+            f"variant=22 {m}x{n}x{k} B {b_major}-major {scales} seed={seed}").exact(out)
 
 
 @pytest.mark.parametrize("m,n,k,splits", [(17, 100, 200, 2), (300, 400, 1920, 0),
                                           (300, 400, 1920, 15), (1024, 576, 7168 + 64, 0),
                                           (255, 392, 4224, 4), (1000, 4104, 384, 3),
                                           (1024, 512, 7168, 64), (2048, 1280, 7168 + 8, 2)])
-@pytest.mark.parametrize("scales", ["row", "col"])
-def test_exact_k_splitk_kernel(gemm_kernel, m, n, k, splits, scales):
+@pytest.mark.parametrize("b_major,scales", [("k", "row"), ("mn", "col")])
+def test_exact_ak_splitk_kernel(gemm_kernel, m, n, k, splits, b_major, scales):
     """Variant 23: variant 22 with each tile's K blocks cut into slices (uneven, 0 fills
     one wave, more slices than blocks refused), summed in slice order by the last to
-    arrive."""
+    arrive; B K-major or MN-major."""
     seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, sa_layout=scales, sb_layout=scales)
-    a, b = pitched_k(a), pitched_k(b)
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, b_major=b_major, sa_layout=scales,
+                           sb_layout=scales)
+    a = pitched_k(a)
+    b = pitched_k(b) if b_major == "k" else pitched_mn(b)
     ops = gemm_kernel._ops.ops
     if splits > -(-k // 128):
         with pytest.raises(ValueError, match=f"splits={splits} does not fit"):
@@ -710,10 +716,11 @@ def test_exact_k_splitk_kernel(gemm_kernel, m, n, k, splits, scales):
     out = poisoned(m, n)
     ops.gemm_nt_out(out, a, b, sa, sb, True, 23, splits)
     Checker(gemm_kernel, a, b, sa, sb,
-            f"variant=23 splits={splits} {m}x{n}x{k} {scales} seed={seed}").exact(out)
+            f"variant=23 splits={splits} {m}x{n}x{k} B {b_major}-major {scales} seed={seed}"
+            ).exact(out)
 
 
-def test_exact_k_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
+def test_exact_ak_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
     """Repeated runs give the same bits, and a captured graph replays with new inputs."""
     m, n, k = 1024, 576, 7168
     seed = fresh_seed()
@@ -726,9 +733,11 @@ def test_exact_k_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
     Checker(gemm_kernel, a, b, sa, sb, f"variant=23 seed={seed}").exact(first)
     check_graph_replays(gemm_kernel, m, n, k, exact=True, variant=23, splits=3, replays=2)
     check_graph_replays(gemm_kernel, 300, 400, 1920, exact=True, variant=22, splits=0, replays=2)
+    check_graph_replays(gemm_kernel, 300, 400, 1920, exact=True, variant=23, splits=4, replays=2,
+                        b_major="mn", sb_layout="col")
 
 
-def test_exact_k_kernel_keeps_nan(gemm_kernel):
+def test_exact_ak_kernel_keeps_nan(gemm_kernel):
     """An e4m3fn NaN in either operand makes its row or column of the product NaN, as in
     the reference; the rest stays exact."""
     m, n, k = 256, 384, 640
@@ -751,19 +760,20 @@ def test_exact_k_kernel_keeps_nan(gemm_kernel):
     assert bad == 0, f"{bad} mismatches, seed={seed}"
 
 
-def test_exact_k_kernel_rejects_other_layouts(gemm_kernel):
-    """Variants 22 and 23 read both operands K-major in place and run exact mode only;
-    other calls are refused with the requirement named."""
+def test_exact_ak_kernel_rejects_other_layouts(gemm_kernel):
+    """Variants 22 and 23 read A K-major and B in place and run exact mode only; other
+    calls are refused with the requirement named."""
     ops = gemm_kernel._ops.ops
-    for layout in (dict(a_major="mn"), dict(b_major="mn"), dict(dtype_b=torch.float8_e4m3fnuz)):
+    for layout in (dict(a_major="mn"), dict(a_major="mn", b_major="mn"),
+                   dict(dtype_b=torch.float8_e4m3fnuz)):
         a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), **layout)
         for variant in (22, 23):
-            with pytest.raises(ValueError, match="reads both operands in place K-major|exact=True and e4m3fn"):
+            with pytest.raises(ValueError, match="reads A K-major and B in place|exact=True and e4m3fn"):
                 ops.gemm_nt(a, b, sa, sb, True, variant, 0)
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())
     shifted = torch.zeros(256, 1032, dtype=FN, device="cuda")[:, 8:]  # rows off alignment
     for variant in (22, 23):
-        with pytest.raises(ValueError, match="reads both operands in place K-major"):
+        with pytest.raises(ValueError, match="reads A K-major and B in place"):
             ops.gemm_nt(a, shifted, sa, sb, True, variant, 0)
         with pytest.raises(ValueError, match="exact=True and e4m3fn"):
             ops.gemm_nt(a, b, sa, sb, False, variant, 0)
@@ -825,16 +835,21 @@ PLAN_CASES = [  # m, n, k, layout, precision
     (1024, 576, 7168, "nt", "exact"),
     (6144, 512, 7168, "nt", "exact"),
     (1024, 1536, 7168, "nt", "exact"),
+    (1024, 1536, 7168, "guide", "exact"),
+    (1024, 576, 7168, "guide", "exact"),
 ]
 
 
 def layout_inputs(m, n, k, layout, seed, dtype=FN):
-    """NT operands K-major with row-major scales, or the challenge's storage: both
-    operands MN-major, both scales transposed views."""
+    """NT operands K-major with row-major scales; the challenge's storage: both operands
+    MN-major, both scales transposed views; or the guide's convention with every tensor
+    row-major as given (A (M, K), B (K, N), scales (KB, M) and (KB, NB)), seen as NT."""
     mn = layout == "challenge"
-    return make_nt(m, n, k, seed=seed, a_major="mn" if mn else "k", b_major="mn" if mn else "k",
-                   dtype_a=dtype, dtype_b=dtype, sa_layout="col" if mn else "row",
-                   sb_layout="col" if mn else "row")
+    guide = layout == "guide"
+    return make_nt(m, n, k, seed=seed, a_major="mn" if mn else "k",
+                   b_major="mn" if mn or guide else "k", dtype_a=dtype, dtype_b=dtype,
+                   sa_layout="col" if mn or guide else "row",
+                   sb_layout="col" if mn or guide else "row")
 
 
 @pytest.mark.parametrize("m,n,k,layout,precision", PLAN_CASES)
@@ -859,9 +874,10 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     # ... and in two slices on one to one and a half waves with K >= 7168 (160 tiles)
     (4096, 640, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn_splitk"),
     # both operands K-major (the NT layout): the same kernels reading them K-major (v23)
-    (1024, 1536, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_k"),
-    (1024, 576, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_k_splitk"),
-    (4096, 640, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_k_splitk"),
+    (1024, 1536, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak"),
+    (1024, 576, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak_splitk"),
+    (4096, 640, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak_splitk"),
+    (1024, 1536, 7168, "guide", "exact", FN, "fp8_coop_128x128_exact_ak"),
     # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
     (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
     # exact mode on few rows of e4m3fn: the few-row kernel converting B in registers

@@ -1,6 +1,10 @@
 """Interleaved timing of kernel configurations on chosen shapes (drift-resistant A/B).
 
-    python kernels/gemm/dev/ab.py nt:4096x7168x16384 challenge:6144x576x7168 ...
+    python kernels/gemm/dev/ab.py nt:4096x7168x16384 challenge:6144x576x7168 guide:1024x1536x7168
+
+Layouts: nt (A and B K-major, row-major scales), challenge (A and B MN-major, scales
+transposed views) and guide (the guide's convention with A (M, K) and B (K, N) stored
+row-major: A K-major, B MN-major, scales transposed views).
 
 For each shape, the op's own choices (fast and exact), explicit (precision, variant,
 splits, swizzle) configurations and cuBLASLt are timed in rounds: every round runs each
@@ -47,8 +51,8 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
     (f"v18s{s} fewrow", False, 18, s, 0) for s in (0, 1, 2, 3, 4, 5, 6, 7, 8)] + [
     (f"exact v19s{s} fewrow", True, 19, s, 0) for s in (0, 1, 2, 3, 4, 7)] + [
     (f"exact v21s{s} exact-mn-split", True, 21, s, 0) for s in (0, 2, 3, 4, 6)] + [
-    ("exact v22 exact-k", True, 22, 0, 0)] + [
-    (f"exact v23s{s} exact-k-split", True, 23, s, 0) for s in (0, 2, 3, 4)]
+    ("exact v22 exact-ak", True, 22, 0, 0)] + [
+    (f"exact v23s{s} exact-ak-split", True, 23, s, 0) for s in (0, 2, 3, 4)]
 # AB_CONFIGS="v7,v10" keeps the configurations whose label starts with one of those.
 _only = [x for x in os.environ.get("AB_CONFIGS", "").split(",") if x]
 if _only:
@@ -57,10 +61,14 @@ ROUNDS = 7
 STREAM = bool(os.environ.get("AB_STREAM"))
 
 
-def configurations(gk, m, n, k, challenge):
+def configurations(gk, m, n, k, layout):
     """(label, callable) for the op's choice, each explicit configuration and cuBLASLt."""
     ops = gk._ops.ops
-    a, b, sa, sb, sa_kb_m, sb_nb_kb = bench_mod.make_inputs(m, n, k, challenge, seed=m + n + k)
+    a, b, sa, sb, sa_kb_m, sb_nb_kb = bench_mod.make_inputs(m, n, k, layout == "challenge",
+                                                            seed=m + n + k)
+    if layout == "guide":
+        b, sa = b.t().contiguous().t(), sa_kb_m.t()
+        sb = sb_nb_kb.t().contiguous().t()
     csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
     fns = [("op", lambda: gk.gemm_nt(a, b, sa, sb)),
            ("op exact", lambda: gk.gemm_nt(a, b, sa, sb, precision="exact"))]
@@ -85,7 +93,9 @@ def main() -> int:
     for spec in specs:
         layout, _, dims = spec.partition(":")
         m, n, k = (int(x) for x in dims.split("x"))
-        fns = configurations(gk, m, n, k, layout == "challenge")
+        if layout not in ("nt", "challenge", "guide"):
+            raise SystemExit(f"unknown layout {layout!r} in {spec!r}: use nt, challenge or guide")
+        fns = configurations(gk, m, n, k, layout)
         runnable = []
         for label, fn in fns:  # e.g. variants 13/14 need A MN-major
             try:

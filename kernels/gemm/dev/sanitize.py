@@ -39,7 +39,7 @@ checked = 0
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
 # "split" runs its split-K builds (15, 16) alone; "bf16" its BF16 build (17) alone;
 # "fewrow" the few-row kernel (18; 19 in exact mode) alone; "exactmn" the exact-mode
-# build reading both operands MN-major (20, 21) alone; "exactk" the one reading both
+# build reading both operands MN-major (20, 21) alone; "exactk" the one reading A
 # K-major (22, 23) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
@@ -139,13 +139,16 @@ exactmn_runs = [(1104, 2112, 640, "mn", "mn", "col", ((20, 0), (21, 2))),
                 (1104, 2112, 512, "mn", "mn", "row", (20,)),
                 (208, 112, 200, "mn", "mn", "col", ((20, 0), (21, 2))),
                 (304, 400, 1920, "mn", "mn", "col", ((21, 4), (21, 15)))]
-# The same for both operands K-major read in place (22, 23): 153 tiles on 132 SMs, odd
-# and even block counts, tails in M, N (2100: through a temporary output) and K (208: a
-# partial block past which TMA reads zeros), uneven slices and slices of one block.
+# The same for A K-major read in place (22, 23) and B K-major or MN-major (N a multiple
+# of 16 there): 153 tiles on 132 SMs, odd and even block counts, tails in M, N (2100:
+# through a temporary output) and K (208: a partial block past which TMA reads zeros),
+# uneven slices and slices of one block.
 exactk_runs = [(1100, 2100, 640, "k", "k", "col", ((22, 0), (23, 2))),
                (1100, 2100, 512, "k", "k", "row", (22,)),
                (200, 100, 208, "k", "k", "col", ((22, 0), (23, 2))),
-               (304, 400, 1920, "k", "k", "col", ((23, 4), (23, 15)))]
+               (304, 400, 1920, "k", "k", "col", ((23, 4), (23, 15))),
+               (1104, 2112, 640, "k", "mn", "col", ((22, 0), (23, 2))),
+               (208, 112, 208, "k", "mn", "row", ((22, 0), (23, 4)))]
 if MODE == "split":
     v10_runs = split_runs
 elif MODE == "bf16":

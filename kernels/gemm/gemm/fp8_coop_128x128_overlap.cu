@@ -48,9 +48,10 @@
 // instructions per thread), and moving B's conversions to the integer pipes made it
 // slower. So it gains where the grid is short and loses to variant 17 after the
 // preparation pass once every SM is busy for many waves.
-// And the same for both operands stored K-major (variants 22 and 23, the NT layout):
-// A's FP16 fragments from plain ldmatrix (load_a_fragment_f16_k), B's FP16 copy K-major,
-// both with each 16 of K in the order those fragments take it.
+// And the same for A stored K-major (variants 22 and 23: the NT layout, and the guide's
+// convention with B stored (K, N)): A's FP16 fragments from plain ldmatrix
+// (load_a_fragment_f16_k), B's FP16 copy K-major or MN-major as B is stored, with each 16
+// of K in the order those fragments take it.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
@@ -81,8 +82,9 @@ constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
 static_assert(kOutBoxBytes % 1024 == 0, "output boxes stay 1024-byte aligned");
 
 // Exact mode on e4m3fn operands converted to FP16 inside the pipeline: not at all, both
-// operands stored MN-major (variants 20, 21) or both K-major (variants 22, 23).
-enum class Cvt : int { kNone = 0, kMn = 1, kK = 2 };
+// operands stored MN-major (variants 20, 21), both K-major (variants 22, 23), or A K-major
+// and B MN-major (variants 22, 23).
+enum class Cvt : int { kNone = 0, kMn = 1, kK = 2, kKMn = 3 };
 
 // Shared-memory layout per operand type. A stage holds a 128-deep K block of the A and B
 // tiles, each as 128-byte rows of K in the 128-byte swizzle (the layout wgmma reads): one
@@ -91,7 +93,7 @@ enum class Cvt : int { kNone = 0, kMn = 1, kK = 2 };
 // flight, and each block's MMAs take twice as long). kCvt (variants 20-23): FP8 stages
 // of A and B, and two FP16 copies of B's block (written for block k+1 while block k's
 // MMAs read the other), each as two halves of 16 KB: 64 columns of N by 128 rows of K
-// (MN-major), or 64 of K by 128 rows of N (K-major).
+// (B stored MN-major), or 64 of K by 128 rows of N (B stored K-major).
 template <bool kBf16, Cvt kCvt = Cvt::kNone>
 struct Smem {
   static constexpr int kElemBytes = kBf16 ? 2 : 1;
@@ -324,6 +326,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // storage (all but 22 and 23).
   constexpr bool kAfrag = kAmn || kCvt != Cvt::kNone;
   constexpr bool kAmnRead = kAmn || kCvt == Cvt::kMn;
+  // B stored MN-major and its FP16 copy read MN-major (variants 20-23).
+  constexpr bool kBmnCopy = kCvt == Cvt::kMn || kCvt == Cvt::kKMn;
+  // A's fragments from K-major storage, in load_a_fragment_f16_k's K order, which B's
+  // copy follows (variants 22, 23).
+  constexpr bool kPermK = kCvt == Cvt::kK || kCvt == Cvt::kKMn;
   using L = Smem<kBf16, kCvt>;
   constexpr int kStages = L::kStages;
   constexpr uint32_t kStageBytes = L::kStageBytes;
@@ -408,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                         kb * kBlockK + h * L::kSubK, c.m0);
           }
         }
-        if constexpr (kCvt == Cvt::kMn) {
+        if constexpr (kBmnCopy) {
           tma_load_2d(tile_b(stage), &map_b, full_bar(stage), c.n0, kb * kBlockK);
         } else if constexpr (kCluster == 1) {
 #pragma unroll
@@ -768,18 +775,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     int cbuf = 0;
     // Converts four 16-byte chunks of B's FP8 block (128 rows of 128 bytes, 128-byte
     // swizzle) into the FP16 copy at `dst`: chunk c of row r holds 16 elements, which go
-    // to half c / 4, 16-byte chunks 2 (c % 4) and 2 (c % 4) + 1, swizzled. MN-major B
-    // (variants 20, 21): rows of K, the chunk N 16c..16c+15, copied in order. K-major B
-    // (22, 23): rows of N, the chunk K 16c..16c+15, copied in load_a_fragment_f16_k's K
+    // to half c / 4, 16-byte chunks 2 (c % 4) and 2 (c % 4) + 1, swizzled. MN-major B:
+    // rows of K, the chunk N 16c..16c+15, copied in order; with A K-major (variants 22,
+    // 23) each row of K goes to the row of the copy that load_a_fragment_f16_k's K order
+    // gives it (K 4t + j to row 2t + j, K 4t + 2 + j to row 8 + 2t + j, j < 2, within
+    // each 16). K-major B (22, 23): rows of N, the chunk K 16c..16c+15, copied in that K
     // order: the first 16 bytes hold K {0, 1, 4, 5, 8, 9, 12, 13} (each word's low pair),
     // the second K {2, 3, 6, 7, 10, 11, 14, 15} (the high pairs). The thread takes chunk
-    // c = ct % 8 of rows ct / 8 + 32 i: the swizzle (row % 8) is the same for all four, so
-    // their addresses are fixed offsets from one another.
+    // c = ct % 8 of rows ct / 8 + 32 i: the swizzle (row % 8) and the K order (row % 16)
+    // are the same for all four, so their addresses are fixed offsets from one another.
     const int crow = ct >> 3, cchunk = ct & 7;
     const uint32_t b_src = crow * 128 + ((cchunk ^ (crow & 7)) << 4);
-    const uint32_t b_dst = (cchunk >> 2) * L::kCopyHalfBytes + crow * 128;
-    const uint32_t b_dst0 = b_dst + (((2 * (cchunk & 3)) ^ (crow & 7)) << 4);
-    const uint32_t b_dst1 = b_dst + (((2 * (cchunk & 3) + 1) ^ (crow & 7)) << 4);
+    const int r16 = crow & 15;
+    const int drow = kBmnCopy && kPermK
+                         ? (crow & ~15) | ((r16 & 2) << 2) | ((r16 >> 2) << 1) | (r16 & 1)
+                         : crow;
+    const uint32_t b_dst = (cchunk >> 2) * L::kCopyHalfBytes + drow * 128;
+    const uint32_t b_dst0 = b_dst + (((2 * (cchunk & 3)) ^ (drow & 7)) << 4);
+    const uint32_t b_dst1 = b_dst + (((2 * (cchunk & 3) + 1) ^ (drow & 7)) << 4);
     auto convert_b = [&](uint32_t src, uint32_t dst) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -791,7 +804,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           uint32_t y[4];
-          if constexpr (kCvt == Cvt::kMn) {
+          if constexpr (kBmnCopy || !kPermK) {
             y[0] = e4m3x2_to_half2(x[2 * h], 0);
             y[1] = e4m3x2_to_half2(x[2 * h], 1);
             y[2] = e4m3x2_to_half2(x[2 * h + 1], 0);
@@ -824,7 +837,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(prev);
       fence_regs(f);
       named_barrier_arrive(3 + 2 * cbuf + consumer, 256);
-      if constexpr (kCvt == Cvt::kMn) {
+      if constexpr (kAmnRead) {
         load_a_fragment_f16(f, tile_a(stage) + a_lane);
       } else {
         load_a_fragment_f16_k(f, tile_a(stage) + a_lane, a_x6);
@@ -839,7 +852,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       cute::warpgroup_arrive();
 #pragma unroll
       for (int kk = 0; kk < kBlockK / 16; ++kk) {
-        if constexpr (kCvt == Cvt::kMn) {  // 16 rows of K further on per k16 step
+        if constexpr (kBmnCopy) {  // 16 rows of K further on per k16 step
           mma_rs<MmaF16Mn>(f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3],
                            smem_desc_mn(copy + kk * 16 * 128, L::kCopyHalfBytes), cur, kk > 0);
         } else {  // 32 bytes along the rows per k16 step, the second half after four
@@ -969,14 +982,16 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
     (void)ws;
   }
   const bool real_extents_ok = g.n_b >= 1 && g.n_b <= g.n && g.k_a >= 1 && g.k_a <= g.k;
-  if (kCvt == Cvt::kMn ? (!g.a_mn_major || !g.b_mn_major || g.b_kperm16 || !real_extents_ok)
-      : kCvt == Cvt::kK ? (g.a_mn_major || g.b_mn_major || g.b_kperm16 || !real_extents_ok)
-                        : (g.a_mn_major != kAmn || g.b_kperm16 != kAmn || g.b_mn_major)) {
+  if (kCvt == Cvt::kMn     ? (!g.a_mn_major || !g.b_mn_major || g.b_kperm16 || !real_extents_ok)
+      : kCvt == Cvt::kK   ? (g.a_mn_major || g.b_mn_major || g.b_kperm16 || !real_extents_ok)
+      : kCvt == Cvt::kKMn ? (g.a_mn_major || !g.b_mn_major || g.b_kperm16 || !real_extents_ok)
+                          : (g.a_mn_major != kAmn || g.b_kperm16 != kAmn || g.b_mn_major)) {
     if (why) {
-      *why = kCvt == Cvt::kMn ? "this kernel reads A and B MN-major (a_mn_major, b_mn_major, n_b, k_a)"
-             : kCvt == Cvt::kK ? "this kernel reads A and B K-major in place (n_b, k_a)"
-             : kAmn            ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
-                               : "this kernel reads A K-major and B in plain K order";
+      *why = kCvt == Cvt::kMn   ? "this kernel reads A and B MN-major (a_mn_major, b_mn_major, n_b, k_a)"
+             : kCvt == Cvt::kK   ? "this kernel reads A and B K-major in place (n_b, k_a)"
+             : kCvt == Cvt::kKMn ? "this kernel reads A K-major and B MN-major in place (b_mn_major, n_b, k_a)"
+             : kAmn              ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
+                                 : "this kernel reads A K-major and B in plain K order";
     }
     return Status::kUnsupported;
   }
@@ -984,15 +999,16 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   const auto type = kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   constexpr int eb = L::kElemBytes;
   // MN-major A: its k_a real rows of K (TMA reads zeros past them up to the padded k).
-  // MN-major B (variants 20, 21): its k_a rows of K and n_b real columns. K-major A and B
+  // MN-major B (variants 20-23): its k_a rows of K and n_b real columns. K-major A and B
   // read in place (variants 22, 23): their k_a real columns, n_b real rows of B.
   const bool a_ok =
       (kAmn || kCvt == Cvt::kMn)
           ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
-          : make_map(&map_a, type, eb, g.a, g.m, kCvt == Cvt::kK ? g.k_a : g.k, g.lda, kBlockM,
+          : make_map(&map_a, type, eb, g.a, g.m, kCvt != Cvt::kNone ? g.k_a : g.k, g.lda, kBlockM,
                      L::kSubK);
   const bool b_ok =
-      kCvt == Cvt::kMn ? make_map(&map_b, type, eb, g.b, g.k_a, g.n_b, g.ldb, kBlockK, kBlockN)
+      (kCvt == Cvt::kMn || kCvt == Cvt::kKMn)
+          ? make_map(&map_b, type, eb, g.b, g.k_a, g.n_b, g.ldb, kBlockK, kBlockN)
       : kCvt == Cvt::kK
           ? make_map(&map_b, type, eb, g.b, g.n_b, g.k_a, g.ldb, kBlockN, L::kSubK)
           : make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK);
@@ -1134,20 +1150,24 @@ Status fp8_coop_128x128_exact_mn_splitk_run(const GemmArgs& g, void* ws, cudaStr
   return overlap::launch<1, false, true, false, overlap::Cvt::kMn>(g, ws, stream, why);
 }
 
-size_t fp8_coop_128x128_exact_k_workspace(const GemmArgs&) { return 0; }
+size_t fp8_coop_128x128_exact_ak_workspace(const GemmArgs&) { return 0; }
 
-Status fp8_coop_128x128_exact_k_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                    const char** why) {
-  return overlap::launch<1, false, false, false, overlap::Cvt::kK>(g, ws, stream, why);
+Status fp8_coop_128x128_exact_ak_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                     const char** why) {
+  using overlap::Cvt;
+  return g.b_mn_major ? overlap::launch<1, false, false, false, Cvt::kKMn>(g, ws, stream, why)
+                      : overlap::launch<1, false, false, false, Cvt::kK>(g, ws, stream, why);
 }
 
-size_t fp8_coop_128x128_exact_k_splitk_workspace(const GemmArgs& g) {
+size_t fp8_coop_128x128_exact_ak_splitk_workspace(const GemmArgs& g) {
   return overlap::split_layout(g).bytes;
 }
 
-Status fp8_coop_128x128_exact_k_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                           const char** why) {
-  return overlap::launch<1, false, true, false, overlap::Cvt::kK>(g, ws, stream, why);
+Status fp8_coop_128x128_exact_ak_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                            const char** why) {
+  using overlap::Cvt;
+  return g.b_mn_major ? overlap::launch<1, false, true, false, Cvt::kKMn>(g, ws, stream, why)
+                      : overlap::launch<1, false, true, false, Cvt::kK>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {

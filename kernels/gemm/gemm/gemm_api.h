@@ -77,8 +77,9 @@ inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stre
 // elements, pitch lda, no padding needed) and B with each 16 of K permuted as
 // OperandPrep::kperm16 writes it (b_kperm16). Variants 20 and 21 read both operands
 // MN-major (a_mn_major and b_mn_major: B stored as k_a rows of n_b elements, pitch ldb);
-// every other variant rejects these flags. Variants 22 and 23 read A and B K-major with
-// k_a real columns (not padded) and B with n_b real rows.
+// every other variant rejects these flags. Variants 22 and 23 read A K-major with k_a real
+// columns (not padded) and B K-major (n_b real rows of k_a columns) or, with b_mn_major,
+// MN-major (k_a rows of n_b).
 // Scales are float32 addressed through element strides (any layout).
 struct GemmArgs {
   int m, n, k;
@@ -139,8 +140,8 @@ enum class Variant : int {
   kFp8Coop128x128ExactMn = 20,  // variant 10's pipeline in exact mode on FP8 operands read MN-major in place:
                                 // A as FP16 fragments in registers, B as an FP16 copy in shared memory
   kFp8Coop128x128ExactMnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
-  kFp8Coop128x128ExactK = 22,  // variant 20 on FP8 operands read K-major in place (the NT layout)
-  kFp8Coop128x128ExactKSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
+  kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
+  kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
   kCount = 24,
 };
 
@@ -157,16 +158,17 @@ inline bool reads_both_mn_major(Variant v) {
   return v == Variant::kFp8Coop128x128ExactMn || v == Variant::kFp8Coop128x128ExactMnSplitK;
 }
 
-// The exact-mode variants that read both e4m3fn operands K-major in place, any K (TMA
-// reads zeros past it), with the real extents k_a and n_b.
-inline bool reads_both_k_major(Variant v) {
-  return v == Variant::kFp8Coop128x128ExactK || v == Variant::kFp8Coop128x128ExactKSplitK;
+// The exact-mode variants that read A K-major in place and B in place K-major or, with
+// b_mn_major, MN-major: e4m3fn, any K (TMA reads zeros past it), with the real extents
+// k_a and n_b.
+inline bool reads_a_k_major(Variant v) {
+  return v == Variant::kFp8Coop128x128ExactAk || v == Variant::kFp8Coop128x128ExactAkSplitK;
 }
 
 // The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
 inline bool is_overlap_split(Variant v) {
   return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK ||
-         v == Variant::kFp8Coop128x128ExactMnSplitK || v == Variant::kFp8Coop128x128ExactKSplitK;
+         v == Variant::kFp8Coop128x128ExactMnSplitK || v == Variant::kFp8Coop128x128ExactAkSplitK;
 }
 
 // Sums `splits` FP32 planes of (m, n) partial products (plane after plane, rows of n

@@ -28,8 +28,8 @@ KFGEMM_DECLARE_VARIANT(fp8_fewrow)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow_exact)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn_splitk)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_k)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_k_splitk)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak_splitk)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
@@ -58,7 +58,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk), KFGEMM_ENTRY(bf16_coop_128x128_overlap),
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_mn), KFGEMM_ENTRY(fp8_coop_128x128_exact_mn_splitk),
-    KFGEMM_ENTRY(fp8_coop_128x128_exact_k), KFGEMM_ENTRY(fp8_coop_128x128_exact_k_splitk),
+    KFGEMM_ENTRY(fp8_coop_128x128_exact_ak), KFGEMM_ENTRY(fp8_coop_128x128_exact_ak_splitk),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -94,8 +94,9 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
   }
   // The layout flags go only to the variants that read them; those check what they need.
   if ((args.a_mn_major && !reads_a_mn_major(v) && !reads_both_mn_major(v)) ||
-      (args.b_kperm16 && !reads_a_mn_major(v)) || (args.b_mn_major && !reads_both_mn_major(v))) {
-    if (why) *why = "a_mn_major is for variants 13, 14, 16, 20 and 21, b_kperm16 for 13, 14 and 16, b_mn_major for 20 and 21";
+      (args.b_kperm16 && !reads_a_mn_major(v)) ||
+      (args.b_mn_major && !reads_both_mn_major(v) && !reads_a_k_major(v))) {
+    if (why) *why = "a_mn_major is for variants 13, 14, 16, 20 and 21, b_kperm16 for 13, 14 and 16, b_mn_major for 20 to 23";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);

@@ -273,9 +273,9 @@ bool mn_major_ok(const Tensor& x) {
          reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
 }
 
-// Whether the kernels that read both operands K-major in place in exact mode (variants
-// 22, 23) can take `x`: e4m3fn, K contiguous, rows 16-byte aligned (any K: TMA reads
-// zeros past it).
+// Whether the kernels that read operands K-major in place in exact mode (variants 22,
+// 23: A always, B where it is stored so) can take `x`: e4m3fn, K contiguous, rows
+// 16-byte aligned (any K: TMA reads zeros past it).
 bool k_major_ok(const Tensor& x) {
   const int64_t rows = x.size(0), K = x.size(1);
   return x.scalar_type() == at::kFloat8_e4m3fn && (x.stride(1) == 1 || K == 1) &&
@@ -296,7 +296,7 @@ bool wants_row_major_scales(kfgemm::Variant v) {
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
          v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
          (kfgemm::is_overlap_split(v) && !kfgemm::reads_both_mn_major(v) &&
-          !kfgemm::reads_both_k_major(v));
+          !kfgemm::reads_a_k_major(v));
 }
 
 // What the op's choice of kernel depends on besides the shape and the device.
@@ -305,7 +305,8 @@ struct Traits {
   bool fn_operands;  // both operands e4m3fn
   bool a_mn;         // A read MN-major in place (fast mode; mn_major_ok)
   bool both_mn_ok;   // both operands e4m3fn and readable MN-major in place
-  bool both_k_ok;    // both operands e4m3fn and readable K-major in place (k_major_ok)
+  bool ak_ok;        // both operands e4m3fn, A readable K-major in place (k_major_ok)
+                     // and B K-major or MN-major
   bool in_place;     // operands and scales usable by the GEMM as they are: no
                      // preparation launch precedes it
 };
@@ -315,11 +316,11 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   const bool bf16 = t.bf16, fn_operands = t.fn_operands, a_mn_major = t.a_mn;
   const bool in_place = t.in_place, both_mn = t.both_mn_ok;
   // Exact mode on e4m3fn operands that the GEMM converts itself, read in place: both
-  // MN-major (the challenge's storage; variants 20, 21) or both K-major (the NT layout;
-  // 22, 23).
-  const bool cvt_in_kernel = both_mn || t.both_k_ok;
-  const V cvt = both_mn ? V::kFp8Coop128x128ExactMn : V::kFp8Coop128x128ExactK;
-  const V cvt_split = both_mn ? V::kFp8Coop128x128ExactMnSplitK : V::kFp8Coop128x128ExactKSplitK;
+  // MN-major (the challenge's storage; variants 20, 21), or A K-major and B either way
+  // (the NT layout, and the guide's convention with B stored (K, N); 22, 23).
+  const bool cvt_in_kernel = both_mn || t.ak_ok;
+  const V cvt = both_mn ? V::kFp8Coop128x128ExactMn : V::kFp8Coop128x128ExactAk;
+  const V cvt_split = both_mn ? V::kFp8Coop128x128ExactMnSplitK : V::kFp8Coop128x128ExactAkSplitK;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
   const int64_t tiles64 = ceil_div(M, 64) * ceil_div(N, 128);
@@ -458,7 +459,7 @@ bool variant_is_split_k(kfgemm::Variant v) {
 // Exact-mode variants that read e4m3fn operands and convert them to FP16 themselves.
 bool converts_fp8_itself(kfgemm::Variant v) {
   return v == kfgemm::Variant::kFp8FewRowExact || kfgemm::reads_both_mn_major(v) ||
-         kfgemm::reads_both_k_major(v);
+         kfgemm::reads_a_k_major(v);
 }
 
 // The variants of exact mode (and of e4m3fnuz operands): 16-bit tensor cores, BF16
@@ -490,7 +491,7 @@ Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tenso
            kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
   const bool a_mn_ok = mn_major_ok(a);  // e4m3fn, read MN-major in place
   t.both_mn_ok = a_mn_ok && mn_major_ok(b);
-  t.both_k_ok = k_major_ok(a) && k_major_ok(b);
+  t.ak_ok = k_major_ok(a) && (k_major_ok(b) || mn_major_ok(b));
   t.a_mn = !t.bf16 && a_mn_ok;
   t.in_place = !t.bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
                row_major_for_kernel(sa) && row_major_for_kernel(sb);
@@ -538,9 +539,11 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // Variants 19 to 23 convert e4m3fn operands themselves, so they stay FP8 here.
   const bool bf16_operands = t.bf16 && !converts_fp8_itself(v);
   const bool both_mn = kfgemm::reads_both_mn_major(v);
-  const bool both_k = kfgemm::reads_both_k_major(v);
-  if (both_k) {
-    TORCH_CHECK_VALUE(t.both_k_ok, cat("variant ", kfgemm::variant_name(v), " reads both operands in place K-major: a and b must be float8_e4m3fn with stride(1) == 1, 16-byte aligned, and rows 16-byte aligned (stride(0) a multiple of 16 and >= K)"));
+  const bool ak = kfgemm::reads_a_k_major(v);
+  // B read in place K-major where it is, else MN-major (variants 22, 23).
+  const bool ak_b_mn = ak && !k_major_ok(b);
+  if (ak) {
+    TORCH_CHECK_VALUE(t.ak_ok, cat("variant ", kfgemm::variant_name(v), " reads A K-major and B in place: a must be float8_e4m3fn with stride(1) == 1 and 16-byte aligned rows (stride(0) a multiple of 16 and >= K), b float8_e4m3fn stored the same way or MN-major (stride(0) == 1, N > 1, stride(1) a multiple of 16 and >= N), both 16-byte aligned"));
   }
   if (both_mn) {
     TORCH_CHECK_VALUE(t.both_mn_ok, cat("variant ", kfgemm::variant_name(v), " reads both operands in place MN-major: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, M and N > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M or N)"));
@@ -581,17 +584,17 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (amn || both_mn) {  // read in place
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
-  } else if (both_k) {
+  } else if (ak) {
     ca.ptr = a.data_ptr();
     ca.ld = k_major_pitch(a);
   } else {
     ca = canonical_operand(a, M, bf16_operands, &jobs[njobs], &need);
     njobs += need;
   }
-  if (both_mn) {
+  if (both_mn || ak_b_mn) {
     cb.ptr = b.data_ptr();
     cb.ld = b.stride(1);
-  } else if (both_k) {
+  } else if (ak) {
     cb.ptr = b.data_ptr();
     cb.ld = k_major_pitch(b);
   } else {
@@ -655,7 +658,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.a_mn_major = amn || both_mn;
   g.k_a = static_cast<int>(K);
   g.b_kperm16 = amn;
-  g.b_mn_major = both_mn;
+  g.b_mn_major = both_mn || ak_b_mn;
   g.n_b = static_cast<int>(N);
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
