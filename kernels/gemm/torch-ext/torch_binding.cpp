@@ -370,11 +370,12 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // 79.2 vs 81.1, 4096x4096x1536 110.6 vs 113.7) and loses beyond (6144x4608x7168
     // 920.7 vs 884.1, 6144x7168x2048 389.1 vs 355.1, 6144x7168x2304 424.7 vs 415.9);
     // with K <= 512 it loses there (6144x4096x512 69.2 vs 64.1). NOTES.md, v20-v22.
-    // Both operands K-major (variant 22, v23; H100, interleaved, us, against the BF16
+    // A K-major and B either way (variant 22, v23; H100, interleaved, us, against the BF16
     // kernels after the conversion pass): 1024x1536x7168 NT 63.1 vs 79.3, 512x4096x7168
     // 64.2 vs 103.4, 1024x4096x512 17.4 vs 20.8, 4096x2112x7168 290.1 vs 321.4,
     // 2048x7168x2048 (6.8 waves) 124.1 vs 135.4, 4096x4096x7168 (7.8) 502.0 vs 525.4;
-    // even at 13.6 waves (4096x7168x2048 245.0 vs 243.0).
+    // even at 13.6 waves (4096x7168x2048 245.0 vs 243.0); B MN-major (the guide's
+    // convention): 1024x1536x7168 66.1 vs 84.7, 4096x4096x7168 480.8 vs 527.0.
     if (cvt_in_kernel && K >= 256 && (waves < 5 || (waves < 9 && K >= 1024))) {
       return {cvt, 0};
     }
