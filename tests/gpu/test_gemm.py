@@ -355,6 +355,17 @@ def pitched_mn(a: torch.Tensor, extra: int = 0) -> torch.Tensor:
     return buf[:, :m].t()
 
 
+def pitched_k(a: torch.Tensor, extra: int = 16) -> torch.Tensor:
+    """``a`` (rows, K), K-major, as a view of a (rows, Kp) buffer with Kp the next
+    multiple of 16 plus ``extra`` columns. The columns past K hold e4m3fn NaN, so a kernel
+    reading them would fail the check."""
+    rows, k = a.shape
+    kp = -(-k // 16) * 16 + extra
+    buf = torch.full((rows, kp), 0x7F, dtype=torch.uint8, device=a.device).view(a.dtype)
+    buf[:, :k] = a
+    return buf[:, :k]
+
+
 @pytest.mark.parametrize("m,n,k", [(2, 8, 16), (17, 576, 7168 + 64), (255, 1000, 128),
                                    (129, 136, 256), (128, 128, 128), (2000, 2100, 2176),
                                    (2000, 2100, 2048), (2000, 2100, 128), (2000, 2100, 256),
@@ -559,37 +570,42 @@ def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
 @pytest.mark.parametrize("m,n,k", [(2, 8, 16), (17, 100, 200), (64, 576, 7168 + 64),
                                    (129, 136, 8320), (300, 400, 1920), (255, 392, 4224),
                                    (1000, 4104, 384), (1024, 1536, 7168)])
-@pytest.mark.parametrize("scales", ["row", "col"])
-def test_exact_mn_kernel(gemm_kernel, m, n, k, scales):
-    """Variant 20: exact mode reading both FP8 operands MN-major in place (the
-    challenge's storage, no preparation launch), A converted into FP16 register
-    fragments and B into FP16 copies in shared memory. Tails in every dimension (TMA's
-    zero fill past the real M, N and K; N not a multiple of 8 goes through a temporary
-    output), one to 65 K blocks (odd and even counts), several tiles per CTA, row pitches
-    wider than the rows, scales of either layout read in place."""
+@pytest.mark.parametrize("b_major,scales", [("mn", "row"), ("mn", "col"), ("k", "col")])
+def test_exact_amn_kernel(gemm_kernel, m, n, k, b_major, scales):
+    """Variant 20: exact mode reading A MN-major in place and B in place as it is stored
+    (MN-major: the challenge's storage; or K-major), no preparation launch. A is
+    converted into FP16 register fragments and B into FP16 copies in shared memory. Tails
+    in every dimension (TMA's zero fill past the real M, N and K; N not a multiple of 8
+    goes through a temporary output), one to 65 K blocks (odd and even counts), several
+    tiles per CTA, row pitches wider than the rows, scales of either layout read in
+    place."""
     seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout=scales,
-                           sb_layout=scales)
-    a, b = pitched_mn(a, extra=16), pitched_mn(b)
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major=b_major,
+                           sa_layout=scales, sb_layout=scales)
+    a = pitched_mn(a, extra=16)
+    b = pitched_mn(b) if b_major == "mn" else pitched_k(b)
     out = poisoned(m, n)
     gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, 0)
-    Checker(gemm_kernel, a, b, sa, sb, f"variant=20 {m}x{n}x{k} {scales} seed={seed}").exact(out)
+    Checker(gemm_kernel, a, b, sa, sb,
+            f"variant=20 {m}x{n}x{k} B {b_major}-major {scales} seed={seed}").exact(out)
 
 
 @pytest.mark.parametrize("m,n,k,splits", [(17, 100, 200, 2), (300, 400, 1920, 0),
                                           (300, 400, 1920, 15), (1024, 576, 7168 + 64, 0),
                                           (255, 392, 4224, 4), (1000, 4104, 384, 3),
                                           (1024, 512, 7168, 64), (4096, 640, 7168 + 64, 2)])
-@pytest.mark.parametrize("scales", ["row", "col"])
-def test_exact_mn_splitk_kernel(gemm_kernel, m, n, k, splits, scales):
+@pytest.mark.parametrize("b_major,scales", [("mn", "row"), ("mn", "col"), ("k", "row")])
+def test_exact_amn_splitk_kernel(gemm_kernel, m, n, k, splits, b_major, scales):
     """Variant 21: variant 20 with each tile's K blocks cut into slices (uneven: 15 of
     15 blocks, 4 of 33; 0 fills one wave; 64 slices of 56 blocks is refused), the last
     slice to arrive summing the partial tiles in slice order. Tails in every dimension,
-    several units per CTA, scales of either layout read in place."""
+    several units per CTA, scales of either layout read in place, B MN-major or
+    K-major."""
     seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout=scales,
-                           sb_layout=scales)
-    a, b = pitched_mn(a, extra=16), pitched_mn(b)
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major=b_major,
+                           sa_layout=scales, sb_layout=scales)
+    a = pitched_mn(a, extra=16)
+    b = pitched_mn(b) if b_major == "mn" else pitched_k(b)
     ops = gemm_kernel._ops.ops
     kblocks = -(-k // 128)
     if splits > kblocks:
@@ -599,10 +615,11 @@ def test_exact_mn_splitk_kernel(gemm_kernel, m, n, k, splits, scales):
     out = poisoned(m, n)
     ops.gemm_nt_out(out, a, b, sa, sb, True, 21, splits)
     Checker(gemm_kernel, a, b, sa, sb,
-            f"variant=21 splits={splits} {m}x{n}x{k} {scales} seed={seed}").exact(out)
+            f"variant=21 splits={splits} {m}x{n}x{k} B {b_major}-major {scales} seed={seed}"
+            ).exact(out)
 
 
-def test_exact_mn_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
+def test_exact_amn_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
     """Repeated runs give the same bits (40 tiles x 3 slices in flight at once), and the
     arrival counters are cleared before every launch, so a captured graph replays with
     new inputs."""
@@ -620,7 +637,7 @@ def test_exact_mn_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
                         **layout)
 
 
-def test_exact_mn_kernel_keeps_nan(gemm_kernel):
+def test_exact_amn_kernel_keeps_nan(gemm_kernel):
     """An e4m3fn NaN (0x7F, 0xFF) in either operand makes its row or column of the
     product NaN, as in the reference; the rest stays exact."""
     m, n, k = 256, 384, 640
@@ -645,29 +662,19 @@ def test_exact_mn_kernel_keeps_nan(gemm_kernel):
     assert bad == 0, f"{bad} mismatches, seed={seed}"
 
 
-def test_exact_mn_kernel_rejects_other_layouts(gemm_kernel):
-    """Variants 20 and 21 read both operands MN-major in place and runs exact mode only; other
+def test_exact_amn_kernel_rejects_other_layouts(gemm_kernel):
+    """Variants 20 and 21 read A MN-major and B in place and run exact mode only; other
     calls are refused with the requirement named."""
     ops = gemm_kernel._ops.ops
-    a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), a_major="mn", b_major="k")
-    for variant in (20, 21):
-        with pytest.raises(ValueError, match="reads both operands in place MN-major"):
-            ops.gemm_nt(a, b, sa, sb, True, variant, 0)
+    for b_major in ("mn", "k"):
+        a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), a_major="k", b_major=b_major)
+        for variant in (20, 21):
+            with pytest.raises(ValueError, match="reads A MN-major and B in place"):
+                ops.gemm_nt(a, b, sa, sb, True, variant, 0)
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed(), a_major="mn", b_major="mn")
     for variant in (20, 21):
         with pytest.raises(ValueError, match="exact=True and e4m3fn"):
             ops.gemm_nt(a, b, sa, sb, False, variant, 0)
-
-
-def pitched_k(a: torch.Tensor, extra: int = 16) -> torch.Tensor:
-    """``a`` (rows, K), K-major, as a view of a (rows, Kp) buffer with Kp the next
-    multiple of 16 plus ``extra`` columns. The columns past K hold e4m3fn NaN, so a kernel
-    reading them would fail the check."""
-    rows, k = a.shape
-    kp = -(-k // 16) * 16 + extra
-    buf = torch.full((rows, kp), 0x7F, dtype=torch.uint8, device=a.device).view(a.dtype)
-    buf[:, :k] = a
-    return buf[:, :k]
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (2, 8, 16), (17, 100, 200), (64, 576, 7168 + 64),
@@ -837,15 +844,20 @@ PLAN_CASES = [  # m, n, k, layout, precision
     (1024, 1536, 7168, "nt", "exact"),
     (1024, 1536, 7168, "guide", "exact"),
     (1024, 576, 7168, "guide", "exact"),
+    (1024, 1536, 7168, "a_mn", "exact"),
 ]
 
 
 def layout_inputs(m, n, k, layout, seed, dtype=FN):
     """NT operands K-major with row-major scales; the challenge's storage: both operands
     MN-major, both scales transposed views; or the guide's convention with every tensor
-    row-major as given (A (M, K), B (K, N), scales (KB, M) and (KB, NB)), seen as NT."""
+    row-major as given (A (M, K), B (K, N), scales (KB, M) and (KB, NB)), seen as NT; or
+    A MN-major with B K-major ("a_mn")."""
     mn = layout == "challenge"
     guide = layout == "guide"
+    if layout == "a_mn":  # A a transposed view, B K-major
+        return make_nt(m, n, k, seed=seed, a_major="mn", dtype_a=dtype, dtype_b=dtype,
+                       sa_layout="col")
     return make_nt(m, n, k, seed=seed, a_major="mn" if mn else "k",
                    b_major="mn" if mn or guide else "k", dtype_a=dtype, dtype_b=dtype,
                    sa_layout="col" if mn or guide else "row",
@@ -868,16 +880,17 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
 
 @pytest.mark.parametrize("m,n,k,layout,precision,dtype,name", [
     # exact mode, both operands MN-major on one wave: converted inside the GEMM (v20)
-    (1024, 1536, 2048, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn"),
+    (1024, 1536, 2048, "challenge", "exact", FN, "fp8_coop_128x128_exact_amn"),
     # ... split along K where the tiles fill at most half the GPU and K is long (v22)
-    (1024, 576, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn_splitk"),
+    (1024, 576, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_amn_splitk"),
     # ... and in two slices on one to one and a half waves with K >= 7168 (160 tiles)
-    (4096, 640, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_mn_splitk"),
+    (4096, 640, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_amn_splitk"),
     # both operands K-major (the NT layout): the same kernels reading them K-major (v23)
     (1024, 1536, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak"),
     (1024, 576, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak_splitk"),
     (4096, 640, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak_splitk"),
     (1024, 1536, 7168, "guide", "exact", FN, "fp8_coop_128x128_exact_ak"),
+    (1024, 1536, 7168, "a_mn", "exact", FN, "fp8_coop_128x128_exact_amn"),
     # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
     (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
     # exact mode on few rows of e4m3fn: the few-row kernel converting B in registers

@@ -39,7 +39,7 @@ checked = 0
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
 # "split" runs its split-K builds (15, 16) alone; "bf16" its BF16 build (17) alone;
 # "fewrow" the few-row kernel (18; 19 in exact mode) alone; "exactmn" the exact-mode
-# build reading both operands MN-major (20, 21) alone; "exactk" the one reading A
+# build reading A MN-major (20, 21) alone; "exactk" the one reading A
 # K-major (22, 23) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 ALL = MODE in ("all", "v10")
@@ -129,14 +129,16 @@ FEWROW = ((18, 0), (18, 1), (18, 3), (19, 0), (19, 1), (19, 3))
 fewrow_runs = [(17, 100, 200, "mn", "k", "row", FEWROW), (130, 576, 1024, "k", "mn", "col", FEWROW),
                (40, 300, 2048, "k", "k", "row", FEWROW),
                (64, 17152, 384, "k", "k", "row", ((18, 1), (19, 1)))]
-# The exact-mode build reading A and B MN-major in place (20; M and N multiples of 16 for
-# 16-byte aligned rows of K): 153 tiles on 132 SMs (the stage ring and both B copies
-# wrap, the output staging is reused), odd (5) and even (4) block counts, tails in N and
-# K (a 112-column tile, K = 200), scales of either layout read in place. Variant 21 (20
-# split along K): two slices of one block each, uneven slices (4 of 15 blocks), slices of
-# one block, and several units per CTA (153 tiles x 2 slices, 12 x 15, on 132 SMs).
+# The exact-mode build reading A MN-major in place (20; M a multiple of 16 for 16-byte
+# aligned rows of K) and B MN-major (N too) or K-major: 153 tiles on 132 SMs (the stage
+# ring and both B copies wrap, the output staging is reused), odd (5) and even (4) block
+# counts, tails in N and K (a 112-column tile, K = 200; N = 2100 with B K-major), scales
+# of either layout read in place. Variant 21 (20 split along K): two slices of one block
+# each, uneven slices (4 of 15 blocks), slices of one block, and several units per CTA
+# (153 tiles x 2 slices, 12 x 15, on 132 SMs).
 exactmn_runs = [(1104, 2112, 640, "mn", "mn", "col", ((20, 0), (21, 2))),
                 (1104, 2112, 512, "mn", "mn", "row", (20,)),
+                (1104, 2100, 640, "mn", "k", "col", ((20, 0), (21, 2))),
                 (208, 112, 200, "mn", "mn", "col", ((20, 0), (21, 2))),
                 (304, 400, 1920, "mn", "mn", "col", ((21, 4), (21, 15)))]
 # The same for A K-major read in place (22, 23) and B K-major or MN-major (N a multiple

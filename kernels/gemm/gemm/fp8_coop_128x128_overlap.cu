@@ -47,7 +47,8 @@
 // feed the MMAs also issue the 16384 conversions of each block (64 F2FP and about 220
 // instructions per thread), and moving B's conversions to the integer pipes made it
 // slower. So it gains where the grid is short and loses to variant 17 after the
-// preparation pass once every SM is busy for many waves.
+// preparation pass once every SM is busy for many waves. B may also be stored K-major
+// (its FP16 copy K-major then).
 // And the same for A stored K-major (variants 22 and 23: the NT layout, and the guide's
 // convention with B stored (K, N)): A's FP16 fragments from plain ldmatrix
 // (load_a_fragment_f16_k), B's FP16 copy K-major or MN-major as B is stored, with each 16
@@ -81,10 +82,11 @@ constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
 constexpr uint32_t kOutBytes = 2 * 2 * kOutBoxBytes;
 static_assert(kOutBoxBytes % 1024 == 0, "output boxes stay 1024-byte aligned");
 
-// Exact mode on e4m3fn operands converted to FP16 inside the pipeline: not at all, both
-// operands stored MN-major (variants 20, 21), both K-major (variants 22, 23), or A K-major
-// and B MN-major (variants 22, 23).
-enum class Cvt : int { kNone = 0, kMn = 1, kK = 2, kKMn = 3 };
+// Exact mode on e4m3fn operands converted to FP16 inside the pipeline: not at all, or
+// with A stored MN-major (variants 20, 21) or K-major (22, 23) and B stored MN-major or
+// K-major: both MN-major, both K-major, A K-major with B MN-major, A MN-major with B
+// K-major.
+enum class Cvt : int { kNone = 0, kMn = 1, kK = 2, kKMn = 3, kMnK = 4 };
 
 // Shared-memory layout per operand type. A stage holds a 128-deep K block of the A and B
 // tiles, each as 128-byte rows of K in the 128-byte swizzle (the layout wgmma reads): one
@@ -325,7 +327,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
   constexpr bool kAfrag = kAmn || kCvt != Cvt::kNone;
-  constexpr bool kAmnRead = kAmn || kCvt == Cvt::kMn;
+  constexpr bool kAmnRead = kAmn || kCvt == Cvt::kMn || kCvt == Cvt::kMnK;
   // B stored MN-major and its FP16 copy read MN-major (variants 20-23).
   constexpr bool kBmnCopy = kCvt == Cvt::kMn || kCvt == Cvt::kKMn;
   // A's fragments from K-major storage, in load_a_fragment_f16_k's K order, which B's
@@ -779,9 +781,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     // rows of K, the chunk N 16c..16c+15, copied in order; with A K-major (variants 22,
     // 23) each row of K goes to the row of the copy that load_a_fragment_f16_k's K order
     // gives it (K 4t + j to row 2t + j, K 4t + 2 + j to row 8 + 2t + j, j < 2, within
-    // each 16). K-major B (22, 23): rows of N, the chunk K 16c..16c+15, copied in that K
-    // order: the first 16 bytes hold K {0, 1, 4, 5, 8, 9, 12, 13} (each word's low pair),
-    // the second K {2, 3, 6, 7, 10, 11, 14, 15} (the high pairs). The thread takes chunk
+    // each 16). K-major B: rows of N, the chunk K 16c..16c+15, copied in order after A
+    // MN-major (20, 21), in that K order after A K-major (22, 23): the first 16 bytes
+    // hold K {0, 1, 4, 5, 8, 9, 12, 13} (each word's low pair), the second K {2, 3, 6, 7,
+    // 10, 11, 14, 15} (the high pairs). The thread takes chunk
     // c = ct % 8 of rows ct / 8 + 32 i: the swizzle (row % 8) and the K order (row % 16)
     // are the same for all four, so their addresses are fixed offsets from one another.
     const int crow = ct >> 3, cchunk = ct & 7;
@@ -985,11 +988,13 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   if (kCvt == Cvt::kMn     ? (!g.a_mn_major || !g.b_mn_major || g.b_kperm16 || !real_extents_ok)
       : kCvt == Cvt::kK   ? (g.a_mn_major || g.b_mn_major || g.b_kperm16 || !real_extents_ok)
       : kCvt == Cvt::kKMn ? (g.a_mn_major || !g.b_mn_major || g.b_kperm16 || !real_extents_ok)
+      : kCvt == Cvt::kMnK ? (!g.a_mn_major || g.b_mn_major || g.b_kperm16 || !real_extents_ok)
                           : (g.a_mn_major != kAmn || g.b_kperm16 != kAmn || g.b_mn_major)) {
     if (why) {
       *why = kCvt == Cvt::kMn   ? "this kernel reads A and B MN-major (a_mn_major, b_mn_major, n_b, k_a)"
              : kCvt == Cvt::kK   ? "this kernel reads A and B K-major in place (n_b, k_a)"
              : kCvt == Cvt::kKMn ? "this kernel reads A K-major and B MN-major in place (b_mn_major, n_b, k_a)"
+             : kCvt == Cvt::kMnK ? "this kernel reads A MN-major and B K-major in place (a_mn_major, n_b, k_a)"
              : kAmn              ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
                                  : "this kernel reads A K-major and B in plain K order";
     }
@@ -1000,16 +1005,16 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   constexpr int eb = L::kElemBytes;
   // MN-major A: its k_a real rows of K (TMA reads zeros past them up to the padded k).
   // MN-major B (variants 20-23): its k_a rows of K and n_b real columns. K-major A and B
-  // read in place (variants 22, 23): their k_a real columns, n_b real rows of B.
+  // read in place (variants 20-23): their k_a real columns, n_b real rows of B.
   const bool a_ok =
-      (kAmn || kCvt == Cvt::kMn)
+      (kAmn || kCvt == Cvt::kMn || kCvt == Cvt::kMnK)
           ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
           : make_map(&map_a, type, eb, g.a, g.m, kCvt != Cvt::kNone ? g.k_a : g.k, g.lda, kBlockM,
                      L::kSubK);
   const bool b_ok =
       (kCvt == Cvt::kMn || kCvt == Cvt::kKMn)
           ? make_map(&map_b, type, eb, g.b, g.k_a, g.n_b, g.ldb, kBlockK, kBlockN)
-      : kCvt == Cvt::kK
+      : (kCvt == Cvt::kK || kCvt == Cvt::kMnK)
           ? make_map(&map_b, type, eb, g.b, g.n_b, g.k_a, g.ldb, kBlockN, L::kSubK)
           : make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK);
   if (!a_ok || !b_ok ||
@@ -1138,16 +1143,20 @@ size_t fp8_coop_128x128_exact_mn_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_exact_mn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
-  return overlap::launch<1, false, false, false, overlap::Cvt::kMn>(g, ws, stream, why);
+  using overlap::Cvt;
+  return g.b_mn_major ? overlap::launch<1, false, false, false, Cvt::kMn>(g, ws, stream, why)
+                      : overlap::launch<1, false, false, false, Cvt::kMnK>(g, ws, stream, why);
 }
 
-size_t fp8_coop_128x128_exact_mn_splitk_workspace(const GemmArgs& g) {
+size_t fp8_coop_128x128_exact_amn_splitk_workspace(const GemmArgs& g) {
   return overlap::split_layout(g).bytes;
 }
 
-Status fp8_coop_128x128_exact_mn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+Status fp8_coop_128x128_exact_amn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                             const char** why) {
-  return overlap::launch<1, false, true, false, overlap::Cvt::kMn>(g, ws, stream, why);
+  using overlap::Cvt;
+  return g.b_mn_major ? overlap::launch<1, false, true, false, Cvt::kMn>(g, ws, stream, why)
+                      : overlap::launch<1, false, true, false, Cvt::kMnK>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_exact_ak_workspace(const GemmArgs&) { return 0; }

@@ -75,11 +75,10 @@ inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stre
 // 16-byte aligned with k a multiple of 16 bytes' worth of elements (zero padded).
 // Variants 13, 14 and 16 instead read A MN-major (a_mn_major: stored as k_a rows of m
 // elements, pitch lda, no padding needed) and B with each 16 of K permuted as
-// OperandPrep::kperm16 writes it (b_kperm16). Variants 20 and 21 read both operands
-// MN-major (a_mn_major and b_mn_major: B stored as k_a rows of n_b elements, pitch ldb);
-// every other variant rejects these flags. Variants 22 and 23 read A K-major with k_a real
-// columns (not padded) and B K-major (n_b real rows of k_a columns) or, with b_mn_major,
-// MN-major (k_a rows of n_b).
+// OperandPrep::kperm16 writes it (b_kperm16). Variants 20 and 21 read A MN-major
+// (a_mn_major), variants 22 and 23 A K-major with k_a real columns (not padded); all four
+// read B either MN-major (b_mn_major: k_a rows of n_b elements, pitch ldb) or K-major (n_b
+// real rows of k_a columns). Every other variant rejects b_mn_major.
 // Scales are float32 addressed through element strides (any layout).
 struct GemmArgs {
   int m, n, k;
@@ -137,9 +136,10 @@ enum class Variant : int {
   kBf16Coop128x128Overlap = 17,            // variant 10 on BF16 operands (exact mode)
   kFp8FewRow = 18,  // hand-written: few rows, every SM streaming B, K slices summed by reduce_splits
   kFp8FewRowExact = 19,  // variant 18 in exact mode: B as FP16 fragments in registers, A as FP16 in shared memory
-  kFp8Coop128x128ExactMn = 20,  // variant 10's pipeline in exact mode on FP8 operands read MN-major in place:
-                                // A as FP16 fragments in registers, B as an FP16 copy in shared memory
-  kFp8Coop128x128ExactMnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
+  kFp8Coop128x128ExactAmn = 20,  // variant 10's pipeline in exact mode on FP8 operands read in place, A MN-major
+                                 // and B either way: A as FP16 fragments in registers, B as an FP16 copy
+                                 // in shared memory
+  kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
   kCount = 24,
@@ -153,22 +153,23 @@ inline bool reads_a_mn_major(Variant v) {
          v == Variant::kFp8Coop128x128OverlapAmnSplitK;
 }
 
-// The variants that read both operands MN-major in place (GemmArgs::b_mn_major).
-inline bool reads_both_mn_major(Variant v) {
-  return v == Variant::kFp8Coop128x128ExactMn || v == Variant::kFp8Coop128x128ExactMnSplitK;
+// The exact-mode variants that read A MN-major in place (a_mn_major) and B in place
+// MN-major (b_mn_major) or K-major: e4m3fn, with the real extents k_a and n_b.
+inline bool exact_in_place_amn(Variant v) {
+  return v == Variant::kFp8Coop128x128ExactAmn || v == Variant::kFp8Coop128x128ExactAmnSplitK;
 }
 
 // The exact-mode variants that read A K-major in place and B in place K-major or, with
 // b_mn_major, MN-major: e4m3fn, any K (TMA reads zeros past it), with the real extents
 // k_a and n_b.
-inline bool reads_a_k_major(Variant v) {
+inline bool exact_in_place_ak(Variant v) {
   return v == Variant::kFp8Coop128x128ExactAk || v == Variant::kFp8Coop128x128ExactAkSplitK;
 }
 
 // The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
 inline bool is_overlap_split(Variant v) {
   return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK ||
-         v == Variant::kFp8Coop128x128ExactMnSplitK || v == Variant::kFp8Coop128x128ExactAkSplitK;
+         v == Variant::kFp8Coop128x128ExactAmnSplitK || v == Variant::kFp8Coop128x128ExactAkSplitK;
 }
 
 // Sums `splits` FP32 planes of (m, n) partial products (plane after plane, rows of n

@@ -26,8 +26,8 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_splitk)
 KFGEMM_DECLARE_VARIANT(bf16_coop_128x128_overlap)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow_exact)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_mn_splitk)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn)
+KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak_splitk)
 #undef KFGEMM_DECLARE_VARIANT
@@ -57,7 +57,7 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_cluster2), KFGEMM_ENTRY(fp8_coop_128x128_overlap_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_splitk), KFGEMM_ENTRY(bf16_coop_128x128_overlap),
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
-    KFGEMM_ENTRY(fp8_coop_128x128_exact_mn), KFGEMM_ENTRY(fp8_coop_128x128_exact_mn_splitk),
+    KFGEMM_ENTRY(fp8_coop_128x128_exact_amn), KFGEMM_ENTRY(fp8_coop_128x128_exact_amn_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_ak), KFGEMM_ENTRY(fp8_coop_128x128_exact_ak_splitk),
 };
 #undef KFGEMM_ENTRY
@@ -93,9 +93,9 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
     return Status::kUnsupported;
   }
   // The layout flags go only to the variants that read them; those check what they need.
-  if ((args.a_mn_major && !reads_a_mn_major(v) && !reads_both_mn_major(v)) ||
+  if ((args.a_mn_major && !reads_a_mn_major(v) && !exact_in_place_amn(v)) ||
       (args.b_kperm16 && !reads_a_mn_major(v)) ||
-      (args.b_mn_major && !reads_both_mn_major(v) && !reads_a_k_major(v))) {
+      (args.b_mn_major && !exact_in_place_amn(v) && !exact_in_place_ak(v))) {
     if (why) *why = "a_mn_major is for variants 13, 14, 16, 20 and 21, b_kperm16 for 13, 14 and 16, b_mn_major for 20 to 23";
     return Status::kUnsupported;
   }

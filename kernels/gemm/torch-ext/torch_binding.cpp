@@ -263,8 +263,8 @@ int split_for(int64_t Kp, int64_t tiles, int64_t want) {
   return largest;
 }
 
-// Whether the kernels that read an operand MN-major in place (A: variants 13, 14, 16 and
-// 20; B: variant 20) can take the (rows, K) view `x`: e4m3fn, rows contiguous, rows of
+// Whether the kernels that read an operand MN-major in place (A: variants 13, 14, 16, 20
+// and 21; B: variants 20-23) can take the (rows, K) view `x`: e4m3fn, rows contiguous, rows of
 // K 16-byte aligned.
 bool mn_major_ok(const Tensor& x) {
   const int64_t rows = x.size(0);
@@ -295,8 +295,8 @@ bool wants_row_major_scales(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
          v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
-         (kfgemm::is_overlap_split(v) && !kfgemm::reads_both_mn_major(v) &&
-          !kfgemm::reads_a_k_major(v));
+         (kfgemm::is_overlap_split(v) && !kfgemm::exact_in_place_amn(v) &&
+          !kfgemm::exact_in_place_ak(v));
 }
 
 // What the op's choice of kernel depends on besides the shape and the device.
@@ -304,7 +304,8 @@ struct Traits {
   bool bf16;         // 16-bit tensor cores: exact mode, or an e4m3fnuz operand
   bool fn_operands;  // both operands e4m3fn
   bool a_mn;         // A read MN-major in place (fast mode; mn_major_ok)
-  bool both_mn_ok;   // both operands e4m3fn and readable MN-major in place
+  bool amn_ok;       // both operands e4m3fn, A readable MN-major in place (mn_major_ok)
+                     // and B MN-major or K-major (k_major_ok)
   bool ak_ok;        // both operands e4m3fn, A readable K-major in place (k_major_ok)
                      // and B K-major or MN-major
   bool in_place;     // operands and scales usable by the GEMM as they are: no
@@ -314,13 +315,14 @@ struct Traits {
 Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_count, int mem_gbs) {
   using V = kfgemm::Variant;
   const bool bf16 = t.bf16, fn_operands = t.fn_operands, a_mn_major = t.a_mn;
-  const bool in_place = t.in_place, both_mn = t.both_mn_ok;
-  // Exact mode on e4m3fn operands that the GEMM converts itself, read in place: both
-  // MN-major (the challenge's storage; variants 20, 21), or A K-major and B either way
-  // (the NT layout, and the guide's convention with B stored (K, N); 22, 23).
-  const bool cvt_in_kernel = both_mn || t.ak_ok;
-  const V cvt = both_mn ? V::kFp8Coop128x128ExactMn : V::kFp8Coop128x128ExactAk;
-  const V cvt_split = both_mn ? V::kFp8Coop128x128ExactMnSplitK : V::kFp8Coop128x128ExactAkSplitK;
+  const bool in_place = t.in_place;
+  // Exact mode on e4m3fn operands that the GEMM converts itself, read in place: A
+  // MN-major (the challenge's storage, both operands MN-major; variants 20, 21) or
+  // K-major (the NT layout, and the guide's convention with B stored (K, N); 22, 23),
+  // B either way.
+  const bool cvt_in_kernel = t.amn_ok || t.ak_ok;
+  const V cvt = t.amn_ok ? V::kFp8Coop128x128ExactAmn : V::kFp8Coop128x128ExactAk;
+  const V cvt_split = t.amn_ok ? V::kFp8Coop128x128ExactAmnSplitK : V::kFp8Coop128x128ExactAkSplitK;
   const int64_t Kp = round_up(K, 16);
   const bool small_output = K >= 4096 && M * N <= 600 * 1024;
   const int64_t tiles64 = ceil_div(M, 64) * ceil_div(N, 128);
@@ -459,8 +461,8 @@ bool variant_is_split_k(kfgemm::Variant v) {
 
 // Exact-mode variants that read e4m3fn operands and convert them to FP16 themselves.
 bool converts_fp8_itself(kfgemm::Variant v) {
-  return v == kfgemm::Variant::kFp8FewRowExact || kfgemm::reads_both_mn_major(v) ||
-         kfgemm::reads_a_k_major(v);
+  return v == kfgemm::Variant::kFp8FewRowExact || kfgemm::exact_in_place_amn(v) ||
+         kfgemm::exact_in_place_ak(v);
 }
 
 // The variants of exact mode (and of e4m3fnuz operands): 16-bit tensor cores, BF16
@@ -491,7 +493,7 @@ Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tenso
   t.bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
            kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
   const bool a_mn_ok = mn_major_ok(a);  // e4m3fn, read MN-major in place
-  t.both_mn_ok = a_mn_ok && mn_major_ok(b);
+  t.amn_ok = a_mn_ok && (mn_major_ok(b) || k_major_ok(b));
   t.ak_ok = k_major_ok(a) && (k_major_ok(b) || mn_major_ok(b));
   t.a_mn = !t.bf16 && a_mn_ok;
   t.in_place = !t.bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
@@ -539,15 +541,16 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
   // Variants 19 to 23 convert e4m3fn operands themselves, so they stay FP8 here.
   const bool bf16_operands = t.bf16 && !converts_fp8_itself(v);
-  const bool both_mn = kfgemm::reads_both_mn_major(v);
-  const bool ak = kfgemm::reads_a_k_major(v);
-  // B read in place K-major where it is, else MN-major (variants 22, 23).
-  const bool ak_b_mn = ak && !k_major_ok(b);
+  const bool amn_x = kfgemm::exact_in_place_amn(v);
+  const bool ak = kfgemm::exact_in_place_ak(v);
+  // B read in place by variants 20-23: MN-major where A is (variants 20, 21) and B can
+  // be, K-major where A is (22, 23) and B can be, else the other way.
+  const bool x_b_mn = (amn_x && mn_major_ok(b)) || (ak && !k_major_ok(b));
   if (ak) {
     TORCH_CHECK_VALUE(t.ak_ok, cat("variant ", kfgemm::variant_name(v), " reads A K-major and B in place: a must be float8_e4m3fn with stride(1) == 1 and 16-byte aligned rows (stride(0) a multiple of 16 and >= K), b float8_e4m3fn stored the same way or MN-major (stride(0) == 1, N > 1, stride(1) a multiple of 16 and >= N), both 16-byte aligned"));
   }
-  if (both_mn) {
-    TORCH_CHECK_VALUE(t.both_mn_ok, cat("variant ", kfgemm::variant_name(v), " reads both operands in place MN-major: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, M and N > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M or N)"));
+  if (amn_x) {
+    TORCH_CHECK_VALUE(t.amn_ok, cat("variant ", kfgemm::variant_name(v), " reads A MN-major and B in place: a must be a float8_e4m3fn transposed view of a (K, M) buffer (stride(0) == 1, M > 1) whose rows are 16-byte aligned (stride(1) a multiple of 16 and >= M), b float8_e4m3fn stored the same way or K-major (stride(1) == 1, stride(0) a multiple of 16 and >= K), both 16-byte aligned"));
   }
   TORCH_CHECK_VALUE(swizzle == 0 || swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8,
                     cat("swizzle must be 0 (the default, 1), 1, 2, 4 or 8, got ", swizzle));
@@ -582,7 +585,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   bool need = false;
   const bool amn = kfgemm::reads_a_mn_major(v);
   Canonical ca, cb;
-  if (amn || both_mn) {  // read in place
+  if (amn || amn_x) {  // read in place
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
   } else if (ak) {
@@ -592,10 +595,10 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     ca = canonical_operand(a, M, bf16_operands, &jobs[njobs], &need);
     njobs += need;
   }
-  if (both_mn || ak_b_mn) {
+  if (x_b_mn) {
     cb.ptr = b.data_ptr();
     cb.ld = b.stride(1);
-  } else if (ak) {
+  } else if (amn_x || ak) {
     cb.ptr = b.data_ptr();
     cb.ld = k_major_pitch(b);
   } else {
@@ -656,10 +659,10 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
   g.pdl = njobs + nscales > 0;  // the preparation kernel runs right before on this stream
   g.swizzle = static_cast<int>(swizzle);
-  g.a_mn_major = amn || both_mn;
+  g.a_mn_major = amn || amn_x;
   g.k_a = static_cast<int>(K);
   g.b_kperm16 = amn;
-  g.b_mn_major = both_mn || ak_b_mn;
+  g.b_mn_major = x_b_mn;
   g.n_b = static_cast<int>(N);
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);

@@ -188,7 +188,7 @@ def plan(
 
     Example:
         >>> plan(a, b, a_scale, b_scale, precision="exact")
-        Plan(variant=20, splits=0, name='fp8_coop_128x128_exact_mn')
+        Plan(variant=20, splits=0, name='fp8_coop_128x128_exact_amn')
     """
     return _plan(a, b, a_scale, b_scale, precision, "kn")
 
