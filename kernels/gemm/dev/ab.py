@@ -4,7 +4,8 @@
 
 Layouts: nt (A and B K-major, row-major scales), challenge (A and B MN-major, scales
 transposed views) and guide (the guide's convention with A (M, K) and B (K, N) stored
-row-major: A K-major, B MN-major, scales transposed views).
+row-major: A K-major, B MN-major, scales transposed views); amn: A MN-major (a transposed
+view, its scales too), B K-major.
 
 For each shape, the op's own choices (fast and exact), explicit (precision, variant,
 splits, swizzle) configurations and cuBLASLt are timed in rounds: every round runs each
@@ -69,6 +70,8 @@ def configurations(gk, m, n, k, layout):
     if layout == "guide":
         b, sa = b.t().contiguous().t(), sa_kb_m.t()
         sb = sb_nb_kb.t().contiguous().t()
+    elif layout == "amn":
+        a, sa = a.t().contiguous().t(), sa_kb_m.t()
     csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
     fns = [("op", lambda: gk.gemm_nt(a, b, sa, sb)),
            ("op exact", lambda: gk.gemm_nt(a, b, sa, sb, precision="exact"))]
@@ -93,8 +96,8 @@ def main() -> int:
     for spec in specs:
         layout, _, dims = spec.partition(":")
         m, n, k = (int(x) for x in dims.split("x"))
-        if layout not in ("nt", "challenge", "guide"):
-            raise SystemExit(f"unknown layout {layout!r} in {spec!r}: use nt, challenge or guide")
+        if layout not in ("nt", "challenge", "guide", "amn"):
+            raise SystemExit(f"unknown layout {layout!r} in {spec!r}: nt, challenge, guide or amn")
         fns = configurations(gk, m, n, k, layout)
         runnable = []
         for label, fn in fns:  # e.g. variants 13/14 need A MN-major
