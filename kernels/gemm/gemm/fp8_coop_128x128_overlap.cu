@@ -1139,9 +1139,9 @@ Status bf16_coop_128x128_overlap_run(const GemmArgs& g, void* ws, cudaStream_t s
   return overlap::launch<1, false, false, true>(g, ws, stream, why);
 }
 
-size_t fp8_coop_128x128_exact_mn_workspace(const GemmArgs&) { return 0; }
+size_t fp8_coop_128x128_exact_amn_workspace(const GemmArgs&) { return 0; }
 
-Status fp8_coop_128x128_exact_mn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+Status fp8_coop_128x128_exact_amn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
   using overlap::Cvt;
   return g.b_mn_major ? overlap::launch<1, false, false, false, Cvt::kMn>(g, ws, stream, why)
