@@ -567,6 +567,27 @@ def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
         ops.gemm_nt(a, b, sa, sb, True, 19, 0)
 
 
+def check_exact_in_place(gemm_kernel, variant, splits, m, n, k, a_major, b_major, scales):
+    """Runs an exact-mode variant that reads both operands in place (20-23) on pitched
+    operands of the given layouts (the padding past each row holds e4m3fn NaN) and checks
+    it with the challenge's checker; slice counts beyond the K blocks must be refused."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=a_major, b_major=b_major,
+                           sa_layout=scales, sb_layout=scales)
+    a = pitched_mn(a, extra=16) if a_major == "mn" else pitched_k(a)
+    b = pitched_mn(b) if b_major == "mn" else pitched_k(b, extra=32)
+    ops = gemm_kernel._ops.ops
+    if splits > -(-k // 128):
+        with pytest.raises(ValueError, match=f"splits={splits} does not fit"):
+            ops.gemm_nt(a, b, sa, sb, True, variant, splits)
+        return
+    out = poisoned(m, n)
+    ops.gemm_nt_out(out, a, b, sa, sb, True, variant, splits)
+    Checker(gemm_kernel, a, b, sa, sb,
+            f"variant={variant} splits={splits} {m}x{n}x{k} A {a_major}-major B {b_major}-major "
+            f"{scales} scales seed={seed}").exact(out)
+
+
 @pytest.mark.parametrize("m,n,k", [(2, 8, 16), (17, 100, 200), (64, 576, 7168 + 64),
                                    (129, 136, 8320), (300, 400, 1920), (255, 392, 4224),
                                    (1000, 4104, 384), (1024, 1536, 7168)])
@@ -579,15 +600,7 @@ def test_exact_amn_kernel(gemm_kernel, m, n, k, b_major, scales):
     goes through a temporary output), one to 65 K blocks (odd and even counts), several
     tiles per CTA, row pitches wider than the rows, scales of either layout read in
     place."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major=b_major,
-                           sa_layout=scales, sb_layout=scales)
-    a = pitched_mn(a, extra=16)
-    b = pitched_mn(b) if b_major == "mn" else pitched_k(b)
-    out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, 0)
-    Checker(gemm_kernel, a, b, sa, sb,
-            f"variant=20 {m}x{n}x{k} B {b_major}-major {scales} seed={seed}").exact(out)
+    check_exact_in_place(gemm_kernel, 20, 0, m, n, k, "mn", b_major, scales)
 
 
 @pytest.mark.parametrize("m,n,k,splits", [(17, 100, 200, 2), (300, 400, 1920, 0),
@@ -601,22 +614,7 @@ def test_exact_amn_splitk_kernel(gemm_kernel, m, n, k, splits, b_major, scales):
     slice to arrive summing the partial tiles in slice order. Tails in every dimension,
     several units per CTA, scales of either layout read in place, B MN-major or
     K-major."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major=b_major,
-                           sa_layout=scales, sb_layout=scales)
-    a = pitched_mn(a, extra=16)
-    b = pitched_mn(b) if b_major == "mn" else pitched_k(b)
-    ops = gemm_kernel._ops.ops
-    kblocks = -(-k // 128)
-    if splits > kblocks:
-        with pytest.raises(ValueError, match=f"splits={splits} does not fit"):
-            ops.gemm_nt(a, b, sa, sb, True, 21, splits)
-        return
-    out = poisoned(m, n)
-    ops.gemm_nt_out(out, a, b, sa, sb, True, 21, splits)
-    Checker(gemm_kernel, a, b, sa, sb,
-            f"variant=21 splits={splits} {m}x{n}x{k} B {b_major}-major {scales} seed={seed}"
-            ).exact(out)
+    check_exact_in_place(gemm_kernel, 21, splits, m, n, k, "mn", b_major, scales)
 
 
 def test_exact_amn_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
@@ -637,18 +635,21 @@ def test_exact_amn_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
                         **layout)
 
 
-def test_exact_amn_kernel_keeps_nan(gemm_kernel):
-    """An e4m3fn NaN (0x7F, 0xFF) in either operand makes its row or column of the
-    product NaN, as in the reference; the rest stays exact."""
+@pytest.mark.parametrize("variant,a_major,b_major", [(20, "mn", "mn"), (20, "mn", "k"),
+                                                    (22, "k", "k"), (22, "k", "mn")])
+def test_exact_in_place_kernels_keep_nan(gemm_kernel, variant, a_major, b_major):
+    """Variants 20 and 22, each operand read in place: an e4m3fn NaN (0x7F, 0xFF) in
+    either operand makes its row or column of the product NaN, as in the reference; the
+    rest stays exact."""
     m, n, k = 256, 384, 640
     seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn", sa_layout="col",
-                           sb_layout="col")
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=a_major, b_major=b_major,
+                           sa_layout="col", sb_layout="col")
     a.view(torch.uint8)[5, 300] = 0xFF
     b.view(torch.uint8)[77, 129] = 0x7F
     b.view(torch.uint8)[200, 5] = 0xFF
     out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 20, 0)
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, variant, 0)
     nan = torch.zeros(m, n, dtype=torch.bool, device="cuda")
     nan[5, :] = True
     nan[:, 77] = True
@@ -690,15 +691,7 @@ def test_exact_ak_kernel(gemm_kernel, m, n, k, b_major, scales):
     padding holds; N not a multiple of 8 through a temporary output), one to 65 K blocks,
     several tiles per CTA, row pitches wider than the rows, scales of either layout read
     in place."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, b_major=b_major, sa_layout=scales,
-                           sb_layout=scales)
-    a = pitched_k(a)
-    b = pitched_k(b, extra=32) if b_major == "k" else pitched_mn(b, extra=16)
-    out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 22, 0)
-    Checker(gemm_kernel, a, b, sa, sb,
-            f"variant=22 {m}x{n}x{k} B {b_major}-major {scales} seed={seed}").exact(out)
+    check_exact_in_place(gemm_kernel, 22, 0, m, n, k, "k", b_major, scales)
 
 
 @pytest.mark.parametrize("m,n,k,splits", [(17, 100, 200, 2), (300, 400, 1920, 0),
@@ -710,21 +703,7 @@ def test_exact_ak_splitk_kernel(gemm_kernel, m, n, k, splits, b_major, scales):
     """Variant 23: variant 22 with each tile's K blocks cut into slices (uneven, 0 fills
     one wave, more slices than blocks refused), summed in slice order by the last to
     arrive; B K-major or MN-major."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, b_major=b_major, sa_layout=scales,
-                           sb_layout=scales)
-    a = pitched_k(a)
-    b = pitched_k(b) if b_major == "k" else pitched_mn(b)
-    ops = gemm_kernel._ops.ops
-    if splits > -(-k // 128):
-        with pytest.raises(ValueError, match=f"splits={splits} does not fit"):
-            ops.gemm_nt(a, b, sa, sb, True, 23, splits)
-        return
-    out = poisoned(m, n)
-    ops.gemm_nt_out(out, a, b, sa, sb, True, 23, splits)
-    Checker(gemm_kernel, a, b, sa, sb,
-            f"variant=23 splits={splits} {m}x{n}x{k} B {b_major}-major {scales} seed={seed}"
-            ).exact(out)
+    check_exact_in_place(gemm_kernel, 23, splits, m, n, k, "k", b_major, scales)
 
 
 def test_exact_ak_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
@@ -742,29 +721,6 @@ def test_exact_ak_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
     check_graph_replays(gemm_kernel, 300, 400, 1920, exact=True, variant=22, splits=0, replays=2)
     check_graph_replays(gemm_kernel, 300, 400, 1920, exact=True, variant=23, splits=4, replays=2,
                         b_major="mn", sb_layout="col")
-
-
-def test_exact_ak_kernel_keeps_nan(gemm_kernel):
-    """An e4m3fn NaN in either operand makes its row or column of the product NaN, as in
-    the reference; the rest stays exact."""
-    m, n, k = 256, 384, 640
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed)
-    a.view(torch.uint8)[5, 300] = 0xFF
-    b.view(torch.uint8)[77, 129] = 0x7F
-    b.view(torch.uint8)[200, 5] = 0xFF
-    out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, True, 22, 0)
-    nan = torch.zeros(m, n, dtype=torch.bool, device="cuda")
-    nan[5, :] = True
-    nan[:, 77] = True
-    nan[:, 200] = True
-    assert torch.equal(torch.isnan(out), nan), f"seed={seed}"
-    keep = ~nan
-    ref = gemm_kernel.reference.gemm_nt_reference(a, b, sa, sb)
-    tol = 1e-3 + 2e-2 * ref[keep].abs()
-    bad = int(((out[keep].double() - ref[keep].double()).abs() > tol).sum())
-    assert bad == 0, f"{bad} mismatches, seed={seed}"
 
 
 def test_exact_ak_kernel_rejects_other_layouts(gemm_kernel):
@@ -885,11 +841,13 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     (1024, 576, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_amn_splitk"),
     # ... and in two slices on one to one and a half waves with K >= 7168 (160 tiles)
     (4096, 640, 7168, "challenge", "exact", FN, "fp8_coop_128x128_exact_amn_splitk"),
-    # both operands K-major (the NT layout): the same kernels reading them K-major (v23)
+    # A K-major (the NT layout; the guide's convention, B stored (K, N)): the same kernels
+    # reading A K-major (v23)
     (1024, 1536, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak"),
     (1024, 576, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak_splitk"),
     (4096, 640, 7168, "nt", "exact", FN, "fp8_coop_128x128_exact_ak_splitk"),
     (1024, 1536, 7168, "guide", "exact", FN, "fp8_coop_128x128_exact_ak"),
+    # A MN-major with B K-major: the kernels reading A MN-major (v23)
     (1024, 1536, 7168, "a_mn", "exact", FN, "fp8_coop_128x128_exact_amn"),
     # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
     (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
