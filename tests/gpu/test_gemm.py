@@ -183,6 +183,54 @@ def test_fnuz_values_are_half_of_fn_bits(gemm_kernel):
     assert torch.equal(bits.view(FN).double()[both], fn[both])
 
 
+@pytest.mark.parametrize("major", ["k", "mn", "strided"])
+@pytest.mark.parametrize("k", [256, 200])
+def test_fnuz_reencoded_as_fn_like_torch(gemm_kernel, major, k):
+    """Fast mode's operand pass writes e4m3fnuz operands as the e4m3fn bytes torch's
+    fnuz -> float -> fn cast gives (every byte value, each path of the pass: row copy,
+    transpose, gathered strides), NaN kept, the K padding zero."""
+    rows = 48
+    g = torch.Generator(device="cuda").manual_seed(fresh_seed())
+    bits = torch.stack([torch.randperm(256, generator=g, device="cuda") for _ in range(rows)])
+    bits = bits.repeat(1, 2)[:, :k].to(torch.uint8).contiguous()
+    if major == "mn":
+        bits = bits.t().contiguous().t()
+    elif major == "strided":
+        bits = torch.zeros(rows, 2 * k, dtype=torch.uint8, device="cuda")[:, ::2].copy_(bits)
+    x = bits.view(NUZ)
+    y = gemm_kernel._ops.ops.prepare_operand(x, False)
+    assert y.dtype == FN and y.shape == (rows, -(-k // 16) * 16)
+    want = x.float().to(FN)
+    nan = torch.isnan(x.float())
+    assert nan.sum() > 0 and torch.equal(torch.isnan(y[:, :k].float()), nan)
+    got = y[:, :k].view(torch.uint8)
+    assert torch.equal(got[~nan], want.view(torch.uint8)[~nan])
+    assert not y[:, k:].view(torch.uint8).any()
+
+
+@pytest.mark.parametrize("layout", ["nt", "guide", "challenge"])
+@pytest.mark.parametrize("m,n,k", [(1024, 1536, 7168), (255, 576, 1000), (4096, 4096, 512)])
+def test_fast_mode_runs_fnuz_on_fp8_tensor_cores(gemm_kernel, layout, m, n, k):
+    """e4m3fnuz operands in fast mode take an FP8 kernel after the operand pass, meet the
+    fast contract, and a NaN (0x80) in either operand makes its row or column NaN."""
+    seed = fresh_seed()
+    a, b, sa, sb = layout_inputs(m, n, k, layout, seed, NUZ)
+    p = gemm_kernel.plan_nt(a, b, sa, sb)
+    assert p.name.startswith("fp8_") and "exact" not in p.name, p
+    c = Checker(gemm_kernel, a, b, sa, sb, f"{layout} {m}x{n}x{k} seed={seed}")
+    c.fast(gemm_kernel.gemm_nt(a, b, sa, sb))
+    a.view(torch.uint8)[7, k // 2] = 0x80
+    b.view(torch.uint8)[n - 3, 1] = 0x80
+    out = gemm_kernel.gemm_nt(a, b, sa, sb)
+    nan = torch.zeros(m, n, dtype=torch.bool, device="cuda")
+    nan[7, :] = True
+    nan[:, n - 3] = True
+    assert torch.equal(torch.isnan(out), nan), f"seed={seed}"
+    ref = gemm_kernel.reference.gemm_nt_reference(a, b, sa, sb)
+    d = gemm_kernel.reference.calc_diff(out[~nan], ref[~nan])
+    assert d < FAST_LIMIT, f"calc_diff {d:.3g} (seed={seed})"
+
+
 @pytest.mark.parametrize("sa_kind,sb_kind", [("row", "row"), ("col", "col"), ("row", "bcast"),
                                              ("bcast", "col"), ("neg", "neg")])
 def test_scale_layouts_and_signs(gemm_kernel, sa_kind, sb_kind):
@@ -268,7 +316,9 @@ def test_guide_snippet(gemm_kernel):
     c = Checker(gemm_kernel, A_fp8, B_fp8.t(), A_scale.t(), B_scale.t(), "guide snippet",
                 challenge=True)
     c.fast(C)
-    c.exact(C)
+    exact = poisoned(M, N)
+    assert gemm.gemm(A_fp8, B_fp8, A_scale, B_scale, exact, precision="exact") is exact
+    c.exact(exact)
 
 
 @pytest.mark.parametrize("variant", [0, 1, 2, 3, 4, 7, 9, 10, 17])

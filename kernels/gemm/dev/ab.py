@@ -5,7 +5,7 @@
 Layouts: nt (A and B K-major, row-major scales), challenge (A and B MN-major, scales
 transposed views) and guide (the guide's convention with A (M, K) and B (K, N) stored
 row-major: A K-major, B MN-major, scales transposed views); amn: A MN-major (a transposed
-view, its scales too), B K-major.
+view, its scales too), B K-major. AB_FNUZ=1 passes our kernels e4m3fnuz operands.
 
 For each shape, the op's own choices (fast and exact), explicit (precision, variant,
 splits, swizzle) configurations and cuBLASLt are timed in rounds: every round runs each
@@ -60,6 +60,15 @@ if _only:
     CONFIGS = [c for c in CONFIGS if any(c[0].startswith(p + " ") for p in _only)]
 ROUNDS = 7
 STREAM = bool(os.environ.get("AB_STREAM"))
+# AB_FNUZ=1: our calls take the operands as e4m3fnuz (the same bytes, -0 made +0, since
+# 0x80 is NaN there; strides kept); cuBLASLt keeps them as e4m3fn.
+FNUZ = bool(os.environ.get("AB_FNUZ"))
+
+
+def as_fnuz(x: torch.Tensor) -> torch.Tensor:
+    bits = x.view(torch.uint8).clone()
+    bits.masked_fill_(bits == 0x80, 0)
+    return bits.view(torch.float8_e4m3fnuz)
 
 
 def configurations(gk, m, n, k, layout):
@@ -73,11 +82,14 @@ def configurations(gk, m, n, k, layout):
     elif layout == "amn":
         a, sa = a.t().contiguous().t(), sa_kb_m.t()
     csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
+    cublas = bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb)
+    if FNUZ:
+        a, b = as_fnuz(a), as_fnuz(b)
     fns = [("op", lambda: gk.gemm_nt(a, b, sa, sb)),
            ("op exact", lambda: gk.gemm_nt(a, b, sa, sb, precision="exact"))]
     for label, e, v, s, z in CONFIGS:
         fns.append((label, lambda e=e, v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, e, v, s, z)))
-    fns.append(("cuBLASLt", bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb)))
+    fns.append(("cuBLASLt", cublas))
     if STREAM:  # reading B once, the few-row shapes' floor (stream_floor.py)
         from stream_floor import streaming_read
 

@@ -36,8 +36,14 @@ C = torch.zeros(M, N, device=device, dtype=torch.bfloat16)
 result = gemm.gemm(A_fp8, B_fp8, A_scale, B_scale, C)
 
 # --- check (not part of the guide) ---
+# The snippet runs the default precision="fast" (FP8 tensor cores), whose contract is
+# calc_diff < 1e-5; precision="exact" must also pass the challenge's checker.
 ref = gemm.reference.gemm_reference(A_fp8, B_fp8, A_scale, B_scale)
 diff = gemm.reference.calc_diff(result, ref)
 bad = gemm.reference.challenge_mismatches(result, A_fp8, B_fp8.t(), A_scale.t(), B_scale.t())
-print(f"step 5: result is C: {result is C}, calc_diff {diff:.3g}, checker mismatches {bad}")
-assert result is C and diff < 1e-5 and bad == 0
+exact = gemm.gemm(A_fp8, B_fp8, A_scale, B_scale, precision="exact")
+diff_x = gemm.reference.calc_diff(exact, ref)
+bad_x = gemm.reference.challenge_mismatches(exact, A_fp8, B_fp8.t(), A_scale.t(), B_scale.t())
+print(f"step 5: result is C: {result is C}; fast: calc_diff {diff:.3g}, checker mismatches "
+      f"{bad} of {C.numel()}; exact: calc_diff {diff_x:.3g}, checker mismatches {bad_x}")
+assert result is C and diff < 1e-5 and diff_x < 1e-5 and bad_x == 0

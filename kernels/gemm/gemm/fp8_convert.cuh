@@ -46,6 +46,25 @@ __device__ __forceinline__ uint2 word_to_bf16x4(uint32_t w) {
   return r;
 }
 
+// Four e4m3fnuz bytes of a word re-encoded as the e4m3fn bytes of the same values, in
+// SIMD within the word (no carries cross bytes). Every fnuz magnitude from 2^-6 up (all
+// but the 15 smallest) is an e4m3fn value, one exponent step down: the bits minus 8.
+// Below, fnuz counts q * 2^-10 (q < 16) and fn q' * 2^-9, so q' = q / 2 rounded to
+// nearest even: magnitudes below 2^-6 lose their last bit, as any float -> e4m3fn
+// conversion would. +-240 (0x7F / 0xFF) become 0x77 / 0xF7; NaN (0x80) becomes 0xFF.
+// Equal, byte for byte, to torch's float8_e4m3fnuz -> float -> float8_e4m3fn casts.
+__device__ __forceinline__ uint32_t fnuz_to_fn4(uint32_t w) {
+  const uint32_t sign = w & 0x80808080u;
+  const uint32_t q = w & 0x7F7F7F7Fu;
+  const uint32_t big = (q + 0x70707070u) & 0x80808080u;  // q >= 16
+  const uint32_t big7 = big - (big >> 7);                 // 0x7F in those bytes
+  const uint32_t down = (w | 0x80808080u) - 0x08080808u;  // q - 8, no borrows out
+  const uint32_t half = ((q + ((w >> 1) & 0x01010101u)) >> 1) & 0x7F7F7F7Fu;
+  const uint32_t mag = (down & big7) | (half & ~big7);
+  const uint32_t nan = sign & ~((q + 0x7F7F7F7Fu) & 0x80808080u);  // sign set, q == 0
+  return sign | mag | (nan - (nan >> 7));
+}
+
 // Round-to-nearest-even encoding of a float already clamped to the format's range.
 template <Fp8Kind kKind>
 __device__ __forceinline__ uint8_t encode(float y) {

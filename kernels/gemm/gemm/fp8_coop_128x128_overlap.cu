@@ -88,6 +88,20 @@ static_assert(kOutBoxBytes % 1024 == 0, "output boxes stay 1024-byte aligned");
 // K-major.
 enum class Cvt : int { kNone = 0, kMn = 1, kK = 2, kKMn = 3, kMnK = 4 };
 
+// How a build reads its operands, for the kernel and its launcher alike.
+template <bool kAmn, Cvt kCvt>
+struct Reads {
+  // Variants 20-23: FP8 operands read in place with their real extents, converted here.
+  static constexpr bool kConvert = kCvt != Cvt::kNone;
+  // A's stage MN-major (variants 13, 14, 16, 20, 21), its fragments built in registers.
+  static constexpr bool kAmnRead = kAmn || kCvt == Cvt::kMn || kCvt == Cvt::kMnK;
+  // B's stage MN-major and its FP16 copy read MN-major (variants 20-23).
+  static constexpr bool kBmnCopy = kCvt == Cvt::kMn || kCvt == Cvt::kKMn;
+  // A's fragments from K-major storage, in load_a_fragment_f16_k's K order, which B's
+  // copy follows (variants 22, 23).
+  static constexpr bool kPermK = kCvt == Cvt::kK || kCvt == Cvt::kKMn;
+};
+
 // Shared-memory layout per operand type. A stage holds a 128-deep K block of the A and B
 // tiles, each as 128-byte rows of K in the 128-byte swizzle (the layout wgmma reads): one
 // such sub-tile for FP8, two for BF16 (K elements 0-63, then 64-127), loaded by one TMA
@@ -326,13 +340,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                 "variants 20 to 23 run on single CTAs");
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
-  constexpr bool kAfrag = kAmn || kCvt != Cvt::kNone;
-  constexpr bool kAmnRead = kAmn || kCvt == Cvt::kMn || kCvt == Cvt::kMnK;
-  // B stored MN-major and its FP16 copy read MN-major (variants 20-23).
-  constexpr bool kBmnCopy = kCvt == Cvt::kMn || kCvt == Cvt::kKMn;
-  // A's fragments from K-major storage, in load_a_fragment_f16_k's K order, which B's
-  // copy follows (variants 22, 23).
-  constexpr bool kPermK = kCvt == Cvt::kK || kCvt == Cvt::kKMn;
+  using R = Reads<kAmn, kCvt>;
+  constexpr bool kAfrag = kAmn || R::kConvert;
+  constexpr bool kAmnRead = R::kAmnRead;
+  constexpr bool kBmnCopy = R::kBmnCopy;
+  constexpr bool kPermK = R::kPermK;
   using L = Smem<kBf16, kCvt>;
   constexpr int kStages = L::kStages;
   constexpr uint32_t kStageBytes = L::kStageBytes;
@@ -984,19 +996,18 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   } else {
     (void)ws;
   }
+  using R = Reads<kAmn, kCvt>;
   const bool real_extents_ok = g.n_b >= 1 && g.n_b <= g.n && g.k_a >= 1 && g.k_a <= g.k;
-  if (kCvt == Cvt::kMn     ? (!g.a_mn_major || !g.b_mn_major || g.b_kperm16 || !real_extents_ok)
-      : kCvt == Cvt::kK   ? (g.a_mn_major || g.b_mn_major || g.b_kperm16 || !real_extents_ok)
-      : kCvt == Cvt::kKMn ? (g.a_mn_major || !g.b_mn_major || g.b_kperm16 || !real_extents_ok)
-      : kCvt == Cvt::kMnK ? (!g.a_mn_major || g.b_mn_major || g.b_kperm16 || !real_extents_ok)
-                          : (g.a_mn_major != kAmn || g.b_kperm16 != kAmn || g.b_mn_major)) {
+  if (g.a_mn_major != R::kAmnRead || g.b_mn_major != R::kBmnCopy || g.b_kperm16 != kAmn ||
+      (R::kConvert && !real_extents_ok)) {
     if (why) {
-      *why = kCvt == Cvt::kMn   ? "this kernel reads A and B MN-major (a_mn_major, b_mn_major, n_b, k_a)"
-             : kCvt == Cvt::kK   ? "this kernel reads A and B K-major in place (n_b, k_a)"
-             : kCvt == Cvt::kKMn ? "this kernel reads A K-major and B MN-major in place (b_mn_major, n_b, k_a)"
-             : kCvt == Cvt::kMnK ? "this kernel reads A MN-major and B K-major in place (a_mn_major, n_b, k_a)"
-             : kAmn              ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
-                                 : "this kernel reads A K-major and B in plain K order";
+      *why = kAmn ? "this kernel reads A MN-major and B in its K order (a_mn_major, b_kperm16)"
+             : R::kAmnRead
+                 ? (R::kBmnCopy ? "this kernel reads A and B MN-major in place (a_mn_major, b_mn_major, n_b, k_a)"
+                                : "this kernel reads A MN-major and B K-major in place (a_mn_major, n_b, k_a)")
+             : R::kBmnCopy ? "this kernel reads A K-major and B MN-major in place (b_mn_major, n_b, k_a)"
+             : R::kConvert ? "this kernel reads A and B K-major in place (n_b, k_a)"
+                           : "this kernel reads A and B K-major in plain K order";
     }
     return Status::kUnsupported;
   }
@@ -1007,16 +1018,13 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   // MN-major B (variants 20-23): its k_a rows of K and n_b real columns. K-major A and B
   // read in place (variants 20-23): their k_a real columns, n_b real rows of B.
   const bool a_ok =
-      (kAmn || kCvt == Cvt::kMn || kCvt == Cvt::kMnK)
-          ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
-          : make_map(&map_a, type, eb, g.a, g.m, kCvt != Cvt::kNone ? g.k_a : g.k, g.lda, kBlockM,
-                     L::kSubK);
+      R::kAmnRead ? make_map(&map_a, type, eb, g.a, g.k_a, g.m, g.lda, kBlockK, kBlockM)
+                  : make_map(&map_a, type, eb, g.a, g.m, R::kConvert ? g.k_a : g.k, g.lda, kBlockM,
+                             L::kSubK);
   const bool b_ok =
-      (kCvt == Cvt::kMn || kCvt == Cvt::kKMn)
-          ? make_map(&map_b, type, eb, g.b, g.k_a, g.n_b, g.ldb, kBlockK, kBlockN)
-      : (kCvt == Cvt::kK || kCvt == Cvt::kMnK)
-          ? make_map(&map_b, type, eb, g.b, g.n_b, g.k_a, g.ldb, kBlockN, L::kSubK)
-          : make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK);
+      R::kBmnCopy  ? make_map(&map_b, type, eb, g.b, g.k_a, g.n_b, g.ldb, kBlockK, kBlockN)
+      : R::kConvert ? make_map(&map_b, type, eb, g.b, g.n_b, g.k_a, g.ldb, kBlockN, L::kSubK)
+                    : make_map(&map_b, type, eb, g.b, g.n, g.k, g.ldb, kBlockN / kCluster, L::kSubK);
   if (!a_ok || !b_ok ||
       !make_map(&map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, g.d, g.m, g.n, g.ldd, 64, 64)) {
     if (why) *why = "cuTensorMapEncodeTiled failed for an operand or the output";

@@ -25,7 +25,7 @@ enum class Fp8Kind : int {
 
 // Type written by the operand preparation kernels.
 enum class PrepOut : int {
-  kFp8 = 0,   // e4m3fn bytes, values unchanged (input must be e4m3fn)
+  kFp8 = 0,   // e4m3fn bytes: the input's values (e4m3fnuz re-encoded, fp8::fnuz_to_fn4)
   kBf16 = 1,  // bfloat16, exact value of the input (any FP8 kind)
 };
 
@@ -165,6 +165,10 @@ inline bool exact_in_place_amn(Variant v) {
 inline bool exact_in_place_ak(Variant v) {
   return v == Variant::kFp8Coop128x128ExactAk || v == Variant::kFp8Coop128x128ExactAkSplitK;
 }
+
+// Variants 20 to 23: exact mode on e4m3fn operands both read in place and converted to
+// FP16 in the kernel.
+inline bool exact_in_place(Variant v) { return exact_in_place_amn(v) || exact_in_place_ak(v); }
 
 // The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
 inline bool is_overlap_split(Variant v) {

@@ -95,7 +95,7 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
   // The layout flags go only to the variants that read them; those check what they need.
   if ((args.a_mn_major && !reads_a_mn_major(v) && !exact_in_place_amn(v)) ||
       (args.b_kperm16 && !reads_a_mn_major(v)) ||
-      (args.b_mn_major && !exact_in_place_amn(v) && !exact_in_place_ak(v))) {
+      (args.b_mn_major && !exact_in_place(v))) {
     if (why) *why = "a_mn_major is for variants 13, 14, 16, 20 and 21, b_kperm16 for 13, 14 and 16, b_mn_major for 20 to 23";
     return Status::kUnsupported;
   }

@@ -1,5 +1,6 @@
 // Operand preparation: rewrite an FP8 operand of any strides into the canonical
-// K-major, zero-padded buffer the GEMM mainloop reads, optionally converting to BF16.
+// K-major, zero-padded buffer the GEMM mainloop reads, as e4m3fn (e4m3fnuz re-encoded)
+// or converted to BF16.
 //
 // MN-major inputs (the challenge's storage) go through a 128x128 shared-memory
 // transpose: 16-byte coalesced loads along M/N, a swizzled tile, 4x4 byte transposes
@@ -101,6 +102,10 @@ __device__ __forceinline__ void store_scales(const PrepParams& p, int first, int
 template <PrepOut kOut, Fp8Kind kKind>
 __device__ __forceinline__ void store16(void* dst, int64_t offset, uint4 v) {
   if constexpr (kOut == PrepOut::kFp8) {
+    if constexpr (kKind == Fp8Kind::kE4M3FNUZ) {
+      v = make_uint4(fp8::fnuz_to_fn4(v.x), fp8::fnuz_to_fn4(v.y), fp8::fnuz_to_fn4(v.z),
+                     fp8::fnuz_to_fn4(v.w));
+    }
     *reinterpret_cast<uint4*>(static_cast<uint8_t*>(dst) + offset) = v;
   } else {
     const uint2 a = fp8::word_to_bf16x4<kKind>(v.x);
@@ -357,6 +362,21 @@ void launch(const PrepParams& p, int64_t total, cudaStream_t stream) {
   prep_kernel<kOut, kKind0, kKind1><<<static_cast<unsigned>(grid), kThreads, kSmemBytes, stream>>>(p);
 }
 
+// The launch for the operands' kinds (job 0's, job 1's).
+template <PrepOut kOut>
+void launch_kinds(bool nuz0, bool nuz1, const PrepParams& p, int64_t total, cudaStream_t stream) {
+  using K = Fp8Kind;
+  if (!nuz0 && !nuz1) {
+    launch<kOut, K::kE4M3FN, K::kE4M3FN>(p, total, stream);
+  } else if (nuz0 && nuz1) {
+    launch<kOut, K::kE4M3FNUZ, K::kE4M3FNUZ>(p, total, stream);
+  } else if (nuz0) {
+    launch<kOut, K::kE4M3FNUZ, K::kE4M3FN>(p, total, stream);
+  } else {
+    launch<kOut, K::kE4M3FN, K::kE4M3FNUZ>(p, total, stream);
+  }
+}
+
 }  // namespace
 
 Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales, int scale_count,
@@ -383,7 +403,6 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
       return Status::kUnsupported;
     }
     if (o.out != ops[0].out) return Status::kUnsupported;
-    if (o.out == PrepOut::kFp8 && o.kind != Fp8Kind::kE4M3FN) return Status::kUnsupported;
     if (o.kperm16 && o.out != PrepOut::kFp8) return Status::kUnsupported;
     PrepJob& j = p.job[i];
     j.src = o.src;
@@ -423,15 +442,9 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
   const bool nuz0 = count > 0 && ops[0].kind == Fp8Kind::kE4M3FNUZ;
   const bool nuz1 = count > 1 && ops[1].kind == Fp8Kind::kE4M3FNUZ;
   if (count == 0 || ops[0].out == PrepOut::kFp8) {
-    launch<PrepOut::kFp8, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN>(p, grid_items, stream);
-  } else if (!nuz0 && !nuz1) {
-    launch<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FN>(p, grid_items, stream);
-  } else if (nuz0 && nuz1) {
-    launch<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FNUZ>(p, grid_items, stream);
-  } else if (nuz0) {
-    launch<PrepOut::kBf16, Fp8Kind::kE4M3FNUZ, Fp8Kind::kE4M3FN>(p, grid_items, stream);
+    launch_kinds<PrepOut::kFp8>(nuz0, nuz1, p, grid_items, stream);
   } else {
-    launch<PrepOut::kBf16, Fp8Kind::kE4M3FN, Fp8Kind::kE4M3FNUZ>(p, grid_items, stream);
+    launch_kinds<PrepOut::kBf16>(nuz0, nuz1, p, grid_items, stream);
   }
   return cudaPeekAtLastError() == cudaSuccess ? Status::kOk : Status::kLaunchFailed;
 }

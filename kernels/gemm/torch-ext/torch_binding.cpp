@@ -155,15 +155,21 @@ struct Canonical {
   Tensor storage;
 };
 
-// Whether the GEMM kernels read the FP8 operand x, as `rows_out` rows, in place: e4m3fn,
-// K-major with 16-byte aligned rows and K a multiple of 16.
-bool fp8_in_place(const Tensor& x, int64_t rows_out) {
+// Whether the kernels that read operands K-major in place in exact mode (variants 22,
+// 23: A always, B where it is stored so) can take `x`: e4m3fn, K contiguous, rows
+// 16-byte aligned (any K: TMA reads zeros past it).
+bool k_major_ok(const Tensor& x) {
   const int64_t rows = x.size(0), K = x.size(1);
-  const auto addr = reinterpret_cast<uintptr_t>(x.data_ptr());
-  const bool k_major = x.stride(1) == 1 || K == 1;
-  const bool pitch_ok = rows == 1 || x.stride(0) % 16 == 0;
-  return x.scalar_type() == at::kFloat8_e4m3fn && rows_out == rows && k_major && pitch_ok &&
-         K % 16 == 0 && addr % 16 == 0 && x.stride(0) >= K;
+  return x.scalar_type() == at::kFloat8_e4m3fn && (x.stride(1) == 1 || K == 1) &&
+         (rows == 1 || (x.stride(0) % 16 == 0 && x.stride(0) >= K)) &&
+         reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
+}
+
+// Whether the GEMM kernels read the FP8 operand x, as `rows_out` rows, in place: as
+// k_major_ok, with K a multiple of 16 (and a pitch of at least K even for one row).
+bool fp8_in_place(const Tensor& x, int64_t rows_out) {
+  return k_major_ok(x) && rows_out == x.size(0) && x.size(1) % 16 == 0 &&
+         x.stride(0) >= x.size(1);
 }
 
 // Whether a block-scale matrix is row-major along K (what the hand-written kernels read
@@ -273,16 +279,6 @@ bool mn_major_ok(const Tensor& x) {
          reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
 }
 
-// Whether the kernels that read operands K-major in place in exact mode (variants 22,
-// 23: A always, B where it is stored so) can take `x`: e4m3fn, K contiguous, rows
-// 16-byte aligned (any K: TMA reads zeros past it).
-bool k_major_ok(const Tensor& x) {
-  const int64_t rows = x.size(0), K = x.size(1);
-  return x.scalar_type() == at::kFloat8_e4m3fn && (x.stride(1) == 1 || K == 1) &&
-         (rows == 1 || (x.stride(0) % 16 == 0 && x.stride(0) >= K)) &&
-         reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
-}
-
 // Row pitch of an operand read in place K-major (one row: any multiple of 16 >= K).
 int64_t k_major_pitch(const Tensor& x) {
   return x.size(0) == 1 ? round_up(x.size(1), 16) : x.stride(0);
@@ -295,13 +291,12 @@ bool wants_row_major_scales(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
          v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
-         (kfgemm::is_overlap_split(v) && !kfgemm::exact_in_place_amn(v) &&
-          !kfgemm::exact_in_place_ak(v));
+         (kfgemm::is_overlap_split(v) && !kfgemm::exact_in_place(v));
 }
 
 // What the op's choice of kernel depends on besides the shape and the device.
 struct Traits {
-  bool bf16;         // 16-bit tensor cores: exact mode, or an e4m3fnuz operand
+  bool exact;        // exact mode: 16-bit tensor cores
   bool fn_operands;  // both operands e4m3fn
   bool a_mn;         // A read MN-major in place (fast mode; mn_major_ok)
   bool amn_ok;       // both operands e4m3fn, A readable MN-major in place (mn_major_ok)
@@ -314,7 +309,7 @@ struct Traits {
 
 Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_count, int mem_gbs) {
   using V = kfgemm::Variant;
-  const bool bf16 = t.bf16, fn_operands = t.fn_operands, a_mn_major = t.a_mn;
+  const bool exact = t.exact, fn_operands = t.fn_operands, a_mn_major = t.a_mn;
   const bool in_place = t.in_place;
   // Exact mode on e4m3fn operands that the GEMM converts itself, read in place: A
   // MN-major (the challenge's storage, both operands MN-major; variants 20, 21) or
@@ -329,7 +324,7 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   const int64_t tiles128 = ceil_div(M, 128) * ceil_div(N, 128);
   const int64_t sms = std::max(sm_count, 1);
   const int64_t waves = tiles128 / sms;
-  if (bf16) {
+  if (exact) {
     // Few rows in exact mode on e4m3fn operands: the few-row kernel converting B into FP16
     // fragments in registers and A into an FP16 copy in shared memory, which reads B once
     // as FP8 instead of converting it in a pass and reading it back at twice the bytes
@@ -461,13 +456,11 @@ bool variant_is_split_k(kfgemm::Variant v) {
 
 // Exact-mode variants that read e4m3fn operands and convert them to FP16 themselves.
 bool converts_fp8_itself(kfgemm::Variant v) {
-  return v == kfgemm::Variant::kFp8FewRowExact || kfgemm::exact_in_place_amn(v) ||
-         kfgemm::exact_in_place_ak(v);
+  return v == kfgemm::Variant::kFp8FewRowExact || kfgemm::exact_in_place(v);
 }
 
-// The variants of exact mode (and of e4m3fnuz operands): 16-bit tensor cores, BF16
-// operands prepared by the op, except variants 19 and 20, which convert e4m3fn ones
-// themselves.
+// The variants of exact mode: 16-bit tensor cores, BF16 operands prepared by the op,
+// except variants 19 to 23, which convert e4m3fn ones themselves.
 bool variant_is_bf16(kfgemm::Variant v) {
   return v == kfgemm::Variant::kBf16Coop128x128StreamK || v == kfgemm::Variant::kBf16Pingpong64x128 ||
          v == kfgemm::Variant::kBf16Pingpong64x128SplitK || v == kfgemm::Variant::kBf16Coop128x128 ||
@@ -490,13 +483,14 @@ Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tenso
     return !scale_strides_fit(s) || scales_row_major(s);
   };
   Traits t{};
-  t.bf16 = exact || kind_of(a) == kfgemm::Fp8Kind::kE4M3FNUZ ||
-           kind_of(b) == kfgemm::Fp8Kind::kE4M3FNUZ;
+  // Fast mode reads e4m3fnuz operands re-encoded as e4m3fn by the preparation pass
+  // (fp8::fnuz_to_fn4), exact mode converted to BF16.
+  t.exact = exact;
   const bool a_mn_ok = mn_major_ok(a);  // e4m3fn, read MN-major in place
   t.amn_ok = a_mn_ok && (mn_major_ok(b) || k_major_ok(b));
   t.ak_ok = k_major_ok(a) && (k_major_ok(b) || mn_major_ok(b));
-  t.a_mn = !t.bf16 && a_mn_ok;
-  t.in_place = !t.bf16 && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
+  t.a_mn = !exact && a_mn_ok;
+  t.in_place = !exact && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
                row_major_for_kernel(sa) && row_major_for_kernel(sb);
   t.fn_operands =
       kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
@@ -536,11 +530,11 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
       TORCH_CHECK_VALUE(exact && t.fn_operands,
                         cat("variant ", kfgemm::variant_name(v), " runs exact mode on float8_e4m3fn operands: pass exact=True and e4m3fn a and b"));
     }
-    TORCH_CHECK_VALUE(variant_is_bf16(v) == t.bf16, cat("variant ", kfgemm::variant_name(v), " does not match the operand type of this call"));
+    TORCH_CHECK_VALUE(variant_is_bf16(v) == t.exact, cat("variant ", kfgemm::variant_name(v), " runs ", t.exact ? "fast" : "exact", " mode: pass exact=", t.exact ? "False" : "True"));
   }
   if (splits < 0) splits = v == choice.variant ? choice.splits : 0;
   // Variants 19 to 23 convert e4m3fn operands themselves, so they stay FP8 here.
-  const bool bf16_operands = t.bf16 && !converts_fp8_itself(v);
+  const bool bf16_operands = t.exact && !converts_fp8_itself(v);
   const bool amn_x = kfgemm::exact_in_place_amn(v);
   const bool ak = kfgemm::exact_in_place_ak(v);
   // B read in place by variants 20-23: MN-major where A is (variants 20, 21) and B can
@@ -767,11 +761,10 @@ Tensor prepare_operand(const Tensor& x, bool to_bf16) {
   check_tensor_2d(x, "x");
   TORCH_CHECK_TYPE(is_fp8(x), cat("x must be float8_e4m3fn or float8_e4m3fnuz, got ", x.scalar_type()));
   TORCH_CHECK_VALUE(x.is_cuda(), cat("x must be on a CUDA device, got ", x.device()));
-  TORCH_CHECK_VALUE(to_bf16 || x.scalar_type() == at::kFloat8_e4m3fn,
-                    "float8_e4m3fnuz operands are prepared as bfloat16 (to_bf16=True)");
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t rows = x.size(0), K = x.size(1), Kp = round_up(K, 16);
-  Tensor y = at::empty({rows, Kp}, x.options().dtype(to_bf16 ? at::kBFloat16 : x.scalar_type()));
+  // FP8 output is e4m3fn whatever the input's kind (e4m3fnuz re-encoded).
+  Tensor y = at::empty({rows, Kp}, x.options().dtype(to_bf16 ? at::kBFloat16 : at::kFloat8_e4m3fn));
   if (rows == 0 || K == 0) return y;
   kfgemm::OperandPrep job{};
   job.src = static_cast<const uint8_t*>(x.data_ptr());

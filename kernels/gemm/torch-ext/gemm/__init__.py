@@ -16,8 +16,11 @@ transposed views) without copies by the caller:
 ``precision="fast"`` runs FP8 tensor cores (block scales promoted into FP32 once per
 128 of K); ``precision="exact"`` converts the FP8 operands exactly to FP16 or BF16 (inside
 the GEMM kernel, or in a pass before it) and runs 16-bit tensor cores, which passes the
-challenge's elementwise checker. ``float8_e4m3fnuz`` operands always take the exact path
-(their +-240 patterns have no e4m3fn equivalent).
+challenge's elementwise checker. In fast mode ``float8_e4m3fnuz`` operands are re-encoded
+as the ``float8_e4m3fn`` bytes of the same values in the operand pass (+-240 included);
+only magnitudes below 2**-6 that are odd multiples of 2**-10 round to the even neighbour,
+as ``x.float().to(torch.float8_e4m3fn)`` rounds them. Exact mode converts every value
+exactly.
 
 :func:`plan` and :func:`plan_nt` say which kernel a call would launch, without running
 it (the ids are those of ``NOTES.md``'s kernel table).
@@ -81,7 +84,7 @@ def _quantize_128x128_fake(x, fnuz=False):
 @torch.library.register_fake(add_op_namespace_prefix("prepare_operand"))
 def _prepare_operand_fake(x, to_bf16=False):
     kp = -(-x.shape[1] // 16) * 16
-    return x.new_empty((x.shape[0], kp), dtype=torch.bfloat16 if to_bf16 else x.dtype)
+    return x.new_empty((x.shape[0], kp), dtype=torch.bfloat16 if to_bf16 else torch.float8_e4m3fn)
 
 
 def _run_nt(a, b, a_scale, b_scale, out, precision: str) -> torch.Tensor:
