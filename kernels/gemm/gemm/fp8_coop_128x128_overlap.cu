@@ -224,7 +224,8 @@ __device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t w, int h) {
 // and fourth: converted two at a time they are the FP16 fragment's words for fragment
 // rows g (M row 2g) and g+8 (M row 2g+1) at K columns {2t, 2t+1} and {8+2t, 9+2t}, in
 // plain K order.
-__device__ __forceinline__ void load_a_fragment_f16(uint32_t (&f)[32], uint32_t addr) {
+// Returns a word that depends on every ldmatrix of the block (see release).
+__device__ __forceinline__ uint32_t load_a_fragment_f16(uint32_t (&f)[32], uint32_t addr) {
   uint32_t w[16];
   load_a_fragment(w, addr);
 #pragma unroll
@@ -234,6 +235,7 @@ __device__ __forceinline__ void load_a_fragment_f16(uint32_t (&f)[32], uint32_t 
     f[4 * q + 2] = e4m3x2_to_half2(w[2 * q], 1);
     f[4 * q + 3] = e4m3x2_to_half2(w[2 * q + 1], 1);
   }
+  return w[0] ^ w[4] ^ w[8] ^ w[12];
 }
 
 // Variant 22: the FP16 A fragments of a whole block from the K-major FP8 stage (128
@@ -247,7 +249,10 @@ __device__ __forceinline__ void load_a_fragment_f16(uint32_t (&f)[32], uint32_t 
 // `addr` is that lane's row with its chunk-parity bit, `x6` its row's swizzle bits 1-2
 // ((2q + h) ^ r = ((2q) ^ (r & 6)) + (h ^ (r & 1))). Each phase reads 8 rows at 8
 // different chunks under the swizzle: no bank conflicts.
-__device__ __forceinline__ void load_a_fragment_f16_k(uint32_t (&f)[32], uint32_t addr, uint32_t x6) {
+// Returns a word that depends on every ldmatrix of the block (see release).
+__device__ __forceinline__ uint32_t load_a_fragment_f16_k(uint32_t (&f)[32], uint32_t addr,
+                                                          uint32_t x6) {
+  uint32_t loaded = 0;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     uint32_t r0, r1, r2, r3;
@@ -263,7 +268,9 @@ __device__ __forceinline__ void load_a_fragment_f16_k(uint32_t (&f)[32], uint32_
     f[8 * q + 5] = e4m3x2_to_half2(r3, 0);
     f[8 * q + 6] = e4m3x2_to_half2(r2, 1);
     f[8 * q + 7] = e4m3x2_to_half2(r3, 1);
+    loaded ^= r0;
   }
+  return loaded;
 }
 
 // acc += t * scale; accumulator element i sits in row +0 (i % 4 < 2) or +8 of the
@@ -511,13 +518,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   // Stages are handed back to the producer in the order they were issued, one arrival
-  // per warp once all its lanes are past the stage's MMAs.
+  // per warp once all its lanes are past the stage's MMAs. `after` (0 but for a value the
+  // compiler cannot see through) delays the arrival until the loads that produced it
+  // have returned: ptxas does not wait for an ldmatrix before a later mbarrier arrival,
+  // which then frees the stage while the ldmatrix may still be reading it.
   int release_stage = 0;
-  auto release = [&]() {
+  const uint32_t hidden_zero = static_cast<uint32_t>(p.m) >> 31;  // m >= 1
+  auto release = [&](uint32_t after = 0) {
     __syncwarp();
     if (lane == 0) {
       if constexpr (kCluster == 1) {
-        mbar_arrive(empty_bar(release_stage));
+        mbar_arrive(empty_bar(release_stage) + (after & hidden_zero));
       } else {
         mbar_arrive(empty_bar(release_stage));
 #pragma unroll
@@ -852,12 +863,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(prev);
       fence_regs(f);
       named_barrier_arrive(3 + 2 * cbuf + consumer, 256);
+      // The stage is released right after A's fragment loads (B's block is already in
+      // the copy), once those have returned.
+      uint32_t loaded;
       if constexpr (kAmnRead) {
-        load_a_fragment_f16(f, tile_a(stage) + a_lane);
+        loaded = load_a_fragment_f16(f, tile_a(stage) + a_lane);
       } else {
-        load_a_fragment_f16_k(f, tile_a(stage) + a_lane, a_x6);
+        loaded = load_a_fragment_f16_k(f, tile_a(stage) + a_lane, a_x6);
       }
-      release();
+      release(loaded);
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
