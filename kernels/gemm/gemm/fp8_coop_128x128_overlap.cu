@@ -224,8 +224,7 @@ __device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t w, int h) {
 // and fourth: converted two at a time they are the FP16 fragment's words for fragment
 // rows g (M row 2g) and g+8 (M row 2g+1) at K columns {2t, 2t+1} and {8+2t, 9+2t}, in
 // plain K order.
-// Returns a word that depends on every ldmatrix of the block (see release).
-__device__ __forceinline__ uint32_t load_a_fragment_f16(uint32_t (&f)[32], uint32_t addr) {
+__device__ __forceinline__ void load_a_fragment_f16(uint32_t (&f)[32], uint32_t addr) {
   uint32_t w[16];
   load_a_fragment(w, addr);
 #pragma unroll
@@ -235,7 +234,6 @@ __device__ __forceinline__ uint32_t load_a_fragment_f16(uint32_t (&f)[32], uint3
     f[4 * q + 2] = e4m3x2_to_half2(w[2 * q], 1);
     f[4 * q + 3] = e4m3x2_to_half2(w[2 * q + 1], 1);
   }
-  return w[0] ^ w[4] ^ w[8] ^ w[12];
 }
 
 // Variant 22: the FP16 A fragments of a whole block from the K-major FP8 stage (128
@@ -249,10 +247,7 @@ __device__ __forceinline__ uint32_t load_a_fragment_f16(uint32_t (&f)[32], uint3
 // `addr` is that lane's row with its chunk-parity bit, `x6` its row's swizzle bits 1-2
 // ((2q + h) ^ r = ((2q) ^ (r & 6)) + (h ^ (r & 1))). Each phase reads 8 rows at 8
 // different chunks under the swizzle: no bank conflicts.
-// Returns a word that depends on every ldmatrix of the block (see release).
-__device__ __forceinline__ uint32_t load_a_fragment_f16_k(uint32_t (&f)[32], uint32_t addr,
-                                                          uint32_t x6) {
-  uint32_t loaded = 0;
+__device__ __forceinline__ void load_a_fragment_f16_k(uint32_t (&f)[32], uint32_t addr, uint32_t x6) {
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     uint32_t r0, r1, r2, r3;
@@ -268,9 +263,7 @@ __device__ __forceinline__ uint32_t load_a_fragment_f16_k(uint32_t (&f)[32], uin
     f[8 * q + 5] = e4m3x2_to_half2(r3, 0);
     f[8 * q + 6] = e4m3x2_to_half2(r2, 1);
     f[8 * q + 7] = e4m3x2_to_half2(r3, 1);
-    loaded ^= r0;
   }
-  return loaded;
 }
 
 // acc += t * scale; accumulator element i sits in row +0 (i % 4 < 2) or +8 of the
@@ -518,17 +511,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   // Stages are handed back to the producer in the order they were issued, one arrival
-  // per warp once all its lanes are past the stage's MMAs. `after` (0 but for a value the
-  // compiler cannot see through) delays the arrival until the loads that produced it
-  // have returned: ptxas does not wait for an ldmatrix before a later mbarrier arrival,
-  // which then frees the stage while the ldmatrix may still be reading it.
+  // per warp once all its lanes are past the stage's MMAs.
   int release_stage = 0;
-  const uint32_t hidden_zero = static_cast<uint32_t>(p.m) >> 31;  // m >= 1
-  auto release = [&](uint32_t after = 0) {
+  auto release = [&]() {
     __syncwarp();
     if (lane == 0) {
       if constexpr (kCluster == 1) {
-        mbar_arrive(empty_bar(release_stage) + (after & hidden_zero));
+        mbar_arrive(empty_bar(release_stage));
       } else {
         mbar_arrive(empty_bar(release_stage));
 #pragma unroll
@@ -847,12 +836,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     };
     // Block kb into `cur`, its scales into set P: convert B (the previous block's MMAs,
-    // into `prev`, still running), wait for those, take A's fragments, hand the stage
-    // back, and issue the MMAs once both warp groups' parts of the copy are written.
+    // into `prev`, still running), wait for those and hand their stage back (`first`:
+    // none, the unit's first block), take A's fragments, and issue the MMAs once both
+    // warp groups' parts of the copy are written.
     // Returns with them in flight. The scales are loaded after the proxy fence that
     // makes the copy visible to the MMAs (MEMBAR.ALL.CTA in the SASS, which waits for the
     // thread's memory operations in flight), a block before their promotion.
-    auto issue_cvt = [&](auto set, float(&cur)[64], float(&prev)[64]) {
+    auto issue_cvt = [&](auto set, float(&cur)[64], float(&prev)[64], auto first) {
       constexpr int P = decltype(set)::value;
       mbar_wait(full_bar(stage), phase);
       const uint32_t copy = copies + cbuf * L::kCopyBytes;
@@ -862,16 +852,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       cute::warpgroup_wait<0>();
       fence_regs(prev);
       fence_regs(f);
+      // The previous block's stage goes back now that its MMAs are done: they read the A
+      // fragments that its ldmatrix loads produced, so those loads have returned (B's
+      // block went into the copy before). Releasing it right after those loads, as this
+      // did before, let TMA refill the stage while they were still reading it: ptxas
+      // does not wait for an ldmatrix's results before a later mbarrier arrival (8-17 of
+      // 240 launches of variant 22 at 4096x4096x7168 differed, in whole rows). Making
+      // the arrival wait for them instead measured up to 10% slower on the guide's
+      // layout (NOTES.md, v24).
+      if constexpr (!decltype(first)::value) release();
       named_barrier_arrive(3 + 2 * cbuf + consumer, 256);
-      // The stage is released right after A's fragment loads (B's block is already in
-      // the copy), once those have returned.
-      uint32_t loaded;
       if constexpr (kAmnRead) {
-        loaded = load_a_fragment_f16(f, tile_a(stage) + a_lane);
+        load_a_fragment_f16(f, tile_a(stage) + a_lane);
       } else {
-        loaded = load_a_fragment_f16_k(f, tile_a(stage) + a_lane, a_x6);
+        load_a_fragment_f16_k(f, tile_a(stage) + a_lane, a_x6);
       }
-      release(loaded);
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
@@ -897,7 +892,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // scales are in set S.
     auto block = [&](auto set, float(&cur)[64], float(&prev)[64]) {
       constexpr int S = decltype(set)::value;
-      issue_cvt(std::integral_constant<int, S ^ 1>{}, cur, prev);
+      issue_cvt(std::integral_constant<int, S ^ 1>{}, cur, prev, std::false_type{});
       promote(acc, prev, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
     };
     // Variant 21: units are (tile, K slice), each ending in split_store.
@@ -908,7 +903,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
       point_scales(c, w.kb0);
-      issue_cvt(Zero{}, t0, t1);
+      issue_cvt(Zero{}, t0, t1, std::true_type{});
       int kb = 1;
       for (; kb + 1 < kblocks; kb += 2) {
         block(Zero{}, t1, t0);
@@ -918,6 +913,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       cute::warpgroup_wait<0>();
       fence_regs(t0);
       fence_regs(t1);
+      release();  // the unit's last stage
       if ((kblocks - 1) & 1) {
         promote(acc, t1, sa_lo[1] * sb[1], sa_hi[1] * sb[1]);
       } else {
