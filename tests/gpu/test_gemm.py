@@ -901,6 +901,10 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     (1024, 1536, 7168, "a_mn", "exact", FN, "fp8_coop_128x128_exact_amn"),
     # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
     (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
+    # ... and from five waves with long K (v24); to nine with K <= 2304 it converts itself
+    (4096, 4096, 7168, "nt", "exact", FN, "bf16_coop_128x128_overlap"),
+    (4096, 4096, 7168, "guide", "exact", FN, "bf16_coop_128x128_overlap"),
+    (6144, 3072, 1536, "challenge", "exact", FN, "fp8_coop_128x128_exact_amn"),
     # exact mode on few rows of e4m3fn: the few-row kernel converting B in registers
     (64, 2112, 7168, "nt", "exact", FN, "fp8_fewrow_exact"),
     # e4m3fnuz never goes to the kernels that convert e4m3fn themselves

@@ -373,7 +373,15 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // 2048x7168x2048 (6.8 waves) 124.1 vs 135.4, 4096x4096x7168 (7.8) 502.0 vs 525.4;
     // even at 13.6 waves (4096x7168x2048 245.0 vs 243.0); B MN-major (the guide's
     // convention): 1024x1536x7168 66.1 vs 84.7, 4096x4096x7168 480.8 vs 527.0.
-    if (cvt_in_kernel && K >= 256 && (waves < 5 || (waves < 9 && K >= 1024))) {
+    // Those v23 timings of variants 20-23 came from builds that released a stage before
+    // its A-fragment loads had returned (a race, NOTES.md, v24); without it, long K
+    // beyond five waves loses in every layout (4096x4096x7168: NT 563.0 vs 524.0,
+    // challenge 570.1 vs 534.3, guide 547.3 vs 527.6; NT 3072x4096x7168, 5.8 waves,
+    // 418.9 vs 406.7), K = 2048 ties (NT 4096x4096x2048 145.8 vs 146.4), and under five
+    // waves it still wins or ties (1024x1536x7168 NT 68.7 vs 81.0, guide 65.2 vs 85.9,
+    // challenge 68.5 vs 87.1; 4096x2112x7168 guide 305.6 vs 323.4, challenge 310.4 vs
+    // 325.9, NT 324.5 vs 321.6). So the extension to nine waves keeps to K <= 2304.
+    if (cvt_in_kernel && K >= 256 && (waves < 5 || (waves < 9 && K >= 1024 && K <= 2304))) {
       return {cvt, 0};
     }
     if (M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
