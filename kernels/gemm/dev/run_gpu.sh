@@ -10,7 +10,7 @@
 #   buildsrc   development build from source (CUTLASS from the wheel in .whl/)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
-#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab floor timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheck1 racemap sass pipeprobe toolchain
+#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheck1 racemap sass pipeprobe toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 # The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
@@ -59,6 +59,7 @@ for s in "$@"; do
     bench) run bench 330 python3 benchmarks/gemm.py --out "$OUT" --rep 60 ;;
     timeline) run timeline 200 python3 kernels/gemm/dev/timeline.py ${TIMELINE_SHAPES:-} ;;
     ab) run ab 300 python3 kernels/gemm/dev/ab.py ${AB_SHAPES:-} ;;
+    stress) run stress 300 python3 kernels/gemm/dev/stress.py ${STRESS_SPECS:-nt:4096x4096x7168:22:exact guide:4096x4096x7168:22:exact nt:4096x4096x7168:23:exact challenge:4096x4096x7168:20:exact a_mn:4096x4096x7168:20:exact challenge:1024x1536x7168:21:exact nt:256x7168x7168:19:exact} ;;
     floor) run floor 200 python3 kernels/gemm/dev/stream_floor.py ${FLOOR_SHAPES:-} ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;

@@ -7,7 +7,7 @@ bitwise with the first (the kernels are deterministic, so any difference is a ra
 Specs are layout:MxNxK:variant:precision (layouts of the GPU tests' layout_inputs: nt,
 challenge, guide, a_mn; variant -1: the op's choice). --busy keeps a second stream busy
 with matrix products meanwhile, so that the kernel shares the GPU and its warps' timing
-shifts.
+shifts. Exits 1 if any configuration's outputs differ.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def main() -> int:
     ops = gk._ops.ops
     side = torch.cuda.Stream()
     x = torch.randn(4096, 4096, device="cuda")
+    racy = 0
     for spec in args.specs:
         layout, dims, variant, precision = spec.split(":")
         m, n, k = (int(v) for v in dims.split("x"))
@@ -69,7 +70,8 @@ def main() -> int:
         torch.cuda.synchronize()
         print(f"{spec}{' busy' if args.busy else ''}: {differing} of {args.launches} launches "
               f"differ from the first; most elements {worst}; {example or ''}", flush=True)
-    return 0
+        racy += differing > 0
+    return 1 if racy else 0
 
 
 if __name__ == "__main__":
