@@ -69,6 +69,22 @@ def poisoned(m, n):
     return torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
 
 
+def repeat_bitwise(ops, a, b, sa, sb, exact, variant, splits, launches):
+    """Runs an explicit configuration once, then ``launches`` times more with up to eight
+    in flight between comparisons; returns the first output and how many of the later
+    ones differ from it in any bit."""
+    first = ops.gemm_nt(a, b, sa, sb, exact, variant, splits)
+    outs = [torch.empty_like(first) for _ in range(min(launches, 8))]
+    differing = 0
+    for start in range(0, launches, len(outs)):
+        batch = outs[: launches - start]
+        for out in batch:
+            ops.gemm_nt_out(out, a, b, sa, sb, exact, variant, splits)
+        differing += sum(not torch.equal(o.view(torch.int16), first.view(torch.int16))
+                         for o in batch)
+    return first, differing
+
+
 class Checker:
     """Float64 reference of one problem, reused across precisions and conventions."""
 
@@ -494,10 +510,8 @@ def test_overlap_splitk_is_deterministic(gemm_kernel, variant):
     a, b, sa, sb = make_nt(1024, 576, 7168, seed=seed, a_major="mn", b_major="mn",
                            sa_layout="col", sb_layout="col")
     ops = gemm_kernel._ops.ops
-    first = ops.gemm_nt(a, b, sa, sb, False, variant, 3)
-    for _ in range(20):
-        again = ops.gemm_nt(a, b, sa, sb, False, variant, 3)
-        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
+    first, differing = repeat_bitwise(ops, a, b, sa, sb, False, variant, 3, 20)
+    assert differing == 0, f"{differing} of 20 repeats differ, seed={seed}"
     Checker(gemm_kernel, a, b, sa, sb, f"variant={variant} seed={seed}").fast(first)
 
 
@@ -602,10 +616,8 @@ def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
     seed = fresh_seed()
     a, b, sa, sb = make_nt(64, 2112, 7168, seed=seed)
     ops = gemm_kernel._ops.ops
-    first = ops.gemm_nt(a, b, sa, sb, False, 18, 7)
-    for _ in range(10):
-        again = ops.gemm_nt(a, b, sa, sb, False, 18, 7)
-        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
+    first, differing = repeat_bitwise(ops, a, b, sa, sb, False, 18, 7, 10)
+    assert differing == 0, f"{differing} of 10 repeats differ, seed={seed}"
     Checker(gemm_kernel, a, b, sa, sb, f"variant=18 seed={seed}").fast(first)
     a, b, sa, sb = make_nt(64, 256, 1024, seed=seed)
     with pytest.raises(ValueError, match="splits=9 does not fit .*8 blocks"):
@@ -676,10 +688,8 @@ def test_exact_amn_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
     seed = fresh_seed()
     a, b, sa, sb = make_nt(m, n, k, seed=seed, **layout)
     ops = gemm_kernel._ops.ops
-    first = ops.gemm_nt(a, b, sa, sb, True, 21, 3)
-    for _ in range(10):
-        again = ops.gemm_nt(a, b, sa, sb, True, 21, 3)
-        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
+    first, differing = repeat_bitwise(ops, a, b, sa, sb, True, 21, 3, 10)
+    assert differing == 0, f"{differing} of 10 repeats differ, seed={seed}"
     Checker(gemm_kernel, a, b, sa, sb, f"variant=21 seed={seed}").exact(first)
     check_graph_replays(gemm_kernel, m, n, k, exact=True, variant=21, splits=3, replays=2,
                         **layout)
@@ -693,17 +703,10 @@ def test_exact_in_place_kernels_repeat_bitwise(gemm_kernel, variant, layout):
     of 240 launches of variant 22 at this shape differed (NOTES.md, v24)."""
     m, n, k = 4096, 4096, 7168
     splits = 2 if variant in (21, 23) else 0  # the split builds: two slices per tile
-    a, b, sa, sb = layout_inputs(m, n, k, layout, fresh_seed())
-    ops = gemm_kernel._ops.ops
-    first = ops.gemm_nt(a, b, sa, sb, True, variant, splits)
-    outs = [torch.empty_like(first) for _ in range(8)]
-    differing = 0
-    for _ in range(8):  # 64 launches, compared eight at a time
-        for out in outs:
-            ops.gemm_nt_out(out, a, b, sa, sb, True, variant, splits)
-        differing += sum(not torch.equal(o.view(torch.int16), first.view(torch.int16))
-                         for o in outs)
-    assert differing == 0, f"{differing} of 64 launches differ from the first"
+    seed = fresh_seed()
+    a, b, sa, sb = layout_inputs(m, n, k, layout, seed)
+    _, differing = repeat_bitwise(gemm_kernel._ops.ops, a, b, sa, sb, True, variant, splits, 64)
+    assert differing == 0, f"{differing} of 64 launches differ from the first, seed={seed}"
 
 
 @pytest.mark.parametrize("variant,a_major,b_major", [(20, "mn", "mn"), (20, "mn", "k"),
@@ -783,10 +786,8 @@ def test_exact_ak_splitk_is_deterministic_and_replays_in_a_graph(gemm_kernel):
     seed = fresh_seed()
     a, b, sa, sb = make_nt(m, n, k, seed=seed)
     ops = gemm_kernel._ops.ops
-    first = ops.gemm_nt(a, b, sa, sb, True, 23, 3)
-    for _ in range(10):
-        again = ops.gemm_nt(a, b, sa, sb, True, 23, 3)
-        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), f"seed={seed}"
+    first, differing = repeat_bitwise(ops, a, b, sa, sb, True, 23, 3, 10)
+    assert differing == 0, f"{differing} of 10 repeats differ, seed={seed}"
     Checker(gemm_kernel, a, b, sa, sb, f"variant=23 seed={seed}").exact(first)
     check_graph_replays(gemm_kernel, m, n, k, exact=True, variant=23, splits=3, replays=2)
     check_graph_replays(gemm_kernel, 300, 400, 1920, exact=True, variant=22, splits=0, replays=2)
