@@ -1099,6 +1099,16 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   return Status::kOk;
 }
 
+// Variants 20-23: exact mode on FP8 operands read in place. A's storage (kAmnStored)
+// picks the variant; B's, known only at run time, picks the build.
+template <bool kAmnStored, bool kSplit>
+Status launch_exact(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
+  constexpr Cvt kBmn = kAmnStored ? Cvt::kMn : Cvt::kKMn;
+  constexpr Cvt kBk = kAmnStored ? Cvt::kMnK : Cvt::kK;
+  return g.b_mn_major ? launch<1, false, kSplit, false, kBmn>(g, ws, stream, why)
+                      : launch<1, false, kSplit, false, kBk>(g, ws, stream, why);
+}
+
 }  // namespace
 }  // namespace kfgemm::overlap
 
@@ -1161,9 +1171,7 @@ size_t fp8_coop_128x128_exact_amn_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_exact_amn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
-  using overlap::Cvt;
-  return g.b_mn_major ? overlap::launch<1, false, false, false, Cvt::kMn>(g, ws, stream, why)
-                      : overlap::launch<1, false, false, false, Cvt::kMnK>(g, ws, stream, why);
+  return overlap::launch_exact<true, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_exact_amn_splitk_workspace(const GemmArgs& g) {
@@ -1172,18 +1180,14 @@ size_t fp8_coop_128x128_exact_amn_splitk_workspace(const GemmArgs& g) {
 
 Status fp8_coop_128x128_exact_amn_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                             const char** why) {
-  using overlap::Cvt;
-  return g.b_mn_major ? overlap::launch<1, false, true, false, Cvt::kMn>(g, ws, stream, why)
-                      : overlap::launch<1, false, true, false, Cvt::kMnK>(g, ws, stream, why);
+  return overlap::launch_exact<true, true>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_exact_ak_workspace(const GemmArgs&) { return 0; }
 
 Status fp8_coop_128x128_exact_ak_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                      const char** why) {
-  using overlap::Cvt;
-  return g.b_mn_major ? overlap::launch<1, false, false, false, Cvt::kKMn>(g, ws, stream, why)
-                      : overlap::launch<1, false, false, false, Cvt::kK>(g, ws, stream, why);
+  return overlap::launch_exact<false, false>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_exact_ak_splitk_workspace(const GemmArgs& g) {
@@ -1192,9 +1196,7 @@ size_t fp8_coop_128x128_exact_ak_splitk_workspace(const GemmArgs& g) {
 
 Status fp8_coop_128x128_exact_ak_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                             const char** why) {
-  using overlap::Cvt;
-  return g.b_mn_major ? overlap::launch<1, false, true, false, Cvt::kKMn>(g, ws, stream, why)
-                      : overlap::launch<1, false, true, false, Cvt::kK>(g, ws, stream, why);
+  return overlap::launch_exact<false, true>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {
