@@ -330,7 +330,7 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt, bool kOneTemp>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
@@ -338,8 +338,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
   static_assert(kCvt == Cvt::kNone || (kCluster == 1 && !kAmn && !kBf16),
                 "variants 20 to 23 run on single CTAs");
-  static_assert(!kOneTemp || (kCluster == 1 && kAmn && !kSplit),
-                "variant 24 is variant 13's unsplit single-CTA build");
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
   using R = Reads<kAmn, kCvt>;
@@ -927,76 +925,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         store_tile(c);
       }
     }
-  } else if constexpr (kOneTemp) {
-    // Variant 24: variant 13 with one temporary per warp group instead of two, which
-    // leaves the registers for two A fragments: block i+1's is built from its stage
-    // while block i's MMAs run. Per block a warp group issues the MMAs into `t0`, builds
-    // the next fragment, waits for the MMAs, hands the stage back (the MMAs have read
-    // both its B block and the fragment its ldmatrix loads produced) and promotes `t0`
-    // before issuing the next block into it; the other warp group's MMAs keep the
-    // tensor cores busy across that gap. A tile's last block is promoted, the next
-    // tile's first block issued, and only then is the tile stored. Blocks run in one
-    // sequence over the CTA's tiles (scales of block i in set i % 2, loaded two blocks
-    // ahead by their own cursor).
-    uint32_t fa[16], fb[16];
-    const int my_units = unit < units ? (units - unit + clusters - 1) / clusters : 0;
-    const int nb = my_units * kblocks;  // blocks of this CTA, in issue order
-    int s_unit = unit, s_kb = 0;         // the next block whose scales are loaded
-    auto next_scales = [&](int set) {
-      if (s_unit >= units) return;
-      if (s_kb == 0) point_scales(tile_coord<1>(s_unit, units_m, tiles_n, 0), 0);
-      load_scales(set);
-      if (++s_kb == kblocks) {
-        s_kb = 0;
-        s_unit += clusters;
-      }
-    };
-    // Waits for the next stage and builds its A fragment; returns its descriptor offset.
-    auto fetch = [&](uint32_t(&fr)[16]) {
-      mbar_wait(full_bar(stage), phase);
-      load_a_fragment(fr, tile_a(stage) + a_lane);
-      const uint32_t off = stage * kStageDesc;
-      if (++stage == kStages) {
-        stage = 0;
-        phase ^= 1;
-      }
-      return off;
-    };
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    next_scales(0);
-    next_scales(1);
-    int i = 0, kb = 0;  // block i of the CTA, K block kb of tile c
-    if (nb > 0) issue_block_rs(t0, fa, desc_b0 + fetch(fa));
-    // Block i (MMAs in flight into t0, fragment `cur`, scales in set S): returns whether
-    // a block follows.
-    auto body = [&](auto set, uint32_t(&cur)[16], uint32_t(&nxt)[16]) {
-      constexpr int S = decltype(set)::value;
-      const bool more = i + 1 < nb;
-      uint32_t off = 0;
-      if (more) off = fetch(nxt);
-      cute::warpgroup_wait<0>();
-      fence_regs(t0);
-      fence_regs(cur);
-      release();
-      promote(acc, t0, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      if (more) issue_block_rs(t0, nxt, desc_b0 + off);
-      if (++kb == kblocks) {
-        store_tile(c);
-#pragma unroll
-        for (int q = 0; q < 64; ++q) acc[q] = 0.0f;
-        kb = 0;
-        unit += clusters;
-        if (unit < units) c = tile_coord<1>(unit, units_m, tiles_n, 0);
-      }
-      next_scales(S);
-      ++i;
-      return more;
-    };
-    if (nb > 0) {
-      while (body(Zero{}, fa, fb) && body(One{}, fb, fa)) {
-      }
-    }
   } else if constexpr (kSplit) {
     while (true) {
       start_unit();
@@ -1053,11 +981,10 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone,
-          bool kOneTemp = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   using L = Smem<kBf16, kCvt>;
-  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt, kOneTemp>;
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
@@ -1206,13 +1133,6 @@ size_t fp8_coop_128x128_overlap_amn_workspace(const GemmArgs&) { return 0; }
 Status fp8_coop_128x128_overlap_amn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                          const char** why) {
   return overlap::launch<1, true, false>(g, ws, stream, why);
-}
-
-size_t fp8_coop_128x128_overlap_amn_onetemp_workspace(const GemmArgs&) { return 0; }
-
-Status fp8_coop_128x128_overlap_amn_onetemp_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                                 const char** why) {
-  return overlap::launch<1, true, false, false, overlap::Cvt::kNone, true>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_amn_cluster2_workspace(const GemmArgs&) { return 0; }
