@@ -935,10 +935,9 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     (1024, 1536, 7168, "a_mn", "exact", FN, "fp8_coop_128x128_exact_amn"),
     # ... and beyond nine waves with short K: the preparation pass and the BF16 kernel
     (4096, 5120, 256, "challenge", "exact", FN, "bf16_coop_128x128_overlap"),
-    # ... and from five waves with long K (v24); to nine with K <= 2304 it converts itself
+    # ... and from five waves with long K (v24)
     (4096, 4096, 7168, "nt", "exact", FN, "bf16_coop_128x128_overlap"),
     (4096, 4096, 7168, "guide", "exact", FN, "bf16_coop_128x128_overlap"),
-    (6144, 3072, 1536, "challenge", "exact", FN, "fp8_coop_128x128_exact_amn"),
     # exact mode on few rows of e4m3fn: the few-row kernel converting B in registers
     (64, 2112, 7168, "nt", "exact", FN, "fp8_fewrow_exact"),
     # e4m3fnuz never goes to the kernels that convert e4m3fn themselves
@@ -950,6 +949,38 @@ def test_plan_follows_the_measured_choices(gemm_kernel, m, n, k, layout, precisi
     """Choices that NOTES.md's measurements put on every Hopper part (114-132 SMs)."""
     a, b, sa, sb = layout_inputs(m, n, k, layout, fresh_seed(), dtype)
     assert gemm_kernel.plan_nt(a, b, sa, sb, precision=precision).name == name
+
+
+def memory_gbs() -> int:
+    """Peak memory bandwidth in GB/s as the op computes it (memory clock and bus width),
+    0 where torch does not report them."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clock_khz = getattr(props, "memory_clock_rate", 0)
+    bus_bits = getattr(props, "memory_bus_width", 0)
+    return int(2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e9)
+
+
+@pytest.mark.parametrize("m,n,k,layout,below_4tbs,from_4tbs", [
+    # long K over two to five waves: converted in the kernel on the H100, the pass and
+    # the BF16 kernel on the H200 (v25)
+    (4096, 2112, 7168, "guide", "fp8_coop_128x128_exact_ak", "bf16_coop_128x128_overlap"),
+    # K <= 2304 over five to nine waves: the same split
+    (6144, 3072, 1536, "challenge", "fp8_coop_128x128_exact_amn", "bf16_coop_128x128_overlap"),
+    # under two waves, and K <= 2304 under five: converted in the kernel on both
+    (6144, 576, 7168, "challenge", "fp8_coop_128x128_exact_amn", "fp8_coop_128x128_exact_amn"),
+    (1024, 7168, 2304, "challenge", "fp8_coop_128x128_exact_amn", "fp8_coop_128x128_exact_amn"),
+])
+def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n, k, layout,
+                                                              below_4tbs, from_4tbs):
+    """Exact mode converts e4m3fn operands inside the GEMM over a range of grids that
+    depends on how much the conversion pass costs, so on the memory bandwidth (NOTES.md,
+    v24 on the H100, v25 on the H200)."""
+    gbs = memory_gbs()
+    if gbs == 0 or torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("memory bandwidth not reported, or not a 132-SM part (the waves differ)")
+    a, b, sa, sb = layout_inputs(m, n, k, layout, fresh_seed())
+    want = below_4tbs if gbs < 4000 else from_4tbs
+    assert gemm_kernel.plan_nt(a, b, sa, sb, precision="exact").name == want, f"{gbs} GB/s"
 
 
 def test_plan_of_an_empty_problem(gemm_kernel):

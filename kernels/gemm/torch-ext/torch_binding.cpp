@@ -324,6 +324,7 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   const int64_t tiles128 = ceil_div(M, 128) * ceil_div(N, 128);
   const int64_t sms = std::max(sm_count, 1);
   const int64_t waves = tiles128 / sms;
+  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;  // the H100's 3.35 TB/s, not the H200's 4.8
   if (exact) {
     // Few rows in exact mode on e4m3fn operands: the few-row kernel converting B into FP16
     // fragments in registers and A into an FP16 copy in shared memory, which reads B once
@@ -381,9 +382,17 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // waves it still wins or ties (1024x1536x7168 NT 68.7 vs 81.0, guide 65.2 vs 85.9,
     // challenge 68.5 vs 87.1; 4096x2112x7168 guide 305.6 vs 323.4, challenge 310.4 vs
     // 325.9, NT 324.5 vs 321.6). So the extension to nine waves keeps to K <= 2304.
-    if (cvt_in_kernel && K >= 256 && (waves < 5 || (waves < 9 && K >= 1024 && K <= 2304))) {
-      return {cvt, 0};
-    }
+    // With memory of 4 TB/s and more (H200) the pass costs less, and the range shrinks
+    // (H200, interleaved, us, against the pass and variant 17): long K wins under two
+    // waves (1024x1536x7168 guide 65.3 vs 74.0, challenge 68.3 vs 74.9; 6144x576x7168
+    // challenge, 1.8 waves, 128.8 vs 165.4) and loses from two (2048x2112x7168 NT 189.0
+    // vs 167.1, 1024x4608x7168 NT 190.2 vs 180.8, 4096x2112x7168 NT 321.8 vs 278.3,
+    // 6144x1536x7168 challenge 315.0 vs 295.8); K <= 2304 wins to five waves
+    // (1024x7168x2304 challenge 89.0 vs 92.4, 1024x7168x256 19.3 vs 22.2) and loses at
+    // eight (6144x3072x1536 challenge 131.4 vs 118.0). NOTES.md, v25.
+    const bool cvt_pays = slow_memory ? waves < 5 || (waves < 9 && K >= 1024 && K <= 2304)
+                                      : waves < 2 || (waves < 5 && K <= 2304);
+    if (cvt_in_kernel && K >= 256 && cvt_pays) return {cvt, 0};
     if (M <= 128 || (M <= 1024 && (K <= 2304 || N <= 640))) {
       return {V::kBf16Pingpong64x128, 0};
     }
@@ -396,7 +405,6 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // kernel stays ahead: 1024x4096x512 21.9 vs 23.2; NOTES.md, v17).
     return {V::kBf16Coop128x128Overlap, 0};
   }
-  const bool slow_memory = mem_gbs > 0 && mem_gbs < 4000;
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
   // unsplit (70% of the DRAM peak, Nsight Compute); the reduction only adds to it
   // (64x7168x16384 is as fast or faster unsplit in the H200 and H100 sweeps).
