@@ -177,6 +177,20 @@ __device__ __forceinline__ void issue_block_rs(float (&t)[64], const uint32_t (&
   cute::warpgroup_commit_batch();
 }
 
+// Half a block with A from registers (variant 24): B's 64 rows of N at `db` (the
+// second half kHalfBDesc further on), four k32 MMAs into the half's 32-float temporary.
+using MmaRsHalf = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_RS_TN<>;
+constexpr uint32_t kHalfBDesc = (64 * kBlockK) >> 4;  // 64 rows of 128 bytes, 1024-aligned
+__device__ __forceinline__ void issue_half_rs(float (&t)[32], const uint32_t (&f)[16], uint64_t db) {
+  fence_regs(t);
+  cute::warpgroup_arrive();
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 32; ++kk) {
+    mma_rs<MmaRsHalf>(f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3], db + 2 * kk, t, kk > 0);
+  }
+  cute::warpgroup_commit_batch();
+}
+
 // A stored MN-major (the challenge's layout) arrives by TMA as 128 rows of K, each the
 // tile's 128 bytes of M in the 128-byte swizzle. FP8 wgmma reads only K-major operands
 // from shared memory, so the consumers build A's register fragment themselves:
@@ -330,7 +344,7 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt, bool kHalves>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
@@ -338,6 +352,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
   static_assert(kCvt == Cvt::kNone || (kCluster == 1 && !kAmn && !kBf16),
                 "variants 20 to 23 run on single CTAs");
+  static_assert(!kHalves || (kCluster == 1 && kAmn && !kSplit),
+                "variant 24 is variant 13's unsplit single-CTA build");
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
   using R = Reads<kAmn, kCvt>;
@@ -925,6 +941,116 @@ __global__ void __launch_bounds__(kThreads, 1)
         store_tile(c);
       }
     }
+  } else if constexpr (kHalves) {
+    // Variant 24: variant 13 with each block issued as two 64-column halves (m64n64k32;
+    // A's fragment comes from registers, so splitting N adds no shared-memory reads) into
+    // two 32-float temporaries. Each half is promoted while the other half's MMAs run, so
+    // a warp group always has MMAs of its own in flight (variant 13 waits for a block
+    // before it builds the next one's fragment and leaves that gap to the other warp
+    // group), and the registers of variant 13's second 64-float temporary hold a second
+    // fragment: block i+1's is built from its stage while block i's MMAs run. A block's
+    // stage is handed back once both its halves are done (they have read its B block and
+    // the fragment its ldmatrix loads produced). A tile's last block is promoted with the
+    // next tile's first halves in flight, and then the tile is stored. Blocks run in one
+    // sequence over the CTA's tiles (scales of block i in set i % 2, loaded two blocks
+    // ahead by their own cursor).
+    float ta[32], tb[32];
+    uint32_t fa[16], fb[16];
+    int i_run = 0, kb_run = 0;  // block i of the CTA, K block kb of tile c
+    const int my_units = unit < units ? (units - unit + clusters - 1) / clusters : 0;
+    const int nb = my_units * kblocks;  // blocks of this CTA, in issue order
+    int s_unit = unit, s_kb = 0;         // the next block whose scales are loaded
+    auto next_scales = [&](int set) {
+      if (s_unit >= units) return;
+      if (s_kb == 0) point_scales(tile_coord<1>(s_unit, units_m, tiles_n, 0), 0);
+      load_scales(set);
+      if (++s_kb == kblocks) {
+        s_kb = 0;
+        s_unit += clusters;
+      }
+    };
+    // Waits for the next stage and builds its A fragment; returns its descriptor offset.
+    auto fetch = [&](uint32_t(&fr)[16]) {
+      mbar_wait(full_bar(stage), phase);
+      load_a_fragment(fr, tile_a(stage) + a_lane);
+      const uint32_t off = stage * kStageDesc;
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+      return off;
+    };
+    // acc[32h + i] += t[i] * scale: half h's elements are the tile's 32h..32h+31 (column
+    // groups 8h..8h+7), in the same row pattern.
+    auto promote_half = [&](auto half, const float(&t)[32], float s_lo, float s_hi) {
+      constexpr int h = decltype(half)::value;
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        acc[32 * h + i] = fmaf(t[i], (i % 4 < 2) ? s_lo : s_hi, acc[32 * h + i]);
+      }
+    };
+    auto next_tile = [&]() {
+      if (++kb_run == kblocks) {
+        store_tile(c);
+#pragma unroll
+        for (int q = 0; q < 64; ++q) acc[q] = 0.0f;
+        kb_run = 0;
+        unit += clusters;
+        if (unit < units) c = tile_coord<1>(unit, units_m, tiles_n, 0);
+      }
+    };
+#pragma unroll
+    for (int q = 0; q < 64; ++q) acc[q] = 0.0f;
+    next_scales(0);
+    next_scales(1);
+    {
+      const uint32_t off = fetch(fa);
+      issue_half_rs(ta, fa, desc_b0 + off);
+      issue_half_rs(tb, fa, desc_b0 + off + kHalfBDesc);
+    }
+    // Block i (halves in flight in ta and tb, fragment `cur`, scales in set S) with a
+    // block after it: that block's halves go in from `nxt` as this one's are promoted.
+    auto body = [&](auto set, uint32_t(&cur)[16], uint32_t(&nxt)[16]) {
+      constexpr int S = decltype(set)::value;
+      const uint32_t off = fetch(nxt);
+      cute::warpgroup_wait<1>();
+      fence_regs(ta);
+      promote_half(Zero{}, ta, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+      issue_half_rs(ta, nxt, desc_b0 + off);
+      cute::warpgroup_wait<1>();
+      fence_regs(tb);
+      fence_regs(cur);
+      release();
+      promote_half(One{}, tb, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+      issue_half_rs(tb, nxt, desc_b0 + off + kHalfBDesc);
+      next_tile();
+      next_scales(S);
+      ++i_run;
+    };
+    // The CTA's last block.
+    auto last = [&](auto set, uint32_t(&cur)[16]) {
+      constexpr int S = decltype(set)::value;
+      cute::warpgroup_wait<0>();
+      fence_regs(ta);
+      fence_regs(tb);
+      fence_regs(cur);
+      release();
+      promote_half(Zero{}, ta, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+      promote_half(One{}, tb, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+      next_tile();
+    };
+    while (true) {
+      if (i_run + 1 >= nb) {
+        last(Zero{}, fa);
+        break;
+      }
+      body(Zero{}, fa, fb);
+      if (i_run + 1 >= nb) {
+        last(One{}, fb);
+        break;
+      }
+      body(One{}, fb, fa);
+    }
   } else if constexpr (kSplit) {
     while (true) {
       start_unit();
@@ -981,10 +1107,11 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone,
+          bool kHalves = false>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   using L = Smem<kBf16, kCvt>;
-  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt, kHalves>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
@@ -1133,6 +1260,13 @@ size_t fp8_coop_128x128_overlap_amn_workspace(const GemmArgs&) { return 0; }
 Status fp8_coop_128x128_overlap_amn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                          const char** why) {
   return overlap::launch<1, true, false>(g, ws, stream, why);
+}
+
+size_t fp8_coop_128x128_overlap_amn_halves_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_coop_128x128_overlap_amn_halves_run(const GemmArgs& g, void* ws, cudaStream_t stream,
+                                                 const char** why) {
+  return overlap::launch<1, true, false, false, overlap::Cvt::kNone, true>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_amn_cluster2_workspace(const GemmArgs&) { return 0; }
