@@ -10,7 +10,7 @@
 #   buildsrc   development build from source (CUTLASS from the wheel in .whl/)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
-#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheck1 racemap sass pipeprobe toolchain
+#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheck1 racemap sass pipeprobe wgmmaprobe toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 # The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
@@ -85,6 +85,8 @@ for s in "$@"; do
         ncu -i /tmp/ncusrc.ncu-rep --page source --csv --print-source sass > "$OUT/ncusrc_source.csv" 2>&1
         gzip -f "$OUT/ncusrc_source.csv"; ls -la "$OUT" ;;
     pipeprobe) run pipeprobe 120 sh -c "nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/pipe_probe kernels/gemm/dev/pipe_probe.cu && /tmp/pipe_probe" ;;
+    wgmmaprobe) python3 -c "import zipfile,glob; zipfile.ZipFile(glob.glob('.whl/nvidia_cutlass-*.whl')[0]).extractall('/tmp/cutlass')"
+                run wgmmaprobe 120 sh -c "nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I/tmp/cutlass/cutlass_library/source/include -Ikernels/gemm/gemm -o /tmp/wgmma_probe kernels/gemm/dev/wgmma_probe.cu && /tmp/wgmma_probe" ;;
     toolchain) run toolchain 60 sh -c "which c++ g++; c++ --version | head -1; ls /opt/gcc/lib64 2>/dev/null | grep -i stdc; so=\$(find $dev/build /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); echo so=\$so; ldd \$so | grep -i -E 'stdc|gcc'; echo defined std:: symbols: \$(nm -C --defined-only \$so | grep -c ' std::')" ;;
   esac
 done

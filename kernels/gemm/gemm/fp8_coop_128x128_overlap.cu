@@ -948,27 +948,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // a warp group always has MMAs of its own in flight (variant 13 waits for a block
     // before it builds the next one's fragment and leaves that gap to the other warp
     // group), and the registers of variant 13's second 64-float temporary hold a second
-    // fragment: block i+1's is built from its stage while block i's MMAs run. A block's
+    // fragment: block k+1's is built from its stage while block k's MMAs run. A block's
     // stage is handed back once both its halves are done (they have read its B block and
-    // the fragment its ldmatrix loads produced). A tile's last block is promoted with the
-    // next tile's first halves in flight, and then the tile is stored. Blocks run in one
-    // sequence over the CTA's tiles (scales of block i in set i % 2, loaded two blocks
-    // ahead by their own cursor).
+    // the fragment its ldmatrix loads produced). The loop has variant 10's shape: K
+    // blocks in pairs within a tile (fragments and scale sets alternate), the next tile's
+    // first block issued before the tile is stored (with an even block count before the
+    // last block's second half is promoted; with an odd one after both, so that every
+    // tile starts in the same fragment: letting the tiles alternate made ptxas spill 2 KB).
     float ta[32], tb[32];
     uint32_t fa[16], fb[16];
-    int i_run = 0, kb_run = 0;  // block i of the CTA, K block kb of tile c
-    const int my_units = unit < units ? (units - unit + clusters - 1) / clusters : 0;
-    const int nb = my_units * kblocks;  // blocks of this CTA, in issue order
-    int s_unit = unit, s_kb = 0;         // the next block whose scales are loaded
-    auto next_scales = [&](int set) {
-      if (s_unit >= units) return;
-      if (s_kb == 0) point_scales(tile_coord<1>(s_unit, units_m, tiles_n, 0), 0);
-      load_scales(set);
-      if (++s_kb == kblocks) {
-        s_kb = 0;
-        s_unit += clusters;
-      }
-    };
     // Waits for the next stage and builds its A fragment; returns its descriptor offset.
     auto fetch = [&](uint32_t(&fr)[16]) {
       mbar_wait(full_bar(stage), phase);
@@ -980,6 +968,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       return off;
     };
+    auto issue_halves = [&](const uint32_t(&fr)[16], uint32_t off) {
+      issue_half_rs(ta, fr, desc_b0 + off);
+      issue_half_rs(tb, fr, desc_b0 + off + kHalfBDesc);
+    };
     // acc[32h + i] += t[i] * scale: half h's elements are the tile's 32h..32h+31 (column
     // groups 8h..8h+7), in the same row pattern.
     auto promote_half = [&](auto half, const float(&t)[32], float s_lo, float s_hi) {
@@ -989,28 +981,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         acc[32 * h + i] = fmaf(t[i], (i % 4 < 2) ? s_lo : s_hi, acc[32 * h + i]);
       }
     };
-    auto next_tile = [&]() {
-      if (++kb_run == kblocks) {
-        store_tile(c);
-#pragma unroll
-        for (int q = 0; q < 64; ++q) acc[q] = 0.0f;
-        kb_run = 0;
-        unit += clusters;
-        if (unit < units) c = tile_coord<1>(unit, units_m, tiles_n, 0);
-      }
-    };
-#pragma unroll
-    for (int q = 0; q < 64; ++q) acc[q] = 0.0f;
-    next_scales(0);
-    next_scales(1);
-    {
-      const uint32_t off = fetch(fa);
-      issue_half_rs(ta, fa, desc_b0 + off);
-      issue_half_rs(tb, fa, desc_b0 + off + kHalfBDesc);
-    }
-    // Block i (halves in flight in ta and tb, fragment `cur`, scales in set S) with a
-    // block after it: that block's halves go in from `nxt` as this one's are promoted.
-    auto body = [&](auto set, uint32_t(&cur)[16], uint32_t(&nxt)[16]) {
+    // The block in flight (fragment `cur`, scales in set S) is promoted half by half,
+    // each half's temporary taking the next block's half (fragment `nxt`) as it frees.
+    auto advance_halves = [&](auto set, uint32_t(&cur)[16], uint32_t(&nxt)[16]) {
       constexpr int S = decltype(set)::value;
       const uint32_t off = fetch(nxt);
       cute::warpgroup_wait<1>();
@@ -1023,33 +996,92 @@ __global__ void __launch_bounds__(kThreads, 1)
       release();
       promote_half(One{}, tb, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
       issue_half_rs(tb, nxt, desc_b0 + off + kHalfBDesc);
-      next_tile();
-      next_scales(S);
-      ++i_run;
     };
-    // The CTA's last block.
-    auto last = [&](auto set, uint32_t(&cur)[16]) {
+    // Block kb goes in after block kb-1 (scales in set S), whose set then takes block
+    // kb+1's scales.
+    auto hstep = [&](auto set, uint32_t(&cur)[16], uint32_t(&nxt)[16], int kb) {
+      constexpr int S = decltype(set)::value;
+      advance_halves(set, cur, nxt);
+      if (kb + 1 < kblocks) load_scales(S);
+    };
+    // The tile's last block is in flight (fragment `last`, scales in set S): the next
+    // tile's first block goes in (fragment `other`) before the tile is stored. Returns
+    // whether there is a next tile (now `c`).
+    auto hfinish = [&](auto set, uint32_t(&last)[16], uint32_t(&other)[16]) {
+      constexpr int S = decltype(set)::value;
+      const int next = unit + clusters;
+      if (next < units) {
+        const TileCoord nc = tile_coord<1>(next, units_m, tiles_n, 0);
+        point_scales(nc, 0);
+        load_scales(S ^ 1);
+        advance_halves(set, last, other);
+        if (kblocks > 1) load_scales(S);
+        store_tile(c);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        unit = next;
+        c = nc;
+        return true;
+      }
+      cute::warpgroup_wait<0>();
+      fence_regs(ta);
+      fence_regs(tb);
+      fence_regs(last);
+      release();
+      promote_half(Zero{}, ta, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+      promote_half(One{}, tb, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
+      store_tile(c);
+      return false;
+    };
+    // The same where the next tile's first block must go into the fragment the last
+    // block used (an odd block count): both halves are waited for first. Once per tile.
+    auto hfinish_sync = [&](auto set, uint32_t(&last)[16]) {
       constexpr int S = decltype(set)::value;
       cute::warpgroup_wait<0>();
       fence_regs(ta);
       fence_regs(tb);
-      fence_regs(cur);
+      fence_regs(last);
       release();
       promote_half(Zero{}, ta, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
       promote_half(One{}, tb, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      next_tile();
+      const int next = unit + clusters;
+      if (next < units) {
+        const TileCoord nc = tile_coord<1>(next, units_m, tiles_n, 0);
+        point_scales(nc, 0);
+        load_scales(0);
+        if (kblocks > 1) load_scales(1);
+        issue_halves(last, fetch(last));
+        store_tile(c);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        unit = next;
+        c = nc;
+        return true;
+      }
+      store_tile(c);
+      return false;
     };
-    while (true) {
-      if (i_run + 1 >= nb) {
-        last(Zero{}, fa);
-        break;
+    // A tile whose block 0 is in flight (fragment fa, scales in set 0; block 1's in set
+    // 1): the rest of its blocks in pairs, then the next tile's first block into fa.
+    auto run_halves = [&]() {
+      int kb = 1;
+      for (; kb + 1 < kblocks; kb += 2) {
+        hstep(Zero{}, fa, fb, kb);
+        hstep(One{}, fb, fa, kb + 1);
       }
-      body(Zero{}, fa, fb);
-      if (i_run + 1 >= nb) {
-        last(One{}, fb);
-        break;
+      if (kb < kblocks) {
+        hstep(Zero{}, fa, fb, kb);
+        return hfinish(One{}, fb, fa);
       }
-      body(One{}, fb, fa);
+      return hfinish_sync(Zero{}, fa);
+    };
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    point_scales(c, 0);
+    load_scales(0);
+    if (kblocks > 1) load_scales(1);
+    issue_halves(fa, fetch(fa));
+    while (run_halves()) {
     }
   } else if constexpr (kSplit) {
     while (true) {
