@@ -177,20 +177,6 @@ __device__ __forceinline__ void issue_block_rs(float (&t)[64], const uint32_t (&
   cute::warpgroup_commit_batch();
 }
 
-// Half a block with A from registers (variant 24): B's 64 rows of N at `db` (the
-// second half kHalfBDesc further on), four k32 MMAs into the half's 32-float temporary.
-using MmaRsHalf = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_RS_TN<>;
-constexpr uint32_t kHalfBDesc = (64 * kBlockK) >> 4;  // 64 rows of 128 bytes, 1024-aligned
-__device__ __forceinline__ void issue_half_rs(float (&t)[32], const uint32_t (&f)[16], uint64_t db) {
-  fence_regs(t);
-  cute::warpgroup_arrive();
-#pragma unroll
-  for (int kk = 0; kk < kBlockK / 32; ++kk) {
-    mma_rs<MmaRsHalf>(f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3], db + 2 * kk, t, kk > 0);
-  }
-  cute::warpgroup_commit_batch();
-}
-
 // A stored MN-major (the challenge's layout) arrives by TMA as 128 rows of K, each the
 // tile's 128 bytes of M in the 128-byte swizzle. FP8 wgmma reads only K-major operands
 // from shared memory, so the consumers build A's register fragment themselves:
@@ -344,7 +330,7 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt, bool kHalves>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
@@ -352,8 +338,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
   static_assert(kCvt == Cvt::kNone || (kCluster == 1 && !kAmn && !kBf16),
                 "variants 20 to 23 run on single CTAs");
-  static_assert(!kHalves || (kCluster == 1 && kAmn && !kSplit),
-                "variant 24 is variant 13's unsplit single-CTA build");
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
   using R = Reads<kAmn, kCvt>;
@@ -941,148 +925,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         store_tile(c);
       }
     }
-  } else if constexpr (kHalves) {
-    // Variant 24: variant 13 with each block issued as two 64-column halves (m64n64k32;
-    // A's fragment comes from registers, so splitting N adds no shared-memory reads) into
-    // two 32-float temporaries. Each half is promoted while the other half's MMAs run, so
-    // a warp group always has MMAs of its own in flight (variant 13 waits for a block
-    // before it builds the next one's fragment and leaves that gap to the other warp
-    // group), and the registers of variant 13's second 64-float temporary hold a second
-    // fragment: block k+1's is built from its stage while block k's MMAs run. A block's
-    // stage is handed back once both its halves are done (they have read its B block and
-    // the fragment its ldmatrix loads produced). The loop has variant 10's shape: K
-    // blocks in pairs within a tile (fragments and scale sets alternate), the next tile's
-    // first block issued before the tile is stored (with an even block count before the
-    // last block's second half is promoted; with an odd one after both, so that every
-    // tile starts in the same fragment: letting the tiles alternate made ptxas spill 2 KB).
-    float ta[32], tb[32];
-    uint32_t fa[16], fb[16];
-    // Waits for the next stage and builds its A fragment; returns its descriptor offset.
-    auto fetch = [&](uint32_t(&fr)[16]) {
-      mbar_wait(full_bar(stage), phase);
-      load_a_fragment(fr, tile_a(stage) + a_lane);
-      const uint32_t off = stage * kStageDesc;
-      if (++stage == kStages) {
-        stage = 0;
-        phase ^= 1;
-      }
-      return off;
-    };
-    auto issue_halves = [&](const uint32_t(&fr)[16], uint32_t off) {
-      issue_half_rs(ta, fr, desc_b0 + off);
-      issue_half_rs(tb, fr, desc_b0 + off + kHalfBDesc);
-    };
-    // acc[32h + i] += t[i] * scale: half h's elements are the tile's 32h..32h+31 (column
-    // groups 8h..8h+7), in the same row pattern.
-    auto promote_half = [&](auto half, const float(&t)[32], float s_lo, float s_hi) {
-      constexpr int h = decltype(half)::value;
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        acc[32 * h + i] = fmaf(t[i], (i % 4 < 2) ? s_lo : s_hi, acc[32 * h + i]);
-      }
-    };
-    // The block in flight (fragment `cur`, scales in set S) is promoted half by half,
-    // each half's temporary taking the next block's half (fragment `nxt`) as it frees.
-    auto advance_halves = [&](auto set, uint32_t(&cur)[16], uint32_t(&nxt)[16]) {
-      constexpr int S = decltype(set)::value;
-      const uint32_t off = fetch(nxt);
-      cute::warpgroup_wait<1>();
-      fence_regs(ta);
-      promote_half(Zero{}, ta, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      issue_half_rs(ta, nxt, desc_b0 + off);
-      cute::warpgroup_wait<1>();
-      fence_regs(tb);
-      fence_regs(cur);
-      release();
-      promote_half(One{}, tb, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      issue_half_rs(tb, nxt, desc_b0 + off + kHalfBDesc);
-    };
-    // Block kb goes in after block kb-1 (scales in set S), whose set then takes block
-    // kb+1's scales.
-    auto hstep = [&](auto set, uint32_t(&cur)[16], uint32_t(&nxt)[16], int kb) {
-      constexpr int S = decltype(set)::value;
-      advance_halves(set, cur, nxt);
-      if (kb + 1 < kblocks) load_scales(S);
-    };
-    // The tile's last block is in flight (fragment `last`, scales in set S): the next
-    // tile's first block goes in (fragment `other`) before the tile is stored. Returns
-    // whether there is a next tile (now `c`).
-    auto hfinish = [&](auto set, uint32_t(&last)[16], uint32_t(&other)[16]) {
-      constexpr int S = decltype(set)::value;
-      const int next = unit + clusters;
-      if (next < units) {
-        const TileCoord nc = tile_coord<1>(next, units_m, tiles_n, 0);
-        point_scales(nc, 0);
-        load_scales(S ^ 1);
-        advance_halves(set, last, other);
-        if (kblocks > 1) load_scales(S);
-        store_tile(c);
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-        unit = next;
-        c = nc;
-        return true;
-      }
-      cute::warpgroup_wait<0>();
-      fence_regs(ta);
-      fence_regs(tb);
-      fence_regs(last);
-      release();
-      promote_half(Zero{}, ta, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      promote_half(One{}, tb, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      store_tile(c);
-      return false;
-    };
-    // The same where the next tile's first block must go into the fragment the last
-    // block used (an odd block count): both halves are waited for first. Once per tile.
-    auto hfinish_sync = [&](auto set, uint32_t(&last)[16]) {
-      constexpr int S = decltype(set)::value;
-      cute::warpgroup_wait<0>();
-      fence_regs(ta);
-      fence_regs(tb);
-      fence_regs(last);
-      release();
-      promote_half(Zero{}, ta, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      promote_half(One{}, tb, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      const int next = unit + clusters;
-      if (next < units) {
-        const TileCoord nc = tile_coord<1>(next, units_m, tiles_n, 0);
-        point_scales(nc, 0);
-        load_scales(0);
-        if (kblocks > 1) load_scales(1);
-        issue_halves(last, fetch(last));
-        store_tile(c);
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-        unit = next;
-        c = nc;
-        return true;
-      }
-      store_tile(c);
-      return false;
-    };
-    // A tile whose block 0 is in flight (fragment fa, scales in set 0; block 1's in set
-    // 1): the rest of its blocks in pairs, then the next tile's first block into fa.
-    auto run_halves = [&]() {
-      int kb = 1;
-      for (; kb + 1 < kblocks; kb += 2) {
-        hstep(Zero{}, fa, fb, kb);
-        hstep(One{}, fb, fa, kb + 1);
-      }
-      if (kb < kblocks) {
-        hstep(Zero{}, fa, fb, kb);
-        return hfinish(One{}, fb, fa);
-      }
-      return hfinish_sync(Zero{}, fa);
-    };
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    point_scales(c, 0);
-    load_scales(0);
-    if (kblocks > 1) load_scales(1);
-    issue_halves(fa, fetch(fa));
-    while (run_halves()) {
-    }
   } else if constexpr (kSplit) {
     while (true) {
       start_unit();
@@ -1139,11 +981,10 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone,
-          bool kHalves = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   using L = Smem<kBf16, kCvt>;
-  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt, kHalves>;
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
@@ -1292,13 +1133,6 @@ size_t fp8_coop_128x128_overlap_amn_workspace(const GemmArgs&) { return 0; }
 Status fp8_coop_128x128_overlap_amn_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                          const char** why) {
   return overlap::launch<1, true, false>(g, ws, stream, why);
-}
-
-size_t fp8_coop_128x128_overlap_amn_halves_workspace(const GemmArgs&) { return 0; }
-
-Status fp8_coop_128x128_overlap_amn_halves_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                                 const char** why) {
-  return overlap::launch<1, true, false, false, overlap::Cvt::kNone, true>(g, ws, stream, why);
 }
 
 size_t fp8_coop_128x128_overlap_amn_cluster2_workspace(const GemmArgs&) { return 0; }

@@ -142,9 +142,7 @@ enum class Variant : int {
   kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
-  kFp8Coop128x128OverlapAmnHalves = 24,  // variant 13 issuing each block as two 64-column
-                                         // halves, each promoted while the other runs
-  kCount = 25,
+  kCount = 24,
 };
 
 const char* variant_name(Variant v);
@@ -152,8 +150,7 @@ const char* variant_name(Variant v);
 // The variants that read A MN-major in place and B K-permuted (GemmArgs::a_mn_major).
 inline bool reads_a_mn_major(Variant v) {
   return v == Variant::kFp8Coop128x128OverlapAmn || v == Variant::kFp8Coop128x128OverlapAmnCluster2 ||
-         v == Variant::kFp8Coop128x128OverlapAmnSplitK ||
-         v == Variant::kFp8Coop128x128OverlapAmnHalves;
+         v == Variant::kFp8Coop128x128OverlapAmnSplitK;
 }
 
 // The exact-mode variants that read A MN-major in place (a_mn_major) and B in place

@@ -30,7 +30,6 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak_splitk)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_halves)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
@@ -60,7 +59,6 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_amn), KFGEMM_ENTRY(fp8_coop_128x128_exact_amn_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_ak), KFGEMM_ENTRY(fp8_coop_128x128_exact_ak_splitk),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap_amn_halves),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -98,7 +96,7 @@ Status gemm_run(Variant v, const GemmArgs& args, void* workspace, cudaStream_t s
   if ((args.a_mn_major && !reads_a_mn_major(v) && !exact_in_place_amn(v)) ||
       (args.b_kperm16 && !reads_a_mn_major(v)) ||
       (args.b_mn_major && !exact_in_place(v))) {
-    if (why) *why = "a_mn_major is for variants 13, 14, 16, 20, 21 and 24, b_kperm16 for 13, 14, 16 and 24, b_mn_major for 20 to 23";
+    if (why) *why = "a_mn_major is for variants 13, 14, 16, 20 and 21, b_kperm16 for 13, 14 and 16, b_mn_major for 20 to 23";
     return Status::kUnsupported;
   }
   return e->run(args, workspace, stream, why);
