@@ -622,42 +622,9 @@ def test_fewrow_kernel(gemm_kernel, m, n, k, splits, layout, variant):
     (c.exact if exact else c.fast)(out)
 
 
-@pytest.mark.parametrize("m,n,k,splits", [(64, 2112, 7168, 7), (128, 4096, 7168, 2),
-                                          (65, 136, 8320, 64), (64, 32768, 512, 4)])
-@pytest.mark.parametrize("variant", [18, 19])
-def test_fewrow_slices_summed_in_kernel(gemm_kernel, m, n, k, splits, variant):
-    """With several slices and no preparation launch before it, the few-row kernel sums
-    the slices' partial planes itself after a grid-wide barrier (a cooperative launch);
-    swizzle=1 asks for the separate sum kernel instead. Both add in slice order, so their
-    outputs are the same bits; here also with more units than SMs (65x136x8320 in 64
-    slices, 64x32768x512: 1024 units) and 128-row tiles (fast mode at M = 128)."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed)
-    ops = gemm_kernel._ops.ops
-    exact = variant == 19
-    s = min(splits, -(-k // 128))
-    fused = poisoned(m, n)
-    ops.gemm_nt_out(fused, a, b, sa, sb, exact, variant, s, 0)
-    separate = poisoned(m, n)
-    ops.gemm_nt_out(separate, a, b, sa, sb, exact, variant, s, 1)
-    what = f"variant={variant} {m}x{n}x{k} splits={s} seed={seed}"
-    assert torch.equal(fused.view(torch.int16), separate.view(torch.int16)), what
-    c = Checker(gemm_kernel, a, b, sa, sb, what)
-    (c.exact if exact else c.fast)(fused)
-
-
-@pytest.mark.parametrize("variant", [18, 19])
-def test_fewrow_slices_summed_in_kernel_in_cuda_graph(gemm_kernel, variant):
-    """The cooperative launch that sums the slices in the kernel is captured and replayed
-    with new inputs."""
-    check_graph_replays(gemm_kernel, 64, 2112, 7168, exact=variant == 19, variant=variant,
-                        splits=4, replays=2)
-
-
 def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
-    """Slices are summed in slice order (in the kernel after a grid barrier, or by a
-    second kernel): repeated runs give the same bits. More slices than K blocks is refused
-    with the argument named."""
+    """Slices are summed in slice order by a second kernel: repeated runs give the same
+    bits. More slices than K blocks is refused with the argument named."""
     seed = fresh_seed()
     a, b, sa, sb = make_nt(64, 2112, 7168, seed=seed)
     ops = gemm_kernel._ops.ops

@@ -51,8 +51,6 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
     (f"v16s{s} overlap-amn-split", False, 16, s, 0) for s in (0, 2, 3, 4, 6, 8)] + [
     (f"v18s{s} fewrow", False, 18, s, 0) for s in (0, 1, 2, 3, 4, 5, 6, 7, 8)] + [
     (f"exact v19s{s} fewrow", True, 19, s, 0) for s in (0, 1, 2, 3, 4, 7)] + [
-    # the few-row kernels with their slices summed by a separate kernel (swizzle = 1)
-    ("v18s0sep fewrow", False, 18, 0, 1), ("exact v19s0sep fewrow", True, 19, 0, 1)] + [
     (f"exact v21s{s} exact-mn-split", True, 21, s, 0) for s in (0, 2, 3, 4, 6)] + [
     ("exact v22 exact-ak", True, 22, 0, 0)] + [
     (f"exact v23s{s} exact-ak-split", True, 23, s, 0) for s in (0, 2, 3, 4)]

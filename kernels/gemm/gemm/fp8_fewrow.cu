@@ -45,7 +45,6 @@
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros, n a multiple of 8. TMA fills rows and
 // columns past the ends with zeros.
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -117,47 +116,10 @@ constexpr int kAcc = 32;  // accumulator floats per thread of a 64x64 quarter ti
 
 struct Params : ProblemParams {
   int splits;
-  __nv_bfloat16* d;  // output, row pitch ldd (splits == 1, or summed in-kernel)
+  __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
-  // The planes summed into d by the kernel itself after a grid-wide barrier (splits > 1,
-  // launched cooperatively so that every CTA is resident); else by reduce_splits.
-  bool sum_in_kernel;
 };
-
-// After every CTA has written its slices' partial planes (the grid barrier orders those
-// stores before the loads here), the whole grid sums them in slice order into d, four
-// consecutive outputs per consumer thread (threads 0 .. kWorkers - 1 of each CTA, a
-// CTA taking kWorkers quads of a row at a time): the operations of reduce_splits, so the
-// same bits. The consumers call it once each; the producer's threads, which gave
-// registers away (setmaxnreg), only take part in the barrier.
-template <int kWorkers>
-__device__ __forceinline__ void sum_slices_in_kernel(const Params& p) {
-  cooperative_groups::this_grid().sync();
-  const int quads_per_row = p.n / 4;
-  const int chunks_per_row = (quads_per_row + kWorkers - 1) / kWorkers;
-  const int64_t plane = static_cast<int64_t>(p.m) * p.n;
-  for (int t = blockIdx.x; t < p.m * chunks_per_row; t += gridDim.x) {
-    const int row = t / chunks_per_row;
-    const int quad = (t - row * chunks_per_row) * kWorkers + static_cast<int>(threadIdx.x);
-    if (quad >= quads_per_row) continue;
-    const float* src = p.partials + static_cast<int64_t>(row) * p.n + 4 * quad;
-    float4 acc = __ldcg(reinterpret_cast<const float4*>(src));
-    for (int s = 1; s < p.splits; ++s) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(src + s * plane));
-      acc.x += v.x;
-      acc.y += v.y;
-      acc.z += v.z;
-      acc.w += v.w;
-    }
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x, acc.y);
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z, acc.w);
-    uint2 packed;
-    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
-    *reinterpret_cast<uint2*>(p.d + static_cast<int64_t>(row) * p.ldd + 4 * quad) = packed;
-  }
-}
 
 __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -400,10 +362,8 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
 
   init_stage_ring(bars, kStages, C::kConsumers / 32, &map_a, &map_b);  // per consumer warp
   __syncthreads();
-  wait_prior_grid();  // launched as a dependent of the operand preparation
-  // The slices' reduction, when it is a separate kernel, may start its CTAs (they wait
-  // for us).
-  if (!p.sum_in_kernel) launch_dependents();
+  wait_prior_grid();    // launched as a dependent of the operand preparation
+  launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
 
   // Unit u: tile u % tiles (column tiles fastest) over K slice u / tiles, the K blocks
   // [kb0, kb1).
@@ -443,13 +403,11 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       }
     }
     __syncwarp();
-    if (p.sum_in_kernel) cooperative_groups::this_grid().sync();  // sum_slices_in_kernel's barrier
     return;
   }
 
   if constexpr (kExact) {
     register_exact_consumers<C>(p, units, unit_at, warp_group, base, staging, full_bar, empty_bar);
-    if (p.sum_in_kernel) sum_slices_in_kernel<C::kConsumers>(p);
     return;
   }
 
@@ -576,7 +534,6 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
             [](float x, float y) { return make_float2(x, y); });
     }
   }
-  if (p.sum_in_kernel) sum_slices_in_kernel<C::kConsumers>(p);
 }
 
 // Exact mode takes 64-row tiles only.
@@ -607,8 +564,7 @@ size_t partials_bytes(const GemmArgs& g, int splits) {
 }
 
 template <int kGroups, bool kExact>
-Status launch(const GemmArgs& g, int splits, float* partials, bool sum_in_kernel,
-              cudaStream_t stream, const char** why) {
+Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t stream, const char** why) {
   using C = Config<kGroups, kExact>;
   CUtensorMap map_a, map_b;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -622,26 +578,18 @@ Status launch(const GemmArgs& g, int splits, float* partials, bool sum_in_kernel
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials,
-                 sum_in_kernel};
+  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
   const int64_t units = static_cast<int64_t>(tiles_for(g, kExact)) * splits;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(units < sms_of(g) ? units : sms_of(g)));
   cfg.blockDim = dim3(C::kThreads);
   cfg.dynamicSmemBytes = C::kSmemBytes;
   cfg.stream = stream;
-  // Summing in the kernel needs every CTA resident at once (a grid-wide barrier): a
-  // cooperative launch, which fails rather than run a grid that does not fit.
   cudaLaunchAttribute attr{};
-  if (sum_in_kernel) {
-    attr.id = cudaLaunchAttributeCooperative;
-    attr.val.cooperative = 1;
-  } else {
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-  }
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-  cfg.numAttrs = sum_in_kernel || g.pdl ? 1 : 0;
+  cfg.numAttrs = g.pdl ? 1 : 0;
   if (cudaLaunchKernelEx(&cfg, gemm_kernel<kGroups, kExact>, map_a, map_b, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
@@ -667,29 +615,13 @@ Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
     if (why) *why = "split-K needs its workspace";
     return Status::kUnsupported;
   }
-  auto go = [&](bool sum_in_kernel) {
-    if constexpr (kExact) {
-      return launch<1, true>(g, splits, partials, sum_in_kernel, stream, why);
-    } else {
-      return groups_for(g, false) == 1
-                 ? launch<1, false>(g, splits, partials, sum_in_kernel, stream, why)
-                 : launch<2, false>(g, splits, partials, sum_in_kernel, stream, why);
-    }
-  };
-  // Slices summed by the GEMM's own CTAs after a grid-wide barrier, which saves the
-  // second kernel and its wait for this one to drain (NOTES.md, v25), unless the GEMM
-  // follows the operand preparation as its programmatic dependent (a cooperative launch
-  // is not one), or the caller asks for the separate sum (swizzle = 1, for
-  // measurements), or the output does not take reduce_splits' 8-byte stores. If the GPU
-  // cannot hold the grid at once (a cooperative launch fails rather than wait), the
-  // separate sum runs instead.
-  const bool fused = splits > 1 && !g.pdl && g.swizzle != 1 && g.ldd % 4 == 0 &&
-                     reinterpret_cast<uintptr_t>(g.d) % 8 == 0;
-  if (fused) {
-    if (go(true) == Status::kOk) return Status::kOk;
-    (void)cudaGetLastError();  // the failed cooperative launch, retried without it
+  Status st;
+  if constexpr (kExact) {
+    st = launch<1, true>(g, splits, partials, stream, why);
+  } else {
+    st = groups_for(g, false) == 1 ? launch<1, false>(g, splits, partials, stream, why)
+                                   : launch<2, false>(g, splits, partials, stream, why);
   }
-  const Status st = go(false);
   if (st != Status::kOk || splits == 1) return st;
   if (reduce_splits(partials, splits, g.m, g.n, g.d, g.ldd, g.sm_count, stream) != Status::kOk) {
     if (why) *why = "split-K reduction launch failed";

@@ -104,8 +104,6 @@ struct GemmArgs {
   bool pdl;
   // Persistent tile schedulers: maximum swizzle of the tile order (1, 2, 4, 8), which
   // keeps neighbouring CTAs on neighbouring tiles for L2 reuse; 0: CUTLASS's default (1).
-  // The few-row kernels (variants 18, 19) with several slices: 1 sums them in a separate
-  // kernel rather than in their own (for measurements).
   int swizzle;
   bool a_mn_major = false;
   int k_a = 0;  // real K (rows of MN-major A, columns of in-place K-major A and B; k may be padded)
@@ -136,7 +134,7 @@ enum class Variant : int {
   kFp8Coop128x128OverlapSplitK = 15,       // variant 10 with K split into slices, summed in-kernel
   kFp8Coop128x128OverlapAmnSplitK = 16,    // variant 13 with K split into slices, summed in-kernel
   kBf16Coop128x128Overlap = 17,            // variant 10 on BF16 operands (exact mode)
-  kFp8FewRow = 18,  // hand-written: few rows, every SM streaming B, K slices summed in-kernel
+  kFp8FewRow = 18,  // hand-written: few rows, every SM streaming B, K slices summed by reduce_splits
   kFp8FewRowExact = 19,  // variant 18 in exact mode: B as FP16 fragments in registers, A as FP16 in shared memory
   kFp8Coop128x128ExactAmn = 20,  // variant 10's pipeline in exact mode on FP8 operands read in place, A MN-major
                                  // and B either way: A as FP16 fragments in registers, B as an FP16 copy
