@@ -39,11 +39,16 @@ site() {
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$root/src
 }
+# CUTLASS's headers from the nvidia-cutlass wheel in .whl/, for builds outside kernelforge.
+cutlass_inc=/tmp/cutlass/cutlass_library/source/include
+cutlass() {
+  python3 -c "import zipfile,glob; zipfile.ZipFile(glob.glob('.whl/nvidia_cutlass-*.whl')[0]).extractall('/tmp/cutlass')"
+}
 for s in "$@"; do
   case $s in
     build) run build 300 python3 kernels/gemm/dev/build_dev.py --out $dev --objects .whl/devobj ;;
-    buildsrc) python3 -c "import zipfile,glob; zipfile.ZipFile(glob.glob('.whl/nvidia_cutlass-*.whl')[0]).extractall('/tmp/cutlass')"
-              run build 500 python3 kernels/gemm/dev/build_dev.py --out $dev --cutlass /tmp/cutlass/cutlass_library/source/include ;;
+    buildsrc) cutlass
+              run build 500 python3 kernels/gemm/dev/build_dev.py --out $dev --cutlass $cutlass_inc ;;
     kf) site
         export KERNELFORGE_HUB=/tmp/hub
         run kfbuild 500 python3 -m kernelforge build kernels/gemm -j 16
@@ -85,8 +90,8 @@ for s in "$@"; do
         ncu -i /tmp/ncusrc.ncu-rep --page source --csv --print-source sass > "$OUT/ncusrc_source.csv" 2>&1
         gzip -f "$OUT/ncusrc_source.csv"; ls -la "$OUT" ;;
     pipeprobe) run pipeprobe 120 sh -c "nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/pipe_probe kernels/gemm/dev/pipe_probe.cu && /tmp/pipe_probe" ;;
-    wgmmaprobe) python3 -c "import zipfile,glob; zipfile.ZipFile(glob.glob('.whl/nvidia_cutlass-*.whl')[0]).extractall('/tmp/cutlass')"
-                run wgmmaprobe 120 sh -c "nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I/tmp/cutlass/cutlass_library/source/include -Ikernels/gemm/gemm -o /tmp/wgmma_probe kernels/gemm/dev/wgmma_probe.cu && /tmp/wgmma_probe" ;;
+    wgmmaprobe) cutlass
+                run wgmmaprobe 120 sh -c "nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I$cutlass_inc -Ikernels/gemm/gemm -o /tmp/wgmma_probe kernels/gemm/dev/wgmma_probe.cu && /tmp/wgmma_probe" ;;
     toolchain) run toolchain 60 sh -c "which c++ g++; c++ --version | head -1; ls /opt/gcc/lib64 2>/dev/null | grep -i stdc; so=\$(find $dev/build /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); echo so=\$so; ldd \$so | grep -i -E 'stdc|gcc'; echo defined std:: symbols: \$(nm -C --defined-only \$so | grep -c ' std::')" ;;
   esac
 done

@@ -74,8 +74,9 @@ __global__ void __launch_bounds__(256, 1) probe(unsigned long long* cycles, floa
   if (threadIdx.x == 0) atomicMax(cycles, end - start);
 }
 
+// Prints one row of the table; false (with the error) if the probe did not run.
 template <int N, bool kRs>
-void run(int groups, int sms) {
+bool run(int groups, int sms) {
   unsigned long long* cycles;
   float* sink;
   cudaMalloc(&cycles, sizeof(unsigned long long));
@@ -88,11 +89,16 @@ void run(int groups, int sms) {
     kernel<<<sms, 128 * groups, smem>>>(cycles, sink);
   }
   unsigned long long c = 0;
-  cudaMemcpy(&c, cycles, sizeof(c), cudaMemcpyDeviceToHost);
-  const double macs = double(groups) * (kIters + 1) * 4 * 64.0 * N * 32;
-  printf("| %s m64n%dk32 | %d | %.0f |\n", kRs ? "RS" : "SS", N, groups, macs / double(c));
+  const cudaError_t err = cudaMemcpy(&c, cycles, sizeof(c), cudaMemcpyDeviceToHost);
   cudaFree(cycles);
   cudaFree(sink);
+  if (err != cudaSuccess || c == 0) {
+    printf("error: %s\n", cudaGetErrorString(err != cudaSuccess ? err : cudaGetLastError()));
+    return false;
+  }
+  const double macs = double(groups) * (kIters + 1) * 4 * 64.0 * N * 32;
+  printf("| %s m64n%dk32 | %d | %.0f |\n", kRs ? "RS" : "SS", N, groups, macs / double(c));
+  return true;
 }
 
 int main() {
@@ -103,15 +109,10 @@ int main() {
   printf("%s, %d SMs\n\n| wgmma | warp groups | MACs per clock per SM |\n|---|---|---|\n",
          prop.name, sms);
   for (int groups = 1; groups <= 2; ++groups) {
-    run<128, false>(groups, sms);
-    run<128, true>(groups, sms);
-    run<64, false>(groups, sms);
-    run<64, true>(groups, sms);
-  }
-  const cudaError_t err = cudaDeviceSynchronize();
-  if (err != cudaSuccess) {
-    printf("error: %s\n", cudaGetErrorString(err));
-    return 1;
+    if (!run<128, false>(groups, sms) || !run<128, true>(groups, sms) ||
+        !run<64, false>(groups, sms) || !run<64, true>(groups, sms)) {
+      return 1;
+    }
   }
   return 0;
 }
