@@ -569,6 +569,11 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
                           ": it is the cluster size, 1, 2, 4 or 8 (0: chosen from the shape)"));
   }
+  const bool fused = v == kfgemm::Variant::kFp8Coop128x128OverlapFused;
+  if (fused) {
+    TORCH_CHECK_VALUE(mn_major_ok(a) && mn_major_ok(b) && M % 16 == 0 && N % 16 == 0,
+                      cat("variant ", kfgemm::variant_name(v), " copies A and B from MN-major storage itself: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, stride(1) a multiple of 16 and >= the row count, 16-byte aligned) with M and N multiples of 16, got M = ", M, ", N = ", N));
+  }
   if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(t.a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
@@ -595,7 +600,13 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   bool need = false;
   const bool amn = kfgemm::reads_a_mn_major(v);
   Canonical ca, cb;
-  if (amn || amn_x) {  // read in place
+  if (fused) {  // K-major copies written by the kernel itself
+    for (Canonical* c : {&ca, &cb}) {
+      c->storage = at::empty({(c == &ca ? M : N) * round_up(K, 16)}, a.options().dtype(at::kByte));
+      c->ptr = c->storage.data_ptr();
+      c->ld = round_up(K, 16);
+    }
+  } else if (amn || amn_x) {  // read in place
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
   } else if (ak) {
@@ -611,7 +622,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   } else if (amn_x || ak) {
     cb.ptr = b.data_ptr();
     cb.ld = k_major_pitch(b);
-  } else {
+  } else if (!fused) {
     cb = canonical_operand(b, Np, bf16_operands, &jobs[njobs], &need, amn);
     njobs += need;
   }
@@ -624,7 +635,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // 6144x576x7168 challenge 75.1 vs 87.0, 6144x512x7168 71.9 vs 76.3; NOTES.md, v16).
   kfgemm::ScaleCopy scale_jobs[2];
   int nscales = 0;
-  if (wants_row_major_scales(v)) {
+  // Variant 24 reads both in place: nothing runs before it but the flags' clear.
+  if (wants_row_major_scales(v) && !fused) {
     for (Tensor* s : {&sa, &sb}) {
       if (s == &sa && amn) continue;
       if (!scales_row_major(*s)) {
@@ -674,6 +686,12 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.b_kperm16 = amn;
   g.b_mn_major = x_b_mn;
   g.n_b = static_cast<int>(N);
+  if (fused) {
+    g.a_src = a.data_ptr();
+    g.lda_src = a.stride(1);
+    g.b_src = b.data_ptr();
+    g.ldb_src = b.stride(1);
+  }
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
