@@ -459,34 +459,38 @@ __device__ __forceinline__ void copy_chunks(const FuseParams& f, const CUtensorM
     // Taken now, used after this chunk: the atomic's round trip overlaps the copy.
     uint32_t next_raw = 0;
     if (lane == 0) next_raw = atomicAdd(f.next, 1u);
-    const uint8_t* src = is_b ? f.b_src : f.a_src;
+    // The lane's first K row and 16 bytes of M, and how many rows / bytes from there
+    // are inside the source (reads) and the copy (writes).
     const int64_t pitch = is_b ? f.b_pitch : f.a_pitch;
-    uint8_t* dst = is_b ? f.b_dst : f.a_dst;
     const int64_t ld = is_b ? f.ldb : f.lda;
-    const int rows = is_b ? n : m;
+    const int k0 = kb * 128 + 4 * kq;
+    const int mm0 = blk * 128 + (lane % 2) * 16;
+    const int k_left = f.k_real - k0;
+    const int k_store = k - k0;
+    const int m_left = (is_b ? n : m) - mm0;
+    const uint8_t* src = (is_b ? f.b_src : f.a_src) + int64_t(k0) * pitch + mm0;
+    uint8_t* dst = (is_b ? f.b_dst : f.a_dst) + int64_t(mm0) * ld + k0;
     int next = total;
     bool next_is_b = false;
     int next_blk = 0, next_kb = 0;
 #pragma unroll 1
     for (int r = 0; r < 8; ++r) {
-      const int k0 = kb * 128 + (r / 4) * 64 + 4 * kq;  // this lane's first K row
-      const int m0 = blk * 128 + (r % 4) * 32 + (lane % 2) * 16;
+      const int kh = (r / 4) * 64, mq = (r % 4) * 32;  // K rows and M bytes further on
       uint4 x[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        if (k0 + i < f.k_real && m0 < rows) {
-          const uint8_t* p = src + int64_t(k0 + i) * pitch + m0;
+        if (kh + i < k_left && mq < m_left) {
           asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                        : "=r"(x[i].x), "=r"(x[i].y), "=r"(x[i].z), "=r"(x[i].w)
-                       : "l"(p));
+                       : "l"(src + (kh + i) * pitch + mq));
         } else {
           x[i] = make_uint4(0, 0, 0, 0);
         }
       }
       uint32_t o[16];
       transpose_4x16(x, o);
-      if (m0 < rows && k0 < k) {
-        uint8_t* q = dst + int64_t(m0) * ld + k0;
+      if (mq < m_left && kh < k_store) {
+        uint8_t* q = dst + mq * ld + kh;
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
           *reinterpret_cast<uint32_t*>(q + j * ld) = o[j];
@@ -620,30 +624,34 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Variant 24: K blocks of the current tile's A rows and B columns known to be copied
     // ([0, a_ready) and [0, b_ready)); the flags are read 16 at a time.
     [[maybe_unused]] int a_ready = 0, b_ready = 0;
-    auto ready_from = [&](int row, int kb) {
-      const uint8_t* flags = fz.ready + int64_t(row) * fz.flag_pitch + (kb & ~15);
-      uint32_t w[4];
-      asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                   : "l"(flags)
-                   : "memory");
+    // The first K block from kb on whose flag (of the 16 in w, from kb & ~15) is clear.
+    auto ready_end = [](const uint32_t (&w)[4], int kb) {
       uint32_t mask = 0;  // bit i: flag i of the 16 set
 #pragma unroll
       for (int i = 0; i < 4; ++i) mask |= (((w[i] & 0x01010101u) * 0x01020408u) >> 24) << (4 * i);
-      const uint32_t run = mask >> (kb & 15);  // from kb on
-      return kb + __ffs(~run) - 1;             // the first not copied
+      return kb + __ffs(~(mask >> (kb & 15))) - 1;
     };
     auto wait_copied = [&](const TileCoord& c, int kb) {
       if (kb < a_ready && kb < b_ready) return;
+      const uint8_t* fa = fz.ready + int64_t(c.m0 / kBlockM) * fz.flag_pitch + (kb & ~15);
+      const uint8_t* fb = fz.ready + int64_t(tiles_m + c.n0 / kBlockN) * fz.flag_pitch + (kb & ~15);
       while (true) {
-        if (kb >= a_ready) a_ready = ready_from(c.m0 / kBlockM, kb);
-        if (kb >= b_ready) b_ready = ready_from(tiles_m + c.n0 / kBlockN, kb);
+        // Both rows' flags in one round trip; acquire pairs with the copies' release.
+        uint32_t wa[4], wb[4];
+        asm volatile(
+            "ld.acquire.gpu.global.v4.u32 {%0, %1, %2, %3}, [%8];\n\t"
+            "ld.acquire.gpu.global.v4.u32 {%4, %5, %6, %7}, [%9];"
+            : "=r"(wa[0]), "=r"(wa[1]), "=r"(wa[2]), "=r"(wa[3]), "=r"(wb[0]), "=r"(wb[1]),
+              "=r"(wb[2]), "=r"(wb[3])
+            : "l"(fa), "l"(fb)
+            : "memory");
+        a_ready = ready_end(wa, kb);
+        b_ready = ready_end(wb, kb);
         if (kb < a_ready && kb < b_ready) break;
-        __nanosleep(64);
+        __nanosleep(32);
       }
-      // The flags' release pairs with this fence; then the TMA (async proxy) reads what
-      // the generic stores wrote.
-      asm volatile("fence.acq_rel.gpu;\n\tfence.proxy.async.global;" ::: "memory");
+      // What the generic stores wrote, read by TMA (the async proxy).
+      asm volatile("fence.proxy.async.global;" ::: "memory");
     };
     for (int u = cluster_id; u < units; u += clusters) {
       const Unit w = unit_at(u);
