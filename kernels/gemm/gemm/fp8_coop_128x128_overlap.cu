@@ -342,6 +342,8 @@ struct FuseParams {
   uint8_t* a_dst;  // the K-major copies the TMA loads read: m (n) rows of k bytes
   uint8_t* b_dst;
   int64_t lda, ldb;
+  int a_first;     // first 128-row block of A the kernel copies (the caller prepares those before)
+  bool copy_b;     // B copied by the kernel too (else prepared by the caller)
   int k_real;      // K of the sources; the copies hold zeros in [k_real, k)
   int flag_pitch;  // flags per row of blocks: K blocks rounded up to 16
   int running;     // work units in flight at once (CTAs with a tile)
@@ -373,14 +375,15 @@ __device__ __forceinline__ Touched touched(int64_t t, int tiles_m, int tiles_n) 
 // A and block columns of B that a wave uses first, K block after K block, A's before
 // B's. A warp takes chunks in increasing order, so its cursor only moves forward.
 struct ChunkCursor {
-  int units, running, tiles_m, tiles_n, kblocks;
+  int units, running, tiles_m, tiles_n, kblocks, a_first;
+  bool copy_b;
   int wave = -1;
   int base = 0;             // first chunk of `wave`
   int a0 = 0, na = 0;       // the wave's new block rows of A
   int b0 = 0, nb = 0;       // and block columns of B
   Touched upto{0, 0};       // used by the waves up to `wave`
-  __device__ __forceinline__ ChunkCursor(int u, int r, int tm, int tn, int kb)
-      : units(u), running(r), tiles_m(tm), tiles_n(tn), kblocks(kb) {}
+  __device__ __forceinline__ ChunkCursor(int u, int r, int tm, int tn, int kb, int af, bool cb)
+      : units(u), running(r), tiles_m(tm), tiles_n(tn), kblocks(kb), a_first(af), copy_b(cb) {}
   // Chunk c (below (tiles_m + tiles_n) * kblocks): B's or A's block `blk`, K block `kb`.
   __device__ __forceinline__ void locate(int c, bool& is_b, int& blk, int& kb) {
     while (c >= base + (na + nb) * kblocks) {
@@ -388,10 +391,10 @@ struct ChunkCursor {
       ++wave;
       const Touched lo = upto;
       upto = touched(min(int64_t(wave + 1) * running, int64_t(units)), tiles_m, tiles_n);
-      a0 = lo.a;
-      na = upto.a - lo.a;
+      a0 = max(lo.a, a_first);
+      na = max(upto.a - a0, 0);
       b0 = lo.b;
-      nb = upto.b - lo.b;
+      nb = copy_b ? upto.b - lo.b : 0;
     }
     const int r = c - base, per = na + nb;
     kb = r / per;
@@ -433,8 +436,8 @@ __device__ __forceinline__ void copy_chunks(const FuseParams& f, const CUtensorM
                                             const CUtensorMap* map_bs, int m, int n, int k,
                                             int units, int tiles_m, int tiles_n, int kblocks) {
   const int lane = threadIdx.x % 32;
-  const int total = (tiles_m + tiles_n) * kblocks;
-  ChunkCursor cur(units, f.running, tiles_m, tiles_n, kblocks);
+  const int total = (tiles_m - f.a_first + (f.copy_b ? tiles_n : 0)) * kblocks;
+  ChunkCursor cur(units, f.running, tiles_m, tiles_n, kblocks, f.a_first, f.copy_b);
   auto take = [&]() {
     uint32_t c = 0;
     if (lane == 0) c = atomicAdd(f.next, 1u);
@@ -633,6 +636,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     auto wait_copied = [&](const TileCoord& c, int kb) {
       if (kb < a_ready && kb < b_ready) return;
+      // Blocks the caller prepared are ready from the start (and their flags never set).
+      if (c.m0 / kBlockM < fz.a_first) a_ready = p.k;
+      if (!fz.copy_b) b_ready = p.k;
+      if (kb < a_ready && kb < b_ready) return;
       const uint8_t* fa = fz.ready + int64_t(c.m0 / kBlockM) * fz.flag_pitch + (kb & ~15);
       const uint8_t* fb = fz.ready + int64_t(tiles_m + c.n0 / kBlockN) * fz.flag_pitch + (kb & ~15);
       while (true) {
@@ -645,8 +652,8 @@ __global__ void __launch_bounds__(kThreads, 1)
               "=r"(wb[2]), "=r"(wb[3])
             : "l"(fa), "l"(fb)
             : "memory");
-        a_ready = ready_end(wa, kb);
-        b_ready = ready_end(wb, kb);
+        if (kb >= a_ready) a_ready = ready_end(wa, kb);
+        if (kb >= b_ready) b_ready = ready_end(wb, kb);
         if (kb < a_ready && kb < b_ready) break;
         __nanosleep(32);
       }
@@ -1251,13 +1258,16 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   FuseParams fz{};
   CUtensorMap map_as, map_bs;
   if constexpr (kFuse) {
-    if (!ws || !g.a_src || !g.b_src || g.m % 16 != 0 || g.n % 16 != 0 || g.n_b != g.n ||
-        g.k_a < 1 || g.k_a > g.k || g.lda_src < g.m || g.ldb_src < g.n || g.lda_src % 16 != 0 ||
-        g.ldb_src % 16 != 0 || reinterpret_cast<uintptr_t>(g.a_src) % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(g.b_src) % 16 != 0) {
+    const bool copy_b = g.b_src != nullptr;
+    if (!ws || !g.a_src || g.m % 16 != 0 || g.k_a < 1 || g.k_a > g.k || g.lda_src < g.m ||
+        g.lda_src % 16 != 0 || reinterpret_cast<uintptr_t>(g.a_src) % 16 != 0 ||
+        g.a_src_row0 < 0 || g.a_src_row0 % kBlockM != 0 ||
+        (copy_b && (g.n % 16 != 0 || g.n_b != g.n || g.ldb_src < g.n || g.ldb_src % 16 != 0 ||
+                    reinterpret_cast<uintptr_t>(g.b_src) % 16 != 0))) {
       if (why) {
-        *why = "this kernel copies A and B from MN-major storage itself (a_src, b_src: k_a rows of "
-               "m and n bytes, 16-byte aligned, m and n multiples of 16) and needs its workspace";
+        *why = "this kernel copies A (from row a_src_row0, a multiple of 128) and optionally B from "
+               "MN-major storage itself (a_src, b_src: k_a rows of m and n bytes, 16-byte aligned, "
+               "m and n multiples of 16) and needs its workspace";
       }
       return Status::kUnsupported;
     }
@@ -1270,12 +1280,15 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
     fz.b_dst = static_cast<uint8_t*>(const_cast<void*>(g.b));
     fz.lda = g.lda;
     fz.ldb = g.ldb;
+    fz.a_first = g.a_src_row0 / kBlockM;
+    fz.copy_b = copy_b;
     fz.k_real = g.k_a;
     fz.flag_pitch = l.flag_pitch;
     fz.next = static_cast<uint32_t*>(ws);
     fz.ready = static_cast<uint8_t*>(ws) + 256;
     if (!make_map(&map_as, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.a_src, g.k_a, g.m, g.lda_src, 128, 128) ||
-        !make_map(&map_bs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.b_src, g.k_a, g.n, g.ldb_src, 128, 128)) {
+        (copy_b &&
+         !make_map(&map_bs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.b_src, g.k_a, g.n, g.ldb_src, 128, 128))) {
       if (why) *why = "cuTensorMapEncodeTiled failed for an operand's MN-major source";
       return Status::kLaunchFailed;
     }
@@ -1393,10 +1406,8 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   cfg.attrs = attr;
   cfg.numAttrs = nattr;
   fz.running = running;
-  if constexpr (!kFuse) {
-    map_as = map_a;
-    map_bs = map_b;
-  }
+  if constexpr (!kFuse) map_as = map_a;
+  if (!kFuse || !g.b_src) map_bs = map_b;
   if (cudaLaunchKernelEx(&cfg, kKernel, map_a, map_b, map_d, p, sp, map_as, map_bs, fz) !=
       cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());

@@ -110,11 +110,14 @@ struct GemmArgs {
   bool b_kperm16 = false;
   bool b_mn_major = false;
   int n_b = 0;  // real N of B read in place (n may be padded beyond it)
-  // Variant 24: A and B stored MN-major (k_a rows of m and of n bytes, row pitches lda_src
-  // and ldb_src, 16-byte aligned; m and n multiples of 16), which the kernel itself copies
-  // K-major into `a` and `b` (pitches lda and ldb, k padded with zeros) while it runs.
+  // Variant 24: A stored MN-major (k_a rows of m bytes, row pitch lda_src, 16-byte aligned,
+  // m a multiple of 16), whose rows from a_src_row0 on (a multiple of 128) the kernel
+  // itself copies K-major into `a` (pitch lda, k padded with zeros) while it runs; the
+  // rows before are in `a` when it starts. B likewise from b_src (n a multiple of 16), all
+  // of it, or nothing if b_src is null.
   const void* a_src = nullptr;
   int64_t lda_src = 0;
+  int a_src_row0 = 0;
   const void* b_src = nullptr;
   int64_t ldb_src = 0;
 };

@@ -290,6 +290,7 @@ int64_t k_major_pitch(const Tensor& x) {
 bool wants_row_major_scales(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
+         v == V::kFp8Coop128x128OverlapFused ||
          v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
          (kfgemm::is_overlap_split(v) && !kfgemm::exact_in_place(v));
 }
@@ -571,8 +572,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   }
   const bool fused = v == kfgemm::Variant::kFp8Coop128x128OverlapFused;
   if (fused) {
-    TORCH_CHECK_VALUE(mn_major_ok(a) && mn_major_ok(b) && M % 16 == 0 && N % 16 == 0,
-                      cat("variant ", kfgemm::variant_name(v), " copies A and B from MN-major storage itself: a and b must be float8_e4m3fn transposed views of (K, M) and (K, N) buffers (stride(0) == 1, stride(1) a multiple of 16 and >= the row count, 16-byte aligned) with M and N multiples of 16, got M = ", M, ", N = ", N));
+    TORCH_CHECK_VALUE(mn_major_ok(a) && M % 16 == 0,
+                      cat("variant ", kfgemm::variant_name(v), " copies A from MN-major storage itself: a must be a float8_e4m3fn transposed view of a (K, M) buffer (stride(0) == 1, stride(1) a multiple of 16 and >= M, 16-byte aligned) with M a multiple of 16, got M = ", M));
   }
   if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(t.a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
@@ -600,12 +601,24 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   bool need = false;
   const bool amn = kfgemm::reads_a_mn_major(v);
   Canonical ca, cb;
-  if (fused) {  // K-major copies written by the kernel itself
-    for (Canonical* c : {&ca, &cb}) {
-      c->storage = at::empty({(c == &ca ? M : N) * round_up(K, 16)}, a.options().dtype(at::kByte));
-      c->ptr = c->storage.data_ptr();
-      c->ld = round_up(K, 16);
-    }
+  // Variant 24: A's first band of tile rows (what the first waves of tiles read) is
+  // rewritten by the preparation launch, the rest by the kernel while it runs.
+  const int64_t fused_rows = fused ? std::min<int64_t>(M, 8 * kBlock) : 0;
+  if (fused) {
+    ca.ld = round_up(K, 16);
+    ca.storage = at::empty({M * ca.ld}, a.options().dtype(at::kByte));
+    ca.ptr = ca.storage.data_ptr();
+    kfgemm::OperandPrep& job = jobs[njobs++];
+    job.src = static_cast<const uint8_t*>(a.data_ptr());
+    job.rows = fused_rows;
+    job.rows_out = fused_rows;
+    job.k = K;
+    job.stride_row = a.stride(0);
+    job.stride_k = a.stride(1);
+    job.kind = kind_of(a);
+    job.dst = ca.storage.data_ptr();
+    job.ld = ca.ld;
+    job.out = kfgemm::PrepOut::kFp8;
   } else if (amn || amn_x) {  // read in place
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
@@ -622,7 +635,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   } else if (amn_x || ak) {
     cb.ptr = b.data_ptr();
     cb.ld = k_major_pitch(b);
-  } else if (!fused) {
+  } else {
     cb = canonical_operand(b, Np, bf16_operands, &jobs[njobs], &need, amn);
     njobs += need;
   }
@@ -635,8 +648,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // 6144x576x7168 challenge 75.1 vs 87.0, 6144x512x7168 71.9 vs 76.3; NOTES.md, v16).
   kfgemm::ScaleCopy scale_jobs[2];
   int nscales = 0;
-  // Variant 24 reads both in place: nothing runs before it but the flags' clear.
-  if (wants_row_major_scales(v) && !fused) {
+  if (wants_row_major_scales(v)) {
     for (Tensor* s : {&sa, &sb}) {
       if (s == &sa && amn) continue;
       if (!scales_row_major(*s)) {
@@ -689,8 +701,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (fused) {
     g.a_src = a.data_ptr();
     g.lda_src = a.stride(1);
-    g.b_src = b.data_ptr();
-    g.ldb_src = b.stride(1);
+    g.a_src_row0 = static_cast<int>(round_up(fused_rows, kBlock));
   }
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
