@@ -324,224 +324,20 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
       : "memory");
 }
 
-// ---- variant 24: the operands' transposes inside the GEMM ---------------------------
-//
-// The challenge stores A and B MN-major, and FP8 wgmma reads only K-major operands from
-// shared memory. The other builds get K-major copies from a separate pass (prep.cu) that
-// runs at memory speed before the GEMM starts (about 20% of the challenge's time). Here
-// the copies are made while the GEMM runs: spare warps (the producer warp group's three
-// besides the TMA thread, and every warp of a CTA without a tile) copy 128x128-byte
-// chunks of the sources into the K-major buffers, in the order the tiles need them, and
-// publish each chunk with a release flag; the TMA thread waits for a K block's flags of
-// its tile's A rows and B columns before it loads the block.
-
-struct FuseParams {
-  const uint8_t* a_src;  // A stored MN-major: k_real rows of m bytes, pitch a_pitch
-  const uint8_t* b_src;  // B stored MN-major: k_real rows of n bytes, pitch b_pitch
-  int64_t a_pitch, b_pitch;
-  uint8_t* a_dst;  // the K-major copies the TMA loads read: m (n) rows of k bytes
-  uint8_t* b_dst;
-  int64_t lda, ldb;
-  int a_first;     // first 128-row block of A the kernel copies (the caller prepares those before)
-  bool copy_b;     // B copied by the kernel too (else prepared by the caller)
-  int k_real;      // K of the sources; the copies hold zeros in [k_real, k)
-  int flag_pitch;  // flags per row of blocks: K blocks rounded up to 16
-  int running;     // work units in flight at once (CTAs with a tile)
-  uint32_t* next;  // next chunk to take (zero at launch)
-  uint8_t* ready;  // per 128-row block of A, then of B, and K block: 1 once copied (zero at launch)
-};
-
-// Block rows of A and block columns of B used by the first `t` work units of the tile
-// order (tile_coord's bands: rows 0..7 of a band first, then the next column).
-struct Touched {
-  int a, b;
-};
-__device__ __forceinline__ Touched touched(int64_t t, int tiles_m, int tiles_n) {
-  if (t <= 0) return {0, 0};
-  const int64_t band_tiles = int64_t(kGroupRows) * tiles_n;
-  const int full = static_cast<int>(t / band_tiles);
-  const int rem = static_cast<int>(t - full * band_tiles);
-  int a = full * kGroupRows;
-  int b = full > 0 ? tiles_n : 0;
-  if (rem > 0) {
-    const int rows = min(kGroupRows, tiles_m - a);
-    a += min(rem, rows);
-    b = max(b, (rem + rows - 1) / rows);
-  }
-  return {min(a, tiles_m), b};
-}
-
-// The chunk order: wave after wave of work units (`running` at once), the block rows of
-// A and block columns of B that a wave uses first, K block after K block, A's before
-// B's. A warp takes chunks in increasing order, so its cursor only moves forward.
-struct ChunkCursor {
-  int units, running, tiles_m, tiles_n, kblocks, a_first;
-  bool copy_b;
-  int wave = -1;
-  int base = 0;             // first chunk of `wave`
-  int a0 = 0, na = 0;       // the wave's new block rows of A
-  int b0 = 0, nb = 0;       // and block columns of B
-  Touched upto{0, 0};       // used by the waves up to `wave`
-  __device__ __forceinline__ ChunkCursor(int u, int r, int tm, int tn, int kb, int af, bool cb)
-      : units(u), running(r), tiles_m(tm), tiles_n(tn), kblocks(kb), a_first(af), copy_b(cb) {}
-  // Chunk c (below (tiles_m + tiles_n) * kblocks): B's or A's block `blk`, K block `kb`.
-  __device__ __forceinline__ void locate(int c, bool& is_b, int& blk, int& kb) {
-    while (c >= base + (na + nb) * kblocks) {
-      base += (na + nb) * kblocks;
-      ++wave;
-      const Touched lo = upto;
-      upto = touched(min(int64_t(wave + 1) * running, int64_t(units)), tiles_m, tiles_n);
-      a0 = max(lo.a, a_first);
-      na = max(upto.a - a0, 0);
-      b0 = lo.b;
-      nb = copy_b ? upto.b - lo.b : 0;
-    }
-    const int r = c - base, per = na + nb;
-    kb = r / per;
-    const int j = r - kb * per;
-    is_b = j >= na;
-    blk = is_b ? b0 + j - na : a0 + j;
-  }
-};
-
-// Four K rows of 16 bytes of M (x[i]: row i) as 16 words, one per M position: word j
-// holds the four rows' bytes j, in row order.
-__device__ __forceinline__ void transpose_4x16(const uint4 (&x)[4], uint32_t (&o)[16]) {
-  const uint32_t* w0 = reinterpret_cast<const uint32_t*>(&x[0]);
-  const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&x[1]);
-  const uint32_t* w2 = reinterpret_cast<const uint32_t*>(&x[2]);
-  const uint32_t* w3 = reinterpret_cast<const uint32_t*>(&x[3]);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const uint32_t t0 = __byte_perm(w0[q], w1[q], 0x5140);  // r0b0 r1b0 r0b1 r1b1
-    const uint32_t t1 = __byte_perm(w0[q], w1[q], 0x7362);  // r0b2 r1b2 r0b3 r1b3
-    const uint32_t t2 = __byte_perm(w2[q], w3[q], 0x5140);
-    const uint32_t t3 = __byte_perm(w2[q], w3[q], 0x7362);
-    o[4 * q + 0] = __byte_perm(t0, t2, 0x5410);
-    o[4 * q + 1] = __byte_perm(t0, t2, 0x7632);
-    o[4 * q + 2] = __byte_perm(t1, t3, 0x5410);
-    o[4 * q + 3] = __byte_perm(t1, t3, 0x7632);
-  }
-}
-
-// One warp copying chunks until none is left. A chunk is a 128x128-byte block (128 rows
-// of K by 128 of M or N) copied in eight rounds of 64 rows of K by 32 bytes of M: lane
-// l reads K rows 4 (l / 2) .. +3 at the 16 bytes (l % 2) of the 32 (lane pairs read whole
-// 32-byte sectors) and writes each of its 16 M positions' four K bytes (16 lanes: 64
-// contiguous bytes of a K-major row). The next chunk is taken at the start of a chunk
-// and prefetched into L2 (TMA) after the current chunk's first round, so that it reads
-// from L2. `m`, `n`: the sources' real extents (multiples of 16); `k`: the
-// copies' padded K (multiple of 16).
-__device__ __forceinline__ void copy_chunks(const FuseParams& f, const CUtensorMap* map_as,
-                                            const CUtensorMap* map_bs, int m, int n, int k,
-                                            int units, int tiles_m, int tiles_n, int kblocks) {
-  const int lane = threadIdx.x % 32;
-  const int total = (tiles_m - f.a_first + (f.copy_b ? tiles_n : 0)) * kblocks;
-  ChunkCursor cur(units, f.running, tiles_m, tiles_n, kblocks, f.a_first, f.copy_b);
-  auto take = [&]() {
-    uint32_t c = 0;
-    if (lane == 0) c = atomicAdd(f.next, 1u);
-    return static_cast<int>(__shfl_sync(0xffffffffu, c, 0));
-  };
-  auto prefetch = [&](bool is_b, int blk, int kb) {
-    if (lane == 0) {
-      asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
-                       reinterpret_cast<uint64_t>(is_b ? map_bs : map_as)),
-                   "r"(blk * 128), "r"(kb * 128)
-                   : "memory");
-    }
-  };
-  const int first = take();
-  if (first >= total) return;
-  bool is_b;
-  int blk, kb;
-  cur.locate(first, is_b, blk, kb);
-  prefetch(is_b, blk, kb);
-  const int kq = lane / 2;
-  while (true) {
-    // Taken now, used after this chunk: the atomic's round trip overlaps the copy.
-    uint32_t next_raw = 0;
-    if (lane == 0) next_raw = atomicAdd(f.next, 1u);
-    // The lane's first K row and 16 bytes of M, and how many rows / bytes from there
-    // are inside the source (reads) and the copy (writes).
-    const int64_t pitch = is_b ? f.b_pitch : f.a_pitch;
-    const int64_t ld = is_b ? f.ldb : f.lda;
-    const int k0 = kb * 128 + 4 * kq;
-    const int mm0 = blk * 128 + (lane % 2) * 16;
-    const int k_left = f.k_real - k0;
-    const int k_store = k - k0;
-    const int m_left = (is_b ? n : m) - mm0;
-    const uint8_t* src = (is_b ? f.b_src : f.a_src) + int64_t(k0) * pitch + mm0;
-    uint8_t* dst = (is_b ? f.b_dst : f.a_dst) + int64_t(mm0) * ld + k0;
-    int next = total;
-    bool next_is_b = false;
-    int next_blk = 0, next_kb = 0;
-#pragma unroll 1
-    for (int r = 0; r < 8; ++r) {
-      const int kh = (r / 4) * 64, mq = (r % 4) * 32;  // K rows and M bytes further on
-      uint4 x[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if (kh + i < k_left && mq < m_left) {
-          asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                       : "=r"(x[i].x), "=r"(x[i].y), "=r"(x[i].z), "=r"(x[i].w)
-                       : "l"(src + (kh + i) * pitch + mq));
-        } else {
-          x[i] = make_uint4(0, 0, 0, 0);
-        }
-      }
-      uint32_t o[16];
-      transpose_4x16(x, o);
-      if (mq < m_left && kh < k_store) {
-        uint8_t* q = dst + mq * ld + kh;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          *reinterpret_cast<uint32_t*>(q + j * ld) = o[j];
-        }
-      }
-      if (r == 0) {
-        next = static_cast<int>(__shfl_sync(0xffffffffu, next_raw, 0));
-        if (next < total) {
-          cur.locate(next, next_is_b, next_blk, next_kb);
-          prefetch(next_is_b, next_blk, next_kb);
-        }
-      }
-    }
-    // Every lane's stores, then the chunk's flag with release semantics (one per warp,
-    // after the warp barrier that orders the lanes' stores before it).
-    __syncwarp();
-    if (lane == 0) {
-      uint8_t* flag = f.ready + int64_t(is_b ? tiles_m + blk : blk) * f.flag_pitch + kb;
-      asm volatile("st.release.gpu.global.u8 [%0], %1;" ::"l"(flag), "h"(static_cast<uint16_t>(1))
-                   : "memory");
-    }
-    if (next >= total) return;
-    is_b = next_is_b;
-    blk = next_blk;
-    kb = next_kb;
-  }
-}
-
 // ---- the kernel -----------------------------------------------------------------------
 
 // kCluster = 1: one CTA per tile. kCluster = 2: CTA pairs on vertically adjacent tiles,
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-// kFuse (variant 24): A and B stored MN-major, copied K-major by the kernel's spare warps
-// while it runs (copy_chunks); map_as and map_bs describe the sources (L2 prefetches).
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt, bool kFuse = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp,
-                const __grid_constant__ CUtensorMap map_as, const __grid_constant__ CUtensorMap map_bs,
-                const FuseParams fz) {
+                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
   static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
   static_assert(kCvt == Cvt::kNone || (kCluster == 1 && !kAmn && !kBf16),
                 "variants 20 to 23 run on single CTAs");
-  static_assert(!kFuse || (kCluster == 1 && !kAmn && !kSplit && !kBf16 && kCvt == Cvt::kNone),
-                "variant 24 is variant 10 with the copies made inside");
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
   using R = Reads<kAmn, kCvt>;
@@ -615,57 +411,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer: one thread issues the TMA loads of A and B for every K block of the
     // CTA's tiles, as stages free up.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
-    if constexpr (kFuse) {
-      if (tid >= 32) {
-        copy_chunks(fz, &map_as, &map_bs, p.m, p.n, p.k, units, tiles_m, tiles_n, kblocks_all);
-        return;
-      }
-    }
     if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    // Variant 24: K blocks of the current tile's A rows and B columns known to be copied
-    // ([0, a_ready) and [0, b_ready)); the flags are read 16 at a time.
-    [[maybe_unused]] int a_ready = 0, b_ready = 0;
-    // The first K block from kb on whose flag (of the 16 in w, from kb & ~15) is clear.
-    auto ready_end = [](const uint32_t (&w)[4], int kb) {
-      uint32_t mask = 0;  // bit i: flag i of the 16 set
-#pragma unroll
-      for (int i = 0; i < 4; ++i) mask |= (((w[i] & 0x01010101u) * 0x01020408u) >> 24) << (4 * i);
-      return kb + __ffs(~(mask >> (kb & 15))) - 1;
-    };
-    auto wait_copied = [&](const TileCoord& c, int kb) {
-      if (kb < a_ready && kb < b_ready) return;
-      // Blocks the caller prepared are ready from the start (and their flags never set).
-      if (c.m0 / kBlockM < fz.a_first) a_ready = p.k;
-      if (!fz.copy_b) b_ready = p.k;
-      if (kb < a_ready && kb < b_ready) return;
-      const uint8_t* fa = fz.ready + int64_t(c.m0 / kBlockM) * fz.flag_pitch + (kb & ~15);
-      const uint8_t* fb = fz.ready + int64_t(tiles_m + c.n0 / kBlockN) * fz.flag_pitch + (kb & ~15);
-      while (true) {
-        // Both rows' flags in one round trip; acquire pairs with the copies' release.
-        uint32_t wa[4], wb[4];
-        asm volatile(
-            "ld.acquire.gpu.global.v4.u32 {%0, %1, %2, %3}, [%8];\n\t"
-            "ld.acquire.gpu.global.v4.u32 {%4, %5, %6, %7}, [%9];"
-            : "=r"(wa[0]), "=r"(wa[1]), "=r"(wa[2]), "=r"(wa[3]), "=r"(wb[0]), "=r"(wb[1]),
-              "=r"(wb[2]), "=r"(wb[3])
-            : "l"(fa), "l"(fb)
-            : "memory");
-        if (kb >= a_ready) a_ready = ready_end(wa, kb);
-        if (kb >= b_ready) b_ready = ready_end(wb, kb);
-        if (kb < a_ready && kb < b_ready) break;
-        __nanosleep(32);
-      }
-      // What the generic stores wrote, read by TMA (the async proxy).
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-    };
     for (int u = cluster_id; u < units; u += clusters) {
       const Unit w = unit_at(u);
       const TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
-      if constexpr (kFuse) a_ready = b_ready = 0;
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
-        if constexpr (kFuse) wait_copied(c, kb);
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
         if constexpr (kAmnRead) {
@@ -711,13 +463,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  if constexpr (kFuse) {
-    // A CTA without a tile (the grid covers every SM for the copies): all its warps copy.
-    if (cluster_id >= units) {
-      copy_chunks(fz, &map_as, &map_bs, p.m, p.n, p.k, units, tiles_m, tiles_n, kblocks_all);
-      return;
-    }
-  }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
   const int consumer = warp_group - 1;  // 64-row half of the tile
   const int warp = tid / 32, lane = tid % 32;
@@ -1236,68 +981,11 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-// Variant 24's workspace: the chunk counter, then one flag byte per (128-row block of A
-// or B, K block), all zero at launch.
-struct FuseLayout {
-  int flag_pitch;
-  size_t bytes;
-};
-
-FuseLayout fuse_layout(const GemmArgs& g) {
-  const int64_t rows = (g.m + kBlockM - 1) / kBlockM + (g.n + kBlockN - 1) / kBlockN;
-  const int pitch = ((g.k + kBlockK - 1) / kBlockK + 15) / 16 * 16;
-  return {pitch, 256 + static_cast<size_t>(rows) * pitch};
-}
-
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone,
-          bool kFuse = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   using L = Smem<kBf16, kCvt>;
-  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt, kFuse>;
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  FuseParams fz{};
-  CUtensorMap map_as, map_bs;
-  if constexpr (kFuse) {
-    const bool copy_b = g.b_src != nullptr;
-    if (!ws || !g.a_src || g.m % 16 != 0 || g.k_a < 1 || g.k_a > g.k || g.lda_src < g.m ||
-        g.lda_src % 16 != 0 || reinterpret_cast<uintptr_t>(g.a_src) % 16 != 0 ||
-        g.a_src_row0 < 0 || g.a_src_row0 % kBlockM != 0 ||
-        (copy_b && (g.n % 16 != 0 || g.n_b != g.n || g.ldb_src < g.n || g.ldb_src % 16 != 0 ||
-                    reinterpret_cast<uintptr_t>(g.b_src) % 16 != 0))) {
-      if (why) {
-        *why = "this kernel copies A (from row a_src_row0, a multiple of 128) and optionally B from "
-               "MN-major storage itself (a_src, b_src: k_a rows of m and n bytes, 16-byte aligned, "
-               "m and n multiples of 16) and needs its workspace";
-      }
-      return Status::kUnsupported;
-    }
-    const FuseLayout l = fuse_layout(g);
-    fz.a_src = static_cast<const uint8_t*>(g.a_src);
-    fz.b_src = static_cast<const uint8_t*>(g.b_src);
-    fz.a_pitch = g.lda_src;
-    fz.b_pitch = g.ldb_src;
-    fz.a_dst = static_cast<uint8_t*>(const_cast<void*>(g.a));
-    fz.b_dst = static_cast<uint8_t*>(const_cast<void*>(g.b));
-    fz.lda = g.lda;
-    fz.ldb = g.ldb;
-    fz.a_first = g.a_src_row0 / kBlockM;
-    fz.copy_b = copy_b;
-    fz.k_real = g.k_a;
-    fz.flag_pitch = l.flag_pitch;
-    fz.next = static_cast<uint32_t*>(ws);
-    fz.ready = static_cast<uint8_t*>(ws) + 256;
-    if (!make_map(&map_as, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.a_src, g.k_a, g.m, g.lda_src, 128, 128) ||
-        (copy_b &&
-         !make_map(&map_bs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.b_src, g.k_a, g.n, g.ldb_src, 128, 128))) {
-      if (why) *why = "cuTensorMapEncodeTiled failed for an operand's MN-major source";
-      return Status::kLaunchFailed;
-    }
-  } else {
-    if (g.a_src || g.b_src) {
-      if (why) *why = "a_src and b_src are for variant 24";
-      return Status::kUnsupported;
-    }
-  }
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
     const int kblocks = (g.k + kBlockK - 1) / kBlockK;
@@ -1400,15 +1088,10 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
     attr[nattr].val.programmaticStreamSerializationAllowed = 1;
     ++nattr;
   }
-  const int running = units < resident ? units : resident;
-  // Variant 24 keeps every SM: the CTAs without a tile copy operands.
-  cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (kFuse ? resident : running)));
+  cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (units < resident ? units : resident)));
   cfg.attrs = attr;
   cfg.numAttrs = nattr;
-  fz.running = running;
-  if constexpr (!kFuse) map_as = map_a;
-  if (!kFuse || !g.b_src) map_bs = map_b;
-  if (cudaLaunchKernelEx(&cfg, kKernel, map_a, map_b, map_d, p, sp, map_as, map_bs, fz) !=
+  if (cudaLaunchKernelEx(&cfg, kKernel, map_a, map_b, map_d, p, sp) !=
       cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
@@ -1518,15 +1201,6 @@ Status fp8_coop_128x128_exact_ak_splitk_run(const GemmArgs& g, void* ws, cudaStr
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {
   return overlap::split_layout(g).counter_bytes;
-}
-
-size_t fp8_coop_128x128_overlap_fused_workspace(const GemmArgs& g) {
-  return overlap::fuse_layout(g).bytes;
-}
-
-Status fp8_coop_128x128_overlap_fused_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                          const char** why) {
-  return overlap::launch<1, false, false, false, overlap::Cvt::kNone, true>(g, ws, stream, why);
 }
 
 }  // namespace kfgemm::variants

@@ -110,16 +110,6 @@ struct GemmArgs {
   bool b_kperm16 = false;
   bool b_mn_major = false;
   int n_b = 0;  // real N of B read in place (n may be padded beyond it)
-  // Variant 24: A stored MN-major (k_a rows of m bytes, row pitch lda_src, 16-byte aligned,
-  // m a multiple of 16), whose rows from a_src_row0 on (a multiple of 128) the kernel
-  // itself copies K-major into `a` (pitch lda, k padded with zeros) while it runs; the
-  // rows before are in `a` when it starts. B likewise from b_src (n a multiple of 16), all
-  // of it, or nothing if b_src is null.
-  const void* a_src = nullptr;
-  int64_t lda_src = 0;
-  int a_src_row0 = 0;
-  const void* b_src = nullptr;
-  int64_t ldb_src = 0;
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
@@ -152,8 +142,7 @@ enum class Variant : int {
   kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
-  kFp8Coop128x128OverlapFused = 24,  // variant 10 copying MN-major A and B K-major itself, while it runs
-  kCount = 25,
+  kCount = 24,
 };
 
 const char* variant_name(Variant v);
@@ -197,8 +186,7 @@ Status reduce_splits(const float* partials, int splits, int m, int n, void* d, i
 size_t gemm_workspace_size(Variant v, const GemmArgs& args);
 
 // How many leading bytes of that workspace must be zero when the kernel starts (split-K
-// arrival counters, variant 24's flags); the caller clears them on the stream before the
-// launch.
+// arrival counters); the caller clears them on the stream before the launch.
 size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args);
 
 // Launches on `stream`. `workspace` must hold gemm_workspace_size bytes (may be
