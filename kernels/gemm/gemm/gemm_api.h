@@ -110,7 +110,30 @@ struct GemmArgs {
   bool b_kperm16 = false;
   bool b_mn_major = false;
   int n_b = 0;  // real N of B read in place (n may be padded beyond it)
+  // Variant 24: A stored MN-major (k_a rows of m bytes, row pitch lda_src, 16-byte aligned,
+  // m a multiple of 16), whose rows from a_src_row0 on (a multiple of 128) the kernel
+  // itself copies K-major into `a` (pitch lda, k padded with zeros) while it runs; the
+  // rows before are in `a` when it starts, and B is K-major as for variant 10.
+  const void* a_src = nullptr;
+  int64_t lda_src = 0;
+  int a_src_row0 = 0;
 };
+
+// Variant 24: the rows of A (from 0; a multiple of 128 or all of m) that the preparation
+// launch rewrites K-major before the kernel starts: those the first two waves of its
+// persistent grid read (its tile order walks bands of 8 tile rows across N). The kernel
+// copies the rest while it runs.
+inline int64_t fused_prepared_rows(int64_t m, int64_t n, int sm_count) {
+  const int64_t tiles_m = (m + 127) / 128, tiles_n = (n + 127) / 128;
+  const int64_t units = tiles_m * tiles_n;
+  const int64_t t = 2 * (units < sm_count ? units : sm_count);
+  const int64_t band = 8 * tiles_n;
+  const int64_t full = t / band, rem = t % band;
+  int64_t rows = full * 8;
+  if (rem > 0) rows += rem < 8 ? rem : 8;
+  rows *= 128;
+  return rows < m ? rows : m;
+}
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
 // Bf16* read bfloat16 operands (exactly converted FP8) and use BF16 tensor cores
@@ -142,7 +165,8 @@ enum class Variant : int {
   kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
-  kCount = 24,
+  kFp8Coop128x128OverlapFused = 24,  // variant 10 copying A's later rows K-major itself while it runs
+  kCount = 25,
 };
 
 const char* variant_name(Variant v);
@@ -186,7 +210,8 @@ Status reduce_splits(const float* partials, int splits, int m, int n, void* d, i
 size_t gemm_workspace_size(Variant v, const GemmArgs& args);
 
 // How many leading bytes of that workspace must be zero when the kernel starts (split-K
-// arrival counters); the caller clears them on the stream before the launch.
+// arrival counters, variant 24's flags); the caller clears them on the stream before the
+// launch.
 size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args);
 
 // Launches on `stream`. `workspace` must hold gemm_workspace_size bytes (may be
