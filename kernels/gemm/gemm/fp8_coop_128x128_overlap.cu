@@ -346,6 +346,7 @@ struct FuseParams {
   int flag_pitch;  // flags per block row: K blocks rounded up to 16
   int running;     // work units in flight at once (CTAs with a tile)
   uint32_t* next;  // next chunk to take (zero at launch)
+  uint32_t* done;  // chunks copied (zero at launch)
   uint8_t* ready;  // per 128-row block of A and K block: 1 once copied (zero at launch)
 };
 
@@ -488,8 +489,12 @@ __device__ __forceinline__ void copy_chunks(const FuseParams& f, const CUtensorM
     __syncwarp();
     if (lane == 0) {
       uint8_t* flag = f.ready + int64_t(blk) * f.flag_pitch + kb;
-      asm volatile("st.release.gpu.global.u8 [%0], %1;" ::"l"(flag), "h"(static_cast<uint16_t>(1))
-                   : "memory");
+      // The release's fence also orders the count after the copy.
+      asm volatile(
+          "st.release.gpu.global.u8 [%0], %1;\n\t"
+          "red.relaxed.gpu.global.add.u32 [%2], 1;" ::"l"(flag),
+          "h"(static_cast<uint16_t>(1)), "l"(f.done)
+          : "memory");
     }
     if (next >= total) return;
     blk = next_blk;
@@ -604,8 +609,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // a group (or for a tile's first group, a tile) before it is needed, into `la`, so
     // that the round trip overlaps the loads in flight; a flag seen set stays valid.
     [[maybe_unused]] int a_ready = 0;
-    [[maybe_unused]] uint32_t la[4] = {0, 0, 0, 0};
+    [[maybe_unused]] uint32_t la[4] = {0, 0, 0, 0}, la_done = 0;
     [[maybe_unused]] int la_row = -1, la_group = 0;
+    // Once every chunk is copied (the count read with a look-ahead), no more flags, and
+    // no more fences: the one after that count's acquire covers all of them.
+    [[maybe_unused]] bool all_copied = false;
+    [[maybe_unused]] const uint32_t chunks =
+        static_cast<uint32_t>(max(tiles_m - fz.a_first, 0) * kblocks_all);
     // The first K block from kb on whose flag (of the 16 in w, from kb & ~15) is clear.
     auto ready_end = [](const uint32_t (&w)[4], int kb) {
       uint32_t mask = 0;  // bit i: flag i of the 16 set
@@ -613,19 +623,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < 4; ++i) mask |= (((w[i] & 0x01010101u) * 0x01020408u) >> 24) << (4 * i);
       return kb + __ffs(~(mask >> (kb & 15))) - 1;
     };
-    auto load_flags = [&](uint32_t (&w)[4], int row, int group) {
+    auto load_flags = [&](uint32_t (&w)[4], uint32_t& n, int row, int group) {
       const uint8_t* f = fz.ready + int64_t(row) * fz.flag_pitch + group * 16;
-      asm volatile("ld.acquire.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                   : "l"(f)
-                   : "memory");
+      asm volatile(
+          "ld.acquire.gpu.global.v4.u32 {%0, %1, %2, %3}, [%5];\n\t"
+          "ld.acquire.gpu.global.u32 %4, [%6];"
+          : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]), "=r"(n)
+          : "l"(f), "l"(fz.done)
+          : "memory");
     };
     // After the group `group` of the tile's A row `row` (u: the unit, kbs: its K blocks),
     // the next group the kernel copies: the row's next, or the next unit's first.
     auto look_ahead = [&](int row, int group, int kbs, int u) {
       if ((group + 1) * 16 < kbs) {
         if (row >= fz.a_first) {
-          load_flags(la, row, group + 1);
+          load_flags(la, la_done, row, group + 1);
           la_row = row;
           la_group = group + 1;
         }
@@ -635,7 +647,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int next_row =
             tile_coord<kCluster>(unit_at(u + clusters).tile, units_m, tiles_n, rank).m0 / kBlockM;
         if (next_row >= fz.a_first) {
-          load_flags(la, next_row, 0);
+          load_flags(la, la_done, next_row, 0);
           la_row = next_row;
           la_group = 0;
         }
@@ -644,13 +656,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto wait_copied = [&](int row, int kb) {
       if (la_row == row && la_group == kb / 16) {
         a_ready = ready_end(la, kb);
+        all_copied = la_done == chunks;
         la_row = -1;
       }
-      while (kb >= a_ready) {
-        uint32_t w[4];
-        load_flags(w, row, kb / 16);
+      while (kb >= a_ready && !all_copied) {
+        uint32_t w[4], n;
+        load_flags(w, n, row, kb / 16);
         a_ready = ready_end(w, kb);
-        if (kb >= a_ready) __nanosleep(32);
+        all_copied = n == chunks;
+        if (kb >= a_ready && !all_copied) __nanosleep(32);
       }
       // What the generic stores wrote, read by TMA (the async proxy).
       asm volatile("fence.proxy.async.global;" ::: "memory");
@@ -661,14 +675,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       [[maybe_unused]] const int row = c.m0 / kBlockM;
       if constexpr (kFuse) {
         // Rows the preparation launch copied are ready from the start (no flags).
-        a_ready = row < fz.a_first ? w.kb1 : 0;
-        if (row < fz.a_first && la_row < 0) look_ahead(row, 1 << 20, w.kb1, u);
+        a_ready = row < fz.a_first || all_copied ? w.kb1 : 0;
+        if (row < fz.a_first && la_row < 0 && !all_copied) look_ahead(row, 1 << 20, w.kb1, u);
       }
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
         if constexpr (kFuse) {
           if (kb >= a_ready) {
             wait_copied(row, kb);
-            if (la_row < 0) look_ahead(row, kb / 16, w.kb1, u);
+            if (all_copied) {
+              a_ready = w.kb1;
+            } else if (la_row < 0) {
+              look_ahead(row, kb / 16, w.kb1, u);
+            }
           }
         }
         mbar_wait(empty_bar(stage), phase ^ 1);
@@ -1282,6 +1300,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
     fz.k_real = g.k_a;
     fz.flag_pitch = l.flag_pitch;
     fz.next = static_cast<uint32_t*>(ws);
+    fz.done = static_cast<uint32_t*>(ws) + 32;  // a separate 128-byte line
     fz.ready = static_cast<uint8_t*>(ws) + 256;
     if (!make_map(&map_as, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.a_src, g.k_a, g.m, g.lda_src, 128, 128)) {
       if (why) *why = "cuTensorMapEncodeTiled failed for A's MN-major source";
