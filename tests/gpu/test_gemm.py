@@ -528,7 +528,7 @@ def test_a_mn_major_kernel_repeats_bitwise(gemm_kernel):
 
 
 FUSED_SHAPES = [(16, 16, 16), (48, 80, 128), (1024, 1536, 7168), (2000, 2096, 2176),
-                (4096, 4096, 1024), (4000, 4100, 200), (3008, 4608, 384), (6144, 1536, 2048),
+                (4096, 4096, 1024), (4000, 4100, 2008), (3008, 4608, 384), (6144, 1536, 2048),
                 (4096, 2048, 7168 + 64)]
 
 
@@ -539,9 +539,9 @@ def test_fused_copy_kernel(gemm_kernel, m, n, k, b_major):
     read rewritten K-major by the preparation launch, and A's later rows copied K-major by
     the kernel's own spare warps while it runs. Its result is the bits of variant 10 after
     the preparation launch (the same MMAs on the same copies): nothing to copy in-kernel
-    (up to two waves of tiles), 1024 to 3072 rows copied in-kernel, a K tail inside a block
-    (200: the copy zero-fills [200, 208)), partial last blocks in M (4000: 32 rows) and N,
-    several bands of tile rows and many waves (4096x4096x1024: 1024 tiles)."""
+    (few waves of tiles, or short K), 1024 to 3072 rows copied in-kernel, a K tail inside a
+    block (2008: the copy zero-fills [2008, 2016)), partial last blocks in M (4000: 32
+    rows) and N, several bands of tile rows and many waves (4096x4096x1024: 1024 tiles)."""
     seed = fresh_seed()
     a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major=b_major, sa_layout="col",
                            sb_layout="col")

@@ -471,9 +471,11 @@ __device__ __forceinline__ void copy_chunks(const FuseParams& f, const CUtensorM
       transpose_4x16(x, o);
       if (mq < m_left && kh < k_store) {
         uint8_t* q = dst + mq * f.lda + kh;
+        // Not kept in L1, which holds the consumers' block scales.
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
-          *reinterpret_cast<uint32_t*>(q + j * f.lda) = o[j];
+          asm volatile("st.global.L1::no_allocate.b32 [%0], %1;" ::"l"(q + j * f.lda), "r"(o[j])
+                       : "memory");
         }
       }
       if (r == 0) {

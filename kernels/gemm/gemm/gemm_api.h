@@ -120,13 +120,16 @@ struct GemmArgs {
 };
 
 // Variant 24: the rows of A (from 0; a multiple of 128 or all of m) that the preparation
-// launch rewrites K-major before the kernel starts: those the first two waves of its
-// persistent grid read (its tile order walks bands of 8 tile rows across N). The kernel
-// copies the rest while it runs.
-inline int64_t fused_prepared_rows(int64_t m, int64_t n, int sm_count) {
+// launch rewrites K-major before the kernel starts: those the first waves of its
+// persistent grid read (its tile order walks bands of 8 tile rows across N), two waves or
+// as many as take 32 blocks of K, so that the kernel's copies of the rest (a chunk takes
+// several microseconds) start well before they are needed.
+inline int64_t fused_prepared_rows(int64_t m, int64_t n, int64_t k, int sm_count) {
   const int64_t tiles_m = (m + 127) / 128, tiles_n = (n + 127) / 128;
   const int64_t units = tiles_m * tiles_n;
-  const int64_t t = 2 * (units < sm_count ? units : sm_count);
+  const int64_t kblocks = (k + 127) / 128;
+  const int64_t waves = kblocks >= 16 ? 2 : (32 + kblocks - 1) / kblocks;
+  const int64_t t = waves * (units < sm_count ? units : sm_count);
   const int64_t band = 8 * tiles_n;
   const int64_t full = t / band, rem = t % band;
   int64_t rows = full * 8;

@@ -601,9 +601,9 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   bool need = false;
   const bool amn = kfgemm::reads_a_mn_major(v);
   Canonical ca, cb;
-  // Variant 24: the rows of A that the first two waves of tiles read are rewritten by the
+  // Variant 24: the rows of A that the first waves of tiles read are rewritten by the
   // preparation launch, the rest by the kernel while it runs.
-  const int64_t fused_rows = fused ? kfgemm::fused_prepared_rows(M, round_up(N, 8), props.sm_count) : 0;
+  const int64_t fused_rows = fused ? kfgemm::fused_prepared_rows(M, round_up(N, 8), K, props.sm_count) : 0;
   if (fused) {
     ca.ld = round_up(K, 16);
     ca.storage = at::empty({M * ca.ld}, a.options().dtype(at::kByte));
