@@ -347,6 +347,7 @@ struct FuseParams {
   int running;     // work units in flight at once (CTAs with a tile)
   uint32_t* next;  // next chunk to take (zero at launch)
   uint32_t* done;  // chunks copied (zero at launch)
+  uint32_t* row_done;  // per 128-row block: its chunks copied (zero at launch)
   uint8_t* ready;  // per 128-row block of A and K block: 1 once copied (zero at launch)
 };
 
@@ -494,8 +495,9 @@ __device__ __forceinline__ void copy_chunks(const FuseParams& f, const CUtensorM
       // The release's fence also orders the count after the copy.
       asm volatile(
           "st.release.gpu.global.u8 [%0], %1;\n\t"
-          "red.relaxed.gpu.global.add.u32 [%2], 1;" ::"l"(flag),
-          "h"(static_cast<uint16_t>(1)), "l"(f.done)
+          "red.relaxed.gpu.global.add.u32 [%2], 1;\n\t"
+          "red.relaxed.gpu.global.add.u32 [%3], 1;" ::"l"(flag),
+          "h"(static_cast<uint16_t>(1)), "l"(f.row_done + blk), "l"(f.done)
           : "memory");
     }
     if (next >= total) return;
@@ -607,14 +609,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     // Variant 24: the K blocks [0, a_ready) of the current tile's A rows are known to be
-    // copied. Flags are read 16 at a time with acquire loads. Each group's load is issued
-    // a group (or for a tile's first group, a tile) before it is needed, into `la`, so
-    // that the round trip overlaps the loads in flight; a flag seen set stays valid.
+    // copied. What the copies publish is read with relaxed loads: the 16 flags of a group
+    // of K blocks, the row's count of copied chunks and the count of all. A fence after
+    // reading what is needed makes that an acquire; it also empties L1 (which holds the
+    // consumers' block scales), so there is one per tile at most once rows are complete,
+    // and none once every chunk is. Each load is issued a group (for a tile's first, a
+    // tile) before it is needed, into `la`, so that its round trip overlaps the loads in
+    // flight; a count or flag seen set stays valid.
     [[maybe_unused]] int a_ready = 0;
-    [[maybe_unused]] uint32_t la[4] = {0, 0, 0, 0}, la_done = 0;
+    [[maybe_unused]] uint32_t la[4] = {0, 0, 0, 0}, la_row_done = 0, la_done = 0;
     [[maybe_unused]] int la_row = -1, la_group = 0;
-    // Once every chunk is copied (the count read with a look-ahead), no more flags, and
-    // no more fences: the one after that count's acquire covers all of them.
     [[maybe_unused]] bool all_copied = false;
     [[maybe_unused]] const uint32_t chunks =
         static_cast<uint32_t>(max(tiles_m - fz.a_first, 0) * kblocks_all);
@@ -625,51 +629,60 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < 4; ++i) mask |= (((w[i] & 0x01010101u) * 0x01020408u) >> 24) << (4 * i);
       return kb + __ffs(~(mask >> (kb & 15))) - 1;
     };
-    auto load_flags = [&](uint32_t (&w)[4], uint32_t& n, int row, int group) {
+    auto load_state = [&](uint32_t (&w)[4], uint32_t& row_n, uint32_t& n, int row, int group) {
       const uint8_t* f = fz.ready + int64_t(row) * fz.flag_pitch + group * 16;
       asm volatile(
-          "ld.acquire.gpu.global.v4.u32 {%0, %1, %2, %3}, [%5];\n\t"
-          "ld.acquire.gpu.global.u32 %4, [%6];"
-          : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]), "=r"(n)
-          : "l"(f), "l"(fz.done)
+          "ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%6];\n\t"
+          "ld.relaxed.gpu.global.u32 %4, [%7];\n\t"
+          "ld.relaxed.gpu.global.u32 %5, [%8];"
+          : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]), "=r"(row_n), "=r"(n)
+          : "l"(f), "l"(fz.row_done + row), "l"(fz.done)
           : "memory");
     };
-    // After the group `group` of the tile's A row `row` (u: the unit, kbs: its K blocks),
-    // the next group the kernel copies: the row's next, or the next unit's first.
-    auto look_ahead = [&](int row, int group, int kbs, int u) {
-      if ((group + 1) * 16 < kbs) {
-        if (row >= fz.a_first) {
-          load_flags(la, la_done, row, group + 1);
-          la_row = row;
-          la_group = group + 1;
-        }
+    // From a load: the first K block from kb on not known copied (kbs: all of the tile's).
+    auto ready_from = [&](const uint32_t (&w)[4], uint32_t row_n, uint32_t n, int kb, int kbs) {
+      if (n == chunks) {
+        all_copied = true;
+        return kbs;
+      }
+      return row_n == static_cast<uint32_t>(kblocks_all) ? kbs : ready_end(w, kb);
+    };
+    // The next load: the group of this tile's row `row` holding K block next_kb, or, from
+    // the tile's end (kbs), the next unit's first group.
+    auto look_ahead = [&](int row, int next_kb, int kbs, int u) {
+      if (all_copied) return;
+      if (next_kb < kbs) {
+        load_state(la, la_row_done, la_done, row, next_kb / 16);
+        la_row = row;
+        la_group = next_kb / 16;
         return;
       }
       if (u + clusters < units) {
         const int next_row =
             tile_coord<kCluster>(unit_at(u + clusters).tile, units_m, tiles_n, rank).m0 / kBlockM;
         if (next_row >= fz.a_first) {
-          load_flags(la, la_done, next_row, 0);
+          load_state(la, la_row_done, la_done, next_row, 0);
           la_row = next_row;
           la_group = 0;
         }
       }
     };
-    auto wait_copied = [&](int row, int kb) {
+    auto wait_copied = [&](int row, int kb, int kbs) {
+      int ready = kb;
       if (la_row == row && la_group == kb / 16) {
-        a_ready = ready_end(la, kb);
-        all_copied = la_done == chunks;
+        ready = ready_from(la, la_row_done, la_done, kb, kbs);
         la_row = -1;
       }
-      while (kb >= a_ready && !all_copied) {
-        uint32_t w[4], n;
-        load_flags(w, n, row, kb / 16);
-        a_ready = ready_end(w, kb);
-        all_copied = n == chunks;
-        if (kb >= a_ready && !all_copied) __nanosleep(32);
+      while (ready <= kb) {
+        uint32_t w[4], row_n, n;
+        load_state(w, row_n, n, row, kb / 16);
+        ready = ready_from(w, row_n, n, kb, kbs);
+        if (ready <= kb) __nanosleep(32);
       }
-      // What the generic stores wrote, read by TMA (the async proxy).
-      asm volatile("fence.proxy.async.global;" ::: "memory");
+      a_ready = ready;
+      // Acquire for what the loads saw, then what the generic stores wrote is read by TMA
+      // (the async proxy).
+      asm volatile("fence.acq_rel.gpu;\n\tfence.proxy.async.global;" ::: "memory");
     };
     for (int u = cluster_id; u < units; u += clusters) {
       const Unit w = unit_at(u);
@@ -678,17 +691,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kFuse) {
         // Rows the preparation launch copied are ready from the start (no flags).
         a_ready = row < fz.a_first || all_copied ? w.kb1 : 0;
-        if (row < fz.a_first && la_row < 0 && !all_copied) look_ahead(row, 1 << 20, w.kb1, u);
+        if (a_ready == w.kb1 && la_row < 0) look_ahead(row, w.kb1, w.kb1, u);
       }
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
         if constexpr (kFuse) {
           if (kb >= a_ready) {
-            wait_copied(row, kb);
-            if (all_copied) {
-              a_ready = w.kb1;
-            } else if (la_row < 0) {
-              look_ahead(row, kb / 16, w.kb1, u);
-            }
+            wait_copied(row, kb, w.kb1);
+            if (la_row < 0) look_ahead(row, a_ready, w.kb1, u);
           }
         }
         mbar_wait(empty_bar(stage), phase ^ 1);
@@ -1261,8 +1270,8 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-// Variant 24's workspace: the chunk counter, then one flag byte per (128-row block of A,
-// K block), all zero at launch.
+// Variant 24's workspace: the next chunk to take, the count of chunks copied, one count
+// per 128-row block of A, then one flag byte per (block, K block), all zero at launch.
 struct FuseLayout {
   int flag_pitch;
   size_t bytes;
@@ -1271,7 +1280,8 @@ struct FuseLayout {
 FuseLayout fuse_layout(const GemmArgs& g) {
   const int64_t rows = (g.m + kBlockM - 1) / kBlockM;
   const int pitch = ((g.k + kBlockK - 1) / kBlockK + 15) / 16 * 16;
-  return {pitch, 256 + static_cast<size_t>(rows) * pitch};
+  return {pitch, 256 + (static_cast<size_t>(rows) * 4 + 255) / 256 * 256 +
+                     static_cast<size_t>(rows) * pitch};
 }
 
 template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone,
@@ -1303,7 +1313,9 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
     fz.flag_pitch = l.flag_pitch;
     fz.next = static_cast<uint32_t*>(ws);
     fz.done = static_cast<uint32_t*>(ws) + 32;  // a separate 128-byte line
-    fz.ready = static_cast<uint8_t*>(ws) + 256;
+    fz.row_done = static_cast<uint32_t*>(ws) + 64;
+    fz.ready = static_cast<uint8_t*>(ws) + l.bytes - static_cast<size_t>(l.flag_pitch) *
+                                                         ((g.m + kBlockM - 1) / kBlockM);
     if (!make_map(&map_as, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.a_src, g.k_a, g.m, g.lda_src, 128, 128)) {
       if (why) *why = "cuTensorMapEncodeTiled failed for A's MN-major source";
       return Status::kLaunchFailed;

@@ -62,9 +62,11 @@ struct ScaleCopy {
 constexpr int64_t kMaxScaleElems = int64_t(1) << 30;
 
 // Rewrites up to two operands and up to two scale matrices in one launch: `count` is 0
-// to 2, `scale_count` 0 to 2, not both 0.
+// to 2, `scale_count` 0 to 2, not both 0. It also clears `zero_bytes` (a multiple of 16)
+// at the 16-byte aligned `zero`, if given: a GEMM's flags, so that the GEMM can follow
+// this launch directly as its programmatic dependent.
 Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales, int scale_count,
-                     cudaStream_t stream);
+                     cudaStream_t stream, void* zero = nullptr, size_t zero_bytes = 0);
 inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stream) {
   return prep_operands(ops, count, nullptr, 0, stream);
 }

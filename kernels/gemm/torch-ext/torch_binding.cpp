@@ -710,14 +710,19 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // Cleared before the preparation launch, so that the GEMM still follows that launch
   // directly (its programmatic dependent).
   const size_t zeroed = ws_bytes > 0 ? kfgemm::gemm_workspace_zeroed_bytes(v, g) : 0;
-  if (zeroed > 0) {
+  // Variant 24's flags are cleared by its preparation launch (which always runs: it
+  // rewrites A's first rows), so that nothing else runs between the two.
+  const bool zero_in_prep = fused && njobs > 0;
+  if (zeroed > 0 && !zero_in_prep) {
     check_status(cudaMemsetAsync(ws.data_ptr(), 0, zeroed, stream) == cudaSuccess
                      ? kfgemm::Status::kOk
                      : kfgemm::Status::kLaunchFailed,
                  "workspace clear", "cudaMemsetAsync");
   }
   if (njobs + nscales > 0) {
-    check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream),
+    check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream,
+                                       zero_in_prep ? ws.data_ptr() : nullptr,
+                                       zero_in_prep ? zeroed : 0),
                  "operand preparation", "launch");
   }
   const char* why = nullptr;
