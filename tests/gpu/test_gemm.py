@@ -527,64 +527,6 @@ def test_a_mn_major_kernel_repeats_bitwise(gemm_kernel):
     Checker(gemm_kernel, a, b, sa, sb, f"variant=13 seed={seed}").fast(first)
 
 
-FUSED_SHAPES = [(16, 16, 16), (48, 80, 128), (1024, 1536, 7168), (2000, 2096, 2176),
-                (4096, 4096, 1024), (4000, 4100, 2008), (3008, 4608, 384), (6144, 1536, 2048),
-                (4096, 2048, 7168 + 64)]
-
-
-@pytest.mark.parametrize("m,n,k", FUSED_SHAPES)
-@pytest.mark.parametrize("b_major", ["mn", "k"])
-def test_fused_copy_kernel(gemm_kernel, m, n, k, b_major):
-    """Variant 24: variant 10 with B and the rows of A that the first two waves of tiles
-    read rewritten K-major by the preparation launch, and A's later rows copied K-major by
-    the kernel's own spare warps while it runs. Its result is the bits of variant 10 after
-    the preparation launch (the same MMAs on the same copies): nothing to copy in-kernel
-    (few waves of tiles, or short K), 1024 to 3072 rows copied in-kernel, a K tail inside a
-    block (2008: the copy zero-fills [2008, 2016)), partial last blocks in M (4000: 32
-    rows) and N, several bands of tile rows and many waves (4096x4096x1024: 1024 tiles)."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major=b_major, sa_layout="col",
-                           sb_layout="col")
-    ops = gemm_kernel._ops.ops
-    out = poisoned(m, n)
-    ops.gemm_nt_out(out, a, b, sa, sb, False, 24, -1)
-    what = f"variant=24 {m}x{n}x{k} b={b_major} seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
-    ref10 = ops.gemm_nt(a, b, sa, sb, False, 10, -1)
-    assert torch.equal(out.view(torch.int16), ref10.view(torch.int16)), f"differs from variant 10 ({what})"
-
-
-def test_fused_copy_kernel_repeats_bitwise_and_replays(gemm_kernel):
-    """The copies are published per chunk by release flags that the TMA thread acquires:
-    every launch gives the same bits (a missed ordering would show as stale bytes of the
-    previous launch's copies, which the next launch reuses from the caching allocator),
-    and a captured graph, whose flags are cleared on every replay, stays correct."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(4096, 4096, 7168, seed=seed, a_major="mn", b_major="mn",
-                           sa_layout="col", sb_layout="col")
-    ops = gemm_kernel._ops.ops
-    first, differing = repeat_bitwise(ops, a, b, sa, sb, False, 24, 0, 32)
-    assert differing == 0, f"{differing} of 32 launches differ from the first, seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, f"variant=24 seed={seed}").fast(first)
-    check_graph_replays(gemm_kernel, 4096, 1536, 2048, exact=False, variant=24, splits=0,
-                        a_major="mn", b_major="mn", sa_layout="col", sb_layout="col")
-
-
-def test_fused_copy_kernel_rejects_other_layouts(gemm_kernel):
-    """Variant 24 copies an MN-major e4m3fn A whose M is a multiple of 16: other inputs
-    raise ValueError naming the requirement."""
-    seed = fresh_seed()
-    ops = gemm_kernel._ops.ops
-    for kwargs, mnk in [({}, (64, 256, 256)), ({"a_major": "mn"}, (24, 256, 256)),
-                        ({"a_major": "mn", "dtype_a": NUZ}, (64, 256, 256))]:
-        a, b, sa, sb = make_nt(*mnk, seed=seed, **kwargs)
-        with pytest.raises(ValueError, match="copies A from MN-major storage"):
-            ops.gemm_nt(a, b, sa, sb, False, 24, -1)
-    a, b, sa, sb = make_nt(64, 256, 256, seed=seed, a_major="mn", b_major="mn")
-    with pytest.raises(ValueError, match="runs fast mode"):
-        ops.gemm_nt(a, b, sa, sb, True, 24, -1)
-
-
 def test_overlap_splitk_rejects_bad_splits(gemm_kernel):
     ops = gemm_kernel._ops.ops
     a, b, sa, sb = make_nt(64, 256, 1024, seed=fresh_seed())

@@ -76,7 +76,6 @@ constexpr int kBlockN = 128;
 constexpr int kBlockK = 128;  // elements of K per stage = one scale block
 constexpr int kThreads = 384;  // producer warp group + two consumer warp groups
 constexpr int kGroupRows = 8;  // tile rows per band of the tile order
-static_assert(kGroupRows == 8, "fused_prepared_rows (gemm_api.h) walks bands of 8 tile rows");
 // Output staging per consumer warp group: its 64x128 half tile as two 64x64 bf16 boxes
 // in the 128-byte swizzle, written to global memory by TMA.
 constexpr uint32_t kOutBoxBytes = 64 * 64 * 2;
@@ -325,207 +324,20 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
       : "memory");
 }
 
-// ---- variant 24: A's copy made while the GEMM runs ------------------------------------
-//
-// The challenge stores A and B MN-major, and FP8 wgmma reads only K-major operands from
-// shared memory. The other builds get K-major copies from the preparation launch
-// (prep.cu), which runs at memory speed before the GEMM starts (about 20% of the
-// challenge's time). Here that launch copies B and only the rows of A that the first
-// waves of tiles read; the kernel's spare warps (the producer warp group's three besides
-// the TMA thread, and every warp of a CTA without a tile) copy A's later rows while the
-// GEMM runs, as 128x128-byte chunks in the order the tiles need them, each published by
-// a release flag; the TMA thread checks a K block's flag before it loads A's block.
-
-struct FuseParams {
-  const uint8_t* a_src;  // A stored MN-major: k_real rows of m bytes, pitch a_pitch
-  int64_t a_pitch;
-  uint8_t* a_dst;  // the K-major copy the TMA loads read: m rows of k bytes, pitch lda
-  int64_t lda;
-  int a_first;     // first 128-row block the kernel copies (the rows before are prepared)
-  int k_real;      // K of the source; the copy holds zeros in [k_real, k)
-  int flag_pitch;  // flags per block row: K blocks rounded up to 16
-  int running;     // work units in flight at once (CTAs with a tile)
-  uint32_t* next;  // next chunk to take (zero at launch)
-  uint32_t* done;  // chunks copied (zero at launch)
-  uint32_t* row_done;  // per 128-row block: its chunks copied (zero at launch)
-  uint8_t* ready;  // per 128-row block of A and K block: 1 once copied (zero at launch)
-};
-
-// Block rows of A used by the first `t` work units of the tile order (tile_coord's
-// bands: rows 0..7 of a band first, then the next column).
-__host__ __device__ __forceinline__ int rows_touched(int64_t t, int tiles_m, int tiles_n) {
-  if (t <= 0) return 0;
-  const int64_t band_tiles = int64_t(kGroupRows) * tiles_n;
-  const int full = static_cast<int>(t / band_tiles);
-  const int rem = static_cast<int>(t - full * band_tiles);
-  int a = full * kGroupRows;
-  if (rem > 0) a += min(rem, min(kGroupRows, tiles_m - a));
-  return min(a, tiles_m);
-}
-
-// The chunk order: wave after wave of work units (`running` at once), the block rows of
-// A that a wave uses first (from a_first on), K block after K block. A warp takes chunks
-// in increasing order, so its cursor only moves forward.
-struct ChunkCursor {
-  int units, running, tiles_m, tiles_n, kblocks, a_first;
-  int wave = -1;
-  int base = 0;      // first chunk of `wave`
-  int a0 = 0, na = 0;  // the wave's new block rows
-  int upto = 0;      // block rows used by the waves up to `wave`
-  __device__ __forceinline__ ChunkCursor(int u, int r, int tm, int tn, int kb, int af)
-      : units(u), running(r), tiles_m(tm), tiles_n(tn), kblocks(kb), a_first(af) {}
-  // Chunk c (below (tiles_m - a_first) * kblocks): block row `blk`, K block `kb`.
-  __device__ __forceinline__ void locate(int c, int& blk, int& kb) {
-    while (c >= base + na * kblocks) {
-      base += na * kblocks;
-      ++wave;
-      const int lo = upto;
-      upto = rows_touched(min(int64_t(wave + 1) * running, int64_t(units)), tiles_m, tiles_n);
-      a0 = max(lo, a_first);
-      na = max(upto - a0, 0);
-    }
-    const int r = c - base;
-    kb = r / na;
-    blk = a0 + (r - kb * na);
-  }
-};
-
-// Four K rows of 16 bytes of M (x[i]: row i) as 16 words, one per M position: word j
-// holds the four rows' bytes j, in row order.
-__device__ __forceinline__ void transpose_4x16(const uint4 (&x)[4], uint32_t (&o)[16]) {
-  const uint32_t* w0 = reinterpret_cast<const uint32_t*>(&x[0]);
-  const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&x[1]);
-  const uint32_t* w2 = reinterpret_cast<const uint32_t*>(&x[2]);
-  const uint32_t* w3 = reinterpret_cast<const uint32_t*>(&x[3]);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const uint32_t t0 = __byte_perm(w0[q], w1[q], 0x5140);  // r0b0 r1b0 r0b1 r1b1
-    const uint32_t t1 = __byte_perm(w0[q], w1[q], 0x7362);  // r0b2 r1b2 r0b3 r1b3
-    const uint32_t t2 = __byte_perm(w2[q], w3[q], 0x5140);
-    const uint32_t t3 = __byte_perm(w2[q], w3[q], 0x7362);
-    o[4 * q + 0] = __byte_perm(t0, t2, 0x5410);
-    o[4 * q + 1] = __byte_perm(t0, t2, 0x7632);
-    o[4 * q + 2] = __byte_perm(t1, t3, 0x5410);
-    o[4 * q + 3] = __byte_perm(t1, t3, 0x7632);
-  }
-}
-
-// One warp copying chunks until none is left. A chunk is a 128x128-byte block (128 rows
-// of K by 128 of M) copied in eight rounds of 64 rows of K by 32 bytes of M: lane l reads
-// K rows 4 (l / 2) .. +3 at the 16 bytes (l % 2) of the 32 (lane pairs read whole 32-byte
-// sectors) and writes each of its 16 M positions' four K bytes (16 lanes: 64 contiguous
-// bytes of a K-major row). The next chunk is taken at the start of a chunk and
-// prefetched into L2 (TMA) after the current chunk's first round. `m`: the source's real
-// extent (a multiple of 16); `k`: the copy's padded K (a multiple of 16).
-__device__ __forceinline__ void copy_chunks(const FuseParams& f, const CUtensorMap* map_as, int m,
-                                            int k, int units, int tiles_m, int tiles_n,
-                                            int kblocks) {
-  const int lane = threadIdx.x % 32;
-  const int total = (tiles_m - f.a_first) * kblocks;
-  if (total <= 0) return;
-  ChunkCursor cur(units, f.running, tiles_m, tiles_n, kblocks, f.a_first);
-  auto prefetch = [&](int blk, int kb) {
-    if (lane == 0) {
-      asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
-                       reinterpret_cast<uint64_t>(map_as)),
-                   "r"(blk * 128), "r"(kb * 128)
-                   : "memory");
-    }
-  };
-  uint32_t first = 0;
-  if (lane == 0) first = atomicAdd(f.next, 1u);
-  int c = static_cast<int>(__shfl_sync(0xffffffffu, first, 0));
-  if (c >= total) return;
-  int blk, kb;
-  cur.locate(c, blk, kb);
-  prefetch(blk, kb);
-  const int kq = lane / 2;
-  while (true) {
-    // Taken now, used after this chunk: the atomic's round trip overlaps the copy.
-    uint32_t next_raw = 0;
-    if (lane == 0) next_raw = atomicAdd(f.next, 1u);
-    // The lane's first K row and 16 bytes of M, and how many rows / bytes from there
-    // are inside the source (reads) and the copy (writes).
-    const int k0 = kb * 128 + 4 * kq;
-    const int mm0 = blk * 128 + (lane % 2) * 16;
-    const int k_left = f.k_real - k0;
-    const int k_store = k - k0;
-    const int m_left = m - mm0;
-    const uint8_t* src = f.a_src + int64_t(k0) * f.a_pitch + mm0;
-    uint8_t* dst = f.a_dst + int64_t(mm0) * f.lda + k0;
-    int next = -1, next_blk = 0, next_kb = 0;
-#pragma unroll 1
-    for (int r = 0; r < 8; ++r) {
-      const int kh = (r / 4) * 64, mq = (r % 4) * 32;  // K rows and M bytes further on
-      uint4 x[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if (kh + i < k_left && mq < m_left) {
-          asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                       : "=r"(x[i].x), "=r"(x[i].y), "=r"(x[i].z), "=r"(x[i].w)
-                       : "l"(src + (kh + i) * f.a_pitch + mq));
-        } else {
-          x[i] = make_uint4(0, 0, 0, 0);
-        }
-      }
-      uint32_t o[16];
-      transpose_4x16(x, o);
-      if (mq < m_left && kh < k_store) {
-        uint8_t* q = dst + mq * f.lda + kh;
-        // Not kept in L1, which holds the consumers' block scales.
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          asm volatile("st.global.L1::no_allocate.b32 [%0], %1;" ::"l"(q + j * f.lda), "r"(o[j])
-                       : "memory");
-        }
-      }
-      if (r == 0) {
-        next = static_cast<int>(__shfl_sync(0xffffffffu, next_raw, 0));
-        if (next < total) {
-          cur.locate(next, next_blk, next_kb);
-          prefetch(next_blk, next_kb);
-        }
-      }
-    }
-    // Every lane's stores, then the chunk's flag with release semantics (one per warp,
-    // after the warp barrier that orders the lanes' stores before it).
-    __syncwarp();
-    if (lane == 0) {
-      uint8_t* flag = f.ready + int64_t(blk) * f.flag_pitch + kb;
-      // The release's fence also orders the count after the copy.
-      asm volatile(
-          "st.release.gpu.global.u8 [%0], %1;\n\t"
-          "red.relaxed.gpu.global.add.u32 [%2], 1;\n\t"
-          "red.relaxed.gpu.global.add.u32 [%3], 1;" ::"l"(flag),
-          "h"(static_cast<uint16_t>(1)), "l"(f.row_done + blk), "l"(f.done)
-          : "memory");
-    }
-    if (next >= total) return;
-    blk = next_blk;
-    kb = next_kb;
-  }
-}
-
 // ---- the kernel -----------------------------------------------------------------------
 
 // kCluster = 1: one CTA per tile. kCluster = 2: CTA pairs on vertically adjacent tiles,
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-// kFuse (variant 24): A stored MN-major, its rows from fz.a_first on copied K-major by the
-// kernel's spare warps while it runs (copy_chunks); map_as describes the source (L2
-// prefetches).
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt, bool kFuse = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp,
-                const __grid_constant__ CUtensorMap map_as, const FuseParams fz) {
+                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
   static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
   static_assert(kCvt == Cvt::kNone || (kCluster == 1 && !kAmn && !kBf16),
                 "variants 20 to 23 run on single CTAs");
-  static_assert(!kFuse || (kCluster == 1 && !kAmn && !kSplit && !kBf16 && kCvt == Cvt::kNone),
-                "variant 24 is variant 10 with the copies made inside");
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
   using R = Reads<kAmn, kCvt>;
@@ -599,107 +411,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer: one thread issues the TMA loads of A and B for every K block of the
     // CTA's tiles, as stages free up.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
-    if constexpr (kFuse) {
-      if (tid >= 32) {
-        copy_chunks(fz, &map_as, p.m, p.k, units, tiles_m, tiles_n, kblocks_all);
-        return;
-      }
-    }
     if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    // Variant 24: the K blocks [0, a_ready) of the current tile's A rows are known to be
-    // copied. What the copies publish is read with relaxed loads: the 16 flags of a group
-    // of K blocks, the row's count of copied chunks and the count of all. A fence after
-    // reading what is needed makes that an acquire; it also empties L1 (which holds the
-    // consumers' block scales), so there is one per tile at most once rows are complete,
-    // and none once every chunk is. Each load is issued a group (for a tile's first, a
-    // tile) before it is needed, into `la`, so that its round trip overlaps the loads in
-    // flight; a count or flag seen set stays valid.
-    [[maybe_unused]] int a_ready = 0;
-    [[maybe_unused]] uint32_t la[4] = {0, 0, 0, 0}, la_row_done = 0, la_done = 0;
-    [[maybe_unused]] int la_row = -1, la_group = 0;
-    [[maybe_unused]] bool all_copied = false;
-    [[maybe_unused]] const uint32_t chunks =
-        static_cast<uint32_t>(max(tiles_m - fz.a_first, 0) * kblocks_all);
-    // The first K block from kb on whose flag (of the 16 in w, from kb & ~15) is clear.
-    auto ready_end = [](const uint32_t (&w)[4], int kb) {
-      uint32_t mask = 0;  // bit i: flag i of the 16 set
-#pragma unroll
-      for (int i = 0; i < 4; ++i) mask |= (((w[i] & 0x01010101u) * 0x01020408u) >> 24) << (4 * i);
-      return kb + __ffs(~(mask >> (kb & 15))) - 1;
-    };
-    auto load_state = [&](uint32_t (&w)[4], uint32_t& row_n, uint32_t& n, int row, int group) {
-      const uint8_t* f = fz.ready + int64_t(row) * fz.flag_pitch + group * 16;
-      asm volatile(
-          "ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%6];\n\t"
-          "ld.relaxed.gpu.global.u32 %4, [%7];\n\t"
-          "ld.relaxed.gpu.global.u32 %5, [%8];"
-          : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]), "=r"(row_n), "=r"(n)
-          : "l"(f), "l"(fz.row_done + row), "l"(fz.done)
-          : "memory");
-    };
-    // From a load: the first K block from kb on not known copied (kbs: all of the tile's).
-    auto ready_from = [&](const uint32_t (&w)[4], uint32_t row_n, uint32_t n, int kb, int kbs) {
-      if (n == chunks) {
-        all_copied = true;
-        return kbs;
-      }
-      return row_n == static_cast<uint32_t>(kblocks_all) ? kbs : ready_end(w, kb);
-    };
-    // The next load: the group of this tile's row `row` holding K block next_kb, or, from
-    // the tile's end (kbs), the next unit's first group.
-    auto look_ahead = [&](int row, int next_kb, int kbs, int u) {
-      if (all_copied) return;
-      if (next_kb < kbs) {
-        load_state(la, la_row_done, la_done, row, next_kb / 16);
-        la_row = row;
-        la_group = next_kb / 16;
-        return;
-      }
-      if (u + clusters < units) {
-        const int next_row =
-            tile_coord<kCluster>(unit_at(u + clusters).tile, units_m, tiles_n, rank).m0 / kBlockM;
-        if (next_row >= fz.a_first) {
-          load_state(la, la_row_done, la_done, next_row, 0);
-          la_row = next_row;
-          la_group = 0;
-        }
-      }
-    };
-    auto wait_copied = [&](int row, int kb, int kbs) {
-      int ready = kb;
-      if (la_row == row && la_group == kb / 16) {
-        ready = ready_from(la, la_row_done, la_done, kb, kbs);
-        la_row = -1;
-      }
-      while (ready <= kb) {
-        uint32_t w[4], row_n, n;
-        load_state(w, row_n, n, row, kb / 16);
-        ready = ready_from(w, row_n, n, kb, kbs);
-        if (ready <= kb) __nanosleep(32);
-      }
-      a_ready = ready;
-      // Acquire for what the loads saw, then what the generic stores wrote is read by TMA
-      // (the async proxy).
-      asm volatile("fence.acq_rel.gpu;\n\tfence.proxy.async.global;" ::: "memory");
-    };
     for (int u = cluster_id; u < units; u += clusters) {
       const Unit w = unit_at(u);
       const TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
-      [[maybe_unused]] const int row = c.m0 / kBlockM;
-      if constexpr (kFuse) {
-        // Rows the preparation launch copied are ready from the start (no flags).
-        a_ready = row < fz.a_first || all_copied ? w.kb1 : 0;
-        if (a_ready == w.kb1 && la_row < 0) look_ahead(row, w.kb1, w.kb1, u);
-      }
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
-        if constexpr (kFuse) {
-          if (kb >= a_ready) {
-            wait_copied(row, kb, w.kb1);
-            if (la_row < 0) look_ahead(row, a_ready, w.kb1, u);
-          }
-        }
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
         if constexpr (kAmnRead) {
@@ -745,13 +463,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  if constexpr (kFuse) {
-    // A CTA without a tile (the grid covers every SM for the copies): all its warps copy.
-    if (cluster_id >= units) {
-      copy_chunks(fz, &map_as, p.m, p.k, units, tiles_m, tiles_n, kblocks_all);
-      return;
-    }
-  }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
   const int consumer = warp_group - 1;  // 64-row half of the tile
   const int warp = tid / 32, lane = tid % 32;
@@ -1270,60 +981,11 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-// Variant 24's workspace: the next chunk to take, the count of chunks copied, one count
-// per 128-row block of A, then one flag byte per (block, K block), all zero at launch.
-struct FuseLayout {
-  int flag_pitch;
-  size_t bytes;
-};
-
-FuseLayout fuse_layout(const GemmArgs& g) {
-  const int64_t rows = (g.m + kBlockM - 1) / kBlockM;
-  const int pitch = ((g.k + kBlockK - 1) / kBlockK + 15) / 16 * 16;
-  return {pitch, 256 + (static_cast<size_t>(rows) * 4 + 255) / 256 * 256 +
-                     static_cast<size_t>(rows) * pitch};
-}
-
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone,
-          bool kFuse = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   using L = Smem<kBf16, kCvt>;
-  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt, kFuse>;
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  FuseParams fz{};
-  CUtensorMap map_as;
-  if constexpr (kFuse) {
-    if (!ws || !g.a_src || g.m % 16 != 0 || g.k_a < 1 || g.k_a > g.k || g.lda_src < g.m ||
-        g.lda_src % 16 != 0 || reinterpret_cast<uintptr_t>(g.a_src) % 16 != 0 ||
-        g.a_src_row0 < 0 || g.a_src_row0 % kBlockM != 0) {
-      if (why) {
-        *why = "this kernel copies A's rows from a_src_row0 (a multiple of 128) from MN-major storage "
-               "itself (a_src: k_a rows of m bytes, 16-byte aligned, m a multiple of 16) and needs "
-               "its workspace";
-      }
-      return Status::kUnsupported;
-    }
-    const FuseLayout l = fuse_layout(g);
-    fz.a_src = static_cast<const uint8_t*>(g.a_src);
-    fz.a_pitch = g.lda_src;
-    fz.a_dst = static_cast<uint8_t*>(const_cast<void*>(g.a));
-    fz.lda = g.lda;
-    fz.a_first = g.a_src_row0 / kBlockM;
-    fz.k_real = g.k_a;
-    fz.flag_pitch = l.flag_pitch;
-    fz.next = static_cast<uint32_t*>(ws);
-    fz.done = static_cast<uint32_t*>(ws) + 32;  // a separate 128-byte line
-    fz.row_done = static_cast<uint32_t*>(ws) + 64;
-    fz.ready = static_cast<uint8_t*>(ws) + l.bytes - static_cast<size_t>(l.flag_pitch) *
-                                                         ((g.m + kBlockM - 1) / kBlockM);
-    if (!make_map(&map_as, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.a_src, g.k_a, g.m, g.lda_src, 128, 128)) {
-      if (why) *why = "cuTensorMapEncodeTiled failed for A's MN-major source";
-      return Status::kLaunchFailed;
-    }
-  } else if (g.a_src) {
-    if (why) *why = "a_src is for variant 24";
-    return Status::kUnsupported;
-  }
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
     const int kblocks = (g.k + kBlockK - 1) / kBlockK;
@@ -1426,14 +1088,10 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
     attr[nattr].val.programmaticStreamSerializationAllowed = 1;
     ++nattr;
   }
-  const int running = units < resident ? units : resident;
-  // Variant 24 keeps every SM: the CTAs without a tile copy operands.
-  cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (kFuse ? resident : running)));
+  cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (units < resident ? units : resident)));
   cfg.attrs = attr;
   cfg.numAttrs = nattr;
-  fz.running = running;
-  if constexpr (!kFuse) map_as = map_a;
-  if (cudaLaunchKernelEx(&cfg, kKernel, map_a, map_b, map_d, p, sp, map_as, fz) !=
+  if (cudaLaunchKernelEx(&cfg, kKernel, map_a, map_b, map_d, p, sp) !=
       cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
@@ -1543,15 +1201,6 @@ Status fp8_coop_128x128_exact_ak_splitk_run(const GemmArgs& g, void* ws, cudaStr
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {
   return overlap::split_layout(g).counter_bytes;
-}
-
-size_t fp8_coop_128x128_overlap_fused_workspace(const GemmArgs& g) {
-  return overlap::fuse_layout(g).bytes;
-}
-
-Status fp8_coop_128x128_overlap_fused_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                          const char** why) {
-  return overlap::launch<1, false, false, false, overlap::Cvt::kNone, true>(g, ws, stream, why);
 }
 
 }  // namespace kfgemm::variants

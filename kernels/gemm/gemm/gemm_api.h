@@ -62,11 +62,9 @@ struct ScaleCopy {
 constexpr int64_t kMaxScaleElems = int64_t(1) << 30;
 
 // Rewrites up to two operands and up to two scale matrices in one launch: `count` is 0
-// to 2, `scale_count` 0 to 2, not both 0. It also clears `zero_bytes` (a multiple of 16)
-// at the 16-byte aligned `zero`, if given: a GEMM's flags, so that the GEMM can follow
-// this launch directly as its programmatic dependent.
+// to 2, `scale_count` 0 to 2, not both 0.
 Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales, int scale_count,
-                     cudaStream_t stream, void* zero = nullptr, size_t zero_bytes = 0);
+                     cudaStream_t stream);
 inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stream) {
   return prep_operands(ops, count, nullptr, 0, stream);
 }
@@ -112,33 +110,7 @@ struct GemmArgs {
   bool b_kperm16 = false;
   bool b_mn_major = false;
   int n_b = 0;  // real N of B read in place (n may be padded beyond it)
-  // Variant 24: A stored MN-major (k_a rows of m bytes, row pitch lda_src, 16-byte aligned,
-  // m a multiple of 16), whose rows from a_src_row0 on (a multiple of 128) the kernel
-  // itself copies K-major into `a` (pitch lda, k padded with zeros) while it runs; the
-  // rows before are in `a` when it starts, and B is K-major as for variant 10.
-  const void* a_src = nullptr;
-  int64_t lda_src = 0;
-  int a_src_row0 = 0;
 };
-
-// Variant 24: the rows of A (from 0; a multiple of 128 or all of m) that the preparation
-// launch rewrites K-major before the kernel starts: those the first waves of its
-// persistent grid read (its tile order walks bands of 8 tile rows across N), two waves or
-// as many as take 32 blocks of K, so that the kernel's copies of the rest (a chunk takes
-// several microseconds) start well before they are needed.
-inline int64_t fused_prepared_rows(int64_t m, int64_t n, int64_t k, int sm_count) {
-  const int64_t tiles_m = (m + 127) / 128, tiles_n = (n + 127) / 128;
-  const int64_t units = tiles_m * tiles_n;
-  const int64_t kblocks = (k + 127) / 128;
-  const int64_t waves = kblocks >= 16 ? 2 : (32 + kblocks - 1) / kblocks;
-  const int64_t t = waves * (units < sm_count ? units : sm_count);
-  const int64_t band = 8 * tiles_n;
-  const int64_t full = t / band, rem = t % band;
-  int64_t rows = full * 8;
-  if (rem > 0) rows += rem < 8 ? rem : 8;
-  rows *= 128;
-  return rows < m ? rows : m;
-}
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
 // Bf16* read bfloat16 operands (exactly converted FP8) and use BF16 tensor cores
@@ -170,8 +142,7 @@ enum class Variant : int {
   kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
-  kFp8Coop128x128OverlapFused = 24,  // variant 10 copying A's later rows K-major itself while it runs
-  kCount = 25,
+  kCount = 24,
 };
 
 const char* variant_name(Variant v);
@@ -215,8 +186,7 @@ Status reduce_splits(const float* partials, int splits, int m, int n, void* d, i
 size_t gemm_workspace_size(Variant v, const GemmArgs& args);
 
 // How many leading bytes of that workspace must be zero when the kernel starts (split-K
-// arrival counters, variant 24's flags); the caller clears them on the stream before the
-// launch.
+// arrival counters); the caller clears them on the stream before the launch.
 size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args);
 
 // Launches on `stream`. `workspace` must hold gemm_workspace_size bytes (may be

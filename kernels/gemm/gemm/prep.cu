@@ -48,8 +48,6 @@ struct PrepParams {
   ScaleCopy scale[2];
   int scale_split;  // elements of scale[0]: where scale[1]'s begin in the index space
   int scale_total;  // elements of both (0: no scales to copy)
-  uint4* zero;      // cleared by block 0 (a GEMM's flags), or null
-  int zero_vecs;    // 16-byte words of it
 };
 
 // Scale matrices copied to row-major. The elements of both form one index space over
@@ -294,9 +292,6 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
   const int64_t total =
       (p.count > 0 ? p.job[0].blocks : 0) + (p.count > 1 ? p.job[1].blocks : 0);
   const int64_t step = gridDim.x;
-  if (blockIdx.x == 0) {
-    for (int i = threadIdx.x; i < p.zero_vecs; i += kThreads) p.zero[i] = make_uint4(0, 0, 0, 0);
-  }
   // Prologue: the first kStages - 1 items of this block.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -385,15 +380,11 @@ void launch_kinds(bool nuz0, bool nuz1, const PrepParams& p, int64_t total, cuda
 }  // namespace
 
 Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales, int scale_count,
-                     cudaStream_t stream, void* zero, size_t zero_bytes) {
-  if (count < 0 || count > 2 || scale_count < 0 || scale_count > 2 || count + scale_count == 0 ||
-      zero_bytes % 16 != 0 || zero_bytes / 16 > 0x7FFFFFFF ||
-      reinterpret_cast<uintptr_t>(zero) % 16 != 0 || (zero_bytes > 0 && !zero)) {
+                     cudaStream_t stream) {
+  if (count < 0 || count > 2 || scale_count < 0 || scale_count > 2 || count + scale_count == 0) {
     return Status::kUnsupported;
   }
   PrepParams p{};
-  p.zero = static_cast<uint4*>(zero);
-  p.zero_vecs = static_cast<int>(zero_bytes / 16);
   p.count = count;
   int64_t scale_total = 0;
   for (int i = 0; i < scale_count; ++i) {

@@ -290,7 +290,6 @@ int64_t k_major_pitch(const Tensor& x) {
 bool wants_row_major_scales(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
-         v == V::kFp8Coop128x128OverlapFused ||
          v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
          (kfgemm::is_overlap_split(v) && !kfgemm::exact_in_place(v));
 }
@@ -570,11 +569,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
                           ": it is the cluster size, 1, 2, 4 or 8 (0: chosen from the shape)"));
   }
-  const bool fused = v == kfgemm::Variant::kFp8Coop128x128OverlapFused;
-  if (fused) {
-    TORCH_CHECK_VALUE(mn_major_ok(a) && M % 16 == 0,
-                      cat("variant ", kfgemm::variant_name(v), " copies A from MN-major storage itself: a must be a float8_e4m3fn transposed view of a (K, M) buffer (stride(0) == 1, stride(1) a multiple of 16 and >= M, 16-byte aligned) with M a multiple of 16, got M = ", M));
-  }
   if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(t.a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
@@ -601,25 +595,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   bool need = false;
   const bool amn = kfgemm::reads_a_mn_major(v);
   Canonical ca, cb;
-  // Variant 24: the rows of A that the first waves of tiles read are rewritten by the
-  // preparation launch, the rest by the kernel while it runs.
-  const int64_t fused_rows = fused ? kfgemm::fused_prepared_rows(M, round_up(N, 8), K, props.sm_count) : 0;
-  if (fused) {
-    ca.ld = round_up(K, 16);
-    ca.storage = at::empty({M * ca.ld}, a.options().dtype(at::kByte));
-    ca.ptr = ca.storage.data_ptr();
-    kfgemm::OperandPrep& job = jobs[njobs++];
-    job.src = static_cast<const uint8_t*>(a.data_ptr());
-    job.rows = fused_rows;
-    job.rows_out = fused_rows;
-    job.k = K;
-    job.stride_row = a.stride(0);
-    job.stride_k = a.stride(1);
-    job.kind = kind_of(a);
-    job.dst = ca.storage.data_ptr();
-    job.ld = ca.ld;
-    job.out = kfgemm::PrepOut::kFp8;
-  } else if (amn || amn_x) {  // read in place
+  if (amn || amn_x) {  // read in place
     ca.ptr = a.data_ptr();
     ca.ld = a.stride(1);
   } else if (ak) {
@@ -698,11 +674,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.b_kperm16 = amn;
   g.b_mn_major = x_b_mn;
   g.n_b = static_cast<int>(N);
-  if (fused) {
-    g.a_src = a.data_ptr();
-    g.lda_src = a.stride(1);
-    g.a_src_row0 = static_cast<int>(round_up(fused_rows, kBlock));
-  }
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
@@ -710,19 +681,14 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // Cleared before the preparation launch, so that the GEMM still follows that launch
   // directly (its programmatic dependent).
   const size_t zeroed = ws_bytes > 0 ? kfgemm::gemm_workspace_zeroed_bytes(v, g) : 0;
-  // Variant 24's flags are cleared by its preparation launch (which always runs: it
-  // rewrites A's first rows), so that nothing else runs between the two.
-  const bool zero_in_prep = fused && njobs > 0;
-  if (zeroed > 0 && !zero_in_prep) {
+  if (zeroed > 0) {
     check_status(cudaMemsetAsync(ws.data_ptr(), 0, zeroed, stream) == cudaSuccess
                      ? kfgemm::Status::kOk
                      : kfgemm::Status::kLaunchFailed,
                  "workspace clear", "cudaMemsetAsync");
   }
   if (njobs + nscales > 0) {
-    check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream,
-                                       zero_in_prep ? ws.data_ptr() : nullptr,
-                                       zero_in_prep ? zeroed : 0),
+    check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream),
                  "operand preparation", "launch");
   }
   const char* why = nullptr;
