@@ -72,6 +72,8 @@ struct Config {
   static constexpr int kConsumers = 128 * kGroups;
   static constexpr int kThreads = kConsumers + 32;  // + the producer warp
   static constexpr int kAcc = kN / 2;               // accumulator floats per thread
+  // Blocks in flight per consumer warp group, each in a temporary of its own.
+  static constexpr int kDepth = kAcc <= 8 ? 8 : kAcc <= 16 ? 6 : kAcc <= 28 ? 4 : 3;
   static constexpr uint32_t kTileA = kBlockM * kBlockK;
   static constexpr uint32_t kTileB = kN * kBlockK;
   static constexpr uint32_t kStageBytes = kTileA + kTileB;
@@ -202,50 +204,39 @@ __global__ void __launch_bounds__(Config<kGroups, kN>::kThreads, 1)
   const uint64_t desc_a0 = smem_desc(tile_a(0) + warp_group * 64 * kBlockK);
   const uint64_t desc_b0 = smem_desc(tile_b(0));
   constexpr uint32_t kStageDesc = C::kStageBytes >> 4;
+  constexpr int kDepth = C::kDepth;
   const int nblocks_b = (p.n - 1) / 128;  // last B scale row that exists
-  int stage = 0;
+  int stage = 0;      // the stage of the next block to issue
+  int fin_stage = 0;  // the stage of the next block to finish
   uint32_t phase = 0;
   for (int u = cluster_id; u < units; u += clusters) {
     int m0, n0;
     tile_of(u, &m0, &n0);
-    float acc[kAcc], t0[kAcc], t1[kAcc];
+    float acc[kAcc];
+    float tmp[kDepth][kAcc];  // the blocks in flight, slot kb % kDepth
+    float sc[kDepth][4];      // their scales: row (lo, hi) times B block (first, second)
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
     // Column group j (8 columns) takes B scale block (n0 + 8j) / 128: the first jb groups
     // the tile's first block, the others the next one.
     const int jb = (128 - n0 % 128) / 8;
     const int nb_first = min(n0 / 128, nblocks_b), nb_second = min(n0 / 128 + 1, nblocks_b);
-    // Block scales from global memory (any layout), loaded one block ahead of their use.
-    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+    // Block scales from global memory (any layout), loaded when the block's MMAs are
+    // issued and used when they are done, kDepth - 1 blocks later. Rows past M compute on
+    // TMA's zero fill; their scales are read from the last row.
     const float* pa_lo = p.sfa + static_cast<int64_t>(min(m0 + row, p.m - 1)) * p.sfa_stride_m;
     const float* pa_hi = p.sfa + static_cast<int64_t>(min(m0 + row + 8, p.m - 1)) * p.sfa_stride_m;
     const float* pb0 = p.sfb + static_cast<int64_t>(nb_first) * p.sfb_stride_n;
     const float* pb1 = p.sfb + static_cast<int64_t>(nb_second) * p.sfb_stride_n;
-    float na_lo = __ldg(pa_lo), na_hi = __ldg(pa_hi), nb0 = __ldg(pb0), nb1 = __ldg(pb1);
-    // The scales of the block whose MMAs were issued last (cur) and of the one before
-    // (prev): row (lo, hi) times B block (0, 1).
-    float cur[4] = {0.0f, 0.0f, 0.0f, 0.0f}, prev[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int cur_stage = 0, prev_stage = 0;
-    int kb_next = 1;  // the block whose scales are loaded next
-    auto issue = [&](float(&tc)[kAcc]) {
-      prev_stage = cur_stage;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) prev[i] = cur[i];
-      cur[0] = na_lo * nb0;
-      cur[1] = na_lo * nb1;
-      cur[2] = na_hi * nb0;
-      cur[3] = na_hi * nb1;
-      if (kb_next < kblocks) {
-        const int64_t ka = static_cast<int64_t>(kb_next) * p.sfa_stride_k;
-        const int64_t kbb = static_cast<int64_t>(kb_next) * p.sfb_stride_k;
-        na_lo = __ldg(pa_lo + ka);
-        na_hi = __ldg(pa_hi + ka);
-        nb0 = __ldg(pb0 + kbb);
-        nb1 = __ldg(pb1 + kbb);
-      }
-      ++kb_next;
+    // Block kb's scales into slot d and its MMAs into tmp[d] (overwritten).
+    auto issue = [&](int kb, float(&tc)[kAcc], float(&s)[4]) {
+      const int64_t ka = static_cast<int64_t>(kb) * p.sfa_stride_k;
+      const int64_t kbb = static_cast<int64_t>(kb) * p.sfb_stride_k;
+      s[0] = __ldg(pa_lo + ka);
+      s[1] = __ldg(pa_hi + ka);
+      s[2] = __ldg(pb0 + kbb);
+      s[3] = __ldg(pb1 + kbb);
       mbar_wait(full_bar(stage), phase);
-      cur_stage = stage;
       fence_regs(tc);
       cute::warpgroup_arrive();
 #pragma unroll
@@ -262,43 +253,46 @@ __global__ void __launch_bounds__(Config<kGroups, kN>::kThreads, 1)
     // A block whose MMAs are done: its temporary folded into the accumulator (element i
     // of column group j = i / 4 sits in row +0 if i % 4 < 2, else +8), its stage released
     // in every CTA of the cluster.
-    auto finish = [&](const float(&tp)[kAcc], int st, const float(&s)[4]) {
+    auto finish = [&](const float(&tp)[kAcc], const float(&s)[4]) {
+      const float lo0 = s[0] * s[2], lo1 = s[0] * s[3], hi0 = s[1] * s[2], hi1 = s[1] * s[3];
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) {
         const int j = i / 4;
-        const float sc = (i % 4 < 2) ? (j < jb ? s[0] : s[1]) : (j < jb ? s[2] : s[3]);
-        acc[i] = fmaf(tp[i], sc, acc[i]);
+        const float f = (i % 4 < 2) ? (j < jb ? lo0 : lo1) : (j < jb ? hi0 : hi1);
+        acc[i] = fmaf(tp[i], f, acc[i]);
       }
       __syncwarp();
       if (lane < csize) {
         if (lane == rank) {
-          mbar_arrive(empty_bar(st));
+          mbar_arrive(empty_bar(fin_stage));
         } else {
-          arrive_remote(empty_bar(st), static_cast<uint32_t>(lane));
+          arrive_remote(empty_bar(fin_stage), static_cast<uint32_t>(lane));
         }
       }
+      if (++fin_stage == kStages) fin_stage = 0;
     };
-    auto step = [&](float(&tc)[kAcc], float(&tp)[kAcc]) {
-      issue(tc);
-      cute::warpgroup_wait<1>();
-      fence_regs(tp);
-      finish(tp, prev_stage, prev);
-    };
-    issue(t0);
-    int kb = 1;
-    for (; kb + 1 < kblocks; kb += 2) {
-      step(t1, t0);
-      step(t0, t1);
-    }
-    if (kb < kblocks) {
-      step(t1, t0);
+    // Blocks go in chunks of kDepth: the chunk's MMAs are issued together, each block's
+    // chain of four dependent MMAs into a temporary of its own, then waited for together
+    // and promoted. With one block in flight at a time the loop ran at the latency of
+    // that chain (about 460 ns per block under the profiler; NOTES.md, v27). Within a
+    // chunk nothing reads an accumulator in flight: keeping blocks in flight across the
+    // loop's back edge made ptxas serialize every wgmma (C7514).
+    int kb = 0;  // the next block
+    while (kb < kblocks) {
+      const int chunk = min(kDepth, kblocks - kb);
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        if (d < chunk) issue(kb + d, tmp[d], sc[d]);
+      }
       cute::warpgroup_wait<0>();
-      fence_regs(t1);
-      finish(t1, cur_stage, cur);
-    } else {
-      cute::warpgroup_wait<0>();
-      fence_regs(t0);
-      finish(t0, cur_stage, cur);
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        if (d < chunk) {
+          fence_regs(tmp[d]);
+          finish(tmp[d], sc[d]);
+        }
+      }
+      kb += chunk;
     }
     // Column group j holds columns 8j + 2 (lane % 4) + {0, 1}; n is a multiple of 8, so
     // a pair is inside or outside together.
