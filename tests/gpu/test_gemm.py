@@ -622,44 +622,6 @@ def test_fewrow_kernel(gemm_kernel, m, n, k, splits, layout, variant):
     (c.exact if exact else c.fast)(out)
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
-                                   (64, 2112, 7168), (64, 4096, 7168), (64, 7168, 2048),
-                                   (65, 136, 8320), (128, 4096, 7168), (128, 2112, 7168),
-                                   (64, 32768, 512), (100, 1000, 384), (255, 392, 4224)])
-@pytest.mark.parametrize("cluster", [0, 1, 2, 4])
-@pytest.mark.parametrize("layout", ["nt", "challenge"])
-def test_fewrow_narrow_kernel(gemm_kernel, m, n, k, cluster, layout):
-    """The few-row kernel with one narrow column tile of all of K per SM (variant 24):
-    tile widths 16 (2112 columns), 32 (4096), 56 (7168) and 64 (wider: persistent CTAs
-    over several tiles, 64x32768), 64- and 128-row tiles and several tile rows (M > 128),
-    tails in every dimension, tiles straddling two 128-column scale blocks, A shared over
-    clusters of 1, 2 and 4 CTAs (0: the kernel's choice) with a cluster's last CTAs past
-    N, any scale layout (the challenge layout runs after a preparation launch)."""
-    seed = fresh_seed()
-    major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col")}[layout]
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
-                           sa_layout=scales, sb_layout=scales)
-    out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, 24, cluster)
-    what = f"variant=24 {m}x{n}x{k} cluster={cluster} {layout} seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
-
-
-def test_fewrow_narrow_kernel_is_deterministic_and_rejects_bad_clusters(gemm_kernel):
-    """Each output is summed by one thread in K order: repeated runs give the same bits.
-    A cluster size other than 1, 2 or 4 is refused with the argument named."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(64, 2112, 7168, seed=seed)
-    ops = gemm_kernel._ops.ops
-    first, differing = repeat_bitwise(ops, a, b, sa, sb, False, 24, 2, 10)
-    assert differing == 0, f"{differing} of 10 repeats differ, seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, f"variant=24 seed={seed}").fast(first)
-    with pytest.raises(ValueError, match="splits=3 does not fit .*cluster size"):
-        ops.gemm_nt(a, b, sa, sb, False, 24, 3)
-    with pytest.raises(ValueError, match="pass exact=False"):
-        ops.gemm_nt(a, b, sa, sb, True, 24, 0)
-
-
 def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
     """Slices are summed in slice order by a second kernel: repeated runs give the same
     bits. More slices than K blocks is refused with the argument named."""

@@ -142,9 +142,7 @@ enum class Variant : int {
   kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
-  kFp8FewRowNarrow = 24,  // hand-written: few rows, one narrow column tile of all of K per SM, A multicast
-                          // over a cluster of neighbouring tiles (splits: cluster size 1, 2, 4)
-  kCount = 25,
+  kCount = 24,
 };
 
 const char* variant_name(Variant v);
