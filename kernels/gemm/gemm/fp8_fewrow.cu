@@ -73,9 +73,9 @@ struct Config {
   static constexpr int kBlockM = 64 * kGroups;
   static constexpr int kConsumerGroups = 2 * kGroups;
   static constexpr int kConsumers = 128 * kConsumerGroups;
-  // Fast mode: blocks in flight per consumer warp group, one temporary each. Three fit
-  // the registers of 288 threads; with 544 (ptxas gives those 96 each) two spill.
-  static constexpr int kDepth = kGroups == 1 ? 3 : 1;
+  // Two temporaries per thread (block k's MMAs overlapping block k-1's promotion) fit the
+  // registers of 288 threads, not of 544 (ptxas gives those 96 each and spills).
+  static constexpr bool kOverlap = kGroups == 1 && !kExact;
   // + the producer warp; in exact mode a whole producer warp group, which gives its
   // registers to the consumers (setmaxnreg: the fragments of two blocks, two temporaries
   // and the accumulator need more than the 168 a 384-thread launch holds; below that
@@ -418,28 +418,43 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   const uint64_t desc_a0 = smem_desc(tile_a(0) + rows_half * 64 * kBlockK);
   const uint64_t desc_b0 = smem_desc(tile_b(0) + cols_half * 64 * kBlockK);
   constexpr uint32_t kStageDesc = C::kStageBytes >> 4;
-  int stage = 0;      // the stage of the next block to issue
-  int fin_stage = 0;  // the stage of the next block to finish
+  int stage = 0;
   uint32_t phase = 0;
-  constexpr int kDepth = C::kDepth;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Unit w = unit_at(u);
-    float acc[kAcc];
-    float tmp[kDepth][kAcc];  // the chunk's blocks, one temporary each
-    float sc[kDepth][3];      // their scales: A rows row and row + 8, the tile's B block
+    float acc[kAcc], t0[kAcc], t1[kAcc];  // t1: overlapped builds only
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-    // Block scales from global memory (any layout), loaded when the block's MMAs are
-    // issued and used once the chunk's MMAs are done. Rows past M compute on TMA's zero
-    // fill; their scales are read from the last row.
-    const float* pa_lo = p.sfa + static_cast<int64_t>(min(w.m0 + row, p.m - 1)) * p.sfa_stride_m;
-    const float* pa_hi = p.sfa + static_cast<int64_t>(min(w.m0 + row + 8, p.m - 1)) * p.sfa_stride_m;
-    const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n;
-    auto issue = [&](int kb, float(&tc)[kAcc], float(&s)[3]) {
-      s[0] = __ldg(pa_lo + static_cast<int64_t>(kb) * p.sfa_stride_k);
-      s[1] = __ldg(pa_hi + static_cast<int64_t>(kb) * p.sfa_stride_k);
-      s[2] = __ldg(pb + static_cast<int64_t>(kb) * p.sfb_stride_k);
+    // The block whose MMAs were issued last (`cur_*`) and the one before it (`prev_*`):
+    // stage and scales.
+    int cur_stage = 0, prev_stage = 0;
+    float cur_lo = 0.0f, cur_hi = 0.0f, prev_lo = 0.0f, prev_hi = 0.0f;
+    // Block scales from global memory (any layout), loaded one block ahead of their use.
+    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
+    const float* pa_lo = p.sfa + static_cast<int64_t>(min(w.m0 + row, p.m - 1)) * p.sfa_stride_m +
+                         static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
+    const float* pa_hi = p.sfa + static_cast<int64_t>(min(w.m0 + row + 8, p.m - 1)) * p.sfa_stride_m +
+                         static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
+    const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n +
+                      static_cast<int64_t>(w.kb0) * p.sfb_stride_k;
+    float na_lo = __ldg(pa_lo), na_hi = __ldg(pa_hi), nb = __ldg(pb);
+    int left = w.kb1 - w.kb0;  // blocks not yet issued
+    auto issue = [&](float(&tc)[kAcc]) {
+      prev_stage = cur_stage;
+      prev_lo = cur_lo;
+      prev_hi = cur_hi;
+      cur_lo = na_lo * nb;
+      cur_hi = na_hi * nb;
+      if (--left > 0) {
+        pa_lo += p.sfa_stride_k;
+        pa_hi += p.sfa_stride_k;
+        pb += p.sfb_stride_k;
+        na_lo = __ldg(pa_lo);
+        na_hi = __ldg(pa_hi);
+        nb = __ldg(pb);
+      }
       mbar_wait(full_bar(stage), phase);
+      cur_stage = stage;
       fence_regs(tc);
       cute::warpgroup_arrive();
 #pragma unroll
@@ -455,34 +470,43 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     };
     // A block whose MMAs are done: its temporary folded into the accumulator (element i
     // sits in row +0 if i % 4 < 2, else +8), its stage released.
-    auto finish = [&](const float(&tp)[kAcc], const float(&s)[3]) {
-      const float s_lo = s[0] * s[2], s_hi = s[1] * s[2];
+    auto finish = [&](const float(&tp)[kAcc], int st, float s_lo, float s_hi) {
 #pragma unroll
       for (int j = 0; j < kAcc; ++j) acc[j] = fmaf(tp[j], (j % 4 < 2) ? s_lo : s_hi, acc[j]);
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty_bar(fin_stage));
-      if (++fin_stage == kStages) fin_stage = 0;
+      if (lane == 0) mbar_arrive(empty_bar(st));
     };
-    // Blocks go in chunks of kDepth: each block's chain of four dependent MMAs into a
-    // temporary of its own, the chunk issued together, waited for together and promoted
-    // (NOTES.md, v27: with one or two blocks in flight a warp group ran at the latency of
-    // that chain). Nothing reads an accumulator in flight across the loop's back edge,
-    // which would make ptxas serialize every wgmma (C7514).
-    for (int kb = w.kb0; kb < w.kb1;) {
-      const int chunk = min(kDepth, w.kb1 - kb);
-#pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        if (d < chunk) issue(kb + d, tmp[d], sc[d]);
+    if constexpr (C::kOverlap) {
+      // Two temporaries: block kb's MMAs run while block kb - 1 is promoted.
+      auto step = [&](float(&tc)[kAcc], float(&tp)[kAcc]) {
+        issue(tc);
+        cute::warpgroup_wait<1>();
+        fence_regs(tp);
+        finish(tp, prev_stage, prev_lo, prev_hi);
+      };
+      issue(t0);
+      int kb = w.kb0 + 1;
+      for (; kb + 1 < w.kb1; kb += 2) {
+        step(t1, t0);
+        step(t0, t1);
       }
-      cute::warpgroup_wait<0>();
-#pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        if (d < chunk) {
-          fence_regs(tmp[d]);
-          finish(tmp[d], sc[d]);
-        }
+      if (kb < w.kb1) {
+        step(t1, t0);
+        cute::warpgroup_wait<0>();
+        fence_regs(t1);
+        finish(t1, cur_stage, cur_lo, cur_hi);
+      } else {
+        cute::warpgroup_wait<0>();
+        fence_regs(t0);
+        finish(t0, cur_stage, cur_lo, cur_hi);
       }
-      kb += chunk;
+    } else {
+      for (int kb = w.kb0; kb < w.kb1; ++kb) {
+        issue(t0);
+        cute::warpgroup_wait<0>();
+        fence_regs(t0);
+        finish(t0, cur_stage, cur_lo, cur_hi);
+      }
     }
     // Column group j holds columns 8j + 2 (lane % 4) + {0, 1} of the half; n is a
     // multiple of 8, so a pair is inside or outside together.
