@@ -386,6 +386,9 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::kProducerRegs));
     }
     if (threadIdx.x == C::kConsumers) {
+      // With one row of tiles each block of B is read once: its lines go first.
+      const bool stream_b = tiles_m == 1;
+      const uint64_t policy = l2_evict_first_policy();
       int stage = 0;
       uint32_t phase = 0;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -394,7 +397,11 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
           mbar_wait(empty_bar(stage), phase ^ 1);
           mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
-          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
+          if (stream_b) {
+            tma_load_2d_hint(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0, policy);
+          } else {
+            tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
+          }
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
