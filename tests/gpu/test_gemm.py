@@ -885,6 +885,8 @@ PLAN_CASES = [  # m, n, k, layout, precision
     (1024, 1536, 7168, "guide", "exact"),
     (1024, 576, 7168, "guide", "exact"),
     (1024, 1536, 7168, "a_mn", "exact"),
+    (64, 7168, 16384, "nt", "fast"),
+    (17, 4096, 16400, "challenge", "fast"),
 ]
 
 
@@ -944,6 +946,12 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     (64, 2112, 7168, "nt", "exact", NUZ, "bf16_pingpong_64x128_splitk"),
     # six or more waves in fast mode, short K: the hand-written kernel
     (4096, 5120, 512, "nt", "fast", FN, "fp8_coop_128x128_overlap"),
+    # up to 64 rows with B beyond the L2's size: the few-row kernel, B evict-first (v27)
+    (64, 7168, 16384, "nt", "fast", FN, "fp8_fewrow"),
+    (1, 4096, 32768, "challenge", "fast", FN, "fp8_fewrow"),
+    # ... not below it, nor with 128 rows
+    (64, 7168, 7168, "nt", "fast", FN, "fp8_pingpong_64x128"),
+    (128, 7168, 16384, "nt", "fast", FN, "fp8_pingpong_64x128"),
 ])
 def test_plan_follows_the_measured_choices(gemm_kernel, m, n, k, layout, precision, dtype, name):
     """Choices that NOTES.md's measurements put on every Hopper part (114-132 SMs)."""

@@ -407,7 +407,8 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   }
   // A large B (N * K > 64M, e.g. 7168x16384) already streams near the bandwidth limit
   // unsplit (70% of the DRAM peak, Nsight Compute); the reduction only adds to it
-  // (64x7168x16384 is as fast or faster unsplit in the H200 and H100 sweeps).
+  // (64x7168x16384 is as fast or faster unsplit in the H200 and H100 sweeps). With up to
+  // 64 rows the few-row kernel takes it (below).
   // Few rows split only while B has at most 32 column tiles (40 where memory is faster):
   // with more, the unsplit kernel already keeps enough SMs streaming B and the slices'
   // reduction costs more than they gain (interleaved, us, unsplit against 2 slices:
@@ -415,6 +416,15 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // 24.8 vs 23.6; H200 64x7168x7168 25.6 vs 26.8, 64x5120x7168 23.8 vs 22.3; NOTES.md,
   // v17).
   const bool few_rows = M <= 128;
+  // Up to 64 rows with a B larger than the L2 (N * K > 64M bytes): the few-row kernel,
+  // every SM streaming B through a deep ring, B's loads marked evict-first so that they
+  // replace each other rather than lines other kernels left in the L2 (H200, interleaved,
+  // us, against the ping-pong kernel the op took before: 64x7168x16384 41.8 vs 45.2,
+  // 64x16384x8192 44.2 vs 47.0, 64x8192x8192 28.4 vs 29.6, 64x28672x4096 41.6 vs 42.6,
+  // 64x4096x32768 47.4 vs 75.6 (32 column tiles: the ping-pong kernel kept 32 SMs
+  // busy); below the L2's size it does not gain: 64x8192x4096 19.7 vs 18.2, 64x7168x7168
+  // 25.1 vs 25.1; with 128 rows it loses: 128x7168x16384 47.9 vs 45.7; NOTES.md, v27).
+  if (M <= 64 && N * K > 64 * 1024 * 1024) return {V::kFp8FewRow, 0};
   const int64_t max_split_cols = slow_memory ? 32 : 40;
   if (small_output && N * K <= 64 * 1024 * 1024 &&
       (!few_rows || ceil_div(N, 128) <= max_split_cols)) {
