@@ -31,10 +31,15 @@
 //    block k+1 is converted;
 //  - epilogue: one slice writes the bf16 tile directly; with several, FP32 partial planes
 //    summed in slice order by reduce_splits (a programmatic dependent: its CTAs are
-//    resident and waiting before this grid ends).
+//    resident and waiting before this grid ends);
+//  - with one row of tiles B is read once: its loads carry an L2 evict-first policy, so
+//    that B's lines replace each other rather than lines other kernels left in the L2
+//    (after the benchmark's flush those are dirty and each costs a write-back).
 //
-// Status (NOTES.md, v18): in fast mode (variant 18) it is as fast as CUTLASS's kernels
-// at best, not faster, so the op does not pick it. With the loads alone it runs within
+// Status (NOTES.md, v18, v27): in fast mode (variant 18) it was as fast as CUTLASS's
+// kernels at best; with B evict-first it is faster where B is larger than the L2, and the
+// op takes it there for up to 64 rows (64x7168x16384: 41.8 against 45.2 us on the H200,
+// 55.2 against 58.2 on the H100). With the loads alone it runs within
 // 0.8-1.6 us of a streaming read; the MMAs, promotion and epilogue add 1.6-2.8 us
 // whatever the consumers' speed (halving their work changed nothing), and the slices'
 // sum ends 2.4 us after it. In exact mode (variant 19) the op runs it up to 256 rows;

@@ -423,7 +423,9 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // 64x16384x8192 44.2 vs 47.0, 64x8192x8192 28.4 vs 29.6, 64x28672x4096 41.6 vs 42.6,
   // 64x4096x32768 47.4 vs 75.6 (32 column tiles: the ping-pong kernel kept 32 SMs
   // busy); below the L2's size it does not gain: 64x8192x4096 19.7 vs 18.2, 64x7168x7168
-  // 25.1 vs 25.1; with 128 rows it loses: 128x7168x16384 47.9 vs 45.7; NOTES.md, v27).
+  // 25.1 vs 25.1; with 128 rows it loses: 128x7168x16384 47.9 vs 45.7; H100: 55.2 vs
+  // 58.2, 59.2 vs 62.8, 35.6 vs 38.6, 53.2 vs 57.2, 62.4 vs 79.7 in the same order;
+  // NOTES.md, v27).
   if (M <= 64 && N * K > 64 * 1024 * 1024) return {V::kFp8FewRow, 0};
   const int64_t max_split_cols = slow_memory ? 32 : 40;
   if (small_output && N * K <= 64 * 1024 * 1024 &&
