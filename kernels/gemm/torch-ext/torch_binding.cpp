@@ -425,8 +425,8 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // busy); below the L2's size it does not gain: 64x8192x4096 19.7 vs 18.2, 64x7168x7168
   // 25.1 vs 25.1; with 128 rows it loses: 128x7168x16384 47.9 vs 45.7; H100: 55.2 vs
   // 58.2, 59.2 vs 62.8, 35.6 vs 38.6, 53.2 vs 57.2, 62.4 vs 79.7 in the same order;
-  // 64x8192x8192, exactly 64M, gains on both but stays with the rule's measured side of
-  // the L2's size; NOTES.md, v27).
+  // 64x8192x8192, exactly 64M, gains on both too but is left to the ping-pong kernel:
+  // the rule keeps to a B beyond the L2; NOTES.md, v27).
   if (M <= 64 && N * K > 64 * 1024 * 1024) return {V::kFp8FewRow, 0};
   const int64_t max_split_cols = slow_memory ? 32 : 40;
   if (small_output && N * K <= 64 * 1024 * 1024 &&
