@@ -65,7 +65,6 @@ STREAM = bool(os.environ.get("AB_STREAM"))
 # AB_FNUZ=1: our calls take the operands as e4m3fnuz (the same bytes, -0 made +0, since
 # 0x80 is NaN there; strides kept); cuBLASLt keeps them as e4m3fn.
 FNUZ = bool(os.environ.get("AB_FNUZ"))
-NOHINT = bool(os.environ.get("AB_PREP_NOHINT"))
 
 
 def as_fnuz(x: torch.Tensor) -> torch.Tensor:
@@ -90,14 +89,6 @@ def configurations(gk, m, n, k, layout):
         a, b = as_fnuz(a), as_fnuz(b)
     fns = [("op", lambda: gk.gemm_nt(a, b, sa, sb)),
            ("op exact", lambda: gk.gemm_nt(a, b, sa, sb, precision="exact"))]
-    if NOHINT:  # the op with the preparation's source reads not marked evict-first
-        def nohint():
-            os.environ["KFGEMM_PREP_NO_HINT"] = "1"
-            try:
-                return gk.gemm_nt(a, b, sa, sb)
-            finally:
-                del os.environ["KFGEMM_PREP_NO_HINT"]
-        fns.append(("op nohint", nohint))
     for label, e, v, s, z in CONFIGS:
         fns.append((label, lambda e=e, v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, e, v, s, z)))
     fns.append(("cuBLASLt", cublas))
@@ -112,8 +103,7 @@ def main() -> int:
     gk = bench_mod.load_kernel()
     specs = sys.argv[1:] or ["nt:4096x7168x16384", "nt:4096x4096x7168"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    labels = (["op's choice", "op's choice, exact"] + (["op, no L2 hint"] if NOHINT else [])
-              + [c[0] for c in CONFIGS] + ["cuBLASLt"] +
+    labels = (["op's choice", "op's choice, exact"] + [c[0] for c in CONFIGS] + ["cuBLASLt"] +
               (["read B"] if STREAM else []))
     print("| shape | " + " | ".join(labels) + " |")
     print("|---" * (len(labels) + 1) + "|")

@@ -47,8 +47,6 @@ struct OperandPrep {
   // fragments (variants 13 and 14): position 4t + j holds K element 2t + j (j < 2) or
   // 8 + 2t + (j - 2) (j >= 2), t = 0..3. FP8 output only.
   bool kperm16 = false;
-  // Read the source with an L2 evict-first policy (it is read once).
-  bool evict_first = true;
 };
 
 // A float32 (rows, cols) matrix with element strides copied to the contiguous

@@ -38,7 +38,6 @@ struct PrepJob {
   Mode mode;
   bool vec;          // 16-byte loads are aligned along the contiguous dimension
   bool kperm16;      // each 16 of K in the MN-major-A kernels' order (OperandPrep)
-  bool evict_first;  // source reads marked L2 evict-first (OperandPrep)
   int64_t tiles_r;   // transpose: tiles along rows
   int64_t blocks;    // blocks this job owns
 };
@@ -148,22 +147,6 @@ __device__ __forceinline__ void cp_async16(uint32_t* dst, const void* src) {
   const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
-// The same with an L2 cache policy (evict_first_policy).
-__device__ __forceinline__ void cp_async16_hint(uint32_t* dst, const void* src, uint64_t policy) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-               "l"(policy)
-               : "memory");
-}
-// An L2 policy under which the lines a load brings in are the first to be evicted: the
-// sources are read once, and their lines then make room for the K-major copies (which
-// the GEMM reads next) before lines other kernels left in the L2 do (dirty ones cost a
-// write-back each).
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
@@ -173,8 +156,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // Starts loading a transpose tile into shared memory: 16-byte asynchronous copies where
 // the source allows, otherwise (tile edges, unaligned rows) bytes gathered and stored
 // directly; zeros outside the operand.
-__device__ __forceinline__ void transpose_issue(const PrepJob& j, int64_t tile, uint32_t (*smem)[kTile / 4],
-                                                uint64_t policy) {
+__device__ __forceinline__ void transpose_issue(const PrepJob& j, int64_t tile, uint32_t (*smem)[kTile / 4]) {
   const int tid = threadIdx.x;
   const int64_t r0 = (tile % j.tiles_r) * kTile;
   const int64_t k0 = (tile / j.tiles_r) * kTile;
@@ -187,11 +169,7 @@ __device__ __forceinline__ void transpose_issue(const PrepJob& j, int64_t tile, 
     if (k < j.k && r < j.rows) {
       const uint8_t* p = j.src + k * j.stride_k + r;
       if (j.vec && r + 16 <= j.rows) {
-        if (j.evict_first) {
-          cp_async16_hint(dst, p, policy);
-        } else {
-          cp_async16(dst, p);
-        }
+        cp_async16(dst, p);
       } else {
         uint8_t b[16];
 #pragma unroll
@@ -314,14 +292,13 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
   const int64_t total =
       (p.count > 0 ? p.job[0].blocks : 0) + (p.count > 1 ? p.job[1].blocks : 0);
   const int64_t step = gridDim.x;
-  const uint64_t policy = evict_first_policy();
   // Prologue: the first kStages - 1 items of this block.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     const int64_t t = blockIdx.x + s * step;
     if (t < total) {
       const ItemRef it = locate(p, t);
-      if (p.job[it.which].mode == Mode::kTranspose) transpose_issue(p.job[it.which], it.index, smem[s], policy);
+      if (p.job[it.which].mode == Mode::kTranspose) transpose_issue(p.job[it.which], it.index, smem[s]);
     }
     cp_async_commit();
   }
@@ -333,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 4) prep_kernel(const __grid_constant
     const int ahead_stage = stage == 0 ? kStages - 1 : stage - 1;
     if (ahead < total) {
       const ItemRef it = locate(p, ahead);
-      if (p.job[it.which].mode == Mode::kTranspose) transpose_issue(p.job[it.which], it.index, smem[ahead_stage], policy);
+      if (p.job[it.which].mode == Mode::kTranspose) transpose_issue(p.job[it.which], it.index, smem[ahead_stage]);
     }
     cp_async_commit();
     cp_async_wait<kStages - 1>();  // this item's copies have landed (this thread's)
@@ -437,7 +414,6 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
     j.dst = o.dst;
     j.ld = o.ld;
     j.kperm16 = o.kperm16;
-    j.evict_first = o.evict_first;
     const uintptr_t base = reinterpret_cast<uintptr_t>(o.src);
     if (o.stride_k == 1 || o.k == 1) {
       j.mode = Mode::kRowCopy;

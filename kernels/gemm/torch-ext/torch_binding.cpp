@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <type_traits>
 #include <atomic>
-#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -700,9 +699,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                      ? kfgemm::Status::kOk
                      : kfgemm::Status::kLaunchFailed,
                  "workspace clear", "cudaMemsetAsync");
-  }
-  if (std::getenv("KFGEMM_PREP_NO_HINT") != nullptr) {  // experiment only
-    for (int i = 0; i < njobs; ++i) jobs[i].evict_first = false;
   }
   if (njobs + nscales > 0) {
     check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream),
