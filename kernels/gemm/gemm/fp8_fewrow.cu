@@ -441,9 +441,8 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     // stage and scales.
     int cur_stage = 0, prev_stage = 0;
     float cur_lo = 0.0f, cur_hi = 0.0f, prev_lo = 0.0f, prev_hi = 0.0f;
-    // Block scales from global memory (any layout), loaded two blocks ahead of their use
-    // (na: the next block to issue, nna: the one after). Rows past M compute on TMA's
-    // zero fill; their scales are read from the last row.
+    // Block scales from global memory (any layout), loaded one block ahead of their use.
+    // Rows past M compute on TMA's zero fill; their scales are read from the last row.
     const float* pa_lo = p.sfa + static_cast<int64_t>(min(w.m0 + row, p.m - 1)) * p.sfa_stride_m +
                          static_cast<int64_t>(w.kb0) * p.sfa_stride_k;
     const float* pa_hi = p.sfa + static_cast<int64_t>(min(w.m0 + row + 8, p.m - 1)) * p.sfa_stride_m +
@@ -451,27 +450,21 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     const float* pb = p.sfb + static_cast<int64_t>(w.n0 / 128) * p.sfb_stride_n +
                       static_cast<int64_t>(w.kb0) * p.sfb_stride_k;
     float na_lo = __ldg(pa_lo), na_hi = __ldg(pa_hi), nb = __ldg(pb);
-    float nna_lo = 0.0f, nna_hi = 0.0f, nnb = 0.0f;
     int left = w.kb1 - w.kb0;  // blocks not yet issued
-    auto advance = [&]() {  // the pointers to the next block, and its scales into nna
-      pa_lo += p.sfa_stride_k;
-      pa_hi += p.sfa_stride_k;
-      pb += p.sfb_stride_k;
-      nna_lo = __ldg(pa_lo);
-      nna_hi = __ldg(pa_hi);
-      nnb = __ldg(pb);
-    };
-    if (left > 1) advance();
     auto issue = [&](float(&tc)[kAcc]) {
       prev_stage = cur_stage;
       prev_lo = cur_lo;
       prev_hi = cur_hi;
       cur_lo = na_lo * nb;
       cur_hi = na_hi * nb;
-      na_lo = nna_lo;
-      na_hi = nna_hi;
-      nb = nnb;
-      if (--left > 1) advance();
+      if (--left > 0) {
+        pa_lo += p.sfa_stride_k;
+        pa_hi += p.sfa_stride_k;
+        pb += p.sfb_stride_k;
+        na_lo = __ldg(pa_lo);
+        na_hi = __ldg(pa_hi);
+        nb = __ldg(pb);
+      }
       mbar_wait(full_bar(stage), phase);
       cur_stage = stage;
       fence_regs(tc);
