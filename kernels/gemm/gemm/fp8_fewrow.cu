@@ -67,6 +67,7 @@ using namespace kfgemm::sm90;
 constexpr int kBlockN = 128;
 constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
 constexpr int kMaxSplits = 64;
+constexpr int kMaxClusterSplits = 8;  // portable cluster size
 constexpr size_t kRingBytes = 200 * 1024;
 
 // kGroups: tiles of 64 * kGroups rows, two consumer warp groups per 64 rows. kExact:
@@ -128,6 +129,17 @@ struct Params : ProblemParams {
 
 __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// Four floats at shared-memory address `addr` of CTA `rank` of the cluster.
+__device__ __forceinline__ float4 load_peer(uint32_t addr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote));
+  return v;
 }
 
 // Two FP8 values (half `h` of the word `w`, low byte first) as an FP16 pair.
@@ -343,7 +355,10 @@ __device__ __forceinline__ void register_exact_consumers(const Params& p, int un
   }
 }
 
-template <int kGroups, bool kExact>
+// kCluster (fast mode): the `splits` CTAs of a tile form a cluster, one K slice each, and
+// sum their partial tiles through distributed shared memory (no planes, no second
+// kernel): one unit per CTA.
+template <int kGroups, bool kExact, bool kCluster>
 __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const Params p) {
@@ -371,13 +386,13 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
 
   // Unit u: tile u % tiles (column tiles fastest) over K slice u / tiles, the K blocks
-  // [kb0, kb1).
+  // [kb0, kb1); with clusters tile u / splits over slice u % splits (the CTA's rank).
   struct Unit {
     int m0, n0, slice, kb0, kb1;
   };
   auto unit_at = [&](int u) {
-    const int s = u / tiles;
-    const int t = u - s * tiles;
+    const int s = kCluster ? u % p.splits : u / tiles;
+    const int t = kCluster ? u / p.splits : u - s * tiles;
     const int tm = t % tiles_m;
     return Unit{tm * C::kBlockM, (t / tiles_m) * kBlockN, s,
                 static_cast<int>(int64_t(s) * kblocks / p.splits),
@@ -415,6 +430,10 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       }
     }
     __syncwarp();
+    if constexpr (kCluster) {  // the consumers' two cluster barriers count every thread
+      cluster_sync();
+      cluster_sync();
+    }
     return;
   }
 
@@ -539,7 +558,59 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         }
       }
     };
-    if (p.splits == 1) {
+    if constexpr (kCluster) {
+      // Every consumer warp group is past its last MMA: the ring holds the partial tile.
+      named_barrier(1, C::kConsumers);
+      constexpr int kPitch = kBlockN + 4;  // floats; the pad spreads a row's pairs over the banks
+      static_assert(C::kBlockM * kPitch * 4 <= kStages * C::kStageBytes, "partial tile fits the ring");
+      float* red = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)));
+#pragma unroll
+      for (int j = 0; j < kAcc / 4; ++j) {
+        const int col = cols_half * 64 + 8 * j + 2 * (lane % 4);
+        *reinterpret_cast<float2*>(&red[row * kPitch + col]) = make_float2(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<float2*>(&red[(row + 8) * kPitch + col]) =
+            make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+      }
+      cluster_sync();  // every slice's partial tile is written
+      // This CTA's rows of the tile: rank, rank + splits, ...; four columns per thread and
+      // step, the slices' values loaded together, then summed in slice order.
+      constexpr int kQuads = kBlockN / 4;
+      const int splits = p.splits, rank = w.slice;
+      const int rows = (C::kBlockM - rank + splits - 1) / splits;
+      for (int idx = threadIdx.x; idx < rows * kQuads; idx += C::kConsumers) {
+        const int r = rank + (idx / kQuads) * splits;
+        const int c = (idx % kQuads) * 4;
+        const int gm = w.m0 + r, gn = w.n0 + c;
+        if (gm >= p.m || gn >= p.n) continue;  // n is a multiple of 8: a quad is in or out
+        const uint32_t addr = base + static_cast<uint32_t>(r * kPitch + c) * 4;
+        // Slices in groups of four loads in flight (the registers of 544 threads).
+        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int q0 = 0; q0 < kMaxClusterSplits; q0 += 4) {
+          float4 v[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            if (q0 + q < splits) v[q] = load_peer(addr, q0 + q);
+          }
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            if (q0 + q < splits) {
+              sum.x += v[q].x;
+              sum.y += v[q].y;
+              sum.z += v[q].z;
+              sum.w += v[q].w;
+            }
+          }
+        }
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(sum.z, sum.w);
+        uint2 packed;
+        packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+        packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+        *reinterpret_cast<uint2*>(p.d + static_cast<int64_t>(gm) * p.ldd + gn) = packed;
+      }
+      cluster_sync();  // no CTA leaves while a peer may still read its shared memory
+    } else if (p.splits == 1) {
       store(p.d, p.ldd, [](float x, float y) { return __floats2bfloat162_rn(x, y); });
     } else {
       store(p.partials + static_cast<int64_t>(w.slice) * p.m * p.n, static_cast<int64_t>(p.n),
@@ -550,6 +621,9 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
 
 // Exact mode takes 64-row tiles only.
 int groups_for(const GemmArgs& g, bool exact) { return g.m <= 64 || exact ? 1 : 2; }
+
+// Cluster mode: 64-row tiles with swizzle == 2 (experiment), else as above.
+int cluster_groups_for(const GemmArgs& g) { return g.swizzle == 2 ? 1 : groups_for(g, false); }
 
 int sms_of(const GemmArgs& g) { return g.sm_count > 0 ? g.sm_count : 132; }
 
@@ -575,9 +649,10 @@ size_t partials_bytes(const GemmArgs& g, int splits) {
   return splits > 1 ? static_cast<size_t>(splits) * g.m * g.n * sizeof(float) : 0;
 }
 
-template <int kGroups, bool kExact>
+template <int kGroups, bool kExact, bool kCluster>
 Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t stream, const char** why) {
   using C = Config<kGroups, kExact>;
+  constexpr auto kernel = gemm_kernel<kGroups, kExact, kCluster>;
   CUtensorMap map_a, map_b;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, C::kBlockM, kBlockK) ||
@@ -586,23 +661,35 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     return Status::kLaunchFailed;
   }
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(gemm_kernel<kGroups, kExact>, g.device, C::kSmemBytes, &smem_reserved)) {
+  if (!reserve_smem_once(kernel, g.device, C::kSmemBytes, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
   const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
-  const int64_t units = static_cast<int64_t>(tiles_for(g, kExact)) * splits;
+  const int tiles_m = (g.m + C::kBlockM - 1) / C::kBlockM;
+  const int64_t units = static_cast<int64_t>(tiles_m) * ((g.n + kBlockN - 1) / kBlockN) * splits;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(units < sms_of(g) ? units : sms_of(g)));
+  cfg.gridDim = dim3(static_cast<unsigned>(kCluster || units < sms_of(g) ? units : sms_of(g)));
   cfg.blockDim = dim3(C::kThreads);
   cfg.dynamicSmemBytes = C::kSmemBytes;
   cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = g.pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kGroups, kExact>, map_a, map_b, p) != cudaSuccess) {
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (kCluster) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = static_cast<unsigned>(splits);
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (g.pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  if (cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
@@ -629,10 +716,10 @@ Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   }
   Status st;
   if constexpr (kExact) {
-    st = launch<1, true>(g, splits, partials, stream, why);
+    st = launch<1, true, false>(g, splits, partials, stream, why);
   } else {
-    st = groups_for(g, false) == 1 ? launch<1, false>(g, splits, partials, stream, why)
-                                   : launch<2, false>(g, splits, partials, stream, why);
+    st = groups_for(g, false) == 1 ? launch<1, false, false>(g, splits, partials, stream, why)
+                                   : launch<2, false, false>(g, splits, partials, stream, why);
   }
   if (st != Status::kOk || splits == 1) return st;
   if (reduce_splits(partials, splits, g.m, g.n, g.d, g.ldd, g.sm_count, stream) != Status::kOk) {
@@ -640,6 +727,73 @@ Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
     return Status::kLaunchFailed;
   }
   return Status::kOk;
+}
+
+// Clusters of `splits` CTAs of the cluster build that the GPU holds at once (queried once
+// per device, tile height and size).
+template <int kGroups>
+int max_clusters(const GemmArgs& g, int splits) {
+  using C = Config<kGroups, false>;
+  constexpr auto kernel = gemm_kernel<kGroups, false, true>;
+  static int cache[64][kMaxClusterSplits + 1] = {};
+  if (g.device < 0 || g.device >= 64) return 0;
+  int& slot = cache[g.device][splits];
+  if (slot != 0) return slot > 0 ? slot : 0;
+  static uint64_t smem_reserved = 0;
+  if (!reserve_smem_once(kernel, g.device, C::kSmemBytes, &smem_reserved)) return 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(splits * 64));
+  cfg.blockDim = dim3(C::kThreads);
+  cfg.dynamicSmemBytes = C::kSmemBytes;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(splits);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int count = 0;
+  if (cudaOccupancyMaxActiveClusters(&count, kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    count = 0;
+  }
+  slot = count > 0 ? count : -1;
+  return count;
+}
+
+// Cluster build: the largest cluster (at most 8, one slice per K block) whose clusters,
+// one per tile, all run at once; g.splits > 0 overrides.
+int cluster_splits_for(const GemmArgs& g) {
+  if (g.splits > 0) return g.splits;
+  const int kgroups = cluster_groups_for(g);
+  const int bm = 64 * kgroups;
+  const int tiles = ((g.m + bm - 1) / bm) * ((g.n + kBlockN - 1) / kBlockN);
+  const int kblocks = (g.k + kBlockK - 1) / kBlockK;
+  int best = 1;
+  for (int s = 2; s <= kMaxClusterSplits && s <= kblocks; ++s) {
+    if (static_cast<int64_t>(tiles) * s > sms_of(g)) break;
+    const int fit = kgroups == 1 ? max_clusters<1>(g, s) : max_clusters<2>(g, s);
+    if (fit >= tiles) best = s;
+  }
+  return best;
+}
+
+Status run_cluster(const GemmArgs& g, cudaStream_t stream, const char** why) {
+  if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
+  const int kblocks = (g.k + kBlockK - 1) / kBlockK;
+  const int splits = cluster_splits_for(g);
+  if (splits < 1 || splits > kMaxClusterSplits || splits > kblocks) {
+    if (why) *why = "splits (the cluster size) must be 1 to 8 and at most one per 128 of K";
+    return Status::kUnsupported;
+  }
+  const int bm = 64 * cluster_groups_for(g);
+  const int64_t units = static_cast<int64_t>((g.m + bm - 1) / bm) * ((g.n + kBlockN - 1) / kBlockN) * splits;
+  if (units > INT32_MAX) {
+    if (why) *why = "too many work units";
+    return Status::kUnsupported;
+  }
+  return bm == 64 ? launch<1, false, true>(g, splits, nullptr, stream, why)
+                  : launch<2, false, true>(g, splits, nullptr, stream, why);
 }
 
 }  // namespace
@@ -661,6 +815,12 @@ size_t fp8_fewrow_exact_workspace(const GemmArgs& g) {
 
 Status fp8_fewrow_exact_run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   return fewrow::run<true>(g, ws, stream, why);
+}
+
+size_t fp8_fewrow_cluster_workspace(const GemmArgs&) { return 0; }
+
+Status fp8_fewrow_cluster_run(const GemmArgs& g, void*, cudaStream_t stream, const char** why) {
+  return fewrow::run_cluster(g, stream, why);
 }
 
 }  // namespace kfgemm::variants
