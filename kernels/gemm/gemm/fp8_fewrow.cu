@@ -131,6 +131,29 @@ __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+#define KFGEMM_FEWROW_PROBE 1
+#ifdef KFGEMM_FEWROW_PROBE
+__device__ __forceinline__ uint64_t probe_now() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ uint32_t probe_smid() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+constexpr int kProbeCtas = 2048;
+__device__ unsigned long long g_probe[kProbeCtas][12];
+__global__ void probe_dump(int ctas) {
+  for (int i = 0; i < ctas && i < kProbeCtas; ++i) {
+    const unsigned long long* r = g_probe[i];
+    printf("KFPROBE %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", i, r[0], r[1],
+           r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]);
+  }
+}
+#endif
+
 // Four floats at shared-memory address `addr` of CTA `rank` of the cluster.
 __device__ __forceinline__ float4 load_peer(uint32_t addr, uint32_t rank) {
   uint32_t remote;
@@ -380,9 +403,16 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   // Warp-uniform for the compiler (descriptor arithmetic in uniform registers).
   const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
+#ifdef KFGEMM_FEWROW_PROBE
+  const uint64_t pr_t0 = probe_now();
+#endif
   init_stage_ring(bars, kStages, C::kConsumers / 32, &map_a, &map_b);  // per consumer warp
   __syncthreads();
   wait_prior_grid();    // launched as a dependent of the operand preparation
+#ifdef KFGEMM_FEWROW_PROBE
+  const uint64_t pr_ready = probe_now();
+  uint64_t pr_first = 0, pr_last = 0, pr_done = 0;
+#endif
   launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
 
   // Unit u: tile u % tiles (column tiles fastest) over K slice u / tiles, the K blocks
@@ -415,6 +445,10 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         const Unit w = unit_at(u);
         for (int kb = w.kb0; kb < w.kb1; ++kb) {
           mbar_wait(empty_bar(stage), phase ^ 1);
+#ifdef KFGEMM_FEWROW_PROBE
+          pr_last = probe_now();
+          if (pr_first == 0) pr_first = pr_last;
+#endif
           mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
           tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
           if (stream_b) {
@@ -428,6 +462,16 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
           }
         }
       }
+#ifdef KFGEMM_FEWROW_PROBE
+      if (!kExact && blockIdx.x < kProbeCtas) {
+        unsigned long long* r = g_probe[blockIdx.x];
+        r[0] = probe_smid();
+        r[1] = pr_t0;
+        r[2] = pr_ready;
+        r[3] = pr_first;
+        r[4] = pr_last;
+      }
+#endif
     }
     __syncwarp();
     if constexpr (kCluster) {  // the consumers' two cluster barriers count every thread
@@ -485,6 +529,10 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         nb = __ldg(pb);
       }
       mbar_wait(full_bar(stage), phase);
+#ifdef KFGEMM_FEWROW_PROBE
+      pr_last = probe_now();
+      if (pr_first == 0) pr_first = pr_last;
+#endif
       cur_stage = stage;
       fence_regs(tc);
       cute::warpgroup_arrive();
@@ -539,6 +587,9 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         finish(t0, cur_stage, cur_lo, cur_hi);
       }
     }
+#ifdef KFGEMM_FEWROW_PROBE
+    pr_done = probe_now();
+#endif
     // Column group j holds columns 8j + 2 (lane % 4) + {0, 1} of the half; n is a
     // multiple of 8, so a pair is inside or outside together.
     // Stored as bf16 pairs into the output, or as float pairs into the slice's plane.
@@ -616,6 +667,19 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       store(p.partials + static_cast<int64_t>(w.slice) * p.m * p.n, static_cast<int64_t>(p.n),
             [](float x, float y) { return make_float2(x, y); });
     }
+#ifdef KFGEMM_FEWROW_PROBE
+    if (threadIdx.x == 0 && blockIdx.x < kProbeCtas) {
+      unsigned long long* r = g_probe[blockIdx.x];
+      r[5] = w.kb0;
+      r[6] = w.kb1;
+      r[7] = pr_first;
+      r[8] = pr_last;
+      r[9] = pr_done;
+      r[10] = probe_now();
+      r[11] = u;
+    }
+    pr_first = 0;
+#endif
   }
 }
 
@@ -693,6 +757,9 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
+#ifdef KFGEMM_FEWROW_PROBE
+  if (!kExact) probe_dump<<<1, 1, 0, stream>>>(static_cast<int>(cfg.gridDim.x));
+#endif
   return Status::kOk;
 }
 
