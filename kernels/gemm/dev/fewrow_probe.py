@@ -31,8 +31,9 @@ bench_mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_mod)
 
 CALLS = 7
-PHASES = [("start", 1), ("set up", 2), ("first issue", 3), ("last issue", 4),
-          ("first full", 7), ("last full", 8), ("promoted", 9), ("stored", 10)]
+PHASES = [("start", 1), ("set up", 2), ("dependents", 12), ("policy", 13), ("unit", 14),
+          ("consumers in", 15), ("first issue", 3), ("last issue", 4), ("first full", 7),
+          ("last full", 8), ("promoted", 9), ("stored", 10)]
 libc = ctypes.CDLL(None)
 
 

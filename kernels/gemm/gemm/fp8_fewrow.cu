@@ -68,6 +68,11 @@ constexpr int kBlockN = 128;
 constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
 constexpr int kMaxSplits = 64;
 constexpr int kMaxClusterSplits = 8;  // portable cluster size
+// Cluster build (64-row tiles): each CTA receives, from every slice of its tile, the rows
+// it sums: rows [rank R, rank R + R) with R = ceil(64 / splits), one 128-float row each:
+// splits * R rows, at most 66 (splits 7, 70 rows, is not offered).
+constexpr uint32_t kRecvRows = 66;
+constexpr uint32_t kRecvBytes = kRecvRows * kBlockN * 4;
 constexpr size_t kRingBytes = 200 * 1024;
 
 // kGroups: tiles of 64 * kGroups rows, two consumer warp groups per 64 rows. kExact:
@@ -144,26 +149,17 @@ __device__ __forceinline__ uint32_t probe_smid() {
   return r;
 }
 constexpr int kProbeCtas = 2048;
-__device__ unsigned long long g_probe[kProbeCtas][12];
+__device__ unsigned long long g_probe[kProbeCtas][16];
 __global__ void probe_dump(int ctas) {
   for (int i = 0; i < ctas && i < kProbeCtas; ++i) {
     const unsigned long long* r = g_probe[i];
-    printf("KFPROBE %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", i, r[0], r[1],
-           r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]);
+    printf("KFPROBE %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
+           i, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
+           r[14], r[15]);
   }
 }
 #endif
 
-// Four floats at shared-memory address `addr` of CTA `rank` of the cluster.
-__device__ __forceinline__ float4 load_peer(uint32_t addr, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(remote));
-  return v;
-}
 
 // Two FP8 values (half `h` of the word `w`, low byte first) as an FP16 pair.
 __device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t w, int h) {
@@ -389,8 +385,8 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   constexpr int kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;
-  const uint32_t staging = base + kStages * C::kStageBytes;
-  const uint32_t bars = staging + C::kStagingBytes;
+  const uint32_t staging = base + kStages * C::kStageBytes;  // (cluster build: received rows)
+  const uint32_t bars = staging + (kCluster ? kRecvBytes : C::kStagingBytes);
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return base + s * C::kStageBytes; };
@@ -408,12 +404,19 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
 #endif
   init_stage_ring(bars, kStages, C::kConsumers / 32, &map_a, &map_b);  // per consumer warp
   __syncthreads();
+  // Cluster build: the peers' shared memory may be written once every CTA has started
+  // (this arrival; its wait comes before the first remote store).
+  if constexpr (kCluster) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
   wait_prior_grid();    // launched as a dependent of the operand preparation
 #ifdef KFGEMM_FEWROW_PROBE
   const uint64_t pr_ready = probe_now();
   uint64_t pr_first = 0, pr_last = 0, pr_done = 0;
 #endif
   launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
+#ifdef KFGEMM_FEWROW_PROBE
+  const uint64_t pr_dep = probe_now();
+  uint64_t pr_policy = 0, pr_unit = 0;
+#endif
 
   // Unit u: tile u % tiles (column tiles fastest) over K slice u / tiles, the K blocks
   // [kb0, kb1); with clusters tile u / splits over slice u % splits (the CTA's rank).
@@ -439,10 +442,16 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       // With one row of tiles each block of B is read once: its lines go first.
       const bool stream_b = tiles_m == 1;
       const uint64_t policy = l2_evict_first_policy();
+#ifdef KFGEMM_FEWROW_PROBE
+      pr_policy = probe_now();
+#endif
       int stage = 0;
       uint32_t phase = 0;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
         const Unit w = unit_at(u);
+#ifdef KFGEMM_FEWROW_PROBE
+        if (pr_unit == 0) pr_unit = probe_now();
+#endif
         for (int kb = w.kb0; kb < w.kb1; ++kb) {
           mbar_wait(empty_bar(stage), phase ^ 1);
 #ifdef KFGEMM_FEWROW_PROBE
@@ -470,12 +479,15 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         r[2] = pr_ready;
         r[3] = pr_first;
         r[4] = pr_last;
+        r[12] = pr_dep;
+        r[13] = pr_policy;
+        r[14] = pr_unit;
       }
 #endif
     }
     __syncwarp();
-    if constexpr (kCluster) {  // the consumers' two cluster barriers count every thread
-      cluster_sync();
+    if constexpr (kCluster) {  // the consumers' cluster barriers count every thread
+      asm volatile("barrier.cluster.wait;" ::: "memory");
       cluster_sync();
     }
     return;
@@ -486,6 +498,9 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     return;
   }
 
+#ifdef KFGEMM_FEWROW_PROBE
+  if (threadIdx.x == 0 && blockIdx.x < kProbeCtas) g_probe[blockIdx.x][15] = probe_now();
+#endif
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   const int rows_half = warp_group / 2, cols_half = warp_group % 2;
@@ -610,48 +625,48 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       }
     };
     if constexpr (kCluster) {
-      // Every consumer warp group is past its last MMA: the ring holds the partial tile.
-      named_barrier(1, C::kConsumers);
-      constexpr int kPitch = kBlockN + 4;  // floats; the pad spreads a row's pairs over the banks
-      static_assert(C::kBlockM * kPitch * 4 <= kStages * C::kStageBytes, "partial tile fits the ring");
-      float* red = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)));
-#pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j) {
-        const int col = cols_half * 64 + 8 * j + 2 * (lane % 4);
-        *reinterpret_cast<float2*>(&red[row * kPitch + col]) = make_float2(acc[4 * j], acc[4 * j + 1]);
-        *reinterpret_cast<float2*>(&red[(row + 8) * kPitch + col]) =
-            make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-      }
-      cluster_sync();  // every slice's partial tile is written
-      // This CTA's rows of the tile: rank, rank + splits, ...; four columns per thread and
-      // step, the slices' values loaded together, then summed in slice order.
-      constexpr int kQuads = kBlockN / 4;
+      static_assert(kGroups == 1, "the cluster build takes 64-row tiles");
+      // Each row of the partial tile goes to the CTA that sums it (row / R), into the slot
+      // of this slice: remote stores, no round trips, possibly while that CTA still runs
+      // its K loop (the received rows have memory of their own).
       const int splits = p.splits, rank = w.slice;
-      const int rows = (C::kBlockM - rank + splits - 1) / splits;
+      const int rows_per = (C::kBlockM + splits - 1) / splits;
+      asm volatile("barrier.cluster.wait;" ::: "memory");  // every peer has started
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = row + 8 * h;
+        const int owner = r / rows_per;
+        const uint32_t local = staging + static_cast<uint32_t>((rank * rows_per + r - owner * rows_per) * kBlockN) * 4;
+        uint32_t remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(owner));
+#pragma unroll
+        for (int j = 0; j < kAcc / 4; ++j) {
+          const int col = cols_half * 64 + 8 * j + 2 * (lane % 4);
+          asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(remote + col * 4),
+                       "f"(acc[4 * j + 2 * h]), "f"(acc[4 * j + 2 * h + 1])
+                       : "memory");
+        }
+      }
+      cluster_sync();  // every slice's rows have arrived
+      // This CTA's rows, four columns per thread and step, summed in slice order.
+      constexpr int kQuads = kBlockN / 4;
+      const int r0 = rank * rows_per;
+      const int rows = min(rows_per, C::kBlockM - r0);
       for (int idx = threadIdx.x; idx < rows * kQuads; idx += C::kConsumers) {
-        const int r = rank + (idx / kQuads) * splits;
+        const int lr = idx / kQuads;
         const int c = (idx % kQuads) * 4;
-        const int gm = w.m0 + r, gn = w.n0 + c;
+        const int gm = w.m0 + r0 + lr, gn = w.n0 + c;
         if (gm >= p.m || gn >= p.n) continue;  // n is a multiple of 8: a quad is in or out
-        const uint32_t addr = base + static_cast<uint32_t>(r * kPitch + c) * 4;
-        // Slices in groups of four loads in flight (the registers of 544 threads).
         float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-        for (int q0 = 0; q0 < kMaxClusterSplits; q0 += 4) {
-          float4 v[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            if (q0 + q < splits) v[q] = load_peer(addr, q0 + q);
-          }
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            if (q0 + q < splits) {
-              sum.x += v[q].x;
-              sum.y += v[q].y;
-              sum.z += v[q].z;
-              sum.w += v[q].w;
-            }
-          }
+        for (int q = 0; q < splits; ++q) {
+          float4 v;
+          asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                       : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                       : "r"(staging + static_cast<uint32_t>((q * rows_per + lr) * kBlockN + c) * 4));
+          sum.x += v.x;
+          sum.y += v.y;
+          sum.z += v.z;
+          sum.w += v.w;
         }
         const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y);
         const __nv_bfloat162 hi = __floats2bfloat162_rn(sum.z, sum.w);
@@ -660,7 +675,6 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         packed.y = *reinterpret_cast<const uint32_t*>(&hi);
         *reinterpret_cast<uint2*>(p.d + static_cast<int64_t>(gm) * p.ldd + gn) = packed;
       }
-      cluster_sync();  // no CTA leaves while a peer may still read its shared memory
     } else if (p.splits == 1) {
       store(p.d, p.ldd, [](float x, float y) { return __floats2bfloat162_rn(x, y); });
     } else {
@@ -686,8 +700,6 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
 // Exact mode takes 64-row tiles only.
 int groups_for(const GemmArgs& g, bool exact) { return g.m <= 64 || exact ? 1 : 2; }
 
-// Cluster mode: 64-row tiles with swizzle == 2 (experiment), else as above.
-int cluster_groups_for(const GemmArgs& g) { return g.swizzle == 2 ? 1 : groups_for(g, false); }
 
 int sms_of(const GemmArgs& g) { return g.sm_count > 0 ? g.sm_count : 132; }
 
@@ -717,6 +729,8 @@ template <int kGroups, bool kExact, bool kCluster>
 Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t stream, const char** why) {
   using C = Config<kGroups, kExact>;
   constexpr auto kernel = gemm_kernel<kGroups, kExact, kCluster>;
+  constexpr size_t smem = C::kSmemBytes + (kCluster ? kRecvBytes : 0);
+  static_assert(smem <= 227 * 1024, "shared memory of one SM");
   CUtensorMap map_a, map_b;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, C::kBlockM, kBlockK) ||
@@ -725,7 +739,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     return Status::kLaunchFailed;
   }
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(kernel, g.device, C::kSmemBytes, &smem_reserved)) {
+  if (!reserve_smem_once(kernel, g.device, smem, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
@@ -735,7 +749,7 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(kCluster || units < sms_of(g) ? units : sms_of(g)));
   cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = C::kSmemBytes;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
   int n = 0;
@@ -797,21 +811,21 @@ Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
 }
 
 // Clusters of `splits` CTAs of the cluster build that the GPU holds at once (queried once
-// per device, tile height and size).
-template <int kGroups>
+// per device and size).
 int max_clusters(const GemmArgs& g, int splits) {
-  using C = Config<kGroups, false>;
-  constexpr auto kernel = gemm_kernel<kGroups, false, true>;
+  using C = Config<1, false>;
+  constexpr auto kernel = gemm_kernel<1, false, true>;
+  constexpr size_t smem = C::kSmemBytes + kRecvBytes;
   static int cache[64][kMaxClusterSplits + 1] = {};
   if (g.device < 0 || g.device >= 64) return 0;
   int& slot = cache[g.device][splits];
   if (slot != 0) return slot > 0 ? slot : 0;
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(kernel, g.device, C::kSmemBytes, &smem_reserved)) return 0;
+  if (!reserve_smem_once(kernel, g.device, smem, &smem_reserved)) return 0;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(splits * 64));
   cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = C::kSmemBytes;
+  cfg.dynamicSmemBytes = smem;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
   attr.val.clusterDim.x = static_cast<unsigned>(splits);
@@ -828,19 +842,19 @@ int max_clusters(const GemmArgs& g, int splits) {
   return count;
 }
 
-// Cluster build: the largest cluster (at most 8, one slice per K block) whose clusters,
-// one per tile, all run at once; g.splits > 0 overrides.
+bool cluster_size_ok(int s) { return s >= 1 && s <= kMaxClusterSplits && s != 7; }
+
+// Cluster build: the largest cluster (at most 8, not 7, one slice per K block) whose
+// clusters, one per tile, all run at once; g.splits > 0 overrides.
 int cluster_splits_for(const GemmArgs& g) {
   if (g.splits > 0) return g.splits;
-  const int kgroups = cluster_groups_for(g);
-  const int bm = 64 * kgroups;
-  const int tiles = ((g.m + bm - 1) / bm) * ((g.n + kBlockN - 1) / kBlockN);
+  const int tiles = ((g.m + 63) / 64) * ((g.n + kBlockN - 1) / kBlockN);
   const int kblocks = (g.k + kBlockK - 1) / kBlockK;
   int best = 1;
   for (int s = 2; s <= kMaxClusterSplits && s <= kblocks; ++s) {
+    if (!cluster_size_ok(s)) continue;
     if (static_cast<int64_t>(tiles) * s > sms_of(g)) break;
-    const int fit = kgroups == 1 ? max_clusters<1>(g, s) : max_clusters<2>(g, s);
-    if (fit >= tiles) best = s;
+    if (max_clusters(g, s) >= tiles) best = s;
   }
   return best;
 }
@@ -849,18 +863,16 @@ Status run_cluster(const GemmArgs& g, cudaStream_t stream, const char** why) {
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   const int kblocks = (g.k + kBlockK - 1) / kBlockK;
   const int splits = cluster_splits_for(g);
-  if (splits < 1 || splits > kMaxClusterSplits || splits > kblocks) {
-    if (why) *why = "splits (the cluster size) must be 1 to 8 and at most one per 128 of K";
+  if (!cluster_size_ok(splits) || splits > kblocks) {
+    if (why) *why = "splits (the cluster size) must be 1 to 6 or 8 and at most one per 128 of K";
     return Status::kUnsupported;
   }
-  const int bm = 64 * cluster_groups_for(g);
-  const int64_t units = static_cast<int64_t>((g.m + bm - 1) / bm) * ((g.n + kBlockN - 1) / kBlockN) * splits;
+  const int64_t units = static_cast<int64_t>((g.m + 63) / 64) * ((g.n + kBlockN - 1) / kBlockN) * splits;
   if (units > INT32_MAX) {
     if (why) *why = "too many work units";
     return Status::kUnsupported;
   }
-  return bm == 64 ? launch<1, false, true>(g, splits, nullptr, stream, why)
-                  : launch<2, false, true>(g, splits, nullptr, stream, why);
+  return launch<1, false, true>(g, splits, nullptr, stream, why);
 }
 
 }  // namespace

@@ -584,9 +584,9 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   }
   if (v == kfgemm::Variant::kFp8FewRowCluster) {
     const int64_t kblocks = ceil_div(K, 128);
-    TORCH_CHECK_VALUE(splits <= std::min<int64_t>(8, kblocks),
+    TORCH_CHECK_VALUE(splits <= std::min<int64_t>(8, kblocks) && splits != 7,
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
-                          ": it is the cluster size, 1 to 8 and at most one per 128 of K (here ",
+                          ": it is the cluster size, 1 to 6 or 8 and at most one per 128 of K (here ",
                           kblocks, " blocks), or 0 to choose"));
   }
   if (kfgemm::reads_a_mn_major(v)) {
