@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+os.environ["KFGEMM_FEWROW_PROBE"] = "1"  # the probe build prints its records only then
+
 REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("gemm_benchmark", REPO / "benchmarks" / "gemm.py")
 bench_mod = importlib.util.module_from_spec(_spec)

@@ -54,6 +54,7 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
@@ -401,25 +402,12 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
 
 #ifdef KFGEMM_FEWROW_PROBE
   const uint64_t pr_t0 = probe_now();
-#endif
-  init_stage_ring(bars, kStages, C::kConsumers / 32, &map_a, &map_b);  // per consumer warp
-  __syncthreads();
-  // Cluster build: the peers' shared memory may be written once every CTA has started
-  // (this arrival; its wait comes before the first remote store).
-  if constexpr (kCluster) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
-  wait_prior_grid();    // launched as a dependent of the operand preparation
-#ifdef KFGEMM_FEWROW_PROBE
-  const uint64_t pr_ready = probe_now();
   uint64_t pr_first = 0, pr_last = 0, pr_done = 0;
+  const uint64_t pr_policy = 0, pr_unit = 0;
 #endif
-  launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
-#ifdef KFGEMM_FEWROW_PROBE
-  const uint64_t pr_dep = probe_now();
-  uint64_t pr_policy = 0, pr_unit = 0;
-#endif
-
   // Unit u: tile u % tiles (column tiles fastest) over K slice u / tiles, the K blocks
   // [kb0, kb1); with clusters tile u / splits over slice u % splits (the CTA's rank).
+  // (32-bit arithmetic: splits <= 64 and kblocks < 2^24.)
   struct Unit {
     int m0, n0, slice, kb0, kb1;
   };
@@ -428,9 +416,54 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     const int t = kCluster ? u / p.splits : u - s * tiles;
     const int tm = t % tiles_m;
     return Unit{tm * C::kBlockM, (t / tiles_m) * kBlockN, s,
-                static_cast<int>(int64_t(s) * kblocks / p.splits),
-                static_cast<int>(int64_t(s + 1) * kblocks / p.splits)};
+                static_cast<int>(static_cast<unsigned>(s * kblocks) / static_cast<unsigned>(p.splits)),
+                static_cast<int>(static_cast<unsigned>((s + 1) * kblocks) / static_cast<unsigned>(p.splits))};
   };
+  // With one row of tiles each block of B is read once: its lines go first.
+  const bool stream_b = tiles_m == 1;
+  auto load_block = [&](int stage, int kb, const Unit& w) {
+    mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
+    tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
+    if (stream_b) {
+      tma_load_2d_hint(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0, kL2EvictFirst);
+    } else {
+      tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
+    }
+  };
+
+  // The producer thread sets up the ring and issues its first unit's loads (as many as
+  // the ring holds) before anything else: the first bytes take 1.5-2 us to arrive, and
+  // the code a thread runs first costs instruction fetches of its own (NOTES.md, v28).
+  const bool producer = threadIdx.x == C::kConsumers;
+  int pre = 0;  // blocks of the first unit issued here
+  if (producer) {
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(full_bar(st), 1);
+      mbar_init(empty_bar(st), C::kConsumers / 32);  // per consumer warp
+    }
+    mbar_init_fence();
+    wait_prior_grid();  // launched as a dependent of the operand preparation
+    if (static_cast<int>(blockIdx.x) < units) {
+      const Unit w = unit_at(blockIdx.x);
+      pre = min(kStages, w.kb1 - w.kb0);
+#ifdef KFGEMM_FEWROW_PROBE
+      pr_first = pr_last = probe_now();
+#endif
+      for (int i = 0; i < pre; ++i) load_block(i, w.kb0 + i, w);
+    }
+  }
+  __syncthreads();
+  // Cluster build: the peers' shared memory may be written once every CTA has started
+  // (this arrival; its wait comes before the first remote store).
+  if constexpr (kCluster) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+  wait_prior_grid();
+#ifdef KFGEMM_FEWROW_PROBE
+  const uint64_t pr_ready = probe_now();
+#endif
+  launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
+#ifdef KFGEMM_FEWROW_PROBE
+  const uint64_t pr_dep = probe_now();
+#endif
 
   if (warp_group == C::kConsumerGroups) {
     // Producer warp: one thread issues the TMA loads of every block of the CTA's units as
@@ -438,38 +471,26 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     if constexpr (kExact) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::kProducerRegs));
     }
-    if (threadIdx.x == C::kConsumers) {
-      // With one row of tiles each block of B is read once: its lines go first.
-      const bool stream_b = tiles_m == 1;
-      const uint64_t policy = l2_evict_first_policy();
-#ifdef KFGEMM_FEWROW_PROBE
-      pr_policy = probe_now();
-#endif
-      int stage = 0;
-      uint32_t phase = 0;
+    if (producer) {
+      // The ring continues after the blocks issued before the set-up barrier.
+      int stage = pre == kStages ? 0 : pre;
+      uint32_t phase = pre == kStages ? 1 : 0;
+      int skip = pre;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
         const Unit w = unit_at(u);
-#ifdef KFGEMM_FEWROW_PROBE
-        if (pr_unit == 0) pr_unit = probe_now();
-#endif
-        for (int kb = w.kb0; kb < w.kb1; ++kb) {
+        for (int kb = w.kb0 + skip; kb < w.kb1; ++kb) {
           mbar_wait(empty_bar(stage), phase ^ 1);
 #ifdef KFGEMM_FEWROW_PROBE
           pr_last = probe_now();
           if (pr_first == 0) pr_first = pr_last;
 #endif
-          mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
-          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
-          if (stream_b) {
-            tma_load_2d_hint(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0, policy);
-          } else {
-            tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
-          }
+          load_block(stage, kb, w);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
           }
         }
+        skip = 0;
       }
 #ifdef KFGEMM_FEWROW_PROBE
       if (!kExact && blockIdx.x < kProbeCtas) {
@@ -772,7 +793,8 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     return Status::kLaunchFailed;
   }
 #ifdef KFGEMM_FEWROW_PROBE
-  if (!kExact) probe_dump<<<1, 1, 0, stream>>>(static_cast<int>(cfg.gridDim.x));
+  static const bool dump = getenv("KFGEMM_FEWROW_PROBE") != nullptr;
+  if (!kExact && dump) probe_dump<<<1, 1, 0, stream>>>(static_cast<int>(cfg.gridDim.x));
 #endif
   return Status::kOk;
 }
