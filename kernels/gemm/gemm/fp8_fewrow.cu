@@ -131,6 +131,7 @@ struct Params : ProblemParams {
   __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
+  int mode;          // experiment: 1 early loads, 2 createpolicy, 4 tensormap prefetch
 };
 
 __device__ __forceinline__ void launch_dependents() {
@@ -421,11 +422,12 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   };
   // With one row of tiles each block of B is read once: its lines go first.
   const bool stream_b = tiles_m == 1;
+  uint64_t policy = kL2EvictFirst;
   auto load_block = [&](int stage, int kb, const Unit& w) {
     mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
     tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
     if (stream_b) {
-      tma_load_2d_hint(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0, kL2EvictFirst);
+      tma_load_2d_hint(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0, policy);
     } else {
       tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
     }
@@ -442,8 +444,13 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
       mbar_init(empty_bar(st), C::kConsumers / 32);  // per consumer warp
     }
     mbar_init_fence();
+    if (p.mode & 4) {
+      prefetch_tensormap(&map_a);
+      prefetch_tensormap(&map_b);
+    }
     wait_prior_grid();  // launched as a dependent of the operand preparation
-    if (static_cast<int>(blockIdx.x) < units) {
+    if (p.mode & 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    if ((p.mode & 1) && static_cast<int>(blockIdx.x) < units) {
       const Unit w = unit_at(blockIdx.x);
       pre = min(kStages, w.kb1 - w.kb0);
 #ifdef KFGEMM_FEWROW_PROBE
@@ -764,7 +771,8 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
+  const int mode = g.swizzle == 1 ? 7 : g.swizzle == 2 ? 5 : g.swizzle == 4 ? 4 : g.swizzle == 8 ? 1 : 6;
+  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials, mode};
   const int tiles_m = (g.m + C::kBlockM - 1) / C::kBlockM;
   const int64_t units = static_cast<int64_t>(tiles_m) * ((g.n + kBlockN - 1) / kBlockN) * splits;
   cudaLaunchConfig_t cfg{};
