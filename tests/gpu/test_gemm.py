@@ -622,45 +622,6 @@ def test_fewrow_kernel(gemm_kernel, m, n, k, splits, layout, variant):
     (c.exact if exact else c.fast)(out)
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
-                                   (64, 2112, 7168), (65, 136, 8320), (128, 2112, 7168),
-                                   (128, 4096, 7168), (64, 32768, 512), (255, 392, 4224)])
-@pytest.mark.parametrize("splits", [0, 1, 3, 6, 8])
-@pytest.mark.parametrize("layout", ["nt", "challenge"])
-def test_fewrow_cluster_kernel(gemm_kernel, m, n, k, splits, layout):
-    """Variant 24: variant 18 on 64-row tiles with a tile's K slices in one cluster, each
-    slice sending the rows another sums into that CTA's shared memory. Cluster sizes that
-    do not divide the tile's rows (3, 6), the largest (8), one (no sum), its own choice
-    (0); several tile rows; more tiles than fit at once (64x32768: 256 clusters); tails in
-    every dimension; any scale layout."""
-    seed = fresh_seed()
-    major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col")}[layout]
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
-                           sa_layout=scales, sb_layout=scales)
-    s = min(splits, -(-k // 128))
-    out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, 24, s)
-    what = f"variant=24 {m}x{n}x{k} splits={s} {layout} seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
-
-
-def test_fewrow_cluster_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
-    """The slices are summed in rank order: repeated runs give the same bits. A cluster of
-    7, larger than 8 or than K's block count is refused with the argument named."""
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(64, 2112, 7168, seed=seed)
-    ops = gemm_kernel._ops.ops
-    first, differing = repeat_bitwise(ops, a, b, sa, sb, False, 24, 6, 10)
-    assert differing == 0, f"{differing} of 10 repeats differ, seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, f"variant=24 seed={seed}").fast(first)
-    for bad in (7, 9):
-        with pytest.raises(ValueError, match=f"splits={bad} does not fit .*cluster size"):
-            ops.gemm_nt(a, b, sa, sb, False, 24, bad)
-    a, b, sa, sb = make_nt(64, 256, 256, seed=seed)
-    with pytest.raises(ValueError, match="splits=3 does not fit .*2 blocks"):
-        ops.gemm_nt(a, b, sa, sb, False, 24, 3)
-
-
 def test_fewrow_kernel_is_deterministic_and_rejects_bad_splits(gemm_kernel):
     """Slices are summed in slice order by a second kernel: repeated runs give the same
     bits. More slices than K blocks is refused with the argument named."""

@@ -53,8 +53,6 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
     (f"v16s{s} overlap-amn-split", False, 16, s, 0) for s in (0, 2, 3, 4, 6, 8)] + [
     (f"v18s{s} fewrow", False, 18, s, 0) for s in (0, 1, 2, 3, 4, 5, 6, 7, 8)] + [
     (f"exact v19s{s} fewrow", True, 19, s, 0) for s in (0, 1, 2, 3, 4, 7)] + [
-    (f"v24s{s} fewrow-cluster", False, 24, s, 0) for s in (0, 1, 2, 3, 4, 5, 6, 8)] + [
-    (f"v18s0z{z} fewrow-mode", False, 18, 0, z) for z in (1, 2, 4, 8)] + [
     (f"exact v21s{s} exact-mn-split", True, 21, s, 0) for s in (0, 2, 3, 4, 6)] + [
     ("exact v22 exact-ak", True, 22, 0, 0)] + [
     (f"exact v23s{s} exact-ak-split", True, 23, s, 0) for s in (0, 2, 3, 4)]

@@ -54,7 +54,6 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
@@ -68,12 +67,6 @@ using namespace kfgemm::sm90;
 constexpr int kBlockN = 128;
 constexpr int kBlockK = 128;  // bytes of K per stage row = one scale block
 constexpr int kMaxSplits = 64;
-constexpr int kMaxClusterSplits = 8;  // portable cluster size
-// Cluster build (64-row tiles): each CTA receives, from every slice of its tile, the rows
-// it sums: rows [rank R, rank R + R) with R = ceil(64 / splits), one 128-float row each:
-// splits * R rows, at most 66 (splits 7, 70 rows, is not offered).
-constexpr uint32_t kRecvRows = 66;
-constexpr uint32_t kRecvBytes = kRecvRows * kBlockN * 4;
 constexpr size_t kRingBytes = 200 * 1024;
 
 // kGroups: tiles of 64 * kGroups rows, two consumer warp groups per 64 rows. kExact:
@@ -131,37 +124,11 @@ struct Params : ProblemParams {
   __nv_bfloat16* d;  // output, row pitch ldd (splits == 1)
   int64_t ldd;
   float* partials;   // splits planes of (m, n) floats (splits > 1)
-  int mode;          // experiment: 1 early loads, 2 createpolicy, 4 tensormap prefetch
 };
 
 __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
-
-#define KFGEMM_FEWROW_PROBE 1
-#ifdef KFGEMM_FEWROW_PROBE
-__device__ __forceinline__ uint64_t probe_now() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ uint32_t probe_smid() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-  return r;
-}
-constexpr int kProbeCtas = 2048;
-__device__ unsigned long long g_probe[kProbeCtas][16];
-__global__ void probe_dump(int ctas) {
-  for (int i = 0; i < ctas && i < kProbeCtas; ++i) {
-    const unsigned long long* r = g_probe[i];
-    printf("KFPROBE %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
-           i, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
-           r[14], r[15]);
-  }
-}
-#endif
-
 
 // Two FP8 values (half `h` of the word `w`, low byte first) as an FP16 pair.
 __device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t w, int h) {
@@ -376,10 +343,7 @@ __device__ __forceinline__ void register_exact_consumers(const Params& p, int un
   }
 }
 
-// kCluster (fast mode): the `splits` CTAs of a tile form a cluster, one K slice each, and
-// sum their partial tiles through distributed shared memory (no planes, no second
-// kernel): one unit per CTA.
-template <int kGroups, bool kExact, bool kCluster>
+template <int kGroups, bool kExact>
 __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const Params p) {
@@ -387,8 +351,8 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   constexpr int kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;
-  const uint32_t staging = base + kStages * C::kStageBytes;  // (cluster build: received rows)
-  const uint32_t bars = staging + (kCluster ? kRecvBytes : C::kStagingBytes);
+  const uint32_t staging = base + kStages * C::kStageBytes;
+  const uint32_t bars = staging + C::kStagingBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return base + s * C::kStageBytes; };
@@ -401,76 +365,24 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
   // Warp-uniform for the compiler (descriptor arithmetic in uniform registers).
   const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
-#ifdef KFGEMM_FEWROW_PROBE
-  const uint64_t pr_t0 = probe_now();
-  uint64_t pr_first = 0, pr_last = 0, pr_done = 0;
-  const uint64_t pr_policy = 0, pr_unit = 0;
-#endif
+  init_stage_ring(bars, kStages, C::kConsumers / 32, &map_a, &map_b);  // per consumer warp
+  __syncthreads();
+  wait_prior_grid();    // launched as a dependent of the operand preparation
+  launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
+
   // Unit u: tile u % tiles (column tiles fastest) over K slice u / tiles, the K blocks
-  // [kb0, kb1); with clusters tile u / splits over slice u % splits (the CTA's rank).
-  // (32-bit arithmetic: splits <= 64 and kblocks < 2^24.)
+  // [kb0, kb1).
   struct Unit {
     int m0, n0, slice, kb0, kb1;
   };
   auto unit_at = [&](int u) {
-    const int s = kCluster ? u % p.splits : u / tiles;
-    const int t = kCluster ? u / p.splits : u - s * tiles;
+    const int s = u / tiles;
+    const int t = u - s * tiles;
     const int tm = t % tiles_m;
     return Unit{tm * C::kBlockM, (t / tiles_m) * kBlockN, s,
-                static_cast<int>(static_cast<unsigned>(s * kblocks) / static_cast<unsigned>(p.splits)),
-                static_cast<int>(static_cast<unsigned>((s + 1) * kblocks) / static_cast<unsigned>(p.splits))};
+                static_cast<int>(int64_t(s) * kblocks / p.splits),
+                static_cast<int>(int64_t(s + 1) * kblocks / p.splits)};
   };
-  // With one row of tiles each block of B is read once: its lines go first.
-  const bool stream_b = tiles_m == 1;
-  uint64_t policy = kL2EvictFirst;
-  auto load_block = [&](int stage, int kb, const Unit& w) {
-    mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
-    tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
-    if (stream_b) {
-      tma_load_2d_hint(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0, policy);
-    } else {
-      tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
-    }
-  };
-
-  // The producer thread sets up the ring and issues its first unit's loads (as many as
-  // the ring holds) before anything else: the first bytes take 1.5-2 us to arrive, and
-  // the code a thread runs first costs instruction fetches of its own (NOTES.md, v28).
-  const bool producer = threadIdx.x == C::kConsumers;
-  int pre = 0;  // blocks of the first unit issued here
-  if (producer) {
-    for (int st = 0; st < kStages; ++st) {
-      mbar_init(full_bar(st), 1);
-      mbar_init(empty_bar(st), C::kConsumers / 32);  // per consumer warp
-    }
-    mbar_init_fence();
-    if (p.mode & 4) {
-      prefetch_tensormap(&map_a);
-      prefetch_tensormap(&map_b);
-    }
-    wait_prior_grid();  // launched as a dependent of the operand preparation
-    if (p.mode & 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    if ((p.mode & 1) && static_cast<int>(blockIdx.x) < units) {
-      const Unit w = unit_at(blockIdx.x);
-      pre = min(kStages, w.kb1 - w.kb0);
-#ifdef KFGEMM_FEWROW_PROBE
-      pr_first = pr_last = probe_now();
-#endif
-      for (int i = 0; i < pre; ++i) load_block(i, w.kb0 + i, w);
-    }
-  }
-  __syncthreads();
-  // Cluster build: the peers' shared memory may be written once every CTA has started
-  // (this arrival; its wait comes before the first remote store).
-  if constexpr (kCluster) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
-  wait_prior_grid();
-#ifdef KFGEMM_FEWROW_PROBE
-  const uint64_t pr_ready = probe_now();
-#endif
-  launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
-#ifdef KFGEMM_FEWROW_PROBE
-  const uint64_t pr_dep = probe_now();
-#endif
 
   if (warp_group == C::kConsumerGroups) {
     // Producer warp: one thread issues the TMA loads of every block of the CTA's units as
@@ -478,46 +390,31 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     if constexpr (kExact) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::kProducerRegs));
     }
-    if (producer) {
-      // The ring continues after the blocks issued before the set-up barrier.
-      int stage = pre == kStages ? 0 : pre;
-      uint32_t phase = pre == kStages ? 1 : 0;
-      int skip = pre;
+    if (threadIdx.x == C::kConsumers) {
+      // With one row of tiles each block of B is read once: its lines go first.
+      const bool stream_b = tiles_m == 1;
+      const uint64_t policy = l2_evict_first_policy();
+      int stage = 0;
+      uint32_t phase = 0;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
         const Unit w = unit_at(u);
-        for (int kb = w.kb0 + skip; kb < w.kb1; ++kb) {
+        for (int kb = w.kb0; kb < w.kb1; ++kb) {
           mbar_wait(empty_bar(stage), phase ^ 1);
-#ifdef KFGEMM_FEWROW_PROBE
-          pr_last = probe_now();
-          if (pr_first == 0) pr_first = pr_last;
-#endif
-          load_block(stage, kb, w);
+          mbar_arrive_expect_tx(full_bar(stage), C::kStageBytes);
+          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, w.m0);
+          if (stream_b) {
+            tma_load_2d_hint(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0, policy);
+          } else {
+            tma_load_2d(tile_b(stage), &map_b, full_bar(stage), kb * kBlockK, w.n0);
+          }
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
           }
         }
-        skip = 0;
       }
-#ifdef KFGEMM_FEWROW_PROBE
-      if (!kExact && blockIdx.x < kProbeCtas) {
-        unsigned long long* r = g_probe[blockIdx.x];
-        r[0] = probe_smid();
-        r[1] = pr_t0;
-        r[2] = pr_ready;
-        r[3] = pr_first;
-        r[4] = pr_last;
-        r[12] = pr_dep;
-        r[13] = pr_policy;
-        r[14] = pr_unit;
-      }
-#endif
     }
     __syncwarp();
-    if constexpr (kCluster) {  // the consumers' cluster barriers count every thread
-      asm volatile("barrier.cluster.wait;" ::: "memory");
-      cluster_sync();
-    }
     return;
   }
 
@@ -526,9 +423,6 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
     return;
   }
 
-#ifdef KFGEMM_FEWROW_PROBE
-  if (threadIdx.x == 0 && blockIdx.x < kProbeCtas) g_probe[blockIdx.x][15] = probe_now();
-#endif
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   const int rows_half = warp_group / 2, cols_half = warp_group % 2;
@@ -572,10 +466,6 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         nb = __ldg(pb);
       }
       mbar_wait(full_bar(stage), phase);
-#ifdef KFGEMM_FEWROW_PROBE
-      pr_last = probe_now();
-      if (pr_first == 0) pr_first = pr_last;
-#endif
       cur_stage = stage;
       fence_regs(tc);
       cute::warpgroup_arrive();
@@ -630,9 +520,6 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         finish(t0, cur_stage, cur_lo, cur_hi);
       }
     }
-#ifdef KFGEMM_FEWROW_PROBE
-    pr_done = probe_now();
-#endif
     // Column group j holds columns 8j + 2 (lane % 4) + {0, 1} of the half; n is a
     // multiple of 8, so a pair is inside or outside together.
     // Stored as bf16 pairs into the output, or as float pairs into the slice's plane.
@@ -652,82 +539,17 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
         }
       }
     };
-    if constexpr (kCluster) {
-      static_assert(kGroups == 1, "the cluster build takes 64-row tiles");
-      // Each row of the partial tile goes to the CTA that sums it (row / R), into the slot
-      // of this slice: remote stores, no round trips, possibly while that CTA still runs
-      // its K loop (the received rows have memory of their own).
-      const int splits = p.splits, rank = w.slice;
-      const int rows_per = (C::kBlockM + splits - 1) / splits;
-      asm volatile("barrier.cluster.wait;" ::: "memory");  // every peer has started
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = row + 8 * h;
-        const int owner = r / rows_per;
-        const uint32_t local = staging + static_cast<uint32_t>((rank * rows_per + r - owner * rows_per) * kBlockN) * 4;
-        uint32_t remote;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(owner));
-#pragma unroll
-        for (int j = 0; j < kAcc / 4; ++j) {
-          const int col = cols_half * 64 + 8 * j + 2 * (lane % 4);
-          asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(remote + col * 4),
-                       "f"(acc[4 * j + 2 * h]), "f"(acc[4 * j + 2 * h + 1])
-                       : "memory");
-        }
-      }
-      cluster_sync();  // every slice's rows have arrived
-      // This CTA's rows, four columns per thread and step, summed in slice order.
-      constexpr int kQuads = kBlockN / 4;
-      const int r0 = rank * rows_per;
-      const int rows = min(rows_per, C::kBlockM - r0);
-      for (int idx = threadIdx.x; idx < rows * kQuads; idx += C::kConsumers) {
-        const int lr = idx / kQuads;
-        const int c = (idx % kQuads) * 4;
-        const int gm = w.m0 + r0 + lr, gn = w.n0 + c;
-        if (gm >= p.m || gn >= p.n) continue;  // n is a multiple of 8: a quad is in or out
-        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int q = 0; q < splits; ++q) {
-          float4 v;
-          asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                       : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                       : "r"(staging + static_cast<uint32_t>((q * rows_per + lr) * kBlockN + c) * 4));
-          sum.x += v.x;
-          sum.y += v.y;
-          sum.z += v.z;
-          sum.w += v.w;
-        }
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y);
-        const __nv_bfloat162 hi = __floats2bfloat162_rn(sum.z, sum.w);
-        uint2 packed;
-        packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-        packed.y = *reinterpret_cast<const uint32_t*>(&hi);
-        *reinterpret_cast<uint2*>(p.d + static_cast<int64_t>(gm) * p.ldd + gn) = packed;
-      }
-    } else if (p.splits == 1) {
+    if (p.splits == 1) {
       store(p.d, p.ldd, [](float x, float y) { return __floats2bfloat162_rn(x, y); });
     } else {
       store(p.partials + static_cast<int64_t>(w.slice) * p.m * p.n, static_cast<int64_t>(p.n),
             [](float x, float y) { return make_float2(x, y); });
     }
-#ifdef KFGEMM_FEWROW_PROBE
-    if (threadIdx.x == 0 && blockIdx.x < kProbeCtas) {
-      unsigned long long* r = g_probe[blockIdx.x];
-      r[5] = w.kb0;
-      r[6] = w.kb1;
-      r[7] = pr_first;
-      r[8] = pr_last;
-      r[9] = pr_done;
-      r[10] = probe_now();
-      r[11] = u;
-    }
-    pr_first = 0;
-#endif
   }
 }
 
 // Exact mode takes 64-row tiles only.
 int groups_for(const GemmArgs& g, bool exact) { return g.m <= 64 || exact ? 1 : 2; }
-
 
 int sms_of(const GemmArgs& g) { return g.sm_count > 0 ? g.sm_count : 132; }
 
@@ -753,12 +575,9 @@ size_t partials_bytes(const GemmArgs& g, int splits) {
   return splits > 1 ? static_cast<size_t>(splits) * g.m * g.n * sizeof(float) : 0;
 }
 
-template <int kGroups, bool kExact, bool kCluster>
+template <int kGroups, bool kExact>
 Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t stream, const char** why) {
   using C = Config<kGroups, kExact>;
-  constexpr auto kernel = gemm_kernel<kGroups, kExact, kCluster>;
-  constexpr size_t smem = C::kSmemBytes + (kCluster ? kRecvBytes : 0);
-  static_assert(smem <= 227 * 1024, "shared memory of one SM");
   CUtensorMap map_a, map_b;
   const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_map(&map_a, u8, 1, g.a, g.m, g.k, g.lda, C::kBlockM, kBlockK) ||
@@ -767,43 +586,26 @@ Status launch(const GemmArgs& g, int splits, float* partials, cudaStream_t strea
     return Status::kLaunchFailed;
   }
   static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(kernel, g.device, smem, &smem_reserved)) {
+  if (!reserve_smem_once(gemm_kernel<kGroups, kExact>, g.device, C::kSmemBytes, &smem_reserved)) {
     if (why) *why = "cannot reserve the kernel's shared memory";
     return Status::kLaunchFailed;
   }
-  const int mode = g.swizzle == 1 ? 7 : g.swizzle == 2 ? 5 : g.swizzle == 4 ? 4 : g.swizzle == 8 ? 1 : 6;
-  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials, mode};
-  const int tiles_m = (g.m + C::kBlockM - 1) / C::kBlockM;
-  const int64_t units = static_cast<int64_t>(tiles_m) * ((g.n + kBlockN - 1) / kBlockN) * splits;
+  const Params p{problem_params(g), splits, static_cast<__nv_bfloat16*>(g.d), g.ldd, partials};
+  const int64_t units = static_cast<int64_t>(tiles_for(g, kExact)) * splits;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(kCluster || units < sms_of(g) ? units : sms_of(g)));
+  cfg.gridDim = dim3(static_cast<unsigned>(units < sms_of(g) ? units : sms_of(g)));
   cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = smem;
+  cfg.dynamicSmemBytes = C::kSmemBytes;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  int n = 0;
-  if (kCluster) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = static_cast<unsigned>(splits);
-    attr[n].val.clusterDim.y = 1;
-    attr[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  if (g.pdl) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  if (cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, p) != cudaSuccess) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = g.pdl ? 1 : 0;
+  if (cudaLaunchKernelEx(&cfg, gemm_kernel<kGroups, kExact>, map_a, map_b, p) != cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
   }
-#ifdef KFGEMM_FEWROW_PROBE
-  static const bool dump = getenv("KFGEMM_FEWROW_PROBE") != nullptr;
-  if (!kExact && dump) probe_dump<<<1, 1, 0, stream>>>(static_cast<int>(cfg.gridDim.x));
-#endif
   return Status::kOk;
 }
 
@@ -827,10 +629,10 @@ Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   }
   Status st;
   if constexpr (kExact) {
-    st = launch<1, true, false>(g, splits, partials, stream, why);
+    st = launch<1, true>(g, splits, partials, stream, why);
   } else {
-    st = groups_for(g, false) == 1 ? launch<1, false, false>(g, splits, partials, stream, why)
-                                   : launch<2, false, false>(g, splits, partials, stream, why);
+    st = groups_for(g, false) == 1 ? launch<1, false>(g, splits, partials, stream, why)
+                                   : launch<2, false>(g, splits, partials, stream, why);
   }
   if (st != Status::kOk || splits == 1) return st;
   if (reduce_splits(partials, splits, g.m, g.n, g.d, g.ldd, g.sm_count, stream) != Status::kOk) {
@@ -838,71 +640,6 @@ Status run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
     return Status::kLaunchFailed;
   }
   return Status::kOk;
-}
-
-// Clusters of `splits` CTAs of the cluster build that the GPU holds at once (queried once
-// per device and size).
-int max_clusters(const GemmArgs& g, int splits) {
-  using C = Config<1, false>;
-  constexpr auto kernel = gemm_kernel<1, false, true>;
-  constexpr size_t smem = C::kSmemBytes + kRecvBytes;
-  static int cache[64][kMaxClusterSplits + 1] = {};
-  if (g.device < 0 || g.device >= 64) return 0;
-  int& slot = cache[g.device][splits];
-  if (slot != 0) return slot > 0 ? slot : 0;
-  static uint64_t smem_reserved = 0;
-  if (!reserve_smem_once(kernel, g.device, smem, &smem_reserved)) return 0;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(splits * 64));
-  cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(splits);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int count = 0;
-  if (cudaOccupancyMaxActiveClusters(&count, kernel, &cfg) != cudaSuccess) {
-    cudaGetLastError();
-    count = 0;
-  }
-  slot = count > 0 ? count : -1;
-  return count;
-}
-
-bool cluster_size_ok(int s) { return s >= 1 && s <= kMaxClusterSplits && s != 7; }
-
-// Cluster build: the largest cluster (at most 8, not 7, one slice per K block) whose
-// clusters, one per tile, all run at once; g.splits > 0 overrides.
-int cluster_splits_for(const GemmArgs& g) {
-  if (g.splits > 0) return g.splits;
-  const int tiles = ((g.m + 63) / 64) * ((g.n + kBlockN - 1) / kBlockN);
-  const int kblocks = (g.k + kBlockK - 1) / kBlockK;
-  int best = 1;
-  for (int s = 2; s <= kMaxClusterSplits && s <= kblocks; ++s) {
-    if (!cluster_size_ok(s)) continue;
-    if (static_cast<int64_t>(tiles) * s > sms_of(g)) break;
-    if (max_clusters(g, s) >= tiles) best = s;
-  }
-  return best;
-}
-
-Status run_cluster(const GemmArgs& g, cudaStream_t stream, const char** why) {
-  if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  const int kblocks = (g.k + kBlockK - 1) / kBlockK;
-  const int splits = cluster_splits_for(g);
-  if (!cluster_size_ok(splits) || splits > kblocks) {
-    if (why) *why = "splits (the cluster size) must be 1 to 6 or 8 and at most one per 128 of K";
-    return Status::kUnsupported;
-  }
-  const int64_t units = static_cast<int64_t>((g.m + 63) / 64) * ((g.n + kBlockN - 1) / kBlockN) * splits;
-  if (units > INT32_MAX) {
-    if (why) *why = "too many work units";
-    return Status::kUnsupported;
-  }
-  return launch<1, false, true>(g, splits, nullptr, stream, why);
 }
 
 }  // namespace
@@ -924,12 +661,6 @@ size_t fp8_fewrow_exact_workspace(const GemmArgs& g) {
 
 Status fp8_fewrow_exact_run(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   return fewrow::run<true>(g, ws, stream, why);
-}
-
-size_t fp8_fewrow_cluster_workspace(const GemmArgs&) { return 0; }
-
-Status fp8_fewrow_cluster_run(const GemmArgs& g, void*, cudaStream_t stream, const char** why) {
-  return fewrow::run_cluster(g, stream, why);
 }
 
 }  // namespace kfgemm::variants

@@ -142,9 +142,7 @@ enum class Variant : int {
   kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
-  kFp8FewRowCluster = 24,  // variant 18 with the K slices of a tile in a cluster, summed through
-                           // distributed shared memory (splits: cluster size 1-8)
-  kCount = 25,
+  kCount = 24,
 };
 
 const char* variant_name(Variant v);

@@ -30,7 +30,6 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak_splitk)
-KFGEMM_DECLARE_VARIANT(fp8_fewrow_cluster)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
 }  // namespace kfgemm::variants
@@ -60,7 +59,6 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_amn), KFGEMM_ENTRY(fp8_coop_128x128_exact_amn_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_ak), KFGEMM_ENTRY(fp8_coop_128x128_exact_ak_splitk),
-    KFGEMM_ENTRY(fp8_fewrow_cluster),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <utility>
 
-#include "cute/arch/copy_sm90_desc.hpp"
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
 
@@ -87,13 +86,16 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-// The L2 cache policy that makes the lines a load brings in the first to be evicted: for
-// data read once (a few-row problem's B), so that it replaces itself rather than lines
-// other kernels left in the L2 (dirty ones cost a write-back each). CUTLASS's constant
-// for it, so that no createpolicy instruction sits before a kernel's first load.
-constexpr uint64_t kL2EvictFirst = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_FIRST);
+// An L2 policy that makes the lines a load brings in the first to be evicted: for data
+// read once (a few-row problem's B), so that it replaces itself rather than lines other
+// kernels left in the L2 (dirty ones cost a write-back each).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
 
-// tma_load_2d with an L2 cache policy (kL2EvictFirst).
+// tma_load_2d with an L2 cache policy (l2_evict_first_policy).
 __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap* map, uint32_t bar,
                                                  int c0, int c1, uint64_t policy) {
   asm volatile(

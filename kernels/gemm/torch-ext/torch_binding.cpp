@@ -582,13 +582,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
                           ": it is the cluster size, 1, 2, 4 or 8 (0: chosen from the shape)"));
   }
-  if (v == kfgemm::Variant::kFp8FewRowCluster) {
-    const int64_t kblocks = ceil_div(K, 128);
-    TORCH_CHECK_VALUE(splits <= std::min<int64_t>(8, kblocks) && splits != 7,
-                      cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
-                          ": it is the cluster size, 1 to 6 or 8 and at most one per 128 of K (here ",
-                          kblocks, " blocks), or 0 to choose"));
-  }
   if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(t.a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
