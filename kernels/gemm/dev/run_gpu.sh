@@ -66,7 +66,6 @@ for s in "$@"; do
     ab) run ab 300 python3 kernels/gemm/dev/ab.py ${AB_SHAPES:-} ;;
     stress) run stress 300 python3 kernels/gemm/dev/stress.py ${STRESS_SPECS:-nt:4096x4096x7168:22:exact guide:4096x4096x7168:22:exact nt:4096x4096x7168:23:exact challenge:4096x4096x7168:20:exact a_mn:4096x4096x7168:20:exact challenge:1024x1536x7168:21:exact nt:256x7168x7168:19:exact} ;;
     floor) run floor 200 python3 kernels/gemm/dev/stream_floor.py ${FLOOR_SHAPES:-} ;;
-    reduceab) run reduceab 300 python3 kernels/gemm/dev/reduce_ab.py ${RAB_SHAPES:?set RAB_SHAPES} ;;
     hostgap) run hostgap 300 python3 kernels/gemm/dev/host_gap.py ${HOSTGAP_SHAPES:-} ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;

@@ -2,7 +2,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "gemm_api.h"
 
@@ -11,54 +10,9 @@ namespace {
 
 // One thread per 4 consecutive outputs of a row: a 16-byte load per slice and an
 // 8-byte store. The slices are added in order, so the result does not depend on the
-// launch configuration. Their loads are issued eight at a time before any is added (a
-// loop adding each as it arrives waits for one L2 round trip per slice). Launched as a
-// programmatic dependent of the GEMM that writes the partials: it starts while that grid
-// drains and waits for its completion before reading.
+// launch configuration. Launched as a programmatic dependent of the GEMM that writes the
+// partials: it starts while that grid drains and waits for its completion before reading.
 __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* __restrict__ partials,
-                                                            int splits, int m, int n,
-                                                            __nv_bfloat16* __restrict__ d,
-                                                            int64_t ldd) {
-  constexpr int kBatch = 8;
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  const int64_t quads_per_row = n / 4;
-  const int64_t total = static_cast<int64_t>(m) * quads_per_row;
-  const int64_t plane = static_cast<int64_t>(m) * n;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = i / quads_per_row;
-    const int64_t col = (i - row * quads_per_row) * 4;
-    const float* p = partials + row * n + col;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0 = 0; s0 < splits; s0 += kBatch) {
-      float4 v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (s0 + j < splits) v[j] = __ldg(reinterpret_cast<const float4*>(p + (s0 + j) * plane));
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (s0 + j >= splits) break;
-        if (s0 + j == 0) {
-          acc = v[0];  // the first slice as it is (0 + x would turn -0 into +0)
-        } else {
-          acc.x += v[j].x;
-          acc.y += v[j].y;
-          acc.z += v[j].z;
-          acc.w += v[j].w;
-        }
-      }
-    }
-    __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x, acc.y);
-    __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z, acc.w);
-    uint2 packed;
-    packed.x = *reinterpret_cast<uint32_t*>(&lo);
-    packed.y = *reinterpret_cast<uint32_t*>(&hi);
-    *reinterpret_cast<uint2*>(d + row * ldd + col) = packed;
-  }
-}
-
-__global__ void __launch_bounds__(256) reduce_serial_kernel(const float* __restrict__ partials,
                                                             int splits, int m, int n,
                                                             __nv_bfloat16* __restrict__ d,
                                                             int64_t ldd) {
@@ -110,9 +64,8 @@ Status reduce_splits(const float* partials, int splits, int m, int n, void* d, i
   attr.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attr;
   config.numAttrs = 1;
-  const bool serial = getenv("KFGEMM_REDUCE_SERIAL") != nullptr;  // experiment
-  const cudaError_t err = cudaLaunchKernelEx(&config, serial ? reduce_serial_kernel : reduce_splits_kernel,
-                                             partials, splits, m, n, static_cast<__nv_bfloat16*>(d), ldd);
+  const cudaError_t err = cudaLaunchKernelEx(&config, reduce_splits_kernel, partials, splits, m, n,
+                                             static_cast<__nv_bfloat16*>(d), ldd);
   return err == cudaSuccess ? Status::kOk : Status::kLaunchFailed;
 }
 
