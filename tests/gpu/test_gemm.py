@@ -991,6 +991,27 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     assert gemm_kernel.plan_nt(a, b, sa, sb, precision="exact").name == want, f"{gbs} GB/s"
 
 
+@pytest.mark.parametrize("m,n,k,below_4tbs,from_4tbs", [
+    # 65-128 rows, K <= 1024, a wave of 128x128 tiles or more: the hand-written kernel on
+    # the H100, the ping-pong kernel on the H200 (v28)
+    (128, 32768, 512, "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
+    (80, 32768, 1024, "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
+    # ... not under a wave, with 64 rows or with longer K
+    (128, 8192, 512, "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (64, 32768, 512, "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (128, 24576, 1536, "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+])
+def test_plan_fast_follows_memory_bandwidth(gemm_kernel, m, n, k, below_4tbs, from_4tbs):
+    """Fast-mode choices measured apart on the H100 (under 4 TB/s) and the H200, NT
+    layout."""
+    gbs = memory_gbs()
+    if gbs == 0 or torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("memory bandwidth not reported, or not a 132-SM part (the waves differ)")
+    a, b, sa, sb = layout_inputs(m, n, k, "nt", fresh_seed())
+    want = below_4tbs if gbs < 4000 else from_4tbs
+    assert gemm_kernel.plan_nt(a, b, sa, sb).name == want, f"{gbs} GB/s"
+
+
 def test_plan_of_an_empty_problem(gemm_kernel):
     a, b, sa, sb = make_nt(16, 32, 0, seed=0)
     assert tuple(gemm_kernel.plan_nt(a, b, sa, sb)) == (-1, 0, "none")

@@ -471,6 +471,18 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     if (slow_memory && K >= 2304) return {V::kFp8Coop128x128OverlapCluster2, 0};
     return {V::kFp8Coop128x128Overlap, 0};
   }
+  // 65-128 rows, K <= 1024, at least a wave of 128x128 tiles, nothing to prepare, on the
+  // H100: the hand-written kernel, its 128-row tiles reading each B tile once, where the
+  // ping-pong kernel's two 64-row tiles read it twice (interleaved, us, against the
+  // ping-pong kernel: 128x32768x512 16.1 vs 17.2 and 15.3 vs 16.9 in another run,
+  // 96x32768x512 16.0 vs 17.1, 80x32768x512 15.3 vs 16.9, 128x65536x512 25.7 vs 27.3,
+  // 128x32768x256 12.4 vs 13.2, 128x32768x1024 23.7 vs 24.6, 100x24576x384 12.6 vs
+  // 12.9; under a wave it ties or loses: 128x16384x512 11.8 vs 11.8, 128x8192x512 10.1
+  // vs 9.4, 128x4096x512 9.3 vs 9.1; with longer K it loses: 128x24576x1536 27.4 vs
+  // 25.5). On the H200 it ties (128x32768x512 13.9 vs 14.0-14.5). NOTES.md, v28.
+  if (M > 64 && M <= 128 && K <= 1024 && slow_memory && in_place && tiles128 >= sms) {
+    return {V::kFp8Coop128x128Overlap, 0};
+  }
   if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
   if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
     return {V::kFp8Coop128x128StreamK, 0};
