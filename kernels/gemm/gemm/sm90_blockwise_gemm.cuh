@@ -37,6 +37,7 @@
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 
 #include "gemm_api.h"
+#include "smem_reserve.h"
 
 namespace kfgemm::sm90 {
 
@@ -222,16 +223,22 @@ struct BlockwiseGemm {
     void* partials = workspace;
     void* cutlass_ws = pbytes ? static_cast<char*>(workspace) + pbytes : workspace;
     typename Gemm::Arguments args = make_arguments(g, partials);
-    Gemm op;
-    if (op.can_implement(args) != cutlass::Status::kSuccess) {
+    if (Gemm::can_implement(args) != cutlass::Status::kSuccess) {
       if (why) *why = "the kernel cannot implement this problem (alignment or shape)";
       return Status::kUnsupported;
     }
-    if (op.initialize(args, cutlass_ws, stream) != cutlass::Status::kSuccess) {
+    // What the adapter's initialize() does, with the kernel's shared-memory attribute set
+    // once per device rather than on every call (a driver call of 2-3 us on the host).
+    using Kernel = typename Gemm::GemmKernel;
+    static uint64_t smem_reserved = 0;
+    if (Kernel::initialize_workspace(args, cutlass_ws, stream, nullptr) != cutlass::Status::kSuccess ||
+        !reserve_smem_once(cutlass::device_kernel<Kernel>, g.device, Kernel::SharedStorageSize,
+                           &smem_reserved)) {
       if (why) *why = "kernel initialization failed";
       return Status::kLaunchFailed;
     }
-    if (op.run(stream, nullptr, g.pdl && pdl_capable) != cutlass::Status::kSuccess) {
+    typename Kernel::Params params = Kernel::to_underlying_arguments(args, cutlass_ws);
+    if (Gemm::run(params, stream, nullptr, g.pdl && pdl_capable) != cutlass::Status::kSuccess) {
       if (why) *why = "kernel launch failed";
       return Status::kLaunchFailed;
     }

@@ -12,6 +12,7 @@
 
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
+#include "smem_reserve.h"
 
 namespace kfgemm::sm90 {
 
@@ -267,20 +268,6 @@ inline bool make_map(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// Sets a kernel's dynamic shared-memory limit once per device (a per-device attribute
-// of the function). `set` holds one bit per device already done.
-template <typename Kernel>
-bool reserve_smem_once(Kernel kernel, int device, size_t bytes, uint64_t* set_bits) {
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t(1) << device : 0;
-  if (bit && (__atomic_load_n(set_bits, __ATOMIC_ACQUIRE) & bit)) return true;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes)) != cudaSuccess) {
-    return false;
-  }
-  __atomic_fetch_or(set_bits, bit, __ATOMIC_RELEASE);
-  return true;
 }
 
 }  // namespace kfgemm::sm90

@@ -1,0 +1,69 @@
+"""Where the op's host time goes: the CPU side of a few calls under torch.profiler.
+
+    python kernels/gemm/dev/host_profile.py nt:64x2112x7168 nt:64x32768x512
+
+Per shape: the host microseconds per call (calls queued behind a GPU sleep), the Python
+argument checks alone, and the profiler's CPU table (CUDA runtime calls included) over
+200 calls.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+REPO = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location("gemm_benchmark", REPO / "benchmarks" / "gemm.py")
+bench_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_mod)
+CALLS = 200
+
+
+def per_call_us(fn, calls: int = CALLS) -> float:
+    torch.cuda.synchronize()
+    torch.cuda._sleep(400_000_000)  # the GPU stays busy: the host never waits
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def main() -> int:
+    gk = bench_mod.load_kernel()
+    validate = sys.modules[gk.__name__ + "._validate"]
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    for spec in sys.argv[1:]:
+        layout, _, dims = spec.partition(":")
+        m, n, k = (int(x) for x in dims.split("x"))
+        a, b, sa, sb, _, _ = bench_mod.make_inputs(m, n, k, layout == "challenge", 1)
+        op = lambda a=a, b=b, sa=sa, sb=sb: gk.gemm_nt(a, b, sa, sb)  # noqa: E731
+        raw = lambda a=a, b=b, sa=sa, sb=sb: gk._ops.ops.gemm_nt(a, b, sa, sb, False)  # noqa: E731
+        check = lambda a=a, b=b, sa=sa, sb=sb: validate.check_gemm(a, b, sa, sb, None, layout="nt")  # noqa: E731
+        for fn in (op, raw):
+            fn()
+        t_check = min(per_call_us(check) for _ in range(3))
+        t_op = min(per_call_us(op) for _ in range(3))
+        t_raw = min(per_call_us(raw) for _ in range(3))
+        p = gk.plan_nt(a, b, sa, sb)
+        print(f"\n{spec} ({p.name}, splits {p.splits}): op {t_op:.1f} us per call, "
+              f"the registered op alone {t_raw:.1f}, Python checks {t_check:.1f}")
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            torch.cuda._sleep(400_000_000)
+            for _ in range(CALLS):
+                op()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14,
+                                        max_name_column_width=60))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
