@@ -67,6 +67,7 @@ for s in "$@"; do
     stress) run stress 300 python3 kernels/gemm/dev/stress.py ${STRESS_SPECS:-nt:4096x4096x7168:22:exact guide:4096x4096x7168:22:exact nt:4096x4096x7168:23:exact challenge:4096x4096x7168:20:exact a_mn:4096x4096x7168:20:exact challenge:1024x1536x7168:21:exact nt:256x7168x7168:19:exact} ;;
     floor) run floor 200 python3 kernels/gemm/dev/stream_floor.py ${FLOOR_SHAPES:-} ;;
     hostgap) run hostgap 300 python3 kernels/gemm/dev/host_gap.py ${HOSTGAP_SHAPES:-} ;;
+    hostprofile) run hostprofile 200 python3 kernels/gemm/dev/host_profile.py ${HOSTPROFILE_SHAPES:-nt:64x2112x7168 nt:64x32768x512} ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racecheck) run racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py ;;
