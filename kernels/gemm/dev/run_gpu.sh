@@ -10,7 +10,7 @@
 #   buildsrc   development build from source (CUTLASS from the wheel in .whl/)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
-#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheck1 racemap sass pipeprobe wgmmaprobe toolchain
+#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor hostgap (HOSTGAP_SHAPES) hostprofile (HOSTPROFILE_SHAPES) timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheck1 racemap sass pipeprobe wgmmaprobe toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 # The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
