@@ -968,6 +968,16 @@ def memory_gbs() -> int:
     return int(2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e9)
 
 
+def choice_by_bandwidth(below_4tbs: str, from_4tbs: str) -> tuple[str, int]:
+    """The kernel name measured for this GPU's memory bandwidth (under 4 TB/s: the H100),
+    and that bandwidth; skips where it is not reported or the part is not a 132-SM one
+    (the waves differ)."""
+    gbs = memory_gbs()
+    if gbs == 0 or torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("memory bandwidth not reported, or not a 132-SM part (the waves differ)")
+    return (below_4tbs if gbs < 4000 else from_4tbs), gbs
+
+
 @pytest.mark.parametrize("m,n,k,layout,below_4tbs,from_4tbs", [
     # long K over two to five waves: converted in the kernel on the H100, the pass and
     # the BF16 kernel on the H200 (v25)
@@ -983,11 +993,8 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     """Exact mode converts e4m3fn operands inside the GEMM over a range of grids that
     depends on how much the conversion pass costs, so on the memory bandwidth (NOTES.md,
     v24 on the H100, v25 on the H200)."""
-    gbs = memory_gbs()
-    if gbs == 0 or torch.cuda.get_device_properties(0).multi_processor_count != 132:
-        pytest.skip("memory bandwidth not reported, or not a 132-SM part (the waves differ)")
+    want, gbs = choice_by_bandwidth(below_4tbs, from_4tbs)
     a, b, sa, sb = layout_inputs(m, n, k, layout, fresh_seed())
-    want = below_4tbs if gbs < 4000 else from_4tbs
     assert gemm_kernel.plan_nt(a, b, sa, sb, precision="exact").name == want, f"{gbs} GB/s"
 
 
@@ -1004,11 +1011,8 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
 def test_plan_fast_follows_memory_bandwidth(gemm_kernel, m, n, k, below_4tbs, from_4tbs):
     """Fast-mode choices measured apart on the H100 (under 4 TB/s) and the H200, NT
     layout."""
-    gbs = memory_gbs()
-    if gbs == 0 or torch.cuda.get_device_properties(0).multi_processor_count != 132:
-        pytest.skip("memory bandwidth not reported, or not a 132-SM part (the waves differ)")
+    want, gbs = choice_by_bandwidth(below_4tbs, from_4tbs)
     a, b, sa, sb = layout_inputs(m, n, k, "nt", fresh_seed())
-    want = below_4tbs if gbs < 4000 else from_4tbs
     assert gemm_kernel.plan_nt(a, b, sa, sb).name == want, f"{gbs} GB/s"
 
 
