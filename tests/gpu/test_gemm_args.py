@@ -138,3 +138,72 @@ def test_bad_quantize_input(x, dtype, exc, match):
     }[x]
     with pytest.raises(exc, match=match):
         validate.check_quantize_input(xs, dtype)
+
+
+# The entry points skip these checks on valid calls and run them when the compiled op
+# rejects a call (kernel package, ``_run``): the error a caller sees must be the same.
+
+
+def _to_gpu(x: torch.Tensor) -> torch.Tensor:
+    y = x.cuda()  # dense: an expanded view comes back contiguous
+    return y if y.stride() == x.stride() else y.as_strided(x.shape, x.stride())
+
+
+def _on_gpu(args: dict) -> dict:
+    return {k: _to_gpu(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+
+
+def _call(gemm_kernel, layout: str, args: dict):
+    fn = gemm_kernel.gemm_nt if layout == "nt" else gemm_kernel.gemm
+    return fn(args["a"], args["b"], args["a_scale"], args["b_scale"], args["out"])
+
+
+GPU_CASES = [("nt", *c) for c in BAD_NT] + [("kn", *c) for c in BAD_KN]
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
+@pytest.mark.parametrize(
+    "layout,case,over,exc,match", GPU_CASES, ids=[f"{c[0]}-{c[1]}" for c in GPU_CASES]
+)
+def test_entry_points_raise_the_checks_errors(gemm_kernel, layout, case, over, exc, match):
+    args = (nt_args if layout == "nt" else kn_args)(**over)
+    if case != "cpu":  # everything on the GPU: the compiled op sees the call first
+        args = _on_gpu(args)
+    with pytest.raises(exc, match=match) as info:
+        _call(gemm_kernel, layout, args)
+    # The compiled op's own message is not chained onto the one the checks raise.
+    assert info.value.__suppress_context__ or info.value.__context__ is None
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
+def test_compiled_op_rejects_overlapping_strided_out(gemm_kernel):
+    # Rows 8 elements apart, 200 wide: no zero stride, but rows overlap. The compiled op
+    # decides this itself, as the Python check does, since valid-looking calls skip that.
+    args = _on_gpu(nt_args())
+    out = torch.empty(1000, dtype=torch.bfloat16, device="cuda").as_strided((M, N), (8, 1))
+    with pytest.raises(ValueError, match="out must not have overlapping elements"):
+        gemm_kernel._ops.ops.gemm_nt_out(out, args["a"], args["b"], args["a_scale"],
+                                         args["b_scale"], False)
+    with pytest.raises(ValueError, match="out must not have overlapping elements"):
+        gemm_kernel.gemm_nt(args["a"], args["b"], args["a_scale"], args["b_scale"], out)
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
+def test_valid_call_after_errors_computes(gemm_kernel):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(M, K, generator=g, device="cuda")
+    w = torch.randn(N, K, generator=g, device="cuda")
+    qa, sa = gemm_kernel.quantize_activation(x)
+    qw, sw = gemm_kernel.quantize_weight(w)
+    for layout in ("nt", "kn"):
+        with pytest.raises(ValueError):
+            _call(gemm_kernel, layout, _on_gpu((nt_args if layout == "nt" else kn_args)(
+                a_scale=torch.ones(7, 7))))
+    y = gemm_kernel.gemm_nt(qa, qw, sa, sw)
+    y_kn = gemm_kernel.gemm(qa, qw.t(), sa.t(), sw.t())
+    ref = gemm_kernel.reference.gemm_nt_reference(qa, qw, sa, sw)
+    assert gemm_kernel.reference.calc_diff(y, ref) < 1e-5
+    assert torch.equal(y, y_kn)

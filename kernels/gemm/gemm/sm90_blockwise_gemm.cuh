@@ -26,6 +26,9 @@
 
 #include <cuda_runtime_api.h>
 
+// Before any other CUTLASS header: CUTLASS's TMA descriptors then use its cached encoder.
+#include "driver_entry.h"
+
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "driver_entry.h"  // first: it adjusts how CUTLASS headers reach the driver
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "gemm_api.h"
 #include "smem_reserve.h"
@@ -231,34 +232,12 @@ inline bool tma_operands_ok(const GemmArgs& g, const char** why) {
   return true;
 }
 
-using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
-
-inline EncodeTiled encode_fn() {
-  static EncodeTiled fn = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult res{};
-#if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault,
-                                         &res) != cudaSuccess) {
-      ptr = nullptr;
-    }
-#else
-    if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &ptr, cudaEnableDefault, &res) !=
-        cudaSuccess) {
-      ptr = nullptr;
-    }
-#endif
-    return res == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiled>(ptr) : nullptr;
-  }();
-  return fn;
-}
-
 // A (rows, cols) row-major matrix with a pitch of `ld` elements, moved in boxes of
 // box_rows x box_cols with the 128-byte swizzle (box_cols * element size = 128). TMA
 // fills the parts of a box past the matrix's ends with zeros.
 inline bool make_map(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* base,
                      int64_t rows, int64_t cols, int64_t ld, uint32_t box_rows, uint32_t box_cols) {
-  EncodeTiled encode = encode_fn();
+  const driver::EncodeTiled encode = driver::encode_tiled();
   if (!encode) return false;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld * elem_bytes)};

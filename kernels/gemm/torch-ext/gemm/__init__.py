@@ -87,12 +87,38 @@ def _prepare_operand_fake(x, to_bf16=False):
     return x.new_empty((x.shape[0], kp), dtype=torch.bfloat16 if to_bf16 else torch.float8_e4m3fn)
 
 
-def _run_nt(a, b, a_scale, b_scale, out, precision: str) -> torch.Tensor:
-    exact = precision == "exact"
+# The overloads themselves: calling the packet (``ops.gemm_nt``) resolves the overload
+# on every call.
+_GEMM_NT = ops.gemm_nt.default
+_GEMM_NT_OUT = ops.gemm_nt_out.default
+
+
+def _launch(a, b, a_scale, b_scale, out, exact: bool, layout: str) -> torch.Tensor:
+    if layout == "kn":  # the guide's convention is the NT product of transposed views
+        b, a_scale, b_scale = b.t(), a_scale.t(), b_scale.t()
     if out is None:
-        return ops.gemm_nt(a, b, a_scale, b_scale, exact)
-    ops.gemm_nt_out(out, a, b, a_scale, b_scale, exact)
+        return _GEMM_NT(a, b, a_scale, b_scale, exact)
+    _GEMM_NT_OUT(out, a, b, a_scale, b_scale, exact)
     return out
+
+
+def _run(a, b, a_scale, b_scale, out, precision: object, layout: str) -> torch.Tensor:
+    exact = _validate.check_precision(precision) == "exact"
+    if torch.compiler.is_compiling():  # checked once, while tracing
+        _validate.check_gemm(a, b, a_scale, b_scale, out, layout=layout)
+        return _launch(a, b, a_scale, b_scale, out, exact, layout)
+    # The compiled op checks every argument itself before it launches anything, so valid
+    # calls skip the Python checks (about 4 us per call). A failed call runs them to
+    # raise their error instead: it names the argument in the caller's convention, and
+    # covers what never reaches the compiled op (non-tensors, tensors off the GPU).
+    try:
+        return _launch(a, b, a_scale, b_scale, out, exact, layout)
+    except Exception:
+        try:
+            _validate.check_gemm(a, b, a_scale, b_scale, out, layout=layout)
+        except (TypeError, ValueError) as named:
+            raise named from None
+        raise
 
 
 def gemm(
@@ -122,9 +148,7 @@ def gemm(
         >>> c = gemm(a, b, a_scale, b_scale)                 # a (M,K), b (K,N)
         >>> c = gemm(a_km.T, b_kn, sa_km.T.T, sb)            # any strided views
     """
-    _validate.check_precision(precision)
-    _validate.check_gemm(a, b, a_scale, b_scale, out, layout="kn")
-    return _run_nt(a, b.t(), a_scale.t(), b_scale.t(), out, precision)
+    return _run(a, b, a_scale, b_scale, out, precision, "kn")
 
 
 def gemm_nt(
@@ -154,9 +178,7 @@ def gemm_nt(
         >>> qw, sw = quantize_weight(w)              # w (N, K)
         >>> y = gemm_nt(qa, qw, sa, sw)              # ~ x @ w.T
     """
-    _validate.check_precision(precision)
-    _validate.check_gemm(a, b, a_scale, b_scale, out, layout="nt")
-    return _run_nt(a, b, a_scale, b_scale, out, precision)
+    return _run(a, b, a_scale, b_scale, out, precision, "nt")
 
 
 class Plan(NamedTuple):

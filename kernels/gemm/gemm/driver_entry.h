@@ -1,0 +1,65 @@
+// The driver's TMA descriptor encoders, looked up once per process.
+//
+// The extension links the CUDA runtime, not the driver library, so driver functions are
+// reached through cudaGetDriverEntryPoint. CUTLASS does that lookup (a search by name)
+// inside every descriptor it encodes, two to three per GEMM call. Including this header
+// before any CUTLASS header routes CUTLASS's calls through pointers cached here instead.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cudaTypedefs.h>
+
+#include "cutlass/cuda_host_adapter.hpp"
+
+namespace kfgemm::driver {
+
+// The function `name` of the driver's CUDA 12.0 ABI, or nullptr when the driver lacks it.
+inline void* entry_point(const char* name) {
+  void* ptr = nullptr;
+  cudaDriverEntryPointQueryResult res{};
+#if CUDART_VERSION >= 12050
+  if (cudaGetDriverEntryPointByVersion(name, &ptr, 12000, cudaEnableDefault, &res) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+#else
+  if (cudaGetDriverEntryPoint(name, &ptr, cudaEnableDefault, &res) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+#endif
+  return res == cudaDriverEntryPointSuccess ? ptr : nullptr;
+}
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+using EncodeIm2col = PFN_cuTensorMapEncodeIm2col_v12000;
+
+inline EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = reinterpret_cast<EncodeTiled>(entry_point("cuTensorMapEncodeTiled"));
+  return fn;
+}
+
+inline EncodeIm2col encode_im2col() {
+  static const EncodeIm2col fn =
+      reinterpret_cast<EncodeIm2col>(entry_point("cuTensorMapEncodeIm2col"));
+  return fn;
+}
+
+// Drop-in replacements for CUTLASS's per-call wrappers (same arguments and results).
+template <typename... Args>
+CUresult cached_cuTensorMapEncodeTiled(Args... args) {
+  const EncodeTiled fn = encode_tiled();
+  return fn ? fn(args...) : CUDA_ERROR_UNKNOWN;
+}
+
+template <typename... Args>
+CUresult cached_cuTensorMapEncodeIm2col(Args... args) {
+  const EncodeIm2col fn = encode_im2col();
+  return fn ? fn(args...) : CUDA_ERROR_UNKNOWN;
+}
+
+}  // namespace kfgemm::driver
+
+#undef CUTLASS_CUDA_DRIVER_WRAPPER_CALL
+#define CUTLASS_CUDA_DRIVER_WRAPPER_CALL(func) ::kfgemm::driver::cached_##func
