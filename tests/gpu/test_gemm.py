@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 
 import pytest
 
@@ -1075,6 +1076,38 @@ def test_runs_on_current_stream(gemm_kernel):
         done.record(s)
     done.synchronize()
     Checker(gemm_kernel, a, b, sa, sb, f"side stream seed={seed}").fast(out)
+
+
+@pytest.mark.parametrize("m,n,k,layout", [
+    (64, 2112, 7168, "nt"),          # CUTLASS split-K and the sum
+    (128, 7168, 2048, "nt"),         # CUTLASS ping-pong
+    (64, 7168, 16384, "nt"),         # hand-written few-row kernel
+    (4096, 4096, 1024, "nt"),        # hand-written 128x128 kernel
+    (1024, 1536, 7168, "challenge"), # operand preparation, then CUTLASS
+])
+def test_first_call_in_a_new_thread(gemm_kernel, m, n, k, layout):
+    """A thread's first CUDA work is the op itself, on the default device, with every
+    buffer served from torch's cache: the op must bind the device's context before it
+    encodes TMA descriptors through the driver."""
+    seed = fresh_seed()
+    major = "mn" if layout == "challenge" else "k"
+    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major)
+    expected = gemm_kernel.gemm_nt(a, b, sa, sb)
+    torch.cuda.synchronize()
+    result: dict = {}
+
+    def work():
+        try:
+            result["out"] = gemm_kernel.gemm_nt(a, b, sa, sb)
+            torch.cuda.synchronize()
+        except BaseException as err:  # reported by the test's thread
+            result["error"] = err
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert "error" not in result, f"{result.get('error')!r} (seed={seed})"
+    assert torch.equal(result["out"], expected), f"seed={seed}"
 
 
 @pytest.mark.parametrize("dtype", [FN, NUZ])

@@ -154,6 +154,20 @@ DeviceInfo device_info(int dev) {
   return info;
 }
 
+// The kernels' TMA descriptors are encoded through the driver API, which needs the
+// device's context current on the calling thread. The runtime makes it current on the
+// first runtime call that needs one, or on cudaSetDevice. A thread whose device is the
+// default one may have made neither: the device guard skips cudaSetDevice when the device
+// does not change, and allocations served from torch's cache make no runtime call. So
+// each thread calls cudaSetDevice once itself (later device changes go through
+// cudaSetDevice in the guard).
+void bind_context(int dev) {
+  thread_local bool bound = false;
+  if (bound) return;
+  TORCH_CHECK(cudaSetDevice(dev) == cudaSuccess, cat("cannot make CUDA device ", dev, " current: ", cudaGetErrorString(cudaGetLastError())));
+  bound = true;
+}
+
 cudaStream_t current_stream(int dev) { return c10::cuda::getCurrentCUDAStream(dev).stream(); }
 
 kfgemm::Fp8Kind kind_of(const Tensor& t) {
@@ -567,6 +581,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   }
   const c10::cuda::CUDAGuard guard(a.device());
   const int dev = a.get_device();
+  bind_context(dev);
   const DeviceInfo props = hopper_info(dev);
   TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX - 128 && K <= INT32_MAX - 128,
               "matrix dimensions must fit in 32-bit integers");
