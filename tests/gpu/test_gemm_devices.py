@@ -124,7 +124,10 @@ def test_second_device_side_stream_and_graph(gemm_kernel, two_gpus):
             gemm_kernel.gemm_nt(a, b, sa, sb, out2, precision="exact")
         torch.cuda.current_stream().wait_stream(s)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # torch.cuda.graph's default capture stream is made once per process, on the device
+        # current at the first capture (device 0 in a run of every test): a capture for
+        # device 1 must name a stream of its own.
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
             gemm_kernel.gemm_nt(a, b, sa, sb, out)
             gemm_kernel.gemm_nt(a, b, sa, sb, out2, precision="exact")
     a2, b2, sa2, sb2 = inputs_on(1, m, n, k, seed + 1, a_major="mn", b_major="mn")
