@@ -46,17 +46,28 @@ inline EncodeIm2col encode_im2col() {
   return fn;
 }
 
+// The first failure of an encode through the wrappers below on this thread since the
+// caller last reset it. CUTLASS reports a failed encode only on stderr and launches the
+// kernel anyway, with a descriptor that faults the context; its callers check this
+// instead.
+inline thread_local CUresult encode_error = CUDA_SUCCESS;
+
+inline CUresult note_encode(CUresult r) {
+  if (r != CUDA_SUCCESS && encode_error == CUDA_SUCCESS) encode_error = r;
+  return r;
+}
+
 // Drop-in replacements for CUTLASS's per-call wrappers (same arguments and results).
 template <typename... Args>
 CUresult cached_cuTensorMapEncodeTiled(Args... args) {
   const EncodeTiled fn = encode_tiled();
-  return fn ? fn(args...) : CUDA_ERROR_UNKNOWN;
+  return note_encode(fn ? fn(args...) : CUDA_ERROR_NOT_FOUND);
 }
 
 template <typename... Args>
 CUresult cached_cuTensorMapEncodeIm2col(Args... args) {
   const EncodeIm2col fn = encode_im2col();
-  return fn ? fn(args...) : CUDA_ERROR_UNKNOWN;
+  return note_encode(fn ? fn(args...) : CUDA_ERROR_NOT_FOUND);
 }
 
 }  // namespace kfgemm::driver

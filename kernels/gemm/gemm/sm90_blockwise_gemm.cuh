@@ -240,7 +240,12 @@ struct BlockwiseGemm {
       if (why) *why = "kernel initialization failed";
       return Status::kLaunchFailed;
     }
+    driver::encode_error = CUDA_SUCCESS;
     typename Kernel::Params params = Kernel::to_underlying_arguments(args, cutlass_ws);
+    if (driver::encode_error != CUDA_SUCCESS) {  // launching would fault the context
+      if (why) *why = "encoding a TMA descriptor failed (cuTensorMapEncodeTiled)";
+      return Status::kLaunchFailed;
+    }
     if (Gemm::run(params, stream, nullptr, g.pdl && pdl_capable) != cutlass::Status::kSuccess) {
       if (why) *why = "kernel launch failed";
       return Status::kLaunchFailed;
