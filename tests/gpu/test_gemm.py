@@ -1047,11 +1047,15 @@ def test_torch_compile_dynamic_rows(gemm_kernel):
     def f(a, b, sa, sb):
         return gemm_kernel.gemm_nt(a, b, sa, sb)
 
+    from torch._dynamo.testing import CompileCounterWithBackend
+
     torch._dynamo.reset()
-    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(f, backend=counter, fullgraph=True, dynamic=True)
     for m in (17, 64, 300):
         a, _, sa, _ = make_nt(m, n, k, seed=seed + m)
         assert torch.equal(compiled(a, b, sa, sb), f(a, b, sa, sb)), f"M={m} seed={seed}"
+    assert counter.frame_count == 1, f"compiled {counter.frame_count} times for 3 row counts"
 
 
 def test_torch_compile_reduce_overhead(gemm_kernel):

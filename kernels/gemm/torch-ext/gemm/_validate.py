@@ -140,7 +140,7 @@ def check_gemm(
     for name, x in named:
         if x.device != device:
             raise ValueError(f"{name} must be on {device} like a, got {x.device}")
-    return Problem(int(m), int(n), int(k))
+    return Problem(m, n, k)  # no int(): under torch.compile they may be symbolic
 
 
 def check_quantize_input(x: object, dtype: object) -> torch.Tensor:
