@@ -1075,31 +1075,40 @@ def test_torch_compile_reduce_overhead(gemm_kernel):
         assert torch.equal(got, f(a, b, sa, sb)), f"call {i} seed={seed}"
 
 
-def test_cuda_graph_capture(gemm_kernel):
-    m, n, k = 200, 576, 1152
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn")
-    out = poisoned(m, n)
-    out2 = poisoned(m, n)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm up outside the capture
-        gemm_kernel.gemm_nt(a, b, sa, sb, out)
-        gemm_kernel.gemm_nt(a, b, sa, sb, out2, precision="exact")
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gemm_kernel.gemm_nt(a, b, sa, sb, out)
-        gemm_kernel.gemm_nt(a, b, sa, sb, out2, precision="exact")
-    a2, b2, sa2, sb2 = make_nt(m, n, k, seed=seed + 1, a_major="mn", b_major="mn")
-    a.copy_(a2), b.copy_(b2), sa.copy_(sa2), sb.copy_(sb2)
-    out.fill_(float("nan"))
-    out2.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
+def check_graph_replay(gemm_kernel, m, n, k, seed, device=None):
+    """Captures a fast and an exact call (MN-major operands) into one CUDA graph on
+    ``device`` (the current one when None), replays it with new inputs copied into the
+    captured tensors, and checks both outputs."""
+    with torch.cuda.device(torch.cuda.current_device() if device is None else device):
+        a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major="mn", b_major="mn")
+        out = poisoned(m, n)
+        out2 = poisoned(m, n)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm up outside the capture
+            gemm_kernel.gemm_nt(a, b, sa, sb, out)
+            gemm_kernel.gemm_nt(a, b, sa, sb, out2, precision="exact")
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        # torch.cuda.graph's default capture stream is made once per process, on the
+        # device current at the first capture: a capture for another device would capture
+        # nothing of that device's work, so each capture names a stream of its device.
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
+            gemm_kernel.gemm_nt(a, b, sa, sb, out)
+            gemm_kernel.gemm_nt(a, b, sa, sb, out2, precision="exact")
+        a2, b2, sa2, sb2 = make_nt(m, n, k, seed=seed + 1, a_major="mn", b_major="mn")
+        a.copy_(a2), b.copy_(b2), sa.copy_(sa2), sb.copy_(sb2)
+        out.fill_(float("nan"))
+        out2.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
     c = Checker(gemm_kernel, a, b, sa, sb, f"graph replay seed={seed}")
     c.fast(out)
     c.exact(out2)
+
+
+def test_cuda_graph_capture(gemm_kernel):
+    check_graph_replay(gemm_kernel, 200, 576, 1152, fresh_seed())
 
 
 def test_runs_on_current_stream(gemm_kernel):

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_gemm import Checker, fresh_seed, make_nt, poisoned  # noqa: E402
+from test_gemm import Checker, check_graph_replay, fresh_seed, make_nt, poisoned  # noqa: E402
 
 pytestmark = [pytest.mark.cuda, pytest.mark.sm90]
 
@@ -115,30 +115,8 @@ def test_second_device_side_stream_and_graph(gemm_kernel, two_gpus):
     done.synchronize()
     Checker(gemm_kernel, a, b, sa, sb, f"device 1 side stream seed={seed}").fast(out)
 
-    with torch.cuda.device(1):
-        out = poisoned(m, n)
-        out2 = poisoned(m, n)
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):  # warm up outside the capture
-            gemm_kernel.gemm_nt(a, b, sa, sb, out)
-            gemm_kernel.gemm_nt(a, b, sa, sb, out2, precision="exact")
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        # torch.cuda.graph's default capture stream is made once per process, on the device
-        # current at the first capture (device 0 in a run of every test): a capture for
-        # device 1 must name a stream of its own.
-        with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
-            gemm_kernel.gemm_nt(a, b, sa, sb, out)
-            gemm_kernel.gemm_nt(a, b, sa, sb, out2, precision="exact")
-    a2, b2, sa2, sb2 = inputs_on(1, m, n, k, seed + 1, a_major="mn", b_major="mn")
-    a.copy_(a2), b.copy_(b2), sa.copy_(sa2), sb.copy_(sb2)
-    out.fill_(float("nan"))
-    out2.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize(1)
-    c = Checker(gemm_kernel, a, b, sa, sb, f"device 1 graph replay seed={seed}")
-    c.fast(out)
-    c.exact(out2)
+    check_graph_replay(gemm_kernel, m, n, k, seed + 1, device=1)
+    assert torch.cuda.current_device() == 0
 
 
 def test_threads_driving_two_gpus(gemm_kernel, two_gpus):
