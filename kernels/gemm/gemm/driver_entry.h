@@ -1,4 +1,4 @@
-// The driver's TMA descriptor encoders, looked up once per process.
+// The driver's TMA descriptor encoder, looked up once per process.
 //
 // The extension links the CUDA runtime, not the driver library, so driver functions are
 // reached through cudaGetDriverEntryPoint. CUTLASS does that lookup (a search by name)
@@ -33,20 +33,13 @@ inline void* entry_point(const char* name) {
 }
 
 using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
-using EncodeIm2col = PFN_cuTensorMapEncodeIm2col_v12000;
 
 inline EncodeTiled encode_tiled() {
   static const EncodeTiled fn = reinterpret_cast<EncodeTiled>(entry_point("cuTensorMapEncodeTiled"));
   return fn;
 }
 
-inline EncodeIm2col encode_im2col() {
-  static const EncodeIm2col fn =
-      reinterpret_cast<EncodeIm2col>(entry_point("cuTensorMapEncodeIm2col"));
-  return fn;
-}
-
-// The first failure of an encode through the wrappers below on this thread since the
+// The first failure of an encode through the wrapper below on this thread since the
 // caller last reset it. CUTLASS reports a failed encode only on stderr and launches the
 // kernel anyway, with a descriptor that faults the context; its callers check this
 // instead.
@@ -57,16 +50,11 @@ inline CUresult note_encode(CUresult r) {
   return r;
 }
 
-// Drop-in replacements for CUTLASS's per-call wrappers (same arguments and results).
+// Drop-in replacement for CUTLASS's per-call wrapper (same arguments and result). The
+// GEMMs use tiled descriptors only; CUTLASS's im2col copies would need a wrapper too.
 template <typename... Args>
 CUresult cached_cuTensorMapEncodeTiled(Args... args) {
   const EncodeTiled fn = encode_tiled();
-  return note_encode(fn ? fn(args...) : CUDA_ERROR_NOT_FOUND);
-}
-
-template <typename... Args>
-CUresult cached_cuTensorMapEncodeIm2col(Args... args) {
-  const EncodeIm2col fn = encode_im2col();
   return note_encode(fn ? fn(args...) : CUDA_ERROR_NOT_FOUND);
 }
 

@@ -87,18 +87,12 @@ def _prepare_operand_fake(x, to_bf16=False):
     return x.new_empty((x.shape[0], kp), dtype=torch.bfloat16 if to_bf16 else torch.float8_e4m3fn)
 
 
-# The overloads themselves: calling the packet (``ops.gemm_nt``) resolves the overload
-# on every call.
-_GEMM_NT = ops.gemm_nt.default
-_GEMM_NT_OUT = ops.gemm_nt_out.default
-
-
 def _launch(a, b, a_scale, b_scale, out, exact: bool, layout: str) -> torch.Tensor:
     if layout == "kn":  # the guide's convention is the NT product of transposed views
         b, a_scale, b_scale = b.t(), a_scale.t(), b_scale.t()
     if out is None:
-        return _GEMM_NT(a, b, a_scale, b_scale, exact)
-    _GEMM_NT_OUT(out, a, b, a_scale, b_scale, exact)
+        return ops.gemm_nt(a, b, a_scale, b_scale, exact)
+    ops.gemm_nt_out(out, a, b, a_scale, b_scale, exact)
     return out
 
 
