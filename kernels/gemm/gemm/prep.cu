@@ -13,6 +13,13 @@
 // at once walks the items of both jobs; each block streams its tiles through a ring of
 // four shared-memory tiles filled by cp.async, so the reads of the next three tiles are in
 // flight while the current one is transposed and stored.
+//
+// The followed form (prep_operands_follow) runs beside the GEMM instead of before it, on
+// a few SMs: one block per SM, its tiles loaded by TMA into a ring of twelve, K block
+// after K block, each finished tile counted in its block's counter, which the GEMM's
+// producer waits on before it loads that block. TMA rather than cp.async: an SM keeps only
+// so many cp.async reads in flight, about 13 GB/s of these tiles per SM measured on an
+// H100 whatever the ring's depth, where the followed form needs several times that.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -21,6 +28,7 @@
 
 #include "fp8_convert.cuh"
 #include "gemm_api.h"
+#include "sm90_ptx.cuh"
 
 namespace kfgemm {
 namespace {
@@ -377,6 +385,218 @@ void launch_kinds(bool nuz0, bool nuz1, const PrepParams& p, int64_t total, cuda
   }
 }
 
+
+// ---- the followed form ----------------------------------------------------------------
+
+constexpr int kFollowStages = 12;  // 192 KB of tiles: one block per SM, beside no GEMM CTA
+constexpr int kFollowSmemBytes = kFollowStages * kTile * kTile + kFollowStages * 8 + 64 + 1024;
+
+struct FollowPrep {
+  int64_t tiles_r[2];  // tiles along each job's rows (M or N)
+  int64_t rows_out[2];
+  void* dst[2];
+  int64_t ld;          // both jobs' padded K
+  int count;
+  uint32_t* ready;
+  int per_k;           // tiles of one K block, job 0's then job 1's
+  int kblocks;
+  int slices;
+  int64_t total;       // items: rounds x slices x per_k
+};
+
+struct FollowItem {
+  int which;  // job, or -1: a round past the end of a shorter slice
+  int64_t r0;  // first row (of M or N) of the tile
+  int kblock;
+};
+
+// Item t: round j of slice s is K block kb0(s) + j, the slices cut as the GEMM cuts them
+// (kb0(s) = s * kblocks / slices), so that every slice's first blocks come first.
+__device__ __forceinline__ FollowItem follow_item(const FollowPrep& p, int64_t t) {
+  const int o = static_cast<int>(t / p.per_k);
+  const int r = static_cast<int>(t - static_cast<int64_t>(o) * p.per_k);
+  const int j = o / p.slices, s = o - j * p.slices;
+  const int kb = static_cast<int>(static_cast<int64_t>(s) * p.kblocks / p.slices) + j;
+  if (kb >= static_cast<int>(static_cast<int64_t>(s + 1) * p.kblocks / p.slices)) return {-1, 0, 0};
+  const int r0 = static_cast<int>(p.tiles_r[0]);
+  if (p.count > 1 && r >= r0) return {1, static_cast<int64_t>(r - r0) * kTile, kb};
+  return {0, static_cast<int64_t>(r) * kTile, kb};
+}
+
+// Thread (c, g) owns rows 4g..4g+3 and K chunk 16c..16c+15 of a tile that TMA wrote with
+// the 128-byte swizzle (row kk, a K index, holds the tile's 128 bytes of M with 16-byte
+// chunk q at position q ^ (kk % 8)). Its i-th read takes K row 16c + (i ^ c): the eight
+// threads of a warp that share g then read eight different positions, free of bank
+// conflicts; three rounds of swaps put the words back in K order.
+template <Fp8Kind kKind>
+__device__ __forceinline__ void follow_emit(const FollowPrep& p, int which, int64_t r0, int kb,
+                                            uint32_t tile, int tid) {
+  const int c = tid & 7;
+  const int g = tid >> 3;
+  const int64_t kout = static_cast<int64_t>(kb) * kTile + 16 * c;
+  if (kout >= p.ld) return;
+  uint32_t w[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int kk = 16 * c + (i ^ c);
+    const uint32_t addr = tile + kk * 128 + ((((g >> 2) ^ (kk & 7))) << 4) + ((g & 3) << 2);
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w[i]) : "r"(addr));
+  }
+#pragma unroll
+  for (int b = 1; b < 8; b <<= 1) {
+    const bool swap = c & b;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      if (i & b) continue;
+      const uint32_t x = w[i], y = w[i | b];
+      w[i] = swap ? y : x;
+      w[i | b] = swap ? x : y;
+    }
+  }
+  uint32_t out[4][4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t lo01 = __byte_perm(w[4 * q + 0], w[4 * q + 1], 0x5140);
+    const uint32_t lo23 = __byte_perm(w[4 * q + 2], w[4 * q + 3], 0x5140);
+    const uint32_t hi01 = __byte_perm(w[4 * q + 0], w[4 * q + 1], 0x7362);
+    const uint32_t hi23 = __byte_perm(w[4 * q + 2], w[4 * q + 3], 0x7362);
+    out[0][q] = __byte_perm(lo01, lo23, 0x5410);
+    out[1][q] = __byte_perm(lo01, lo23, 0x7632);
+    out[2][q] = __byte_perm(hi01, hi23, 0x5410);
+    out[3][q] = __byte_perm(hi01, hi23, 0x7632);
+  }
+#pragma unroll
+  for (int rr = 0; rr < 4; ++rr) {
+    const int64_t r = r0 + 4 * g + rr;
+    if (r < p.rows_out[which]) {
+      store16<PrepOut::kFp8, kKind>(p.dst[which], r * p.ld + kout,
+                                    make_uint4(out[rr][0], out[rr][1], out[rr][2], out[rr][3]));
+    }
+  }
+}
+
+// One block per SM over the items blockIdx.x, + gridDim.x, ... (the block's items i =
+// 0, 1, ...). kFollowGroups groups of eight warps each take every kFollowGroups-th item
+// and own the ring slots of their items (slot i % kFollowStages), so they run
+// independently: one thread per group keeps its next items' TMA loads in flight, the
+// group transposes and stores the current one, then counts it stored in shared memory. A
+// tile's transpose is a chain of dependent loads, permutes and stores with a barrier at
+// each end; one group at a time measured about 20 GB/s per SM on an H100 (0.8 us a tile),
+// whatever the ring's depth. A last warp publishes the tiles stored so far with one
+// GPU-scope fence and a count per tile, off the groups' path (the fence waits about a
+// store's round trip).
+constexpr int kFollowGroups = 3;
+constexpr int kFollowSlots = kFollowStages / kFollowGroups;  // per group
+static_assert(kFollowStages % kFollowGroups == 0, "the groups share the ring evenly");
+constexpr int kFollowThreads = kFollowGroups * kThreads + 32;
+
+template <Fp8Kind kKind0, Fp8Kind kKind1>
+__global__ void __launch_bounds__(kFollowThreads, 1)
+    follow_kernel(const __grid_constant__ CUtensorMap map0, const __grid_constant__ CUtensorMap map1,
+                  const __grid_constant__ FollowPrep p) {
+  // The GEMM runs beside this grid: let it launch at once.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  extern __shared__ uint8_t follow_smem[];
+  const uint32_t base = (sm90::smem_u32(follow_smem) + 1023) & ~1023u;
+  const uint32_t bars = base + kFollowStages * kTile * kTile;
+  const uint32_t stored = bars + 8 * kFollowStages;  // per group: its items stored so far
+  auto tile = [&](int s) { return base + s * kTile * kTile; };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kFollowStages; ++s) sm90::mbar_init(bars + 8 * s, 1);
+    for (int g = 0; g < kFollowGroups; ++g) {
+      asm volatile("st.shared.u32 [%0], 0;" ::"r"(stored + 4 * g) : "memory");
+    }
+    sm90::mbar_init_fence();
+    sm90::prefetch_tensormap(&map0);
+    if (p.count > 1) sm90::prefetch_tensormap(&map1);
+  }
+  __syncthreads();
+  const int64_t step = gridDim.x;
+  const int64_t mine = p.total > blockIdx.x ? (p.total - 1 - blockIdx.x) / step + 1 : 0;
+  const int group = threadIdx.x / kThreads;
+  if (group == kFollowGroups) {
+    // The publishing warp (one thread): waits for more tiles stored, makes their stores
+    // visible to the GPU (the acquire of a group's count, then a GPU-scope fence, which
+    // is cumulative over what the acquire observed), and adds each to its block's count.
+    if (threadIdx.x != kFollowGroups * kThreads) return;
+    int64_t published[kFollowGroups] = {};
+    int64_t left = mine;
+    while (left > 0) {
+      uint32_t done[kFollowGroups];
+      bool any = false;
+#pragma unroll
+      for (int g = 0; g < kFollowGroups; ++g) {
+        asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(done[g]) : "r"(stored + 4 * g) : "memory");
+        any = any || done[g] > published[g];
+      }
+      if (!any) continue;
+#ifndef KFGEMM_FOLLOW_NO_FENCE  // timing builds only (dev/follow_bench.cu)
+      __threadfence();
+#endif
+#pragma unroll
+      for (int g = 0; g < kFollowGroups; ++g) {
+        for (; published[g] < done[g]; ++published[g], --left) {
+          const int64_t i = g + published[g] * kFollowGroups;
+          const FollowItem it = follow_item(p, blockIdx.x + i * step);
+          if (it.which >= 0) {
+            asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(p.ready + it.kblock) : "memory");
+          }
+        }
+      }
+    }
+    return;
+  }
+  const int gt = threadIdx.x - group * kThreads;  // thread in the group
+  // The group's leader: the load of the block's item i into its slot (an arrival alone
+  // past a short slice).
+  auto issue = [&](int64_t i) {
+    if (i >= mine) return;
+    const int s = static_cast<int>(i % kFollowStages);
+    const FollowItem it = follow_item(p, blockIdx.x + i * step);
+    const uint32_t bar = bars + 8 * s;
+    if (it.which < 0) {
+      sm90::mbar_arrive(bar);
+      return;
+    }
+    sm90::mbar_arrive_expect_tx(bar, kTile * kTile);
+    sm90::tma_load_2d(tile(s), it.which == 0 ? &map0 : &map1, bar, static_cast<int>(it.r0),
+                      it.kblock * kTile);
+  };
+  if (gt == 0) {
+    for (int j = 0; j < kFollowSlots; ++j) issue(group + static_cast<int64_t>(j) * kFollowGroups);
+  }
+  uint32_t count = 0;
+  for (int64_t i = group; i < mine; i += kFollowGroups, ++count) {
+    const int s = static_cast<int>(i % kFollowStages);
+    sm90::mbar_wait(bars + 8 * s, (count / kFollowSlots) & 1);
+    const FollowItem it = follow_item(p, blockIdx.x + i * step);
+    if (it.which == 0) follow_emit<kKind0>(p, 0, it.r0, it.kblock, tile(s), gt);
+    if (it.which == 1) follow_emit<kKind1>(p, 1, it.r0, it.kblock, tile(s), gt);
+    // The group's stores and reads of this slot are done: the slot takes the group's
+    // item kFollowSlots on, and the tile is counted stored (a CTA-scope release).
+    sm90::named_barrier(1 + group, kThreads);
+    if (gt == 0) {
+      issue(i + kFollowStages);
+      asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(stored + 4 * group), "r"(count + 1)
+                   : "memory");
+    }
+  }
+}
+
+template <Fp8Kind kKind0, Fp8Kind kKind1>
+Status launch_follow(const CUtensorMap& map0, const CUtensorMap& map1, const FollowPrep& p, int ctas,
+                     cudaStream_t stream) {
+  constexpr auto kKernel = follow_kernel<kKind0, kKind1>;
+  static uint64_t reserved = 0;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      !sm90::reserve_smem_once(kKernel, dev, kFollowSmemBytes, &reserved)) {
+    return Status::kLaunchFailed;
+  }
+  kKernel<<<static_cast<unsigned>(ctas), kFollowThreads, kFollowSmemBytes, stream>>>(map0, map1, p);
+  return cudaPeekAtLastError() == cudaSuccess ? Status::kOk : Status::kLaunchFailed;
+}
+
 }  // namespace
 
 Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales, int scale_count,
@@ -447,6 +667,66 @@ Status prep_operands(const OperandPrep* ops, int count, const ScaleCopy* scales,
     launch_kinds<PrepOut::kBf16>(nuz0, nuz1, p, grid_items, stream);
   }
   return cudaPeekAtLastError() == cudaSuccess ? Status::kOk : Status::kLaunchFailed;
+}
+
+}  // namespace kfgemm
+
+namespace kfgemm {
+
+bool prep_follow_ok(const OperandPrep* ops, int count) {
+  if (count < 1 || count > 2) return false;
+  for (int i = 0; i < count; ++i) {
+    const OperandPrep& o = ops[i];
+    // TMA reads the MN-major storage: 16-byte aligned base and rows of K, rows of at most
+    // 2^31 elements each way.
+    if (!prep_is_transpose(o) || o.out != PrepOut::kFp8 || o.kperm16 || o.ld != ops[0].ld ||
+        o.rows < 1 || o.rows_out < o.rows || o.k < 1 || o.ld < o.k || o.ld % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(o.src) % 16 != 0 || o.stride_k % 16 != 0 ||
+        o.rows > INT32_MAX - kTile || o.k > INT32_MAX - kTile) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int follow_tiles_per_block(const OperandPrep* ops, int count) {
+  int per_k = 0;
+  for (int i = 0; i < count; ++i) per_k += static_cast<int>((ops[i].rows_out + kTile - 1) / kTile);
+  return per_k;
+}
+
+Status prep_operands_follow(const OperandPrep* ops, int count, uint32_t* ready, int ctas, int slices,
+                            cudaStream_t stream) {
+  if (!prep_follow_ok(ops, count) || !ready || ctas < 1 || slices < 1) return Status::kUnsupported;
+  FollowPrep p{};
+  CUtensorMap maps[2] = {};
+  for (int i = 0; i < count; ++i) {
+    const OperandPrep& o = ops[i];
+    // The (K, rows) storage in 128x128-byte boxes, the 128-byte swizzle; zeros past its
+    // ends fill the tiles' padding.
+    if (!sm90::make_map(&maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, o.src, o.k, o.rows, o.stride_k,
+                        kTile, kTile)) {
+      return Status::kLaunchFailed;
+    }
+    p.tiles_r[i] = (o.rows_out + kTile - 1) / kTile;
+    p.rows_out[i] = o.rows_out;
+    p.dst[i] = o.dst;
+  }
+  p.ld = ops[0].ld;
+  p.count = count;
+  p.ready = ready;
+  p.per_k = follow_tiles_per_block(ops, count);
+  p.kblocks = static_cast<int>((p.ld + kTile - 1) / kTile);
+  p.slices = std::min(slices, p.kblocks);
+  p.total = static_cast<int64_t>(p.slices) * ((p.kblocks + p.slices - 1) / p.slices) * p.per_k;
+  const bool nuz0 = ops[0].kind == Fp8Kind::kE4M3FNUZ;
+  const bool nuz1 = count > 1 && ops[1].kind == Fp8Kind::kE4M3FNUZ;
+  using K = Fp8Kind;
+  const CUtensorMap& m1 = maps[count > 1 ? 1 : 0];
+  if (!nuz0 && !nuz1) return launch_follow<K::kE4M3FN, K::kE4M3FN>(maps[0], m1, p, ctas, stream);
+  if (nuz0 && nuz1) return launch_follow<K::kE4M3FNUZ, K::kE4M3FNUZ>(maps[0], m1, p, ctas, stream);
+  if (nuz0) return launch_follow<K::kE4M3FNUZ, K::kE4M3FN>(maps[0], m1, p, ctas, stream);
+  return launch_follow<K::kE4M3FN, K::kE4M3FNUZ>(maps[0], m1, p, ctas, stream);
 }
 
 }  // namespace kfgemm
