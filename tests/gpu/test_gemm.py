@@ -538,87 +538,6 @@ def test_overlap_splitk_rejects_bad_splits(gemm_kernel):
         ops.gemm_nt(a, b, sa, sb, False, 15, 65)
 
 
-FOLLOW_SHAPES = [(16, 16, 16), (32, 48, 200), (48, 576, 7168 + 64), (256, 1008, 128),
-                 (144, 144, 256), (1024, 576, 7168), (1024, 1536, 7168), (1024, 3072, 1536),
-                 (1008, 1504, 1920), (2000, 2112, 2176), (17, 576, 7168 + 64), (255, 1000, 128)]
-FOLLOW_LAYOUTS = {  # (a_major, b_major, scales): at least one operand to transpose
-    "challenge": ("mn", "mn", "col"), "a-mn": ("mn", "k", "row"), "b-mn": ("k", "mn", "col")}
-
-
-def follow_rejects(m, n, k, layout):
-    """Whether variants 24 and 25 refuse the layout: TMA reads the transposed operands,
-    whose rows (of M or N bytes) must be 16-byte aligned; the other operand must be read
-    as it is (B with N a multiple of 8, rows of K 16-byte aligned)."""
-    a_major, b_major, _ = FOLLOW_LAYOUTS[layout]
-    a_bad = m % 16 if a_major == "mn" else k % 16
-    b_bad = n % 16 if b_major == "mn" else (n % 8 or k % 16)
-    return bool(a_bad or b_bad)
-
-
-@pytest.mark.parametrize("m,n,k", FOLLOW_SHAPES)
-@pytest.mark.parametrize("variant,splits", [(24, 0), (24, 1), (24, 100), (25, 0), (25, 1),
-                                            (25, 3), (25, 7)])
-@pytest.mark.parametrize("layout", list(FOLLOW_LAYOUTS))
-def test_follow_kernels(gemm_kernel, m, n, k, variant, splits, layout):
-    """Variants 24 and 25 (variant 10 and its K slices) run beside the transposition of
-    their MN-major operands and load each K block once its tiles are counted done: tails
-    in every dimension, one or both operands transposed, the preparation on its default
-    number of SMs, on one SM (the GEMM waits on nearly every block) and on 100; for the
-    split build the default slices, none, and uneven ones (7 of 57 blocks), whose blocks
-    the transposition interleaves. Layouts it cannot take raise a named error."""
-    seed = fresh_seed()
-    a_major, b_major, scales = FOLLOW_LAYOUTS[layout]
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=a_major, b_major=b_major,
-                           sa_layout=scales, sb_layout=scales)
-    s = min(splits, -(-k // 128)) if variant == 25 else splits
-    out = poisoned(m, n)
-    if follow_rejects(m, n, k, layout):
-        with pytest.raises(ValueError, match="runs beside the transposition of MN-major"):
-            gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, s)
-        return
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, variant, s)
-    what = f"variant={variant} {m}x{n}x{k} splits={s} {layout} seed={seed}"
-    Checker(gemm_kernel, a, b, sa, sb, what).fast(out)
-
-
-@pytest.mark.parametrize("dtype", [FN, NUZ])
-@pytest.mark.parametrize("variant,splits", [(24, 1), (24, 0), (25, 2)])
-def test_follow_kernels_never_read_stale_operands(gemm_kernel, dtype, variant, splits):
-    """Two problems of the same shape alternate, so that the transposed copy a call
-    allocates holds the other problem's operands until the preparation overwrites it: a
-    GEMM that loaded a K block before its tiles were written would give a result that
-    differs from the first run of its problem. Each result must repeat bit for bit."""
-    seed = fresh_seed()
-    m, n, k = (1024, 1536, 7168) if variant == 24 else (1024, 576, 7168)
-    ops = gemm_kernel._ops.ops
-    problems = [make_nt(m, n, k, seed=seed + i, a_major="mn", b_major="mn", dtype_a=dtype,
-                        dtype_b=dtype, sa_layout="col", sb_layout="col") for i in range(2)]
-    firsts = [ops.gemm_nt(*p, False, variant, splits) for p in problems]
-    outs = [torch.empty_like(firsts[0]) for _ in range(16)]
-    for i, out in enumerate(outs):
-        ops.gemm_nt_out(out, *problems[i % 2], False, variant, splits)
-    differing = [i for i, out in enumerate(outs)
-                 if not torch.equal(out.view(torch.int16), firsts[i % 2].view(torch.int16))]
-    assert not differing, f"launches {differing} differ from their problem's first, seed={seed}"
-    for i, (p, first) in enumerate(zip(problems, firsts, strict=True)):
-        Checker(gemm_kernel, *p, f"variant={variant} problem {i} seed={seed}").fast(first)
-
-
-def test_follow_kernels_reject_what_they_cannot_follow(gemm_kernel):
-    ops = gemm_kernel._ops.ops
-    seed = fresh_seed()
-    a, b, sa, sb = make_nt(256, 256, 1024, seed=seed)  # both K-major: nothing to transpose
-    for variant in (24, 25):
-        with pytest.raises(ValueError, match="runs beside the transposition of MN-major"):
-            ops.gemm_nt(a, b, sa, sb, False, variant, 0)
-    a, b, sa, sb = make_nt(256, 256, 1024, seed=seed, a_major="mn", b_major="mn")
-    with pytest.raises(ValueError, match="runs fast mode"):
-        ops.gemm_nt(a, b, sa, sb, True, 24, 0)
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    with pytest.raises(ValueError, match=f"splits={sms} does not fit"):
-        ops.gemm_nt(a, b, sa, sb, False, 24, sms)
-
-
 def check_graph_replays(gemm_kernel, m, n, k, *, exact, variant, splits, replays=3, **layout):
     """Captures an explicit-variant call in a CUDA graph, then replays it with new inputs
     copied into the captured tensors, checking every result."""
@@ -646,15 +565,6 @@ def check_graph_replays(gemm_kernel, m, n, k, *, exact, variant, splits, replays
             checker.exact(out)
         else:
             checker.fast(out)
-
-
-@pytest.mark.parametrize("variant,splits", [(24, 0), (25, 3)])
-def test_follow_kernels_in_cuda_graph(gemm_kernel, variant, splits):
-    """The ready counters (and variant 25's arrival counters) are cleared on the stream
-    before every launch, so a captured graph replays correctly with new inputs."""
-    check_graph_replays(gemm_kernel, 1024, 576, 2048, exact=False, variant=variant,
-                        splits=splits, a_major="mn", b_major="mn", sa_layout="col",
-                        sb_layout="col")
 
 
 def test_overlap_splitk_in_cuda_graph(gemm_kernel):

@@ -55,8 +55,6 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
     (f"exact v19s{s} fewrow", True, 19, s, 0) for s in (0, 1, 2, 3, 4, 7)] + [
     (f"exact v21s{s} exact-mn-split", True, 21, s, 0) for s in (0, 2, 3, 4, 6)] + [
     ("exact v22 exact-ak", True, 22, 0, 0)] + [
-    (f"v24p{p} follow", False, 24, p, 0) for p in (0, 8, 16, 24, 36, 52)] + [
-    (f"v25s{s} follow-split", False, 25, s, 0) for s in (0, 1, 2, 3, 4)] + [
     (f"exact v23s{s} exact-ak-split", True, 23, s, 0) for s in (0, 2, 3, 4)]
 # AB_CONFIGS="v7,v10" keeps the configurations whose label starts with one of those.
 _only = [x for x in os.environ.get("AB_CONFIGS", "").split(",") if x]

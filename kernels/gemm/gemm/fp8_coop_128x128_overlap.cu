@@ -288,46 +288,6 @@ struct SplitParams {
   uint32_t* counters;
 };
 
-// Variants 24 and 25: the operands are being written while the kernel runs, by the
-// preparation on SMs of its own (prep_operands_follow), which counts each K block's
-// finished tiles in ready[k block]. The block is loaded once its count reaches `target`.
-struct FollowParams {
-  const uint32_t* ready;
-  uint32_t target;
-};
-
-// Waits until K block kb is complete and returns the end of the run of complete blocks
-// from kb (at most to kb_end, within kb's aligned group of eight counters). The counters
-// are read with relaxed loads, two 16-byte loads per round; one fence then makes them an
-// acquire of the preparation's writes (it also empties L1, so it runs once per run of
-// blocks, not per block), and a proxy fence orders those writes before the TMA loads
-// that follow.
-__device__ __forceinline__ int follow_wait(const FollowParams& f, int kb, int kb_end) {
-  const int g0 = kb & ~7;
-  const uint32_t* group = f.ready + g0;
-  uint32_t r[8];
-  for (;;) {
-    asm volatile(
-        "ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%8];\n\t"
-        "ld.relaxed.gpu.global.v4.u32 {%4, %5, %6, %7}, [%9];"
-        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
-          "=r"(r[7])
-        : "l"(group), "l"(group + 4)
-        : "memory");
-    uint32_t cur = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) cur = g0 + i == kb ? r[i] : cur;
-    if (cur >= f.target) break;
-  }
-  int to = kb + 1;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    if (g0 + i == to && to < kb_end && r[i] >= f.target) to = g0 + i + 1;
-  }
-  asm volatile("fence.acq_rel.gpu;\n\tfence.proxy.async.global;" ::: "memory");
-  return to;
-}
-
 // Work unit t of a cluster: kCluster tiles stacked along M (the same B tile), ordered
 // in bands of kGroupRows unit rows that walk across N; `rank` picks the CTA's tile.
 template <int kCluster>
@@ -370,17 +330,14 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt, bool kFollow>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp,
-                const FollowParams fp) {
+                const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
   static_assert(!kSplit || kCluster == 1, "split-K runs on single CTAs");
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
   static_assert(kCvt == Cvt::kNone || (kCluster == 1 && !kAmn && !kBf16),
                 "variants 20 to 23 run on single CTAs");
-  static_assert(!kFollow || (kCluster == 1 && !kAmn && !kBf16 && kCvt == Cvt::kNone),
-                "variants 24 and 25 are variants 10 and 15 following the preparation");
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
   using R = Reads<kAmn, kCvt>;
@@ -422,9 +379,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The peer's barriers are initialised before anything is multicast into or arrives on
   // them.
   if constexpr (kCluster > 1) cluster_sync();
-  // Launched as a programmatic dependent of the operand preparation: wait for it to
-  // finish, or (variants 24, 25) run beside it and wait for each K block instead.
-  if constexpr (!kFollow) wait_prior_grid();
+  // Launched as a programmatic dependent of the operand preparation.
+  wait_prior_grid();
 
   const int tiles_m = (p.m + kBlockM - 1) / kBlockM;
   const int tiles_n = (p.n + kBlockN - 1) / kBlockN;
@@ -461,12 +417,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int u = cluster_id; u < units; u += clusters) {
       const Unit w = unit_at(u);
       const TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
-      int ready_to = w.kb0;  // the unit's K blocks known complete: [kb0, ready_to)
-      (void)ready_to;
       for (int kb = w.kb0; kb < w.kb1; ++kb) {
-        if constexpr (kFollow) {
-          if (kb >= ready_to) ready_to = follow_wait(fp, kb, w.kb1);
-        }
         mbar_wait(empty_bar(stage), phase ^ 1);
         mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
         if constexpr (kAmnRead) {
@@ -1030,28 +981,10 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-// Variants 24 and 25: the K blocks' ready counters at the start of the workspace, one
-// uint32 per block, in whole 256 bytes (before the split-K layout of variant 25).
-size_t follow_ready_bytes(const GemmArgs& g) {
-  const size_t kblocks = static_cast<size_t>((g.k + kBlockK - 1) / kBlockK);
-  return (kblocks * sizeof(uint32_t) + 255) / 256 * 256;
-}
-
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone,
-          bool kFollow = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
   using L = Smem<kBf16, kCvt>;
-  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt, kFollow>;
-  FollowParams fp{nullptr, 0};
-  if constexpr (kFollow) {
-    if (!ws || g.follow_target < 1) {
-      if (why) *why = "this kernel follows the preparation: it needs the workspace's ready counters and follow_target";
-      return Status::kUnsupported;
-    }
-    fp.ready = static_cast<const uint32_t*>(ws);
-    fp.target = static_cast<uint32_t>(g.follow_target);
-    ws = static_cast<uint8_t*>(ws) + follow_ready_bytes(g);
-  }
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
@@ -1158,7 +1091,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   cfg.gridDim = dim3(static_cast<unsigned>(kCluster * (units < resident ? units : resident)));
   cfg.attrs = attr;
   cfg.numAttrs = nattr;
-  if (cudaLaunchKernelEx(&cfg, kKernel, map_a, map_b, map_d, p, sp, fp) !=
+  if (cudaLaunchKernelEx(&cfg, kKernel, map_a, map_b, map_d, p, sp) !=
       cudaSuccess) {
     if (why) *why = cudaGetErrorString(cudaGetLastError());
     return Status::kLaunchFailed;
@@ -1268,28 +1201,6 @@ Status fp8_coop_128x128_exact_ak_splitk_run(const GemmArgs& g, void* ws, cudaStr
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {
   return overlap::split_layout(g).counter_bytes;
-}
-
-size_t fp8_coop_128x128_overlap_follow_workspace(const GemmArgs& g) {
-  return overlap::follow_ready_bytes(g);
-}
-
-Status fp8_coop_128x128_overlap_follow_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                           const char** why) {
-  return overlap::launch<1, false, false, false, overlap::Cvt::kNone, true>(g, ws, stream, why);
-}
-
-size_t fp8_coop_128x128_overlap_follow_splitk_workspace(const GemmArgs& g) {
-  return overlap::follow_ready_bytes(g) + overlap::split_layout(g).bytes;
-}
-
-Status fp8_coop_128x128_overlap_follow_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                                  const char** why) {
-  return overlap::launch<1, false, true, false, overlap::Cvt::kNone, true>(g, ws, stream, why);
-}
-
-size_t follow_zeroed_bytes(const GemmArgs& g, bool split) {
-  return overlap::follow_ready_bytes(g) + (split ? overlap::split_layout(g).counter_bytes : 0);
 }
 
 }  // namespace kfgemm::variants

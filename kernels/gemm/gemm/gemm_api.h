@@ -69,27 +69,6 @@ inline Status prep_operands(const OperandPrep* ops, int count, cudaStream_t stre
   return prep_operands(ops, count, nullptr, 0, stream);
 }
 
-// Whether the preparation transposes this operand (MN-major storage: rows contiguous)
-// rather than copying its rows.
-inline bool prep_is_transpose(const OperandPrep& o) {
-  return !(o.stride_k == 1 || o.k == 1) && (o.stride_row == 1 || o.rows == 1);
-}
-
-// The followed form of the preparation (variants 24 and 25): the operands
-// (prep_follow_ok) are rewritten by `ctas` blocks of one SM each while a GEMM launched right after, as a
-// programmatic dependent, runs on the other SMs. The tiles go K block by K block (with
-// `slices` > 1, the first block of each of the GEMM's K slices, then the second of each,
-// and so on), and each finished 128x128 tile adds one to ready[its K block]; `ready`
-// (one uint32 per 128 of the padded K) must be zero at the launch. A block is complete
-// when its counter reaches follow_tiles_per_block. No block scales are copied.
-Status prep_operands_follow(const OperandPrep* ops, int count, uint32_t* ready, int ctas, int slices,
-                            cudaStream_t stream);
-// Whether prep_operands_follow takes these operands: each transposed into FP8 e4m3fn
-// bytes (not kperm16), to one padded K, its storage's base and rows of K 16-byte aligned
-// (it is read by TMA).
-bool prep_follow_ok(const OperandPrep* ops, int count);
-int follow_tiles_per_block(const OperandPrep* ops, int count);
-
 // Canonical problem for the GEMM kernels:
 //   D[m, n] = sum_k A[m, k] * B[n, k] * sfa[m, k / 128] * sfb[n / 128, k / 128]
 // A is (m, k) K-major with row pitch lda, B is (n, k) K-major with row pitch ldb, both
@@ -131,10 +110,6 @@ struct GemmArgs {
   bool b_kperm16 = false;
   bool b_mn_major = false;
   int n_b = 0;  // real N of B read in place (n may be padded beyond it)
-  // Variants 24 and 25, which run while prep_operands_follow writes their operands: the
-  // count at which a K block's ready counter (at the start of the workspace) says the
-  // block is complete (follow_tiles_per_block). sm_count is then the SMs left to the GEMM.
-  int follow_target = 0;
 };
 
 // Kernel variants. Fp8* read e4m3fn operands and use FP8 tensor cores (fast mode);
@@ -167,10 +142,7 @@ enum class Variant : int {
   kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
-  kFp8Coop128x128OverlapFollow = 24,  // variant 10 loading each K block as soon as the
-                                      // preparation, running beside it, has written it
-  kFp8Coop128x128OverlapFollowSplitK = 25,  // variant 15 the same way
-  kCount = 26,
+  kCount = 24,
 };
 
 const char* variant_name(Variant v);
@@ -201,14 +173,7 @@ inline bool exact_in_place(Variant v) { return exact_in_place_amn(v) || exact_in
 // The hand-written kernel's split-K builds (splits 0 to 64, counters zeroed before launch).
 inline bool is_overlap_split(Variant v) {
   return v == Variant::kFp8Coop128x128OverlapSplitK || v == Variant::kFp8Coop128x128OverlapAmnSplitK ||
-         v == Variant::kFp8Coop128x128ExactAmnSplitK || v == Variant::kFp8Coop128x128ExactAkSplitK ||
-         v == Variant::kFp8Coop128x128OverlapFollowSplitK;
-}
-
-// The builds that run beside the preparation (prep_operands_follow), on the SMs it
-// leaves them: their workspace begins with its ready counters.
-inline bool follows_prep(Variant v) {
-  return v == Variant::kFp8Coop128x128OverlapFollow || v == Variant::kFp8Coop128x128OverlapFollowSplitK;
+         v == Variant::kFp8Coop128x128ExactAmnSplitK || v == Variant::kFp8Coop128x128ExactAkSplitK;
 }
 
 // Sums `splits` FP32 planes of (m, n) partial products (plane after plane, rows of n

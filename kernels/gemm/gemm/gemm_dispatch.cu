@@ -30,11 +30,8 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_ak_splitk)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_follow)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_follow_splitk)
 #undef KFGEMM_DECLARE_VARIANT
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g);
-size_t follow_zeroed_bytes(const GemmArgs& g, bool split);
 }  // namespace kfgemm::variants
 
 namespace kfgemm {
@@ -62,7 +59,6 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_amn), KFGEMM_ENTRY(fp8_coop_128x128_exact_amn_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_ak), KFGEMM_ENTRY(fp8_coop_128x128_exact_ak_splitk),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap_follow), KFGEMM_ENTRY(fp8_coop_128x128_overlap_follow_splitk),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),
@@ -86,7 +82,6 @@ size_t gemm_workspace_size(Variant v, const GemmArgs& args) {
 }
 
 size_t gemm_workspace_zeroed_bytes(Variant v, const GemmArgs& args) {
-  if (follows_prep(v)) return variants::follow_zeroed_bytes(args, is_overlap_split(v));
   return is_overlap_split(v) ? variants::overlap_splitk_zeroed_bytes(args) : 0;
 }
 

@@ -318,26 +318,7 @@ bool wants_row_major_scales(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
          v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
-         (kfgemm::is_overlap_split(v) && !kfgemm::exact_in_place(v) && !kfgemm::follows_prep(v));
-}
-
-// The fewest SMs left to the preparation running beside variants 24 and 25.
-constexpr int64_t kFollowMinPrepSms = 16;
-
-// Variant 24: how many SMs the preparation takes (the GEMM has the rest). The GEMM's
-// waves of 128x128 tiles on all but kFollowMinPrepSms SMs, spread evenly over as few SMs
-// as that many waves need; the preparation gets the SMs left over.
-int64_t follow_prep_sms(int64_t tiles, int64_t sms) {
-  const int64_t most = std::max<int64_t>(sms - kFollowMinPrepSms, 1);
-  const int64_t waves = ceil_div(tiles, most);
-  return sms - ceil_div(tiles, waves);
-}
-
-// Variant 25: K slices per tile (as many as fit the SMs the preparation leaves, at most
-// one per K block and 64).
-int64_t follow_split_slices(int64_t tiles, int64_t kblocks, int64_t sms) {
-  const int64_t fit = std::max<int64_t>((sms - kFollowMinPrepSms) / std::max<int64_t>(tiles, 1), 1);
-  return std::min<int64_t>({fit, kblocks, 64});
+         (kfgemm::is_overlap_split(v) && !kfgemm::exact_in_place(v));
 }
 
 // What the op's choice of kernel depends on besides the shape and the device.
@@ -644,13 +625,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(t.a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
   }
-  if (v == kfgemm::Variant::kFp8Coop128x128OverlapFollow) {
-    TORCH_CHECK_VALUE(splits < props.sm_count,
-                      cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
-                          ": it is the number of SMs the operands' transposition runs on, 1 to ",
-                          props.sm_count - 1, " (0: chosen from the shape)"));
-  } else if (kfgemm::is_overlap_split(v) || v == kfgemm::Variant::kFp8FewRow ||
-             v == kfgemm::Variant::kFp8FewRowExact) {
+  if (kfgemm::is_overlap_split(v) || v == kfgemm::Variant::kFp8FewRow ||
+      v == kfgemm::Variant::kFp8FewRowExact) {
     const int64_t kblocks = ceil_div(K, 128);
     TORCH_CHECK_VALUE(splits <= std::min<int64_t>(64, kblocks),
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
@@ -699,24 +675,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // thread's two rows are adjacent and a warp's 16 rows share 64 bytes of a column-major
   // block, and reading them in place is faster than the copy (H100, interleaved, us:
   // 6144x576x7168 challenge 75.1 vs 87.0, 6144x512x7168 71.9 vs 76.3; NOTES.md, v16).
-  // Variants 24 and 25 run beside the preparation, which transposes every operand it
-  // rewrites K block by K block on SMs of their own; the scales are read as given.
-  const bool follow = kfgemm::follows_prep(v);
-  if (follow) {
-    TORCH_CHECK_VALUE(!bf16_operands && kfgemm::prep_follow_ok(jobs, njobs), cat("variant ", kfgemm::variant_name(v), " runs beside the transposition of MN-major operands: a or b (or both) must be float8 stored MN-major (a transposed view, stride(0) == 1) with 16-byte aligned storage and rows (stride(1) a multiple of 16), and any other operand e4m3fn K-major with 16-byte aligned rows"));
-  }
-  int64_t follow_sms = 0;  // SMs of the preparation beside variants 24 and 25
-  if (follow) {
-    const int64_t tiles = ceil_div(M, 128) * ceil_div(Np, 128);
-    const int64_t sms = props.sm_count;
-    if (v == kfgemm::Variant::kFp8Coop128x128OverlapFollow) {
-      follow_sms = splits > 0 ? splits : follow_prep_sms(tiles, sms);
-    } else {
-      if (splits <= 0) splits = follow_split_slices(tiles, ceil_div(K, 128), sms);
-      follow_sms = std::max<int64_t>(sms - tiles * splits, kFollowMinPrepSms);
-      follow_sms = std::min<int64_t>(follow_sms, sms - 1);
-    }
-  }
   kfgemm::ScaleCopy scale_jobs[2];
   int nscales = 0;
   if (wants_row_major_scales(v)) {
@@ -760,10 +718,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.d = dst.data_ptr();
   g.ldd = (out_direct && M == 1) ? Np : dst.stride(0);
   g.device = dev;
-  g.sm_count = static_cast<int>(props.sm_count - follow_sms);
-  g.splits = v == kfgemm::Variant::kFp8Coop128x128OverlapFollow
-                 ? 1
-                 : static_cast<int>(std::max<int64_t>(splits, 0));
+  g.sm_count = props.sm_count;
+  g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
   g.pdl = njobs + nscales > 0;  // the preparation kernel runs right before on this stream
   g.swizzle = static_cast<int>(swizzle);
   g.a_mn_major = amn || amn_x;
@@ -771,7 +727,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.b_kperm16 = amn;
   g.b_mn_major = x_b_mn;
   g.n_b = static_cast<int>(N);
-  g.follow_target = follow ? kfgemm::follow_tiles_per_block(jobs, njobs) : 0;
 
   const size_t ws_bytes = kfgemm::gemm_workspace_size(v, g);
   Tensor ws;
@@ -785,17 +740,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
                      : kfgemm::Status::kLaunchFailed,
                  "workspace clear", "cudaMemsetAsync");
   }
-  if (follow) {
-    // The preparation first, on its SMs; the GEMM, its programmatic dependent, starts on
-    // the others at once and loads each K block when the preparation has counted it done.
-    check_status(kfgemm::prep_operands_follow(jobs, njobs, static_cast<uint32_t*>(ws.data_ptr()),
-                                              static_cast<int>(follow_sms),
-                                              v == kfgemm::Variant::kFp8Coop128x128OverlapFollow
-                                                  ? 1
-                                                  : g.splits,
-                                              stream),
-                 "operand preparation", "launch");
-  } else if (njobs + nscales > 0) {
+  if (njobs + nscales > 0) {
     check_status(kfgemm::prep_operands(jobs, njobs, scale_jobs, nscales, stream),
                  "operand preparation", "launch");
   }
