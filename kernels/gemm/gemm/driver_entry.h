@@ -19,16 +19,14 @@ inline void* entry_point(const char* name) {
   void* ptr = nullptr;
   cudaDriverEntryPointQueryResult res{};
 #if CUDART_VERSION >= 12050
-  if (cudaGetDriverEntryPointByVersion(name, &ptr, 12000, cudaEnableDefault, &res) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
+  const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &ptr, 12000, cudaEnableDefault, &res);
 #else
-  if (cudaGetDriverEntryPoint(name, &ptr, cudaEnableDefault, &res) != cudaSuccess) {
-    (void)cudaGetLastError();
+  const cudaError_t err = cudaGetDriverEntryPoint(name, &ptr, cudaEnableDefault, &res);
+#endif
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: the caller's next cudaGetLastError is its own
     return nullptr;
   }
-#endif
   return res == cudaDriverEntryPointSuccess ? ptr : nullptr;
 }
 
