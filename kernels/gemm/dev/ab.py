@@ -114,12 +114,21 @@ def main() -> int:
             raise SystemExit(f"unknown layout {layout!r} in {spec!r}: nt, challenge, guide or amn")
         fns = configurations(gk, m, n, k, layout)
         runnable = []
+        ref = None
         for label, fn in fns:  # e.g. variants 13/14 need A MN-major
             try:
-                fn()
+                out = fn()
                 runnable.append((label, fn))
             except ValueError:
-                pass
+                continue
+            # Every fast configuration must agree with the op's choice (calc_diff ~1e-6).
+            if label == "op":
+                ref = out.float()
+            elif ref is not None and not label.startswith(("exact", "op exact", "read")):
+                diff = float(gk.reference.calc_diff(out.float(), ref))
+                if not diff < 1e-4:
+                    print(f"WRONG: {m}x{n}x{k} {layout} {label}: calc_diff {diff:.3g} "
+                          "against the op's choice", flush=True)
         t = bench_mod.interleaved(dict(runnable), 20 * ROUNDS, ROUNDS)
         cells = [f"{t[label]:.1f}" if label in t else "-" for label, _ in fns]
         print(f"| {m}x{n}x{k} {layout} | " + " | ".join(cells) + " |", flush=True)
