@@ -107,6 +107,7 @@ def main() -> int:
               (["read B"] if STREAM else []))
     print("| shape | " + " | ".join(labels) + " |")
     print("|---" * (len(labels) + 1) + "|")
+    wrong = 0
     for spec in specs:
         layout, _, dims = spec.partition(":")
         m, n, k = (int(x) for x in dims.split("x"))
@@ -127,12 +128,13 @@ def main() -> int:
             elif ref is not None and not label.startswith(("exact", "op exact", "read")):
                 diff = float(gk.reference.calc_diff(out.float(), ref))
                 if not diff < 1e-4:
+                    wrong += 1
                     print(f"WRONG: {m}x{n}x{k} {layout} {label}: calc_diff {diff:.3g} "
                           "against the op's choice", flush=True)
         t = bench_mod.interleaved(dict(runnable), 20 * ROUNDS, ROUNDS)
         cells = [f"{t[label]:.1f}" if label in t else "-" for label, _ in fns]
         print(f"| {m}x{n}x{k} {layout} | " + " | ".join(cells) + " |", flush=True)
-    return 0
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":
