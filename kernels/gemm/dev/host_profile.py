@@ -5,8 +5,8 @@
 Per shape: the host microseconds per call (calls queued behind a GPU sleep) of the op,
 of the registered op called directly (through its overload packet and its default
 overload), of the Python argument checks alone, of cuBLASLt's block-scaled path through
-torch's `scaled_mm`, and the profiler's CPU table (CUDA
-runtime calls included) over 200 calls. ``HOSTPROFILE_TABLE=0`` leaves the table out.
+torch's `scaled_mm`, and the profiler's CPU table (CUDA runtime calls included) over 200
+calls. ``HOSTPROFILE_TABLE=0`` leaves the table out.
 """
 
 from __future__ import annotations
