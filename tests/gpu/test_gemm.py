@@ -574,6 +574,14 @@ def test_overlap_splitk_in_cuda_graph(gemm_kernel):
                         a_major="mn", b_major="mn")
 
 
+def test_cluster_splitk_in_cuda_graph(gemm_kernel):
+    """The op's choice for few rows with long K and a narrow B (variant 11, one launch,
+    no workspace) captures and replays with new inputs, 64- and 128-row tiles."""
+    check_graph_replays(gemm_kernel, 64, 2112, 7168, exact=False, variant=11, splits=0)
+    check_graph_replays(gemm_kernel, 100, 1000, 4224, exact=False, variant=11, splits=0,
+                        a_major="mn", b_major="mn")
+
+
 @pytest.mark.parametrize("m,n,k", [(1, 8, 16), (1, 100, 200), (17, 576, 7168 + 64),
                                    (64, 2112, 7168), (64, 7168, 2048), (65, 136, 8320),
                                    (128, 4096, 7168), (100, 1000, 384), (255, 392, 4224),
@@ -875,6 +883,8 @@ PLAN_CASES = [  # m, n, k, layout, precision
     (1024, 1536, 2048, "challenge", "exact"),
     (64, 2112, 7168, "nt", "fast"),
     (64, 2112, 7168, "nt", "exact"),
+    (128, 2112, 7168, "challenge", "fast"),
+    (64, 4096, 7168, "nt", "fast"),
     (4096, 5120, 256, "challenge", "exact"),
     (4096, 5120, 512, "nt", "fast"),
     (300, 200, 300, "nt", "exact"),
@@ -947,6 +957,14 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     (64, 2112, 7168, "nt", "exact", NUZ, "bf16_pingpong_64x128_splitk"),
     # six or more waves in fast mode, short K: the hand-written kernel
     (4096, 5120, 512, "nt", "fast", FN, "fp8_coop_128x128_overlap"),
+    # few rows, long K, a narrow B: the cluster split-K kernel, one launch (v32) ...
+    (64, 2112, 7168, "nt", "fast", FN, "fp8_cluster_splitk"),
+    (128, 2112, 7168, "nt", "fast", FN, "fp8_cluster_splitk"),
+    (17, 576, 7168 + 64, "challenge", "fast", NUZ, "fp8_cluster_splitk"),
+    (64, 3072, 4096, "guide", "fast", FN, "fp8_cluster_splitk"),
+    # ... and CUTLASS's split-K with a wider one
+    (64, 4096, 7168, "nt", "fast", FN, "fp8_pingpong_64x128_splitk"),
+    (128, 3072, 7168, "nt", "fast", FN, "fp8_pingpong_64x128_splitk"),
     # up to 64 rows with B beyond the L2's size: the few-row kernel, B evict-first (v27)
     (64, 7168, 16384, "nt", "fast", FN, "fp8_fewrow"),
     (1, 4096, 32768, "challenge", "fast", FN, "fp8_fewrow"),

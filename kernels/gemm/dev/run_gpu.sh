@@ -10,7 +10,7 @@
 #   buildsrc   development build from source (CUTLASS from the wheel in .whl/)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
-#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor hostgap (HOSTGAP_SHAPES) hostprofile (HOSTPROFILE_SHAPES) timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheck1 racemap sass pipeprobe wgmmaprobe toolchain
+#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor hostgap (HOSTGAP_SHAPES) hostprofile (HOSTPROFILE_SHAPES) eager (EAGER_SHAPES) timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheckcluster racecheck1 racemap sass pipeprobe wgmmaprobe toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 # The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
@@ -68,6 +68,7 @@ for s in "$@"; do
     floor) run floor 200 python3 kernels/gemm/dev/stream_floor.py ${FLOOR_SHAPES:-} ;;
     hostgap) run hostgap 300 python3 kernels/gemm/dev/host_gap.py ${HOSTGAP_SHAPES:-} ;;
     hostprofile) run hostprofile 200 python3 kernels/gemm/dev/host_profile.py ${HOSTPROFILE_SHAPES:-nt:64x2112x7168 nt:64x32768x512} ;;
+    eager) run eager 300 python3 kernels/gemm/dev/eager_rate.py ${EAGER_SHAPES:-} ;;
     sweep) run sweep 400 python3 benchmarks/gemm.py --out "$OUT" --rep 40 --sweep ;;
     memcheck) run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racecheck) run racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py ;;
@@ -81,6 +82,7 @@ for s in "$@"; do
     racecheckexactk) run racecheck_exactk 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py exactk ;;
     memcheckexactk) run memcheck_exactk 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py exactk ;;
     racechecksplit) run racecheck_split 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py split ;;
+    racecheckcluster) run racecheck_cluster 300 compute-sanitizer --tool racecheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py cluster ;;
     memchecksplit) run memcheck_split 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py split ;;
     racecheck1) run racecheck_cluster 300 compute-sanitizer --tool racecheck --print-limit 12 --error-exitcode 9 python3 kernels/gemm/dev/sanitize.py all ;;
     racemap) run racemap 120 sh -c "so=\$(find $dev /tmp/hub kernels/gemm/build -name '*.so' 2>/dev/null | head -1); python3 kernels/gemm/dev/racemap.py $logs/racecheck_cluster.log \$so $OUT/cluster2.sass" ;;

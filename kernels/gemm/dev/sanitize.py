@@ -1,7 +1,7 @@
 """A small workload that runs every code path once, for compute-sanitizer.
 
     compute-sanitizer --tool memcheck python kernels/gemm/dev/sanitize.py \
-        [all | v10 | amn | split | bf16 | fewrow | exactmn | exactk]
+        [all | v10 | amn | split | bf16 | fewrow | cluster | exactmn | exactk]
 Exits non-zero if a result is wrong; the sanitizer reports memory errors and races.
 """
 
@@ -38,7 +38,8 @@ checked = 0
 # runs the hand-written kernel alone, on its own and on CTA pairs (variant 12); "amn" runs
 # its builds that read A MN-major (13, 14) alone, on problems small enough for racecheck;
 # "split" runs its split-K builds (15, 16) alone; "bf16" its BF16 build (17) alone;
-# "fewrow" the few-row kernel (18; 19 in exact mode) alone; "exactmn" the exact-mode
+# "fewrow" the few-row kernel (18; 19 in exact mode) alone; "cluster" the cluster split-K
+# kernel (11) alone; "exactmn" the exact-mode
 # build reading A MN-major (20, 21) alone; "exactk" the one reading A
 # K-major (22, 23) alone; "all" runs all of them.
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
@@ -72,7 +73,8 @@ cases = [
     (130, 576, 384, "k", "mn"),   # direct K-major A
     (33, 72, 7232, "k", "k"),     # long K, direct
 ]
-ALONE = ("amn", "split", "bf16", "fewrow", "exactmn", "exactk")  # modes without the op's cases
+# modes without the op's cases
+ALONE = ("amn", "split", "bf16", "fewrow", "cluster", "exactmn", "exactk")
 for m, n, k, am, bm in [] if MODE in ALONE else cases:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     for exact in (False, True):
@@ -129,6 +131,13 @@ FEWROW = ((18, 0), (18, 1), (18, 3), (19, 0), (19, 1), (19, 3))
 fewrow_runs = [(17, 100, 200, "mn", "k", "row", FEWROW), (130, 576, 1024, "k", "mn", "col", FEWROW),
                (40, 300, 2048, "k", "k", "row", FEWROW),
                (64, 17152, 384, "k", "k", "row", ((18, 1), (19, 1)))]
+# The cluster split-K kernel (11): clusters of 1, 2, 4 and 8 CTAs summing one tile through
+# distributed shared memory, 64-row tiles (M <= 64) and 128-row ones, tails in M, N and
+# K, slices of unequal length (7 blocks over 2 and 4 slices).
+CLUSTER = ((11, 1), (11, 2), (11, 4), (11, 8))
+cluster_runs = [(64, 384, 1024, "k", "k", "row", CLUSTER),
+                (17, 200, 896, "k", "k", "col", CLUSTER[:3]),
+                (130, 300, 1024, "k", "k", "row", CLUSTER)]
 # The exact-mode build reading A MN-major in place (20; M a multiple of 16 for 16-byte
 # aligned rows of K) and B MN-major (N too) or K-major: 153 tiles on 132 SMs (the stage
 # ring and both B copies wrap, the output staging is reused), odd (5) and even (4) block
@@ -157,12 +166,14 @@ elif MODE == "bf16":
     v10_runs = bf16_runs
 elif MODE == "fewrow":
     v10_runs = fewrow_runs
+elif MODE == "cluster":
+    v10_runs = cluster_runs
 elif MODE == "exactmn":
     v10_runs = exactmn_runs
 elif MODE == "exactk":
     v10_runs = exactk_runs
 elif MODE == "all":
-    v10_runs += split_runs + bf16_runs + fewrow_runs + exactmn_runs + exactk_runs
+    v10_runs += split_runs + bf16_runs + fewrow_runs + cluster_runs + exactmn_runs + exactk_runs
 for m, n, k, am, bm, layout, variants in v10_runs:
     a, b, sa, sb = inputs(m, n, k, am, bm)
     if layout == "col":

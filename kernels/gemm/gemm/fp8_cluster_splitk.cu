@@ -280,13 +280,20 @@ Status launch(const GemmArgs& g, int splits, cudaStream_t stream, const char** w
 
 }  // namespace
 
-// K slices per output tile when the caller leaves it open: doubled while every slice
-// keeps at least two K blocks and the CTAs stay within two per SM.
+// K slices per output tile when the caller leaves it open: the most whose CTAs still fit
+// one per SM, up to 8 for 64-row tiles and 4 for 128-row ones, each slice keeping at
+// least four K blocks. Two CTAs per SM fit, but the second one's slices share the SM's
+// load path and lose (H100, interleaved, us, K = 7168: 64x2112 (17 tiles) 16.6 with 4
+// slices vs 17.3 with 8, 64x3072 19.7 vs 21.1; 128x4096 (64 tiles of 128x64) 25.3 with 2
+// vs 29.4 with 4), while below one CTA per SM more slices pay: 64x1024 13.1 with 8 vs
+// 14.6 with 4, 64x2048x16384 25.8 vs 27.2; with 128-row tiles 4 stay ahead of 8 even
+// there: 128x1024 13.9 vs 14.8; NOTES.md, v32).
 int default_splits(int m, int n, int k, int sm_count) {
   const int64_t tiles = m <= 64 ? (n + 127) / 128 : static_cast<int64_t>((m + 127) / 128) * ((n + 63) / 64);
   const int kblocks = (k + kBlockK - 1) / kBlockK;
+  const int most = m <= 64 ? kMaxSplits : kMaxSplits / 2;
   int s = 1;
-  while (s < kMaxSplits && 4 * s <= kblocks && tiles * s <= sm_count) s *= 2;
+  while (s < most && 8 * s <= kblocks && tiles * 2 * s <= sm_count) s *= 2;
   return s;
 }
 

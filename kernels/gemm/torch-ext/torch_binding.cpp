@@ -455,6 +455,21 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // 64x8192x8192, exactly 64M, gains on both too but is left to the ping-pong kernel:
   // the rule keeps to a B beyond the L2; NOTES.md, v27).
   if (M <= 64 && N * K > 64 * 1024 * 1024) return {V::kFp8FewRow, 0};
+  // Few rows, a small output with long K and a narrow B (up to 3072 columns with up to 64
+  // rows, 2112 with more): the cluster split-K kernel, whose slices sum through
+  // distributed shared memory in the same launch. On the GPU it ties with CUTLASS's
+  // split-K below (H100, interleaved, us, against the op's earlier choice: 64x2112x7168
+  // 16.6 vs 16.5 and 16.5 vs 16.5 in another run, 128x2112x7168 18.5 vs 18.2 and 18.0
+  // vs 18.2, 64x1024x7168 13.1 vs 13.6, 64x1536x7168 14.7 vs 15.4, 64x3072x7168 19.7 vs
+  // 20.4, 128x1536x7168 15.6 vs 15.3, 64x2048x16384 25.8 vs 25.5, 16x2112x7168 16.4 vs
+  // 16.2; with wider B it loses: 64x4096x4096 17.9 vs 17.2, 128x4096x7168 25.3 vs
+  // 24.2). It needs neither the FP32 workspace nor the second launch, so a call takes
+  // 9-10 us of host time instead of 15-17, and calls queued back to back run 10-40%
+  // faster (64x2112x7168: 13.2 vs 17.6 us per call, 64x1024x7168 9.9 vs 16.4,
+  // 128x2112x7168 15.1 vs 17.1; NOTES.md, v32).
+  if (few_rows && small_output && N * K <= 64 * 1024 * 1024 && N <= (M <= 64 ? 3072 : 2112)) {
+    return {V::kFp8ClusterSplitK, 0};
+  }
   const int64_t max_split_cols = slow_memory ? 32 : 40;
   if (small_output && N * K <= 64 * 1024 * 1024 &&
       (!few_rows || ceil_div(N, 128) <= max_split_cols)) {
