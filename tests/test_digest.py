@@ -141,3 +141,37 @@ def test_unknown_algorithm_names_the_argument(variant: Path) -> None:
 def test_digest_block_is_metadata_shaped(variant: Path) -> None:
     block = digest_block(variant)
     assert block == {"algorithm": "sha256", "files": hash_tree(variant)}
+
+
+@pytest.mark.parametrize(
+    ("bytecode", "refused"),
+    [
+        ("refuse", ["__pycache__/__init__.cpython-311.pyc", "sub/__pycache__/x.txt",
+                    "sub/loose.pyc"]),
+        ("allow-pycache", ["sub/loose.pyc"]),
+    ],
+)
+def test_verify_variant_refuses_bytecode_by_rule(variant: Path, bytecode, refused) -> None:
+    from kernelforge.digest import verify_variant
+
+    meta = {"digest": digest_block(variant)}
+    write(variant, "__pycache__/__init__.cpython-311.pyc", b"\0")
+    write(variant, "sub/__pycache__/x.txt", "x")
+    write(variant, "sub/loose.pyc", b"\0")
+    with pytest.raises(IntegrityError) as info:
+        verify_variant(variant, meta, bytecode=bytecode)
+    assert sorted(p.split(" ")[1] for p in info.value.problems) == refused
+    assert all(p.startswith("extra: ") and "delete" in p for p in info.value.problems)
+    # the digest itself is unchanged: the reference hashes no bytecode either
+    assert digest_block(variant) == meta["digest"]
+
+
+def test_verify_tree_bytecode_rules(variant: Path) -> None:
+    expected = hash_tree(variant)
+    write(variant, "__pycache__/__init__.cpython-311.pyc", b"\0")
+    verify_tree(variant, expected)  # "ignore", the default: builds Python imported
+    verify_tree(variant, expected, bytecode="allow-pycache")
+    with pytest.raises(IntegrityError, match=r"extra: __pycache__/__init__\.cpython-311\.pyc"):
+        verify_tree(variant, expected, bytecode="refuse")
+    with pytest.raises(ValueError, match="bytecode: expected one of"):
+        verify_tree(variant, expected, bytecode="sometimes")  # type: ignore[arg-type]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from unittest import mock
 
 import pytest
+from huggingface_hub.errors import OfflineModeIsEnabled
 from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
 
 from kernelforge import loader, signing, trust
@@ -238,3 +240,123 @@ def test_cli_publish_signed_to_the_remote_and_load(hf: HfHub, tmp_path: Path, ca
                  "--sign", str(env["config"] / "keys" / "release.pem")]) == 0
     commit = LocalHub(env["hub"]).resolve(REPO, "v1")
     assert LocalHub(env["hub"]).read_file(REPO, commit, "build/torch-cpu.sig")
+
+
+# --- network failures, whichever HTTP client huggingface_hub uses ------------------------
+
+
+def _client_connect_error() -> Exception:
+    """The ConnectError of the HTTP client the installed huggingface_hub uses (httpx2 for
+    huggingface_hub 2.x, httpx before)."""
+    import importlib
+
+    from huggingface_hub import errors as hf_errors
+
+    client = importlib.import_module(hf_errors.HTTPError.__module__.split(".")[0])
+    return client.ConnectError("[Errno -2] Name or service not known")
+
+
+def _http_status(status: int) -> Exception:
+    from types import SimpleNamespace
+
+    from huggingface_hub.errors import HfHubHTTPError
+
+    return HfHubHTTPError(f"{status} from the Hub", response=SimpleNamespace(
+        status_code=status, headers={}, request=None))
+
+
+# a transport error of a client not installed here, known by its module's name
+_FutureClientError = type("ConnectError", (Exception,), {"__module__": "httpx3._exceptions"})
+
+NETWORK_ERRORS = [
+    (_client_connect_error, "check the network, or set HF_HUB_OFFLINE=1"),
+    (lambda: _http_status(503), "the Hub is busy or down: try again later"),
+    (lambda: _http_status(401), "log in with 'hf auth login'"),
+    (lambda: OfflineModeIsEnabled("offline mode is enabled"), "use HfHub(offline=True)"),
+]
+
+
+@pytest.mark.parametrize(("make", "advice"), NETWORK_ERRORS,
+                         ids=["client", "503", "401", "hf-offline"])
+def test_network_errors_become_hub_errors_with_advice(hf: HfHub, remote: FakeHfApi, make,
+                                                      advice, capsys, monkeypatch) -> None:
+    from kernelforge import cli
+
+    def fail(*args, **kwargs):
+        raise make()
+
+    monkeypatch.setattr(remote, "list_repo_refs", fail)
+    with pytest.raises(HubError, match=f"listing refs for {REPO} on the Hugging Face Hub "
+                                       f"failed: .*; .*{re.escape(advice)}") as info:
+        loader.get_kernel(REPO, version=1, hub=hf)
+    assert type(info.value.__cause__).__name__ in ("ConnectError", "HfHubHTTPError",
+                                                   "OfflineModeIsEnabled")
+    assert loader.has_kernel(REPO, version=1, hub=hf) is False  # get_kernel would fail
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert cli.main(["versions", REPO, "--hub", "hf"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and advice in err and "Traceback" not in err
+
+
+def test_transport_errors_are_known_by_module_and_bugs_pass_through(
+    hf: HfHub, remote: FakeHfApi, monkeypatch
+) -> None:
+    raised: list[Exception] = []
+
+    def fail(*args, **kwargs):
+        raise raised[-1]
+
+    monkeypatch.setattr(remote, "list_repo_refs", fail)
+    raised.append(_FutureClientError("connection refused"))
+    with pytest.raises(HubError, match="failed: connection refused; check the network"):
+        hf.branches(REPO)
+    raised.append(KeyError("a bug, not the network"))
+    with pytest.raises(KeyError, match="a bug"):
+        hf.branches(REPO)
+
+
+# --- offline: has_kernel agrees with get_kernel, and the advice works --------------------
+
+
+def test_offline_has_kernel_needs_the_variant_in_the_cache(hf: HfHub, remote: FakeHfApi,
+                                                           tmp_path: Path, key) -> None:
+    module_id = uid("offhas")
+    commit = publish(hf, tmp_path / "p", key=key, torch_cpu={"module_id": module_id})
+    loader.kernel_info(REPO, version=1, hub=hf)  # refs, listing and metadata: no variant
+    remote.go_down()
+    offline = hf.cache_only()
+    assert loader.has_kernel(REPO, version=1, hub=offline) is False
+    with pytest.raises(HubError, match="not in the download cache.*load it once with "
+                                       "get_kernel while online"):
+        loader.get_kernel(REPO, version=1, hub=offline)
+    remote.come_up()
+    hf.fetch_variant(REPO, commit, "torch-cpu")
+    remote.go_down()
+    assert loader.has_kernel(REPO, version=1, hub=offline) is True
+    assert loader.get_kernel(REPO, version=1, hub=offline).__name__ == module_id
+
+
+def test_the_offline_advice_works(hf: HfHub, remote: FakeHfApi, tmp_path: Path, key) -> None:
+    """Both ways the offline error suggests lead to a working offline load."""
+    from kernelforge.lock import download_locked, lock_project
+
+    module_id = uid("advice")
+    publish(hf, tmp_path / "p", key=key, torch_cpu={"module_id": module_id})
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(project, hub=HfHub(api=remote, cache=tmp_path / "a")).path
+    download_locked(lock, hub=HfHub(api=remote, cache=tmp_path / "b"))
+    remote.go_down()
+    offline = HfHub(api=remote, cache=tmp_path / "b", offline=True)
+    with pytest.raises(HubError) as info:  # 'kernelforge download' saves no refs...
+        loader.get_kernel(REPO, version=1, hub=offline)
+    assert "load_kernel(repo_id, lockfile=...)" in str(info.value)
+    # ... and what the error says instead works
+    assert loader.load_kernel(REPO, lockfile=lock, hub=offline).__name__ == module_id
+    # the other way: one get_kernel while online keeps what an offline one needs
+    remote.come_up()
+    assert loader.get_kernel(REPO, version=1, hub=HfHub(api=remote, cache=tmp_path / "c"))
+    remote.go_down()
+    fresh = HfHub(api=remote, cache=tmp_path / "c", offline=True)
+    assert loader.get_kernel(REPO, version=1, hub=fresh).__name__ == module_id

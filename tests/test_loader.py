@@ -18,7 +18,7 @@ import pytest
 from kf_testutil import write_metadata
 
 from kernelforge import loader
-from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError
+from kernelforge.errors import HubError, IntegrityError, VariantError, VariantNotFoundError
 from kernelforge.hub import LocalHub
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
@@ -360,3 +360,66 @@ def test_importing_the_loader_does_not_import_torch() -> None:
     code = "import sys, kernelforge.loader, kernelforge.hub; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_has_kernel_answers_for_a_backend_this_torch_cannot_use(
+    hub: LocalHub, tmp_path: Path
+) -> None:
+    publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": uid("hb")})
+    assert variants.detect_system().backend == "cpu"  # the cpu_system fixture
+    with pytest.raises(VariantError, match="cannot be used here"):
+        loader.get_kernel(REPO, version=1, hub=hub, backend="cuda")
+    assert loader.has_kernel(REPO, version=1, hub=hub, backend="cuda") is False
+    assert loader.has_kernel(REPO, version=1, hub=hub, backend="cpu") is True
+    with pytest.raises(ValueError, match="backend: unknown backend 'cdua'; expected one of"):
+        loader.has_kernel(REPO, version=1, hub=hub, backend="cdua")
+
+
+def test_has_kernel_takes_the_arguments_of_hf_kernels(hub: LocalHub, tmp_path: Path) -> None:
+    import inspect
+
+    kernels = pytest.importorskip("kernels")
+    ours = inspect.signature(loader.has_kernel).parameters
+    theirs = inspect.signature(kernels.has_kernel).parameters
+    assert {n: p.kind for n, p in theirs.items()}.items() <= {
+        n: p.kind for n, p in ours.items()}.items()
+    assert {n: p.default for n, p in theirs.items()}.items() <= {
+        n: p.default for n, p in ours.items()}.items()
+    publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": uid("htr")})
+    assert loader.has_kernel(REPO, version=1, hub=hub, trust_remote_code=True) is True
+    assert loader.has_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO]) is True
+    with pytest.raises(TypeError, match="trust_remote_code"):
+        loader.has_kernel(REPO, version=1, hub=hub, trust_remote_code="yes")  # type: ignore[arg-type]
+
+
+# --- another loader got there first ------------------------------------------------------
+
+
+def test_a_build_hf_kernels_loaded_is_reused(hub: LocalHub, tmp_path: Path) -> None:
+    kernels = pytest.importorskip("kernels")
+    module_id = uid("hfk")
+    make_variant(tmp_path / "p", "torch-cpu", module_id=module_id)
+    theirs = kernels.get_local_kernel(tmp_path / "p")
+    assert theirs.__name__ == module_id
+    hub.publish(REPO, tmp_path / "p", version=1)
+    assert loader.get_kernel(REPO, version=1, hub=hub) is theirs  # the same files
+    assert loader.get_local_kernel(tmp_path / "p") is theirs
+
+
+def test_a_different_build_another_loader_holds_is_refused(
+    hub: LocalHub, tmp_path: Path
+) -> None:
+    import importlib.util
+
+    module_id = uid("other")
+    elsewhere = make_variant(tmp_path / "theirs", "torch-cpu", module_id=module_id, value=1)
+    spec = importlib.util.spec_from_file_location(module_id, elsewhere / "__init__.py")
+    assert spec is not None and spec.loader is not None
+    sys.modules[module_id] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[module_id])
+    publish(hub, tmp_path / "ours", 1, torch_cpu={"module_id": module_id, "value": 2})
+    with pytest.raises(ImportError, match="another loader .* already imported a build with "
+                                          "different files under that name from "
+                                          + re.escape(str(elsewhere))):
+        loader.get_kernel(REPO, version=1, hub=hub)
+    assert sys.modules[module_id].VALUE == 1  # left alone

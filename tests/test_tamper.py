@@ -194,3 +194,117 @@ def test_a_forged_owner_record_is_not_trusted(env, tmp_path: Path) -> None:
     with pytest.raises(IntegrityError, match="changed: helper.py"):  # allowed: still checked
         loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=True)
     assert module_id not in sys.modules
+
+
+# --- bytecode: no digest covers it, so no load may run it --------------------------------
+
+EVIL = "PWNED = True\nimport builtins\nbuiltins.KERNELFORGE_TEST_PWNED = True\n"
+
+
+def _plant_bytecode(vdir: Path, module: str = "__init__") -> str:
+    """Compile EVIL into ``__pycache__`` as ``module``'s cached bytecode, marked so that
+    Python uses it without looking at the source; return its relative path."""
+    import py_compile
+
+    rel = f"__pycache__/{module}.{sys.implementation.cache_tag}.pyc"
+    src = vdir.parent / f"{module}-evil.py"
+    src.write_text(EVIL)
+    (vdir / "__pycache__").mkdir(exist_ok=True)
+    py_compile.compile(str(src), cfile=str(vdir / rel), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    src.unlink()
+    return rel
+
+
+@pytest.fixture
+def no_evil(monkeypatch):
+    import builtins
+
+    monkeypatch.delattr(builtins, "KERNELFORGE_TEST_PWNED", raising=False)
+    yield
+    assert not hasattr(builtins, "KERNELFORGE_TEST_PWNED"), "planted bytecode ran"
+
+
+@pytest.mark.parametrize("module", ["__init__", "helper"])
+def test_planted_bytecode_in_a_local_hub_is_refused(env, tmp_path: Path, no_evil,
+                                                    module: str) -> None:
+    hub = LocalHub(env["hub"])
+    module_id = uid("pyc")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    _writable(vdir)
+    rel = _plant_bytecode(vdir, module)
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), f"extra: {rel}", module_id)
+    with pytest.raises(IntegrityError, match=f"extra: build/torch-cpu/{rel}.*delete"):
+        hub.verify(REPO, commit)
+
+
+def test_planted_bytecode_in_the_download_cache(env, tmp_path: Path, key, monkeypatch,
+                                                no_evil) -> None:
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("pycache")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    loader.kernel_info(REPO, version=1, hub=hf)
+    fetched = hf.fetch_variant(REPO, commit, "torch-cpu")
+    rel = _plant_bytecode(fetched.path)
+    # offline: refused with the file named
+    offline = HfHub(api=api, cache=env["cache"], offline=True)
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=offline), f"extra: {rel}",
+             module_id)
+    # online: the damaged entry is fetched again, and the clean copy loads
+    module = loader.get_kernel(REPO, version=1, hub=hf)
+    assert module.VALUE == 1 and not hasattr(module, "PWNED")
+    assert not (hf.fetch_variant(REPO, commit, "torch-cpu").path / "__pycache__").exists()
+
+
+def test_planted_bytecode_in_a_locked_download(env, tmp_path: Path, no_evil) -> None:
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("pyclock")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1).commit
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(project, hub=hf, allow=True).path
+    rel = _plant_bytecode(hf.fetch_variant(REPO, commit, "torch-cpu").path)
+    _refused(lambda: loader.load_kernel(REPO, lockfile=lock, hub=hf.cache_only()),
+             f"extra: {rel}", module_id)
+
+
+@pytest.mark.parametrize("module", ["__init__", "helper"])
+def test_a_local_build_never_runs_its_pycache(tmp_path: Path, no_evil, module: str) -> None:
+    """Python and other loaders write __pycache__ into a local build: it is left alone,
+    and the kernel is compiled from its checked sources instead."""
+    vdir = make_variant(tmp_path / "p", module_id=uid("localpyc"))
+    _plant_bytecode(vdir, module)
+    kernel = loader.get_local_kernel(tmp_path / "p")
+    assert kernel.VALUE == 1 and not hasattr(kernel, "PWNED")
+    assert kernel.helper.double(4) == 8 and not hasattr(kernel.helper, "PWNED")
+
+
+def test_sourceless_bytecode_in_a_local_build_is_refused(tmp_path: Path, no_evil) -> None:
+    import py_compile
+
+    module_id = uid("loosepyc")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    (tmp_path / "evil.py").write_text(EVIL)
+    py_compile.compile(str(tmp_path / "evil.py"), cfile=str(vdir / "evil.pyc"), doraise=True)
+    _refused(lambda: loader.get_local_kernel(tmp_path / "p"), "extra: evil.pyc", module_id)
+
+
+def test_loading_writes_no_bytecode(env, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as in a default Python
+    hub = LocalHub(env["hub"])
+    make_variant(tmp_path / "p", module_id=uid("nowrite"))
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    assert loader.get_kernel(REPO, version=1, hub=hub).helper.double(2) == 4
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    assert not (vdir / "__pycache__").exists()
+    hub.verify(REPO, commit)  # so the revision stays verifiable
+    local = make_variant(tmp_path / "q", module_id=uid("nowritelocal"))
+    assert loader.get_local_kernel(local).helper.double(3) == 6
+    assert not (local / "__pycache__").exists()

@@ -221,8 +221,10 @@ class DownloadCache:
             return data
         if fetch is None:
             raise HubError(f"{repo_id}: {path} at {commit[:12]} is not in the download cache "
-                           f"{self.root} and the hub is offline; fetch it while online "
-                           "(kernelforge download)")
+                           f"{self.root} and the hub is offline; load the kernel once with "
+                           "get_kernel while online, or, for a locked project, run "
+                           "'kernelforge download' while online and load it with "
+                           "load_kernel(repo_id, lockfile=...)")
         key = f"file:{repo_id}@{commit}/{path}"
         with self._lock(key):
             data = _read_bytes(target)
@@ -354,9 +356,9 @@ def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:
         recorded: its recorded ``{relpath: base64 sha256}``.
 
     Returns:
-        ``False`` when something changed since (or nothing was recorded): such an entry
-        is worth fetching again; ``True`` when a verification failure must come from the
-        remote content itself.
+        ``False`` when something changed since, bytecode appeared in it, or nothing was
+        recorded: such an entry is worth fetching again; ``True`` when a verification
+        failure must come from the remote content itself.
     """
     from kernelforge.digest import verify_variant
     from kernelforge.errors import IntegrityError

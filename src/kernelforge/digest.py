@@ -13,6 +13,12 @@ implementation of the format, so digests written here validate there and vice ve
   every ``*.pyc`` file and everything under a ``__pycache__`` directory (Python writes
   these on import; they never ship).
 
+No digest covers bytecode, so a check that guards a load must not let bytecode through
+unnoticed: :func:`verify_variant` refuses it by default (a published or downloaded
+variant never holds any), or, for a local build that Python may have imported before,
+refuses only ``*.pyc`` files outside ``__pycache__`` (sourceless bytecode, which a plain
+import would run) while the loader itself never reads ``__pycache__``.
+
 Symbolic links and other non-regular files are refused: a variant is a plain tree, and a
 link could point the importer at files the digest never covered.
 """
@@ -25,18 +31,20 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kernelforge.errors import IntegrityError
 
 __all__ = [
     "ALGORITHMS",
+    "BytecodeRule",
     "DEFAULT_ALGORITHM",
     "b64_sha256",
     "compare",
     "digest_block",
     "hash_file",
     "hash_tree",
+    "is_bytecode",
     "is_excluded",
     "verify_tree",
     "verify_variant",
@@ -52,6 +60,35 @@ _CACHE_DIR = "__pycache__"
 _BYTECODE_SUFFIX = ".pyc"
 _CHUNK = 1 << 20
 
+#: What a check does with bytecode: leave it out (``"ignore"``), refuse only ``*.pyc``
+#: files outside ``__pycache__`` (``"allow-pycache"``), or refuse all of it (``"refuse"``).
+BytecodeRule = Literal["ignore", "allow-pycache", "refuse"]
+_BYTECODE_RULES = ("ignore", "allow-pycache", "refuse")
+
+
+def is_bytecode(relpath: str) -> bool:
+    """Whether a file is Python bytecode: a ``*.pyc`` or anything under ``__pycache__``.
+
+    Args:
+        relpath: path relative to the variant directory, with ``/`` separators.
+    """
+    parts = relpath.split("/")
+    return parts[-1].endswith(_BYTECODE_SUFFIX) or _CACHE_DIR in parts[:-1]
+
+
+def _bytecode_problem(relpath: str, rule: BytecodeRule) -> str | None:
+    """The ``extra:`` line for a bytecode file the rule refuses, else ``None``."""
+    in_cache = _CACHE_DIR in relpath.split("/")[:-1]
+    if rule == "ignore" or (rule == "allow-pycache" and in_cache):
+        return None
+    fix = "delete that __pycache__ directory" if in_cache else "delete it"
+    if rule == "refuse":
+        why = "a published or downloaded variant never holds any"
+        fix += ", or publish or fetch the variant again"
+    else:
+        why = "a build ships .py sources, and Python writes bytecode into __pycache__ only"
+    return f"extra: {relpath} (Python bytecode: no digest covers it, and {why}; {fix})"
+
 
 def is_excluded(relpath: str) -> bool:
     """Whether a file is left out of a variant's digest.
@@ -66,9 +103,7 @@ def is_excluded(relpath: str) -> bool:
     parts = relpath.split("/")
     if len(parts) == 1 and parts[0] in _TOP_LEVEL_EXCLUDED:
         return True
-    if parts[-1].endswith(_BYTECODE_SUFFIX):
-        return True
-    return _CACHE_DIR in parts[:-1]
+    return is_bytecode(relpath)
 
 
 def _check_algorithm(algorithm: str) -> None:
@@ -110,10 +145,11 @@ def hash_file(path: str | os.PathLike[str], algorithm: str = DEFAULT_ALGORITHM) 
 
 
 def _walk(root: Path) -> Iterator[tuple[str, Path, bool]]:
-    """Yield ``(relpath, path, is_regular_file)`` for every non-excluded entry.
+    """Yield ``(relpath, path, is_regular_file)`` for every entry but directories.
 
-    Directories are descended (symlinked ones are not); entries that are neither
-    regular files nor directories (symlinks, sockets, ...) come out with ``False``.
+    Directories are descended (symlinked ones are not), ``__pycache__`` included;
+    entries that are neither regular files nor directories (symlinks, sockets, ...)
+    come out with ``False``. Excluded files come out too: callers sort them.
     """
     stack: list[tuple[Path, str]] = [(root, "")]
     while stack:
@@ -124,23 +160,31 @@ def _walk(root: Path) -> Iterator[tuple[str, Path, bool]]:
             rel = f"{prefix}{entry.name}"
             mode = entry.stat(follow_symlinks=False).st_mode
             if stat.S_ISDIR(mode):
-                if entry.name != _CACHE_DIR:
-                    stack.append((Path(entry.path), rel + "/"))
-                continue
-            if is_excluded(rel):
+                stack.append((Path(entry.path), rel + "/"))
                 continue
             yield rel, Path(entry.path), stat.S_ISREG(mode)
 
 
 def _tree(
-    root: Path, algorithm: str, ignore: frozenset[str] = frozenset()
+    root: Path, algorithm: str, ignore: frozenset[str] = frozenset(),
+    bytecode: BytecodeRule = "ignore",
 ) -> tuple[dict[str, str], list[str]]:
+    if bytecode not in _BYTECODE_RULES:
+        raise ValueError(f"bytecode: expected one of {', '.join(_BYTECODE_RULES)}, got "
+                         f"{bytecode!r}")
     if not root.is_dir():
         raise IntegrityError(root, ["not a directory (the variant directory is missing)"])
     files: dict[str, str] = {}
     refused: list[str] = []
     for rel, path, regular in _walk(root):
         if rel in ignore:
+            continue
+        if is_bytecode(rel):
+            problem = _bytecode_problem(rel, bytecode)
+            if problem is not None:
+                refused.append(problem)
+            continue
+        if is_excluded(rel):
             continue
         if regular:
             files[rel] = hash_file(path, algorithm)
@@ -185,6 +229,7 @@ def verify_tree(
     *,
     algorithm: str = DEFAULT_ALGORITHM,
     ignore: Iterable[str] = (),
+    bytecode: BytecodeRule = "ignore",
 ) -> None:
     """Check a variant directory against recorded digests.
 
@@ -193,14 +238,17 @@ def verify_tree(
         expected: ``{relpath: base64 digest}`` as recorded (``metadata["digest"]["files"]``).
         algorithm: the algorithm the digests were made with.
         ignore: relpaths to leave out besides the usual exclusions.
+        bytecode: ``"ignore"`` (default: a build Python imported may hold some),
+            ``"allow-pycache"`` or ``"refuse"`` (see :func:`verify_variant`).
 
     Raises:
         IntegrityError: listing every ``changed:``, ``missing:`` and ``extra:`` file by
-            its relative path, and every refused symbolic link.
+            its relative path (refused bytecode included), and every refused symbolic
+            link.
     """
     _check_algorithm(algorithm)
     root = Path(variant_dir)
-    actual, problems = _tree(root, algorithm, frozenset(ignore))
+    actual, problems = _tree(root, algorithm, frozenset(ignore), bytecode)
     problems.extend(compare(actual, expected))
     if problems:
         raise IntegrityError(root, problems)
@@ -235,6 +283,7 @@ def verify_variant(
     metadata_sha256: str | None = None,
     recorded: Mapping[str, str] | None = None,
     locked: Mapping[str, str] | None = None,
+    bytecode: BytecodeRule = "refuse",
 ) -> dict[str, str]:
     """Check a variant directory against every digest known for it, hashing each file once.
 
@@ -246,6 +295,11 @@ def verify_variant(
         recorded: sha256 digests recorded by a hub or the download cache, keyed by
             relpath, ``metadata.json`` included.
         locked: sha256 digests from a lock file, likewise.
+        bytecode: what to do with bytecode, which no digest covers: ``"refuse"``
+            (default: a published or downloaded variant holds none), or
+            ``"allow-pycache"`` for a local build (``__pycache__`` left out, since the
+            loader never reads it; a ``*.pyc`` elsewhere, which a plain import would run
+            in place of missing source, refused).
 
     Returns:
         The sha256 of every file as found (``metadata.json`` left out), as
@@ -255,10 +309,10 @@ def verify_variant(
 
     Raises:
         IntegrityError: naming every ``changed:``, ``missing:`` and ``extra:`` file
-            (``metadata.json`` included) and every refused link.
+            (``metadata.json`` and refused bytecode included) and every refused link.
     """
     root = Path(variant_dir)
-    actual, problems = _tree(root, DEFAULT_ALGORITHM)
+    actual, problems = _tree(root, DEFAULT_ALGORITHM, bytecode=bytecode)
     meta_path = root / "metadata.json"
     meta_sha = hash_file(meta_path) if meta_path.is_file() else None
     with_meta = dict(actual)

@@ -7,7 +7,9 @@ variant, trust decision), enforce the trust policy (:mod:`kernelforge.policy`), 
 the variant (a remote hub downloads it into the download cache once), verify every
 file against every digest known for it (the metadata digest, the hub's or the cache's
 record, the lock file), and only then import the package under its metadata ``id``
-(``_relu_cpu_a1b2c3d``), so two builds of one kernel live side by side.
+(``_relu_cpu_a1b2c3d``), so two builds of one kernel live side by side. The package and
+its submodules are compiled from their checked sources: no digest covers bytecode, so
+none is read from ``__pycache__`` and none is written into the variant.
 
 A cached remote variant that fails verification is fetched again once; everything
 else that fails verification is refused with the files named. Loaded modules are cached
@@ -18,6 +20,8 @@ module imports neither torch nor any kernel.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import logging
 import os
@@ -26,7 +30,7 @@ import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 from kernelforge.errors import HubError, IntegrityError, TrustError, VariantNotFoundError
@@ -118,25 +122,96 @@ def _cached(key: Hashable, make: Any) -> ModuleType:
 # --- importing ---------------------------------------------------------------------------
 
 
-def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) -> ModuleType:
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles a module from its (verified) source every time: it reads no bytecode from
+    ``__pycache__``, which no digest covers, and writes none into the variant."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+
+_LOADERS: tuple[tuple[Any, list[str]], ...] = (
+    (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+    (_SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES),
+)  # what a plain directory finder offers, less sourceless bytecode
+
+
+class _KernelFinder(importlib.abc.MetaPathFinder):
+    """Finds the modules of loaded kernel packages inside their variant directories with
+    :class:`_SourceOnlyLoader`, so that no submodule import runs bytecode either."""
+
+    def __init__(self) -> None:
+        self.packages: dict[str, tuple[str, str]] = {}  # module id -> (__init__.py, root)
+        self._finders: dict[str, importlib.machinery.FileFinder] = {}
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        top = fullname.partition(".")[0]
+        package = self.packages.get(top)
+        if package is None:
+            return None
+        init, root = package
+        if fullname == top:  # importlib.reload of the package itself
+            return _package_spec(fullname, Path(init))
+        for entry in path or ():
+            where = os.path.abspath(entry)
+            if where != root and not where.startswith(root + os.sep):
+                continue  # the package extended its __path__: not ours to judge
+            finder = self._finders.get(where)
+            if finder is None:
+                finder = self._finders[where] = importlib.machinery.FileFinder(where, *_LOADERS)
+            spec = finder.find_spec(fullname, target)
+            if spec is not None and spec.loader is not None:
+                return spec
+        return None  # namespace portions and other directories: the usual finders
+
+    def invalidate_caches(self) -> None:
+        for finder in self._finders.values():
+            finder.invalidate_caches()
+
+
+_finder = _KernelFinder()
+
+
+def _package_spec(module_id: str, init: Path) -> importlib.machinery.ModuleSpec:
+    spec = importlib.util.spec_from_file_location(
+        module_id, init, loader=_SourceOnlyLoader(module_id, str(init)),
+        submodule_search_locations=[str(init.parent)],
+    )
+    if spec is None:  # pragma: no cover - a .py path always gives a spec
+        raise ImportError(f"cannot import {init} as {module_id}")
+    return spec
+
+
+def _package_init(variant_dir: Path, meta: Mapping[str, Any]) -> Path:
     init = variant_dir / "__init__.py"
     if not init.is_file():  # older layout: the package in a directory of its own
         nested = variant_dir / str(meta["name"]).replace("-", "_") / "__init__.py"
         if not nested.is_file():
             raise HubError(f"{variant_dir}: no __init__.py; this is not a kernel package")
         init = nested
-    spec = importlib.util.spec_from_file_location(
-        module_id, init, submodule_search_locations=[str(init.parent)]
-    )
-    if spec is None or spec.loader is None:
+    return init
+
+
+def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) -> ModuleType:
+    init = _package_init(variant_dir, meta)
+    spec = _package_spec(module_id, init)
+    loader = spec.loader
+    if loader is None:  # pragma: no cover - _package_spec always sets one
         raise ImportError(f"cannot import {init} as {module_id}")
     module = importlib.util.module_from_spec(spec)
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+    _finder.packages[module_id] = (str(init), os.path.abspath(variant_dir))
     sys.modules[module_id] = module
     try:
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
     except BaseException as err:
         for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
             del sys.modules[name]
+        del _finder.packages[module_id]
         note = f"while importing kernel {meta['name']!r} ({variant_dir}) as {module_id}"
         if hasattr(err, "add_note"):  # Python >= 3.11
             err.add_note(note)
@@ -144,8 +219,42 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) 
     return module
 
 
-def _load(variant_dir: Path, anchors: _Anchors = _Anchors()) -> ModuleType:
-    """Verify and import a variant, once per directory and once per module id."""
+def _loaded_elsewhere(
+    module: ModuleType, variant_dir: Path, meta: Mapping[str, Any],
+    digest: tuple[tuple[str, str], ...],
+) -> tuple[Path | None, bool]:
+    """Where another loader (Hugging Face's ``kernels``, say) imported ``module`` from,
+    and whether the files there are the ones verified in ``variant_dir``.
+
+    Returns:
+        ``(its variant directory, same files)``; ``(None, False)`` when the module is
+        not a kernel package imported from a variant directory.
+    """
+    from kernelforge.digest import hash_tree
+
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return None, False
+    rel = _package_init(variant_dir, meta).relative_to(variant_dir).parts
+    theirs = Path(os.path.abspath(file))
+    if theirs.parts[-len(rel):] != rel:
+        return None, False
+    other = theirs.parents[len(rel) - 1]
+    if not (other / "metadata.json").is_file():
+        return None, False
+    try:  # bytecode left out: this process already ran whatever it ran
+        return other, tuple(sorted(hash_tree(other).items())) == digest
+    except (OSError, IntegrityError):
+        return other, False
+
+
+def _load(variant_dir: Path, anchors: _Anchors = _Anchors(), *, published: bool = False
+          ) -> ModuleType:
+    """Verify and import a variant, once per directory and once per module id.
+
+    ``published``: the variant comes from a hub or the download cache, which never
+    hold bytecode; a local build may (``__pycache__`` is left out, never read).
+    """
     from kernelforge.digest import verify_variant
 
     key = os.path.abspath(variant_dir)
@@ -159,7 +268,8 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors()) -> ModuleType:
         meta = read_metadata(variant_dir)
         module_id = str(meta["id"])
         actual = verify_variant(variant_dir, meta, metadata_sha256=anchors.metadata_sha256,
-                                recorded=anchors.recorded, locked=anchors.locked)
+                                recorded=anchors.recorded, locked=anchors.locked,
+                                bytecode="refuse" if published else "allow-pycache")
         if not meta.get("digest") and anchors == _Anchors():
             logger.info("%s: no digest recorded; its files are not verified", variant_dir)
         digest = tuple(sorted(actual.items()))
@@ -173,11 +283,28 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors()) -> ModuleType:
                 )
             _by_path[key] = previous
             return previous.module
-        if module_id in sys.modules:
-            raise ImportError(
-                f"cannot load {variant_dir} as {module_id}: that module name is already "
-                f"taken by {sys.modules[module_id]!r}"
-            )
+        taken = sys.modules.get(module_id)
+        if taken is not None:
+            other, same = _loaded_elsewhere(taken, variant_dir, meta, digest)
+            if other is None:
+                raise ImportError(
+                    f"cannot load {variant_dir} as {module_id}: that module name is already "
+                    f"taken by {taken!r}; the kernel's metadata id must not name another "
+                    "module (rebuild it with a current builder, which makes ids unique)"
+                )
+            if not same:
+                raise ImportError(
+                    f"cannot load {variant_dir} as {module_id}: another loader (such as "
+                    f"Hugging Face's kernels) already imported a build with different "
+                    f"files under that name from {other}; load only one of the two builds "
+                    "in this process, or use a separate process for the other"
+                )
+            logger.info("%s: reusing module %s, which another loader imported from %s "
+                        "(the same files)", variant_dir, module_id, other)
+            loaded = _Loaded(module=taken, path=Path(key), digest=digest)
+            _by_path[key] = loaded
+            _by_id[module_id] = loaded
+            return taken
         module = _import_package(module_id, variant_dir, meta)
         loaded = _Loaded(module=module, path=Path(key), digest=digest)
         _by_path[key] = loaded
@@ -211,7 +338,7 @@ def _load_plan(plan: Plan) -> ModuleType:
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant)
     anchors = _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked)
     try:
-        return _load(fetched.path, anchors)
+        return _load(fetched.path, anchors, published=True)
     except IntegrityError as err:
         if (plan.hub.kind == "local" or fetched.fetched or getattr(plan.hub, "offline", True)
                 or is_intact(fetched.path, fetched.recorded)):
@@ -219,7 +346,8 @@ def _load_plan(plan: Plan) -> ModuleType:
         logger.warning("%s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)
-    return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked))
+    return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked),
+                 published=True)
 
 
 def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
@@ -464,23 +592,46 @@ def has_kernel(
     backend: str | None = None,
     hub: HubArg = None,
     check_arch: bool = True,
+    trust_remote_code: TrustArg = False,
 ) -> bool:
     """Whether :func:`get_kernel` would find a build for this system.
 
     Args:
         repo_id, revision, version, backend, hub, check_arch: as for :func:`get_kernel`.
+        trust_remote_code: accepted as Hugging Face's ``kernels.has_kernel`` accepts it;
+            the answer does not depend on it, since trust is not judged here
+            (:func:`kernel_info` tells whether a load would be allowed).
 
     Returns:
-        ``False`` when the repository, version, revision or a fitting variant is missing;
-        it does not import, verify or judge trust.
+        ``False`` when the repository, version, revision or a fitting variant is missing,
+        when ``backend`` cannot be used by this torch, or when the hub cannot provide the
+        variant: it is unreachable, or offline and the variant is not in the download
+        cache. The reason is logged at INFO. It does not import, verify or judge trust.
 
     Raises:
-        ValueError: malformed arguments (both ``revision`` and ``version``, ...).
+        ValueError: malformed arguments (both ``revision`` and ``version``, an unknown
+            ``backend``, ...).
     """
+    from kernelforge import variants
+    from kernelforge.errors import VariantError
+    from kernelforge.policy import allow_key
+
     validate_repo_id(repo_id)
     _check_selector(revision, version)
+    allow_key(trust_remote_code)  # a malformed one is refused as get_kernel refuses it
     try:
-        _locate(repo_id, revision, version, backend, hub, check_arch, False)
-    except (HubError, VariantNotFoundError):
+        plan = _locate(repo_id, revision, version, backend, hub, check_arch, False)
+    except (HubError, VariantNotFoundError) as err:
+        logger.info("has_kernel(%r): no: %s", repo_id, err)
+        return False
+    except VariantError as err:
+        if backend not in variants.BACKENDS:
+            raise  # a misspelt backend is a malformed argument
+        logger.info("has_kernel(%r): no: %s", repo_id, err)
+        return False
+    if plan.hub is not None and plan.info.path is None and getattr(plan.hub, "offline", False):
+        logger.info("has_kernel(%r): no: variant %s at %s is not in the download cache "
+                    "and the hub is offline", repo_id, plan.info.variant,
+                    (plan.info.commit or "")[:12])
         return False
     return True

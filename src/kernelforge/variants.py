@@ -325,6 +325,8 @@ def _select_backend(facts: SystemFacts, backend: str | None) -> tuple[str, tuple
         return facts.backend, facts.backend_version
     if backend == "cpu":
         return "cpu", None
+    if backend not in BACKENDS:
+        raise VariantError(f"backend: {_unknown_backend(backend)}")
     raise VariantError(
         f"backend {backend!r} cannot be used here: torch in this process supports "
         f"{facts.backend}" + ("" if facts.backend == "cpu" else " and cpu")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -53,6 +54,34 @@ def hf_offline() -> bool:
 
 def _wanted(path: str) -> bool:
     return not path.endswith(_BYTECODE) and "__pycache__" not in path.split("/")
+
+
+# Top-level modules whose exceptions mean the request did not get an answer: the HTTP
+# clients huggingface_hub has used (httpx, requests) and their successors (httpx2, ...).
+_TRANSPORT_MODULE = re.compile(r"(httpx|httpcore|requests|urllib3|aiohttp)\d*")
+
+
+def _is_transport_error(err: BaseException, http_error: Any) -> bool:
+    """Whether ``err`` is a network failure rather than a bug: an ``OSError`` (the
+    builtin connection and timeout errors among them), ``huggingface_hub``'s own
+    ``HTTPError``, or any error class defined by an HTTP client module."""
+    if isinstance(err, OSError):
+        return True
+    if isinstance(http_error, type) and isinstance(err, http_error):
+        return True
+    return any(_TRANSPORT_MODULE.fullmatch(cls.__module__.split(".")[0])
+               for cls in type(err).__mro__)
+
+
+def _http_advice(err: BaseException) -> str:
+    """What to do about an HTTP error answer from the Hub, by its status code."""
+    status = getattr(getattr(err, "response", None), "status_code", None)
+    if status in (401, 403):
+        return "log in with 'hf auth login' or pass token=, with access to this repository"
+    if status == 429 or (isinstance(status, int) and status >= 500):
+        return "the Hub is busy or down: try again later, or set HF_HUB_OFFLINE=1 to use " \
+               "the download cache"
+    return "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
 
 
 class HfHub:
@@ -146,6 +175,7 @@ class HfHub:
             from huggingface_hub import errors as hf_errors
         except ImportError:  # pragma: no cover - a fake api without huggingface_hub
             hf_errors = None
+        failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}"
         if hf_errors is not None:
             if isinstance(err, hf_errors.RepositoryNotFoundError):
                 return HubError(
@@ -155,12 +185,17 @@ class HfHub:
             if isinstance(err, hf_errors.RevisionNotFoundError):
                 return HubError(f"{what}: the revision does not exist in {repo_id} on the "
                                 f"{self.describe()}")
-        transport = type(err).__module__.split(".")[0] in ("httpx", "httpcore", "requests")
-        if transport or isinstance(err, (OSError, ConnectionError, TimeoutError)):
-            return HubError(
-                f"{what} for {repo_id} on the {self.describe()} failed: {err}; check the "
-                "network, or set HF_HUB_OFFLINE=1 to use the download cache"
-            )
+            offline_mode = getattr(hf_errors, "OfflineModeIsEnabled", ())
+            if offline_mode and isinstance(err, offline_mode):
+                return HubError(f"{failed}; huggingface_hub is in offline mode (it reads "
+                                "HF_HUB_OFFLINE when imported): use HfHub(offline=True) to "
+                                "load from the download cache, or start the process without "
+                                "HF_HUB_OFFLINE")
+            if isinstance(err, hf_errors.HfHubHTTPError):
+                return HubError(f"{failed}; {_http_advice(err)}")
+        if _is_transport_error(err, getattr(hf_errors, "HTTPError", None)):
+            return HubError(f"{failed}; check the network, or set HF_HUB_OFFLINE=1 to use "
+                            "the download cache")
         return None
 
     # --- reading -------------------------------------------------------------------
@@ -172,8 +207,10 @@ class HfHub:
             if cached is None:
                 raise HubError(
                     f"repository {repo_id!r} is not in the download cache {self.cache.root} "
-                    "and HF_HUB_OFFLINE is set; load it once while online, or run "
-                    "'kernelforge download' for a locked project"
+                    "and HF_HUB_OFFLINE is set; load it once with get_kernel while online "
+                    "(that keeps what an offline get_kernel needs), or pin it in a lock "
+                    "file, run 'kernelforge download' and load it offline with "
+                    "load_kernel(repo_id, lockfile=...)"
                 )
             return cached
         refs = self._call("listing refs", repo_id, "list_repo_refs", repo_id,
@@ -326,8 +363,9 @@ class HfHub:
         if self.offline:
             raise HubError(
                 f"{repo_id} variant {variant} at {commit[:12]} is not in the download cache "
-                f"{self.cache.root} and HF_HUB_OFFLINE is set; fetch it while online "
-                "('kernelforge download PROJECT' for a locked project)"
+                f"{self.cache.root} and HF_HUB_OFFLINE is set; load it once with get_kernel "
+                "while online (kernel_info and 'kernelforge info' do not download it), or, "
+                "for a locked project, run 'kernelforge download' while online"
             )
         prefix = f"build/{variant}/"
         wanted = [p for p in self._listing(repo_id, commit) if p.startswith(prefix) and _wanted(p)]

@@ -435,9 +435,11 @@ class LocalHub(LocalHubWriter):
             commit: a full commit id.
 
         Raises:
-            IntegrityError: naming each changed, missing or extra file.
+            IntegrityError: naming each changed, missing or extra file (bytecode too: a
+                published revision never holds any).
         """
         from kernelforge.digest import verify_tree
 
         root = self._object_dir(repo_id, commit)
-        verify_tree(root, self.recorded_files(repo_id, commit), ignore=(COMMIT_FILE,))
+        verify_tree(root, self.recorded_files(repo_id, commit), ignore=(COMMIT_FILE,),
+                    bytecode="refuse")
