@@ -167,3 +167,22 @@ def test_importing_archs_and_manifest_does_not_import_torch():
         "sys.exit(1 if 'torch' in sys.modules else 0)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(("text", "canonical"), [
+    ("9.0a", "9.0a"), (" 12.1+PTX ", "12.1+PTX"), ("10.0f", "10.0f"), ("gfx942", "gfx942"),
+])
+def test_parse_arch_accepts_both_kinds(text: str, canonical: str) -> None:
+    assert archs.parse_arch(text) == canonical
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("sm_90", r"'sm_90' is not a CUDA capability \(write it as '9\.0'\).*or a ROCm arch such "
+              r"as 'gfx942'"),
+    ("bogus", r"'bogus' is not a CUDA capability; valid: 3\.5.*or a ROCm arch"),
+    ("9.9", r"unknown CUDA capability '9\.9'"),
+    ("gfx94", r"unknown ROCm arch 'gfx94' \(did you mean 'gfx942'\?\)"),
+])
+def test_parse_arch_names_the_value_and_the_forms(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        archs.parse_arch(text)

@@ -4,6 +4,7 @@ versions -> get_kernel loop."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,37 +88,288 @@ def test_publish_without_builds_explains_the_fix(tmp_path: Path) -> None:
     proc = run_cli("publish", str(project), "--repo", "me/relu", "--hub", str(tmp_path / "hub"))
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    assert "build" in proc.stderr
+    assert f"{project} is a kernel project without a build/ directory" in proc.stderr
+    assert f"build it first (kernelforge build {project})" in proc.stderr
 
 
 @pytest.mark.slow
 def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
-    """kernelforge init -> build -> publish -> versions, then get_kernel in a fresh process."""
-    project = tmp_path / "my-relu"
+    """The README's quickstart: kernelforge init -> build -> publish -> versions, then its
+    Step 5 code in a fresh process (pinned to the cpu build, so it holds on a GPU machine)."""
+    from test_readme import quickstart
+
+    init_args, repo, code, _ = quickstart()
+    name = init_args[1]
+    project = tmp_path / name
     hub = tmp_path / "hub"
-    assert run_cli("init", "my-relu", str(project)).returncode == 0
+    assert run_cli("init", name, str(project)).returncode == 0
     proc = run_cli("build", str(project), "--backend", "cpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # progress names every source as it compiles
     assert "compiling my_relu_cpu/my_relu_cpu.cpp" in proc.stdout
     assert "compiling torch-ext/torch_binding.cpp" in proc.stdout
-    proc = run_cli("publish", str(project), "--repo", "me/my-relu", "--hub", str(hub))
+    proc = run_cli("publish", str(project), "--repo", repo, "--hub", str(hub))
     assert proc.returncode == 0, proc.stderr
     assert "branch v1" in proc.stdout
-    proc = run_cli("versions", "me/my-relu", "--hub", str(hub))
+    proc = run_cli("versions", repo, "--hub", str(hub))
     assert proc.returncode == 0, proc.stderr
     assert "v1" in proc.stdout and "-cpu-" in proc.stdout
-    script = (
-        "import json, sys, torch\n"
-        "from kernelforge import get_kernel\n"
-        f"k = get_kernel('me/my-relu', backend='cpu', hub={str(hub)!r})\n"
-        "x = torch.randn(1000)\n"
-        "ok = bool(torch.equal(k.my_relu(x), torch.relu(x)))\n"
-        "print(json.dumps({'name': k.__name__, 'ok': ok}))\n"
+    load = f"get_kernel({repo!r})".replace("'", '"')
+    assert load in code
+    script = code.replace(load, load[:-1] + ', backend="cpu")') + (
+        "import json\n"
+        "k = next(v for v in list(globals().values()) if getattr(v, '__name__', '')"
+        ".startswith('my_relu_cpu_'))\n"
+        "y = torch.randn(1000)\n"
+        "print(json.dumps({'name': k.__name__, 'ok': bool(torch.equal(k.my_relu(y), "
+        "torch.relu(y)))}))\n"
     )
+    env = dict(os.environ, KERNELFORGE_HUB=str(hub))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
+    assert "tensor(" in proc.stdout  # the README's print
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["ok"] is True
-    assert result["name"].startswith("my_relu_cpu_")
+
+
+# --- bad arguments: usage errors (exit 2), never a traceback ------------------------------
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["versions", "bad"], "argument repo: repo_id: 'bad' is not a valid repository id"),
+    (["publish", ".", "--repo", "bad"], "argument --repo: repo_id: 'bad' is not a valid"),
+    (["trust", "allow", "badpattern"],
+     "argument pattern: 'badpattern' is not a repository pattern; expected 'org/name', "
+     "'org/*' or '*'"),
+    (["trust", "add", "ed25519:AAAA", "--repo", "bad"], "argument --repo: 'bad' is not a "
+     "repository pattern"),
+    (["trust", "add-sigstore", "https://x", "--repo", "a/b/c"], "'a/b/c' is not a repository"),
+    (["keygen", "--no-trust", "--repo", "org"], "argument --repo: 'org' is not a repository"),
+    (["info", "me/k1", "--revision="], "argument --revision: '' is not a revision; expected "
+     "a branch, tag or commit"),
+    (["info", "me/k1", "--version=-1"], "argument --version: '-1' is not a version; expected "
+     "a non-negative integer"),
+    (["build", ".", "--arch", "sm_90"], "argument --arch: 'sm_90' is not a CUDA capability "
+     "(write it as '9.0')"),
+    (["build", ".", "--arch", "bogus"], "or a ROCm arch such as 'gfx942'"),
+    (["build", ".", "--arch", "gfx94"], "unknown ROCm arch 'gfx94' (did you mean 'gfx942'?)"),
+    (["build", ".", "--arch", "9.0", "--arch", "gfx942"],
+     "--arch mixes CUDA capabilities (9.0) and ROCm archs (gfx942)"),
+    (["build", ".", "--backend", "cuda", "--arch", "gfx942"],
+     "--backend cuda takes CUDA capabilities"),
+    (["build", ".", "--backend", "rocm", "--arch", "9.0a"], "--backend rocm takes ROCm archs"),
+    (["build", ".", "-j", "0"], "argument -j/--jobs: '0' is not a number of jobs"),
+])
+def test_bad_arguments_are_usage_errors(argv: list[str], message: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: " in err and message in err, err
+
+
+def test_bad_arguments_print_no_traceback() -> None:
+    for argv in (["versions", "bad"], ["trust", "allow", "badpattern"],
+                 ["info", "me/k1", "--revision="], ["build", ".", "--arch", "sm_90"]):
+        proc = run_cli(*argv)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and "error: argument" in proc.stderr
+
+
+def test_arch_values_reach_the_build_canonically(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    import kernelforge.build
+
+    seen: dict[str, object] = {}
+
+    def fake_build(path: str, **kw: object) -> list[object]:
+        seen.update(kw)
+        return []
+
+    monkeypatch.setattr(kernelforge.build, "build_project", fake_build)
+    assert main(["build", str(tmp_path), "--arch", " 9.0a", "--arch", "12.1+PTX",
+                 "--backend", "cuda", "-j", "3"]) == 0
+    assert seen["archs"] == ["9.0a", "12.1+PTX"] and seen["jobs"] == 3
+
+
+def test_publish_checks_the_manifests_repo_id(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    project = tmp_path / "k"
+    assert main(["init", "k-one", str(project)]) == 0
+    with (project / "build.toml").open("a") as fh:
+        fh.write('\n[general.hub]\nrepo-id = "me/bad-"\n')
+    capsys.readouterr()
+    assert main(["publish", str(project), "--hub", str(tmp_path / "hub")]) == 1
+    err = capsys.readouterr().err
+    assert "key 'general.hub.repo-id': repo_id: 'me/bad-' is not a valid" in err
+    assert "pass --repo org/name" in err
+
+
+# --- init: names and directories ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("main", "C++ reserves it for a program's entry point"),
+    ("ops", "use it for the op library"),
+    ("class", "it is a Python keyword"),
+    ("lambda", "it is a Python keyword"),
+    ("int", "it is a C++ keyword"),
+    ("new", "it is a C++ keyword"),
+    ("auto", "it is a C++ keyword"),
+    ("delete", "it is a C++ keyword"),
+    ("and-eq", "it is a C++ keyword"),
+    ("torch", "C++ namespace"),
+    ("std", "C++ namespace"),
+    ("at", "C++ namespace"),
+    ("c10", "C++ namespace"),
+    ("check-args", "the generated kernel sources use it"),
+    ("isinstance", "the generated __init__.py calls the Python builtin"),
+])
+def test_init_refuses_names_that_break_the_generated_code(
+        name: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / "p"
+    assert main(["init", name, str(dest)]) == 1
+    err = capsys.readouterr().err
+    python_name = name.replace("-", "_")
+    assert f"invalid kernel name '{name}'" in err and f"named '{python_name}'" in err
+    assert reason in err
+    assert f"choose another name, e.g. 'my-{name}'" in err
+    assert not dest.exists()
+    # the suggested name works
+    assert main(["init", f"my-{name}", str(dest)]) == 0
+
+
+def test_init_into_a_file_or_an_impossible_directory(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["init", "foo-bar", str(afile)]) == 1
+    assert f"{afile} exists and is not a directory; choose another directory" in (
+        capsys.readouterr().err)
+    assert main(["init", "foo-bar", str(afile / "sub")]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot create the project in {afile / 'sub'}" in err
+    assert "choose a directory you can write to" in err
+    assert afile.read_text() == "x"
+
+
+def test_init_renames_identifiers_and_leaves_prose_about_torch_alone(tmp_path: Path) -> None:
+    dest = tmp_path / "gelu"
+    assert main(["init", "fast-gelu", str(dest)]) == 0
+    files = {p.relative_to(dest).as_posix(): p.read_text() for p in dest.rglob("*")
+             if p.is_file()}
+    assert set(files) == {"build.toml", "torch-ext/torch_binding.cpp",
+                          "torch-ext/torch_binding.h", "torch-ext/fast_gelu/__init__.py",
+                          "fast_gelu_cpu/fast_gelu_cpu.cpp", "fast_gelu_cuda/fast_gelu_cuda.cu"}
+    text = "\n".join(files.values())
+    assert "torch.fast_gelu" not in text
+    assert "as in ``torch.relu``" in files["torch-ext/fast_gelu/__init__.py"]
+    assert "NaN propagated like torch.relu" in files["fast_gelu_cpu/fast_gelu_cpu.cpp"]
+    assert 'ops.def("fast_gelu(Tensor! out, Tensor input) -> ()")' in (
+        files["torch-ext/torch_binding.cpp"])
+    assert "def fast_gelu(x: torch.Tensor" in files["torch-ext/fast_gelu/__init__.py"]
+    assert "ops.fast_gelu(out, x)" in files["torch-ext/fast_gelu/__init__.py"]
+    assert "__global__ void fast_gelu_kernel(" in files["fast_gelu_cuda/fast_gelu_cuda.cu"]
+    assert 'name = "fast-gelu"' in files["build.toml"]
+    assert "[kernel.fast_gelu_cpu]" in files["build.toml"] and "kernels-community" not in text
+    # every remaining 'relu' is prose about PyTorch's op, never an identifier of ours
+    import re
+
+    assert set(re.findall(r"[\w.]*relu\w*", text)) == {"torch.relu"}
+
+
+# --- check: what build would refuse --------------------------------------------------------
+
+
+_BINDING = 'src = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]'
+_GENERAL = ('[general]\nname = "kk"\nversion = 1\nedition = 5\nlicense = "Apache-2.0"\n'
+            'backends = {backends}\n')
+
+
+def _kernel(name: str, backend: str, src: str, depends: str = '["torch"]') -> str:
+    return f'[kernel.{name}]\nbackend = "{backend}"\ndepends = {depends}\nsrc = {src}\n'
+
+
+@pytest.mark.parametrize(("backends", "rest", "message"), [
+    ('["cpu", "cuda"]', f'[torch]\n{_BINDING}\n' + _kernel("k", "cuda", '["k_cuda/k.cu"]'),
+     "key 'general.backends': lists 'cpu', but no [kernel.*] section has backend = \"cpu\""),
+    ('["cpu"]', f'[torch]\n{_BINDING}\n',
+     "key 'general.backends': lists 'cpu', but no [kernel.*] section"),
+    ('["cpu"]', '[torch]\nsrc = ["torch-ext/torch_binding.h"]\n' + _kernel("k", "cpu", "[]"),
+     "key 'kernel.k.src': backend 'cpu' has nothing to compile"),
+    ('["cuda"]', f'[torch]\n{_BINDING}\n'
+     + _kernel("k", "cuda", '["k_cuda/k.cu"]', '["torch", "cutlass_3_9"]'),
+     "key 'kernel.k.depends': kernel dependency 'cutlass_3_9' has no pinned package"),
+    ('["cuda"]', f'[torch]\n{_BINDING}\n'
+     + _kernel("k", "cuda", '["k_cuda/k.cu"]', '["cutlass_4_6"]'),
+     "'cutlass_4_6' has no pinned package"),
+    ('["cpu"]', f'[torch]\n{_BINDING}\nminver = "2.9"\nmaxver = "2.5"\n'
+     + _kernel("k", "cpu", '["k_cpu/k.cpp"]'),
+     "key 'torch.maxver': is 2.5, lower than torch.minver 2.9"),
+    ('["cpu"]', f'[torch]\n{_BINDING}\nminver = "2.10"\nmaxver = "2.9"\n'
+     + _kernel("k", "cpu", '["k_cpu/k.cpp"]'), "lower than torch.minver 2.10"),
+])
+def test_check_reports_what_build_refuses(backends: str, rest: str, message: str,
+                                          tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "k"
+    for rel in ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h",
+                "torch-ext/kk/__init__.py", "k_cuda/k.cu", "k_cpu/k.cpp"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    (root / "build.toml").write_text(_GENERAL.format(backends=backends) + rest)
+    from kernelforge.manifest import check_project
+
+    check_project(root)  # a valid manifest whose files exist: only the build rules fail
+    assert main(["check", str(root)]) == 1
+    captured = capsys.readouterr()
+    assert message in captured.err and "fix: " in captured.err, captured.err
+    assert "ok" not in captured.out
+
+
+def test_check_notes_a_dependency_not_installed_here(tmp_path: Path, monkeypatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.metadata
+
+    real = importlib.metadata.version
+
+    def version(dist: str) -> str:
+        if dist == "nvidia-cutlass":
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    root = tmp_path / "k"
+    for rel in ("torch-ext/torch_binding.cpp", "torch-ext/kk/__init__.py", "k_cuda/k.cu"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    (root / "build.toml").write_text(
+        _GENERAL.format(backends='["cuda"]') + '[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n'
+        + _kernel("k", "cuda", '["k_cuda/k.cu"]', '["torch", "cutlass_3_6"]'))
+    assert main(["check", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "build.toml: ok" in out
+    assert "note: kernel.k: kernel dependency 'cutlass_3_6' needs the nvidia-cutlass headers" \
+        in out and "pip install nvidia-cutlass==3.6.0.0" in out
+
+
+def test_check_calls_only_noarch_projects_noarch(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "k"
+    (root / "torch-ext" / "kk").mkdir(parents=True)
+    (root / "torch-ext" / "kk" / "__init__.py").write_text("")
+    (root / "build.toml").write_text(_GENERAL.format(backends='["cpu", "cuda"]')
+                                     + "[torch-noarch]\n")
+    assert main(["check", str(root)]) == 0
+    assert "kernels: none (noarch)" in capsys.readouterr().out
+
+
+def test_malformed_local_kernels_is_an_error_line(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LOCAL_KERNELS", "me/k1")
+    assert main(["info", "me/k1"]) == 1
+    err = capsys.readouterr().err
+    assert "error: LOCAL_KERNELS: malformed entry 'me/k1'" in err
+    assert "fix: correct LOCAL_KERNELS or unset it" in err

@@ -201,6 +201,10 @@ def test_refuse_empty_build(hub: LocalHub, tmp_path: Path) -> None:
     (tmp_path / "unbuilt" / "build.toml").write_text("[general]\nname = 'relu'\n")
     with pytest.raises(HubError, match="without a build/ directory; build it first"):
         hub.publish(REPO, tmp_path / "unbuilt", version=1)
+    # the project's build/ named directly, before it exists: the same advice
+    with pytest.raises(HubError, match=r"unbuilt is a kernel project without a build/ "
+                                       r"directory; build it first \(kernelforge build "):
+        hub.publish(REPO, tmp_path / "unbuilt" / "build", version=1)
     assert hub.repos() == []
 
 

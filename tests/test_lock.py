@@ -214,6 +214,24 @@ def test_local_hub_lock(tmp_path: Path, env) -> None:
     assert loader.get_locked_kernel(REPO, lockfile=lock).__name__ == module_id
 
 
+@pytest.mark.parametrize("source_versions", [(), (3,)])
+def test_at_least_requirement_follows_a_redirect(tmp_path: Path, env,
+                                                 source_versions: tuple[int, ...]) -> None:
+    """">=N" picks among the versions of the repository the redirect leads to, as "= N"
+    does, whether the redirected repository has builds of its own or none."""
+    hub = LocalHub(env["hub"])
+    commit, _ = publish(hub, OTHER, tmp_path / "new")
+    for v in source_versions:
+        publish(hub, REPO, tmp_path / f"old{v}", version=v)
+    hub.set_status(REPO, f'kind = "redirect"\ndestination = "{OTHER}"\n')
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = ">=1"\n')
+    entry = read_lock(lock_project(root, hub=hub).path).require(REPO)
+    assert (entry.repo, entry.branch, entry.commit) == (OTHER, "v1", commit)
+    with pytest.raises(HubError, match=f"{OTHER} \\(redirected from {REPO}\\): no version >= 2"):
+        lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = ">=2"\n'),
+                     hub=hub)
+
+
 def test_cli_lock_download_info(hf: HfHub, tmp_path: Path, key, monkeypatch, capsys) -> None:
     commit, _ = publish(hf, REPO, tmp_path / "v1", key=key)
     root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')

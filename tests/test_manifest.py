@@ -429,3 +429,20 @@ def test_load_accepts_the_file_or_its_directory(tmp_path):
     path = write(tmp_path, GOOD5)
     assert load_manifest(path) == load_manifest(tmp_path)
     assert load_manifest(str(tmp_path)).path == path
+
+
+def test_check_buildable_passes_the_bundled_example_and_refuses_an_empty_range(
+        tmp_path: Path) -> None:
+    from kf_testutil import EXAMPLE_RELU, copy_example
+
+    from kernelforge.manifest import check_buildable
+
+    assert check_buildable(check_project(EXAMPLE_RELU)) == []
+    project = copy_example(tmp_path / "relu")
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace(
+        "[torch]\n", '[torch]\nminver = "2.8"\nmaxver = "2.7.1"\n'))
+    m = check_project(project)  # the manifest itself is valid
+    with pytest.raises(ManifestError, match=r"key 'torch\.maxver': is 2\.7\.1, lower than "
+                                            r"torch\.minver 2\.8.*fix: raise torch\.maxver"):
+        check_buildable(m)

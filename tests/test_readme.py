@@ -3,8 +3,10 @@ the tests. The demo command is run here for real; CI runs the test command."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,6 +16,43 @@ import pytest
 from kf_testutil import REPO
 
 README = REPO / "README.md"
+
+
+def readme_section(title: str) -> str:
+    """The README's text under the heading ``### <title>``, up to the next heading."""
+    text = README.read_text()
+    m = re.search(rf"^### {re.escape(title)}\n(.*?)(?=^##)", text, re.S | re.M)
+    assert m, f"README.md has no section '{title}'"
+    return m.group(1)
+
+
+def code_blocks(text: str, lang: str) -> list[str]:
+    """The fenced blocks of ``text`` whose info string is ``lang`` ("" for none)."""
+    return [m.group(2) for m in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
+            if m.group(1) == lang]
+
+
+def quickstart() -> tuple[list[str], str, str, list[str]]:
+    """The quickstart's ``kernelforge init`` arguments, the repository Step 4 publishes
+    to, Step 5's Python code, and the files Step 1's tree shows."""
+    step1 = readme_section("Step 1: project structure")
+    init = next(shlex.split(line, comments=True) for line in code_blocks(step1, "bash")[0]
+                .splitlines() if line.startswith("kernelforge init"))
+    tree: list[str] = []
+    parents: list[str] = []
+    for line in code_blocks(step1, "")[0].splitlines():
+        m = re.match(r"^([│ ]*)[├└]── (\S+)", line)
+        if m is None:
+            continue
+        depth = len(m.group(1)) // 4
+        parents[depth:] = [m.group(2)]
+        tree.append("/".join(parents))
+    step4 = code_blocks(readme_section("Step 4: publish to a hub"), "bash")[0]
+    publish = next(shlex.split(line, comments=True) for line in step4.splitlines()
+                   if line.startswith("kernelforge publish"))
+    repo = publish[publish.index("--repo") + 1]
+    step5 = code_blocks(readme_section("Step 5: use it"), "python")[0]
+    return init[1:], repo, step5, tree
 
 
 def readme_commands() -> list[str]:
@@ -65,3 +104,37 @@ def test_demo_command_runs_the_main_job(tmp_path: Path, built_relu: Path) -> Non
     assert out.count("relu(x) == torch.relu(x): yes") >= 3
     assert "demo: all outputs match torch.relu" in out
     assert (tmp_path / "hub" / "kernels-community" / "relu").is_dir()
+
+
+def test_quickstart_calls_what_init_generates(tmp_path: Path) -> None:
+    """Step 5 calls functions that the project Step 1 scaffolds defines and exports, on
+    the repository Step 4 publishes, and Step 1's tree shows the files init writes."""
+    from kernelforge.cli import main
+
+    init_args, repo, code, tree = quickstart()
+    assert init_args[0] == "init"
+    assert len(tree) > 5, tree
+    name = init_args[1]
+    assert main(["init", name, str(tmp_path / name)]) == 0
+    project = tmp_path / name
+    for rel in tree:
+        assert (project / rel).exists(), f"README's tree shows {rel}; init did not create it"
+
+    calls = ast.parse(code)
+    loads = [n for n in ast.walk(calls) if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Call) and getattr(n.value.func, "id", "") == "get_kernel"]
+    assert len(loads) == 1, "Step 5 loads the kernel once with get_kernel"
+    var = loads[0].targets[0].id  # type: ignore[attr-defined]
+    assert ast.literal_eval(loads[0].value.args[0]) == repo
+    assert repo.split("/")[1] == name
+    used = {n.func.attr for n in ast.walk(calls) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == var}
+    assert used, "Step 5 calls a function of the loaded kernel"
+
+    package = ast.parse((project / "torch-ext" / name.replace("-", "_") / "__init__.py")
+                        .read_text())
+    defined = {n.name for n in package.body if isinstance(n, ast.FunctionDef)}
+    exported = next(ast.literal_eval(n.value) for n in package.body if isinstance(n, ast.Assign)
+                    and getattr(n.targets[0], "id", "") == "__all__")
+    assert used <= defined & set(exported), (used, defined, exported)

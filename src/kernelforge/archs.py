@@ -329,3 +329,25 @@ def hipcc_offload_flags(archs: Iterable[str]) -> list[str]:
         if flag not in flags:
             flags.append(flag)
     return flags
+
+
+def parse_arch(text: str) -> str:
+    """A ``--arch`` value: a CUDA capability or a ROCm arch, in its canonical spelling.
+
+    Raises:
+        ValueError: naming the value and both accepted forms (with the likely intended
+            spelling, e.g. ``'9.0'`` for ``sm_90``).
+
+    Example:
+        >>> parse_arch("9.0a"), parse_arch(" gfx942 ")
+        ('9.0a', 'gfx942')
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"architecture {text!r} is not a string")
+    word = text.strip()
+    if word.lower().startswith("gfx"):
+        return parse_rocm_arch(word)
+    try:
+        return str(CudaCapability.parse(word))
+    except ValueError as err:
+        raise ValueError(f"{err}; or a ROCm arch such as 'gfx942'") from err

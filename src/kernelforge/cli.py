@@ -2,6 +2,12 @@
 
 This is the only place that turns exceptions into exit codes: 0 success, 1 a
 kernelforge error (message printed, no traceback), 2 bad usage.
+
+Arguments are checked by argparse (``type=`` functions), so a malformed one is bad
+usage: argparse prints ``kernelforge CMD: error: argument ...`` and exits 2. Values that
+come from files (``build.toml``, ``pyproject.toml``) are checked where they are read and
+raise :class:`~kernelforge.errors.KernelforgeError`. Any other exception is a bug in
+kernelforge and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -12,20 +18,43 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelforge import __version__
-from kernelforge.cli_share import add_commands, load_signer
+from kernelforge.cli_share import add_commands, load_signer, repo_arg
 from kernelforge.errors import KernelforgeError
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from kernelforge.manifest import check_project
+    from kernelforge.manifest import check_buildable, check_project
 
     m = check_project(args.path)
-    kernels = ", ".join(f"{k.name} ({k.backend})" for k in m.kernels.values()) or "none (noarch)"
+    notes = check_buildable(m)
+    kernels = ", ".join(f"{k.name} ({k.backend})" for k in m.kernels.values()) or (
+        "none (noarch)" if m.noarch else "none")
     print(f"{m.path}: ok")
     print(f"  name {m.name}, version {m.version if m.version is not None else 1}, "
           f"edition {m.edition}, backends {', '.join(m.backends)}")
     print(f"  kernels: {kernels}")
+    for note in notes:
+        print(f"  note: {note}")
     return 0
+
+
+def _arch_backend_problem(archs: Sequence[str], backends: Sequence[str]) -> str | None:
+    """Why the ``--arch`` values do not fit the GPU backend being built, if they do not."""
+    from kernelforge.archs import is_known_rocm_arch
+
+    rocm = [a for a in archs if is_known_rocm_arch(a)]
+    cuda = [a for a in archs if not is_known_rocm_arch(a)]
+    if rocm and cuda:
+        return (f"--arch mixes CUDA capabilities ({', '.join(cuda)}) and ROCm archs "
+                f"({', '.join(rocm)}); build one GPU backend at a time: --backend cuda with "
+                "capabilities, or --backend rocm with archs")
+    if "cuda" in backends and rocm:
+        return (f"--arch {' '.join(rocm)}: --backend cuda takes CUDA capabilities such as "
+                "9.0a, not ROCm archs")
+    if "rocm" in backends and cuda:
+        return (f"--arch {' '.join(cuda)}: --backend rocm takes ROCm archs such as gfx942, "
+                "not CUDA capabilities")
+    return None
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -62,6 +91,14 @@ def _cmd_publish(args: argparse.Namespace) -> int:
             "publish needs a repository: pass --repo org/name "
             "(or set [general.hub] repo-id in build.toml)"
         )
+    if not args.repo:
+        from kernelforge.hub.base import validate_repo_id
+
+        try:
+            validate_repo_id(repo)
+        except ValueError as err:
+            raise KernelforgeError(f"{manifest.path}: key 'general.hub.repo-id': {err}; fix: "
+                                   "correct it, or pass --repo org/name") from err
     build_dir = manifest.root / "build"
     version = manifest.version if manifest.version is not None else 1
     hub = _hub(args)
@@ -121,6 +158,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if run_demo(hub=Path(args.hub) if args.hub else None) else 1
 
 
+def arch_arg(text: str) -> str:
+    """argparse type for ``--arch``: a CUDA capability or a ROCm arch, canonically spelt."""
+    from kernelforge.archs import parse_arch
+
+    try:
+        return parse_arch(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
+def jobs_arg(text: str) -> int:
+    """argparse type for ``-j``: a positive number of compile jobs."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of jobs; expected a "
+                                         "positive integer, e.g. -j 4")
+    return jobs
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kernelforge",
@@ -141,10 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="compile a project into build/<variant>/")
     p.add_argument("path", nargs="?", default=".")
     p.add_argument("--backend", action="append", help="build only this backend (repeatable)")
-    p.add_argument("--arch", action="append",
+    p.add_argument("--arch", action="append", type=arch_arg,
                    help="CUDA capability or ROCm arch to build for, replacing the manifest's "
-                        "(repeatable), e.g. --arch 9.0a")
-    p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: all cores)")
+                        "(repeatable), e.g. --arch 9.0a or --arch gfx942")
+    p.add_argument("-j", "--jobs", type=jobs_arg,
+                   help="parallel compile jobs (default: all cores)")
     p.add_argument("--force", action="store_true", help="rebuild even if nothing changed")
     p.add_argument("-v", "--verbose", action="store_true", help="show every compiler line")
     p.add_argument("--python", metavar="PATH",
@@ -156,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "or the local hub in the user cache)")
     p = sub.add_parser("publish", help="publish a project's builds to a hub (local by default)")
     p.add_argument("path", nargs="?", default=".")
-    p.add_argument("--repo", help="repository id, org/name")
+    p.add_argument("--repo", type=repo_arg, help="repository id, org/name")
     p.add_argument("--hub", help=hub_help)
     p.add_argument("-m", "--message", help="revision message")
     p.add_argument("--sign", metavar="KEY",
@@ -164,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_publish)
 
     p = sub.add_parser("versions", help="list a kernel's versions, revisions and variants")
-    p.add_argument("repo", help="repository id, org/name")
+    p.add_argument("repo", type=repo_arg, help="repository id, org/name")
     p.add_argument("--hub", help=hub_help)
     p.set_defaults(func=_cmd_versions)
 
@@ -180,6 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelforge`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "arch", None):
+        problem = _arch_backend_problem(args.arch, args.backend or ())
+        if problem:
+            parser.error(problem)  # exits 2, like every other usage error
     try:
         return int(args.func(args))
     except KernelforgeError as err:

@@ -11,7 +11,8 @@ from typing import Any
 
 from kernelforge.errors import KernelforgeError
 
-__all__ = ["add_commands", "hub_from_args", "load_signer"]
+__all__ = ["add_commands", "hub_from_args", "load_signer", "pattern_arg", "repo_arg",
+           "revision_arg", "version_arg"]
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
@@ -26,6 +27,42 @@ def repo_arg(text: str) -> str:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from err
     return text
+
+
+def pattern_arg(text: str) -> str:
+    """argparse type for repository patterns: ``org/name``, ``org/*`` or ``*``."""
+    from kernelforge.trust import _check_patterns
+
+    try:
+        _check_patterns((text,))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a repository pattern; expected 'org/name', 'org/*' or '*', "
+            "made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/*')"
+        ) from err
+    return text
+
+
+def revision_arg(text: str) -> str:
+    """argparse type for ``--revision``: a branch, tag or commit (not empty)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a revision; expected a branch, tag or commit, e.g. v1"
+        )
+    return text
+
+
+def version_arg(text: str) -> int:
+    """argparse type for ``--version``: a major version, a non-negative integer."""
+    try:
+        version = int(text)
+    except ValueError:
+        version = -1
+    if version < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a version; expected a non-negative integer, e.g. 1"
+        )
+    return version
 
 
 def hub_from_args(args: argparse.Namespace) -> Any:
@@ -59,8 +96,20 @@ def _allow(args: argparse.Namespace) -> bool | list[str]:
     return list(args.allow or [])
 
 
+def _check_local_kernels() -> None:
+    """A malformed ``LOCAL_KERNELS`` is the user's to fix: an error line, not a traceback."""
+    from kernelforge.locate import LOCAL_KERNELS_ENV, local_overrides
+
+    try:
+        local_overrides()
+    except ValueError as err:
+        raise KernelforgeError(f"{err}; fix: correct {LOCAL_KERNELS_ENV} or unset it") from err
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     from kernelforge.loader import kernel_info
+
+    _check_local_kernels()
 
     info = kernel_info(args.repo, revision=args.revision, version=args.version,
                        backend=args.backend, hub=hub_from_args(args),
@@ -188,8 +237,8 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("info", help="which revision and variant a load picks, and why")
     p.add_argument("repo", type=repo_arg, help="repository id, org/name")
     sel = p.add_mutually_exclusive_group()
-    sel.add_argument("--revision", help="a branch, tag or commit")
-    sel.add_argument("--version", type=int, help="a major version (branch vN)")
+    sel.add_argument("--revision", type=revision_arg, help="a branch, tag or commit")
+    sel.add_argument("--version", type=version_arg, help="a major version (branch vN)")
     sel.add_argument("--lock", metavar="FILE", help="describe what this lock file pins")
     p.add_argument("--backend", help="choose for this backend instead of the system's")
     p.add_argument("--hub", help=HUB_HELP)
@@ -213,7 +262,7 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("keygen", help="create a publisher signing key (ed25519)")
     p.add_argument("--name", default="default", help="key name (default: default)")
     p.add_argument("--out", help="private key file (default: <config>/keys/NAME.pem)")
-    p.add_argument("--repo", action="append", metavar="PATTERN",
+    p.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="trust it yourself only for these repositories (org/*, repeatable)")
     p.add_argument("--no-trust", action="store_true", help="do not add it to your trust store")
     p.add_argument("--force", action="store_true", help="replace an existing key file")
@@ -224,14 +273,15 @@ def add_commands(sub: Any) -> None:
     t = tsub.add_parser("add", help="trust a publisher key (ed25519:... or a key file)")
     t.add_argument("key")
     t.add_argument("--name", help="a label")
-    t.add_argument("--repo", action="append", metavar="PATTERN",
+    t.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="only for these repositories: org/name or org/* (repeatable)")
     t = tsub.add_parser("add-sigstore", help="trust a sigstore identity (a CI workflow URI)")
     t.add_argument("identity")
     t.add_argument("--issuer", default="https://token.actions.githubusercontent.com")
-    t.add_argument("--repo", action="append", metavar="PATTERN")
+    t.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
+                   help="only for these repositories: org/name or org/* (repeatable)")
     t = tsub.add_parser("allow", help="allow a repository (or org/*) without a signature")
-    t.add_argument("pattern")
+    t.add_argument("pattern", type=pattern_arg, help="org/name or org/*")
     t = tsub.add_parser("remove", help="remove a key id, sigstore identity or allowed repo")
     t.add_argument("what")
     tsub.add_parser("list", help="show the trust store")

@@ -349,6 +349,21 @@ def _hf_entry(k: LockedKernel) -> dict[str, Any]:
 # --- locking ---------------------------------------------------------------------------------
 
 
+def _redirect_target(h: Any, repo_id: str) -> str:
+    """The repository that ``kernel-status.toml`` redirects ``repo_id`` to, or ``repo_id``
+    (the walk :func:`kernelforge.revisions.select` makes, without choosing a revision)."""
+    from kernelforge import revisions
+    from kernelforge.errors import HubError
+
+    seen = [repo_id]
+    while (target := revisions._redirect(h, seen[-1])) is not None:
+        if target.destination in seen or len(seen) > revisions.MAX_REDIRECTS:
+            raise HubError(f"redirects of {repo_id} loop or go too deep: "
+                           f"{' -> '.join(seen + [target.destination])}")
+        seen.append(target.destination)
+    return seen[-1]
+
+
 def lock_kernel(req: Requirement, *, hub: Any = None, allow: Any = False) -> LockedKernel:
     """Resolve one requirement and pin its commit and every variant's files.
 
@@ -374,10 +389,13 @@ def lock_kernel(req: Requirement, *, hub: Any = None, allow: Any = False) -> Loc
     h = hub_for(hub, req.repo_id)
     version = req.version
     if req.min_version is not None:
-        fits = [v for v in version_branches(h.branches(req.repo_id))
-                if v >= req.min_version]
+        # The versions on offer are the ones of the repository a load ends up in.
+        target = _redirect_target(h, req.repo_id)
+        fits = [v for v in version_branches(h.branches(target)) if v >= req.min_version]
         if not fits:
-            raise HubError(f"{req.repo_id}: no version >= {req.min_version} in {h.describe()}")
+            moved = f" (redirected from {req.repo_id})" if target != req.repo_id else ""
+            raise HubError(f"{target}{moved}: no version >= {req.min_version} in "
+                           f"{h.describe()}")
         version = max(fits)
     sel = revisions.select(h, req.repo_id, revision=req.revision, version=version)
     variants: dict[str, LockedVariant] = {}

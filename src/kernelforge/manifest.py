@@ -30,7 +30,7 @@ import re
 import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn, cast
 
 from kernelforge import archs
@@ -43,7 +43,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = [
     "BACKENDS", "KERNEL_BACKENDS", "KNOWN_DEPENDS", "DEFAULT_PYEXT", "KernelDependency",
-    "TorchSpec", "KernelSpec", "Manifest", "load_manifest", "check_project",
+    "TorchSpec", "KernelSpec", "Manifest", "load_manifest", "check_project", "check_buildable",
 ]
 
 #: Backends ``general.backends`` may list.
@@ -778,3 +778,73 @@ def check_project(path: str | Path) -> Manifest:
                         "general.name, with '-' as '_')",
                fix=f"create torch-ext/{m.python_name}/__init__.py, or correct general.name")
     return m
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+def check_buildable(m: Manifest) -> list[str]:
+    """Check what ``kernelforge build`` needs beyond a valid manifest, without building.
+
+    The rules are the builder's own: every backend it compiles (cpu, cuda, rocm) that
+    ``general.backends`` lists needs a ``[kernel.*]`` section and a file to compile, the
+    torch (and CUDA) version range must not be empty, and every ``depends`` entry must be
+    one the builder resolves. A dependency whose pinned package is not installed here is
+    not an error (it may be installed where the project is built); it gives a note.
+
+    Args:
+        m: a manifest from :func:`check_project`.
+
+    Returns:
+        Notes for people (one line each), possibly none.
+
+    Raises:
+        ManifestError: naming the key at fault and the fix.
+    """
+    from kernelforge.build.plan import COMPILED_SUFFIXES
+    from kernelforge.build.toolchain import BUILTIN_DEPENDS, HEADER_PACKAGES, resolve_dependency
+    from kernelforge.errors import ToolchainError
+
+    r = _Reader(m.path)
+    for key, low, high in (("torch", m.torch.minver if m.torch else None,
+                            m.torch.maxver if m.torch else None),
+                           ("general.cuda", m.cuda_minver, m.cuda_maxver)):
+        if low and high and _version_tuple(low) > _version_tuple(high):
+            r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no version "
+                   "can be built", expected=f"{key}.maxver >= {key}.minver",
+                   fix=f"raise {key}.maxver or lower {key}.minver")
+    if m.noarch:
+        return []
+    notes: list[str] = []
+    for backend in m.backends:
+        suffixes = COMPILED_SUFFIXES.get(backend)
+        if suffixes is None:
+            continue  # not compiled by kernelforge: the build skips it
+        kernels = m.kernels_for(backend)
+        if not kernels:
+            r.fail("general.backends", f"lists '{backend}', but no [kernel.*] section has "
+                   f'backend = "{backend}", so kernelforge cannot build it',
+                   expected="a [kernel.<name>] section for every compiled backend listed",
+                   fix=f"add a [kernel.<name>] section with backend = \"{backend}\", or "
+                       f"remove '{backend}' from general.backends")
+        listed = list(m.torch.src if m.torch else ()) + [s for k in kernels for s in k.src]
+        if not any(PurePosixPath(s).suffix in suffixes for s in listed):
+            key = f"kernel.{kernels[0].name}.src"
+            r.fail(key, f"backend '{backend}' has nothing to compile: neither torch.src nor "
+                   f"the src of its kernels lists a {', '.join(suffixes)} file",
+                   expected="the kernel's source files in src",
+                   fix=f"list the kernel's sources in {key}")
+        for k in kernels:
+            for dep in k.depends:
+                try:
+                    resolve_dependency(dep)
+                except ToolchainError as err:
+                    if dep not in BUILTIN_DEPENDS and dep not in HEADER_PACKAGES:
+                        r.fail(f"kernel.{k.name}.depends", str(err), cause=err,
+                               fix=f"use one of those, or remove '{dep}' and list a copy of "
+                                   "its headers in include")
+                    note = f"kernel.{k.name}: {err}"
+                    if note not in notes:
+                        notes.append(note)
+    return notes

@@ -1,8 +1,15 @@
 """``kernelforge init``: a new kernel project in the guide's layout, made from the bundled
-relu example with the kernel's name substituted."""
+relu example with the kernel's name substituted.
+
+The new kernel's Python name (its name with ``-`` as ``_``) replaces the example's
+identifiers: the package ``torch-ext/relu/``, the function and op ``relu``, and the names
+built on it (``relu_cpu``, ``relu_cuda``, ``relu_kernel``, ...). Prose that refers to
+PyTorch's own ``torch.relu`` is left alone.
+"""
 
 from __future__ import annotations
 
+import keyword
 import re
 import shutil
 from pathlib import Path
@@ -11,47 +18,132 @@ from kernelforge.errors import KernelforgeError
 
 TEMPLATE = Path(__file__).with_name("examples") / "relu"
 _NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+#: The example's identifiers: ``relu`` alone or as the head of a longer identifier
+#: (``relu_cpu``), not PyTorch's ``torch.relu``.
+_TEMPLATE_IDENT = re.compile(r"(?<!torch\.)\brelu(?=\b|_)")
+_TEXT_SUFFIXES = {".py", ".cpp", ".h", ".cu", ".toml", ".md"}
+
+# Lowercase C++ keywords and alternative operator spellings (C++20).
+_CXX_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
+    char16_t char32_t class compl concept const consteval constexpr constinit const_cast
+    continue co_await co_return co_yield decltype default delete do double dynamic_cast
+    else enum explicit export extern false float for friend goto if inline int long
+    mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected
+    public register reinterpret_cast requires return short signed sizeof static
+    static_assert static_cast struct switch template this thread_local throw true try
+    typedef typeid typename union unsigned using virtual void volatile wchar_t while xor
+    xor_eq
+""".split())
+# Names the generated code already uses, or that C++ reserves, each with the reason.
+_TAKEN: dict[str, str] = {
+    "main": "C++ reserves it for a program's entry point",
+    **{n: "it is a C++ namespace of the standard library, PyTorch or CUDA, which the "
+          "generated sources include" for n in
+       ("std", "at", "c10", "torch", "caffe2", "aten", "pybind11", "fmt", "cuda", "cub",
+        "thrust", "hip")},
+    **{n: "it is a C library or compiler macro" for n in
+       ("assert", "errno", "offsetof", "setjmp", "stdin", "stdout", "stderr", "linux", "unix",
+        "major", "minor")},
+    "ops": "the generated torch_binding.cpp and __init__.py use it for the op library",
+    **{n: "the generated kernel sources use it for a helper" for n in
+       ("check_args", "scalar_t")},
+    **{n: "the generated __init__.py calls the Python builtin of that name" for n in
+       ("isinstance", "type", "tuple")},
+}
+
+
+def _name_problem(python_name: str) -> str | None:
+    """Why ``python_name`` cannot name the generated package, function and C++ op, if so."""
+    if keyword.iskeyword(python_name):
+        return "it is a Python keyword"
+    if python_name in _CXX_KEYWORDS:
+        return "it is a C++ keyword"
+    return _TAKEN.get(python_name)
+
+
+def render(text: str, python_name: str) -> str:
+    """The template text ``text`` with the example's identifiers renamed to ``python_name``.
+
+    Example:
+        >>> render("ops.relu(out, x)  # as in torch.relu", "my_relu")
+        'ops.my_relu(out, x)  # as in torch.relu'
+    """
+    return _TEMPLATE_IDENT.sub(python_name, text)
 
 
 def init_project(name: str, directory: Path | None = None) -> Path:
     """Create a project for kernel ``name`` with a working relu-style op for cpu and cuda.
 
     Args:
-        name: kernel name (``^[a-z][-a-z0-9]*[a-z0-9]$``); the Python package and op use
-            it with ``-`` replaced by ``_``.
+        name: kernel name (``^[a-z][-a-z0-9]*[a-z0-9]$``); the Python package and function
+            and the C++ op use it with ``-`` replaced by ``_``, so it must not be a
+            Python or C++ keyword or a name the generated code already uses (``main``,
+            ``torch``, ``std``, ``ops``, ...).
         directory: where to create the project (default: ``./<name>``); must not exist
             or be empty.
 
     Returns:
         The project directory.
+
+    Raises:
+        KernelforgeError: the name is invalid, or the directory exists and is not empty,
+            is not a directory, or cannot be created.
+
+    Example:
+        >>> init_project("my-relu", Path("/tmp/my-relu"))  # doctest: +SKIP
+        PosixPath('/tmp/my-relu')
     """
     if not _NAME.match(name):
         raise KernelforgeError(
             f"invalid kernel name {name!r}: use lowercase letters, digits and '-', starting "
             "with a letter and ending with a letter or digit (e.g. 'my-relu')"
         )
-    dest = Path(directory) if directory is not None else Path(name)
-    if dest.exists() and any(dest.iterdir()):
-        raise KernelforgeError(f"{dest} exists and is not empty; choose another directory")
     python_name = name.replace("-", "_")
+    problem = _name_problem(python_name)
+    if problem is not None:
+        raise KernelforgeError(
+            f"invalid kernel name {name!r}: the generated Python package, function and C++ "
+            f"op are named {python_name!r}, and {problem}; choose another name, e.g. "
+            f"'my-{name}' or '{name}-kernel'"
+        )
+    dest = Path(directory) if directory is not None else Path(name)
+    if dest.exists() and not dest.is_dir():
+        raise KernelforgeError(
+            f"{dest} exists and is not a directory; choose another directory"
+        )
+    if dest.is_dir() and any(dest.iterdir()):
+        raise KernelforgeError(f"{dest} exists and is not empty; choose another directory")
+    try:
+        _copy_template(dest, name, python_name)
+    except OSError as err:
+        raise KernelforgeError(
+            f"cannot create the project in {dest}: {err.strerror or err} "
+            f"({err.filename or dest}); choose a directory you can write to"
+        ) from err
+    return dest
+
+
+def _copy_template(dest: Path, name: str, python_name: str) -> None:
+    """Write the example project into ``dest`` for kernel ``name``."""
+    dest.mkdir(parents=True, exist_ok=True)
     for path in sorted(TEMPLATE.rglob("*")):
         rel = path.relative_to(TEMPLATE)
         if "__pycache__" in rel.parts or rel.parts[0] in ("build", ".kernelforge"):
             continue
-        target = dest / Path(*(p.replace("relu", python_name) for p in rel.parts))
+        target = dest / Path(*(render(p, python_name) for p in rel.parts))
         if path.is_dir():
             target.mkdir(parents=True, exist_ok=True)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         if rel.name == "build.toml":
             # The kernel name keeps its dashes; every other use is the Python name.
-            text = path.read_text().replace('name = "relu"', 'name = "\0"')
-            text = text.replace("relu", python_name).replace('name = "\0"', f'name = "{name}"')
+            text = render(path.read_text(), python_name)
+            text = re.sub(r'(?m)^name = ".*"$', f'name = "{name}"', text, count=1)
             # The example's hub repository is not the new kernel's: publish takes --repo.
             text = re.sub(r"\n\[general\.hub\]\n[^\[]*", "\n\n", text)
             target.write_text(text)
-        elif path.suffix in {".py", ".cpp", ".h", ".cu", ".toml", ".md"}:
-            target.write_text(path.read_text().replace("relu", python_name))
+        elif path.suffix in _TEXT_SUFFIXES:
+            target.write_text(render(path.read_text(), python_name))
         else:
             shutil.copyfile(path, target)
-    return dest

@@ -113,6 +113,12 @@ def stage_build(build_dir: Path, version: int) -> Staged:
             ``.pyc``, a bad variant name, missing or mismatching metadata.
     """
     if not build_dir.is_dir():
+        project = build_dir.parent
+        if build_dir.name == "build" and (project / "build.toml").is_file():
+            raise HubError(
+                f"build_dir: {project} is a kernel project without a build/ directory; "
+                f"build it first (kernelforge build {project})"
+            )
         raise HubError(f"build_dir: {build_dir} is not a directory")
     if not any((p / "metadata.json").is_file() for p in build_dir.iterdir() if p.is_dir()):
         if (build_dir / "build").is_dir():  # the project directory was given
@@ -120,7 +126,7 @@ def stage_build(build_dir: Path, version: int) -> Staged:
         elif (build_dir / "build.toml").is_file():
             raise HubError(
                 f"build_dir: {build_dir} is a kernel project without a build/ directory; "
-                "build it first (kernelforge build)"
+                f"build it first (kernelforge build {build_dir})"
             )
     files: list[tuple[Path, str]] = []
     variants: list[str] = []
