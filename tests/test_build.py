@@ -230,3 +230,77 @@ def test_kernel_sections_compile_with_their_own_flags(tmp_path: Path) -> None:
     )
     (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
     assert any(p.name.endswith(".abi3.so") for p in result.path.iterdir())
+
+
+def tiny_two_section_project(project: Path, extra_source: str = "") -> Path:
+    """A cpu project of a binding and two kernel sections that compiles in seconds."""
+    return tiny_cpu_project(
+        project, '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        """
+        [kernel.a]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["a/a.cpp"]
+
+        [kernel.b]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["b/b.cpp"]
+        """,
+        {"a/a.cpp": extra_source + "int section_a() { return 1; }\n",
+         "b/b.cpp": "int section_b() { return 2; }\n"},
+    )
+
+
+def test_sections_and_binding_compile_in_one_parallel_step(tmp_path: Path) -> None:
+    """One ninja run covers the binding and every section ([n/3] steps), so -j spreads
+    over all of them instead of one section after another."""
+    project = tiny_two_section_project(tmp_path / "par")
+    lines: list[str] = []
+    build_project(project, backends=["cpu"], jobs=2, progress=lines.append)
+    steps = [ln.split("]")[0].strip() for ln in lines if ln.strip().startswith("[")]
+    assert sorted(steps) == ["[1/3", "[2/3", "[3/3"], lines
+    compiled = sorted(ln.split("compiling ", 1)[1] for ln in lines if "compiling " in ln)
+    assert compiled == ["a/a.cpp", "b/b.cpp", "torch-ext/torch_binding.cpp"], lines
+
+
+def test_a_stale_extension_of_another_uid_is_not_taken(tmp_path: Path) -> None:
+    """A `<namespace>_dirty` extension left by an earlier build of the same sources in a
+    git work tree with changes does not confuse the clean build (nor a --force one)."""
+    project = tiny_two_section_project(tmp_path / "stale")
+    (first,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    (built,) = [p for p in first.path.iterdir() if p.name.endswith(".abi3.so")]
+    namespace = built.name.split(".", 1)[0]
+    lib = project / ".kernelforge" / first.variant / "lib"
+    (lib / f"{namespace}_dirty.abi3.so").write_bytes(built.read_bytes())
+    (again,) = build_project(project, backends=["cpu"], force=True, progress=lambda _: None)
+    assert (again.path / f"{namespace}.abi3.so").read_bytes() == built.read_bytes()
+
+
+def test_arch_does_not_rebuild_a_cpu_variant(tmp_path: Path) -> None:
+    project = tiny_two_section_project(tmp_path / "arch")
+    build_project(project, backends=["cpu"], progress=lambda _: None)
+    (again,) = build_project(project, backends=["cpu"], archs=["9.0a"], progress=lambda _: None)
+    assert again.up_to_date
+
+
+def test_compiler_flags_come_from_the_manifest_not_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CFLAGS/CXXFLAGS/LDFLAGS are cleared for the compile (a note says so), so the binary
+    does not depend on the shell; the compiler choice (CC) is part of the up-to-date check."""
+    project = tiny_two_section_project(
+        tmp_path / "envflags",
+        "#ifdef FROM_THE_ENVIRONMENT\n#error flags from the environment reached the build\n"
+        "#endif\n")
+    monkeypatch.setenv("CFLAGS", "-DFROM_THE_ENVIRONMENT")
+    monkeypatch.setenv("CXXFLAGS", "-DFROM_THE_ENVIRONMENT")
+    monkeypatch.setenv("LDFLAGS", "-Wl,--no-such-linker-option")
+    lines: list[str] = []
+    (result,) = build_project(project, backends=["cpu"], progress=lines.append)
+    assert any("ignoring CFLAGS, CXXFLAGS, LDFLAGS from the environment" in ln
+               for ln in lines), lines
+    assert (result.path / "metadata.json").is_file()
+    monkeypatch.setenv("CC", "gcc")
+    (again,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert not again.up_to_date

@@ -73,3 +73,21 @@ def test_backends_are_judged_by_the_foreign_torch(tmp_path: Path) -> None:
     message = str(info.value)
     assert "no CUDA support" not in message
     assert "could not report its torch installation" in message or "nvcc" in message
+
+
+def test_another_environment_of_the_same_base_python_is_foreign(tmp_path: Path) -> None:
+    """Every virtual environment made from one base Python links to the same binary, yet
+    has its own packages: a bare one is asked for its torch, which it does not have."""
+    import venv
+
+    from kernelforge.build import build_project
+
+    venv.create(tmp_path / "bare", with_pip=False, symlinks=True)
+    python = tmp_path / "bare" / "bin" / "python"
+    env = python_env(python)
+    assert env.foreign
+    assert env.torch_install() is None
+    project = Path(__file__).resolve().parents[1] / "src" / "kernelforge" / "examples" / "relu"
+    with pytest.raises(ToolchainError, match=r"--python .*bare/bin/python: torch is not "
+                       r"installed in that Python environment; fix: .* -m pip install torch"):
+        build_project(project, backends=["cpu"], python=str(python), progress=lambda _: None)

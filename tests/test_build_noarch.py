@@ -76,3 +76,33 @@ def test_noarch_refuses_backends_it_does_not_list(tmp_path: Path) -> None:
     project = noarch_project(tmp_path / "scale", EDITION5)
     with pytest.raises(BuildError, match="rocm"):
         build_project(project, backends=["rocm"], progress=lambda _: None)
+
+
+def test_noarch_archs_and_backend_python_depends_reach_the_metadata(tmp_path: Path) -> None:
+    """[torch-noarch] archs restrict where the loader accepts the build; [general.cuda]
+    python-depends are the cuda variant's only (Hugging Face's builder merges them with
+    [general] python-depends in the same way)."""
+    project = noarch_project(tmp_path / "scale", """
+        [general]
+        name = "scale"
+        edition = 5
+        version = 1
+        license = "MIT"
+        backends = ["cuda", "rocm", "cpu"]
+        python-depends = ["einops"]
+
+        [general.cuda]
+        python-depends = ["nvidia-cutlass-dsl"]
+
+        [torch-noarch]
+        cuda-capabilities = ["9.0", "10.0"]
+        rocm-archs = ["gfx942"]
+    """)
+    results = build_project(project, progress=lambda _: None)
+    meta = {r.backend: json.loads((r.path / "metadata.json").read_text()) for r in results}
+    assert meta["cuda"]["backend"] == {"type": "cuda", "archs": ["9.0", "10.0"]}
+    assert meta["rocm"]["backend"] == {"type": "rocm", "archs": ["gfx942"]}
+    assert meta["cpu"]["backend"] == {"type": "cpu"}
+    assert meta["cuda"]["python-depends"] == ["einops", "nvidia-cutlass-dsl"]
+    assert meta["rocm"]["python-depends"] == ["einops"]
+    assert meta["cpu"]["python-depends"] == ["einops"]

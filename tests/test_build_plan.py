@@ -262,3 +262,117 @@ src = ["h/h.cu"]
     assert [f for f in portable.device_flags if f.startswith("-gencode")] == [
         "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"]
     assert plan.archs == ("8.0", "9.0", "9.0a")
+
+
+NEW_CUDA_KERNEL = """
+[kernel.k_new]
+backend = "cuda"
+depends = ["torch"]
+cuda-minver = "14.0"
+src = ["k/new.cu"]
+"""
+
+
+def test_kernel_section_needing_a_newer_cuda_is_left_out(tmp_path: Path) -> None:
+    """`cuda-minver` above the toolkit skips the section (as Hugging Face's builder does)."""
+    root = write_project(tmp_path, KERNELS + NEW_CUDA_KERNEL, 'backends = ["cpu", "cuda", "rocm"]')
+    (root / "k" / "new.cu").write_text("// needs CUDA 14\n")
+    m = load_manifest(root)
+    plan = plan_build(m, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=NVCC_13)
+    assert [g.name for g in plan.groups] == ["k_cuda"]
+    assert any("kernel.k_new" in n and "cuda-minver" in n for n in plan.notes), plan.notes
+    nvcc_14 = Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (14, 0), "release 14.0")
+    plan = plan_build(m, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=nvcc_14)
+    assert [g.name for g in plan.groups] == ["k_cuda", "k_new"]
+
+
+def _cuda_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Present a CUDA 13.0 torch and nvcc 13.0 to the build, whatever this machine has."""
+    import dataclasses
+
+    import kernelforge.build as build
+
+    real = build._torch_install
+    monkeypatch.setattr(build, "_torch_install",
+                        lambda env: dataclasses.replace(real(env), cuda="13.0", hip=None))
+    monkeypatch.setattr(build, "find_nvcc", lambda: NVCC_13)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("minver", "13.5", r"'general.cuda.minver' requires CUDA >= 13.5, but nvcc 13.0"),
+    ("maxver", "12.8", r"'general.cuda.maxver' allows CUDA <= 12.8, but nvcc 13.0"),
+])
+def test_cuda_toolkit_outside_the_manifest_range_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, value: str, message: str
+) -> None:
+    from kernelforge.build import build_project
+
+    _cuda_here(monkeypatch)
+    root = write_project(tmp_path, KERNELS,
+                         f'backends = ["cpu", "cuda", "rocm"]\n[general.cuda]\n{key} = "{value}"')
+    with pytest.raises(ToolchainError, match=r"cannot build backend 'cuda' here: .*" + message):
+        build_project(root, backends=["cuda"], progress=lambda _: None)
+
+
+class _Compiling(Exception):
+    """Raised in place of the compiler: the build got past its checks."""
+
+
+def _stop_at_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelforge import build
+
+    def compile_plan(*args: object, **kwargs: object) -> None:
+        raise _Compiling
+
+    monkeypatch.setattr(build, "compile_plan", compile_plan)
+
+
+def test_cuda_toolkit_inside_the_manifest_range_passes_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same check lets nvcc 13.0 through for minver 12.8 / maxver 13.0: the build
+    goes on to compile."""
+    from kernelforge import build
+    from kernelforge.build import build_project
+
+    _cuda_here(monkeypatch)
+    monkeypatch.setattr(build, "_variant_name",
+                        lambda m, backend, facts: "torch213-cxx11-cu130-x86_64-linux")
+    _stop_at_compile(monkeypatch)
+    root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]\n'
+                         '[general.cuda]\nminver = "12.8"\nmaxver = "13.0"')
+    with pytest.raises(_Compiling):
+        build_project(root, backends=["cuda"], progress=lambda _: None)
+
+
+def test_stable_abi_builds_a_regular_variant_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kernelforge does not build stable-ABI variants yet: a project asking for one gets
+    a regular variant for the installed torch, and a note that says so."""
+    from kernelforge.build import build_project
+
+    _stop_at_compile(monkeypatch)
+    root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
+    toml = root / "build.toml"
+    toml.write_text(toml.read_text().replace("[torch]\n", '[torch]\nstable-abi = "2.11"\n'))
+    lines: list[str] = []
+    with pytest.raises(_Compiling):
+        build_project(root, backends=["cpu"], progress=lines.append)
+    assert any("torch.stable-abi = '2.11' is not built yet; this is a regular variant for "
+               "the installed torch only" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("command", [
+    "c++ -MMD -MF '/p/a dir/obj/k.o.d' -O3 -c '/p/a dir/k/k.cpp' -o '/p/a dir/obj/k.o' -fPIC",
+    'c++ -MMD -MF /p/obj/k.o.d -O3 -c "/p/a dir/k/k.cpp" -o /p/obj/k.o -fPIC',
+])
+def test_progress_names_sources_in_folders_with_spaces(command: str) -> None:
+    from kernelforge.build.compile import _describe_step
+
+    assert _describe_step(command, Path("/p/a dir")) == "compiling k/k.cpp"
+    plain = "c++ -MMD -MF /p/obj/k.o.d -O3 -c /p/k/k.cpp -o /p/obj/k.o -fPIC"
+    assert _describe_step(plain, Path("/p")) == "compiling k/k.cpp"
+    assert _describe_step("c++ -shared /p/obj/k.o -o /p/lib/x.so", Path("/p")) == "linking"

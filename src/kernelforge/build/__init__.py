@@ -22,10 +22,18 @@ from pathlib import Path
 
 from kernelforge import __version__, digest
 from kernelforge._durable import replace_file
-from kernelforge.build.compile import compile_plan
+from kernelforge.build.compile import compile_plan, compiler_environment
 from kernelforge.build.interpreter import PythonEnv, python_env
 from kernelforge.build.package import assemble_variant, builder_provenance
-from kernelforge.build.plan import BuildPlan, SourceId, hash_sources, plan_build
+from kernelforge.build.plan import (
+    BuildPlan,
+    SourceId,
+    hash_sources,
+    kernel_applies,
+    manifest_inputs,
+    plan_build,
+    version_tuple,
+)
 from kernelforge.build.toolchain import (
     Dependency,
     Tool,
@@ -41,6 +49,8 @@ from kernelforge.variants import TorchInstall
 __all__ = ["BuildResult", "build_project", "source_identity"]
 
 COMPILED_BACKENDS = ("cpu", "cuda", "rocm")
+#: Backends whose builds ``--arch`` (CUDA capabilities, ROCm archs) changes.
+ARCH_BACKENDS = ("cuda", "rocm")
 
 
 @dataclass(frozen=True)
@@ -64,15 +74,20 @@ def _git(root: Path, *args: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def source_identity(root: Path) -> SourceId:
+def source_identity(root: Path, manifest: Manifest | None = None) -> SourceId:
     """Content hash of the project's sources plus its git commit and dirtiness, if any.
 
     The op namespace uid is the first 7 hex digits of the content hash: it is the same
     wherever and whenever the same sources are built, and differs whenever they differ,
     so two builds of one kernel never share a namespace. ``_dirty`` is appended when the
     project sits in a git work tree with uncommitted changes.
+
+    The hash covers every file of the project tree (symlinks followed; the root's own
+    ``build/``, ``.kernelforge/``, ``result``, ``.venv`` and dot-files left out) and,
+    given the ``manifest``, every file it lists in ``src`` and under ``include``
+    wherever they are.
     """
-    content = hash_sources(root)
+    content = hash_sources(root, manifest_inputs(manifest) if manifest is not None else ())
     commit = _git(root, "rev-parse", "HEAD")
     dirty = False
     if commit is not None:
@@ -84,7 +99,9 @@ def source_identity(root: Path) -> SourceId:
     return SourceId(content, commit, dirty)
 
 
-def _buildable(backend: str, torch_install: TorchInstall) -> tuple[Tool | None, str | None]:
+def _buildable(
+    manifest: Manifest, backend: str, torch_install: TorchInstall
+) -> tuple[Tool | None, str | None]:
     """The device compiler for ``backend`` and, if it cannot be built here, why not."""
     if backend == "cpu":
         return None, None
@@ -94,7 +111,7 @@ def _buildable(backend: str, torch_install: TorchInstall) -> tuple[Tool | None, 
         nvcc = find_nvcc()
         if nvcc is None:
             return None, "nvcc was not found (set CUDA_HOME or put nvcc on PATH)"
-        return nvcc, None
+        return nvcc, _outside_cuda_range(manifest, nvcc)
     if backend == "rocm":
         if not torch_install.hip:
             return None, "the installed torch has no ROCm support"
@@ -105,11 +122,45 @@ def _buildable(backend: str, torch_install: TorchInstall) -> tuple[Tool | None, 
     return None, f"kernelforge cannot build the {backend} backend yet"
 
 
+def _outside_cuda_range(manifest: Manifest, nvcc: Tool) -> str | None:
+    """Why ``[general.cuda] minver``/``maxver`` exclude this CUDA toolkit, if they do."""
+    have = nvcc.version[:2]
+    if manifest.cuda_minver and have < version_tuple(manifest.cuda_minver)[:2]:
+        return (f"{manifest.path}: key 'general.cuda.minver' requires CUDA >= "
+                f"{manifest.cuda_minver}, but nvcc {nvcc.version_str} ({nvcc.path}) is "
+                "installed; fix: install a newer CUDA toolkit and point CUDA_HOME at it")
+    if manifest.cuda_maxver and have > version_tuple(manifest.cuda_maxver)[:2]:
+        return (f"{manifest.path}: key 'general.cuda.maxver' allows CUDA <= "
+                f"{manifest.cuda_maxver}, but nvcc {nvcc.version_str} ({nvcc.path}) is "
+                "installed; fix: install an older CUDA toolkit and point CUDA_HOME at it")
+    return None
+
+
+def _stable_abi_note(manifest: Manifest, backend: str) -> str | None:
+    """What the build does with ``[torch] stable-abi``: kernelforge does not build
+    stable-ABI variants yet, so the variant is a regular one, named and compiled for the
+    installed torch (loadable by that torch only)."""
+    if manifest.torch is None:
+        return None
+    version = manifest.torch.stable_abi_for(backend)
+    if version is None:
+        return None
+    return (f"{backend}: torch.stable-abi = {version!r} is not built yet; this is a regular "
+            "variant for the installed torch only")
+
+
 def _torch_install(env: PythonEnv) -> TorchInstall:
     inst = env.torch_install()
     if inst is None:
-        where = env.executable if env.foreign else "this Python environment"
-        raise ToolchainError(f"torch is not installed in {where}; fix: pip install torch")
+        if env.foreign:
+            raise ToolchainError(
+                f"--python {env.executable}: torch is not installed in that Python "
+                f"environment; fix: {env.executable} -m pip install torch setuptools, "
+                "or point --python at an environment that has torch"
+            )
+        raise ToolchainError(
+            "torch is not installed in this Python environment; fix: pip install torch"
+        )
     return inst
 
 
@@ -215,7 +266,7 @@ def build_project(
     manifest = check_project(Path(path).resolve())
     root = manifest.root
     out = Path(out_dir) if out_dir is not None else root / "build"
-    source_id = source_identity(root)
+    source_id = source_identity(root, manifest)
     env = python_env(python)
     torch_install = _torch_install(env)
 
@@ -236,7 +287,7 @@ def build_project(
         for b in manifest.backends:
             if backends and b not in backends:
                 continue
-            tool, why_not = _buildable(b, torch_install)
+            tool, why_not = _buildable(manifest, b, torch_install)
             if why_not:
                 if backends:
                     raise ToolchainError(f"cannot build backend '{b}' here: {why_not}")
@@ -260,6 +311,10 @@ def build_project(
         targets = list(compilers)
         _check_torch_range(manifest, torch_install.version)
 
+    for backend in targets:
+        note = _stable_abi_note(manifest, backend)
+        if note:
+            progress(f"note: {note}")
     cxx = None if manifest.noarch else find_cxx()
     facts = None
     results: list[BuildResult] = []
@@ -270,7 +325,7 @@ def build_project(
         if not manifest.noarch:
             names: list[str] = []
             for k in manifest.kernels.values():
-                if k.backend == backend:
+                if k.backend == backend and kernel_applies(k, device):
                     names += [d for d in k.depends if d not in names]
             deps = [resolve_dependency(n) for n in names]
         key = _fingerprint(
@@ -284,7 +339,10 @@ def build_project(
                 "cxx": cxx.identity() if cxx else None,
                 "device": device.identity() if device else None,
                 "deps": [d.provenance() for d in deps],
-                "archs": list(archs) if archs else None,
+                # --arch only changes the GPU backends' builds
+                "archs": (list(archs) if archs and backend in ARCH_BACKENDS and not manifest.noarch
+                          else None),
+                "compilers": compiler_environment(),
             }
         )
         if not force:

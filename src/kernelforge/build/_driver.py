@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 #: Architecture flags: the extension's common device flags carry every kernel's; each
 #: kernel section's sources get only their own.
@@ -21,12 +23,41 @@ def _without_arch_flags(flags: list[str]) -> list[str]:
     return [f for f in flags if not f.startswith(ARCH_FLAG_PREFIXES)]
 
 
+def _ninja_path(path: str) -> str:
+    return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _run_ninja_files(build_directory: str, others: list[str], error_prefix: str) -> None:
+    """Run the ``build.ninja`` of ``build_directory`` and of each of ``others`` as one
+    ninja build, so that ``-j`` spreads over all of their sources. Each file is a
+    ``subninja``: its variables (the flags) stay its own."""
+    top = os.path.join(build_directory, "kernelforge.ninja")
+    lines = ["ninja_required_version = 1.3"]
+    for directory in [build_directory, *others]:
+        lines.append("subninja " + _ninja_path(os.path.join(directory, "build.ninja")))
+    Path(top).write_text("\n".join(lines) + "\n")
+    command = ["ninja", "-v", "-f", top]
+    if os.environ.get("MAX_JOBS"):
+        command += ["-j", os.environ["MAX_JOBS"]]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    code = subprocess.run(command, cwd=build_directory, stdout=1, stderr=subprocess.STDOUT,
+                          check=False).returncode
+    if code != 0:
+        raise RuntimeError(f"{error_prefix}: ninja exited with status {code}")
+
+
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
 
     # Imported here: this module only runs in the child process.
-    from setuptools import setup
-    from torch.utils import cpp_extension
+    try:
+        from setuptools import setup
+        from torch.utils import cpp_extension
+    except ImportError as err:
+        print(f"error: {sys.executable} cannot import {err.name}, which builds need; "
+              f"fix: {sys.executable} -m pip install {err.name}", file=sys.stderr)
+        return 1
 
     backend = spec["backend"]
     extension_cls = cpp_extension.CppExtension if backend == "cpu" else cpp_extension.CUDAExtension
@@ -57,25 +88,45 @@ def main(spec_path: str) -> int:
                 return None
             return super()._add_compile_flag(extension, flag)
 
-        def build_extension(self, ext):  # type: ignore[no-untyped-def]
+        def build_extension(self, ext: Any) -> None:
             # Each kernel section compiles with the common flags (torch's additions
             # included, they are in ext.extra_compile_args by now) plus its own, into
-            # objects that the extension links with its binding.
+            # objects that the extension links with its binding. torch writes one ninja
+            # file per section; they run together with the binding's, in one parallel
+            # ninja step, just before the link.
             base = ext.extra_compile_args
-            for group in groups:
-                args = {"cxx": base["cxx"] + group["cxx_flags"]}
-                if "nvcc" in base:
-                    args["nvcc"] = _without_arch_flags(base["nvcc"]) + group["device_flags"]
-                objects = self.compiler.compile(
-                    group["sources"],
-                    output_dir=os.path.join(self.build_temp, "kernel." + group["name"]),
-                    include_dirs=ext.include_dirs + group["include_dirs"],
-                    debug=self.debug,
-                    extra_postargs=args,
-                    depends=ext.depends,
-                )
-                ext.extra_objects = [*ext.extra_objects, *objects]
-            return super().build_extension(ext)
+            deferred: list[str] = []
+            run_ninja = cpp_extension._run_ninja_build
+
+            def defer(build_directory: str, verbose: bool, error_prefix: str) -> None:
+                deferred.append(build_directory)
+
+            def run_all(build_directory: str, verbose: bool, error_prefix: str) -> None:
+                if not deferred:
+                    run_ninja(build_directory, verbose, error_prefix)
+                    return
+                _run_ninja_files(build_directory, deferred, error_prefix)
+                deferred.clear()
+
+            try:
+                cpp_extension._run_ninja_build = defer
+                for group in groups:
+                    args = {"cxx": base["cxx"] + group["cxx_flags"]}
+                    if "nvcc" in base:
+                        args["nvcc"] = _without_arch_flags(base["nvcc"]) + group["device_flags"]
+                    objects = self.compiler.compile(
+                        group["sources"],
+                        output_dir=os.path.join(self.build_temp, "kernel." + group["name"]),
+                        include_dirs=ext.include_dirs + group["include_dirs"],
+                        debug=self.debug,
+                        extra_postargs=args,
+                        depends=ext.depends,
+                    )
+                    ext.extra_objects = [*ext.extra_objects, *objects]
+                cpp_extension._run_ninja_build = run_all
+                return super().build_extension(ext)
+            finally:
+                cpp_extension._run_ninja_build = run_ninja
 
     ext = extension_cls(
         name=spec["namespace"],

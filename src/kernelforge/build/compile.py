@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,9 +54,10 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
 
 def _describe_step(command: str, root: Path) -> str:
     """Turn a ninja command line into 'compiling <relative source>' / 'linking'."""
-    m = re.search(r"\s-c\s+(?:-c\s+)?(\S+)\s+-o\s", command)
+    # ninja quotes $in when it holds spaces: '-c '/a dir/k.cpp' -o ...'
+    m = re.search(r"\s-c\s+(?:-c\s+)?('[^']*'|\"[^\"]*\"|\S+)\s+-o\s", command)
     if m:
-        src = Path(m.group(1))
+        src = Path(m.group(1).strip("'\""))
         return f"compiling {src.relative_to(root) if src.is_relative_to(root) else src}"
     if " -shared" in command or "-o " in command:
         return "linking"
@@ -72,6 +74,35 @@ def _ninja_dirs(python: PythonEnv) -> list[str]:
         return dirs
     bin_dir = getattr(ninja, "BIN_DIR", None)
     return [str(bin_dir), *dirs] if bin_dir else dirs
+
+
+#: Environment variables through which setuptools, torch's extension tooling, nvcc and
+#: hipcc add flags to every compile or link. They are cleared for the compile: the flags
+#: of a build come from build.toml alone, so that the same sources, toolchain and torch
+#: give the same binary whatever shell (a conda environment, say) runs the build.
+FLAG_VARIABLES = (
+    "CFLAGS", "CPPFLAGS", "CXXFLAGS", "LDFLAGS", "ARFLAGS",
+    "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS",
+    "HIPCC_COMPILE_FLAGS_APPEND", "HIPCC_LINK_FLAGS_APPEND",
+)
+
+#: Environment variables that choose the compilers, linker and archiver the build runs;
+#: they are honoured and are part of the up-to-date check.
+COMPILER_VARIABLES = ("CC", "CXX", "LDSHARED", "AR", "NVCC_CCBIN", "CUDAHOSTCXX")
+
+
+def compiler_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The compiler-choosing variables that are set (for the build fingerprint)."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in COMPILER_VARIABLES if environ.get(k)}
+
+
+def compile_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``environ`` without the :data:`FLAG_VARIABLES`, and the names of those removed
+    that were set."""
+    env = dict(environ)
+    dropped = [k for k in FLAG_VARIABLES if env.pop(k, None)]
+    return env, dropped
 
 
 def compile_plan(
@@ -101,6 +132,9 @@ def compile_plan(
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     build_lib = work_dir / "lib"
+    # An extension left by an earlier build (another uid) must not be taken for this one;
+    # the objects stay, so nothing is compiled again, only linked.
+    shutil.rmtree(build_lib, ignore_errors=True)
     # The driver's instructions: what the plan fingerprints, plus where to build.
     spec = {
         **plan.fingerprint_inputs(),
@@ -113,7 +147,11 @@ def compile_plan(
     log_path = work_dir / "build.log"
 
     python = python or PythonEnv(sys.executable)
-    env = python.env(dict(os.environ))
+    base, dropped = compile_environment(os.environ)
+    if dropped:
+        progress(f"  note: ignoring {', '.join(dropped)} from the environment; "
+                 "put compiler flags in build.toml (cxx-flags, cuda-flags, hip-flags)")
+    env = python.env(base)
     env["PATH"] = os.pathsep.join([*_ninja_dirs(python), env.get("PATH", "")])
     env["MAX_JOBS"] = str(jobs or os.cpu_count() or 1)
     env.update(plan.env)
@@ -160,11 +198,12 @@ def compile_plan(
             f"compiling {plan.variant} failed after {elapsed:.1f}s:\n{detail}\n"
             f"full compiler output: {log_path}"
         )
-    built = sorted(build_lib.glob(f"{plan.namespace}*.so"))
+    # <namespace>.<tag>.so exactly: <namespace>_dirty.abi3.so is another build's
+    built = sorted(p for p in build_lib.glob("*.so") if p.name.split(".", 1)[0] == plan.namespace)
     if len(built) != 1:
         raise BuildError(
             f"the compiler reported success but produced {len(built)} extension files "
-            f"named {plan.namespace}*.so in {build_lib}; see {log_path}"
+            f"named {plan.namespace}.*.so in {build_lib}; see {log_path}"
         )
     if not built[0].name.endswith(".abi3.so"):
         raise BuildError(

@@ -97,5 +97,8 @@ def python_env(python: str | os.PathLike[str] | None) -> PythonEnv:
             f"--python {python}: no such Python interpreter; give the path of the "
             "python executable of the environment whose torch you want to build for"
         )
-    same = Path(found).resolve() == Path(sys.executable).resolve()
+    # Not the resolved file: every virtual environment made from one base Python links
+    # to the same binary, yet each has its own site-packages (and so its own torch). Any
+    # other path is asked for its facts, which is right even when it is this environment.
+    same = os.path.abspath(found) == os.path.abspath(sys.executable)
     return PythonEnv(found, foreign=not same)

@@ -73,15 +73,20 @@ def metadata_for(
         "id": plan.module_id,
         "version": manifest.version if manifest.version is not None else 1,
         "license": manifest.license or "unknown",
-        "python-depends": list(manifest.python_depends),
+        # [general] python-depends, then the backend's own ([general.cuda] ...), as
+        # Hugging Face's builder writes them
+        "python-depends": [*manifest.python_depends,
+                           *manifest.backend_python_depends.get(plan.backend, ())],
         "backend": backend,
     }
     if manifest.upstream:
         meta["upstream"] = manifest.upstream
     if manifest.source:
         meta["source"] = manifest.source
-    if manifest.kernel_depends:
-        meta["kernel-depends"] = [d.as_dict() for d in manifest.kernel_depends]
+    kernel_depends = [*manifest.kernel_depends,
+                      *manifest.backend_kernel_depends.get(plan.backend, ())]
+    if kernel_depends:
+        meta["kernel-depends"] = [d.as_dict() for d in kernel_depends]
     meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(files.items()))}
     meta["provenance"] = dict(provenance)
     return meta

@@ -31,8 +31,11 @@ BACKEND_DEFINES = {
     "rocm": ("-DROCM_KERNEL", "-DUSE_ROCM=1"),
 }
 
-#: Files and folders of a project that never count as its sources.
-IGNORED_NAMES = {"build", ".kernelforge", ".git", "__pycache__", "result", ".venv"}
+#: Folders that never hold sources, wherever they are.
+IGNORED_EVERYWHERE = frozenset({".git", "__pycache__"})
+#: The project root's own build outputs and environments (dot-files are left out there
+#: too); the same names deeper in the tree are sources like any other.
+IGNORED_AT_ROOT = frozenset({"build", ".kernelforge", "result", ".venv"})
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -118,27 +121,79 @@ class BuildPlan:
         }
 
 
-def iter_project_files(root: Path) -> Iterable[Path]:
-    """Every file of a project that can affect a build, in a stable order."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(
-            d for d in dirnames if d not in IGNORED_NAMES and not d.startswith(".")
-        )
-        for name in sorted(filenames):
-            if name.endswith(".pyc") or name.startswith("."):
-                continue
-            yield Path(dirpath) / name
+def _walk(directory: Path, rel: str, top: bool, ancestors: frozenset[str]
+          ) -> Iterable[tuple[str, Path]]:
+    """``(relative path, path)`` of every file under ``directory``, following symlinks
+    (a link back to a directory being walked is not entered again)."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if name in IGNORED_EVERYWHERE or name.endswith(".pyc"):
+            continue
+        if top and (name in IGNORED_AT_ROOT or name.startswith(".")):
+            continue
+        path = Path(entry.path)
+        relpath = f"{rel}{name}"
+        try:
+            is_dir = entry.is_dir()  # follows symlinks
+            is_file = not is_dir and entry.is_file()
+        except OSError:
+            continue
+        if is_dir:
+            real = os.path.realpath(path)
+            if real not in ancestors:
+                yield from _walk(path, relpath + "/", False, ancestors | {real})
+        elif is_file:
+            yield relpath, path
 
 
-def hash_sources(root: Path) -> str:
-    """A sha256 over the relative paths and contents of the project's files."""
+def iter_project_files(root: Path, listed: Iterable[str] = ()) -> Iterable[tuple[str, Path]]:
+    """Every file of a project that can affect a build, as ``(relative path, path)`` in a
+    stable order: the project tree (symlinks followed, the root's own build outputs,
+    virtual environments and dot-files left out), plus every file ``listed`` (paths
+    relative to the project, e.g. the manifest's sources and include directories), even
+    where the tree walk leaves it out.
+    """
+    found: dict[str, Path] = dict(_walk(root, "", True, frozenset({os.path.realpath(root)})))
+    for name in listed:
+        path = root / name
+        rel = Path(name).as_posix()
+        if path.is_dir():
+            found.update(_walk(path, rel.rstrip("/") + "/", False,
+                               frozenset({os.path.realpath(path)})))
+        elif path.is_file():
+            found[rel] = path
+    return sorted(found.items(), key=lambda item: _walk_order(item[0]))
+
+
+def _walk_order(rel: str) -> list[tuple[int, str]]:
+    """Sort key of a relative path: in each folder its files, then its subfolders, each
+    by name (the order of a top-down walk, which the content hash has always used)."""
+    *dirs, name = rel.split("/")
+    return [*((1, d) for d in dirs), (0, name)]
+
+
+def manifest_inputs(manifest: Manifest) -> list[str]:
+    """The files and include directories a manifest lists (relative to the project)."""
+    listed: list[str] = ["build.toml"]
+    if manifest.torch is not None:
+        listed += [*manifest.torch.src, *manifest.torch.include]
+    for kernel in manifest.kernels.values():
+        listed += [*kernel.src, *kernel.include]
+    return listed
+
+
+def hash_sources(root: Path, listed: Iterable[str] = ()) -> str:
+    """A sha256 over the relative paths and contents of the project's files
+    (:func:`iter_project_files`)."""
     h = hashlib.sha256()
-    for path in iter_project_files(root):
-        rel = path.relative_to(root).as_posix()
+    for rel, path in iter_project_files(root, listed):
         h.update(rel.encode() + b"\0")
         with path.open("rb") as fh:
-            h.update(hashlib.file_digest(fh, "sha256").digest() if hasattr(hashlib, "file_digest")
-                     else hashlib.sha256(fh.read()).digest())
+            h.update(hashlib.sha256(fh.read()).digest())
     return h.hexdigest()
 
 
@@ -149,6 +204,19 @@ def namespace_for(python_name: str, backend: str, uid: str) -> str:
 
 def _kernels_for(manifest: Manifest, backend: str) -> list[KernelSpec]:
     return [k for k in manifest.kernels.values() if k.backend == backend]
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"12.8"`` -> ``(12, 8)`` (a manifest version, already validated)."""
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def kernel_applies(kernel: KernelSpec, device_compiler: Tool | None) -> bool:
+    """Whether a kernel section is compiled with this toolkit: a ``cuda-minver`` above
+    the nvcc version leaves the section out, as Hugging Face's builder does."""
+    if kernel.cuda_minver is None or device_compiler is None or kernel.backend != "cuda":
+        return True
+    return device_compiler.version[:2] >= version_tuple(kernel.cuda_minver)[:2]
 
 
 def _rel_paths(manifest: Manifest, names: Iterable[str]) -> list[Path]:
@@ -173,7 +241,12 @@ def cuda_capabilities(
             wanted.extend(c for c in caps if c not in wanted)
     kept: list[str] = []
     for cap in wanted:
-        parsed = archs.CudaCapability.parse(cap)
+        try:
+            parsed = archs.CudaCapability.parse(cap)
+        except ValueError as err:  # only --arch reaches here unchecked: a ROCm arch, say
+            raise BuildError(f"--arch {cap}: {err}; the cuda backend needs CUDA capabilities "
+                             "(fix: pass --backend for the archs given, or CUDA "
+                             "capabilities such as 9.0a)") from None
         if archs.nvcc_supports(parsed, nvcc.version[:2]):
             kept.append(str(parsed))
         else:
@@ -215,7 +288,11 @@ def plan_build(
     namespace = namespace_for(manifest.python_name, backend, source_id.uid)
     module_id = namespace.lstrip("_")
     if manifest.noarch:
-        return BuildPlan(manifest.root, variant, backend, namespace, module_id)
+        # The [torch-noarch] archs go to the metadata, for the loader's GPU check.
+        declared = {"cuda": manifest.noarch_cuda_capabilities,
+                    "rocm": manifest.noarch_rocm_archs}.get(backend)
+        return BuildPlan(manifest.root, variant, backend, namespace, module_id,
+                         archs=tuple(declared) if declared else None)
 
     kernels = _kernels_for(manifest, backend)
     if not kernels:
@@ -223,6 +300,12 @@ def plan_build(
             f"{manifest.path}: no [kernel.*] section has backend = \"{backend}\"; "
             f"this project builds for: {', '.join(manifest.backends)}"
         )
+    notes = [
+        f"skipping kernel.{k.name}: it needs CUDA >= {k.cuda_minver} (cuda-minver), "
+        f"nvcc is {device_compiler.version_str if device_compiler else 'absent'}"
+        for k in kernels if not kernel_applies(k, device_compiler)
+    ]
+    kernels = [k for k in kernels if kernel_applies(k, device_compiler)]
     if manifest.torch is None:  # pragma: no cover - the manifest enforces a framework
         raise BuildError(f"{manifest.path}: a compiled kernel needs a [torch] section")
     suffixes = COMPILED_SUFFIXES[backend]
@@ -251,7 +334,6 @@ def plan_build(
     device_flags: list[str] = []
     all_archs: list[str] = []
     kernel_device_flags: dict[str, list[str]] = {}
-    notes: list[str] = []
     env: dict[str, str] = {}
     if backend == "cuda":
         if device_compiler is None:
@@ -297,7 +379,8 @@ def plan_build(
     ]
     groups = [g for g in groups if g.sources]
     if not sources and not groups:
-        raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}")
+        skipped = "".join(f"; {n}" for n in notes if n.startswith("skipping kernel."))
+        raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}{skipped}")
     metadata_archs = tuple(all_archs) if backend in ("cuda", "rocm") else None
 
     return BuildPlan(

@@ -1,0 +1,83 @@
+"""What the source hash covers: it decides the op namespace uid and the up-to-date check,
+so every file a build can read must change it, and nothing the build writes may."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kf_testutil import copy_example
+
+from kernelforge.build import source_identity
+from kernelforge.manifest import load_manifest
+
+
+def content_hash(project: Path) -> str:
+    return source_identity(project, load_manifest(project)).content_hash
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return copy_example(tmp_path / "relu")
+
+
+def test_a_header_in_a_symlinked_directory_counts(tmp_path: Path, project: Path) -> None:
+    shared = tmp_path / "shared_headers"
+    shared.mkdir()
+    (shared / "k.h").write_text("#define K 1\n")
+    (project / "shared").symlink_to(shared, target_is_directory=True)
+    before = content_hash(project)
+    (shared / "k.h").write_text("#define K 2\n")
+    assert content_hash(project) != before
+
+
+@pytest.mark.parametrize("folder", ["build", "result", ".hidden", ".venv"])
+def test_nested_folders_with_ignored_names_count(project: Path, folder: str) -> None:
+    """`build`, `result` and dot-folders are the project's outputs only at its root."""
+    nested = project / "relu_cpu" / folder
+    nested.mkdir()
+    (nested / "k.h").write_text("#define K 1\n")
+    before = content_hash(project)
+    (nested / "k.h").write_text("#define K 2\n")
+    assert content_hash(project) != before
+
+
+def test_the_roots_own_outputs_do_not_count(project: Path) -> None:
+    before = content_hash(project)
+    for folder in ("build", ".kernelforge", "result", ".venv", ".git"):
+        (project / folder).mkdir()
+        (project / folder / "x.txt").write_text("output\n")
+    (project / "relu_cpu" / "__pycache__").mkdir()
+    (project / "relu_cpu" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (project / ".scratch").write_text("editor state\n")
+    assert content_hash(project) == before
+
+
+def test_a_listed_include_directory_counts_wherever_it_is(project: Path) -> None:
+    """An include directory the manifest names is hashed even at a name the tree walk
+    leaves out (here a dot-folder at the root)."""
+    include = project / ".generated"
+    include.mkdir()
+    (include / "k.h").write_text("#define K 1\n")
+    toml = project / "build.toml"
+    text = toml.read_text()
+    assert "[kernel.relu_cpu]\n" in text
+    toml.write_text(text.replace("[kernel.relu_cpu]\n",
+                                 '[kernel.relu_cpu]\ninclude = [".generated"]\n'))
+    before = content_hash(project)
+    (include / "k.h").write_text("#define K 2\n")
+    assert content_hash(project) != before
+
+
+def test_a_symlink_loop_is_not_followed_around(project: Path) -> None:
+    """Following symlinks stops at a link back to a folder being walked."""
+    before = content_hash(project)
+    (project / "relu_cpu" / "loop").symlink_to(project, target_is_directory=True)
+    assert content_hash(project) == before
+
+
+def test_the_hash_of_an_unchanged_project_is_stable(project: Path, tmp_path: Path) -> None:
+    """The same files give the same uid in another folder (the walk order is fixed)."""
+    other = copy_example(tmp_path / "elsewhere" / "relu")
+    assert content_hash(project) == content_hash(other)
+    assert source_identity(project).content_hash == content_hash(project)
