@@ -195,6 +195,16 @@ def test_nvcc_is_found_in_a_real_toolkit_not_a_wrapper(tmp_path: Path, monkeypat
         nvcc = toolchain.find_nvcc()
         assert nvcc is not None and nvcc.path == home / "bin" / "nvcc"
         assert nvcc.version == (12, 8)
+        # A wrapper comes first (CUDA_PATH names a directory holding only bin/nvcc) and
+        # the toolkit is on PATH: the toolkit, with its headers, is taken.
+        monkeypatch.delenv("CUDA_HOME")
+        (tmp_path / "wrap-home").mkdir()
+        (tmp_path / "wrap-home" / "bin").symlink_to(wrappers)
+        monkeypatch.setenv("CUDA_PATH", str(tmp_path / "wrap-home"))
+        monkeypatch.setenv("PATH", f"{home / 'bin'}:/usr/bin:/bin")
+        toolchain.find_nvcc.cache_clear()
+        nvcc = toolchain.find_nvcc()
+        assert nvcc is not None and nvcc.path == home / "bin" / "nvcc"
     finally:
         toolchain.find_nvcc.cache_clear()
 

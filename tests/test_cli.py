@@ -160,6 +160,7 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
      "--backend cuda takes CUDA capabilities"),
     (["build", ".", "--backend", "rocm", "--arch", "9.0a"], "--backend rocm takes ROCm archs"),
     (["build", ".", "-j", "0"], "argument -j/--jobs: '0' is not a number of jobs"),
+    (["demo", "--hub", "hf"], "argument --hub: the demo publishes to a local hub only"),
 ])
 def test_bad_arguments_are_usage_errors(argv: list[str], message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,5 @@
-"""Crash safety: a publish and a download, each killed with SIGKILL at every step that
-writes, renames or flushes; afterwards the last good revision loads and no partial
+"""Crash safety: a publish and a download, each killed with SIGKILL at every rename,
+flush, link or permission change; afterwards the last good revision loads and no partial
 state is visible. And eight processes cold-loading one kernel fetch it once."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.usefixtures("cpu_system")
 
 REPO = "kernels-test/relu"
 
-# Kills the process with SIGKILL at the N-th write, rename, flush or download (argv[1]).
+# Kills the process with SIGKILL at the N-th rename, replace, fsync, link or chmod (argv[1]):
+# the steps that publish or commit files, so every state a crash can leave is visited.
 KILLER = """
 import os, signal, sys
 _n, _count = int(sys.argv[1]), [0]

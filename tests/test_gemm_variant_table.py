@@ -63,6 +63,13 @@ def test_table_follows_the_enum():
     assert sorted(_declared()) == sorted(table)
     assert [v for _, v in members] == list(range(count)), "enum values must be 0..kCount-1"
     assert len(table) == count, f"{len(table)} table entries for kCount = {count}"
+    # The table is indexed by the enum's value: entry i must be the kernel enum value i
+    # names (kFp8Coop128x128StreamK -> fp8_coop_128x128_streamk).
+    def squash(name: str) -> str:
+        return name.replace("_", "").lower()
+
+    by_value = [squash(name[1:]) for name, _ in sorted(members, key=lambda p: p[1])]
+    assert [squash(t) for t in table] == by_value, "table order differs from the enum's"
 
 
 def test_variant_names_in_tests_and_docs_exist():

@@ -289,6 +289,9 @@ def test_variant_dir_under_any_name_loads_when_given_directly(tmp_path: Path) ->
 
 def test_local_kernels_override(hub: LocalHub, tmp_path: Path, monkeypatch) -> None:
     publish(hub, tmp_path / "hubbed", 1, torch_cpu={"module_id": uid("hub"), "value": 1})
+    make_variant(tmp_path / "other", "torch-cpu", module_id=uid("other"), value=2)
+    hub.publish("other/kernel", tmp_path / "other", version=1)
+    assert loader.has_kernel("other/kernel", hub=hub)  # in the hub, before the override
     local_id = uid("override")
     make_variant(tmp_path / "dev", "torch-cpu", module_id=local_id, value=99)
     monkeypatch.setenv("LOCAL_KERNELS", f"other/kernel=/nowhere:{REPO}={tmp_path / 'dev'}")
@@ -296,7 +299,8 @@ def test_local_kernels_override(hub: LocalHub, tmp_path: Path, monkeypatch) -> N
     assert (module.__name__, module.VALUE) == (local_id, 99)
     info = loader.kernel_info(REPO, hub=hub)
     assert (info.source, info.commit, info.repo) == ("local", None, REPO)
-    assert not loader.has_kernel("other/kernel", hub=hub)  # mapped to a missing path
+    # mapped to a missing path: the override wins over the hub's build
+    assert not loader.has_kernel("other/kernel", hub=hub)
     monkeypatch.delenv("LOCAL_KERNELS")
     assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 1  # read at call time
 

@@ -152,6 +152,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _local_hub_dir(value: str) -> str:
+    if value == "hf":
+        raise argparse.ArgumentTypeError(
+            "the demo publishes to a local hub only; pass a directory (or leave --hub out)")
+    return value
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kernelforge.demo import run_demo
 
@@ -229,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_versions)
 
     p = sub.add_parser("demo", help="build, publish, load and check the bundled relu kernel")
-    p.add_argument("--hub", help=hub_help)
+    p.add_argument("--hub", type=_local_hub_dir,
+                   help="local hub directory to publish to (default: $KERNELFORGE_HUB, else "
+                        "the user cache); the demo never publishes to the Hugging Face Hub")
     p.set_defaults(func=_cmd_demo)
 
     add_commands(sub)  # info, lock, download, keygen, trust (cli_share.py)

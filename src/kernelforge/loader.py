@@ -443,7 +443,7 @@ def get_kernel(
 
     Example:
         >>> relu = get_kernel("kernels-community/relu", version=1)  # doctest: +SKIP
-        >>> relu.relu(out, x)  # doctest: +SKIP
+        >>> y = relu.relu(x)  # doctest: +SKIP
     """
     from kernelforge.policy import allow_key
 
