@@ -138,8 +138,17 @@ def test_untrusted_signer_is_refused(hf: HfHub, tmp_path: Path) -> None:
         loader.get_kernel(REPO, version=1, hub=hf)
 
 
-def test_signed_kernel_without_digest_is_refused(hf: HfHub, tmp_path: Path, key) -> None:
-    publish(hf, tmp_path / "p", key=key, torch_cpu={"with_digest": False})
+def test_signed_kernel_without_digest_is_refused(hf: HfHub, remote: FakeHfApi,
+                                                 tmp_path: Path, key) -> None:
+    with pytest.raises(TrustError, match=r"cannot sign variant\(s\) torch-cpu: .*no file "
+                                         r"digests.*rebuild with 'kernelforge build'"):
+        publish(hf, tmp_path / "p", key=key, torch_cpu={"with_digest": False})
+    assert not (remote.root / "repos" / REPO).exists()  # refused before any upload
+    # a signature over digest-less metadata made some other way is refused at load
+    commit = hf.publish(REPO, tmp_path / "p", version=1).commit
+    meta = remote.tree(REPO, commit) / "build" / "torch-cpu" / "metadata.json"
+    remote.tamper(REPO, commit, "build/torch-cpu.sig",
+                  key.sign_variant("torch-cpu", meta.read_bytes()))
     with pytest.raises(TrustError, match="records no file digests"):
         loader.get_kernel(REPO, version=1, hub=hf)
 

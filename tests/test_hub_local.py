@@ -245,6 +245,20 @@ def test_metadata_without_version_or_digest_is_accepted(hub: LocalHub, tmp_path:
     assert "build/torch-cpu/helper.py" in hub.recorded_files(REPO, rev.commit)
 
 
+def test_signing_a_build_without_digest_is_refused(hub: LocalHub, tmp_path: Path) -> None:
+    from kernelforge import signing
+    from kernelforge.errors import TrustError
+
+    make_variant(tmp_path / "p", "torch-cpu", with_digest=False)
+    make_variant(tmp_path / "p", "torch-universal")
+    key = signing.generate_key(tmp_path / "k.pem")
+    with pytest.raises(TrustError, match=r"cannot sign variant\(s\) torch-cpu: .*no file "
+                                         r"digests.*rebuild with 'kernelforge build'"):
+        hub.publish(REPO, tmp_path / "p", version=1, signer=key)
+    assert not hub.has_repo(REPO)  # nothing was written
+    assert hub.publish(REPO, tmp_path / "p", version=1).variants  # unsigned is still fine
+
+
 def test_refuse_files_that_do_not_match_their_digest(hub: LocalHub, project: Path) -> None:
     (project / "build" / "torch-cpu" / "helper.py").write_text("tampered = True\n")
     with pytest.raises(IntegrityError, match="changed: helper.py"):

@@ -259,6 +259,84 @@ def test_hub_records_protect_builds_without_a_digest(hub: LocalHub, tmp_path: Pa
         loader.get_kernel(REPO, version=1, hub=hub)
 
 
+# --- signed builds on a local hub ---------------------------------------------------------
+
+
+def _add_to_revision(hub: LocalHub, repo: str, commit: str, rel: str, data: bytes) -> None:
+    """Write a file into a published revision and its record, as anyone who can write
+    the hub directory could (the record is not signed)."""
+    import json
+
+    from kernelforge.digest import b64_sha256
+
+    obj = hub.root / repo / "objects" / commit
+    target = obj / rel
+    if target.exists():
+        target.chmod(0o644)
+    target.write_bytes(data)
+    record = json.loads((obj / ".commit.json").read_text())
+    record["files"][rel] = b64_sha256(data)
+    (obj / ".commit.json").write_text(json.dumps(record))
+
+
+@pytest.fixture
+def signer(tmp_path: Path):
+    from kernelforge import signing, trust
+
+    key = signing.generate_key(tmp_path / "alice.pem")
+    trust.add_key(key.public.text, name="alice", repos=("kernels-test/*",))
+    return key
+
+
+def test_signed_build_without_digest_is_refused_on_a_local_hub(
+    hub: LocalHub, tmp_path: Path, signer
+) -> None:
+    from kernelforge.errors import TrustError
+
+    repo = "kernels-test/nodigest"
+    make_variant(tmp_path / "p", "torch-cpu", module_id=uid("nds"), value=5,
+                 with_digest=False)
+    commit = hub.publish(repo, tmp_path / "p", version=1).commit
+    # your own digest-less build loads on the owner mark, which covers every file
+    assert "published to this local hub by you" in loader.kernel_info(
+        repo, version=1, hub=hub).trust
+    assert loader.get_kernel(repo, version=1, hub=hub, backend="cpu").VALUE == 5
+    meta = (hub.variant_path(repo, commit, "torch-cpu") / "metadata.json").read_bytes()
+    # a signature over the digest-less metadata (publish --sign refuses to make one),
+    # then the code swapped: the signature still verifies, the owner mark no longer does
+    _add_to_revision(hub, repo, commit, "build/torch-cpu.sig",
+                     signer.sign_variant("torch-cpu", meta))
+    _add_to_revision(hub, repo, commit, "build/torch-cpu/__init__.py", b"VALUE = 666\n")
+    info = loader.kernel_info(repo, version=1, hub=hub)
+    assert "signed by trusted key" in info.trust  # what the refusal below overrides
+    with pytest.raises(TrustError, match="signed metadata.json records no file digests"):
+        loader.get_kernel(repo, version=1, hub=hub)
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_a_build_copied_to_another_version_branch_is_refused(
+    hub: LocalHub, tmp_path: Path, signer, monkeypatch, owned: bool
+) -> None:
+    from kernelforge.errors import TrustError
+
+    repo = f"kernels-test/replay{int(owned)}"
+    make_variant(tmp_path / "p", "torch-cpu", module_id=uid("rp"), value=1)
+    commit = hub.publish(repo, tmp_path / "p", version=1, signer=signer).commit
+    ref = hub.root / repo / "refs" / "heads" / "v7"
+    ref.write_text(commit + "\n")  # v1's signed build served as v7
+    if not owned:  # another user: the owner mark cannot vouch, the signature does
+        from kernelforge import trust
+
+        monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "other-config"))
+        trust.add_key(signer.public.text, name="alice", repos=("kernels-test/*",))
+    vouch = "published by you" if owned else f"signed by {signer.public.key_id}"
+    with pytest.raises(TrustError, match=f"branch v7 serves a build {vouch} as version 1"):
+        loader.get_kernel(repo, version=7, hub=hub)
+    with pytest.raises(TrustError, match="branch v7"):
+        loader.get_kernel(repo, revision="v7", hub=hub)
+    assert loader.get_kernel(repo, version=1, hub=hub).VALUE == 1
+
+
 # --- local builds and overrides ----------------------------------------------------------
 
 

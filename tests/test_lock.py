@@ -4,6 +4,7 @@ load, refusing anything the lock does not pin, and Hugging Face's kernels.lock."
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,31 @@ def test_hf_kernels_lock_pins_the_commit_only(hf: HfHub, tmp_path: Path) -> None
         loader.get_locked_kernel(REPO, lockfile=lock, hub=hf)
     module = loader.get_locked_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)
     assert (module.__name__, module.VALUE) == (module_id, 1)
+
+
+def test_kernels_lock_download_warns_and_load_kernel_takes_trust_remote_code(
+    hf: HfHub, tmp_path: Path, caplog
+) -> None:
+    commit, module_id = publish(hf, REPO, tmp_path / "v1", value=3)
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
+                                 "lock": {"commit": commit}}]))
+    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
+        fetched = download_locked(lock, hub=hf)  # fetched all the same
+    assert [(r, v) for r, v, _ in fetched] == [(REPO, "torch-cpu")]
+    assert "kernels.lock pins only its commit, and a load will refuse it" in caplog.text
+    assert f"kernelforge trust allow {REPO}" in caplog.text
+    assert f"trust_remote_code=[{REPO!r}] to load_kernel" in caplog.text
+    with pytest.raises(TrustError, match="trust_remote_code="):
+        loader.load_kernel(REPO, lockfile=lock, hub=hf)
+    module = loader.load_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=[REPO])
+    assert (module.__name__, module.VALUE) == (module_id, 3)
+    # once the repository is allowed, download has nothing to warn about
+    trust.allow_repo(REPO)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
+        download_locked(lock, hub=hf)
+    assert "pins only its commit" not in caplog.text
 
 
 def test_lock_errors(hf: HfHub, tmp_path: Path) -> None:

@@ -108,6 +108,32 @@ def test_bad_patterns_are_refused() -> None:
         trust.allow_repo("not a repo")
 
 
+KEY_TEXT = "ed25519:" + "A" * 43 + "="
+
+
+@pytest.mark.parametrize("doc, problem", [
+    # a string where a list belongs would be read as one-character patterns, "*" among them
+    ({"allow": "alice/*"}, r'"allow": expected a list of repository patterns'),
+    ({"keys": [{"key-id": "ab", "public-key": KEY_TEXT, "repos": "alice/*"}]},
+     r'keys\[0\] \(key ab\) "repos": expected a list'),
+    ({"sigstore": [{"identity": "me", "issuer": "https://x", "repos": "alice/*"}]},
+     r'sigstore\[0\] \(me\) "repos": expected a list'),
+    # patterns the command line refuses are refused in the file too
+    ({"allow": ["alice*"]}, r"\"allow\": 'alice\*' is not a repository pattern"),
+    ({"keys": [{"key-id": "ab", "public-key": KEY_TEXT, "repos": ["*/*"]}]},
+     r"keys\[0\] \(key ab\) \"repos\": '\*/\*' is not a repository pattern"),
+    ({"allow": [7]}, r'"allow": expected a list'),
+    ({"keys": {"ab": KEY_TEXT}}, r"'keys' must be a list"),
+])
+def test_store_entries_must_be_lists_of_valid_patterns(env: dict[str, Path], doc: dict,
+                                                       problem: str) -> None:
+    path = env["config"] / "trust.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"format": 1, **doc}))
+    with pytest.raises(TrustError, match=f"{path}: {problem}.*fix the file"):
+        trust.load_store()
+
+
 # --- owner marks --------------------------------------------------------------------------
 
 
@@ -211,6 +237,62 @@ def test_cli_keygen_trust_list_remove(env: dict[str, Path], capsys) -> None:
     assert main(["trust", "remove", "x/y"]) == 1
     assert "is not in the trust store" in capsys.readouterr().err
     assert main(["keygen", "--name", "ci"]) == 1  # exists
+
+
+def test_cli_keygen_force_untrusts_the_replaced_key(env: dict[str, Path], capsys) -> None:
+    assert main(["keygen", "--repo", "me/*"]) == 0
+    old = capsys.readouterr().out.split("key id:")[1].split()[0]
+    assert main(["trust", "allow", "x/y"]) == 0  # other entries stay
+    assert main(["keygen", "--force"]) == 0
+    out = capsys.readouterr().out
+    new = out.split("key id:")[1].split()[0]
+    assert f"removed the replaced key {old} from your trust store" in out
+    store = trust.load_store()
+    assert [k.key_id for k in store.keys] == [new] and store.allow == ("x/y",)
+    assert store.keys[0].repos == ("me/*",)  # the replaced key's scope, not "*"
+    # --no-trust adds nothing, but still untrusts the key it replaces
+    assert main(["keygen", "--force", "--no-trust"]) == 0
+    assert f"removed the replaced key {new}" in capsys.readouterr().out
+    assert trust.load_store().keys == ()
+
+
+def test_cli_keygen_never_overwrites_a_key_with_its_public_half(
+    env: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    assert main(["keygen", "--out", str(tmp_path / "alice.pub"), "--no-trust"]) == 1
+    assert "must not end in .pub" in capsys.readouterr().err
+    assert not (tmp_path / "alice.pub").exists()
+    other = tmp_path / "bob.pub"
+    other.write_text("somebody else's key\n")
+    assert main(["keygen", "--out", str(tmp_path / "bob.pem"), "--no-trust"]) == 1
+    err = capsys.readouterr().err
+    assert f"{other}: exists and would be overwritten" in err and "--force" in err
+    assert other.read_text() == "somebody else's key\n" and not (tmp_path / "bob.pem").exists()
+    assert main(["keygen", "--out", str(tmp_path / "bob.pem"), "--no-trust", "--force"]) == 0
+    key = signing.load_signing_key(tmp_path / "bob.pem")
+    assert other.read_text().strip() == key.public.text
+
+
+def test_cli_keygen_checks_the_store_before_writing(env: dict[str, Path], monkeypatch,
+                                                    capsys) -> None:
+    store = env["config"] / "trust.json"
+    store.parent.mkdir(parents=True)
+    store.write_text('{"format": 1, "keys": [')
+    assert main(["keygen"]) == 1
+    assert f"{store}: not valid JSON" in capsys.readouterr().err
+    assert not (env["config"] / "keys").exists()
+    # a failure after the key is written says how to trust it, not "--force"
+    store.write_text('{"format": 1}')
+
+    def fail(*args, **kwargs):
+        raise TrustError("the store is locked")
+
+    monkeypatch.setattr(trust, "add_key", fail)
+    assert main(["keygen", "--repo", "me/*"]) == 1
+    err = capsys.readouterr().err
+    pub = env["config"] / "keys" / "default.pub"
+    assert f"kernelforge trust add {pub} --name default --repo 'me/*'" in err
+    assert "--force" not in err and pub.is_file()
 
 
 def test_importing_stays_light() -> None:

@@ -152,22 +152,86 @@ def _cmd_download(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replaced_key(path: Path, pub_file: Path) -> Any:
+    """The public key of the key file ``keygen --force`` is about to replace: from the
+    private key, else from its ``.pub`` file; ``None`` when neither can be read."""
+    from kernelforge.signing import PublicKey, load_signing_key
+
+    try:
+        return load_signing_key(path).public
+    except KernelforgeError:
+        pass  # unreadable or not ed25519: the .pub next to it may still say which key it was
+    try:
+        return PublicKey.parse(pub_file.read_text(encoding="ascii"))
+    except (OSError, UnicodeDecodeError, KernelforgeError):
+        return None
+
+
 def _cmd_keygen(args: argparse.Namespace) -> int:
     from kernelforge import trust
     from kernelforge.signing import generate_key
 
     path = Path(args.out).expanduser() if args.out else (
         trust.config_dir() / "keys" / f"{args.name}.pem")
+    pub_file = path.with_suffix(".pub")
+    repos = list(args.repo or ["*"])
+    # Every refusal comes before anything is written.
+    if path.suffix == ".pub":
+        raise KernelforgeError(
+            f"--out {path}: the private key file must not end in .pub (the public key is "
+            f"written next to it as NAME.pub and would overwrite it); pass e.g. "
+            f"--out {path.with_suffix('.pem')}"
+        )
+    if path.exists() and not args.force:
+        raise KernelforgeError(
+            f"{path}: a key already exists; pass --force to replace it (the replaced key is "
+            "then removed from your trust store), or choose another --name or --out"
+        )
+    if pub_file.exists() and not path.exists() and not args.force:
+        raise KernelforgeError(
+            f"{pub_file}: exists and would be overwritten by the new public key; move it "
+            "away, choose another --out, or pass --force to replace it"
+        )
+    replacing = path.exists()
+    old = _replaced_key(path, pub_file) if replacing else None
+    store = None
+    if not args.no_trust or old is not None:
+        store = trust.load_store()  # a malformed store is refused before any key is written
     key = generate_key(path, overwrite=args.force)
     public = key.public
-    pub_file = path.with_suffix(".pub")
     pub_file.write_text(public.text + "\n", encoding="ascii")
     print(f"private key: {path} (keep it secret)")
     print(f"public key:  {public.text}  (also in {pub_file})")
     print(f"key id:      {public.key_id}")
+    if replacing and old is None:
+        print(f"note: the replaced key {path} could not be read, so it may still be in your "
+              "trust store; check 'kernelforge trust list' and remove it with "
+              "'kernelforge trust remove KEY_ID'")
+    entry = (store.key(old.key_id) if old is not None and store is not None
+             and old.key_id != public.key_id else None)
+    stale = entry.key_id if entry is not None else None
+    if entry is not None and not args.repo:
+        repos = list(entry.repos)  # a rotated key keeps its scope rather than widening to *
+    try:
+        if not args.no_trust:
+            trust.add_key(public.text, name=args.name, repos=tuple(repos), replaces=stale)
+        elif stale is not None:
+            trust.remove(stale)
+    except (KernelforgeError, OSError) as err:
+        fixes = [] if args.no_trust else [
+            f"kernelforge trust add {pub_file} --name {args.name} "
+            + " ".join(f"--repo '{r}'" for r in repos)]
+        if stale is not None:
+            fixes.append(f"kernelforge trust remove {stale}")
+        raise KernelforgeError(
+            f"the new key is written ({path}, {pub_file}), but your trust store could not "
+            f"be updated ({err}); once it is fixed, run: {'; '.join(fixes)}"
+        ) from err
     if not args.no_trust:
-        trust.add_key(public.text, name=args.name, repos=tuple(args.repo or ["*"]))
-        print(f"added to your trust store for {', '.join(args.repo or ['*'])}")
+        print(f"added to your trust store for {', '.join(repos)}")
+    if stale is not None:
+        print(f"removed the replaced key {stale} from your trust store; others who trust it "
+              f"should run 'kernelforge trust remove {stale}'")
     print(f"publish with: kernelforge publish PROJECT --repo ORG/NAME --sign {path}")
     print(f"others trust it with: kernelforge trust add '{public.text}' --repo 'ORG/*'")
     return 0
@@ -263,9 +327,11 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--name", default="default", help="key name (default: default)")
     p.add_argument("--out", help="private key file (default: <config>/keys/NAME.pem)")
     p.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
-                   help="trust it yourself only for these repositories (org/*, repeatable)")
+                   help="trust it yourself only for these repositories (org/*, repeatable; "
+                        "default: *, or with --force the replaced key's)")
     p.add_argument("--no-trust", action="store_true", help="do not add it to your trust store")
-    p.add_argument("--force", action="store_true", help="replace an existing key file")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing key file (and untrust the replaced key)")
     p.set_defaults(func=_cmd_keygen)
 
     p = sub.add_parser("trust", help="manage trusted publisher keys and allowed repositories")

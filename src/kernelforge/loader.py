@@ -312,6 +312,40 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(), *, published: bool 
         return module
 
 
+def _check_signed_build(plan: Plan) -> None:
+    """Refuse what a signature (or owner mark) vouches for only in part.
+
+    A signature covers ``metadata.json`` alone: without a ``digest`` block it says nothing
+    about the code, on any hub (a local hub's commit record is unsigned and writable by
+    whoever can write the hub). Nor does it cover the branch: a build signed as version
+    M served from branch ``vN`` was copied there (a rollback or replay).
+    """
+    from kernelforge.hub.base import VERSION_BRANCH_RE
+
+    info, decision, req = plan.info, plan.decision, plan.request
+    if decision is None or req is None:
+        return
+    if decision.signer is not None and not plan.metadata.get("digest") and plan.locked is None:
+        raise TrustError(
+            f"{info.repo} (variant {info.variant}): its signed metadata.json records no "
+            "file digests, so the signature does not cover the code; refusing to load it "
+            "(ask the publisher to rebuild with kernelforge, which writes digests, and "
+            "republish; or pin it with a kernelforge.lock)"
+        )
+    match = VERSION_BRANCH_RE.match(info.branch or "")
+    version = plan.metadata.get("version")
+    if (match and (decision.signer is not None or req.owned) and isinstance(version, int)
+            and not isinstance(version, bool) and version != int(match.group(1))):
+        vouch = (f"signed by {decision.signer}" if decision.signer is not None
+                 else "published by you")
+        raise TrustError(
+            f"{info.repo} (variant {info.variant}): branch {info.branch} serves a build "
+            f"{vouch} as version {version} (metadata.json 'version'), so it was copied "
+            f"there from another version; refusing to load it (republish version "
+            f"{match.group(1)}, or load version={version} if that is the build you want)"
+        )
+
+
 def _load_plan(plan: Plan) -> ModuleType:
     """Enforce the trust decision, fetch, verify and import a located kernel."""
     from kernelforge import policy
@@ -323,13 +357,7 @@ def _load_plan(plan: Plan) -> ModuleType:
             raise HubError(f"{info.repo}: nothing to load")
         return _load(info.path)
     policy.require(plan.decision, plan.request)
-    if (plan.decision.signer is not None and not plan.metadata.get("digest")
-            and plan.locked is None and plan.hub.kind != "local"):
-        raise TrustError(
-            f"{info.repo} (variant {info.variant}): its signed metadata.json records no "
-            "file digests, so the signature does not cover the code; refusing to load it "
-            "(rebuild with a current builder, or pin it with a lock file)"
-        )
+    _check_signed_build(plan)
     if not plan.metadata.get("digest") and plan.locked is None and plan.hub.kind != "local":
         logger.warning("%s (variant %s): its metadata.json records no file digests; the "
                        "files are checked only against what was downloaded", info.repo,
@@ -500,6 +528,7 @@ def load_kernel(
     backend: str | None = None,
     hub: HubArg = None,
     check_arch: bool = True,
+    trust_remote_code: TrustArg = False,
 ) -> ModuleType:
     """Load a locked kernel without any network access (``kernelforge download`` first).
 
@@ -509,6 +538,9 @@ def load_kernel(
         backend: choose the variant for this backend instead of the system's.
         hub: as for :func:`get_locked_kernel`.
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
+        trust_remote_code: as for :func:`get_locked_kernel`; needed only for a lock
+            without digests (Hugging Face's ``kernels.lock``) of a kernel that is not
+            signed by a trusted key or allowed.
 
     Returns:
         The kernel package.
@@ -517,10 +549,13 @@ def load_kernel(
         HubError: the locked variant is not in the download cache.
         LockError, IntegrityError, TrustError: as for :func:`get_locked_kernel`.
     """
+    from kernelforge.policy import allow_key
+
     validate_repo_id(repo_id)
-    key = ("cached", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch)
+    key = ("cached", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch,
+           allow_key(trust_remote_code))
     return _cached(key, lambda: _load_plan(_locate_locked(
-        repo_id, lockfile, backend, hub, check_arch, False, cache_only=True)))
+        repo_id, lockfile, backend, hub, check_arch, trust_remote_code, cache_only=True)))
 
 
 def get_local_kernel(

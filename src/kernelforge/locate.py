@@ -40,6 +40,7 @@ __all__ = [
     "locate_hub",
     "locate_local",
     "locate_locked",
+    "trust_request",
 ]
 
 logger = logging.getLogger(__name__)
@@ -318,10 +319,22 @@ def locate_local(
     return Plan(info, metadata=meta)
 
 
-def _trust(
+def trust_request(
     h: Hub, repo_id: str, commit: str, name: str, data: bytes, allow: AllowArg,
     pinned: str | None,
 ) -> tuple[TrustRequest, TrustDecision]:
+    """What the trust policy is shown for one variant of a hub revision, and its decision.
+
+    Args:
+        h: the hub.
+        repo_id, commit, name: the repository, commit and variant.
+        data: the exact bytes of the variant's ``metadata.json``.
+        allow: ``trust_remote_code``.
+        pinned: the lock file that pins the variant's files, if any.
+
+    Returns:
+        ``(request, decision)``; the decision is made, not enforced.
+    """
     from kernelforge import policy
 
     owned = isinstance(h, LocalHub) and h.owned(repo_id, commit)
@@ -381,7 +394,7 @@ def locate_hub(
              else f"revision {sel.commit[:7]}")
     name, data, meta, trace = _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None),
                                       f"{sel.repo_id} ({where})", backend, check_arch)
-    req, decision = _trust(h, sel.repo_id, sel.commit, name, data, allow, None)
+    req, decision = trust_request(h, sel.repo_id, sel.commit, name, data, allow, None)
     info = KernelInfo(sel.repo_id, sel.branch, sel.commit, name,
                       _cached_path(h, sel.repo_id, sel.commit, name), trace, meta["id"],
                       meta.get("version"), "hub", h.describe(), sel.notes, str(decision))
@@ -423,7 +436,7 @@ def locate_locked(
     name, data, meta, trace = _choose(names, _hub_meta(h, repo, commit, locked), what,
                                       backend, check_arch)
     pins = locked.variants[name].files if locked.variants is not None else None
-    req, decision = _trust(h, repo, commit, name, data, allow,
+    req, decision = trust_request(h, repo, commit, name, data, allow,
                            lockfile if pins is not None else None)
     notes: tuple[str, ...] = (f"pinned by {lockfile}: commit {commit[:12]}"
              + ("" if pins is not None else " (a lock without digests: files are checked "

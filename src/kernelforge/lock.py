@@ -504,6 +504,28 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
     return check(fetched.path, fetched.recorded)
 
 
+def _trust_problem(h: Any, locked: LockedKernel, name: str, path: Path) -> str | None:
+    """Why a fetched variant of a lock without digests would be refused at load, if it
+    would (a lock with digests pins the files, which is trust enough)."""
+    from kernelforge.errors import TrustError
+    from kernelforge.hub._staging import read_metadata
+    from kernelforge.locate import trust_request
+
+    if locked.variants is not None:
+        return None
+    data = (path / "metadata.json").read_bytes()
+    try:
+        _req, decision = trust_request(h, locked.repo, locked.commit, name, data, False, None)
+    except TrustError as err:
+        return str(err)
+    if not decision.allowed:
+        return str(decision)
+    if decision.signer is not None and not read_metadata(path).get("digest"):
+        return ("its signed metadata.json records no file digests, so the signature does "
+                "not cover the code")
+    return None
+
+
 def download_locked(
     lockfile: str | os.PathLike[str],
     *,
@@ -521,7 +543,9 @@ def download_locked(
 
     Returns:
         ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
-        verified against the lock.
+        verified against the lock. A variant a load would refuse (a lock without
+        digests, for a kernel neither signed by a trusted key nor allowed) is fetched
+        all the same, with a WARNING log line saying how to allow it.
 
     Raises:
         LockError, HubError, IntegrityError, VariantNotFoundError.
@@ -540,5 +564,14 @@ def download_locked(
                                  check_arch=True, allow=True, cache_only=False)
             names = [plan.info.variant]
         for name in names:
-            out.append((repo_id, name, _fetch_checked(h, locked, name)))
+            path = _fetch_checked(h, locked, name)
+            problem = _trust_problem(h, locked, name, path)
+            if problem is not None:
+                logger.warning(
+                    "%s (variant %s): %s pins only its commit, and a load will refuse it: "
+                    "%s. To load it: trust its publisher's key ('kernelforge trust add KEY "
+                    "--repo ORG/*'), allow the repository ('kernelforge trust allow %s'), or "
+                    "pass trust_remote_code=[%r] to load_kernel / get_locked_kernel",
+                    repo_id, name, lock.path.name, problem, locked.repo, locked.repo)
+            out.append((repo_id, name, path))
     return out

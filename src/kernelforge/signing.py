@@ -25,6 +25,7 @@ import binascii
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "PublicKey",
     "Signature",
     "SigningKey",
+    "check_signable",
     "generate_key",
     "load_signing_key",
     "parse_signature",
@@ -127,6 +129,29 @@ class PublicKey:
         except InvalidSignature:
             return False
         return True
+
+
+def check_signable(digests: Mapping[str, Mapping[str, Any] | None], where: object) -> None:
+    """Refuse to sign variants whose ``metadata.json`` records no file digests.
+
+    A signature covers only the metadata; without its ``digest`` block it would vouch
+    for none of the code.
+
+    Args:
+        digests: ``{variant: digest block}`` (empty or ``None`` where there is none).
+        where: the build directory, for messages.
+
+    Raises:
+        TrustError: naming the variants without digests and how to get them.
+    """
+    missing = sorted(v for v, block in digests.items() if not block)
+    if missing:
+        raise TrustError(
+            f"{where}: cannot sign variant(s) {', '.join(missing)}: their metadata.json "
+            "records no file digests, so a signature would not cover the code; rebuild with "
+            "'kernelforge build' (which writes digests) and publish again, or publish "
+            "without --sign"
+        )
 
 
 class SigningKey:

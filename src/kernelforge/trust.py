@@ -181,16 +181,38 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
         return TrustError(f"{path}: {problem}; fix the file or remove it and re-add your "
                           "keys with 'kernelforge trust add'")
 
+    def entries(name: str) -> list[Any]:
+        value = doc.get(name, [])
+        if not isinstance(value, list):
+            raise bad(f"{name!r} must be a list, got {value!r}")
+        return value
+
+    def patterns(entry: str, value: Any) -> tuple[str, ...]:
+        # A string here would be read as a list of one-character patterns, "*" among them.
+        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+            raise bad(f"{entry}: expected a list of repository patterns such as "
+                      f'["org/*"], got {value!r}')
+        for pattern in value:
+            try:
+                _check_patterns((pattern,))
+            except ValueError as err:
+                raise bad(f"{entry}: {pattern!r} is not a repository pattern (expected "
+                          "'org/name', 'org/*' or '*'; 'kernelforge trust' accepts the "
+                          "same)") from err
+        return tuple(value)
+
     if not isinstance(doc, dict) or doc.get("format") != STORE_FORMAT:
         raise bad(f"not a trust store (expected a JSON object with \"format\": {STORE_FORMAT})")
     try:
         keys = tuple(TrustedKey(str(k["key-id"]), str(k["public-key"]), str(k.get("name", "")),
-                                tuple(str(r) for r in k.get("repos", ["*"])))
-                     for k in doc.get("keys", []))
+                                patterns(f"keys[{i}] (key {k['key-id']}) \"repos\"",
+                                         k.get("repos", ["*"])))
+                     for i, k in enumerate(entries("keys")))
         sig = tuple(SigstoreIdentity(str(s["identity"]), str(s["issuer"]),
-                                     tuple(str(r) for r in s.get("repos", ["*"])))
-                    for s in doc.get("sigstore", []))
-        allow = tuple(str(a) for a in doc.get("allow", []))
+                                     patterns(f"sigstore[{i}] ({s['identity']}) \"repos\"",
+                                              s.get("repos", ["*"])))
+                    for i, s in enumerate(entries("sigstore")))
+        allow = patterns('"allow"', doc.get("allow", []))
     except (KeyError, TypeError, AttributeError) as err:
         raise bad(f"malformed entry ({err!r})") from err
     return TrustStore(keys, sig, allow, path)
@@ -243,6 +265,7 @@ def add_key(
     name: str = "",
     repos: tuple[str, ...] = ("*",),
     path: str | os.PathLike[str] | None = None,
+    replaces: str | None = None,
 ) -> TrustedKey:
     """Trust a publisher key (replacing an entry with the same id).
 
@@ -251,6 +274,8 @@ def add_key(
         name: a label for people.
         repos: the repository patterns it may sign for (``("*",)``: any).
         path: the store file; ``None`` for the default.
+        replaces: the id of a key this one replaces; its entry is removed in the same
+            atomic update (a rotated key stops being trusted).
 
     Returns:
         The stored :class:`TrustedKey`.
@@ -262,8 +287,9 @@ def add_key(
 
     key = PublicKey.parse(public_key)
     entry = TrustedKey(key.key_id, key.text, name, _check_patterns(tuple(repos)))
+    gone = {key.key_id, replaces}
     _update(path, lambda s: replace(
-        s, keys=tuple(k for k in s.keys if k.key_id != key.key_id) + (entry,)))
+        s, keys=tuple(k for k in s.keys if k.key_id not in gone) + (entry,)))
     return entry
 
 

@@ -88,6 +88,8 @@ class LocalHubWriter:
             HubError: the build is unfit to publish (no variants, a ``.pyc``, a link,
                 missing or wrong metadata) or the hub cannot be written.
             IntegrityError: a variant's files do not match its recorded digest.
+            TrustError: ``signer`` is given but a variant's ``metadata.json`` records
+                no file digests (a signature would not cover its code).
         """
         validate_repo_id(repo_id)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
@@ -99,6 +101,10 @@ class LocalHubWriter:
         if signer is not None and not callable(getattr(signer, "sign_variant", None)):
             raise TypeError(f"signer: expected a SigningKey, got {type(signer).__name__}")
         staged = stage_build(Path(build_dir), version)
+        if signer is not None:
+            from kernelforge.signing import check_signable
+
+            check_signable(staged.digests, build_dir)
         branch = f"v{version}"
         repo = self._repo_dir(repo_id)
         extra = {} if card is None else {CARD_FILE: card.encode("utf-8")}

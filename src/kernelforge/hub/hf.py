@@ -419,6 +419,8 @@ class HfHub:
 
         Raises:
             HubError: the build is unfit to publish or the Hub refused the commit.
+            TrustError: ``signer`` is given but a variant's ``metadata.json`` records
+                no file digests (a signature would not cover its code).
         """
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
@@ -430,6 +432,10 @@ class HfHub:
         if self.offline:
             raise HubError("cannot publish to the Hugging Face Hub offline (HF_HUB_OFFLINE)")
         staged = stage_build(Path(build_dir), version)
+        if signer is not None:
+            from kernelforge.signing import check_signable
+
+            check_signable(staged.digests, build_dir)
         _verify_staged(Path(build_dir), staged)
         branch = f"v{version}"
         self._call("creating the repository", repo_id, "create_repo", repo_id,
