@@ -307,8 +307,8 @@ def test_signed_build_without_digest_is_refused_on_a_local_hub(
     _add_to_revision(hub, repo, commit, "build/torch-cpu.sig",
                      signer.sign_variant("torch-cpu", meta))
     _add_to_revision(hub, repo, commit, "build/torch-cpu/__init__.py", b"VALUE = 666\n")
-    info = loader.kernel_info(repo, version=1, hub=hub)
-    assert "signed by trusted key" in info.trust  # what the refusal below overrides
+    said = loader.kernel_info(repo, version=1, hub=hub).trust  # says what the load does
+    assert said.startswith("trust: refused") and "records no file digests" in said, said
     with pytest.raises(TrustError, match="signed metadata.json records no file digests"):
         loader.get_kernel(repo, version=1, hub=hub)
 
@@ -330,6 +330,10 @@ def test_a_build_copied_to_another_version_branch_is_refused(
         monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "other-config"))
         trust.add_key(signer.public.text, name="alice", repos=("kernels-test/*",))
     vouch = "published by you" if owned else f"signed by {signer.public.key_id}"
+    # kernel_info says what the load will do
+    said = loader.kernel_info(repo, version=7, hub=hub).trust
+    assert said.startswith("trust: refused") and "branch v7 serves a build" in said, said
+    assert "allowed" in loader.kernel_info(repo, version=1, hub=hub).trust
     with pytest.raises(TrustError, match=f"branch v7 serves a build {vouch} as version 1"):
         loader.get_kernel(repo, version=7, hub=hub)
     with pytest.raises(TrustError, match="branch v7"):

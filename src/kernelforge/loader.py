@@ -610,13 +610,21 @@ def kernel_info(
     Raises:
         As :func:`get_kernel`, except for trust, integrity and import errors.
     """
+    import dataclasses
+
     validate_repo_id(repo_id)
     _check_selector(revision, version)
     if lockfile is not None:
-        return _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
-                              cache_only=False).info
-    return _locate(repo_id, revision, version, backend, hub, check_arch,
-                   trust_remote_code).info
+        plan = _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
+                              cache_only=False)
+    else:
+        plan = _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code)
+    if plan.decision is not None and plan.decision.allowed:
+        try:  # what the load refuses after the policy allowed it
+            _check_signed_build(plan)
+        except TrustError as err:
+            return dataclasses.replace(plan.info, trust=f"trust: refused, {err}")
+    return plan.info
 
 
 def has_kernel(
