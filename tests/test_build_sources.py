@@ -31,15 +31,24 @@ def test_a_header_in_a_symlinked_directory_counts(tmp_path: Path, project: Path)
     assert content_hash(project) != before
 
 
-@pytest.mark.parametrize("folder", ["build", "result", ".hidden", ".venv"])
-def test_nested_folders_with_ignored_names_count(project: Path, folder: str) -> None:
-    """`build`, `result` and dot-folders are the project's outputs only at its root."""
+@pytest.mark.parametrize("folder", ["build", "result", ".hidden", ".venv", "__pycache__"])
+def test_folders_with_ignored_names_do_not_count_unless_listed(project: Path, folder: str
+                                                                ) -> None:
+    """Build outputs, environments and dot-folders are left out at any depth (editor
+    state and a nested build's outputs must not change the uid), but an include directory
+    the manifest names is hashed even there."""
     nested = project / "relu_cpu" / folder
     nested.mkdir()
     (nested / "k.h").write_text("#define K 1\n")
     before = content_hash(project)
     (nested / "k.h").write_text("#define K 2\n")
-    assert content_hash(project) != before
+    assert content_hash(project) == before
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace(
+        "[kernel.relu_cpu]\n", f'[kernel.relu_cpu]\ninclude = ["relu_cpu/{folder}"]\n'))
+    listed = content_hash(project)
+    (nested / "k.h").write_text("#define K 3\n")
+    assert content_hash(project) != listed
 
 
 def test_the_roots_own_outputs_do_not_count(project: Path) -> None:
@@ -50,7 +59,39 @@ def test_the_roots_own_outputs_do_not_count(project: Path) -> None:
     (project / "relu_cpu" / "__pycache__").mkdir()
     (project / "relu_cpu" / "__pycache__" / "x.pyc").write_bytes(b"\0")
     (project / ".scratch").write_text("editor state\n")
+    (project / "relu_cpu" / ".clang-format").write_text("BasedOnStyle: LLVM\n")
     assert content_hash(project) == before
+
+
+def test_include_dot_does_not_hash_the_builds_own_outputs(project: Path) -> None:
+    """`include = ["."]` names the whole project: its build/ and .kernelforge/ are still
+    outputs, so building does not change the uid."""
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace("[kernel.relu_cpu]\n",
+                                             '[kernel.relu_cpu]\ninclude = ["."]\n'))
+    before = content_hash(project)
+    for folder in ("build", ".kernelforge"):
+        (project / folder / "v").mkdir(parents=True)
+        (project / folder / "v" / "x.so").write_bytes(b"\0")
+    assert content_hash(project) == before
+
+
+def test_an_unreadable_file_is_an_error_not_left_out(project: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelforge.errors import BuildError
+
+    secret = project / "relu_cpu" / "secret.h"
+    secret.write_text("#define K 1\n")
+    real_open = Path.open
+
+    def open_(self: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        if self == secret:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", open_)
+    with pytest.raises(BuildError, match="cannot read .*secret.h .*Permission denied"):
+        content_hash(project)
 
 
 def test_a_listed_include_directory_counts_wherever_it_is(project: Path) -> None:

@@ -330,6 +330,21 @@ def test_check_reports_what_build_refuses(backends: str, rest: str, message: str
     assert "ok" not in captured.out
 
 
+def test_check_accepts_a_range_of_one_version_written_two_ways(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """minver 2.8.0 and maxver 2.8 are the same version to the build (packaging's
+    comparison), so check does not call the range empty."""
+    root = tmp_path / "k"
+    for rel in ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h",
+                "torch-ext/kk/__init__.py", "k_cpu/k.cpp"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    (root / "build.toml").write_text(
+        _GENERAL.format(backends='["cpu"]') + f'[torch]\n{_BINDING}\nminver = "2.8.0"\n'
+        'maxver = "2.8"\n' + _kernel("k", "cpu", '["k_cpu/k.cpp"]'))
+    assert main(["check", str(root)]) == 0, capsys.readouterr().err
+
+
 def test_check_notes_a_dependency_not_installed_here(tmp_path: Path, monkeypatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     import importlib.metadata

@@ -151,6 +151,7 @@ def test_digest_block_is_metadata_shaped(variant: Path) -> None:
         ("refuse", ["__pycache__/__init__.cpython-311.pyc", "sub/__pycache__/x.txt",
                     "sub/loose.pyc"]),
         ("allow-pycache", ["sub/loose.pyc"]),
+        (None, ["sub/loose.pyc"]),  # the default: what a load does
     ],
 )
 def test_verify_variant_refuses_bytecode_by_rule(variant: Path, bytecode, refused) -> None:
@@ -161,7 +162,10 @@ def test_verify_variant_refuses_bytecode_by_rule(variant: Path, bytecode, refuse
     write(variant, "sub/__pycache__/x.txt", "x")
     write(variant, "sub/loose.pyc", b"\0")
     with pytest.raises(IntegrityError) as info:
-        verify_variant(variant, meta, bytecode=bytecode)
+        if bytecode is None:
+            verify_variant(variant, meta)
+        else:
+            verify_variant(variant, meta, bytecode=bytecode)
     assert sorted(p.split(" ")[1] for p in info.value.problems) == refused
     assert all(p.startswith("extra: ") and "delete" in p for p in info.value.problems)
     # the digest itself is unchanged: the reference hashes no bytecode either

@@ -226,53 +226,66 @@ def no_evil(monkeypatch):
 
 
 @pytest.mark.parametrize("module", ["__init__", "helper"])
-def test_planted_bytecode_in_a_local_hub_is_refused(env, tmp_path: Path, no_evil,
+def test_planted_bytecode_in_a_local_hub_never_runs(env, tmp_path: Path, no_evil,
                                                     module: str) -> None:
+    """Bytecode in a revision's __pycache__ (planted, or written by an older version's
+    loads) is never read: the kernel runs its checked sources, and the revision stays
+    verifiable."""
     hub = LocalHub(env["hub"])
-    module_id = uid("pyc")
+    make_variant(tmp_path / "p", module_id=uid("pyc"))
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    _writable(vdir)
+    _plant_bytecode(vdir, module)
+    kernel = loader.get_kernel(REPO, version=1, hub=hub)
+    assert kernel.VALUE == 1 and not hasattr(kernel, "PWNED")
+    assert kernel.helper.double(4) == 8 and not hasattr(kernel.helper, "PWNED")
+    hub.verify(REPO, commit)
+
+
+def test_sourceless_bytecode_in_a_local_hub_is_refused(env, tmp_path: Path, no_evil) -> None:
+    import py_compile
+
+    hub = LocalHub(env["hub"])
+    module_id = uid("hubloose")
     make_variant(tmp_path / "p", module_id=module_id)
     commit = hub.publish(REPO, tmp_path / "p", version=1).commit
     vdir = hub.variant_path(REPO, commit, "torch-cpu")
     _writable(vdir)
-    rel = _plant_bytecode(vdir, module)
-    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), f"extra: {rel}", module_id)
-    with pytest.raises(IntegrityError, match=f"extra: build/torch-cpu/{rel}.*delete"):
+    (tmp_path / "evil.py").write_text(EVIL)
+    py_compile.compile(str(tmp_path / "evil.py"), cfile=str(vdir / "evil.pyc"), doraise=True)
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), "extra: evil.pyc", module_id)
+    with pytest.raises(IntegrityError, match="extra: build/torch-cpu/evil.pyc.*delete it"):
         hub.verify(REPO, commit)
 
 
-def test_planted_bytecode_in_the_download_cache(env, tmp_path: Path, key, monkeypatch,
-                                                no_evil) -> None:
+def test_planted_bytecode_in_the_download_cache_never_runs(env, tmp_path: Path, key,
+                                                           no_evil) -> None:
     api = FakeHfApi(tmp_path / "remote")
     hf = HfHub(api=api, cache=env["cache"])
-    module_id = uid("pycache")
-    make_variant(tmp_path / "p", module_id=module_id)
+    make_variant(tmp_path / "p", module_id=uid("pycache"))
     commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
     loader.kernel_info(REPO, version=1, hub=hf)
     fetched = hf.fetch_variant(REPO, commit, "torch-cpu")
-    rel = _plant_bytecode(fetched.path)
-    # offline: refused with the file named
+    _plant_bytecode(fetched.path)
     offline = HfHub(api=api, cache=env["cache"], offline=True)
-    _refused(lambda: loader.get_kernel(REPO, version=1, hub=offline), f"extra: {rel}",
-             module_id)
-    # online: the damaged entry is fetched again, and the clean copy loads
-    module = loader.get_kernel(REPO, version=1, hub=hf)
+    module = loader.get_kernel(REPO, version=1, hub=offline)
     assert module.VALUE == 1 and not hasattr(module, "PWNED")
-    assert not (hf.fetch_variant(REPO, commit, "torch-cpu").path / "__pycache__").exists()
 
 
-def test_planted_bytecode_in_a_locked_download(env, tmp_path: Path, no_evil) -> None:
+def test_planted_bytecode_in_a_locked_download_never_runs(env, tmp_path: Path,
+                                                          no_evil) -> None:
     api = FakeHfApi(tmp_path / "remote")
     hf = HfHub(api=api, cache=env["cache"])
-    module_id = uid("pyclock")
-    make_variant(tmp_path / "p", module_id=module_id)
+    make_variant(tmp_path / "p", module_id=uid("pyclock"))
     commit = hf.publish(REPO, tmp_path / "p", version=1).commit
     project = tmp_path / "project"
     project.mkdir()
     (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
     lock = lock_project(project, hub=hf, allow=True).path
-    rel = _plant_bytecode(hf.fetch_variant(REPO, commit, "torch-cpu").path)
-    _refused(lambda: loader.load_kernel(REPO, lockfile=lock, hub=hf.cache_only()),
-             f"extra: {rel}", module_id)
+    _plant_bytecode(hf.fetch_variant(REPO, commit, "torch-cpu").path)
+    module = loader.load_kernel(REPO, lockfile=lock, hub=hf.cache_only())
+    assert module.VALUE == 1 and not hasattr(module, "PWNED")
 
 
 @pytest.mark.parametrize("module", ["__init__", "helper"])

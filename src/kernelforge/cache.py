@@ -356,8 +356,8 @@ def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:
         recorded: its recorded ``{relpath: base64 sha256}``.
 
     Returns:
-        ``False`` when something changed since, bytecode appeared in it, or nothing was
-        recorded: such an entry is worth fetching again; ``True`` when a verification
+        ``False`` when something changed since, a sourceless ``*.pyc`` appeared in it,
+        or nothing was recorded: such an entry is worth fetching again; ``True`` when a verification
         failure must come from the remote content itself.
     """
     from kernelforge.digest import verify_variant

@@ -13,11 +13,11 @@ implementation of the format, so digests written here validate there and vice ve
   every ``*.pyc`` file and everything under a ``__pycache__`` directory (Python writes
   these on import; they never ship).
 
-No digest covers bytecode, so a check that guards a load must not let bytecode through
-unnoticed: :func:`verify_variant` refuses it by default (a published or downloaded
-variant never holds any), or, for a local build that Python may have imported before,
-refuses only ``*.pyc`` files outside ``__pycache__`` (sourceless bytecode, which a plain
-import would run) while the loader itself never reads ``__pycache__``.
+No digest covers bytecode, so no load may run any: the loader compiles kernel packages
+from their checked sources and never reads ``__pycache__`` (where Python, other loaders
+and older kernelforge versions write bytecode), and :func:`verify_variant` refuses by
+default only ``*.pyc`` files outside ``__pycache__`` (sourceless bytecode, which a plain
+import would run in place of a missing source). ``bytecode="refuse"`` refuses all of it.
 
 Symbolic links and other non-regular files are refused: a variant is a plain tree, and a
 link could point the importer at files the digest never covered.
@@ -83,8 +83,7 @@ def _bytecode_problem(relpath: str, rule: BytecodeRule) -> str | None:
         return None
     fix = "delete that __pycache__ directory" if in_cache else "delete it"
     if rule == "refuse":
-        why = "a published or downloaded variant never holds any"
-        fix += ", or publish or fetch the variant again"
+        why = "this check allows none"
     else:
         why = "a build ships .py sources, and Python writes bytecode into __pycache__ only"
     return f"extra: {relpath} (Python bytecode: no digest covers it, and {why}; {fix})"
@@ -283,7 +282,7 @@ def verify_variant(
     metadata_sha256: str | None = None,
     recorded: Mapping[str, str] | None = None,
     locked: Mapping[str, str] | None = None,
-    bytecode: BytecodeRule = "refuse",
+    bytecode: BytecodeRule = "allow-pycache",
 ) -> dict[str, str]:
     """Check a variant directory against every digest known for it, hashing each file once.
 
@@ -295,11 +294,10 @@ def verify_variant(
         recorded: sha256 digests recorded by a hub or the download cache, keyed by
             relpath, ``metadata.json`` included.
         locked: sha256 digests from a lock file, likewise.
-        bytecode: what to do with bytecode, which no digest covers: ``"refuse"``
-            (default: a published or downloaded variant holds none), or
-            ``"allow-pycache"`` for a local build (``__pycache__`` left out, since the
-            loader never reads it; a ``*.pyc`` elsewhere, which a plain import would run
-            in place of missing source, refused).
+        bytecode: what to do with bytecode, which no digest covers:
+            ``"allow-pycache"`` (default: ``__pycache__`` left out, since the loader never
+            reads it; a ``*.pyc`` elsewhere, which a plain import would run in place of
+            a missing source, refused) or ``"refuse"`` (all of it).
 
     Returns:
         The sha256 of every file as found (``metadata.json`` left out), as

@@ -248,12 +248,12 @@ def _loaded_elsewhere(
         return other, False
 
 
-def _load(variant_dir: Path, anchors: _Anchors = _Anchors(), *, published: bool = False
-          ) -> ModuleType:
+def _load(variant_dir: Path, anchors: _Anchors = _Anchors()) -> ModuleType:
     """Verify and import a variant, once per directory and once per module id.
 
-    ``published``: the variant comes from a hub or the download cache, which never
-    hold bytecode; a local build may (``__pycache__`` is left out, never read).
+    Bytecode under ``__pycache__`` is left out of the check (Python, other loaders and
+    older kernelforge versions write it; the import never reads it); a ``*.pyc``
+    elsewhere, which a plain import would run in place of a missing source, is refused.
     """
     from kernelforge.digest import verify_variant
 
@@ -269,7 +269,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(), *, published: bool 
         module_id = str(meta["id"])
         actual = verify_variant(variant_dir, meta, metadata_sha256=anchors.metadata_sha256,
                                 recorded=anchors.recorded, locked=anchors.locked,
-                                bytecode="refuse" if published else "allow-pycache")
+                                bytecode="allow-pycache")
         if not meta.get("digest") and anchors == _Anchors():
             logger.info("%s: no digest recorded; its files are not verified", variant_dir)
         digest = tuple(sorted(actual.items()))
@@ -366,7 +366,7 @@ def _load_plan(plan: Plan) -> ModuleType:
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant)
     anchors = _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked)
     try:
-        return _load(fetched.path, anchors, published=True)
+        return _load(fetched.path, anchors)
     except IntegrityError as err:
         if (plan.hub.kind == "local" or fetched.fetched or getattr(plan.hub, "offline", True)
                 or is_intact(fetched.path, fetched.recorded)):
@@ -374,8 +374,7 @@ def _load_plan(plan: Plan) -> ModuleType:
         logger.warning("%s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)
-    return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked),
-                 published=True)
+    return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked))
 
 
 def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:

@@ -780,10 +780,6 @@ def check_project(path: str | Path) -> Manifest:
     return m
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split("."))
-
-
 def check_buildable(m: Manifest) -> list[str]:
     """Check what ``kernelforge build`` needs beyond a valid manifest, without building.
 
@@ -802,6 +798,8 @@ def check_buildable(m: Manifest) -> list[str]:
     Raises:
         ManifestError: naming the key at fault and the fix.
     """
+    from packaging.version import Version
+
     from kernelforge.build.plan import COMPILED_SUFFIXES
     from kernelforge.build.toolchain import BUILTIN_DEPENDS, HEADER_PACKAGES, resolve_dependency
     from kernelforge.errors import ToolchainError
@@ -810,7 +808,7 @@ def check_buildable(m: Manifest) -> list[str]:
     for key, low, high in (("torch", m.torch.minver if m.torch else None,
                             m.torch.maxver if m.torch else None),
                            ("general.cuda", m.cuda_minver, m.cuda_maxver)):
-        if low and high and _version_tuple(low) > _version_tuple(high):
+        if low and high and Version(low) > Version(high):  # as the build compares them
             r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no version "
                    "can be built", expected=f"{key}.maxver >= {key}.minver",
                    fix=f"raise {key}.maxver or lower {key}.minver")

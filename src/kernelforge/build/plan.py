@@ -31,11 +31,10 @@ BACKEND_DEFINES = {
     "rocm": ("-DROCM_KERNEL", "-DUSE_ROCM=1"),
 }
 
-#: Folders that never hold sources, wherever they are.
-IGNORED_EVERYWHERE = frozenset({".git", "__pycache__"})
-#: The project root's own build outputs and environments (dot-files are left out there
-#: too); the same names deeper in the tree are sources like any other.
-IGNORED_AT_ROOT = frozenset({"build", ".kernelforge", "result", ".venv"})
+#: Files and folders the tree walk leaves out at every depth, with every dot-file and
+#: bytecode: build outputs, environments and editor state, which change without the
+#: sources changing. A file the manifest lists is hashed wherever it is.
+IGNORED_NAMES = frozenset({"build", ".kernelforge", ".git", "__pycache__", "result", ".venv"})
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -121,49 +120,38 @@ class BuildPlan:
         }
 
 
-def _walk(directory: Path, rel: str, top: bool, ancestors: frozenset[str]
-          ) -> Iterable[tuple[str, Path]]:
-    """``(relative path, path)`` of every file under ``directory``, following symlinks
-    (a link back to a directory being walked is not entered again)."""
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
+def _walk(directory: Path, rel: str, ancestors: frozenset[str]) -> Iterable[tuple[str, Path]]:
+    """``(relative path, path)`` of every file under ``directory`` but the
+    :data:`IGNORED_NAMES`, dot-files and bytecode, following symlinks (a link back to a
+    directory being walked is not entered again; a dangling link is left out)."""
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         name = entry.name
-        if name in IGNORED_EVERYWHERE or name.endswith(".pyc"):
-            continue
-        if top and (name in IGNORED_AT_ROOT or name.startswith(".")):
+        if name in IGNORED_NAMES or name.startswith(".") or name.endswith(".pyc"):
             continue
         path = Path(entry.path)
         relpath = f"{rel}{name}"
-        try:
-            is_dir = entry.is_dir()  # follows symlinks
-            is_file = not is_dir and entry.is_file()
-        except OSError:
-            continue
-        if is_dir:
+        if entry.is_dir():  # follows symlinks
             real = os.path.realpath(path)
             if real not in ancestors:
-                yield from _walk(path, relpath + "/", False, ancestors | {real})
-        elif is_file:
+                yield from _walk(path, relpath + "/", ancestors | {real})
+        elif entry.is_file():
             yield relpath, path
 
 
 def iter_project_files(root: Path, listed: Iterable[str] = ()) -> Iterable[tuple[str, Path]]:
     """Every file of a project that can affect a build, as ``(relative path, path)`` in a
-    stable order: the project tree (symlinks followed, the root's own build outputs,
-    virtual environments and dot-files left out), plus every file ``listed`` (paths
+    stable order: the project tree (symlinks followed; build outputs, environments,
+    dot-files and bytecode left out: :data:`IGNORED_NAMES`), plus every file ``listed`` (paths
     relative to the project, e.g. the manifest's sources and include directories), even
     where the tree walk leaves it out.
     """
-    found: dict[str, Path] = dict(_walk(root, "", True, frozenset({os.path.realpath(root)})))
+    found: dict[str, Path] = dict(_walk(root, "", frozenset({os.path.realpath(root)})))
     for name in listed:
         path = root / name
         rel = Path(name).as_posix()
         if path.is_dir():
-            found.update(_walk(path, rel.rstrip("/") + "/", False,
-                               frozenset({os.path.realpath(path)})))
+            prefix = "" if rel in (".", "") else rel.rstrip("/") + "/"
+            found.update(_walk(path, prefix, frozenset({os.path.realpath(path)})))
         elif path.is_file():
             found[rel] = path
     return sorted(found.items(), key=lambda item: _walk_order(item[0]))
@@ -190,10 +178,16 @@ def hash_sources(root: Path, listed: Iterable[str] = ()) -> str:
     """A sha256 over the relative paths and contents of the project's files
     (:func:`iter_project_files`)."""
     h = hashlib.sha256()
-    for rel, path in iter_project_files(root, listed):
-        h.update(rel.encode() + b"\0")
-        with path.open("rb") as fh:
-            h.update(hashlib.sha256(fh.read()).digest())
+    try:
+        for rel, path in iter_project_files(root, listed):
+            h.update(rel.encode() + b"\0")
+            with path.open("rb") as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+    except OSError as err:  # a file left out would make the uid and up-to-date check lie
+        raise BuildError(
+            f"cannot read {err.filename or root} to hash the project's sources: "
+            f"{err.strerror or err}; fix its permissions, or move it out of the project"
+        ) from err
     return h.hexdigest()
 
 

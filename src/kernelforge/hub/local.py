@@ -435,11 +435,11 @@ class LocalHub(LocalHubWriter):
             commit: a full commit id.
 
         Raises:
-            IntegrityError: naming each changed, missing or extra file (bytecode too: a
-                published revision never holds any).
+            IntegrityError: naming each changed, missing or extra file (sourceless
+                ``*.pyc`` too; ``__pycache__`` is left out, as loads never read it).
         """
         from kernelforge.digest import verify_tree
 
         root = self._object_dir(repo_id, commit)
         verify_tree(root, self.recorded_files(repo_id, commit), ignore=(COMMIT_FILE,),
-                    bytecode="refuse")
+                    bytecode="allow-pycache")
