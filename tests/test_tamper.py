@@ -31,6 +31,17 @@ def _writable(vdir: Path) -> None:
             os.chmod(os.path.join(dirpath, name), 0o644)
 
 
+def _tamperable(env, tmp_path: Path, module_id: str) -> tuple[LocalHub, str, Path]:
+    """A variant published to the test's local hub: the hub, the commit and the variant
+    directory, its files made writable for tampering."""
+    hub = LocalHub(env["hub"])
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    _writable(vdir)
+    return hub, commit, vdir
+
+
 def _flip(path: Path, offset: int = 5) -> None:
     data = bytearray(path.read_bytes())
     data[offset] ^= 0x01
@@ -80,12 +91,8 @@ def _refused(call: Callable[[], object], problem: str, module_id: str,
 
 @pytest.mark.parametrize(("name", "tamper", "problem"), TAMPERS, ids=IDS)
 def test_local_hub(env, tmp_path: Path, other: Path, name, tamper, problem) -> None:
-    hub = LocalHub(env["hub"])
     module_id = uid("local")
-    make_variant(tmp_path / "p", module_id=module_id)
-    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
-    vdir = hub.variant_path(REPO, commit, "torch-cpu")
-    _writable(vdir)
+    hub, commit, vdir = _tamperable(env, tmp_path, module_id)
     tamper(vdir, other)
     _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), problem, module_id)
 
@@ -177,12 +184,8 @@ def test_a_forged_owner_record_is_not_trusted(env, tmp_path: Path) -> None:
     """Rewriting .commit.json to match tampered files breaks the owner mark."""
     from kernelforge import digest
 
-    hub = LocalHub(env["hub"])
     module_id = uid("forge")
-    make_variant(tmp_path / "p", module_id=module_id)
-    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
-    vdir = hub.variant_path(REPO, commit, "torch-cpu")
-    _writable(vdir)
+    hub, commit, vdir = _tamperable(env, tmp_path, module_id)
     (vdir / "helper.py").write_text("def double(x):\n    return 3 * x\n")
     record_path = hub.commit_path(REPO, commit) / ".commit.json"
     record_path.chmod(0o644)
@@ -231,11 +234,7 @@ def test_planted_bytecode_in_a_local_hub_never_runs(env, tmp_path: Path, no_evil
     """Bytecode in a revision's __pycache__ (planted, or written by an older version's
     loads) is never read: the kernel runs its checked sources, and the revision stays
     verifiable."""
-    hub = LocalHub(env["hub"])
-    make_variant(tmp_path / "p", module_id=uid("pyc"))
-    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
-    vdir = hub.variant_path(REPO, commit, "torch-cpu")
-    _writable(vdir)
+    hub, commit, vdir = _tamperable(env, tmp_path, uid("pyc"))
     _plant_bytecode(vdir, module)
     kernel = loader.get_kernel(REPO, version=1, hub=hub)
     assert kernel.VALUE == 1 and not hasattr(kernel, "PWNED")
@@ -246,12 +245,8 @@ def test_planted_bytecode_in_a_local_hub_never_runs(env, tmp_path: Path, no_evil
 def test_sourceless_bytecode_in_a_local_hub_is_refused(env, tmp_path: Path, no_evil) -> None:
     import py_compile
 
-    hub = LocalHub(env["hub"])
     module_id = uid("hubloose")
-    make_variant(tmp_path / "p", module_id=module_id)
-    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
-    vdir = hub.variant_path(REPO, commit, "torch-cpu")
-    _writable(vdir)
+    hub, commit, vdir = _tamperable(env, tmp_path, module_id)
     (tmp_path / "evil.py").write_text(EVIL)
     py_compile.compile(str(tmp_path / "evil.py"), cfile=str(vdir / "evil.pyc"), doraise=True)
     _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), "extra: evil.pyc", module_id)

@@ -99,6 +99,20 @@ def configurations(gk, m, n, k, layout):
     return fns
 
 
+def run_or_none(label: str, fn):
+    """The output of one call, or ``None`` where the configuration cannot run this
+    layout or shape (our variants raise ValueError; cuBLASLt refuses some shapes, e.g.
+    M not a multiple of 16, with a RuntimeError)."""
+    try:
+        return fn()
+    except ValueError:
+        return None
+    except RuntimeError:
+        if label != "cuBLASLt":
+            raise
+        return None
+
+
 def main() -> int:
     gk = bench_mod.load_kernel()
     specs = sys.argv[1:] or ["nt:4096x7168x16384", "nt:4096x4096x7168"]
@@ -117,15 +131,10 @@ def main() -> int:
         runnable = []
         ref = None
         for label, fn in fns:  # e.g. variants 13/14 need A MN-major
-            try:
-                out = fn()
-                runnable.append((label, fn))
-            except ValueError:
+            out = run_or_none(label, fn)
+            if out is None:
                 continue
-            except RuntimeError:  # cuBLASLt refuses some shapes (e.g. M not a multiple of 16)
-                if label != "cuBLASLt":
-                    raise
-                continue
+            runnable.append((label, fn))
             # Every fast configuration must agree with the op's choice (calc_diff ~1e-6).
             if label == "op":
                 ref = out.float()

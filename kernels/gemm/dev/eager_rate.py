@@ -74,15 +74,8 @@ def main() -> int:
             if label.startswith(("exact", "op exact")):
                 continue
             fns = [s[i][1] for s in sets]
-            try:
-                fns[0]()
-            except ValueError:  # a configuration this layout cannot run
-                continue
-            except RuntimeError:  # cuBLASLt refuses some shapes (e.g. M not a multiple of 16)
-                if label != "cuBLASLt":
-                    raise
-                continue
-            runnable[label] = fns
+            if ab.run_or_none(label, fns[0]) is not None:
+                runnable[label] = fns
         loops: dict[str, list[float]] = {label: [] for label in runnable}
         hosts: dict[str, list[float]] = {label: [] for label in runnable}
         for _ in range(ROUNDS):

@@ -82,9 +82,9 @@ def source_identity(root: Path, manifest: Manifest | None = None) -> SourceId:
     so two builds of one kernel never share a namespace. ``_dirty`` is appended when the
     project sits in a git work tree with uncommitted changes.
 
-    The hash covers every file of the project tree (symlinks followed; the root's own
-    ``build/``, ``.kernelforge/``, ``result``, ``.venv`` and dot-files left out) and,
-    given the ``manifest``, every file it lists in ``src`` and under ``include``
+    The hash covers every file of the project tree (symlinks followed; build outputs,
+    environments, dot-files and bytecode left out at any depth: ``plan.IGNORED_NAMES``)
+    and, given the ``manifest``, every file it lists in ``src`` and under ``include``
     wherever they are.
     """
     content = hash_sources(root, manifest_inputs(manifest) if manifest is not None else ())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -132,9 +131,6 @@ def compile_plan(
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     build_lib = work_dir / "lib"
-    # An extension left by an earlier build (another uid) must not be taken for this one;
-    # the objects stay, so nothing is compiled again, only linked.
-    shutil.rmtree(build_lib, ignore_errors=True)
     # The driver's instructions: what the plan fingerprints, plus where to build.
     spec = {
         **plan.fingerprint_inputs(),
