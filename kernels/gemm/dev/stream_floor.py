@@ -1,13 +1,15 @@
-"""How close the few-row shapes are to the time it takes just to read B.
+"""How close a shape is to the time it takes just to read B, or just to write the output.
 
     python kernels/gemm/dev/stream_floor.py nt:64x32768x512 [nt:MxNxK ...]
 
-With M = 64 or 128 the GEMM is bound by streaming B (N x K bytes) from memory. Timed the
+With M = 64 or 128 the GEMM is bound by streaming B (N x K bytes) from memory; with a
+short K and a large output, by writing the M x N bf16 output. Timed the
 way the benchmark times (L2 flushed before every call, which leaves the L2 full of dirty
 lines that the next reads must write back), in interleaved rounds as in ab.py: the op's
 choice, cuBLASLt, a plain read of B (torch's sum over B's bytes viewed as float32; the
 values are meaningless, the traffic is B's) and a device copy of B (read and write),
-with each one's effective bandwidth over the bytes it moves.
+with each one's effective bandwidth over the bytes it moves; then writing the output alone
+(`fill_(1.0)` and `zero_()` of an M x N bf16 tensor).
 """
 
 from __future__ import annotations
@@ -62,8 +64,8 @@ def main() -> int:
     specs = sys.argv[1:] or ["nt:64x32768x512", "nt:64x7168x16384"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print("| shape | B MB | op us | op TB/s | cuBLASLt us | sum B us | sum TB/s | copy B us "
-          "| copy TB/s | stream B us | stream TB/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| copy TB/s | stream B us | stream TB/s | fill C us | zero C us | C TB/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in specs:
         layout, _, dims = spec.partition(":")
         m, n, k = (int(x) for x in dims.split("x"))
@@ -71,19 +73,24 @@ def main() -> int:
         csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
         words = b.contiguous().view(torch.float32)
         dst = torch.empty_like(b.contiguous())
+        c = torch.empty(m, n, dtype=torch.bfloat16, device=b.device)
         fns = {"op": lambda a=a, b=b, sa=sa, sb=sb: gk.gemm_nt(a, b, sa, sb),
                "cuBLASLt": bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb),
                "read": lambda w=words: w.sum(),
-               "copy": lambda d=dst, b=b: d.copy_(b)}
+               "copy": lambda d=dst, b=b: d.copy_(b),
+               "fill": lambda c=c: c.fill_(1.0),
+               "zero": lambda c=c: c.zero_()}
         stream = streaming_read(b)
         fns.update({f"stream {key}": fn for key, fn in stream.items()})
         t = bench_mod.interleaved(fns, 20 * ROUNDS, ROUNDS)
         t["stream"] = min(t[f"stream {key}"] for key in stream)
         mb = n * k / 1e6
+        mb_c = 2 * m * n / 1e6
         print(f"| {m}x{n}x{k} {layout} | {mb:.1f} | {t['op']:.1f} | {mb / t['op']:.2f} | "
               f"{t['cuBLASLt']:.1f} | {t['read']:.1f} | {mb / t['read']:.2f} | "
               f"{t['copy']:.1f} | {2 * mb / t['copy']:.2f} | {t['stream']:.1f} | "
-              f"{mb / t['stream']:.2f} |", flush=True)
+              f"{mb / t['stream']:.2f} | {t['fill']:.1f} | {t['zero']:.1f} | "
+              f"{mb_c / min(t['fill'], t['zero']):.2f} |", flush=True)
     return 0
 
 
