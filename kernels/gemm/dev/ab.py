@@ -65,6 +65,7 @@ STREAM = bool(os.environ.get("AB_STREAM"))
 # AB_FNUZ=1: our calls take the operands as e4m3fnuz (the same bytes, -0 made +0, since
 # 0x80 is NaN there; strides kept); cuBLASLt keeps them as e4m3fn.
 FNUZ = bool(os.environ.get("AB_FNUZ"))
+BASE_REPO = os.environ.get("AB_BASE_REPO")
 
 
 def as_fnuz(x: torch.Tensor) -> torch.Tensor:
@@ -73,8 +74,9 @@ def as_fnuz(x: torch.Tensor) -> torch.Tensor:
     return bits.view(torch.float8_e4m3fnuz)
 
 
-def configurations(gk, m, n, k, layout):
-    """(label, callable) for the op's choice, each explicit configuration and cuBLASLt."""
+def configurations(gk, m, n, k, layout, base=None):
+    """(label, callable) for the op's choice, the base build's (if given), each explicit
+    configuration and cuBLASLt."""
     ops = gk._ops.ops
     a, b, sa, sb, sa_kb_m, sb_nb_kb = bench_mod.make_inputs(m, n, k, layout == "challenge",
                                                             seed=m + n + k)
@@ -89,6 +91,8 @@ def configurations(gk, m, n, k, layout):
         a, b = as_fnuz(a), as_fnuz(b)
     fns = [("op", lambda: gk.gemm_nt(a, b, sa, sb)),
            ("op exact", lambda: gk.gemm_nt(a, b, sa, sb, precision="exact"))]
+    if base is not None:
+        fns.append(("base op", lambda: base.gemm_nt(a, b, sa, sb)))
     for label, e, v, s, z in CONFIGS:
         fns.append((label, lambda e=e, v=v, s=s, z=z: ops.gemm_nt(a, b, sa, sb, e, v, s, z)))
     fns.append(("cuBLASLt", cublas))
@@ -115,9 +119,15 @@ def run_or_none(label: str, fn):
 
 def main() -> int:
     gk = bench_mod.load_kernel()
+    base = None
+    if BASE_REPO:
+        import kernelforge
+
+        base = kernelforge.get_kernel(BASE_REPO)
     specs = sys.argv[1:] or ["nt:4096x7168x16384", "nt:4096x4096x7168"]
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    labels = (["op's choice", "op's choice, exact"] + [c[0] for c in CONFIGS] + ["cuBLASLt"] +
+    labels = (["op's choice", "op's choice, exact"] + (["base op"] if base else []) +
+              [c[0] for c in CONFIGS] + ["cuBLASLt"] +
               (["read B"] if STREAM else []))
     print("| shape | " + " | ".join(labels) + " |")
     print("|---" * (len(labels) + 1) + "|")
@@ -127,7 +137,7 @@ def main() -> int:
         m, n, k = (int(x) for x in dims.split("x"))
         if layout not in ("nt", "challenge", "guide", "amn"):
             raise SystemExit(f"unknown layout {layout!r} in {spec!r}: nt, challenge, guide or amn")
-        fns = configurations(gk, m, n, k, layout)
+        fns = configurations(gk, m, n, k, layout, base)
         runnable = []
         ref = None
         for label, fn in fns:  # e.g. variants 13/14 need A MN-major

@@ -10,6 +10,9 @@
 #   buildsrc   development build from source (CUTLASS from the wheel in .whl/)
 #   kf         kernelforge build + publish to a local hub + the guide's Step 5
 #              (later stages then load the kernel through kernelforge)
+#   kfbase     before kf: build the kernel project under $BASE_TREE (e.g. the sources
+#              before a change) beside it and publish it as kernels-community/gemmbase;
+#              ab then times its op as "base op" (AB_BASE_REPO)
 #   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor hostgap (HOSTGAP_SHAPES) hostprofile (HOSTPROFILE_SHAPES) eager (EAGER_SHAPES) timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheckcluster racecheck1 racemap sass pipeprobe wgmmaprobe toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
@@ -49,9 +52,19 @@ for s in "$@"; do
     build) run build 300 python3 kernels/gemm/dev/build_dev.py --out $dev --objects .whl/devobj ;;
     buildsrc) cutlass
               run build 500 python3 kernels/gemm/dev/build_dev.py --out $dev --cutlass $cutlass_inc ;;
+    kfbase) site
+        export KERNELFORGE_HUB=/tmp/hub
+        ( timeout 500 python3 -m kernelforge build "${BASE_TREE:?set BASE_TREE}/kernels/gemm" -j 8 \
+            && python3 -m kernelforge publish "$BASE_TREE/kernels/gemm" --repo kernels-community/gemmbase
+        ) > "$logs/kfbase.log" 2>&1 &
+        base_pid=$!
+        export AB_BASE_REPO=kernels-community/gemmbase ;;
     kf) site
         export KERNELFORGE_HUB=/tmp/hub
         run kfbuild 500 python3 -m kernelforge build kernels/gemm -j 16
+        if [ -n "${base_pid:-}" ]; then
+          wait "$base_pid"; echo "== kfbase rc=$?"; tail -n 3 "$logs/kfbase.log"; cp "$logs/kfbase.log" "$OUT/"
+        fi
         run kfpublish 120 python3 -m kernelforge publish kernels/gemm --repo kernels-community/gemm
         run step5 120 python3 kernels/gemm/dev/step5.py
         unset GEMM_KERNEL_PATH
