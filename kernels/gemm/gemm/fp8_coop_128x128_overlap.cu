@@ -552,16 +552,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     pa_hi += p.sfa_stride_k;
     pbs += p.sfb_stride_k;
   };
-  // The same through volatile asm, which the compiler keeps where it is written: __ldg's
-  // loads are invariant, and it moves them across the epilogue's fence otherwise.
-  auto load_scales_here = [&](int set) {
-    asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(sa_lo[set]) : "l"(pa_lo) : "memory");
-    asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(sa_hi[set]) : "l"(pa_hi) : "memory");
-    asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(sb[set]) : "l"(pbs) : "memory");
-    pa_lo += p.sfa_stride_k;
-    pa_hi += p.sfa_stride_k;
-    pbs += p.sfb_stride_k;
-  };
 
   float acc[64], t0[64], t1[64];
 
@@ -578,11 +568,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Thread 0 of the warp group waits for and issues the TMA stores through predicated
   // instructions rather than a branch: the next tile's MMAs are in flight meanwhile, and
   // divergent code would make the compiler serialize them.
-  // The proxy fence that hands the staged tile to TMA (MEMBAR.ALL.CTA in the SASS) waits
-  // for every load of the thread still in flight, so the next tile's first block scales
-  // are loaded by `after_fence`, right behind it, rather than before the epilogue.
   const uint32_t is_leader = tid == 0;
-  auto store_tile = [&](const TileCoord& tc, auto&& after_fence) {
+  auto store_tile = [&](const TileCoord& tc) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p cp.async.bulk.wait_group.read 0;\n}" ::"r"(
             is_leader)
@@ -603,7 +590,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                    : "memory");
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    after_fence();
     named_barrier(1 + consumer, 128);
     const int row = tc.m0 + consumer * 64;
     asm volatile(
@@ -652,7 +638,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // depend on timing, and stores the tile.
   auto split_store = [&](const TileCoord& tc) {
     if (splits == 1) {
-      store_tile(tc, [] {});
+      store_tile(tc);
       return;
     }
     constexpr int kWarpFloats = 16 * 32 * 4;  // a warp's 16 x 128 partial
@@ -712,7 +698,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < 32; ++i) acc[32 * h + i] = t1[i];
     }
-    store_tile(tc, [] {});
+    store_tile(tc);
   };
 
   // After a tile's last MMAs are issued, the next tile's first block goes in before the
@@ -726,14 +712,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int next = unit + clusters;
       if (next < units) {
         const TileCoord nc = tile_coord<kCluster>(next, units_m, tiles_n, rank);
+        point_scales(nc, 0);
+        load_scales(S ^ 1);
         advance(other, last);
         promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
         release();
-        store_tile(c, [&] {
-          point_scales(nc, 0);
-          load_scales_here(S ^ 1);
-          if (kblocks > 1) load_scales_here(S);
-        });
+        if (kblocks > 1) load_scales(S);
+        store_tile(c);
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
         unit = next;
@@ -748,7 +733,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kSplit) {
       split_store(c);
     } else {
-      store_tile(c, [] {});
+      store_tile(c);
     }
     return false;
   };
@@ -937,7 +922,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kSplit) {
         split_store(c);
       } else {
-        store_tile(c, [] {});
+        store_tile(c);
       }
     }
   } else if constexpr (kSplit) {
