@@ -286,7 +286,6 @@ struct SplitParams {
   int splits;
   float* partials;
   uint32_t* counters;
-  int diag;  // timing only: 1 no TMA store, 2 no epilogue, 4 no proxy fence
 };
 
 // Work unit t of a cluster: kCluster tiles stacked along M (the same B tile), ordered
@@ -571,7 +570,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // divergent code would make the compiler serialize them.
   const uint32_t is_leader = tid == 0;
   auto store_tile = [&](const TileCoord& tc) {
-    if (sp.diag == 2) return;
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p cp.async.bulk.wait_group.read 0;\n}" ::"r"(
             is_leader)
@@ -591,9 +589,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                    "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                    : "memory");
     }
-    if (sp.diag != 4) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     named_barrier(1 + consumer, 128);
-    if (sp.diag == 1) return;
     const int row = tc.m0 + consumer * 64;
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n"
@@ -989,7 +986,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   using L = Smem<kBf16, kCvt>;
   constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  SplitParams sp{1, nullptr, nullptr, g.swizzle};
+  SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
     const int kblocks = (g.k + kBlockK - 1) / kBlockK;
     if (g.splits > kMaxSplits || g.splits > kblocks) {
