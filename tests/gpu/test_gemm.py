@@ -411,37 +411,6 @@ def test_overlap_kernel(gemm_kernel, m, n, k, layout, variant):
     (c.exact if exact else c.fast)(out)
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (255, 1000, 128), (129, 136, 256), (128, 128, 128),
-                                   (2000, 2100, 128), (2000, 2100, 200), (2000, 2100, 384),
-                                   (2000, 2100, 512), (6144, 1032, 256), (130, 8200, 512),
-                                   (4000, 520, 480)])
-@pytest.mark.parametrize("layout", ["nt", "challenge", "nt-col-scales"])
-def test_resident_b_kernel(gemm_kernel, m, n, k, layout):
-    """Variant 24 (variant 10 for K <= 512 with B's K blocks held in shared memory while
-    each CTA walks down columns of tiles): tails in every dimension, one to four K blocks
-    (the A ring then has 10 to 4 stages), runs of tiles that stay in one column, cross
-    into the next, or hold a single tile (fewer tiles than SMs: every tile starts a new
-    column, the two B buffers alternating), and every operand and scale layout."""
-    seed = fresh_seed()
-    major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col"),
-                     "nt-col-scales": ("k", "col")}[layout]
-    a, b, sa, sb = make_nt(m, n, k, seed=seed, a_major=major, b_major=major,
-                           sa_layout=scales, sb_layout=scales)
-    out = poisoned(m, n)
-    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, False, 24, -1)
-    Checker(gemm_kernel, a, b, sa, sb, f"variant=24 {m}x{n}x{k} {layout} seed={seed}").fast(out)
-
-
-def test_resident_b_kernel_rejects_long_k(gemm_kernel):
-    a, b, sa, sb = make_nt(256, 256, 640, seed=fresh_seed())
-    with pytest.raises(ValueError, match="K must be at most 512, got 640"):
-        gemm_kernel._ops.ops.gemm_nt(a, b, sa, sb, False, 24, -1)
-
-
-def test_resident_b_kernel_in_cuda_graph(gemm_kernel):
-    check_graph_replays(gemm_kernel, 1000, 3000, 512, exact=False, variant=24, splits=-1)
-
-
 def pitched_mn(a: torch.Tensor, extra: int = 0) -> torch.Tensor:
     """``a`` (M, K), MN-major, as a view of a (K, Mp) buffer with Mp the next multiple of
     16 (16-byte aligned rows of K for any M) plus ``extra`` columns. The columns past M

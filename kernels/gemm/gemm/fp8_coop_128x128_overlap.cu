@@ -53,13 +53,6 @@
 // convention with B stored (K, N)): A's FP16 fragments from plain ldmatrix
 // (load_a_fragment_f16_k), B's FP16 copy K-major or MN-major as B is stored, with each 16
 // of K in the order those fragments take it.
-// And for K <= 512 with B held in shared memory (variant 24; NOTES.md, v33): with so few
-// K blocks per tile, delivering each tile's A and B blocks into the SM bounds variant 10
-// (about 60 GB/s per SM at K = 512, its mainloop without the epilogue). Here each CTA
-// walks a run of consecutive tiles down the columns of tiles (M fastest); B's K blocks are
-// loaded once per column into one of two buffers (the next column's loads overlap the
-// current column's MMAs) and only A goes through the ring of stages, so each tile
-// delivers half the bytes.
 //
 // Operands as in GemmArgs: A (m, k) and B (n, k) K-major with 16-byte aligned row
 // pitches, k padded to a multiple of 16 with zeros. TMA fills rows and columns past the
@@ -117,7 +110,7 @@ struct Reads {
 // of A and B, and two FP16 copies of B's block (written for block k+1 while block k's
 // MMAs read the other), each as two halves of 16 KB: 64 columns of N by 128 rows of K
 // (B stored MN-major), or 64 of K by 128 rows of N (B stored K-major).
-template <bool kBf16, Cvt kCvt = Cvt::kNone, bool kResB = false>
+template <bool kBf16, Cvt kCvt = Cvt::kNone>
 struct Smem {
   static constexpr int kElemBytes = kBf16 ? 2 : 1;
   static constexpr int kSubTiles = kBf16 ? 2 : 1;       // 128-byte sub-tiles per K block
@@ -126,24 +119,15 @@ struct Smem {
   static constexpr uint32_t kTileBBytes = kBlockN * kBlockK * kElemBytes;
   static constexpr uint32_t kSubABytes = kTileABytes / kSubTiles;
   static constexpr uint32_t kSubBBytes = kTileBBytes / kSubTiles;
-  // Variant 24 (kResB): stages of A alone; B's K blocks in two buffers of their own.
-  static constexpr uint32_t kStageBytes = kResB ? kTileABytes : kTileABytes + kTileBBytes;
+  static constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
   static constexpr uint32_t kCopyHalfBytes = kCvt != Cvt::kNone ? kBlockK * 64 * 2 : 0;
   static constexpr uint32_t kCopyBytes = 2 * kCopyHalfBytes;
-  // Variant 24: at most this many stages of A; at run time as many as fit beside the two
-  // B buffers (12 - 2 x the K blocks: 4 with K = 512, 10 with K = 128).
-  static constexpr int kResRegion = 192 * 1024;  // B buffers and A stages
-  static constexpr int kStages = kResB ? 10 : kBf16 ? 3 : kCvt != Cvt::kNone ? 4 : 6;
-  // Tiles, B copies, output staging, barriers (full and empty per stage, and variant 24's
-  // two per B buffer), and slack to align the tiles to 1024 bytes (the 128-byte swizzle
-  // atom).
-  static constexpr uint32_t kOutOffset =
-      kResB ? kResRegion : kStages * kStageBytes + 2 * kCopyBytes;
-  static constexpr uint32_t kBarsOffset = kOutOffset + kOutBytes;
-  static constexpr int kBarriers = 2 * kStages + (kResB ? 4 : 0);
-  static constexpr size_t kBytes = kBarsOffset + kBarriers * sizeof(uint64_t) + 1024;
+  static constexpr int kStages = kBf16 ? 3 : kCvt != Cvt::kNone ? 4 : 6;
+  // Tiles, B copies, output staging, barriers (full and empty per stage), and slack to
+  // align the tiles to 1024 bytes (the 128-byte swizzle atom).
+  static constexpr size_t kBytes =
+      kStages * kStageBytes + 2 * kCopyBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kBytes <= 227 * 1024, "shared memory of one SM");
-  static_assert(!kResB || (!kBf16 && kCvt == Cvt::kNone), "variant 24 reads FP8 K-major");
   static_assert(kSubABytes % 1024 == 0 && kSubBBytes % 1024 == 0, "1024-byte aligned sub-tiles");
 };
 
@@ -346,7 +330,7 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // each loading its own A tile and half of the shared B tile, multicast to both; a stage
 // is free once the consumers of both CTAs have released it. kAmn: A stored MN-major, its
 // fragments built in registers (load_a_fragment), B in the matching K order.
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt, bool kResB>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16, Cvt kCvt>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_d, const ProblemParams p, const SplitParams sp) {
@@ -354,7 +338,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!kBf16 || (kCluster == 1 && !kAmn && !kSplit), "BF16 runs on single CTAs, K-major");
   static_assert(kCvt == Cvt::kNone || (kCluster == 1 && !kAmn && !kBf16),
                 "variants 20 to 23 run on single CTAs");
-  static_assert(!kResB || (kCluster == 1 && !kAmn && !kSplit), "variant 24 runs on single CTAs");
   // A's wgmma fragments built in registers (variants 13, 14, 16, 20-23), from MN-major
   // storage (all but 22 and 23).
   using R = Reads<kAmn, kCvt>;
@@ -362,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kAmnRead = R::kAmnRead;
   constexpr bool kBmnCopy = R::kBmnCopy;
   constexpr bool kPermK = R::kPermK;
-  using L = Smem<kBf16, kCvt, kResB>;
+  using L = Smem<kBf16, kCvt>;
   constexpr int kStages = L::kStages;
   constexpr uint32_t kStageBytes = L::kStageBytes;
   extern __shared__ uint8_t smem_raw[];
@@ -372,21 +355,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t tiles_base = (raw + 1023) & ~1023u;
   // Tiles and output boxes 1024-byte aligned (the swizzle atom), then the barriers.
   const uint32_t copies = tiles_base + kStages * kStageBytes;  // variant 20's B copies
-  const uint32_t out_base = tiles_base + L::kOutOffset;
-  const uint32_t bars = tiles_base + L::kBarsOffset;
+  const uint32_t out_base = copies + 2 * L::kCopyBytes;
+  const uint32_t bars = out_base + kOutBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
-  // Variant 24: B buffer j (all of the tile column's K blocks) and its barriers, then the
-  // ring of A stages.
-  const int kblocks_all = (p.k + kBlockK - 1) / kBlockK;
-  auto b_buf = [&](int j) { return tiles_base + j * kblocks_all * L::kTileBBytes; };
-  auto full_b = [&](int j) { return bars + 8 * (2 * kStages + j); };
-  auto empty_b = [&](int j) { return bars + 8 * (2 * kStages + 2 + j); };
-  const uint32_t a_base = kResB ? b_buf(2) : tiles_base;
-  const int ring = kResB ? (L::kResRegion - 2 * kblocks_all * static_cast<int>(L::kTileBBytes)) /
-                               static_cast<int>(kStageBytes)
-                         : kStages;
-  auto tile_a = [&](int s) { return a_base + s * kStageBytes; };
+  auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
   auto tile_b = [&](int s) { return tiles_base + s * kStageBytes + L::kTileABytes; };
 
   // Registers per thread after setmaxnreg. The consumers' increase is taken from what the
@@ -401,14 +374,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // in uniform registers.
   const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   const int tid = threadIdx.x % 128;
-  if constexpr (kResB) {
-    if (threadIdx.x == 0) {
-      for (int j = 0; j < 2; ++j) {
-        mbar_init(full_b(j), 1);
-        mbar_init(empty_b(j), 8);  // per consumer warp
-      }
-    }
-  }
   init_stage_ring(bars, kStages, 8 * kCluster, &map_a, &map_b);  // per consumer warp of the cluster
   __syncthreads();
   // The peer's barriers are initialised before anything is multicast into or arrives on
@@ -426,18 +391,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int rank = kCluster > 1 ? static_cast<int>(cluster_rank()) : 0;
   const int cluster_id = static_cast<int>(blockIdx.x) / kCluster;
   const int clusters = static_cast<int>(gridDim.x) / kCluster;
-  // Variant 24: each CTA walks a run of consecutive tiles down the columns of tiles (M
-  // fastest), so that most tiles keep the previous tile's B.
-  const int run_begin = static_cast<int>(int64_t(blockIdx.x) * tiles / gridDim.x);
-  const int run_end = static_cast<int>(int64_t(blockIdx.x + 1) * tiles / gridDim.x);
-  auto coord = [&](int t) {
-    if constexpr (kResB) {
-      const int tn = t / tiles_m;
-      return TileCoord{(t - tn * tiles_m) * kBlockM, tn * kBlockN};
-    } else {
-      return tile_coord<kCluster>(t, units_m, tiles_n, rank);
-    }
-  };
+  const int kblocks_all = (p.k + kBlockK - 1) / kBlockK;
   // Work unit u: tile (u % tiles) over K slice (u / tiles), so that the units running at
   // once share A and B blocks of one K range. A slice is the K blocks [kb0, kb1).
   struct Unit {
@@ -460,67 +414,38 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    if constexpr (kResB) {
-      // B's K blocks once per column of tiles, into the buffer the column before last
-      // used, once its MMAs are done; then A block by block through the ring.
-      int buf = 1, n_prev = -1;
-      uint32_t buf_phases = 0;  // bit j: parity of buffer j's next empty wait, inverted
-      for (int t = run_begin; t < run_end; ++t) {
-        const TileCoord c = coord(t);
-        if (c.n0 != n_prev) {
-          n_prev = c.n0;
-          buf ^= 1;
-          mbar_wait(empty_b(buf), ((buf_phases >> buf) & 1) ^ 1);
-          buf_phases ^= 1u << buf;
-          mbar_arrive_expect_tx(full_b(buf), kblocks_all * L::kTileBBytes);
-          for (int kb = 0; kb < kblocks_all; ++kb) {
-            tma_load_2d(b_buf(buf) + kb * L::kTileBBytes, &map_b, full_b(buf), kb * kBlockK, c.n0);
+    for (int u = cluster_id; u < units; u += clusters) {
+      const Unit w = unit_at(u);
+      const TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
+      for (int kb = w.kb0; kb < w.kb1; ++kb) {
+        mbar_wait(empty_bar(stage), phase ^ 1);
+        mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
+        if constexpr (kAmnRead) {
+          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), c.m0, kb * kBlockK);
+        } else {
+#pragma unroll
+          for (int h = 0; h < L::kSubTiles; ++h) {
+            tma_load_2d(tile_a(stage) + h * L::kSubABytes, &map_a, full_bar(stage),
+                        kb * kBlockK + h * L::kSubK, c.m0);
           }
         }
-        for (int kb = 0; kb < kblocks_all; ++kb) {
-          mbar_wait(empty_bar(stage), phase ^ 1);
-          mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-          tma_load_2d(tile_a(stage), &map_a, full_bar(stage), kb * kBlockK, c.m0);
-          if (++stage == ring) {
-            stage = 0;
-            phase ^= 1;
+        if constexpr (kBmnCopy) {
+          tma_load_2d(tile_b(stage), &map_b, full_bar(stage), c.n0, kb * kBlockK);
+        } else if constexpr (kCluster == 1) {
+#pragma unroll
+          for (int h = 0; h < L::kSubTiles; ++h) {
+            tma_load_2d(tile_b(stage) + h * L::kSubBBytes, &map_b, full_bar(stage),
+                        kb * kBlockK + h * L::kSubK, c.n0);
           }
+        } else {
+          constexpr uint32_t kSlice = L::kTileBBytes / kCluster;
+          tma_load_2d_multicast(tile_b(stage) + rank * kSlice, &map_b, full_bar(stage),
+                                kb * kBlockK, c.n0 + rank * (kBlockN / kCluster),
+                                static_cast<uint16_t>((1u << kCluster) - 1));
         }
-      }
-    } else {
-      for (int u = cluster_id; u < units; u += clusters) {
-        const Unit w = unit_at(u);
-        const TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
-        for (int kb = w.kb0; kb < w.kb1; ++kb) {
-          mbar_wait(empty_bar(stage), phase ^ 1);
-          mbar_arrive_expect_tx(full_bar(stage), kStageBytes);
-          if constexpr (kAmnRead) {
-            tma_load_2d(tile_a(stage), &map_a, full_bar(stage), c.m0, kb * kBlockK);
-          } else {
-#pragma unroll
-            for (int h = 0; h < L::kSubTiles; ++h) {
-              tma_load_2d(tile_a(stage) + h * L::kSubABytes, &map_a, full_bar(stage),
-                          kb * kBlockK + h * L::kSubK, c.m0);
-            }
-          }
-          if constexpr (kBmnCopy) {
-            tma_load_2d(tile_b(stage), &map_b, full_bar(stage), c.n0, kb * kBlockK);
-          } else if constexpr (kCluster == 1) {
-#pragma unroll
-            for (int h = 0; h < L::kSubTiles; ++h) {
-              tma_load_2d(tile_b(stage) + h * L::kSubBBytes, &map_b, full_bar(stage),
-                          kb * kBlockK + h * L::kSubK, c.n0);
-            }
-          } else {
-            constexpr uint32_t kSlice = L::kTileBBytes / kCluster;
-            tma_load_2d_multicast(tile_b(stage) + rank * kSlice, &map_b, full_bar(stage),
-                                  kb * kBlockK, c.n0 + rank * (kBlockN / kCluster),
-                                  static_cast<uint16_t>((1u << kCluster) - 1));
-          }
-          if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1;
-          }
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
         }
       }
     }
@@ -562,18 +487,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t desc_b0 = smem_desc(tile_b(0));
   constexpr uint32_t kStageDesc = kStageBytes >> 4;
 
-  int unit = kResB ? run_begin : cluster_id;  // the grid never exceeds the unit count
-  const int unit_step = kResB ? 1 : clusters;
-  const int unit_end = kResB ? run_end : units;
+  int unit = cluster_id;  // the grid never exceeds the unit count
   Unit w = unit_at(unit);
   int kblocks = w.kb1 - w.kb0;  // K blocks of the current unit
-  TileCoord c = coord(w.tile);
-  // Variant 24: the B buffer of the next block to issue (switched, after waiting for its
-  // loads, on the first block of each new column) and of the tile being finished.
-  const uint64_t desc_res0 = smem_desc(b_buf(0));
-  const uint32_t desc_res_buf = (kblocks_all * L::kTileBBytes) >> 4;
-  int issue_tile = unit, issue_kb = 0, issue_n = -1, issue_buf = 1, finish_buf = 0;
-  uint32_t issue_phases = 0;
+  TileCoord c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
 
   int stage = 0;
   uint32_t phase = 0;
@@ -585,26 +502,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kAmn) {
       load_a_fragment(f, tile_a(stage) + a_lane);
       issue_block_rs(t, f, desc_b0 + off);
-    } else if constexpr (kResB) {
-      if (issue_kb == 0) {
-        const int n0 = coord(issue_tile).n0;
-        if (n0 != issue_n) {
-          issue_n = n0;
-          issue_buf ^= 1;
-          mbar_wait(full_b(issue_buf), (issue_phases >> issue_buf) & 1);
-          issue_phases ^= 1u << issue_buf;
-        }
-      }
-      const uint64_t db = desc_res0 + issue_buf * desc_res_buf + issue_kb * (L::kTileBBytes >> 4);
-      issue_block<false>(t, desc_a0 + off, db, 0, 0);
-      if (++issue_kb == kblocks) {
-        issue_kb = 0;
-        ++issue_tile;
-      }
     } else {
       issue_block<kBf16>(t, desc_a0 + off, desc_b0 + off, L::kSubABytes >> 4, L::kSubBBytes >> 4);
     }
-    if (++stage == ring) {
+    if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
     }
@@ -625,7 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    if (++release_stage == ring) release_stage = 0;
+    if (++release_stage == kStages) release_stage = 0;
   };
 
   // Block scales of the thread's two rows and of the tile's columns, read from global
@@ -808,20 +709,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto finish_tile = [&](auto set, float (&last)[64], float (&other)[64]) {
     constexpr int S = decltype(set)::value;
     if constexpr (!kSplit) {
-      const int next = unit + unit_step;
-      if (next < unit_end) {
-        const TileCoord nc = coord(next);
+      const int next = unit + clusters;
+      if (next < units) {
+        const TileCoord nc = tile_coord<kCluster>(next, units_m, tiles_n, rank);
         point_scales(nc, 0);
         load_scales(S ^ 1);
         advance(other, last);
-        if constexpr (kResB) {
-          // The tile's MMAs are all done: the last of a column hands its B buffer back.
-          if (nc.n0 != c.n0) {
-            __syncwarp();
-            if (lane == 0) mbar_arrive(empty_b(finish_buf));
-            finish_buf ^= 1;
-          }
-        }
         promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
         release();
         if (kblocks > 1) load_scales(S);
@@ -1063,9 +956,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // Most K slices of the split-K builds.
 constexpr int kMaxSplits = 64;
-// Most K blocks variant 24 holds for a column of tiles (two buffers of them beside the
-// ring of A stages).
-constexpr int kMaxResBlocks = 4;
 
 // The split-K workspace: the arrival counters (zeroed by the caller before the launch),
 // then the partial tiles. Empty without a split.
@@ -1091,16 +981,11 @@ SplitLayout split_layout(const GemmArgs& g) {
   return {s, counters, counters + partials};
 }
 
-template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone,
-          bool kResB = false>
+template <int kCluster, bool kAmn, bool kSplit, bool kBf16 = false, Cvt kCvt = Cvt::kNone>
 Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why) {
-  using L = Smem<kBf16, kCvt, kResB>;
-  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt, kResB>;
+  using L = Smem<kBf16, kCvt>;
+  constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  if (kResB && (g.k + kBlockK - 1) / kBlockK > kMaxResBlocks) {
-    if (why) *why = "variant 24 keeps all of B's K blocks in shared memory: K must be at most 512";
-    return Status::kUnsupported;
-  }
   SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
     const int kblocks = (g.k + kBlockK - 1) / kBlockK;
@@ -1312,13 +1197,6 @@ size_t fp8_coop_128x128_exact_ak_splitk_workspace(const GemmArgs& g) {
 Status fp8_coop_128x128_exact_ak_splitk_run(const GemmArgs& g, void* ws, cudaStream_t stream,
                                             const char** why) {
   return overlap::launch_exact<false, true>(g, ws, stream, why);
-}
-
-size_t fp8_coop_128x128_overlap_resb_workspace(const GemmArgs&) { return 0; }
-
-Status fp8_coop_128x128_overlap_resb_run(const GemmArgs& g, void* ws, cudaStream_t stream,
-                                         const char** why) {
-  return overlap::launch<1, false, false, false, overlap::Cvt::kNone, true>(g, ws, stream, why);
 }
 
 size_t overlap_splitk_zeroed_bytes(const GemmArgs& g) {

@@ -142,9 +142,7 @@ enum class Variant : int {
   kFp8Coop128x128ExactAmnSplitK = 21,  // variant 20 with K split into slices, summed in-kernel (as 15)
   kFp8Coop128x128ExactAk = 22,  // variant 20 reading A K-major in place, B K-major or MN-major
   kFp8Coop128x128ExactAkSplitK = 23,  // variant 22 with K split into slices, summed in-kernel
-  kFp8Coop128x128OverlapResB = 24,  // variant 10 for K <= 512: each CTA walks down columns of
-                                    // tiles with B's K blocks held in shared memory
-  kCount = 25,
+  kCount = 24,
 };
 
 const char* variant_name(Variant v);

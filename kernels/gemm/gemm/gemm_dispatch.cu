@@ -24,7 +24,6 @@ KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_cluster2)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_splitk)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_amn_splitk)
 KFGEMM_DECLARE_VARIANT(bf16_coop_128x128_overlap)
-KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_overlap_resb)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow)
 KFGEMM_DECLARE_VARIANT(fp8_fewrow_exact)
 KFGEMM_DECLARE_VARIANT(fp8_coop_128x128_exact_amn)
@@ -60,7 +59,6 @@ constexpr Entry kTable[] = {
     KFGEMM_ENTRY(fp8_fewrow), KFGEMM_ENTRY(fp8_fewrow_exact),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_amn), KFGEMM_ENTRY(fp8_coop_128x128_exact_amn_splitk),
     KFGEMM_ENTRY(fp8_coop_128x128_exact_ak), KFGEMM_ENTRY(fp8_coop_128x128_exact_ak_splitk),
-    KFGEMM_ENTRY(fp8_coop_128x128_overlap_resb),
 };
 #undef KFGEMM_ENTRY
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<int>(Variant::kCount),

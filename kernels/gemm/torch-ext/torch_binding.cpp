@@ -317,8 +317,7 @@ int64_t k_major_pitch(const Tensor& x) {
 bool wants_row_major_scales(kfgemm::Variant v) {
   using V = kfgemm::Variant;
   return v == V::kFp8Coop128x128Overlap || v == V::kFp8Coop128x128OverlapCluster2 ||
-         v == V::kFp8Coop128x128OverlapResB || v == V::kBf16Coop128x128Overlap ||
-         kfgemm::reads_a_mn_major(v) ||
+         v == V::kBf16Coop128x128Overlap || kfgemm::reads_a_mn_major(v) ||
          (kfgemm::is_overlap_split(v) && !kfgemm::exact_in_place(v));
 }
 
@@ -637,9 +636,6 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
     TORCH_CHECK_VALUE(splits <= 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8,
                       cat("splits=", splits, " does not fit variant ", kfgemm::variant_name(v),
                           ": it is the cluster size, 1, 2, 4 or 8 (0: chosen from the shape)"));
-  }
-  if (v == kfgemm::Variant::kFp8Coop128x128OverlapResB) {
-    TORCH_CHECK_VALUE(K <= 512, cat("variant ", kfgemm::variant_name(v), " holds all of B's K blocks in shared memory: K must be at most 512, got ", K));
   }
   if (kfgemm::reads_a_mn_major(v)) {
     TORCH_CHECK_VALUE(t.a_mn, cat("variant ", kfgemm::variant_name(v), " reads A in place MN-major: a must be a float8_e4m3fn transposed view of a (K, M) buffer (a.stride(0) == 1, M > 1) whose rows are 16-byte aligned (a.stride(1) a multiple of 16 and >= M)"));
