@@ -33,9 +33,6 @@ _spec.loader.exec_module(bench_mod)
 
 CONFIGS = [  # (label, exact, variant, splits, swizzle)
     ("v7 coop", False, 7, 0, 0), ("v10 overlap", False, 10, 0, 0),
-    ("st1 stagger", False, 10, 0, 1), ("st2 stagger", False, 10, 0, 2),
-    ("st4 stagger", False, 10, 0, 4), ("st8 stagger", False, 10, 0, 8),
-    ("st1c stagger", False, 12, 0, 1), ("st2c stagger", False, 12, 0, 2),
     ("v12 overlap-cluster2", False, 12, 0, 0), ("v13 overlap-amn", False, 13, 0, 0),
     ("v14 overlap-amn-cluster2", False, 14, 0, 0), ("v1 coop-cluster2", False, 1, 0, 0),
     ("v11 cluster-split", False, 11, 0, 0), ("v11s1 cluster-split", False, 11, 1, 0),

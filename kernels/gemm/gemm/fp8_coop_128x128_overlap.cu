@@ -286,7 +286,6 @@ struct SplitParams {
   int splits;
   float* partials;
   uint32_t* counters;
-  int stagger;
 };
 
 // Work unit t of a cluster: kCluster tiles stacked along M (the same B tile), ordered
@@ -497,7 +496,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t phase = 0;
   // Waits for the next stage's operands and issues its MMAs into `t`.
   uint32_t f[16];  // A fragment of the block being issued (kAmn only)
-  int stagger_left = min(min(sp.stagger, kblocks), kStages);
   auto issue_next = [&](float (&t)[64]) {
     mbar_wait(full_bar(stage), phase);
     const uint32_t off = stage * kStageDesc;
@@ -507,7 +505,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       issue_block<kBf16>(t, desc_a0 + off, desc_b0 + off, L::kSubABytes >> 4, L::kSubBBytes >> 4);
     }
-    if (consumer == 0 && stagger_left > 0 && --stagger_left == 0) named_barrier_arrive(7, 256);
     if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
@@ -939,7 +936,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       c = tile_coord<kCluster>(w.tile, units_m, tiles_n, rank);
     }
   } else {
-    if (consumer == 1 && stagger_left > 0) named_barrier(7, 256);
     start_unit();
     // Which temporary a tile starts in is fixed by the parity of the block count, so
     // that no branch merges paths with different registers in flight (the compiler
@@ -990,7 +986,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   using L = Smem<kBf16, kCvt>;
   constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  SplitParams sp{1, nullptr, nullptr, g.swizzle};
+  SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
     const int kblocks = (g.k + kBlockK - 1) / kBlockK;
     if (g.splits > kMaxSplits || g.splits > kblocks) {
