@@ -33,7 +33,6 @@ _spec.loader.exec_module(bench_mod)
 
 CONFIGS = [  # (label, exact, variant, splits, swizzle)
     ("v7 coop", False, 7, 0, 0), ("v10 overlap", False, 10, 0, 0),
-    ("dst1 direct", False, 10, 0, 1), ("dst1c direct", False, 12, 0, 1),
     ("v12 overlap-cluster2", False, 12, 0, 0), ("v13 overlap-amn", False, 13, 0, 0),
     ("v14 overlap-amn-cluster2", False, 14, 0, 0), ("v1 coop-cluster2", False, 1, 0, 0),
     ("v11 cluster-split", False, 11, 0, 0), ("v11s1 cluster-split", False, 11, 1, 0),

@@ -286,9 +286,6 @@ struct SplitParams {
   int splits;
   float* partials;
   uint32_t* counters;
-  int direct;  // experiment: the epilogue stores from registers
-  __nv_bfloat16* d;
-  int64_t ldd;
 };
 
 // Work unit t of a cluster: kCluster tiles stacked along M (the same B tile), ordered
@@ -573,29 +570,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // divergent code would make the compiler serialize them.
   const uint32_t is_leader = tid == 0;
   auto store_tile = [&](const TileCoord& tc) {
-    if constexpr (!kAmnRead) {
-      if (sp.direct == 1) {
-        const int r0 = tc.m0 + consumer * 64 + warp * 16 + lane / 4;
-        const int c0 = tc.n0 + 2 * (lane % 4);
-        __nv_bfloat16* row_lo = sp.d + static_cast<int64_t>(r0) * sp.ldd + c0;
-        __nv_bfloat16* row_hi = row_lo + 8 * sp.ldd;
-        const bool lo_ok = r0 < p.m, hi_ok = r0 + 8 < p.m;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          if (c0 + 8 * j < p.n) {
-            if (lo_ok) {
-              *reinterpret_cast<__nv_bfloat162*>(row_lo + 8 * j) =
-                  __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
-            }
-            if (hi_ok) {
-              *reinterpret_cast<__nv_bfloat162*>(row_hi + 8 * j) =
-                  __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
-            }
-          }
-        }
-        return;
-      }
-    }
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p cp.async.bulk.wait_group.read 0;\n}" ::"r"(
             is_leader)
@@ -1012,7 +986,7 @@ Status launch(const GemmArgs& g, void* ws, cudaStream_t stream, const char** why
   using L = Smem<kBf16, kCvt>;
   constexpr auto kKernel = gemm_kernel<kCluster, kAmn, kSplit, kBf16, kCvt>;
   if (!sm90::tma_operands_ok(g, why)) return Status::kUnsupported;
-  SplitParams sp{1, nullptr, nullptr, g.swizzle, static_cast<__nv_bfloat16*>(g.d), g.ldd};
+  SplitParams sp{1, nullptr, nullptr};
   if constexpr (kSplit) {
     const int kblocks = (g.k + kBlockK - 1) / kBlockK;
     if (g.splits > kMaxSplits || g.splits > kblocks) {
