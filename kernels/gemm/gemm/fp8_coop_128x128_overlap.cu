@@ -122,15 +122,11 @@ struct Smem {
   static constexpr uint32_t kStageBytes = kTileABytes + kTileBBytes;
   static constexpr uint32_t kCopyHalfBytes = kCvt != Cvt::kNone ? kBlockK * 64 * 2 : 0;
   static constexpr uint32_t kCopyBytes = 2 * kCopyHalfBytes;
-  // FP8 builds stage the output in two buffers per warp group (a tile's store may still
-  // be reading one while the next tile is written into the other), at the cost of a stage.
-  static constexpr int kOutBufs = !kBf16 && kCvt == Cvt::kNone ? 2 : 1;
-  static constexpr int kStages = kBf16 ? 3 : kCvt != Cvt::kNone ? 4 : 5;
-  static constexpr uint32_t kOutOffset = kStages * kStageBytes + 2 * kCopyBytes;
+  static constexpr int kStages = kBf16 ? 3 : kCvt != Cvt::kNone ? 4 : 6;
   // Tiles, B copies, output staging, barriers (full and empty per stage), and slack to
   // align the tiles to 1024 bytes (the 128-byte swizzle atom).
   static constexpr size_t kBytes =
-      kOutOffset + kOutBufs * kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+      kStages * kStageBytes + 2 * kCopyBytes + kOutBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kBytes <= 227 * 1024, "shared memory of one SM");
   static_assert(kSubABytes % 1024 == 0 && kSubBBytes % 1024 == 0, "1024-byte aligned sub-tiles");
 };
@@ -360,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Tiles and output boxes 1024-byte aligned (the swizzle atom), then the barriers.
   const uint32_t copies = tiles_base + kStages * kStageBytes;  // variant 20's B copies
   const uint32_t out_base = copies + 2 * L::kCopyBytes;
-  const uint32_t bars = out_base + L::kOutBufs * kOutBytes;
+  const uint32_t bars = out_base + kOutBytes;
   auto full_bar = [&](int s) { return bars + 8 * s; };
   auto empty_bar = [&](int s) { return bars + 8 * (kStages + s); };
   auto tile_a = [&](int s) { return tiles_base + s * kStageBytes; };
@@ -565,8 +561,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // chunks, no bank conflicts), then one thread hands both boxes to TMA, which clips
   // rows and columns past the ends. The staging buffer is reused once the previous
   // tile's stores have read it, long done by then.
-  const uint32_t out_half0 = out_base + consumer * 2 * kOutBoxBytes;
-  int out_buf = 0;
+  const uint32_t out_half = out_base + consumer * 2 * kOutBoxBytes;
   const int st_matrix = lane / 8;  // which of the four 8x8 matrices this lane addresses
   const int st_row = kAmnRead ? warp * 16 + 2 * (lane % 8) + (st_matrix & 1)
                           : warp * 16 + (st_matrix & 1) * 8 + lane % 8;
@@ -575,19 +570,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // divergent code would make the compiler serialize them.
   const uint32_t is_leader = tid == 0;
   auto store_tile = [&](const TileCoord& tc) {
-    const uint32_t out_half = out_half0 + out_buf * kOutBytes;
-    if constexpr (L::kOutBufs == 2) {
-      out_buf ^= 1;
-      asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p cp.async.bulk.wait_group.read 1;\n}" ::"r"(
-              is_leader)
-          : "memory");
-    } else {
-      asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p cp.async.bulk.wait_group.read 0;\n}" ::"r"(
-              is_leader)
-          : "memory");
-    }
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p cp.async.bulk.wait_group.read 0;\n}" ::"r"(
+            is_leader)
+        : "memory");
     named_barrier(1 + consumer, 128);
 #pragma unroll
     for (int j = 0; j < 16; j += 2) {  // column groups j and j + 1 (8 columns each)
