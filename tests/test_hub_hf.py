@@ -176,6 +176,22 @@ def test_offline_mode_uses_only_the_cache(hf: HfHub, remote: FakeHfApi, tmp_path
     assert offline.resolve(REPO, c1[:8]) == c1
 
 
+def test_offline_a_version_never_downloaded_is_said_to_be_missing_from_the_cache(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """Offline, the newest version (v2) was never downloaded: the error says so, rather
+    than that the repository holds no variants."""
+    publish(hf, tmp_path / "p1", key=key, torch_cpu={"module_id": uid("o1")})
+    publish(hf, tmp_path / "p2", version=2, key=key, torch_cpu={"module_id": uid("o2")})
+    assert loader.get_kernel(REPO, version=1, hub=hf).VALUE == 1  # cached online
+    remote.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=remote, cache=hf.cache.root)
+    with pytest.raises(HubError, match="not in the download cache"):
+        loader.get_kernel(REPO, hub=offline)
+    assert loader.get_kernel(REPO, version=1, hub=offline).VALUE == 1
+
+
 def test_missing_repository_and_revision(hf: HfHub, tmp_path: Path) -> None:
     with pytest.raises(HubError, match="repository 'nobody/here' not found on the Hugging Face"):
         loader.get_kernel("nobody/here", version=1, hub=hf)

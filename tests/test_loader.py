@@ -509,3 +509,81 @@ def test_a_different_build_another_loader_holds_is_refused(
                                           + re.escape(str(elsewhere))):
         loader.get_kernel(REPO, version=1, hub=hub)
     assert sys.modules[module_id].VALUE == 1  # left alone
+
+
+def test_a_build_hf_kernels_loaded_from_its_linked_cache_is_reused(
+    hub: LocalHub, tmp_path: Path
+) -> None:
+    """Hugging Face's download cache holds each file as a link to a blob; the same files
+    through links are still the same build."""
+    kernels = pytest.importorskip("kernels")
+    module_id = uid("hfl")
+    src = make_variant(tmp_path / "p", "torch-cpu", module_id=module_id)
+    linked, blobs = tmp_path / "snap" / "build" / "torch-cpu", tmp_path / "blobs"
+    linked.mkdir(parents=True)
+    blobs.mkdir()
+    for f in src.iterdir():
+        (blobs / f.name).write_bytes(f.read_bytes())
+        (linked / f.name).symlink_to(blobs / f.name)
+    theirs = kernels.get_local_kernel(tmp_path / "snap")
+    assert theirs.__name__ == module_id
+    hub.publish(REPO, tmp_path / "p", version=1)
+    assert loader.get_kernel(REPO, version=1, hub=hub) is theirs
+
+
+# --- kernel-depends ----------------------------------------------------------------------
+
+
+def _depends_on(vdir: Path, *deps: dict) -> None:
+    """Add ``kernel-depends`` to a fabricated variant's metadata.json (which its digest
+    leaves out)."""
+    import json
+
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["kernel-depends"] = list(deps)
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+
+
+DEP = "kernels-test/dep"
+
+
+def test_kernel_depends_are_loaded_first_and_reach_the_import(
+    hub: LocalHub, tmp_path: Path
+) -> None:
+    pytest.importorskip("kernels.deps")
+    make_variant(tmp_path / "dep", "torch-cpu", module_id=uid("dep"), value=7)
+    hub.publish(DEP, tmp_path / "dep", version=1)
+    make_variant(tmp_path / "dep2", "torch-cpu", module_id=uid("dep"), value=8, version=2)
+    hub.publish(DEP, tmp_path / "dep2", version=2)
+    main = make_variant(tmp_path / "main", "torch-cpu", module_id=uid("main"), init=(
+        "import kernels\nDEP = kernels.get_kernel_dep('kernels-test/dep')\n"
+        "VALUE = 2 * DEP.VALUE\n"))
+    _depends_on(main, {"repo-id": DEP, "version": 1})
+    hub.publish(REPO, tmp_path / "main", version=1)
+    module = loader.get_kernel(REPO, version=1, hub=hub)
+    assert module.VALUE == 14  # version 1 of the dependency, as pinned, not the newest
+    assert module.DEP is loader.get_kernel(DEP, version=1, hub=hub)
+    assert loader.get_local_kernel(tmp_path / "main") is module  # the same files
+
+
+def test_a_kernel_depends_cycle_is_refused(hub: LocalHub, tmp_path: Path) -> None:
+    pytest.importorskip("kernels.deps")
+    a = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("cyc"))
+    _depends_on(a, {"repo-id": DEP, "version": 1})
+    hub.publish(REPO, tmp_path / "a", version=1)
+    b = make_variant(tmp_path / "b", "torch-cpu", module_id=uid("cyc"))
+    _depends_on(b, {"repo-id": REPO, "version": 1})
+    hub.publish(DEP, tmp_path / "b", version=1)
+    with pytest.raises(HubError, match=f"cyclic kernel dependency: {REPO} -> {DEP} -> {REPO}"):
+        loader.get_kernel(REPO, version=1, hub=hub)
+
+
+@pytest.mark.parametrize("entry", [{"repo-id": DEP}, {"version": 1}, "kernels-test/dep",
+                                   {"repo-id": DEP, "version": 1, "revision": "main"}])
+def test_a_malformed_kernel_depends_entry_is_named(hub: LocalHub, tmp_path: Path,
+                                                   entry: object) -> None:
+    a = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("bad"))
+    _depends_on(a, entry)  # type: ignore[arg-type]
+    hub.publish(REPO, tmp_path / "a", version=1)
+    with pytest.raises(HubError, match="'kernel-depends': entry .* is not"):
+        loader.get_kernel(REPO, version=1, hub=hub)

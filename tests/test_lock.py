@@ -271,3 +271,54 @@ def test_cli_lock_download_info(hf: HfHub, tmp_path: Path, key, monkeypatch, cap
     assert f"pinned by {root / 'kernelforge.lock'}" in capsys.readouterr().out
     assert main(["lock", str(tmp_path / "nowhere")]) == 1
     assert "pyproject.toml: not found" in capsys.readouterr().err
+
+
+def test_download_all_variants_is_enough_for_an_offline_load(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """The files an offline load reads besides the variant (its metadata.json, signature
+    and sigstore bundle, or that they are absent) are cached by the download too."""
+    _commit, module_id = publish(hf, REPO, tmp_path / "v1", key=key)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    cold = HfHub(api=api, cache=tmp_path / "cold")  # nothing from the lock step in it
+    got = download_locked(lock, hub=cold, all_variants=True)
+    assert sorted(v for _, v, _ in got) == ["torch-cpu", "torch-cuda"]
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=api, cache=tmp_path / "cold")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=offline).__name__ == module_id
+
+
+def test_a_kernels_lock_listing_a_repository_twice_loads_the_first(tmp_path: Path) -> None:
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([
+        {"dependency": {"repo-id": REPO, "version": 1}, "lock": {"commit": "1" * 40}},
+        {"dependency": {"repo-id": REPO, "version": 2}, "lock": {"commit": "2" * 40}},
+    ]))
+    assert read_lock(lock).require(REPO).commit == "1" * 40  # as Hugging Face's kernels
+    kernels_locking = pytest.importorskip("kernels.locking")
+    locks, dep = kernels_locking.get_locked_kernel_revision(REPO, lock)
+    assert locks[dep].commit == "1" * 40
+
+
+def test_a_project_without_a_lock_file_names_both(tmp_path: Path) -> None:
+    with pytest.raises(LockError, match="neither kernelforge.lock nor kernels.lock found"):
+        read_lock(tmp_path)
+
+
+def test_a_lock_from_another_local_hub_says_how_to_name_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    team = LocalHub(tmp_path / "team")
+    publish(team, REPO, tmp_path / "v1")
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(root, hub=team, allow=[REPO]).path
+    monkeypatch.delenv("KERNELFORGE_HUB")  # the default local hub: empty
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with pytest.raises(HubError, match=r"not in the local hub .*written from a local hub.*"
+                                       r"hub=DIR.*--hub DIR.*\$KERNELFORGE_HUB"):
+        loader.get_locked_kernel(REPO, lockfile=lock)
+    with pytest.raises(HubError, match="written from a local hub"):
+        download_locked(lock)
+    assert loader.get_locked_kernel(REPO, lockfile=lock, hub=team).VALUE == 1

@@ -598,3 +598,21 @@ def test_importing_the_module_does_not_import_torch() -> None:
     code = "import sys, kernelforge.variants; assert 'torch' not in sys.modules"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
+
+
+def test_detect_system_checks_the_current_gpu_only(monkeypatch) -> None:
+    """The GPU check is for the device this process runs on (torch's current device), as
+    Hugging Face's kernels checks it: another visible GPU does not reject a build."""
+    import torch
+
+    from kernelforge import variants as v
+
+    caps = {0: (8, 9), 1: (9, 0)}
+    monkeypatch.setattr(v, "_torch_backend", lambda _torch: ("cuda", (12, 8)))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: caps[i])
+    found = v.detect_system()
+    assert found.gpu_archs == ("9.0",)
+    assert arch_supported(["9.0a"], found)[0]

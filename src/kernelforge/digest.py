@@ -143,12 +143,13 @@ def hash_file(path: str | os.PathLike[str], algorithm: str = DEFAULT_ALGORITHM) 
     return base64.b64encode(h.digest()).decode("ascii")
 
 
-def _walk(root: Path) -> Iterator[tuple[str, Path, bool]]:
+def _walk(root: Path, follow_links: bool = False) -> Iterator[tuple[str, Path, bool]]:
     """Yield ``(relpath, path, is_regular_file)`` for every entry but directories.
 
     Directories are descended (symlinked ones are not), ``__pycache__`` included;
     entries that are neither regular files nor directories (symlinks, sockets, ...)
-    come out with ``False``. Excluded files come out too: callers sort them.
+    come out with ``False``, except, with ``follow_links``, symbolic links to regular
+    files. Excluded files come out too: callers sort them.
     """
     stack: list[tuple[Path, str]] = [(root, "")]
     while stack:
@@ -161,12 +162,14 @@ def _walk(root: Path) -> Iterator[tuple[str, Path, bool]]:
             if stat.S_ISDIR(mode):
                 stack.append((Path(entry.path), rel + "/"))
                 continue
-            yield rel, Path(entry.path), stat.S_ISREG(mode)
+            regular = stat.S_ISREG(mode) or (
+                follow_links and stat.S_ISLNK(mode) and Path(entry.path).is_file())
+            yield rel, Path(entry.path), regular
 
 
 def _tree(
     root: Path, algorithm: str, ignore: frozenset[str] = frozenset(),
-    bytecode: BytecodeRule = "ignore",
+    bytecode: BytecodeRule = "ignore", follow_links: bool = False,
 ) -> tuple[dict[str, str], list[str]]:
     if bytecode not in _BYTECODE_RULES:
         raise ValueError(f"bytecode: expected one of {', '.join(_BYTECODE_RULES)}, got "
@@ -175,7 +178,7 @@ def _tree(
         raise IntegrityError(root, ["not a directory (the variant directory is missing)"])
     files: dict[str, str] = {}
     refused: list[str] = []
-    for rel, path, regular in _walk(root):
+    for rel, path, regular in _walk(root, follow_links):
         if rel in ignore:
             continue
         if is_bytecode(rel):
@@ -194,21 +197,24 @@ def _tree(
 
 
 def hash_tree(
-    variant_dir: str | os.PathLike[str], *, algorithm: str = DEFAULT_ALGORITHM
+    variant_dir: str | os.PathLike[str], *, algorithm: str = DEFAULT_ALGORITHM,
+    follow_links: bool = False,
 ) -> dict[str, str]:
     """Digest every file of a variant directory.
 
     Args:
         variant_dir: the variant directory (``build/<variant>``).
         algorithm: ``"sha256"`` (default) or ``"sha512"``.
+        follow_links: digest the files that symbolic links point to instead of refusing
+            the links (a directory of another tool's cache, whose files are links).
 
     Returns:
         ``{relpath: base64 digest}`` sorted by path; relpaths use ``/``. See the module
         docstring for the files left out.
 
     Raises:
-        IntegrityError: the directory is missing, or holds a symbolic link or another
-            non-regular file (each one is named).
+        IntegrityError: the directory is missing, or holds a symbolic link (unless
+            followed) or another non-regular file (each one is named).
 
     Example:
         >>> hash_tree("build/torch-cpu")  # doctest: +SKIP
@@ -216,7 +222,7 @@ def hash_tree(
     """
     _check_algorithm(algorithm)
     root = Path(variant_dir)
-    files, refused = _tree(root, algorithm)
+    files, refused = _tree(root, algorithm, follow_links=follow_links)
     if refused:
         raise IntegrityError(root, refused)
     return files

@@ -20,6 +20,7 @@ module imports neither torch nor any kernel.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -27,7 +28,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, ModuleType
@@ -71,6 +72,7 @@ class _Anchors:
 
 
 _lock = threading.RLock()
+_resolving = threading.local()  # .chain: the kernels whose dependencies are being loaded
 _by_call: dict[Hashable, ModuleType] = {}
 _by_path: dict[str, _Loaded] = {}
 _by_id: dict[str, _Loaded] = {}
@@ -195,7 +197,8 @@ def _package_init(variant_dir: Path, meta: Mapping[str, Any]) -> Path:
     return init
 
 
-def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) -> ModuleType:
+def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
+                    deps: Mapping[str, ModuleType]) -> ModuleType:
     init = _package_init(variant_dir, meta)
     spec = _package_spec(module_id, init)
     loader = spec.loader
@@ -207,7 +210,8 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) 
     _finder.packages[module_id] = (str(init), os.path.abspath(variant_dir))
     sys.modules[module_id] = module
     try:
-        loader.exec_module(module)
+        with _dependency_context(deps):
+            loader.exec_module(module)
     except BaseException as err:
         for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
             del sys.modules[name]
@@ -217,6 +221,61 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any]) 
             err.add_note(note)
         raise
     return module
+
+
+def _dependency_context(deps: Mapping[str, ModuleType]) -> contextlib.AbstractContextManager[Any]:
+    """What makes ``deps`` visible to the kernel's import: a kernel gets its
+    ``kernel-depends`` through Hugging Face's ``kernels.get_kernel_dep(repo_id)``, which
+    answers inside ``kernels.deps.use_kernel_deps``."""
+    if not deps:
+        return contextlib.nullcontext()
+    try:
+        from kernels.deps import use_kernel_deps  # type: ignore[import-untyped]
+    except ImportError:  # the kernel's own 'import kernels' fails then, and says so
+        return contextlib.nullcontext()
+    return use_kernel_deps(dict(deps))  # type: ignore[no-any-return]
+
+
+DepsLoader = Callable[[Mapping[str, Any]], dict[str, ModuleType]]
+
+
+def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: bool,
+                  allow: TrustArg) -> DepsLoader:
+    """A loader of a kernel's ``kernel-depends``: each one through :func:`get_kernel`, with
+    the same hub, backend, architecture check and trust allowance as the kernel itself
+    (so verified and trusted the same way); a cycle is refused."""
+    def load(meta: Mapping[str, Any]) -> dict[str, ModuleType]:
+        entries = meta.get("kernel-depends") or []
+        where = f"{parent}: metadata.json 'kernel-depends'"
+        if not isinstance(entries, list):
+            raise HubError(f"{where} must be a list of {{repo-id, version | revision}}")
+        chain: list[str] = getattr(_resolving, "chain", [])
+        _resolving.chain = chain
+        out: dict[str, ModuleType] = {}
+        for entry in entries:
+            repo_id = entry.get("repo-id") if isinstance(entry, dict) else None
+            version = entry.get("version") if isinstance(entry, dict) else None
+            revision = entry.get("revision") if isinstance(entry, dict) else None
+            if not isinstance(repo_id, str) or (version is None) == (revision is None):
+                raise HubError(f"{where}: entry {entry!r} is not {{repo-id, version | "
+                               "revision}")
+            if repo_id in chain or repo_id == parent:
+                raise HubError(f"cyclic kernel dependency: "
+                               f"{' -> '.join([*chain, parent, repo_id])}")
+            chain.append(parent)
+            try:
+                out[repo_id] = get_kernel(repo_id, version=version, revision=revision,
+                                          hub=hub, backend=backend, check_arch=check_arch,
+                                          trust_remote_code=allow)
+            except Exception as err:
+                if hasattr(err, "add_note"):  # Python >= 3.11
+                    err.add_note(f"while loading {repo_id}, a kernel-depends entry of {parent}")
+                raise
+            finally:
+                chain.pop()
+        return out
+
+    return load
 
 
 def _loaded_elsewhere(
@@ -242,18 +301,22 @@ def _loaded_elsewhere(
     other = theirs.parents[len(rel) - 1]
     if not (other / "metadata.json").is_file():
         return None, False
-    try:  # bytecode left out: this process already ran whatever it ran
-        return other, tuple(sorted(hash_tree(other).items())) == digest
+    try:  # bytecode left out: this process already ran whatever it ran; links followed:
+        # Hugging Face's download cache links each file to a blob
+        return other, tuple(sorted(hash_tree(other, follow_links=True).items())) == digest
     except (OSError, IntegrityError):
         return other, False
 
 
-def _load(variant_dir: Path, anchors: _Anchors = _Anchors()) -> ModuleType:
+def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
+          deps: DepsLoader | None = None) -> ModuleType:
     """Verify and import a variant, once per directory and once per module id.
 
     Bytecode under ``__pycache__`` is left out of the check (Python, other loaders and
     older kernelforge versions write it; the import never reads it); a ``*.pyc``
     elsewhere, which a plain import would run in place of a missing source, is refused.
+    The kernels its metadata lists in ``kernel-depends`` are loaded first, by ``deps``
+    (default: as :func:`get_kernel` does with its defaults), and handed to its import.
     """
     from kernelforge.digest import verify_variant
 
@@ -305,7 +368,11 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors()) -> ModuleType:
             _by_path[key] = loaded
             _by_id[module_id] = loaded
             return taken
-        module = _import_package(module_id, variant_dir, meta)
+        needed: dict[str, ModuleType] = {}
+        if meta.get("kernel-depends"):
+            load_deps = deps or _dependencies(str(variant_dir), None, None, True, False)
+            needed = load_deps(meta)
+        module = _import_package(module_id, variant_dir, meta, needed)
         loaded = _Loaded(module=module, path=Path(key), digest=digest)
         _by_path[key] = loaded
         _by_id[module_id] = loaded
@@ -346,8 +413,9 @@ def _check_signed_build(plan: Plan) -> None:
         )
 
 
-def _load_plan(plan: Plan) -> ModuleType:
-    """Enforce the trust decision, fetch, verify and import a located kernel."""
+def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
+    """Enforce the trust decision, fetch, verify and import a located kernel (its
+    ``kernel-depends`` loaded by ``deps``)."""
     from kernelforge import policy
     from kernelforge.cache import is_intact
 
@@ -355,7 +423,7 @@ def _load_plan(plan: Plan) -> ModuleType:
     if plan.hub is None or plan.request is None or plan.decision is None:
         if info.path is None:  # pragma: no cover - local plans always have a path
             raise HubError(f"{info.repo}: nothing to load")
-        return _load(info.path)
+        return _load(info.path, deps=deps)
     policy.require(plan.decision, plan.request)
     _check_signed_build(plan)
     if not plan.metadata.get("digest") and plan.locked is None and plan.hub.kind != "local":
@@ -366,7 +434,7 @@ def _load_plan(plan: Plan) -> ModuleType:
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant)
     anchors = _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked)
     try:
-        return _load(fetched.path, anchors)
+        return _load(fetched.path, anchors, deps)
     except IntegrityError as err:
         if (plan.hub.kind == "local" or fetched.fetched or getattr(plan.hub, "offline", True)
                 or is_intact(fetched.path, fetched.recorded)):
@@ -374,7 +442,8 @@ def _load_plan(plan: Plan) -> ModuleType:
         logger.warning("%s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)
-    return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked))
+    return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked),
+                 deps)
 
 
 def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
@@ -456,7 +525,11 @@ def get_kernel(
 
     Returns:
         The kernel package, imported under its metadata ``id``. A repeated call with the
-        same arguments returns the same module without touching the disk.
+        same arguments returns the same module without touching the disk. The kernels
+        its metadata lists in ``kernel-depends`` are loaded first, with the same
+        arguments but their own version or revision, and its import reaches them
+        through Hugging Face's ``kernels.get_kernel_dep`` (which needs ``kernels``
+        installed).
 
     Raises:
         ValueError: both ``revision`` and ``version``, a malformed ``repo_id`` or
@@ -478,8 +551,9 @@ def get_kernel(
     _check_selector(revision, version)
     key = ("hub", repo_id, revision, version, backend, _hub_key(hub), check_arch,
            allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV))
-    return _cached(key, lambda: _load_plan(_locate(
-        repo_id, revision, version, backend, hub, check_arch, trust_remote_code)))
+    return _cached(key, lambda: _load_plan(
+        _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code),
+        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code)))
 
 
 def get_locked_kernel(
@@ -516,8 +590,10 @@ def get_locked_kernel(
     validate_repo_id(repo_id)
     key = ("locked", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch,
            allow_key(trust_remote_code))
-    return _cached(key, lambda: _load_plan(_locate_locked(
-        repo_id, lockfile, backend, hub, check_arch, trust_remote_code, cache_only=False)))
+    return _cached(key, lambda: _load_plan(
+        _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
+                       cache_only=False),
+        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code)))
 
 
 def load_kernel(
@@ -547,14 +623,19 @@ def load_kernel(
     Raises:
         HubError: the locked variant is not in the download cache.
         LockError, IntegrityError, TrustError: as for :func:`get_locked_kernel`.
+
+    A lock pins the kernel itself, not its ``kernel-depends``: those load as
+    :func:`get_kernel` loads them.
     """
     from kernelforge.policy import allow_key
 
     validate_repo_id(repo_id)
     key = ("cached", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch,
            allow_key(trust_remote_code))
-    return _cached(key, lambda: _load_plan(_locate_locked(
-        repo_id, lockfile, backend, hub, check_arch, trust_remote_code, cache_only=True)))
+    return _cached(key, lambda: _load_plan(
+        _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
+                       cache_only=True),
+        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code)))
 
 
 def get_local_kernel(
@@ -579,7 +660,10 @@ def get_local_kernel(
     from kernelforge.locate import locate_local
 
     key = ("local", os.path.abspath(os.path.expanduser(os.fspath(path))), backend, check_arch)
-    return _cached(key, lambda: _load_plan(locate_local(path, backend, check_arch)))
+    where = os.fspath(path)
+    return _cached(key, lambda: _load_plan(locate_local(path, backend, check_arch),
+                                           _dependencies(where, None, backend, check_arch,
+                                                         False)))
 
 
 def kernel_info(

@@ -157,6 +157,30 @@ def local_overrides() -> dict[str, Path]:
     return out
 
 
+def hub_for_lock(hub: HubArg, locked: LockedKernel) -> Hub:
+    """The hub a locked kernel loads from: :func:`hub_for` with the kind of hub the lock
+    records. A lock records no hub directory, so a lock written from another local hub
+    than the default one finds nothing there: that is said, with the way to name it.
+    """
+    h = hub_for(hub, locked.repo, prefer=locked.hub)
+    if hub is None and locked.hub == "local" and isinstance(h, LocalHub):
+        problem = None
+        if not h.has_repo(locked.repo):
+            problem = f"repository {locked.repo!r} is not in the local hub {h.root}"
+        else:
+            try:
+                h.commit_path(locked.repo, locked.commit)
+            except HubError:
+                problem = (f"commit {locked.commit[:12]} of {locked.repo} is not in the local "
+                           f"hub {h.root}")
+        if problem is not None:
+            raise HubError(
+                f"{problem}; the lock file was written from a local hub, and if that was "
+                f"another one than this default, name it: hub=DIR in Python, --hub DIR on "
+                f"the command line, or ${HUB_ENV}")
+    return h
+
+
 def hub_for(hub: HubArg, repo_id: str, *, prefer: str | None = None) -> Hub:
     """The hub a load of ``repo_id`` uses (see the module docstring).
 
@@ -427,7 +451,7 @@ def locate_locked(
     """
     from kernelforge.digest import b64_sha256
 
-    h = hub_for(hub, locked.repo, prefer=locked.hub)
+    h = hub_for_lock(hub, locked)
     if cache_only and hasattr(h, "cache_only"):
         h = h.cache_only()
     repo, commit = locked.repo, locked.commit

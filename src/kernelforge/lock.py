@@ -299,12 +299,13 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise LockError(f"{p}: lock file not found; write it with 'kernelforge lock "
-                        "PROJECT'") from None
+        where = (f"{p.parent}: neither {LOCK_FILE} nor {HF_LOCK_FILE} found"
+                 if Path(path).is_dir() else f"{p}: lock file not found")
+        raise LockError(f"{where}; write it with 'kernelforge lock PROJECT'") from None
     except (OSError, ValueError) as err:
         raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
     if isinstance(doc, list):  # Hugging Face's kernels.lock
-        kernels = {}
+        kernels: dict[str, LockedKernel] = {}
         for item in doc:
             dep = item.get("dependency") if isinstance(item, dict) else None
             lock = item.get("lock") if isinstance(item, dict) else None
@@ -314,8 +315,10 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
                 raise LockError(f"{p}: entry {item!r} is not {{dependency: {{repo-id}}, "
                                 "lock: {commit}}")
             requested = {k: v for k, v in dep.items() if k != "repo-id"}
-            kernels[repo_id] = LockedKernel(repo_id, repo_id, str(commit), "hf", None,
-                                            requested, None)
+            # A repository listed twice (say, at two versions for two dependents): the
+            # first entry is the one loaded, as Hugging Face's kernels does.
+            kernels.setdefault(repo_id, LockedKernel(repo_id, repo_id, str(commit), "hf",
+                                                     None, requested, None))
         return LockFile(p, "kernels", kernels)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise LockError(f"{p}: not a lock file (expected \"format\": {FORMAT!r}, or Hugging "
@@ -504,6 +507,17 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
     return check(fetched.path, fetched.recorded)
 
 
+def _cache_load_files(h: Any, locked: LockedKernel, name: str) -> None:
+    """Read the files an offline load reads besides the variant's own, so that a remote
+    hub keeps them in its download cache: the variant's ``metadata.json`` and its
+    signature and sigstore bundle (or the record that they are absent)."""
+    from kernelforge.hub.base import signature_path
+
+    for path in (f"build/{name}/metadata.json", signature_path(name),
+                 f"build/{name}/metadata.json.sigstore"):
+        h.read_file(locked.repo, locked.commit, path)
+
+
 def _trust_problem(h: Any, locked: LockedKernel, name: str, path: Path) -> str | None:
     """Why a fetched variant of a lock without digests would be refused at load, if it
     would (a lock with digests pins the files, which is trust enough)."""
@@ -550,12 +564,12 @@ def download_locked(
     Raises:
         LockError, HubError, IntegrityError, VariantNotFoundError.
     """
-    from kernelforge.locate import hub_for, locate_locked
+    from kernelforge.locate import hub_for_lock, locate_locked
 
     lock = read_lock(lockfile)
     out = []
     for repo_id, locked in sorted(lock.kernels.items()):
-        h = hub_for(hub, locked.repo, prefer=locked.hub)
+        h = hub_for_lock(hub, locked)
         if all_variants:
             names = sorted(locked.variants) if locked.variants is not None else h.variants(
                 locked.repo, locked.commit)
@@ -565,6 +579,7 @@ def download_locked(
             names = [plan.info.variant]
         for name in names:
             path = _fetch_checked(h, locked, name)
+            _cache_load_files(h, locked, name)
             problem = _trust_problem(h, locked, name, path)
             if problem is not None:
                 logger.warning(

@@ -236,7 +236,8 @@ class SystemFacts:
     backend_version: tuple[int, int] | None
     cpu: str  #: "x86_64" or "aarch64"
     os: str  #: "linux", "darwin" or "windows"
-    #: visible GPUs as CUDA capabilities ("9.0") or ROCm archs ("gfx942"); () if none
+    #: the GPU this process runs on (torch's current device) as a CUDA capability ("9.0")
+    #: or ROCm arch ("gfx942"); () if none
     gpu_archs: tuple[str, ...] = ()
     python_version: tuple[int, int] = field(default_factory=_running_python)
     free_threaded: bool = False  #: a free-threaded (no-GIL) interpreter
@@ -513,7 +514,8 @@ def _cuda_arch_covers(parsed: tuple[int, int, str, bool], cap: tuple[int, int]) 
 
 
 def arch_supported(archs: Sequence[str] | None, facts: SystemFacts) -> tuple[bool, str]:
-    """Whether every visible GPU is covered by a build's ``backend.archs``.
+    """Whether the GPU (every one in ``facts.gpu_archs``) is covered by a build's
+    ``backend.archs``.
 
     CUDA entries (``"8.0"``, ``"9.0a"``, ``"10.0f"``, ``"12.1+PTX"``): plain and family
     builds cover the same major with an equal or newer minor, ``a`` builds only their
@@ -568,8 +570,9 @@ def detect_system() -> SystemFacts:
     """Gather the facts of this process. Imports torch (and tvm-ffi) here, on call.
 
     Reads torch's version, C++ ABI, backend (CUDA, ROCm, Metal via MPS, XPU, ...) and
-    its version, and the capability or arch of every visible GPU. Without torch the
-    backend is cpu and ``torch_version`` is ``None``.
+    its version, and the capability or arch of the GPU this process runs on (torch's
+    current device; other visible GPUs are not checked, as in Hugging Face's ``kernels``).
+    Without torch the backend is cpu and ``torch_version`` is ``None``.
     """
     cpu, os_name = _host_platform()
     torch_version, cxx11, backend, bver, archs = None, None, "cpu", None, []
@@ -580,13 +583,11 @@ def detect_system() -> SystemFacts:
         cxx11 = bool(torch._C._GLIBCXX_USE_CXX11_ABI) if os_name == "linux" else None
         backend, bver = _torch_backend(torch)
         if backend in ("cuda", "rocm") and torch.cuda.is_available():
-            for index in range(torch.cuda.device_count()):
-                if backend == "rocm":  # "gfx90a:sramecc+:xnack-" -> "gfx90a"
-                    arch = str(torch.cuda.get_device_properties(index).gcnArchName).split(":")[0]
-                else:
-                    arch = "{}.{}".format(*torch.cuda.get_device_capability(index))
-                if arch not in archs:
-                    archs.append(arch)
+            index = torch.cuda.current_device()
+            if backend == "rocm":  # "gfx90a:sramecc+:xnack-" -> "gfx90a"
+                archs.append(str(torch.cuda.get_device_properties(index).gcnArchName).split(":")[0])
+            else:
+                archs.append("{}.{}".format(*torch.cuda.get_device_capability(index)))
     tvm = None
     if importlib.util.find_spec("tvm_ffi") is not None:
         import tvm_ffi  # type: ignore[import-not-found]

@@ -305,7 +305,10 @@ class HfHub:
         except HubError:
             if not self.offline:
                 raise
-            return sorted({v for r, c, v in self.cache.entries() if (r, c) == (repo_id, commit)})
+            cached = sorted({v for r, c, v in self.cache.entries() if (r, c) == (repo_id, commit)})
+            if not cached:  # nothing of this revision was downloaded: say so, with advice
+                raise
+            return cached
         return sorted({p.split("/")[1] for p in files
                        if p.startswith("build/") and p.count("/") >= 2})
 
