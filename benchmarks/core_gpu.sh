@@ -23,10 +23,10 @@ export KERNELFORGE_HUB="$work/hub" XDG_CACHE_HOME="$work/cache"
   time python3 -m kernelforge demo
   echo "exit status: $?"
   echo
-  echo "## python3 -m kernelforge versions kernels-community/relu"
-  python3 -m kernelforge versions kernels-community/relu
+  echo "## python3 -m kernelforge versions kernelforge-demo/relu"
+  python3 -m kernelforge versions kernelforge-demo/relu
   echo
   echo "## get_kernel load time (cuda variant)"
-  python3 benchmarks/load_time.py kernels-community/relu --runs 5
+  python3 benchmarks/load_time.py kernelforge-demo/relu --runs 5
 } 2>&1 | tee "$out/core_gpu.log"
 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -25 | tee "$out/pytest.log"

@@ -111,7 +111,7 @@ def test_newest_version_is_announced_in_the_log(
     assert module.VALUE == 2
     message = (
         f"kernelforge: loading {REPO} version 2 (branch v2, revision {c2[:7]}) "
-        "\u2014 pass version=2 to pin it"
+        "\u2014 pass version=2 to pin it (--version 2 on the command line)"
     )
     # logged at WARNING, which Python shows even when the application set up no logging
     assert [r.levelno for r in caplog.records if r.getMessage() == message] == [logging.WARNING]

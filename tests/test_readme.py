@@ -98,12 +98,12 @@ def test_demo_command_runs_the_main_job(tmp_path: Path, built_relu: Path) -> Non
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert "up to date" in out
-    assert "publish: kernels-community/relu version 1" in out
-    assert re.search(r"get_kernel\('kernels-community/relu', backend='cpu'\) -> module relu_cpu_",
+    assert "publish: kernelforge-demo/relu version 1" in out
+    assert re.search(r"get_kernel\('kernelforge-demo/relu', backend='cpu'\) -> module relu_cpu_",
                      out), out
     assert out.count("relu(x) == torch.relu(x): yes") >= 3
     assert "demo: all outputs match torch.relu" in out
-    assert (tmp_path / "hub" / "kernels-community" / "relu").is_dir()
+    assert (tmp_path / "hub" / "kernelforge-demo" / "relu").is_dir()
 
 
 def test_quickstart_calls_what_init_generates(tmp_path: Path) -> None:

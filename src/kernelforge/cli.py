@@ -72,7 +72,20 @@ def _cmd_build(args: argparse.Namespace) -> int:
     for r in results:
         state = "up to date" if r.up_to_date else f"built in {r.seconds:.1f}s"
         print(f"{r.variant}: {state} -> {r.path}")
+    if args.arch and not any(_gpu_variant(r.variant) for r in results):
+        print(f"note: --arch {' '.join(args.arch)} had no effect: no CUDA or ROCm variant was "
+              "built (see the skipped backends above)", file=sys.stderr)
     return 0
+
+
+def _gpu_variant(name: str) -> bool:
+    from kernelforge.errors import VariantError
+    from kernelforge.variants import Variant
+
+    try:
+        return Variant.parse(name).backend in ("cuda", "rocm")
+    except VariantError:
+        return False
 
 
 def _hub(args: argparse.Namespace):
@@ -153,7 +166,9 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _local_hub_dir(value: str) -> str:
-    if value == "hf":
+    from kernelforge.hub import HF_NAMES
+
+    if value.lower() in HF_NAMES:
         raise argparse.ArgumentTypeError(
             "the demo publishes to a local hub only; pass a directory (or leave --hub out)")
     return value
@@ -200,12 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", nargs="?", help="where to create it (default: ./NAME)")
     p.set_defaults(func=_cmd_init)
 
+    project_help = "the project directory, holding build.toml (default: .)"
     p = sub.add_parser("check", help="validate a project's build.toml and files")
-    p.add_argument("path", nargs="?", default=".")
+    p.add_argument("path", nargs="?", default=".", help=project_help)
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("build", help="compile a project into build/<variant>/")
-    p.add_argument("path", nargs="?", default=".")
+    p.add_argument("path", nargs="?", default=".", help=project_help)
     p.add_argument("--backend", action="append", help="build only this backend (repeatable)")
     p.add_argument("--arch", action="append", type=arch_arg,
                    help="CUDA capability or ROCm arch to build for, replacing the manifest's "
@@ -222,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     hub_help = ("hub directory, or 'hf' for the Hugging Face Hub (default: $KERNELFORGE_HUB "
                 "or the local hub in the user cache)")
     p = sub.add_parser("publish", help="publish a project's builds to a hub (local by default)")
-    p.add_argument("path", nargs="?", default=".")
+    p.add_argument("path", nargs="?", default=".", help=project_help)
     p.add_argument("--repo", type=repo_arg, help="repository id, org/name")
     p.add_argument("--hub", help=hub_help)
     p.add_argument("-m", "--message", help="revision message")

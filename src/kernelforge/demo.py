@@ -9,7 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 EXAMPLE = Path(__file__).with_name("examples") / "relu"
-DEMO_REPO = "kernels-community/relu"
+# Not a repository of the Hugging Face Hub: with no hub named, a load prefers the local hub
+# when it holds the repository, and the demo's build must not stand in for a real one.
+DEMO_REPO = "kernelforge-demo/relu"
 
 
 def _workspace() -> Path:

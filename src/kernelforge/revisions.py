@@ -134,7 +134,8 @@ def _pick(
         # not pinned should say what it took.
         logger.warning(
             "kernelforge: loading %s version %d (branch v%d, revision %s) — pass "
-            "version=%d to pin it", repo_id, newest, newest, versions[newest][:7], newest,
+            "version=%d to pin it (--version %d on the command line)", repo_id, newest,
+            newest, versions[newest][:7], newest, newest,
         )
         notes.append(f"no version requested: newest version {newest} (branch v{newest}) -> "
                      f"commit {versions[newest][:12]}")
