@@ -587,3 +587,13 @@ def test_a_malformed_kernel_depends_entry_is_named(hub: LocalHub, tmp_path: Path
     hub.publish(REPO, tmp_path / "a", version=1)
     with pytest.raises(HubError, match="'kernel-depends': entry .* is not"):
         loader.get_kernel(REPO, version=1, hub=hub)
+
+
+def test_an_unusable_backend_is_refused_before_a_version_is_chosen(
+    hub: LocalHub, tmp_path: Path, caplog
+) -> None:
+    publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": uid("be")})
+    with caplog.at_level(logging.WARNING), pytest.raises(VariantError,
+                                                         match="cannot be used here"):
+        loader.get_kernel(REPO, hub=hub, backend="cuda")
+    assert not [r for r in caplog.records if "loading" in r.getMessage()]

@@ -404,9 +404,10 @@ def locate_hub(
     Returns:
         The :class:`Plan`; its trust decision is made but not enforced.
     """
-    from kernelforge import revisions
+    from kernelforge import revisions, variants
     from kernelforge.digest import b64_sha256
 
+    variants.check_backend(backend)  # before the revision is chosen (and announced)
     overrides = local_overrides()
     if repo_id in overrides:
         logger.info("%s: loading from %s (%s)", repo_id, overrides[repo_id], LOCAL_KERNELS_ENV)

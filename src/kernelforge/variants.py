@@ -320,6 +320,13 @@ class Resolution:
         return "\n".join(lines)
 
 
+def check_backend(backend: str | None) -> None:
+    """Raise :class:`VariantError` when ``backend`` cannot be chosen in this process (an
+    unknown name, or one torch here does not support), before anything is looked up."""
+    if backend is not None:
+        _select_backend(detect_system(), backend)
+
+
 def _select_backend(facts: SystemFacts, backend: str | None) -> tuple[str, tuple[int, int] | None]:
     """The backend (and its version) to choose for: the system's, or cpu on request."""
     if backend is None or backend == facts.backend:
