@@ -308,3 +308,38 @@ def test_compiler_flags_come_from_the_manifest_not_the_environment(
     monkeypatch.setenv("CC", "gcc")
     (again,) = build_project(project, backends=["cpu"], progress=lambda _: None)
     assert not again.up_to_date
+
+
+def test_a_section_holding_the_binding_keeps_its_flags_to_itself(tmp_path: Path) -> None:
+    """With only headers in torch.src, the section that lists the binding source takes
+    its place in the extension: its cxx-flags must still not reach the other sections."""
+    project = tiny_cpu_project(
+        tmp_path / "leak", '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        "",
+        {
+            "torch-ext/torch_binding.h": "#pragma once\n",
+            "a/inc/only_a.h": "#define ONLY_A 1\n",
+            "a/a.cpp": '#include "only_a.h"\nstatic_assert(A_ONLY == 1, "");\n'
+                       "int section_a() { return ONLY_A; }\n",
+            "b/b.cpp": '#ifdef A_ONLY\n#error "kernel.a\'s cxx-flags reached kernel.b"\n#endif\n'
+                       "int section_b() { return 2; }\n",
+        },
+    )
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace(
+        'src = ["torch-ext/torch_binding.cpp"]', 'src = ["torch-ext/torch_binding.h"]'
+    ) + textwrap.dedent("""
+        [kernel.a]
+        backend = "cpu"
+        depends = ["torch"]
+        cxx-flags = ["-DA_ONLY=1"]
+        include = ["a/inc"]
+        src = ["torch-ext/torch_binding.cpp", "a/a.cpp"]
+
+        [kernel.b]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["b/b.cpp"]
+    """))
+    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert any(p.name.endswith(".abi3.so") for p in result.path.iterdir())

@@ -91,3 +91,67 @@ def test_another_environment_of_the_same_base_python_is_foreign(tmp_path: Path) 
     with pytest.raises(ToolchainError, match=r"--python .*bare/bin/python: torch is not "
                        r"installed in that Python environment; fix: .* -m pip install torch"):
         build_project(project, backends=["cpu"], python=str(python), progress=lambda _: None)
+
+
+def test_only_kernelforge_is_put_on_a_foreign_path(tmp_path: Path) -> None:
+    """Installed from a wheel, kernelforge sits in the host's site-packages next to the
+    host's torch: the other environment must still see its own torch first."""
+    import os
+    import shutil
+    import subprocess
+
+    import kernelforge
+    from kernelforge.variants import torch_install_facts
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(Path(kernelforge.__file__).parent, site / "kernelforge",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("")
+    (site / "torch" / "version.py").write_text(
+        "__version__ = '2.99.0+cpu'\ncuda = None\nhip = None\n")
+    other = tmp_path / "other" / "python"  # another environment with this torch
+    other.parent.mkdir()
+    other.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    other.chmod(0o755)
+    code = (f"import sys; sys.path.insert(0, {str(site)!r})\n"
+            "from kernelforge.build import interpreter\n"
+            f"env = interpreter.python_env({str(other)!r})\n"
+            "print(env.foreign, env.torch_install().version, interpreter.PACKAGE_DIR)\n")
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=environ, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr
+    local = torch_install_facts()
+    assert local is not None
+    assert proc.stdout.split() == ["True", local.version, str(site / "kernelforge")]
+
+
+@pytest.mark.parametrize("answer", ["", "-m kernelforge._probe install",
+                                    'echo \'{"version": "2.5"}\'', "echo '[1, 2]'"])
+def test_an_interpreter_that_is_not_python_is_a_clear_error(tmp_path: Path,
+                                                            answer: str) -> None:
+    fake = tmp_path / "not-python"
+    body = answer if answer.startswith("echo") else f"echo {answer}" if answer else "true"
+    fake.write_text(f"#!/bin/sh\n{body}\n")
+    fake.chmod(0o755)
+    env = python_env(fake)
+    with pytest.raises(ToolchainError, match=r"--python .*not-python did not answer like a "
+                       r"Python interpreter.*fix: give the path of the python executable"):
+        env.torch_install()
+
+
+def test_build_with_a_non_python_interpreter_is_a_clean_cli_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge.cli import main
+
+    project = tmp_path / "na"
+    (project / "torch-ext" / "na").mkdir(parents=True)
+    (project / "torch-ext" / "na" / "__init__.py").write_text("")
+    (project / "build.toml").write_text(
+        '[general]\nname = "na"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
+        'backends = ["cpu"]\n\n[torch-noarch]\n')
+    assert main(["build", str(project), "--python", "/bin/true"]) != 0
+    err = capsys.readouterr().err
+    assert "did not answer like a Python interpreter" in err and "Traceback" not in err

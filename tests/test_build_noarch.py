@@ -106,3 +106,140 @@ def test_noarch_archs_and_backend_python_depends_reach_the_metadata(tmp_path: Pa
     assert meta["cuda"]["python-depends"] == ["einops", "nvidia-cutlass-dsl"]
     assert meta["rocm"]["python-depends"] == ["einops"]
     assert meta["cpu"]["python-depends"] == ["einops"]
+
+
+@pytest.mark.parametrize("folder", ["result", "build", ".private"])
+def test_an_edit_in_a_package_subfolder_rebuilds_under_a_new_id(tmp_path: Path,
+                                                                folder: str) -> None:
+    """A subpackage named like a build output still ships, so editing it is a change: the
+    build is not "up to date" and the new bytes get a new id."""
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    sub = project / "torch-ext" / "scale" / folder
+    sub.mkdir()
+    (sub / "__init__.py").write_text("value = 1\n")
+    (first,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    old_id = json.loads((first.path / "metadata.json").read_text())["id"]
+    (sub / "__init__.py").write_text("value = 2\n")
+    (second,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert not second.up_to_date
+    assert (second.path / folder / "__init__.py").read_text() == "value = 2\n"
+    assert json.loads((second.path / "metadata.json").read_text())["id"] != old_id
+
+
+_CRASH_MID_SWAP = """
+import os, signal, sys
+import kernelforge.build.package as package
+
+def crash(staging, final):  # dies between setting the old tree aside and the new rename
+    os.rename(final, final.with_name(f".{final.name}.old-{os.getpid()}"))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+package._swap_into_place = crash
+from kernelforge.build import build_project
+build_project(sys.argv[1], backends=["cpu"], force=True, progress=lambda _: None)
+"""
+
+
+def test_a_build_killed_mid_swap_is_recovered_and_does_not_block_publish(
+        tmp_path: Path) -> None:
+    """A build killed after setting the old variant aside (older versions, or a file
+    system without an atomic exchange) leaves it as .<variant>.old-<pid> beside its
+    staging directory: publishing ignores both, and the next build puts the old variant
+    back and removes the rest."""
+    import subprocess
+    import sys
+
+    from kernelforge.hub._staging import stage_build
+
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    build_project(project, progress=lambda _: None)
+    proc = subprocess.run([sys.executable, "-c", _CRASH_MID_SWAP, str(project)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode < 0, proc.stderr  # killed
+    build = project / "build"
+    names = sorted(p.name for p in build.iterdir())
+    assert "torch-cpu" not in names and names[0].startswith(".torch-cpu.")
+    staged = stage_build(build, 3)
+    assert staged.variants == ("torch-cuda",)
+    lines: list[str] = []
+    (result,) = build_project(project, backends=["cpu"], progress=lines.append)
+    assert result.up_to_date  # the old tree is back, intact
+    assert sorted(p.name for p in build.iterdir()) == ["torch-cpu", "torch-cuda"]
+    assert any("restored torch-cpu" in line for line in lines), lines
+    assert stage_build(build, 3).variants == ("torch-cpu", "torch-cuda")
+
+
+def test_leftovers_of_a_running_build_are_left_alone(tmp_path: Path) -> None:
+    import os
+
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    build_project(project, progress=lambda _: None)
+    running = project / "build" / f".torch-cpu.tmp-{os.getppid()}-abc123"
+    running.mkdir()
+    dead_legacy = project / "build" / ".torch-cpu.tj7abgqp"  # an older version's staging
+    dead_legacy.mkdir()
+    build_project(project, force=True, progress=lambda _: None)
+    assert running.is_dir() and not dead_legacy.exists()
+
+
+def test_replacing_a_variant_never_leaves_it_missing(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new tree is exchanged with the old one in one step: no rename sets the old
+    one aside first (Linux; elsewhere the two renames remain)."""
+    import os
+    import sys
+
+    from kernelforge.build import package
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("renameat2 is Linux-only")
+    final, staging = tmp_path / "torch-cpu", tmp_path / ".torch-cpu.tmp-1-x"
+    for directory, text in ((final, "old"), (staging, "new")):
+        directory.mkdir()
+        (directory / "f.py").write_text(text)
+
+    def no_rename(*args: object) -> None:
+        raise AssertionError(f"a rename left the variant missing for a moment: {args}")
+
+    monkeypatch.setattr(os, "rename", no_rename)
+    package._swap_into_place(staging, final)
+    assert (final / "f.py").read_text() == "new" and not staging.exists()
+
+
+def test_building_for_two_environments_in_turn_does_not_rebuild(tmp_path: Path) -> None:
+    """Each environment (--python) keeps its own up-to-date entry: building for A, then
+    B, then A again finds A's build in place."""
+    import sys
+
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    other = tmp_path / "other" / "python"  # another path to this interpreter
+    other.parent.mkdir()
+    other.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    other.chmod(0o755)
+
+    def build(python: Path | None) -> bool:
+        (result,) = build_project(project, backends=["cpu"], python=python,
+                                  progress=lambda _: None)
+        return result.up_to_date
+
+    assert not build(None)
+    assert not build(other)  # another environment: built once
+    assert build(None) and build(other) and build(None)
+
+
+def test_an_entry_whose_variant_was_rewritten_is_stale(tmp_path: Path) -> None:
+    """Sources A, then B, then A again: the variant directory holds B's build, so A's
+    remembered build is not "up to date"."""
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    kernels = project / "torch-ext" / "scale" / "kernels.py"
+
+    def build() -> tuple[bool, str]:
+        (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+        return result.up_to_date, (result.path / "kernels.py").read_text()
+
+    assert build() == (False, "FACTOR = 3\n")
+    kernels.write_text("FACTOR = 4\n")
+    assert build() == (False, "FACTOR = 4\n")
+    kernels.write_text("FACTOR = 3\n")
+    assert build() == (False, "FACTOR = 3\n")
+    assert build() == (True, "FACTOR = 3\n")

@@ -386,3 +386,43 @@ def test_progress_names_sources_in_folders_with_spaces(command: str) -> None:
     plain = "c++ -MMD -MF /p/obj/k.o.d -O3 -c /p/k/k.cpp -o /p/obj/k.o -fPIC"
     assert _describe_step(plain, Path("/p")) == "compiling k/k.cpp"
     assert _describe_step("c++ -shared /p/obj/k.o -o /p/lib/x.so", Path("/p")) == "linking"
+
+
+@pytest.mark.parametrize(("backend", "compiler"), [("cuda", NVCC_13), ("rocm", HIPCC)])
+def test_gpu_links_drop_local_symbols(manifest, backend: str, compiler: Tool) -> None:
+    """nvcc's host-side temporary file (tmpxft_<pid>_...cudafe1.cpp) is a local file
+    symbol of each object: the link drops local symbols so that builds do not differ."""
+    plan = plan_build(manifest, backend=backend, variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=compiler)
+    assert "-Wl,-x" in plan.link_flags
+    assert plan.fingerprint_inputs()["link_flags"] == list(plan.link_flags)
+
+
+def test_nvcc_objects_link_to_identical_libraries(tmp_path: Path) -> None:
+    """The link flags of the cuda plan make two nvcc builds of one source byte-identical
+    (without them the process id in nvcc's temporary file name differs)."""
+    import shutil
+    import subprocess
+
+    from kernelforge.build.toolchain import find_nvcc
+
+    nvcc, gxx = find_nvcc(), shutil.which("g++")
+    if nvcc is None or gxx is None:
+        pytest.skip("needs nvcc and g++")
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k(float* x) { x[threadIdx.x] += 1; }\n"
+                      "void launch(float* x) { k<<<1, 32>>>(x); }\n")
+    manifest = load_manifest(write_project(tmp_path / "p", KERNELS,
+                                           'backends = ["cpu", "cuda", "rocm"]'))
+    link_flags = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                            device_compiler=NVCC_13).link_flags
+    built = []
+    for name in ("a", "b"):
+        obj, lib = tmp_path / f"{name}.o", tmp_path / f"{name}.so"
+        subprocess.run([str(nvcc.path), "-O3", "-c", str(source), "-o", str(obj),
+                        "-Xcompiler=-fPIC", "-gencode=arch=compute_80,code=sm_80"],
+                       check=True, cwd=tmp_path)
+        subprocess.run([gxx, "-shared", "-o", str(lib), str(obj), *link_flags],
+                       check=True, cwd=tmp_path)
+        built.append(lib.read_bytes())
+    assert built[0] == built[1]

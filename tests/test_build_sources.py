@@ -122,3 +122,59 @@ def test_the_hash_of_an_unchanged_project_is_stable(project: Path, tmp_path: Pat
     other = copy_example(tmp_path / "elsewhere" / "relu")
     assert content_hash(project) == content_hash(other)
     assert source_identity(project).content_hash == content_hash(project)
+
+
+@pytest.mark.parametrize("where", ["build/helpers.py", "result/__init__.py", ".cfg/x.py",
+                                   ".hidden.py"])
+def test_every_file_of_the_shipped_package_counts(project: Path, where: str) -> None:
+    """The build copies every pyext file of torch-ext/<name>/ into the variant, in folders
+    the tree walk leaves out too; each one changes the uid."""
+    target = project / "torch-ext" / "relu" / where
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("value = 1\n")
+    before = content_hash(project)
+    target.write_text("value = 2\n")
+    assert content_hash(project) != before
+
+
+def test_files_the_package_does_not_ship_are_left_out_as_before(project: Path) -> None:
+    before = content_hash(project)
+    pkg = project / "torch-ext" / "relu"
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    (pkg / ".mypy_cache").mkdir()
+    (pkg / ".mypy_cache" / "x.json").write_text("{}\n")  # not a pyext file
+    assert content_hash(project) == before
+
+
+@pytest.mark.parametrize("folder", ["build", ".cfg", "result", "__nested__/.d"])
+def test_every_file_under_a_listed_include_directory_counts(project: Path, folder: str
+                                                           ) -> None:
+    """`include = ["include"]` makes include/build/params.h reachable as
+    "build/params.h": it is hashed though the tree walk leaves such folders out."""
+    nested = project / "include" / folder
+    nested.mkdir(parents=True)
+    (nested / "params.h").write_text("#define SCALE 1\n")
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace("[kernel.relu_cpu]\n",
+                                             '[kernel.relu_cpu]\ninclude = ["include"]\n'))
+    before = content_hash(project)
+    (nested / "params.h").write_text("#define SCALE 2\n")
+    assert content_hash(project) != before
+
+
+@pytest.mark.parametrize("marker", ["pyvenv.cfg", "conda-meta/history"])
+def test_a_python_environment_in_the_project_does_not_count(project: Path, tmp_path: Path,
+                                                            marker: str) -> None:
+    """`python -m venv venv` (or a conda prefix) inside the project: installing a package
+    there must not change the uid, nor make a no-op build hash the environment."""
+    before = content_hash(project)
+    for env in (project / "venv", tmp_path / "outside-env"):
+        (env / marker).parent.mkdir(parents=True, exist_ok=True)
+        (env / marker).write_text("home = /usr/bin\n")
+        (env / "lib" / "site-packages").mkdir(parents=True)
+        (env / "lib" / "site-packages" / "pkg.py").write_text("x = 1\n")
+    (project / "linked-env").symlink_to(tmp_path / "outside-env", target_is_directory=True)
+    assert content_hash(project) == before
+    (project / "venv" / "lib" / "site-packages" / "other.py").write_text("y = 2\n")
+    assert content_hash(project) == before

@@ -227,6 +227,11 @@ def test_publish_checks_the_manifests_repo_id(tmp_path: Path,
     ("c10", "C++ namespace"),
     ("check-args", "the generated kernel sources use it"),
     ("isinstance", "the generated __init__.py calls the Python builtin"),
+    *((n, "names ending in '_t' are reserved for types by C and POSIX") for n in
+      ("size-t", "int64-t", "uint8-t", "ptrdiff-t", "ssize-t", "off-t", "max-align-t",
+       "nullptr-t")),
+    *((n, "it is a type of the CUDA headers") for n in
+      ("half", "half2", "nv-bfloat16", "dim3", "float4", "uchar2", "longlong1")),
 ])
 def test_init_refuses_names_that_break_the_generated_code(
         name: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -236,10 +241,11 @@ def test_init_refuses_names_that_break_the_generated_code(
     python_name = name.replace("-", "_")
     assert f"invalid kernel name '{name}'" in err and f"named '{python_name}'" in err
     assert reason in err
-    assert f"choose another name, e.g. 'my-{name}'" in err
+    suggested = f"my-{name}" if not name.endswith("-t") else f"{name}-kernel"
+    assert f"choose another name, e.g. '{suggested}'" in err
     assert not dest.exists()
     # the suggested name works
-    assert main(["init", f"my-{name}", str(dest)]) == 0
+    assert main(["init", suggested, str(dest)]) == 0
 
 
 def test_init_into_a_file_or_an_impossible_directory(tmp_path: Path,
@@ -389,3 +395,51 @@ def test_malformed_local_kernels_is_an_error_line(monkeypatch: pytest.MonkeyPatc
     err = capsys.readouterr().err
     assert "error: LOCAL_KERNELS: malformed entry 'me/k1'" in err
     assert "fix: correct LOCAL_KERNELS or unset it" in err
+
+
+@pytest.mark.parametrize(("src", "message"), [
+    ('["k_cpu/k.cpp", "k_cpu/k.cpp"]',
+     "key 'kernel.k.src': lists the source 'k_cpu/k.cpp' twice"),
+    ('["k_cpu/k.cpp", "./k_cpu/k.cpp"]',
+     "key 'kernel.k.src': lists the source 'k_cpu/k.cpp' (as './k_cpu/k.cpp') twice"),
+    ('["torch-ext/torch_binding.cpp", "k_cpu/k.cpp"]',
+     "key 'kernel.k.src': lists the source 'torch-ext/torch_binding.cpp' and torch.src "
+     "lists it too"),
+    ('["k_cpu/k.cpp", "k_cpu/k.c"]',
+     "key 'kernel.k.src': lists 'k_cpu/k.cpp' and 'k_cpu/k.c', which would compile to the "
+     "same object file k_cpu/k.o"),
+])
+def test_sources_compiling_to_one_object_are_refused_by_check_and_build(
+        src: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torch's ninja file names objects after the source without its suffix: a source
+    listed twice, or foo.cpp beside foo.c, would give ninja two rules for one object."""
+    root = tmp_path / "k"
+    for rel in ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h",
+                "torch-ext/kk/__init__.py", "k_cpu/k.cpp", "k_cpu/k.c"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    (root / "build.toml").write_text(_GENERAL.format(backends='["cpu"]')
+                                     + f"[torch]\n{_BINDING}\n" + _kernel("k", "cpu", src))
+    for command in (["check", str(root)], ["build", str(root), "--backend", "cpu"]):
+        assert main(command) == 1
+        captured = capsys.readouterr()
+        assert message in captured.err and "fix: " in captured.err, captured.err
+        assert "ninja" not in captured.err and "Traceback" not in captured.err
+    assert not (root / "build").exists()
+
+
+def test_same_stem_sources_in_different_sections_or_backends_are_fine(tmp_path: Path) -> None:
+    from kernelforge.manifest import check_buildable, check_project
+
+    root = tmp_path / "k"
+    for rel in ("torch-ext/torch_binding.cpp", "torch-ext/kk/__init__.py", "k/k.cpp", "k/k.c",
+                "k/k.cu"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    (root / "build.toml").write_text(
+        _GENERAL.format(backends='["cpu", "cuda"]')
+        + '[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n'
+        + _kernel("a", "cpu", '["k/k.cpp", "k/k.h"]') + _kernel("b", "cpu", '["k/k.c"]')
+        + _kernel("c", "cuda", '["k/k.cu", "k/k.h", "k/k.h"]'))
+    (root / "k" / "k.h").write_text("")
+    check_buildable(check_project(root))

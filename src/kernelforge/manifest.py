@@ -28,7 +28,7 @@ from __future__ import annotations
 import posixpath
 import re
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn, cast
@@ -44,6 +44,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "BACKENDS", "KERNEL_BACKENDS", "KNOWN_DEPENDS", "DEFAULT_PYEXT", "KernelDependency",
     "TorchSpec", "KernelSpec", "Manifest", "load_manifest", "check_project", "check_buildable",
+    "check_compiled_sources",
 ]
 
 #: Backends ``general.backends`` may list.
@@ -827,6 +828,7 @@ def check_buildable(m: Manifest) -> list[str]:
                    fix=f"add a [kernel.<name>] section with backend = \"{backend}\", or "
                        f"remove '{backend}' from general.backends")
         listed = list(m.torch.src if m.torch else ()) + [s for k in kernels for s in k.src]
+        check_compiled_sources(m, kernels, suffixes)
         if not any(PurePosixPath(s).suffix in suffixes for s in listed):
             key = f"kernel.{kernels[0].name}.src"
             r.fail(key, f"backend '{backend}' has nothing to compile: neither torch.src nor "
@@ -846,3 +848,50 @@ def check_buildable(m: Manifest) -> list[str]:
                     if note not in notes:
                         notes.append(note)
     return notes
+
+
+def check_compiled_sources(m: Manifest, kernels: Iterable[KernelSpec],
+                           suffixes: Collection[str]) -> None:
+    """Refuse ``src`` lists that torch's extension tooling cannot compile: a source file
+    (a ``suffixes`` file) listed twice, in one list or in ``torch.src`` and the kernels'
+    (it would be compiled and linked twice), or two sources of one list that differ only
+    in their suffix (``foo.cu`` and ``foo.cpp``), which would compile to the same object
+    file (objects are named after the source without its suffix).
+
+    Args:
+        m: the manifest.
+        kernels: the kernel sections built together (one backend's).
+        suffixes: the suffixes of the files that backend compiles.
+
+    Raises:
+        ManifestError: naming the key and the files.
+    """
+    r = _Reader(m.path)
+    lists = [("torch.src", m.torch.src if m.torch else ())]
+    lists += [(f"kernel.{k.name}.src", k.src) for k in kernels]
+    seen: dict[str, tuple[str, str]] = {}
+    for key, names in lists:
+        stems: dict[str, str] = {}
+        for name in names:
+            if PurePosixPath(name).suffix not in suffixes:
+                continue
+            normal = posixpath.normpath(name.replace("\\", "/"))
+            if normal in seen:
+                where, first = seen[normal]
+                again = "twice" if where == key else f"and {where} lists it too"
+                shown = f"'{first}'" + (f" (as '{name}')" if first != name else "")
+                r.fail(key, f"lists the source {shown} {again}, so it would be compiled "
+                       "and linked twice", expected="each source file listed once",
+                       fix=f"remove the second '{name}'" if where == key else
+                       f"keep '{name}' in one of {where} and {key}")
+            seen[normal] = (key, name)
+            stem = posixpath.splitext(normal)[0]
+            if stem in stems:
+                r.fail(key, f"lists '{stems[stem]}' and '{name}', which would compile to the "
+                       f"same object file {stem}.o (objects are named after the source "
+                       "without its suffix)",
+                       expected="sources of one section with distinct names apart from "
+                                "their suffixes",
+                       fix=f"rename one of them (e.g. {stem}_host{posixpath.splitext(name)[1]})"
+                           ", or move it to another [kernel.*] section")
+            stems[stem] = name

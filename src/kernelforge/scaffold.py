@@ -53,12 +53,29 @@ _TAKEN: dict[str, str] = {
 }
 
 
+# Type names of the CUDA headers the generated CUDA source includes (a function of the
+# same name is "redeclared as a different kind of entity"): half and bfloat16 types,
+# dim3 and the vector types (float4, uchar2, longlong1, ...).
+_CUDA_TYPES = re.compile(
+    r"^(?:half2?|nv_bfloat162?|nv_half2?|dim3"
+    r"|(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[1-4])$"
+)
+
+
 def _name_problem(python_name: str) -> str | None:
     """Why ``python_name`` cannot name the generated package, function and C++ op, if so."""
     if keyword.iskeyword(python_name):
         return "it is a Python keyword"
     if python_name in _CXX_KEYWORDS:
         return "it is a C++ keyword"
+    if python_name.endswith("_t"):
+        # size_t, int64_t, ptrdiff_t, uint8_t, off_t, pid_t, ...: the generated function
+        # would be "redeclared as a different kind of entity"
+        return ("names ending in '_t' are reserved for types by C and POSIX (size_t, "
+                "int64_t, ptrdiff_t, ...), and the generated C++ function would clash with "
+                "such a type of the headers it includes")
+    if _CUDA_TYPES.match(python_name):
+        return "it is a type of the CUDA headers the generated CUDA source includes"
     return _TAKEN.get(python_name)
 
 
@@ -78,8 +95,9 @@ def init_project(name: str, directory: Path | None = None) -> Path:
     Args:
         name: kernel name (``^[a-z][-a-z0-9]*[a-z0-9]$``); the Python package and function
             and the C++ op use it with ``-`` replaced by ``_``, so it must not be a
-            Python or C++ keyword or a name the generated code already uses (``main``,
-            ``torch``, ``std``, ``ops``, ...).
+            Python or C++ keyword, a C or CUDA type name (``size_t``, any name ending in
+            ``_t``, ``half``, ``float4``) or a name the generated code already uses
+            (``main``, ``torch``, ``std``, ``ops``, ...).
         directory: where to create the project (default: ``./<name>``); must not exist
             or be empty.
 
@@ -102,10 +120,12 @@ def init_project(name: str, directory: Path | None = None) -> Path:
     python_name = name.replace("-", "_")
     problem = _name_problem(python_name)
     if problem is not None:
+        fine = [n for n in (f"my-{name}", f"{name}-kernel")
+                if _name_problem(n.replace("-", "_")) is None]
         raise KernelforgeError(
             f"invalid kernel name {name!r}: the generated Python package, function and C++ "
             f"op are named {python_name!r}, and {problem}; choose another name, e.g. "
-            f"'my-{name}' or '{name}-kernel'"
+            + " or ".join(f"'{n}'" for n in fine)
         )
     dest = Path(directory) if directory is not None else Path(name)
     if dest.exists() and not dest.is_dir():

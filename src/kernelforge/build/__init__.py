@@ -24,13 +24,14 @@ from kernelforge import __version__, digest
 from kernelforge._durable import replace_file
 from kernelforge.build.compile import compile_plan, compiler_environment
 from kernelforge.build.interpreter import PythonEnv, python_env
-from kernelforge.build.package import assemble_variant, builder_provenance
+from kernelforge.build.package import assemble_variant, builder_provenance, recover_leftovers
 from kernelforge.build.plan import (
     BuildPlan,
     SourceId,
     hash_sources,
     kernel_applies,
     manifest_inputs,
+    manifest_package_files,
     plan_build,
     version_tuple,
 )
@@ -83,11 +84,15 @@ def source_identity(root: Path, manifest: Manifest | None = None) -> SourceId:
     project sits in a git work tree with uncommitted changes.
 
     The hash covers every file of the project tree (symlinks followed; build outputs,
-    environments, dot-files and bytecode left out at any depth: ``plan.IGNORED_NAMES``)
-    and, given the ``manifest``, every file it lists in ``src`` and under ``include``
-    wherever they are.
+    Python environments, dot-files and bytecode left out at any depth:
+    ``plan.IGNORED_NAMES``) and, given the ``manifest``, every file it lists in ``src``,
+    every file under its ``include`` directories (dot-files and folders named ``build``
+    included) and every file of the Python package the build ships, wherever they are.
     """
-    content = hash_sources(root, manifest_inputs(manifest) if manifest is not None else ())
+    if manifest is None:
+        content = hash_sources(root)
+    else:
+        content = hash_sources(root, manifest_inputs(manifest), manifest_package_files(manifest))
     commit = _git(root, "rev-parse", "HEAD")
     dirty = False
     if commit is not None:
@@ -168,32 +173,63 @@ def _fingerprint(parts: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+#: Builds remembered per backend by the up-to-date check (one per environment and
+#: source state built lately; the oldest is forgotten first).
+STAMP_ENTRIES = 32
+
+
 def _stamp_path(root: Path, backend: str) -> Path:
     return root / ".kernelforge" / f"{backend}.stamp.json"
 
 
+def _stamps(root: Path, backend: str) -> dict[str, dict[str, str]]:
+    """The recent builds of ``backend``: fingerprint -> ``{"variant", "metadata"}`` (the
+    variant directory written and the sha256 of its ``metadata.json``), oldest first."""
+    try:
+        data = json.loads(_stamp_path(root, backend).read_text())
+        builds = data["builds"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    if not isinstance(builds, dict):
+        return {}
+    return {k: v for k, v in builds.items() if isinstance(v, dict)
+            and isinstance(v.get("variant"), str) and isinstance(v.get("metadata"), str)}
+
+
 def _up_to_date(root: Path, out_dir: Path, backend: str, key: str) -> Path | None:
-    """The variant directory if the last build of ``backend`` had this fingerprint and
-    its files are intact, else ``None``."""
-    try:
-        stamp = json.loads(_stamp_path(root, backend).read_text())
-    except (OSError, ValueError):
+    """The variant directory if a recent build of ``backend`` had this fingerprint and the
+    directory still holds what that build wrote, intact, else ``None``.
+
+    Builds for several environments (``--python``) each keep their entry, so building
+    for them in turn does not recompile; one that rewrote the same variant directory
+    with other bytes makes the others' entries stale.
+    """
+    entry = _stamps(root, backend).get(key)
+    if entry is None:
         return None
-    if stamp.get("key") != key:
-        return None
-    variant_dir = out_dir / stamp.get("variant", "")
+    variant_dir = out_dir / entry["variant"]
     try:
-        meta = json.loads((variant_dir / "metadata.json").read_text())
+        raw = (variant_dir / "metadata.json").read_bytes()
+        if hashlib.sha256(raw).hexdigest() != entry["metadata"]:
+            return None
+        meta = json.loads(raw)
         digest.verify_tree(variant_dir, meta["digest"]["files"])
     except (OSError, ValueError, KeyError, TypeError, IntegrityError):
         return None
     return variant_dir
 
 
-def _write_stamp(root: Path, backend: str, key: str, variant: str) -> None:
+def _write_stamp(root: Path, backend: str, key: str, final: Path) -> None:
+    builds = _stamps(root, backend)
+    builds.pop(key, None)
+    builds[key] = {
+        "variant": final.name,
+        "metadata": hashlib.sha256((final / "metadata.json").read_bytes()).hexdigest(),
+    }
+    kept = dict(list(builds.items())[-STAMP_ENTRIES:])
     path = _stamp_path(root, backend)
     path.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(path, json.dumps({"key": key, "variant": variant}).encode())
+    replace_file(path, json.dumps({"builds": kept}, indent=1).encode())
 
 
 def _variant_name(manifest: Manifest, backend: str, facts) -> str:
@@ -315,6 +351,8 @@ def build_project(
         note = _stable_abi_note(manifest, backend)
         if note:
             progress(f"note: {note}")
+    for line in recover_leftovers(out):
+        progress(f"note: {out.name}/: {line}")
     cxx = None if manifest.noarch else find_cxx()
     facts = None
     results: list[BuildResult] = []
@@ -380,7 +418,7 @@ def build_project(
             manifest, plan, extension=extension, out_dir=out,
             provenance=_provenance(plan, source_id, torch_install, cxx, device),
         )
-        _write_stamp(root, backend, key, variant)
+        _write_stamp(root, backend, key, final)
         elapsed = time.monotonic() - started
         progress(f"{variant}: wrote {final}")
         results.append(BuildResult(variant, backend, final, False, elapsed))

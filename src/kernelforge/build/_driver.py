@@ -23,6 +23,13 @@ def _without_arch_flags(flags: list[str]) -> list[str]:
     return [f for f in flags if not f.startswith(ARCH_FLAG_PREFIXES)]
 
 
+def _without(values: list[str], start: int, part: list[str]) -> list[str]:
+    """``values`` without ``part`` where it was put, at ``start``."""
+    if part and values[start:start + len(part)] == part:
+        return values[:start] + values[start + len(part):]
+    return list(values)
+
+
 def _ninja_path(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
@@ -64,11 +71,18 @@ def main(spec_path: str) -> int:
     sources, include_dirs = list(spec["sources"]), list(spec["include_dirs"])
     cxx_flags, device_flags = list(spec["cxx_flags"]), list(spec["device_flags"])
     groups = list(spec["groups"])
+    # The common flags and include dirs, which every other kernel section builds on.
+    common_cxx, common_device = list(cxx_flags), _without_arch_flags(device_flags)
+    common_includes = list(include_dirs)
+    own: dict[str, list[str]] = {"cxx": [], "nvcc": [], "include_dirs": []}
     if not sources:  # no binding source of its own: the first kernel section is the base
         first = groups.pop(0)
         sources, include_dirs = first["sources"], include_dirs + first["include_dirs"]
         cxx_flags += first["cxx_flags"]
         device_flags = _without_arch_flags(device_flags) + first["device_flags"]
+        # that section's own, kept out of the others (the extension's lists hold them)
+        own = {"cxx": first["cxx_flags"], "nvcc": first["device_flags"],
+               "include_dirs": first["include_dirs"]}
     extra_compile_args = {"cxx": cxx_flags}
     if backend != "cpu":
         # torch passes the 'nvcc' flags to hipcc on ROCm builds of torch.
@@ -94,7 +108,16 @@ def main(spec_path: str) -> int:
             # objects that the extension links with its binding. torch writes one ninja
             # file per section; they run together with the binding's, in one parallel
             # ninja step, just before the link.
-            base = ext.extra_compile_args
+            # torch appends its own flags (the extension's name, the C++ ABI, ...) and
+            # include dirs to the ones given; those of a section that took the binding's
+            # place are left out.
+            base = {
+                "cxx": _without(ext.extra_compile_args["cxx"], len(common_cxx), own["cxx"]),
+            }
+            if "nvcc" in ext.extra_compile_args:
+                base["nvcc"] = _without(ext.extra_compile_args["nvcc"], len(common_device),
+                                        own["nvcc"])
+            common_dirs = _without(ext.include_dirs, len(common_includes), own["include_dirs"])
             deferred: list[str] = []
             run_ninja = cpp_extension._run_ninja_build
 
@@ -117,7 +140,7 @@ def main(spec_path: str) -> int:
                     objects = self.compiler.compile(
                         group["sources"],
                         output_dir=os.path.join(self.build_temp, "kernel." + group["name"]),
-                        include_dirs=ext.include_dirs + group["include_dirs"],
+                        include_dirs=common_dirs + group["include_dirs"],
                         debug=self.debug,
                         extra_postargs=args,
                         depends=ext.depends,

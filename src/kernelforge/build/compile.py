@@ -189,7 +189,10 @@ def compile_plan(
             if len(diagnostics) > 20:
                 detail += f"\n  ... and {len(diagnostics) - 20} more"
         else:
-            detail = "\n".join(f"  {ln.rstrip()}" for ln in lines[-25:])
+            # ninja's own errors ("multiple rules generate ...") come before the driver's
+            # traceback, which would hide them in the last lines
+            ninja = [ln.rstrip() for ln in lines if ln.startswith("ninja: error:")]
+            detail = "\n".join(f"  {ln}" for ln in ninja or [ln.rstrip() for ln in lines[-25:]])
         raise BuildError(
             f"compiling {plan.variant} failed after {elapsed:.1f}s:\n{detail}\n"
             f"full compiler output: {log_path}"

@@ -3,16 +3,23 @@ torch (``kernelforge build --python PATH``), so one checkout builds variants for
 torch and CUDA/ROCm versions without Nix.
 
 Facts about a foreign interpreter come from running :mod:`kernelforge._probe` in it,
-with this package put on its path (the probe needs only the standard library).
+with this package put on its path (the probe needs only the standard library). Only the
+``kernelforge`` package goes there, through a directory that holds nothing but a link to
+it: the folder above the package is, in a regular install, this environment's
+site-packages, whose torch and setuptools would shadow the other environment's own.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +27,51 @@ from typing import Any
 from kernelforge.errors import ToolchainError
 from kernelforge.variants import SystemFacts, TorchInstall
 
-#: The directory holding the ``kernelforge`` package, put on a foreign interpreter's path.
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+#: This ``kernelforge`` package, which a foreign interpreter imports (alone) from here.
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def _link_package(directory: Path) -> Path:
+    """``directory`` holding a ``kernelforge`` link to :data:`PACKAGE_DIR`, created
+    atomically (a half-made link is never seen by another build)."""
+    link = directory / "kernelforge"
+    if os.path.realpath(link) == str(PACKAGE_DIR):
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = directory / f".kernelforge.{os.getpid()}"
+    if staging.is_symlink():
+        staging.unlink()
+    os.symlink(PACKAGE_DIR, staging, target_is_directory=True)
+    os.replace(staging, link)
+    return directory
+
+
+@functools.lru_cache(maxsize=1)
+def package_path() -> Path:
+    """A directory that holds only a link to this ``kernelforge`` package, for the front
+    of a foreign interpreter's path: in the user cache directory, else (not writable) in a
+    temporary directory removed at exit.
+
+    Raises:
+        ToolchainError: neither can be written.
+    """
+    import platformdirs
+
+    key = hashlib.sha256(str(PACKAGE_DIR).encode()).hexdigest()[:16]
+    cached = Path(platformdirs.user_cache_dir("kernelforge")) / "pythonpath" / key
+    try:
+        return _link_package(cached)
+    except OSError:
+        pass
+    try:
+        temporary = Path(tempfile.mkdtemp(prefix="kernelforge-pythonpath-"))
+        atexit.register(shutil.rmtree, temporary, ignore_errors=True)
+        return _link_package(temporary)
+    except OSError as err:
+        raise ToolchainError(
+            f"cannot make kernelforge importable by another Python interpreter: {err}; "
+            "fix: make the user cache directory or the temporary directory writable"
+        ) from err
 
 
 @dataclass(frozen=True)
@@ -35,7 +85,7 @@ class PythonEnv:
         """``base`` plus what a child process of this interpreter needs to import kernelforge."""
         env = dict(base)
         if self.foreign:
-            parts = [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")]
+            parts = [str(package_path()), env.get("PYTHONPATH", "")]
             env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
         return env
 
@@ -48,8 +98,11 @@ class PythonEnv:
         data = self._probe("install")
         if data is None:
             return None
-        data["path"] = Path(data["path"])
-        return TorchInstall(**_tuples(data))
+        try:
+            data["path"] = Path(data["path"])
+            return TorchInstall(**_tuples(data))
+        except (KeyError, TypeError, ValueError) as err:
+            raise self._not_python(f"unexpected answer: {err}") from err
 
     def system(self) -> SystemFacts:
         """The system facts as that interpreter's torch sees them (imports torch there)."""
@@ -60,7 +113,10 @@ class PythonEnv:
         data = self._probe("system")
         if data is None:  # pragma: no cover - torch_install() is checked first
             raise ToolchainError(f"{self.executable}: torch is not installed there")
-        return SystemFacts(**_tuples(data))
+        try:
+            return SystemFacts(**_tuples(data))
+        except (KeyError, TypeError, ValueError) as err:
+            raise self._not_python(f"unexpected answer: {err}") from err
 
     def _probe(self, what: str) -> Any:
         cmd = [self.executable, "-m", "kernelforge._probe", what]
@@ -75,7 +131,22 @@ class PythonEnv:
                 f"{self.executable} could not report its torch installation "
                 f"(exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}"
             )
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        lines = proc.stdout.strip().splitlines()
+        try:
+            data = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            tail = (proc.stdout.strip() or proc.stderr.strip() or "no output")[-500:]
+            raise self._not_python(f"it printed: {tail}") from None
+        if data is not None and not isinstance(data, dict):
+            raise self._not_python(f"it printed: {lines[-1][-500:]}")
+        return data
+
+    def _not_python(self, why: str) -> ToolchainError:
+        return ToolchainError(
+            f"--python {self.executable} did not answer like a Python interpreter running "
+            f"kernelforge's probe ({why}); fix: give the path of the python executable of "
+            "the environment whose torch you want to build for"
+        )
 
 
 def _tuples(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,19 +1,27 @@
 """Assembling ``build/<variant>/``: the flattened package, ``_ops.py``, the extension and
 ``metadata.json`` with per-file digests. The directory appears atomically: it is built
-under a temporary name next to its final place and renamed over the old one.
+under a temporary name next to its final place (``.<variant>.tmp-<pid>-<random>``) and
+exchanged with the old one in one step (``renameat2(RENAME_EXCHANGE)`` on Linux), so the
+variant is always there, old or new. Where the exchange is not available the old tree is
+first renamed aside (``.<variant>.old-<pid>``); a build killed in between leaves it
+there, and the next build puts it back (:func:`recover_leftovers`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from kernelforge import __version__, digest
-from kernelforge.build.plan import BuildPlan
+from kernelforge.build.plan import BuildPlan, manifest_package_files
 from kernelforge.errors import BuildError
 from kernelforge.manifest import Manifest
 
@@ -42,14 +50,11 @@ def _copy_python_package(manifest: Manifest, dest: Path) -> None:
             f"{manifest.path}: the Python package {package}/__init__.py is missing; "
             f"fix: create torch-ext/{manifest.python_name}/__init__.py"
         )
-    suffixes = {"." + ext.lstrip(".") for ext in manifest.pyext}
-    for path in sorted(package.rglob("*")):
-        rel = path.relative_to(package)
-        if "__pycache__" in rel.parts or not path.is_file() or path.suffix == ".pyc":
-            continue
-        if path.suffix not in suffixes:
-            continue
-        if rel.as_posix() == "_ops.py":
+    # Exactly the files the source hash covers (plan.package_files).
+    prefix = f"torch-ext/{manifest.python_name}/"
+    for relpath, path in manifest_package_files(manifest):
+        rel = relpath[len(prefix):]
+        if rel == "_ops.py":
             raise BuildError(
                 f"{path} would be overwritten by the generated _ops.py; fix: delete it"
             )
@@ -111,7 +116,7 @@ def assemble_variant(
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / plan.variant
-    staging = Path(tempfile.mkdtemp(prefix=f".{plan.variant}.", dir=out_dir))
+    staging = Path(tempfile.mkdtemp(prefix=f".{plan.variant}.tmp-{os.getpid()}-", dir=out_dir))
     try:
         _copy_python_package(manifest, staging)
         (staging / "_ops.py").write_text(
@@ -131,10 +136,38 @@ def assemble_variant(
     return final
 
 
+#: Linux ``renameat2`` arguments: the current directory, and "exchange the two paths".
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one atomic step; ``False`` where the system or the file
+    system cannot (then nothing was changed)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # no libc, or a libc older than glibc 2.28
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
 def _swap_into_place(staging: Path, final: Path) -> None:
     """Replace ``final`` with ``staging``; a reader sees the old or the new tree, whole."""
     if not final.exists():
         os.rename(staging, final)
+        return
+    if _exchange(staging, final):
+        shutil.rmtree(staging, ignore_errors=True)  # the old tree, now under that name
         return
     trash = final.with_name(f".{final.name}.old-{os.getpid()}")
     os.rename(final, trash)
@@ -144,6 +177,57 @@ def _swap_into_place(staging: Path, final: Path) -> None:
         os.rename(trash, final)
         raise
     shutil.rmtree(trash, ignore_errors=True)
+
+
+#: What a build leaves beside ``<variant>/`` while it runs: its staging directory
+#: (``.<variant>.tmp-<pid>-<random>``; older versions made ``.<variant>.<8 random>``)
+#: and the old tree set aside (``.<variant>.old-<pid>``).
+_LEFTOVER = re.compile(
+    r"^\.(?P<variant>[^.]+)\.(?:old-(?P<old>\d+)|tmp-(?P<tmp>\d+)-[A-Za-z0-9_]+|[a-z0-9_]{8})$"
+)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def recover_leftovers(out_dir: Path) -> list[str]:
+    """Clean up after builds that were killed while writing ``out_dir``: an old variant
+    set aside whose new one never arrived is put back, and the rest of what a dead build
+    left (staging directories, old trees) is removed. Entries of a build that is still
+    running are left alone.
+
+    Returns:
+        One line per entry recovered or removed.
+    """
+    done: list[str] = []
+    try:
+        entries = sorted(out_dir.iterdir())
+    except OSError:
+        return done
+    for entry in entries:
+        m = _LEFTOVER.match(entry.name)
+        if m is None or entry.is_symlink() or not entry.is_dir():
+            continue
+        pid = m["old"] or m["tmp"]
+        if pid is not None and _alive(int(pid)):
+            continue
+        final = out_dir / m["variant"]
+        if m["old"] is not None and not final.exists():
+            os.rename(entry, final)
+            done.append(f"restored {final.name} from {entry.name}, left by a killed build")
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        done.append(f"removed {entry.name}, left by a killed build")
+    return done
 
 
 def builder_provenance() -> dict[str, object]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from kernelforge import archs
 from kernelforge.build.toolchain import Dependency, Tool
 from kernelforge.errors import BuildError, ToolchainError
-from kernelforge.manifest import KernelSpec, Manifest
+from kernelforge.manifest import KernelSpec, Manifest, check_compiled_sources
 
 #: Files compiled as translation units; everything else listed in `src` is a header.
 COMPILED_SUFFIXES = {
@@ -120,41 +120,89 @@ class BuildPlan:
         }
 
 
-def _walk(directory: Path, rel: str, ancestors: frozenset[str]) -> Iterable[tuple[str, Path]]:
-    """``(relative path, path)`` of every file under ``directory`` but the
-    :data:`IGNORED_NAMES`, dot-files and bytecode, following symlinks (a link back to a
-    directory being walked is not entered again; a dangling link is left out)."""
+def _is_environment(path: Path) -> bool:
+    """Whether ``path`` is a Python environment (a virtualenv or a conda environment),
+    whatever its name: installed packages are not the project's sources."""
+    return (path / "pyvenv.cfg").is_file() or (path / "conda-meta").is_dir()
+
+
+def _walk(directory: Path, rel: str, ancestors: frozenset[str], *,
+          listed: bool = False, outputs: frozenset[str] = frozenset()
+          ) -> Iterable[tuple[str, Path]]:
+    """``(relative path, path)`` of every file under ``directory`` but bytecode, ``.git``
+    and Python environments, following symlinks (a link back to a directory being walked
+    is not entered again; a dangling link is left out).
+
+    The project tree also leaves out :data:`IGNORED_NAMES` and dot-files at every depth.
+    A ``listed`` directory (an ``include`` of the manifest) is walked whole, since the
+    compiler reads whatever it reaches there, but for the directories in ``outputs``
+    (real paths: the project's own ``build/`` and ``.kernelforge/``).
+    """
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         name = entry.name
-        if name in IGNORED_NAMES or name.startswith(".") or name.endswith(".pyc"):
+        if name in ("__pycache__", ".git") or name.endswith(".pyc"):
+            continue
+        if not listed and (name in IGNORED_NAMES or name.startswith(".")):
             continue
         path = Path(entry.path)
         relpath = f"{rel}{name}"
         if entry.is_dir():  # follows symlinks
             real = os.path.realpath(path)
-            if real not in ancestors:
-                yield from _walk(path, relpath + "/", ancestors | {real})
+            if real not in ancestors and real not in outputs and not _is_environment(path):
+                yield from _walk(path, relpath + "/", ancestors | {real},
+                                 listed=listed, outputs=outputs)
         elif entry.is_file():
             yield relpath, path
 
 
-def iter_project_files(root: Path, listed: Iterable[str] = ()) -> Iterable[tuple[str, Path]]:
+def iter_project_files(root: Path, listed: Iterable[str] = (),
+                       extra: Iterable[tuple[str, Path]] = ()
+                       ) -> Iterable[tuple[str, Path]]:
     """Every file of a project that can affect a build, as ``(relative path, path)`` in a
     stable order: the project tree (symlinks followed; build outputs, environments,
     dot-files and bytecode left out: :data:`IGNORED_NAMES`), plus every file ``listed`` (paths
     relative to the project, e.g. the manifest's sources and include directories), even
-    where the tree walk leaves it out.
+    where the tree walk leaves it out, and the ``extra`` files (the Python package the
+    build ships: :func:`package_files`).
+
+    A listed directory counts whole, dot-files and folders named ``build`` included, but
+    for bytecode, ``.git``, Python environments and the project's own ``build/`` and
+    ``.kernelforge/``.
     """
     found: dict[str, Path] = dict(_walk(root, "", frozenset({os.path.realpath(root)})))
+    outputs = frozenset(os.path.realpath(root / d) for d in ("build", ".kernelforge"))
     for name in listed:
         path = root / name
         rel = Path(name).as_posix()
         if path.is_dir():
             prefix = "" if rel in (".", "") else rel.rstrip("/") + "/"
-            found.update(_walk(path, prefix, frozenset({os.path.realpath(path)})))
+            found.update(_walk(path, prefix, frozenset({os.path.realpath(path)}),
+                               listed=True, outputs=outputs))
         elif path.is_file():
             found[rel] = path
+    found.update(extra)
     return sorted(found.items(), key=lambda item: _walk_order(item[0]))
+
+
+def package_files(root: Path, python_name: str, pyext: Iterable[str]
+                  ) -> list[tuple[str, Path]]:
+    """The files of the Python package ``torch-ext/<python_name>/`` that a build copies
+    into the variant, as ``(path relative to the project, path)``: every file whose
+    suffix is one of ``pyext`` (``[torch] pyext``) at any depth, dot-files and folders
+    named ``build`` included, but bytecode and ``__pycache__``; a symlink to a folder
+    is not entered."""
+    package = root / "torch-ext" / python_name
+    suffixes = {"." + ext.lstrip(".") for ext in pyext}
+    files: list[tuple[str, Path]] = []
+    if not package.is_dir():
+        return files
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package)
+        if "__pycache__" in rel.parts or not path.is_file() or path.suffix == ".pyc":
+            continue
+        if path.suffix in suffixes:
+            files.append((f"torch-ext/{python_name}/{rel.as_posix()}", path))
+    return files
 
 
 def _walk_order(rel: str) -> list[tuple[int, str]]:
@@ -174,12 +222,18 @@ def manifest_inputs(manifest: Manifest) -> list[str]:
     return listed
 
 
-def hash_sources(root: Path, listed: Iterable[str] = ()) -> str:
+def manifest_package_files(manifest: Manifest) -> list[tuple[str, Path]]:
+    """The files of the manifest's Python package that a build ships (:func:`package_files`)."""
+    return package_files(manifest.root, manifest.python_name, manifest.pyext)
+
+
+def hash_sources(root: Path, listed: Iterable[str] = (),
+                 extra: Iterable[tuple[str, Path]] = ()) -> str:
     """A sha256 over the relative paths and contents of the project's files
     (:func:`iter_project_files`)."""
     h = hashlib.sha256()
     try:
-        for rel, path in iter_project_files(root, listed):
+        for rel, path in iter_project_files(root, listed, extra):
             h.update(rel.encode() + b"\0")
             with path.open("rb") as fh:
                 h.update(hashlib.sha256(fh.read()).digest())
@@ -303,6 +357,7 @@ def plan_build(
     if manifest.torch is None:  # pragma: no cover - the manifest enforces a framework
         raise BuildError(f"{manifest.path}: a compiled kernel needs a [torch] section")
     suffixes = COMPILED_SUFFIXES[backend]
+    check_compiled_sources(manifest, kernels, suffixes)
     sources = [
         p for p in _rel_paths(manifest, manifest.torch.src) if p.suffix in suffixes
     ]
@@ -376,6 +431,10 @@ def plan_build(
         skipped = "".join(f"; {n}" for n in notes if n.startswith("skipping kernel."))
         raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}{skipped}")
     metadata_archs = tuple(all_archs) if backend in ("cuda", "rocm") else None
+    # nvcc compiles the host side from a temporary file named after its process id
+    # (tmpxft_<pid>_...cudafe1.cpp), which stays in the symbol table as a local file
+    # symbol: dropping local symbols at link time keeps builds byte-identical.
+    link_flags = ["-Wl,-x"] if backend in ("cuda", "rocm") else []
 
     return BuildPlan(
         root=manifest.root,
@@ -387,6 +446,7 @@ def plan_build(
         include_dirs=tuple(include_dirs),
         cxx_flags=tuple(cxx_flags),
         device_flags=tuple(device_flags),
+        link_flags=tuple(link_flags),
         archs=metadata_archs,
         groups=tuple(groups),
         dependencies=tuple(dependencies),

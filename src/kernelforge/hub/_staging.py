@@ -132,7 +132,8 @@ def stage_build(build_dir: Path, version: int) -> Staged:
     variants: list[str] = []
     digests: dict[str, dict[str, Any]] = {}
     for entry in sorted(build_dir.iterdir()):
-        if entry.name == "__pycache__":
+        # Dot-entries are not variants: a build's staging directories and editor state.
+        if entry.name == "__pycache__" or entry.name.startswith("."):
             continue
         if entry.is_symlink() or not entry.is_dir():
             raise HubError(
