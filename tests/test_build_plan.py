@@ -426,3 +426,22 @@ def test_nvcc_objects_link_to_identical_libraries(tmp_path: Path) -> None:
                        check=True, cwd=tmp_path)
         built.append(lib.read_bytes())
     assert built[0] == built[1]
+
+
+def test_header_paths_of_torch_dependencies_and_cuda_are_mapped(manifest) -> None:
+    """torch's checks embed __FILE__ of its headers: with only the project's folder
+    mapped, builds against one torch in two environments differed. Every include root
+    the build takes headers from is written as a relative name."""
+    from kernelforge.build.toolchain import Dependency
+
+    cutlass = Dependency("cutlass_4_0", "nvidia-cutlass", "4.2.0.0",
+                         (Path("/envs/a/site-packages/cutlass_library/source/include"),))
+    torch_dir = Path("/envs/a/site-packages/torch")
+    plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=NVCC_13, dependencies=[cutlass], torch_dir=torch_dir)
+    wanted = [f"-ffile-prefix-map={manifest.root}=.", f"-ffile-prefix-map={torch_dir}=torch",
+              f"-ffile-prefix-map={cutlass.include_dirs[0]}=cutlass_4_0",
+              "-ffile-prefix-map=/opt/cuda=cuda"]
+    for flag in wanted:
+        assert flag in plan.cxx_flags, plan.cxx_flags
+        assert f"-Xcompiler={flag}" in plan.device_flags, plan.device_flags

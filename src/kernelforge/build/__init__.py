@@ -404,6 +404,7 @@ def build_project(
             device_compiler=device,
             dependencies=deps,
             arch_override=archs,
+            torch_dir=torch_install.path.parent,
         )
         progress(f"{variant}: building {manifest.name} ({backend}, ops namespace {plan.namespace})")
         for note in plan.notes:

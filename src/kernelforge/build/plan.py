@@ -317,6 +317,7 @@ def plan_build(
     device_compiler: Tool | None = None,
     dependencies: Sequence[Dependency] = (),
     arch_override: Sequence[str] | None = None,
+    torch_dir: Path | None = None,
 ) -> BuildPlan:
     """Plan the build of ``manifest`` for one backend and variant.
 
@@ -329,6 +330,8 @@ def plan_build(
         device_compiler: nvcc or hipcc for GPU backends.
         dependencies: resolved ``depends`` of the backend's kernels.
         arch_override: capabilities / archs replacing the manifest's (``--arch``).
+        torch_dir: the ``torch`` package of the build's environment, whose header paths
+            (in ``__FILE__`` of torch's checks) are written as ``torch/...``.
 
     Returns:
         A :class:`BuildPlan`.
@@ -372,8 +375,18 @@ def plan_build(
     # -g0 overrides the -g of Python's own CFLAGS: kernels ship without debug info
     # (smaller, faster to compile, no build paths inside).
     cxx_flags = ["-O3", "-g0", *BACKEND_DEFINES[backend]]
-    # Keep build paths out of the binary so builds in different folders are identical.
-    cxx_flags.append(f"-ffile-prefix-map={manifest.root}=.")
+    # Keep build paths out of the binary so builds in different folders are identical:
+    # the project's, and those of the headers it includes from torch (whose checks embed
+    # __FILE__), from resolved dependencies and from the CUDA toolkit.
+    prefix_maps: list[tuple[Path, str]] = [(manifest.root, ".")]
+    if torch_dir is not None:
+        prefix_maps.append((torch_dir, "torch"))
+    for dep in dependencies:
+        prefix_maps += [(d, f"{dep.name}-{i}" if i else dep.name)
+                        for i, d in enumerate(dep.include_dirs)]
+    if backend == "cuda" and device_compiler is not None:
+        prefix_maps.append((device_compiler.path.parent.parent, "cuda"))
+    cxx_flags += [f"-ffile-prefix-map={old}={new}" for old, new in prefix_maps]
     if cxx is not None and cxx.name == "gcc":
         # One copy of each template static per extension: two builds of one kernel
         # must not share state when loaded side by side.
@@ -395,7 +408,7 @@ def plan_build(
         # --threads 0: nvcc compiles the per-capability passes in parallel.
         device_flags = ["-O3", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr",
                         "--threads", "0"]
-        device_flags += [f"-Xcompiler=-ffile-prefix-map={manifest.root}=."]
+        device_flags += [f"-Xcompiler=-ffile-prefix-map={old}={new}" for old, new in prefix_maps]
         if cxx is not None and cxx.name == "gcc":
             device_flags.append("-Xcompiler=-fno-gnu-unique")
         # for CUDA files of the [torch] binding itself: every kernel's capabilities
