@@ -161,6 +161,7 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
     (["build", ".", "--backend", "rocm", "--arch", "9.0a"], "--backend rocm takes ROCm archs"),
     (["build", ".", "-j", "0"], "argument -j/--jobs: '0' is not a number of jobs"),
     (["demo", "--hub", "hf"], "argument --hub: the demo publishes to a local hub only"),
+    (["demo", "--hub", "HuggingFace"], "argument --hub: the demo publishes to a local hub only"),
 ])
 def test_bad_arguments_are_usage_errors(argv: list[str], message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -443,3 +444,14 @@ def test_same_stem_sources_in_different_sections_or_backends_are_fine(tmp_path: 
         + _kernel("c", "cuda", '["k/k.cu", "k/k.h", "k/k.h"]'))
     (root / "k" / "k.h").write_text("")
     check_buildable(check_project(root))
+
+
+def test_build_says_when_arch_had_no_effect(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "k"
+    (root / "torch-ext" / "kk").mkdir(parents=True)
+    (root / "torch-ext" / "kk" / "__init__.py").write_text("")
+    (root / "build.toml").write_text(_GENERAL.format(backends='["cpu"]') + "[torch-noarch]\n")
+    assert main(["build", str(root), "--arch", "9.0a"]) == 0
+    assert "note: --arch 9.0a had no effect: no CUDA or ROCm variant was built" in \
+        capsys.readouterr().err
