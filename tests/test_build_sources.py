@@ -178,3 +178,19 @@ def test_a_python_environment_in_the_project_does_not_count(project: Path, tmp_p
     assert content_hash(project) == before
     (project / "venv" / "lib" / "site-packages" / "other.py").write_text("y = 2\n")
     assert content_hash(project) == before
+
+
+@pytest.mark.parametrize("junk", [".pytest_cache/v/cache/lastfailed", ".mypy_cache/3.11/x.json",
+                                  ".idea/workspace.xml", "result/lib/foo.so",
+                                  "csrc/.relu.cpp.swp"])
+def test_include_dot_is_the_tree_walk_not_every_file(project: Path, junk: str) -> None:
+    """``include = ["."]`` lists the project folder, which the tree walk covers already:
+    tool caches, IDE files and build outputs there do not count."""
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace("[kernel.relu_cpu]\n",
+                                             '[kernel.relu_cpu]\ninclude = ["."]\n'))
+    before = content_hash(project)
+    path = project / junk
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}")
+    assert content_hash(project) == before, f"{junk} changed the uid"

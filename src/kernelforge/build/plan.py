@@ -167,13 +167,17 @@ def iter_project_files(root: Path, listed: Iterable[str] = (),
 
     A listed directory counts whole, dot-files and folders named ``build`` included, but
     for bytecode, ``.git``, Python environments and the project's own ``build/`` and
-    ``.kernelforge/``.
+    ``.kernelforge/``; except the project folder itself (``include = ["."]``), which is
+    the tree walk already: whole, it would count tool caches, editor and IDE files and
+    build outputs, and every test or editor run would change the uid.
     """
     found: dict[str, Path] = dict(_walk(root, "", frozenset({os.path.realpath(root)})))
     outputs = frozenset(os.path.realpath(root / d) for d in ("build", ".kernelforge"))
     for name in listed:
         path = root / name
         rel = Path(name).as_posix()
+        if path.is_dir() and os.path.realpath(path) == os.path.realpath(root):
+            continue  # the project folder: the tree walk above
         if path.is_dir():
             prefix = "" if rel in (".", "") else rel.rstrip("/") + "/"
             found.update(_walk(path, prefix, frozenset({os.path.realpath(path)}),
