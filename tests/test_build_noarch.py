@@ -176,10 +176,12 @@ def test_leftovers_of_a_running_build_are_left_alone(tmp_path: Path) -> None:
     build_project(project, progress=lambda _: None)
     running = project / "build" / f".torch-cpu.tmp-{os.getppid()}-abc123"
     running.mkdir()
-    dead_legacy = project / "build" / ".torch-cpu.tj7abgqp"  # an older version's staging
-    dead_legacy.mkdir()
+    # not a build's own name: a user's folder that only looks like an old staging name
+    users = [project / "build" / n for n in (".torch-cpu.tj7abgqp", ".notes.personal")]
+    for path in users:
+        path.mkdir()
     build_project(project, force=True, progress=lambda _: None)
-    assert running.is_dir() and not dead_legacy.exists()
+    assert running.is_dir() and all(path.is_dir() for path in users)
 
 
 def test_replacing_a_variant_never_leaves_it_missing(tmp_path: Path,

@@ -445,3 +445,16 @@ def test_header_paths_of_torch_dependencies_and_cuda_are_mapped(manifest) -> Non
     for flag in wanted:
         assert flag in plan.cxx_flags, plan.cxx_flags
         assert f"-Xcompiler={flag}" in plan.device_flags, plan.device_flags
+
+
+def test_the_most_specific_path_map_comes_last(tmp_path: Path) -> None:
+    """A CUDA toolkit in a parent of the project (nvcc in /usr/bin): the compilers apply
+    the last map that matches, so the project's own map must come after it."""
+    manifest = load_manifest(write_project(tmp_path / "usr" / "src" / "p", KERNELS,
+                                           'backends = ["cpu", "cuda", "rocm"]'))
+    nvcc = Tool("nvcc", tmp_path / "usr" / "bin" / "nvcc", (13, 0), "release 13.0")
+    plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=nvcc)
+    maps = [f for f in plan.cxx_flags if f.startswith("-ffile-prefix-map=")]
+    assert maps == [f"-ffile-prefix-map={tmp_path / 'usr'}=cuda",
+                    f"-ffile-prefix-map={manifest.root}=."]

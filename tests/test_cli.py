@@ -233,6 +233,8 @@ def test_publish_checks_the_manifests_repo_id(tmp_path: Path,
        "nullptr-t")),
     *((n, "it is a type of the CUDA headers") for n in
       ("half", "half2", "nv-bfloat16", "dim3", "float4", "uchar2", "longlong1")),
+    *((n, "it is a type of the C library headers") for n in
+      ("uint", "ushort", "ulong", "u-int", "u-char")),
 ])
 def test_init_refuses_names_that_break_the_generated_code(
         name: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -453,5 +455,21 @@ def test_build_says_when_arch_had_no_effect(tmp_path: Path,
     (root / "torch-ext" / "kk" / "__init__.py").write_text("")
     (root / "build.toml").write_text(_GENERAL.format(backends='["cpu"]') + "[torch-noarch]\n")
     assert main(["build", str(root), "--arch", "9.0a"]) == 0
-    assert "note: --arch 9.0a had no effect: no CUDA or ROCm variant was built" in \
-        capsys.readouterr().err
+    assert "note: --arch 9.0a had no effect: the project is noarch" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("variant", "noted"), [("torch213-cxx11-cpu-x86_64-linux", True),
+                                                ("torch213-cxx11-cu128-x86_64-linux", False)])
+def test_build_notes_arch_without_a_gpu_variant(variant: str, noted: bool,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A compiled project whose build made no CUDA or ROCm variant (no CUDA torch here):
+    --arch changed nothing, and the build says so."""
+    import kernelforge.build as build
+    from kernelforge.build import BuildResult
+
+    monkeypatch.setattr(build, "build_project", lambda *a, **k: [
+        BuildResult(variant, "cpu", Path("build") / variant, True, 0.0)])
+    assert main(["build", str(EXAMPLE_RELU), "--arch", "9.0a"]) == 0
+    err = capsys.readouterr().err
+    assert ("note: --arch 9.0a had no effect: no CUDA or ROCm variant was built" in err) == noted

@@ -597,3 +597,25 @@ def test_an_unusable_backend_is_refused_before_a_version_is_chosen(
                                                          match="cannot be used here"):
         loader.get_kernel(REPO, hub=hub, backend="cuda")
     assert not [r for r in caplog.records if "loading" in r.getMessage()]
+
+
+def test_one_repository_at_two_versions_is_not_a_cycle(hub: LocalHub, tmp_path: Path) -> None:
+    """A -> DEP@2 -> MID -> DEP@1: two builds of DEP, loaded side by side (Hugging Face's
+    resolver keys on repository and version too)."""
+    pytest.importorskip("kernels.deps")
+    mid = "kernels-test/mid"
+    make_variant(tmp_path / "d1", "torch-cpu", module_id=uid("d1"), value=1)
+    hub.publish(DEP, tmp_path / "d1", version=1)
+    c = make_variant(tmp_path / "c", "torch-cpu", module_id=uid("c"), init=(
+        "import kernels\nVALUE = kernels.get_kernel_dep('kernels-test/dep').VALUE\n"))
+    _depends_on(c, {"repo-id": DEP, "version": 1})
+    hub.publish(mid, tmp_path / "c", version=1)
+    d2 = make_variant(tmp_path / "d2", "torch-cpu", module_id=uid("d2"), version=2, init=(
+        "import kernels\nVALUE = 10 + kernels.get_kernel_dep('kernels-test/mid').VALUE\n"))
+    _depends_on(d2, {"repo-id": mid, "version": 1})
+    hub.publish(DEP, tmp_path / "d2", version=2)
+    a = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("a"), init=(
+        "import kernels\nVALUE = 100 + kernels.get_kernel_dep('kernels-test/dep').VALUE\n"))
+    _depends_on(a, {"repo-id": DEP, "version": 2})
+    hub.publish(REPO, tmp_path / "a", version=1)
+    assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 111

@@ -11,6 +11,7 @@ import pytest
 from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
 
 from kernelforge import loader, signing, trust
+from kernelforge import lock as lock_module
 from kernelforge.cli import main
 from kernelforge.errors import HubError, IntegrityError, LockError, TrustError
 from kernelforge.hub import LocalHub
@@ -322,3 +323,51 @@ def test_a_lock_from_another_local_hub_says_how_to_name_it(
     with pytest.raises(HubError, match="written from a local hub"):
         download_locked(lock)
     assert loader.get_locked_kernel(REPO, lockfile=lock, hub=team).VALUE == 1
+
+
+def _publish_with_dependency(hf: HfHub, tmp_path: Path, key) -> str:
+    """``REPO`` (both variants) depending on ``OTHER`` version 1; returns REPO's module id
+    prefix."""
+    publish(hf, OTHER, tmp_path / "dep", key=key)
+    module_id = uid("main")
+    for variant in ("torch-cpu", "torch-cuda"):
+        vdir = make_variant(tmp_path / "main", variant, module_id=module_id + variant[6:])
+        meta = json.loads((vdir / "metadata.json").read_text())
+        meta["kernel-depends"] = [{"repo-id": OTHER, "version": 1}]
+        (vdir / "metadata.json").write_text(json.dumps(meta))
+    hf.publish(REPO, tmp_path / "main", version=1, signer=key)
+    return module_id
+
+
+def test_download_fetches_kernel_depends_and_load_kernel_reads_only_the_cache(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    pytest.importorskip("kernels.deps")
+    module_id = _publish_with_dependency(hf, tmp_path, key)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    cold = HfHub(api=api, cache=tmp_path / "cold")
+    got = download_locked(lock, hub=cold)
+    assert [(r, v) for r, v, _ in got] == [(REPO, "torch-cpu"), (OTHER, "torch-cpu")]
+    fetched = len(api.fetches())
+    assert loader.load_kernel(REPO, lockfile=lock, hub=cold).__name__ == module_id + "cpu"
+    assert len(api.fetches()) == fetched  # load_kernel never downloads, dependencies included
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=api, cache=tmp_path / "cold")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=offline).__name__ == module_id + "cpu"
+
+
+def test_load_kernel_does_not_download_kernel_depends(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key
+) -> None:
+    pytest.importorskip("kernels.deps")
+    _publish_with_dependency(hf, tmp_path, key)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    cold = HfHub(api=api, cache=tmp_path / "cold")
+    commit = read_lock(lock).require(REPO).commit
+    cold.fetch_variant(REPO, commit, "torch-cpu")  # the kernel cached, its dependency not
+    lock_module._cache_load_files(cold, REPO, commit, "torch-cpu")
+    with pytest.raises(HubError, match=f"{OTHER}.*not in the download cache"):
+        loader.load_kernel(REPO, lockfile=lock, hub=cold)

@@ -72,9 +72,16 @@ def _cmd_build(args: argparse.Namespace) -> int:
     for r in results:
         state = "up to date" if r.up_to_date else f"built in {r.seconds:.1f}s"
         print(f"{r.variant}: {state} -> {r.path}")
-    if args.arch and not any(_gpu_variant(r.variant) for r in results):
-        print(f"note: --arch {' '.join(args.arch)} had no effect: no CUDA or ROCm variant was "
-              "built (see the skipped backends above)", file=sys.stderr)
+    if args.arch and results:
+        from kernelforge.manifest import load_manifest
+
+        if load_manifest(args.path).noarch:
+            print(f"note: --arch {' '.join(args.arch)} had no effect: the project is noarch "
+                  "(nothing is compiled; its [torch-noarch] archs go to the metadata)",
+                  file=sys.stderr)
+        elif not any(_gpu_variant(r.variant) for r in results):
+            print(f"note: --arch {' '.join(args.arch)} had no effect: no CUDA or ROCm variant "
+                  "was built (see the skipped backends above)", file=sys.stderr)
     return 0
 
 

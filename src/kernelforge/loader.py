@@ -239,18 +239,34 @@ def _dependency_context(deps: Mapping[str, ModuleType]) -> contextlib.AbstractCo
 DepsLoader = Callable[[Mapping[str, Any]], dict[str, ModuleType]]
 
 
+Pin = tuple[str, object, object]  # (repository, version, revision); None: not known
+
+
+def _same_kernel(a: Pin, b: Pin) -> bool:
+    """Whether two pins can name the same build (a version or revision not known matches
+    any)."""
+    return a[0] == b[0] and all(x is None or y is None or x == y
+                                for x, y in zip(a[1:], b[1:], strict=True))
+
+
 def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: bool,
-                  allow: TrustArg) -> DepsLoader:
+                  allow: TrustArg, cache_only: bool = False,
+                  pin: Pin | None = None) -> DepsLoader:
     """A loader of a kernel's ``kernel-depends``: each one through :func:`get_kernel`, with
     the same hub, backend, architecture check and trust allowance as the kernel itself
-    (so verified and trusted the same way); a cycle is refused."""
+    (so verified and trusted the same way), from the download cache alone with
+    ``cache_only``; a cycle (the same repository and version again) is refused."""
     def load(meta: Mapping[str, Any]) -> dict[str, ModuleType]:
         entries = meta.get("kernel-depends") or []
         where = f"{parent}: metadata.json 'kernel-depends'"
         if not isinstance(entries, list):
             raise HubError(f"{where} must be a list of {{repo-id, version | revision}}")
-        chain: list[str] = getattr(_resolving, "chain", [])
+        # (repo, version, revision) of each kernel whose dependencies are being loaded
+        chain: list[Pin] = getattr(_resolving, "chain", [])
         _resolving.chain = chain
+        root = not chain
+        if root:
+            chain.append(pin or (parent, None, None))
         out: dict[str, ModuleType] = {}
         for entry in entries:
             repo_id = entry.get("repo-id") if isinstance(entry, dict) else None
@@ -259,13 +275,20 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
             if not isinstance(repo_id, str) or (version is None) == (revision is None):
                 raise HubError(f"{where}: entry {entry!r} is not {{repo-id, version | "
                                "revision}")
-            if repo_id in chain or repo_id == parent:
-                raise HubError(f"cyclic kernel dependency: "
-                               f"{' -> '.join([*chain, parent, repo_id])}")
-            chain.append(parent)
+            wanted: Pin = (repo_id, version, revision)
+            if any(_same_kernel(wanted, c) for c in chain):
+                names = [c[0] for c in chain]
+                raise HubError(f"cyclic kernel dependency: {' -> '.join([*names, repo_id])}")
+            dep_hub: HubArg = hub
+            if cache_only:
+                from kernelforge.locate import hub_for
+
+                found = hub_for(hub, repo_id)
+                dep_hub = found.cache_only() if hasattr(found, "cache_only") else found
+            chain.append(wanted)
             try:
                 out[repo_id] = get_kernel(repo_id, version=version, revision=revision,
-                                          hub=hub, backend=backend, check_arch=check_arch,
+                                          hub=dep_hub, backend=backend, check_arch=check_arch,
                                           trust_remote_code=allow)
             except Exception as err:
                 if hasattr(err, "add_note"):  # Python >= 3.11
@@ -273,6 +296,8 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
                 raise
             finally:
                 chain.pop()
+        if root:
+            chain.pop()
         return out
 
     return load
@@ -553,7 +578,8 @@ def get_kernel(
            allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV))
     return _cached(key, lambda: _load_plan(
         _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code),
-        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code)))
+        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code,
+                      pin=(repo_id, version, revision))))
 
 
 def get_locked_kernel(
@@ -625,7 +651,8 @@ def load_kernel(
         LockError, IntegrityError, TrustError: as for :func:`get_locked_kernel`.
 
     A lock pins the kernel itself, not its ``kernel-depends``: those load as
-    :func:`get_kernel` loads them.
+    :func:`get_kernel` loads them, from the download cache alone (``kernelforge
+    download`` fetches them too).
     """
     from kernelforge.policy import allow_key
 
@@ -635,7 +662,7 @@ def load_kernel(
     return _cached(key, lambda: _load_plan(
         _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
                        cache_only=True),
-        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code)))
+        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code, cache_only=True)))
 
 
 def get_local_kernel(

@@ -507,7 +507,7 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
     return check(fetched.path, fetched.recorded)
 
 
-def _cache_load_files(h: Any, locked: LockedKernel, name: str) -> None:
+def _cache_load_files(h: Any, repo: str, commit: str, name: str) -> None:
     """Read the files an offline load reads besides the variant's own, so that a remote
     hub keeps them in its download cache: the variant's ``metadata.json`` and its
     signature and sigstore bundle (or the record that they are absent)."""
@@ -515,7 +515,34 @@ def _cache_load_files(h: Any, locked: LockedKernel, name: str) -> None:
 
     for path in (f"build/{name}/metadata.json", signature_path(name),
                  f"build/{name}/metadata.json.sigstore"):
-        h.read_file(locked.repo, locked.commit, path)
+        h.read_file(repo, commit, path)
+
+
+def _fetch_dependencies(hub: Any, variant_dir: Path, backend: str | None,
+                        seen: set[tuple[Any, ...]]) -> list[tuple[str, str, Path]]:
+    """Fetch the ``kernel-depends`` of a fetched variant, and theirs, as a load of it would
+    choose them (the lock pins the kernel, not its dependencies), for offline loads."""
+    from kernelforge.hub._staging import read_metadata
+    from kernelforge.locate import locate_hub
+
+    out: list[tuple[str, str, Path]] = []
+    for entry in read_metadata(variant_dir).get("kernel-depends") or []:
+        if not isinstance(entry, dict):
+            continue  # the load refuses it, naming it
+        key = (entry.get("repo-id"), entry.get("version"), entry.get("revision"))
+        if key in seen or not isinstance(key[0], str):
+            continue
+        seen.add(key)
+        plan = locate_hub(key[0], revision=key[2], version=key[1], backend=backend, hub=hub,
+                          check_arch=True, allow=True)  # trust is the load's decision
+        info = plan.info
+        if plan.hub is None or info.commit is None:  # a LOCAL_KERNELS override: on disk
+            continue
+        fetched = plan.hub.fetch_variant(info.repo, info.commit, info.variant)
+        _cache_load_files(plan.hub, info.repo, info.commit, info.variant)
+        out.append((info.repo, info.variant, fetched.path))
+        out += _fetch_dependencies(hub, fetched.path, backend, seen)
+    return out
 
 
 def _trust_problem(h: Any, locked: LockedKernel, name: str, path: Path) -> str | None:
@@ -559,7 +586,9 @@ def download_locked(
         ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
         verified against the lock. A variant a load would refuse (a lock without
         digests, for a kernel neither signed by a trusted key nor allowed) is fetched
-        all the same, with a WARNING log line saying how to allow it.
+        all the same, with a WARNING log line saying how to allow it. Then, for each,
+        the kernels its ``kernel-depends`` name (and theirs), as a load would choose
+        them: verified against their own metadata, not pinned by the lock.
 
     Raises:
         LockError, HubError, IntegrityError, VariantNotFoundError.
@@ -579,7 +608,7 @@ def download_locked(
             names = [plan.info.variant]
         for name in names:
             path = _fetch_checked(h, locked, name)
-            _cache_load_files(h, locked, name)
+            _cache_load_files(h, locked.repo, locked.commit, name)
             problem = _trust_problem(h, locked, name, path)
             if problem is not None:
                 logger.warning(
@@ -589,4 +618,6 @@ def download_locked(
                     "pass trust_remote_code=[%r] to load_kernel / get_locked_kernel",
                     repo_id, name, lock.path.name, problem, locked.repo, locked.repo)
             out.append((repo_id, name, path))
+            deps_seen: set[tuple[Any, ...]] = set()
+            out += _fetch_dependencies(hub, path, backend, deps_seen)
     return out

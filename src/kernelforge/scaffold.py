@@ -62,6 +62,11 @@ _CUDA_TYPES = re.compile(
 )
 
 
+# Types of glibc's <sys/types.h>, which torch's headers include: uint, ushort, ulong and
+# the BSD names u_char, u_short, u_int, u_long, u_quad.
+_GLIBC_TYPES = re.compile(r"^(?:u(?:short|int|long)|u_(?:char|short|int|long|quad))$")
+
+
 def _name_problem(python_name: str) -> str | None:
     """Why ``python_name`` cannot name the generated package, function and C++ op, if so."""
     if keyword.iskeyword(python_name):
@@ -76,6 +81,8 @@ def _name_problem(python_name: str) -> str | None:
                 "such a type of the headers it includes")
     if _CUDA_TYPES.match(python_name):
         return "it is a type of the CUDA headers the generated CUDA source includes"
+    if _GLIBC_TYPES.match(python_name):
+        return "it is a type of the C library headers that torch's headers include"
     return _TAKEN.get(python_name)
 
 

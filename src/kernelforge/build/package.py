@@ -180,10 +180,11 @@ def _swap_into_place(staging: Path, final: Path) -> None:
 
 
 #: What a build leaves beside ``<variant>/`` while it runs: its staging directory
-#: (``.<variant>.tmp-<pid>-<random>``; older versions made ``.<variant>.<8 random>``)
-#: and the old tree set aside (``.<variant>.old-<pid>``).
+#: (``.<variant>.tmp-<pid>-<random>``) and the old tree set aside
+#: (``.<variant>.old-<pid>``). (Older versions named staging ``.<variant>.<8 random>``:
+#: too like a user's own folder to delete; ``publish`` skips dot-entries anyway.)
 _LEFTOVER = re.compile(
-    r"^\.(?P<variant>[^.]+)\.(?:old-(?P<old>\d+)|tmp-(?P<tmp>\d+)-[A-Za-z0-9_]+|[a-z0-9_]{8})$"
+    r"^\.(?P<variant>[^.]+)\.(?:old-(?P<old>\d+)|tmp-(?P<tmp>\d+)-[A-Za-z0-9_]+)$"
 )
 
 

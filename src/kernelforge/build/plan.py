@@ -390,6 +390,9 @@ def plan_build(
                         for i, d in enumerate(dep.include_dirs)]
     if backend == "cuda" and device_compiler is not None:
         prefix_maps.append((device_compiler.path.parent.parent, "cuda"))
+    # The compilers apply the last map that matches: the most specific roots go last (a
+    # CUDA toolkit in /usr must not rewrite a project or a torch below it).
+    prefix_maps.sort(key=lambda m: len(m[0].parts))
     cxx_flags += [f"-ffile-prefix-map={old}={new}" for old, new in prefix_maps]
     if cxx is not None and cxx.name == "gcc":
         # One copy of each template static per extension: two builds of one kernel
