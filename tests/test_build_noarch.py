@@ -131,7 +131,7 @@ import os, signal, sys
 import kernelforge.build.package as package
 
 def crash(staging, final):  # dies between setting the old tree aside and the new rename
-    os.rename(final, final.with_name(f".{final.name}.old-{os.getpid()}"))
+    os.rename(final, final.with_name(f".{final.name}.old-{package._owner()}"))
     os.kill(os.getpid(), signal.SIGKILL)
 
 package._swap_into_place = crash
@@ -143,7 +143,7 @@ build_project(sys.argv[1], backends=["cpu"], force=True, progress=lambda _: None
 def test_a_build_killed_mid_swap_is_recovered_and_does_not_block_publish(
         tmp_path: Path) -> None:
     """A build killed after setting the old variant aside (older versions, or a file
-    system without an atomic exchange) leaves it as .<variant>.old-<pid> beside its
+    system without an atomic exchange) leaves it as .<variant>.old-<owner> beside its
     staging directory: publishing ignores both, and the next build puts the old variant
     back and removes the rest."""
     import subprocess
@@ -172,16 +172,22 @@ def test_a_build_killed_mid_swap_is_recovered_and_does_not_block_publish(
 def test_leftovers_of_a_running_build_are_left_alone(tmp_path: Path) -> None:
     import os
 
+    from kernelforge.build.package import _machine
+
     project = noarch_project(tmp_path / "scale", EDITION5)
     build_project(project, progress=lambda _: None)
-    running = project / "build" / f".torch-cpu.tmp-{os.getppid()}-abc123"
-    running.mkdir()
+    build = project / "build"
+    running = build / f".torch-cpu.tmp-{_machine()}-{os.getppid()}-abc123"
+    # another machine or container sharing the folder: its process ids mean nothing here
+    foreign = build / f".torch-cpu.tmp-{'0' * 8 if _machine() != '0' * 8 else '1' * 8}-1-x"
+    dead = build / f".torch-cpu.tmp-{_machine()}-999999999-x"  # no such process here
     # not a build's own name: a user's folder that only looks like an old staging name
-    users = [project / "build" / n for n in (".torch-cpu.tj7abgqp", ".notes.personal")]
-    for path in users:
+    users = [build / n for n in (".torch-cpu.tj7abgqp", ".notes.personal")]
+    for path in (running, foreign, dead, *users):
         path.mkdir()
     build_project(project, force=True, progress=lambda _: None)
-    assert running.is_dir() and all(path.is_dir() for path in users)
+    assert running.is_dir() and foreign.is_dir() and all(path.is_dir() for path in users)
+    assert not dead.exists()
 
 
 def test_replacing_a_variant_never_leaves_it_missing(tmp_path: Path,

@@ -116,7 +116,7 @@ def assemble_variant(
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / plan.variant
-    staging = Path(tempfile.mkdtemp(prefix=f".{plan.variant}.tmp-{os.getpid()}-", dir=out_dir))
+    staging = Path(tempfile.mkdtemp(prefix=f".{plan.variant}.tmp-{_owner()}-", dir=out_dir))
     try:
         _copy_python_package(manifest, staging)
         (staging / "_ops.py").write_text(
@@ -169,7 +169,7 @@ def _swap_into_place(staging: Path, final: Path) -> None:
     if _exchange(staging, final):
         shutil.rmtree(staging, ignore_errors=True)  # the old tree, now under that name
         return
-    trash = final.with_name(f".{final.name}.old-{os.getpid()}")
+    trash = final.with_name(f".{final.name}.old-{_owner()}")
     os.rename(final, trash)
     try:
         os.rename(staging, final)
@@ -180,15 +180,43 @@ def _swap_into_place(staging: Path, final: Path) -> None:
 
 
 #: What a build leaves beside ``<variant>/`` while it runs: its staging directory
-#: (``.<variant>.tmp-<pid>-<random>``) and the old tree set aside
-#: (``.<variant>.old-<pid>``). (Older versions named staging ``.<variant>.<8 random>``:
-#: too like a user's own folder to delete; ``publish`` skips dot-entries anyway.)
+#: (``.<variant>.tmp-<owner>-<random>``) and the old tree set aside
+#: (``.<variant>.old-<owner>``), where the owner is ``<machine>-<pid>`` (:func:`_owner`).
+#: (Older versions named staging ``.<variant>.<8 random>``: too like a user's own folder
+#: to delete; ``publish`` skips dot-entries anyway.)
 _LEFTOVER = re.compile(
-    r"^\.(?P<variant>[^.]+)\.(?:old-(?P<old>\d+)|tmp-(?P<tmp>\d+)-[A-Za-z0-9_]+)$"
+    r"^\.(?P<variant>[^.]+)\.(?:old-(?P<old>[0-9a-f]{8}-\d+)"
+    r"|tmp-(?P<tmp>[0-9a-f]{8}-\d+)-[A-Za-z0-9_]+)$"
 )
 
 
-def _alive(pid: int) -> bool:
+def _machine() -> str:
+    """Which process-id space this process lives in, as 8 hex digits: the host, its boot
+    and the pid namespace (so that a container or another host sharing the directory is
+    told apart)."""
+    import hashlib
+
+    parts = [os.uname().nodename if hasattr(os, "uname") else ""]
+    try:
+        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    except OSError:
+        pass
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:8]
+
+
+def _owner() -> str:
+    return f"{_machine()}-{os.getpid()}"
+
+
+def _alive(owner: str) -> bool:
+    """Whether the build that named a leftover ``owner`` may still be running: any build
+    of another machine or pid namespace (its processes cannot be seen from here) counts
+    as running."""
+    machine, _, number = owner.partition("-")
+    if machine != _machine():
+        return True
+    pid = int(number)
     if pid == os.getpid():
         return True
     try:
@@ -218,8 +246,7 @@ def recover_leftovers(out_dir: Path) -> list[str]:
         m = _LEFTOVER.match(entry.name)
         if m is None or entry.is_symlink() or not entry.is_dir():
             continue
-        pid = m["old"] or m["tmp"]
-        if pid is not None and _alive(int(pid)):
+        if _alive(m["old"] or m["tmp"]):
             continue
         final = out_dir / m["variant"]
         if m["old"] is not None and not final.exists():
