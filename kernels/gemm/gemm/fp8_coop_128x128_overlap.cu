@@ -706,10 +706,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // consumers store the tile. Returns whether there is a next tile (now `c`). Split-K
   // units end with their MMAs drained instead: the next unit's block count, and so the
   // temporary it starts in, may differ.
-  // With `pre_next` (two or more K blocks, A from shared memory) the next tile's block 1
-  // goes in too, into `last` once promoted, so that two blocks of MMAs cover the
-  // epilogue; that tile's first step then only waits (step_issued).
-  auto finish_tile = [&](auto set, float (&last)[64], float (&other)[64], auto pre_next) __attribute__((always_inline)) {
+  auto finish_tile = [&](auto set, float (&last)[64], float (&other)[64]) {
     constexpr int S = decltype(set)::value;
     if constexpr (!kSplit) {
       const int next = unit + clusters;
@@ -721,7 +718,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         promote(acc, last, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
         release();
         if (kblocks > 1) load_scales(S);
-        if constexpr (decltype(pre_next)::value) issue_next(last);
         store_tile(c);
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
@@ -745,34 +741,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   // than one block, block 1's scales in the other set. Runs the rest of its K loop and
   // finishes it; returns whether there is a next tile. The next tile starts in `first`
   // if the block count is even, else in `second`.
-  // `issued`: its block 1 is in flight already (in `second`, by the previous
-  // finish_tile); `pre_next`: as for finish_tile.
-  auto run_tile = [&](auto set, float (&first)[64], float (&second)[64], auto issued,
-                      auto pre_next) __attribute__((always_inline)) {
+  auto run_tile = [&](auto set, float (&first)[64], float (&second)[64]) {
     constexpr int S = decltype(set)::value;
     using Same = std::integral_constant<int, S>;
     using Other = std::integral_constant<int, S ^ 1>;
     int kb = 1;
-    if constexpr (decltype(issued)::value) {
-      // block 1 is in flight: wait for block 0 only, then go on as step does
-      cute::warpgroup_wait<1>();
-      fence_regs(first);
-      promote(acc, first, sa_lo[S] * sb[S], sa_hi[S] * sb[S]);
-      release();
-      if (kb + 1 < kblocks) load_scales(S);
-      if (kb + 1 >= kblocks) return finish_tile(Other{}, second, first, pre_next);
-      step(Same{}, first, second, kb + 1);
-      kb += 2;
-    }
     for (; kb + 1 < kblocks; kb += 2) {
       step(Other{}, second, first, kb);
       step(Same{}, first, second, kb + 1);
     }
     if (kb < kblocks) {
       step(Other{}, second, first, kb);
-      return finish_tile(Other{}, second, first, pre_next);
+      return finish_tile(Other{}, second, first);
     }
-    return finish_tile(Same{}, first, second, pre_next);
+    return finish_tile(Same{}, first, second);
   };
   // Zeroes the accumulator, points the scales at the unit's first K block and issues
   // that block into t0.
@@ -946,7 +928,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else if constexpr (kSplit) {
     while (true) {
       start_unit();
-      run_tile(Zero{}, t0, t1, std::false_type{}, std::false_type{});
+      run_tile(Zero{}, t0, t1);
       unit += clusters;
       if (unit >= units) break;
       w = unit_at(unit);
@@ -958,25 +940,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Which temporary a tile starts in is fixed by the parity of the block count, so
     // that no branch merges paths with different registers in flight (the compiler
     // would wait for the MMAs there).
-    using No = std::false_type;
-    using Yes = std::true_type;
-    if (kAmn || kblocks < 2) {  // A's register fragment is reused: one block at a time
-      if (kblocks % 2 == 0) {
-        while (run_tile(Zero{}, t0, t1, No{}, No{})) {
-        }
-      } else {
-        while (run_tile(Zero{}, t0, t1, No{}, No{}) && run_tile(One{}, t1, t0, No{}, No{})) {
-        }
+    if (kblocks % 2 == 0) {
+      while (run_tile(Zero{}, t0, t1)) {
       }
-    } else if constexpr (!kAmn) {
-      if (kblocks % 2 == 0) {
-        if (run_tile(Zero{}, t0, t1, No{}, Yes{})) {
-          while (run_tile(Zero{}, t0, t1, Yes{}, Yes{})) {
-          }
-        }
-      } else if (run_tile(Zero{}, t0, t1, No{}, Yes{})) {
-        while (run_tile(One{}, t1, t0, Yes{}, Yes{}) && run_tile(Zero{}, t0, t1, Yes{}, Yes{})) {
-        }
+    } else {
+      while (run_tile(Zero{}, t0, t1) && run_tile(One{}, t1, t0)) {
       }
     }
   }
