@@ -619,3 +619,39 @@ def test_one_repository_at_two_versions_is_not_a_cycle(hub: LocalHub, tmp_path: 
     _depends_on(a, {"repo-id": DEP, "version": 2})
     hub.publish(REPO, tmp_path / "a", version=1)
     assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 111
+
+
+def _python_depends(vdir: Path, value: object) -> None:
+    import json
+
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["python-depends"] = value
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+
+
+def test_missing_python_depends_are_named_before_the_import(hub: LocalHub,
+                                                            tmp_path: Path) -> None:
+    module_id = uid("pyd")
+    vdir = make_variant(tmp_path / "a", "torch-cpu", module_id=module_id,
+                        init="raise RuntimeError('imported')\n")
+    _python_depends(vdir, ["nki", "einops"])
+    hub.publish(REPO, tmp_path / "a", version=1)
+    with pytest.raises(ImportError, match=r"needs the Python package\(s\) nki, einops .*"
+                                          r"fix: pip install nki einops"):
+        loader.get_kernel(REPO, version=1, hub=hub)
+    assert module_id not in sys.modules
+
+
+def test_installed_python_depends_load(hub: LocalHub, tmp_path: Path) -> None:
+    vdir = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("pyd"))
+    _python_depends(vdir, ["packaging"])  # not a listed name: taken as package and module
+    hub.publish(REPO, tmp_path / "a", version=1)
+    assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 1
+
+
+def test_malformed_python_depends_is_named(hub: LocalHub, tmp_path: Path) -> None:
+    vdir = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("pyd"))
+    _python_depends(vdir, "einops")
+    hub.publish(REPO, tmp_path / "a", version=1)
+    with pytest.raises(HubError, match="'python-depends' must be a list of names"):
+        loader.get_kernel(REPO, version=1, hub=hub)

@@ -223,6 +223,37 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
     return module
 
 
+# kernel-builder's python-depends names: (the package to install, the module it provides,
+# None for a package without Python code). A name not listed is taken as both.
+_PYTHON_DEPENDS = {
+    "einops": ("einops", "einops"),
+    "helion": ("helion", "helion"),
+    "tvm-ffi": ("apache-tvm-ffi", "tvm_ffi"),
+    "nvidia-cutlass-dsl": ("nvidia-cutlass-dsl", "cutlass"),
+    "nki": ("nki", "nki"),
+    "onednn": ("onednn-devel", None),
+}
+
+
+def _check_python_depends(variant_dir: Path, meta: Mapping[str, Any]) -> None:
+    """Refuse, before importing anything, a kernel whose ``python-depends`` are not
+    installed, naming the package to install."""
+    names = meta.get("python-depends") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise HubError(f"{variant_dir}: metadata.json 'python-depends' must be a list of "
+                       f"names, got {names!r}")
+    missing = []
+    for name in names:
+        package, module = _PYTHON_DEPENDS.get(name, (name, name.replace("-", "_")))
+        if module is not None and importlib.util.find_spec(module) is None:
+            missing.append(package)
+    if missing:
+        raise ImportError(
+            f"{variant_dir}: kernel {meta.get('name')!r} needs the Python package(s) "
+            f"{', '.join(missing)} (its python-depends), not installed here; fix: pip install "
+            f"{' '.join(missing)}")
+
+
 def _dependency_context(deps: Mapping[str, ModuleType]) -> contextlib.AbstractContextManager[Any]:
     """What makes ``deps`` visible to the kernel's import: a kernel gets its
     ``kernel-depends`` through Hugging Face's ``kernels.get_kernel_dep(repo_id)``, which
@@ -393,6 +424,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
             _by_path[key] = loaded
             _by_id[module_id] = loaded
             return taken
+        _check_python_depends(variant_dir, meta)
         needed: dict[str, ModuleType] = {}
         if meta.get("kernel-depends"):
             load_deps = deps or _dependencies(str(variant_dir), None, None, True, False)
