@@ -655,3 +655,22 @@ def test_malformed_python_depends_is_named(hub: LocalHub, tmp_path: Path) -> Non
     hub.publish(REPO, tmp_path / "a", version=1)
     with pytest.raises(HubError, match="'python-depends' must be a list of names"):
         loader.get_kernel(REPO, version=1, hub=hub)
+
+
+def test_a_failed_dependency_load_leaves_no_trace_for_the_next_load(
+    hub: LocalHub, tmp_path: Path
+) -> None:
+    """After REPO's dependency fails to load, a kernel that depends on REPO is no
+    'cycle': the failed load's chain is gone."""
+    pytest.importorskip("kernels.deps")
+    a = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("fail"))
+    _depends_on(a, {"repo-id": "kernels-test/missing", "version": 1})
+    hub.publish(REPO, tmp_path / "a", version=1)
+    with pytest.raises(HubError, match="kernels-test/missing"):
+        loader.get_kernel(REPO, version=1, hub=hub)
+    b = make_variant(tmp_path / "b", "torch-cpu", module_id=uid("after"))
+    _depends_on(b, {"repo-id": REPO, "version": 1})
+    hub.publish(DEP, tmp_path / "b", version=1)
+    with pytest.raises(HubError) as info:
+        loader.get_kernel(DEP, version=1, hub=hub)
+    assert "cyclic" not in str(info.value) and "kernels-test/missing" in str(info.value)

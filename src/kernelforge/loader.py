@@ -270,7 +270,7 @@ def _dependency_context(deps: Mapping[str, ModuleType]) -> contextlib.AbstractCo
 DepsLoader = Callable[[Mapping[str, Any]], dict[str, ModuleType]]
 
 
-Pin = tuple[str, object, object]  # (repository, version, revision); None: not known
+Pin = tuple[str, int | None, str | None]  # (repository, version, revision); None: not known
 
 
 def _same_kernel(a: Pin, b: Pin) -> bool:
@@ -298,38 +298,42 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
         root = not chain
         if root:
             chain.append(pin or (parent, None, None))
-        out: dict[str, ModuleType] = {}
-        for entry in entries:
-            repo_id = entry.get("repo-id") if isinstance(entry, dict) else None
-            version = entry.get("version") if isinstance(entry, dict) else None
-            revision = entry.get("revision") if isinstance(entry, dict) else None
-            if not isinstance(repo_id, str) or (version is None) == (revision is None):
-                raise HubError(f"{where}: entry {entry!r} is not {{repo-id, version | "
-                               "revision}")
-            wanted: Pin = (repo_id, version, revision)
-            if any(_same_kernel(wanted, c) for c in chain):
-                names = [c[0] for c in chain]
-                raise HubError(f"cyclic kernel dependency: {' -> '.join([*names, repo_id])}")
-            dep_hub: HubArg = hub
-            if cache_only:
-                from kernelforge.locate import hub_for
-
-                found = hub_for(hub, repo_id)
-                dep_hub = found.cache_only() if hasattr(found, "cache_only") else found
-            chain.append(wanted)
-            try:
-                out[repo_id] = get_kernel(repo_id, version=version, revision=revision,
-                                          hub=dep_hub, backend=backend, check_arch=check_arch,
-                                          trust_remote_code=allow)
-            except Exception as err:
-                if hasattr(err, "add_note"):  # Python >= 3.11
-                    err.add_note(f"while loading {repo_id}, a kernel-depends entry of {parent}")
-                raise
-            finally:
+        try:
+            pins = [_pinned(entry, where) for entry in entries]
+            return {wanted[0]: _load_one(wanted, chain) for wanted in pins}
+        finally:
+            if root:
                 chain.pop()
-        if root:
+
+    def _pinned(entry: object, where: str) -> Pin:
+        item = entry if isinstance(entry, dict) else {}
+        repo_id, version, revision = (item.get("repo-id"), item.get("version"),
+                                      item.get("revision"))
+        if not isinstance(repo_id, str) or (version is None) == (revision is None):
+            raise HubError(f"{where}: entry {entry!r} is not {{repo-id, version | revision}}")
+        return repo_id, version, revision
+
+    def _load_one(wanted: Pin, chain: list[Pin]) -> ModuleType:
+        repo_id, version, revision = wanted
+        if any(_same_kernel(wanted, c) for c in chain):
+            names = [c[0] for c in chain]
+            raise HubError(f"cyclic kernel dependency: {' -> '.join([*names, repo_id])}")
+        dep_hub: HubArg = hub
+        if cache_only:
+            from kernelforge.locate import hub_for
+
+            found = hub_for(hub, repo_id)
+            dep_hub = found.cache_only() if hasattr(found, "cache_only") else found
+        chain.append(wanted)
+        try:
+            return get_kernel(repo_id, version=version, revision=revision, hub=dep_hub,
+                              backend=backend, check_arch=check_arch, trust_remote_code=allow)
+        except Exception as err:
+            if hasattr(err, "add_note"):  # Python >= 3.11
+                err.add_note(f"while loading {repo_id}, a kernel-depends entry of {parent}")
+            raise
+        finally:
             chain.pop()
-        return out
 
     return load
 
