@@ -61,16 +61,17 @@ def package_path() -> Path:
     cached = Path(platformdirs.user_cache_dir("kernelforge")) / "pythonpath" / key
     try:
         return _link_package(cached)
-    except OSError:
-        pass
+    except OSError as err:
+        in_cache = err
     try:
         temporary = Path(tempfile.mkdtemp(prefix="kernelforge-pythonpath-"))
         atexit.register(shutil.rmtree, temporary, ignore_errors=True)
         return _link_package(temporary)
     except OSError as err:
         raise ToolchainError(
-            f"cannot make kernelforge importable by another Python interpreter: {err}; "
-            "fix: make the user cache directory or the temporary directory writable"
+            f"cannot make kernelforge importable by another Python interpreter: {in_cache}; "
+            f"and in a temporary directory: {err}; fix: make the user cache directory or "
+            "the temporary directory writable"
         ) from err
 
 

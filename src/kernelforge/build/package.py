@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import json
 import os
 import re
@@ -190,6 +191,7 @@ _LEFTOVER = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=1)
 def _machine() -> str:
     """Which process-id space this process lives in, as 8 hex digits: the host, its boot
     and the pid namespace (so that a container or another host sharing the directory is
@@ -197,11 +199,9 @@ def _machine() -> str:
     import hashlib
 
     parts = [os.uname().nodename if hasattr(os, "uname") else ""]
-    try:
-        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
-        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
-    except OSError:
-        pass
+    boot_id, pid_ns = Path("/proc/sys/kernel/random/boot_id"), Path("/proc/self/ns/pid")
+    if boot_id.is_file():  # Linux
+        parts += [boot_id.read_text().strip(), str(pid_ns.stat().st_ino)]
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:8]
 
 
