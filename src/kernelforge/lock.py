@@ -597,6 +597,7 @@ def download_locked(
 
     lock = read_lock(lockfile)
     out = []
+    deps_seen: set[tuple[Any, ...]] = set()  # each dependency fetched once per download
     for repo_id, locked in sorted(lock.kernels.items()):
         h = hub_for_lock(hub, locked)
         if all_variants:
@@ -618,6 +619,5 @@ def download_locked(
                     "pass trust_remote_code=[%r] to load_kernel / get_locked_kernel",
                     repo_id, name, lock.path.name, problem, locked.repo, locked.repo)
             out.append((repo_id, name, path))
-            deps_seen: set[tuple[Any, ...]] = set()
             out += _fetch_dependencies(hub, path, backend, deps_seen)
     return out
