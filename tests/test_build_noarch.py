@@ -140,15 +140,17 @@ build_project(sys.argv[1], backends=["cpu"], force=True, progress=lambda _: None
 """
 
 
-def test_a_build_killed_mid_swap_is_recovered_and_does_not_block_publish(
+def test_a_build_killed_mid_swap_is_recovered_and_publish_refuses_it_until_then(
         tmp_path: Path) -> None:
     """A build killed after setting the old variant aside (older versions, or a file
     system without an atomic exchange) leaves it as .<variant>.old-<owner> beside its
-    staging directory: publishing ignores both, and the next build puts the old variant
-    back and removes the rest."""
+    staging directory: publishing refuses the build (it would leave the variant out),
+    naming the variant and the fix, and the next build puts the old variant back and
+    removes the rest."""
     import subprocess
     import sys
 
+    from kernelforge.errors import HubError
     from kernelforge.hub._staging import stage_build
 
     project = noarch_project(tmp_path / "scale", EDITION5)
@@ -159,8 +161,9 @@ def test_a_build_killed_mid_swap_is_recovered_and_does_not_block_publish(
     build = project / "build"
     names = sorted(p.name for p in build.iterdir())
     assert "torch-cpu" not in names and names[0].startswith(".torch-cpu.")
-    staged = stage_build(build, 3)
-    assert staged.variants == ("torch-cuda",)
+    with pytest.raises(HubError, match=r"variant torch-cpu is missing.*\.torch-cpu\.old-"
+                       r".*Run 'kernelforge build'"):
+        stage_build(build, 3)
     lines: list[str] = []
     (result,) = build_project(project, backends=["cpu"], progress=lines.append)
     assert result.up_to_date  # the old tree is back, intact

@@ -11,17 +11,31 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import secrets
 from pathlib import Path
 
 from kernelforge.digest import DEFAULT_ALGORITHM
 
 __all__ = [
-    "CARD_FILE", "copy_file", "copy_tree", "fsync_dir", "replace_file", "write_file", "write_ref",
+    "CARD_FILE", "LEFTOVER_NAME", "copy_file", "copy_tree", "fsync_dir", "replace_file",
+    "write_file", "write_ref",
 ]
 
 CARD_FILE = "README.md"
 _CHUNK = 1 << 20
+
+#: What a build leaves beside ``build/<variant>/`` while it runs: its staging directory
+#: (``.<variant>.tmp-<owner>-<random>``) and, where the file system cannot exchange two
+#: directories in one step, the old tree set aside (``.<variant>.old-<owner>``); the
+#: owner is ``<machine>-<pid>``. The build recovers what a killed build left
+#: (``kernelforge.build.package.recover_leftovers``); ``publish`` skips these entries
+#: and refuses a build whose variant is set aside. (Older versions named staging
+#: ``.<variant>.<8 random>``: too like a user's own folder to delete.)
+LEFTOVER_NAME = re.compile(
+    r"^\.(?P<variant>[^.]+)\.(?:old-(?P<old>[0-9a-f]{8}-\d+)"
+    r"|tmp-(?P<tmp>[0-9a-f]{8}-\d+)-[A-Za-z0-9_]+)$"
+)
 
 
 def _b64(data: bytes) -> str:

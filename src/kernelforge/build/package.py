@@ -1,10 +1,12 @@
 """Assembling ``build/<variant>/``: the flattened package, ``_ops.py``, the extension and
 ``metadata.json`` with per-file digests. The directory appears atomically: it is built
-under a temporary name next to its final place (``.<variant>.tmp-<pid>-<random>``) and
-exchanged with the old one in one step (``renameat2(RENAME_EXCHANGE)`` on Linux), so the
-variant is always there, old or new. Where the exchange is not available the old tree is
-first renamed aside (``.<variant>.old-<pid>``); a build killed in between leaves it
-there, and the next build puts it back (:func:`recover_leftovers`).
+under a temporary name next to its final place (``.<variant>.tmp-<owner>-<random>``,
+the owner being ``<machine>-<pid>``) and exchanged with the old one in one step
+(``renameat2(RENAME_EXCHANGE)`` on Linux), so the variant is always there, old or new.
+Where the exchange is not available the old tree is first renamed aside
+(``.<variant>.old-<owner>``); a build killed in between leaves it there, ``publish``
+refuses the directory until then, and the next build puts it back
+(:func:`recover_leftovers`). The names are ``kernelforge._durable.LEFTOVER_NAME``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import errno
 import functools
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kernelforge import __version__, digest
+from kernelforge._durable import LEFTOVER_NAME
 from kernelforge.build.plan import BuildPlan, manifest_package_files
 from kernelforge.errors import BuildError
 from kernelforge.manifest import Manifest
@@ -180,15 +182,6 @@ def _swap_into_place(staging: Path, final: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-#: What a build leaves beside ``<variant>/`` while it runs: its staging directory
-#: (``.<variant>.tmp-<owner>-<random>``) and the old tree set aside
-#: (``.<variant>.old-<owner>``), where the owner is ``<machine>-<pid>`` (:func:`_owner`).
-#: (Older versions named staging ``.<variant>.<8 random>``: too like a user's own folder
-#: to delete; ``publish`` skips dot-entries anyway.)
-_LEFTOVER = re.compile(
-    r"^\.(?P<variant>[^.]+)\.(?:old-(?P<old>[0-9a-f]{8}-\d+)"
-    r"|tmp-(?P<tmp>[0-9a-f]{8}-\d+)-[A-Za-z0-9_]+)$"
-)
 
 
 @functools.lru_cache(maxsize=1)
@@ -243,7 +236,7 @@ def recover_leftovers(out_dir: Path) -> list[str]:
     except OSError:
         return done
     for entry in entries:
-        m = _LEFTOVER.match(entry.name)
+        m = LEFTOVER_NAME.match(entry.name)
         if m is None or entry.is_symlink() or not entry.is_dir():
             continue
         if _alive(m["old"] or m["tmp"]):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelforge._durable import LEFTOVER_NAME
 from kernelforge.digest import (
     ALGORITHMS,
     DEFAULT_ALGORITHM,
@@ -96,6 +97,20 @@ def parse_metadata(data: bytes, where: str) -> dict[str, Any]:
     return meta
 
 
+def _check_no_variant_set_aside(build_dir: Path) -> None:
+    """Refuse a build directory where a build set a variant aside and has not (yet) put
+    its new tree in place: publishing it would leave that variant out."""
+    for entry in sorted(build_dir.iterdir()):
+        m = LEFTOVER_NAME.match(entry.name)
+        if m is None or m["old"] is None or (build_dir / m["variant"]).exists():
+            continue
+        raise HubError(
+            f"{build_dir}: variant {m['variant']} is missing; a build set it aside as "
+            f"{entry.name} and did not finish (it was interrupted, or it is still running). "
+            f"Run 'kernelforge build' on the project again, which puts it back, then publish"
+        )
+
+
 def stage_build(build_dir: Path, version: int) -> Staged:
     """Validate a build directory and list the files to publish.
 
@@ -131,6 +146,7 @@ def stage_build(build_dir: Path, version: int) -> Staged:
     files: list[tuple[Path, str]] = []
     variants: list[str] = []
     digests: dict[str, dict[str, Any]] = {}
+    _check_no_variant_set_aside(build_dir)
     for entry in sorted(build_dir.iterdir()):
         # Dot-entries are not variants: a build's staging directories and editor state.
         if entry.name == "__pycache__" or entry.name.startswith("."):
