@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
+from kf_testutil import write_metadata
 
 from kernelforge import loader, signing, trust
 from kernelforge import lock as lock_module
@@ -371,3 +372,264 @@ def test_load_kernel_does_not_download_kernel_depends(
     lock_module._cache_load_files(cold, REPO, commit, "torch-cpu")
     with pytest.raises(HubError, match=f"{OTHER}.*not in the download cache"):
         loader.load_kernel(REPO, lockfile=lock, hub=cold)
+
+
+# --- pinned kernel-depends ----------------------------------------------------------------
+
+LEAF = "kernels-test/leaf"
+
+
+def publish_needing(hub, repo: str, root: Path, deps: list[dict], init: str,
+                    key=None) -> tuple[str, str]:
+    """Publish ``repo`` version 1 (both variants) whose metadata lists ``deps`` in
+    ``kernel-depends`` and whose ``__init__.py`` is ``init``; returns (commit, module id
+    prefix: the variants are ``<prefix>cpu`` and ``<prefix>cuda``)."""
+    module_id = uid("needs")
+    for variant in ("torch-cpu", "torch-cuda"):
+        vdir = make_variant(root, variant, module_id=module_id + variant[6:])
+        (vdir / "__init__.py").write_text(init)
+        write_metadata(vdir, module_id + variant[6:])  # digests of the new __init__.py
+        meta = json.loads((vdir / "metadata.json").read_text())
+        meta["kernel-depends"] = deps
+        (vdir / "metadata.json").write_text(json.dumps(meta))
+    return hub.publish(repo, root, version=1, signer=key).commit, module_id
+
+
+def uses(*repos: str) -> str:
+    """An ``__init__.py`` whose VALUE is ``10 * VALUE`` of each dependency, summed."""
+    return "import kernels\nVALUE = " + " + ".join(
+        f"10 * kernels.get_kernel_dep({r!r}).VALUE" for r in repos) + "\n"
+
+
+def _lock_then_move_the_dependency(hf: HfHub, tmp_path: Path, key) -> tuple[Path, str, str]:
+    """REPO version 1 needs OTHER version 1 (VALUE 1); after locking, OTHER's branch v1
+    gets a new commit (VALUE 2). Returns (lock file, locked commit of OTHER, new one)."""
+    dep_commit, _ = publish(hf, OTHER, tmp_path / "dep", key=key, value=1)
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER, "version": 1}],
+                    uses(OTHER), key=key)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    new_commit, _ = publish(hf, OTHER, tmp_path / "dep2", key=key, value=2)
+    return lock, dep_commit, new_commit
+
+
+def test_lock_pins_kernel_depends_and_get_locked_kernel_loads_the_pin(
+    hf: HfHub, tmp_path: Path, key
+) -> None:
+    pytest.importorskip("kernels.deps")
+    lock, dep_commit, new_commit = _lock_then_move_the_dependency(hf, tmp_path, key)
+    # the dependency's branch moved on; the locked load still takes the pinned commit
+    assert loader.get_kernel(OTHER, version=1, hub=hf).VALUE == 2
+    assert loader.get_locked_kernel(REPO, lockfile=lock, hub=hf).VALUE == 10
+    assert new_commit != dep_commit
+    entry = json.loads(lock.read_text())["kernels"][REPO]
+    [dep] = entry["depends"]
+    assert dep["requested"] == {"repo-id": OTHER, "version": 1}
+    assert (dep["hub"], dep["repo"], dep["branch"], dep["commit"]) == ("hf", OTHER, "v1",
+                                                                       dep_commit)
+    assert set(dep["variants"]) == {"torch-cpu", "torch-cuda"}
+    cpu = dep["variants"]["torch-cpu"]
+    assert set(cpu["files"]) == {"__init__.py", "helper.py", SO_NAME, "metadata.json"}
+    assert cpu["signer"] == key.public.key_id
+    parsed = read_lock(lock).require(REPO)
+    assert parsed.depends is not None and parsed.depends[(OTHER, 1, None)].commit == dep_commit
+    assert json.loads(json.dumps(parsed.to_json())) == entry  # read and written alike
+
+
+@pytest.mark.parametrize("load", ["get_locked_kernel", "load_kernel"])
+def test_a_local_hub_lock_pins_kernel_depends(tmp_path: Path, env, load: str) -> None:
+    pytest.importorskip("kernels.deps")
+    hub = LocalHub(env["hub"])
+    dep_commit, _ = publish(hub, OTHER, tmp_path / "dep", value=1)
+    publish_needing(hub, REPO, tmp_path / "main", [{"repo-id": OTHER, "revision": "v1"}],
+                    uses(OTHER))
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+                        ).path  # the default hub: the local one
+    dep = read_lock(lock).require(REPO).depends[(OTHER, None, "v1")]
+    assert (dep.hub, dep.commit, dep.requested) == ("local", dep_commit, {"revision": "v1"})
+    publish(hub, OTHER, tmp_path / "dep2", value=2)
+    assert getattr(loader, load)(REPO, lockfile=lock).VALUE == 10
+
+
+def test_download_fetches_the_pinned_dependency_and_load_kernel_loads_it_offline(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    pytest.importorskip("kernels.deps")
+    lock, dep_commit, new_commit = _lock_then_move_the_dependency(hf, tmp_path, key)
+    cold = HfHub(api=api, cache=tmp_path / "cold")
+    got = download_locked(lock, hub=cold)
+    assert [(r, v) for r, v, _ in got] == [(REPO, "torch-cpu"), (OTHER, "torch-cpu")]
+    fetched = api.fetches()
+    assert f"{OTHER}@{dep_commit[:12]}/build/torch-cpu/helper.py" in fetched
+    assert not [f for f in fetched if f.startswith(f"{OTHER}@{new_commit[:12]}")]
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=api, cache=tmp_path / "cold")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=offline).VALUE == 10
+
+
+def test_a_dependency_that_differs_from_the_lock_is_refused_naming_the_file(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    pytest.importorskip("kernels.deps")
+    lock, _dep_commit, _new = _lock_then_move_the_dependency(hf, tmp_path, key)
+    cold = HfHub(api=api, cache=tmp_path / "cold")
+    dep_dir = download_locked(lock, hub=cold)[1][2]
+    # a lock that pins other bytes for one of the dependency's files refuses the genuine one
+    doc = json.loads(lock.read_text())
+    doc["kernels"][REPO]["depends"][0]["variants"]["torch-cpu"]["files"]["helper.py"] = "AAAA"
+    edited = tmp_path / "edited.lock"
+    edited.write_text(json.dumps(doc))
+    with pytest.raises(IntegrityError, match="changed: helper.py"):
+        loader.get_locked_kernel(REPO, lockfile=edited, hub=hf)
+    with pytest.raises(IntegrityError, match="changed: helper.py"):
+        download_locked(edited, hub=hf)
+    # the dependency's cached copy changed on disk: the offline load refuses it
+    helper = dep_dir / "helper.py"
+    helper.chmod(0o644)
+    helper.write_text("def double(x):\n    return x\n")
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=api, cache=tmp_path / "cold")
+    with pytest.raises(IntegrityError, match="changed: helper.py") as info:
+        loader.load_kernel(REPO, lockfile=lock, hub=offline)
+    assert str(dep_dir) in str(info.value)
+
+
+def test_transitive_dependencies_are_pinned_once_each(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """REPO needs MID and LEAF, MID needs LEAF: both pinned in REPO's entry, LEAF resolved,
+    fetched and loaded once, and a new commit of LEAF changes nothing a locked load takes."""
+    pytest.importorskip("kernels.deps")
+    leaf_commit, _ = publish(hf, LEAF, tmp_path / "leaf", key=key, value=3)
+    mid_commit, _ = publish_needing(hf, OTHER, tmp_path / "mid",
+                                    [{"repo-id": LEAF, "version": 1}], uses(LEAF), key=key)
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER, "version": 1},
+                                                  {"repo-id": LEAF, "version": 1}],
+                    uses(OTHER, LEAF), key=key)
+    pinned: list[str] = []
+    real = lock_module._pin_revision
+    monkeypatch.setattr(lock_module, "_pin_revision",
+                        lambda req, *a: pinned.append(req.repo_id) or real(req, *a))
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    assert sorted(pinned) == sorted([REPO, OTHER, LEAF])
+    depends = json.loads(lock.read_text())["kernels"][REPO]["depends"]
+    assert [(d["requested"]["repo-id"], d["commit"]) for d in depends] == [
+        (LEAF, leaf_commit), (OTHER, mid_commit)]
+    publish(hf, LEAF, tmp_path / "leaf2", key=key, value=4)
+    cold = HfHub(api=api, cache=tmp_path / "cold")
+    got = download_locked(lock, hub=cold)
+    assert [r for r, _, _ in got] == [REPO, OTHER, LEAF]
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    module = loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=tmp_path / "cold"))
+    assert module.VALUE == 10 * 30 + 10 * 3  # LEAF 3 as pinned, not 4
+
+
+def test_a_dependency_cycle_locks_without_looping(hf: HfHub, tmp_path: Path, key) -> None:
+    pytest.importorskip("kernels.deps")
+    publish_needing(hf, REPO, tmp_path / "a", [{"repo-id": OTHER, "version": 1}], uses(OTHER),
+                    key=key)
+    publish_needing(hf, OTHER, tmp_path / "b", [{"repo-id": REPO, "version": 1}], uses(REPO),
+                    key=key)
+    result = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                          hub=hf)
+    [locked] = result.kernels
+    assert locked.depends is not None and set(locked.depends) == {(OTHER, 1, None),
+                                                                  (REPO, 1, None)}
+    assert locked.depends[(REPO, 1, None)].commit == locked.commit
+    got = download_locked(result.path, hub=hf)
+    assert [r for r, _, _ in got] == [REPO, OTHER]  # each fetched once
+    with pytest.raises(HubError, match=f"cyclic kernel dependency: {REPO} -> {OTHER} -> {REPO}"):
+        loader.get_locked_kernel(REPO, lockfile=result.path, hub=hf)
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    ("drop", "the lock was written before kernelforge pinned dependencies"),
+    ("empty", f"its entry for {REPO} does not list it"),
+])
+def test_an_unpinned_dependency_loads_as_before_with_a_warning(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, caplog, edit: str, why: str
+) -> None:
+    """A lock written before dependencies were pinned (no 'depends') loads them as
+    get_kernel chooses them, as it always did; so does one whose 'depends' leaves one out.
+    Both say so, naming the dependency and the fix."""
+    pytest.importorskip("kernels.deps")
+    lock, _dep_commit, new_commit = _lock_then_move_the_dependency(hf, tmp_path, key)
+    doc = json.loads(lock.read_text())
+    if edit == "drop":
+        del doc["kernels"][REPO]["depends"]
+    else:
+        doc["kernels"][REPO]["depends"] = []
+    lock.write_text(json.dumps(doc))
+    assert (read_lock(lock).require(REPO).depends is None) == (edit == "drop")
+    with caplog.at_level(logging.WARNING):
+        assert loader.get_locked_kernel(REPO, lockfile=lock, hub=hf).VALUE == 20  # the newest
+    message = (f"{OTHER} version 1 (a kernel-depends entry of {REPO}) is not pinned by "
+               f"{lock} ({why})")
+    assert message in caplog.text and "run 'kernelforge lock' on the project again" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
+        got = download_locked(lock, hub=HfHub(api=api, cache=tmp_path / "cold"))
+    assert message in caplog.text
+    assert [(r, v) for r, v, _ in got] == [(REPO, "torch-cpu"), (OTHER, "torch-cpu")]
+    assert f"{OTHER}@{new_commit[:12]}/build/torch-cpu/helper.py" in api.fetches()
+
+
+_PIN = {"requested": {"repo-id": OTHER, "version": 1}, "commit": "2" * 40,
+        "variants": {"torch-cpu": {"files": {"metadata.json": "x"}}}}
+
+
+@pytest.mark.parametrize(("depends", "problem"), [
+    ({}, "'depends' must be a list"),
+    ([{**_PIN, "requested": {"repo-id": OTHER}}],
+     r"depends\[0\]: 'requested': needs exactly one of 'version' or 'revision'"),
+    ([{**_PIN, "requested": {"repo-id": OTHER, "version": "1"}}],
+     r"depends\[0\]: 'requested': 'version' must be a non-negative integer"),
+    ([{**_PIN, "commit": "abc"}],
+     rf"depends\[0\] \({OTHER} version 1\): 'commit' must be a 40-hex"),
+    ([{**_PIN, "variants": {}}], rf"depends\[0\] \({OTHER} version 1\): 'variants' must map"),
+    ([_PIN, _PIN], rf"depends\[1\] \({OTHER} version 1\): pinned twice"),
+    ([{**_PIN, "depends": []}], "holds no 'depends' of its own"),
+])
+def test_a_malformed_dependency_pin_names_file_kernel_and_field(
+    tmp_path: Path, depends: object, problem: str
+) -> None:
+    lock = tmp_path / "kernelforge.lock"
+    lock.write_text(json.dumps({"format": "kernelforge-lock/1", "kernels": {REPO: {
+        "commit": "1" * 40, "variants": {"torch-cpu": {"files": {"metadata.json": "x"}}},
+        "depends": depends}}}))
+    with pytest.raises(LockError, match=problem) as info:
+        read_lock(lock)
+    assert str(info.value).startswith(f"{lock}: kernel {REPO!r}: ")
+    assert "run 'kernelforge lock' again" in str(info.value)
+
+
+def test_a_malformed_kernel_depends_entry_is_refused_when_locking(
+    hf: HfHub, tmp_path: Path, key
+) -> None:
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER}], "VALUE = 1\n", key=key)
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    with pytest.raises(HubError, match=r"build/torch-c\w+/metadata.json: 'kernel-depends': "
+                                       r"entry .*needs exactly one of"):
+        lock_project(root, hub=hf)
+    assert not (root / "kernelforge.lock").exists()
+
+
+def test_locking_a_dependency_that_cannot_be_found_names_who_needs_it(
+    hf: HfHub, tmp_path: Path, key, capsys, monkeypatch
+) -> None:
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": LEAF, "version": 2}],
+                    "VALUE = 1\n", key=key)
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    with pytest.raises(HubError, match=rf"^{LEAF} version 2, a kernel-depends entry of {REPO} "
+                                       r"\(variant torch-c\w+\): "):
+        lock_project(root, hub=hf)
+    publish(hf, LEAF, tmp_path / "leaf", version=2, key=key)
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert main(["lock", str(root), "--hub", "hf"]) == 0
+    leaf = read_lock(root).require(REPO).depends[(LEAF, 2, None)]
+    assert (f"  needs {LEAF} version 2: branch v2, commit {leaf.commit[:12]} (hf), 2 variants"
+            in capsys.readouterr().out)

@@ -131,13 +131,17 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_lock(args: argparse.Namespace) -> int:
-    from kernelforge.lock import lock_project
+    from kernelforge.lock import describe_dependency, lock_project
 
     result = lock_project(args.path, hub=hub_from_args(args), allow=_allow(args))
     for k in result.kernels:
         where = f"branch {k.branch}, " if k.branch else ""
         print(f"{k.repo_id}: {where}commit {k.commit[:12]} ({k.hub}), "
               f"{len(k.variants or {})} variants")
+        for key, dep in (k.depends or {}).items():
+            where = f"branch {dep.branch}, " if dep.branch else ""
+            print(f"  needs {describe_dependency(key)}: {where}commit {dep.commit[:12]} "
+                  f"({dep.hub}), {len(dep.variants or {})} variants")
     print(f"wrote {result.path}" + (f" and {result.hf_path}" if result.hf_path else ""))
     return 0
 

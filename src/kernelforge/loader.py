@@ -1,15 +1,16 @@
 """Loading published kernels into this process.
 
 ``get_kernel`` (a hub), ``get_locked_kernel`` / ``load_kernel`` (exactly what a lock
-file pins), ``get_local_kernel`` (a build on disk), plus ``has_kernel`` and
-``kernel_info``. A load goes: locate (:mod:`kernelforge.locate`: hub, revision,
-variant, trust decision), enforce the trust policy (:mod:`kernelforge.policy`), fetch
-the variant (a remote hub downloads it into the download cache once), verify every
-file against every digest known for it (the metadata digest, the hub's or the cache's
-record, the lock file), and only then import the package under its metadata ``id``
-(``_relu_cpu_a1b2c3d``), so two builds of one kernel live side by side. The package and
-its submodules are compiled from their checked sources: no digest covers bytecode, so
-none is read from ``__pycache__`` and none is written into the variant.
+file pins, the kernel's ``kernel-depends`` included), ``get_local_kernel`` (a build on
+disk), plus ``has_kernel`` and ``kernel_info``. A load goes: locate
+(:mod:`kernelforge.locate`: hub, revision, variant, trust decision), enforce the trust
+policy (:mod:`kernelforge.policy`), fetch the variant (a remote hub downloads it into
+the download cache once), verify every file against every digest known for it (the
+metadata digest, the hub's or the cache's record, the lock file), and only then import
+the package under its metadata ``id`` (``_relu_cpu_a1b2c3d``), so two builds of one
+kernel live side by side. The package and its submodules are compiled from their checked
+sources: no digest covers bytecode, so none is read from ``__pycache__`` and none is
+written into the variant.
 
 A cached remote variant that fails verification is fetched again once; everything
 else that fails verification is refused with the files named. Loaded modules are cached
@@ -32,13 +33,16 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelforge.errors import HubError, IntegrityError, TrustError, VariantNotFoundError
 from kernelforge.hub import LocalHub
 from kernelforge.hub._staging import read_metadata
 from kernelforge.hub.base import Hub, validate_repo_id
 from kernelforge.locate import LOCAL_KERNELS_ENV, HubArg, KernelInfo, Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.lock import LockedKernel, LockFile
 
 __all__ = [
     "LOCAL_KERNELS_ENV",
@@ -273,6 +277,15 @@ DepsLoader = Callable[[Mapping[str, Any]], dict[str, ModuleType]]
 Pin = tuple[str, int | None, str | None]  # (repository, version, revision); None: not known
 
 
+@dataclass(frozen=True)
+class _LockPins:
+    """The lock a kernel was loaded from: its entry's ``depends`` pins the kernel's
+    ``kernel-depends``, and theirs."""
+
+    lock: LockFile
+    top: LockedKernel  # the entry of the kernel the load started from
+
+
 def _same_kernel(a: Pin, b: Pin) -> bool:
     """Whether two pins can name the same build (a version or revision not known matches
     any)."""
@@ -282,11 +295,14 @@ def _same_kernel(a: Pin, b: Pin) -> bool:
 
 def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: bool,
                   allow: TrustArg, cache_only: bool = False,
-                  pin: Pin | None = None) -> DepsLoader:
+                  pin: Pin | None = None, locks: _LockPins | None = None) -> DepsLoader:
     """A loader of a kernel's ``kernel-depends``: each one through :func:`get_kernel`, with
     the same hub, backend, architecture check and trust allowance as the kernel itself
     (so verified and trusted the same way), from the download cache alone with
-    ``cache_only``; a cycle (the same repository and version again) is refused."""
+    ``cache_only``; a cycle (the same repository and version again) is refused. With
+    ``locks``, each one the lock pins loads exactly as pinned (commit and files, as
+    :func:`get_locked_kernel` loads a kernel), and one it does not pin through
+    :func:`get_kernel`, with a WARNING log line."""
     def load(meta: Mapping[str, Any]) -> dict[str, ModuleType]:
         entries = meta.get("kernel-depends") or []
         where = f"{parent}: metadata.json 'kernel-depends'"
@@ -314,26 +330,60 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
         return repo_id, version, revision
 
     def _load_one(wanted: Pin, chain: list[Pin]) -> ModuleType:
-        repo_id, version, revision = wanted
+        repo_id = wanted[0]
         if any(_same_kernel(wanted, c) for c in chain):
             names = [c[0] for c in chain]
             raise HubError(f"cyclic kernel dependency: {' -> '.join([*names, repo_id])}")
-        dep_hub: HubArg = hub
-        if cache_only:
-            from kernelforge.locate import hub_for
-
-            found = hub_for(hub, repo_id)
-            dep_hub = found.cache_only() if hasattr(found, "cache_only") else found
         chain.append(wanted)
         try:
-            return get_kernel(repo_id, version=version, revision=revision, hub=dep_hub,
-                              backend=backend, check_arch=check_arch, trust_remote_code=allow)
+            pinned = _lock_pin(locks, wanted) if locks is not None else None
+            if locks is not None and pinned is not None:
+                return _load_pinned(locks, wanted, pinned)
+            return _load_unpinned(wanted)
         except Exception as err:
             if hasattr(err, "add_note"):  # Python >= 3.11
                 err.add_note(f"while loading {repo_id}, a kernel-depends entry of {parent}")
             raise
         finally:
             chain.pop()
+
+    def _lock_pin(locks: _LockPins, wanted: Pin) -> LockedKernel | None:
+        from kernelforge.lock import dependency_key, warn_unpinned
+
+        repo_id, version, revision = wanted
+        try:
+            key = dependency_key({"repo-id": repo_id, "version": version, "revision": revision})
+        except ValueError:
+            return None  # a malformed version or revision: get_kernel refuses it, naming it
+        depends = locks.top.depends
+        found = depends.get(key) if depends is not None else None
+        if found is None:
+            warn_unpinned(logger, locks.lock, locks.top, key, parent)
+        return found
+
+    def _load_pinned(locks: _LockPins, wanted: Pin, dep: LockedKernel) -> ModuleType:
+        from kernelforge.locate import locate_locked
+        from kernelforge.policy import allow_key
+
+        lockfile = str(locks.lock.path)
+        key = ("pinned", lockfile, locks.top.repo_id, wanted, dep.repo, dep.commit, backend,
+               _hub_key(hub), check_arch, allow_key(allow), cache_only)
+        return _cached(key, lambda: _load_plan(
+            locate_locked(dep, lockfile=lockfile, backend=backend, hub=hub,
+                          check_arch=check_arch, allow=allow, cache_only=cache_only),
+            _dependencies(dep.repo_id, hub, backend, check_arch, allow, cache_only,
+                          pin=wanted, locks=locks)))
+
+    def _load_unpinned(wanted: Pin) -> ModuleType:
+        repo_id, version, revision = wanted
+        dep_hub: HubArg = hub
+        if cache_only:
+            from kernelforge.locate import hub_for
+
+            found = hub_for(hub, repo_id)
+            dep_hub = found.cache_only() if hasattr(found, "cache_only") else found
+        return get_kernel(repo_id, version=version, revision=revision, hub=dep_hub,
+                          backend=backend, check_arch=check_arch, trust_remote_code=allow)
 
     return load
 
@@ -537,20 +587,41 @@ def _locate(
                       check_arch=check_arch, allow=trust_remote_code)
 
 
-def _locate_locked(
-    repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
-    check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
-) -> Plan:
-    from kernelforge.locate import locate_locked
+def _read_locked(repo_id: str,
+                 lockfile: str | os.PathLike[str] | None) -> tuple[LockFile, LockedKernel]:
     from kernelforge.lock import read_lock
 
     if lockfile is None:
         raise ValueError("lockfile: pass the path of the project's kernelforge.lock (or "
                          "kernels.lock), written by 'kernelforge lock PROJECT'")
     lock = read_lock(lockfile)
-    return locate_locked(lock.require(repo_id), lockfile=str(lock.path), backend=backend,
-                         hub=hub, check_arch=check_arch, allow=trust_remote_code,
-                         cache_only=cache_only)
+    return lock, lock.require(repo_id)
+
+
+def _locate_locked(
+    repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
+    check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
+) -> Plan:
+    from kernelforge.locate import locate_locked
+
+    lock, locked = _read_locked(repo_id, lockfile)
+    return locate_locked(locked, lockfile=str(lock.path), backend=backend, hub=hub,
+                         check_arch=check_arch, allow=trust_remote_code, cache_only=cache_only)
+
+
+def _load_locked(
+    repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
+    check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
+) -> ModuleType:
+    """Load what a lock pins for ``repo_id``, and its ``kernel-depends`` as the lock pins
+    them."""
+    from kernelforge.locate import locate_locked
+
+    lock, locked = _read_locked(repo_id, lockfile)
+    plan = locate_locked(locked, lockfile=str(lock.path), backend=backend, hub=hub,
+                         check_arch=check_arch, allow=trust_remote_code, cache_only=cache_only)
+    return _load_plan(plan, _dependencies(repo_id, hub, backend, check_arch, trust_remote_code,
+                                          cache_only, locks=_LockPins(lock, locked)))
 
 
 # --- public entry points -----------------------------------------------------------------
@@ -640,11 +711,16 @@ def get_locked_kernel(
             digests, since files a ``kernelforge.lock`` pins are trusted as pinned.
 
     Returns:
-        The kernel package.
+        The kernel package. The kernels its ``kernel-depends`` list (and theirs) load as
+        the lock pins them: the commit and every file checked, as for the kernel itself.
+        One the lock does not pin (a lock written before kernelforge pinned
+        dependencies, a ``kernels.lock``, or an entry that leaves it out) loads as
+        :func:`get_kernel` would load it, with a WARNING log line naming it.
 
     Raises:
         LockError: the lock file is missing, malformed or does not list ``repo_id``.
-        IntegrityError: a file differs from what the lock pins (each file named).
+        IntegrityError: a file of the kernel or of a pinned dependency differs from what
+            the lock pins (each file named).
         HubError, VariantNotFoundError, TrustError: as for :func:`get_kernel`.
     """
     from kernelforge.policy import allow_key
@@ -652,10 +728,8 @@ def get_locked_kernel(
     validate_repo_id(repo_id)
     key = ("locked", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch,
            allow_key(trust_remote_code))
-    return _cached(key, lambda: _load_plan(
-        _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
-                       cache_only=False),
-        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code)))
+    return _cached(key, lambda: _load_locked(repo_id, lockfile, backend, hub, check_arch,
+                                             trust_remote_code, cache_only=False))
 
 
 def load_kernel(
@@ -683,22 +757,20 @@ def load_kernel(
         The kernel package.
 
     Raises:
-        HubError: the locked variant is not in the download cache.
+        HubError: the locked variant, or a dependency's, is not in the download cache.
         LockError, IntegrityError, TrustError: as for :func:`get_locked_kernel`.
 
-    A lock pins the kernel itself, not its ``kernel-depends``: those load as
-    :func:`get_kernel` loads them, from the download cache alone (``kernelforge
-    download`` fetches them too).
+    The kernel's ``kernel-depends`` load as for :func:`get_locked_kernel`, from the
+    download cache alone (``kernelforge download`` fetches the commits the lock pins
+    for them).
     """
     from kernelforge.policy import allow_key
 
     validate_repo_id(repo_id)
     key = ("cached", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch,
            allow_key(trust_remote_code))
-    return _cached(key, lambda: _load_plan(
-        _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
-                       cache_only=True),
-        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code, cache_only=True)))
+    return _cached(key, lambda: _load_locked(repo_id, lockfile, backend, hub, check_arch,
+                                             trust_remote_code, cache_only=True))
 
 
 def get_local_kernel(

@@ -20,16 +20,31 @@ commit and, for every build variant at that commit, the base64 sha256 of every f
          "requested": {"version": 1}, "hub": "hf", "repo": "kernels-community/relu",
          "branch": "v1", "commit": "<40 hex>",
          "variants": {"torch-cpu": {"files": {"__init__.py": "...", "metadata.json": "..."},
-                                    "signer": "3f2a9c..."}}}}}
+                                    "signer": "3f2a9c..."}},
+         "depends": [
+             {"requested": {"repo-id": "kernels-community/activation", "version": 1},
+              "hub": "hf", "repo": "kernels-community/activation", "branch": "v1",
+              "commit": "<40 hex>", "variants": {"torch-cpu": {"files": {...},
+                                                               "signer": null}}}]}}}
+
+``depends`` pins the kernels that the kernel's variants list in their ``metadata.json``
+``kernel-depends``, and theirs, transitively: one flat list per locked kernel, one entry
+per request (``requested`` is the ``kernel-depends`` entry itself: ``repo-id`` and
+``version`` or ``revision``), each resolved when locking as a load would resolve it
+and pinned like the kernel (commit, every variant's files). A locked load takes each
+dependency from this list; a lock without ``depends`` (written before kernelforge pinned
+dependencies) loads them as :func:`kernelforge.get_kernel` would choose them, with a
+warning, as it does a dependency the list leaves out.
 
 When the project uses ``[tool.kernels.dependencies]`` it also writes Hugging Face's
 ``kernels.lock`` (commit only; their reader rejects unknown fields, hence two files), so
 their loader keeps working. Both formats are read: a ``kernels.lock`` pins the commit
-and the files are checked against their metadata only.
+and the files are checked against their metadata only; it pins no dependencies.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -44,14 +59,18 @@ from kernelforge.hub.base import is_commit, validate_repo_id
 __all__ = [
     "HF_LOCK_FILE",
     "LOCK_FILE",
+    "DependencyKey",
     "LockFile",
     "LockedKernel",
     "LockedVariant",
     "Requirement",
+    "dependency_key",
+    "describe_dependency",
     "download_locked",
     "lock_project",
     "read_lock",
     "read_requirements",
+    "warn_unpinned",
 ]
 
 logger = logging.getLogger(__name__)
@@ -60,6 +79,58 @@ LOCK_FILE = "kernelforge.lock"
 HF_LOCK_FILE = "kernels.lock"
 FORMAT = "kernelforge-lock/1"
 _TABLES = ("tool.kernelforge.dependencies", "tool.kernels.dependencies")
+
+#: A ``kernel-depends`` request: ``(repo_id, version, revision)``, one of the last two set.
+DependencyKey = tuple[str, int | None, str | None]
+
+
+def dependency_key(entry: object) -> DependencyKey:
+    """The request a ``kernel-depends`` entry (or a lock's ``requested``) makes.
+
+    Args:
+        entry: ``{"repo-id": "org/name", "version": N}`` or ``{"repo-id": ...,
+            "revision": "..."}``.
+
+    Returns:
+        ``(repo_id, version, revision)``.
+
+    Raises:
+        ValueError: not an object with a valid ``repo-id`` and exactly one of a
+            non-negative integer ``version`` or a non-empty string ``revision``.
+    """
+    if not isinstance(entry, dict):
+        raise ValueError("expected an object {repo-id, version | revision}")
+    repo_id, version, revision = entry.get("repo-id"), entry.get("version"), entry.get("revision")
+    if not isinstance(repo_id, str):
+        raise ValueError(f"'repo-id' must be 'org/name', got {repo_id!r}")
+    validate_repo_id(repo_id)
+    if (version is None) == (revision is None):
+        raise ValueError("needs exactly one of 'version' or 'revision'")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 0):
+        raise ValueError(f"'version' must be a non-negative integer, got {version!r}")
+    if revision is not None and (not isinstance(revision, str) or not revision):
+        raise ValueError(f"'revision' must be a branch, tag or commit, got {revision!r}")
+    return repo_id, version, revision
+
+
+def describe_dependency(key: DependencyKey) -> str:
+    """``org/name version 1`` or ``org/name revision 'main'``, for messages."""
+    repo_id, version, revision = key
+    if revision is None:
+        return f"{repo_id} version {version}"
+    return f"{repo_id} revision {revision!r}"
+
+
+def _request_json(key: DependencyKey) -> dict[str, Any]:
+    """The ``requested`` of a dependency entry: the ``kernel-depends`` entry itself."""
+    repo_id, version, revision = key
+    return ({"repo-id": repo_id, "version": version} if revision is None
+            else {"repo-id": repo_id, "revision": revision})
+
+
+def _key_order(key: DependencyKey) -> tuple[str, bool, int, str]:
+    return key[0], key[1] is None, key[1] or 0, key[2] or ""
 
 
 @dataclass(frozen=True)
@@ -115,6 +186,11 @@ class LockedKernel:
         requested: the requirement, as in :meth:`Requirement.to_json`.
         variants: ``{variant: LockedVariant}``; ``None`` for a Hugging Face
             ``kernels.lock``, which pins no digests.
+        depends: ``{request: LockedKernel}``: the ``kernel-depends`` of every pinned
+            variant, transitively, each pinned the same way (their own ``depends`` is
+            ``None``: this map holds them all); ``None`` when the lock pins no
+            dependencies (a ``kernels.lock``, or a ``kernelforge.lock`` written before
+            kernelforge pinned them).
     """
 
     repo_id: str
@@ -124,10 +200,11 @@ class LockedKernel:
     branch: str | None = None
     requested: dict[str, Any] | None = None
     variants: dict[str, LockedVariant] | None = None
+    depends: dict[DependencyKey, LockedKernel] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The entry written to ``kernelforge.lock``."""
-        return {
+        doc: dict[str, Any] = {
             "requested": self.requested or {},
             "hub": self.hub,
             "repo": self.repo,
@@ -136,6 +213,11 @@ class LockedKernel:
             "variants": {name: {"files": dict(sorted(v.files.items())), "signer": v.signer}
                          for name, v in sorted((self.variants or {}).items())},
         }
+        if self.depends is not None:
+            doc["depends"] = [{**dep.to_json(), "requested": _request_json(key)}
+                              for key, dep in sorted(self.depends.items(),
+                                                     key=lambda kv: _key_order(kv[0]))]
+        return doc
 
 
 @dataclass(frozen=True)
@@ -166,6 +248,32 @@ class LockFile:
                 f"{self.path}: {repo_id} is not locked (locked: {listed}); add it to the "
                 "project's [tool.kernelforge.dependencies] and run 'kernelforge lock'"
             ) from None
+
+
+def warn_unpinned(log: logging.Logger, lock: LockFile, locked: LockedKernel,
+                  key: DependencyKey, parent: str) -> None:
+    """Log a WARNING that ``lock`` leaves a ``kernel-depends`` request of a kernel it locks
+    unpinned, so that it loads as :func:`kernelforge.get_kernel` would choose it.
+
+    Args:
+        log: the logger to write to.
+        lock: the lock file.
+        locked: its entry for the kernel being loaded (or fetched).
+        key: the request that is not pinned.
+        parent: who lists it (a repository, or a repository and variant).
+    """
+    if locked.depends is not None:
+        why = f"its entry for {locked.repo_id} does not list it"
+    elif lock.kind == "kernels":
+        why = "Hugging Face's kernels.lock pins no dependencies"
+    else:
+        why = "the lock was written before kernelforge pinned dependencies"
+    log.warning(
+        "%s (a kernel-depends entry of %s) is not pinned by %s (%s): it is taken as "
+        "get_kernel would choose it (the newest commit of that version or revision, checked "
+        "against its own metadata only), so what loads can change; run 'kernelforge lock' "
+        "on the project again to pin it (and load with the kernelforge.lock it writes)",
+        describe_dependency(key), parent, lock.path, why)
 
 
 # --- pyproject.toml -----------------------------------------------------------------------
@@ -254,10 +362,13 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
 # --- reading and writing lock files -------------------------------------------------------
 
 
-def _kernel_from_json(repo_id: str, doc: Any, path: Path) -> LockedKernel:
+def _kernel_from_json(repo_id: str, doc: Any, path: Path, where: str | None = None,
+                      nested: bool = False) -> LockedKernel:
+    """One entry of ``kernels`` (or, ``nested``, of a kernel's ``depends``, which holds
+    no ``depends`` of its own); ``where`` names it in messages."""
     def bad(problem: str) -> LockError:
-        return LockError(f"{path}: kernel {repo_id!r}: {problem}; run 'kernelforge lock' "
-                         "again to rewrite the file")
+        return LockError(f"{path}: {where or f'kernel {repo_id!r}'}: {problem}; run "
+                         "'kernelforge lock' again to rewrite the file")
 
     if not isinstance(doc, dict):
         raise bad("expected an object")
@@ -276,8 +387,41 @@ def _kernel_from_json(repo_id: str, doc: Any, path: Path) -> LockedKernel:
     hub = doc.get("hub", "hf")
     if hub not in ("hf", "local"):
         raise bad(f"'hub' must be 'hf' or 'local', got {hub!r}")
+    if nested and doc.get("depends") is not None:
+        raise bad("a dependency holds no 'depends' of its own (the kernel's 'depends' "
+                  "lists every dependency, transitively)")
+    requested = doc.get("requested")
+    if nested and isinstance(requested, dict):  # as Requirement.to_json gives it
+        requested = {k: v for k, v in requested.items() if k != "repo-id"}
+    depends = None if nested else _depends_from_json(repo_id, doc.get("depends"), path)
     return LockedKernel(repo_id, str(doc.get("repo") or repo_id), doc["commit"], hub,
-                        doc.get("branch"), doc.get("requested"), variants)
+                        doc.get("branch"), requested, variants, depends)
+
+
+def _depends_from_json(repo_id: str, raw: Any,
+                       path: Path) -> dict[DependencyKey, LockedKernel] | None:
+    """A kernel's ``depends``: ``None`` when absent (a lock written before kernelforge
+    pinned dependencies, which loads them unpinned)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise LockError(f"{path}: kernel {repo_id!r}: 'depends' must be a list of pinned "
+                        "kernels, each with 'requested': {repo-id, version | revision}; run "
+                        "'kernelforge lock' again to rewrite the file")
+    out: dict[DependencyKey, LockedKernel] = {}
+    for i, item in enumerate(raw):
+        field = f"kernel {repo_id!r}: depends[{i}]"
+        try:
+            key = dependency_key(item.get("requested") if isinstance(item, dict) else None)
+        except ValueError as err:
+            raise LockError(f"{path}: {field}: 'requested': {err}; run 'kernelforge lock' "
+                            "again to rewrite the file") from None
+        field += f" ({describe_dependency(key)})"
+        if key in out:
+            raise LockError(f"{path}: {field}: pinned twice; run 'kernelforge lock' again "
+                            "to rewrite the file")
+        out[key] = _kernel_from_json(key[0], item, path, field, nested=True)
+    return out
 
 
 def read_lock(path: str | os.PathLike[str]) -> LockFile:
@@ -367,20 +511,38 @@ def _redirect_target(h: Any, repo_id: str) -> str:
     return seen[-1]
 
 
-def lock_kernel(req: Requirement, *, hub: Any = None, allow: Any = False) -> LockedKernel:
-    """Resolve one requirement and pin its commit and every variant's files.
+Needs = list[tuple[DependencyKey, str]]  # (request, who asks for it), for messages
+_Memo = dict[DependencyKey, tuple["LockedKernel", Needs]]
 
-    Args:
-        req: the requirement.
-        hub: the ``hub=`` argument (see :func:`kernelforge.locate.hub_for`).
-        allow: ``trust_remote_code``: locking enforces the trust policy for every
-            variant, so that what the lock pins was trusted when it was written.
 
-    Returns:
-        The :class:`LockedKernel`.
+def _dependency_keys(meta: dict[str, Any], where: str) -> list[DependencyKey]:
+    """The requests of a variant's ``kernel-depends``.
 
     Raises:
-        HubError, TrustError, IntegrityError: resolving, trusting or hashing failed.
+        HubError: a malformed list or entry (a load of the variant refuses it too).
+    """
+    from kernelforge.errors import HubError
+
+    entries = meta.get("kernel-depends") or []
+    if not isinstance(entries, list):
+        raise HubError(f"{where}: 'kernel-depends' must be a list of {{repo-id, version | "
+                       f"revision}}, got {entries!r}; ask the publisher to fix it")
+    keys = []
+    for entry in entries:
+        try:
+            keys.append(dependency_key(entry))
+        except ValueError as err:
+            raise HubError(f"{where}: 'kernel-depends': entry {entry!r} is not {{repo-id, "
+                           f"version | revision}} ({err}); ask the publisher to fix it") from None
+    return keys
+
+
+def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel, Needs]:
+    """Resolve one requirement and pin its commit and every variant's files.
+
+    Returns:
+        The :class:`LockedKernel` (no ``depends``) and the requests of its variants'
+        ``kernel-depends``, each with the variant asking for it.
     """
     from kernelforge import policy, revisions
     from kernelforge.digest import b64_sha256, verify_variant
@@ -402,6 +564,7 @@ def lock_kernel(req: Requirement, *, hub: Any = None, allow: Any = False) -> Loc
         version = max(fits)
     sel = revisions.select(h, req.repo_id, revision=req.revision, version=version)
     variants: dict[str, LockedVariant] = {}
+    needs: Needs = []
     for name in h.variants(sel.repo_id, sel.commit):
         where = f"{sel.repo_id}@{sel.commit[:12]}: build/{name}/metadata.json"
         data = h.read_file(sel.repo_id, sel.commit, f"build/{name}/metadata.json")
@@ -417,6 +580,8 @@ def lock_kernel(req: Requirement, *, hub: Any = None, allow: Any = False) -> Loc
             where=h.describe())
         decision = policy.evaluate(req_, allow=allow)
         policy.require(decision, req_)
+        needs += [(key, f"{sel.repo_id} (variant {name})")
+                  for key in _dependency_keys(meta, where)]
         block = meta.get("digest")
         if block and block.get("algorithm") == "sha256":
             files = dict(block["files"])
@@ -428,8 +593,75 @@ def lock_kernel(req: Requirement, *, hub: Any = None, allow: Any = False) -> Loc
         variants[name] = LockedVariant(dict(sorted(files.items())), decision.signer)
     if not variants:
         raise HubError(f"{sel.repo_id} at {sel.commit[:12]} holds no build variants")
-    return LockedKernel(req.repo_id, sel.repo_id, sel.commit, h.kind, sel.branch,
-                        req.to_json(), variants)
+    return (LockedKernel(req.repo_id, sel.repo_id, sel.commit, h.kind, sel.branch,
+                         req.to_json(), variants), needs)
+
+
+def _pin_dependency(key: DependencyKey, parent: str, hub: Any,
+                    allow: Any) -> tuple[LockedKernel, Needs]:
+    """:func:`_pin_revision` for a ``kernel-depends`` request; errors say who asked."""
+    from kernelforge.errors import HubError, TrustError
+
+    try:
+        return _pin_revision(Requirement(key[0], version=key[1], revision=key[2]), hub, allow)
+    except (HubError, TrustError) as err:
+        raise type(err)(f"{describe_dependency(key)}, a kernel-depends entry of {parent}: "
+                        f"{err}") from err
+
+
+def _pin_depends(needs: Needs, hub: Any, allow: Any,
+                 memo: _Memo) -> dict[DependencyKey, LockedKernel]:
+    """Pin every kernel ``needs`` reaches, transitively; each request is resolved once per
+    ``memo`` (a cycle or a request met twice is not resolved again)."""
+    out: dict[DependencyKey, LockedKernel] = {}
+    todo = list(needs)
+    while todo:
+        key, parent = todo.pop(0)
+        if key in out:
+            continue
+        if key not in memo:
+            memo[key] = _pin_dependency(key, parent, hub, allow)
+        out[key], more = memo[key]
+        todo += more
+    return dict(sorted(out.items(), key=lambda kv: _key_order(kv[0])))
+
+
+def _lock_one(req: Requirement, hub: Any, allow: Any, memo: _Memo) -> LockedKernel:
+    """:func:`lock_kernel`, sharing ``memo`` with the other kernels of a project: an exact
+    requirement (a version or a revision) is the request a ``kernel-depends`` entry makes
+    for the same kernel, so either one reuses the other's resolution."""
+    key: DependencyKey = (req.repo_id, req.version, req.revision)
+    exact = req.min_version is None
+    if exact and key in memo:
+        locked, needs = memo[key]
+    else:
+        locked, needs = _pin_revision(req, hub, allow)
+        if exact:
+            memo[key] = (locked, needs)
+    return dataclasses.replace(locked, depends=_pin_depends(needs, hub, allow, memo))
+
+
+def lock_kernel(req: Requirement, *, hub: Any = None, allow: Any = False) -> LockedKernel:
+    """Resolve one requirement and pin its commit and every variant's files, and the same
+    for the ``kernel-depends`` of every variant, transitively.
+
+    Args:
+        req: the requirement.
+        hub: the ``hub=`` argument (see :func:`kernelforge.locate.hub_for`); it is used for
+            the dependencies too, as a load uses it.
+        allow: ``trust_remote_code``: locking enforces the trust policy for every
+            variant, dependencies included, so that what the lock pins was trusted when
+            it was written.
+
+    Returns:
+        The :class:`LockedKernel`, its dependencies in ``depends``.
+
+    Raises:
+        HubError, TrustError, IntegrityError: resolving, trusting or hashing failed (for a
+            dependency, the message names it and the variant that lists it); HubError
+            also for a malformed ``kernel-depends``.
+    """
+    return _lock_one(req, hub, allow, {})
 
 
 @dataclass(frozen=True)
@@ -459,13 +691,16 @@ def lock_project(
         allow: ``trust_remote_code`` for kernels that are not signed by a trusted key.
 
     Returns:
-        The :class:`LockResult`. Files are replaced atomically; nothing is written
-        when any kernel fails to lock.
+        The :class:`LockResult`. Each kernel is locked with the kernels its variants
+        list in ``kernel-depends``, transitively (:func:`lock_kernel`); a dependency
+        several kernels share is resolved once. Files are replaced atomically; nothing
+        is written when any kernel fails to lock.
     """
     root = Path(project)
     root = root.parent if root.name == "pyproject.toml" else root
     reqs = read_requirements(root)
-    kernels = [lock_kernel(r, hub=hub, allow=allow) for r in reqs]
+    memo: _Memo = {}  # each dependency resolved once, however many kernels need it
+    kernels = [_lock_one(r, hub, allow, memo) for r in reqs]
     doc = {"format": FORMAT, "kernels": {k.repo_id: k.to_json() for k in kernels}}
     _write_json(root / LOCK_FILE, doc)
     hf_path = None
@@ -518,31 +753,100 @@ def _cache_load_files(h: Any, repo: str, commit: str, name: str) -> None:
         h.read_file(repo, commit, path)
 
 
-def _fetch_dependencies(hub: Any, variant_dir: Path, backend: str | None,
-                        seen: set[tuple[Any, ...]]) -> list[tuple[str, str, Path]]:
-    """Fetch the ``kernel-depends`` of a fetched variant, and theirs, as a load of it would
-    choose them (the lock pins the kernel, not its dependencies), for offline loads."""
-    from kernelforge.hub._staging import read_metadata
+def _fetch_dependency(hub: Any, key: DependencyKey, backend: str | None,
+                      seen: set[tuple[Any, ...]]) -> list[tuple[str, str, Path]]:
+    """Fetch a ``kernel-depends`` request the lock does not pin, and its dependencies, as a
+    load would choose them (verified against their own metadata), for offline loads."""
     from kernelforge.locate import locate_hub
 
+    plan = locate_hub(key[0], revision=key[2], version=key[1], backend=backend, hub=hub,
+                      check_arch=True, allow=True)  # trust is the load's decision
+    info = plan.info
+    if plan.hub is None or info.commit is None:  # a LOCAL_KERNELS override: on disk
+        return []
+    fetched = plan.hub.fetch_variant(info.repo, info.commit, info.variant)
+    _cache_load_files(plan.hub, info.repo, info.commit, info.variant)
+    return [(info.repo, info.variant, fetched.path),
+            *_fetch_dependencies(hub, fetched.path, backend, seen)]
+
+
+def _fetch_dependencies(hub: Any, variant_dir: Path, backend: str | None,
+                        seen: set[tuple[Any, ...]]) -> list[tuple[str, str, Path]]:
+    """:func:`_fetch_dependency` for each ``kernel-depends`` entry of a fetched variant
+    (below a dependency the lock does not pin, a load pins none either)."""
+    from kernelforge.hub._staging import read_metadata
+
     out: list[tuple[str, str, Path]] = []
-    for entry in read_metadata(variant_dir).get("kernel-depends") or []:
-        if not isinstance(entry, dict):
-            continue  # the load refuses it, naming it
-        key = (entry.get("repo-id"), entry.get("version"), entry.get("revision"))
-        if key in seen or not isinstance(key[0], str):
-            continue
-        seen.add(key)
-        plan = locate_hub(key[0], revision=key[2], version=key[1], backend=backend, hub=hub,
-                          check_arch=True, allow=True)  # trust is the load's decision
-        info = plan.info
-        if plan.hub is None or info.commit is None:  # a LOCAL_KERNELS override: on disk
-            continue
-        fetched = plan.hub.fetch_variant(info.repo, info.commit, info.variant)
-        _cache_load_files(plan.hub, info.repo, info.commit, info.variant)
-        out.append((info.repo, info.variant, fetched.path))
-        out += _fetch_dependencies(hub, fetched.path, backend, seen)
+    for key in _entry_keys(read_metadata(variant_dir)):
+        if key not in seen:
+            seen.add(key)
+            out += _fetch_dependency(hub, key, backend, seen)
     return out
+
+
+def _entry_keys(meta: dict[str, Any]) -> list[DependencyKey]:
+    """The well-formed requests of a variant's ``kernel-depends`` (a load refuses the
+    others, naming them)."""
+    entries = meta.get("kernel-depends") or []
+    keys = []
+    for entry in entries if isinstance(entries, list) else []:
+        try:
+            keys.append(dependency_key(entry))
+        except ValueError:
+            continue
+    return keys
+
+
+@dataclass
+class _Download:
+    """One :func:`download_locked` call: what it reads and what it fetched already."""
+
+    lock: LockFile
+    hub: Any
+    backend: str | None
+    all_variants: bool
+    seen: set[tuple[Any, ...]]  # requests and (repo, commit): each fetched once
+
+    def variants(self, h: Any, locked: LockedKernel) -> list[str]:
+        """The variants of a locked kernel to fetch: all of them, or the one a load here
+        chooses."""
+        from kernelforge.locate import locate_locked
+
+        if self.all_variants:
+            return (sorted(locked.variants) if locked.variants is not None
+                    else h.variants(locked.repo, locked.commit))
+        plan = locate_locked(locked, lockfile=str(self.lock.path), backend=self.backend,
+                             hub=h, check_arch=True, allow=True, cache_only=False)
+        return [plan.info.variant]
+
+    def dependencies(self, top: LockedKernel, variant_dir: Path,
+                     parent: str | None = None) -> list[tuple[str, str, Path]]:
+        """Fetch the ``kernel-depends`` of a fetched variant (of ``parent``, by default
+        ``top``, a kernel the lock lists), and theirs: as the lock pins them in ``top``'s
+        ``depends`` (verified against the lock), else as a load would choose them (with
+        a warning)."""
+        from kernelforge.hub._staging import read_metadata
+        from kernelforge.locate import hub_for_lock
+
+        out: list[tuple[str, str, Path]] = []
+        for key in _entry_keys(read_metadata(variant_dir)):
+            dep = top.depends.get(key) if top.depends is not None else None
+            if dep is None:
+                if key not in self.seen:
+                    self.seen.add(key)
+                    warn_unpinned(logger, self.lock, top, key, parent or top.repo_id)
+                    out += _fetch_dependency(self.hub, key, self.backend, self.seen)
+                continue
+            if ("lock", dep.repo, dep.commit) in self.seen:
+                continue
+            self.seen.add(("lock", dep.repo, dep.commit))
+            h = hub_for_lock(self.hub, dep)
+            for name in self.variants(h, dep):
+                path = _fetch_checked(h, dep, name)
+                _cache_load_files(h, dep.repo, dep.commit, name)
+                out.append((dep.repo_id, name, path))
+                out += self.dependencies(top, path, dep.repo_id)
+        return out
 
 
 def _trust_problem(h: Any, locked: LockedKernel, name: str, path: Path) -> str | None:
@@ -586,28 +890,26 @@ def download_locked(
         ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
         verified against the lock. A variant a load would refuse (a lock without
         digests, for a kernel neither signed by a trusted key nor allowed) is fetched
-        all the same, with a WARNING log line saying how to allow it. Then, for each,
-        the kernels its ``kernel-depends`` name (and theirs), as a load would choose
-        them: verified against their own metadata, not pinned by the lock.
+        all the same, with a WARNING log line saying how to allow it. Each one is
+        followed by the kernels its ``kernel-depends`` name (and theirs): the commits
+        the lock pins for them, verified against the lock (every variant of them with
+        ``all_variants``, else the one a load here chooses), each fetched once per call.
+        A dependency the lock does not pin (a lock written before kernelforge pinned
+        dependencies, or a ``kernels.lock``) is fetched as a load would choose it,
+        verified against its own metadata, with a WARNING log line.
 
     Raises:
         LockError, HubError, IntegrityError, VariantNotFoundError.
     """
-    from kernelforge.locate import hub_for_lock, locate_locked
+    from kernelforge.locate import hub_for_lock
 
     lock = read_lock(lockfile)
     out = []
-    deps_seen: set[tuple[Any, ...]] = set()  # each dependency fetched once per download
+    run = _Download(lock, hub, backend, all_variants, set())  # each dependency fetched once
     for repo_id, locked in sorted(lock.kernels.items()):
         h = hub_for_lock(hub, locked)
-        if all_variants:
-            names = sorted(locked.variants) if locked.variants is not None else h.variants(
-                locked.repo, locked.commit)
-        else:
-            plan = locate_locked(locked, lockfile=str(lock.path), backend=backend, hub=h,
-                                 check_arch=True, allow=True, cache_only=False)
-            names = [plan.info.variant]
-        for name in names:
+        run.seen.add(("lock", locked.repo, locked.commit))  # a dependency cycle back to it
+        for name in run.variants(h, locked):
             path = _fetch_checked(h, locked, name)
             _cache_load_files(h, locked.repo, locked.commit, name)
             problem = _trust_problem(h, locked, name, path)
@@ -619,5 +921,5 @@ def download_locked(
                     "pass trust_remote_code=[%r] to load_kernel / get_locked_kernel",
                     repo_id, name, lock.path.name, problem, locked.repo, locked.repo)
             out.append((repo_id, name, path))
-            out += _fetch_dependencies(hub, path, backend, deps_seen)
+            out += run.dependencies(locked, path)
     return out
