@@ -343,3 +343,53 @@ def test_a_section_holding_the_binding_keeps_its_flags_to_itself(tmp_path: Path)
     """))
     (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
     assert any(p.name.endswith(".abi3.so") for p in result.path.iterdir())
+
+
+def test_metadata_is_the_same_wherever_torch_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two builds against one torch reached at two paths (as in two virtual environments
+    at different places) write byte-identical variants: the recorded compiler flags name
+    torch's directory (and the project's) by placeholder, not by path."""
+    import dataclasses
+
+    from kernelforge import variants
+
+    real = variants.torch_install_facts()
+    assert real is not None
+    elsewhere = tmp_path / "another-venv" / "lib" / "site-packages"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "torch").symlink_to(real.path.parent, target_is_directory=True)
+    built = []
+    for where, torch_version_py in [("a", real.path), ("b", elsewhere / "torch" / "version.py")]:
+        facts = dataclasses.replace(real, path=torch_version_py)
+        monkeypatch.setattr(variants, "torch_install_facts", lambda facts=facts: facts)
+        project = tiny_two_section_project(tmp_path / where / "tiny")
+        (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+        built.append(result.path)
+    text = (built[0] / "metadata.json").read_text()
+    assert "-ffile-prefix-map=<torch>=torch" in text
+    assert str(real.path.parent) not in text and str(tmp_path) not in text
+    meta = json.loads(text)
+    del meta["digest"]  # base64 digests hold '/' too
+    assert "/" not in json.dumps(meta), meta  # no path of this machine anywhere
+    names = sorted(p.name for p in built[0].iterdir())
+    assert names == sorted(p.name for p in built[1].iterdir())
+    for name in names:
+        assert (built[0] / name).read_bytes() == (built[1] / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(("backend", "message"), [
+    ("bogus", r"--backend bogus: unknown backend; expected one of cann, cpu, cuda, .*"
+              r"\(this project has: cpu, cuda\); fix: use one of this project's backends"),
+    ("CPU", r"--backend CPU: unknown backend.*fix: did you mean --backend cpu\?"),
+    ("cdua", r"--backend cdua: unknown backend.*fix: did you mean --backend cuda\?"),
+    # a real backend the project has no kernels for keeps its own message
+    ("rocm", r"backend\(s\) \['rocm'\] have no kernels in this project \(it has: cpu, cuda\)"),
+])
+def test_an_unknown_backend_is_named_with_the_likely_one(tmp_path: Path, backend: str,
+                                                          message: str) -> None:
+    project = copy_project(tmp_path / "relu")
+    with pytest.raises(BuildError, match=message):
+        build_project(project, backends=["cpu", backend], progress=lambda _: None)
+    assert not (project / "build").exists()  # refused before anything was built

@@ -254,3 +254,53 @@ def test_an_entry_whose_variant_was_rewritten_is_stale(tmp_path: Path) -> None:
     kernels.write_text("FACTOR = 3\n")
     assert build() == (False, "FACTOR = 3\n")
     assert build() == (True, "FACTOR = 3\n")
+
+
+def test_files_left_out_of_the_package_are_named_once_per_build(tmp_path: Path) -> None:
+    """notes.txt is not in pyext: the variants leave it out, and the build says so once
+    (not once per variant), with the setting that would ship it; tool state (dot-folders,
+    bytecode) is not named."""
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    pkg = project / "torch-ext" / "scale"
+    (pkg / "data").mkdir()
+    (pkg / "data" / "table.bin").write_bytes(b"\0\1")
+    (pkg / ".mypy_cache").mkdir()
+    (pkg / ".mypy_cache" / "x.json").write_text("{}\n")
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "kernels.cpython-311.pyc").write_bytes(b"\0")
+    lines: list[str] = []
+    results = build_project(project, progress=lines.append)
+    assert len(results) == 2
+    notes = [ln for ln in lines if "not packaged" in ln]
+    assert notes == [
+        "note: not packaged: torch-ext/scale/data/table.bin, torch-ext/scale/notes.txt: their "
+        "suffixes (.bin, .txt) are not in [torch-noarch] pyext (py, pyi); fix: add them to "
+        "pyext in build.toml to ship them in the variant"], lines
+    for r in results:
+        assert not (r.path / "notes.txt").exists() and not (r.path / "data").exists()
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text() + 'pyext = ["py", "txt", "bin"]\n')
+    lines.clear()
+    for r in build_project(project, progress=lines.append):
+        assert (r.path / "notes.txt").is_file() and (r.path / "data" / "table.bin").is_file()
+    assert not [ln for ln in lines if "not packaged" in ln], lines
+
+
+def test_a_hub_branch_that_publish_ignores_is_noted_once(tmp_path: Path) -> None:
+    project = noarch_project(tmp_path / "scale", EDITION5.replace(
+        "[torch-noarch]", '[general.hub]\nbranch = "main"\n\n    [torch-noarch]'))
+    lines: list[str] = []
+    build_project(project, progress=lines.append)
+    notes = [ln for ln in lines if "general.hub.branch" in ln]
+    assert notes == ["note: general.hub.branch = 'main' is ignored: kernelforge publish writes "
+                     "the builds to branch v3 (from general.version), the branch that "
+                     "get_kernel(..., version=3) loads; the key is for Hugging Face's "
+                     "kernel-builder upload (remove it, or set it to \"v3\", to silence this "
+                     "note)"], lines
+
+
+def test_noarch_names_an_unknown_backend_with_the_likely_one(tmp_path: Path) -> None:
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    with pytest.raises(BuildError, match=r"--backend Cuda: unknown backend.*this project has: "
+                                         r"cuda, cpu\); fix: did you mean --backend cuda\?"):
+        build_project(project, backends=["Cuda"], progress=lambda _: None)

@@ -458,3 +458,47 @@ def test_the_most_specific_path_map_comes_last(tmp_path: Path) -> None:
     maps = [f for f in plan.cxx_flags if f.startswith("-ffile-prefix-map=")]
     assert maps == [f"-ffile-prefix-map={tmp_path / 'usr'}=cuda",
                     f"-ffile-prefix-map={manifest.root}=."]
+
+
+def test_recorded_flags_name_no_install_paths(tmp_path: Path) -> None:
+    """metadata.json records the flags: with the prefix maps' absolute paths in them, two
+    builds against one torch, CUTLASS and CUDA installed at other paths differed. Each
+    mapped directory is written as a placeholder instead."""
+    from kernelforge.build.toolchain import Dependency
+
+    recorded = []
+    for env in ("a", "b-longer"):
+        project = write_project(tmp_path / env / "project", KERNELS,
+                                'backends = ["cpu", "cuda", "rocm"]')
+        site = tmp_path / env / "venv" / "site-packages"
+        cutlass = Dependency("cutlass_4_0", "nvidia-cutlass", "4.2.0.0",
+                             (site / "cutlass_library" / "source" / "include",))
+        nvcc = Tool("nvcc", tmp_path / env / "cuda-13.0" / "bin" / "nvcc", (13, 0), "13.0")
+        plan = plan_build(load_manifest(project), backend="cuda", variant="v", source_id=SID,
+                          cxx=GCC, device_compiler=nvcc, dependencies=[cutlass],
+                          torch_dir=site / "torch")
+        flags = (plan.path_free(plan.cxx_flags), plan.path_free(plan.device_flags))
+        assert not any(str(tmp_path) in f for f in flags[0] + flags[1]), flags
+        recorded.append(flags)
+    assert recorded[0] == recorded[1]
+    cxx, device = recorded[0]
+    for old, new in [("<project>", "."), ("<torch>", "torch"),
+                     ("<cutlass_4_0>", "cutlass_4_0"), ("<cuda>", "cuda")]:
+        assert f"-ffile-prefix-map={old}={new}" in cxx, cxx
+        assert f"-Xcompiler=-ffile-prefix-map={old}={new}" in device, device
+
+
+def test_a_directory_inside_another_keeps_its_own_placeholder(tmp_path: Path) -> None:
+    """A virtual environment inside the project: torch is <torch>, not <project>/.venv/...;
+    and a path is replaced only whole (/x/cuda is not replaced in /x/cuda-12)."""
+    manifest = load_manifest(write_project(tmp_path / "p", KERNELS,
+                                           'backends = ["cpu", "cuda", "rocm"]'))
+    torch_dir = manifest.root / ".venv" / "lib" / "site-packages" / "torch"
+    nvcc = Tool("nvcc", tmp_path / "cuda" / "bin" / "nvcc", (13, 0), "13.0")
+    plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=nvcc, torch_dir=torch_dir)
+    assert "-ffile-prefix-map=<torch>=torch" in plan.path_free(plan.cxx_flags)
+    assert plan.path_free([f"-I{torch_dir}/include", f"-I{tmp_path}/cuda-12/include",
+                           f"-DROOT={manifest.root}", f"-I{tmp_path}/p2"]) == [
+        "-I<torch>/include", f"-I{tmp_path}/cuda-12/include", "-DROOT=<project>",
+        f"-I{tmp_path}/p2"]

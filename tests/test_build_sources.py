@@ -194,3 +194,14 @@ def test_include_dot_is_the_tree_walk_not_every_file(project: Path, junk: str) -
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{}")
     assert content_hash(project) == before, f"{junk} changed the uid"
+
+
+def test_a_package_file_the_variant_does_not_ship_still_counts(project: Path) -> None:
+    """torch-ext/relu/table.h is not in pyext, so the variant leaves it out (the build
+    says so), yet the binding can `#include "relu/table.h"`: like every file of the
+    project tree, it changes the uid."""
+    table = project / "torch-ext" / "relu" / "table.h"
+    table.write_text("#define SCALE 1\n")
+    before = content_hash(project)
+    table.write_text("#define SCALE 2\n")
+    assert content_hash(project) != before

@@ -126,7 +126,8 @@ BAD = [
     ("bad-cuda-capability",
      replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
              'cuda-capabilities = ["8.0", "99999.0"]\n'),
-     "kernel.relu.cuda-capabilities", "unknown CUDA capability '99999\\.0'.*valid: .*9\\.0"),
+     "kernel.relu.cuda-capabilities", "unknown CUDA capability '99999\\.0'.*valid: .*9\\.0"
+     ".*expected CUDA capabilities such as"),
     ("sm-style-capability",
      replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
              'cuda-capabilities = ["sm90"]\n'),
@@ -136,7 +137,7 @@ BAD = [
              "cuda-capabilities = []\n"),
      "kernel.relu.cuda-capabilities", "empty list"),
     ("bad-rocm-arch", GOOD5 + 'rocm-archs = ["gfx99999"]\n', "kernel.relu_rocm.rocm-archs",
-     "unknown ROCm arch 'gfx99999'.*valid: .*gfx942"),
+     "unknown ROCm arch 'gfx99999'.*valid: .*gfx942.*expected ROCm archs such as"),
     ("cuda-key-on-rocm-kernel", GOOD5 + 'cuda-capabilities = ["9.0"]\n',
      "kernel.relu_rocm.cuda-capabilities",
      "'cuda-capabilities' applies to cuda kernels.*backend = \"rocm\".*"
@@ -446,3 +447,72 @@ def test_check_buildable_passes_the_bundled_example_and_refuses_an_empty_range(
     with pytest.raises(ManifestError, match=r"key 'torch\.maxver': is 2\.7\.1, lower than "
                                             r"torch\.minver 2\.8.*fix: raise torch\.maxver"):
         check_buildable(m)
+
+
+@pytest.mark.parametrize("typo", ["cutlass_9_9", "cutlass_3_7", "cutlas_3_9", "cutlass3_8",
+                                  "torhc"])
+def test_an_unknown_dependency_suggests_only_names_the_builder_resolves(tmp_path, typo):
+    """Hugging Face's names include CUTLASS versions kernelforge cannot resolve
+    (cutlass_3_9): suggesting one would lead to the next error."""
+    from kernelforge.build.toolchain import BUILTIN_DEPENDS, HEADER_PACKAGES
+
+    text = replace(GOOD5, 'depends = ["torch"]', f'depends = ["torch", "{typo}"]')
+    with pytest.raises(ManifestError, match=f"unknown dependency '{typo}'") as info:
+        load_manifest(write(tmp_path, text))
+    suggested = re.fullmatch(r"did you mean '(.+)'\?", info.value.fix or "")
+    assert suggested, info.value.fix
+    assert suggested.group(1) in BUILTIN_DEPENDS | HEADER_PACKAGES.keys()
+    assert "kernelforge builds with: torch, cutlass_3_5" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["x", "ab", "a1", "a-b", "a-", "1a", "A", "a_b"])
+def test_init_and_the_manifest_agree_on_the_name_rule(tmp_path, name):
+    """`kernelforge init` refuses exactly the names build.toml refuses, and says the
+    rule the name breaks (a one-letter name was refused as if it broke another)."""
+    from kernelforge.errors import KernelforgeError
+    from kernelforge.scaffold import init_project
+
+    text = GOOD5.replace('name = "relu"', f'name = "{name}"')
+    try:
+        load_manifest(write(tmp_path, text))
+        valid = True
+    except ManifestError as err:
+        assert "at least 2 characters" in str(err)
+        valid = False
+    if valid:
+        assert init_project(name, tmp_path / "p") == tmp_path / "p"
+        return
+    with pytest.raises(KernelforgeError, match=f"invalid kernel name '{name}'") as info:
+        init_project(name, tmp_path / "p")
+    assert "at least 2 characters" in str(info.value)
+
+
+@pytest.mark.parametrize(("hub", "noarch", "noted"), [
+    ('branch = "main"', False, True),
+    ('branch = "main"', True, True),
+    ('branch = "v1"', False, False),  # what publish writes anyway
+    ('repo-id = "org/relu"', False, False),
+])
+def test_check_notes_a_hub_branch_that_publish_ignores(tmp_path, hub, noarch, noted):
+    """Hugging Face's `kernel-builder upload` sends builds to [general.hub] branch;
+    kernelforge publishes to v<version>, the branch `version=` loads. The key stays
+    valid (their projects carry it) and `check` says it has no effect."""
+    from kernelforge.manifest import check_buildable, hub_branch_note
+
+    text = (GENERAL5 + "\n[torch-noarch]\n") if noarch else GOOD5.replace(
+        '"cpu", "cuda", "rocm"', '"cuda", "rocm"')
+    (tmp_path / "torch-ext" / "relu").mkdir(parents=True)
+    (tmp_path / "torch-ext" / "relu" / "__init__.py").touch()
+    for name in ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h",
+                 "relu_cuda/relu.cu"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    m = check_project(write(tmp_path, text + f"\n[general.hub]\n{hub}\n"))
+    notes = check_buildable(m)
+    if not noted:
+        assert hub_branch_note(m) is None and notes == []
+        return
+    assert notes == [hub_branch_note(m)]
+    assert notes[0].startswith("general.hub.branch = 'main' is ignored: kernelforge publish "
+                               "writes the builds to branch v1")
+    assert "kernel-builder upload" in notes[0]

@@ -44,7 +44,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "BACKENDS", "KERNEL_BACKENDS", "KNOWN_DEPENDS", "DEFAULT_PYEXT", "KernelDependency",
     "TorchSpec", "KernelSpec", "Manifest", "load_manifest", "check_project", "check_buildable",
-    "check_compiled_sources",
+    "check_compiled_sources", "hub_branch_note",
 ]
 
 #: Backends ``general.backends`` may list.
@@ -611,10 +611,12 @@ def _arch_list(r: _Reader, table: Mapping[str, Any], prefix: str, key: str
                ) -> tuple[str, ...] | None:
     """A list of CUDA capabilities or ROCm archs (by ``key``), validated and normalised."""
     if key.startswith("cuda"):
-        what, example = "CUDA capability", '"8.0", "9.0a" or "12.1+PTX"'
+        what, plural = "CUDA capability", "CUDA capabilities"
+        example = '"8.0", "9.0a" or "12.1+PTX"'
         parse: Any = lambda v: str(archs.CudaCapability.parse(v))  # noqa: E731
     else:
-        what, example, parse = "ROCm arch", '"gfx942"', archs.parse_rocm_arch
+        what, plural, example = "ROCm arch", "ROCm archs", '"gfx942"'
+        parse = archs.parse_rocm_arch
     values = r.strings(table, prefix, key)
     if values is None:
         return None
@@ -626,7 +628,7 @@ def _arch_list(r: _Reader, table: Mapping[str, Any], prefix: str, key: str
         try:
             parsed = parse(value)
         except ValueError as err:
-            r.fail(f"{prefix}.{key}", str(err), expected=f"{what}s such as {example}",
+            r.fail(f"{prefix}.{key}", str(err), expected=f"{plural} such as {example}",
                    fix="use one of the listed values", cause=err)
         if parsed not in out:
             out.append(parsed)
@@ -722,9 +724,13 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
     depends = r.strings(table, prefix, "depends") or ()
     for dep in depends:
         if dep not in KNOWN_DEPENDS:
-            near = archs.closest(dep, KNOWN_DEPENDS)
+            # Suggest only what `kernelforge build` resolves: a name Hugging Face's
+            # builder knows but kernelforge cannot resolve is refused by `check`.
+            resolvable = _resolvable_depends()
+            near = archs.closest(dep, resolvable)
             r.fail(f"{prefix}.depends", f"unknown dependency '{dep}'",
-                   expected="one of " + ", ".join(KNOWN_DEPENDS),
+                   expected="one of " + ", ".join(KNOWN_DEPENDS) + " (kernelforge builds "
+                            "with: " + ", ".join(resolvable) + ")",
                    fix=f"did you mean '{near}'?" if near else "remove it")
     return KernelSpec(
         name=name, backend=backend, src=r.paths(table, prefix, "src"), depends=depends,
@@ -737,6 +743,13 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
         hip_flags=r.strings(table, prefix, "hip-flags") or (),
         sycl_flags=r.strings(table, prefix, "sycl-flags") or (),
     )
+
+
+def _resolvable_depends() -> list[str]:
+    """The ``depends`` names ``kernelforge build`` resolves, ``torch`` first."""
+    from kernelforge.build.toolchain import BUILTIN_DEPENDS, HEADER_PACKAGES
+
+    return [d for d in KNOWN_DEPENDS if d in BUILTIN_DEPENDS or d in HEADER_PACKAGES]
 
 
 def check_project(path: str | Path) -> Manifest:
@@ -788,7 +801,8 @@ def check_buildable(m: Manifest) -> list[str]:
     ``general.backends`` lists needs a ``[kernel.*]`` section and a file to compile, the
     torch (and CUDA) version range must not be empty, and every ``depends`` entry must be
     one the builder resolves. A dependency whose pinned package is not installed here is
-    not an error (it may be installed where the project is built); it gives a note.
+    not an error (it may be installed where the project is built); it gives a note, as
+    does a ``[general.hub] branch`` that publishing ignores (:func:`hub_branch_note`).
 
     Args:
         m: a manifest from :func:`check_project`.
@@ -813,9 +827,9 @@ def check_buildable(m: Manifest) -> list[str]:
             r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no version "
                    "can be built", expected=f"{key}.maxver >= {key}.minver",
                    fix=f"raise {key}.maxver or lower {key}.minver")
+    notes = [note for note in (hub_branch_note(m),) if note]
     if m.noarch:
-        return []
-    notes: list[str] = []
+        return notes
     for backend in m.backends:
         suffixes = COMPILED_SUFFIXES.get(backend)
         if suffixes is None:
@@ -848,6 +862,24 @@ def check_buildable(m: Manifest) -> list[str]:
                     if note not in notes:
                         notes.append(note)
     return notes
+
+
+def hub_branch_note(m: Manifest) -> str | None:
+    """Why ``[general.hub] branch`` does nothing here, if it is set to another branch than
+    ``v<version>``: Hugging Face's ``kernel-builder upload`` sends the builds to that
+    branch, but ``kernelforge publish`` always writes them to ``v<version>``, the branch
+    that loading by ``version=`` reads (and a signed build's ``version`` must match).
+    The key is kept valid: projects written for their builder carry it."""
+    if m.hub_branch is None:
+        return None
+    version = m.version if m.version is not None else 1
+    if m.hub_branch == f"v{version}":
+        return None
+    return (f"general.hub.branch = {m.hub_branch!r} is ignored: kernelforge publish writes "
+            f"the builds to branch v{version} (from general.version), the branch that "
+            f"get_kernel(..., version={version}) loads; the key is for Hugging Face's "
+            f"kernel-builder upload (remove it, or set it to \"v{version}\", to silence "
+            "this note)")
 
 
 def check_compiled_sources(m: Manifest, kernels: Iterable[KernelSpec],

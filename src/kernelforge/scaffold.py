@@ -17,6 +17,8 @@ from pathlib import Path
 from kernelforge.errors import KernelforgeError
 
 TEMPLATE = Path(__file__).with_name("examples") / "relu"
+#: The rule of ``general.name`` (manifest.py, as Hugging Face's builder has it): a one-letter
+#: name is refused there, so it is refused here too.
 _NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 #: The example's identifiers: ``relu`` alone or as the head of a longer identifier
 #: (``relu_cpu``), not PyTorch's ``torch.relu``.
@@ -121,8 +123,9 @@ def init_project(name: str, directory: Path | None = None) -> Path:
     """
     if not _NAME.match(name):
         raise KernelforgeError(
-            f"invalid kernel name {name!r}: use lowercase letters, digits and '-', starting "
-            "with a letter and ending with a letter or digit (e.g. 'my-relu')"
+            f"invalid kernel name {name!r}: use lowercase letters, digits and '-', at least "
+            "2 characters, starting with a letter and ending with a letter or digit "
+            "(e.g. 'my-relu')"
         )
     python_name = name.replace("-", "_")
     problem = _name_problem(python_name)

@@ -18,9 +18,9 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from kernelforge import __version__, digest
+from kernelforge import __version__, archs, digest
 from kernelforge._durable import replace_file
 from kernelforge.build.compile import compile_plan, compiler_environment
 from kernelforge.build.interpreter import PythonEnv, python_env
@@ -33,6 +33,7 @@ from kernelforge.build.plan import (
     manifest_inputs,
     manifest_package_files,
     plan_build,
+    unshipped_package_files,
     version_tuple,
 )
 from kernelforge.build.toolchain import (
@@ -44,7 +45,7 @@ from kernelforge.build.toolchain import (
     resolve_dependency,
 )
 from kernelforge.errors import BuildError, IntegrityError, ToolchainError
-from kernelforge.manifest import Manifest, check_project
+from kernelforge.manifest import BACKENDS, Manifest, check_project, hub_branch_note
 from kernelforge.variants import TorchInstall
 
 __all__ = ["BuildResult", "build_project", "source_identity"]
@@ -141,6 +142,24 @@ def _outside_cuda_range(manifest: Manifest, nvcc: Tool) -> str | None:
     return None
 
 
+def _check_backend_names(wanted: Sequence[str], project: Sequence[str]) -> None:
+    """Refuse a ``--backend`` that names no backend at all (a typo, ``CPU``), suggesting
+    the closest one, first among the ``project``'s own. A real backend the project has
+    no kernels for is the caller's to explain."""
+    known = set(BACKENDS) | set(project)
+    for name in wanted:
+        if name in known:
+            continue
+        word = name.strip().lower()
+        near = word if word in known else (
+            archs.closest(word, project) or archs.closest(word, sorted(known)))
+        fix = f"did you mean --backend {near}?" if near else "use one of this project's backends"
+        raise BuildError(
+            f"--backend {name}: unknown backend; expected one of {', '.join(BACKENDS)} "
+            f"(this project has: {', '.join(project)}); fix: {fix}"
+        )
+
+
 def _stable_abi_note(manifest: Manifest, backend: str) -> str | None:
     """What the build does with ``[torch] stable-abi``: kernelforge does not build
     stable-ABI variants yet, so the variant is a regular one, named and compiled for the
@@ -152,6 +171,21 @@ def _stable_abi_note(manifest: Manifest, backend: str) -> str | None:
         return None
     return (f"{backend}: torch.stable-abi = {version!r} is not built yet; this is a regular "
             "variant for the installed torch only")
+
+
+def _unshipped_note(manifest: Manifest) -> str | None:
+    """Which files of the Python package the variant leaves out (their suffix is not in
+    ``pyext``), if any: silently missing files would surface only when the kernel loads."""
+    left_out = unshipped_package_files(manifest.root, manifest.python_name, manifest.pyext)
+    if not left_out:
+        return None
+    shown = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5
+                                       else "")
+    section = "torch-noarch" if manifest.noarch and not manifest.universal else "torch"
+    suffixes = sorted({PurePosixPath(f).suffix or "(none)" for f in left_out})
+    return (f"not packaged: {shown}: their suffixes ({', '.join(suffixes)}) are not in "
+            f"[{section}] pyext ({', '.join(manifest.pyext)}); fix: add them to pyext in "
+            "build.toml to ship them in the variant")
 
 
 def _torch_install(env: PythonEnv) -> TorchInstall:
@@ -282,7 +316,9 @@ def build_project(
         archs: CUDA capabilities or ROCm archs replacing the manifest's (``--arch``).
         jobs: parallel compile jobs (default: all cores).
         out_dir: where variant directories go (default: ``<project>/build``).
-        force: rebuild even when nothing changed.
+        force: build even when the project is up to date, rewriting the variant; ninja
+            still reuses the object files in ``.kernelforge/<variant>/`` whose sources
+            and flags are unchanged (delete that folder for a build from scratch).
         verbose: show every compiler line.
         progress: receives progress lines.
         python: build for the torch of another Python environment (its interpreter's
@@ -310,6 +346,7 @@ def build_project(
         candidates = ["universal"] if manifest.universal else list(manifest.backends)
         targets = [b for b in candidates if not backends or b in backends]
         if backends:
+            _check_backend_names(backends, candidates)
             missing = [b for b in backends if b not in candidates]
             if missing:
                 raise BuildError(
@@ -318,6 +355,14 @@ def build_project(
                 )
         compilers: dict[str, Tool | None] = {b: None for b in targets}
     else:
+        if backends:
+            _check_backend_names(backends, manifest.backends)
+            unknown = [b for b in backends if b not in manifest.backends]
+            if unknown:
+                raise BuildError(
+                    f"{manifest.path}: backend(s) {unknown} have no kernels in this project "
+                    f"(it has: {', '.join(manifest.backends)})"
+                )
         compilers = {}
         skipped: list[str] = []
         for b in manifest.backends:
@@ -330,13 +375,6 @@ def build_project(
                 skipped.append(f"{b}: {why_not}")
                 continue
             compilers[b] = tool
-        if backends:
-            unknown = [b for b in backends if b not in manifest.backends]
-            if unknown:
-                raise BuildError(
-                    f"{manifest.path}: backend(s) {unknown} have no kernels in this project "
-                    f"(it has: {', '.join(manifest.backends)})"
-                )
         for line in skipped:
             progress(f"skipping backend {line}")
         if not compilers:
@@ -349,6 +387,9 @@ def build_project(
 
     for backend in targets:
         note = _stable_abi_note(manifest, backend)
+        if note:
+            progress(f"note: {note}")
+    for note in (hub_branch_note(manifest), _unshipped_note(manifest)):
         if note:
             progress(f"note: {note}")
     for line in recover_leftovers(out):
@@ -448,10 +489,10 @@ def _provenance(
     if plan.dependencies:
         prov["dependencies"] = [d.provenance() for d in plan.dependencies]
     if not plan.noarch:
-        # Relative to the project, so the same sources give the same metadata anywhere.
-        root = str(plan.root)
+        # Without the paths of the project, torch, the dependencies and the CUDA toolkit,
+        # so the same sources give the same metadata wherever they are built.
         prov["flags"] = {
-            "cxx": [f.replace(root, "<project>") for f in plan.cxx_flags],
-            "device": [f.replace(root, "<project>") for f in plan.device_flags],
+            "cxx": plan.path_free(plan.cxx_flags),
+            "device": plan.path_free(plan.device_flags),
         }
     return prov

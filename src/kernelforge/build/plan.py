@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,10 +100,35 @@ class BuildPlan:
     dependencies: tuple[Dependency, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: The directories the compilers write under relative names (``-ffile-prefix-map``),
+    #: each with its name: the project (``.``), torch, dependency include directories
+    #: and the CUDA toolkit.
+    prefix_maps: tuple[tuple[Path, str], ...] = ()
 
     @property
     def noarch(self) -> bool:
         return not self.sources and not self.groups
+
+    def path_free(self, flags: Iterable[str]) -> list[str]:
+        """``flags`` with every directory of :attr:`prefix_maps` written as a placeholder:
+        the project as ``<project>``, the others as ``<name>`` (``<torch>``, ``<cuda>``,
+        ``<cutlass_4_0>``), so that the flags recorded in ``metadata.json`` are the same
+        wherever the project, torch, the dependencies and the toolkit are installed.
+
+        A directory is replaced only where its last component ends (``/opt/cuda`` is not
+        replaced in ``/opt/cuda-12``), the longest first, so one inside another keeps its
+        own name.
+        """
+        names: dict[str, str] = {}
+        for path, name in self.prefix_maps:
+            text = str(path)
+            if len(path.parts) > 1:  # never the filesystem root: it would match everywhere
+                names.setdefault(text, "<project>" if path == self.root else f"<{name}>")
+        if not names:
+            return list(flags)
+        alternatives = "|".join(re.escape(p) for p in sorted(names, key=len, reverse=True))
+        pattern = re.compile(rf"(?:{alternatives})(?![\w.+-])")
+        return [pattern.sub(lambda m: names[m.group(0)], flag) for flag in flags]
 
     def fingerprint_inputs(self) -> dict[str, object]:
         """What decides the build's output apart from the source files themselves."""
@@ -207,6 +233,25 @@ def package_files(root: Path, python_name: str, pyext: Iterable[str]
         if path.suffix in suffixes:
             files.append((f"torch-ext/{python_name}/{rel.as_posix()}", path))
     return files
+
+
+def unshipped_package_files(root: Path, python_name: str, pyext: Iterable[str]) -> list[str]:
+    """The files of the Python package ``torch-ext/<python_name>/`` that a build leaves
+    out of the variant because their suffix is not one of ``pyext``, relative to the
+    project, for a note (bytecode, ``__pycache__`` and dot-files or dot-folders, which
+    tools and editors write, are not named)."""
+    package = root / "torch-ext" / python_name
+    suffixes = {"." + ext.lstrip(".") for ext in pyext}
+    if not package.is_dir():
+        return []
+    left_out: list[str] = []
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package)
+        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+            continue
+        if path.is_file() and path.suffix != ".pyc" and path.suffix not in suffixes:
+            left_out.append(f"torch-ext/{python_name}/{rel.as_posix()}")
+    return left_out
 
 
 def _walk_order(rel: str) -> list[tuple[int, str]]:
@@ -462,6 +507,7 @@ def plan_build(
         backend=backend,
         namespace=namespace,
         module_id=module_id,
+        prefix_maps=tuple(prefix_maps),
         sources=tuple(sources),
         include_dirs=tuple(include_dirs),
         cxx_flags=tuple(cxx_flags),
