@@ -90,6 +90,7 @@ def test_publish_without_builds_explains_the_fix(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert f"{project} is a kernel project without a build/ directory" in proc.stderr
     assert f"build it first (kernelforge build {project})" in proc.stderr
+    assert "build_dir" not in proc.stderr  # the Python parameter's name is not the CLI's
 
 
 @pytest.mark.slow
@@ -162,6 +163,10 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
     (["build", ".", "-j", "0"], "argument -j/--jobs: '0' is not a number of jobs"),
     (["demo", "--hub", "hf"], "argument --hub: the demo publishes to a local hub only"),
     (["demo", "--hub", "HuggingFace"], "argument --hub: the demo publishes to a local hub only"),
+    *(([*cmd, "--hub", blank], f"argument --hub: {blank!r} is not a hub: an empty path would "
+       "mean the current directory; pass a hub directory or 'hf', or leave --hub out")
+      for cmd in (["publish", "."], ["versions", "me/k1"], ["info", "me/k1"], ["lock"],
+                  ["download"], ["demo"]) for blank in ("", " ")),
 ])
 def test_bad_arguments_are_usage_errors(argv: list[str], message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -207,6 +212,166 @@ def test_publish_checks_the_manifests_repo_id(tmp_path: Path,
     err = capsys.readouterr().err
     assert "key 'general.hub.repo-id': repo_id: 'me/bad-' is not a valid" in err
     assert "pass --repo org/name" in err
+
+
+# --- publish: hubs, stale and tampered builds, the card ---------------------------------------
+
+
+def _fake_build(project: Path, source: str | None) -> Path:
+    """``project/build/torch-cpu``: a tiny variant recording ``source`` as the hash of the
+    sources it was built from (as kernelforge builds do)."""
+    from kf_testutil import write_metadata
+
+    vdir = project / "build" / "torch-cpu"
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text("VALUE = 1\n")
+    write_metadata(vdir, "_k_one_cpu_0000001")
+    if source is not None:
+        meta = json.loads((vdir / "metadata.json").read_text())
+        meta["provenance"] = {"source-sha256": source}
+        (vdir / "metadata.json").write_text(json.dumps(meta))
+    return vdir
+
+
+@pytest.fixture
+def unbuilt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    project = tmp_path / "k"
+    assert main(["init", "k-one", str(project)]) == 0
+    capsys.readouterr()
+    return project
+
+
+def _current_sources(project: Path) -> str:
+    from kernelforge.build import source_identity
+    from kernelforge.manifest import load_manifest
+
+    return source_identity(project, load_manifest(project)).content_hash
+
+
+def test_publish_warns_about_a_build_of_other_sources(unbuilt: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A build older than the sources is published (that may be on purpose), with a
+    warning naming the variant and the fix."""
+    current = _current_sources(unbuilt)
+    _fake_build(unbuilt, current)
+    argv = ["publish", str(unbuilt), "--repo", "me/k", "--hub", str(tmp_path / "hub")]
+    assert main(argv) == 0
+    assert "warning" not in capsys.readouterr().err
+    with (unbuilt / "k_one_cpu" / "k_one_cpu.cpp").open("a") as fh:
+        fh.write("// changed after the build\n")
+    now = _current_sources(unbuilt)
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert (f"warning: torch-cpu was built from other sources than {unbuilt} holds now "
+            f"(sources {current[:7]}, now {now[:7]}): this publishes the old build; to publish "
+            f"the current sources, run 'kernelforge build {unbuilt}' first") in captured.err
+    assert "published me/k version 1" in captured.out
+
+
+def test_publish_without_a_recorded_source_hash_does_not_warn(
+        unbuilt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fake_build(unbuilt, None)  # e.g. a Hugging Face kernel-builder build
+    assert main(["publish", str(unbuilt), "--repo", "me/k", "--hub", str(tmp_path / "h")]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_publish_refuses_a_changed_build_in_publish_words(
+        unbuilt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vdir = _fake_build(unbuilt, _current_sources(unbuilt))
+    (vdir / "__init__.py").write_text("VALUE = 2\n")
+    assert main(["publish", str(unbuilt), "--repo", "me/k", "--hub", str(tmp_path / "h")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: refusing to publish {vdir}: its files do not match the "
+                          "digests its metadata.json records")
+    assert "changed: __init__.py" in err and "refusing to load" not in err
+    assert f"rebuild it (kernelforge build {unbuilt}), then publish again" in err
+
+
+def test_publish_to_a_file_or_a_missing_hub_names_it(
+        unbuilt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fake_build(unbuilt, None)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["publish", str(unbuilt), "--repo", "me/k", "--hub", str(afile)]) == 1
+    assert f"error: cannot write to the hub: {afile} is not a directory" in (
+        capsys.readouterr().err)
+    assert main(["versions", "me/k", "--hub", str(afile)]) == 1
+    assert f"{afile} is not a directory" in capsys.readouterr().err
+    assert main(["versions", "me/k", "--hub", str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err
+    assert f"the hub directory {tmp_path / 'nowhere'} does not exist" in err
+    assert "it is empty" not in err
+
+
+def test_publish_card(unbuilt: Path, tmp_path: Path,
+                      capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge.hub import LocalHub
+
+    _fake_build(unbuilt, None)
+    hub = LocalHub(tmp_path / "hub")
+    argv = ["publish", str(unbuilt), "--repo", "me/k", "--hub", str(hub.root)]
+    assert main([*argv, "--card", str(tmp_path / "missing.md")]) == 1
+    assert f"--card {tmp_path / 'missing.md'}: cannot read the card (No such file" in (
+        capsys.readouterr().err)
+    assert not hub.has_repo("me/k")
+    (tmp_path / "card.md").write_text("# k-one\n\nA kernel.\n")
+    assert main([*argv, "--card", str(tmp_path / "card.md")]) == 0
+    assert f"card: {tmp_path / 'card.md'} (README.md on branch main)" in capsys.readouterr().out
+    main_commit = hub.branches("me/k")["main"]
+    assert hub.read_file("me/k", main_commit, "README.md") == b"# k-one\n\nA kernel.\n"
+
+
+def test_publish_help_names_the_repo_default(monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "250")  # no line breaks inside words
+    with pytest.raises(SystemExit):
+        main(["publish", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--repo REPO repository id, org/name (default: [general.hub] repo-id in build.toml)" \
+        in out
+    assert "--card FILE" in out
+
+
+def test_versions_on_an_offline_hf_prints_nothing_before_failing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KERNELFORGE_CACHE", str(tmp_path / "cache"))
+    assert main(["versions", "me/k", "--hub", "hf"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "error: " in captured.err
+
+
+def test_lock_counts_variants_in_words(monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    import kernelforge.lock
+
+    def pinned(n: int) -> SimpleNamespace:
+        return SimpleNamespace(repo_id=f"me/k{n}", branch="v1", commit=f"{n}" * 40, hub="local",
+                               variants={f"torch{i}-cpu": {} for i in range(n)}, depends={})
+
+    monkeypatch.setattr(kernelforge.lock, "lock_project", lambda *a, **k: SimpleNamespace(
+        kernels=[pinned(1), pinned(2)], path=Path("kernelforge.lock"), hf_path=None))
+    assert main(["lock"]) == 0
+    out = capsys.readouterr().out
+    assert f"me/k1: branch v1, commit {'1' * 12} (local), 1 variant\n" in out
+    assert f"me/k2: branch v1, commit {'2' * 12} (local), 2 variants\n" in out
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """``kernelforge ... | head``: the reader goes away; no BrokenPipeError traceback, and
+    the exit code says the output was cut off (128 + SIGPIPE)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kernelforge", "trust", "list"],
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert proc.stderr == ""
 
 
 # --- init: names and directories ------------------------------------------------------------
@@ -472,4 +637,41 @@ def test_build_notes_arch_without_a_gpu_variant(variant: str, noted: bool,
         BuildResult(variant, "cpu", Path("build") / variant, True, 0.0)])
     assert main(["build", str(EXAMPLE_RELU), "--arch", "9.0a"]) == 0
     err = capsys.readouterr().err
-    assert ("note: --arch 9.0a had no effect: no CUDA or ROCm variant was built" in err) == noted
+    assert ("note: --arch 9.0a had no effect: no CUDA or ROCm variant was built (the skipped "
+            "backends above say why)" in err) == noted
+
+
+def test_arch_note_names_the_right_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing was skipped when --backend chose cpu, or the project has no GPU kernels:
+    the note must not point at skipped backends."""
+    import kernelforge.build as build
+    from kernelforge.build import BuildResult
+
+    variant = "torch213-cxx11-cpu-x86_64-linux"
+    monkeypatch.setattr(build, "build_project", lambda *a, **k: [
+        BuildResult(variant, "cpu", Path("build") / variant, True, 0.0)])
+    assert main(["build", str(EXAMPLE_RELU), "--backend", "cpu", "--arch", "9.0a"]) == 0
+    err = capsys.readouterr().err
+    assert "note: --arch 9.0a had no effect: --backend cpu builds no CUDA or ROCm variant" in err
+    assert "skipped" not in err
+    root = tmp_path / "k"
+    (root / "k").mkdir(parents=True)
+    (root / "k" / "k.cpp").write_text("")
+    (root / "torch-ext" / "kk").mkdir(parents=True)
+    (root / "torch-ext" / "kk" / "__init__.py").write_text("")
+    (root / "torch-ext" / "torch_binding.cpp").write_text("")
+    (root / "build.toml").write_text(_GENERAL.format(backends='["cpu"]')
+                                     + '[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n'
+                                     + _kernel("a", "cpu", '["k/k.cpp"]'))
+    assert main(["build", str(root), "--arch", "9.0a"]) == 0
+    err = capsys.readouterr().err
+    assert "had no effect: the project has no CUDA or ROCm kernels" in err
+    assert "skipped" not in err
+
+
+def test_a_no_op_build_says_up_to_date_once(built_relu: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["build", str(built_relu), "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("up to date") == 1, out

@@ -75,6 +75,52 @@ def test_default_root_reads_the_environment_at_call_time(monkeypatch, tmp_path: 
     assert as_hub(str(tmp_path / "y")).root == tmp_path / "y"
 
 
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_hub_path_is_refused_and_an_empty_environment_is_unset(
+        blank: str, monkeypatch, tmp_path: Path) -> None:
+    """An empty path would be the current directory (``--hub "$UNSET"``): refused as an
+    argument; an empty (or blank) $KERNELFORGE_HUB counts as unset, as in most tools."""
+    for make in (LocalHub, as_hub):
+        with pytest.raises(ValueError, match="hub: an empty path is not a hub .*current "
+                                             "directory.*pass a hub directory, 'hf'"):
+            make(blank)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELFORGE_HUB", blank)
+    assert default_root() == tmp_path / "cache" / "kernelforge" / "hub"
+    assert as_hub(None).root == LocalHub().root == default_root()
+
+
+def test_a_hub_root_that_is_a_file_or_missing_is_named(project: Path, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("not a hub\n")
+    hub = LocalHub(afile)
+    with pytest.raises(HubError, match=f"cannot write to the hub: {afile} is not a directory, "
+                                       "so it cannot be a hub"):
+        hub.publish(REPO, project, version=1)
+    with pytest.raises(HubError, match=f"not found: {afile} is not a directory"):
+        hub.branches(REPO)
+    assert afile.read_text() == "not a hub\n"
+    missing = LocalHub(tmp_path / "nowhere")
+    with pytest.raises(HubError, match=f"the hub directory {tmp_path / 'nowhere'} does not "
+                                       "exist; check the path"):
+        missing.branches(REPO)
+
+
+def test_a_hub_that_cannot_be_written_is_a_hub_error(hub: LocalHub, project: Path,
+                                                     monkeypatch) -> None:
+    """No space, no permission: a HubError naming the hub (the CLI's exit 1), not an
+    OSError traceback."""
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", "somefile")
+
+    monkeypatch.setattr(_durable, "copy_file", full)
+    with pytest.raises(HubError, match=f"writing to the hub {hub.root} failed \\(No space "
+                                       "left on device: somefile\\)"):
+        hub.publish(REPO, project, version=1)
+
+
 @pytest.mark.parametrize(
     "repo_id",
     ["", "relu", "a/b/c", "../x", "a/..", "a/b c", "-a/b", "a/b-", "a/.b", "a//b", None],
@@ -175,6 +221,10 @@ def test_ambiguous_commit_prefix(hub: LocalHub, project: Path) -> None:
 
 
 def test_missing_things_raise_hub_errors(hub: LocalHub, project: Path) -> None:
+    with pytest.raises(HubError, match=f"not found: the hub directory {hub.root} does not "
+                                       "exist"):
+        hub.branches(REPO)
+    hub.root.mkdir()
     with pytest.raises(HubError, match="not found in hub .*it is empty"):
         hub.branches(REPO)
     rev = hub.publish(REPO, project, version=1)
@@ -261,8 +311,12 @@ def test_signing_a_build_without_digest_is_refused(hub: LocalHub, tmp_path: Path
 
 def test_refuse_files_that_do_not_match_their_digest(hub: LocalHub, project: Path) -> None:
     (project / "build" / "torch-cpu" / "helper.py").write_text("tampered = True\n")
-    with pytest.raises(IntegrityError, match="changed: helper.py"):
+    with pytest.raises(IntegrityError, match="changed: helper.py") as info:
         hub.publish(REPO, project, version=1)
+    text = str(info.value)
+    assert text.startswith(f"refusing to publish {project / 'build' / 'torch-cpu'}: its files "
+                           "do not match the digests its metadata.json records")
+    assert "refusing to load" not in text and "rebuild it (kernelforge build)" in text
     assert not any((hub.root / "kernels-test" / "relu" / "tmp").iterdir())
     assert not (hub.root / "kernels-test" / "relu" / "refs").exists()
 
@@ -298,7 +352,8 @@ def test_failed_publish_keeps_previous_revision(
         monkeypatch.setattr(_durable, "copy_file", copy_then_fail)
     else:
         monkeypatch.setattr(os, step, boom)
-    with pytest.raises(OSError, match="simulated failure"):
+    with pytest.raises(HubError, match=f"writing to the hub {hub.root} failed "
+                                       r"\(simulated failure"):
         hub.publish(REPO, _second_build(tmp_path), version=1)
     monkeypatch.undo()
 

@@ -92,6 +92,32 @@ def test_store_add_allow_remove_is_atomic_and_listed(key: signing.SigningKey,
         trust.remove("nothing-like-this")
 
 
+def test_readding_a_key_adds_repositories_and_keeps_its_name(key: signing.SigningKey,
+                                                             tmp_path: Path) -> None:
+    """Adding a trusted key again never replaces its entry: a second --repo adds to its
+    scope, leaving --repo out keeps the scope (no silent widening to *), and the name
+    stays unless a new one is given."""
+    other = signing.generate_key(tmp_path / "keys" / "other.pem")
+    trust.add_key(other.public.text, name="first")
+    entry = trust.add_key(key.public.text, name="alice", repos=("org/*",))
+    assert (entry.name, entry.repos) == ("alice", ("org/*",))
+    entry = trust.add_key(key.public.text, repos=("other/*",))
+    assert (entry.name, entry.repos) == ("alice", ("org/*", "other/*"))
+    assert trust.add_key(key.public.text).repos == ("org/*", "other/*")  # not widened to *
+    assert trust.add_key(key.public.text, repos=("org/relu",)).repos == ("org/*", "other/*")
+    entry = trust.add_key(key.public.text, name="bob", repos=("other/relu", "third/x"))
+    assert (entry.name, entry.repos) == ("bob", ("org/*", "other/*", "third/x"))
+    store = trust.load_store()
+    assert store.key(key.public.key_id) == entry
+    assert [k.name for k in store.keys] == ["first", "bob"]  # one entry, in its place
+    assert trust.add_key(key.public.text, repos=("*",)).repos == ("*",)  # explicit only
+    assert trust.add_key(other.public.text, name="").name == ""
+    # a new key: everything unless scoped, unnamed unless named
+    trust.remove(key.public.key_id)
+    assert trust.add_key(key.public.text) == trust.TrustedKey(
+        key.public.key_id, key.public.text, "", ("*",))
+
+
 def test_corrupt_store_is_named(env: dict[str, Path]) -> None:
     path = env["config"] / "trust.json"
     path.parent.mkdir(parents=True)
@@ -174,6 +200,7 @@ def test_policy_matrix(key: signing.SigningKey) -> None:
     trust.add_key(key.public.text, name="alice", repos=("org/*",))
     signed = policy.evaluate(request(key))
     assert signed.allowed and signed.signer == key.public.key_id and "alice" in signed.reason
+    trust.remove(key.public.key_id)  # re-adding would add elsewhere/* to org/*
     trust.add_key(key.public.text, name="alice", repos=("elsewhere/*",))
     scoped = policy.evaluate(request(key))
     assert not scoped.allowed and "trusted only for elsewhere/*" in str(scoped)
@@ -198,7 +225,8 @@ def test_refusal_message_names_the_fixes() -> None:
     text = str(info.value)
     assert "refusing to load org/relu (variant torch-cpu) from Hugging Face Hub" in text
     for fix in ("kernelforge trust add", "kernelforge trust allow org/relu",
-                "trust_remote_code=True"):
+                "trust_remote_code=True", "trust_remote_code=['org/relu'] in Python",
+                "--trust-remote-code or --allow org/relu on the command line"):
         assert fix in text
 
 
@@ -217,6 +245,23 @@ def test_invalid_sigstore_bundle_is_reported() -> None:
 def test_allow_argument_is_checked() -> None:
     with pytest.raises(TypeError, match="trust_remote_code"):
         policy.allow_key("org/relu")  # type: ignore[arg-type]
+    assert policy.allow_key(["org/b", "org/a"]) == ("org/a", "org/b")
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ("org/*", r"trust_remote_code: 'org/\*' is a pattern, but the list takes repository ids "
+              r".*'kernelforge trust allow org/\*'"),
+    ("*", r"'\*' is a pattern"),
+    ("relu", "trust_remote_code: repo_id: 'relu' is not a valid repository id"),
+    (3, "trust_remote_code: repo_id: expected a string"),
+])
+def test_allow_list_entries_must_be_repository_ids(entry: object, message: str) -> None:
+    """A pattern in the trust_remote_code list used to be compared as a literal name and
+    so never matched: now it is refused, pointing at the trust store, which takes them."""
+    with pytest.raises(ValueError, match=message):
+        policy.allow_key(["org/relu", entry])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=message):
+        policy.evaluate(request(), allow=[entry])  # type: ignore[list-item]
 
 
 # --- command line -------------------------------------------------------------------------
@@ -237,6 +282,44 @@ def test_cli_keygen_trust_list_remove(env: dict[str, Path], capsys) -> None:
     assert main(["trust", "remove", "x/y"]) == 1
     assert "is not in the trust store" in capsys.readouterr().err
     assert main(["keygen", "--name", "ci"]) == 1  # exists
+
+
+def test_cli_trust_add_again_merges_and_says_what_changed(env: dict[str, Path],
+                                                         capsys) -> None:
+    assert main(["keygen", "--name", "ci", "--repo", "me/*"]) == 0
+    key_id = capsys.readouterr().out.split("key id:")[1].split()[0]
+    pub = str(env["config"] / "keys" / "ci.pub")
+    assert main(["trust", "add", pub, "--repo", "team/*"]) == 0
+    out = capsys.readouterr().out
+    assert f"key {key_id} (ci): trusted for me/* before, now for me/*, team/*" in out
+    assert main(["trust", "add", pub]) == 0
+    out = capsys.readouterr().out
+    assert f"key {key_id} (ci) was already trusted; it stays trusted for me/*, team/* only" in out
+    assert "--repo '*' trusts it for all" in out
+    assert main(["trust", "add", pub, "--repo", "me/relu", "--name", "bot"]) == 0
+    out = capsys.readouterr().out
+    assert f"renamed key {key_id}: ci -> bot" in out
+    assert "which covers me/relu; its repositories stay the same" in out
+    assert f"'kernelforge trust remove {key_id}', then add it again" in out
+    assert trust.load_store().key(key_id).repos == ("me/*", "team/*")  # type: ignore[union-attr]
+    assert main(["trust", "add", pub, "--repo", "*"]) == 0
+    assert f"key {key_id} (bot): trusted for me/*, team/* before, now for *" in (
+        capsys.readouterr().out)
+    assert main(["trust", "list"]) == 0
+    assert f"{key_id}  bot  repos *  ed25519:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "bad name", ".hidden", "", "k.pub",
+                                  "x" * 65])
+def test_cli_keygen_names_are_file_names_in_keys(name: str, env: dict[str, Path],
+                                                 capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["keygen", "--name", name])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --name: {name!r} is not a key name; use 1 to 64 letters, digits" in err
+    assert "pass --out FILE to write elsewhere" in err
+    assert not env["config"].exists()  # nothing written, inside keys/ or out of it
 
 
 def test_cli_keygen_force_untrusts_the_replaced_key(env: dict[str, Path], capsys) -> None:

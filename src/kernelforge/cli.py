@@ -1,7 +1,9 @@
 """The ``kernelforge`` command: a thin layer over the library.
 
 This is the only place that turns exceptions into exit codes: 0 success, 1 a
-kernelforge error (message printed, no traceback), 2 bad usage.
+kernelforge error (message printed, no traceback), 2 bad usage, 130 interrupted
+(Ctrl-C), 141 output cut off (a closed pipe, as in ``kernelforge info ... | head``:
+128 + SIGPIPE, what the shell reports for a program killed by it).
 
 Arguments are checked by argparse (``type=`` functions), so a malformed one is bad
 usage: argparse prints ``kernelforge CMD: error: argument ...`` and exits 2. Values that
@@ -13,12 +15,15 @@ kernelforge and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kernelforge import __version__
-from kernelforge.cli_share import add_commands, load_signer, repo_arg
+from kernelforge.cli_share import add_commands, hub_arg, load_signer, repo_arg
 from kernelforge.errors import KernelforgeError
 
 
@@ -70,18 +75,26 @@ def _cmd_build(args: argparse.Namespace) -> int:
         python=args.python,
     )
     for r in results:
-        state = "up to date" if r.up_to_date else f"built in {r.seconds:.1f}s"
-        print(f"{r.variant}: {state} -> {r.path}")
+        if not r.up_to_date:  # the build's progress already said "<variant>: up to date"
+            print(f"{r.variant}: built in {r.seconds:.1f}s -> {r.path}")
     if args.arch and results:
         from kernelforge.manifest import load_manifest
 
-        if load_manifest(args.path).noarch:
-            print(f"note: --arch {' '.join(args.arch)} had no effect: the project is noarch "
-                  "(nothing is compiled; its [torch-noarch] archs go to the metadata)",
-                  file=sys.stderr)
+        manifest = load_manifest(args.path)
+        arch = f"note: --arch {' '.join(args.arch)} had no effect"
+        if manifest.noarch:
+            print(f"{arch}: the project is noarch (nothing is compiled; its [torch-noarch] "
+                  "archs go to the metadata)", file=sys.stderr)
         elif not any(_gpu_variant(r.variant) for r in results):
-            print(f"note: --arch {' '.join(args.arch)} had no effect: no CUDA or ROCm variant "
-                  "was built (see the skipped backends above)", file=sys.stderr)
+            gpu = [b for b in manifest.backends if b in ("cuda", "rocm")]
+            if args.backend:
+                why = f"--backend {' '.join(args.backend)} builds no CUDA or ROCm variant"
+            elif not gpu:
+                why = "the project has no CUDA or ROCm kernels"
+            else:
+                why = ("no CUDA or ROCm variant was built (the skipped backends above say "
+                       "why)")
+            print(f"{arch}: {why}", file=sys.stderr)
     return 0
 
 
@@ -101,7 +114,63 @@ def _hub(args: argparse.Namespace):
     return as_hub(args.hub)  # a directory, "hf", or None: $KERNELFORGE_HUB / local hub
 
 
+def _recorded_source_hashes(build_dir: Path) -> dict[str, str]:
+    """``{variant: provenance source-sha256}`` of the variants in ``build_dir`` that
+    record one (kernelforge builds do; others, and unreadable metadata, are left to
+    the publish checks)."""
+    found: dict[str, str] = {}
+    for vdir in sorted(build_dir.iterdir()):
+        if vdir.name.startswith(".") or not (vdir / "metadata.json").is_file():
+            continue
+        try:
+            meta = json.loads((vdir / "metadata.json").read_bytes())
+        except (OSError, ValueError):
+            continue
+        prov = meta.get("provenance") if isinstance(meta, dict) else None
+        source = prov.get("source-sha256") if isinstance(prov, dict) else None
+        if isinstance(source, str):
+            found[vdir.name] = source
+    return found
+
+
+def _warn_stale(manifest: Any, build_dir: Path, path: str) -> None:
+    """Warn about each variant built from other sources than the project holds now.
+
+    Not a refusal: publishing an older build can be what the user wants. The current
+    hash is the build's own (:func:`kernelforge.build.source_identity`), computed only
+    when some variant records one: it costs what a no-op build's check costs.
+    """
+    recorded = _recorded_source_hashes(build_dir)
+    if not recorded:
+        return
+    from kernelforge.build import source_identity
+
+    try:
+        current = source_identity(manifest.root, manifest).content_hash
+    except KernelforgeError as err:  # a check, not a reason to refuse the publish
+        print(f"note: cannot tell whether build/ is up to date ({err})", file=sys.stderr)
+        return
+    for variant, source in recorded.items():
+        if source != current:
+            print(f"warning: {variant} was built from other sources than {path} holds now "
+                  f"(sources {source[:7]}, now {current[:7]}): this publishes the old build; "
+                  f"to publish the current sources, run 'kernelforge build {path}' first",
+                  file=sys.stderr)
+
+
+def _read_card(spec: str) -> str:
+    path = Path(spec).expanduser()
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        why = err.strerror if isinstance(err, OSError) else f"not UTF-8 text ({err.reason})"
+        raise KernelforgeError(f"--card {spec}: cannot read the card ({why}); pass a "
+                               "README file, e.g. --card README.md") from err
+
+
 def _cmd_publish(args: argparse.Namespace) -> int:
+    from kernelforge.errors import IntegrityError
+    from kernelforge.hub._staging import publish_integrity_error
     from kernelforge.manifest import load_manifest
 
     manifest = load_manifest(args.path)
@@ -120,25 +189,35 @@ def _cmd_publish(args: argparse.Namespace) -> int:
             raise KernelforgeError(f"{manifest.path}: key 'general.hub.repo-id': {err}; fix: "
                                    "correct it, or pass --repo org/name") from err
     build_dir = manifest.root / "build"
+    if not build_dir.is_dir():
+        raise KernelforgeError(f"{args.path} is a kernel project without a build/ directory; "
+                               f"build it first (kernelforge build {args.path})")
     version = manifest.version if manifest.version is not None else 1
+    card = _read_card(args.card) if args.card else None
     hub = _hub(args)
     signer = load_signer(args.sign) if args.sign else None
-    rev = hub.publish(repo, build_dir, version=version, message=args.message or "",
-                      signer=signer)
+    _warn_stale(manifest, build_dir, args.path)
+    try:
+        rev = hub.publish(repo, build_dir, version=version, message=args.message or "",
+                          card=card, signer=signer)
+    except IntegrityError as err:
+        raise publish_integrity_error(build_dir / err.where.name, err.problems) from None
     print(f"published {repo} version {version} (branch v{version}) revision {rev.commit[:12]}")
     print(f"  variants: {', '.join(rev.variants)}")
     print(f"  hub: {getattr(hub, 'root', None) or hub.describe()}")
     if signer is not None:
         print(f"  signed with key {signer.public.key_id}")
+    if card is not None:
+        print(f"  card: {args.card} (README.md on branch main)")
     return 0
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
     hub = _hub(args)
     if not hasattr(hub, "log"):  # a remote hub: no history, the head of each branch
+        heads = hub.branches(args.repo)  # first: a failure prints no header
         print(f"{args.repo} on the {hub.describe()}")
-        for branch, commit in sorted(hub.branches(args.repo).items(),
-                                     key=lambda bc: _branch_order(bc[0])):
+        for branch, commit in sorted(heads.items(), key=lambda bc: _branch_order(bc[0])):
             print(f"  {branch}  {commit[:12]}")
             for variant in hub.variants(args.repo, commit):
                 print(f"      {variant}")
@@ -175,6 +254,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _local_hub_dir(value: str) -> str:
     from kernelforge.hub import HF_NAMES
 
+    value = hub_arg(value)
     if value.lower() in HF_NAMES:
         raise argparse.ArgumentTypeError(
             "the demo publishes to a local hub only; pass a directory (or leave --hub out)")
@@ -246,16 +326,21 @@ def build_parser() -> argparse.ArgumentParser:
                 "or the local hub in the user cache)")
     p = sub.add_parser("publish", help="publish a project's builds to a hub (local by default)")
     p.add_argument("path", nargs="?", default=".", help=project_help)
-    p.add_argument("--repo", type=repo_arg, help="repository id, org/name")
-    p.add_argument("--hub", help=hub_help)
+    p.add_argument("--repo", type=repo_arg,
+                   help="repository id, org/name (default: [general.hub] repo-id in "
+                        "build.toml)")
+    p.add_argument("--hub", type=hub_arg, help=hub_help)
     p.add_argument("-m", "--message", help="revision message")
     p.add_argument("--sign", metavar="KEY",
                    help="sign every variant with this key (a file or a keygen name)")
+    p.add_argument("--card", metavar="FILE",
+                   help="a README (markdown) to publish as the repository card, on branch "
+                        "main")
     p.set_defaults(func=_cmd_publish)
 
     p = sub.add_parser("versions", help="list a kernel's versions, revisions and variants")
     p.add_argument("repo", type=repo_arg, help="repository id, org/name")
-    p.add_argument("--hub", help=hub_help)
+    p.add_argument("--hub", type=hub_arg, help=hub_help)
     p.set_defaults(func=_cmd_versions)
 
     p = sub.add_parser("demo", help="build, publish, load and check the bundled relu kernel")
@@ -277,13 +362,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problem:
             parser.error(problem)  # exits 2, like every other usage error
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, so that a closed pipe is handled below, not at exit
+        return code
     except KernelforgeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly. Python would flush stdout
+        # again at exit and fail once more, so point it at /dev/null first (the recipe
+        # of the Python documentation, signal module, "Note on SIGPIPE").
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -6,13 +6,14 @@ kernelforge errors into exit code 1.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
 from kernelforge.errors import KernelforgeError
 
-__all__ = ["add_commands", "hub_from_args", "load_signer", "pattern_arg", "repo_arg",
-           "revision_arg", "version_arg"]
+__all__ = ["add_commands", "hub_arg", "hub_from_args", "key_name_arg", "load_signer",
+           "pattern_arg", "repo_arg", "revision_arg", "version_arg"]
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
@@ -43,6 +44,33 @@ def pattern_arg(text: str) -> str:
     return text
 
 
+def hub_arg(text: str) -> str:
+    """argparse type for ``--hub``: a directory or ``hf``, never empty (an empty path
+    would be the current directory, typically from ``--hub "$UNSET_VARIABLE"``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a hub: an empty path would mean the current directory; pass "
+            "a hub directory or 'hf', or leave --hub out for the default ($KERNELFORGE_HUB, "
+            "else the local hub in the user cache)"
+        )
+    return text
+
+
+_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def key_name_arg(text: str) -> str:
+    """argparse type for ``keygen --name``: it names the file ``keys/NAME.pem``, so only
+    letters, digits, ``.``, ``_`` and ``-`` (no ``/``, no leading ``.``, no spaces)."""
+    if not _KEY_NAME.match(text) or text.endswith((".pem", ".pub")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a key name; use 1 to 64 letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit and not ending in .pem or .pub (it names the "
+            "file keys/NAME.pem in the config directory; pass --out FILE to write elsewhere)"
+        )
+    return text
+
+
 def revision_arg(text: str) -> str:
     """argparse type for ``--revision``: a branch, tag or commit (not empty)."""
     if not text.strip():
@@ -69,7 +97,8 @@ def hub_from_args(args: argparse.Namespace) -> Any:
     """The hub named by ``--hub`` (``None``: the default for the command)."""
     from kernelforge.hub import as_hub
 
-    return as_hub(args.hub) if getattr(args, "hub", None) else None
+    hub = getattr(args, "hub", None)
+    return as_hub(hub) if hub is not None else None
 
 
 def load_signer(spec: str) -> Any:
@@ -137,13 +166,18 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     for k in result.kernels:
         where = f"branch {k.branch}, " if k.branch else ""
         print(f"{k.repo_id}: {where}commit {k.commit[:12]} ({k.hub}), "
-              f"{len(k.variants or {})} variants")
+              f"{_variants(k.variants)}")
         for key, dep in (k.depends or {}).items():
             where = f"branch {dep.branch}, " if dep.branch else ""
             print(f"  needs {describe_dependency(key)}: {where}commit {dep.commit[:12]} "
-                  f"({dep.hub}), {len(dep.variants or {})} variants")
+                  f"({dep.hub}), {_variants(dep.variants)}")
     print(f"wrote {result.path}" + (f" and {result.hf_path}" if result.hf_path else ""))
     return 0
+
+
+def _variants(variants: Any) -> str:
+    count = len(variants or {})
+    return f"{count} variant{'' if count == 1 else 's'}"
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
@@ -257,13 +291,39 @@ def _public_key_text(spec: str) -> str:
     return text
 
 
+def _trust_add(args: argparse.Namespace) -> None:
+    """``trust add``: a new key, or more repositories (or a new name) for a trusted one,
+    saying what changed."""
+    from kernelforge import trust
+    from kernelforge.signing import PublicKey
+
+    text = _public_key_text(args.key)
+    old = trust.load_store().key(PublicKey.parse(text).key_id)  # for the message only
+    key = trust.add_key(text, name=args.name, repos=tuple(args.repo) if args.repo else None)
+    scope = ", ".join(key.repos)
+    if old is None:
+        print(f"trusted key {key.key_id} ({key.name or 'unnamed'}) for {scope}")
+        return
+    label = f"key {key.key_id} ({key.name or 'unnamed'})"
+    if old.name != key.name:
+        print(f"renamed key {key.key_id}: {old.name or 'unnamed'} -> {key.name or 'unnamed'}")
+    if old.repos != key.repos:
+        print(f"{label}: trusted for {', '.join(old.repos)} before, now for {scope}")
+    elif not args.repo:
+        widen = "" if "*" in key.repos else (
+            " (--repo adds repositories to it; --repo '*' trusts it for all)")
+        print(f"{label} was already trusted; it stays trusted for {scope} only{widen}")
+    else:
+        print(f"{label} was already trusted for {scope}, which covers "
+              f"{', '.join(args.repo)}; its repositories stay the same (to narrow them: "
+              f"'kernelforge trust remove {key.key_id}', then add it again with --repo)")
+
+
 def _cmd_trust(args: argparse.Namespace) -> int:
     from kernelforge import trust
 
     if args.action == "add":
-        key = trust.add_key(_public_key_text(args.key), name=args.name or "",
-                            repos=tuple(args.repo or ["*"]))
-        print(f"trusted key {key.key_id} ({key.name or 'unnamed'}) for {', '.join(key.repos)}")
+        _trust_add(args)
     elif args.action == "add-sigstore":
         ident = trust.add_sigstore_identity(args.identity, issuer=args.issuer,
                                             repos=tuple(args.repo or ["*"]))
@@ -309,13 +369,13 @@ def add_commands(sub: Any) -> None:
     sel.add_argument("--version", type=version_arg, help="a major version (branch vN)")
     sel.add_argument("--lock", metavar="FILE", help="describe what this lock file pins")
     p.add_argument("--backend", help="choose for this backend instead of the system's")
-    p.add_argument("--hub", help=HUB_HELP)
+    p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
     _trust_flags(p)
     p.set_defaults(func=_cmd_info)
 
     p = sub.add_parser("lock", help="pin a project's kernels (pyproject.toml) in kernelforge.lock")
     p.add_argument("path", nargs="?", default=".", help="the project directory")
-    p.add_argument("--hub", help=HUB_HELP)
+    p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
     _trust_flags(p)
     p.set_defaults(func=_cmd_lock)
 
@@ -324,11 +384,12 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--all-variants", action="store_true",
                    help="every locked variant, not only this system's")
     p.add_argument("--backend", help="choose for this backend instead of the system's")
-    p.add_argument("--hub", help=HUB_HELP)
+    p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
     p.set_defaults(func=_cmd_download)
 
     p = sub.add_parser("keygen", help="create a publisher signing key (ed25519)")
-    p.add_argument("--name", default="default", help="key name (default: default)")
+    p.add_argument("--name", default="default", type=key_name_arg,
+                   help="key name: letters, digits, '.', '_' and '-' (default: default)")
     p.add_argument("--out", help="private key file (default: <config>/keys/NAME.pem)")
     p.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="trust it yourself only for these repositories (org/*, repeatable; "
@@ -342,9 +403,11 @@ def add_commands(sub: Any) -> None:
     tsub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     t = tsub.add_parser("add", help="trust a publisher key (ed25519:... or a key file)")
     t.add_argument("key")
-    t.add_argument("--name", help="a label")
+    t.add_argument("--name", help="a label (default: a trusted key keeps its own)")
     t.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
-                   help="only for these repositories: org/name or org/* (repeatable)")
+                   help="only for these repositories: org/name or org/* (repeatable; "
+                        "default: * for a new key; a trusted key gets these added to its "
+                        "repositories, and keeps them when --repo is left out)")
     t = tsub.add_parser("add-sigstore", help="trust a sigstore identity (a CI workflow URI)")
     t.add_argument("identity")
     t.add_argument("--issuer", default="https://token.actions.githubusercontent.com")

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelforge.errors import TrustError
+from kernelforge.hub.base import validate_repo_id
 from kernelforge.trust import SigstoreIdentity, TrustStore, load_store
 
 __all__ = ["TrustDecision", "TrustRequest", "allow_key", "evaluate", "require"]
@@ -43,6 +44,8 @@ def allow_key(allow: AllowArg) -> bool | tuple[str, ...]:
 
     Raises:
         TypeError: ``allow`` is neither a bool nor a sequence of repository ids.
+        ValueError: an entry of the list is not a repository id ``org/name`` (a pattern
+            such as ``org/*`` included: patterns belong in the trust store).
     """
     if isinstance(allow, bool):
         return allow
@@ -51,7 +54,19 @@ def allow_key(allow: AllowArg) -> bool | tuple[str, ...]:
             "trust_remote_code: expected True/False or a list of repository ids, got "
             f"{allow!r}"
         )
-    return tuple(sorted(str(a) for a in allow))
+    for entry in allow:
+        if isinstance(entry, str) and "*" in entry:
+            raise ValueError(
+                f"trust_remote_code: {entry!r} is a pattern, but the list takes repository "
+                "ids ('org/name'), each allowed as written; to allow every repository a "
+                f"pattern matches, add it to your trust store: 'kernelforge trust allow "
+                f"{entry}'"
+            )
+        try:
+            validate_repo_id(entry)
+        except ValueError as err:
+            raise ValueError(f"trust_remote_code: {err}") from err
+    return tuple(sorted(allow))
 
 
 @dataclass(frozen=True)
@@ -238,6 +253,7 @@ def require(decision: TrustDecision, req: TrustRequest) -> None:
         f"refusing to load {req.repo_id} (variant {req.variant}){where}: it is "
         f"{decision.reason} ({found}). To load it: trust its publisher's key "
         "('kernelforge trust add KEY --repo ORG/*'), allow the repository "
-        f"('kernelforge trust allow {req.repo_id}'), or pass "
-        f"trust_remote_code=True / trust_remote_code=[{req.repo_id!r}]"
+        f"('kernelforge trust allow {req.repo_id}'), or allow it for this load only "
+        f"(trust_remote_code=True or trust_remote_code=[{req.repo_id!r}] in Python; "
+        f"--trust-remote-code or --allow {req.repo_id} on the command line)"
     )

@@ -259,26 +259,47 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
     return replace(new, path=p)
 
 
+def _merge_patterns(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
+    """``old`` plus the patterns of ``new`` it lacks, leaving out any pattern another one
+    covers (``org/x`` under ``org/*``, everything under ``*``); order is kept."""
+    merged = list(dict.fromkeys((*old, *new)))
+
+    def covered(p: str) -> bool:
+        return any(q != p and (q == "*" or (q.endswith("/*") and p.startswith(q[:-1])))
+                   for q in merged)
+
+    return tuple(p for p in merged if not covered(p))
+
+
 def add_key(
     public_key: str,
     *,
-    name: str = "",
-    repos: tuple[str, ...] = ("*",),
+    name: str | None = None,
+    repos: tuple[str, ...] | None = None,
     path: str | os.PathLike[str] | None = None,
     replaces: str | None = None,
 ) -> TrustedKey:
-    """Trust a publisher key (replacing an entry with the same id).
+    """Trust a publisher key, or widen the trust in a key already in the store.
+
+    A key already in the store keeps its entry, changed only as asked: ``name`` renames
+    it, and ``repos`` are *added* to the patterns it is trusted for (never replacing
+    them, so adding a key twice cannot narrow or silently widen what it may sign).
+    Leaving ``repos`` out keeps its scope; widening it to every repository takes an
+    explicit ``repos=("*",)``. To narrow a key's scope, :func:`remove` it and add it
+    again.
 
     Args:
         public_key: ``ed25519:<base64>`` as printed by ``kernelforge keygen``.
-        name: a label for people.
-        repos: the repository patterns it may sign for (``("*",)``: any).
+        name: a label for people; ``None`` keeps the stored one (``""`` for a new key).
+        repos: the repository patterns it may sign for (``("*",)``: any); ``None`` keeps
+            a stored key's patterns and means ``("*",)`` for a new key.
         path: the store file; ``None`` for the default.
         replaces: the id of a key this one replaces; its entry is removed in the same
             atomic update (a rotated key stops being trusted).
 
     Returns:
-        The stored :class:`TrustedKey`.
+        The stored :class:`TrustedKey` (compare it with ``load_store().key(key_id)``
+        read before the call to see what changed).
 
     Raises:
         TrustError: the key cannot be read. ValueError: a malformed pattern.
@@ -286,11 +307,25 @@ def add_key(
     from kernelforge.signing import PublicKey
 
     key = PublicKey.parse(public_key)
-    entry = TrustedKey(key.key_id, key.text, name, _check_patterns(tuple(repos)))
-    gone = {key.key_id, replaces}
-    _update(path, lambda s: replace(
-        s, keys=tuple(k for k in s.keys if k.key_id not in gone) + (entry,)))
-    return entry
+    wanted = None if repos is None else _check_patterns(tuple(repos))
+    stored: list[TrustedKey] = []
+
+    def change(s: TrustStore) -> TrustStore:
+        old = s.key(key.key_id)
+        if old is None:
+            entry = TrustedKey(key.key_id, key.text, name or "", wanted or ("*",))
+        else:
+            entry = TrustedKey(key.key_id, key.text, old.name if name is None else name,
+                               old.repos if wanted is None else _merge_patterns(old.repos,
+                                                                                wanted))
+        stored.append(entry)
+        # A stored entry keeps its place, so 'kernelforge trust list' does not reorder.
+        keys = tuple(entry if k.key_id == key.key_id else k for k in s.keys
+                     if k.key_id != replaces or k.key_id == key.key_id)
+        return replace(s, keys=keys if old is not None else keys + (entry,))
+
+    _update(path, change)
+    return stored[-1]
 
 
 def add_sigstore_identity(

@@ -7,6 +7,7 @@ it relies on the reading half for paths, refs and revisions.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -14,6 +15,7 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +57,7 @@ class LocalHubWriter:
         def _existing_repo(self, repo_id: str) -> Path: ...
         def resolve(self, repo_id: str, revision: str) -> str: ...
         def revision(self, repo_id: str, commit: str) -> Revision: ...
+        def _root_problem(self) -> str | None: ...
 
     def publish(
         self,
@@ -175,9 +178,27 @@ class LocalHubWriter:
             _durable.write_ref(repo / "refs" / "tags" / tag, commit)
         return commit
 
-    def _locked(self, repo: Path) -> filelock.BaseFileLock:
-        repo.mkdir(parents=True, exist_ok=True)
-        return filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S)
+    @contextlib.contextmanager
+    def _locked(self, repo: Path) -> Iterator[None]:
+        """Hold ``repo``'s write lock (creating the repository directory). The hub's
+        files cannot be written (the root is a file, no permission, no space, the lock
+        is held too long): a :class:`HubError` naming the hub, never an ``OSError``."""
+        problem = self._root_problem()
+        if problem is not None:
+            raise HubError(f"cannot write to the hub: {problem}")
+        try:
+            repo.mkdir(parents=True, exist_ok=True)
+            with filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S):
+                yield
+        except filelock.Timeout as err:
+            raise HubError(
+                f"{repo}: another process has held its lock {err.lock_file} for over "
+                f"{LOCK_TIMEOUT_S:.0f}s; wait for it to finish, or remove the lock file if "
+                "no kernelforge process is running"
+            ) from err
+        except OSError as err:
+            what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+            raise HubError(f"writing to the hub {self.root} failed ({what})") from err
 
     def _commit_main(
         self, repo_id: str, repo: Path, message: str, changes: dict[str, str | None]

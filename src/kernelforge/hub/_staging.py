@@ -19,7 +19,8 @@ from kernelforge.digest import (
 )
 from kernelforge.errors import HubError, IntegrityError
 
-__all__ = ["Staged", "check_digests", "parse_metadata", "read_metadata", "stage_build"]
+__all__ = ["Staged", "check_digests", "parse_metadata", "publish_integrity_error", "read_metadata",
+           "stage_build"]
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,13 @@ class Staged:
             ``build/torch-cpu/__init__.py``.
         variants: the variant directory names.
         digests: variant -> its metadata ``digest`` block (``{}`` when it has none).
+        build_dir: the ``build/`` directory the files come from (for messages).
     """
 
     files: tuple[tuple[Path, str], ...]
     variants: tuple[str, ...]
     digests: dict[str, dict[str, Any]]
+    build_dir: Path | None = None
 
 
 def read_metadata(variant_dir: Path) -> dict[str, Any]:
@@ -131,16 +134,17 @@ def stage_build(build_dir: Path, version: int) -> Staged:
         project = build_dir.parent
         if build_dir.name == "build" and (project / "build.toml").is_file():
             raise HubError(
-                f"build_dir: {project} is a kernel project without a build/ directory; "
+                f"{project} is a kernel project without a build/ directory; "
                 f"build it first (kernelforge build {project})"
             )
-        raise HubError(f"build_dir: {build_dir} is not a directory")
+        raise HubError(f"build_dir: {build_dir} is not a directory (expected a build/ "
+                       "directory, or the project directory holding it)")
     if not any((p / "metadata.json").is_file() for p in build_dir.iterdir() if p.is_dir()):
         if (build_dir / "build").is_dir():  # the project directory was given
             build_dir = build_dir / "build"
         elif (build_dir / "build.toml").is_file():
             raise HubError(
-                f"build_dir: {build_dir} is a kernel project without a build/ directory; "
+                f"{build_dir} is a kernel project without a build/ directory; "
                 f"build it first (kernelforge build {build_dir})"
             )
     files: list[tuple[Path, str]] = []
@@ -169,10 +173,10 @@ def stage_build(build_dir: Path, version: int) -> Staged:
         files.extend(_variant_files(entry, f"build/{entry.name}"))
     if not variants:
         raise HubError(
-            f"build_dir: {build_dir} holds no build variants; build the kernel first "
+            f"{build_dir} holds no build variants; build the kernel first "
             "(expected build/<variant>/ directories with a metadata.json)"
         )
-    return Staged(tuple(files), tuple(variants), digests)
+    return Staged(tuple(files), tuple(variants), digests, build_dir)
 
 
 def check_digests(copy_root: Path, staged: Staged, recorded: dict[str, str]) -> None:
@@ -184,14 +188,20 @@ def check_digests(copy_root: Path, staged: Staged, recorded: dict[str, str]) -> 
         recorded: ``{relpath: base64 sha256}`` computed while copying.
 
     Raises:
-        IntegrityError: a variant's files do not match its digest (each file named).
+        IntegrityError: a variant's files do not match its digest (each file named):
+            "refusing to publish", with the fix (rebuild it).
     """
     for variant, block in staged.digests.items():
         if not block:
             continue
         expected = block["files"]
         if block["algorithm"] != DEFAULT_ALGORITHM:  # recorded holds sha256: rehash
-            verify_tree(copy_root / "build" / variant, expected, algorithm=block["algorithm"])
+            try:
+                verify_tree(copy_root / "build" / variant, expected,
+                            algorithm=block["algorithm"])
+            except IntegrityError as err:
+                raise publish_integrity_error(_source_dir(staged, variant),
+                                              err.problems) from None
             continue
         prefix = f"build/{variant}/"
         actual = {
@@ -201,7 +211,35 @@ def check_digests(copy_root: Path, staged: Staged, recorded: dict[str, str]) -> 
         }
         problems = compare(actual, expected)
         if problems:
-            raise IntegrityError(f"build/{variant}", problems)
+            raise publish_integrity_error(_source_dir(staged, variant), problems)
+
+
+def _source_dir(staged: Staged, variant: str) -> Path:
+    return (staged.build_dir or Path("build")) / variant
+
+
+def publish_integrity_error(variant_dir: Path, problems: list[str]) -> IntegrityError:
+    """The error refusing to publish a variant whose files do not match its digest.
+
+    Args:
+        variant_dir: the variant directory being published (``<project>/build/<v>``).
+        problems: what :func:`~kernelforge.digest.compare` found, one line each.
+
+    Returns:
+        An :class:`~kernelforge.errors.IntegrityError` that says "refusing to publish"
+        (not "load") and names the fix: rebuild the project.
+    """
+    err = IntegrityError(variant_dir, problems)
+    project = variant_dir.parent.parent
+    how = (f"kernelforge build {project}" if (project / "build.toml").is_file()
+           else "kernelforge build")
+    err.args = (
+        f"refusing to publish {variant_dir}: its files do not match the digests its "
+        "metadata.json records (they changed after the build):\n"
+        + "\n".join(f"  {p}" for p in problems)
+        + f"\nrebuild it ({how}), then publish again",
+    )
+    return err
 
 
 def _check_variant_name(entry: Path) -> None:

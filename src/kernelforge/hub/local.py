@@ -40,7 +40,7 @@ from kernelforge.hub.base import (
     version_branches,
 )
 
-__all__ = ["LocalHub", "Revision", "default_root", "validate_repo_id"]
+__all__ = ["EMPTY_HUB", "LocalHub", "Revision", "default_root", "validate_repo_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,11 @@ _REF_RE = base.REF_RE
 _COMMIT_RE = base.COMMIT_RE
 _PREFIX_RE = base.PREFIX_RE
 
+#: The message refusing an empty hub path (``hub=""``, ``--hub ""``).
+EMPTY_HUB = ("hub: an empty path is not a hub (it would mean the current directory); pass "
+             "a hub directory, 'hf' for the Hugging Face Hub, or nothing (None in Python) "
+             "for the default: $KERNELFORGE_HUB, else the local hub in the user cache")
+
 
 def default_root() -> Path:
     """The hub root used when none is given.
@@ -62,8 +67,9 @@ def default_root() -> Path:
         ``$KERNELFORGE_HUB`` when set (read now, not at import), else ``hub`` under the
         user's cache directory (``~/.cache/kernelforge/hub`` on Linux).
     """
-    env = os.environ.get(HUB_ENV)
-    if env and env.strip().lower() not in ("hf", "huggingface"):  # those name HfHub
+    env = os.environ.get(HUB_ENV, "")
+    # Empty (or blank) counts as unset; "hf" and "huggingface" name HfHub.
+    if env.strip() and env.strip().lower() not in ("hf", "huggingface"):
         return Path(env).expanduser()
     import platformdirs
 
@@ -75,7 +81,12 @@ class LocalHub(LocalHubWriter):
 
     Args:
         root: the hub directory; ``None`` means :func:`default_root` (``$KERNELFORGE_HUB``
-            or the user cache), resolved when the hub is created.
+            or the user cache), resolved when the hub is created. It need not exist yet
+            (the first publish creates it), but an empty string is refused: it would
+            mean the current directory.
+
+    Raises:
+        ValueError: ``root`` is an empty string.
 
     Example:
         >>> hub = LocalHub("/tmp/hub")  # doctest: +SKIP
@@ -87,6 +98,8 @@ class LocalHub(LocalHubWriter):
     kind = "local"
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        if isinstance(root, str) and not root.strip():
+            raise ValueError(EMPTY_HUB)
         self.root = Path(root).expanduser() if root is not None else default_root()
 
     def __repr__(self) -> str:
@@ -102,9 +115,24 @@ class LocalHub(LocalHubWriter):
         org, name = validate_repo_id(repo_id)
         return self.root / org / name
 
+    def _root_problem(self) -> str | None:
+        """Why the hub root cannot be a hub directory (it is a file), if it cannot."""
+        if self.root.exists() and not self.root.is_dir():
+            return (f"{self.root} is not a directory, so it cannot be a hub; name a hub "
+                    "directory (hub= in Python, --hub on the command line) or leave it out "
+                    "for the default")
+        return None
+
     def _existing_repo(self, repo_id: str) -> Path:
         repo = self._repo_dir(repo_id)
         if not (repo / "refs").is_dir():
+            problem = self._root_problem()
+            if problem is not None:
+                raise HubError(f"repository {repo_id!r} not found: {problem}")
+            if not self.root.exists():
+                raise HubError(f"repository {repo_id!r} not found: the hub directory "
+                               f"{self.root} does not exist; check the path (the first "
+                               "publish to a hub creates it)")
             known = self.repos()
             hint = f"; repositories in this hub: {', '.join(known)}" if known else "; it is empty"
             raise HubError(f"repository {repo_id!r} not found in hub {self.root}{hint}")
