@@ -315,7 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable), e.g. --arch 9.0a or --arch gfx942")
     p.add_argument("-j", "--jobs", type=jobs_arg,
                    help="parallel compile jobs (default: all cores)")
-    p.add_argument("--force", action="store_true", help="rebuild even if nothing changed")
+    p.add_argument("--force", action="store_true",
+                   help="build even when up to date, rewriting build/<variant>/ (ninja still "
+                        "reuses unchanged object files; delete .kernelforge/ for a build "
+                        "from scratch)")
     p.add_argument("-v", "--verbose", action="store_true", help="show every compiler line")
     p.add_argument("--python", metavar="PATH",
                    help="build for the torch installed in another Python environment "
