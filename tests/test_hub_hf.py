@@ -385,3 +385,31 @@ def test_the_offline_advice_works(hf: HfHub, remote: FakeHfApi, tmp_path: Path, 
     remote.go_down()
     fresh = HfHub(api=remote, cache=tmp_path / "c", offline=True)
     assert loader.get_kernel(REPO, version=1, hub=fresh).__name__ == module_id
+
+
+def test_the_offline_error_names_the_reason_the_hub_is_offline(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch
+) -> None:
+    """HF_HUB_OFFLINE is named only when it is set; offline=True (or cache_only()) is
+    named as such."""
+    commit = publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("why")})
+    made_offline = HfHub(api=remote, cache=tmp_path / "cold", offline=True)
+    for hub in (made_offline, made_offline.cache_only()):
+        with pytest.raises(HubError) as info:
+            loader.get_kernel(REPO, version=1, hub=hub)
+        assert (f"repository {REPO!r} is not in the download cache {tmp_path / 'cold'} and "
+                "this HfHub was made offline (offline=True, or cache_only()); load it once "
+                "with get_kernel while online") in str(info.value)
+        assert "HF_HUB_OFFLINE" not in str(info.value)
+        with pytest.raises(HubError, match="file list is not in the download cache .* and "
+                                           r"this HfHub was made offline \(offline=True"):
+            hub.variants(REPO, commit)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    by_env = HfHub(api=remote, cache=tmp_path / "cold")
+    with pytest.raises(HubError, match=r"torch-cpu/metadata.json at \w+ is not in the download "
+                                       "cache .* and HF_HUB_OFFLINE is set; load the kernel "
+                                       "once with get_kernel while online"):
+        by_env.read_file(REPO, commit, "build/torch-cpu/metadata.json")
+    with pytest.raises(HubError, match=r"variant torch-cpu at \w+ is not in the download cache "
+                                       ".* and HF_HUB_OFFLINE is set"):
+        by_env.fetch_variant(REPO, commit, "torch-cpu")

@@ -118,6 +118,21 @@ def test_newest_version_is_announced_in_the_log(
     assert capsys.readouterr() == ("", "")
 
 
+def test_kernel_info_and_has_kernel_do_not_say_they_load(hub: LocalHub, tmp_path: Path,
+                                                          caplog) -> None:
+    """They load nothing, so they log no "loading ..." line: the notes of kernel_info say
+    which version a load would take (get_kernel still says it, see above)."""
+    publish(hub, tmp_path / "v1", 1, torch_cpu={"module_id": uid("i1")})
+    c2 = publish(hub, tmp_path / "v2", 2, torch_cpu={"module_id": uid("i2"), "value": 2})
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    info = loader.kernel_info(REPO, hub=hub)
+    assert (info.branch, info.commit) == ("v2", c2)
+    assert f"no version requested: newest version 2 (branch v2) -> commit {c2[:12]}" in info.notes
+    assert "a newer version exists: 2" in loader.kernel_info(REPO, version=1, hub=hub).notes
+    assert loader.has_kernel(REPO, hub=hub) and loader.has_kernel(REPO, version=1, hub=hub)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
 def test_version_and_revision_selection(hub: LocalHub, tmp_path: Path) -> None:
     c1 = publish(hub, tmp_path / "v1", 1, torch_cpu={"module_id": uid("v1"), "value": 1})
     publish(hub, tmp_path / "v2", 2, torch_cpu={"module_id": uid("v2"), "value": 2})
@@ -355,6 +370,28 @@ def test_get_local_kernel_accepts_project_build_or_variant(
     assert loader.get_local_kernel(tmp_path / "p" / "build" / arch_variant) is by_project
     with pytest.raises(HubError, match="does not exist"):
         loader.get_local_kernel(tmp_path / "missing")
+
+
+def test_get_local_kernel_says_what_the_path_is_when_it_holds_no_build(tmp_path: Path) -> None:
+    """An unbuilt project is told to build, a file is called a file, and a directory
+    without variants says so; none lists the source folders as rejected variants."""
+    project = tmp_path / "never-built"
+    for folder in ("relu_cpu", "torch-ext/relu"):
+        (project / folder).mkdir(parents=True)
+    (project / "build.toml").write_text('[general]\nname = "relu"\n')
+    with pytest.raises(HubError) as info:
+        loader.get_local_kernel(project)
+    assert str(info.value) == (f"path: {project} is a kernel project without a build/ "
+                               f"directory; build it first (kernelforge build {project})")
+    with pytest.raises(HubError, match=r"build\.toml is a file, not a directory \(expected a "
+                                       "project with build/"):
+        loader.get_local_kernel(project / "build.toml")
+    (project / "build").mkdir()  # built, but nothing in it
+    with pytest.raises(HubError, match=r"build holds no build variant \(no subdirectory with a "
+                                       "metadata.json"):
+        loader.get_local_kernel(project)
+    with pytest.raises(HubError, match="relu_cpu holds no build variant"):
+        loader.get_local_kernel(project / "relu_cpu")
 
 
 def test_variant_dir_under_any_name_loads_when_given_directly(tmp_path: Path) -> None:

@@ -633,3 +633,88 @@ def test_locking_a_dependency_that_cannot_be_found_names_who_needs_it(
     leaf = read_lock(root).require(REPO).depends[(LEAF, 2, None)]
     assert (f"  needs {LEAF} version 2: branch v2, commit {leaf.commit[:12]} (hf), 2 variants"
             in capsys.readouterr().out)
+
+
+# --- Hugging Face's kernels.lock records no hub ---------------------------------------------
+
+
+def _no_hf(monkeypatch) -> None:
+    """Fail the test on any use of the Hugging Face Hub's client."""
+    def refuse(self):
+        raise AssertionError("the Hugging Face Hub was asked")
+    monkeypatch.setattr(HfHub, "_client", refuse)
+
+
+def test_a_kernels_lock_loads_from_the_local_hub_that_holds_its_commit(
+    tmp_path: Path, env, monkeypatch
+) -> None:
+    """A kernels.lock records no hub: with none given, the default applies (the local hub
+    when it holds the repository at the locked commit), for every locked entry point."""
+    hub = LocalHub(env["hub"])
+    commit, module_id = publish(hub, REPO, tmp_path / "v1")
+    root = project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n')
+    result = lock_project(root)  # from the local hub, which holds it
+    (root / "kernelforge.lock").unlink()  # a project that carries only HF's kernels.lock
+    lock = root / "kernels.lock"
+    assert result.hf_path == lock
+    _no_hf(monkeypatch)
+    assert loader.load_kernel(REPO, lockfile=lock).__name__ == module_id  # no download
+    assert loader.get_locked_kernel(REPO, lockfile=lock).__name__ == module_id
+    info = loader.kernel_info(REPO, lockfile=lock)
+    assert (info.hub, info.commit) == (f"local hub {hub.root}", commit)
+    assert [(r, v) for r, v, _ in download_locked(root)] == [(REPO, "torch-cpu")]
+    assert main(["download", str(root)]) == 0
+    locked = read_lock(lock).require(REPO)
+    assert (locked.hub, locked.commit) == (None, commit)  # recorded as unknown
+
+
+def test_a_kernels_lock_of_a_commit_the_local_hub_lacks_uses_the_hf_hub(
+    tmp_path: Path, env, monkeypatch
+) -> None:
+    from kernelforge.locate import hub_for_lock
+
+    hub = LocalHub(env["hub"])
+    commit, _ = publish(hub, REPO, tmp_path / "v1")
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([
+        {"dependency": {"repo-id": REPO, "version": 1}, "lock": {"commit": commit}},
+        {"dependency": {"repo-id": OTHER, "version": 1}, "lock": {"commit": "1" * 40}},
+        {"dependency": {"repo-id": "kernels-test/third", "version": 1},
+         "lock": {"commit": "2" * 40}}]))
+    parsed = read_lock(lock)
+    publish(hub, "kernels-test/third", tmp_path / "t")  # the repository, another commit
+    assert isinstance(hub_for_lock(None, parsed.require(REPO)), LocalHub)
+    assert isinstance(hub_for_lock(None, parsed.require(OTHER)), HfHub)  # not in the local hub
+    assert isinstance(hub_for_lock(None, parsed.require("kernels-test/third")), HfHub)
+    assert hub_for_lock(hub, parsed.require(OTHER)) is hub  # hub= decides when given
+    monkeypatch.setenv("KERNELFORGE_HUB", "hf")  # the default hub named: that one
+    assert isinstance(hub_for_lock(None, parsed.require(REPO)), HfHub)
+
+
+# --- load_kernel never downloads, and says so ------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["kernelforge.lock", "kernels.lock", "metadata cached"])
+def test_load_kernel_says_it_never_downloads_not_that_hf_hub_offline_is_set(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, kind: str
+) -> None:
+    """Whatever load_kernel misses (a metadata.json, a file list, the variant) is missing
+    because load_kernel reads the download cache only; HF_HUB_OFFLINE is not set."""
+    commit, _ = publish(hf, REPO, tmp_path / "v1", key=key)
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(root, hub=hf).path
+    if kind == "kernels.lock":
+        lock = tmp_path / "kernels.lock"
+        lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
+                                     "lock": {"commit": commit}}]))
+    cold = HfHub(api=api, cache=tmp_path / "cold")
+    if kind == "metadata cached":  # what kernel_info reads, but not the variant
+        loader.kernel_info(REPO, lockfile=lock, hub=cold)
+    fetched = api.fetches()
+    with pytest.raises(HubError) as info:
+        loader.load_kernel(REPO, lockfile=lock, hub=cold)
+    message = str(info.value)
+    assert "is not in the download cache" in message
+    assert "load_kernel never downloads" in message and "HF_HUB_OFFLINE" not in message
+    assert "run 'kernelforge download'" in message and "get_locked_kernel" in message
+    assert api.fetches() == fetched  # nothing was downloaded

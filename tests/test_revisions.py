@@ -120,3 +120,47 @@ def test_info_command_explains_the_choice(hub: LocalHub, tmp_path: Path, capsys)
         assert line in out, out
     assert main(["info", "nobody/here", "--hub", str(hub.root)]) == 1
     assert "not found in hub" in capsys.readouterr().err
+
+
+def test_info_command_does_not_say_it_loads(hub: LocalHub, tmp_path: Path, capsys,
+                                            caplog) -> None:
+    c1 = publish(hub, REPO, tmp_path / "a", 1, 1)
+    caplog.set_level(logging.WARNING, logger="kernelforge")
+    assert main(["info", REPO, "--hub", str(hub.root)]) == 0
+    assert f"no version requested: newest version 1 (branch v1) -> commit {c1[:12]}" in (
+        capsys.readouterr().out)
+    assert not [r for r in caplog.records if "loading" in r.getMessage()]
+
+
+@pytest.mark.parametrize("digits", [1, 2, 3])
+def test_a_commit_prefix_too_short_is_said_to_be_too_short(hub: LocalHub, tmp_path: Path,
+                                                           digits: int) -> None:
+    c1 = publish(hub, REPO, tmp_path / "a", 1, 1)
+    with pytest.raises(HubError, match=rf"not a branch \(v1\), a tag \(none\) or a commit; "
+                                       rf"'{c1[:digits]}' is too short for a commit prefix: a "
+                                       rf"prefix needs at least 4 hex digits of the commit id "
+                                       rf"\({digits} given\)"):
+        loader.get_kernel(REPO, revision=c1[:digits], hub=hub)
+    assert loader.get_kernel(REPO, revision=c1[:4], hub=hub).VALUE == 1  # 4 will do
+    with pytest.raises(HubError) as info:  # not hex: no word about prefixes
+        revisions.select(hub, REPO, revision="zz")
+    assert "too short" not in str(info.value)
+    from kernelforge.hub.base import PREFIX_RE
+
+    assert PREFIX_RE.match("a" * revisions.MIN_COMMIT_PREFIX)
+    assert not PREFIX_RE.match("a" * (revisions.MIN_COMMIT_PREFIX - 1))
+
+
+def test_a_short_prefix_on_the_hf_hub_is_said_to_be_too_short(tmp_path: Path, env) -> None:
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    c1 = publish(hf, REPO, tmp_path / "a", 1, 1)
+    with pytest.raises(HubError, match=rf"revision '{c1[:3]}' not found in {REPO} on the "
+                                       r"Hugging Face Hub: not a branch \(main, v1\), a tag "
+                                       rf"\(none\) or a commit; '{c1[:3]}' is too short"):
+        revisions.select(hf, REPO, revision=c1[:3])  # not asked of the Hub, which might take it
+    assert revisions.select(hf, REPO, revision=c1[:4]).commit == c1
+    short = next(c for c in "0123456789abcdef" if not c1.startswith(c)) * 2  # matches nothing
+    offline = hf.cache_only()
+    with pytest.raises(HubError, match=f"not in the download cache .*'{short}' is too short"):
+        revisions.select(offline, REPO, revision=short)

@@ -197,6 +197,8 @@ class DownloadCache:
         commit: str,
         path: str,
         fetch: Callable[[Path], bool] | None,
+        *,
+        not_cached: Callable[[], HubError] | None = None,
     ) -> bytes | None:
         """One file of a revision, fetched at most once.
 
@@ -206,6 +208,8 @@ class DownloadCache:
             path: the path in the revision.
             fetch: writes the file to the given path and returns ``True``, or returns
                 ``False`` when the revision has no such file; ``None`` when offline.
+            not_cached: makes the error raised when the file is not cached and ``fetch``
+                is ``None`` (the hub words why it is offline); ``None``: a generic one.
 
         Returns:
             The file's bytes, or ``None`` when the revision has no such file.
@@ -220,6 +224,8 @@ class DownloadCache:
         if data is not None or absent.exists():
             return data
         if fetch is None:
+            if not_cached is not None:
+                raise not_cached()
             raise HubError(f"{repo_id}: {path} at {commit[:12]} is not in the download cache "
                            f"{self.root} and the hub is offline; load the kernel once with "
                            "get_kernel while online, or, for a locked project, run "

@@ -381,7 +381,8 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
             from kernelforge.locate import hub_for
 
             found = hub_for(hub, repo_id)
-            dep_hub = found.cache_only() if hasattr(found, "cache_only") else found
+            dep_hub = (found.cache_only(for_load_kernel=True) if hasattr(found, "cache_only")
+                       else found)
         return get_kernel(repo_id, version=version, revision=revision, hub=dep_hub,
                           backend=backend, check_arch=check_arch, trust_remote_code=allow)
 
@@ -579,12 +580,14 @@ def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
 
 def _locate(
     repo_id: str, revision: str | None, version: int | None, backend: str | None,
-    hub: HubArg, check_arch: bool, trust_remote_code: TrustArg,
+    hub: HubArg, check_arch: bool, trust_remote_code: TrustArg, announce: bool = True,
 ) -> Plan:
+    """:func:`~kernelforge.locate.locate_hub`; ``announce=False`` for a caller that loads
+    nothing, so that no WARNING line says "loading"."""
     from kernelforge.locate import locate_hub
 
     return locate_hub(repo_id, revision=revision, version=version, backend=backend, hub=hub,
-                      check_arch=check_arch, allow=trust_remote_code)
+                      check_arch=check_arch, allow=trust_remote_code, announce=announce)
 
 
 def _read_locked(repo_id: str,
@@ -641,7 +644,8 @@ def get_kernel(
 
     Args:
         repo_id: ``org/name``.
-        revision: a branch, a tag or a commit (a unique prefix will do).
+        revision: a branch, a tag or a commit (a unique prefix of at least 4 hex
+            digits of the commit id will do; a shorter one is refused, saying so).
         version: the kernel version ``N`` (branch ``vN``). With neither ``revision`` nor
             ``version`` the newest ``v<N>`` branch is used and a WARNING log line says
             which (pass ``version=`` to pin it); an older version than the newest is
@@ -705,7 +709,10 @@ def get_locked_kernel(
         lockfile: a ``kernelforge.lock`` (which pins every file's sha256) or a Hugging
             Face ``kernels.lock`` (which pins only the commit).
         backend: choose the variant for this backend instead of the system's.
-        hub: as for :func:`get_kernel`; ``None`` uses the kind of hub the lock records.
+        hub: as for :func:`get_kernel`; ``None`` uses the kind of hub the lock records
+            (``$KERNELFORGE_HUB`` or the user cache for ``local``). A ``kernels.lock``
+            records none: then the local hub when it holds the repository at the locked
+            commit, else the Hugging Face Hub (``$KERNELFORGE_HUB=hf``: that one).
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
         trust_remote_code: as for :func:`get_kernel`; needed only for a lock without
             digests, since files a ``kernelforge.lock`` pins are trusted as pinned.
@@ -757,7 +764,9 @@ def load_kernel(
         The kernel package.
 
     Raises:
-        HubError: the locked variant, or a dependency's, is not in the download cache.
+        HubError: the locked variant, or a dependency's, is not in the download cache of
+            a remote hub (the message says to run ``kernelforge download``, or to use
+            :func:`get_locked_kernel`, which downloads); a local hub is read directly.
         LockError, IntegrityError, TrustError: as for :func:`get_locked_kernel`.
 
     The kernel's ``kernel-depends`` load as for :func:`get_locked_kernel`, from the
@@ -788,7 +797,9 @@ def get_local_kernel(
         The kernel package, imported under its metadata ``id``.
 
     Raises:
-        HubError: ``path`` does not exist or holds no kernel package.
+        HubError: ``path`` does not exist, is a file, is a kernel project that was not
+            built yet (no ``build/``: run ``kernelforge build PATH``), or holds no build
+            variant (no subdirectory with a ``metadata.json``).
         VariantNotFoundError: no variant fits this system (with the trace).
         IntegrityError: the files do not match their digests.
     """
@@ -813,7 +824,8 @@ def kernel_info(
     lockfile: str | os.PathLike[str] | None = None,
 ) -> KernelInfo:
     """Say which build :func:`get_kernel` would load and whether it would be trusted,
-    without downloading the variant or importing anything.
+    without downloading the variant or importing anything. It logs no "loading ..."
+    WARNING: the notes say which version was chosen and why.
 
     Args:
         repo_id, revision, version, backend, hub, check_arch, trust_remote_code: as for
@@ -836,7 +848,8 @@ def kernel_info(
         plan = _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
                               cache_only=False)
     else:
-        plan = _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code)
+        plan = _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code,
+                       announce=False)
     if plan.decision is not None and plan.decision.allowed:
         try:  # what the load refuses after the policy allowed it
             _check_signed_build(plan)
@@ -881,7 +894,8 @@ def has_kernel(
     _check_selector(revision, version)
     allow_key(trust_remote_code)  # a malformed one is refused as get_kernel refuses it
     try:
-        plan = _locate(repo_id, revision, version, backend, hub, check_arch, False)
+        plan = _locate(repo_id, revision, version, backend, hub, check_arch, False,
+                       announce=False)
     except (HubError, VariantNotFoundError) as err:
         logger.info("has_kernel(%r): no: %s", repo_id, err)
         return False

@@ -10,7 +10,10 @@ signatures): the variant itself is fetched by the loader after the trust check.
 Which hub: a :class:`~kernelforge.hub.base.Hub` given as ``hub=``, a directory (a local
 hub), ``"hf"`` (the Hugging Face Hub), or ``None``: ``$KERNELFORGE_HUB`` when set (a
 directory or ``hf``), else the local hub in the user cache when it holds the
-repository, else the Hugging Face Hub.
+repository, else the Hugging Face Hub. A locked load with ``None`` uses the kind of hub
+the lock records; a Hugging Face ``kernels.lock`` records none, so it uses the local hub
+when that holds the repository at the locked commit, else the Hugging Face Hub
+(:func:`hub_for_lock`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError
-from kernelforge.hub import LocalHub, as_hub, validate_repo_id
+from kernelforge.hub import HF_NAMES, LocalHub, as_hub, validate_repo_id
 from kernelforge.hub.base import Hub, signature_path
 from kernelforge.hub.local import HUB_ENV
 
@@ -157,22 +160,50 @@ def local_overrides() -> dict[str, Path]:
     return out
 
 
+def _holds(h: LocalHub, repo_id: str, commit: str) -> bool:
+    """Whether a local hub holds ``repo_id`` at ``commit``."""
+    if not h.has_repo(repo_id):
+        return False
+    try:
+        h.commit_path(repo_id, commit)
+    except HubError:
+        return False
+    return True
+
+
 def hub_for_lock(hub: HubArg, locked: LockedKernel) -> Hub:
-    """The hub a locked kernel loads from: :func:`hub_for` with the kind of hub the lock
-    records. A lock records no hub directory, so a lock written from another local hub
-    than the default one finds nothing there: that is said, with the way to name it.
+    """The hub a locked kernel loads from.
+
+    Args:
+        hub: the ``hub=`` argument; when given, it is used.
+        locked: the lock file's entry.
+
+    Returns:
+        With ``hub`` ``None``: :func:`hub_for` with the kind of hub the lock records. A
+        Hugging Face ``kernels.lock`` records none: then ``$KERNELFORGE_HUB=hf`` names
+        the Hugging Face Hub, and otherwise the local hub (``$KERNELFORGE_HUB`` or the
+        user cache) is used when it holds the repository at the locked commit, else the
+        Hugging Face Hub (a commit id names one commit, so the local hub holding it is
+        the hub the lock was written from).
+
+    Raises:
+        HubError: the lock records the local hub, and the default local hub lacks the
+            repository or the commit (a lock records no hub directory, so one written
+            from another local hub finds nothing there): the message says how to name it.
     """
+    if hub is None and locked.hub is None:  # a kernels.lock
+        if os.environ.get(HUB_ENV, "").strip().lower() in HF_NAMES:
+            return as_hub("hf")
+        local = LocalHub()
+        return local if _holds(local, locked.repo, locked.commit) else as_hub("hf")
     h = hub_for(hub, locked.repo, prefer=locked.hub)
     if hub is None and locked.hub == "local" and isinstance(h, LocalHub):
         problem = None
         if not h.has_repo(locked.repo):
             problem = f"repository {locked.repo!r} is not in the local hub {h.root}"
-        else:
-            try:
-                h.commit_path(locked.repo, locked.commit)
-            except HubError:
-                problem = (f"commit {locked.commit[:12]} of {locked.repo} is not in the local "
-                           f"hub {h.root}")
+        elif not _holds(h, locked.repo, locked.commit):
+            problem = (f"commit {locked.commit[:12]} of {locked.repo} is not in the local "
+                       f"hub {h.root}")
         if problem is not None:
             raise HubError(
                 f"{problem}; the lock file was written from a local hub, and if that was "
@@ -306,6 +337,12 @@ def locate_local(
 
     Returns:
         The :class:`Plan` (no hub: the files are loaded from ``path``).
+
+    Raises:
+        HubError: ``path`` does not exist, is a file, is a kernel project that was not
+            built (no ``build/``), or holds no build variant (no subdirectory with a
+            ``metadata.json``); each says so.
+        VariantNotFoundError: no variant fits this system (with the trace).
     """
     from kernelforge import variants
 
@@ -329,13 +366,19 @@ def locate_local(
                               meta.get("version"), "local")
             return Plan(info, metadata=meta)
     else:
+        expected = "expected a project with build/, a build/ directory or a variant directory"
+        if root.is_file():
+            raise HubError(f"path: {root} is a file, not a directory ({expected})")
         base = root / "build" if (root / "build").is_dir() else root
         if not base.is_dir():
-            raise HubError(
-                f"path: {root} does not exist (expected a project with build/, a build/ "
-                "directory or a variant directory)"
-            )
+            raise HubError(f"path: {root} does not exist ({expected})")
+        if not (root / "build").is_dir() and (root / "build.toml").is_file():
+            raise HubError(f"path: {root} is a kernel project without a build/ directory; "
+                           f"build it first (kernelforge build {root})")
         names = sorted(p.name for p in base.iterdir() if p.is_dir())
+        if not any((base / name / "metadata.json").is_file() for name in names):
+            raise HubError(f"path: {base} holds no build variant (no subdirectory with a "
+                           f"metadata.json; {expected})")
     name, _data, meta, trace = _choose(names, _disk_meta(base), f"{label} ({base})", backend,
                                        check_arch)
     info = KernelInfo(label, None, None, name, base / name, trace, meta["id"],
@@ -389,17 +432,21 @@ def locate_hub(
     hub: HubArg,
     check_arch: bool,
     allow: AllowArg,
+    announce: bool = True,
 ) -> Plan:
     """Locate a kernel on a hub (or in ``LOCAL_KERNELS``).
 
     Args:
         repo_id: ``org/name``.
-        revision: branch, tag or commit; or ``None``.
+        revision: branch, tag or commit (or a unique prefix of at least
+            :data:`~kernelforge.revisions.MIN_COMMIT_PREFIX` hex digits); or ``None``.
         version: major version; or ``None``.
         backend: choose for this backend instead of the system's.
         hub: the ``hub=`` argument (see :func:`hub_for`).
         check_arch: check the GPU against the build's ``backend.archs``.
         allow: ``trust_remote_code``.
+        announce: log the WARNING lines that say which version a load takes
+            (:func:`kernelforge.revisions.select`); ``False`` when nothing is loaded.
 
     Returns:
         The :class:`Plan`; its trust decision is made but not enforced.
@@ -413,7 +460,7 @@ def locate_hub(
         logger.info("%s: loading from %s (%s)", repo_id, overrides[repo_id], LOCAL_KERNELS_ENV)
         return locate_local(overrides[repo_id], backend, check_arch, repo=repo_id)
     h = hub_for(hub, repo_id)
-    sel = revisions.select(h, repo_id, revision=revision, version=version)
+    sel = revisions.select(h, repo_id, revision=revision, version=version, announce=announce)
     names = h.variants(sel.repo_id, sel.commit)
     where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
              else f"revision {sel.commit[:7]}")
@@ -442,10 +489,12 @@ def locate_locked(
         locked: the lock file's entry for the kernel.
         lockfile: the lock file, for messages.
         backend: choose for this backend instead of the system's.
-        hub: the ``hub=`` argument; ``None`` uses the kind of hub the lock records.
+        hub: the ``hub=`` argument; ``None`` uses the kind of hub the lock records
+            (:func:`hub_for_lock`).
         check_arch: check the GPU against the build's ``backend.archs``.
         allow: ``trust_remote_code`` (needed only for locks without digests).
-        cache_only: never use the network (a remote hub works from its download cache).
+        cache_only: never use the network (a remote hub works from its download cache):
+            a :func:`~kernelforge.load_kernel`, which its errors name.
 
     Returns:
         The :class:`Plan`, with the lock's digests of the chosen variant.
@@ -454,7 +503,7 @@ def locate_locked(
 
     h = hub_for_lock(hub, locked)
     if cache_only and hasattr(h, "cache_only"):
-        h = h.cache_only()
+        h = h.cache_only(for_load_kernel=True)
     repo, commit = locked.repo, locked.commit
     names = sorted(locked.variants) if locked.variants is not None else h.variants(repo, commit)
     what = f"{locked.repo_id} (locked revision {commit[:7]} in {lockfile})"

@@ -39,7 +39,10 @@ warning, as it does a dependency the list leaves out.
 When the project uses ``[tool.kernels.dependencies]`` it also writes Hugging Face's
 ``kernels.lock`` (commit only; their reader rejects unknown fields, hence two files), so
 their loader keeps working. Both formats are read: a ``kernels.lock`` pins the commit
-and the files are checked against their metadata only; it pins no dependencies.
+and the files are checked against their metadata only; it pins no dependencies, and it
+records no hub, so with no ``hub=`` a load (or download) takes it from the local hub when
+that holds the repository at the locked commit, else from the Hugging Face Hub
+(:func:`kernelforge.locate.hub_for_lock`).
 """
 
 from __future__ import annotations
@@ -181,7 +184,8 @@ class LockedKernel:
         repo_id: the id the project asks for.
         repo: where it is loaded from (differs after a redirect).
         commit: the pinned commit.
-        hub: ``"hf"`` or ``"local"``: the kind of hub it was locked from.
+        hub: ``"hf"`` or ``"local"``: the kind of hub it was locked from; ``None`` for a
+            Hugging Face ``kernels.lock``, which does not record it.
         branch: the branch the commit was on when locked, if any.
         requested: the requirement, as in :meth:`Requirement.to_json`.
         variants: ``{variant: LockedVariant}``; ``None`` for a Hugging Face
@@ -196,7 +200,7 @@ class LockedKernel:
     repo_id: str
     repo: str
     commit: str
-    hub: str = "hf"
+    hub: str | None = "hf"
     branch: str | None = None
     requested: dict[str, Any] | None = None
     variants: dict[str, LockedVariant] | None = None
@@ -461,7 +465,7 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
             requested = {k: v for k, v in dep.items() if k != "repo-id"}
             # A repository listed twice (say, at two versions for two dependents): the
             # first entry is the one loaded, as Hugging Face's kernels does.
-            kernels.setdefault(repo_id, LockedKernel(repo_id, repo_id, str(commit), "hf",
+            kernels.setdefault(repo_id, LockedKernel(repo_id, repo_id, str(commit), None,
                                                      None, requested, None))
         return LockFile(p, "kernels", kernels)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -882,7 +886,10 @@ def download_locked(
 
     Args:
         lockfile: the lock file, or a project directory holding one.
-        hub: the ``hub=`` argument; ``None`` uses the kind each lock entry records.
+        hub: the ``hub=`` argument; ``None`` uses the kind each lock entry records (a
+            ``kernels.lock`` records none: the local hub when it holds the repository at
+            the locked commit, else the Hugging Face Hub; see
+            :func:`kernelforge.locate.hub_for_lock`).
         all_variants: every locked variant, not only the one this system loads.
         backend: choose for this backend instead of the system's.
 

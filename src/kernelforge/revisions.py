@@ -1,7 +1,8 @@
 """Which revision of a kernel repository to load: versions, revisions, redirects.
 
 A load asks for ``version=N`` (branch ``vN``), for ``revision=`` (a branch, a tag or a
-commit), or for neither (the newest ``v<N>`` branch). Before that, the repository's
+commit, or a unique prefix of a commit of at least :data:`MIN_COMMIT_PREFIX` hex digits),
+or for neither (the newest ``v<N>`` branch). Before that, the repository's
 ``kernel-status.toml`` on ``main`` may redirect it elsewhere, in the format Hugging
 Face's ``kernels`` defines::
 
@@ -21,16 +22,22 @@ Every decision is recorded as a line of :attr:`Selection.notes`, which
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from kernelforge.errors import HubError
 from kernelforge.hub.base import CARD_BRANCH, STATUS_FILE, Hub, validate_repo_id, version_branches
 
-__all__ = ["MAX_REDIRECTS", "Redirect", "Selection", "parse_status", "select"]
+__all__ = ["MAX_REDIRECTS", "MIN_COMMIT_PREFIX", "Redirect", "Selection", "parse_status",
+           "select"]
 
 logger = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
+
+#: The fewest hex digits a commit prefix needs (:data:`kernelforge.hub.base.PREFIX_RE`).
+MIN_COMMIT_PREFIX = 4
+_SHORT_PREFIX = re.compile(rf"[0-9a-f]{{1,{MIN_COMMIT_PREFIX - 1}}}")
 
 
 @dataclass(frozen=True)
@@ -111,14 +118,30 @@ def _redirect(hub: Hub, repo_id: str) -> Redirect | None:
     return parse_status(data.decode("utf-8", errors="replace"), f"{repo_id}: {STATUS_FILE}")
 
 
+def _resolve(hub: Hub, repo_id: str, revision: str) -> str:
+    """``hub.resolve``; a revision that is not found and looks like a commit prefix too
+    short to be one says how many digits a prefix needs."""
+    try:
+        return hub.resolve(repo_id, revision)
+    except HubError as err:
+        if not _SHORT_PREFIX.fullmatch(revision):
+            raise
+        raise HubError(
+            f"{err}; {revision!r} is too short for a commit prefix: a prefix needs at least "
+            f"{MIN_COMMIT_PREFIX} hex digits of the commit id ({len(revision)} given), so give "
+            "more of them ('kernelforge versions ORG/NAME' lists the commits)") from err
+
+
 def _pick(
-    hub: Hub, repo_id: str, revision: str | None, version: int | None, notes: list[str]
+    hub: Hub, repo_id: str, revision: str | None, version: int | None, notes: list[str],
+    announce: bool,
 ) -> tuple[str | None, str]:
-    """``(branch or None, commit)`` for the selector in one repository."""
+    """``(branch or None, commit)`` for the selector in one repository; ``announce``: log
+    the WARNING lines of a load."""
     branches = hub.branches(repo_id)
     versions = version_branches(branches)
     if revision is not None:
-        commit = hub.resolve(repo_id, revision)
+        commit = _resolve(hub, repo_id, revision)
         branch = revision if revision in branches else None
         kind = "branch" if branch else "revision"
         notes.append(f"revision {revision!r} requested: {kind} {revision} -> commit {commit[:12]}")
@@ -132,11 +155,12 @@ def _pick(
     if version is None:
         # WARNING level, so that it shows without any logging set up: a load that is
         # not pinned should say what it took.
-        logger.warning(
-            "kernelforge: loading %s version %d (branch v%d, revision %s) — pass "
-            "version=%d to pin it (--version %d on the command line)", repo_id, newest,
-            newest, versions[newest][:7], newest, newest,
-        )
+        if announce:
+            logger.warning(
+                "kernelforge: loading %s version %d (branch v%d, revision %s) — pass "
+                "version=%d to pin it (--version %d on the command line)", repo_id, newest,
+                newest, versions[newest][:7], newest, newest,
+            )
         notes.append(f"no version requested: newest version {newest} (branch v{newest}) -> "
                      f"commit {versions[newest][:12]}")
         return f"v{newest}", versions[newest]
@@ -147,9 +171,10 @@ def _pick(
         )
     notes.append(f"version {version} requested: branch v{version} -> commit "
                  f"{versions[version][:12]}")
-    if version < newest:
+    if version < newest and announce:
         logger.warning("%s: loading version %d as requested; version %d is available "
                        "(pass version=%d to use it)", repo_id, version, newest, newest)
+    if version < newest:
         notes.append(f"a newer version exists: {newest}")
     return f"v{version}", versions[version]
 
@@ -161,24 +186,30 @@ def select(
     revision: str | None = None,
     version: int | None = None,
     follow_redirects: bool = True,
+    announce: bool = True,
 ) -> Selection:
     """Choose the repository, branch and commit a load uses.
 
     Args:
         hub: where the repository lives.
         repo_id: ``org/name``.
-        revision: a branch, a tag or a commit (a unique prefix will do).
+        revision: a branch, a tag or a commit (a unique prefix of at least
+            :data:`MIN_COMMIT_PREFIX` hex digits will do).
         version: the major version ``N`` (branch ``vN``); at most one of the two.
             With neither, the newest version is used and a WARNING log line says which;
             an older ``version`` than the newest is logged as a WARNING too.
         follow_redirects: read ``kernel-status.toml`` on ``main`` and follow it.
+        announce: log those WARNING lines, which say what a load takes; ``False`` for a
+            caller that loads nothing (:func:`kernelforge.kernel_info`), whose
+            :attr:`Selection.notes` say the same.
 
     Returns:
         The :class:`Selection`.
 
     Raises:
-        HubError: the repository, version or revision does not exist, a redirect is
-            malformed, or redirects loop.
+        HubError: the repository, version or revision does not exist (a revision that
+            looks like a commit prefix shorter than :data:`MIN_COMMIT_PREFIX` digits is
+            said to be too short), a redirect is malformed, or redirects loop.
     """
     notes: list[str] = []
     seen = [repo_id]
@@ -197,5 +228,5 @@ def select(
             notes.append(f"the redirect names revision {revision!r}")
         repo_id = target.destination
         seen.append(repo_id)
-    branch, commit = _pick(hub, repo_id, revision, version, notes)
+    branch, commit = _pick(hub, repo_id, revision, version, notes, announce)
     return Selection(repo_id, branch, commit, tuple(notes))

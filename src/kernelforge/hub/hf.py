@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 REPO_TYPE = "kernel"
 _TRUE = {"1", "ON", "YES", "TRUE"}
 _BYTECODE = (".pyc",)
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 def hf_offline() -> bool:
@@ -116,6 +117,7 @@ class HfHub:
         self.token = token
         self.endpoint = endpoint
         self._offline = offline
+        self._for_load_kernel = False  # cache_only(for_load_kernel=True)
 
     def __repr__(self) -> str:
         return f"HfHub(cache={str(self.cache.root)!r})"
@@ -131,10 +133,48 @@ class HfHub:
         """Whether this hub uses the download cache only."""
         return hf_offline() if self._offline is None else self._offline
 
-    def cache_only(self) -> HfHub:
-        """This hub without network access: everything comes from the download cache."""
-        return HfHub(api=self._api, cache=self.cache, token=self.token,
-                     endpoint=self.endpoint, offline=True)
+    def cache_only(self, *, for_load_kernel: bool = False) -> HfHub:
+        """This hub without network access: everything comes from the download cache.
+
+        Args:
+            for_load_kernel: it is for :func:`~kernelforge.load_kernel`, which never
+                downloads: what is missing from the cache is said to be missing for that
+                reason (run ``kernelforge download``), whatever ``HF_HUB_OFFLINE`` is.
+
+        Returns:
+            The offline hub, sharing this one's cache, client and token.
+        """
+        hub = HfHub(api=self._api, cache=self.cache, token=self.token,
+                    endpoint=self.endpoint, offline=True)
+        hub._for_load_kernel = for_load_kernel
+        return hub
+
+    def _why_offline(self) -> str:
+        """Why this hub uses the download cache only, in words."""
+        if self._for_load_kernel:
+            return "load_kernel never downloads"
+        if self._offline:
+            return "this HfHub was made offline (offline=True, or cache_only())"
+        return "HF_HUB_OFFLINE is set"
+
+    def _not_cached(self, what: str, advice: str) -> HubError:
+        """The error for ``what``, which this offline hub lacks in its download cache:
+        the reason it is offline and what to do about it.
+
+        Args:
+            what: the missing thing (``repository 'org/name'``, ...).
+            advice: what to do when the hub is offline by ``HF_HUB_OFFLINE`` or
+                ``offline=True``; the hub of a :func:`~kernelforge.load_kernel`, which
+                never downloads, gives its own.
+        """
+        where = f"{what} is not in the download cache {self.cache.root}"
+        if self._for_load_kernel:
+            return HubError(
+                f"{where}; load_kernel never downloads (it reads the download cache only): "
+                "run 'kernelforge download' on the project first (it fetches what the lock "
+                "file pins), or load it with get_locked_kernel, which downloads what is "
+                "missing")
+        return HubError(f"{where} and {self._why_offline()}; {advice}")
 
     def cache_key(self) -> tuple[Any, ...]:
         """What identifies this hub in the loader's in-process cache."""
@@ -144,7 +184,7 @@ class HfHub:
 
     def _client(self) -> Any:
         if self.offline:  # pragma: no cover - every caller checks first
-            raise HubError("the Hugging Face Hub is offline here (HF_HUB_OFFLINE)")
+            raise HubError(f"the Hugging Face Hub is offline here ({self._why_offline()})")
         if self._api is None:
             try:
                 from huggingface_hub import HfApi
@@ -205,13 +245,11 @@ class HfHub:
         if self.offline:
             cached = self.cache.load_refs(repo_id)
             if cached is None:
-                raise HubError(
-                    f"repository {repo_id!r} is not in the download cache {self.cache.root} "
-                    "and HF_HUB_OFFLINE is set; load it once with get_kernel while online "
-                    "(that keeps what an offline get_kernel needs), or pin it in a lock "
-                    "file, run 'kernelforge download' and load it offline with "
-                    "load_kernel(repo_id, lockfile=...)"
-                )
+                raise self._not_cached(
+                    f"repository {repo_id!r}",
+                    "load it once with get_kernel while online (that keeps what an offline "
+                    "get_kernel needs), or pin it in a lock file, run 'kernelforge download' "
+                    "and load it offline with load_kernel(repo_id, lockfile=...)")
             return cached
         refs = self._call("listing refs", repo_id, "list_repo_refs", repo_id,
                           repo_type=REPO_TYPE)
@@ -254,7 +292,8 @@ class HfHub:
 
         Args:
             repo_id: ``org/name``.
-            revision: the revision.
+            revision: a branch, a tag, a full commit id or a prefix of at least 4 hex
+                digits that matches one commit (offline: one the download cache knows).
 
         Returns:
             The 40-hex commit id.
@@ -276,7 +315,12 @@ class HfHub:
             if PREFIX_RE.match(revision) and len(hits) == 1:
                 return hits[0]
             raise HubError(f"revision {revision!r} of {repo_id} is not in the download cache "
-                           f"(offline; branches known: {', '.join(branches) or 'none'})")
+                           f"(offline: {self._why_offline()}; branches known: "
+                           f"{', '.join(branches) or 'none'})")
+        if _HEX.fullmatch(revision) and not PREFIX_RE.match(revision):  # too short a prefix
+            raise HubError(f"revision {revision!r} not found in {repo_id} on the "
+                           f"{self.describe()}: not a branch ({', '.join(branches) or 'none'}), "
+                           f"a tag ({', '.join(tags) or 'none'}) or a commit")
         info = self._call(f"revision {revision!r}", repo_id, "repo_info", repo_id,
                           revision=revision, repo_type=REPO_TYPE)
         sha = getattr(info, "sha", None)
@@ -290,8 +334,10 @@ class HfHub:
         if cached is not None:
             return cached
         if self.offline:
-            raise HubError(f"{repo_id} at {commit[:12]}: its file list is not in the download "
-                           f"cache {self.cache.root} and HF_HUB_OFFLINE is set")
+            raise self._not_cached(
+                f"{repo_id} at {commit[:12]}: its file list",
+                "load it once with get_kernel while online, or, for a locked project, run "
+                "'kernelforge download' while online")
         files = [str(p) for p in self._call("listing files", repo_id, "list_repo_files",
                                             repo_id, revision=commit, repo_type=REPO_TYPE)]
         self.cache.save_listing(repo_id, commit, files)
@@ -336,7 +382,14 @@ class HfHub:
             os.replace(got, dest)
             return True
 
-        return self.cache.get_file(repo_id, commit, path, None if self.offline else fetch)
+        if self.offline:
+            return self.cache.get_file(repo_id, commit, path, None, not_cached=lambda: (
+                self._not_cached(
+                    f"{repo_id}: {path} at {commit[:12]}",
+                    "load the kernel once with get_kernel while online, or, for a locked "
+                    "project, run 'kernelforge download' while online and load it with "
+                    "load_kernel(repo_id, lockfile=...)")))
+        return self.cache.get_file(repo_id, commit, path, fetch)
 
     def fetch_variant(
         self, repo_id: str, commit: str, variant: str, *, refresh: bool = False
@@ -364,12 +417,11 @@ class HfHub:
         if entry is not None:
             return Fetched(entry.path, entry.files)
         if self.offline:
-            raise HubError(
-                f"{repo_id} variant {variant} at {commit[:12]} is not in the download cache "
-                f"{self.cache.root} and HF_HUB_OFFLINE is set; load it once with get_kernel "
-                "while online (kernel_info and 'kernelforge info' do not download it), or, "
-                "for a locked project, run 'kernelforge download' while online"
-            )
+            raise self._not_cached(
+                f"{repo_id} variant {variant} at {commit[:12]}",
+                "load it once with get_kernel while online (kernel_info and 'kernelforge "
+                "info' do not download it), or, for a locked project, run 'kernelforge "
+                "download' while online")
         prefix = f"build/{variant}/"
         wanted = [p for p in self._listing(repo_id, commit) if p.startswith(prefix) and _wanted(p)]
         if not wanted:
@@ -433,7 +485,8 @@ class HfHub:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"version: expected a non-negative integer, got {version!r}")
         if self.offline:
-            raise HubError("cannot publish to the Hugging Face Hub offline (HF_HUB_OFFLINE)")
+            raise HubError(f"cannot publish to the Hugging Face Hub offline "
+                           f"({self._why_offline()})")
         staged = stage_build(Path(build_dir), version)
         if signer is not None:
             from kernelforge.signing import check_signable
