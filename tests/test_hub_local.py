@@ -88,6 +88,11 @@ def test_an_empty_hub_path_is_refused_and_an_empty_environment_is_unset(
     monkeypatch.setenv("KERNELFORGE_HUB", blank)
     assert default_root() == tmp_path / "cache" / "kernelforge" / "hub"
     assert as_hub(None).root == LocalHub().root == default_root()
+    # and a load with no hub falls back to the Hugging Face Hub for a repository the
+    # local hub lacks, as with the variable unset
+    from kernelforge.locate import hub_for
+
+    assert hub_for(None, "kernels-test/absent").kind == "hf"
 
 
 def test_a_hub_root_that_is_a_file_or_missing_is_named(project: Path, tmp_path: Path) -> None:

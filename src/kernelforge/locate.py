@@ -230,7 +230,7 @@ def hub_for(hub: HubArg, repo_id: str, *, prefer: str | None = None) -> Hub:
         return as_hub("hf")
     if prefer == "local":
         return LocalHub()  # $KERNELFORGE_HUB when it names a directory, else the user cache
-    if os.environ.get(HUB_ENV):
+    if os.environ.get(HUB_ENV, "").strip():  # blank counts as unset, as for LocalHub
         return as_hub(None)
     local = LocalHub()
     return local if local.has_repo(repo_id) else as_hub("hf")
