@@ -616,7 +616,10 @@ def test_a_kernel_depends_cycle_is_refused(hub: LocalHub, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("entry", [{"repo-id": DEP}, {"version": 1}, "kernels-test/dep",
-                                   {"repo-id": DEP, "version": 1, "revision": "main"}])
+                                   {"repo-id": DEP, "version": 1, "revision": "main"},
+                                   {"repo-id": DEP, "version": "1"},
+                                   {"repo-id": DEP, "version": True},
+                                   {"repo-id": "no-org", "version": 1}])
 def test_a_malformed_kernel_depends_entry_is_named(hub: LocalHub, tmp_path: Path,
                                                    entry: object) -> None:
     a = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("bad"))

@@ -718,3 +718,54 @@ def test_load_kernel_says_it_never_downloads_not_that_hf_hub_offline_is_set(
     assert "load_kernel never downloads" in message and "HF_HUB_OFFLINE" not in message
     assert "run 'kernelforge download'" in message and "get_locked_kernel" in message
     assert api.fetches() == fetched  # nothing was downloaded
+
+
+def test_the_kernels_lock_pins_kernel_depends_for_both_loaders(
+    hf: HfHub, tmp_path: Path, key
+) -> None:
+    """The kernels.lock written beside kernelforge.lock lists each kernel, then each
+    kernel-depends request it pins, as Hugging Face's ``kernels lock`` does; their loader
+    resolves a dependency by its exact request in that list, and so does ours."""
+    pytest.importorskip("kernels.deps")
+    from kernels._rust import KernelLocks
+
+    dep_commit, _ = publish(hf, OTHER, tmp_path / "dep", key=key, value=1)
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER, "version": 1}],
+                    uses(OTHER), key=key)
+    result = lock_project(project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n'),
+                          hub=hf)
+    assert result.hf_path is not None
+    doc = json.loads(result.hf_path.read_text())
+    assert [e["dependency"] for e in doc] == [{"repo-id": REPO, "version": 1},
+                                             {"repo-id": OTHER, "version": 1}]
+    # Hugging Face's reader takes it, and finds the dependency's exact request
+    theirs = KernelLocks.from_json(result.hf_path.read_text())
+    [wanted] = KernelLocks.from_json(json.dumps(
+        [{"dependency": {"repo-id": OTHER, "version": 1}, "lock": {"commit": "0" * 40}}])).keys()
+    assert theirs.get(wanted).commit == dep_commit
+    # after the dependency's branch moves on, ours still loads the pinned commit from it
+    publish(hf, OTHER, tmp_path / "dep2", key=key, value=2)
+    assert loader.get_locked_kernel(REPO, lockfile=result.hf_path, hub=hf,
+                                    trust_remote_code=True).VALUE == 10
+
+
+def test_a_kernels_lock_in_their_order_pins_the_dependency(
+    hf: HfHub, tmp_path: Path, key, caplog
+) -> None:
+    """Hugging Face's ``kernels lock`` writes the dependencies first; the entry of the
+    dependency pins it for the kernel that needs it, with no unpinned warning."""
+    pytest.importorskip("kernels.deps")
+    dep_commit, _ = publish(hf, OTHER, tmp_path / "dep", key=key, value=1)
+    main_commit, _ = publish_needing(hf, REPO, tmp_path / "main",
+                                     [{"repo-id": OTHER, "version": 1}], uses(OTHER), key=key)
+    publish(hf, OTHER, tmp_path / "dep2", key=key, value=2)
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([
+        {"dependency": {"repo-id": OTHER, "version": 1}, "lock": {"commit": dep_commit}},
+        {"dependency": {"repo-id": REPO, "version": 1}, "lock": {"commit": main_commit}},
+    ]))
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        module = loader.get_locked_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)
+    assert module.VALUE == 10
+    assert not [r for r in caplog.records if "not pinned" in r.getMessage()]
+

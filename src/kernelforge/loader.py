@@ -322,12 +322,13 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
                 chain.pop()
 
     def _pinned(entry: object, where: str) -> Pin:
-        item = entry if isinstance(entry, dict) else {}
-        repo_id, version, revision = (item.get("repo-id"), item.get("version"),
-                                      item.get("revision"))
-        if not isinstance(repo_id, str) or (version is None) == (revision is None):
-            raise HubError(f"{where}: entry {entry!r} is not {{repo-id, version | revision}}")
-        return repo_id, version, revision
+        from kernelforge.lock import dependency_key  # the one reading of such entries
+
+        try:
+            return dependency_key(entry)
+        except ValueError as err:
+            raise HubError(f"{where}: entry {entry!r} is not {{repo-id, version | revision}} "
+                           f"({err}); ask the kernel's publisher to fix its metadata") from None
 
     def _load_one(wanted: Pin, chain: list[Pin]) -> ModuleType:
         repo_id = wanted[0]
@@ -348,13 +349,9 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
             chain.pop()
 
     def _lock_pin(locks: _LockPins, wanted: Pin) -> LockedKernel | None:
-        from kernelforge.lock import dependency_key, warn_unpinned
+        from kernelforge.lock import warn_unpinned
 
-        repo_id, version, revision = wanted
-        try:
-            key = dependency_key({"repo-id": repo_id, "version": version, "revision": revision})
-        except ValueError:
-            return None  # a malformed version or revision: get_kernel refuses it, naming it
+        key = wanted  # checked by _pinned: a valid request
         depends = locks.top.depends
         found = depends.get(key) if depends is not None else None
         if found is None:

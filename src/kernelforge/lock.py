@@ -38,10 +38,13 @@ warning, as it does a dependency the list leaves out.
 
 When the project uses ``[tool.kernels.dependencies]`` it also writes Hugging Face's
 ``kernels.lock`` (commit only; their reader rejects unknown fields, hence two files), so
-their loader keeps working. Both formats are read: a ``kernels.lock`` pins the commit
-and the files are checked against their metadata only; it pins no dependencies, and it
-records no hub, so with no ``hub=`` a load (or download) takes it from the local hub when
-that holds the repository at the locked commit, else from the Hugging Face Hub
+their loader keeps working: one entry per kernel, then one per ``kernel-depends``
+request the kernels pin (their loader resolves a dependency by its exact request in the
+same flat list). Both formats are read: a ``kernels.lock`` pins commits, and the files
+are checked against their metadata only; each of its entries also pins the same
+``kernel-depends`` request of any kernel it lists. It records no hub, so with no
+``hub=`` a load (or download) takes each kernel from the local hub when that holds the
+repository at the locked commit, else from the Hugging Face Hub
 (:func:`kernelforge.locate.hub_for_lock`).
 """
 
@@ -267,9 +270,10 @@ def warn_unpinned(log: logging.Logger, lock: LockFile, locked: LockedKernel,
         parent: who lists it (a repository, or a repository and variant).
     """
     if locked.depends is not None:
-        why = f"its entry for {locked.repo_id} does not list it"
-    elif lock.kind == "kernels":
-        why = "Hugging Face's kernels.lock pins no dependencies"
+        why = ("it has no entry for that request" if lock.kind == "kernels"
+               else f"its entry for {locked.repo_id} does not list it")
+    elif lock.kind == "kernels":  # (read_lock gives its entries depends: not reached)
+        why = "the kernels.lock has no entry for that request"
     else:
         why = "the lock was written before kernelforge pinned dependencies"
     log.warning(
@@ -454,6 +458,7 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
         raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
     if isinstance(doc, list):  # Hugging Face's kernels.lock
         kernels: dict[str, LockedKernel] = {}
+        pins: dict[DependencyKey, LockedKernel] = {}
         for item in doc:
             dep = item.get("dependency") if isinstance(item, dict) else None
             lock = item.get("lock") if isinstance(item, dict) else None
@@ -463,11 +468,18 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
                 raise LockError(f"{p}: entry {item!r} is not {{dependency: {{repo-id}}, "
                                 "lock: {commit}}")
             requested = {k: v for k, v in dep.items() if k != "repo-id"}
+            entry = LockedKernel(repo_id, repo_id, str(commit), None, None, requested, None)
             # A repository listed twice (say, at two versions for two dependents): the
-            # first entry is the one loaded, as Hugging Face's kernels does.
-            kernels.setdefault(repo_id, LockedKernel(repo_id, repo_id, str(commit), None,
-                                                     None, requested, None))
-        return LockFile(p, "kernels", kernels)
+            # first entry is the one loaded by name, as Hugging Face's kernels does.
+            kernels.setdefault(repo_id, entry)
+            try:  # each entry also pins its exact request for the kernels that depend on it
+                pins.setdefault(dependency_key(dep), entry)
+            except ValueError:
+                pass  # not a request a kernel-depends entry can make ("version": ">=2")
+        # The list is flat (Hugging Face's `kernels lock` writes every kernel of the
+        # dependency tree), so every kernel's kernel-depends are looked up in all of it.
+        return LockFile(p, "kernels", {name: dataclasses.replace(k, depends=dict(pins))
+                                       for name, k in kernels.items()})
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise LockError(f"{p}: not a lock file (expected \"format\": {FORMAT!r}, or Hugging "
                         "Face's kernels.lock list)")
@@ -495,6 +507,22 @@ def _hf_entry(k: LockedKernel) -> dict[str, Any]:
     else:
         dep["version"] = version
     return {"dependency": dep, "lock": {"commit": k.commit}}
+
+
+def _hf_entries(kernels: list[LockedKernel]) -> list[dict[str, Any]]:
+    """Hugging Face's ``kernels.lock``: the project's kernels first (their loader finds a
+    kernel by its first entry), then every ``kernel-depends`` request they pin, once each
+    (their loader resolves each dependency's exact request in the same flat list)."""
+    out = [_hf_entry(k) for k in kernels]
+    written = {json.dumps(e["dependency"], sort_keys=True) for e in out}
+    for k in kernels:
+        for key, dep in (k.depends or {}).items():
+            entry = {"dependency": _request_json(key), "lock": {"commit": dep.commit}}
+            text = json.dumps(entry["dependency"], sort_keys=True)
+            if text not in written:
+                written.add(text)
+                out.append(entry)
+    return out
 
 
 # --- locking ---------------------------------------------------------------------------------
@@ -711,7 +739,7 @@ def lock_project(
     hf_reqs = {r.repo_id for r in reqs if r.table == _TABLES[1]}
     if hf_reqs:
         hf_path = root / HF_LOCK_FILE
-        _write_json(hf_path, [_hf_entry(k) for k in kernels if k.repo_id in hf_reqs])
+        _write_json(hf_path, _hf_entries([k for k in kernels if k.repo_id in hf_reqs]))
     return LockResult(root / LOCK_FILE, hf_path, kernels)
 
 
@@ -770,7 +798,7 @@ def _fetch_dependency(hub: Any, key: DependencyKey, backend: str | None,
         return []
     fetched = plan.hub.fetch_variant(info.repo, info.commit, info.variant)
     _cache_load_files(plan.hub, info.repo, info.commit, info.variant)
-    return [(info.repo, info.variant, fetched.path),
+    return [(key[0], info.variant, fetched.path),  # named as requested, as pinned ones are
             *_fetch_dependencies(hub, fetched.path, backend, seen)]
 
 
