@@ -750,7 +750,7 @@ def test_the_kernels_lock_pins_kernel_depends_for_both_loaders(
 
 
 def test_a_kernels_lock_in_their_order_pins_the_dependency(
-    hf: HfHub, tmp_path: Path, key, caplog
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, caplog, monkeypatch
 ) -> None:
     """Hugging Face's ``kernels lock`` writes the dependencies first; the entry of the
     dependency pins it for the kernel that needs it, with no unpinned warning."""
@@ -768,4 +768,15 @@ def test_a_kernels_lock_in_their_order_pins_the_dependency(
         module = loader.get_locked_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)
     assert module.VALUE == 10
     assert not [r for r in caplog.records if "not pinned" in r.getMessage()]
+    # download fetches the pinned commit of the dependency, and an offline load takes it
+    cold = HfHub(api=api, cache=tmp_path / "cold")
+    got = download_locked(lock, hub=cold)
+    assert [(r, v) for r, v, _ in got] == [(OTHER, "torch-cpu"), (REPO, "torch-cpu")]
+    assert not [f for f in api.fetches() if f.startswith(f"{OTHER}@") and
+                not f.startswith(f"{OTHER}@{dep_commit[:12]}")]
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=api, cache=tmp_path / "cold")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=offline,
+                              trust_remote_code=True).VALUE == 10
 
