@@ -163,8 +163,8 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
     (["build", ".", "-j", "0"], "argument -j/--jobs: '0' is not a number of jobs"),
     (["demo", "--hub", "hf"], "argument --hub: the demo publishes to a local hub only"),
     (["demo", "--hub", "HuggingFace"], "argument --hub: the demo publishes to a local hub only"),
-    *(([*cmd, "--hub", blank], f"argument --hub: {blank!r} is not a hub: an empty path would "
-       "mean the current directory; pass a hub directory or 'hf', or leave --hub out")
+    *(([*cmd, "--hub", blank], f"argument --hub: {blank!r}: an empty path is not a hub (it "
+       "would mean the current directory); pass a hub directory, 'hf' for the Hugging Face Hub")
       for cmd in (["publish", "."], ["versions", "me/k1"], ["info", "me/k1"], ["lock"],
                   ["download"], ["demo"]) for blank in ("", " ")),
 ])
@@ -175,6 +175,20 @@ def test_bad_arguments_are_usage_errors(argv: list[str], message: str,
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "error: " in err and message in err, err
+
+
+def test_an_empty_hub_is_refused_in_one_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--hub ""`` and ``hub=""`` are one refusal: the CLI says the library's text."""
+    from kernelforge.hub import as_hub
+    from kernelforge.hub.local import EMPTY_HUB
+
+    with pytest.raises(ValueError) as library:
+        as_hub("")
+    assert str(library.value) == EMPTY_HUB
+    with pytest.raises(SystemExit):
+        main(["versions", "me/k1", "--hub", ""])
+    err = capsys.readouterr().err
+    assert f"argument --hub: '': {EMPTY_HUB.removeprefix('hub: ')}\n" in err, err
 
 
 def test_bad_arguments_print_no_traceback() -> None:
@@ -262,10 +276,29 @@ def test_publish_warns_about_a_build_of_other_sources(unbuilt: Path, tmp_path: P
     now = _current_sources(unbuilt)
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert (f"warning: torch-cpu was built from other sources than {unbuilt} holds now "
-            f"(sources {current[:7]}, now {now[:7]}): this publishes the old build; to publish "
-            f"the current sources, run 'kernelforge build {unbuilt}' first") in captured.err
+    assert (f"warning: the files of {unbuilt} differ from those torch-cpu was built from "
+            f"(hash {current[:7]} at the build, {now[:7]} now; the hash, like the variant's "
+            "uid, covers every file of the project, a README.md too): this publishes "
+            f"torch-cpu as it was built; 'kernelforge build {unbuilt}' would rebuild it from "
+            "the current files, with a new uid") in captured.err
     assert "published me/k version 1" in captured.out
+
+
+def test_publish_after_editing_only_the_card_does_not_call_the_build_stale(
+        unbuilt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The documented ``--card README.md`` flow: a README written after the build changes
+    the project's hash (by design, the uid covers every file), so the publish still
+    notes it, but in words that fit a card edit: no "old build", no "current sources"."""
+    _fake_build(unbuilt, _current_sources(unbuilt))
+    (unbuilt / "README.md").write_text("# k-one\n\nA kernel.\n")
+    assert main(["publish", str(unbuilt), "--repo", "me/k", "--hub", str(tmp_path / "hub"),
+                 "--card", str(unbuilt / "README.md")]) == 0
+    err = capsys.readouterr().err
+    assert f"the files of {unbuilt} differ from those torch-cpu was built from" in err
+    assert "covers every file of the project, a README.md too" in err
+    assert "this publishes torch-cpu as it was built" in err
+    for stale in ("old build", "current sources", "built from other sources"):
+        assert stale not in err, err
 
 
 def test_publish_without_a_recorded_source_hash_does_not_warn(
@@ -675,3 +708,39 @@ def test_a_no_op_build_says_up_to_date_once(built_relu: Path,
     assert main(["build", str(built_relu), "--backend", "cpu"]) == 0
     out = capsys.readouterr().out
     assert out.count("up to date") == 1, out
+    variant = next(p.name for p in (built_relu / "build").iterdir() if not p.name.startswith("."))
+    assert f"{variant}: up to date -> {built_relu / 'build' / variant}\n" in out, out
+
+
+def test_build_prints_where_each_variant_is(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Up-to-date variants get a path in the summary like built ones; the library's own
+    "<variant>: up to date" progress line is not printed as well. Other progress lines
+    pass through in order, and a failed build still shows what was up to date."""
+    import kernelforge.build as build
+    from kernelforge.build import BuildResult
+    from kernelforge.errors import BuildError
+
+    cpu, cuda = "torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu128-x86_64-linux"
+
+    def fake(*args: object, progress=print, **kw: object) -> list[BuildResult]:
+        progress("note: something")
+        progress(f"{cpu}: up to date")
+        progress(f"{cuda}: building k (cuda, ops namespace _k_cuda_1234567)")
+        if kw.get("force"):
+            raise BuildError("nvcc failed")
+        return [BuildResult(cpu, "cpu", Path("/p/build") / cpu, True, 0.0),
+                BuildResult(cuda, "cuda", Path("/p/build") / cuda, False, 2.0)]
+
+    monkeypatch.setattr(build, "build_project", fake)
+    assert main(["build", "p"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "note: something",
+        f"{cuda}: building k (cuda, ops namespace _k_cuda_1234567)",
+        f"{cpu}: up to date -> /p/build/{cpu}",
+        f"{cuda}: built in 2.0s -> /p/build/{cuda}",
+    ]
+    assert main(["build", "p", "--force"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == f"{cpu}: up to date"
+    assert "error: nvcc failed" in captured.err

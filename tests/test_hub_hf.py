@@ -213,6 +213,57 @@ def test_remote_files_that_do_not_match_their_digest_are_never_cached(
     assert not list((hf.cache.root / "tmp").iterdir())
 
 
+def test_publish_refuses_a_changed_build_in_publish_words(hf: HfHub, remote: FakeHfApi,
+                                                         tmp_path: Path, capsys,
+                                                         monkeypatch) -> None:
+    """HfHub.publish refuses a build changed after it was built as LocalHub.publish does:
+    "refusing to publish" with the fix, never the loader's "refusing to load"; the CLI
+    shows the hub's own message."""
+    from kernelforge.cli import main
+
+    root = _cli_project(tmp_path)
+    vdir = root / "build" / "torch-cpu"
+    (vdir / "helper.py").write_text("tampered = True\n")
+    for where in (root, root / "build"):
+        with pytest.raises(IntegrityError) as info:
+            hf.publish(REPO, where, version=1)
+        text = str(info.value)
+        assert text.startswith(f"refusing to publish {vdir}: its files do not match the "
+                               "digests its metadata.json records (they changed after the "
+                               "build):\n  changed: helper.py\n")
+        assert text.endswith(f"rebuild it (kernelforge build {root}), then publish again")
+        assert info.value.where == vdir
+    with pytest.raises(IntegrityError) as local:
+        LocalHub(tmp_path / "hub").publish(REPO, root, version=1)
+    assert str(local.value) == text  # one wording for both hubs
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert main(["publish", str(root), "--repo", REPO, "--hub", "hf"]) == 1
+    assert capsys.readouterr().err == f"error: {text}\n"
+    assert not (remote.root / "repos" / REPO).exists()  # refused before any call
+
+
+def test_publish_names_an_unreadable_build_file(hf: HfHub, tmp_path: Path,
+                                                monkeypatch) -> None:
+    import errno
+
+    root = _cli_project(tmp_path)
+    helper = root / "build" / "torch-cpu" / "__init__.py"
+    real = Path.read_bytes
+
+    def read_bytes(path: Path) -> bytes:
+        if path == helper:  # root reads any file: fake the refusal a chmod 000 would give
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    with pytest.raises(HubError) as info:
+        hf.publish(REPO, root, version=1)
+    assert str(info.value) == (
+        f"{helper}: cannot read this file of the build being published (Permission denied); "
+        f"nothing was published. Make it readable, or rebuild (kernelforge build {root}), "
+        "then publish again")
+
+
 def test_versions_command_lists_remote_branches(hf: HfHub, tmp_path: Path, capsys,
                                                 monkeypatch) -> None:
     from kernelforge import cli

@@ -117,13 +117,67 @@ def test_a_hub_that_cannot_be_written_is_a_hub_error(hub: LocalHub, project: Pat
     OSError traceback."""
     import errno
 
-    def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device", "somefile")
+    def full(src: Path, dst: Path) -> str:  # creating the copy in the hub fails
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
 
     monkeypatch.setattr(_durable, "copy_file", full)
     with pytest.raises(HubError, match=f"writing to the hub {hub.root} failed \\(No space "
-                                       "left on device: somefile\\)"):
+                                       f"left on device: {hub.root}/kernels-test/relu/tmp/"):
         hub.publish(REPO, project, version=1)
+
+    def full_midway(src: Path, dst: Path) -> str:  # a write error names no file
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_durable, "copy_file", full_midway)
+    with pytest.raises(HubError, match=f"writing to the hub {hub.root} failed \\(No space "
+                                       "left on device\\)"):
+        hub.publish(REPO, project, version=1)
+
+
+@pytest.mark.parametrize("trouble", ["unreadable", "removed"])
+def test_an_unreadable_build_file_is_the_builds_problem_not_the_hubs(
+        hub: LocalHub, project: Path, monkeypatch, trouble: str) -> None:
+    """A build file that cannot be read (no permission; removed during the publish) is
+    named as the build's file, not reported as a failure to write the hub."""
+    import errno
+
+    real = _durable.copy_file
+    helper = project / "build" / "torch-cpu" / "helper.py"
+
+    def copy(src: Path, dst: Path) -> str:
+        if src == helper:
+            if trouble == "removed":
+                src.unlink()
+            else:  # root reads any file: fake the refusal a chmod 000 would give
+                raise PermissionError(errno.EACCES, "Permission denied", str(src))
+        return real(src, dst)
+
+    monkeypatch.setattr(_durable, "copy_file", copy)
+    why = "Permission denied" if trouble == "unreadable" else "No such file or directory"
+    with pytest.raises(HubError) as info:
+        hub.publish(REPO, project, version=1)
+    assert str(info.value) == (
+        f"{helper}: cannot read this file of the build being published ({why}); nothing "
+        "was published. Make it readable, or rebuild (kernelforge build), then publish again")
+    assert "writing to the hub" not in str(info.value)
+    assert not any((hub.root / "kernels-test" / "relu" / "tmp").iterdir())
+    assert not (hub.root / "kernels-test" / "relu" / "refs").exists()
+
+
+def test_a_file_outside_the_hub_is_not_blamed_on_the_hub(hub: LocalHub, project: Path,
+                                                         monkeypatch, tmp_path: Path) -> None:
+    """An OSError about a path outside the hub that the publish did not expect still
+    names that path, without saying the hub could not be written."""
+    import errno
+
+    def odd(*args: object, **kwargs: object) -> str:
+        raise OSError(errno.EIO, "Input/output error", str(tmp_path / "elsewhere"))
+
+    monkeypatch.setattr(_durable, "copy_file", odd)
+    with pytest.raises(HubError) as info:
+        hub.publish(REPO, project, version=1)
+    assert str(info.value) == (f"{tmp_path / 'elsewhere'}: Input/output error (a file "
+                               f"outside the hub {hub.root}; no revision was written)")
 
 
 @pytest.mark.parametrize(
@@ -261,6 +315,26 @@ def test_refuse_empty_build(hub: LocalHub, tmp_path: Path) -> None:
                                        r"directory; build it first \(kernelforge build "):
         hub.publish(REPO, tmp_path / "unbuilt" / "build", version=1)
     assert hub.repos() == []
+
+
+def test_an_unbuilt_project_is_refused_in_one_text(hub: LocalHub, tmp_path: Path) -> None:
+    """publish (both ways of naming the project) and get_local_kernel say the same."""
+    from kernelforge.hub._staging import unbuilt_project
+    from kernelforge.loader import get_local_kernel
+
+    project = tmp_path / "unbuilt"
+    project.mkdir()
+    (project / "build.toml").write_text("[general]\nname = 'relu'\n")
+    text = unbuilt_project(project)
+    assert text == (f"{project} is a kernel project without a build/ directory; build it "
+                    f"first (kernelforge build {project})")
+    for where in (project, project / "build"):
+        with pytest.raises(HubError) as info:
+            hub.publish(REPO, where, version=1)
+        assert str(info.value) == text
+    with pytest.raises(HubError) as info:
+        get_local_kernel(project)
+    assert str(info.value) == f"path: {text}"
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,31 @@ def test_readding_a_key_adds_repositories_and_keeps_its_name(key: signing.Signin
         key.public.key_id, key.public.text, "", ("*",))
 
 
+WORKFLOW = "https://github.com/o/r/.github/workflows/b.yaml@refs/heads/main"
+
+
+def test_readding_a_sigstore_identity_adds_repositories_like_a_key() -> None:
+    """The rule of add_key: a second add never narrows the identity's scope, leaving the
+    repositories out keeps it (no silent widening to *), only an explicit * widens."""
+    other = trust.add_sigstore_identity("https://github.com/o/other/.github/workflows/x.yaml")
+    assert other.repos == ("*",)  # a new identity: everything unless scoped
+    entry = trust.add_sigstore_identity(WORKFLOW, repos=("org/*",))
+    assert entry.repos == ("org/*",)
+    assert trust.add_sigstore_identity(WORKFLOW, repos=("org/other",)).repos == ("org/*",)
+    assert trust.add_sigstore_identity(WORKFLOW).repos == ("org/*",)  # not widened to *
+    entry = trust.add_sigstore_identity(f" {WORKFLOW} ", repos=("team/relu",))
+    assert entry.repos == ("org/*", "team/relu")
+    store = trust.load_store()
+    assert store.identity(WORKFLOW) == entry and [s.identity for s in store.sigstore] == [
+        other.identity, WORKFLOW]  # one entry, in its place
+    # another issuer is another identity, with its own scope
+    gitlab = trust.add_sigstore_identity(WORKFLOW, issuer="https://gitlab.com",
+                                         repos=("g/*",))
+    assert gitlab.repos == ("g/*",) and trust.load_store().identity(WORKFLOW) == entry
+    assert trust.add_sigstore_identity(WORKFLOW, repos=("*",)).repos == ("*",)  # explicit
+    assert trust.load_store().identity(WORKFLOW, "https://gitlab.com").repos == ("g/*",)
+
+
 def test_corrupt_store_is_named(env: dict[str, Path]) -> None:
     path = env["config"] / "trust.json"
     path.parent.mkdir(parents=True)
@@ -309,8 +334,33 @@ def test_cli_trust_add_again_merges_and_says_what_changed(env: dict[str, Path],
     assert f"{key_id}  bot  repos *  ed25519:" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["../evil", "a/b", "bad name", ".hidden", "", "k.pub",
-                                  "x" * 65])
+def test_cli_trust_add_sigstore_again_merges_and_says_what_changed(env: dict[str, Path],
+                                                                  capsys) -> None:
+    """add-sigstore of a trusted identity behaves as 'trust add' of a trusted key: the
+    scope is merged and the message says the old and the new scope."""
+    label = f"sigstore identity {WORKFLOW} ({trust.GITHUB_ISSUER})"
+    assert main(["trust", "add-sigstore", WORKFLOW, "--repo", "org/*"]) == 0
+    assert f"trusted {label} for org/*" in capsys.readouterr().out
+    assert main(["trust", "add-sigstore", WORKFLOW, "--repo", "org/other"]) == 0  # narrowed?
+    out = capsys.readouterr().out
+    assert f"{label} was already trusted for org/*, which covers org/other; its " \
+           "repositories stay the same" in out
+    assert f"'kernelforge trust remove {WORKFLOW}', then add it again with --repo" in out
+    assert main(["trust", "add-sigstore", WORKFLOW]) == 0  # widened to *?
+    out = capsys.readouterr().out
+    assert f"{label} was already trusted; it stays trusted for org/* only" in out
+    assert "--repo '*' trusts it for all" in out
+    assert trust.load_store().identity(WORKFLOW).repos == ("org/*",)  # type: ignore[union-attr]
+    assert main(["trust", "add-sigstore", WORKFLOW, "--repo", "team/*"]) == 0
+    assert f"{label}: trusted for org/* before, now for org/*, team/*" in (
+        capsys.readouterr().out)
+    assert main(["trust", "add-sigstore", WORKFLOW, "--repo", "*"]) == 0
+    assert f"{label}: trusted for org/*, team/* before, now for *" in capsys.readouterr().out
+    assert main(["trust", "list"]) == 0
+    assert f"  {WORKFLOW}  issuer {trust.GITHUB_ISSUER}  repos *" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "bad name", ".hidden", "k.pub", "x" * 65])
 def test_cli_keygen_names_are_file_names_in_keys(name: str, env: dict[str, Path],
                                                  capsys) -> None:
     with pytest.raises(SystemExit) as info:
@@ -318,8 +368,45 @@ def test_cli_keygen_names_are_file_names_in_keys(name: str, env: dict[str, Path]
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert f"argument --name: {name!r} is not a key name; use 1 to 64 letters, digits" in err
-    assert "pass --out FILE to write elsewhere" in err
+    assert "pass --out FILE to write elsewhere, and the name is then only a label" in err
     assert not env["config"].exists()  # nothing written, inside keys/ or out of it
+
+
+@pytest.mark.parametrize("name", ["CI key", "../evil", "k.pub", "x" * 65])
+def test_cli_keygen_name_is_only_a_label_with_out(name: str, env: dict[str, Path],
+                                                  tmp_path: Path, capsys) -> None:
+    """With --out the name names no file, so it need not be a file name."""
+    out = tmp_path / "ci.pem"
+    assert main(["keygen", "--name", name, "--out", str(out), "--repo", "me/*"]) == 0
+    assert out.is_file() and out.with_suffix(".pub").is_file()
+    assert not (env["config"] / "keys").exists()  # nothing next to the default location
+    key_id = capsys.readouterr().out.split("key id:")[1].split()[0]
+    assert trust.load_store().key(key_id).name == name  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("name", ["", "   ", "a\nb", "tab\there", "x" * 101])
+@pytest.mark.parametrize("out", [True, False])
+def test_cli_keygen_refuses_a_name_that_is_no_label(name: str, out: bool,
+                                                    env: dict[str, Path], tmp_path: Path,
+                                                    capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["keygen", "--name", name, *(["--out", str(tmp_path / "k.pem")] if out else [])])
+    assert info.value.code == 2
+    assert (f"argument --name: {name!r} is not a key label; use 1 to 100 printable "
+            "characters") in capsys.readouterr().err
+    assert not (tmp_path / "k.pem").exists() and not env["config"].exists()
+
+
+def test_cli_keygen_store_failure_quotes_the_label(env: dict[str, Path], tmp_path: Path,
+                                                   monkeypatch, capsys) -> None:
+    def fail(*args, **kwargs):
+        raise TrustError("the store is locked")
+
+    monkeypatch.setattr(trust, "add_key", fail)
+    out = tmp_path / "ci.pem"
+    assert main(["keygen", "--name", "CI key", "--out", str(out)]) == 1
+    assert f"kernelforge trust add {out.with_suffix('.pub')} --name 'CI key' --repo '*'" in (
+        capsys.readouterr().err)
 
 
 def test_cli_keygen_force_untrusts_the_replaced_key(env: dict[str, Path], capsys) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,20 +63,47 @@ def _arch_backend_problem(archs: Sequence[str], backends: Sequence[str]) -> str 
     return None
 
 
+#: The build's progress line for a variant found up to date (``build_project``).
+_UP_TO_DATE = re.compile(r"^(?P<variant>\S+): up to date$")
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from kernelforge.build import build_project
 
-    results = build_project(
-        args.path,
-        backends=args.backend or None,
-        archs=args.arch or None,
-        jobs=args.jobs,
-        force=args.force,
-        verbose=args.verbose,
-        python=args.python,
-    )
+    held: list[str] = []
+
+    def progress(line: str) -> None:
+        # "<variant>: up to date" has no path: the summary below says it with the path,
+        # once. Held back only until then (or until the build fails).
+        if _UP_TO_DATE.match(line):
+            held.append(line)
+        else:
+            print(line)
+
+    try:
+        results = build_project(
+            args.path,
+            backends=args.backend or None,
+            archs=args.arch or None,
+            jobs=args.jobs,
+            force=args.force,
+            verbose=args.verbose,
+            progress=progress,
+            python=args.python,
+        )
+    except BaseException:
+        for line in held:
+            print(line)
+        raise
+    summarised = {r.variant for r in results if r.up_to_date}
+    for line in held:
+        m = _UP_TO_DATE.match(line)
+        if m is None or m["variant"] not in summarised:
+            print(line)
     for r in results:
-        if not r.up_to_date:  # the build's progress already said "<variant>: up to date"
+        if r.up_to_date:
+            print(f"{r.variant}: up to date -> {r.path}")
+        else:
             print(f"{r.variant}: built in {r.seconds:.1f}s -> {r.path}")
     if args.arch and results:
         from kernelforge.manifest import load_manifest
@@ -134,11 +162,14 @@ def _recorded_source_hashes(build_dir: Path) -> dict[str, str]:
 
 
 def _warn_stale(manifest: Any, build_dir: Path, path: str) -> None:
-    """Warn about each variant built from other sources than the project holds now.
+    """Warn about each variant built from other files than the project holds now.
 
-    Not a refusal: publishing an older build can be what the user wants. The current
-    hash is the build's own (:func:`kernelforge.build.source_identity`), computed only
-    when some variant records one: it costs what a no-op build's check costs.
+    Not a refusal: publishing an older build can be what the user wants, and the files
+    that changed may not be compiled at all (a README.md edited for ``--card``). The
+    hash is the build's own (:func:`kernelforge.build.source_identity`): it covers every
+    file of the project, as the variant's uid does, so the warning says that rather than
+    calling the build stale. It is computed only when some variant records one: it
+    costs what a no-op build's check costs.
     """
     recorded = _recorded_source_hashes(build_dir)
     if not recorded:
@@ -152,9 +183,11 @@ def _warn_stale(manifest: Any, build_dir: Path, path: str) -> None:
         return
     for variant, source in recorded.items():
         if source != current:
-            print(f"warning: {variant} was built from other sources than {path} holds now "
-                  f"(sources {source[:7]}, now {current[:7]}): this publishes the old build; "
-                  f"to publish the current sources, run 'kernelforge build {path}' first",
+            print(f"warning: the files of {path} differ from those {variant} was built from "
+                  f"(hash {source[:7]} at the build, {current[:7]} now; the hash, like the "
+                  "variant's uid, covers every file of the project, a README.md too): "
+                  f"this publishes {variant} as it was built; 'kernelforge build {path}' "
+                  "would rebuild it from the current files, with a new uid",
                   file=sys.stderr)
 
 
@@ -169,8 +202,7 @@ def _read_card(spec: str) -> str:
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    from kernelforge.errors import IntegrityError
-    from kernelforge.hub._staging import publish_integrity_error
+    from kernelforge.hub._staging import unbuilt_project
     from kernelforge.manifest import load_manifest
 
     manifest = load_manifest(args.path)
@@ -190,18 +222,16 @@ def _cmd_publish(args: argparse.Namespace) -> int:
                                    "correct it, or pass --repo org/name") from err
     build_dir = manifest.root / "build"
     if not build_dir.is_dir():
-        raise KernelforgeError(f"{args.path} is a kernel project without a build/ directory; "
-                               f"build it first (kernelforge build {args.path})")
+        raise KernelforgeError(unbuilt_project(args.path))
     version = manifest.version if manifest.version is not None else 1
     card = _read_card(args.card) if args.card else None
     hub = _hub(args)
     signer = load_signer(args.sign) if args.sign else None
     _warn_stale(manifest, build_dir, args.path)
-    try:
-        rev = hub.publish(repo, build_dir, version=version, message=args.message or "",
-                          card=card, signer=signer)
-    except IntegrityError as err:
-        raise publish_integrity_error(build_dir / err.where.name, err.problems) from None
+    # A changed build is refused by the hub itself, in publish words (every hub checks
+    # with kernelforge.hub._staging.check_digests).
+    rev = hub.publish(repo, build_dir, version=version, message=args.message or "",
+                      card=card, signer=signer)
     print(f"published {repo} version {version} (branch v{version}) revision {rev.commit[:12]}")
     print(f"  variants: {', '.join(rev.variants)}")
     print(f"  hub: {getattr(hub, 'root', None) or hub.describe()}")
@@ -364,6 +394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = _arch_backend_problem(args.arch, args.backend or ())
         if problem:
             parser.error(problem)  # exits 2, like every other usage error
+    check_args = getattr(args, "check_args", None)
+    if check_args is not None:
+        check_args(args)  # checks of one argument against another; usage errors, exit 2
     try:
         code = int(args.func(args))
         sys.stdout.flush()  # here, so that a closed pipe is handled below, not at exit

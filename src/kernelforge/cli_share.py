@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 from kernelforge.errors import KernelforgeError
 
-__all__ = ["add_commands", "hub_arg", "hub_from_args", "key_name_arg", "load_signer",
-           "pattern_arg", "repo_arg", "revision_arg", "version_arg"]
+__all__ = ["add_commands", "hub_arg", "hub_from_args", "key_label_arg", "key_name_arg",
+           "load_signer", "pattern_arg", "repo_arg", "revision_arg", "version_arg"]
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
@@ -46,29 +47,54 @@ def pattern_arg(text: str) -> str:
 
 def hub_arg(text: str) -> str:
     """argparse type for ``--hub``: a directory or ``hf``, never empty (an empty path
-    would be the current directory, typically from ``--hub "$UNSET_VARIABLE"``)."""
+    would be the current directory, typically from ``--hub "$UNSET_VARIABLE"``). The
+    refusal is the library's (:data:`kernelforge.hub.local.EMPTY_HUB`), one text for
+    ``hub=""`` and ``--hub ""``."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a hub: an empty path would mean the current directory; pass "
-            "a hub directory or 'hf', or leave --hub out for the default ($KERNELFORGE_HUB, "
-            "else the local hub in the user cache)"
-        )
+        from kernelforge.hub.local import EMPTY_HUB
+
+        raise argparse.ArgumentTypeError(f"{text!r}: {EMPTY_HUB.removeprefix('hub: ')}")
     return text
 
 
 _KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_LABEL_MAX = 100
+
+
+def key_label_arg(text: str) -> str:
+    """argparse type for ``keygen --name``: the key's label in the trust store. With
+    ``--out`` that is all it is; without, it names the key file too, which
+    :func:`key_name_arg` checks once all arguments are known."""
+    if not text.strip() or len(text) > _LABEL_MAX or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a key label; use 1 to {_LABEL_MAX} printable characters, "
+            "not only spaces (it is how 'kernelforge trust list' names the key)"
+        )
+    return text
 
 
 def key_name_arg(text: str) -> str:
-    """argparse type for ``keygen --name``: it names the file ``keys/NAME.pem``, so only
-    letters, digits, ``.``, ``_`` and ``-`` (no ``/``, no leading ``.``, no spaces)."""
+    """Check a ``keygen --name`` that names the file ``keys/NAME.pem`` (no ``--out``):
+    only letters, digits, ``.``, ``_`` and ``-`` (no ``/``, no leading ``.``, no
+    spaces), so it cannot point out of ``keys/``."""
     if not _KEY_NAME.match(text) or text.endswith((".pem", ".pub")):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a key name; use 1 to 64 letters, digits, '.', '_' and '-', "
             "starting with a letter or digit and not ending in .pem or .pub (it names the "
-            "file keys/NAME.pem in the config directory; pass --out FILE to write elsewhere)"
+            "file keys/NAME.pem in the config directory; pass --out FILE to write elsewhere, "
+            "and the name is then only a label)"
         )
     return text
+
+
+def _check_keygen_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Without ``--out`` the name is a file name in ``keys/``: refuse one that is not,
+    as a usage error (exit 2) like the other argument checks."""
+    if args.out is None:
+        try:
+            key_name_arg(args.name)
+        except argparse.ArgumentTypeError as err:
+            parser.error(f"argument --name: {err}")
 
 
 def revision_arg(text: str) -> str:
@@ -257,7 +283,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
             trust.remove(stale)
     except (KernelforgeError, OSError) as err:
         fixes = [] if args.no_trust else [
-            f"kernelforge trust add {pub_file} --name {args.name} "
+            f"kernelforge trust add {shlex.quote(str(pub_file))} "
+            f"--name {shlex.quote(args.name)} "
             + " ".join(f"--repo '{r}'" for r in repos)]
         if stale is not None:
             fixes.append(f"kernelforge trust remove {stale}")
@@ -291,6 +318,33 @@ def _public_key_text(spec: str) -> str:
     return text
 
 
+def _say_scope(label: str, old: tuple[str, ...] | None, new: tuple[str, ...],
+               asked: list[str] | None, remove_as: str) -> None:
+    """Say what ``trust add`` or ``add-sigstore`` did to an entry's repositories.
+
+    Args:
+        label: the entry in words (``key ID (NAME)``, ``sigstore identity ...``).
+        old: its patterns before the call; ``None`` when it is new.
+        new: its patterns now.
+        asked: the ``--repo`` values (``None``: none given).
+        remove_as: what ``kernelforge trust remove`` takes to remove it.
+    """
+    scope = ", ".join(new)
+    if old is None:
+        print(f"trusted {label} for {scope}")
+    elif old != new:
+        print(f"{label}: trusted for {', '.join(old)} before, now for {scope}")
+    elif not asked:
+        widen = "" if "*" in new else (
+            " (--repo adds repositories to it; --repo '*' trusts it for all)")
+        print(f"{label} was already trusted; it stays trusted for {scope} only{widen}")
+    else:
+        print(f"{label} was already trusted for {scope}, which covers "
+              f"{', '.join(asked)}; its repositories stay the same (to narrow them: "
+              f"'kernelforge trust remove {shlex.quote(remove_as)}', then add it again "
+              "with --repo)")
+
+
 def _trust_add(args: argparse.Namespace) -> None:
     """``trust add``: a new key, or more repositories (or a new name) for a trusted one,
     saying what changed."""
@@ -300,23 +354,22 @@ def _trust_add(args: argparse.Namespace) -> None:
     text = _public_key_text(args.key)
     old = trust.load_store().key(PublicKey.parse(text).key_id)  # for the message only
     key = trust.add_key(text, name=args.name, repos=tuple(args.repo) if args.repo else None)
-    scope = ", ".join(key.repos)
-    if old is None:
-        print(f"trusted key {key.key_id} ({key.name or 'unnamed'}) for {scope}")
-        return
-    label = f"key {key.key_id} ({key.name or 'unnamed'})"
-    if old.name != key.name:
+    if old is not None and old.name != key.name:
         print(f"renamed key {key.key_id}: {old.name or 'unnamed'} -> {key.name or 'unnamed'}")
-    if old.repos != key.repos:
-        print(f"{label}: trusted for {', '.join(old.repos)} before, now for {scope}")
-    elif not args.repo:
-        widen = "" if "*" in key.repos else (
-            " (--repo adds repositories to it; --repo '*' trusts it for all)")
-        print(f"{label} was already trusted; it stays trusted for {scope} only{widen}")
-    else:
-        print(f"{label} was already trusted for {scope}, which covers "
-              f"{', '.join(args.repo)}; its repositories stay the same (to narrow them: "
-              f"'kernelforge trust remove {key.key_id}', then add it again with --repo)")
+    _say_scope(f"key {key.key_id} ({key.name or 'unnamed'})",
+               None if old is None else old.repos, key.repos, args.repo, key.key_id)
+
+
+def _trust_add_sigstore(args: argparse.Namespace) -> None:
+    """``trust add-sigstore``: as ``trust add``, the repositories of an identity already
+    trusted are added to, never replaced, and the message says what changed."""
+    from kernelforge import trust
+
+    old = trust.load_store().identity(args.identity.strip(), args.issuer)  # for the message
+    ident = trust.add_sigstore_identity(args.identity, issuer=args.issuer,
+                                        repos=tuple(args.repo) if args.repo else None)
+    _say_scope(f"sigstore identity {ident.identity} ({ident.issuer})",
+               None if old is None else old.repos, ident.repos, args.repo, ident.identity)
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
@@ -325,10 +378,7 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     if args.action == "add":
         _trust_add(args)
     elif args.action == "add-sigstore":
-        ident = trust.add_sigstore_identity(args.identity, issuer=args.issuer,
-                                            repos=tuple(args.repo or ["*"]))
-        print(f"trusted sigstore identity {ident.identity} ({ident.issuer}) for "
-              f"{', '.join(ident.repos)}")
+        _trust_add_sigstore(args)
     elif args.action == "allow":
         trust.allow_repo(args.pattern)
         print(f"allowed {args.pattern} without a signature")
@@ -388,8 +438,10 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=_cmd_download)
 
     p = sub.add_parser("keygen", help="create a publisher signing key (ed25519)")
-    p.add_argument("--name", default="default", type=key_name_arg,
-                   help="key name: letters, digits, '.', '_' and '-' (default: default)")
+    p.add_argument("--name", default="default", type=key_label_arg,
+                   help="key name (default: default); without --out it names the file, "
+                        "so only letters, digits, '.', '_' and '-'; with --out it is only "
+                        "a label")
     p.add_argument("--out", help="private key file (default: <config>/keys/NAME.pem)")
     p.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="trust it yourself only for these repositories (org/*, repeatable; "
@@ -397,7 +449,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--no-trust", action="store_true", help="do not add it to your trust store")
     p.add_argument("--force", action="store_true",
                    help="replace an existing key file (and untrust the replaced key)")
-    p.set_defaults(func=_cmd_keygen)
+    p.set_defaults(func=_cmd_keygen,
+                   check_args=lambda args, parser=p: _check_keygen_args(parser, args))
 
     p = sub.add_parser("trust", help="manage trusted publisher keys and allowed repositories")
     tsub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -412,7 +465,9 @@ def add_commands(sub: Any) -> None:
     t.add_argument("identity")
     t.add_argument("--issuer", default="https://token.actions.githubusercontent.com")
     t.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
-                   help="only for these repositories: org/name or org/* (repeatable)")
+                   help="only for these repositories: org/name or org/* (repeatable; "
+                        "default: * for a new identity; a trusted identity gets these "
+                        "added to its repositories, and keeps them when --repo is left out)")
     t = tsub.add_parser("allow", help="allow a repository (or org/*) without a signature")
     t.add_argument("pattern", type=pattern_arg, help="org/name or org/*")
     t = tsub.add_parser("remove", help="remove a key id, sigstore identity or allowed repo")

@@ -373,8 +373,9 @@ def locate_local(
         if not base.is_dir():
             raise HubError(f"path: {root} does not exist ({expected})")
         if not (root / "build").is_dir() and (root / "build.toml").is_file():
-            raise HubError(f"path: {root} is a kernel project without a build/ directory; "
-                           f"build it first (kernelforge build {root})")
+            from kernelforge.hub._staging import unbuilt_project
+
+            raise HubError(f"path: {unbuilt_project(root)}")
         names = sorted(p.name for p in base.iterdir() if p.is_dir())
         if not any((base / name / "metadata.json").is_file() for name in names):
             raise HubError(f"path: {base} holds no build variant (no subdirectory with a "

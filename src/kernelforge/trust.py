@@ -152,6 +152,11 @@ class TrustStore:
         """The trusted key with this id, if any."""
         return next((k for k in self.keys if k.key_id == key_id), None)
 
+    def identity(self, identity: str, issuer: str = GITHUB_ISSUER) -> SigstoreIdentity | None:
+        """The trusted sigstore identity with this identity and issuer, if any."""
+        return next((s for s in self.sigstore
+                     if (s.identity, s.issuer) == (identity, issuer)), None)
+
     def identities_for(self, repo_id: str) -> list[SigstoreIdentity]:
         """The sigstore identities trusted for ``repo_id``."""
         return [s for s in self.sigstore if s.covers(repo_id)]
@@ -271,6 +276,23 @@ def _merge_patterns(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ..
     return tuple(p for p in merged if not covered(p))
 
 
+def _scope(old: tuple[str, ...] | None, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The patterns an entry is trusted for once ``wanted`` is added: the rule shared by
+    keys and sigstore identities, so adding one twice never narrows or silently widens it.
+
+    Args:
+        old: the stored entry's patterns; ``None`` for a new entry.
+        wanted: the checked patterns asked for; ``None`` when none were given.
+
+    Returns:
+        ``wanted`` (``("*",)`` when ``None``) for a new entry; for a stored one its own
+        patterns when ``wanted`` is ``None``, else both merged (:func:`_merge_patterns`).
+    """
+    if old is None:
+        return wanted or ("*",)
+    return old if wanted is None else _merge_patterns(old, wanted)
+
+
 def add_key(
     public_key: str,
     *,
@@ -312,12 +334,9 @@ def add_key(
 
     def change(s: TrustStore) -> TrustStore:
         old = s.key(key.key_id)
-        if old is None:
-            entry = TrustedKey(key.key_id, key.text, name or "", wanted or ("*",))
-        else:
-            entry = TrustedKey(key.key_id, key.text, old.name if name is None else name,
-                               old.repos if wanted is None else _merge_patterns(old.repos,
-                                                                                wanted))
+        label = old.name if old is not None and name is None else (name or "")
+        entry = TrustedKey(key.key_id, key.text, label,
+                           _scope(None if old is None else old.repos, wanted))
         stored.append(entry)
         # A stored entry keeps its place, so 'kernelforge trust list' does not reorder.
         keys = tuple(entry if k.key_id == key.key_id else k for k in s.keys
@@ -332,28 +351,52 @@ def add_sigstore_identity(
     identity: str,
     *,
     issuer: str = GITHUB_ISSUER,
-    repos: tuple[str, ...] = ("*",),
+    repos: tuple[str, ...] | None = None,
     path: str | os.PathLike[str] | None = None,
 ) -> SigstoreIdentity:
-    """Trust a sigstore signer identity (for ``metadata.json.sigstore`` bundles).
+    """Trust a sigstore signer identity (for ``metadata.json.sigstore`` bundles), or
+    widen the trust in one already in the store.
+
+    The same rule as :func:`add_key`: an identity already trusted (same identity and
+    issuer) keeps its entry, and ``repos`` are *added* to its patterns, never replacing
+    them. Leaving ``repos`` out keeps its scope; widening it to every repository takes
+    an explicit ``repos=("*",)``. To narrow it, :func:`remove` it and add it again.
 
     Args:
         identity: the certificate identity (a workflow URI for GitHub Actions).
         issuer: the OIDC issuer URL.
-        repos: the repository patterns it may sign for.
+        repos: the repository patterns it may sign for (``("*",)``: any); ``None`` keeps
+            a stored identity's patterns and means ``("*",)`` for a new one.
         path: the store file; ``None`` for the default.
 
     Returns:
-        The stored :class:`SigstoreIdentity`.
+        The stored :class:`SigstoreIdentity` (compare it with
+        ``load_store().identity(identity, issuer)`` read before the call to see what
+        changed).
+
+    Raises:
+        TrustError: an empty identity or an issuer that is not an https:// URL.
+        ValueError: a malformed pattern.
     """
     if not identity.strip() or not issuer.startswith("https://"):
         raise TrustError(f"identity {identity!r} / issuer {issuer!r}: expected a non-empty "
                          "identity and an https:// issuer URL")
-    entry = SigstoreIdentity(identity.strip(), issuer, _check_patterns(tuple(repos)))
-    _update(path, lambda s: replace(s, sigstore=tuple(
-        i for i in s.sigstore if (i.identity, i.issuer) != (entry.identity, entry.issuer)
-    ) + (entry,)))
-    return entry
+    ident = identity.strip()
+    wanted = None if repos is None else _check_patterns(tuple(repos))
+    stored: list[SigstoreIdentity] = []
+
+    def change(s: TrustStore) -> TrustStore:
+        old = s.identity(ident, issuer)
+        entry = SigstoreIdentity(ident, issuer, _scope(None if old is None else old.repos,
+                                                       wanted))
+        stored.append(entry)
+        # A stored entry keeps its place, so 'kernelforge trust list' does not reorder.
+        sig = tuple(entry if (i.identity, i.issuer) == (ident, issuer) else i
+                    for i in s.sigstore)
+        return replace(s, sigstore=sig if old is not None else sig + (entry,))
+
+    _update(path, change)
+    return stored[-1]
 
 
 def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> None:

@@ -23,7 +23,7 @@ import filelock
 
 from kernelforge import _durable
 from kernelforge.errors import HubError
-from kernelforge.hub._staging import Staged, check_digests, stage_build
+from kernelforge.hub._staging import Staged, build_file_error, check_digests, stage_build
 from kernelforge.hub.base import (
     CARD_BRANCH,
     COMMIT_RE,
@@ -182,7 +182,12 @@ class LocalHubWriter:
     def _locked(self, repo: Path) -> Iterator[None]:
         """Hold ``repo``'s write lock (creating the repository directory). The hub's
         files cannot be written (the root is a file, no permission, no space, the lock
-        is held too long): a :class:`HubError` naming the hub, never an ``OSError``."""
+        is held too long): a :class:`HubError` naming the hub, never an ``OSError``.
+
+        Only errors about the hub's own paths (or about no path: a write that ran out
+        of space) blame the hub; an ``OSError`` about a file elsewhere, which the body
+        should have reported itself (:func:`~kernelforge.hub._staging.build_file_error`),
+        names that file and says the hub is not at fault."""
         problem = self._root_problem()
         if problem is not None:
             raise HubError(f"cannot write to the hub: {problem}")
@@ -198,6 +203,9 @@ class LocalHubWriter:
             ) from err
         except OSError as err:
             what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+            if err.filename is not None and not _in_tree(err.filename, self.root):
+                raise HubError(f"{err.filename}: {err.strerror or err} (a file outside the hub "
+                               f"{self.root}; no revision was written)") from err
             raise HubError(f"writing to the hub {self.root} failed ({what})") from err
 
     def _commit_main(
@@ -244,7 +252,15 @@ class LocalHubWriter:
         tmp = repo / "tmp" / secrets.token_hex(8)
         tmp.mkdir(parents=True)
         try:
-            recorded = _durable.copy_tree(tmp, staged.files if staged else (), None)
+            try:
+                recorded = _durable.copy_tree(tmp, staged.files if staged else (), None)
+            except OSError as err:
+                # A file of the build that cannot be read is the build's problem, not
+                # the hub's: say which file (the copy under tmp/ is removed below).
+                source = _failed_source(err, staged)
+                if source is None or staged is None:
+                    raise
+                raise build_file_error(source, err, staged) from err
             if staged is not None:
                 check_digests(tmp, staged, recorded)
                 if signer is not None:
@@ -285,6 +301,24 @@ class LocalHubWriter:
             raise
         _durable.write_ref(head, commit)
         return self.revision(repo_id, commit)
+
+
+def _in_tree(filename: str | bytes | int, root: Path) -> bool:
+    """Whether an ``OSError``'s ``filename`` lies under ``root`` (as spelt, or once both
+    are resolved, so a hub reached through a link still counts)."""
+    if isinstance(filename, int):  # a file descriptor: the hub's own open files
+        return True
+    path = Path(os.fsdecode(filename))
+    return (path.is_relative_to(root)
+            or path.resolve().is_relative_to(root.resolve()))
+
+
+def _failed_source(err: OSError, staged: Staged | None) -> Path | None:
+    """The file of ``staged`` that ``err`` is about, if it is one of them."""
+    if staged is None or err.filename is None or isinstance(err.filename, int):
+        return None
+    failed = Path(os.fsdecode(err.filename))
+    return next((src for src, _rel in staged.files if src == failed), None)
 
 
 def _clean_leftovers(repo: Path) -> None:

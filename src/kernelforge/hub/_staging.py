@@ -19,8 +19,8 @@ from kernelforge.digest import (
 )
 from kernelforge.errors import HubError, IntegrityError
 
-__all__ = ["Staged", "check_digests", "parse_metadata", "publish_integrity_error", "read_metadata",
-           "stage_build"]
+__all__ = ["Staged", "build_file_error", "check_digests", "parse_metadata",
+           "publish_integrity_error", "read_metadata", "stage_build", "unbuilt_project"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,52 @@ class Staged:
     variants: tuple[str, ...]
     digests: dict[str, dict[str, Any]]
     build_dir: Path | None = None
+
+
+def unbuilt_project(project: str | os.PathLike[str]) -> str:
+    """The refusal of a kernel project that has no ``build/`` directory yet, with the fix.
+
+    One text for every command and function that needs a build (``publish``,
+    :meth:`~kernelforge.hub.LocalHub.publish`, ``get_local_kernel``).
+
+    Args:
+        project: the project directory, as the user gave it.
+
+    Returns:
+        ``"<project> is a kernel project without a build/ directory; build it first
+        (kernelforge build <project>)"``.
+    """
+    return (f"{project} is a kernel project without a build/ directory; build it first "
+            f"(kernelforge build {project})")
+
+
+def _rebuild_command(variant_dir: Path) -> str:
+    """``kernelforge build <project>`` for a variant of ``<project>/build/``, else the
+    bare command (the build directory is not in a kernel project)."""
+    project = variant_dir.parent.parent
+    return (f"kernelforge build {project}" if (project / "build.toml").is_file()
+            else "kernelforge build")
+
+
+def build_file_error(path: Path, err: OSError, staged: Staged) -> HubError:
+    """The error for a file of the build that cannot be read while it is published.
+
+    Args:
+        path: the file (one of ``staged.files``).
+        err: what reading it raised.
+        staged: the build being published.
+
+    Returns:
+        A :class:`HubError` naming the build's file (not the hub, which is unchanged)
+        and the fixes.
+    """
+    rel = next((r for src, r in staged.files if src == path), None)
+    variant_dir = _source_dir(staged, rel.split("/")[1]) if rel else path.parent
+    return HubError(
+        f"{path}: cannot read this file of the build being published "
+        f"({err.strerror or err}); nothing was published. Make it readable, or rebuild "
+        f"({_rebuild_command(variant_dir)}), then publish again"
+    )
 
 
 def read_metadata(variant_dir: Path) -> dict[str, Any]:
@@ -133,20 +179,14 @@ def stage_build(build_dir: Path, version: int) -> Staged:
     if not build_dir.is_dir():
         project = build_dir.parent
         if build_dir.name == "build" and (project / "build.toml").is_file():
-            raise HubError(
-                f"{project} is a kernel project without a build/ directory; "
-                f"build it first (kernelforge build {project})"
-            )
+            raise HubError(unbuilt_project(project))
         raise HubError(f"build_dir: {build_dir} is not a directory (expected a build/ "
                        "directory, or the project directory holding it)")
     if not any((p / "metadata.json").is_file() for p in build_dir.iterdir() if p.is_dir()):
         if (build_dir / "build").is_dir():  # the project directory was given
             build_dir = build_dir / "build"
         elif (build_dir / "build.toml").is_file():
-            raise HubError(
-                f"{build_dir} is a kernel project without a build/ directory; "
-                f"build it first (kernelforge build {build_dir})"
-            )
+            raise HubError(unbuilt_project(build_dir))
     files: list[tuple[Path, str]] = []
     variants: list[str] = []
     digests: dict[str, dict[str, Any]] = {}
@@ -179,13 +219,17 @@ def stage_build(build_dir: Path, version: int) -> Staged:
     return Staged(tuple(files), tuple(variants), digests, build_dir)
 
 
-def check_digests(copy_root: Path, staged: Staged, recorded: dict[str, str]) -> None:
-    """Check the copied files against each variant's metadata digest, where there is one.
+def check_digests(copy_root: Path | None, staged: Staged, recorded: dict[str, str]) -> None:
+    """Check the files to publish against each variant's metadata digest, where there is
+    one. Every hub checks what it publishes with this, so a changed build is refused in
+    the same words everywhere.
 
     Args:
-        copy_root: the directory the revision was copied into.
+        copy_root: the directory the revision was copied into; ``None`` when nothing
+            was copied (the files are read from ``staged.build_dir``).
         staged: the build.
-        recorded: ``{relpath: base64 sha256}`` computed while copying.
+        recorded: ``{relpath: base64 sha256}`` of the bytes being published (computed
+            while copying or reading them).
 
     Raises:
         IntegrityError: a variant's files do not match its digest (each file named):
@@ -197,8 +241,9 @@ def check_digests(copy_root: Path, staged: Staged, recorded: dict[str, str]) -> 
         expected = block["files"]
         if block["algorithm"] != DEFAULT_ALGORITHM:  # recorded holds sha256: rehash
             try:
-                verify_tree(copy_root / "build" / variant, expected,
-                            algorithm=block["algorithm"])
+                tree = (copy_root / "build" / variant if copy_root is not None
+                        else _source_dir(staged, variant))
+                verify_tree(tree, expected, algorithm=block["algorithm"])
             except IntegrityError as err:
                 raise publish_integrity_error(_source_dir(staged, variant),
                                               err.problems) from None
@@ -230,9 +275,7 @@ def publish_integrity_error(variant_dir: Path, problems: list[str]) -> Integrity
         (not "load") and names the fix: rebuild the project.
     """
     err = IntegrityError(variant_dir, problems)
-    project = variant_dir.parent.parent
-    how = (f"kernelforge build {project}" if (project / "build.toml").is_file()
-           else "kernelforge build")
+    how = _rebuild_command(variant_dir)
     err.args = (
         f"refusing to publish {variant_dir}: its files do not match the digests its "
         "metadata.json records (they changed after the build):\n"

@@ -36,6 +36,7 @@ from kernelforge.hub.base import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.hub._staging import Staged
     from kernelforge.signing import SigningKey
 
 __all__ = ["HfHub", "hf_offline"]
@@ -473,7 +474,11 @@ class HfHub:
             The new :class:`~kernelforge.hub.base.Revision`.
 
         Raises:
-            HubError: the build is unfit to publish or the Hub refused the commit.
+            HubError: the build is unfit to publish (or a file of it cannot be read)
+                or the Hub refused the commit.
+            IntegrityError: a variant's files do not match its recorded digest
+                ("refusing to publish", as :meth:`LocalHub.publish
+                <kernelforge.hub.LocalHub.publish>` says).
             TrustError: ``signer`` is given but a variant's ``metadata.json`` records
                 no file digests (a signature would not cover its code).
         """
@@ -492,7 +497,7 @@ class HfHub:
             from kernelforge.signing import check_signable
 
             check_signable(staged.digests, build_dir)
-        _verify_staged(Path(build_dir), staged)
+        contents = _read_staged(staged)  # checked, then uploaded: the same bytes
         branch = f"v{version}"
         self._call("creating the repository", repo_id, "create_repo", repo_id,
                    repo_type=REPO_TYPE, exist_ok=True)
@@ -501,8 +506,8 @@ class HfHub:
         parent = self._refs(repo_id)[0].get(branch)
         ops: list[Any] = []
         new_paths = set()
-        for src, rel in staged.files:
-            data = src.read_bytes()
+        for _src, rel in staged.files:
+            data = contents[rel]
             if signer is not None and rel.endswith("/metadata.json") and rel.count("/") == 2:
                 variant = rel.split("/")[1]
                 sig = signer.sign_variant(variant, data)
@@ -535,14 +540,25 @@ class HfHub:
         return Revision(repo_id, commit, branch, parent, time.time(), message, staged.variants)
 
 
-def _verify_staged(build_dir: Path, staged: Any) -> None:
-    """Check each staged variant against its metadata digest before uploading it."""
-    from kernelforge.digest import verify_tree
+def _read_staged(staged: Staged) -> dict[str, bytes]:
+    """The bytes of every staged file, ``{relpath: data}``, checked against each variant's
+    metadata digest as a local publish checks its copy (same refusal, same words).
 
-    base = build_dir / "build" if (build_dir / "build").is_dir() else build_dir
-    for variant, block in staged.digests.items():
-        if block:
-            verify_tree(base / variant, block["files"], algorithm=block["algorithm"])
+    Raises:
+        HubError: a file of the build cannot be read (naming it).
+        IntegrityError: a variant's files do not match its digest.
+    """
+    from kernelforge.digest import b64_sha256
+    from kernelforge.hub._staging import build_file_error, check_digests
+
+    contents: dict[str, bytes] = {}
+    for src, rel in staged.files:
+        try:
+            contents[rel] = src.read_bytes()
+        except OSError as err:
+            raise build_file_error(src, err, staged) from err
+    check_digests(None, staged, {rel: b64_sha256(data) for rel, data in contents.items()})
+    return contents
 
 
 def _check_download(files_dir: Path) -> dict[str, str]:
