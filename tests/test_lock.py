@@ -292,16 +292,28 @@ def test_download_all_variants_is_enough_for_an_offline_load(
     assert loader.load_kernel(REPO, lockfile=lock, hub=offline).__name__ == module_id
 
 
-def test_a_kernels_lock_listing_a_repository_twice_loads_the_first(tmp_path: Path) -> None:
+@pytest.mark.parametrize("order", [[1, 2], [2, 1]])
+def test_a_kernels_lock_listing_a_repository_twice_loads_the_first_in_their_order(
+        tmp_path: Path, order: list[int]) -> None:
+    """Hugging Face's reader keeps a kernels.lock as a map sorted by request (versions
+    ascending), and a load by name takes its repository's first entry there, whatever
+    the order in the file: so does ours."""
     lock = tmp_path / "kernels.lock"
     lock.write_text(json.dumps([
-        {"dependency": {"repo-id": REPO, "version": 1}, "lock": {"commit": "1" * 40}},
-        {"dependency": {"repo-id": REPO, "version": 2}, "lock": {"commit": "2" * 40}},
-    ]))
-    assert read_lock(lock).require(REPO).commit == "1" * 40  # as Hugging Face's kernels
+        {"dependency": {"repo-id": REPO, "version": v}, "lock": {"commit": str(v) * 40}}
+        for v in order]))
+    assert read_lock(lock).require(REPO).commit == "1" * 40
     kernels_locking = pytest.importorskip("kernels.locking")
     locks, dep = kernels_locking.get_locked_kernel_revision(REPO, lock)
     assert locks[dep].commit == "1" * 40
+
+
+def test_a_kernels_lock_listing_a_request_twice_is_refused(tmp_path: Path) -> None:
+    lock = tmp_path / "kernels.lock"
+    entry = {"dependency": {"repo-id": REPO, "version": 1}, "lock": {"commit": "1" * 40}}
+    lock.write_text(json.dumps([entry, {**entry, "lock": {"commit": "2" * 40}}]))
+    with pytest.raises(LockError, match=f"{REPO} version 1 is listed twice"):
+        read_lock(lock)
 
 
 def test_a_project_without_a_lock_file_names_both(tmp_path: Path) -> None:
@@ -723,9 +735,10 @@ def test_load_kernel_says_it_never_downloads_not_that_hf_hub_offline_is_set(
 def test_the_kernels_lock_pins_kernel_depends_for_both_loaders(
     hf: HfHub, tmp_path: Path, key
 ) -> None:
-    """The kernels.lock written beside kernelforge.lock lists each kernel, then each
-    kernel-depends request it pins, as Hugging Face's ``kernels lock`` does; their loader
-    resolves a dependency by its exact request in that list, and so does ours."""
+    """The kernels.lock written beside kernelforge.lock lists each kernel and each
+    kernel-depends request it pins, sorted as Hugging Face's ``kernels lock`` writes it;
+    their loader resolves a dependency by its exact request in that list, and so does
+    ours."""
     pytest.importorskip("kernels.deps")
     from kernels._rust import KernelLocks
 
@@ -736,8 +749,8 @@ def test_the_kernels_lock_pins_kernel_depends_for_both_loaders(
                           hub=hf)
     assert result.hf_path is not None
     doc = json.loads(result.hf_path.read_text())
-    assert [e["dependency"] for e in doc] == [{"repo-id": REPO, "version": 1},
-                                             {"repo-id": OTHER, "version": 1}]
+    assert [e["dependency"] for e in doc] == [{"repo-id": OTHER, "version": 1},  # sorted
+                                             {"repo-id": REPO, "version": 1}]
     # Hugging Face's reader takes it, and finds the dependency's exact request
     theirs = KernelLocks.from_json(result.hf_path.read_text())
     [wanted] = KernelLocks.from_json(json.dumps(
@@ -752,8 +765,9 @@ def test_the_kernels_lock_pins_kernel_depends_for_both_loaders(
 def test_a_kernels_lock_in_their_order_pins_the_dependency(
     hf: HfHub, api: FakeHfApi, tmp_path: Path, key, caplog, monkeypatch
 ) -> None:
-    """Hugging Face's ``kernels lock`` writes the dependencies first; the entry of the
-    dependency pins it for the kernel that needs it, with no unpinned warning."""
+    """A kernels.lock whose dependency entry comes first (Hugging Face's ``kernels lock``
+    sorts by repository): that entry pins the dependency for the kernel that needs it,
+    with no unpinned warning."""
     pytest.importorskip("kernels.deps")
     dep_commit, _ = publish(hf, OTHER, tmp_path / "dep", key=key, value=1)
     main_commit, _ = publish_needing(hf, REPO, tmp_path / "main",
@@ -780,3 +794,31 @@ def test_a_kernels_lock_in_their_order_pins_the_dependency(
     assert loader.load_kernel(REPO, lockfile=lock, hub=offline,
                               trust_remote_code=True).VALUE == 10
 
+
+
+def test_a_project_kernel_shadowed_by_a_dependency_in_the_kernels_lock_is_said(
+    hf: HfHub, tmp_path: Path, key, caplog
+) -> None:
+    """The project asks for OTHER version 2 and REPO, whose kernel-depends asks for OTHER
+    version 1. kernels.lock can name OTHER only by request, and a load by name takes the
+    first in sorted order (version 1), in Hugging Face's loader and ours alike; locking
+    says so, and kernelforge.lock keeps the two apart."""
+    pytest.importorskip("kernels.deps")
+    from kernels.locking import get_locked_kernel_revision
+
+    v1, _ = publish(hf, OTHER, tmp_path / "dep1", key=key, value=1)
+    v2, _ = publish(hf, OTHER, tmp_path / "dep2", version=2, key=key, value=2)
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER, "version": 1}],
+                    uses(OTHER), key=key)
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        result = lock_project(project(tmp_path, "[tool.kernels.dependencies]\n"
+                                                f'"{REPO}" = 1\n"{OTHER}" = 2\n'), hub=hf)
+    assert result.hf_path is not None
+    assert [(e["dependency"]["repo-id"], e["dependency"]["version"])
+            for e in json.loads(result.hf_path.read_text())] == [(OTHER, 1), (OTHER, 2),
+                                                                 (REPO, 1)]
+    said = [r.getMessage() for r in caplog.records if "takes its first entry" in r.getMessage()]
+    assert len(said) == 1 and f"{OTHER} version 1" in said[0] and "version 2" in said[0]
+    locks, dep = get_locked_kernel_revision(OTHER, result.hf_path)
+    assert locks[dep].commit == v1 == read_lock(result.hf_path).require(OTHER).commit
+    assert read_lock(result.path).require(OTHER).commit == v2

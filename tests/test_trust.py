@@ -143,6 +143,22 @@ def test_readding_a_sigstore_identity_adds_repositories_like_a_key() -> None:
     assert trust.load_store().identity(WORKFLOW, "https://gitlab.com").repos == ("g/*",)
 
 
+def test_an_empty_list_of_repositories_is_refused(env: dict[str, Path]) -> None:
+    """repos=() would trust for nothing, or (as a missing value) for everything: neither
+    is what was asked, so it is refused, for keys and identities, new or stored."""
+    public = signing.generate_key(env["config"] / "k.pem").public.text
+    for _ in range(2):  # new, then stored
+        with pytest.raises(ValueError, match="repos: an empty list trusts for nothing"):
+            trust.add_key(public, repos=())
+        with pytest.raises(ValueError, match="repos: an empty list trusts for nothing"):
+            trust.add_sigstore_identity(WORKFLOW, repos=())
+        trust.add_key(public, repos=("org/*",))
+        trust.add_sigstore_identity(WORKFLOW, repos=("org/*",))
+    store = trust.load_store()
+    assert store.identity(WORKFLOW).repos == ("org/*",)  # type: ignore[union-attr]
+    assert [k.repos for k in store.keys] == [("org/*",)]
+
+
 def test_corrupt_store_is_named(env: dict[str, Path]) -> None:
     path = env["config"] / "trust.json"
     path.parent.mkdir(parents=True)
@@ -345,7 +361,8 @@ def test_cli_trust_add_sigstore_again_merges_and_says_what_changed(env: dict[str
     out = capsys.readouterr().out
     assert f"{label} was already trusted for org/*, which covers org/other; its " \
            "repositories stay the same" in out
-    assert f"'kernelforge trust remove {WORKFLOW}', then add it again with --repo" in out
+    assert (f"'kernelforge trust remove {WORKFLOW}', then add it again with --issuer "
+            f"{trust.GITHUB_ISSUER} --repo, and again for each other issuer") in out
     assert main(["trust", "add-sigstore", WORKFLOW]) == 0  # widened to *?
     out = capsys.readouterr().out
     assert f"{label} was already trusted; it stays trusted for org/* only" in out

@@ -319,7 +319,7 @@ def _public_key_text(spec: str) -> str:
 
 
 def _say_scope(label: str, old: tuple[str, ...] | None, new: tuple[str, ...],
-               asked: list[str] | None, remove_as: str) -> None:
+               asked: list[str] | None, remove_as: str, add_again: str = "--repo") -> None:
     """Say what ``trust add`` or ``add-sigstore`` did to an entry's repositories.
 
     Args:
@@ -328,6 +328,7 @@ def _say_scope(label: str, old: tuple[str, ...] | None, new: tuple[str, ...],
         new: its patterns now.
         asked: the ``--repo`` values (``None``: none given).
         remove_as: what ``kernelforge trust remove`` takes to remove it.
+        add_again: the options that add it again with a narrower scope, in the hint.
     """
     scope = ", ".join(new)
     if old is None:
@@ -342,7 +343,7 @@ def _say_scope(label: str, old: tuple[str, ...] | None, new: tuple[str, ...],
         print(f"{label} was already trusted for {scope}, which covers "
               f"{', '.join(asked)}; its repositories stay the same (to narrow them: "
               f"'kernelforge trust remove {shlex.quote(remove_as)}', then add it again "
-              "with --repo)")
+              f"with {add_again})")
 
 
 def _trust_add(args: argparse.Namespace) -> None:
@@ -368,8 +369,11 @@ def _trust_add_sigstore(args: argparse.Namespace) -> None:
     old = trust.load_store().identity(args.identity.strip(), args.issuer)  # for the message
     ident = trust.add_sigstore_identity(args.identity, issuer=args.issuer,
                                         repos=tuple(args.repo) if args.repo else None)
+    # `trust remove IDENTITY` removes the identity under every issuer: the hint says so
     _say_scope(f"sigstore identity {ident.identity} ({ident.issuer})",
-               None if old is None else old.repos, ident.repos, args.repo, ident.identity)
+               None if old is None else old.repos, ident.repos, args.repo, ident.identity,
+               add_again=f"--issuer {shlex.quote(ident.issuer)} --repo, and again for each "
+                         "other issuer it was trusted under")
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:

@@ -432,6 +432,44 @@ def _depends_from_json(repo_id: str, raw: Any,
     return out
 
 
+def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
+    """The kernels of a Hugging Face ``kernels.lock``, read as their loader reads it.
+
+    Its entries form one map from a request (``repo-id`` with ``version`` or
+    ``revision``) to a commit: a request listed twice is refused, as their reader refuses
+    it. A kernel loaded by name takes the first of its repository's entries in their
+    order (versions ascending, then revisions; the order their ``kernels lock`` writes),
+    and every entry also pins its exact request for the kernels that list it in
+    ``kernel-depends`` (the list is flat: every kernel of the dependency tree).
+    """
+    first: dict[str, tuple[tuple[Any, ...], LockedKernel]] = {}
+    pins: dict[DependencyKey, LockedKernel] = {}
+    for n, item in enumerate(doc):
+        dep = item.get("dependency") if isinstance(item, dict) else None
+        lock = item.get("lock") if isinstance(item, dict) else None
+        repo_id = dep.get("repo-id") if isinstance(dep, dict) else None
+        commit = lock.get("commit") if isinstance(lock, dict) else None
+        if not isinstance(dep, dict) or not isinstance(repo_id, str) or not is_commit(commit):
+            raise LockError(f"{p}: entry {item!r} is not {{dependency: {{repo-id}}, "
+                            "lock: {commit}}")
+        requested = {k: v for k, v in dep.items() if k != "repo-id"}
+        entry = LockedKernel(repo_id, repo_id, str(commit), None, None, requested, None)
+        try:
+            key: DependencyKey | None = dependency_key(dep)
+        except ValueError:
+            key = None  # not an exact request ("version": ">=2"): by name only, in file order
+        if key is not None:
+            if key in pins:
+                raise LockError(f"{p}: {describe_dependency(key)} is listed twice (Hugging "
+                                "Face's kernels refuses such a file too); keep one entry, or "
+                                "run 'kernelforge lock' / 'kernels lock' again")
+            pins[key] = entry
+        order = (0, *_key_order(key)) if key is not None else (1, n)
+        if repo_id not in first or order < first[repo_id][0]:
+            first[repo_id] = (order, entry)
+    return {name: dataclasses.replace(k, depends=dict(pins)) for name, (_o, k) in first.items()}
+
+
 def read_lock(path: str | os.PathLike[str]) -> LockFile:
     """Read a ``kernelforge.lock`` or a Hugging Face ``kernels.lock``.
 
@@ -457,29 +495,7 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
     except (OSError, ValueError) as err:
         raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
     if isinstance(doc, list):  # Hugging Face's kernels.lock
-        kernels: dict[str, LockedKernel] = {}
-        pins: dict[DependencyKey, LockedKernel] = {}
-        for item in doc:
-            dep = item.get("dependency") if isinstance(item, dict) else None
-            lock = item.get("lock") if isinstance(item, dict) else None
-            repo_id = dep.get("repo-id") if isinstance(dep, dict) else None
-            commit = lock.get("commit") if isinstance(lock, dict) else None
-            if not isinstance(dep, dict) or not isinstance(repo_id, str) or not is_commit(commit):
-                raise LockError(f"{p}: entry {item!r} is not {{dependency: {{repo-id}}, "
-                                "lock: {commit}}")
-            requested = {k: v for k, v in dep.items() if k != "repo-id"}
-            entry = LockedKernel(repo_id, repo_id, str(commit), None, None, requested, None)
-            # A repository listed twice (say, at two versions for two dependents): the
-            # first entry is the one loaded by name, as Hugging Face's kernels does.
-            kernels.setdefault(repo_id, entry)
-            try:  # each entry also pins its exact request for the kernels that depend on it
-                pins.setdefault(dependency_key(dep), entry)
-            except ValueError:
-                pass  # not a request a kernel-depends entry can make ("version": ">=2")
-        # The list is flat (Hugging Face's `kernels lock` writes every kernel of the
-        # dependency tree), so every kernel's kernel-depends are looked up in all of it.
-        return LockFile(p, "kernels", {name: dataclasses.replace(k, depends=dict(pins))
-                                       for name, k in kernels.items()})
+        return LockFile(p, "kernels", _kernels_lock_entries(doc, p))
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise LockError(f"{p}: not a lock file (expected \"format\": {FORMAT!r}, or Hugging "
                         "Face's kernels.lock list)")
@@ -510,19 +526,32 @@ def _hf_entry(k: LockedKernel) -> dict[str, Any]:
 
 
 def _hf_entries(kernels: list[LockedKernel]) -> list[dict[str, Any]]:
-    """Hugging Face's ``kernels.lock``: the project's kernels first (their loader finds a
-    kernel by its first entry), then every ``kernel-depends`` request they pin, once each
-    (their loader resolves each dependency's exact request in the same flat list)."""
-    out = [_hf_entry(k) for k in kernels]
-    written = {json.dumps(e["dependency"], sort_keys=True) for e in out}
+    """Hugging Face's ``kernels.lock``: the project's kernels and every ``kernel-depends``
+    request they pin, once each, in their reader's order (by repository, versions
+    ascending, then revisions), as their ``kernels lock`` writes it: their loader
+    resolves a dependency by its exact request, and a kernel loaded by name by the first
+    entry of its repository. Where a dependency of the same repository sorts before a
+    project kernel, a load by name takes the dependency's pin: that is logged."""
+    entries: dict[DependencyKey, dict[str, Any]] = {}
+    for k in kernels:
+        top = _hf_entry(k)
+        entries.setdefault(dependency_key(top["dependency"]), top)
     for k in kernels:
         for key, dep in (k.depends or {}).items():
-            entry = {"dependency": _request_json(key), "lock": {"commit": dep.commit}}
-            text = json.dumps(entry["dependency"], sort_keys=True)
-            if text not in written:
-                written.add(text)
-                out.append(entry)
-    return out
+            entries.setdefault(key, {"dependency": _request_json(key),
+                                     "lock": {"commit": dep.commit}})
+    ordered = sorted(entries.items(), key=lambda kv: _key_order(kv[0]))
+    for k in kernels:
+        top_key = dependency_key(_hf_entry(k)["dependency"])
+        shadow = next(key for key, _e in ordered if key[0] == top_key[0])
+        if shadow != top_key:
+            logger.warning(
+                "%s: Hugging Face's kernels, loading %s by name from kernels.lock, takes "
+                "its first entry, %s (a kernel-depends entry), not the project's %s; "
+                "kernelforge.lock keeps them apart (load with it, or give them one version)",
+                HF_LOCK_FILE, k.repo_id, describe_dependency(shadow),
+                describe_dependency(top_key))
+    return [entry for _key, entry in ordered]
 
 
 # --- locking ---------------------------------------------------------------------------------

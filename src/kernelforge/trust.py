@@ -287,7 +287,14 @@ def _scope(old: tuple[str, ...] | None, wanted: tuple[str, ...] | None) -> tuple
     Returns:
         ``wanted`` (``("*",)`` when ``None``) for a new entry; for a stored one its own
         patterns when ``wanted`` is ``None``, else both merged (:func:`_merge_patterns`).
+
+    Raises:
+        ValueError: ``wanted`` is empty (it would trust for nothing, or read as ``*``).
     """
+    if wanted is not None and not wanted:
+        raise ValueError("repos: an empty list trusts for nothing; pass patterns "
+                         "('org/*', 'org/name' or '*'), or None to keep the scope (a new "
+                         "entry: every repository)")
     if old is None:
         return wanted or ("*",)
     return old if wanted is None else _merge_patterns(old, wanted)
@@ -324,7 +331,8 @@ def add_key(
         read before the call to see what changed).
 
     Raises:
-        TrustError: the key cannot be read. ValueError: a malformed pattern.
+        TrustError: the key cannot be read.
+        ValueError: a malformed pattern, or an empty ``repos``.
     """
     from kernelforge.signing import PublicKey
 
@@ -376,7 +384,7 @@ def add_sigstore_identity(
 
     Raises:
         TrustError: an empty identity or an issuer that is not an https:// URL.
-        ValueError: a malformed pattern.
+        ValueError: a malformed pattern, or an empty ``repos``.
     """
     if not identity.strip() or not issuer.startswith("https://"):
         raise TrustError(f"identity {identity!r} / issuer {issuer!r}: expected a non-empty "
