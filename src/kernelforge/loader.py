@@ -337,9 +337,10 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
             raise HubError(f"cyclic kernel dependency: {' -> '.join([*names, repo_id])}")
         chain.append(wanted)
         try:
-            pinned = _lock_pin(locks, wanted) if locks is not None else None
-            if locks is not None and pinned is not None:
-                return _load_pinned(locks, wanted, pinned)
+            if locks is not None:
+                pinned = _lock_pin(locks, wanted)
+                if pinned is not None:
+                    return _load_pinned(locks, wanted, pinned)
             return _load_unpinned(wanted)
         except Exception as err:
             if hasattr(err, "add_note"):  # Python >= 3.11
@@ -351,11 +352,10 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
     def _lock_pin(locks: _LockPins, wanted: Pin) -> LockedKernel | None:
         from kernelforge.lock import warn_unpinned
 
-        key = wanted  # checked by _pinned: a valid request
-        depends = locks.top.depends
-        found = depends.get(key) if depends is not None else None
+        depends = locks.top.depends  # keyed by request, as _pinned checked ``wanted``
+        found = depends.get(wanted) if depends is not None else None
         if found is None:
-            warn_unpinned(logger, locks.lock, locks.top, key, parent)
+            warn_unpinned(logger, locks.lock, locks.top, wanted, parent)
         return found
 
     def _load_pinned(locks: _LockPins, wanted: Pin, dep: LockedKernel) -> ModuleType:
@@ -587,26 +587,22 @@ def _locate(
                       check_arch=check_arch, allow=trust_remote_code, announce=announce)
 
 
-def _read_locked(repo_id: str,
-                 lockfile: str | os.PathLike[str] | None) -> tuple[LockFile, LockedKernel]:
+def _locate_locked(
+    repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
+    check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
+) -> tuple[LockFile, LockedKernel, Plan]:
+    """The lock file, its entry for ``repo_id`` and where that entry's build is."""
+    from kernelforge.locate import locate_locked
     from kernelforge.lock import read_lock
 
     if lockfile is None:
         raise ValueError("lockfile: pass the path of the project's kernelforge.lock (or "
                          "kernels.lock), written by 'kernelforge lock PROJECT'")
     lock = read_lock(lockfile)
-    return lock, lock.require(repo_id)
-
-
-def _locate_locked(
-    repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
-    check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
-) -> Plan:
-    from kernelforge.locate import locate_locked
-
-    lock, locked = _read_locked(repo_id, lockfile)
-    return locate_locked(locked, lockfile=str(lock.path), backend=backend, hub=hub,
-                         check_arch=check_arch, allow=trust_remote_code, cache_only=cache_only)
+    locked = lock.require(repo_id)
+    return lock, locked, locate_locked(locked, lockfile=str(lock.path), backend=backend,
+                                       hub=hub, check_arch=check_arch,
+                                       allow=trust_remote_code, cache_only=cache_only)
 
 
 def _load_locked(
@@ -615,11 +611,8 @@ def _load_locked(
 ) -> ModuleType:
     """Load what a lock pins for ``repo_id``, and its ``kernel-depends`` as the lock pins
     them."""
-    from kernelforge.locate import locate_locked
-
-    lock, locked = _read_locked(repo_id, lockfile)
-    plan = locate_locked(locked, lockfile=str(lock.path), backend=backend, hub=hub,
-                         check_arch=check_arch, allow=trust_remote_code, cache_only=cache_only)
+    lock, locked, plan = _locate_locked(repo_id, lockfile, backend, hub, check_arch,
+                                        trust_remote_code, cache_only)
     return _load_plan(plan, _dependencies(repo_id, hub, backend, check_arch, trust_remote_code,
                                           cache_only, locks=_LockPins(lock, locked)))
 
@@ -842,8 +835,8 @@ def kernel_info(
     validate_repo_id(repo_id)
     _check_selector(revision, version)
     if lockfile is not None:
-        plan = _locate_locked(repo_id, lockfile, backend, hub, check_arch, trust_remote_code,
-                              cache_only=False)
+        _lock, _locked, plan = _locate_locked(repo_id, lockfile, backend, hub, check_arch,
+                                              trust_remote_code, cache_only=False)
     else:
         plan = _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code,
                        announce=False)

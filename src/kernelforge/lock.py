@@ -269,13 +269,12 @@ def warn_unpinned(log: logging.Logger, lock: LockFile, locked: LockedKernel,
         key: the request that is not pinned.
         parent: who lists it (a repository, or a repository and variant).
     """
-    if locked.depends is not None:
-        why = ("it has no entry for that request" if lock.kind == "kernels"
-               else f"its entry for {locked.repo_id} does not list it")
-    elif lock.kind == "kernels":  # (read_lock gives its entries depends: not reached)
-        why = "the kernels.lock has no entry for that request"
-    else:
+    if locked.depends is None:  # (read_lock gives every kernels.lock entry its depends)
         why = "the lock was written before kernelforge pinned dependencies"
+    elif lock.kind == "kernels":
+        why = "it has no entry for that request"
+    else:
+        why = f"its entry for {locked.repo_id} does not list it"
     log.warning(
         "%s (a kernel-depends entry of %s) is not pinned by %s (%s): it is taken as "
         "get_kernel would choose it (the newest commit of that version or revision, checked "
@@ -532,17 +531,17 @@ def _hf_entries(kernels: list[LockedKernel]) -> list[dict[str, Any]]:
     resolves a dependency by its exact request, and a kernel loaded by name by the first
     entry of its repository. Where a dependency of the same repository sorts before a
     project kernel, a load by name takes the dependency's pin: that is logged."""
+    tops = [(k, _hf_entry(k)) for k in kernels]
     entries: dict[DependencyKey, dict[str, Any]] = {}
-    for k in kernels:
-        top = _hf_entry(k)
+    for _k, top in tops:
         entries.setdefault(dependency_key(top["dependency"]), top)
     for k in kernels:
         for key, dep in (k.depends or {}).items():
             entries.setdefault(key, {"dependency": _request_json(key),
                                      "lock": {"commit": dep.commit}})
     ordered = sorted(entries.items(), key=lambda kv: _key_order(kv[0]))
-    for k in kernels:
-        top_key = dependency_key(_hf_entry(k)["dependency"])
+    for k, top in tops:
+        top_key = dependency_key(top["dependency"])
         shadow = next(key for key, _e in ordered if key[0] == top_key[0])
         if shadow != top_key:
             logger.warning(
@@ -576,16 +575,23 @@ Needs = list[tuple[DependencyKey, str]]  # (request, who asks for it), for messa
 _Memo = dict[DependencyKey, tuple["LockedKernel", Needs]]
 
 
-def _dependency_keys(meta: dict[str, Any], where: str) -> list[DependencyKey]:
+def _dependency_keys(meta: dict[str, Any], where: str | None) -> list[DependencyKey]:
     """The requests of a variant's ``kernel-depends``.
 
+    Args:
+        meta: the variant's metadata.
+        where: its ``metadata.json`` for messages: a malformed list or entry is refused;
+            ``None``: left out (a load refuses it, naming it).
+
     Raises:
-        HubError: a malformed list or entry (a load of the variant refuses it too).
+        HubError: with ``where``, a malformed list or entry.
     """
     from kernelforge.errors import HubError
 
     entries = meta.get("kernel-depends") or []
     if not isinstance(entries, list):
+        if where is None:
+            return []
         raise HubError(f"{where}: 'kernel-depends' must be a list of {{repo-id, version | "
                        f"revision}}, got {entries!r}; ask the publisher to fix it")
     keys = []
@@ -593,8 +599,10 @@ def _dependency_keys(meta: dict[str, Any], where: str) -> list[DependencyKey]:
         try:
             keys.append(dependency_key(entry))
         except ValueError as err:
-            raise HubError(f"{where}: 'kernel-depends': entry {entry!r} is not {{repo-id, "
-                           f"version | revision}} ({err}); ask the publisher to fix it") from None
+            if where is not None:
+                raise HubError(f"{where}: 'kernel-depends': entry {entry!r} is not {{repo-id, "
+                               f"version | revision}} ({err}); ask the publisher to fix it"
+                               ) from None
     return keys
 
 
@@ -838,24 +846,11 @@ def _fetch_dependencies(hub: Any, variant_dir: Path, backend: str | None,
     from kernelforge.hub._staging import read_metadata
 
     out: list[tuple[str, str, Path]] = []
-    for key in _entry_keys(read_metadata(variant_dir)):
+    for key in _dependency_keys(read_metadata(variant_dir), None):
         if key not in seen:
             seen.add(key)
             out += _fetch_dependency(hub, key, backend, seen)
     return out
-
-
-def _entry_keys(meta: dict[str, Any]) -> list[DependencyKey]:
-    """The well-formed requests of a variant's ``kernel-depends`` (a load refuses the
-    others, naming them)."""
-    entries = meta.get("kernel-depends") or []
-    keys = []
-    for entry in entries if isinstance(entries, list) else []:
-        try:
-            keys.append(dependency_key(entry))
-        except ValueError:
-            continue
-    return keys
 
 
 @dataclass
@@ -890,7 +885,7 @@ class _Download:
         from kernelforge.locate import hub_for_lock
 
         out: list[tuple[str, str, Path]] = []
-        for key in _entry_keys(read_metadata(variant_dir)):
+        for key in _dependency_keys(read_metadata(variant_dir), None):
             dep = top.depends.get(key) if top.depends is not None else None
             if dep is None:
                 if key not in self.seen:
