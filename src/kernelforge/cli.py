@@ -15,7 +15,6 @@ kernelforge and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -146,15 +145,18 @@ def _recorded_source_hashes(build_dir: Path) -> dict[str, str]:
     """``{variant: provenance source-sha256}`` of the variants in ``build_dir`` that
     record one (kernelforge builds do; others, and unreadable metadata, are left to
     the publish checks)."""
+    from kernelforge.errors import HubError
+    from kernelforge.hub._staging import read_metadata
+
     found: dict[str, str] = {}
     for vdir in sorted(build_dir.iterdir()):
         if vdir.name.startswith(".") or not (vdir / "metadata.json").is_file():
             continue
         try:
-            meta = json.loads((vdir / "metadata.json").read_bytes())
-        except (OSError, ValueError):
+            meta = read_metadata(vdir)
+        except HubError:
             continue
-        prov = meta.get("provenance") if isinstance(meta, dict) else None
+        prov = meta.get("provenance")
         source = prov.get("source-sha256") if isinstance(prov, dict) else None
         if isinstance(source, str):
             found[vdir.name] = source

@@ -33,6 +33,7 @@ from kernelforge.hub.local import HUB_ENV
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.lock import LockedKernel
     from kernelforge.policy import AllowArg, TrustDecision, TrustRequest
+    from kernelforge.variants import SystemFacts
 
 __all__ = [
     "LOCAL_KERNELS_ENV",
@@ -250,16 +251,18 @@ MetaReader = Callable[[str], tuple[bytes, dict[str, Any]]]
 
 
 def _choose(
-    names: list[str], read_meta: MetaReader, what: str, backend: str | None, check_arch: bool
+    names: list[str], read_meta: MetaReader, what: str, backend: str | None, check_arch: bool,
+    facts: SystemFacts | None = None,
 ) -> tuple[str, bytes, dict[str, Any], tuple[str, ...]]:
-    """Resolve a variant among ``names``; check GPU archs in preference order.
+    """Resolve a variant among ``names`` for ``facts`` (detected when not given); check
+    GPU archs in preference order.
 
     Returns:
         ``(variant name, metadata bytes, metadata, trace lines)``.
     """
     from kernelforge import variants
 
-    facts = variants.detect_system()
+    facts = facts or variants.detect_system()
     resolution = variants.resolve_variant(names, facts, backend=backend)
     trace = [str(d) for d in resolution.trace]
     resolution.require(what)  # raises with the full trace when nothing fits
@@ -455,7 +458,10 @@ def locate_hub(
     from kernelforge import revisions, variants
     from kernelforge.digest import b64_sha256
 
-    variants.check_backend(backend)  # before the revision is chosen (and announced)
+    # this process's facts once, for the backend check before the revision is chosen (and
+    # announced) and for the choice of the variant
+    facts = variants.detect_system() if backend is not None else None
+    variants.check_backend(backend, facts)
     overrides = local_overrides()
     if repo_id in overrides:
         logger.info("%s: loading from %s (%s)", repo_id, overrides[repo_id], LOCAL_KERNELS_ENV)
@@ -466,7 +472,7 @@ def locate_hub(
     where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
              else f"revision {sel.commit[:7]}")
     name, data, meta, trace = _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None),
-                                      f"{sel.repo_id} ({where})", backend, check_arch)
+                                      f"{sel.repo_id} ({where})", backend, check_arch, facts)
     req, decision = trust_request(h, sel.repo_id, sel.commit, name, data, allow, None)
     info = KernelInfo(sel.repo_id, sel.branch, sel.commit, name,
                       _cached_path(h, sel.repo_id, sel.commit, name), trace, meta["id"],

@@ -171,10 +171,10 @@ def _pick(
         )
     notes.append(f"version {version} requested: branch v{version} -> commit "
                  f"{versions[version][:12]}")
-    if version < newest and announce:
-        logger.warning("%s: loading version %d as requested; version %d is available "
-                       "(pass version=%d to use it)", repo_id, version, newest, newest)
     if version < newest:
+        if announce:
+            logger.warning("%s: loading version %d as requested; version %d is available "
+                           "(pass version=%d to use it)", repo_id, version, newest, newest)
         notes.append(f"a newer version exists: {newest}")
     return f"v{version}", versions[version]
 

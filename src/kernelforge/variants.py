@@ -320,11 +320,12 @@ class Resolution:
         return "\n".join(lines)
 
 
-def check_backend(backend: str | None) -> None:
+def check_backend(backend: str | None, facts: SystemFacts | None = None) -> None:
     """Raise :class:`VariantError` when ``backend`` cannot be chosen in this process (an
-    unknown name, or one torch here does not support), before anything is looked up."""
+    unknown name, or one torch here does not support), before anything is looked up;
+    ``facts``: this process's, when the caller has them (else detected)."""
     if backend is not None:
-        _select_backend(detect_system(), backend)
+        _select_backend(facts or detect_system(), backend)
 
 
 def _select_backend(facts: SystemFacts, backend: str | None) -> tuple[str, tuple[int, int] | None]:

@@ -182,8 +182,6 @@ def _swap_into_place(staging: Path, final: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-
-
 @functools.lru_cache(maxsize=1)
 def _machine() -> str:
     """Which process-id space this process lives in, as 8 hex digits: the host, its boot

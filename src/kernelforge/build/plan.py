@@ -214,6 +214,21 @@ def iter_project_files(root: Path, listed: Iterable[str] = (),
     return sorted(found.items(), key=lambda item: _walk_order(item[0]))
 
 
+def _package_tree(root: Path, python_name: str) -> list[tuple[Path, Path]]:
+    """``(path relative to the package, path)`` of every file of ``torch-ext/<python_name>/``
+    but bytecode and ``__pycache__`` (a symlink to a folder is not entered)."""
+    package = root / "torch-ext" / python_name
+    if not package.is_dir():
+        return []
+    found: list[tuple[Path, Path]] = []
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package)
+        if "__pycache__" in rel.parts or not path.is_file() or path.suffix == ".pyc":
+            continue
+        found.append((rel, path))
+    return found
+
+
 def package_files(root: Path, python_name: str, pyext: Iterable[str]
                   ) -> list[tuple[str, Path]]:
     """The files of the Python package ``torch-ext/<python_name>/`` that a build copies
@@ -221,18 +236,9 @@ def package_files(root: Path, python_name: str, pyext: Iterable[str]
     suffix is one of ``pyext`` (``[torch] pyext``) at any depth, dot-files and folders
     named ``build`` included, but bytecode and ``__pycache__``; a symlink to a folder
     is not entered."""
-    package = root / "torch-ext" / python_name
     suffixes = {"." + ext.lstrip(".") for ext in pyext}
-    files: list[tuple[str, Path]] = []
-    if not package.is_dir():
-        return files
-    for path in sorted(package.rglob("*")):
-        rel = path.relative_to(package)
-        if "__pycache__" in rel.parts or not path.is_file() or path.suffix == ".pyc":
-            continue
-        if path.suffix in suffixes:
-            files.append((f"torch-ext/{python_name}/{rel.as_posix()}", path))
-    return files
+    return [(f"torch-ext/{python_name}/{rel.as_posix()}", path)
+            for rel, path in _package_tree(root, python_name) if path.suffix in suffixes]
 
 
 def unshipped_package_files(root: Path, python_name: str, pyext: Iterable[str]) -> list[str]:
@@ -240,18 +246,10 @@ def unshipped_package_files(root: Path, python_name: str, pyext: Iterable[str]) 
     out of the variant because their suffix is not one of ``pyext``, relative to the
     project, for a note (bytecode, ``__pycache__`` and dot-files or dot-folders, which
     tools and editors write, are not named)."""
-    package = root / "torch-ext" / python_name
     suffixes = {"." + ext.lstrip(".") for ext in pyext}
-    if not package.is_dir():
-        return []
-    left_out: list[str] = []
-    for path in sorted(package.rglob("*")):
-        rel = path.relative_to(package)
-        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
-            continue
-        if path.is_file() and path.suffix != ".pyc" and path.suffix not in suffixes:
-            left_out.append(f"torch-ext/{python_name}/{rel.as_posix()}")
-    return left_out
+    return [f"torch-ext/{python_name}/{rel.as_posix()}"
+            for rel, path in _package_tree(root, python_name)
+            if path.suffix not in suffixes and not any(p.startswith(".") for p in rel.parts)]
 
 
 def _walk_order(rel: str) -> list[tuple[int, str]]:

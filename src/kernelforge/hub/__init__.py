@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from kernelforge.hub.base import Fetched, Hub, Revision, validate_repo_id
-from kernelforge.hub.local import EMPTY_HUB, LocalHub, default_root
+from kernelforge.hub.local import LocalHub, default_root
 
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.hub.hf import HfHub
@@ -47,13 +47,11 @@ def as_hub(hub: Hub | str | os.PathLike[str] | None) -> Hub:
 
     Raises:
         TypeError: ``hub`` is none of these.
-        ValueError: ``hub`` is an empty string (``None`` is the default hub; an empty
-            ``$KERNELFORGE_HUB`` counts as unset).
+        ValueError: ``hub`` is an empty string (:class:`LocalHub` refuses it; ``None``
+            is the default hub, and an empty ``$KERNELFORGE_HUB`` counts as unset).
     """
     if isinstance(hub, Hub):
         return hub
-    if isinstance(hub, str) and not hub.strip():
-        raise ValueError(EMPTY_HUB)
     if hub is None:
         env = os.environ.get("KERNELFORGE_HUB", "")
         if env.strip().lower() in HF_NAMES:
