@@ -2,7 +2,8 @@
 # Build, test, benchmark and sanitize the kernel on a Hopper machine, as named stages.
 # Each stage logs to /tmp/gemmlogs/<stage>.log; the logs are packed into
 # $OUT/logs.tar.gz and the benchmark tables written to $OUT/gemm.{md,json} (OUT defaults
-# to /tmp/out). Wheels the machine lacks (nvidia-cutlass, platformdirs, ...) are taken
+# to /tmp/out). Wheels the machine lacks (nvidia-cutlass, platformdirs, Hugging Face's
+# kernels and its dependencies for tests/gpu/test_gemm_interop.py, ...) are taken
 # from .whl/ when it has no package index. Usage (from the repository root):
 #   bash kernels/gemm/dev/run_gpu.sh STAGE...
 # Stages:
@@ -39,7 +40,7 @@ run() {  # name timeout cmd...
   python3 -c "import torch;print(torch.__version__, torch.version.cuda)"; } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 site() {
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$root/src
 }
 # CUTLASS's headers from the nvidia-cutlass wheel in .whl/, for builds outside kernelforge.
