@@ -6,6 +6,7 @@ import dataclasses
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -164,6 +165,10 @@ MALFORMED = [
     ("tvm-ffi-cu126-x86_64-linux", "unrecognised form"),
     ("torch29-cxx11-cu126-x86_64-Linux", "unrecognised form"),
     (" torch-cuda", "unrecognised form"),
+    # Only ASCII digits: Hugging Face's loader skips these names too.
+    ("torch\u066211-cxx11-cpu-x86_64-linux", "unrecognised form"),
+    ("torch211-cxx11-cu1\u0662\u0668-x86_64-linux", "unrecognised form"),
+    ("torch-stable-abi\u06629-cpu-x86_64-linux", "unrecognised form"),
 ]
 
 
@@ -378,6 +383,23 @@ CHOICES = [
         id="no-torch",
     ),
     pytest.param(CUDA_129, [], None, id="empty"),
+    pytest.param(
+        CPU_213, ["torch\u066213-cxx11-cpu-x86_64-linux"], None, id="non-ascii-digits-rejected"
+    ),
+    # A minor above 9: the name's tag is compared, as Hugging Face's loader compares it,
+    # so "rocm610" (which also reads as ROCm 61.0) fits ROCm 6.10 and not ROCm 6.1.
+    pytest.param(
+        facts(backend="rocm", backend_version=(6, 10)),
+        ["torch211-cxx11-rocm61-x86_64-linux", "torch211-cxx11-rocm610-x86_64-linux"],
+        "torch211-cxx11-rocm610-x86_64-linux",
+        id="rocm-minor-above-9-by-tag",
+    ),
+    pytest.param(
+        facts(backend="rocm", backend_version=(6, 1)),
+        ["torch211-cxx11-rocm610-x86_64-linux", "torch211-cxx11-rocm61-x86_64-linux"],
+        "torch211-cxx11-rocm61-x86_64-linux",
+        id="rocm61-not-rocm610",
+    ),
 ]
 
 
@@ -616,3 +638,80 @@ def test_detect_system_checks_the_current_gpu_only(monkeypatch) -> None:
     found = v.detect_system()
     assert found.gpu_archs == ("9.0",)
     assert arch_supported(["9.0a"], found)[0]
+
+
+def _npu_torch() -> types.SimpleNamespace:
+    """Just what backend detection reads of a torch with torch_npu loaded."""
+    return types.SimpleNamespace(
+        backends=types.SimpleNamespace(mps=types.SimpleNamespace(is_available=lambda: False)),
+        version=types.SimpleNamespace(cuda=None, hip=None, xpu=None),
+        _C=types.SimpleNamespace(_get_privateuse1_backend_name=lambda: "npu"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("reported", "version"),
+    [("8.1.RC1", (8, 1)), ("8.0.0", (8, 0)), ("10.2.RC1", (10, 2)), ("not known", None)],
+)
+def test_cann_version_is_read_from_torch_npu(monkeypatch, reported: str, version) -> None:
+    """An Ascend torch names its CANN version, so cann81 builds fit a CANN 8.1 process
+    (before, the version was never read and every CANN build was rejected)."""
+    from kernelforge import variants as v
+
+    module = types.ModuleType("torch_npu.utils.collect_env")
+    module.get_cann_version = lambda: reported  # type: ignore[attr-defined]
+    for name in ("torch_npu", "torch_npu.utils"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "torch_npu.utils.collect_env", module)
+    assert v._torch_backend(_npu_torch()) == ("cann", version)
+    found = facts(torch_version=(2, 9, 0), backend="cann", backend_version=version, cpu="aarch64")
+    names = ["torch29-cxx11-cann81-aarch64-linux", "torch-npu"]
+    best = resolve_variant(names, found).chosen
+    assert str(best) == (names[0] if version == (8, 1) else "torch-npu")
+
+
+def test_cann_version_unknown_without_torch_npu(monkeypatch) -> None:
+    from kernelforge import variants as v
+
+    monkeypatch.setitem(sys.modules, "torch_npu", None)  # import fails
+    assert v._torch_backend(_npu_torch()) == ("cann", None)
+
+
+class _FakeCudart:
+    """A CUDA runtime library that answers cudaRuntimeGetVersion with ``number``."""
+
+    def __init__(self, number: int, status: int = 0) -> None:
+        self.number, self.status = number, status
+
+    def cudaRuntimeGetVersion(self, out) -> int:  # noqa: N802 (the C function's name)
+        out._obj.value = self.number
+        return self.status
+
+
+@pytest.mark.parametrize(
+    ("library", "runtime", "expected"),
+    [
+        ("libcudart.so.12", _FakeCudart(12080), ("cuda", (12, 8))),
+        ("libcudart.so.13", _FakeCudart(13000), ("cuda", (13, 0))),
+        ("libcudart.so.13", _FakeCudart(0, status=35), ("cpu", None)),  # runtime error
+        (None, None, ("cpu", None)),  # no CUDA runtime library
+    ],
+)
+def test_detect_system_without_torch_reads_the_cuda_runtime(
+    monkeypatch, library, runtime, expected
+) -> None:
+    """Without torch, a CUDA runtime library makes the backend cuda (as in Hugging Face's
+    loader), so a tvm-ffi CUDA build, which needs no torch, can be chosen."""
+    import ctypes
+    import ctypes.util
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # torch not installed
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: library)
+    monkeypatch.setattr(ctypes, "CDLL", lambda path: runtime)
+    found = detect_system()
+    assert found.torch_version is None and found.cxx11_abi is None
+    assert (found.backend, found.backend_version) == expected
+    if expected[0] == "cuda":
+        tvm = dataclasses.replace(found, tvm_ffi_version=(0, 1), cpu="x86_64", os="linux")
+        names = [f"tvm-ffi01-cu{expected[1][0]}0-x86_64-linux", "torch-cpu"]
+        assert str(resolve_variant(names, tvm).chosen) == names[0]

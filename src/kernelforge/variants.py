@@ -24,7 +24,7 @@ import re
 import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +49,17 @@ _FORMS = (
     "torch-<backend> or torch-universal; <compute> is cu<MAJ><MIN>, rocm<MAJ><MIN>, "
     "xpu<YEAR><MINOR>, cann<MAJ><MIN>, cpu, metal, neuron or tpu"
 )
+# Digits are ASCII only (re.ASCII): "torch\u066211" is not torch 2.11, and Hugging Face's
+# loader, whose versions are PEP 440 versions, skips such names too.
 _VERSION = r"(?P<major>\d)(?P<minor>0|[1-9]\d*)"
 _TAIL = r"-(?P<compute>[a-z]+\d*)-(?P<cpu>[a-z][a-z0-9_]*)-(?P<os>[a-z][a-z0-9_]*)"
-_ARCH_RE = re.compile(rf"torch{_VERSION}(?:-(?P<abi>cxx11|cxx98))?{_TAIL}")
-_STABLE_RE = re.compile(rf"torch-stable-abi{_VERSION}{_TAIL}")
-_TVM_RE = re.compile(rf"tvm-ffi{_VERSION}{_TAIL}")
-_NOARCH_RE = re.compile(r"torch-(?P<name>[a-z]+)")
+_ARCH_RE = re.compile(rf"torch{_VERSION}(?:-(?P<abi>cxx11|cxx98))?{_TAIL}", re.ASCII)
+_STABLE_RE = re.compile(rf"torch-stable-abi{_VERSION}{_TAIL}", re.ASCII)
+_TVM_RE = re.compile(rf"tvm-ffi{_VERSION}{_TAIL}", re.ASCII)
+_NOARCH_RE = re.compile(r"torch-(?P<name>[a-z]+)", re.ASCII)
 # The last digit is the minor version: cu126 is 12.6, xpu20252 is 2025.2.
-_COMPUTE_RE = re.compile(r"(?P<prefix>cu|rocm|xpu|cann)(?P<major>[1-9]\d*)(?P<minor>\d)")
+_COMPUTE = r"(?P<prefix>cu|rocm|xpu|cann)(?P<major>[1-9]\d*)(?P<minor>\d)"
+_COMPUTE_RE = re.compile(_COMPUTE, re.ASCII)
 
 
 class VariantKind(str, enum.Enum):
@@ -113,8 +116,11 @@ class Variant:
         object.__setattr__(self, "kind", VariantKind(self.kind))
         # A value is valid exactly when its canonical name reads back as the same value.
         name = str(self)
-        fields, problem = _parse(name)
-        if fields != astuple(self):
+        parsed, problem = _parse(name)
+        # (not dataclasses.astuple, which deep-copies: too slow for a loop over a listing)
+        mine = (self.kind, self.version, self.cxx11, self.backend, self.backend_version,
+                self.cpu, self.os)  # fmt: skip
+        if parsed != mine:
             why = problem or "which reads back as a different value"
             raise VariantError(f"{self!r} has no canonical variant name: {name!r}, {why}")
 
@@ -230,7 +236,8 @@ class SystemFacts:
     torch_version: tuple[int, int, int] | None
     #: whether torch uses the C++11 ABI; None off Linux, where names carry no ABI tag
     cxx11_abi: bool | None
-    #: one of BACKENDS: the compute backend torch was built for
+    #: one of BACKENDS: the compute backend torch was built for (without torch: cuda when
+    #: a CUDA runtime library is found, else cpu)
     backend: str
     #: (12, 9) for CUDA 12.9, (6, 3) for ROCm 6.3, (2025, 2) for XPU; None if unversioned
     backend_version: tuple[int, int] | None
@@ -387,12 +394,24 @@ def _judge(
                 False,
                 f"built for {built}, {here} here needs a {bver[0]}.x build up to {_ver(bver)}",
             )
-    elif v.backend != backend or v.backend_version != bver:
+    elif v.backend != backend or v.compute != _compute_tag(backend, bver):
+        # Other backends must match exactly, by the tag written in the name: with a
+        # minor above 9 (ROCm 6.10) the tag "rocm610" also reads as 61.0.
         return False, f"built for {built}, the backend here is {here}"
     elif v.backend == "metal" and (facts.macos_version or (0, 0)) < _METAL_MIN_MACOS:
         have = _ver(facts.macos_version) if facts.macos_version else "unknown"
         return False, f"Metal builds need macOS {_ver(_METAL_MIN_MACOS)}+, macOS here is {have}"
+    if v.backend != "cuda" and v.backend_version != bver:
+        built = f"{v.compute} (the tag written for {here} too)"
     return True, f"{framework}, {built} on {here}, {v.cpu}-{v.os}"
+
+
+def _compute_tag(backend: str, version: tuple[int, int] | None) -> str | None:
+    """The compute tag a build for ``backend`` ``version`` is named with (``rocm63``,
+    ``cpu``); ``None`` for a versioned backend whose version is unknown."""
+    if backend not in _PREFIX:
+        return backend
+    return None if version is None else f"{_PREFIX[backend]}{version[0]}{version[1]}"
 
 
 def _preference(v: Variant) -> tuple[int, ...]:
@@ -580,7 +599,9 @@ def detect_system() -> SystemFacts:
     Reads torch's version, C++ ABI, backend (CUDA, ROCm, Metal via MPS, XPU, ...) and
     its version, and the capability or arch of the GPU this process runs on (torch's
     current device; other visible GPUs are not checked, as in Hugging Face's ``kernels``).
-    Without torch the backend is cpu and ``torch_version`` is ``None``.
+    Without torch ``torch_version`` is ``None`` and the backend is cuda when the dynamic
+    loader finds a CUDA runtime library (its version), else cpu, as in their loader: a
+    tvm-ffi CUDA build needs no torch.
     """
     cpu, os_name = _host_platform()
     torch_version, cxx11, backend, bver, archs = None, None, "cpu", None, []
@@ -596,6 +617,10 @@ def detect_system() -> SystemFacts:
                 archs.append(str(torch.cuda.get_device_properties(index).gcnArchName).split(":")[0])
             else:
                 archs.append("{}.{}".format(*torch.cuda.get_device_capability(index)))
+    else:
+        cudart = _cudart_version()
+        if cudart is not None:
+            backend, bver = "cuda", cudart
     tvm = None
     if importlib.util.find_spec("tvm_ffi") is not None:
         import tvm_ffi  # type: ignore[import-not-found]
@@ -607,6 +632,24 @@ def detect_system() -> SystemFacts:
         torch_version, cxx11, backend, bver, cpu, os_name, tuple(archs), _running_python(),
         free_threaded, mac, tvm,
     )  # fmt: skip
+
+
+def _cudart_version() -> tuple[int, int] | None:
+    """``(major, minor)`` of the CUDA runtime library the dynamic loader finds; ``None``
+    when there is none or it does not answer."""
+    import ctypes
+    import ctypes.util
+
+    path = ctypes.util.find_library("cudart")
+    if path is None:
+        return None
+    try:
+        number = ctypes.c_int(0)
+        if ctypes.CDLL(path).cudaRuntimeGetVersion(ctypes.byref(number)) != 0:
+            return None
+    except (OSError, AttributeError):  # not loadable, or not a CUDA runtime
+        return None
+    return number.value // 1000, number.value % 1000 // 10  # 12080 is CUDA 12.8
 
 
 def _torch_backend(torch: Any) -> tuple[str, tuple[int, int] | None]:
@@ -626,8 +669,21 @@ def _torch_backend(torch: Any) -> tuple[str, tuple[int, int] | None]:
         return "xpu", _xpu_version(str(xpu))
     privateuse = getattr(torch._C, "_get_privateuse1_backend_name", None)
     if privateuse is not None and privateuse() == "npu":
-        return "cann", None
+        return "cann", _cann_version()
     return "cpu", None
+
+
+def _cann_version() -> tuple[int, int] | None:
+    """The Ascend CANN toolkit's major.minor as torch_npu reports it (``"8.1.RC1"`` is
+    8.1), the version ``cann81`` builds are named for; ``None`` when it cannot be read."""
+    try:
+        from torch_npu.utils.collect_env import (  # type: ignore[import-not-found]
+            get_cann_version,
+        )
+
+        return _major_minor(str(get_cann_version()))
+    except Exception:  # no torch_npu, or no toolkit where it looks: the version is unknown
+        return None
 
 
 def _version_triple(text: str) -> tuple[int, int, int]:
