@@ -63,6 +63,29 @@ def default_cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("kernelforge")) / "downloads"
 
 
+def _check_owner(path: Path) -> None:
+    """Refuse a cache file or directory that another user made (root aside): whoever can
+    write the cache chooses the bytes a load of an allowed, unsigned kernel runs.
+
+    Raises:
+        HubError: naming the path, its owner and the fix.
+    """
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # pragma: no cover - not POSIX
+        return
+    try:
+        owner = os.lstat(path).st_uid
+    except FileNotFoundError:
+        return
+    if owner not in (getuid(), 0):
+        raise HubError(
+            f"{path}: this download cache entry belongs to another user (uid {owner}), and "
+            "whoever writes the cache chooses the code a load runs; refusing to use it. Set "
+            f"{CACHE_ENV} to a directory only you can write (the default, in your user "
+            "cache directory, is), or remove the entry"
+        )
+
+
 def _safe_rel(path: str) -> tuple[str, ...]:
     parts = tuple(path.split("/"))
     if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
@@ -189,6 +212,7 @@ class DownloadCache:
         """A single file if it is cached, else ``None`` (never fetches)."""
         target = self._repo("files", repo_id).joinpath(self._check_commit(commit),
                                                        *_safe_rel(path))
+        _check_owner(target)
         return _read_bytes(target)
 
     def get_file(
@@ -220,6 +244,8 @@ class DownloadCache:
         parts = _safe_rel(path)
         target = self._repo("files", repo_id).joinpath(self._check_commit(commit), *parts)
         absent = target.with_name(target.name + _ABSENT)
+        _check_owner(target)
+        _check_owner(absent)
         data = _read_bytes(target)
         if data is not None or absent.exists():
             return data
@@ -268,8 +294,13 @@ class DownloadCache:
 
         Returns:
             The :class:`Entry`; its files are not re-checked here (the loader does that).
+
+        Raises:
+            HubError: the entry was made by another user (not root).
         """
         where = self._entry_dir(repo_id, commit, variant)
+        for path in (where, where / ENTRY_FILE, where / FILES_DIR):
+            _check_owner(path)
         doc = self._read_json(where / ENTRY_FILE)
         if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
             return None

@@ -289,6 +289,7 @@ def verify_variant(
     recorded: Mapping[str, str] | None = None,
     locked: Mapping[str, str] | None = None,
     bytecode: BytecodeRule = "allow-pycache",
+    metadata_data: bytes | None = None,
 ) -> dict[str, str]:
     """Check a variant directory against every digest known for it, hashing each file once.
 
@@ -304,6 +305,11 @@ def verify_variant(
             ``"allow-pycache"`` (default: ``__pycache__`` left out, since the loader never
             reads it; a ``*.pyc`` elsewhere, which a plain import would run in place of
             a missing source, refused) or ``"refuse"`` (all of it).
+        metadata_data: the bytes ``metadata`` was parsed from. Given, they are what is
+            checked as ``metadata.json`` (the file is not read again), so the digests
+            checked are those of the very bytes that were hashed: a file that changes
+            between two reads (a hub on a hostile file system) cannot show one version
+            to the parser and another to the hash.
 
     Returns:
         The sha256 of every file as found (``metadata.json`` left out), as
@@ -318,7 +324,10 @@ def verify_variant(
     root = Path(variant_dir)
     actual, problems = _tree(root, DEFAULT_ALGORITHM, bytecode=bytecode)
     meta_path = root / "metadata.json"
-    meta_sha = hash_file(meta_path) if meta_path.is_file() else None
+    if metadata_data is not None:
+        meta_sha: str | None = b64_sha256(metadata_data)
+    else:
+        meta_sha = hash_file(meta_path) if meta_path.is_file() else None
     with_meta = dict(actual)
     if meta_sha is not None:
         with_meta["metadata.json"] = meta_sha

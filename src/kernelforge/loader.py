@@ -128,24 +128,73 @@ def _cached(key: Hashable, make: Any) -> ModuleType:
 # --- importing ---------------------------------------------------------------------------
 
 
+# Every file of a kernel being (or once) imported, by absolute path, with the sha256 it
+# was verified with: the import runs exactly those bytes, or nothing.
+_verified: dict[str, str] = {}
+
+
+def _checked_bytes(path: str) -> bytes:
+    """The bytes of a kernel file, read once and checked against the digest it was
+    verified with, so that what runs is what was verified (a file changed, swapped or
+    added between the check and the import is refused, naming it)."""
+    from kernelforge.digest import b64_sha256
+
+    where = os.path.abspath(path)
+    expected = _verified.get(where)
+    if expected is None:
+        raise IntegrityError(os.path.dirname(where), [
+            f"extra: {os.path.basename(where)} (no digest covers it: it appeared after the "
+            "kernel was verified, or it is bytecode; refusing to import it. Remove it, or "
+            "fetch or publish the kernel again)"])
+    with open(where, "rb") as f:
+        data = f.read()
+    if b64_sha256(data) != expected:
+        raise IntegrityError(os.path.dirname(where), [
+            f"changed: {os.path.basename(where)} (after the kernel was verified, before "
+            "its import; something is writing to the kernel's files: load it from a "
+            "directory only you can write)"])
+    return data
+
+
 class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
-    """Compiles a module from its (verified) source every time: it reads no bytecode from
-    ``__pycache__``, which no digest covers, and writes none into the variant."""
+    """Compiles a module from its verified source every time: it reads no bytecode from
+    ``__pycache__``, which no digest covers, writes none into the variant, and compiles
+    the very bytes it checked against the digest."""
 
     def get_code(self, fullname: str) -> CodeType:
         path = self.get_filename(fullname)
-        return self.source_to_code(self.get_data(path), path)
+        return self.source_to_code(_checked_bytes(path), path)
+
+
+class _VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
+    """Loads an extension module by its path right after checking the file against its
+    digest (the dynamic loader reads it again, so a file swapped in that instant is not
+    caught: keep kernels in directories only you can write)."""
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        _checked_bytes(self.path)
+        return super().create_module(spec)  # type: ignore[no-any-return]
+
+
+class _RefusedBytecode(importlib.machinery.SourcelessFileLoader):
+    """Sourceless bytecode found beside a kernel's modules: never loaded (no digest
+    covers bytecode); listed so that the finder refuses it rather than letting Python's
+    own finders run it."""
 
 
 _LOADERS: tuple[tuple[Any, list[str]], ...] = (
-    (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+    (_VerifiedExtensionLoader, importlib.machinery.EXTENSION_SUFFIXES),
     (_SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES),
-)  # what a plain directory finder offers, less sourceless bytecode
+    (_RefusedBytecode, importlib.machinery.BYTECODE_SUFFIXES),
+)  # what a plain directory finder offers, each file checked against its digest
 
 
 class _KernelFinder(importlib.abc.MetaPathFinder):
     """Finds the modules of loaded kernel packages inside their variant directories with
-    :class:`_SourceOnlyLoader`, so that no submodule import runs bytecode either."""
+    loaders that check every file against its digest (:func:`_checked_bytes`), so that no
+    submodule import runs bytecode or a file that no digest covers. Inside a variant
+    directory it is the only finder: a module file that is not verified is refused,
+    never left to Python's own finders."""
 
     def __init__(self) -> None:
         self.packages: dict[str, tuple[str, str]] = {}  # module id -> (__init__.py, root)
@@ -170,6 +219,8 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
                 finder = self._finders[where] = importlib.machinery.FileFinder(where, *_LOADERS)
             spec = finder.find_spec(fullname, target)
             if spec is not None and spec.loader is not None:
+                if spec.origin is None or os.path.abspath(spec.origin) not in _verified:
+                    _checked_bytes(spec.origin or where)  # raises, naming the file
                 return spec
         return None  # namespace portions and other directories: the usual finders
 
@@ -202,7 +253,9 @@ def _package_init(variant_dir: Path, meta: Mapping[str, Any]) -> Path:
 
 
 def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
-                    deps: Mapping[str, ModuleType]) -> ModuleType:
+                    deps: Mapping[str, ModuleType], files: Mapping[str, str]) -> ModuleType:
+    root = os.path.abspath(variant_dir)
+    _verified.update({os.path.join(root, *rel.split("/")): sha for rel, sha in files.items()})
     init = _package_init(variant_dir, meta)
     spec = _package_spec(module_id, init)
     loader = spec.loader
@@ -416,6 +469,21 @@ def _loaded_elsewhere(
         return other, False
 
 
+def _read_metadata_once(variant_dir: Path) -> tuple[bytes, dict[str, Any]]:
+    """A variant's ``metadata.json``: its bytes, read once, and what they parse to (the
+    digests checked are those of the bytes parsed, whatever a second read would give)."""
+    from kernelforge.hub._staging import parse_metadata
+
+    path = variant_dir / "metadata.json"
+    if not path.is_file():
+        read_metadata(variant_dir)  # raises, saying it is missing
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise HubError(f"{path}: cannot be read ({err})") from err
+    return data, parse_metadata(data, str(path))
+
+
 def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
           deps: DepsLoader | None = None) -> ModuleType:
     """Verify and import a variant, once per directory and once per module id.
@@ -436,11 +504,11 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
         loaded = _by_path.get(key)
         if loaded is not None:
             return loaded.module
-        meta = read_metadata(variant_dir)
+        data, meta = _read_metadata_once(variant_dir)
         module_id = str(meta["id"])
         actual = verify_variant(variant_dir, meta, metadata_sha256=anchors.metadata_sha256,
                                 recorded=anchors.recorded, locked=anchors.locked,
-                                bytecode="allow-pycache")
+                                bytecode="allow-pycache", metadata_data=data)
         if not meta.get("digest") and anchors == _Anchors():
             logger.info("%s: no digest recorded; its files are not verified", variant_dir)
         digest = tuple(sorted(actual.items()))
@@ -481,7 +549,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
         if meta.get("kernel-depends"):
             load_deps = deps or _dependencies(str(variant_dir), None, None, True, False)
             needed = load_deps(meta)
-        module = _import_package(module_id, variant_dir, meta, needed)
+        module = _import_package(module_id, variant_dir, meta, needed, actual)
         loaded = _Loaded(module=module, path=Path(key), digest=digest)
         _by_path[key] = loaded
         _by_id[module_id] = loaded
@@ -541,6 +609,14 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
                        info.variant)
     commit = info.commit or ""
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant)
+    if plan.request.owned and not fetched.owned:
+        raise TrustError(
+            f"{info.repo} (variant {info.variant}): revision {commit[:12]} in the "
+            f"{plan.hub.describe()} was published by you when the trust policy looked, but "
+            "its commit record changed before the load (its owner mark no longer verifies); "
+            "refusing to load it. Something else writes to this hub: keep your hub in a "
+            "directory only you can write, and publish the kernel again"
+        )
     anchors = _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked)
     try:
         return _load(fetched.path, anchors, deps)

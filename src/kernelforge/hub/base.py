@@ -38,11 +38,13 @@ __all__ = [
 ]
 
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-REPO_ID_RE = re.compile(rf"^({_PART})/({_PART})$")
-REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-PREFIX_RE = re.compile(r"^[0-9a-f]{4,40}$")
-VERSION_BRANCH_RE = re.compile(r"^v(0|[1-9][0-9]*)$")
+# \Z, not $: '$' also matches before a trailing newline, which would let "org/name\n",
+# "v1\n" or a commit id with a newline through.
+REPO_ID_RE = re.compile(rf"^({_PART})/({_PART})\Z")
+REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}\Z")
+PREFIX_RE = re.compile(r"^[0-9a-f]{4,40}\Z")
+VERSION_BRANCH_RE = re.compile(r"^v(0|[1-9][0-9]*)\Z")
 
 #: The file on ``main`` that can redirect a repository elsewhere.
 STATUS_FILE = "kernel-status.toml"

@@ -395,8 +395,7 @@ class LocalHub(LocalHubWriter):
             ``{relpath in the revision: base64 sha256}``, e.g.
             ``{"build/torch-cpu/__init__.py": "..."}``.
         """
-        files = self._record(repo_id, commit).get("files", {})
-        return dict(files) if isinstance(files, dict) else {}
+        return self._files(self._record(repo_id, commit))
 
     def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
         """One file of a revision, as published.
@@ -427,11 +426,17 @@ class LocalHub(LocalHubWriter):
             ``True`` when the commit record carries a mark made with this user's owner
             key over exactly the recorded files (see :mod:`kernelforge.trust`).
         """
+        return self._owned(repo_id, commit, self._record(repo_id, commit))
+
+    @staticmethod
+    def _files(record: dict[str, Any]) -> dict[str, str]:
+        files = record.get("files", {})
+        return dict(files) if isinstance(files, dict) else {}
+
+    def _owned(self, repo_id: str, commit: str, record: dict[str, Any]) -> bool:
         from kernelforge.trust import check_owner_mark
 
-        record = self._record(repo_id, commit)
-        return check_owner_mark(record.get("owner"), repo_id, commit,
-                                self.recorded_files(repo_id, commit))
+        return check_owner_mark(record.get("owner"), repo_id, commit, self._files(record))
 
     def fetch_variant(
         self, repo_id: str, commit: str, variant: str, *, refresh: bool = False
@@ -447,13 +452,15 @@ class LocalHub(LocalHubWriter):
         Returns:
             The :class:`~kernelforge.hub.base.Fetched` variant: its directory, the
             digests recorded at publish time (``metadata.json`` included) and whether
-            this user published it.
+            this user published it. Both come from one read of the commit record, so the
+            digests the load checks are the ones the owner mark covers.
         """
         path = self.variant_path(repo_id, commit, variant)
         prefix = f"build/{variant}/"
-        recorded = {k[len(prefix):]: v for k, v in self.recorded_files(repo_id, commit).items()
+        record = self._record(repo_id, commit)
+        recorded = {k[len(prefix):]: v for k, v in self._files(record).items()
                     if k.startswith(prefix)}
-        return Fetched(path, recorded, owned=self.owned(repo_id, commit))
+        return Fetched(path, recorded, owned=self._owned(repo_id, commit, record))
 
     def verify(self, repo_id: str, commit: str) -> None:
         """Check every file of a commit against the digests recorded at publish time.

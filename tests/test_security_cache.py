@@ -1,0 +1,64 @@
+"""The download cache is private: an entry (or a single cached file) that another user
+made is refused, since whoever writes the cache chooses the code that a load of an
+allowed, unsigned kernel runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from kf_sharing import FakeHfApi, isolate, make_variant, uid
+
+from kernelforge import loader
+from kernelforge.errors import HubError
+from kernelforge.hub.hf import HfHub
+
+pytestmark = [pytest.mark.usefixtures("cpu_system"),
+              pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners")]
+
+REPO = "victim-org/relu"
+STRANGER = 54321
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+def _owned_by_a_stranger(path: Path, monkeypatch) -> None:
+    """Make ``path`` look like another user's file (chown as root, else pretend to be
+    someone else)."""
+    if os.getuid() == 0:
+        os.lchown(path, STRANGER, STRANGER)
+    else:
+        monkeypatch.setattr(os, "getuid", lambda: STRANGER)
+
+
+def _hub(env, tmp_path: Path) -> tuple[HfHub, str]:
+    hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=uid("cache"))
+    return hub, hub.publish(REPO, tmp_path / "p", version=1).commit
+
+
+def test_a_cache_entry_another_user_made_is_refused(env, tmp_path, monkeypatch) -> None:
+    hub, commit = _hub(env, tmp_path)
+    entry = hub.fetch_variant(REPO, commit, "torch-cpu")
+    _owned_by_a_stranger(entry.path.parent / "entry.json", monkeypatch)
+    with pytest.raises(HubError, match=r"belongs to another user .*KERNELFORGE_CACHE"):
+        loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO])
+
+
+def test_a_cached_file_another_user_made_is_refused(env, tmp_path, monkeypatch) -> None:
+    hub, commit = _hub(env, tmp_path)
+    path = "build/torch-cpu/metadata.json"
+    assert hub.read_file(REPO, commit, path) is not None
+    cached = env["cache"] / "files" / REPO / commit / path
+    _owned_by_a_stranger(cached, monkeypatch)
+    with pytest.raises(HubError, match="belongs to another user"):
+        hub.read_file(REPO, commit, path)
+
+
+def test_the_users_own_cache_loads(env, tmp_path) -> None:
+    hub, _commit = _hub(env, tmp_path)
+    assert loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO]).VALUE == 1

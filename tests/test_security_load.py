@@ -1,0 +1,229 @@
+"""What runs is what was verified: attacks on the window between the digest check and the
+import, on a metadata.json that reads differently twice, on a local-hub commit record
+rewritten between the trust decision and the load, and on names with a trailing newline.
+
+Each attack is staged in-process: the hub's files change right after the step the
+attacker races (a hostile hub on a file system it controls wins such races every time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from kf_sharing import isolate, make_variant, uid
+
+from kernelforge import digest, loader, signing, trust
+from kernelforge.errors import IntegrityError, TrustError
+from kernelforge.hub import LocalHub
+from kernelforge.hub.base import (
+    VERSION_BRANCH_RE,
+    check_ref_name,
+    is_commit,
+    validate_repo_id,
+    version_branches,
+)
+
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
+REPO = "victim-org/relu"
+EVIL = "PWNED = 1\ndef double(x):\n    return 2 * x\n"
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+def _writable(vdir: Path) -> None:
+    for dirpath, _dirs, files in os.walk(vdir):
+        os.chmod(dirpath, 0o755)
+        for name in files:
+            os.chmod(os.path.join(dirpath, name), 0o644)
+
+
+def _published(env, tmp_path: Path, module_id: str, **kw) -> tuple[LocalHub, str, Path]:
+    hub = LocalHub(env["hub"])
+    make_variant(tmp_path / "p", module_id=module_id, **kw)
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    _writable(vdir)
+    return hub, commit, vdir
+
+
+def _after_verification(monkeypatch, change) -> None:
+    """Run ``change()`` right after the loader's digest check, before the import."""
+    real = digest.verify_variant
+
+    def racing(*args, **kwargs):
+        out = real(*args, **kwargs)
+        change()
+        return out
+
+    monkeypatch.setattr(digest, "verify_variant", racing)
+
+
+def _refused(call, problem: str, module_id: str, kind: type[Exception] = IntegrityError) -> None:
+    with pytest.raises(kind) as info:
+        call()
+    assert problem in str(info.value), str(info.value)
+    assert module_id not in sys.modules
+    assert not any(getattr(m, "PWNED", 0) for m in list(sys.modules.values())
+                   if getattr(m, "__name__", "").startswith(module_id))
+
+
+def test_an_extension_planted_after_verification_is_not_imported(env, tmp_path, monkeypatch):
+    module_id = uid("plant")
+    hub, _commit, vdir = _published(env, tmp_path, module_id)
+    planted = vdir / f"helper{sysconfig.get_config_var('EXT_SUFFIX')}"
+    _after_verification(monkeypatch, lambda: planted.write_bytes(b"\x7fELF not verified"))
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub),
+             f"extra: {planted.name} (no digest covers it", module_id)
+
+
+def test_a_source_changed_after_verification_is_not_run(env, tmp_path, monkeypatch):
+    module_id = uid("swap")
+    hub, _commit, vdir = _published(env, tmp_path, module_id)
+    _after_verification(monkeypatch, lambda: (vdir / "helper.py").write_text(EVIL))
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub),
+             "changed: helper.py (after the kernel was verified", module_id)
+
+
+def test_sourceless_bytecode_planted_after_verification_never_runs(env, tmp_path, monkeypatch):
+    module_id = uid("pyc")
+    hub, _commit, vdir = _published(env, tmp_path, module_id)
+    evil = tmp_path / "evil.py"
+    evil.write_text(EVIL)
+
+    def plant() -> None:
+        py_compile.compile(str(evil), cfile=str(vdir / "helper.pyc"))
+        (vdir / "helper.py").unlink()
+
+    _after_verification(monkeypatch, plant)
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub),
+             "extra: helper.pyc (no digest covers it", module_id)
+
+
+def test_metadata_that_reads_differently_twice_is_checked_as_parsed(env, tmp_path,
+                                                                     monkeypatch):
+    """A hostile hub serves evil metadata (listing the digests of evil files) to the
+    parser and the signed metadata to the hash: the digests checked must be those of
+    the bytes parsed."""
+    key = signing.generate_key(tmp_path / "k.pem")
+    trust.add_key(key.public.text, name="publisher", repos=("victim-org/*",))
+    module_id = uid("twice")
+    hub = LocalHub(env["hub"])
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hub.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    (env["config"] / "owner.key").unlink()  # the attacker's hub: not published by us
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    _writable(vdir)
+    signed = (vdir / "metadata.json").read_bytes()
+    (vdir / "helper.py").write_text(EVIL)
+    meta = json.loads(signed)
+    meta["digest"] = digest.digest_block(vdir)
+    evil = json.dumps(meta).encode()
+    record = hub.commit_path(REPO, commit) / ".commit.json"
+    os.chmod(record, 0o644)
+    doc = json.loads(record.read_text())
+    doc["files"].update({f"build/torch-cpu/{rel}": sha
+                         for rel, sha in digest.hash_tree(vdir).items()})
+    doc["files"]["build/torch-cpu/metadata.json"] = digest.b64_sha256(signed)
+    record.write_text(json.dumps(doc))
+    real_fetch = LocalHub.fetch_variant
+
+    def fetch(self, *args, **kwargs):  # the trust policy saw the signed bytes; now evil
+        fetched = real_fetch(self, *args, **kwargs)
+        (vdir / "metadata.json").write_bytes(evil)
+        return fetched
+
+    real = digest.hash_file
+
+    def second_read(path, *args, **kwargs):  # from now on the file reads as signed
+        if Path(path) == vdir / "metadata.json":
+            (vdir / "metadata.json").write_bytes(signed)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(LocalHub, "fetch_variant", fetch)
+    monkeypatch.setattr(digest, "hash_file", second_read)
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), "changed: metadata.json",
+             module_id)
+
+
+def test_a_commit_record_rewritten_after_the_trust_decision_is_refused(env, tmp_path,
+                                                                        monkeypatch):
+    """The owner mark is checked on the record whose digests the load then checks."""
+    module_id = uid("record")
+    hub, commit, vdir = _published(env, tmp_path, module_id, with_digest=False)
+    record = hub.commit_path(REPO, commit) / ".commit.json"
+    real = LocalHub.owned
+
+    def owned_then_rewritten(self, repo_id, c):
+        ok = real(self, repo_id, c)
+        (vdir / "helper.py").write_text(EVIL)
+        doc = json.loads(record.read_text())
+        doc["files"]["build/torch-cpu/helper.py"] = digest.hash_file(vdir / "helper.py")
+        os.chmod(record, 0o644)
+        record.write_text(json.dumps(doc))
+        return ok
+
+    monkeypatch.setattr(LocalHub, "owned", owned_then_rewritten)
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub),
+             "its commit record changed before the load", module_id, TrustError)
+
+
+def test_verified_kernels_still_load_and_reload(env, tmp_path) -> None:
+    import importlib
+
+    hub, _commit, _vdir = _published(env, tmp_path, uid("ok"))
+    module = loader.get_kernel(REPO, version=1, hub=hub)
+    assert module.VALUE == 1 and module.helper.double(2) == 4
+    assert importlib.reload(module.helper).double(3) == 6
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("cc") is None,
+                    reason="needs Linux and a C compiler")
+def test_an_extension_loads_from_the_verified_bytes(tmp_path) -> None:
+    """A real extension module is checked against its digest and loaded from its path."""
+    module_id = uid("ext")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    source = tmp_path / "ext.c"
+    source.write_text(
+        "#include <Python.h>\n"
+        "static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, \"helper\", NULL, -1, NULL};\n"
+        "PyMODINIT_FUNC PyInit_helper(void) {\n"
+        "  PyObject *mod = PyModule_Create(&m);\n"
+        "  PyModule_AddIntConstant(mod, \"NATIVE\", 7);\n"
+        "  return mod;\n}\n")
+    target = vdir / f"helper{sysconfig.get_config_var('EXT_SUFFIX')}"
+    subprocess.run(["cc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}",
+                    str(source), "-o", str(target)], check=True)
+    (vdir / "helper.py").unlink()
+    from kf_testutil import write_metadata
+
+    write_metadata(vdir, module_id)
+    module = loader.get_local_kernel(vdir)
+    assert module.helper.NATIVE == 7
+    assert module.helper.__file__ == str(target)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: validate_repo_id("victim-org/relu\n"),
+    lambda: check_ref_name("tag", "v1\n"),
+])
+def test_names_with_a_trailing_newline_are_refused(call) -> None:
+    with pytest.raises(ValueError, match="not a valid"):
+        call()
+
+
+def test_ids_and_branches_with_a_trailing_newline_are_not_commits_or_versions() -> None:
+    assert not is_commit("a" * 40 + "\n")
+    assert VERSION_BRANCH_RE.match("v1\n") is None
+    assert version_branches({"v1": "a" * 40, "v1\n": "b" * 40}) == {1: "a" * 40}
