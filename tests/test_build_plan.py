@@ -502,3 +502,184 @@ def test_a_directory_inside_another_keeps_its_own_placeholder(tmp_path: Path) ->
                            f"-DROOT={manifest.root}", f"-I{tmp_path}/p2"]) == [
         "-I<torch>/include", f"-I{tmp_path}/cuda-12/include", "-DROOT=<project>",
         f"-I{tmp_path}/p2"]
+
+
+SHARED_KERNELS = """
+[kernel.older]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["8.0"]
+cuda-flags = ["-Xcompiler", "-fopenmp", "-DOLDER"]
+cxx-flags = ["-DOLDER_HOST"]
+include = ["k"]
+src = ["k/older.cu", "k/both.cu", "k/k.h"]
+
+[kernel.newer]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["9.0a"]
+cuda-flags = ["-Xcompiler", "-fopenmp", "-DNEWER"]
+include = ["n"]
+src = ["./k/both.cu", "k/newer.cu"]
+"""
+
+
+def _shared_project(tmp_path: Path, kernels: str = SHARED_KERNELS) -> Path:
+    root = write_project(tmp_path, kernels, 'backends = ["cuda"]')
+    (root / "n").mkdir()
+    for name in ("older.cu", "newer.cu", "both.cu"):
+        (root / "k" / name).write_text("// src\n")
+    return root
+
+
+def test_a_source_two_sections_list_is_compiled_once_with_both_sections_settings(
+        tmp_path: Path) -> None:
+    """Hugging Face's builder adds each listing section's capabilities and flags to the
+    one source file, and compiles it once: two copies would define its symbols twice."""
+    plan = plan_build(load_manifest(_shared_project(tmp_path)), backend="cuda", variant="v",
+                      source_id=SID, cxx=GCC, device_compiler=NVCC_13)
+    assert [(g.name, [p.name for p in g.sources]) for g in plan.groups] == [
+        ("older", ["older.cu"]), ("newer", ["newer.cu"]), ("older+newer", ["both.cu"])]
+    shared = plan.groups[2]
+    assert shared.sources == (tmp_path / "k" / "both.cu",)
+    assert list(shared.device_flags) == [
+        "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a",
+        "-Xcompiler", "-fopenmp", "-DOLDER", "-Xcompiler", "-fopenmp", "-DNEWER"]
+    assert shared.cxx_flags == ("-DOLDER_HOST",)
+    assert shared.include_dirs == (tmp_path / "k", tmp_path / "n")
+    older, newer = plan.groups[:2]
+    assert "-DNEWER" not in older.device_flags and "-DOLDER" not in newer.device_flags
+    assert [f for f in newer.device_flags if f.startswith("-gencode")] == [
+        "-gencode=arch=compute_90a,code=sm_90a"]
+
+
+def test_a_shared_source_of_a_skipped_section_gets_the_other_sections_settings(
+        tmp_path: Path) -> None:
+    """A section left out by its cuda-minver adds nothing: the shared source compiles
+    with the remaining section, as part of it."""
+    kernels = SHARED_KERNELS.replace('[kernel.newer]\n', '[kernel.newer]\ncuda-minver = "14.0"\n')
+    plan = plan_build(load_manifest(_shared_project(tmp_path, kernels)), backend="cuda",
+                      variant="v", source_id=SID, cxx=GCC, device_compiler=NVCC_13)
+    assert [(g.name, [p.name for p in g.sources]) for g in plan.groups] == [
+        ("older", ["older.cu", "both.cu"])]
+
+
+def test_rocm_and_cpu_sections_share_sources_the_same_way(tmp_path: Path) -> None:
+    kernels = """
+[kernel.a]
+backend = "rocm"
+depends = ["torch"]
+rocm-archs = ["gfx942"]
+hip-flags = ["-DA"]
+src = ["k/k.hip"]
+
+[kernel.b]
+backend = "rocm"
+depends = ["torch"]
+rocm-archs = ["gfx90a", "gfx942"]
+hip-flags = ["-DB"]
+src = ["k/k.hip"]
+
+[kernel.c]
+backend = "cpu"
+depends = ["torch"]
+cxx-flags = ["-DC"]
+src = ["k/k.cpp"]
+
+[kernel.d]
+backend = "cpu"
+depends = ["torch"]
+cxx-flags = ["-DD"]
+src = ["k/k.cpp"]
+"""
+    m = load_manifest(write_project(tmp_path, kernels, 'backends = ["cpu", "rocm"]'))
+    (rocm,) = plan_build(m, backend="rocm", variant="v", source_id=SID, cxx=GCC,
+                         device_compiler=HIPCC).groups
+    assert (rocm.name, list(rocm.device_flags)) == (
+        "a+b", ["--offload-arch=gfx942", "--offload-arch=gfx90a", "-DA", "-DB"])
+    (cpu,) = plan_build(m, backend="cpu", variant="v", source_id=SID, cxx=GCC).groups
+    assert (cpu.name, cpu.cxx_flags, cpu.device_flags) == ("c+d", ("-DC", "-DD"), ())
+
+
+def test_torch_cxx_flags_are_the_bindings_own(tmp_path: Path) -> None:
+    root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
+    toml = root / "build.toml"
+    toml.write_text(toml.read_text().replace("[torch]\n",
+                                             '[torch]\ncxx-flags = ["-DB1", "-DB2"]\n'))
+    plan = plan_build(load_manifest(root), backend="cpu", variant="v", source_id=SID, cxx=GCC)
+    assert plan.binding_cxx_flags == ("-DB1", "-DB2")
+    assert plan.cxx_flags[-2:] == ("-DB1", "-DB2")
+    assert plan.fingerprint_inputs()["binding_cxx_flags"] == ["-DB1", "-DB2"]
+
+
+@pytest.mark.parametrize(("torch_version", "refused"), [
+    ("2.12.0", None), ("2.12.1", None), ("2.12.3+cu130", None), ("2.11.9", "minver"),
+    ("2.13.0", "maxver")])
+def test_torch_maxver_admits_every_release_of_its_minor_version(
+        tmp_path: Path, torch_version: str, refused: str | None) -> None:
+    """Their build matrix compares torch 2.12 (the variant's torch212) with the bounds, so
+    maxver = "2.12" builds for torch 2.12.1 too."""
+    from kernelforge.build import _check_torch_range
+
+    root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
+    toml = root / "build.toml"
+    toml.write_text(toml.read_text().replace(
+        "[torch]\n", '[torch]\nminver = "2.12"\nmaxver = "2.12"\n'))
+    m = load_manifest(root)
+    if refused is None:
+        _check_torch_range(m, torch_version)
+        return
+    with pytest.raises(BuildError, match=f"key 'torch.{refused}'.*{torch_version}.*fix: "):
+        _check_torch_range(m, torch_version)
+
+
+@pytest.mark.slow
+def test_shared_sources_and_binding_flags_compile_as_their_builder_does(
+        tmp_path: Path) -> None:
+    """A real CPU build: the binding alone sees [torch] cxx-flags, and a source two
+    sections list is compiled once (twice would define its function twice) with both
+    sections' cxx-flags."""
+    from kernelforge.build import build_project
+
+    root = tmp_path / "twice"
+    files = {
+        "torch-ext/twice/__init__.py": "from ._ops import ops\n",
+        "torch-ext/binding.cpp": '#ifndef FOR_BINDING\n#error "binding flag missing"\n#endif\n'
+                                 '#include "registration.h"\n'
+                                 "REGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n",
+        "k/one.cpp": "#ifdef FOR_BINDING\n#error \"binding flag leaked\"\n#endif\n"
+                     "int twice_one() { return 1; }\n",
+        "k/two.cpp": "#ifdef FOR_BINDING\n#error \"binding flag leaked\"\n#endif\n"
+                     "int twice_two() { return 2; }\n",
+        "k/common.cpp": "#if !defined(SIDE_ONE) || !defined(SIDE_TWO) || defined(FOR_BINDING)\n"
+                        '#error "wrong flags"\n#endif\nint twice_common() { return 3; }\n',
+        "build.toml": """
+[general]
+name = "twice"
+edition = 5
+version = 1
+license = "Apache-2.0"
+backends = ["cpu"]
+
+[torch]
+src = ["torch-ext/binding.cpp"]
+cxx-flags = ["-DFOR_BINDING"]
+
+[kernel.one]
+backend = "cpu"
+depends = ["torch"]
+cxx-flags = ["-DSIDE_ONE"]
+src = ["k/one.cpp", "k/common.cpp"]
+
+[kernel.two]
+backend = "cpu"
+depends = ["torch"]
+cxx-flags = ["-DSIDE_TWO"]
+src = ["k/common.cpp", "k/two.cpp"]
+""",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (result,) = build_project(root, backends=["cpu"], jobs=2, progress=lambda _: None)
+    assert any(result.path.glob("_twice_cpu_*.abi3.so"))

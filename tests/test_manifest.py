@@ -178,8 +178,6 @@ BAD = [
      "torch-noarch.rocm-archs", "unknown ROCm arch 'gfx9'"),
     ("torch-minver-float", replace(GOOD5, "[torch]\n", "[torch]\nminver = 2.7\n"),
      "torch.minver", "2\\.7 is not a version.*fix: write minver = \"2\\.7\""),
-    ("missing-torch-src", GENERAL5 + "\n[torch]\n" + KERNELS, "torch.src",
-     "missing required key 'src'"),
     ("kernel-depends-needs-version",
      replace(GOOD5, "backends =", 'kernel-depends = [{repo-id = "org/a"}]\nbackends ='),
      "general.kernel-depends", "needs exactly one of 'version' and 'revision'"),
@@ -516,3 +514,60 @@ def test_check_notes_a_hub_branch_that_publish_ignores(tmp_path, hub, noarch, no
     assert notes[0].startswith("general.hub.branch = 'main' is ignored: kernelforge publish "
                                "writes the builds to branch v1")
     assert "kernel-builder upload" in notes[0]
+
+
+def _touch(root: Path, *names: str) -> None:
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).touch()
+
+
+CPU5 = GENERAL5.replace('"cpu", "cuda", "rocm"', '"cpu"')
+
+
+def test_torch_src_may_be_left_out_like_in_their_reader(tmp_path):
+    """Hugging Face's reader defaults [torch] src to an empty list: a kernel section may
+    list the binding itself."""
+    _touch(tmp_path, "torch-ext/relu/__init__.py", "torch-ext/binding.cpp", "cpu/relu.cpp")
+    text = CPU5 + '\n[torch]\npyext = ["py"]\n\n[kernel.relu_cpu]\nbackend = "cpu"\n' \
+        'depends = ["torch"]\nsrc = ["torch-ext/binding.cpp", "cpu/relu.cpp"]\n'
+    from kernelforge.manifest import check_buildable
+
+    m = check_project(write(tmp_path, text))
+    assert m.torch is not None and m.torch.src == () and m.torch.pyext == ("py",)
+    assert (m.noarch, m.edition) == (False, 5)
+    assert check_buildable(m) == []
+
+
+def test_a_torch_section_without_src_and_nothing_to_compile_is_refused(tmp_path):
+    from kernelforge.manifest import check_buildable
+
+    _touch(tmp_path, "torch-ext/relu/__init__.py", "cpu/relu.h")
+    text = CPU5 + '\n[torch]\n\n[kernel.relu_cpu]\nbackend = "cpu"\n' \
+        'depends = ["torch"]\nsrc = ["cpu/relu.h"]\n'
+    m = check_project(write(tmp_path, text))
+    with pytest.raises(ManifestError, match="backend 'cpu' has nothing to compile") as info:
+        check_buildable(m)
+    assert info.value.key == "kernel.relu_cpu.src" and info.value.fix
+
+
+def test_a_source_shared_by_kernel_sections_is_accepted(tmp_path):
+    """Hugging Face's builder compiles a source that two [kernel.*] sections list once,
+    with both sections' settings; `check` must not refuse such a project."""
+    from kernelforge.manifest import check_buildable
+
+    _touch(tmp_path, "torch-ext/relu/__init__.py", "torch-ext/binding.cpp", "cpu/common.cpp",
+           "cpu/plain.cpp", "cpu/wide.cpp")
+    text = CPU5 + '\n[torch]\nsrc = ["torch-ext/binding.cpp"]\n'
+    for name, extra in (("plain", ""), ("wide", 'cxx-flags = ["-DWIDE"]\n')):
+        text += (f'\n[kernel.{name}]\nbackend = "cpu"\ndepends = ["torch"]\n{extra}'
+                 f'src = ["cpu/common.cpp", "cpu/{name}.cpp"]\n')
+    assert check_buildable(check_project(write(tmp_path, text))) == []
+    # Listed twice in one section, it is still a mistake with its fix.
+    write(tmp_path, text.replace('"cpu/common.cpp", "cpu/wide.cpp"',
+                                 '"cpu/common.cpp", "cpu/wide.cpp", "./cpu/common.cpp"'))
+    with pytest.raises(ManifestError, match="lists the source 'cpu/common.cpp' "
+                       "\\(as './cpu/common.cpp'\\) twice") as info:
+        check_buildable(check_project(tmp_path))
+    assert info.value.key == "kernel.wide.src"
+    assert info.value.fix == "remove the second './cpu/common.cpp'"

@@ -649,7 +649,9 @@ def _noarch_archs(r: _Reader, table: Mapping[str, Any], key: str
 def _torch(r: _Reader, value: Any, schema: _Schema, declared: tuple[str, ...] | None
            ) -> TorchSpec:
     table = r.table(value, "torch")
-    r.check_keys(table, "torch", schema.torch, ("src",), what=f" ({schema.label})")
+    # `src` may be left out (their reader defaults it to []): the kernels' src may list the
+    # binding; check_buildable refuses a backend that is left with nothing to compile.
+    r.check_keys(table, "torch", schema.torch, what=f" ({schema.label})")
     stable = table.get("stable-abi")
     stable_abi: dict[str, str] | None = None
     if stable is not None:
@@ -885,10 +887,13 @@ def hub_branch_note(m: Manifest) -> str | None:
 def check_compiled_sources(m: Manifest, kernels: Iterable[KernelSpec],
                            suffixes: Collection[str]) -> None:
     """Refuse ``src`` lists that torch's extension tooling cannot compile: a source file
-    (a ``suffixes`` file) listed twice, in one list or in ``torch.src`` and the kernels'
+    (a ``suffixes`` file) listed twice in one list, or in ``torch.src`` and a kernel's
     (it would be compiled and linked twice), or two sources of one list that differ only
     in their suffix (``foo.cu`` and ``foo.cpp``), which would compile to the same object
     file (objects are named after the source without its suffix).
+
+    A source that several ``[kernel.*]`` sections list is fine: the build compiles it
+    once, with the settings of all of them, as Hugging Face's builder does.
 
     Args:
         m: the manifest.
@@ -901,22 +906,25 @@ def check_compiled_sources(m: Manifest, kernels: Iterable[KernelSpec],
     r = _Reader(m.path)
     lists = [("torch.src", m.torch.src if m.torch else ())]
     lists += [(f"kernel.{k.name}.src", k.src) for k in kernels]
-    seen: dict[str, tuple[str, str]] = {}
+    binding: dict[str, str] = {}
     for key, names in lists:
+        listed: dict[str, str] = {}
         stems: dict[str, str] = {}
         for name in names:
             if PurePosixPath(name).suffix not in suffixes:
                 continue
             normal = posixpath.normpath(name.replace("\\", "/"))
-            if normal in seen:
-                where, first = seen[normal]
+            for where, seen in ((key, listed), ("torch.src", binding)):
+                if normal not in seen:
+                    continue
+                first = seen[normal]
                 again = "twice" if where == key else f"and {where} lists it too"
                 shown = f"'{first}'" + (f" (as '{name}')" if first != name else "")
                 r.fail(key, f"lists the source {shown} {again}, so it would be compiled "
                        "and linked twice", expected="each source file listed once",
                        fix=f"remove the second '{name}'" if where == key else
                        f"keep '{name}' in one of {where} and {key}")
-            seen[normal] = (key, name)
+            listed[normal] = name
             stem = posixpath.splitext(normal)[0]
             if stem in stems:
                 r.fail(key, f"lists '{stems[stem]}' and '{name}', which would compile to the "
@@ -927,3 +935,5 @@ def check_compiled_sources(m: Manifest, kernels: Iterable[KernelSpec],
                        fix=f"rename one of them (e.g. {stem}_host{posixpath.splitext(name)[1]})"
                            ", or move it to another [kernel.*] section")
             stems[stem] = name
+        if key == "torch.src":
+            binding = listed

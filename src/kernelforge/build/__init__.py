@@ -277,17 +277,21 @@ def _variant_name(manifest: Manifest, backend: str, facts) -> str:
 
 
 def _check_torch_range(manifest: Manifest, torch_version: str) -> None:
+    """Refuse a torch outside ``[torch] minver``/``maxver``. ``maxver`` is compared with
+    the torch version of the variant (major.minor, ``torch212``), as Hugging Face's build
+    matrix compares it: ``maxver = "2.12"`` admits torch 2.12.1."""
     if manifest.torch is None:
         return
     from packaging.version import Version
 
     installed = Version(Version(torch_version).base_version)
+    series = Version(".".join(str(n) for n in (installed.release + (0,))[:2]))
     if manifest.torch.minver and installed < Version(manifest.torch.minver):
         raise BuildError(
             f"{manifest.path}: key 'torch.minver' requires torch >= {manifest.torch.minver}, "
             f"but {torch_version} is installed; fix: install a newer torch"
         )
-    if manifest.torch.maxver and installed > Version(manifest.torch.maxver):
+    if manifest.torch.maxver and series > Version(manifest.torch.maxver):
         raise BuildError(
             f"{manifest.path}: key 'torch.maxver' allows torch <= {manifest.torch.maxver}, "
             f"but {torch_version} is installed; fix: install an older torch"

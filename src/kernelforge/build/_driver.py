@@ -71,14 +71,18 @@ def main(spec_path: str) -> int:
     sources, include_dirs = list(spec["sources"]), list(spec["include_dirs"])
     cxx_flags, device_flags = list(spec["cxx_flags"]), list(spec["device_flags"])
     groups = list(spec["groups"])
+    # The flags that end cxx_flags for the binding's sources alone ([torch] cxx-flags).
+    binding_cxx = list(spec.get("binding_cxx_flags", []))
     # The common flags and include dirs, which every other kernel section builds on.
-    common_cxx, common_device = list(cxx_flags), _without_arch_flags(device_flags)
+    common_cxx = _without(cxx_flags, len(cxx_flags) - len(binding_cxx), binding_cxx)
+    common_device = _without_arch_flags(device_flags)
     common_includes = list(include_dirs)
-    own: dict[str, list[str]] = {"cxx": [], "nvcc": [], "include_dirs": []}
+    own: dict[str, list[str]] = {"cxx": cxx_flags[len(common_cxx):], "nvcc": [],
+                                 "include_dirs": []}
     if not sources:  # no binding source of its own: the first kernel section is the base
         first = groups.pop(0)
         sources, include_dirs = first["sources"], include_dirs + first["include_dirs"]
-        cxx_flags += first["cxx_flags"]
+        cxx_flags = common_cxx + first["cxx_flags"]
         device_flags = _without_arch_flags(device_flags) + first["device_flags"]
         # that section's own, kept out of the others (the extension's lists hold them)
         own = {"cxx": first["cxx_flags"], "nvcc": first["device_flags"],

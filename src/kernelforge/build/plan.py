@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kernelforge import archs
 from kernelforge.build.toolchain import Dependency, Tool
@@ -57,7 +58,12 @@ class SourceId:
 class CompileGroup:
     """The sources of one ``[kernel.*]`` section, compiled with that section's own flags
     (its CUDA capabilities or ROCm archs, ``cxx-flags``, ``cuda-flags``/``hip-flags`` and
-    ``include``) on top of the extension's common flags, then linked with the rest."""
+    ``include``) on top of the extension's common flags, then linked with the rest.
+
+    A source that several sections of one backend list is compiled once, in a group of
+    its own named after those sections (``a+b``), with all of their flags, include
+    directories and architectures: Hugging Face's builder adds each section's settings
+    to the one source file."""
 
     name: str
     sources: tuple[Path, ...]
@@ -82,7 +88,7 @@ class BuildPlan:
 
     ``sources`` (the ``[torch]`` binding) compile with the common flags; each of
     ``groups`` (a kernel section) compiles with the common flags minus the architecture
-    flags, plus its own.
+    flags and minus ``binding_cxx_flags``, plus its own.
     """
 
     root: Path
@@ -93,6 +99,9 @@ class BuildPlan:
     sources: tuple[Path, ...] = ()
     include_dirs: tuple[Path, ...] = ()
     cxx_flags: tuple[str, ...] = ()
+    #: The end of ``cxx_flags`` that only the binding's sources get: ``[torch] cxx-flags``
+    #: (Hugging Face's builder gives them to the ``[torch]`` sources alone).
+    binding_cxx_flags: tuple[str, ...] = ()
     device_flags: tuple[str, ...] = ()
     link_flags: tuple[str, ...] = ()
     archs: tuple[str, ...] | None = None
@@ -138,6 +147,7 @@ class BuildPlan:
             "sources": [str(s) for s in self.sources],
             "include_dirs": [str(d) for d in self.include_dirs],
             "cxx_flags": list(self.cxx_flags),
+            "binding_cxx_flags": list(self.binding_cxx_flags),
             "device_flags": list(self.device_flags),
             "link_flags": list(self.link_flags),
             "archs": list(self.archs) if self.archs is not None else None,
@@ -354,6 +364,69 @@ def cuda_capabilities(
     return kept, notes
 
 
+def _compile_groups(manifest: Manifest, backend: str, kernels: Sequence[KernelSpec],
+                    suffixes: Sequence[str], kernel_archs: Mapping[str, Sequence[str]]
+                    ) -> list[CompileGroup]:
+    """One group per kernel section with the sources only it lists, in file order, then
+    one group per set of sections that share sources (``a+b``, in the order those sources
+    are first listed).
+
+    A shared source is compiled once, as Hugging Face's builder compiles it: with every
+    listing section's architectures, include directories, ``cxx-flags`` and
+    ``cuda-flags``/``hip-flags`` (in the sections' order; repeated flags are kept, since
+    dropping one could split an option from its argument).
+    """
+    owners: dict[str, list[KernelSpec]] = {}
+    first: dict[str, str] = {}
+    for k in kernels:
+        for name in k.src:
+            if PurePosixPath(name).suffix not in suffixes:
+                continue
+            normal = posixpath.normpath(name.replace("\\", "/"))
+            listed_by = owners.setdefault(normal, [])
+            if k not in listed_by:
+                listed_by.append(k)
+            first.setdefault(normal, name)
+    shared: dict[tuple[str, ...], list[Path]] = {}
+    own: dict[str, list[Path]] = {k.name: [] for k in kernels}
+    for normal, listed_by in owners.items():
+        path = manifest.root / first[normal]
+        if len(listed_by) == 1:
+            own[listed_by[0].name].append(path)
+        else:
+            shared.setdefault(tuple(k.name for k in listed_by), []).append(path)
+
+    by_name = {k.name: k for k in kernels}
+
+    def group(name: str, sections: Sequence[KernelSpec], sources: Sequence[Path]
+              ) -> CompileGroup:
+        wanted: list[str] = []
+        for k in sections:
+            wanted += [a for a in kernel_archs.get(k.name, ()) if a not in wanted]
+        device: list[str] = []
+        if backend == "cuda":
+            device = archs.nvcc_gencode_flags(wanted) + [f for k in sections
+                                                         for f in k.cuda_flags]
+        elif backend == "rocm":
+            device = archs.hipcc_offload_flags(wanted) + [f for k in sections
+                                                          for f in k.hip_flags]
+        include_dirs: list[Path] = []
+        for k in sections:
+            include_dirs += [d for d in _rel_paths(manifest, k.include) if d not in include_dirs]
+        return CompileGroup(
+            name=name,
+            sources=tuple(sources),
+            include_dirs=tuple(include_dirs),
+            cxx_flags=tuple(f for k in sections for f in k.cxx_flags),
+            device_flags=tuple(device),
+        )
+
+    groups = [group(k.name, [k], own[k.name]) for k in kernels if own[k.name]]
+    groups += [group("+".join(names), [by_name[n] for n in names], sources)
+               for names, sources in shared.items()]
+    return groups
+
+
 def plan_build(
     manifest: Manifest,
     *,
@@ -441,11 +514,13 @@ def plan_build(
         # One copy of each template static per extension: two builds of one kernel
         # must not share state when loaded side by side.
         cxx_flags.append("-fno-gnu-unique")
+    # [torch] cxx-flags go to the binding's sources only (the driver leaves them out of
+    # the kernel sections'), as in Hugging Face's builder.
     cxx_flags += list(manifest.torch.cxx_flags)
 
     device_flags: list[str] = []
     all_archs: list[str] = []
-    kernel_device_flags: dict[str, list[str]] = {}
+    kernel_archs: dict[str, list[str]] = {}
     env: dict[str, str] = {}
     if backend == "cuda":
         if device_compiler is None:
@@ -454,7 +529,7 @@ def plan_build(
             caps, dropped = cuda_capabilities([k], device_compiler, arch_override)
             notes += [f"{n} (kernel.{k.name})" for n in dropped if n not in notes]
             all_archs += [c for c in caps if c not in all_archs]
-            kernel_device_flags[k.name] = [*archs.nvcc_gencode_flags(caps), *k.cuda_flags]
+            kernel_archs[k.name] = caps
         # --threads 0: nvcc compiles the per-capability passes in parallel.
         device_flags = ["-O3", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr",
                         "--threads", "0"]
@@ -475,21 +550,11 @@ def plan_build(
                     f"unknown ROCm arch(s) {unknown}; known: {', '.join(archs.ROCM_ARCHS)}"
                 )
             all_archs += [a for a in wanted if a not in all_archs]
-            kernel_device_flags[k.name] = [*archs.hipcc_offload_flags(wanted), *k.hip_flags]
+            kernel_archs[k.name] = wanted
         device_flags = ["-O3", *BACKEND_DEFINES[backend], *archs.hipcc_offload_flags(all_archs)]
         env["ROCM_HOME"] = str(device_compiler.path.parent.parent)
 
-    groups = [
-        CompileGroup(
-            name=k.name,
-            sources=tuple(p for p in _rel_paths(manifest, k.src) if p.suffix in suffixes),
-            include_dirs=tuple(_rel_paths(manifest, k.include)),
-            cxx_flags=tuple(k.cxx_flags),
-            device_flags=tuple(kernel_device_flags.get(k.name, ())),
-        )
-        for k in kernels
-    ]
-    groups = [g for g in groups if g.sources]
+    groups = _compile_groups(manifest, backend, kernels, suffixes, kernel_archs)
     if not sources and not groups:
         skipped = "".join(f"; {n}" for n in notes if n.startswith("skipping kernel."))
         raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}{skipped}")
@@ -509,6 +574,7 @@ def plan_build(
         sources=tuple(sources),
         include_dirs=tuple(include_dirs),
         cxx_flags=tuple(cxx_flags),
+        binding_cxx_flags=tuple(manifest.torch.cxx_flags),
         device_flags=tuple(device_flags),
         link_flags=tuple(link_flags),
         archs=metadata_archs,
