@@ -49,9 +49,27 @@ _BYTECODE = (".pyc",)
 _HEX = re.compile(r"[0-9a-f]+")
 
 
+def _offline_variable() -> str:
+    """The variable that sets offline mode as ``huggingface_hub`` reads them:
+    ``HF_HUB_OFFLINE`` or, when that is unset or empty, ``TRANSFORMERS_OFFLINE``."""
+    return "HF_HUB_OFFLINE" if os.environ.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
+
+
 def hf_offline() -> bool:
-    """Whether ``HF_HUB_OFFLINE`` asks for offline mode (read now, not at import)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in _TRUE
+    """Whether ``HF_HUB_OFFLINE`` (or, unset, ``TRANSFORMERS_OFFLINE``, as for
+    ``huggingface_hub`` and Hugging Face's ``kernels``) asks for offline mode, read now,
+    not at import."""
+    return os.environ.get(_offline_variable(), "").strip().upper() in _TRUE
+
+
+def _client_offline() -> bool:
+    """Whether ``huggingface_hub`` itself is in offline mode, which it reads once, when
+    it is imported: then every request it would make fails."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover - a fake api without huggingface_hub
+        return False
+    return bool(getattr(constants, "HF_HUB_OFFLINE", False))
 
 
 def _wanted(path: str) -> bool:
@@ -80,6 +98,10 @@ def _http_advice(err: BaseException) -> str:
     status = getattr(getattr(err, "response", None), "status_code", None)
     if status in (401, 403):
         return "log in with 'hf auth login' or pass token=, with access to this repository"
+    if status in (409, 412):
+        return "the branch moved while this ran (another publish to it?): try again"
+    if status == 400:
+        return "the Hub refused the request as invalid (its reason is above)"
     if status == 429 or (isinstance(status, int) and status >= 500):
         return "the Hub is busy or down: try again later, or set HF_HUB_OFFLINE=1 to use " \
                "the download cache"
@@ -156,6 +178,8 @@ class HfHub:
             return "load_kernel never downloads"
         if self._offline:
             return "this HfHub was made offline (offline=True, or cache_only())"
+        if _offline_variable() == "TRANSFORMERS_OFFLINE":
+            return "TRANSFORMERS_OFFLINE is set (read as HF_HUB_OFFLINE when that is unset)"
         return "HF_HUB_OFFLINE is set"
 
     def _not_cached(self, what: str, advice: str) -> HubError:
@@ -218,6 +242,11 @@ class HfHub:
             hf_errors = None
         failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}"
         if hf_errors is not None:
+            gated = getattr(hf_errors, "GatedRepoError", ())
+            if gated and isinstance(err, gated):
+                return HubError(
+                    f"{what}: repository {repo_id!r} on the {self.describe()} is gated: ask "
+                    "for access on its page, then log in with 'hf auth login' or pass token=")
             if isinstance(err, hf_errors.RepositoryNotFoundError):
                 return HubError(
                     f"repository {repo_id!r} not found on the {self.describe()} (or it is "
@@ -226,12 +255,19 @@ class HfHub:
             if isinstance(err, hf_errors.RevisionNotFoundError):
                 return HubError(f"{what}: the revision does not exist in {repo_id} on the "
                                 f"{self.describe()}")
+            remote_entry = getattr(hf_errors, "RemoteEntryNotFoundError", ())
+            if remote_entry and isinstance(err, remote_entry):
+                return HubError(f"{what}: no such file in {repo_id} on the {self.describe()} "
+                                f"({err})")
             offline_mode = getattr(hf_errors, "OfflineModeIsEnabled", ())
-            if offline_mode and isinstance(err, offline_mode):
+            local_entry = getattr(hf_errors, "LocalEntryNotFoundError", ())
+            # a download in offline mode fails as a file missing from its own cache
+            if (offline_mode and isinstance(err, offline_mode)) or (
+                    local_entry and isinstance(err, local_entry) and _client_offline()):
                 return HubError(f"{failed}; huggingface_hub is in offline mode (it reads "
-                                "HF_HUB_OFFLINE when imported): use HfHub(offline=True) to "
-                                "load from the download cache, or start the process without "
-                                "HF_HUB_OFFLINE")
+                                "HF_HUB_OFFLINE, or TRANSFORMERS_OFFLINE, when imported): use "
+                                "HfHub(offline=True) to load from the download cache, or "
+                                "start the process without HF_HUB_OFFLINE")
             if isinstance(err, hf_errors.HfHubHTTPError):
                 return HubError(f"{failed}; {_http_advice(err)}")
         if _is_transport_error(err, getattr(hf_errors, "HTTPError", None)):
@@ -528,6 +564,8 @@ class HfHub:
         commit = str(getattr(info, "oid", "") or "")
         if not is_commit(commit):
             commit = self.resolve(repo_id, branch)
+        if commit == parent:  # the Hub makes no commit that would change nothing
+            logger.info("%s %s already holds this build: no new commit", repo_id, branch)
         if card is not None:
             self._call("updating the card", repo_id, "create_commit", repo_id,
                        operations=[CommitOperationAdd(path_in_repo="README.md",
