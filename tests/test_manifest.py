@@ -207,6 +207,14 @@ BAD = [
     ("noarch-in-legacy-layout", '[general]\nname = "norm"\n\n[torch-noarch]\n', "torch-noarch",
      "unknown key 'torch-noarch' \\(legacy layout\\).*fix: 'torch-noarch' is not part of "
      "the legacy layout"),
+    ("name-with-a-trailing-newline", replace(GOOD5, 'name = "relu"', 'name = "relu\\n"'),
+     "general.name", "'relu\n' is not a valid kernel name"),
+    ("kernel-name-with-a-trailing-newline",
+     GENERAL5 + TORCH + '\n[kernel."relu\\n"]\nbackend = "cuda"\ndepends = []\nsrc = []\n',
+     "kernel.relu\n", "'relu\n' is not a valid kernel section name"),
+    ("repo-id-with-a-trailing-newline",
+     GOOD5 + '\n[general.hub]\nrepo-id = "org/relu\\n"\n', "general.hub.repo-id",
+     "'org/relu\n' is not a hub repository id"),
     ("legacy-kernels-without-torch",
      GUIDE_BUILD_TOML.replace('[torch]\nsrc = [\n  "torch-ext/torch_binding.cpp",\n'
                               '  "torch-ext/torch_binding.h",\n]\n', ""),
@@ -445,6 +453,10 @@ def test_check_buildable_passes_the_bundled_example_and_refuses_an_empty_range(
     with pytest.raises(ManifestError, match=r"key 'torch\.maxver': is 2\.7\.1, lower than "
                                             r"torch\.minver 2\.8.*fix: raise torch\.maxver"):
         check_buildable(m)
+    # maxver bounds the torch major.minor (the build admits torch 2.8.1 with these)
+    toml.write_text(toml.read_text().replace('minver = "2.8"\nmaxver = "2.7.1"',
+                                             'minver = "2.8.1"\nmaxver = "2.8"'))
+    assert check_buildable(check_project(project)) == []
 
 
 @pytest.mark.parametrize("typo", ["cutlass_9_9", "cutlass_3_7", "cutlas_3_9", "cutlass3_8",

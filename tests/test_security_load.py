@@ -188,11 +188,9 @@ def test_verified_kernels_still_load_and_reload(env, tmp_path) -> None:
     assert importlib.reload(module.helper).double(3) == 6
 
 
-@pytest.mark.skipif(sys.platform != "linux" or shutil.which("cc") is None,
-                    reason="needs Linux and a C compiler")
-def test_an_extension_loads_from_the_verified_bytes(tmp_path) -> None:
-    """A real extension module is checked against its digest and loaded from its path."""
-    module_id = uid("ext")
+def _native_helper(tmp_path: Path, module_id: str, padding: int = 0) -> tuple[Path, Path]:
+    """A variant whose ``helper`` is a real extension module (``padding`` zero bytes
+    appended to it, which the dynamic loader ignores), and that extension's path."""
     vdir = make_variant(tmp_path / "p", module_id=module_id)
     source = tmp_path / "ext.c"
     source.write_text(
@@ -205,13 +203,65 @@ def test_an_extension_loads_from_the_verified_bytes(tmp_path) -> None:
     target = vdir / f"helper{sysconfig.get_config_var('EXT_SUFFIX')}"
     subprocess.run(["cc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}",
                     str(source), "-o", str(target)], check=True)
+    with open(target, "ab") as f:
+        f.truncate(target.stat().st_size + padding)
     (vdir / "helper.py").unlink()
     from kf_testutil import write_metadata
 
     write_metadata(vdir, module_id)
+    return vdir, target
+
+
+needs_cc = pytest.mark.skipif(sys.platform != "linux" or shutil.which("cc") is None,
+                              reason="needs Linux and a C compiler")
+
+
+@needs_cc
+def test_an_extension_loads_from_the_verified_bytes(tmp_path) -> None:
+    """A real extension module is checked against its digest and loaded from its path."""
+    vdir, target = _native_helper(tmp_path, uid("ext"))
     module = loader.get_local_kernel(vdir)
     assert module.helper.NATIVE == 7
     assert module.helper.__file__ == str(target)
+
+
+@needs_cc
+def test_an_extension_is_checked_again_without_reading_it_into_memory(tmp_path) -> None:
+    """GPU extensions built for many architectures reach hundreds of MB: the check just
+    before the load streams the file, as the verification does."""
+    import tracemalloc
+
+    vdir, _target = _native_helper(tmp_path, uid("big"), padding=64 << 20)
+    tracemalloc.start()
+    try:
+        module = loader.get_local_kernel(vdir)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert module.helper.NATIVE == 7
+    assert peak < 16 << 20, f"loading held {peak >> 20} MiB"
+
+
+def test_a_kernel_loaded_by_a_relative_path_keeps_importing_its_own_files(
+        tmp_path, monkeypatch) -> None:
+    """A submodule imported after the working directory changed comes from the variant,
+    verified, not from whatever the relative path names now."""
+    import importlib
+
+    module_id = uid("rel")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    (vdir / "lazy.py").write_text("WHERE = 'variant'\n")
+    from kf_testutil import write_metadata
+
+    write_metadata(vdir, module_id)
+    monkeypatch.chdir(vdir.parent)
+    module = loader.get_local_kernel(vdir.name)
+    elsewhere = tmp_path / "elsewhere" / vdir.name
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "lazy.py").write_text(EVIL + "WHERE = 'elsewhere'\n")
+    monkeypatch.chdir(elsewhere.parent)
+    assert importlib.import_module(f"{module_id}.lazy").WHERE == "variant"
+    assert all(os.path.isabs(entry) for entry in module.__path__)
 
 
 @pytest.mark.parametrize("call", [

@@ -57,7 +57,7 @@ def hub_arg(text: str) -> str:
     return text
 
 
-_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 _LABEL_MAX = 100
 
 

@@ -133,6 +133,25 @@ def _cached(key: Hashable, make: Any) -> ModuleType:
 _verified: dict[str, str] = {}
 
 
+def _expected_digest(where: str) -> str:
+    """The sha256 a kernel file (an absolute path) was verified with; a file that no digest
+    covers is refused, naming it."""
+    expected = _verified.get(where)
+    if expected is None:
+        raise IntegrityError(os.path.dirname(where), [
+            f"extra: {os.path.basename(where)} (no digest covers it: it appeared after the "
+            "kernel was verified, or it is bytecode; refusing to import it. Remove it, or "
+            "fetch or publish the kernel again)"])
+    return expected
+
+
+def _refuse_changed(where: str) -> IntegrityError:
+    return IntegrityError(os.path.dirname(where), [
+        f"changed: {os.path.basename(where)} (after the kernel was verified, before "
+        "its import; something is writing to the kernel's files: load it from a "
+        "directory only you can write)"])
+
+
 def _checked_bytes(path: str) -> bytes:
     """The bytes of a kernel file, read once and checked against the digest it was
     verified with, so that what runs is what was verified (a file changed, swapped or
@@ -140,20 +159,22 @@ def _checked_bytes(path: str) -> bytes:
     from kernelforge.digest import b64_sha256
 
     where = os.path.abspath(path)
-    expected = _verified.get(where)
-    if expected is None:
-        raise IntegrityError(os.path.dirname(where), [
-            f"extra: {os.path.basename(where)} (no digest covers it: it appeared after the "
-            "kernel was verified, or it is bytecode; refusing to import it. Remove it, or "
-            "fetch or publish the kernel again)"])
+    expected = _expected_digest(where)
     with open(where, "rb") as f:
         data = f.read()
     if b64_sha256(data) != expected:
-        raise IntegrityError(os.path.dirname(where), [
-            f"changed: {os.path.basename(where)} (after the kernel was verified, before "
-            "its import; something is writing to the kernel's files: load it from a "
-            "directory only you can write)"])
+        raise _refuse_changed(where)
     return data
+
+
+def _check_file(path: str) -> None:
+    """:func:`_checked_bytes` for a file whose bytes are not needed here (an extension,
+    which the dynamic loader reads itself): hashed as a stream, never held in memory."""
+    from kernelforge.digest import hash_file
+
+    where = os.path.abspath(path)
+    if hash_file(where) != _expected_digest(where):
+        raise _refuse_changed(where)
 
 
 class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
@@ -172,7 +193,7 @@ class _VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
     caught: keep kernels in directories only you can write)."""
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        _checked_bytes(self.path)
+        _check_file(self.path)
         return super().create_module(spec)  # type: ignore[no-any-return]
 
 
@@ -220,7 +241,7 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, target)
             if spec is not None and spec.loader is not None:
                 if spec.origin is None or os.path.abspath(spec.origin) not in _verified:
-                    _checked_bytes(spec.origin or where)  # raises, naming the file
+                    _expected_digest(os.path.abspath(spec.origin or where))  # raises
                 return spec
         return None  # namespace portions and other directories: the usual finders
 
@@ -256,7 +277,9 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
                     deps: Mapping[str, ModuleType], files: Mapping[str, str]) -> ModuleType:
     root = os.path.abspath(variant_dir)
     _verified.update({os.path.join(root, *rel.split("/")): sha for rel, sha in files.items()})
-    init = _package_init(variant_dir, meta)
+    # From the absolute directory: a relative __path__ would name another directory once
+    # the process changes its working directory, and the finder would not guard it.
+    init = _package_init(Path(root), meta)
     spec = _package_spec(module_id, init)
     loader = spec.loader
     if loader is None:  # pragma: no cover - _package_spec always sets one
@@ -264,7 +287,7 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
     module = importlib.util.module_from_spec(spec)
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
-    _finder.packages[module_id] = (str(init), os.path.abspath(variant_dir))
+    _finder.packages[module_id] = (str(init), root)
     sys.modules[module_id] = module
     try:
         with _dependency_context(deps):

@@ -61,11 +61,11 @@ DEFAULT_PYEXT: tuple[str, ...] = ("py", "pyi")
 # What a legacy `universal = true` kernel was built for.
 _UNIVERSAL_BACKENDS = ("cpu", "cuda", "metal", "neuron", "rocm", "xpu")
 
-_NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
-_LEGACY_NAME_RE = re.compile(r"^[a-z][-_a-z0-9]*[a-z0-9]$")
-_KERNEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_VERSION_RE = re.compile(r"^\d+(\.\d+)*$")
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
+_LEGACY_NAME_RE = re.compile(r"^[a-z][-_a-z0-9]*[a-z0-9]\Z")
+_KERNEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
+_VERSION_RE = re.compile(r"^\d+(\.\d+)*\Z", re.ASCII)
+_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z", re.ASCII)
 _GIT_SCHEMES = ("https://", "http://", "git://", "ssh://", "git+ssh://", "git+https://",
                 "git+http://")
 _SCP_URL_RE = re.compile(r"^[^\s/:]+:[^/\s][^\s]*$")
@@ -825,6 +825,8 @@ def check_buildable(m: Manifest) -> list[str]:
     for key, low, high in (("torch", m.torch.minver if m.torch else None,
                             m.torch.maxver if m.torch else None),
                            ("general.cuda", m.cuda_minver, m.cuda_maxver)):
+        if low and high and key == "torch":  # a torch major.minor <= maxver, as built
+            low = ".".join(str(n) for n in (Version(low).release + (0,))[:2])
         if low and high and Version(low) > Version(high):  # as the build compares them
             r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no version "
                    "can be built", expected=f"{key}.maxver >= {key}.minver",

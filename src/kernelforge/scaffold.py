@@ -19,7 +19,7 @@ from kernelforge.errors import KernelforgeError
 TEMPLATE = Path(__file__).with_name("examples") / "relu"
 #: The rule of ``general.name`` (manifest.py, as Hugging Face's builder has it): a one-letter
 #: name is refused there, so it is refused here too.
-_NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+_NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 #: The example's identifiers: ``relu`` alone or as the head of a longer identifier
 #: (``relu_cpu``), not PyTorch's ``torch.relu``.
 _TEMPLATE_IDENT = re.compile(r"(?<!torch\.)\brelu(?=\b|_)")
