@@ -15,7 +15,7 @@ from kernelforge.errors import HubError
 from kernelforge.hub.hf import HfHub
 
 pytestmark = [pytest.mark.usefixtures("cpu_system"),
-              pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners")]
+              pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners")]
 
 REPO = "victim-org/relu"
 STRANGER = 54321
@@ -27,12 +27,22 @@ def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
 
 
 def _owned_by_a_stranger(path: Path, monkeypatch) -> None:
-    """Make ``path`` look like another user's file (chown as root, else pretend to be
-    someone else)."""
-    if os.getuid() == 0:
+    """Make ``path``, and only it, another user's file (chown as root; otherwise its
+    ``lstat`` reports another owner, which is what the cache reads)."""
+    if os.geteuid() == 0:
         os.lchown(path, STRANGER, STRANGER)
-    else:
-        monkeypatch.setattr(os, "getuid", lambda: STRANGER)
+        return
+    real, target = os.lstat, os.path.abspath(path)
+
+    def lstat(p, *args, **kwargs):
+        st = real(p, *args, **kwargs)
+        if os.path.abspath(os.fspath(p)) != target:
+            return st
+        fields = list(st[:10])
+        fields[4] = STRANGER  # st_uid
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "lstat", lstat)
 
 
 def _hub(env, tmp_path: Path) -> tuple[HfHub, str]:

@@ -70,14 +70,14 @@ def _check_owner(path: Path) -> None:
     Raises:
         HubError: naming the path, its owner and the fix.
     """
-    getuid = getattr(os, "getuid", None)
-    if getuid is None:  # pragma: no cover - not POSIX
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:  # pragma: no cover - not POSIX
         return
     try:
         owner = os.lstat(path).st_uid
     except FileNotFoundError:
         return
-    if owner not in (getuid(), 0):
+    if owner not in (geteuid(), 0):  # the user this process writes its files as
         raise HubError(
             f"{path}: this download cache entry belongs to another user (uid {owner}), and "
             "whoever writes the cache chooses the code a load runs; refusing to use it. Set "
