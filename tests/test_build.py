@@ -288,6 +288,21 @@ def test_arch_does_not_rebuild_a_cpu_variant(tmp_path: Path) -> None:
     assert again.up_to_date
 
 
+def test_a_change_of_the_build_rules_rebuilds(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build made by a builder whose rules differ (same version, same sources) is not
+    taken as up to date: what it made may differ from what this builder makes."""
+    import kernelforge.build as build
+
+    project = tiny_two_section_project(tmp_path / "rules")
+    build_project(project, backends=["cpu"], progress=lambda _: None)
+    (same,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert same.up_to_date
+    monkeypatch.setattr(build, "BUILD_RULES", build.BUILD_RULES + 1)
+    (again,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert not again.up_to_date
+
+
 def test_compiler_flags_come_from_the_manifest_not_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

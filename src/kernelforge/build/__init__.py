@@ -203,6 +203,13 @@ def _torch_install(env: PythonEnv) -> TorchInstall:
     return inst
 
 
+#: Raised whenever a change to the builder changes what a build makes from the same
+#: project and toolchain (2: `[torch] cxx-flags` reach the binding's sources only, and a
+#: source shared by kernel sections compiles once), so that builds made before are not
+#: taken as up to date.
+BUILD_RULES = 2
+
+
 def _fingerprint(parts: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -414,6 +421,7 @@ def build_project(
         key = _fingerprint(
             {
                 "kernelforge": __version__,
+                "rules": BUILD_RULES,
                 "backend": backend,
                 "sources": source_id.content_hash,
                 "dirty": source_id.git_dirty,
