@@ -219,6 +219,21 @@ def test_owner_mark_verifies_only_for_its_owner_and_content(env: dict[str, Path]
     assert not trust.check_owner_mark(mark, "org/x", "c" * 40, files)
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+def test_an_owner_key_others_can_read_is_refused(env: dict[str, Path], caplog) -> None:
+    files = {"build/torch-cpu/__init__.py": "abc="}
+    mark = trust.owner_mark("org/x", "c" * 40, files)
+    key_file = env["config"] / "owner.key"
+    key_file.chmod(0o644)
+    with pytest.raises(TrustError, match=r"owner key is readable or writable by other users.*"
+                                         r"chmod 600"):
+        trust.check_owner_mark(mark, "org/x", "c" * 40, files)
+    assert trust.owner_mark("org/x", "d" * 40, files) is None  # the publish goes unmarked
+    assert "chmod 600" in caplog.text
+    key_file.chmod(0o600)
+    assert trust.check_owner_mark(mark, "org/x", "c" * 40, files)
+
+
 # --- the policy ---------------------------------------------------------------------------
 
 

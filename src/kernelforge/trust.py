@@ -9,11 +9,11 @@ Everything lives in the user config directory (``$KERNELFORGE_CONFIG``, else
   allow list of repositories loaded without a signature. Every change is written to a
   temporary file and swapped in with ``os.replace`` under a file lock, so a crash or
   a second process never sees half a store.
-* ``owner.key``: 32 random bytes, readable by this user only, created on the first
-  publish. A local-hub publish stores an HMAC of what it published under this key
-  (:func:`owner_mark`); a later load that can check the mark knows the revision was
-  published by this user on this machine, which is what lets your own local kernels
-  load without signing them.
+* ``owner.key``: 32 random bytes, readable by this user only (a key others can read
+  or write is refused), created on the first publish. A local-hub publish stores an
+  HMAC of what it published under this key (:func:`owner_mark`); a later load that can
+  check the mark knows the revision was published by this user on this machine, which
+  is what lets your own local kernels load without signing them.
 
 Example:
     >>> store = load_store()                               # doctest: +SKIP
@@ -476,6 +476,11 @@ def _owner_key(create: bool) -> bytes | None:
         return _owner_key(create=False)
     except OSError as err:
         raise TrustError(f"{path}: cannot read the owner key ({err.strerror})") from err
+    if os.name == "posix" and path.stat().st_mode & 0o077:
+        # whoever reads it can mark any revision in a local hub as published by you
+        raise TrustError(f"{path}: the owner key is readable or writable by other users, "
+                         f"who could then make revisions pass as published by you; fix: "
+                         f"chmod 600 {path}")
     try:
         key = bytes.fromhex(text)
     except ValueError:
