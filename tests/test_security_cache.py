@@ -1,6 +1,6 @@
 """The download cache is private: an entry (or a single cached file) that another user
 made is refused, since whoever writes the cache chooses the code that a load of an
-allowed, unsigned kernel runs."""
+allowed, unsigned kernel runs; and a remote listing cannot name a file outside it."""
 
 from __future__ import annotations
 
@@ -72,3 +72,29 @@ def test_a_cached_file_another_user_made_is_refused(env, tmp_path, monkeypatch) 
 def test_the_users_own_cache_loads(env, tmp_path) -> None:
     hub, _commit = _hub(env, tmp_path)
     assert loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO]).VALUE == 1
+
+
+@pytest.mark.parametrize("planted", [
+    "build/torch-cpu/../../../../escaped.txt",
+    "build/torch-cpu/./x.py",
+    "build//torch-cpu/x.py",
+    "/build/torch-cpu/x.py",
+    "build/torch-cpu/a\\..\\x.py",
+])
+def test_a_listing_with_a_path_outside_the_revision_is_refused(env, tmp_path, planted) -> None:
+    api = FakeHfApi(tmp_path / "remote")
+    hub = HfHub(api=api, cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=uid("listing"))
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    real = api.list_repo_files
+
+    def listing(*args, **kwargs):
+        return [*real(*args, **kwargs), planted]
+
+    api.list_repo_files = listing  # type: ignore[method-assign]
+    with pytest.raises(HubError, match=r"lists the file .* not a plain path inside the "
+                                       r"revision; refusing"):
+        loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO])
+    assert not list(tmp_path.rglob("escaped.txt"))
+    listed = hub.cache.load_listing(REPO, commit)  # the refused listing is not kept
+    assert listed is None or planted not in listed

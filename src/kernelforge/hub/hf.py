@@ -377,6 +377,14 @@ class HfHub:
                 "'kernelforge download' while online")
         files = [str(p) for p in self._call("listing files", repo_id, "list_repo_files",
                                             repo_id, revision=commit, repo_type=REPO_TYPE)]
+        for path in files:
+            parts = path.split("/")
+            if path.startswith("/") or "\\" in path or "\0" in path or any(
+                    part in ("", ".", "..") for part in parts):
+                raise HubError(
+                    f"{repo_id} at {commit[:12]} on the {self.describe()} lists the file "
+                    f"{path!r}, which is not a plain path inside the revision; refusing to "
+                    "use the repository (it is damaged or hostile)")
         self.cache.save_listing(repo_id, commit, files)
         return files
 
