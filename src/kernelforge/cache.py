@@ -86,11 +86,18 @@ def _check_owner(path: Path) -> None:
         )
 
 
+def is_revision_path(path: str) -> bool:
+    """Whether ``path`` is a plain file path inside a revision (``build/torch-cpu/x.py``):
+    relative, ``/``-separated, with no empty, ``.`` or ``..`` part, backslash or NUL, so
+    that it cannot name a file outside the directory it is joined to."""
+    return (bool(path) and not path.startswith("/") and "\\" not in path
+            and "\0" not in path and not any(p in ("", ".", "..") for p in path.split("/")))
+
+
 def _safe_rel(path: str) -> tuple[str, ...]:
-    parts = tuple(path.split("/"))
-    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+    if not is_revision_path(path):
         raise ValueError(f"path: {path!r} is not a relative file path inside a revision")
-    return parts
+    return tuple(path.split("/"))
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kernelforge import archs
 from kernelforge.errors import ManifestError
@@ -40,6 +40,9 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 __all__ = [
     "BACKENDS", "KERNEL_BACKENDS", "KNOWN_DEPENDS", "DEFAULT_PYEXT", "KernelDependency",
@@ -826,7 +829,7 @@ def check_buildable(m: Manifest) -> list[str]:
                             m.torch.maxver if m.torch else None),
                            ("general.cuda", m.cuda_minver, m.cuda_maxver)):
         if low and high and key == "torch":  # a torch major.minor <= maxver, as built
-            low = ".".join(str(n) for n in (Version(low).release + (0,))[:2])
+            low = str(torch_series(low))
         if low and high and Version(low) > Version(high):  # as the build compares them
             r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no version "
                    "can be built", expected=f"{key}.maxver >= {key}.minver",
@@ -884,6 +887,15 @@ def hub_branch_note(m: Manifest) -> str | None:
             f"get_kernel(..., version={version}) loads; the key is for Hugging Face's "
             f"kernel-builder upload (remove it, or set it to \"v{version}\", to silence "
             "this note)")
+
+
+def torch_series(version: str) -> Version:
+    """The torch major.minor of ``version`` (``2.12.1`` -> ``2.12``): what a variant is
+    built for (``torch212``), and so what ``[torch] maxver`` is compared with, as in
+    Hugging Face's build matrix."""
+    from packaging.version import Version
+
+    return Version(".".join(str(n) for n in (Version(version).release + (0,))[:2]))
 
 
 def check_compiled_sources(m: Manifest, kernels: Iterable[KernelSpec],

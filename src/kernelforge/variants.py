@@ -143,10 +143,7 @@ class Variant:
         """The compute tag of a compiled build (``cu128``, ``cpu``); ``None`` otherwise."""
         if self.kind not in _COMPILED or self.backend is None:
             return None
-        if self.backend_version is None:
-            return self.backend
-        major, minor = self.backend_version
-        return f"{_PREFIX.get(self.backend, self.backend)}{major}{minor}"
+        return _compute_tag(self.backend, self.backend_version)
 
     @property
     def torch_version(self) -> tuple[int, int] | None:

@@ -45,7 +45,13 @@ from kernelforge.build.toolchain import (
     resolve_dependency,
 )
 from kernelforge.errors import BuildError, IntegrityError, ToolchainError
-from kernelforge.manifest import BACKENDS, Manifest, check_project, hub_branch_note
+from kernelforge.manifest import (
+    BACKENDS,
+    Manifest,
+    check_project,
+    hub_branch_note,
+    torch_series,
+)
 from kernelforge.variants import TorchInstall
 
 __all__ = ["BuildResult", "build_project", "source_identity"]
@@ -292,7 +298,7 @@ def _check_torch_range(manifest: Manifest, torch_version: str) -> None:
     from packaging.version import Version
 
     installed = Version(Version(torch_version).base_version)
-    series = Version(".".join(str(n) for n in (installed.release + (0,))[:2]))
+    series = torch_series(torch_version)
     if manifest.torch.minver and installed < Version(manifest.torch.minver):
         raise BuildError(
             f"{manifest.path}: key 'torch.minver' requires torch >= {manifest.torch.minver}, "

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelforge.cache import DownloadCache
+from kernelforge.cache import DownloadCache, is_revision_path
 from kernelforge.errors import HubError
 from kernelforge.hub.base import (
     CARD_BRANCH,
@@ -378,9 +378,7 @@ class HfHub:
         files = [str(p) for p in self._call("listing files", repo_id, "list_repo_files",
                                             repo_id, revision=commit, repo_type=REPO_TYPE)]
         for path in files:
-            parts = path.split("/")
-            if path.startswith("/") or "\\" in path or "\0" in path or any(
-                    part in ("", ".", "..") for part in parts):
+            if not is_revision_path(path):
                 raise HubError(
                     f"{repo_id} at {commit[:12]} on the {self.describe()} lists the file "
                     f"{path!r}, which is not a plain path inside the revision; refusing to "
