@@ -1143,6 +1143,48 @@ def test_runs_on_current_stream(gemm_kernel):
     Checker(gemm_kernel, a, b, sa, sb, f"side stream seed={seed}").fast(out)
 
 
+# Shapes on which the op launches each of its programmatic-dependent kernels (the plan is
+# in the failure message): CUTLASS ping-pong, its split-K with the sum, the cluster
+# split-K, the few-row kernel with its sum, the cooperative split-K, the hand-written
+# 128x128 kernels, and exact mode's few-row and ping-pong kernels.
+FOLLOW_CASES = [
+    (64, 32768, 512, "fast"), (128, 4096, 7168, "fast"), (64, 2112, 7168, "fast"),
+    (64, 7168, 16384, "fast"), (1024, 576, 7168, "fast"), (2048, 4096, 2048, "fast"),
+    (4096, 4096, 2304, "fast"), (64, 2112, 7168, "exact"), (1024, 1024, 2048, "exact"),
+]
+
+
+@pytest.mark.parametrize("m,n,k,precision", FOLLOW_CASES)
+def test_ordered_after_the_previous_kernel(gemm_kernel, m, n, k, precision):
+    """Each GEMM launches while the kernel before it on the stream may still run (a
+    programmatic dependent launch) and must neither read an input before that kernel has
+    written it nor write its output before that kernel has read it. Per round: a kernel
+    negates A in place, a kernel copies the output buffer, then the GEMM writes that
+    buffer; each result must be the product of the inputs of its round, and each copy the
+    result of the round before."""
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed)
+    plan = gemm_kernel.plan_nt(a, b, sa, sb, precision=precision)
+    what = f"{m}x{n}x{k} {precision} {plan} seed={seed}"
+    a_neg = a.clone()
+    a_neg.view(torch.uint8).bitwise_xor_(0x80)  # the sign bit: A negated exactly
+    checkers = [Checker(gemm_kernel, x, b, sa, sb, what) for x in (a_neg, a)]
+    out = poisoned(m, n)
+    copies, results = [], []
+    for _ in range(4):
+        a.view(torch.uint8).bitwise_xor_(0x80)
+        copies.append(out.clone())
+        gemm_kernel.gemm_nt(a, b, sa, sb, out, precision=precision)
+        results.append(out.clone())
+    torch.cuda.synchronize()
+    previous = poisoned(m, n)
+    for i, (copy, result) in enumerate(zip(copies, results, strict=True)):
+        assert torch.equal(copy.view(torch.int16), previous.view(torch.int16)), (
+            f"round {i}: the output was written before the kernel before it read it ({what})")
+        getattr(checkers[i % 2], precision)(result)
+        previous = result
+
+
 @pytest.mark.parametrize("m,n,k,layout", [
     (64, 2112, 7168, "nt"),          # CUTLASS split-K and the sum
     (128, 7168, 2048, "nt"),         # CUTLASS ping-pong

@@ -735,7 +735,11 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   g.device = dev;
   g.sm_count = props.sm_count;
   g.splits = static_cast<int>(std::max<int64_t>(splits, 0));
-  g.pdl = njobs + nscales > 0;  // the preparation kernel runs right before on this stream
+  // Every kernel built with the in-kernel wait launches as a programmatic dependent of
+  // whatever kernel precedes it on the stream (the preparation, or the caller's last
+  // kernel): its launch and set-up overlap that kernel's tail, and it touches no global
+  // memory before that kernel has completed (griddepcontrol.wait).
+  g.pdl = true;
   g.swizzle = static_cast<int>(swizzle);
   g.a_mn_major = amn || amn_x;
   g.k_a = static_cast<int>(K);
