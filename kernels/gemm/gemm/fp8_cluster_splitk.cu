@@ -112,8 +112,7 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 2)
 
   init_stage_ring(bars, kStages, C::kConsumers / 32, &map_a, &map_b);  // per consumer warp
   __syncthreads();
-  wait_prior_grid();  // launched as a dependent of the kernel before it on the stream
-  launch_dependents();
+  wait_prior_grid();  // launched as a dependent of the operand preparation
 
   float acc[C::kAcc];
 #pragma unroll

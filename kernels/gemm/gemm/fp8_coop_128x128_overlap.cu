@@ -379,9 +379,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The peer's barriers are initialised before anything is multicast into or arrives on
   // them.
   if constexpr (kCluster > 1) cluster_sync();
-  // Launched as a programmatic dependent of the kernel before it on the stream.
+  // Launched as a programmatic dependent of the operand preparation.
   wait_prior_grid();
-  launch_dependents();
 
   const int tiles_m = (p.m + kBlockM - 1) / kBlockM;
   const int tiles_n = (p.n + kBlockN - 1) / kBlockN;

@@ -126,6 +126,10 @@ struct Params : ProblemParams {
   float* partials;   // splits planes of (m, n) floats (splits > 1)
 };
 
+__device__ __forceinline__ void launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 // Two FP8 values (half `h` of the word `w`, low byte first) as an FP16 pair.
 __device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t w, int h) {
   const __half2_raw r =
@@ -363,7 +367,7 @@ __global__ void __launch_bounds__(Config<kGroups, kExact>::kThreads, 1)
 
   init_stage_ring(bars, kStages, C::kConsumers / 32, &map_a, &map_b);  // per consumer warp
   __syncthreads();
-  wait_prior_grid();    // launched as a dependent of the kernel before it on the stream
+  wait_prior_grid();    // launched as a dependent of the operand preparation
   launch_dependents();  // the slices' reduction may start its CTAs (they wait for us)
 
   // Unit u: tile u % tiles (column tiles fastest) over K slice u / tiles, the K blocks

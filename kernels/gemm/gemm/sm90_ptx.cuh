@@ -141,14 +141,6 @@ __device__ __forceinline__ void wait_prior_grid() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 
-// Lets the next kernel on the stream, if launched as a programmatic dependent, start its
-// CTAs wherever this grid leaves room (they still wait for this grid's completion before
-// touching memory). It takes effect once every CTA of this grid has issued it or exited,
-// so no CTA of this grid still waiting to start can lose its place to a dependent.
-__device__ __forceinline__ void launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
 // wgmma shared-memory descriptor of a K-major tile written by TMA with the 128-byte
 // swizzle: rows of 128 bytes, 8-row atoms 1024 bytes apart. Stepping K by 32 bytes
 // inside the atom is an offset of the start address (2 in units of 16 bytes).
