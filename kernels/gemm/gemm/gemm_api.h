@@ -99,8 +99,9 @@ struct GemmArgs {
   // Variants 15, 16, 18: 0 chooses, else 1 to 64 slices, at most one per 128 of K.
   int splits;
   // May launch as a programmatic dependent of the previous kernel on the stream (the
-  // operand preparation): the GEMM's start-up overlaps that kernel's tail and its loads
-  // wait for the kernel's completion. Variants built without that wait ignore it.
+  // operand preparation, or the caller's last kernel): the GEMM's start-up overlaps that
+  // kernel's tail, and it touches no global memory before that kernel has completed.
+  // Variants built without that wait ignore it.
   bool pdl;
   // Persistent tile schedulers: maximum swizzle of the tile order (1, 2, 4, 8), which
   // keeps neighbouring CTAs on neighbouring tiles for L2 reuse; 0: CUTLASS's default (1).
