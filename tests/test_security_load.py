@@ -179,6 +179,35 @@ def test_a_commit_record_rewritten_after_the_trust_decision_is_refused(env, tmp_
              "its commit record changed before the load", module_id, TrustError)
 
 
+def test_a_module_planted_beside_a_namespace_folder_never_runs(tmp_path, monkeypatch):
+    """A folder without ``__init__.py`` inside a variant is a namespace package. Python's
+    own finders must not be asked for it: a module file planted in the instant after the
+    kernel's finder looked would run unverified."""
+    import importlib
+
+    module_id = uid("ns")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    (vdir / "sub").mkdir()
+    (vdir / "sub" / "leaf.py").write_text("WHERE = 'variant'\n")
+    from kf_testutil import write_metadata
+
+    write_metadata(vdir, module_id)
+    loader.get_local_kernel(vdir)
+    real = loader._KernelFinder.find_spec
+
+    def racing(self, fullname, path, target=None):
+        spec = real(self, fullname, path, target)
+        if fullname == f"{module_id}.sub":
+            (vdir / "sub.py").write_text(EVIL)
+        return spec
+
+    monkeypatch.setattr(loader._KernelFinder, "find_spec", racing)
+    sub = importlib.import_module(f"{module_id}.sub")
+    assert not hasattr(sub, "PWNED")
+    assert list(sub.__path__) == [str(vdir.resolve() / "sub")]
+    assert importlib.import_module(f"{module_id}.sub.leaf").WHERE == "variant"
+
+
 def test_verified_kernels_still_load_and_reload(env, tmp_path) -> None:
     import importlib
 

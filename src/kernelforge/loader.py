@@ -231,19 +231,31 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
         init, root = package
         if fullname == top:  # importlib.reload of the package itself
             return _package_spec(fullname, Path(init))
+        portions: list[str] = []  # folders without __init__.py: a namespace package
+        foreign = False
         for entry in path or ():
             where = os.path.abspath(entry)
             if where != root and not where.startswith(root + os.sep):
-                continue  # the package extended its __path__: not ours to judge
+                foreign = True  # the package extended its __path__: not ours to judge
+                continue
             finder = self._finders.get(where)
             if finder is None:
                 finder = self._finders[where] = importlib.machinery.FileFinder(where, *_LOADERS)
             spec = finder.find_spec(fullname, target)
-            if spec is not None and spec.loader is not None:
+            if spec is None:
+                continue
+            if spec.loader is not None:
                 if spec.origin is None or os.path.abspath(spec.origin) not in _verified:
                     _expected_digest(os.path.abspath(spec.origin or where))  # raises
                 return spec
-        return None  # namespace portions and other directories: the usual finders
+            portions.extend(spec.submodule_search_locations or ())
+        if portions and not foreign:
+            # Made here rather than left to Python's own finders, which would look in the
+            # variant again: a module file planted meanwhile would run unverified.
+            spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
+            spec.submodule_search_locations = portions
+            return spec
+        return None  # directories outside the variant: the usual finders
 
     def invalidate_caches(self) -> None:
         for finder in self._finders.values():
