@@ -41,7 +41,8 @@ from kernelforge import _durable
 from kernelforge.errors import HubError
 from kernelforge.hub.base import is_commit, validate_repo_id
 
-__all__ = ["CACHE_ENV", "DownloadCache", "Entry", "default_cache_root", "is_intact"]
+__all__ = ["CACHE_ENV", "CachedVariant", "DownloadCache", "Entry", "Removed",
+           "default_cache_root", "is_intact"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ ENTRY_FILE = "entry.json"
 FILES_DIR = "files"
 LOCK_TIMEOUT_S = 1800.0
 _ABSENT = ".absent"
+#: What a cache root holds (see the module docstring).
+_CACHE_PARTS = frozenset({"variants", "files", "listings", "refs", "locks", "tmp"})
 
 
 def default_cache_root() -> Path:
@@ -114,6 +117,45 @@ class Entry:
     path: Path
     files: dict[str, str]
     fetched: bool = False
+
+
+@dataclass(frozen=True)
+class CachedVariant:
+    """A complete variant in the cache, as ``kernelforge cache list`` shows it.
+
+    Attributes:
+        repo_id: ``org/name``.
+        commit: the full commit id.
+        variant: the variant name.
+        size: bytes of its files on disk.
+        fetched: when it was fetched (seconds since the epoch), ``None`` if not recorded.
+    """
+
+    repo_id: str
+    commit: str
+    variant: str
+    size: int
+    fetched: float | None
+
+
+@dataclass(frozen=True)
+class Removed:
+    """What :meth:`DownloadCache.remove` took out of the cache.
+
+    Attributes:
+        variants: the variants removed.
+        other_bytes: bytes of the other files removed with them: single files (metadata,
+            signatures), file listings, remembered refs and leftovers of interrupted
+            downloads.
+    """
+
+    variants: list[CachedVariant]
+    other_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        """Every byte removed."""
+        return sum(v.size for v in self.variants) + self.other_bytes
 
 
 class DownloadCache:
@@ -390,6 +432,167 @@ class DownloadCache:
                 trash = self._tmp(key)
                 os.rename(final, trash / "old")
                 _remove(trash)
+
+
+    # --- listing and removal -------------------------------------------------------
+
+    def variants(self) -> list[CachedVariant]:
+        """Every complete cached variant with its size and fetch time, sorted by
+        repository, commit and variant."""
+        out = []
+        for repo_id, commit, variant in self.entries():
+            where = self._entry_dir(repo_id, commit, variant)
+            doc = self._read_json(where / ENTRY_FILE)
+            fetched = doc.get("time") if isinstance(doc, dict) else None
+            out.append(CachedVariant(
+                repo_id, commit, variant, _tree_size(where),
+                float(fetched) if isinstance(fetched, (int, float)) else None))
+        return out
+
+    def other_size(self) -> int:
+        """Bytes of everything but the variants: single files, listings, refs and
+        leftovers of interrupted downloads."""
+        return sum(_tree_size(self.root / kind) for kind in ("files", "listings", "refs", "tmp"))
+
+    def commits_matching(self, repo_id: str, prefix: str) -> list[str]:
+        """The cached commits of ``repo_id`` that start with ``prefix`` (lower case hex)."""
+        return [c for c in self.known_commits(repo_id) if c.startswith(prefix.lower())]
+
+    def remove(
+        self,
+        repo_id: str | None = None,
+        *,
+        commits: list[str] | None = None,
+        variant: str | None = None,
+        older_than: float | None = None,
+    ) -> Removed:
+        """Remove cached variants, and with them what else the cache keeps for them.
+
+        With no argument the whole cache is emptied (the lock files aside, which are
+        empty). Each variant vanishes at once, under its lock, as :meth:`discard` does;
+        a load reading it at that moment may fail, and succeeds when run again (it
+        fetches the variant anew). A remove never touches the hubs.
+
+        Args:
+            repo_id: only this repository's; ``None``: every repository's.
+            commits: only these full commit ids (see :meth:`commits_matching`).
+            variant: only this variant.
+            older_than: only variants fetched more than this many seconds ago (those
+                with no recorded time count as old); the small files of the repositories
+                and commits are kept.
+
+        Returns:
+            What was removed.
+        """
+        self._check_is_cache()
+        if repo_id is not None:
+            validate_repo_id(repo_id)
+        for commit in commits or ():
+            self._check_commit(commit)
+        if commits is not None and repo_id is None:
+            raise ValueError("commits: give the repository whose commits they are")
+        now = time.time()
+        removed = []
+        for cached in self.variants():
+            if ((repo_id is not None and cached.repo_id != repo_id)
+                    or (commits is not None and cached.commit not in commits)
+                    or (variant is not None and cached.variant != variant)
+                    or (older_than is not None and cached.fetched is not None
+                        and now - cached.fetched <= older_than)):
+                continue
+            self.discard(cached.repo_id, cached.commit, cached.variant)
+            removed.append(cached)
+            commit_dir = self._repo("variants", cached.repo_id) / cached.commit
+            for empty in (commit_dir, commit_dir.parent, commit_dir.parent.parent):
+                try:  # the commit, name and org folders once nothing is left in them
+                    empty.rmdir()
+                except OSError:
+                    break
+        other = 0
+        if variant is None and older_than is None:
+            if repo_id is None:
+                paths = [self.root / kind for kind in ("variants", "files", "listings", "refs")]
+            elif commits is None:
+                paths = [self._repo("files", repo_id), self._repo("listings", repo_id),
+                         self._repo("refs", repo_id).with_suffix(".json")]
+            else:
+                paths = [p for c in commits for p in (
+                    self._repo("files", repo_id) / c,
+                    self._repo("listings", repo_id) / f"{c}.json")]
+            for path in paths:
+                other += self._discard_path(path)
+            if repo_id is None:
+                other += self._remove_leftovers()
+        return Removed(removed, other)
+
+    def _check_is_cache(self) -> None:
+        """Refuse to remove anything from a directory that holds more than a download
+        cache (a mistyped ``KERNELFORGE_CACHE`` naming a home or project directory)."""
+        try:
+            names = sorted(p.name for p in self.root.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        foreign = [n for n in names if n not in _CACHE_PARTS]
+        if foreign:
+            raise HubError(
+                f"{self.root} holds {', '.join(repr(n) for n in foreign[:3])}"
+                f"{' and more' if len(foreign) > 3 else ''}, which no download cache "
+                f"holds; refusing to remove anything from it. Point {CACHE_ENV} (or "
+                "--cache) at the cache directory itself")
+
+    def _discard_path(self, path: Path) -> int:
+        """Remove a file or directory of the cache at once (renamed away, then deleted);
+        returns its size."""
+        if not (path.exists() or path.is_symlink()):
+            return 0
+        size = _tree_size(path)
+        key = f"remove:{path.relative_to(self.root)}"
+        with self._lock(key):
+            trash = self._tmp(key)
+            try:
+                os.rename(path, trash / "old")
+            except FileNotFoundError:  # removed meanwhile by another process
+                size = 0
+            _remove(trash)
+        return size
+
+    def _remove_leftovers(self) -> int:
+        """Remove what interrupted downloads left in ``tmp/``; a directory whose
+        download is still running (its lock is held) stays."""
+        import filelock
+
+        tmp_root = self.root / "tmp"
+        freed = 0
+        if tmp_root.is_dir():
+            (self.root / "locks").mkdir(exist_ok=True)
+        for leftover in sorted(tmp_root.iterdir()) if tmp_root.is_dir() else []:
+            lock = filelock.FileLock(
+                str(self.root / "locks" / f"{leftover.name.split('.')[0]}.lock"), timeout=0)
+            try:
+                with lock:
+                    size = _tree_size(leftover)
+                    _remove(leftover)
+                    freed += size
+            except filelock.Timeout:
+                continue
+        return freed
+
+
+def _tree_size(path: Path) -> int:
+    """Bytes of the files under ``path`` (or of the file itself); links not followed."""
+    try:
+        if not path.is_dir() or path.is_symlink():
+            return os.lstat(path).st_size
+    except FileNotFoundError:
+        return 0
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
 
 
 def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:

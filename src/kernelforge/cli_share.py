@@ -1,5 +1,5 @@
-"""The sharing and trust subcommands of ``kernelforge``: info, lock, download, keygen and
-trust. A thin layer like :mod:`kernelforge.cli`, which registers them and turns
+"""The sharing and trust subcommands of ``kernelforge``: info, lock, download, cache,
+keygen and trust. A thin layer like :mod:`kernelforge.cli`, which registers them and turns
 kernelforge errors into exit code 1.
 """
 
@@ -403,6 +403,121 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     return 0
 
 
+def commit_prefix_arg(text: str) -> str:
+    """argparse type for ``cache remove --revision``: a commit id or a prefix of one."""
+    if not re.fullmatch(r"[0-9a-fA-F]{4,40}", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a commit id; give the commit (or its first 4 to 40 hex "
+            "digits) as 'kernelforge cache list' shows it")
+    return text.lower()
+
+
+def cache_dir_arg(text: str) -> str:
+    """argparse type for ``--cache``: a directory, never empty (an empty path would be
+    the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the download cache's directory (an empty path would be the "
+            "current directory)")
+    return text
+
+
+def days_arg(text: str) -> float:
+    """argparse type for ``--older-than``: a number of days, 0 or more."""
+    try:
+        days = float(text)
+    except ValueError:
+        days = -1.0
+    if not days >= 0 or days == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days (e.g. 30 or 0.5)")
+    return days
+
+
+def _size_text(n: int) -> str:
+    """``n`` bytes in decimal units: ``512 B``, ``3.1 MB``."""
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"
+
+
+def _when(t: float | None) -> str:
+    import time
+
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+
+def _say_removed(removed: Any, cache: Any, what: str) -> None:
+    n = len(removed.variants)
+    print(f"removed {n} variant{'s' if n != 1 else ''} {what}, "
+          f"{_size_text(removed.total_bytes)} in all, from {cache.root}")
+    for v in removed.variants:
+        print(f"  {v.repo_id}  {v.commit[:12]}  {v.variant}  {_size_text(v.size)}")
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    import json
+
+    from kernelforge.cache import DownloadCache
+
+    cache = DownloadCache(args.cache)
+    if args.action == "list":
+        variants = cache.variants()
+        if args.json:
+            print(json.dumps([{"repo-id": v.repo_id, "commit": v.commit, "variant": v.variant,
+                               "size": v.size, "fetched": v.fetched} for v in variants],
+                             indent=1))
+            return 0
+        other = cache.other_size()
+        if not variants and not other:
+            print(f"the download cache {cache.root} is empty")
+            return 0
+        rows = [(v.repo_id, v.commit[:12], v.variant, _size_text(v.size), _when(v.fetched))
+                for v in variants]
+        head = ("REPOSITORY", "REVISION", "VARIANT", "SIZE", "FETCHED")
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        for row in [head, *rows]:
+            print("  ".join(c.rjust(w) if i == 3 else c.ljust(w)
+                            for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
+        total = sum(v.size for v in variants) + other
+        print(f"{len(variants)} variant{'s' if len(variants) != 1 else ''}, "
+              f"{_size_text(total)} in all ({_size_text(other)} of metadata, listings and "
+              f"leftovers) in {cache.root}")
+        return 0
+    if args.action == "remove":
+        commits = None
+        if args.revision:
+            commits = cache.commits_matching(args.repo, args.revision)
+            if not commits:
+                raise KernelforgeError(
+                    f"{args.repo}: no cached revision starts with {args.revision} in "
+                    f"{cache.root}; 'kernelforge cache list' shows what is cached")
+            if len(commits) > 1:
+                raise KernelforgeError(
+                    f"{args.repo}: {args.revision} is the start of {len(commits)} cached "
+                    f"revisions ({', '.join(c[:12] for c in commits)}); give more digits")
+        removed = cache.remove(args.repo, commits=commits, variant=args.variant)
+        if not removed.variants and not removed.other_bytes:
+            what = args.repo + (f" at {args.revision}" if args.revision else "") + (
+                f", variant {args.variant}" if args.variant else "")
+            raise KernelforgeError(f"nothing of {what} is in the download cache "
+                                   f"{cache.root}; 'kernelforge cache list' shows what is")
+        _say_removed(removed, cache, f"of {args.repo}")
+        return 0
+    if args.older_than is None:
+        removed = cache.remove()
+        if not removed.variants and not removed.other_bytes:
+            print(f"the download cache {cache.root} is already empty")
+            return 0
+        _say_removed(removed, cache, "and every other cached file")
+    else:
+        removed = cache.remove(older_than=args.older_than * 86400)
+        _say_removed(removed, cache, f"fetched more than {args.older_than:g} days ago")
+    return 0
+
+
 def _trust_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow kernels not signed by a trusted key")
@@ -411,7 +526,7 @@ def _trust_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    """Register info, lock, download, keygen and trust on the ``kernelforge`` parser.
+    """Register info, lock, download, cache, keygen and trust on the ``kernelforge`` parser.
 
     Args:
         sub: the parser's subparsers object.
@@ -440,6 +555,24 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--backend", help="choose for this backend instead of the system's")
     p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
     p.set_defaults(func=_cmd_download)
+
+    cache_help = "the download cache (default: $KERNELFORGE_CACHE, else the user cache dir)"
+    p = sub.add_parser("cache", help="list or remove the kernels downloaded from remote hubs")
+    csub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    c = csub.add_parser("list", help="each cached variant with its size and fetch time")
+    c.add_argument("--json", action="store_true", help="as JSON, sizes in bytes")
+    c.add_argument("--cache", metavar="DIR", type=cache_dir_arg, help=cache_help)
+    c = csub.add_parser("remove", help="remove a repository's cached variants")
+    c.add_argument("repo", type=repo_arg, help="repository id, org/name")
+    c.add_argument("--revision", type=commit_prefix_arg,
+                   help="only this commit (or its first digits, as 'cache list' shows it)")
+    c.add_argument("--variant", help="only this variant (e.g. torch29-cxx11-cu128-x86_64-linux)")
+    c.add_argument("--cache", metavar="DIR", type=cache_dir_arg, help=cache_help)
+    c = csub.add_parser("clear", help="empty the download cache")
+    c.add_argument("--older-than", metavar="DAYS", type=days_arg,
+                   help="only variants fetched more than DAYS days ago")
+    c.add_argument("--cache", metavar="DIR", type=cache_dir_arg, help=cache_help)
+    p.set_defaults(func=_cmd_cache)
 
     p = sub.add_parser("keygen", help="create a publisher signing key (ed25519)")
     p.add_argument("--name", default="default", type=key_label_arg,

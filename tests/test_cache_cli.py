@@ -1,0 +1,176 @@
+"""``kernelforge cache``: list the download cache, remove a repository's, a revision's or a
+variant's files, clear it (or only what was fetched long ago), and never remove anything
+from a directory that is not a download cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import filelock
+import pytest
+from kf_sharing import FakeHfApi, isolate, make_variant, uid
+
+from kernelforge import cache as cache_mod
+from kernelforge import loader
+from kernelforge.cache import DownloadCache
+from kernelforge.cli import main
+from kernelforge.hub.hf import HfHub
+
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
+A, B = "org-a/relu", "org-b/relu"
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+@pytest.fixture()
+def filled(env, tmp_path: Path) -> dict[str, list[str]]:
+    """A cache holding A at two versions and B at one, each loaded as a user would (so
+    metadata, listings and refs are cached beside the variants)."""
+    hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=env["cache"])
+    commits: dict[str, list[str]] = {A: [], B: []}
+    for repo, version in ((A, 1), (A, 2), (B, 1)):
+        project = tmp_path / f"p-{repo.replace('/', '-')}-{version}"
+        make_variant(project, module_id=uid("c"), value=version, version=version)
+        commits[repo].append(hub.publish(repo, project, version=version).commit)
+        loader.get_kernel(repo, version=version, hub=hub, trust_remote_code=[repo])
+    return commits
+
+
+def _listed(capsys) -> list[dict]:
+    capsys.readouterr()
+    assert main(["cache", "list", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _variant_bytes(root: Path, repo: str, commit: str) -> int:
+    where = root / "variants" / repo / commit / "torch-cpu"
+    return sum(p.stat().st_size for p in where.rglob("*") if p.is_file())
+
+
+def test_list_shows_each_variant_with_its_size(env, filled, capsys) -> None:
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    for repo, commits in filled.items():
+        for commit in commits:
+            assert any(line.startswith(repo) and commit[:12] in line and "torch-cpu" in line
+                       for line in out.splitlines()), out
+    assert "3 variants, " in out and str(env["cache"]) in out
+    listed = _listed(capsys)
+    assert sorted((v["repo-id"], v["commit"]) for v in listed) == sorted(
+        (r, c) for r, cs in filled.items() for c in cs)
+    for v in listed:
+        assert v["size"] == _variant_bytes(env["cache"], v["repo-id"], v["commit"]) > 0
+        assert abs(v["fetched"] - time.time()) < 600
+
+
+def test_an_empty_cache_says_so(env, capsys) -> None:
+    assert main(["cache", "list"]) == 0
+    assert "is empty" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    assert "already empty" in capsys.readouterr().out
+
+
+def test_remove_takes_one_repository_and_what_is_kept_for_it(env, filled, tmp_path,
+                                                               capsys) -> None:
+    root = env["cache"]
+    assert main(["cache", "remove", A]) == 0
+    out = capsys.readouterr().out
+    assert "removed 2 variants of org-a/relu" in out, out
+    assert [v["repo-id"] for v in _listed(capsys)] == [B]
+    for kind in ("variants", "files", "listings"):
+        assert not (root / kind / A).exists()
+        assert (root / kind / B).is_dir()
+    assert not (root / "refs" / f"{A}.json").exists() and (root / "refs" / f"{B}.json").exists()
+    assert not list((root / "tmp").iterdir())  # nothing left half-removed
+    # A load fetches it again.
+    hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=root)
+    assert loader.get_kernel(A, version=2, hub=hub, trust_remote_code=[A]).VALUE == 2
+    assert main(["cache", "remove", A]) == 0
+
+
+def test_remove_one_revision_by_its_first_digits(env, filled, capsys) -> None:
+    old, new = filled[A]
+    assert main(["cache", "remove", A, "--revision", old[:7].upper()]) == 0
+    assert old[:12] in capsys.readouterr().out
+    assert sorted(v["commit"] for v in _listed(capsys)) == sorted([new, filled[B][0]])
+    assert not (env["cache"] / "files" / A / old).exists()
+    assert (env["cache"] / "files" / A / new).is_dir()
+    assert main(["cache", "remove", A, "--revision", old[:7]]) == 1
+    assert "no cached revision starts with" in capsys.readouterr().err, "the revision is gone"
+
+
+def test_remove_one_variant(env, filled, capsys) -> None:
+    assert main(["cache", "remove", B, "--variant", "torch-cuda"]) == 1
+    assert "nothing of org-b/relu, variant torch-cuda" in capsys.readouterr().err
+    assert main(["cache", "remove", B, "--variant", "torch-cpu"]) == 0
+    assert sorted(v["repo-id"] for v in _listed(capsys)) == [A, A]
+    assert (env["cache"] / "files" / B).is_dir()  # only the variant went
+
+
+def test_clear_older_than_keeps_what_was_fetched_since(env, filled, capsys,
+                                                       monkeypatch) -> None:
+    first = DownloadCache(env["cache"]).variants()[0]
+    entry = env["cache"] / "variants" / first.repo_id / first.commit / first.variant
+    doc = json.loads((entry / "entry.json").read_text())
+    doc["time"] -= 40 * 86400
+    os.chmod(entry, 0o755)
+    (entry / "entry.json").write_text(json.dumps(doc))
+    assert main(["cache", "clear", "--older-than", "30"]) == 0
+    assert "removed 1 variant fetched more than 30 days ago" in capsys.readouterr().out
+    assert len(_listed(capsys)) == 2
+    monkeypatch.setattr(cache_mod.time, "time", lambda: doc["time"] + 80 * 86400)
+    assert main(["cache", "clear", "--older-than", "30"]) == 0
+    assert _listed(capsys) == []
+    assert (env["cache"] / "files" / A).is_dir()  # the small files stay
+
+
+def test_clear_empties_the_cache_but_not_a_download_in_progress(env, filled,
+                                                                capsys) -> None:
+    root = env["cache"]
+    interrupted = root / "tmp" / f"{'a' * 32}.dead"
+    running = root / "tmp" / f"{'b' * 32}.live"
+    for leftover in (interrupted, running):
+        leftover.mkdir(parents=True)
+        (leftover / "part").write_bytes(b"x" * 1000)
+    with filelock.FileLock(str(root / "locks" / f"{'b' * 32}.lock")):
+        assert main(["cache", "clear"]) == 0
+    out = capsys.readouterr().out
+    assert "removed 3 variants and every other cached file" in out
+    assert sorted(p.name for p in root.iterdir()) == ["locks", "tmp"]
+    assert [p.name for p in (root / "tmp").iterdir()] == [running.name]
+
+
+def test_a_directory_that_is_not_a_cache_is_left_alone(env, filled, tmp_path,
+                                                       capsys) -> None:
+    home = tmp_path / "home"
+    (home / "files").mkdir(parents=True)
+    (home / "notes.txt").write_text("mine")
+    (home / "files" / "thesis.tex").write_text("mine too")
+    assert main(["cache", "clear", "--cache", str(home)]) == 1
+    err = capsys.readouterr().err
+    assert "'notes.txt'" in err and "refusing to remove anything" in err
+    assert (home / "files" / "thesis.tex").read_text() == "mine too"
+    with pytest.raises(SystemExit) as info:
+        main(["cache", "clear", "--cache", ""])
+    assert info.value.code == 2
+    assert len(_listed(capsys)) == 3
+
+
+@pytest.mark.parametrize("argv,problem", [
+    (["cache", "remove", "not-a-repo"], "org/name"),
+    (["cache", "remove", A, "--revision", "xyz"], "is not a commit id"),
+    (["cache", "clear", "--older-than", "-1"], "is not a number of days"),
+    (["cache", "clear", "--older-than", "nan"], "is not a number of days"),
+])
+def test_bad_arguments_are_usage_errors(argv, problem, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert problem in capsys.readouterr().err
