@@ -148,7 +148,7 @@ def test_signed_kernel_without_digest_is_refused(hf: HfHub, remote: FakeHfApi,
     commit = hf.publish(REPO, tmp_path / "p", version=1).commit
     meta = remote.tree(REPO, commit) / "build" / "torch-cpu" / "metadata.json"
     remote.tamper(REPO, commit, "build/torch-cpu.sig",
-                  key.sign_variant("torch-cpu", meta.read_bytes()))
+                  key.sign_variant("torch-cpu", meta.read_bytes(), repo_id=REPO))
     with pytest.raises(TrustError, match="records no file digests"):
         loader.get_kernel(REPO, version=1, hub=hf)
 

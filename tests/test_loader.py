@@ -320,7 +320,7 @@ def test_signed_build_without_digest_is_refused_on_a_local_hub(
     # a signature over the digest-less metadata (publish --sign refuses to make one),
     # then the code swapped: the signature still verifies, the owner mark no longer does
     _add_to_revision(hub, repo, commit, "build/torch-cpu.sig",
-                     signer.sign_variant("torch-cpu", meta))
+                     signer.sign_variant("torch-cpu", meta, repo_id=repo))
     _add_to_revision(hub, repo, commit, "build/torch-cpu/__init__.py", b"VALUE = 666\n")
     said = loader.kernel_info(repo, version=1, hub=hub).trust  # says what the load does
     assert said.startswith("trust: refused") and "records no file digests" in said, said
@@ -354,6 +354,43 @@ def test_a_build_copied_to_another_version_branch_is_refused(
     with pytest.raises(TrustError, match="branch v7"):
         loader.get_kernel(repo, revision="v7", hub=hub)
     assert loader.get_kernel(repo, version=1, hub=hub).VALUE == 1
+
+
+def test_a_signed_build_copied_to_another_repository_is_refused(
+    hub: LocalHub, tmp_path: Path, signer, monkeypatch
+) -> None:
+    """The key is trusted for both repositories, but its signature names the one the
+    build was published to: copied into the other (by whoever can write there), it no
+    longer vouches for it."""
+    import shutil
+
+    from kernelforge import trust
+    from kernelforge.errors import TrustError
+
+    source, target = "kernels-test/sign-a", "kernels-test/sign-b"
+    make_variant(tmp_path / "a", "torch-cpu", module_id=uid("cpa"), value=1)
+    signed = hub.publish(source, tmp_path / "a", version=1, signer=signer).commit
+    make_variant(tmp_path / "b", "torch-cpu", module_id=uid("cpb"), value=2)
+    other = hub.publish(target, tmp_path / "b", version=1).commit
+    copied = hub.variant_path(source, signed, "torch-cpu")
+    dest = hub.variant_path(target, other, "torch-cpu")
+    for path in dest.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    dest.chmod(0o755)
+    shutil.rmtree(dest)
+    shutil.copytree(copied, dest)
+    for rel in ("build/torch-cpu.sig", *(f"build/torch-cpu/{f.relative_to(copied)}"
+                                         for f in copied.rglob("*") if f.is_file())):
+        _add_to_revision(hub, target, other, rel,
+                         (hub.root / source / "objects" / signed / rel).read_bytes())
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "other-config"))  # not the owner
+    trust.add_key(signer.public.text, name="alice", repos=("kernels-test/*",))
+    assert loader.get_kernel(source, version=1, hub=hub).VALUE == 1
+    said = loader.kernel_info(target, version=1, hub=hub).trust
+    assert said.startswith("trust: refused"), said
+    assert f"for {source}, not for {target}: a build copied from another repository" in said
+    with pytest.raises(TrustError, match="copied from another repository"):
+        loader.get_kernel(target, version=1, hub=hub)
 
 
 # --- local builds and overrides ----------------------------------------------------------

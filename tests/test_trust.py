@@ -53,16 +53,68 @@ def test_malformed_public_keys_are_named(text: str) -> None:
         signing.PublicKey.parse(text)
 
 
-def test_signature_binds_metadata_bytes_and_variant(key: signing.SigningKey) -> None:
-    sig = signing.parse_signature(key.sign_variant("torch-cpu", META), "x.sig")
-    assert sig.key_id == key.public.key_id
-    assert key.public.verify(sig.signature, "torch-cpu", META)
-    assert not key.public.verify(sig.signature, "torch-cuda", META)  # moved to another slot
-    assert not key.public.verify(sig.signature, "torch-cpu", META.replace(b"x", b"y"))
+def test_signature_binds_repository_metadata_bytes_and_variant(key: signing.SigningKey) -> None:
+    sig = signing.parse_signature(key.sign_variant("torch-cpu", META, repo_id="org/relu"),
+                                  "x.sig")
+    assert sig.key_id == key.public.key_id and sig.repo_id == "org/relu"
+    assert key.public.verify(sig.signature, "torch-cpu", META, "org/relu")
+    assert not key.public.verify(sig.signature, "torch-cpu", META, "org/other")  # copied
+    assert not key.public.verify(sig.signature, "torch-cpu", META)  # passed off as format 1
+    assert not key.public.verify(sig.signature, "torch-cuda", META, "org/relu")  # other slot
+    assert not key.public.verify(sig.signature, "torch-cpu", META.replace(b"x", b"y"),
+                                 "org/relu")
+    with pytest.raises(ValueError, match="org/name"):
+        key.sign_variant("torch-cpu", META, repo_id="relu")
 
 
-@pytest.mark.parametrize("data", [b"", b"{}", b"not json", (b'{"format": "kernelforge-signature/1",'
-                                  b' "algorithm": "ed25519", "key-id": "a", "signature": "AA=="}')])
+def _format_1(key: signing.SigningKey) -> bytes:
+    """A signature file as kernelforge wrote them before format 2 (no repository)."""
+    import base64
+
+    raw = key._private.sign(signing.signed_message("torch-cpu", META))
+    return json.dumps({"format": "kernelforge-signature/1", "algorithm": "ed25519",
+                       "key-id": key.public.key_id, "public-key": key.public.text,
+                       "signature": base64.b64encode(raw).decode()}).encode()
+
+
+def test_format_1_signatures_still_verify(key: signing.SigningKey) -> None:
+    sig = signing.parse_signature(_format_1(key), "x.sig")
+    assert sig.repo_id is None and key.public.verify(sig.signature, "torch-cpu", META)
+    trust.add_key(key.public.text, name="alice", repos=("org/*",))
+    req = policy.TrustRequest("org/relu", "torch-cpu", META, signature=_format_1(key))
+    assert policy.evaluate(req).allowed
+
+
+def test_a_signature_made_for_another_repository_does_not_vouch(
+    key: signing.SigningKey,
+) -> None:
+    trust.add_key(key.public.text, name="alice", repos=("org/*",))
+    sig = key.sign_variant("torch-cpu", META, repo_id="org/other")
+    req = policy.TrustRequest("org/relu", "torch-cpu", META, signature=sig)
+    decision = policy.evaluate(req)
+    assert not decision.allowed
+    assert "for org/other, not for org/relu: a build copied from another" in str(decision)
+    assert policy.evaluate(req, allow=["org/relu"]).allowed  # still allowed explicitly
+    forged = json.loads(sig)
+    forged["repo-id"] = "org/relu"  # the field rewritten: the signature no longer verifies
+    with pytest.raises(TrustError, match="does not verify"):
+        policy.evaluate(policy.TrustRequest("org/relu", "torch-cpu", META,
+                                            signature=json.dumps(forged).encode()))
+
+
+_SIG64 = '"signature": "' + "A" * 86 + '=="'  # 64 bytes, well-formed
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"{}", b"not json",
+    b'{"format": "kernelforge-signature/1", "algorithm": "ed25519", "key-id": "a", '
+    b'"signature": "AA=="}',
+    # format 2 without the repository it was made for, or with a bad one
+    ('{"format": "kernelforge-signature/2", "algorithm": "ed25519", "key-id": "a", '
+     + _SIG64 + "}").encode(),
+    ('{"format": "kernelforge-signature/2", "algorithm": "ed25519", "key-id": "a", '
+     '"repo-id": "no-slash", ' + _SIG64 + "}").encode(),
+])
 def test_malformed_signature_files_are_named(data: bytes) -> None:
     with pytest.raises(TrustError, match=r"org/x: build/torch-cpu.sig: not a valid signature"):
         signing.parse_signature(data, "org/x: build/torch-cpu.sig")
@@ -238,7 +290,7 @@ def test_an_owner_key_others_can_read_is_refused(env: dict[str, Path], caplog) -
 
 
 def request(key: signing.SigningKey | None = None, **kw) -> policy.TrustRequest:
-    sig = key.sign_variant("torch-cpu", META) if key else None
+    sig = key.sign_variant("torch-cpu", META, repo_id="org/relu") if key else None
     return policy.TrustRequest("org/relu", "torch-cpu", META, signature=sig, **kw)
 
 
@@ -268,7 +320,7 @@ def test_a_bad_signature_by_a_trusted_key_is_refused_even_when_allowed(
     key: signing.SigningKey,
 ) -> None:
     trust.add_key(key.public.text, name="alice")
-    sig = key.sign_variant("torch-cpu", META)
+    sig = key.sign_variant("torch-cpu", META, repo_id="org/relu")
     forged = policy.TrustRequest("org/relu", "torch-cpu", META + b" ", signature=sig)
     with pytest.raises(TrustError, match="metadata.json was changed after it was signed"):
         policy.evaluate(forged, allow=True)

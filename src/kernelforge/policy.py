@@ -6,7 +6,9 @@ imported (and, for a remote hub, before the variant is downloaded). In order:
 1. **Published by you.** A local-hub revision whose owner mark this user's owner key
    verifies (:func:`kernelforge.trust.check_owner_mark`) loads.
 2. **Signed by a trusted key.** ``build/<variant>.sig`` names a key in the trust store
-   that covers the repository, and the signature over ``metadata.json`` verifies. A
+   that covers the repository, and the signature over the repository's id and
+   ``metadata.json`` verifies (a build signed for another repository and copied here
+   does not count; format-1 signatures name no repository). A
    signature by a trusted key that does *not* verify is refused outright, whatever else
    allows the repository: it means ``metadata.json`` changed after signing.
 3. **Signed through sigstore.** ``build/<variant>/metadata.json.sigstore`` (Hugging
@@ -130,13 +132,18 @@ def _check_key_signature(
     if key is None:
         notes.append(f"signed by key {sig.key_id}, which is not in the trust store")
         return None
-    if not PublicKey.parse(key.public_key).verify(sig.signature, req.variant, req.metadata):
+    if not PublicKey.parse(key.public_key).verify(sig.signature, req.variant, req.metadata,
+                                                  sig.repo_id):
         raise TrustError(
             f"{req.repo_id}: the signature {signature_path(req.variant)} by trusted key "
             f"{sig.key_id} ({key.name or 'unnamed'}) does not verify: "
             f"build/{req.variant}/metadata.json was changed after it was signed; refusing "
             "to load it (republish the kernel, or remove the tampered copy)"
         )
+    if sig.repo_id is not None and sig.repo_id != req.repo_id:
+        notes.append(f"signed by trusted key {sig.key_id} for {sig.repo_id}, not for "
+                     f"{req.repo_id}: a build copied from another repository")
+        return None
     if not key.covers(req.repo_id):
         notes.append(f"signed by trusted key {sig.key_id}, but that key is trusted only "
                      f"for {', '.join(key.repos)}")

@@ -1,13 +1,17 @@
 """Publisher keys and variant signatures (ed25519, through ``cryptography``).
 
 A publisher signs each build variant it publishes: the signed message is a fixed
-domain tag, the variant name and the exact bytes of the variant's ``metadata.json``.
-The metadata holds the digest of every other file of the variant, so a valid signature
-plus a digest check vouch for every byte that gets imported. The signature is stored
-next to the variant, at ``build/<variant>.sig``, as JSON::
+domain tag, the repository it is published to, the variant name and the exact bytes of
+the variant's ``metadata.json``. The metadata holds the digest of every other file of
+the variant, so a valid signature plus a digest check vouch for every byte that gets
+imported, and only in the repository it was published to. The signature is stored next
+to the variant, at ``build/<variant>.sig``, as JSON::
 
-    {"format": "kernelforge-signature/1", "algorithm": "ed25519",
+    {"format": "kernelforge-signature/2", "algorithm": "ed25519", "repo-id": "org/name",
      "key-id": "3f2a...", "public-key": "ed25519:<base64>", "signature": "<base64>"}
+
+Signatures of format 1 (kernelforge before format 2) sign the same without the
+repository; they still verify, for any repository the key is trusted for.
 
 The ``public-key`` field only helps people; verification always uses the key from the
 trust store (:mod:`kernelforge.trust`) named by ``key-id``.
@@ -42,8 +46,10 @@ __all__ = [
     "parse_signature",
 ]
 
-SIGNATURE_FORMAT = "kernelforge-signature/1"
-_DOMAIN = b"kernelforge-variant-signature-v1\0"
+SIGNATURE_FORMAT = "kernelforge-signature/2"
+_FORMAT_1 = "kernelforge-signature/1"
+_DOMAIN_1 = b"kernelforge-variant-signature-v1\0"
+_DOMAIN_2 = b"kernelforge-variant-signature-v2\0"
 _PREFIX = "ed25519:"
 
 
@@ -58,9 +64,12 @@ def _crypto() -> Any:
     return ed25519
 
 
-def signed_message(variant: str, metadata: bytes) -> bytes:
-    """The bytes a variant signature covers: domain tag, variant name, metadata bytes."""
-    return _DOMAIN + variant.encode("utf-8") + b"\0" + metadata
+def signed_message(variant: str, metadata: bytes, repo_id: str | None = None) -> bytes:
+    """The bytes a variant signature covers: domain tag, repository (format 2; ``None``:
+    format 1, which names none), variant name, metadata bytes."""
+    if repo_id is None:
+        return _DOMAIN_1 + variant.encode("utf-8") + b"\0" + metadata
+    return _DOMAIN_2 + repo_id.encode("utf-8") + b"\0" + variant.encode("utf-8") + b"\0" + metadata
 
 
 @dataclass(frozen=True)
@@ -110,13 +119,15 @@ class PublicKey:
         """The first 16 hex digits of the sha256 of the raw key."""
         return hashlib.sha256(self.raw).hexdigest()[:16]
 
-    def verify(self, signature: bytes, variant: str, metadata: bytes) -> bool:
+    def verify(self, signature: bytes, variant: str, metadata: bytes,
+               repo_id: str | None = None) -> bool:
         """Whether ``signature`` signs ``metadata`` of ``variant`` with this key.
 
         Args:
             signature: the raw 64-byte signature.
             variant: the variant name.
             metadata: the exact bytes of the variant's ``metadata.json``.
+            repo_id: the repository a format-2 signature names; ``None`` for format 1.
 
         Returns:
             ``True`` when the signature is valid.
@@ -125,7 +136,7 @@ class PublicKey:
 
         key = _crypto().Ed25519PublicKey.from_public_bytes(self.raw)
         try:
-            key.verify(signature, signed_message(variant, metadata))
+            key.verify(signature, signed_message(variant, metadata, repo_id))
         except InvalidSignature:
             return False
         return True
@@ -176,21 +187,27 @@ class SigningKey:
         )
         return PublicKey(raw)
 
-    def sign_variant(self, variant: str, metadata: bytes) -> bytes:
-        """The signature file for one variant.
+    def sign_variant(self, variant: str, metadata: bytes, *, repo_id: str) -> bytes:
+        """The signature file for one variant published to ``repo_id``.
 
         Args:
             variant: the variant name (``torch-cpu``).
             metadata: the exact bytes of its ``metadata.json``.
+            repo_id: the repository it is published to (``org/name``); the signature
+                vouches for the variant in that repository only.
 
         Returns:
             The JSON bytes to store at ``build/<variant>.sig``.
         """
-        signature = self._private.sign(signed_message(variant, metadata))
+        from kernelforge.hub.base import validate_repo_id
+
+        validate_repo_id(repo_id)
+        signature = self._private.sign(signed_message(variant, metadata, repo_id))
         public = self.public
         doc = {
             "format": SIGNATURE_FORMAT,
             "algorithm": "ed25519",
+            "repo-id": repo_id,
             "key-id": public.key_id,
             "public-key": public.text,
             "signature": base64.b64encode(signature).decode("ascii"),
@@ -209,11 +226,13 @@ class Signature:
         key_id: the id of the key that claims to have signed.
         signature: the raw signature bytes.
         public_key: the public key the file carries (informative only), or ``None``.
+        repo_id: the repository it was made for (format 2), ``None`` for format 1.
     """
 
     key_id: str
     signature: bytes
     public_key: str | None
+    repo_id: str | None = None
 
 
 def parse_signature(data: bytes, where: str) -> Signature:
@@ -229,25 +248,32 @@ def parse_signature(data: bytes, where: str) -> Signature:
     Raises:
         TrustError: the file is not a kernelforge signature (names ``where``).
     """
+    from kernelforge.hub.base import validate_repo_id
+
     try:
         doc = json.loads(data.decode("utf-8"))
         ok = (
             isinstance(doc, dict)
-            and doc.get("format") == SIGNATURE_FORMAT
+            and doc.get("format") in (SIGNATURE_FORMAT, _FORMAT_1)
             and doc.get("algorithm") == "ed25519"
             and isinstance(doc.get("key-id"), str)
         )
+        repo_id = doc.get("repo-id") if ok and doc["format"] == SIGNATURE_FORMAT else None
+        if ok and doc["format"] == SIGNATURE_FORMAT:
+            validate_repo_id(repo_id)
         raw = base64.b64decode(doc["signature"], validate=True) if ok else b""
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, binascii.Error):
         ok, raw = False, b""
     if not ok or len(raw) != 64:
         raise TrustError(
             f"{where}: not a valid signature file; expected JSON with format "
-            f"{SIGNATURE_FORMAT!r}, algorithm 'ed25519', 'key-id' and a base64 'signature'; "
-            "republish the kernel with --sign"
+            f"{SIGNATURE_FORMAT!r} (or {_FORMAT_1!r}), algorithm 'ed25519', 'key-id', a "
+            "base64 'signature' and, in format 2, the 'repo-id' it was made for; republish "
+            "the kernel with --sign"
         )
     public = doc.get("public-key")
-    return Signature(doc["key-id"], raw, public if isinstance(public, str) else None)
+    return Signature(doc["key-id"], raw, public if isinstance(public, str) else None,
+                     repo_id)
 
 
 def load_signing_key(path: str | os.PathLike[str]) -> SigningKey:

@@ -267,7 +267,7 @@ class LocalHubWriter:
                     for variant in staged.variants:
                         meta = (tmp / "build" / variant / "metadata.json").read_bytes()
                         extra = {**extra, signature_path(variant): signer.sign_variant(
-                            variant, meta)}
+                            variant, meta, repo_id=repo_id)}
             for rel, data in sorted(extra.items()):
                 recorded[rel] = _durable.write_file(tmp / rel, data)
             fields = {

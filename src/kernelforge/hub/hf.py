@@ -552,7 +552,7 @@ class HfHub:
             data = contents[rel]
             if signer is not None and rel.endswith("/metadata.json") and rel.count("/") == 2:
                 variant = rel.split("/")[1]
-                sig = signer.sign_variant(variant, data)
+                sig = signer.sign_variant(variant, data, repo_id=repo_id)
                 ops.append(CommitOperationAdd(path_in_repo=signature_path(variant),
                                               path_or_fileobj=sig))
                 new_paths.add(signature_path(variant))
