@@ -208,6 +208,47 @@ def test_a_module_planted_beside_a_namespace_folder_never_runs(tmp_path, monkeyp
     assert importlib.import_module(f"{module_id}.sub.leaf").WHERE == "variant"
 
 
+@pytest.mark.parametrize("planted", ["optional.py", "optional.pyc"])
+def test_a_module_planted_after_the_finder_missed_it_never_runs(tmp_path, monkeypatch,
+                                                                 planted):
+    """A module the kernel's finder does not find (``try: from . import optional``) goes
+    on to Python's path finder, which looks in the variant again: through the kernel's
+    own checks, so a file planted in that instant is refused, never run."""
+    import importlib
+
+    module_id = uid("miss")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    loader.get_local_kernel(vdir)
+    evil = tmp_path / "evil.py"
+    evil.write_text(EVIL)
+    real = loader._KernelFinder.find_spec
+
+    def racing(self, fullname, path, target=None):
+        spec = real(self, fullname, path, target)
+        if fullname == f"{module_id}.optional" and spec is None:
+            if planted.endswith(".pyc"):
+                py_compile.compile(str(evil), cfile=str(vdir / planted))
+            else:
+                (vdir / planted).write_text(EVIL)
+        return spec
+
+    monkeypatch.setattr(loader._KernelFinder, "find_spec", racing)
+    with pytest.raises(IntegrityError, match=f"extra: {planted} \\(no digest covers it"):
+        importlib.import_module(f"{module_id}.optional")
+    assert not any(getattr(m, "PWNED", 0) for m in list(sys.modules.values())
+                   if getattr(m, "__name__", "").startswith(module_id))
+
+
+def test_a_missing_submodule_is_still_a_plain_import_error(tmp_path) -> None:
+    import importlib
+
+    module_id = uid("opt")
+    loader.get_local_kernel(make_variant(tmp_path / "p", module_id=module_id))
+    assert importlib.util.find_spec(f"{module_id}.optional") is None
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"{module_id}.optional")
+
+
 def test_verified_kernels_still_load_and_reload(env, tmp_path) -> None:
     import importlib
 

@@ -202,6 +202,11 @@ class _RefusedBytecode(importlib.machinery.SourcelessFileLoader):
     covers bytecode); listed so that the finder refuses it rather than letting Python's
     own finders run it."""
 
+    def get_code(self, fullname: str) -> CodeType:
+        _expected_digest(os.path.abspath(self.get_filename(fullname)))  # raises
+        raise IntegrityError(os.path.dirname(self.path), [
+            f"bytecode: {os.path.basename(self.path)} (refusing to import it)"])
+
 
 _LOADERS: tuple[tuple[Any, list[str]], ...] = (
     (_VerifiedExtensionLoader, importlib.machinery.EXTENSION_SUFFIXES),
@@ -215,7 +220,8 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
     loaders that check every file against its digest (:func:`_checked_bytes`), so that no
     submodule import runs bytecode or a file that no digest covers. Inside a variant
     directory it is the only finder: a module file that is not verified is refused,
-    never left to Python's own finders."""
+    never left to Python's own finders, whose path finder uses this finder's per-directory
+    finders for the variant's directories."""
 
     def __init__(self) -> None:
         self.packages: dict[str, tuple[str, str]] = {}  # module id -> (__init__.py, root)
@@ -241,6 +247,13 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
             finder = self._finders.get(where)
             if finder is None:
                 finder = self._finders[where] = importlib.machinery.FileFinder(where, *_LOADERS)
+                # Python's path finder, asked when this one finds nothing (a missing module,
+                # or a package whose __path__ also names other directories), looks in the
+                # variant again through the finder cached for the directory: this one, so
+                # a module file planted meanwhile meets the same checks.
+                sys.path_importer_cache[where] = finder
+                if entry != where:
+                    sys.path_importer_cache[entry] = finder
             spec = finder.find_spec(fullname, target)
             if spec is None:
                 continue
