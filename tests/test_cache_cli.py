@@ -143,7 +143,7 @@ def test_clear_empties_the_cache_but_not_a_download_in_progress(env, filled,
         assert main(["cache", "clear"]) == 0
     out = capsys.readouterr().out
     assert "removed 3 variants and every other cached file" in out
-    assert sorted(p.name for p in root.iterdir()) == ["locks", "tmp"]
+    assert sorted(p.name for p in root.iterdir()) == ["CACHEDIR.TAG", "locks", "tmp"]
     assert [p.name for p in (root / "tmp").iterdir()] == [running.name]
 
 
@@ -155,7 +155,8 @@ def test_a_directory_that_is_not_a_cache_is_left_alone(env, filled, tmp_path,
     (home / "files" / "thesis.tex").write_text("mine too")
     assert main(["cache", "clear", "--cache", str(home)]) == 1
     err = capsys.readouterr().err
-    assert "'notes.txt'" in err and "refusing to remove anything" in err
+    assert "does not look like a kernelforge download cache" in err, err
+    assert "notes.txt" in err and "refusing to remove anything" in err
     assert (home / "files" / "thesis.tex").read_text() == "mine too"
     with pytest.raises(SystemExit) as info:
         main(["cache", "clear", "--cache", ""])
@@ -174,3 +175,86 @@ def test_bad_arguments_are_usage_errors(argv, problem, capsys) -> None:
         main(argv)
     assert info.value.code == 2
     assert problem in capsys.readouterr().err
+
+
+def test_a_folder_with_only_cache_like_names_is_not_taken_for_a_cache(tmp_path, capsys) -> None:
+    project = tmp_path / "project"
+    (project / "files").mkdir(parents=True)
+    (project / "tmp").mkdir()
+    (project / "files" / "thesis.tex").write_text("mine")
+    assert main(["cache", "clear", "--cache", str(project)]) == 1
+    assert "thesis.tex" in capsys.readouterr().err
+    assert (project / "files" / "thesis.tex").read_text() == "mine"
+    assert not (project / "CACHEDIR.TAG").exists()
+
+
+def test_an_untagged_cache_with_the_layout_is_cleared_and_tagged(env, filled, capsys) -> None:
+    """Caches written before the tag existed are recognised by their layout."""
+    (env["cache"] / "CACHEDIR.TAG").unlink()
+    assert main(["cache", "clear"]) == 0
+    assert "removed 3 variants" in capsys.readouterr().out
+    assert (env["cache"] / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28")
+
+
+def test_stray_folders_in_a_cache_do_not_stop_list_or_clear(env, filled, capsys) -> None:
+    root = env["cache"]
+    stray = root / "variants" / "org-a" / "relu" / "not-a-commit" / "torch-cpu"
+    stray.mkdir(parents=True)
+    (stray / "entry.json").write_text("{}")
+    (root / "variants" / "README").write_text("a note")
+    assert len(_listed(capsys)) == 3
+    assert main(["cache", "clear"]) == 0
+    assert "removed 3 variants" in capsys.readouterr().out
+    assert not (root / "variants").exists()
+
+
+def test_clear_never_changes_modes_through_a_link(env, filled, tmp_path) -> None:
+    private = tmp_path / "private"
+    private.mkdir()
+    private.chmod(0o700)
+    (private / "secret").write_text("s")
+    os.symlink(private, env["cache"] / "files" / "org-a" / "relu" / "link")
+    assert main(["cache", "clear"]) == 0
+    assert (private / "secret").read_text() == "s"
+    assert (private.stat().st_mode & 0o777) == 0o700
+
+
+def test_refs_of_names_that_differ_by_a_suffix_stay_apart(env) -> None:
+    cache = DownloadCache(env["cache"])
+    cache.save_refs("org/relu", {"v1": "a" * 40}, {})
+    cache.save_refs("org/relu.v2", {"v1": "b" * 40}, {})
+    assert cache.load_refs("org/relu") == ({"v1": "a" * 40}, {})
+    assert cache.load_refs("org/relu.v2") == ({"v1": "b" * 40}, {})
+    cache.remove("org/relu.v2")
+    assert cache.load_refs("org/relu") == ({"v1": "a" * 40}, {})
+
+
+def test_a_download_finishing_during_clear_is_reported_or_kept(env, monkeypatch) -> None:
+    cache = DownloadCache(env["cache"])
+
+    def fill(d: Path) -> None:
+        (d / "x.py").write_text("X = 1\n")
+
+    cache.install("org/a", "1" * 40, "torch-cpu", fill, lambda d: {})
+    real = DownloadCache._discard_entry
+
+    def racing(self, repo_id, commit, variant):
+        if repo_id == "org/a":  # another process completes a download right now
+            cache.install("org/b", "2" * 40, "torch-cpu", fill, lambda d: {})
+        return real(self, repo_id, commit, variant)
+
+    monkeypatch.setattr(DownloadCache, "_discard_entry", racing)
+    removed = cache.remove()
+    reported = {(v.repo_id, v.commit) for v in removed.variants}
+    assert ("org/a", "1" * 40) in reported
+    for repo, commit in (("org/a", "1" * 40), ("org/b", "2" * 40)):
+        still = cache.entry(repo, commit, "torch-cpu") is not None
+        assert still != ((repo, commit) in reported), (repo, still, reported)
+
+
+@pytest.mark.parametrize("n,text", [(999, "999 B"), (1000, "1.0 kB"), (999_949, "999.9 kB"),
+                                    (999_950, "1.0 MB"), (3_100_000, "3.1 MB")])
+def test_sizes_are_written_in_decimal_units(n, text) -> None:
+    from kernelforge.cli_share import _size_text
+
+    assert _size_text(n) == text

@@ -95,6 +95,10 @@ def test_a_signature_made_for_another_repository_does_not_vouch(
     assert not decision.allowed
     assert "for org/other, not for org/relu: a build copied from another" in str(decision)
     assert policy.evaluate(req, allow=["org/relu"]).allowed  # still allowed explicitly
+    # the same repository spelled with other case (the Hub resolves ids so) is no copy
+    trust.add_key(key.public.text, repos=("*",))
+    same = policy.TrustRequest("Org/Other", "torch-cpu", META, signature=sig)
+    assert policy.evaluate(same).allowed
     forged = json.loads(sig)
     forged["repo-id"] = "org/relu"  # the field rewritten: the signature no longer verifies
     with pytest.raises(TrustError, match="does not verify"):
@@ -322,7 +326,8 @@ def test_a_bad_signature_by_a_trusted_key_is_refused_even_when_allowed(
     trust.add_key(key.public.text, name="alice")
     sig = key.sign_variant("torch-cpu", META, repo_id="org/relu")
     forged = policy.TrustRequest("org/relu", "torch-cpu", META + b" ", signature=sig)
-    with pytest.raises(TrustError, match="metadata.json was changed after it was signed"):
+    with pytest.raises(TrustError, match="metadata.json, or the signature file itself, was "
+                                         "changed after it was signed"):
         policy.evaluate(forged, allow=True)
 
 

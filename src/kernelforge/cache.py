@@ -13,6 +13,7 @@ directory)::
         refs/<org>/<name>.json                     branches and tags last seen online
         locks/<key>.lock                           one lock per entry being written
         tmp/<key>.<random>/                        entries being written
+        CACHEDIR.TAG                               marks the directory as a cache
 
 Entries are addressed by commit (itself a content hash) and variant, and every file in
 them is checked by its sha256: nothing under a commit ever changes, so an entry is
@@ -25,6 +26,7 @@ once. The file lock is released by the kernel when its holder dies.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -187,7 +189,9 @@ class DownloadCache:
         import filelock
 
         locks = self.root / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
+        if not locks.is_dir():  # a new cache: tagged as one (every write takes a lock)
+            locks.mkdir(parents=True, exist_ok=True)
+            self._tag()
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
         return filelock.FileLock(str(locks / f"{digest}.lock"), timeout=LOCK_TIMEOUT_S)
 
@@ -222,16 +226,22 @@ class DownloadCache:
 
     # --- refs and listings ---------------------------------------------------------
 
+    def _refs_file(self, repo_id: str) -> Path:
+        # The name plus ".json" (not with_suffix, which would give org/relu and
+        # org/relu.v2 one file).
+        org, name = validate_repo_id(repo_id)
+        return self.root / "refs" / org / f"{name}.json"
+
     def save_refs(self, repo_id: str, branches: dict[str, str], tags: dict[str, str]) -> None:
         """Remember a repository's refs for offline use (atomic replace)."""
-        path = self._repo("refs", repo_id).with_suffix(".json")
-        self._write_json(path, {"branches": branches, "tags": tags, "time": time.time()})
+        self._write_json(self._refs_file(repo_id), {
+            "repo-id": repo_id, "branches": branches, "tags": tags, "time": time.time()})
 
     def load_refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]] | None:
         """``(branches, tags)`` last seen online, or ``None``."""
-        doc = self._read_json(self._repo("refs", repo_id).with_suffix(".json"))
-        if not isinstance(doc, dict):
-            return None
+        doc = self._read_json(self._refs_file(repo_id))
+        if not isinstance(doc, dict) or doc.get("repo-id", repo_id) != repo_id:
+            return None  # (files of older versions name no repository)
         return dict(doc.get("branches", {})), dict(doc.get("tags", {}))
 
     def save_listing(self, repo_id: str, commit: str, files: list[str]) -> None:
@@ -360,10 +370,11 @@ class DownloadCache:
         base = self.root / "variants"
         out = []
         for entry in sorted(base.glob(f"*/*/*/*/{ENTRY_FILE}")) if base.is_dir() else []:
-            variant_dir = entry.parent
-            commit_dir = variant_dir.parent
-            repo = f"{commit_dir.parent.parent.name}/{commit_dir.parent.name}"
-            out.append((repo, commit_dir.name, variant_dir.name))
+            named = _entry_names(entry.parent.relative_to(base))
+            if named is None:
+                logger.warning("ignoring %s: not a download cache entry", entry.parent)
+                continue
+            out.append(named)
         return out
 
     def install(
@@ -439,15 +450,14 @@ class DownloadCache:
     def variants(self) -> list[CachedVariant]:
         """Every complete cached variant with its size and fetch time, sorted by
         repository, commit and variant."""
-        out = []
-        for repo_id, commit, variant in self.entries():
-            where = self._entry_dir(repo_id, commit, variant)
-            doc = self._read_json(where / ENTRY_FILE)
-            fetched = doc.get("time") if isinstance(doc, dict) else None
-            out.append(CachedVariant(
-                repo_id, commit, variant, _tree_size(where),
-                float(fetched) if isinstance(fetched, (int, float)) else None))
-        return out
+        return [self._described(*named) for named in self.entries()]
+
+    def _described(self, repo_id: str, commit: str, variant: str) -> CachedVariant:
+        where = self._entry_dir(repo_id, commit, variant)
+        doc = self._read_json(where / ENTRY_FILE)
+        fetched = doc.get("time") if isinstance(doc, dict) else None
+        return CachedVariant(repo_id, commit, variant, _tree_size(where),
+                             float(fetched) if isinstance(fetched, (int, float)) else None)
 
     def other_size(self) -> int:
         """Bytes of everything but the variants: single files, listings, refs and
@@ -468,10 +478,11 @@ class DownloadCache:
     ) -> Removed:
         """Remove cached variants, and with them what else the cache keeps for them.
 
-        With no argument the whole cache is emptied (the lock files aside, which are
-        empty). Each variant vanishes at once, under its lock, as :meth:`discard` does;
-        a load reading it at that moment may fail, and succeeds when run again (it
-        fetches the variant anew). A remove never touches the hubs.
+        With no argument the whole cache is emptied (the lock files and the cache's tag
+        aside). Each variant goes under its lock, as :meth:`discard` removes it: a
+        download of it that is running finishes first, and it vanishes at once. A load
+        reading the cache at that moment may fail, and succeeds when run again (it
+        fetches what it needs anew). A remove never touches the hubs.
 
         Args:
             repo_id: only this repository's; ``None``: every repository's.
@@ -483,16 +494,20 @@ class DownloadCache:
 
         Returns:
             What was removed.
+
+        Raises:
+            HubError: the directory holds things a download cache does not (a mistyped
+                cache path); nothing is removed.
         """
-        self._check_is_cache()
         if repo_id is not None:
             validate_repo_id(repo_id)
         for commit in commits or ():
             self._check_commit(commit)
         if commits is not None and repo_id is None:
             raise ValueError("commits: give the repository whose commits they are")
+        self._check_is_cache()
         now = time.time()
-        removed = []
+        removed: list[CachedVariant] = []
         for cached in self.variants():
             if ((repo_id is not None and cached.repo_id != repo_id)
                     or (commits is not None and cached.commit not in commits)
@@ -500,45 +515,122 @@ class DownloadCache:
                     or (older_than is not None and cached.fetched is not None
                         and now - cached.fetched <= older_than)):
                 continue
-            self.discard(cached.repo_id, cached.commit, cached.variant)
-            removed.append(cached)
-            commit_dir = self._repo("variants", cached.repo_id) / cached.commit
-            for empty in (commit_dir, commit_dir.parent, commit_dir.parent.parent):
-                try:  # the commit, name and org folders once nothing is left in them
-                    empty.rmdir()
-                except OSError:
-                    break
+            if self._discard_entry(cached.repo_id, cached.commit, cached.variant) is not None:
+                removed.append(cached)
         other = 0
         if variant is None and older_than is None:
+            # What is left of the scope under variants/: entries that appeared since
+            # (under their locks), and leftovers that are not entries.
+            base = self.root / "variants"
             if repo_id is None:
-                paths = [self.root / kind for kind in ("variants", "files", "listings", "refs")]
+                scopes = [base]
+            else:
+                org, name = validate_repo_id(repo_id)
+                scopes = [base / org / name / c for c in commits] if commits else [
+                    base / org / name]
+            for scope in scopes:
+                other += self._sweep_variants(scope, removed)
+            if repo_id is None:
+                paths = [self.root / kind for kind in ("files", "listings", "refs")]
             elif commits is None:
                 paths = [self._repo("files", repo_id), self._repo("listings", repo_id),
-                         self._repo("refs", repo_id).with_suffix(".json")]
+                         self._refs_file(repo_id)]
             else:
                 paths = [p for c in commits for p in (
                     self._repo("files", repo_id) / c,
                     self._repo("listings", repo_id) / f"{c}.json")]
             for path in paths:
                 other += self._discard_path(path)
+                _prune_empty(path.parent, self.root)
             if repo_id is None:
                 other += self._remove_leftovers()
         return Removed(removed, other)
 
+    def _discard_entry(self, repo_id: str, commit: str, variant: str) -> CachedVariant | None:
+        """Remove a variant's directory under its lock; what it was, if it was an entry
+        (``None`` for a leftover that was not, or one already gone)."""
+        final = self._entry_dir(repo_id, commit, variant)
+        key = f"variant:{repo_id}@{commit}/{variant}"
+        with self._lock(key):
+            if not final.exists():
+                return None
+            cached = self._described(repo_id, commit, variant)
+            was_entry = (final / ENTRY_FILE).is_file()
+            trash = self._tmp(key)
+            os.rename(final, trash / "old")
+            _remove(trash)
+        _prune_empty(final.parent, self.root)
+        return cached if was_entry else None
+
+    def _sweep_variants(self, scope: Path, removed: list[CachedVariant]) -> int:
+        """Remove what is left under ``scope`` (a part of ``variants/``): entries made
+        since the listing, each under its lock (added to ``removed``), and leftovers
+        (returns their size); names no download could have made go without a lock.
+        Folders are removed only once empty, so a download finishing meanwhile keeps its
+        entry."""
+        base = self.root / "variants"
+        freed = 0
+
+        def visit(folder: Path) -> None:
+            nonlocal freed
+            depth = len(folder.relative_to(base).parts)
+            for child in sorted(folder.iterdir()):
+                rel = child.relative_to(base)
+                real_dir = child.is_dir() and not child.is_symlink()
+                if depth == 3 and real_dir and _entry_names(rel) is not None:
+                    size = _tree_size(child)
+                    entry = self._discard_entry(*_entry_names(rel))  # type: ignore[misc]
+                    if entry is not None:
+                        removed.append(entry)
+                    else:
+                        freed += size
+                elif depth < 3 and real_dir and _entry_prefix(rel):
+                    visit(child)
+                else:
+                    freed += self._discard_path(child)
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # once empty
+
+        if scope.is_dir() and not scope.is_symlink():
+            visit(scope)
+        _prune_empty(scope.parent, self.root)
+        return freed
+
+    def _tag(self) -> None:
+        tag = self.root / _TAG
+        if not tag.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            _durable.replace_file(tag, _TAG_TEXT.encode())
+
     def _check_is_cache(self) -> None:
-        """Refuse to remove anything from a directory that holds more than a download
-        cache (a mistyped ``KERNELFORGE_CACHE`` naming a home or project directory)."""
+        """Refuse to remove anything from a directory that is not a download cache (a
+        mistyped ``KERNELFORGE_CACHE`` naming a home or project directory). A cache is
+        tagged (``CACHEDIR.TAG``) when first written; an untagged directory is taken for
+        one, and tagged, only when everything in it has the cache's layout."""
         try:
             names = sorted(p.name for p in self.root.iterdir())
         except (FileNotFoundError, NotADirectoryError):
             return
-        foreign = [n for n in names if n not in _CACHE_PARTS]
-        if foreign:
+        try:
+            if (self.root / _TAG).read_bytes().startswith(_TAG_SIGNATURE):
+                return
+        except OSError:
+            pass
+        stray = next((self.root / n for n in names if n not in _CACHE_PARTS), None)
+        for kind, pattern, ok in _LAYOUT:
+            if stray is not None:
+                break
+            for path in sorted((self.root / kind).glob(pattern)):
+                if not ok(path):
+                    stray = path
+                    break
+        if stray is not None:
             raise HubError(
-                f"{self.root} holds {', '.join(repr(n) for n in foreign[:3])}"
-                f"{' and more' if len(foreign) > 3 else ''}, which no download cache "
-                f"holds; refusing to remove anything from it. Point {CACHE_ENV} (or "
-                "--cache) at the cache directory itself")
+                f"{self.root} does not look like a kernelforge download cache: it holds "
+                f"{stray}, which no download cache holds; refusing to remove anything from "
+                f"it. Point {CACHE_ENV} (or --cache) at the cache directory itself; if "
+                f"{self.root} is the cache, remove that path by hand first")
+        self._tag()
 
     def _discard_path(self, path: Path) -> int:
         """Remove a file or directory of the cache at once (renamed away, then deleted);
@@ -576,6 +668,78 @@ class DownloadCache:
             except filelock.Timeout:
                 continue
         return freed
+
+
+def _entry_names(rel: Path) -> tuple[str, str, str] | None:
+    """``(repo_id, commit, variant)`` of a path ``org/name/commit/variant`` under
+    ``variants/``, or ``None`` where it names no entry a download could make."""
+    parts = rel.parts
+    if len(parts) != 4 or not is_commit(parts[2]) or not is_revision_path(parts[3]):
+        return None
+    try:
+        validate_repo_id(f"{parts[0]}/{parts[1]}")
+    except ValueError:
+        return None
+    return f"{parts[0]}/{parts[1]}", parts[2], parts[3]
+
+
+def _entry_prefix(rel: Path) -> bool:
+    """Whether ``org``, ``org/name`` or ``org/name/commit`` under ``variants/`` is a
+    folder a download could make."""
+    parts = rel.parts
+    try:
+        validate_repo_id(f"{parts[0]}/{parts[1] if len(parts) > 1 else 'x'}")
+    except ValueError:
+        return False
+    return len(parts) < 3 or (len(parts) == 3 and is_commit(parts[2]))
+
+
+def _prune_empty(path: Path, root: Path) -> None:
+    """Remove ``path`` and its parents up to (not including) ``root`` while empty."""
+    while path != root and root in path.parents:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        path = path.parent
+
+
+def _is_lock(p: Path) -> bool:
+    return p.suffix == ".lock" and not p.is_dir()
+
+
+def _is_leftover(p: Path) -> bool:
+    head, _, tail = p.name.partition(".")
+    return len(head) == 32 and all(c in "0123456789abcdef" for c in head + tail) and bool(tail)
+
+
+def _is_repo_part(p: Path, suffix: str = "") -> bool:
+    try:
+        validate_repo_id(f"{p.parent.name}/{p.name.removesuffix(suffix)}")
+    except ValueError:
+        return False
+    return p.name.endswith(suffix)
+
+
+#: The cache's layout, for recognising an untagged cache: (folder, glob, check).
+_LAYOUT: tuple[tuple[str, str, Callable[[Path], bool]], ...] = (
+    *((kind, "*", lambda p: p.is_dir() and _entry_prefix(Path(p.name)))
+      for kind in ("variants", "files", "listings", "refs")),
+    ("variants", "*/*", lambda p: p.is_dir() and _is_repo_part(p)),
+    ("variants", "*/*/*", lambda p: p.is_dir() and is_commit(p.name)),
+    ("files", "*/*", lambda p: p.is_dir() and _is_repo_part(p)),
+    ("files", "*/*/*", lambda p: p.is_dir() and is_commit(p.name)),
+    ("listings", "*/*", lambda p: p.is_dir() and _is_repo_part(p)),
+    ("listings", "*/*/*", lambda p: p.suffix == ".json" and is_commit(p.stem)),
+    ("refs", "*/*", lambda p: p.is_file() and _is_repo_part(p, ".json")),
+    ("locks", "*", _is_lock),
+    ("tmp", "*", _is_leftover),
+)
+_TAG = "CACHEDIR.TAG"
+_TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
+_TAG_TEXT = (_TAG_SIGNATURE.decode() + "\n# This file is a cache directory tag created by "
+             "kernelforge for its download cache.\n# For information about cache directory "
+             "tags see https://bford.info/cachedir/\n")
 
 
 def _tree_size(path: Path) -> int:
@@ -638,7 +802,8 @@ def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         for dirpath, dirs, _files in os.walk(path):
             for d in dirs:
-                os.chmod(os.path.join(dirpath, d), 0o755)
+                if not os.path.islink(os.path.join(dirpath, d)):  # never chmod through a link
+                    os.chmod(os.path.join(dirpath, d), 0o755)
             os.chmod(dirpath, 0o755)
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():

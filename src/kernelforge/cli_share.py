@@ -437,7 +437,7 @@ def _size_text(n: int) -> str:
     """``n`` bytes in decimal units: ``512 B``, ``3.1 MB``."""
     size = float(n)
     for unit in ("B", "kB", "MB", "GB"):
-        if size < 1000:
+        if round(size, 1) < 1000:  # 999,950 bytes are 1.0 MB, not 1000.0 kB
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1000
     return f"{size:.1f} TB"

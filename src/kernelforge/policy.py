@@ -137,12 +137,15 @@ def _check_key_signature(
         raise TrustError(
             f"{req.repo_id}: the signature {signature_path(req.variant)} by trusted key "
             f"{sig.key_id} ({key.name or 'unnamed'}) does not verify: "
-            f"build/{req.variant}/metadata.json was changed after it was signed; refusing "
-            "to load it (republish the kernel, or remove the tampered copy)"
+            f"build/{req.variant}/metadata.json, or the signature file itself, was changed "
+            "after it was signed; refusing to load it (republish the kernel, or remove the "
+            "tampered copy)"
         )
-    if sig.repo_id is not None and sig.repo_id != req.repo_id:
+    # Repository ids compare without regard to case, as the Hugging Face Hub resolves them.
+    if sig.repo_id is not None and sig.repo_id.lower() != req.repo_id.lower():
         notes.append(f"signed by trusted key {sig.key_id} for {sig.repo_id}, not for "
-                     f"{req.repo_id}: a build copied from another repository")
+                     f"{req.repo_id}: a build copied from another repository (or the "
+                     "repository was renamed: publish it again with --sign)")
         return None
     if not key.covers(req.repo_id):
         notes.append(f"signed by trusted key {sig.key_id}, but that key is trusted only "

@@ -1158,22 +1158,30 @@ FOLLOW_CASES = [
 def test_ordered_after_the_previous_kernel(gemm_kernel, m, n, k, precision):
     """Each GEMM launches while the kernel before it on the stream may still run (a
     programmatic dependent launch) and must neither read an input before that kernel has
-    written it nor write its output before that kernel has read it. Per round: a kernel
-    negates A in place, a kernel copies the output buffer, then the GEMM writes that
-    buffer; each result must be the product of the inputs of its round, and each copy the
-    result of the round before."""
+    written it nor write its output before that kernel has read it. A is the tail of a
+    256 MB buffer, so the kernel negating it in place (the whole buffer) writes A last.
+    Even rounds: copy the output buffer, negate A, GEMM; odd rounds: negate A, copy the
+    output buffer, GEMM. Each result must be the product of its round's inputs, and each
+    copy the result of the round before, bit for bit."""
     seed = fresh_seed()
-    a, b, sa, sb = make_nt(m, n, k, seed=seed)
-    plan = gemm_kernel.plan_nt(a, b, sa, sb, precision=precision)
+    a0, b, sa, sb = make_nt(m, n, k, seed=seed)
+    plan = gemm_kernel.plan_nt(a0, b, sa, sb, precision=precision)
     what = f"{m}x{n}x{k} {precision} {plan} seed={seed}"
-    a_neg = a.clone()
+    buffer = torch.zeros((256 << 20) + m * k, dtype=torch.uint8, device="cuda")
+    a = buffer[-m * k:].view(m, k).view(FN)
+    a.copy_(a0)
+    a_neg = a0.clone()
     a_neg.view(torch.uint8).bitwise_xor_(0x80)  # the sign bit: A negated exactly
-    checkers = [Checker(gemm_kernel, x, b, sa, sb, what) for x in (a_neg, a)]
+    checkers = [Checker(gemm_kernel, x, b, sa, sb, what) for x in (a_neg, a0)]
     out = poisoned(m, n)
     copies, results = [], []
-    for _ in range(4):
-        a.view(torch.uint8).bitwise_xor_(0x80)
-        copies.append(out.clone())
+    for i in range(4):
+        if i % 2 == 0:
+            copies.append(out.clone())
+            buffer.bitwise_xor_(0x80)  # the kernel right before the GEMM writes A
+        else:
+            buffer.bitwise_xor_(0x80)
+            copies.append(out.clone())  # the kernel right before the GEMM reads out
         gemm_kernel.gemm_nt(a, b, sa, sb, out, precision=precision)
         results.append(out.clone())
     torch.cuda.synchronize()
