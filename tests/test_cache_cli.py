@@ -134,8 +134,8 @@ def test_clear_older_than_keeps_what_was_fetched_since(env, filled, capsys,
 def test_clear_empties_the_cache_but_not_a_download_in_progress(env, filled,
                                                                 capsys) -> None:
     root = env["cache"]
-    interrupted = root / "tmp" / f"{'a' * 32}.dead"
-    running = root / "tmp" / f"{'b' * 32}.live"
+    interrupted = root / "tmp" / f"{'a' * 32}.dead01"
+    running = root / "tmp" / f"{'b' * 32}.beef02"
     for leftover in (interrupted, running):
         leftover.mkdir(parents=True)
         (leftover / "part").write_bytes(b"x" * 1000)
@@ -238,10 +238,10 @@ def test_a_download_finishing_during_clear_is_reported_or_kept(env, monkeypatch)
     cache.install("org/a", "1" * 40, "torch-cpu", fill, lambda d: {})
     real = DownloadCache._discard_entry
 
-    def racing(self, repo_id, commit, variant):
+    def racing(self, repo_id, commit, variant, *args):
         if repo_id == "org/a":  # another process completes a download right now
             cache.install("org/b", "2" * 40, "torch-cpu", fill, lambda d: {})
-        return real(self, repo_id, commit, variant)
+        return real(self, repo_id, commit, variant, *args)
 
     monkeypatch.setattr(DownloadCache, "_discard_entry", racing)
     removed = cache.remove()

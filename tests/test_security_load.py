@@ -249,6 +249,69 @@ def test_a_missing_submodule_is_still_a_plain_import_error(tmp_path) -> None:
         importlib.import_module(f"{module_id}.optional")
 
 
+def test_the_check_survives_a_cleared_path_importer_cache(tmp_path, monkeypatch) -> None:
+    """``sys.path_importer_cache.clear()`` (what code does after changing
+    ``sys.path_hooks``) must not hand the variant's directories back to plain finders."""
+    import importlib
+
+    module_id = uid("clr")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    loader.get_local_kernel(vdir)
+    sys.path_importer_cache.clear()
+    real = loader._KernelFinder.find_spec
+
+    def racing(self, fullname, path, target=None):
+        spec = real(self, fullname, path, target)
+        if fullname == f"{module_id}.optional" and spec is None:
+            (vdir / "optional.py").write_text(EVIL)
+        return spec
+
+    monkeypatch.setattr(loader._KernelFinder, "find_spec", racing)
+    with pytest.raises(IntegrityError, match="extra: optional.py"):
+        importlib.import_module(f"{module_id}.optional")
+
+
+def test_resources_and_module_listing_work_in_a_kernel(tmp_path) -> None:
+    import importlib
+    import importlib.resources
+    import pkgutil
+
+    module_id = uid("res")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    (vdir / "data").mkdir()
+    (vdir / "data" / "table.txt").write_text("1 2 3\n")
+    from kf_testutil import write_metadata
+
+    write_metadata(vdir, module_id)
+    package = loader.get_local_kernel(vdir)
+    assert (importlib.resources.files(package) / "data" / "table.txt").read_text() == "1 2 3\n"
+    data = importlib.import_module(f"{module_id}.data")  # a namespace package
+    assert list(data.__path__) == [str(vdir.resolve() / "data")]
+    assert (importlib.resources.files(data) / "table.txt").read_text() == "1 2 3\n"
+    assert "helper" in {m.name for m in pkgutil.iter_modules(package.__path__)}
+
+
+def test_a_users_module_beside_a_kernel_on_sys_path_imports_as_usual(tmp_path,
+                                                                    monkeypatch) -> None:
+    """A variant directory that is also on ``sys.path`` (a script run from it) still
+    imports the user's own modules there with Python's loaders; only the kernel's
+    modules are checked."""
+    import importlib
+
+    module_id = uid("cwd")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    monkeypatch.syspath_prepend(str(vdir))
+    loader.get_local_kernel(vdir)
+    importlib.import_module(f"{module_id}.helper")
+    name = f"bench_utils_{module_id}"
+    (vdir / f"{name}.py").write_text("X = 1\n")
+    importlib.invalidate_caches()
+    try:
+        assert importlib.import_module(name).X == 1
+    finally:
+        sys.modules.pop(name, None)
+
+
 def test_verified_kernels_still_load_and_reload(env, tmp_path) -> None:
     import importlib
 

@@ -33,6 +33,7 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -169,6 +170,7 @@ class DownloadCache:
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root).expanduser() if root is not None else default_cache_root()
+        self._root_made = False
 
     def __repr__(self) -> str:
         return f"DownloadCache({str(self.root)!r})"
@@ -188,10 +190,9 @@ class DownloadCache:
     def _lock(self, key: str) -> Any:
         import filelock
 
+        self._make_root()
         locks = self.root / "locks"
-        if not locks.is_dir():  # a new cache: tagged as one (every write takes a lock)
-            locks.mkdir(parents=True, exist_ok=True)
-            self._tag()
+        locks.mkdir(exist_ok=True)
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
         return filelock.FileLock(str(locks / f"{digest}.lock"), timeout=LOCK_TIMEOUT_S)
 
@@ -210,7 +211,23 @@ class DownloadCache:
         path.mkdir()
         return path
 
+    def _make_root(self) -> None:
+        """Where every write starts: the root made if missing, and tagged as a cache when
+        the cache made it (or found it empty), never a directory that already holds
+        other things (a mistyped KERNELFORGE_CACHE)."""
+        if self._root_made:
+            return
+        try:
+            fresh = not any(self.root.iterdir())
+        except FileNotFoundError:
+            fresh = True
+        self.root.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            self._tag()
+        self._root_made = True
+
     def _write_json(self, path: Path, doc: Any) -> None:
+        self._make_root()
         path.parent.mkdir(parents=True, exist_ok=True)
         _durable.replace_file(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
 
@@ -325,13 +342,12 @@ class DownloadCache:
             try:
                 staged = tmp / "file"
                 found = fetch(staged)
-                target.parent.mkdir(parents=True, exist_ok=True)
                 if found:
                     os.chmod(staged, 0o444)
-                    os.rename(staged, target)
+                    _rename_into(staged, target)
                 else:
                     _durable.write_file(tmp / "absent", b"")
-                    os.rename(tmp / "absent", absent)
+                    _rename_into(tmp / "absent", absent)
                 _durable.fsync_dir(target.parent)
             finally:
                 _remove(tmp)
@@ -371,7 +387,7 @@ class DownloadCache:
         out = []
         for entry in sorted(base.glob(f"*/*/*/*/{ENTRY_FILE}")) if base.is_dir() else []:
             named = _entry_names(entry.parent.relative_to(base))
-            if named is None:
+            if named is None or self._reached_through_a_link(entry):
                 logger.warning("ignoring %s: not a download cache entry", entry.parent)
                 continue
             out.append(named)
@@ -420,8 +436,7 @@ class DownloadCache:
                                                                  sort_keys=True).encode())
                 for dirpath, _dirs, _files in os.walk(tmp, topdown=False):
                     _durable.fsync_dir(Path(dirpath))
-                final.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(tmp, final)
+                _rename_into(tmp, final)
                 _durable.fsync_dir(final.parent)
             except BaseException:
                 _remove(tmp)
@@ -482,22 +497,26 @@ class DownloadCache:
         aside). Each variant goes under its lock, as :meth:`discard` removes it: a
         download of it that is running finishes first, and it vanishes at once. A load
         reading the cache at that moment may fail, and succeeds when run again (it
-        fetches what it needs anew). A remove never touches the hubs.
+        fetches what it needs anew). Nothing is followed through a link: the cache makes
+        none, so a link found in it is removed itself, or skipped (with a warning) where
+        it stands between the cache and what was asked for. A remove never touches the
+        hubs.
 
         Args:
             repo_id: only this repository's; ``None``: every repository's.
-            commits: only these full commit ids (see :meth:`commits_matching`).
+            commits: only these full commit ids (see :meth:`commits_matching`; an empty
+                list removes nothing).
             variant: only this variant.
             older_than: only variants fetched more than this many seconds ago (those
-                with no recorded time count as old); the small files of the repositories
-                and commits are kept.
+                with no recorded time count as old), judged again under each variant's
+                lock; the small files of the repositories and commits are kept.
 
         Returns:
             What was removed.
 
         Raises:
-            HubError: the directory holds things a download cache does not (a mistyped
-                cache path); nothing is removed.
+            HubError: the directory is not a download cache (a mistyped cache path), or
+                a part of it cannot be removed (naming it); nothing more is removed.
         """
         if repo_id is not None:
             validate_repo_id(repo_id)
@@ -506,56 +525,86 @@ class DownloadCache:
         if commits is not None and repo_id is None:
             raise ValueError("commits: give the repository whose commits they are")
         self._check_is_cache()
-        now = time.time()
         removed: list[CachedVariant] = []
-        for cached in self.variants():
-            if ((repo_id is not None and cached.repo_id != repo_id)
-                    or (commits is not None and cached.commit not in commits)
-                    or (variant is not None and cached.variant != variant)
-                    or (older_than is not None and cached.fetched is not None
-                        and now - cached.fetched <= older_than)):
-                continue
-            if self._discard_entry(cached.repo_id, cached.commit, cached.variant) is not None:
-                removed.append(cached)
         other = 0
-        if variant is None and older_than is None:
-            # What is left of the scope under variants/: entries that appeared since
-            # (under their locks), and leftovers that are not entries.
-            base = self.root / "variants"
-            if repo_id is None:
-                scopes = [base]
-            else:
-                org, name = validate_repo_id(repo_id)
-                scopes = [base / org / name / c for c in commits] if commits else [
-                    base / org / name]
-            for scope in scopes:
-                other += self._sweep_variants(scope, removed)
-            if repo_id is None:
-                paths = [self.root / kind for kind in ("files", "listings", "refs")]
-            elif commits is None:
+        try:
+            for cached in self.variants():
+                if ((repo_id is not None and cached.repo_id != repo_id)
+                        or (commits is not None and cached.commit not in commits)
+                        or (variant is not None and cached.variant != variant)):
+                    continue
+                entry = self._discard_entry(cached.repo_id, cached.commit, cached.variant,
+                                            older_than)
+                if entry is not None:
+                    removed.append(entry)
+            if variant is None and older_than is None:
+                other = self._remove_rest(repo_id, commits, removed)
+        except OSError as err:
+            raise HubError(f"{self.root}: cannot remove {err.filename or 'a cache file'} "
+                           f"({err.strerror or err}); what was removed before stays removed "
+                           "and the rest is untouched") from err
+        return Removed(removed, other)
+
+    def _remove_rest(self, repo_id: str | None, commits: list[str] | None,
+                     removed: list[CachedVariant]) -> int:
+        """After the listed variants: what is left of the scope under ``variants/``
+        (entries that appeared since, under their locks, and leftovers), the scope's
+        single files, listings and refs, and for a whole clear the leftovers of
+        interrupted downloads. Returns the bytes removed besides ``removed``."""
+        base = self.root / "variants"
+        if repo_id is None:
+            scopes = [base]
+            paths = [self.root / kind for kind in ("files", "listings", "refs")]
+        else:
+            org, name = validate_repo_id(repo_id)
+            if commits is None:
+                scopes = [base / org / name]
                 paths = [self._repo("files", repo_id), self._repo("listings", repo_id),
                          self._refs_file(repo_id)]
             else:
+                scopes = [base / org / name / c for c in commits]
                 paths = [p for c in commits for p in (
                     self._repo("files", repo_id) / c,
                     self._repo("listings", repo_id) / f"{c}.json")]
-            for path in paths:
-                other += self._discard_path(path)
-                _prune_empty(path.parent, self.root)
-            if repo_id is None:
-                other += self._remove_leftovers()
-        return Removed(removed, other)
+        freed = 0
+        for scope in scopes:
+            freed += self._sweep_variants(scope, removed)
+        for path in paths:
+            freed += self._discard_path(path)
+            _prune_empty(path.parent, self.root)
+        if repo_id is None:
+            freed += self._remove_leftovers()
+        return freed
 
-    def _discard_entry(self, repo_id: str, commit: str, variant: str) -> CachedVariant | None:
+    def _reached_through_a_link(self, path: Path) -> bool:
+        """Whether a folder between the cache root and ``path`` is a link (the cache
+        makes none; removing through one would remove outside the cache). Logs it."""
+        for parent in path.parents:
+            if parent == self.root or self.root not in parent.parents:
+                return False
+            if parent.is_symlink():
+                logger.warning("skipping %s: it is reached through the link %s, which no "
+                               "download cache makes; remove the link by hand", path, parent)
+                return True
+        return False
+
+    def _discard_entry(self, repo_id: str, commit: str, variant: str,
+                       older_than: float | None = None) -> CachedVariant | None:
         """Remove a variant's directory under its lock; what it was, if it was an entry
-        (``None`` for a leftover that was not, or one already gone)."""
+        (``None`` for a leftover that was not, one already gone, one reached through a
+        link, or one fetched less than ``older_than`` seconds ago)."""
         final = self._entry_dir(repo_id, commit, variant)
+        if self._reached_through_a_link(final):
+            return None
         key = f"variant:{repo_id}@{commit}/{variant}"
         with self._lock(key):
-            if not final.exists():
+            if not (final.exists() or final.is_symlink()):
                 return None
             cached = self._described(repo_id, commit, variant)
-            was_entry = (final / ENTRY_FILE).is_file()
+            if (older_than is not None and cached.fetched is not None
+                    and time.time() - cached.fetched <= older_than):
+                return None  # fetched again since it was listed
+            was_entry = (final / ENTRY_FILE).is_file() and not final.is_symlink()
             trash = self._tmp(key)
             os.rename(final, trash / "old")
             _remove(trash)
@@ -569,6 +618,10 @@ class DownloadCache:
         Folders are removed only once empty, so a download finishing meanwhile keeps its
         entry."""
         base = self.root / "variants"
+        if scope == base and (base.is_symlink() or base.is_file()):
+            return self._discard_path(base)
+        if self._reached_through_a_link(scope):
+            return 0
         freed = 0
 
         def visit(folder: Path) -> None:
@@ -577,16 +630,17 @@ class DownloadCache:
             for child in sorted(folder.iterdir()):
                 rel = child.relative_to(base)
                 real_dir = child.is_dir() and not child.is_symlink()
-                if depth == 3 and real_dir and _entry_names(rel) is not None:
+                named = _entry_names(rel) if depth == 3 else None
+                if named is not None and real_dir:
                     size = _tree_size(child)
-                    entry = self._discard_entry(*_entry_names(rel))  # type: ignore[misc]
+                    entry = self._discard_entry(*named)
                     if entry is not None:
                         removed.append(entry)
                     else:
                         freed += size
                 elif depth < 3 and real_dir and _entry_prefix(rel):
                     visit(child)
-                else:
+                else:  # a link, a file or a name no download makes: removed itself
                     freed += self._discard_path(child)
             with contextlib.suppress(OSError):
                 folder.rmdir()  # once empty
@@ -602,23 +656,46 @@ class DownloadCache:
             self.root.mkdir(parents=True, exist_ok=True)
             _durable.replace_file(tag, _TAG_TEXT.encode())
 
+    def _tagged(self) -> bool:
+        """Whether the root holds kernelforge's tag (a regular file, read without
+        following links or blocking, its first bytes only)."""
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(self.root / _TAG, flags)
+        except OSError:
+            return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            return os.read(fd, len(_TAG_TEXT) + 16).startswith(_TAG_TEXT.encode())
+        finally:
+            os.close(fd)
+
     def _check_is_cache(self) -> None:
         """Refuse to remove anything from a directory that is not a download cache (a
-        mistyped ``KERNELFORGE_CACHE`` naming a home or project directory). A cache is
-        tagged (``CACHEDIR.TAG``) when first written; an untagged directory is taken for
-        one, and tagged, only when everything in it has the cache's layout."""
+        mistyped ``KERNELFORGE_CACHE`` naming a home or project directory). A cache the
+        cache made is tagged (``CACHEDIR.TAG`` with kernelforge's line); an untagged
+        directory is taken for one, and tagged, only when everything in it has the
+        cache's layout."""
         try:
             names = sorted(p.name for p in self.root.iterdir())
         except (FileNotFoundError, NotADirectoryError):
             return
-        try:
-            if (self.root / _TAG).read_bytes().startswith(_TAG_SIGNATURE):
-                return
-        except OSError:
-            pass
-        stray = next((self.root / n for n in names if n not in _CACHE_PARTS), None)
+        for kind in ("tmp", "locks"):  # every removal writes through them
+            part = self.root / kind
+            if part.is_symlink() or (part.exists() and not part.is_dir()):
+                raise HubError(f"{part} is a link or a file where the download cache keeps "
+                               "a folder; refusing to remove anything through it. Remove it "
+                               "by hand")
+        if self._tagged():
+            return
+        stray = next((self.root / n for n in names
+                      if n not in _CACHE_PARTS and not _is_durable_temp(n, _TAG)), None)
         for kind, pattern, ok in _LAYOUT:
             if stray is not None:
+                break
+            if (self.root / kind).is_symlink():
+                stray = self.root / kind
                 break
             for path in sorted((self.root / kind).glob(pattern)):
                 if not ok(path):
@@ -633,9 +710,9 @@ class DownloadCache:
         self._tag()
 
     def _discard_path(self, path: Path) -> int:
-        """Remove a file or directory of the cache at once (renamed away, then deleted);
-        returns its size."""
-        if not (path.exists() or path.is_symlink()):
+        """Remove a file, link or directory of the cache at once (renamed away, then
+        deleted; a link is removed, never followed); returns its size."""
+        if not (path.exists() or path.is_symlink()) or self._reached_through_a_link(path):
             return 0
         size = _tree_size(path)
         key = f"remove:{path.relative_to(self.root)}"
@@ -649,15 +726,18 @@ class DownloadCache:
         return size
 
     def _remove_leftovers(self) -> int:
-        """Remove what interrupted downloads left in ``tmp/``; a directory whose
-        download is still running (its lock is held) stays."""
+        """Remove what interrupted downloads left in ``tmp/`` (names the cache makes
+        there only); a directory whose download is still running (its lock is held)
+        stays."""
         import filelock
 
         tmp_root = self.root / "tmp"
+        if tmp_root.is_symlink() or not tmp_root.is_dir():
+            return 0  # (a link or a file there is refused before anything is removed)
         freed = 0
-        if tmp_root.is_dir():
-            (self.root / "locks").mkdir(exist_ok=True)
-        for leftover in sorted(tmp_root.iterdir()) if tmp_root.is_dir() else []:
+        for leftover in sorted(tmp_root.iterdir()):
+            if not _is_leftover(leftover):
+                continue
             lock = filelock.FileLock(
                 str(self.root / "locks" / f"{leftover.name.split('.')[0]}.lock"), timeout=0)
             try:
@@ -668,6 +748,19 @@ class DownloadCache:
             except filelock.Timeout:
                 continue
         return freed
+
+
+def _rename_into(src: Path, dst: Path) -> None:
+    """``os.rename`` into ``dst``'s folder, made first; made again if a concurrent
+    removal pruned it in between (it removes only empty folders)."""
+    for attempt in range(3):
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(src, dst)
+            return
+        except FileNotFoundError:
+            if attempt == 2 or not (src.exists() or src.is_symlink()):
+                raise
 
 
 def _entry_names(rel: Path) -> tuple[str, str, str] | None:
@@ -704,6 +797,16 @@ def _prune_empty(path: Path, root: Path) -> None:
         path = path.parent
 
 
+def _is_durable_temp(name: str, target: str | None = None) -> bool:
+    """Whether ``name`` is a temporary file an interrupted atomic write left
+    (``.<name>.<12 hex>.tmp``, see :mod:`kernelforge._durable`), of ``target`` if given."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return False
+    stem, _, token = name[1:-4].rpartition(".")
+    return (len(token) == 12 and all(c in "0123456789abcdef" for c in token)
+            and (target is None or stem == target))
+
+
 def _is_lock(p: Path) -> bool:
     return p.suffix == ".lock" and not p.is_dir()
 
@@ -730,16 +833,17 @@ _LAYOUT: tuple[tuple[str, str, Callable[[Path], bool]], ...] = (
     ("files", "*/*", lambda p: p.is_dir() and _is_repo_part(p)),
     ("files", "*/*/*", lambda p: p.is_dir() and is_commit(p.name)),
     ("listings", "*/*", lambda p: p.is_dir() and _is_repo_part(p)),
-    ("listings", "*/*/*", lambda p: p.suffix == ".json" and is_commit(p.stem)),
-    ("refs", "*/*", lambda p: p.is_file() and _is_repo_part(p, ".json")),
+    ("listings", "*/*/*", lambda p: (p.suffix == ".json" and is_commit(p.stem))
+     or _is_durable_temp(p.name)),
+    ("refs", "*/*", lambda p: p.is_file() and (_is_repo_part(p, ".json")
+                                               or _is_durable_temp(p.name))),
     ("locks", "*", _is_lock),
     ("tmp", "*", _is_leftover),
 )
 _TAG = "CACHEDIR.TAG"
 _TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 _TAG_TEXT = (_TAG_SIGNATURE.decode() + "\n# This file is a cache directory tag created by "
-             "kernelforge for its download cache.\n# For information about cache directory "
-             "tags see https://bford.info/cachedir/\n")
+             "kernelforge for its download cache.\n")  # checked whole: other tools' tags differ
 
 
 def _tree_size(path: Path) -> int:

@@ -215,17 +215,55 @@ _LOADERS: tuple[tuple[Any, list[str]], ...] = (
 )  # what a plain directory finder offers, each file checked against its digest
 
 
+class _VariantDirectory:
+    """The path entry finder of one directory of a loaded kernel, kept in
+    ``sys.path_importer_cache``: Python's path finder, asked when the kernel's finder
+    finds nothing (a missing module, or a package whose ``__path__`` also names other
+    directories), looks in the variant again through it, so a module file planted
+    meanwhile meets the same checks. Names of no loaded kernel (the directory may also
+    be on ``sys.path``) are found with Python's own finder for the directory."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.checked = importlib.machinery.FileFinder(path, *_LOADERS)
+        self._plain: Any = None
+
+    def find_spec(self, fullname: str,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname.partition(".")[0] in _finder.packages:
+            return self.checked.find_spec(fullname, target)
+        if self._plain is None:
+            for hook in sys.path_hooks:  # what Python's path finder would have made
+                try:
+                    self._plain = hook(self.path)
+                    break
+                except ImportError:
+                    continue
+        return self._plain.find_spec(fullname, target) if self._plain is not None else None
+
+    def invalidate_caches(self) -> None:
+        self.checked.invalidate_caches()
+        if self._plain is not None and hasattr(self._plain, "invalidate_caches"):
+            self._plain.invalidate_caches()
+
+    def iter_modules(self, prefix: str = "") -> Any:
+        """For :func:`pkgutil.iter_modules` over a kernel package's ``__path__``."""
+        import pkgutil
+
+        return pkgutil.iter_importer_modules(self.checked, prefix)  # type: ignore[attr-defined]
+
+
 class _KernelFinder(importlib.abc.MetaPathFinder):
     """Finds the modules of loaded kernel packages inside their variant directories with
     loaders that check every file against its digest (:func:`_checked_bytes`), so that no
     submodule import runs bytecode or a file that no digest covers. Inside a variant
     directory it is the only finder: a module file that is not verified is refused,
     never left to Python's own finders, whose path finder uses this finder's per-directory
-    finders for the variant's directories."""
+    finders (:class:`_VariantDirectory`) for the variant's directories."""
 
     def __init__(self) -> None:
         self.packages: dict[str, tuple[str, str]] = {}  # module id -> (__init__.py, root)
-        self._finders: dict[str, importlib.machinery.FileFinder] = {}
+        self._finders: dict[str, _VariantDirectory] = {}
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -246,15 +284,11 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
                 continue
             finder = self._finders.get(where)
             if finder is None:
-                finder = self._finders[where] = importlib.machinery.FileFinder(where, *_LOADERS)
-                # Python's path finder, asked when this one finds nothing (a missing module,
-                # or a package whose __path__ also names other directories), looks in the
-                # variant again through the finder cached for the directory: this one, so
-                # a module file planted meanwhile meets the same checks.
-                sys.path_importer_cache[where] = finder
-                if entry != where:
-                    sys.path_importer_cache[entry] = finder
-            spec = finder.find_spec(fullname, target)
+                finder = self._finders[where] = _VariantDirectory(where)
+            for key in {where, entry}:  # again each time: the cache may have been cleared
+                if sys.path_importer_cache.get(key) is not finder:
+                    sys.path_importer_cache[key] = finder
+            spec = finder.checked.find_spec(fullname, target)
             if spec is None:
                 continue
             if spec.loader is not None:
@@ -266,9 +300,23 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
             # Made here rather than left to Python's own finders, which would look in the
             # variant again: a module file planted meanwhile would run unverified.
             spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
-            spec.submodule_search_locations = portions
+            # The path type Python's own namespace packages have (importlib.resources
+            # needs it); a plain list where this Python has no such type.
+            namespace_path = getattr(importlib._bootstrap_external, "_NamespacePath", None)
+            spec.submodule_search_locations = (
+                portions if namespace_path is None
+                else namespace_path(fullname, portions, self._namespace_portions))
             return spec
         return None  # directories outside the variant: the usual finders
+
+    def _namespace_portions(self, fullname: str,
+                            path: Sequence[str] | None) -> importlib.machinery.ModuleSpec | None:
+        # What a namespace package's path asks when its parent's path changes: the spec
+        # with its portions as a plain list, as Python's path finder gives them.
+        spec = self.find_spec(fullname, path)
+        if spec is not None and spec.loader is None and spec.submodule_search_locations:
+            spec.submodule_search_locations = list(spec.submodule_search_locations)
+        return spec
 
     def invalidate_caches(self) -> None:
         for finder in self._finders.values():

@@ -1,0 +1,183 @@
+"""What ``kernelforge cache remove|clear`` must never do: remove outside the cache (through
+a link, in a directory that is no cache, or one another tool tagged), remove less or more
+than asked, break a download running beside it, or hang or crash on odd on-disk states."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kf_sharing import FakeHfApi, isolate, make_variant, uid
+
+from kernelforge import cache as cache_mod
+from kernelforge import loader
+from kernelforge.cache import DownloadCache
+from kernelforge.cli import main
+from kernelforge.hub.hf import HfHub
+
+pytestmark = pytest.mark.usefixtures("cpu_system")
+A1 = "1" * 40
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+def _fill(d: Path) -> None:
+    (d / "x.py").write_text("X = 1\n")
+
+
+def _small_cache(root: Path) -> DownloadCache:
+    cache = DownloadCache(root)
+    cache.install("org/a", A1, "torch-cpu", _fill, lambda d: {})
+    assert (root / "CACHEDIR.TAG").is_file()  # a cache the cache made is tagged
+    return cache
+
+
+def test_a_directory_loaded_into_by_mistake_is_not_tagged_nor_cleared(tmp_path,
+                                                                      capsys) -> None:
+    project = tmp_path / "project"
+    (project / "files").mkdir(parents=True)
+    (project / "files" / "thesis.tex").write_text("mine")
+    (project / "tmp").mkdir()
+    (project / "tmp" / "draft.txt").write_text("mine too")
+    hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=project)
+    make_variant(tmp_path / "p", module_id=uid("m"))
+    hub.publish("org/relu", tmp_path / "p", version=1)
+    loader.get_kernel("org/relu", version=1, hub=hub, trust_remote_code=["org/relu"])
+    assert not (project / "CACHEDIR.TAG").exists()
+    assert main(["cache", "clear", "--cache", str(project)]) == 1
+    assert "does not look like a kernelforge download cache" in capsys.readouterr().err
+    assert (project / "files" / "thesis.tex").read_text() == "mine"
+    assert (project / "tmp" / "draft.txt").read_text() == "mine too"
+
+
+def test_another_tools_cache_tag_does_not_make_a_kernelforge_cache(tmp_path) -> None:
+    target = tmp_path / "target"
+    (target / "tmp").mkdir(parents=True)
+    (target / "CACHEDIR.TAG").write_bytes(
+        b"Signature: 8a477f597d28d172789f06886806bc55\n# a build tool's cache\n")
+    (target / "tmp" / "fixture.db").write_text("keep")
+    (target / "debug").mkdir()
+    assert main(["cache", "clear", "--cache", str(target)]) == 1
+    assert (target / "tmp" / "fixture.db").read_text() == "keep"
+
+
+@pytest.mark.parametrize("linked", ["files", "listings", "variants"])
+def test_nothing_is_removed_through_a_link(env, tmp_path, linked) -> None:
+    root = env["cache"]
+    _small_cache(root)
+    outside = tmp_path / "work"
+    (outside / "relu").mkdir(parents=True)
+    (outside / "relu" / "precious.txt").write_text("not the cache's")
+    (root / linked).mkdir(exist_ok=True)
+    os.symlink(outside, root / linked / "org-c")
+    main(["cache", "remove", "org-c/relu"])
+    assert (outside / "relu" / "precious.txt").read_text() == "not the cache's"
+    assert main(["cache", "clear"]) == 0
+    assert (outside / "relu" / "precious.txt").read_text() == "not the cache's"
+    assert not (root / linked / "org-c").is_symlink()  # the link itself went
+
+
+@pytest.mark.parametrize("part", ["tmp", "locks"])
+@pytest.mark.parametrize("kind", ["link", "file"])
+def test_a_cache_folder_that_is_a_link_or_a_file_is_refused(env, tmp_path, capsys, part,
+                                                           kind) -> None:
+    root = env["cache"]
+    _small_cache(root)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "report.pdf").write_text("x")
+    shutil.rmtree(root / part)
+    if kind == "link":
+        os.symlink(scratch, root / part)
+    else:
+        (root / part).write_text("x")
+    assert main(["cache", "clear"]) == 1
+    assert "where the download cache keeps a folder" in capsys.readouterr().err
+    assert (scratch / "report.pdf").exists()
+    assert DownloadCache(root).entry("org/a", A1, "torch-cpu") is not None
+
+
+def test_a_cache_root_that_is_a_link_is_cleared_in_place(tmp_path) -> None:
+    real = tmp_path / "real-cache"
+    _small_cache(real)
+    link = tmp_path / "link-cache"
+    os.symlink(real, link)
+    assert main(["cache", "clear", "--cache", str(link)]) == 0
+    assert link.is_symlink()
+    assert sorted(p.name for p in real.iterdir()) == ["CACHEDIR.TAG", "locks", "tmp"]
+
+
+def test_an_empty_list_of_commits_removes_nothing(env) -> None:
+    cache = _small_cache(env["cache"])
+    cache.install("org/a", "2" * 40, "torch-cpu", _fill, lambda d: {})
+    assert cache.commits_matching("org/a", "ffff") == []
+    removed = cache.remove("org/a", commits=[])
+    assert removed.variants == [] and removed.other_bytes == 0
+    assert len(cache.variants()) == 2
+
+
+def test_an_untagged_cache_with_an_interrupted_write_is_still_recognised(env) -> None:
+    root = env["cache"]
+    cache = _small_cache(root)
+    cache.save_refs("org/a", {"v1": A1}, {})
+    (root / "refs" / "org" / ".a.json.0123456789ab.tmp").write_text("{")
+    (root / "CACHEDIR.TAG").unlink()
+    assert main(["cache", "clear"]) == 0
+    assert not (root / "refs").exists()
+
+
+def test_a_tag_that_is_a_fifo_does_not_hang(tmp_path) -> None:
+    root = tmp_path / "c"
+    root.mkdir()
+    os.mkfifo(root / "CACHEDIR.TAG")
+    code = ("import sys; from kernelforge.cli import main; "
+            f"sys.exit(main(['cache', 'clear', '--cache', {str(root)!r}]))")
+    run = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True,
+                         text=True)
+    assert run.returncode == 1 and "does not look like" in run.stderr, run.stderr
+
+
+def test_a_download_beside_a_removal_that_prunes_its_folder_completes(env,
+                                                                      monkeypatch) -> None:
+    root = env["cache"]
+    cache = _small_cache(root)
+    final = root / "variants" / "org" / "a" / A1 / "torch-cuda"
+    real_rename = os.rename
+    done = []
+
+    def rename(src, dst, *args, **kwargs):
+        if Path(dst) == final and not done:  # another process removes the sibling now
+            done.append(True)
+            DownloadCache(root).remove("org/a", commits=[A1], variant="torch-cpu")
+        return real_rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(cache_mod.os, "rename", rename)
+    cache.install("org/a", A1, "torch-cuda", _fill, lambda d: {})
+    assert done and cache.entry("org/a", A1, "torch-cuda") is not None
+    assert cache.entry("org/a", A1, "torch-cpu") is None
+
+
+def test_older_than_is_judged_again_under_the_lock(env, monkeypatch) -> None:
+    root = env["cache"]
+    cache = _small_cache(root)
+    entry = root / "variants" / "org" / "a" / A1 / "torch-cpu" / "entry.json"
+    os.chmod(entry, 0o644)
+    entry.write_text(entry.read_text().replace('"time":', '"time": 1, "was":'))  # long ago
+    real = DownloadCache._discard_entry
+
+    def racing(self, repo_id, commit, variant, *args):
+        other = DownloadCache(root)  # another process fetches it anew right now
+        other.discard(repo_id, commit, variant)
+        other.install(repo_id, commit, variant, _fill, lambda d: {})
+        return real(self, repo_id, commit, variant, *args)
+
+    monkeypatch.setattr(DownloadCache, "_discard_entry", racing)
+    assert cache.remove(older_than=30 * 86400).variants == []
+    assert cache.entry("org/a", A1, "torch-cpu") is not None
