@@ -188,12 +188,14 @@ def test_a_folder_with_only_cache_like_names_is_not_taken_for_a_cache(tmp_path, 
     assert not (project / "CACHEDIR.TAG").exists()
 
 
-def test_an_untagged_cache_with_the_layout_is_cleared_and_tagged(env, filled, capsys) -> None:
-    """Caches written before the tag existed are recognised by their layout."""
+def test_an_untagged_cache_with_the_layout_is_cleared(env, filled, capsys) -> None:
+    """Caches written before the tag existed, or in a directory the cache did not make,
+    are recognised by their layout (and stay untagged: only a root the cache makes is)."""
+    assert (env["cache"] / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28")
     (env["cache"] / "CACHEDIR.TAG").unlink()
     assert main(["cache", "clear"]) == 0
     assert "removed 3 variants" in capsys.readouterr().out
-    assert (env["cache"] / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28")
+    assert not (env["cache"] / "CACHEDIR.TAG").exists()
 
 
 def test_stray_folders_in_a_cache_do_not_stop_list_or_clear(env, filled, capsys) -> None:

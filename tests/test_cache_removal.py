@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kf_sharing import FakeHfApi, isolate, make_variant, uid
 
+from kernelforge import _durable, loader
 from kernelforge import cache as cache_mod
-from kernelforge import loader
 from kernelforge.cache import DownloadCache
 from kernelforge.cli import main
 from kernelforge.hub.hf import HfHub
@@ -181,3 +181,85 @@ def test_older_than_is_judged_again_under_the_lock(env, monkeypatch) -> None:
     monkeypatch.setattr(DownloadCache, "_discard_entry", racing)
     assert cache.remove(older_than=30 * 86400).variants == []
     assert cache.entry("org/a", A1, "torch-cpu") is not None
+
+
+@pytest.mark.parametrize(("link", "target", "commits"), [
+    ("files/org-c", "relu", ["2" * 40]), ("refs", "org-c", None)])
+def test_no_empty_folder_outside_the_cache_is_pruned(env, tmp_path, link, target,
+                                                     commits) -> None:
+    root = env["cache"]
+    _small_cache(root)
+    outside = tmp_path / "work"
+    (outside / target).mkdir(parents=True)
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(outside, root / link)
+    DownloadCache(root).remove("org-c/relu", commits=commits)
+    assert (outside / target).is_dir()
+
+
+def test_a_directory_that_existed_is_never_tagged(tmp_path, capsys) -> None:
+    """Only a root the cache makes is tagged: a project directory named by mistake,
+    empty at the first load, keeps being checked for the cache's layout."""
+    project = tmp_path / "project"
+    project.mkdir()
+    hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=project)
+    make_variant(tmp_path / "p", module_id=uid("m"))
+    hub.publish("org/relu", tmp_path / "p", version=1)
+    loader.get_kernel("org/relu", version=1, hub=hub, trust_remote_code=["org/relu"])
+    assert not (project / "CACHEDIR.TAG").exists()
+    (project / "files" / "thesis.tex").write_text("mine")  # the user's work, later
+    assert main(["cache", "clear", "--cache", str(project)]) == 1
+    assert (project / "files" / "thesis.tex").read_text() == "mine"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["cache", "clear", "--cache", str(empty)]) == 0
+    assert not (empty / "CACHEDIR.TAG").exists()
+
+
+def test_a_fetched_file_is_returned_whatever_a_removal_does_meanwhile(env,
+                                                                      monkeypatch) -> None:
+    root = env["cache"]
+    cache = _small_cache(root)
+    real = _durable.fsync_dir
+    done = []
+
+    def fsync_then_clear(path):
+        real(path)
+        if not done and "files" in Path(path).parts:
+            done.append(True)
+            DownloadCache(root).remove()  # another process's 'kernelforge cache clear'
+
+    monkeypatch.setattr(cache_mod._durable, "fsync_dir", fsync_then_clear)
+
+    def fetch(dest: Path) -> bool:
+        dest.write_bytes(b"signature")
+        return True
+
+    assert cache.get_file("org/a", A1, "build/torch-cpu.sig", fetch) == b"signature"
+    assert done
+
+
+def test_refs_are_saved_beside_a_removal_pruning_their_folder(env, monkeypatch) -> None:
+    root = env["cache"]
+    cache = DownloadCache(root)
+    cache.save_refs("org/a", {"main": A1}, {})
+    real = _durable.replace_file
+
+    def racing(path, data, **kwargs):
+        if Path(path).name == "b.json":  # org/a's refs, in the same folder, go now
+            DownloadCache(root).remove("org/a")
+        return real(path, data, **kwargs)
+
+    monkeypatch.setattr(cache_mod._durable, "replace_file", racing)
+    cache.save_refs("org/b", {"main": A1}, {})
+    assert cache.load_refs("org/b") == ({"main": A1}, {})
+
+
+def test_a_cache_deleted_by_hand_is_made_again(env, tmp_path) -> None:
+    hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=uid("m"))
+    commit = hub.publish("org/relu", tmp_path / "p", version=1).commit
+    assert hub.read_file("org/relu", commit, "build/torch-cpu/metadata.json")
+    shutil.rmtree(env["cache"])  # rm -rf: the usual way to clear a cache
+    assert hub.read_file("org/relu", commit, "build/torch-cpu/metadata.json")
+    assert (env["cache"] / "CACHEDIR.TAG").is_file()

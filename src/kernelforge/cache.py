@@ -170,7 +170,6 @@ class DownloadCache:
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root).expanduser() if root is not None else default_cache_root()
-        self._root_made = False
 
     def __repr__(self) -> str:
         return f"DownloadCache({str(self.root)!r})"
@@ -192,7 +191,7 @@ class DownloadCache:
 
         self._make_root()
         locks = self.root / "locks"
-        locks.mkdir(exist_ok=True)
+        locks.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
         return filelock.FileLock(str(locks / f"{digest}.lock"), timeout=LOCK_TIMEOUT_S)
 
@@ -213,23 +212,27 @@ class DownloadCache:
 
     def _make_root(self) -> None:
         """Where every write starts: the root made if missing, and tagged as a cache when
-        the cache made it (or found it empty), never a directory that already holds
-        other things (a mistyped KERNELFORGE_CACHE)."""
-        if self._root_made:
+        this call made it, never a directory that was already there (a mistyped
+        KERNELFORGE_CACHE naming a home or project directory)."""
+        if self.root.is_dir():
             return
         try:
-            fresh = not any(self.root.iterdir())
-        except FileNotFoundError:
-            fresh = True
-        self.root.mkdir(parents=True, exist_ok=True)
-        if fresh:
-            self._tag()
-        self._root_made = True
+            self.root.mkdir(parents=True)
+        except FileExistsError:  # made meanwhile, by another process (which tags it)
+            return
+        self._tag()
 
     def _write_json(self, path: Path, doc: Any) -> None:
         self._make_root()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _durable.replace_file(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+        data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+        for attempt in range(3):  # a removal may prune the folder in between
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                _durable.replace_file(path, data)
+                return
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
 
     @staticmethod
     def _read_json(path: Path) -> Any:
@@ -342,16 +345,18 @@ class DownloadCache:
             try:
                 staged = tmp / "file"
                 found = fetch(staged)
+                data = staged.read_bytes() if found else None
                 if found:
                     os.chmod(staged, 0o444)
                     _rename_into(staged, target)
                 else:
                     _durable.write_file(tmp / "absent", b"")
                     _rename_into(tmp / "absent", absent)
-                _durable.fsync_dir(target.parent)
+                with contextlib.suppress(FileNotFoundError):  # a removal pruned it already
+                    _durable.fsync_dir(target.parent)
             finally:
                 _remove(tmp)
-        return _read_bytes(target)
+        return data  # what was fetched, whatever a removal did to the cache since
 
     # --- variants ------------------------------------------------------------------
 
@@ -570,23 +575,37 @@ class DownloadCache:
         for scope in scopes:
             freed += self._sweep_variants(scope, removed)
         for path in paths:
-            freed += self._discard_path(path)
-            _prune_empty(path.parent, self.root)
+            freed += self._discard_path(path)  # prunes its emptied folders
         if repo_id is None:
             freed += self._remove_leftovers()
         return freed
 
-    def _reached_through_a_link(self, path: Path) -> bool:
+    def _reached_through_a_link(self, path: Path, *, quiet: bool = False) -> bool:
         """Whether a folder between the cache root and ``path`` is a link (the cache
-        makes none; removing through one would remove outside the cache). Logs it."""
+        makes none; removing through one would remove outside the cache). Logs it
+        unless ``quiet``."""
         for parent in path.parents:
             if parent == self.root or self.root not in parent.parents:
                 return False
             if parent.is_symlink():
-                logger.warning("skipping %s: it is reached through the link %s, which no "
-                               "download cache makes; remove the link by hand", path, parent)
+                if not quiet:
+                    logger.warning("skipping %s: it is reached through the link %s, which "
+                                   "no download cache makes; remove the link by hand", path,
+                                   parent)
                 return True
         return False
+
+    def _prune_empty(self, path: Path) -> None:
+        """Remove ``path`` and its parents below the root while they are empty folders,
+        never a link nor anything reached through one."""
+        while path != self.root and self.root in path.parents:
+            if path.is_symlink() or self._reached_through_a_link(path, quiet=True):
+                return
+            try:
+                path.rmdir()
+            except OSError:
+                return
+            path = path.parent
 
     def _discard_entry(self, repo_id: str, commit: str, variant: str,
                        older_than: float | None = None) -> CachedVariant | None:
@@ -608,7 +627,7 @@ class DownloadCache:
             trash = self._tmp(key)
             os.rename(final, trash / "old")
             _remove(trash)
-        _prune_empty(final.parent, self.root)
+        self._prune_empty(final.parent)
         return cached if was_entry else None
 
     def _sweep_variants(self, scope: Path, removed: list[CachedVariant]) -> int:
@@ -647,7 +666,7 @@ class DownloadCache:
 
         if scope.is_dir() and not scope.is_symlink():
             visit(scope)
-        _prune_empty(scope.parent, self.root)
+        self._prune_empty(scope.parent)
         return freed
 
     def _tag(self) -> None:
@@ -707,7 +726,6 @@ class DownloadCache:
                 f"{stray}, which no download cache holds; refusing to remove anything from "
                 f"it. Point {CACHE_ENV} (or --cache) at the cache directory itself; if "
                 f"{self.root} is the cache, remove that path by hand first")
-        self._tag()
 
     def _discard_path(self, path: Path) -> int:
         """Remove a file, link or directory of the cache at once (renamed away, then
@@ -723,6 +741,7 @@ class DownloadCache:
             except FileNotFoundError:  # removed meanwhile by another process
                 size = 0
             _remove(trash)
+        self._prune_empty(path.parent)
         return size
 
     def _remove_leftovers(self) -> int:
@@ -785,16 +804,6 @@ def _entry_prefix(rel: Path) -> bool:
     except ValueError:
         return False
     return len(parts) < 3 or (len(parts) == 3 and is_commit(parts[2]))
-
-
-def _prune_empty(path: Path, root: Path) -> None:
-    """Remove ``path`` and its parents up to (not including) ``root`` while empty."""
-    while path != root and root in path.parents:
-        try:
-            path.rmdir()
-        except OSError:
-            return
-        path = path.parent
 
 
 def _is_durable_temp(name: str, target: str | None = None) -> bool:

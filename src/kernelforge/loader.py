@@ -220,8 +220,10 @@ class _VariantDirectory:
     ``sys.path_importer_cache``: Python's path finder, asked when the kernel's finder
     finds nothing (a missing module, or a package whose ``__path__`` also names other
     directories), looks in the variant again through it, so a module file planted
-    meanwhile meets the same checks. Names of no loaded kernel (the directory may also
-    be on ``sys.path``) are found with Python's own finder for the directory."""
+    meanwhile meets the same checks. A top-level name (the directory may also be on
+    ``sys.path``) is checked too when it finds one of the kernel's files, as a kernel
+    importing its own modules that way does; a file no kernel ships (a user's script
+    beside it) is found with Python's own finder for the directory."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -232,6 +234,10 @@ class _VariantDirectory:
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname.partition(".")[0] in _finder.packages:
             return self.checked.find_spec(fullname, target)
+        spec = self.checked.find_spec(fullname, target)
+        if spec is not None and (spec.origin is None
+                                 or os.path.abspath(spec.origin) in _verified):
+            return spec  # one of the kernel's own files (or a folder of the kernel)
         if self._plain is None:
             for hook in sys.path_hooks:  # what Python's path finder would have made
                 try:
