@@ -260,3 +260,12 @@ def test_sizes_are_written_in_decimal_units(n, text) -> None:
     from kernelforge.cli_share import _size_text
 
     assert _size_text(n) == text
+
+
+@pytest.mark.parametrize("action", [["list"], ["clear"], ["remove", "org/relu"]])
+def test_a_cache_path_that_is_a_file_is_an_error(tmp_path, capsys, action) -> None:
+    path = tmp_path / "not-a-dir"
+    path.write_text("x")
+    assert main(["cache", *action, "--cache", str(path)]) == 1
+    assert "is a file, not a download cache directory" in capsys.readouterr().err
+    assert path.read_text() == "x"

@@ -337,6 +337,60 @@ def test_a_kernels_own_module_imported_through_sys_path_is_still_checked(
     assert not getattr(ran, "PWNED", 0)
 
 
+def _top_level_kernel(tmp_path: Path, sub: str | None, relative_first: bool):
+    """A kernel whose ``__init__`` puts its directory (or a vendored folder of it) on
+    ``sys.path`` and imports one of its files by a top-level name, with or without a
+    relative import first."""
+    module_id = uid("tl")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    folder = vdir / sub if sub else vdir
+    folder.mkdir(exist_ok=True)
+    name = f"impl_{module_id}"
+    (folder / f"{name}.py").write_text("OK = 1\n")
+    where = (f"os.path.join(os.path.dirname(__file__), {sub!r})" if sub
+             else "os.path.dirname(__file__)")
+    (vdir / "__init__.py").write_text(
+        ("from . import helper\n" if relative_first else "")
+        + f"import os, sys\nsys.path.insert(0, {where})\nimport {name} as impl\nVALUE = 1\n")
+    from kf_testutil import write_metadata
+
+    write_metadata(vdir, module_id)
+    return vdir, folder, name
+
+
+@pytest.mark.parametrize(("sub", "relative_first"), [(None, False), ("vendor", True),
+                                                     ("vendor", False)])
+def test_a_top_level_import_of_a_kernels_file_never_runs_cached_bytecode(
+        tmp_path, monkeypatch, sub, relative_first) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    vdir, folder, name = _top_level_kernel(tmp_path, sub, relative_first)
+    evil = tmp_path / f"{name}.py"
+    evil.write_text(EVIL)
+    (folder / "__pycache__").mkdir(exist_ok=True)
+    py_compile.compile(str(evil), cfile=str(
+        folder / "__pycache__" / f"{name}.{sys.implementation.cache_tag}.pyc"),
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    try:
+        assert loader.get_local_kernel(vdir).impl.OK == 1
+        assert not hasattr(sys.modules[name], "PWNED")
+    finally:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(("sub", "relative_first"), [(None, False), ("vendor", True)])
+def test_a_top_level_import_of_a_changed_kernel_file_is_refused(
+        tmp_path, monkeypatch, sub, relative_first) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    vdir, folder, name = _top_level_kernel(tmp_path, sub, relative_first)
+    _after_verification(monkeypatch, lambda: (folder / f"{name}.py").write_text(EVIL))
+    try:
+        with pytest.raises(IntegrityError, match=f"changed: {name}.py"):
+            loader.get_local_kernel(vdir)
+    finally:
+        ran = sys.modules.pop(name, None)
+    assert not getattr(ran, "PWNED", 0)
+
+
 def test_verified_kernels_still_load_and_reload(env, tmp_path) -> None:
     import importlib
 

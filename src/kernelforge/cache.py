@@ -694,8 +694,8 @@ class DownloadCache:
         """Refuse to remove anything from a directory that is not a download cache (a
         mistyped ``KERNELFORGE_CACHE`` naming a home or project directory). A cache the
         cache made is tagged (``CACHEDIR.TAG`` with kernelforge's line); an untagged
-        directory is taken for one, and tagged, only when everything in it has the
-        cache's layout."""
+        directory is taken for one (and left untagged) only when everything in it has
+        the cache's layout."""
         try:
             names = sorted(p.name for p in self.root.iterdir())
         except (FileNotFoundError, NotADirectoryError):

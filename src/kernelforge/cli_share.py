@@ -460,9 +460,12 @@ def _say_removed(removed: Any, cache: Any, what: str) -> None:
 def _cmd_cache(args: argparse.Namespace) -> int:
     import json
 
-    from kernelforge.cache import DownloadCache
+    from kernelforge.cache import CACHE_ENV, DownloadCache
 
     cache = DownloadCache(args.cache)
+    if cache.root.exists() and not cache.root.is_dir():
+        raise KernelforgeError(f"{cache.root} is a file, not a download cache directory; "
+                               f"give the cache's directory (--cache, or {CACHE_ENV})")
     if args.action == "list":
         variants = cache.variants()
         if args.json:

@@ -240,6 +240,8 @@ class _VariantDirectory:
             return spec  # one of the kernel's own files (or a folder of the kernel)
         if self._plain is None:
             for hook in sys.path_hooks:  # what Python's path finder would have made
+                if hook is _variant_path_hook:
+                    continue
                 try:
                     self._plain = hook(self.path)
                     break
@@ -288,9 +290,7 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
             if where != root and not where.startswith(root + os.sep):
                 foreign = True  # the package extended its __path__: not ours to judge
                 continue
-            finder = self._finders.get(where)
-            if finder is None:
-                finder = self._finders[where] = _VariantDirectory(where)
+            finder = self.directory(where)
             for key in {where, entry}:  # again each time: the cache may have been cleared
                 if sys.path_importer_cache.get(key) is not finder:
                     sys.path_importer_cache[key] = finder
@@ -315,6 +315,13 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
             return spec
         return None  # directories outside the variant: the usual finders
 
+    def directory(self, where: str) -> _VariantDirectory:
+        """The finder of one directory (absolute) of a loaded kernel."""
+        finder = self._finders.get(where)
+        if finder is None:
+            finder = self._finders[where] = _VariantDirectory(where)
+        return finder
+
     def _namespace_portions(self, fullname: str,
                             path: Sequence[str] | None) -> importlib.machinery.ModuleSpec | None:
         # What a namespace package's path asks when its parent's path changes: the spec
@@ -330,6 +337,30 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
 
 
 _finder = _KernelFinder()
+
+
+def _variant_path_hook(path: str) -> _VariantDirectory:
+    """First of ``sys.path_hooks`` once a kernel is loaded: the path entry finder of a
+    directory inside a loaded variant is the kernel's (:class:`_VariantDirectory`), also
+    for a top-level import through ``sys.path`` that no relative import preceded, and
+    after ``sys.path_importer_cache`` was cleared. Other directories: Python's hooks."""
+    where = os.path.abspath(path or os.getcwd())
+    for _init, root in list(_finder.packages.values()):
+        if where == root or where.startswith(root + os.sep):
+            return _finder.directory(where)
+    raise ImportError(f"{path!r} is not a directory of a loaded kernel")
+
+
+def _guard_directories(root: str) -> None:
+    """Install :func:`_variant_path_hook`, and give the finders Python already cached
+    for the variant's directories (a ``sys.path`` entry imported from before the kernel
+    was loaded) to the kernel."""
+    if _variant_path_hook not in sys.path_hooks:
+        sys.path_hooks.insert(0, _variant_path_hook)
+    for key in list(sys.path_importer_cache):
+        where = os.path.abspath(key or os.getcwd()) if isinstance(key, str) else None
+        if where is not None and (where == root or where.startswith(root + os.sep)):
+            sys.path_importer_cache[key] = _finder.directory(where)
 
 
 def _package_spec(module_id: str, init: Path) -> importlib.machinery.ModuleSpec:
@@ -367,6 +398,7 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
     _finder.packages[module_id] = (str(init), root)
+    _guard_directories(root)
     sys.modules[module_id] = module
     try:
         with _dependency_context(deps):
