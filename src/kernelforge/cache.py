@@ -460,9 +460,20 @@ class DownloadCache:
         key = f"variant:{repo_id}@{commit}/{variant}"
         with self._lock(key):
             if final.exists():
-                trash = self._tmp(key)
-                os.rename(final, trash / "old")
-                _remove(trash)
+                self._throw_away(key, final)
+
+    def _throw_away(self, key: str, path: Path) -> bool:
+        """Rename ``path`` into a fresh temporary folder and delete it there, so that it
+        vanishes at once; called with ``key``'s lock held. ``False``: it was gone
+        already (removed meanwhile by another process)."""
+        trash = self._tmp(key)
+        try:
+            os.rename(path, trash / "old")
+        except FileNotFoundError:
+            return False
+        finally:
+            _remove(trash)
+        return True
 
 
     # --- listing and removal -------------------------------------------------------
@@ -624,9 +635,7 @@ class DownloadCache:
                     and time.time() - cached.fetched <= older_than):
                 return None  # fetched again since it was listed
             was_entry = (final / ENTRY_FILE).is_file() and not final.is_symlink()
-            trash = self._tmp(key)
-            os.rename(final, trash / "old")
-            _remove(trash)
+            self._throw_away(key, final)
         self._prune_empty(final.parent)
         return cached if was_entry else None
 
@@ -637,10 +646,10 @@ class DownloadCache:
         Folders are removed only once empty, so a download finishing meanwhile keeps its
         entry."""
         base = self.root / "variants"
-        if scope == base and (base.is_symlink() or base.is_file()):
-            return self._discard_path(base)
         if self._reached_through_a_link(scope):
             return 0
+        if scope.is_symlink() or scope.is_file():  # no folder a download makes
+            return self._discard_path(scope)
         freed = 0
 
         def visit(folder: Path) -> None:
@@ -735,12 +744,8 @@ class DownloadCache:
         size = _tree_size(path)
         key = f"remove:{path.relative_to(self.root)}"
         with self._lock(key):
-            trash = self._tmp(key)
-            try:
-                os.rename(path, trash / "old")
-            except FileNotFoundError:  # removed meanwhile by another process
+            if not self._throw_away(key, path):
                 size = 0
-            _remove(trash)
         self._prune_empty(path.parent)
         return size
 

@@ -290,11 +290,7 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
             if where != root and not where.startswith(root + os.sep):
                 foreign = True  # the package extended its __path__: not ours to judge
                 continue
-            finder = self.directory(where)
-            for key in {where, entry}:  # again each time: the cache may have been cleared
-                if sys.path_importer_cache.get(key) is not finder:
-                    sys.path_importer_cache[key] = finder
-            spec = finder.checked.find_spec(fullname, target)
+            spec = self.directory(where).checked.find_spec(fullname, target)
             if spec is None:
                 continue
             if spec.loader is not None:
