@@ -231,6 +231,20 @@ def test_refs_of_names_that_differ_by_a_suffix_stay_apart(env) -> None:
     assert cache.load_refs("org/relu") == ({"v1": "a" * 40}, {})
 
 
+def test_a_refs_file_naming_no_repository_is_not_read(env) -> None:
+    """Refs files of earlier versions name no repository, and those versions wrote
+    ``org/relu.v2``'s refs to ``org/relu.json``: such a file is not taken for anyone's."""
+    cache = DownloadCache(env["cache"])
+    cache.save_refs("org/relu", {"v1": "a" * 40}, {})
+    path = env["cache"] / "refs" / "org" / "relu.json"
+    doc = json.loads(path.read_text())
+    del doc["repo-id"]
+    path.write_text(json.dumps(doc))
+    assert cache.load_refs("org/relu") is None
+    cache.save_refs("org/relu", {"v1": "c" * 40}, {})  # the next online load
+    assert cache.load_refs("org/relu") == ({"v1": "c" * 40}, {})
+
+
 def test_a_download_finishing_during_clear_is_reported_or_kept(env, monkeypatch) -> None:
     cache = DownloadCache(env["cache"])
 

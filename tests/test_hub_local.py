@@ -232,6 +232,49 @@ def test_publish_and_list(hub: LocalHub, project: Path, tmp_path: Path) -> None:
     assert rev3.when.year >= 2024
 
 
+def test_repository_ids_ignore_case(hub: LocalHub, project: Path, tmp_path: Path) -> None:
+    """As on the Hugging Face Hub, ``Org/Name`` names the repository first published as
+    ``org/name``, on any file system: publishes join it, and reads find it."""
+    rev = hub.publish(REPO, project, version=1)
+    loud = REPO.upper()
+    assert hub.stored_id(loud) == REPO and hub.has_repo(loud)
+    assert hub.branches(loud) == {"v1": rev.commit}
+    assert hub.resolve("Kernels-Test/Relu", "v1") == rev.commit
+    assert hub.owned(loud, rev.commit)  # the owner mark holds whatever the spelling
+    make_variant(tmp_path / "p2", "torch-cpu", module_id="_relu_cpu_0000002", value=2)
+    rev2 = hub.publish("Kernels-Test/RELU", tmp_path / "p2", version=1)
+    assert rev2.parent == rev.commit and rev2.repo_id == REPO
+    assert hub.repos() == [REPO]
+    assert json.loads((hub.root / REPO / "objects" / rev2.commit / ".commit.json")
+                      .read_text())["repo-id"] == REPO
+    assert hub.owned(REPO, rev2.commit)
+    # A new repository joins its organization's folder as first spelled.
+    gelu = hub.publish("KERNELS-TEST/gelu", project, version=1)
+    assert gelu.repo_id == "kernels-test/gelu"
+    assert hub.repos() == ["kernels-test/gelu", REPO]
+    assert not hub.has_repo("kernels-test/relu2")
+
+
+def test_a_repository_kept_under_two_spellings_is_named(hub: LocalHub, project: Path) -> None:
+    """A hub written before ids ignored case may hold both on a case-sensitive file
+    system: every use of the id says so rather than picking one."""
+    hub.publish(REPO, project, version=1)
+    twin = hub.root / "kernels-test" / "Relu"
+    try:
+        shutil.copytree(hub.root / REPO, twin)
+    except FileExistsError:
+        pytest.skip("the file system ignores case: two spellings cannot coexist")
+    if not (hub.root / REPO).samefile(hub.root / REPO) or twin.samefile(hub.root / REPO):
+        pytest.skip("the file system ignores case")
+    for repo_id in (REPO, "kernels-test/Relu", "KERNELS-TEST/RELU"):
+        with pytest.raises(HubError, match=r"holds it under 2 spellings .*keep one"):
+            hub.branches(repo_id)
+    with pytest.raises(HubError, match="2 spellings"):
+        hub.publish(REPO, project, version=1)
+    shutil.rmtree(twin / "refs")  # a folder without refs is no repository
+    assert hub.stored_id("kernels-test/Relu") == REPO and hub.has_repo("kernels-test/RELU")
+
+
 def test_pycache_is_not_published(hub: LocalHub, project: Path) -> None:
     cache = project / "build" / "torch-cpu" / "__pycache__"
     cache.mkdir()

@@ -81,6 +81,16 @@ def publish(hub: LocalHub, root: Path, version: int = 1, **variants_: dict) -> s
 # --- selection ---------------------------------------------------------------------------
 
 
+def test_a_repository_id_in_other_case_loads_the_same_kernel(hub: LocalHub,
+                                                              tmp_path: Path) -> None:
+    """Repository ids ignore case, as on the Hugging Face Hub: your own kernel loads
+    under any spelling of its id (the owner mark is checked against the stored one)."""
+    publish(hub, tmp_path / "p", torch_universal={"module_id": uid("case"), "value": 7})
+    module = loader.get_kernel(REPO.upper(), version=1, hub=hub)
+    assert module.VALUE == 7
+    assert loader.get_kernel(REPO, version=1, hub=hub) is module
+
+
 def test_two_builds_side_by_side(hub: LocalHub, tmp_path: Path, arch_variant: str) -> None:
     id1, id2 = uid("a"), uid("b")
     make_variant(tmp_path / "p1", arch_variant, module_id=id1, value=1)

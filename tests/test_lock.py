@@ -180,6 +180,7 @@ def test_hf_kernels_lock_pins_the_commit_only(hf: HfHub, tmp_path: Path) -> None
                                  "lock": {"commit": commit}}]))
     parsed = read_lock(lock)
     assert parsed.kind == "kernels" and parsed.require(REPO).variants is None
+    assert parsed.require(REPO.upper()) is parsed.require(REPO)  # ids ignore case
     with pytest.raises(TrustError):  # no digests pinned: the usual trust policy applies
         loader.get_locked_kernel(REPO, lockfile=lock, hub=hf)
     module = loader.get_locked_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)

@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -77,12 +78,54 @@ def _format_1(key: signing.SigningKey) -> bytes:
                        "signature": base64.b64encode(raw).decode()}).encode()
 
 
-def test_format_1_signatures_still_verify(key: signing.SigningKey) -> None:
+def test_format_1_signatures_count_only_from_a_key_for_that_one_repository(
+    key: signing.SigningKey,
+) -> None:
     sig = signing.parse_signature(_format_1(key), "x.sig")
     assert sig.repo_id is None and key.public.verify(sig.signature, "torch-cpu", META)
-    trust.add_key(key.public.text, name="alice", repos=("org/*",))
     req = policy.TrustRequest("org/relu", "torch-cpu", META, signature=_format_1(key))
+    # A key trusted for several repositories: the signature names none, so it may have
+    # been made for another of them and copied here.
+    trust.add_key(key.public.text, name="alice", repos=("org/*",))
+    decision = policy.evaluate(req)
+    assert not decision.allowed
+    assert "older signature format (kernelforge-signature/1)" in str(decision)
+    assert "trusted for org/*" in str(decision)
+    assert policy.evaluate(req, allow=["org/relu"]).allowed  # still allowed explicitly
+    # Tampering is still refused outright, whatever the scope.
+    with pytest.raises(TrustError, match="does not verify"):
+        policy.evaluate(replace(req, metadata=META.replace(b"x", b"y")))
+    # Trusted for exactly this repository (case aside), the key vouches for it.
+    trust.remove(key.public.key_id)
+    trust.add_key(key.public.text, name="alice", repos=("Org/Relu",))
     assert policy.evaluate(req).allowed
+    assert "signed by trusted key" in policy.evaluate(req).reason
+    # ... and not for another one, nor with a second repository in its scope.
+    assert not policy.evaluate(replace(req, repo_id="org/other")).allowed
+    trust.add_key(key.public.text, repos=("org/other",))
+    assert not policy.evaluate(req).allowed
+
+
+@pytest.mark.parametrize("scope, asked, covered", [
+    (("org/*",), "ORG/relu", True),
+    (("Org/Relu",), "org/relu", True),
+    (("org/relu",), "org/relu2", False),
+    (("org/*",), "other/relu", False),
+])
+def test_key_scopes_and_the_allow_list_ignore_case(
+    key: signing.SigningKey, scope: tuple[str, ...], asked: str, covered: bool,
+) -> None:
+    """Repository ids compare without regard to case, as the hubs resolve them: a key
+    trusted for org/* signs for ORG/relu, and allowing Org/Relu allows org/relu."""
+    trust.add_key(key.public.text, repos=scope)
+    sig = key.sign_variant("torch-cpu", META, repo_id=asked)
+    req = policy.TrustRequest(asked, "torch-cpu", META, signature=sig)
+    assert policy.evaluate(req).allowed is covered
+    trust.remove(key.public.key_id)
+    unsigned = policy.TrustRequest(asked, "torch-cpu", META)
+    assert policy.evaluate(unsigned, allow=[scope[0].replace("*", "relu")]).allowed is covered
+    trust.allow_repo(scope[0])
+    assert policy.evaluate(unsigned).allowed is covered
 
 
 def test_a_signature_made_for_another_repository_does_not_vouch(

@@ -258,10 +258,15 @@ class DownloadCache:
             "repo-id": repo_id, "branches": branches, "tags": tags, "time": time.time()})
 
     def load_refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]] | None:
-        """``(branches, tags)`` last seen online, or ``None``."""
+        """``(branches, tags)`` last seen online, or ``None``.
+
+        A refs file names the repository it was written for, and one written for another
+        is not this one's. Files of versions before that name none (and those versions
+        gave ``org/x`` and ``org/x.y`` one file): they are not read, and the next online
+        load writes the file again."""
         doc = self._read_json(self._refs_file(repo_id))
-        if not isinstance(doc, dict) or doc.get("repo-id", repo_id) != repo_id:
-            return None  # (files of older versions name no repository)
+        if not isinstance(doc, dict) or doc.get("repo-id") != repo_id:
+            return None
         return dict(doc.get("branches", {})), dict(doc.get("tags", {}))
 
     def save_listing(self, repo_id: str, commit: str, files: list[str]) -> None:

@@ -242,7 +242,7 @@ class LockFile:
     kernels: dict[str, LockedKernel]
 
     def require(self, repo_id: str) -> LockedKernel:
-        """The entry for ``repo_id``.
+        """The entry for ``repo_id`` (spelled in any case, as the hubs resolve ids).
 
         Raises:
             LockError: the lock does not list it (names the file and the fix).
@@ -250,6 +250,9 @@ class LockFile:
         try:
             return self.kernels[repo_id]
         except KeyError:
+            same = [k for k in self.kernels if k.lower() == repo_id.lower()]
+            if len(same) == 1:
+                return self.kernels[same[0]]
             listed = ", ".join(sorted(self.kernels)) or "none"
             raise LockError(
                 f"{self.path}: {repo_id} is not locked (locked: {listed}); add it to the "

@@ -8,7 +8,9 @@ imported (and, for a remote hub, before the variant is downloaded). In order:
 2. **Signed by a trusted key.** ``build/<variant>.sig`` names a key in the trust store
    that covers the repository, and the signature over the repository's id and
    ``metadata.json`` verifies (a build signed for another repository and copied here
-   does not count; format-1 signatures name no repository). A
+   does not count). Signatures of the older format 1 name no repository, so they count
+   only from a key trusted for this one repository: from a key trusted for several,
+   such a signature may have been made for another of them. A
    signature by a trusted key that does *not* verify is refused outright, whatever else
    allows the repository: it means ``metadata.json`` changed after signing.
 3. **Signed through sigstore.** ``build/<variant>/metadata.json.sigstore`` (Hugging
@@ -19,6 +21,8 @@ imported (and, for a remote hub, before the variant is downloaded). In order:
    ``trust_remote_code=True`` or a list holding the repository, or the trust store's
    allow list covers it.
 
+Repository ids compare without regard to case throughout (key scopes, the allow list,
+``trust_remote_code``, the repository a signature names), as the hubs resolve them.
 Anything else is refused with :class:`~kernelforge.errors.TrustError` saying what was
 found and how to allow it. Builds loaded by path (``get_local_kernel``,
 ``LOCAL_KERNELS``) are the caller's explicit choice and do not go through this policy.
@@ -121,7 +125,7 @@ def _check_key_signature(
     req: TrustRequest, store: TrustStore, notes: list[str]
 ) -> TrustDecision | None:
     from kernelforge.hub.base import signature_path
-    from kernelforge.signing import PublicKey, parse_signature
+    from kernelforge.signing import FORMAT_1, PublicKey, parse_signature
 
     if req.signature is None:
         notes.append("no signature (build/<variant>.sig)")
@@ -141,7 +145,7 @@ def _check_key_signature(
             "after it was signed; refusing to load it (republish the kernel, or remove the "
             "tampered copy)"
         )
-    # Repository ids compare without regard to case, as the Hugging Face Hub resolves them.
+    # Repository ids compare without regard to case, as the hubs resolve them.
     if sig.repo_id is not None and sig.repo_id.lower() != req.repo_id.lower():
         notes.append(f"signed by trusted key {sig.key_id} for {sig.repo_id}, not for "
                      f"{req.repo_id}: a build copied from another repository (or the "
@@ -150,6 +154,15 @@ def _check_key_signature(
     if not key.covers(req.repo_id):
         notes.append(f"signed by trusted key {sig.key_id}, but that key is trusted only "
                      f"for {', '.join(key.repos)}")
+        return None
+    if sig.repo_id is None and not key.covers_only(req.repo_id):
+        notes.append(
+            f"signed by trusted key {sig.key_id} in the older signature format "
+            f"({FORMAT_1}), which names no repository; the key is trusted for "
+            f"{', '.join(key.repos)}, so the signature may have been made for another of "
+            "those repositories and copied here (its publisher binds it by publishing "
+            "again with --sign; a key trusted for this one repository alone accepts it)"
+        )
         return None
     label = f" ({key.name})" if key.name else ""
     return TrustDecision(True, f"signed by trusted key {sig.key_id}{label}", sig.key_id,
@@ -235,7 +248,7 @@ def evaluate(
     key = allow_key(allow)
     if key is True:
         return TrustDecision(True, "allowed by trust_remote_code=True", notes=tuple(notes))
-    if isinstance(key, tuple) and req.repo_id in key:
+    if isinstance(key, tuple) and req.repo_id.lower() in (r.lower() for r in key):
         return TrustDecision(True, "allowed by the trust_remote_code list", notes=tuple(notes))
     if store.allows(req.repo_id):
         return TrustDecision(True, f"allowed by the trust store ({store.path})",

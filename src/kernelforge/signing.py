@@ -11,7 +11,8 @@ to the variant, at ``build/<variant>.sig``, as JSON::
      "key-id": "3f2a...", "public-key": "ed25519:<base64>", "signature": "<base64>"}
 
 Signatures of format 1 (kernelforge before format 2) sign the same without the
-repository; they still verify, for any repository the key is trusted for.
+repository. They still verify, but the trust policy (:mod:`kernelforge.policy`) counts
+one only from a key trusted for that one repository alone.
 
 The ``public-key`` field only helps people; verification always uses the key from the
 trust store (:mod:`kernelforge.trust`) named by ``key-id``.
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 SIGNATURE_FORMAT = "kernelforge-signature/2"
-_FORMAT_1 = "kernelforge-signature/1"
+FORMAT_1 = "kernelforge-signature/1"
 _DOMAIN_1 = b"kernelforge-variant-signature-v1\0"
 _DOMAIN_2 = b"kernelforge-variant-signature-v2\0"
 _PREFIX = "ed25519:"
@@ -254,7 +255,7 @@ def parse_signature(data: bytes, where: str) -> Signature:
         doc = json.loads(data.decode("utf-8"))
         ok = (
             isinstance(doc, dict)
-            and doc.get("format") in (SIGNATURE_FORMAT, _FORMAT_1)
+            and doc.get("format") in (SIGNATURE_FORMAT, FORMAT_1)
             and doc.get("algorithm") == "ed25519"
             and isinstance(doc.get("key-id"), str)
         )
@@ -267,7 +268,7 @@ def parse_signature(data: bytes, where: str) -> Signature:
     if not ok or len(raw) != 64:
         raise TrustError(
             f"{where}: not a valid signature file; expected JSON with format "
-            f"{SIGNATURE_FORMAT!r} (or {_FORMAT_1!r}), algorithm 'ed25519', 'key-id', a "
+            f"{SIGNATURE_FORMAT!r} (or {FORMAT_1!r}), algorithm 'ed25519', 'key-id', a "
             "base64 'signature' and, in format 2, the 'repo-id' it was made for; republish "
             "the kernel with --sign"
         )

@@ -88,7 +88,8 @@ def _check_patterns(repos: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _matches(repo_id: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(repo_id, p) for p in patterns)
+    # Repository ids compare without regard to case, as the hubs resolve them.
+    return any(fnmatch.fnmatchcase(repo_id.lower(), p.lower()) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,15 @@ class TrustedKey:
     repos: tuple[str, ...] = ("*",)
 
     def covers(self, repo_id: str) -> bool:
-        """Whether this key may sign for ``repo_id``."""
+        """Whether this key may sign for ``repo_id`` (case aside)."""
         return _matches(repo_id, self.repos)
+
+    def covers_only(self, repo_id: str) -> bool:
+        """Whether ``repo_id`` is the one repository this key may sign for (case aside):
+        the scope under which a signature that names no repository (format 1) cannot
+        have been made for another repository."""
+        return (len(self.repos) == 1 and "*" not in self.repos[0]
+                and self.repos[0].lower() == repo_id.lower())
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,7 @@ class SigstoreIdentity:
     repos: tuple[str, ...] = ("*",)
 
     def covers(self, repo_id: str) -> bool:
-        """Whether this identity may sign for ``repo_id``."""
+        """Whether this identity may sign for ``repo_id`` (case aside)."""
         return _matches(repo_id, self.repos)
 
 
@@ -162,7 +170,7 @@ class TrustStore:
         return [s for s in self.sigstore if s.covers(repo_id)]
 
     def allows(self, repo_id: str) -> bool:
-        """Whether ``repo_id`` is on the allow list."""
+        """Whether ``repo_id`` is on the allow list (case aside)."""
         return _matches(repo_id, self.allow)
 
     def to_json(self) -> dict[str, Any]:

@@ -54,6 +54,7 @@ class LocalHubWriter:
 
     if TYPE_CHECKING:  # provided by LocalHub, the reading half
         def _repo_dir(self, repo_id: str) -> Path: ...
+        def stored_id(self, repo_id: str) -> str: ...
         def _existing_repo(self, repo_id: str) -> Path: ...
         def resolve(self, repo_id: str, revision: str) -> str: ...
         def revision(self, repo_id: str, commit: str) -> Revision: ...
@@ -109,6 +110,7 @@ class LocalHubWriter:
 
             check_signable(staged.digests, build_dir)
         branch = f"v{version}"
+        repo_id = self.stored_id(repo_id)
         repo = self._repo_dir(repo_id)
         extra = {} if card is None else {CARD_FILE: card.encode("utf-8")}
         with self._locked(repo):
@@ -131,6 +133,7 @@ class LocalHubWriter:
         Returns:
             The new :class:`Revision` on ``main``.
         """
+        repo_id = self.stored_id(repo_id)
         repo = self._repo_dir(repo_id)
         with self._locked(repo):
             return self._commit_main(repo_id, repo, message, {CARD_FILE: card})
@@ -156,6 +159,7 @@ class LocalHubWriter:
             from kernelforge.revisions import parse_status
 
             parse_status(status, f"{repo_id}: {STATUS_FILE}")
+        repo_id = self.stored_id(repo_id)
         repo = self._repo_dir(repo_id)
         with self._locked(repo):
             return self._commit_main(repo_id, repo, message, {STATUS_FILE: status})

@@ -18,6 +18,10 @@ reader either sees the old ref (and the old, untouched revision) or the new ref 
 complete revision): a crash at any point leaves the previous revision loadable. What a
 crash leaves behind (a ``tmp/`` directory, at worst an unreferenced object) is never
 listed, and the next publish removes the ``tmp/`` leftovers.
+
+Repository ids ignore case, as on the Hugging Face Hub: a repository is kept under the
+spelling it was first published with, and any spelling of its id finds it
+(:meth:`LocalHub.stored_id`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,17 @@ _PREFIX_RE = base.PREFIX_RE
 EMPTY_HUB = ("hub: an empty path is not a hub (it would mean the current directory); pass "
              "a hub directory, 'hf' for the Hugging Face Hub, or nothing (None in Python) "
              "for the default: $KERNELFORGE_HUB, else the local hub in the user cache")
+
+
+def _spellings(folder: Path, name: str) -> list[str]:
+    """The names of ``folder``'s subdirectories that are ``name`` but for case."""
+    want = name.lower()
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(e.name for e in entries
+                          if e.name.lower() == want and e.is_dir(follow_symlinks=True))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def default_root() -> Path:
@@ -112,8 +127,46 @@ class LocalHub(LocalHubWriter):
     # --- paths ---------------------------------------------------------------------
 
     def _repo_dir(self, repo_id: str) -> Path:
-        org, name = validate_repo_id(repo_id)
+        org, name = self.stored_id(repo_id).split("/")
         return self.root / org / name
+
+    def stored_id(self, repo_id: str) -> str:
+        """The spelling under which this hub keeps ``repo_id``.
+
+        Repository ids are case-insensitive, as on the Hugging Face Hub: ``Org/Relu``
+        names the repository first published as ``org/relu``, whatever the file system,
+        and a new repository joins its organization's folder as first spelled.
+
+        Args:
+            repo_id: ``org/name``, in any case.
+
+        Returns:
+            The stored ``org/name``; for a repository not in the hub yet, ``repo_id``
+            with the organization spelled as the hub already spells it.
+
+        Raises:
+            ValueError: a malformed ``repo_id``.
+            HubError: the hub holds the repository under two spellings (a hub written
+                by an earlier version on a case-sensitive file system).
+        """
+        org, name = validate_repo_id(repo_id)
+        orgs = _spellings(self.root, org)
+        found = [(o, r) for o in orgs for r in _spellings(self.root / o, name)]
+        if len(found) > 1:
+            published = [f for f in found if (self.root / f[0] / f[1] / "refs").is_dir()]
+            if len(published) > 1:
+                both = " and ".join(str(self.root / o / r) for o, r in published)
+                raise HubError(
+                    f"repository {repo_id!r}: hub {self.root} holds it under "
+                    f"{len(published)} spellings ({both}), but repository ids ignore case; "
+                    "keep one (move the others out of the hub)"
+                )
+            found = published or sorted(found, key=lambda f: f != (org, name))[:1]
+        if found:
+            return "/".join(found[0])
+        if org not in orgs and orgs:
+            return f"{sorted(orgs)[0]}/{name}"
+        return f"{org}/{name}"
 
     def _root_problem(self) -> str | None:
         """Why the hub root cannot be a hub directory (it is a file), if it cannot."""
@@ -169,7 +222,7 @@ class LocalHub(LocalHubWriter):
         """Whether ``repo_id`` exists in this hub.
 
         Args:
-            repo_id: ``org/name``.
+            repo_id: ``org/name`` (in any case, see :meth:`stored_id`).
 
         Returns:
             ``True`` when the repository has refs here.
@@ -436,7 +489,12 @@ class LocalHub(LocalHubWriter):
     def _owned(self, repo_id: str, commit: str, record: dict[str, Any]) -> bool:
         from kernelforge.trust import check_owner_mark
 
-        return check_owner_mark(record.get("owner"), repo_id, commit, self._files(record))
+        # The mark covers the id as the publish spelled it (the record's), which is this
+        # repository's whatever the case.
+        spelled = record.get("repo-id")
+        if not isinstance(spelled, str) or spelled.lower() != repo_id.lower():
+            spelled = repo_id
+        return check_owner_mark(record.get("owner"), spelled, commit, self._files(record))
 
     def fetch_variant(
         self, repo_id: str, commit: str, variant: str, *, refresh: bool = False
