@@ -132,7 +132,6 @@ __global__ void __launch_bounds__(Config<kGroups>::kThreads, 2)
         tma_load_2d(tile_a(s), &map_a, full_bar(s), kc, m0);
         tma_load_2d(tile_b(s), &map_b, full_bar(s), kc, n0);
       }
-      launch_dependents();  // every load issued: the next kernel may start its CTAs
     }
     __syncwarp();
   } else {

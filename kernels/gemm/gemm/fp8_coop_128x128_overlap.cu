@@ -449,9 +449,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    // Every load of the CTA is issued: what is left is at most a ring of blocks and the
-    // last tile's store, so the next kernel may start on the SMs that free up.
-    launch_dependents();
     if constexpr (kCluster > 1) {
       // The peer's consumers arrive on this CTA's empty barriers: the CTA (and its shared
       // memory) stays until every stage has been released by both CTAs.

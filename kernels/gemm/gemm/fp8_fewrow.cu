@@ -126,6 +126,10 @@ struct Params : ProblemParams {
   float* partials;   // splits planes of (m, n) floats (splits > 1)
 };
 
+__device__ __forceinline__ void launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 // Two FP8 values (half `h` of the word `w`, low byte first) as an FP16 pair.
 __device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t w, int h) {
   const __half2_raw r =
