@@ -248,6 +248,12 @@ def test_repository_ids_ignore_case(hub: LocalHub, project: Path, tmp_path: Path
     assert json.loads((hub.root / REPO / "objects" / rev2.commit / ".commit.json")
                       .read_text())["repo-id"] == REPO
     assert hub.owned(REPO, rev2.commit)
+    record = hub.root / REPO / "objects" / rev2.commit / ".commit.json"
+    doc = json.loads(record.read_text())
+    del doc["repo-id"]  # a record naming no repository: the stored id is the mark's
+    record.chmod(0o644)
+    record.write_text(json.dumps(doc))
+    assert hub.owned(loud, rev2.commit)
     # A new repository joins its organization's folder as first spelled.
     gelu = hub.publish("KERNELS-TEST/gelu", project, version=1)
     assert gelu.repo_id == "kernels-test/gelu"
@@ -273,6 +279,48 @@ def test_a_repository_kept_under_two_spellings_is_named(hub: LocalHub, project: 
         hub.publish(REPO, project, version=1)
     shutil.rmtree(twin / "refs")  # a folder without refs is no repository
     assert hub.stored_id("kernels-test/Relu") == REPO and hub.has_repo("kernels-test/RELU")
+
+
+def test_first_publishes_under_two_spellings_make_one_repository(
+    hub: LocalHub, project: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Another publisher creates the repository under another spelling between this
+    publish's look-up and its write: the new folder is made under a hub-wide lock that
+    looks again, so both revisions land in one repository."""
+    other = _second_build(tmp_path)
+    real = LocalHub.stored_id
+    raced: list[str] = []
+
+    def racing(self: LocalHub, repo_id: str) -> str:
+        found = real(self, repo_id)
+        if not raced:
+            raced.append("")  # the other publisher looks up only once
+            raced[0] = LocalHub(self.root).publish("Kernels-Test/RELU", other,
+                                                   version=1).commit
+        return found
+
+    monkeypatch.setattr(LocalHub, "stored_id", racing)
+    rev = hub.publish(REPO, project, version=1)
+    monkeypatch.setattr(LocalHub, "stored_id", real)
+    assert hub.repos() == ["Kernels-Test/RELU"]
+    assert rev.repo_id == "Kernels-Test/RELU" and rev.parent == raced[0]
+    assert [r.commit for r in hub.log(REPO, "v1")] == [rev.commit, raced[0]]
+
+
+def test_look_alike_and_linked_folders_are_no_second_spelling(hub: LocalHub,
+                                                              project: Path) -> None:
+    """Only ASCII case is ignored (Python lower-cases the Kelvin sign to 'k'), and a
+    link to the repository's folder is the same repository, not a second spelling."""
+    kelvin = hub.root / "\u212aernels-test" / "relu"
+    (kelvin / "refs").mkdir(parents=True)
+    hub.publish(REPO, project, version=1)
+    assert hub.repos() == [REPO] and hub.stored_id(REPO) == REPO
+    try:
+        os.symlink(hub.root / "kernels-test", hub.root / "Kernels-Test")
+    except FileExistsError:
+        pytest.skip("the file system ignores case")
+    assert hub.stored_id("KERNELS-TEST/Relu") == REPO
+    assert hub.versions("Kernels-Test/relu") == hub.versions(REPO)
 
 
 def test_pycache_is_not_published(hub: LocalHub, project: Path) -> None:

@@ -181,6 +181,11 @@ def test_hf_kernels_lock_pins_the_commit_only(hf: HfHub, tmp_path: Path) -> None
     parsed = read_lock(lock)
     assert parsed.kind == "kernels" and parsed.require(REPO).variants is None
     assert parsed.require(REPO.upper()) is parsed.require(REPO)  # ids ignore case
+    twice = tmp_path / "twice.lock"
+    twice.write_text(json.dumps([{"dependency": {"repo-id": r, "version": 1},
+                                  "lock": {"commit": commit}} for r in (REPO, REPO.upper())]))
+    with pytest.raises(LockError, match="locked under 2 spellings"):
+        read_lock(twice).require(REPO.title())
     with pytest.raises(TrustError):  # no digests pinned: the usual trust policy applies
         loader.get_locked_kernel(REPO, lockfile=lock, hub=hf)
     module = loader.get_locked_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)

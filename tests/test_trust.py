@@ -91,6 +91,9 @@ def test_format_1_signatures_count_only_from_a_key_for_that_one_repository(
     assert not decision.allowed
     assert "older signature format (kernelforge-signature/1)" in str(decision)
     assert "trusted for org/*" in str(decision)
+    assert "publishing again with --sign" in str(decision)
+    assert (f"'kernelforge trust remove {key.public.key_id}', then 'kernelforge trust add "
+            "KEY --repo org/relu'") in str(decision)
     assert policy.evaluate(req, allow=["org/relu"]).allowed  # still allowed explicitly
     # Tampering is still refused outright, whatever the scope.
     with pytest.raises(TrustError, match="does not verify"):
@@ -256,6 +259,33 @@ def test_an_empty_list_of_repositories_is_refused(env: dict[str, Path]) -> None:
     store = trust.load_store()
     assert store.identity(WORKFLOW).repos == ("org/*",)  # type: ignore[union-attr]
     assert [k.repos for k in store.keys] == [("org/*",)]
+
+
+def test_patterns_that_differ_only_in_case_are_one(key: signing.SigningKey) -> None:
+    """Scopes and the allow list apply without regard to case, so they are kept and
+    removed that way too: no second spelling is stored, and removing one spelling
+    leaves none allowing the repository."""
+    trust.add_key(key.public.text, repos=("org/a",))
+    assert trust.add_key(key.public.text, repos=("ORG/A",)).repos == ("org/a",)
+    assert trust.add_key(key.public.text, repos=("Org/*",)).repos == ("Org/*",)
+    trust.allow_repo("Org/Relu")
+    trust.allow_repo("org/relu")
+    assert trust.load_store().allow == ("Org/Relu",)
+    assert trust.remove("ORG/RELU") == "allowed repository Org/Relu"
+    assert not trust.load_store().allows("org/relu")
+
+
+def test_a_key_listed_twice_in_the_store_is_refused(key: signing.SigningKey,
+                                                    env: dict[str, Path]) -> None:
+    """Only one entry of a key would count (its scope, not the one meant): a store that
+    lists a key twice is refused, saying which."""
+    trust.add_key(key.public.text, repos=("org/a",))
+    path = env["config"] / "trust.json"
+    doc = json.loads(path.read_text())
+    doc["keys"].append(dict(doc["keys"][0], repos=["org/b"]))
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TrustError, match=f"key {key.public.key_id} has 2 entries; merge"):
+        trust.load_store()
 
 
 def test_corrupt_store_is_named(env: dict[str, Path]) -> None:

@@ -250,9 +250,15 @@ class LockFile:
         try:
             return self.kernels[repo_id]
         except KeyError:
-            same = [k for k in self.kernels if k.lower() == repo_id.lower()]
+            same = sorted(k for k in self.kernels if k.lower() == repo_id.lower())
             if len(same) == 1:
                 return self.kernels[same[0]]
+            if same:
+                raise LockError(
+                    f"{self.path}: {repo_id} is locked under {len(same)} spellings "
+                    f"({', '.join(same)}), which name one repository; keep one entry "
+                    "(run 'kernelforge lock' again after fixing the project's dependencies)"
+                ) from None
             listed = ", ".join(sorted(self.kernels)) or "none"
             raise LockError(
                 f"{self.path}: {repo_id} is not locked (locked: {listed}); add it to the "

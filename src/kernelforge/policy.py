@@ -160,8 +160,10 @@ def _check_key_signature(
             f"signed by trusted key {sig.key_id} in the older signature format "
             f"({FORMAT_1}), which names no repository; the key is trusted for "
             f"{', '.join(key.repos)}, so the signature may have been made for another of "
-            "those repositories and copied here (its publisher binds it by publishing "
-            "again with --sign; a key trusted for this one repository alone accepts it)"
+            "those repositories and copied here. Its publisher binds it to this "
+            "repository by publishing again with --sign; as it is, it counts only from a "
+            f"key trusted for {req.repo_id} alone ('kernelforge trust remove "
+            f"{sig.key_id}', then 'kernelforge trust add KEY --repo {req.repo_id}')"
         )
         return None
     label = f" ({key.name})" if key.name else ""

@@ -113,9 +113,11 @@ class TrustedKey:
         return _matches(repo_id, self.repos)
 
     def covers_only(self, repo_id: str) -> bool:
-        """Whether ``repo_id`` is the one repository this key may sign for (case aside):
-        the scope under which a signature that names no repository (format 1) cannot
-        have been made for another repository."""
+        """Whether ``repo_id`` is the one repository this key is trusted for (case
+        aside): the scope under which a signature that names no repository (format 1)
+        counts, since no signature the key made for another repository counts here.
+        (Whoever can write this repository could still copy in a format-1 build the key
+        signed for another: trusting the key for it accepts that.)"""
         return (len(self.repos) == 1 and "*" not in self.repos[0]
                 and self.repos[0].lower() == repo_id.lower())
 
@@ -228,6 +230,12 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
         allow = patterns('"allow"', doc.get("allow", []))
     except (KeyError, TypeError, AttributeError) as err:
         raise bad(f"malformed entry ({err!r})") from err
+    ids = [k.key_id for k in keys]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        # Only the first entry would count: its scope, not the one the user meant.
+        raise bad(f"key {twice[0]} has {ids.count(twice[0])} entries; merge their "
+                  "\"repos\" into one entry")
     return TrustStore(keys, sig, allow, path)
 
 
@@ -274,11 +282,17 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
 
 def _merge_patterns(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
     """``old`` plus the patterns of ``new`` it lacks, leaving out any pattern another one
-    covers (``org/x`` under ``org/*``, everything under ``*``); order is kept."""
-    merged = list(dict.fromkeys((*old, *new)))
+    covers (``org/x`` under ``org/*``, everything under ``*``); order is kept. Patterns
+    compare without regard to case, as they are applied: the first spelling stays."""
+    merged: list[str] = []
+    for p in (*old, *new):
+        if p.lower() not in (q.lower() for q in merged):
+            merged.append(p)
 
     def covered(p: str) -> bool:
-        return any(q != p and (q == "*" or (q.endswith("/*") and p.startswith(q[:-1])))
+        low = p.lower()
+        return any(q.lower() != low and (q == "*" or (q.endswith("/*")
+                                                      and low.startswith(q[:-1].lower())))
                    for q in merged)
 
     return tuple(p for p in merged if not covered(p))
@@ -423,7 +437,7 @@ def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> N
         path: the store file; ``None`` for the default.
     """
     _check_patterns((pattern,))
-    _update(path, lambda s: s if pattern in s.allow else replace(s, allow=s.allow + (pattern,)))
+    _update(path, lambda s: replace(s, allow=_merge_patterns(s.allow, (pattern,))))
 
 
 def remove(what: str, *, path: str | os.PathLike[str] | None = None) -> str:
@@ -444,10 +458,12 @@ def remove(what: str, *, path: str | os.PathLike[str] | None = None) -> str:
     def change(s: TrustStore) -> TrustStore:
         keys = tuple(k for k in s.keys if k.key_id != what)
         sig = tuple(i for i in s.sigstore if i.identity != what)
-        allow = tuple(a for a in s.allow if a != what)
+        # Allow-list entries match without regard to case, as they are applied.
+        gone = [a for a in s.allow if a.lower() == what.lower()]
+        allow = tuple(a for a in s.allow if a not in gone)
         removed.extend([f"key {what}"] * (len(s.keys) - len(keys)))
         removed.extend([f"sigstore identity {what}"] * (len(s.sigstore) - len(sig)))
-        removed.extend([f"allowed repository {what}"] * (len(s.allow) - len(allow)))
+        removed.extend(f"allowed repository {a}" for a in gone)
         if not removed:
             raise TrustError(f"{what!r} is not in the trust store {_store_path(path)}; "
                              "'kernelforge trust list' shows what is")

@@ -43,6 +43,8 @@ logger = logging.getLogger("kernelforge.hub.local")
 
 LOCK_TIMEOUT_S = 600.0
 COMMIT_FILE = ".commit.json"
+#: The hub-wide lock under which a new repository's folder is made.
+CREATE_LOCK = ".create.lock"
 CARD_FILE = _durable.CARD_FILE
 _COMMIT_RE = COMMIT_RE
 
@@ -110,10 +112,8 @@ class LocalHubWriter:
 
             check_signable(staged.digests, build_dir)
         branch = f"v{version}"
-        repo_id = self.stored_id(repo_id)
-        repo = self._repo_dir(repo_id)
         extra = {} if card is None else {CARD_FILE: card.encode("utf-8")}
-        with self._locked(repo):
+        with self._locked(repo_id) as (repo_id, repo):
             rev = self._commit(repo_id, repo, branch, staged, message, extra, signer)
             if card is not None:
                 self._commit_main(repo_id, repo, message or "Update card", {CARD_FILE: card})
@@ -133,9 +133,7 @@ class LocalHubWriter:
         Returns:
             The new :class:`Revision` on ``main``.
         """
-        repo_id = self.stored_id(repo_id)
-        repo = self._repo_dir(repo_id)
-        with self._locked(repo):
+        with self._locked(repo_id) as (repo_id, repo):
             return self._commit_main(repo_id, repo, message, {CARD_FILE: card})
 
     def set_status(
@@ -159,9 +157,7 @@ class LocalHubWriter:
             from kernelforge.revisions import parse_status
 
             parse_status(status, f"{repo_id}: {STATUS_FILE}")
-        repo_id = self.stored_id(repo_id)
-        repo = self._repo_dir(repo_id)
-        with self._locked(repo):
+        with self._locked(repo_id) as (repo_id, repo):
             return self._commit_main(repo_id, repo, message, {STATUS_FILE: status})
 
     def tag(self, repo_id: str, tag: str, revision: str) -> str:
@@ -176,15 +172,18 @@ class LocalHubWriter:
             The tagged commit id.
         """
         check_ref_name("tag", tag)
-        repo = self._existing_repo(repo_id)
-        with self._locked(repo):
+        self._existing_repo(repo_id)
+        with self._locked(repo_id) as (repo_id, repo):
             commit = self.resolve(repo_id, revision)
             _durable.write_ref(repo / "refs" / "tags" / tag, commit)
         return commit
 
     @contextlib.contextmanager
-    def _locked(self, repo: Path) -> Iterator[None]:
-        """Hold ``repo``'s write lock (creating the repository directory). The hub's
+    def _locked(self, repo_id: str) -> Iterator[tuple[str, Path]]:
+        """Hold the write lock of ``repo_id``'s folder (creating it), giving the id as the
+        hub stores it (:meth:`~kernelforge.hub.local.LocalHub.stored_id`) and the folder.
+        A repository new to the hub gets its folder under a hub-wide lock, so that two
+        first publishes under spellings that differ in case make one folder. The hub's
         files cannot be written (the root is a file, no permission, no space, the lock
         is held too long): a :class:`HubError` naming the hub, never an ``OSError``.
 
@@ -196,12 +195,20 @@ class LocalHubWriter:
         if problem is not None:
             raise HubError(f"cannot write to the hub: {problem}")
         try:
-            repo.mkdir(parents=True, exist_ok=True)
+            stored = self.stored_id(repo_id)
+            repo = self.root.joinpath(*stored.split("/"))
+            if not repo.is_dir():
+                self.root.mkdir(parents=True, exist_ok=True)
+                with filelock.FileLock(str(self.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
+                    stored = self.stored_id(repo_id)
+                    repo = self.root.joinpath(*stored.split("/"))
+                    repo.mkdir(parents=True, exist_ok=True)
             with filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S):
-                yield
+                yield stored, repo
         except filelock.Timeout as err:
             raise HubError(
-                f"{repo}: another process has held its lock {err.lock_file} for over "
+                f"{Path(err.lock_file).parent}: another process has held its lock "
+                f"{err.lock_file} for over "
                 f"{LOCK_TIMEOUT_S:.0f}s; wait for it to finish, or remove the lock file if "
                 "no kernelforge process is running"
             ) from err

@@ -65,14 +65,35 @@ EMPTY_HUB = ("hub: an empty path is not a hub (it would mean the current directo
 
 
 def _spellings(folder: Path, name: str) -> list[str]:
-    """The names of ``folder``'s subdirectories that are ``name`` but for case."""
+    """The names of ``folder``'s subdirectories that are ``name`` (an ASCII repository id
+    part) but for ASCII case, sorted. Names with other characters never match, though
+    Python lower-cases some of them to ASCII (the Kelvin sign to ``k``)."""
     want = name.lower()
     try:
         with os.scandir(folder) as entries:
             return sorted(e.name for e in entries
-                          if e.name.lower() == want and e.is_dir(follow_symlinks=True))
+                          if e.name.isascii() and e.name.lower() == want
+                          and e.is_dir(follow_symlinks=True))
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def _distinct(found: list[tuple[str, str]], root: Path) -> list[tuple[str, str]]:
+    """``found`` without the spellings that reach a folder another one reaches (a link
+    ``Org -> org`` is one repository, not two), keeping the first of each."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    # The real folder before a link to it (a stable sort keeps the order otherwise).
+    for org, name in sorted(found, key=lambda f: (root / f[0]).is_symlink()
+                            or (root / f[0] / f[1]).is_symlink()):
+        try:
+            st = (root / org / name).stat()
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append((org, name))
+    return out
 
 
 def default_root() -> Path:
@@ -142,7 +163,8 @@ class LocalHub(LocalHubWriter):
 
         Returns:
             The stored ``org/name``; for a repository not in the hub yet, ``repo_id``
-            with the organization spelled as the hub already spells it.
+            with the organization spelled as the hub already spells it (the first in
+            sort order where a hub written by an earlier version has several).
 
         Raises:
             ValueError: a malformed ``repo_id``.
@@ -151,7 +173,8 @@ class LocalHub(LocalHubWriter):
         """
         org, name = validate_repo_id(repo_id)
         orgs = _spellings(self.root, org)
-        found = [(o, r) for o in orgs for r in _spellings(self.root / o, name)]
+        found = _distinct([(o, r) for o in orgs for r in _spellings(self.root / o, name)],
+                          self.root)
         if len(found) > 1:
             published = [f for f in found if (self.root / f[0] / f[1] / "refs").is_dir()]
             if len(published) > 1:
@@ -161,11 +184,11 @@ class LocalHub(LocalHubWriter):
                     f"{len(published)} spellings ({both}), but repository ids ignore case; "
                     "keep one (move the others out of the hub)"
                 )
-            found = published or sorted(found, key=lambda f: f != (org, name))[:1]
+            found = published or found[:1]  # no refs in any: the first in sort order
         if found:
             return "/".join(found[0])
         if org not in orgs and orgs:
-            return f"{sorted(orgs)[0]}/{name}"
+            return f"{orgs[0]}/{name}"
         return f"{org}/{name}"
 
     def _root_problem(self) -> str | None:
@@ -226,6 +249,9 @@ class LocalHub(LocalHubWriter):
 
         Returns:
             ``True`` when the repository has refs here.
+
+        Raises:
+            HubError: the hub holds it under two spellings (:meth:`stored_id`).
         """
         return (self._repo_dir(repo_id) / "refs").is_dir()
 
@@ -493,7 +519,7 @@ class LocalHub(LocalHubWriter):
         # repository's whatever the case.
         spelled = record.get("repo-id")
         if not isinstance(spelled, str) or spelled.lower() != repo_id.lower():
-            spelled = repo_id
+            spelled = self.stored_id(repo_id)
         return check_owner_mark(record.get("owner"), spelled, commit, self._files(record))
 
     def fetch_variant(
