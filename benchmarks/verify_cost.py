@@ -5,8 +5,9 @@ loaded under another that trusts the key, so each load takes the full path a sha
 kernel takes: revision and variant choice, the trust policy (reading the trust store and
 checking the ed25519 signature over metadata.json), the digest check of every file
 (against the metadata digest and the hub's record), and the import. "Verification off"
-is the same call with the signature and digest checks stubbed out, so the difference is
-their cost alone. Every load runs in a fresh process
+is the same call with the trust policy stubbed out and the digest check replaced by the
+metadata's own digests taken unchecked (the import still hashes each module as it
+compiles it), so the difference is the cost of the checks alone. Every load runs in a fresh process
 (after its ``import torch``), so every load is a cold one; files are in the page cache
 after the first (as they are for a kernel loaded on each process start).
 
@@ -69,7 +70,9 @@ import sys, time
 import torch  # imported before timing: the cost of torch is not the loader's
 from kernelforge import digest, loader, policy
 if sys.argv[2] == "off":
-    digest.verify_variant = lambda path, meta, **kw: {}
+    # The digests as the metadata records them, taken unchecked: the loader still
+    # compiles each module from the bytes it reads, so only the checks are left out.
+    digest.verify_variant = lambda path, meta, **kw: dict(meta["digest"]["files"])
     policy.evaluate = lambda req, **kw: policy.TrustDecision(True, "benchmark: off")
 start = time.perf_counter()
 loader.get_kernel(REPO, version=1, hub=sys.argv[1])

@@ -13,6 +13,7 @@ import pytest
 from kf_testutil import EXAMPLE_RELU
 
 from kernelforge.cli import main
+from kernelforge.hub import LocalHub
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -284,7 +285,9 @@ def test_publish_warns_about_a_build_of_other_sources(unbuilt: Path, tmp_path: P
             "uid, covers every file of the project, a README.md too): this publishes "
             f"torch-cpu as it was built; 'kernelforge build {unbuilt}' would rebuild it from "
             "the current files, with a new uid") in captured.err
-    assert "published me/k version 1" in captured.out
+    # the same build again: the branch already holds it, and no revision is made
+    assert "unchanged: me/k version 1 (branch v1) already holds this build" in captured.out
+    assert len(LocalHub(tmp_path / "hub").log("me/k", "v1")) == 1
 
 
 def test_publish_after_editing_only_the_card_does_not_call_the_build_stale(

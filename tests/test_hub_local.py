@@ -323,6 +323,56 @@ def test_look_alike_and_linked_folders_are_no_second_spelling(hub: LocalHub,
     assert hub.versions("Kernels-Test/relu") == hub.versions(REPO)
 
 
+def test_publishing_the_same_build_again_makes_no_revision(hub: LocalHub, project: Path,
+                                                           tmp_path: Path) -> None:
+    """As on the Hugging Face Hub: the branch already holds these files, so the publish
+    returns its head (its own parent: nothing new) whatever the message; a signature or a
+    card more is a change."""
+    rev = hub.publish(REPO, project, version=1, message="first")
+    again = hub.publish(REPO, project, version=1, message="second")
+    assert (again.commit, again.parent, again.message) == (rev.commit, rev.commit, "first")
+    assert [r.commit for r in hub.log(REPO, "v1")] == [rev.commit]
+    carded = hub.publish(REPO, project, version=1, card="# relu\n")
+    assert carded.parent == rev.commit and carded.commit != rev.commit
+    from kernelforge import signing
+
+    key = signing.generate_key(tmp_path / "k.pem")
+    signed = hub.publish(REPO, project, version=1, card="# relu\n", signer=key)
+    assert signed.parent == carded.commit
+    assert hub.publish(REPO, project, version=1, card="# relu\n", signer=key).commit == \
+        signed.commit
+
+
+def test_the_same_build_of_another_publisher_is_published_again(
+    hub: LocalHub, project: Path, monkeypatch, tmp_path: Path
+) -> None:
+    """In a shared hub, a head with the same files that another user published (its
+    owner mark is not this user's) gets a revision of this user's own, which loads as
+    theirs."""
+    rev = hub.publish(REPO, project, version=1)
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "someone-else"))
+    assert not hub.owned(REPO, rev.commit)
+    mine = hub.publish(REPO, project, version=1)
+    assert mine.parent == rev.commit and mine.commit != rev.commit
+    assert hub.owned(REPO, mine.commit)
+
+
+def test_a_directory_that_is_no_hub_is_not_written(hub: LocalHub, project: Path) -> None:
+    """A project directory given as the hub (a slip of --hub) holds files where a hub
+    holds only <org>/<name>/ folders: the publish is refused and writes nothing there."""
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    with pytest.raises(HubError, match=r"is not a hub directory: it holds .*build"):
+        LocalHub(project / "build").publish(REPO, project, version=1)
+    (project / "notes.txt").write_text("x")
+    with pytest.raises(HubError, match=r"is not a hub directory: it holds .*notes.txt"):
+        LocalHub(project).publish(REPO, project, version=1)
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == sorted(
+        [*before, Path("notes.txt")])
+    hub.root.mkdir()
+    (hub.root / ".DS_Store").write_text("")  # dot-entries are not the hub's concern
+    hub.publish(REPO, project, version=1)
+
+
 def test_pycache_is_not_published(hub: LocalHub, project: Path) -> None:
     cache = project / "build" / "torch-cpu" / "__pycache__"
     cache.mkdir()
@@ -632,8 +682,9 @@ _CONCURRENT_SCRIPT = textwrap.dedent(
     import sys
     from kernelforge.hub import LocalHub
     hub = LocalHub(sys.argv[1])
-    for _ in range(3):
-        hub.publish("kernels-test/relu", sys.argv[2], version=1, message=sys.argv[3])
+    for i in range(3):  # each with its own card, so that each makes a revision
+        hub.publish("kernels-test/relu", sys.argv[2], version=1, message=sys.argv[3],
+                    card=f"{sys.argv[3]}{i}")
     """
 )
 

@@ -81,6 +81,17 @@ def publish(hub: LocalHub, root: Path, version: int = 1, **variants_: dict) -> s
 # --- selection ---------------------------------------------------------------------------
 
 
+def test_local_kernels_names_a_repository_in_any_case(monkeypatch, tmp_path: Path) -> None:
+    make_variant(tmp_path / "p", "torch-universal", module_id=uid("lk"), value=5)
+    monkeypatch.setenv("LOCAL_KERNELS", f"Org/Relu={tmp_path / 'p'}")
+    assert loader.get_kernel("org/relu").VALUE == 5
+    make_variant(tmp_path / "q", "torch-universal", module_id=uid("lk"), value=6)
+    monkeypatch.setenv("LOCAL_KERNELS", f"Org/Relu={tmp_path / 'p'}:org/relu={tmp_path / 'q'}")
+    assert loader.get_kernel("org/relu").VALUE == 6  # the entry as written wins
+    with pytest.raises(ValueError, match="several entries that differ only in case"):
+        loader.get_kernel("ORG/RELU")
+
+
 def test_a_repository_id_in_other_case_loads_the_same_kernel(hub: LocalHub,
                                                               tmp_path: Path) -> None:
     """Repository ids ignore case, as on the Hugging Face Hub: your own kernel loads

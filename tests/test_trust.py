@@ -68,6 +68,24 @@ def test_signature_binds_repository_metadata_bytes_and_variant(key: signing.Sign
         key.sign_variant("torch-cpu", META, repo_id="relu")
 
 
+def test_a_public_key_given_as_the_signing_key_is_named(key: signing.SigningKey,
+                                                         tmp_path: Path) -> None:
+    """The .pub file beside the key (or any other file) is named for what it is, before
+    any advice about its mode."""
+    pub = tmp_path / "pub.pub"
+    pub.write_text(key.public.text + "\n")
+    pub.chmod(0o644)
+    with pytest.raises(TrustError, match=r"this is a public key \(ed25519:...\), which others "
+                       r"add to their trust store; signing takes the private key file"):
+        signing.load_signing_key(pub)
+    junk = tmp_path / "junk.pem"
+    junk.write_text("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n")
+    junk.chmod(0o600)
+    with pytest.raises(TrustError, match="not an unencrypted PEM private key") as info:
+        signing.load_signing_key(junk)
+    assert "https://" not in str(info.value)
+
+
 def _format_1(key: signing.SigningKey) -> bytes:
     """A signature file as kernelforge wrote them before format 2 (no repository)."""
     import base64
@@ -268,8 +286,8 @@ def test_patterns_that_differ_only_in_case_are_one(key: signing.SigningKey) -> N
     trust.add_key(key.public.text, repos=("org/a",))
     assert trust.add_key(key.public.text, repos=("ORG/A",)).repos == ("org/a",)
     assert trust.add_key(key.public.text, repos=("Org/*",)).repos == ("Org/*",)
-    trust.allow_repo("Org/Relu")
-    trust.allow_repo("org/relu")
+    assert trust.allow_repo("Org/Relu")
+    assert not trust.allow_repo("org/relu")  # already allowed: nothing changes
     assert trust.load_store().allow == ("Org/Relu",)
     assert trust.remove("ORG/RELU") == "allowed repository Org/Relu"
     assert not trust.load_store().allows("org/relu")
@@ -463,6 +481,9 @@ def test_cli_keygen_trust_list_remove(env: dict[str, Path], capsys) -> None:
     assert f"{key_id}  ci  repos me/*" in capsys.readouterr().out
     assert main(["trust", "add", str(env["config"] / "keys" / "ci.pub"), "--name", "again"]) == 0
     assert main(["trust", "allow", "x/y"]) == 0
+    assert "allowed x/y without a signature" in capsys.readouterr().out
+    assert main(["trust", "allow", "X/y"]) == 0
+    assert "X/y was already allowed without a signature" in capsys.readouterr().out
     assert main(["trust", "remove", "x/y"]) == 0
     assert "removed allowed repository x/y" in capsys.readouterr().out
     assert main(["trust", "remove", "x/y"]) == 1

@@ -234,7 +234,12 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     # with kernelforge.hub._staging.check_digests).
     rev = hub.publish(repo, build_dir, version=version, message=args.message or "",
                       card=card, signer=signer)
-    print(f"published {repo} version {version} (branch v{version}) revision {rev.commit[:12]}")
+    if rev.commit == rev.parent:  # the hub made no revision that would change nothing
+        print(f"unchanged: {repo} version {version} (branch v{version}) already holds this "
+              f"build, at revision {rev.commit[:12]}")
+    else:
+        print(f"published {repo} version {version} (branch v{version}) revision "
+              f"{rev.commit[:12]}")
     print(f"  variants: {', '.join(rev.variants)}")
     print(f"  hub: {getattr(hub, 'root', None) or hub.describe()}")
     if signer is not None:

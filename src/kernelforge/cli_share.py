@@ -384,8 +384,11 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     elif args.action == "add-sigstore":
         _trust_add_sigstore(args)
     elif args.action == "allow":
-        trust.allow_repo(args.pattern)
-        print(f"allowed {args.pattern} without a signature")
+        if trust.allow_repo(args.pattern):
+            print(f"allowed {args.pattern} without a signature")
+        else:
+            print(f"{args.pattern} was already allowed without a signature "
+                  f"('kernelforge trust list' shows the allow list)")
     elif args.action == "remove":
         print(f"removed {trust.remove(args.what)}")
     else:

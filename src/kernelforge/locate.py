@@ -161,6 +161,22 @@ def local_overrides() -> dict[str, Path]:
     return out
 
 
+def _override(overrides: dict[str, Path], repo_id: str) -> Path | None:
+    """The ``LOCAL_KERNELS`` build for ``repo_id``: its entry as written, else the one
+    entry that names it in other case (repository ids ignore case, as on the hubs).
+
+    Raises:
+        ValueError: several entries name it in other cases, with different paths.
+    """
+    if repo_id in overrides:
+        return overrides[repo_id]
+    same = {path for key, path in overrides.items() if key.lower() == repo_id.lower()}
+    if len(same) > 1:
+        raise ValueError(f"{LOCAL_KERNELS_ENV}: {repo_id} is named by several entries "
+                         "that differ only in case, with different paths; keep one")
+    return same.pop() if same else None
+
+
 def _holds(h: LocalHub, repo_id: str, commit: str) -> bool:
     """Whether a local hub holds ``repo_id`` at ``commit``."""
     if not h.has_repo(repo_id):
@@ -462,10 +478,10 @@ def locate_hub(
     # announced) and for the choice of the variant
     facts = variants.detect_system() if backend is not None else None
     variants.check_backend(backend, facts)
-    overrides = local_overrides()
-    if repo_id in overrides:
-        logger.info("%s: loading from %s (%s)", repo_id, overrides[repo_id], LOCAL_KERNELS_ENV)
-        return locate_local(overrides[repo_id], backend, check_arch, repo=repo_id)
+    override = _override(local_overrides(), repo_id)
+    if override is not None:
+        logger.info("%s: loading from %s (%s)", repo_id, override, LOCAL_KERNELS_ENV)
+        return locate_local(override, backend, check_arch, repo=repo_id)
     h = hub_for(hub, repo_id)
     sel = revisions.select(h, repo_id, revision=revision, version=version, announce=announce)
     names = h.variants(sel.repo_id, sel.commit)

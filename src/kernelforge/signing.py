@@ -298,13 +298,21 @@ def load_signing_key(path: str | os.PathLike[str]) -> SigningKey:
     except OSError as err:
         raise TrustError(f"{p}: cannot read the signing key ({err.strerror}); create one "
                          "with 'kernelforge keygen'") from err
+    if b"PRIVATE KEY-----" not in data:
+        what = ("a public key (ed25519:...), which others add to their trust store"
+                if data.strip().startswith(_PREFIX.encode()) else "no PEM private key")
+        raise TrustError(f"{p}: this is {what}; signing takes the private key file "
+                         "'kernelforge keygen' wrote (keys/NAME.pem in the config directory, "
+                         "or the --out file)")
     if os.name == "posix" and mode & 0o077:
         raise TrustError(f"{p}: the signing key is readable by other users; fix: "
                          f"chmod 600 {p}")
     try:
         private = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as err:
-        raise TrustError(f"{p}: not an unencrypted PEM private key ({err})") from err
+        reason = str(err).split(". See https://")[0]  # cryptography adds a bug-report link
+        raise TrustError(f"{p}: not an unencrypted PEM private key ({reason}); create one "
+                         "with 'kernelforge keygen'") from err
     if not isinstance(private, _crypto().Ed25519PrivateKey):
         raise TrustError(f"{p}: not an ed25519 key; create one with 'kernelforge keygen'")
     return SigningKey(private, p)

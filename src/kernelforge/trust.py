@@ -429,15 +429,25 @@ def add_sigstore_identity(
     return stored[-1]
 
 
-def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> None:
+def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> bool:
     """Allow a repository (or ``org/*``) to load without a trusted signature.
 
     Args:
         pattern: ``org/name`` or ``org/*``.
         path: the store file; ``None`` for the default.
+
+    Returns:
+        ``False`` when the allow list already covered ``pattern`` (case aside), so
+        nothing changed.
     """
     _check_patterns((pattern,))
-    _update(path, lambda s: replace(s, allow=_merge_patterns(s.allow, (pattern,))))
+    before: list[tuple[str, ...]] = []
+
+    def change(s: TrustStore) -> TrustStore:
+        before.append(s.allow)
+        return replace(s, allow=_merge_patterns(s.allow, (pattern,)))
+
+    return _update(path, change).allow != before[0]
 
 
 def remove(what: str, *, path: str | os.PathLike[str] | None = None) -> str:

@@ -16,8 +16,9 @@ import secrets
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import filelock
 
@@ -61,6 +62,8 @@ class LocalHubWriter:
         def resolve(self, repo_id: str, revision: str) -> str: ...
         def revision(self, repo_id: str, commit: str) -> Revision: ...
         def _root_problem(self) -> str | None: ...
+        def _record(self, repo_id: str, commit: str) -> dict[str, Any]: ...
+        def _owned(self, repo_id: str, commit: str, record: dict[str, Any]) -> bool: ...
 
     def publish(
         self,
@@ -191,7 +194,7 @@ class LocalHubWriter:
         of space) blame the hub; an ``OSError`` about a file elsewhere, which the body
         should have reported itself (:func:`~kernelforge.hub._staging.build_file_error`),
         names that file and says the hub is not at fault."""
-        problem = self._root_problem()
+        problem = self._root_problem() or _not_a_hub(self.root)
         if problem is not None:
             raise HubError(f"cannot write to the hub: {problem}")
         try:
@@ -281,6 +284,14 @@ class LocalHubWriter:
                             variant, meta, repo_id=repo_id)}
             for rel, data in sorted(extra.items()):
                 recorded[rel] = _durable.write_file(tmp / rel, data)
+            if parent is not None:
+                # The branch holds these very files, published by this user: no new
+                # revision (as the Hugging Face Hub makes no commit that changes
+                # nothing). The returned revision is the head, with itself as parent.
+                old = self._record(repo_id, parent)
+                if old.get("files") == recorded and self._owned(repo_id, parent, old):
+                    shutil.rmtree(tmp)
+                    return replace(self.revision(repo_id, parent), parent=parent)
             fields = {
                 "tree": hashlib.sha256(
                     "".join(f"{k}\0{v}\n" for k, v in sorted(recorded.items())).encode()
@@ -312,6 +323,24 @@ class LocalHubWriter:
             raise
         _durable.write_ref(head, commit)
         return self.revision(repo_id, commit)
+
+
+def _not_a_hub(root: Path) -> str | None:
+    """Why ``root`` is no hub to write to, if it holds anything but ``<org>/<name>/``
+    folders (a project directory given as the hub, say), ignoring dot-entries."""
+    try:
+        orgs = [e for e in root.iterdir() if not e.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for org in orgs:
+        stray = org if not org.is_dir() else next(
+            (e for e in org.iterdir() if not e.name.startswith(".") and not e.is_dir()), None)
+        if stray is not None:
+            return (f"{root} is not a hub directory: it holds {stray}, and a hub holds only "
+                    "<org>/<name>/ folders; name an empty directory or an existing hub "
+                    "(hub= in Python, --hub on the command line), or leave it out for "
+                    "the default")
+    return None
 
 
 def _in_tree(filename: str | bytes | int, root: Path) -> bool:
