@@ -107,7 +107,8 @@ def test_remote_redirect(tmp_path: Path, env) -> None:
     assert (sel.repo_id, sel.commit) == (NEW, c_new)
 
 
-def test_info_command_explains_the_choice(hub: LocalHub, tmp_path: Path, capsys) -> None:
+def test_info_command_explains_the_choice(hub: LocalHub, tmp_path: Path, capsys,
+                                          monkeypatch) -> None:
     c1 = publish(hub, REPO, tmp_path / "a", 1, 1)
     publish(hub, REPO, tmp_path / "b", 2, 2)
     assert main(["info", REPO, "--version", "1", "--hub", str(hub.root)]) == 0
@@ -120,6 +121,13 @@ def test_info_command_explains_the_choice(hub: LocalHub, tmp_path: Path, capsys)
         assert line in out, out
     assert main(["info", "nobody/here", "--hub", str(hub.root)]) == 1
     assert "not found in hub" in capsys.readouterr().err
+    # Under another user (no owner mark of theirs, nothing signed or allowed) the load
+    # would be refused: info says why, and fails as the load would.
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "someone-else"))
+    assert main(["info", REPO, "--version", "1", "--hub", str(hub.root)]) == 1
+    assert "trust: refused" in capsys.readouterr().out
+    assert main(["info", REPO, "--version", "1", "--hub", str(hub.root),
+                 "--allow", REPO]) == 0
 
 
 def test_info_command_does_not_say_it_loads(hub: LocalHub, tmp_path: Path, capsys,

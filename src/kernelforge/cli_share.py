@@ -182,7 +182,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     for line in info.trace:
         print(f"  {line}")
     print(info.trust)
-    return 0
+    # A load that the trust policy would refuse fails: so does this, after saying why.
+    return 1 if info.trust.startswith("trust: refused") else 0
 
 
 def _cmd_lock(args: argparse.Namespace) -> int:
