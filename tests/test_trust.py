@@ -263,6 +263,14 @@ def test_readding_a_sigstore_identity_adds_repositories_like_a_key() -> None:
     assert trust.load_store().identity(WORKFLOW, "https://gitlab.com").repos == ("g/*",)
 
 
+@pytest.mark.parametrize("identity", ["not-a-uri", "https://x y", "   "])
+def test_a_sigstore_identity_must_be_a_uri_or_an_address(identity: str) -> None:
+    with pytest.raises(TrustError, match="identity"):
+        trust.add_sigstore_identity(identity)
+    assert trust.load_store().sigstore == ()
+    assert trust.add_sigstore_identity("dev@example.org").identity == "dev@example.org"
+
+
 def test_an_empty_list_of_repositories_is_refused(env: dict[str, Path]) -> None:
     """repos=() would trust for nothing, or (as a missing value) for everything: neither
     is what was asked, so it is refused, for keys and identities, new or stored."""

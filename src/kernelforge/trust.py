@@ -412,6 +412,11 @@ def add_sigstore_identity(
         raise TrustError(f"identity {identity!r} / issuer {issuer!r}: expected a non-empty "
                          "identity and an https:// issuer URL")
     ident = identity.strip()
+    # A certificate identity is a URI (a CI workflow) or an e-mail address (a person).
+    if not (("://" in ident or "@" in ident) and not any(c.isspace() for c in ident)):
+        raise TrustError(f"identity {identity!r}: expected a sigstore certificate identity, "
+                         "a workflow URI such as https://github.com/ORG/REPO/.github/"
+                         "workflows/build.yaml@refs/heads/main, or an e-mail address")
     wanted = None if repos is None else _check_patterns(tuple(repos))
     stored: list[SigstoreIdentity] = []
 
