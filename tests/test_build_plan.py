@@ -382,10 +382,10 @@ def test_stable_abi_builds_a_regular_variant_with_a_note(
 def test_progress_names_sources_in_folders_with_spaces(command: str) -> None:
     from kernelforge.build.compile import _describe_step
 
-    assert _describe_step(command, Path("/p/a dir")) == "compiling k/k.cpp"
+    assert _describe_step(command, Path("/p/a dir")) == "compiled k/k.cpp"
     plain = "c++ -MMD -MF /p/obj/k.o.d -O3 -c /p/k/k.cpp -o /p/obj/k.o -fPIC"
-    assert _describe_step(plain, Path("/p")) == "compiling k/k.cpp"
-    assert _describe_step("c++ -shared /p/obj/k.o -o /p/lib/x.so", Path("/p")) == "linking"
+    assert _describe_step(plain, Path("/p")) == "compiled k/k.cpp"
+    assert _describe_step("c++ -shared /p/obj/k.o -o /p/lib/x.so", Path("/p")) == "linked"
 
 
 @pytest.mark.parametrize(("backend", "compiler"), [("cuda", NVCC_13), ("rocm", HIPCC)])

@@ -110,9 +110,9 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
     assert run_cli("init", name, str(project)).returncode == 0
     proc = run_cli("build", str(project), "--backend", "cpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # progress names every source as it compiles
-    assert "compiling my_relu_cpu/my_relu_cpu.cpp" in proc.stdout
-    assert "compiling torch-ext/torch_binding.cpp" in proc.stdout
+    # progress names every source once it has compiled
+    assert "] compiled my_relu_cpu/my_relu_cpu.cpp" in proc.stdout
+    assert "] compiled torch-ext/torch_binding.cpp" in proc.stdout
     proc = run_cli("publish", str(project), "--repo", repo, "--hub", str(hub))
     assert proc.returncode == 0, proc.stderr
     assert "branch v1" in proc.stdout

@@ -186,8 +186,8 @@ def test_no_fitting_variant_shows_the_trace(hub: LocalHub, tmp_path: Path) -> No
     foreign = "torch29-cxx11-cu126-aarch64-linux"
     if str(variants.detect_system().cpu) == "aarch64":
         foreign = "torch29-cxx11-cu126-x86_64-linux"
-    publish(hub, tmp_path / "p", 1, **{foreign: {"module_id": uid("x")}},
-            torch_cuda={"module_id": uid("y")})
+    publish(hub, tmp_path / "p", 1, **{foreign: {"module_id": uid("x"), "backend": "cuda"}},
+            torch_cuda={"module_id": uid("y"), "backend": "cuda"})
     with pytest.raises(VariantNotFoundError) as info:
         loader.get_kernel(REPO, version=1, hub=hub)
     text = str(info.value)

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import IO
 
 from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan
@@ -22,6 +27,30 @@ _DIAGNOSTIC = re.compile(
     r"(?P<kind>fatal error|error|catastrophic error)\b:?\s*(?P<msg>.*)$"
 )
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
+# How the driver's output says the build was interrupted (Ctrl-C) rather than failed:
+# ninja's own message, its exit status as the driver reports it (128 + SIGINT), a
+# compiler's as ninja or setuptools reports it, gcc's word for a compiler killed by
+# SIGINT, or the traceback of a KeyboardInterrupt.
+_INTERRUPTED = re.compile(
+    r"^(?:ninja: build stopped: interrupted by user\b"
+    r"|.*\bexit(?:ed with)? (?:status|code) 130\b"
+    r"|FAILED: \[code=130\]"
+    r"|.*: Interrupt signal terminated program\b"
+    r"|KeyboardInterrupt\b)"
+)
+
+#: Seconds without a progress line after which the build says it is still compiling.
+#: Output to a pipe, ninja prints a step's ``[n/N]`` line when the step has finished, so
+#: a long compile (minutes, for CUDA) would otherwise show nothing at all.
+HEARTBEAT_S = 25.0
+
+#: Seconds a step's line waits for the next line, which says whether the step failed
+#: (ninja follows a failed step's line with ``FAILED: <output>``).
+FAILED_WAIT_S = 0.5
+
+#: Seconds the child and what it started are given to end when asked to (an interrupt,
+#: an error here), before they are killed.
+STOP_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -51,16 +80,141 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
     return out
 
 
-def _describe_step(command: str, root: Path) -> str:
-    """Turn a ninja command line into 'compiling <relative source>' / 'linking'."""
+def _describe_step(command: str, root: Path, *, failed: bool = False) -> str:
+    """Turn the command line of a finished ninja step into 'compiled <relative source>' /
+    'linked', or, for a step that ``failed``, 'failed to compile <relative source>' /
+    'failed to link'. (Writing to a pipe, ninja prints a step when it has finished, not
+    when it starts.)"""
     # ninja quotes $in when it holds spaces: '-c '/a dir/k.cpp' -o ...'
     m = re.search(r"\s-c\s+(?:-c\s+)?('[^']*'|\"[^\"]*\"|\S+)\s+-o\s", command)
     if m:
         src = Path(m.group(1).strip("'\""))
-        return f"compiling {src.relative_to(root) if src.is_relative_to(root) else src}"
+        name = src.relative_to(root) if src.is_relative_to(root) else src
+        return f"failed to compile {name}" if failed else f"compiled {name}"
     if " -shared" in command or "-o " in command:
-        return "linking"
-    return command.split(" ", 1)[0]
+        return "failed to link" if failed else "linked"
+    program = command.split(" ", 1)[0]
+    return f"{program} failed" if failed else f"ran {program}"
+
+
+def _still_compiling(variant: str, elapsed: float, done: int, total: int | None) -> str:
+    """The heartbeat line: how long the compile has run and how far it is."""
+    if total is None:  # ninja gives the number of steps with the first it finishes
+        return f"  still compiling {variant}: {elapsed:.0f}s, no step finished yet"
+    # ninja compiles; setuptools links once ninja is done
+    after = ", linking" if done == total else ""
+    return (f"  still compiling {variant}: {elapsed:.0f}s, {done} of {total} "
+            f"step{'' if total == 1 else 's'} done{after}")
+
+
+def _was_interrupted(code: int, lines: list[str]) -> bool:
+    """Whether the child ended because of an interrupt (Ctrl-C) rather than an error: it
+    died of SIGINT or exited with 130 (128 + SIGINT), or its output says that ninja, a
+    compiler or the driver itself was interrupted."""
+    if code in (-signal.SIGINT, 128 + signal.SIGINT):
+        return True
+    return any(_INTERRUPTED.match(line.strip()) for line in lines)
+
+
+class _Child:
+    """The driver process, its output (stdout and stderr) read line by line on a thread,
+    so that the wait for the next line can time out (for the heartbeat).
+
+    The driver runs in a session (so a process group) of its own, with ninja and the
+    compilers it starts; Ctrl-C at a terminal reaches this process alone. Leaving the
+    ``with`` block before the output ended (an exception here, KeyboardInterrupt
+    included) sends SIGTERM to that group, which ninja passes on to the compilers, then
+    SIGKILL after :data:`STOP_WAIT_S` to what is left, and waits for the driver and for
+    the end of the output, so neither a process nor the reader thread outlives the block.
+    """
+
+    def __init__(self, cmd: list[str], *, cwd: Path, env: dict[str, str]) -> None:
+        # None marks the end of the output
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, name="kernelforge-compile-output",
+                                        daemon=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # a process group of its own, see above
+        )
+        try:
+            if self.proc.stdout is None:  # pragma: no cover - Popen with PIPE always sets it
+                raise BuildError("could not read the compiler's output")
+            self._stdout: IO[str] = self.proc.stdout
+            self._reader.start()
+        except BaseException:
+            self._stop()
+            raise
+
+    def _read(self) -> None:
+        try:
+            for line in self._stdout:
+                self._lines.put(line)
+        except (OSError, ValueError):  # the pipe was closed under us
+            pass
+        finally:
+            self._lines.put(None)
+
+    def next_line(self, timeout: float) -> str | None:
+        """The next line of output; ``None`` at its end.
+
+        Raises:
+            queue.Empty: no line came within ``timeout`` seconds.
+        """
+        return self._lines.get(timeout=max(timeout, 0.0))
+
+    def _running(self) -> bool:
+        """Whether the driver, or anything holding its output open (ninja), runs."""
+        return self.proc.poll() is None or self._reader.is_alive()
+
+    def _signal(self, signum: int) -> None:
+        # The group outlives the driver while ninja runs, and its id is not reused then.
+        killpg = getattr(os, "killpg", None)
+        try:
+            if killpg is not None:
+                killpg(self.proc.pid, signum)
+            else:  # pragma: no cover - not POSIX: no process groups, the driver alone
+                self.proc.terminate() if signum == signal.SIGTERM else self.proc.kill()
+        except ProcessLookupError:
+            pass
+
+    def _wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return
+        if self._reader.ident is not None:  # started
+            self._reader.join(timeout=max(deadline - time.monotonic(), 0.0))
+
+    def _stop(self) -> None:
+        """End the driver and what it started, if they run: SIGTERM, then SIGKILL."""
+        if not self._running():
+            return
+        try:
+            self._signal(signal.SIGTERM)
+            self._wait(STOP_WAIT_S)
+        except KeyboardInterrupt:  # a second Ctrl-C: do not wait any longer
+            pass
+        finally:
+            if self._running():
+                self._signal(signal.SIGKILL)
+                self._wait(STOP_WAIT_S)
+
+    def __enter__(self) -> _Child:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop()
+        if not self._reader.is_alive():
+            self._stdout.close()
 
 
 def _ninja_dirs(python: PythonEnv) -> list[str]:
@@ -126,8 +280,15 @@ def compile_plan(
     Returns:
         The path of the built ``<namespace>.abi3.so``.
 
+    Progress: a ``[n/N] compiled <source>`` line as each ninja step finishes, and, when
+    no line has been shown for :data:`HEARTBEAT_S` seconds, a ``still compiling`` line
+    with the time spent and the steps done. Everything the child writes goes to
+    ``build.log`` in ``work_dir``.
+
     Raises:
         BuildError: the compiler failed; the message lists errors with file and line.
+        KeyboardInterrupt: the build was interrupted (Ctrl-C), here or in the child; the
+            child has ended when it is raised.
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     build_lib = work_dir / "lib"
@@ -157,30 +318,53 @@ def compile_plan(
     cmd = [python.executable, "-m", "kernelforge.build._driver", str(spec_path)]
     started = time.monotonic()
     lines: list[str] = []
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=work_dir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-        if proc.stdout is None:  # pragma: no cover - Popen with PIPE always sets it
-            raise BuildError("could not read the compiler's output")
-        for line in proc.stdout:
+    # line-buffered, so that `tail -f build.log` follows the compile
+    with log_path.open("w", buffering=1) as log, _Child(cmd, cwd=work_dir, env=env) as child:
+        shown = started  # when the user last saw a line
+        done, total = 0, None  # steps finished, of how many (known with the first)
+        # A step's line waits for the next line of output, which says whether it failed.
+        held: tuple[str, str, float] | None = None  # ("[n/N]", its command, when it came)
+
+        def show_step(failed: bool) -> None:
+            nonlocal held, shown
+            if held:
+                counter, command, _ = held
+                progress(f"  {counter} {_describe_step(command, plan.root, failed=failed)}")
+                held, shown = None, time.monotonic()
+
+        while True:
+            deadline = held[2] + FAILED_WAIT_S if held else shown + HEARTBEAT_S
+            try:
+                line = child.next_line(timeout=deadline - time.monotonic())
+            except queue.Empty:
+                if held:
+                    show_step(failed=False)
+                else:
+                    progress(_still_compiling(plan.variant, time.monotonic() - started,
+                                              done, total))
+                    shown = time.monotonic()
+                continue
+            if line is None:
+                break
             log.write(line)
             lines.append(line)
+            show_step(failed=line.startswith("FAILED:"))
             step = _NINJA_STEP.match(line.strip())
+            if step:
+                done, total = int(step[1]), int(step[2])
             if verbose:
                 progress(line.rstrip())
+                shown = time.monotonic()
             elif step:
-                done, total, command = step.groups()
-                progress(f"  [{done}/{total}] {_describe_step(command, plan.root)}")
-        code = proc.wait()
+                held = (f"[{done}/{total}]", step[3], time.monotonic())
+        show_step(failed=False)
+        code = child.proc.wait()
     elapsed = time.monotonic() - started
 
+    if code != 0 and _was_interrupted(code, lines):
+        # Ctrl-C (SIGINT) reached ninja, a compiler or the driver, but not this process:
+        # an interrupt, not a failure (the CLI says "interrupted", without a traceback).
+        raise KeyboardInterrupt
     if code != 0:
         output = "".join(lines)
         diagnostics = parse_diagnostics(output)

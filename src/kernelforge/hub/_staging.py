@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from kernelforge.digest import (
     is_excluded,
     verify_tree,
 )
-from kernelforge.errors import HubError, IntegrityError
+from kernelforge.errors import HubError, IntegrityError, VariantError
+from kernelforge.variants import BACKENDS, Variant, VariantKind
 
 __all__ = ["Staged", "build_file_error", "check_digests", "parse_metadata",
            "publish_integrity_error", "read_metadata", "stage_build", "unbuilt_project"]
@@ -174,7 +176,9 @@ def stage_build(build_dir: Path, version: int) -> Staged:
 
     Raises:
         HubError: naming the offending path: no variants, a stray file, a link, a
-            ``.pyc``, a bad variant name, missing or mismatching metadata.
+            ``.pyc``, a bad variant name, missing or mismatching metadata, or a variant
+            directory whose name contradicts its metadata (see
+            :func:`_check_name_matches_metadata`).
     """
     if not build_dir.is_dir():
         project = build_dir.parent
@@ -199,14 +203,17 @@ def stage_build(build_dir: Path, version: int) -> Staged:
             raise HubError(
                 f"{entry}: only variant directories belong in {build_dir}; remove this entry"
             )
-        _check_variant_name(entry)
+        variant = _check_variant_name(entry)
         meta = read_metadata(entry)
+        _check_name_matches_metadata(entry, variant, meta)
         meta_version = meta.get("version")
         if meta_version is not None and meta_version != version:
             raise HubError(
                 f"{entry / 'metadata.json'}: key 'version' is {meta_version!r} but the build "
-                f"is being published as version {version} (branch v{version}); publish with "
-                f"version={meta_version!r} or rebuild"
+                f"is being published as version {version} (branch v{version}); publish it as "
+                f"version {meta_version!r} ([general] version = {meta_version!r} in "
+                f"build.toml for 'kernelforge publish', version={meta_version!r} in Python), "
+                "or rebuild"
             )
         digests[entry.name] = meta.get("digest") or {}
         variants.append(entry.name)
@@ -285,14 +292,158 @@ def publish_integrity_error(variant_dir: Path, problems: list[str]) -> Integrity
     return err
 
 
-def _check_variant_name(entry: Path) -> None:
-    from kernelforge.errors import VariantError
-    from kernelforge.variants import Variant
-
+def _check_variant_name(entry: Path) -> Variant:
+    """The variant ``entry``'s name denotes; refuses a name that is not a variant name."""
     try:
-        Variant.parse(entry.name)
+        return Variant.parse(entry.name)
     except VariantError as err:
         raise HubError(f"{entry}: {entry.name!r} is not a build variant name ({err})") from err
+
+
+# --- the name against the metadata ------------------------------------------------------
+#
+# The loader chooses a variant by its directory name alone, so a build under the wrong
+# name (a CPU build renamed ...-cu128-..., a copy renamed for another torch) would load
+# where it does not fit. metadata.json records some of the facts the name encodes:
+# ``backend.type`` (every builder: kernelforge and Hugging Face's kernel-builder) and,
+# from kernelforge, ``provenance.torch``, the version of the torch built against
+# ("2.9.0+cu128"). Only those facts are compared, and only where they are recorded: a
+# fact the metadata leaves out (Hugging Face's builds, older ones) is never a
+# contradiction. The C++ ABI, the CPU and the OS are not recorded by any builder, so they
+# are not checked. Only compiled variants are checked (see _check_name_matches_metadata).
+
+_BACKEND_ALIAS = {"npu": "cann"}  # Ascend: torch-npu is the pure-Python directory of cann
+_TORCH_VERSION_RE = re.compile(r"(\d+)\.(\d+)(?!\d)", re.ASCII)  # "2.10.0+cpu" is 2.10
+# Local version tags of the torch wheels that name the backend torch is built for:
+# +cu128 is CUDA 12.8 (the last digit is the minor, as in variant names), +rocm6.3 ROCm 6.3.
+_TORCH_LOCAL_RE = (
+    ("cuda", re.compile(r"cu(\d+)(\d)", re.ASCII)),
+    ("rocm", re.compile(r"rocm(\d+)\.(\d+)(?:\.\d+)*", re.ASCII)),
+)
+_LABEL = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cann": "CANN"}
+
+
+def _metadata_backend(meta: dict[str, Any]) -> str | None:
+    """``backend.type`` of a metadata.json when it is a backend kernelforge knows."""
+    block = meta.get("backend")
+    kind = block.get("type") if isinstance(block, dict) else None
+    if not isinstance(kind, str):
+        return None
+    kind = _BACKEND_ALIAS.get(kind, kind)
+    return kind if kind in BACKENDS else None
+
+
+def _metadata_torch(meta: dict[str, Any]) -> tuple[str, tuple[int, int],
+                                                    tuple[str, tuple[int, int]] | None] | None:
+    """``provenance.torch`` (what kernelforge records): ``(text, (major, minor),
+    (backend, version) from its local tag or None)``; ``None`` when it is not recorded
+    or cannot be read."""
+    prov = meta.get("provenance")
+    text = prov.get("torch") if isinstance(prov, dict) else None
+    if not isinstance(text, str):
+        return None
+    m = _TORCH_VERSION_RE.match(text.strip())
+    if m is None:
+        return None
+    tagged: tuple[str, tuple[int, int]] | None = None
+    for backend, pattern in _TORCH_LOCAL_RE:
+        local = pattern.fullmatch(text.strip().partition("+")[2])
+        if local is not None:
+            tagged = backend, (int(local[1]), int(local[2]))
+    return text, (int(m[1]), int(m[2])), tagged
+
+
+def _ver(version: tuple[int, int] | None) -> str:
+    return "?" if version is None else f"{version[0]}.{version[1]}"
+
+
+def _implied_name(variant: Variant, backend: str, bver: tuple[int, int] | None,
+                  torch: tuple[int, int] | None) -> str | None:
+    """The name of the compiled ``variant`` with its metadata's facts in place of the
+    name's; ``<MAJ><MIN>`` stands for a backend version the metadata does not record.
+    ``None`` when there is no such name."""
+    version = torch if torch is not None else variant.version
+    fields = (variant.kind, version, variant.cxx11, backend)
+    try:
+        return str(Variant(*fields, bver, variant.cpu, variant.os))
+    except VariantError:  # a versioned backend without its version: show where it goes
+        pass
+    try:
+        named = Variant(*fields, (1, 0), variant.cpu, variant.os)
+    except VariantError:
+        return None
+    tag = named.compute or ""
+    return str(named).replace(f"-{tag}-", f"-{tag[:-2]}<MAJ><MIN>-", 1)
+
+
+def _check_name_matches_metadata(entry: Path, variant: Variant, meta: dict[str, Any]) -> None:
+    """Refuse a compiled variant directory whose name contradicts what its
+    ``metadata.json`` records: the backend (``backend.type``); for a ``torch<MAJ><MIN>``
+    build the torch major.minor (``provenance.torch``); for a torch build for CUDA or
+    ROCm the backend version (the ``+cu128``/``+rocm6.3`` tag of ``provenance.torch``,
+    the version such a build is named for). Facts the metadata does not record are not
+    compared.
+
+    Pure-Python variants are not checked: ``torch-universal`` fits any backend, and a
+    ``torch-<backend>`` directory's backend is not compared with ``backend.type`` yet.
+    """
+    if variant.kind in (VariantKind.UNIVERSAL, VariantKind.NOARCH):
+        return
+    problems: list[str] = []
+    backend = variant.backend or ""
+    meta_backend = _metadata_backend(meta)
+    if meta_backend is not None and meta_backend != variant.backend:
+        said = (variant.backend if variant.compute == variant.backend
+                else f"{variant.backend} ({variant.compute})")
+        problems.append(f"backend: the name says {said}, metadata.json says {meta_backend} "
+                        "(backend.type)")
+        backend = meta_backend
+    torch: tuple[int, int] | None = None
+    bver = variant.backend_version if backend == variant.backend else None
+    torch_facts = _metadata_torch(meta)
+    if torch_facts is not None:
+        text, torch_mm, tagged = torch_facts
+        if variant.kind is VariantKind.ARCH:  # (a stable-ABI name gives the ABI, not torch)
+            torch = torch_mm
+            if torch_mm != variant.version:
+                problems.append(f"torch: the name says {_ver(variant.version)}, metadata.json "
+                                f"says {text} (provenance.torch)")
+        # tvm-ffi builds need no torch: the torch beside them says nothing of their CUDA
+        if tagged is not None and tagged[0] == backend and variant.kind is not VariantKind.TVM_FFI:
+            if backend == variant.backend and tagged[1] != variant.backend_version:
+                label = _LABEL[backend]
+                problems.append(
+                    f"{label} version: the name says {_ver(variant.backend_version)} "
+                    f"({variant.compute}), metadata.json says {_ver(tagged[1])} (it was built "
+                    f"with torch {text}, a {label} {_ver(tagged[1])} build; provenance.torch)"
+                )
+            bver = tagged[1]
+    if not problems:
+        return
+    rebuild = _rebuild_command(entry)
+    implied = _implied_name(variant, backend, bver, torch)
+    if implied is None:
+        fix = f"Rebuild it ({rebuild})"
+    elif (entry.parent / implied).exists():
+        fix = (f"{implied}, the name its metadata.json implies, is already a directory "
+               f"beside it, so this one is probably a renamed copy: remove it, or rebuild "
+               f"({rebuild})")
+    else:
+        notes = []
+        if "<MAJ><MIN>" in implied:
+            notes.append(f"<MAJ><MIN> is the {_LABEL.get(backend, backend)} version it was "
+                         "built for, which metadata.json does not record")
+        either = " either" if notes else ""
+        notes.append(f"metadata.json does not record the CPU and OS{either}, so keep "
+                     f"-{variant.cpu}-{variant.os} only if it was built for them")
+        fix = (f"Rename the directory to {implied}, the name its metadata.json implies "
+               f"({'; '.join(notes)}), or rebuild it ({rebuild})")
+    raise HubError(
+        f"{entry}: the directory name {entry.name} contradicts its metadata.json:\n"
+        + "\n".join(f"  {p}" for p in problems)
+        + "\nThe loader chooses a variant by its directory name alone, so this build would "
+        f"load where it does not fit; nothing was published. {fix}, then publish again"
+    )
 
 
 def _variant_files(variant_dir: Path, prefix: str) -> Iterator[tuple[Path, str]]:
