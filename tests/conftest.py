@@ -69,5 +69,5 @@ def built_relu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines: list[str] = []
     results = build_project(project, backends=["cpu"], progress=lines.append)
     assert len(results) == 1 and not results[0].up_to_date
-    assert any("compiling" in line for line in lines), lines
+    assert any("] compiled relu_cpu/" in line for line in lines), lines
     return project
