@@ -58,6 +58,9 @@ def test_init_rejects_bad_names_and_existing_dirs(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["init", "Bad_Name", str(tmp_path / "a")]) == 1
     assert "invalid kernel name 'Bad_Name'" in capsys.readouterr().err
+    for meant in ("MyRelu", "my_relu", "My Relu"):
+        assert main(["init", meant, str(tmp_path / "a")]) == 1
+        assert "(did you mean 'my-relu'?)" in capsys.readouterr().err
     assert main(["init", "relu\n", str(tmp_path / "n")]) == 1  # a trailing newline too
     assert "invalid kernel name" in capsys.readouterr().err
     assert not (tmp_path / "n").exists()

@@ -120,6 +120,8 @@ BAD = [
      "is empty"),
     ("unknown-kernel-backend", replace(GOOD5, 'backend = "cuda"', 'backend = "gpu"'),
      "kernel.relu.backend", "unknown kernel backend 'gpu'"),
+    ("kernel-backend-in-capitals", replace(GOOD5, 'backend = "cuda"', 'backend = "CUDA"'),
+     "kernel.relu.backend", "unknown kernel backend 'CUDA'.*did you mean 'cuda'\\?"),
     ("kernel-backend-not-declared", replace(GOOD5, '"cpu", "cuda", "rocm"', '"cuda"'),
      "kernel.relu_rocm.backend", "backend 'rocm' is not in general.backends.*"
      "fix: add 'rocm' to general.backends"),

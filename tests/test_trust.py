@@ -488,6 +488,9 @@ def test_cli_keygen_trust_list_remove(env: dict[str, Path], capsys) -> None:
     assert main(["trust", "list"]) == 0
     assert f"{key_id}  ci  repos me/*" in capsys.readouterr().out
     assert main(["trust", "add", str(env["config"] / "keys" / "ci.pub"), "--name", "again"]) == 0
+    capsys.readouterr()
+    assert main(["trust", "add", str(pem)]) == 0  # the private key: its public half, noted
+    assert f"is a private key; trusting its public half {key_id}" in capsys.readouterr().err
     assert main(["trust", "allow", "x/y"]) == 0
     assert "allowed x/y without a signature" in capsys.readouterr().out
     assert main(["trust", "allow", "X/y"]) == 0

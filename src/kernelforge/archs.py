@@ -115,8 +115,10 @@ def closest(word: str, candidates: Iterable[str]) -> str | None:
         >>> closest("cuda-capabilites", ["cuda-capabilities", "cuda-flags"])
         'cuda-capabilities'
     """
-    matches = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return matches[0] if matches else None
+    # Case aside ('CPU' means 'cpu'), the candidate returned as it is spelled.
+    spelled = {c.lower(): c for c in reversed(list(candidates))}
+    matches = difflib.get_close_matches(word.lower(), list(spelled), n=1, cutoff=0.6)
+    return spelled[matches[0]] if matches else None
 
 
 def _valid_capability_list() -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -315,7 +316,11 @@ def _public_key_text(spec: str) -> str:
     if text.startswith("-----BEGIN"):
         from kernelforge.signing import load_signing_key
 
-        return load_signing_key(path).public.text
+        public = load_signing_key(path).public
+        print(f"note: {spec} is a private key; trusting its public half {public.key_id} (to "
+              "let others trust it, give them the public key, never this file)",
+              file=sys.stderr)
+        return public.text
     return text
 
 

@@ -98,6 +98,12 @@ def render(text: str, python_name: str) -> str:
     return _TEMPLATE_IDENT.sub(python_name, text)
 
 
+def _kebab(name: str) -> str:
+    """``name`` as a kernel name might be meant: ``MyRelu`` and ``my_relu`` as ``my-relu``."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name.strip()).lower()
+    return re.sub(r"[^a-z0-9]+", "-", words).strip("-")
+
+
 def init_project(name: str, directory: Path | None = None) -> Path:
     """Create a project for kernel ``name`` with a working relu-style op for cpu and cuda.
 
@@ -122,10 +128,11 @@ def init_project(name: str, directory: Path | None = None) -> Path:
         PosixPath('/tmp/my-relu')
     """
     if not _NAME.match(name):
+        near = _kebab(name)
         raise KernelforgeError(
             f"invalid kernel name {name!r}: use lowercase letters, digits and '-', at least "
             "2 characters, starting with a letter and ending with a letter or digit "
-            "(e.g. 'my-relu')"
+            + (f"(did you mean '{near}'?)" if _NAME.match(near) else "(e.g. 'my-relu')")
         )
     python_name = name.replace("-", "_")
     problem = _name_problem(python_name)
