@@ -455,8 +455,9 @@ def test_backend_override() -> None:
     assert str(res.chosen) == "torch211-cxx11-cpu-x86_64-linux" and res.backend == "cpu"
     assert [str(v) for v in res.ranked] == ["torch211-cxx11-cpu-x86_64-linux", "torch-cpu"]
     assert str(resolve_variant(names, CUDA_129, backend="cuda").chosen) == names[0]
-    with pytest.raises(VariantError, match="backend 'rocm' cannot be used here"):
+    with pytest.raises(VariantError, match="backend 'rocm' cannot be used here") as info:
         resolve_variant(names, CUDA_129, backend="rocm")
+    assert "'kernelforge download --all-variants'" in str(info.value)
 
 
 def test_not_found_lists_every_candidate_with_its_reason() -> None:

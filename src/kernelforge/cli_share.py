@@ -549,7 +549,8 @@ def add_commands(sub: Any) -> None:
     sel.add_argument("--revision", type=revision_arg, help="a branch, tag or commit")
     sel.add_argument("--version", type=version_arg, help="a major version (branch vN)")
     sel.add_argument("--lock", metavar="FILE", help="describe what this lock file pins")
-    p.add_argument("--backend", help="choose for this backend instead of the system's")
+    p.add_argument("--backend", help="choose for this backend instead of the system's "
+                   "(one torch in this process supports: cpu, or its own backend)")
     p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
     _trust_flags(p)
     p.set_defaults(func=_cmd_info)
@@ -564,7 +565,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("path", nargs="?", default=".", help="the project directory or lock file")
     p.add_argument("--all-variants", action="store_true",
                    help="every locked variant, not only this system's")
-    p.add_argument("--backend", help="choose for this backend instead of the system's")
+    p.add_argument("--backend", help="choose for this backend instead of the system's "
+                   "(one torch in this process supports: cpu, or its own backend; "
+                   "--all-variants fetches the variants for any machine)")
     p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
     p.set_defaults(func=_cmd_download)
 
