@@ -260,3 +260,47 @@ def test_a_real_cpu_build_publishes_and_renamed_to_cuda_is_refused(
     text = refusal(project)
     assert "backend: the name says cuda (cu128), metadata.json says cpu" in text
     assert f"Rename the directory to {variant.name}," in text
+
+
+# --- the CPU a shared library was built for ----------------------------------------------
+
+
+def _elf(machine: int) -> bytes:
+    """The start of a 64-bit little-endian ELF shared object for ``machine``."""
+    return b"\x7fELF\x02\x01\x01" + bytes(9) + (3).to_bytes(2, "little") + \
+        machine.to_bytes(2, "little") + bytes(44)
+
+
+@pytest.mark.parametrize(("cpu", "machine", "built_for"), [
+    ("aarch64", 0x3E, "x86_64"),  # an x86_64 build copied to an aarch64 name
+    ("x86_64", 0xB7, "aarch64"),  # and the other way round
+    ("x86_64", 0x3E, None),
+    ("aarch64", 0xB7, None),
+    ("x86_64", 0x28, None),  # a machine no variant name gives: not judged
+])
+def test_a_shared_library_for_another_cpu_than_the_name_is_refused(
+        tmp_path: Path, cpu: str, machine: int, built_for: str | None) -> None:
+    """metadata.json records no CPU, but an ELF file does: an x86_64 build copied to an
+    aarch64 name would be chosen on aarch64, where its library cannot load."""
+    name = f"torch29-cxx11-cpu-{cpu}-linux"
+    vdir = fabricate(tmp_path / "p", name)
+    (vdir / "_relu_cpu_0000001.abi3.so").write_bytes(_elf(machine))
+    write_metadata(vdir, "_relu_cpu_0000001")  # the digest now covers the library
+    if built_for is None:
+        assert stage_build(tmp_path / "p" / "build", 1).variants == (name,)
+        return
+    text = refusal(tmp_path / "p")
+    assert f"this shared library is built for {built_for}, but its variant directory" in text
+    assert f"rename the directory to torch29-cxx11-cpu-{built_for}-linux" in text
+
+
+def test_the_real_relu_build_copied_to_another_cpu_is_refused(built_relu: Path,
+                                                             tmp_path: Path) -> None:
+    (variant,) = [p for p in (built_relu / "build").iterdir() if "-cpu-" in p.name]
+    here = variant.name.split("-")[-2]
+    other = "aarch64" if here == "x86_64" else "x86_64"
+    project = tmp_path / "relu"
+    shutil.copytree(variant, project / "build" / variant.name.replace(here, other))
+    text = refusal(project)
+    assert f"built for {here}, but its variant directory" in text
+    assert f"rename the directory to {variant.name}" in text

@@ -70,8 +70,8 @@ def run_demo(
     manifest = load_manifest(project)
     version = manifest.version if manifest.version is not None else 1
     rev = local_hub.publish(DEMO_REPO, project / "build", version=version, message="demo")
-    same = " (unchanged: the hub held this build already)" if rev.commit == rev.parent else ""
-    say(f"[3/4] publish: {DEMO_REPO} version {version} revision {rev.commit[:12]}{same} "
+    held = " (unchanged: the hub held this build already)" if rev.commit == rev.parent else ""
+    say(f"[3/4] publish: {DEMO_REPO} version {version} revision {rev.commit[:12]}{held} "
         f"-> {local_hub.root}")
 
     import torch

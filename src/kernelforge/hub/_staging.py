@@ -206,6 +206,7 @@ def stage_build(build_dir: Path, version: int) -> Staged:
         variant = _check_variant_name(entry)
         meta = read_metadata(entry)
         _check_name_matches_metadata(entry, variant, meta)
+        _check_binaries_match_the_cpu(entry, variant)
         meta_version = meta.get("version")
         if meta_version is not None and meta_version != version:
             raise HubError(
@@ -444,6 +445,43 @@ def _check_name_matches_metadata(entry: Path, variant: Variant, meta: dict[str, 
         + "\nThe loader chooses a variant by its directory name alone, so this build would "
         f"load where it does not fit; nothing was published. {fix}, then publish again"
     )
+
+
+#: ELF ``e_machine`` values of the CPUs Linux variant names give.
+_ELF_MACHINES = {0x3E: "x86_64", 0xB7: "aarch64"}
+
+
+def _elf_cpu(path: Path) -> str | None:
+    """The CPU a little-endian ELF file was built for (``x86_64``, ``aarch64``); ``None``
+    for a file that is no such ELF file or names another machine."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(20)
+    except OSError:
+        return None  # unreadable: the copy into the hub reports it, naming the file
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[5] != 1:  # EI_DATA: little-endian
+        return None
+    return _ELF_MACHINES.get(int.from_bytes(head[18:20], "little"))
+
+
+def _check_binaries_match_the_cpu(entry: Path, variant: Variant) -> None:
+    """Refuse a Linux variant holding a shared library built for another CPU than its
+    name gives (an x86_64 build copied to an ``-aarch64-linux`` directory): the loader
+    would choose it on that CPU, where the library cannot load. metadata.json records no
+    CPU, but every ELF file does."""
+    if variant.os != "linux" or variant.cpu not in _ELF_MACHINES.values():
+        return
+    for path in sorted(entry.rglob("*.so")):
+        cpu = _elf_cpu(path) if path.is_file() and not path.is_symlink() else None
+        if cpu is not None and cpu != variant.cpu:
+            implied = entry.name.replace(f"-{variant.cpu}-linux", f"-{cpu}-linux")
+            raise HubError(
+                f"{path}: this shared library is built for {cpu}, but its variant "
+                f"directory {entry.name} says {variant.cpu}; the loader would choose it on "
+                f"{variant.cpu} machines, where it cannot load. Nothing was published; "
+                f"rename the directory to {implied} if that is the build, or build the "
+                f"kernel on (or for) {variant.cpu}, then publish again"
+            )
 
 
 def _variant_files(variant_dir: Path, prefix: str) -> Iterator[tuple[Path, str]]:
