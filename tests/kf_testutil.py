@@ -16,10 +16,17 @@ def copy_example(dest: Path) -> Path:
     return dest
 
 
-def write_metadata(vdir: Path, module_id: str, *, version: int = 1, backend: str = "cpu",
+def write_metadata(vdir: Path, module_id: str, *, version: int = 1, backend: str | None = None,
                    archs: list[str] | None = None, with_digest: bool = True) -> None:
     """Write a ``metadata.json`` for a fabricated variant directory (kebab-case keys, the
-    digest of the files already there unless ``with_digest`` is false)."""
+    digest of the files already there unless ``with_digest`` is false). ``backend``:
+    ``backend.type``; by default the backend a ``torch-<backend>`` directory names, else
+    cpu."""
+    if backend is None:
+        named = vdir.name.removeprefix("torch-") if vdir.name.startswith("torch-") else ""
+        backend = {"npu": "cann"}.get(named, named)
+        if backend not in ("cuda", "rocm", "xpu", "metal", "cann"):
+            backend = "cpu"
     import json
 
     from kernelforge import digest

@@ -35,7 +35,7 @@ def make_variant(
     module_id: str,
     value: int = 1,
     version: int | None = 1,
-    backend: str = "cpu",
+    backend: str | None = None,
     archs: list[str] | None = None,
     with_digest: bool = True,
     init: str | None = None,

@@ -304,3 +304,22 @@ def test_the_real_relu_build_copied_to_another_cpu_is_refused(built_relu: Path,
     text = refusal(project)
     assert f"built for {here}, but its variant directory" in text
     assert f"rename the directory to {variant.name}" in text
+
+
+@pytest.mark.parametrize(("name", "backend", "refused"), [
+    ("torch-cuda", "cpu", "backend: the name says cuda, metadata.json says cpu"),
+    ("torch-cpu", "rocm", "backend: the name says cpu, metadata.json says rocm"),
+    ("torch-cuda", "cuda", None),
+    ("torch-npu", "npu", None),  # Ascend's directory name for the cann backend
+    ("torch-universal", "cpu", None),  # fits any backend
+])
+def test_a_pure_python_directory_is_checked_on_its_backend(
+        tmp_path: Path, name: str, backend: str, refused: str | None) -> None:
+    fabricate(tmp_path / "p", name, backend=backend, torch=None)
+    if refused is None:
+        assert stage_build(tmp_path / "p" / "build", 1).variants == (name,)
+        return
+    text = refusal(tmp_path / "p")
+    assert refused in text
+    implied = "torch-cpu" if backend == "cpu" else f"torch-{backend}"
+    assert f"Rename the directory to {implied}, the name its metadata.json implies" in text

@@ -19,7 +19,7 @@ from kernelforge.digest import (
     verify_tree,
 )
 from kernelforge.errors import HubError, IntegrityError, VariantError
-from kernelforge.variants import BACKENDS, Variant, VariantKind
+from kernelforge.variants import BACKENDS, Variant, VariantKind, noarch_variant
 
 __all__ = ["Staged", "build_file_error", "check_digests", "parse_metadata",
            "publish_integrity_error", "read_metadata", "stage_build", "unbuilt_project"]
@@ -310,8 +310,9 @@ def _check_variant_name(entry: Path) -> Variant:
 # from kernelforge, ``provenance.torch``, the version of the torch built against
 # ("2.9.0+cu128"). Only those facts are compared, and only where they are recorded: a
 # fact the metadata leaves out (Hugging Face's builds, older ones) is never a
-# contradiction. The C++ ABI, the CPU and the OS are not recorded by any builder, so they
-# are not checked. Only compiled variants are checked (see _check_name_matches_metadata).
+# contradiction. The C++ ABI, the CPU and the OS are not recorded by any builder: the
+# CPU is checked from the ELF header of a Linux variant's libraries instead, the C++ ABI
+# and the OS are not. A pure-Python torch-<backend> directory is compared on its backend.
 
 _BACKEND_ALIAS = {"npu": "cann"}  # Ascend: torch-npu is the pure-Python directory of cann
 _TORCH_VERSION_RE = re.compile(r"(\d+)\.(\d+)(?!\d)", re.ASCII)  # "2.10.0+cpu" is 2.10
@@ -377,6 +378,26 @@ def _implied_name(variant: Variant, backend: str, bver: tuple[int, int] | None,
     return str(named).replace(f"-{tag}-", f"-{tag[:-2]}<MAJ><MIN>-", 1)
 
 
+def _check_noarch_backend(entry: Path, variant: Variant, meta: dict[str, Any]) -> None:
+    """Refuse a ``torch-<backend>`` directory whose ``backend.type`` names another backend
+    (a ``torch-cpu`` build renamed ``torch-cuda`` would load on CUDA machines only)."""
+    meta_backend = _metadata_backend(meta)
+    if meta_backend is None or meta_backend == variant.backend:
+        return
+    implied = str(noarch_variant(meta_backend))
+    where = (f"{implied}, the name its metadata.json implies, is already a directory beside "
+             "it, so this one is probably a renamed copy: remove it" if
+             (entry.parent / implied).exists() else
+             f"Rename the directory to {implied}, the name its metadata.json implies")
+    raise HubError(
+        f"{entry}: the directory name {entry.name} contradicts its metadata.json:\n"
+        f"  backend: the name says {variant.backend}, metadata.json says {meta_backend} "
+        "(backend.type)\nThe loader chooses a variant by its directory name alone, so this "
+        f"build would load where it does not fit; nothing was published. {where}, or "
+        f"rebuild it ({_rebuild_command(entry)}), then publish again"
+    )
+
+
 def _check_name_matches_metadata(entry: Path, variant: Variant, meta: dict[str, Any]) -> None:
     """Refuse a compiled variant directory whose name contradicts what its
     ``metadata.json`` records: the backend (``backend.type``); for a ``torch<MAJ><MIN>``
@@ -385,10 +406,13 @@ def _check_name_matches_metadata(entry: Path, variant: Variant, meta: dict[str, 
     the version such a build is named for). Facts the metadata does not record are not
     compared.
 
-    Pure-Python variants are not checked: ``torch-universal`` fits any backend, and a
-    ``torch-<backend>`` directory's backend is not compared with ``backend.type`` yet.
+    A pure-Python ``torch-<backend>`` directory is compared on its backend alone;
+    ``torch-universal`` fits any backend and is not checked.
     """
-    if variant.kind in (VariantKind.UNIVERSAL, VariantKind.NOARCH):
+    if variant.kind is VariantKind.UNIVERSAL:
+        return
+    if variant.kind is VariantKind.NOARCH:
+        _check_noarch_backend(entry, variant, meta)
         return
     problems: list[str] = []
     backend = variant.backend or ""
