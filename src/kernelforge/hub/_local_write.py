@@ -57,7 +57,6 @@ class LocalHubWriter:
 
     if TYPE_CHECKING:  # provided by LocalHub, the reading half
         def _repo_dir(self, repo_id: str) -> Path: ...
-        def stored_id(self, repo_id: str) -> str: ...
         def _existing_repo(self, repo_id: str) -> Path: ...
         def resolve(self, repo_id: str, revision: str) -> str: ...
         def revision(self, repo_id: str, commit: str) -> Revision: ...
@@ -198,16 +197,14 @@ class LocalHubWriter:
         if problem is not None:
             raise HubError(f"cannot write to the hub: {problem}")
         try:
-            stored = self.stored_id(repo_id)
-            repo = self.root.joinpath(*stored.split("/"))
+            repo = self._repo_dir(repo_id)
             if not repo.is_dir():
                 self.root.mkdir(parents=True, exist_ok=True)
                 with filelock.FileLock(str(self.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
-                    stored = self.stored_id(repo_id)
-                    repo = self.root.joinpath(*stored.split("/"))
+                    repo = self._repo_dir(repo_id)  # looked up again under the lock
                     repo.mkdir(parents=True, exist_ok=True)
             with filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S):
-                yield stored, repo
+                yield f"{repo.parent.name}/{repo.name}", repo
         except filelock.Timeout as err:
             raise HubError(
                 f"{Path(err.lock_file).parent}: another process has held its lock "
