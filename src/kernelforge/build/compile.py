@@ -156,8 +156,10 @@ class _Child:
         try:
             for line in self._stdout:
                 self._lines.put(line)
-        except (OSError, ValueError):  # the pipe was closed under us
-            pass
+        except (OSError, ValueError) as err:
+            # The pipe closed under the reader (a stop) or failed: either way the output
+            # ends here, and the log and the error message say so rather than nothing.
+            self._lines.put(f"kernelforge: the compiler's output ended early ({err})\n")
         finally:
             self._lines.put(None)
 
