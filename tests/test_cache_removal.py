@@ -39,6 +39,29 @@ def _small_cache(root: Path) -> DownloadCache:
     return cache
 
 
+def test_each_spelling_of_a_repository_id_reaches_its_cache_entries(env) -> None:
+    """Repository ids ignore case: an entry cached as ``org/a`` is found, and removed,
+    under ``ORG/A``; a cache holding two spellings (each first cached at once, or by a
+    version that kept them apart) serves both and loses both on a removal."""
+    root = env["cache"]
+    cache = _small_cache(root)
+    assert cache.entry("ORG/A", A1, "torch-cpu") is not None
+    cache.install("Org/A", A1, "torch-cuda", _fill, lambda d: {})  # joins org/a
+    assert sorted(p.name for p in (root / "variants").iterdir()) == ["org"]
+    b1 = "2" * 40
+    spelled = root / "variants" / "Org" / "A" / b1 / "torch-cpu"  # as kept apart before
+    (spelled / "files").mkdir(parents=True)
+    (spelled / "entry.json").write_text('{"files": {}}')
+    assert cache.entry("org/a", b1, "torch-cpu") is not None
+    assert cache.known_commits("oRg/a") == [A1, b1]
+    cache.save_refs("org/a", {"v1": A1}, {})
+    assert cache.load_refs("ORG/A") == ({"v1": A1}, {})
+    removed = cache.remove("ORG/A")
+    assert sorted((v.repo_id, v.commit, v.variant) for v in removed.variants) == [
+        ("Org/A", b1, "torch-cpu"), ("org/a", A1, "torch-cpu"), ("org/a", A1, "torch-cuda")]
+    assert cache.entries() == [] and cache.load_refs("org/a") is None
+
+
 def test_a_directory_loaded_into_by_mistake_is_not_tagged_nor_cleared(tmp_path,
                                                                       capsys) -> None:
     project = tmp_path / "project"

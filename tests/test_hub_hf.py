@@ -192,6 +192,22 @@ def test_offline_a_version_never_downloaded_is_said_to_be_missing_from_the_cache
     assert loader.get_kernel(REPO, version=1, hub=offline).VALUE == 1
 
 
+def test_offline_a_repository_id_in_other_case_finds_the_cache(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """Repository ids ignore case on the Hub, so what a load of the id as spelled once
+    cached serves an offline load of it spelled another way."""
+    module_id = uid("case")
+    publish(hf, tmp_path / "p", key=key, torch_cpu={"module_id": module_id})
+    assert loader.get_kernel(REPO, version=1, hub=hf).__name__ == module_id
+    remote.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=remote, cache=hf.cache.root)
+    assert loader.get_kernel(REPO.upper(), version=1, hub=offline).__name__ == module_id
+    assert loader.get_kernel("Kernels-Test/Relu", hub=offline).__name__ == module_id
+    assert sorted(p.name for p in (hf.cache.root / "variants").iterdir()) == ["kernels-test"]
+
+
 def test_missing_repository_and_revision(hf: HfHub, tmp_path: Path) -> None:
     with pytest.raises(HubError, match="repository 'nobody/here' not found on the Hugging Face"):
         loader.get_kernel("nobody/here", version=1, hub=hf)

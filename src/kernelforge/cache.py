@@ -15,6 +15,9 @@ directory)::
         tmp/<key>.<random>/                        entries being written
         CACHEDIR.TAG                               marks the directory as a cache
 
+Repository ids ignore case, as on the Hugging Face Hub: a repository's folders keep the
+spelling of its first download, and every spelling of the id finds them.
+
 Entries are addressed by commit (itself a content hash) and variant, and every file in
 them is checked by its sha256: nothing under a commit ever changes, so an entry is
 written once and read many times. Each one is written under ``tmp/``, checked, and
@@ -42,7 +45,7 @@ from typing import Any
 
 from kernelforge import _durable
 from kernelforge.errors import HubError
-from kernelforge.hub.base import is_commit, validate_repo_id
+from kernelforge.hub.base import is_commit, spellings, validate_repo_id
 
 __all__ = ["CACHE_ENV", "CachedVariant", "DownloadCache", "Entry", "Removed",
            "default_cache_root", "is_intact"]
@@ -176,9 +179,32 @@ class DownloadCache:
 
     # --- helpers -------------------------------------------------------------------
 
-    def _repo(self, kind: str, repo_id: str) -> Path:
+    def _repos(self, kind: str, repo_id: str, suffix: str = "") -> list[Path]:
+        """Where ``kind`` keeps ``repo_id`` (``org/name`` plus ``suffix``): the folders
+        (files, with a suffix) that exist under any spelling of the id, the spelling as
+        given first; else the path as given, where a first write puts it. Repository
+        ids ignore case, as on the Hugging Face Hub, so a load of ``Org/Relu`` finds what
+        a load of ``org/relu`` cached. More than one exists only where two spellings were
+        first cached at once, or by versions that kept each spelling apart."""
         org, name = validate_repo_id(repo_id)
-        return self.root / kind / org / name
+        exact = self.root / kind / org / f"{name}{suffix}"
+        base = self.root / kind
+        found = [base / o / n for o in spellings(base, org)
+                 for n in spellings(base / o, f"{name}{suffix}", files=bool(suffix))]
+        if exact in found:
+            found.remove(exact)
+        elif found:
+            return found
+        return [exact, *found]
+
+    def _repo(self, kind: str, repo_id: str) -> Path:
+        """Where ``kind`` keeps ``repo_id``, or would put it (see :meth:`_repos`)."""
+        return self._repos(kind, repo_id)[0]
+
+    @staticmethod
+    def _key(kind: str, repo_id: str, rest: str) -> str:
+        """A lock key; the same for every spelling of the repository id."""
+        return f"{kind}:{repo_id.lower()}@{rest}"
 
     @staticmethod
     def _check_commit(commit: str) -> str:
@@ -246,27 +272,30 @@ class DownloadCache:
 
     # --- refs and listings ---------------------------------------------------------
 
-    def _refs_file(self, repo_id: str) -> Path:
+    def _refs_files(self, repo_id: str) -> list[Path]:
         # The name plus ".json" (not with_suffix, which would give org/relu and
         # org/relu.v2 one file).
-        org, name = validate_repo_id(repo_id)
-        return self.root / "refs" / org / f"{name}.json"
+        return self._repos("refs", repo_id, ".json")
 
     def save_refs(self, repo_id: str, branches: dict[str, str], tags: dict[str, str]) -> None:
         """Remember a repository's refs for offline use (atomic replace)."""
-        self._write_json(self._refs_file(repo_id), {
+        self._write_json(self._refs_files(repo_id)[0], {
             "repo-id": repo_id, "branches": branches, "tags": tags, "time": time.time()})
 
     def load_refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]] | None:
         """``(branches, tags)`` last seen online, or ``None``.
 
-        A refs file names the repository it was written for, and one written for another
-        is not this one's. Files of versions before that name none (and those versions
-        gave ``org/x`` and ``org/x.y`` one file): they are not read, and the next online
-        load writes the file again."""
-        doc = self._read_json(self._refs_file(repo_id))
-        if not isinstance(doc, dict) or doc.get("repo-id") != repo_id:
+        A refs file names the repository it was written for (in any case), and one
+        written for another is not this one's. Files of versions before that name none
+        (and those versions gave ``org/x`` and ``org/x.y`` one file): they are not read,
+        and the next online load writes the file again. Where two spellings of the id
+        each have a file, the one saved last counts."""
+        docs = [doc for doc in map(self._read_json, self._refs_files(repo_id))
+                if isinstance(doc, dict) and isinstance(doc.get("repo-id"), str)
+                and doc["repo-id"].lower() == repo_id.lower()]
+        if not docs:
             return None
+        doc = max(docs, key=_saved_at)
         return dict(doc.get("branches", {})), dict(doc.get("tags", {}))
 
     def save_listing(self, repo_id: str, commit: str, files: list[str]) -> None:
@@ -276,28 +305,43 @@ class DownloadCache:
 
     def load_listing(self, repo_id: str, commit: str) -> list[str] | None:
         """The file paths of a commit, or ``None`` when never listed."""
-        listing = self._repo("listings", repo_id) / f"{self._check_commit(commit)}.json"
-        doc = self._read_json(listing)
-        return [str(p) for p in doc] if isinstance(doc, list) else None
+        name = f"{self._check_commit(commit)}.json"
+        for folder in self._repos("listings", repo_id):
+            doc = self._read_json(folder / name)
+            if isinstance(doc, list):
+                return [str(p) for p in doc]
+        return None
 
     def known_commits(self, repo_id: str) -> list[str]:
         """Commits of a repository this cache knows anything about."""
         found: set[str] = set()
         for kind in ("listings", "variants", "files"):
-            base = self._repo(kind, repo_id)
-            if base.is_dir():
-                found.update(p.name.removesuffix(".json") for p in base.iterdir()
-                             if is_commit(p.name.removesuffix(".json")))
+            for base in self._repos(kind, repo_id):
+                if base.is_dir():
+                    found.update(p.name.removesuffix(".json") for p in base.iterdir()
+                                 if is_commit(p.name.removesuffix(".json")))
         return sorted(found)
 
     # --- single files --------------------------------------------------------------
 
+    def _cached_file(self, repo_id: str, commit: str, path: str
+                     ) -> tuple[bytes | None, bool, Path]:
+        """``(data, absent, target)``: a single file's bytes under any spelling of the
+        id, whether the revision is known to lack it, and where a fetch puts it."""
+        parts = (self._check_commit(commit), *_safe_rel(path))
+        targets = [folder.joinpath(*parts) for folder in self._repos("files", repo_id)]
+        for target in targets:
+            absent = target.with_name(target.name + _ABSENT)
+            _check_owner(target)
+            _check_owner(absent)
+            data = _read_bytes(target)
+            if data is not None or absent.exists():
+                return data, data is None, target
+        return None, False, targets[0]
+
     def peek_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
         """A single file if it is cached, else ``None`` (never fetches)."""
-        target = self._repo("files", repo_id).joinpath(self._check_commit(commit),
-                                                       *_safe_rel(path))
-        _check_owner(target)
-        return _read_bytes(target)
+        return self._cached_file(repo_id, commit, path)[0]
 
     def get_file(
         self,
@@ -325,13 +369,8 @@ class DownloadCache:
         Raises:
             HubError: the file is not cached and ``fetch`` is ``None``.
         """
-        parts = _safe_rel(path)
-        target = self._repo("files", repo_id).joinpath(self._check_commit(commit), *parts)
-        absent = target.with_name(target.name + _ABSENT)
-        _check_owner(target)
-        _check_owner(absent)
-        data = _read_bytes(target)
-        if data is not None or absent.exists():
+        data, absent_known, target = self._cached_file(repo_id, commit, path)
+        if data is not None or absent_known:
             return data
         if fetch is None:
             if not_cached is not None:
@@ -341,11 +380,12 @@ class DownloadCache:
                            "get_kernel while online, or, for a locked project, run "
                            "'kernelforge download' while online and load it with "
                            "load_kernel(repo_id, lockfile=...)")
-        key = f"file:{repo_id}@{commit}/{path}"
+        key = self._key("file", repo_id, f"{commit}/{path}")
         with self._lock(key):
-            data = _read_bytes(target)
-            if data is not None or absent.exists():
+            data, absent_known, target = self._cached_file(repo_id, commit, path)
+            if data is not None or absent_known:
                 return data
+            absent = target.with_name(target.name + _ABSENT)
             tmp = self._tmp(key)
             try:
                 staged = tmp / "file"
@@ -365,9 +405,14 @@ class DownloadCache:
 
     # --- variants ------------------------------------------------------------------
 
-    def _entry_dir(self, repo_id: str, commit: str, variant: str) -> Path:
+    def _entry_dirs(self, repo_id: str, commit: str, variant: str) -> list[Path]:
+        """A variant's directory under each spelling of the id (see :meth:`_repos`)."""
         _safe_rel(variant)
-        return self._repo("variants", repo_id) / self._check_commit(commit) / variant
+        commit = self._check_commit(commit)
+        return [folder / commit / variant for folder in self._repos("variants", repo_id)]
+
+    def _entry_dir(self, repo_id: str, commit: str, variant: str) -> Path:
+        return self._entry_dirs(repo_id, commit, variant)[0]
 
     def entry(self, repo_id: str, commit: str, variant: str) -> Entry | None:
         """A complete cached variant, or ``None``.
@@ -383,13 +428,14 @@ class DownloadCache:
         Raises:
             HubError: the entry was made by another user (not root).
         """
-        where = self._entry_dir(repo_id, commit, variant)
-        for path in (where, where / ENTRY_FILE, where / FILES_DIR):
-            _check_owner(path)
-        doc = self._read_json(where / ENTRY_FILE)
-        if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
-            return None
-        return Entry(where / FILES_DIR, {str(k): str(v) for k, v in doc["files"].items()})
+        for where in self._entry_dirs(repo_id, commit, variant):
+            for path in (where, where / ENTRY_FILE, where / FILES_DIR):
+                _check_owner(path)
+            doc = self._read_json(where / ENTRY_FILE)
+            if isinstance(doc, dict) and isinstance(doc.get("files"), dict):
+                return Entry(where / FILES_DIR,
+                             {str(k): str(v) for k, v in doc["files"].items()})
+        return None
 
     def entries(self) -> list[tuple[str, str, str]]:
         """Every complete cached variant as ``(repo_id, commit, variant)``."""
@@ -425,12 +471,12 @@ class DownloadCache:
             The :class:`Entry`; ``fetched`` tells whether this call fetched it (another
             process may have done so while this one waited for the lock).
         """
-        final = self._entry_dir(repo_id, commit, variant)
-        key = f"variant:{repo_id}@{commit}/{variant}"
+        key = self._key("variant", repo_id, f"{commit}/{variant}")
         with self._lock(key):
             existing = self.entry(repo_id, commit, variant)
             if existing is not None:
                 return existing
+            final = self._entry_dir(repo_id, commit, variant)
             if final.exists():  # a directory without entry.json is no entry: clear it
                 _remove(final)
             tmp = self._tmp(key)
@@ -461,11 +507,11 @@ class DownloadCache:
             commit: the full commit id.
             variant: the variant name.
         """
-        final = self._entry_dir(repo_id, commit, variant)
-        key = f"variant:{repo_id}@{commit}/{variant}"
+        key = self._key("variant", repo_id, f"{commit}/{variant}")
         with self._lock(key):
-            if final.exists():
-                self._throw_away(key, final)
+            for final in self._entry_dirs(repo_id, commit, variant):
+                if final.exists():
+                    self._throw_away(key, final)
 
     def _throw_away(self, key: str, path: Path) -> bool:
         """Rename ``path`` into a fresh temporary folder and delete it there, so that it
@@ -550,7 +596,7 @@ class DownloadCache:
         other = 0
         try:
             for cached in self.variants():
-                if ((repo_id is not None and cached.repo_id != repo_id)
+                if ((repo_id is not None and cached.repo_id.lower() != repo_id.lower())
                         or (commits is not None and cached.commit not in commits)
                         or (variant is not None and cached.variant != variant)):
                     continue
@@ -576,17 +622,17 @@ class DownloadCache:
         if repo_id is None:
             scopes = [base]
             paths = [self.root / kind for kind in ("files", "listings", "refs")]
-        else:
-            org, name = validate_repo_id(repo_id)
+        else:  # under every spelling of the id
+            repos = self._repos("variants", repo_id)
+            files = self._repos("files", repo_id)
+            listings = self._repos("listings", repo_id)
             if commits is None:
-                scopes = [base / org / name]
-                paths = [self._repo("files", repo_id), self._repo("listings", repo_id),
-                         self._refs_file(repo_id)]
+                scopes = repos
+                paths = [*files, *listings, *self._refs_files(repo_id)]
             else:
-                scopes = [base / org / name / c for c in commits]
+                scopes = [r / c for r in repos for c in commits]
                 paths = [p for c in commits for p in (
-                    self._repo("files", repo_id) / c,
-                    self._repo("listings", repo_id) / f"{c}.json")]
+                    *(f / c for f in files), *(li / f"{c}.json" for li in listings))]
         freed = 0
         for scope in scopes:
             freed += self._sweep_variants(scope, removed)
@@ -631,7 +677,7 @@ class DownloadCache:
         final = self._entry_dir(repo_id, commit, variant)
         if self._reached_through_a_link(final):
             return None
-        key = f"variant:{repo_id}@{commit}/{variant}"
+        key = self._key("variant", repo_id, f"{commit}/{variant}")
         with self._lock(key):
             if not (final.exists() or final.is_symlink()):
                 return None
@@ -777,6 +823,12 @@ class DownloadCache:
             except filelock.Timeout:
                 continue
         return freed
+
+
+def _saved_at(doc: dict[str, Any]) -> float:
+    """When a cache record says it was written (0 where it says nothing usable)."""
+    time_ = doc.get("time")
+    return float(time_) if isinstance(time_, (int, float)) else 0.0
 
 
 def _rename_into(src: Path, dst: Path) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "check_ref_name",
     "is_commit",
     "signature_path",
+    "spellings",
     "validate_repo_id",
     "version_branches",
 ]
@@ -73,6 +74,22 @@ def validate_repo_id(repo_id: object) -> tuple[str, str]:
             "made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/relu')"
         )
     return m.group(1), m.group(2)
+
+
+def spellings(folder: Path, name: str, *, files: bool = False) -> list[str]:
+    """The names of ``folder``'s subdirectories (its files, with ``files``) that are
+    ``name`` (an ASCII repository id part) but for ASCII case, sorted. Names with other
+    characters never match, though Python lower-cases some of them to ASCII (the Kelvin
+    sign to ``k``). Repository ids ignore case, as on the Hugging Face Hub.
+    """
+    want = name.lower()
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(e.name for e in entries
+                          if e.name.isascii() and e.name.lower() == want
+                          and (e.is_file() if files else e.is_dir()))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def check_ref_name(kind: str, name: object) -> str:

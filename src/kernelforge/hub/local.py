@@ -64,20 +64,6 @@ EMPTY_HUB = ("hub: an empty path is not a hub (it would mean the current directo
              "for the default: $KERNELFORGE_HUB, else the local hub in the user cache")
 
 
-def _spellings(folder: Path, name: str) -> list[str]:
-    """The names of ``folder``'s subdirectories that are ``name`` (an ASCII repository id
-    part) but for ASCII case, sorted. Names with other characters never match, though
-    Python lower-cases some of them to ASCII (the Kelvin sign to ``k``)."""
-    want = name.lower()
-    try:
-        with os.scandir(folder) as entries:
-            return sorted(e.name for e in entries
-                          if e.name.isascii() and e.name.lower() == want
-                          and e.is_dir(follow_symlinks=True))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
 def _distinct(found: list[tuple[str, str]], root: Path) -> list[tuple[str, str]]:
     """``found`` without the spellings that reach a folder another one reaches (a link
     ``Org -> org`` is one repository, not two), keeping the first of each."""
@@ -172,8 +158,8 @@ class LocalHub(LocalHubWriter):
                 by an earlier version on a case-sensitive file system).
         """
         org, name = validate_repo_id(repo_id)
-        orgs = _spellings(self.root, org)
-        found = _distinct([(o, r) for o in orgs for r in _spellings(self.root / o, name)],
+        orgs = base.spellings(self.root, org)
+        found = _distinct([(o, r) for o in orgs for r in base.spellings(self.root / o, name)],
                           self.root)
         if len(found) > 1:
             published = [f for f in found if (self.root / f[0] / f[1] / "refs").is_dir()]
