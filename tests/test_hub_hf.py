@@ -390,6 +390,23 @@ def test_network_errors_become_hub_errors_with_advice(hf: HfHub, remote: FakeHfA
     assert err.startswith("error: ") and advice in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("make", "advice"), [
+    (_client_connect_error, "check the network and try again"),
+    (lambda: _http_status(503), "the Hub is busy or down: try again later"),
+], ids=["client", "503"])
+def test_a_failed_publish_is_not_pointed_to_the_download_cache(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, make, advice, monkeypatch) -> None:
+    """The download cache stands in for reads only: a publish that cannot reach the Hub
+    gets advice that fits a write."""
+    def fail(*args, **kwargs):
+        raise make()
+
+    monkeypatch.setattr(remote, "create_repo", fail)
+    with pytest.raises(HubError, match="creating the repository") as info:
+        publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("w")})
+    assert advice in str(info.value) and "HF_HUB_OFFLINE" not in str(info.value)
+
+
 def test_transport_errors_are_known_by_module_and_bugs_pass_through(
     hf: HfHub, remote: FakeHfApi, monkeypatch
 ) -> None:

@@ -93,8 +93,14 @@ def _is_transport_error(err: BaseException, http_error: Any) -> bool:
                for cls in type(err).__mro__)
 
 
-def _http_advice(err: BaseException) -> str:
-    """What to do about an HTTP error answer from the Hub, by its status code."""
+_OFFLINE_ADVICE = "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
+#: For a write, which the download cache cannot stand in for.
+_WRITE_ADVICE = "check the network and try again"
+
+
+def _http_advice(err: BaseException, writing: bool = False) -> str:
+    """What to do about an HTTP error answer from the Hub, by its status code; a
+    write (``writing``) is not pointed to the download cache."""
     status = getattr(getattr(err, "response", None), "status_code", None)
     if status in (401, 403):
         return "log in with 'hf auth login' or pass token=, with access to this repository"
@@ -103,9 +109,9 @@ def _http_advice(err: BaseException) -> str:
     if status == 400:
         return "the Hub refused the request as invalid (its reason is above)"
     if status == 429 or (isinstance(status, int) and status >= 500):
-        return "the Hub is busy or down: try again later, or set HF_HUB_OFFLINE=1 to use " \
-               "the download cache"
-    return "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
+        return "the Hub is busy or down: try again later" + (
+            "" if writing else ", or set HF_HUB_OFFLINE=1 to use the download cache")
+    return _WRITE_ADVICE if writing else _OFFLINE_ADVICE
 
 
 class HfHub:
@@ -221,18 +227,21 @@ class HfHub:
             self._api = HfApi(token=self.token, endpoint=self.endpoint)
         return self._api
 
-    def _call(self, what: str, repo_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call an ``HfApi`` method, turning its errors into :class:`HubError`."""
+    def _call(self, what: str, repo_id: str, method: str, *args: Any, writing: bool = False,
+              **kwargs: Any) -> Any:
+        """Call an ``HfApi`` method, turning its errors into :class:`HubError`; a write
+        (``writing``) gets advice that fits a write."""
         fn = getattr(self._client(), method)
         try:
             return fn(*args, **kwargs)
         except Exception as err:
-            mapped = self._map_error(what, repo_id, err)
+            mapped = self._map_error(what, repo_id, err, writing)
             if mapped is None:
                 raise
             raise mapped from err
 
-    def _map_error(self, what: str, repo_id: str, err: Exception) -> HubError | None:
+    def _map_error(self, what: str, repo_id: str, err: Exception,
+                   writing: bool = False) -> HubError | None:
         """A :class:`HubError` saying what failed and what to do, or ``None`` to let
         an unexpected error through unchanged."""
         hf_errors: Any
@@ -269,10 +278,9 @@ class HfHub:
                                 "HfHub(offline=True) to load from the download cache, or "
                                 "start the process without HF_HUB_OFFLINE")
             if isinstance(err, hf_errors.HfHubHTTPError):
-                return HubError(f"{failed}; {_http_advice(err)}")
+                return HubError(f"{failed}; {_http_advice(err, writing)}")
         if _is_transport_error(err, getattr(hf_errors, "HTTPError", None)):
-            return HubError(f"{failed}; check the network, or set HF_HUB_OFFLINE=1 to use "
-                            "the download cache")
+            return HubError(f"{failed}; {_WRITE_ADVICE if writing else _OFFLINE_ADVICE}")
         return None
 
     # --- reading -------------------------------------------------------------------
@@ -542,9 +550,9 @@ class HfHub:
         contents = _read_staged(staged)  # checked, then uploaded: the same bytes
         branch = f"v{version}"
         self._call("creating the repository", repo_id, "create_repo", repo_id,
-                   repo_type=REPO_TYPE, exist_ok=True)
+                   repo_type=REPO_TYPE, exist_ok=True, writing=True)
         self._call(f"creating branch {branch}", repo_id, "create_branch", repo_id,
-                   branch=branch, repo_type=REPO_TYPE, exist_ok=True)
+                   branch=branch, repo_type=REPO_TYPE, exist_ok=True, writing=True)
         parent = self._refs(repo_id)[0].get(branch)
         ops: list[Any] = []
         new_paths = set()
@@ -566,7 +574,8 @@ class HfHub:
                    if p.startswith("build/") and p not in new_paths)
         info = self._call("publishing", repo_id, "create_commit", repo_id, operations=ops,
                           commit_message=message or f"Publish version {version}",
-                          repo_type=REPO_TYPE, revision=branch, parent_commit=parent)
+                          repo_type=REPO_TYPE, revision=branch, parent_commit=parent,
+                          writing=True)
         commit = str(getattr(info, "oid", "") or "")
         if not is_commit(commit):
             commit = self.resolve(repo_id, branch)
@@ -577,7 +586,7 @@ class HfHub:
                        operations=[CommitOperationAdd(path_in_repo="README.md",
                                                       path_or_fileobj=card.encode("utf-8"))],
                        commit_message=message or "Update card", repo_type=REPO_TYPE,
-                       revision=CARD_BRANCH)
+                       revision=CARD_BRANCH, writing=True)
         self._refs(repo_id)  # refresh the cached refs
         logger.info("published %s %s at %s (%s)", repo_id, branch, commit[:7],
                     ", ".join(staged.variants))
