@@ -811,6 +811,24 @@ def _locate_locked(
                                        allow=trust_remote_code, cache_only=cache_only)
 
 
+def _lock_identity(lockfile: str | os.PathLike[str] | None) -> tuple[str, str | None]:
+    """What a locked load is remembered by: the lock file's absolute path and the
+    sha256 of its content, so that a call after a change of directory (a relative
+    path naming another project's lock) or after ``kernelforge lock`` rewrote the file
+    loads what the file pins now. ``None`` for the content of a file that cannot be read
+    (the load then says why)."""
+    import hashlib
+
+    if lockfile is None:
+        return "", None
+    path = os.path.abspath(os.path.expanduser(os.fspath(lockfile)))
+    try:
+        with open(path, "rb") as f:
+            return path, hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return path, None
+
+
 def _load_locked(
     repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
     check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
@@ -929,7 +947,7 @@ def get_locked_kernel(
     from kernelforge.policy import allow_key
 
     validate_repo_id(repo_id)
-    key = ("locked", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch,
+    key = ("locked", repo_id, _lock_identity(lockfile), backend, _hub_key(hub), check_arch,
            allow_key(trust_remote_code))
     return _cached(key, lambda: _load_locked(repo_id, lockfile, backend, hub, check_arch,
                                              trust_remote_code, cache_only=False))
@@ -972,7 +990,7 @@ def load_kernel(
     from kernelforge.policy import allow_key
 
     validate_repo_id(repo_id)
-    key = ("cached", repo_id, os.fspath(lockfile or ""), backend, _hub_key(hub), check_arch,
+    key = ("cached", repo_id, _lock_identity(lockfile), backend, _hub_key(hub), check_arch,
            allow_key(trust_remote_code))
     return _cached(key, lambda: _load_locked(repo_id, lockfile, backend, hub, check_arch,
                                              trust_remote_code, cache_only=True))
@@ -1027,19 +1045,25 @@ def kernel_info(
         repo_id, revision, version, backend, hub, check_arch, trust_remote_code: as for
             :func:`get_kernel`.
         lockfile: describe what this lock file pins instead (as
-            :func:`get_locked_kernel` would load it).
+            :func:`get_locked_kernel` would load it); not with ``revision`` or
+            ``version``.
 
     Returns:
         The :class:`KernelInfo`: repository, hub, branch, commit, variant, the
         revision notes, the variant trace and the trust decision.
 
     Raises:
-        As :func:`get_kernel`, except for trust, integrity and import errors.
+        As :func:`get_kernel`, except for trust, integrity and import errors;
+        ValueError: ``lockfile`` with ``revision`` or ``version``.
     """
     import dataclasses
 
     validate_repo_id(repo_id)
     _check_selector(revision, version)
+    if lockfile is not None and (revision is not None or version is not None):
+        given = "revision" if revision is not None else "version"
+        raise ValueError(f"lockfile: the lock file decides the revision; pass lockfile= "
+                         f"without {given}= (or {given}= without lockfile=)")
     if lockfile is not None:
         _lock, _locked, plan = _locate_locked(repo_id, lockfile, backend, hub, check_arch,
                                               trust_remote_code, cache_only=False)

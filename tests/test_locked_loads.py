@@ -1,0 +1,77 @@
+"""A locked load answers for what the lock file pins at the time of the call: the
+module a repeated call returns is the one of the file's current content and location."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kf_sharing import isolate, make_variant, uid
+
+from kernelforge import loader
+from kernelforge.hub import LocalHub
+from kernelforge.lock import lock_project
+
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
+REPO = "kernels-test/relu"
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+def _publish(hub: LocalHub, root: Path, version: int) -> str:
+    make_variant(root, "torch-cpu", version=version, module_id=uid(f"v{version}"),
+                 value=version)
+    return hub.publish(REPO, root, version=version).commit
+
+
+def _project(root: Path, version: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(
+        f'[tool.kernelforge.dependencies]\n"{REPO}" = {version}\n')
+    return root
+
+
+@pytest.mark.parametrize("load", [loader.get_locked_kernel, loader.load_kernel],
+                         ids=["get_locked_kernel", "load_kernel"])
+def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
+        tmp_path: Path, env, monkeypatch, load) -> None:
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    _publish(hub, tmp_path / "b2", 2)
+    one = _project(tmp_path / "one", 1)
+    two = _project(tmp_path / "two", 2)
+    lock_project(one)
+    lock_project(two)
+    monkeypatch.chdir(one)
+    assert load(REPO, lockfile="kernelforge.lock").VALUE == 1
+    monkeypatch.chdir(two)
+    assert load(REPO, lockfile="kernelforge.lock").VALUE == 2
+    monkeypatch.chdir(one)  # and back: the first module again, not a new import
+    first = load(REPO, lockfile="kernelforge.lock")
+    assert first.VALUE == 1 and load(REPO, lockfile=one / "kernelforge.lock") is first
+
+
+def test_a_lock_written_again_loads_its_new_pin(tmp_path: Path, env) -> None:
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    root = _project(tmp_path / "p", 1)
+    lock = lock_project(root).path
+    assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 1
+    _publish(hub, tmp_path / "b2", 2)
+    _project(root, 2)
+    lock_project(root)
+    assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 2
+
+
+def test_kernel_info_refuses_a_version_beside_a_lock_file(tmp_path: Path, env) -> None:
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    lock = lock_project(_project(tmp_path / "p", 1)).path
+    for selector in ({"version": 2}, {"revision": "v2"}):
+        with pytest.raises(ValueError, match="lockfile: the lock file decides the revision"):
+            loader.kernel_info(REPO, lockfile=lock, **selector)
+    assert loader.kernel_info(REPO, lockfile=lock).version == 1
