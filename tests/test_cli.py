@@ -546,6 +546,38 @@ def test_check_reports_what_build_refuses(backends: str, rest: str, message: str
     assert "ok" not in captured.out
 
 
+def test_check_reports_every_problem_at_once(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing source (the project's files) and an empty torch range (what the build
+    needs) are two mistakes: check names both, in one error."""
+    root = tmp_path / "k"
+    for rel in ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h",
+                "torch-ext/kk/__init__.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    (root / "build.toml").write_text(
+        _GENERAL.format(backends='["cpu"]') + f'[torch]\n{_BINDING}\nminver = "2.9"\n'
+        'maxver = "2.5"\n' + _kernel("k", "cpu", '["k_cpu/k.cpp"]'))
+    assert main(["check", str(root)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: {root / 'build.toml'}: 2 problems:\n")
+    assert "  - key 'kernel.k.src': lists 'k_cpu/k.cpp', but" in captured.err
+    assert "  - key 'torch.maxver': is 2.5, lower than torch.minver 2.9" in captured.err
+    assert "ok" not in captured.out
+    # Two mistakes of the manifest itself, through the command as users run it.
+    (root / "k_cpu").mkdir()
+    (root / "k_cpu" / "k.cpp").write_text("")
+    text = (root / "build.toml").read_text()
+    (root / "build.toml").write_text(text.replace("license", "licence").replace(
+        'backend = "cpu"', 'backend = "cpu"\ncxxflags = []'))
+    proc = run_cli("check", str(root))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "2 problems:" in proc.stderr
+    assert "key 'general.licence': unknown key 'licence'" in proc.stderr
+    assert "key 'kernel.k.cxxflags': unknown key 'cxxflags'" in proc.stderr
+    assert "did you mean 'cxx-flags'?" in proc.stderr
+
+
 def test_check_accepts_a_range_of_one_version_written_two_ways(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """minver 2.8.0 and maxver 2.8 are the same version to the build (packaging's

@@ -238,6 +238,10 @@ def test_bad_manifest(tmp_path, text, key, match):
         assert f"key '{key}'" in str(err)
     assert err.problem and err.expected and err.fix
     assert f"expected {err.expected}" in str(err) and f"fix: {err.fix}" in str(err)
+    # One mistake, one problem: none reported only because of another (a misspelt
+    # required key is not also reported missing, a section that cannot be read does
+    # not make a rule about missing sections fire).
+    assert err.errors == [err], str(err)
 
 
 def test_bad_cases_are_distinct():
@@ -585,3 +589,146 @@ def test_a_source_shared_by_kernel_sections_is_accepted(tmp_path):
         check_buildable(check_project(tmp_path))
     assert info.value.key == "kernel.wide.src"
     assert info.value.fix == "remove the second './cpu/common.cpp'"
+
+
+# --- every problem at once -------------------------------------------------------------------
+
+
+def test_independent_problems_are_reported_together(tmp_path):
+    """An unknown section, a misspelt key in one kernel section and an unknown backend in
+    another: one error lists the three, so that one run shows what to fix."""
+    text = replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
+                   'cuda-capabilites = ["9.0"]\n')
+    text = replace(text, 'backend = "rocm"', 'backend = "rcom"') + "\n[kernels.x]\n"
+    path = write(tmp_path, text)
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    err = info.value
+    assert [e.key for e in err.errors] == [
+        "kernels", "kernel.relu.cuda-capabilites", "kernel.relu_rocm.backend"]
+    assert all(e.errors == [e] and e.file == path for e in err.errors)
+    # The attributes describe the first problem, as they did when it was the only one.
+    assert (err.file, err.key, err.problem) == (path, "kernels", err.errors[0].problem)
+    assert (err.expected, err.fix) == (err.errors[0].expected, "did you mean 'kernel'?")
+    lines = str(err).splitlines()
+    assert lines[0] == f"{path}: 3 problems:"
+    assert lines[1:] == [f"  - {str(e).removeprefix(f'{path}: ')}" for e in err.errors]
+    assert lines[2].startswith("  - key 'kernel.relu.cuda-capabilites': unknown key")
+    assert lines[2].endswith("fix: did you mean 'cuda-capabilities'?")
+    assert lines[3] == ("  - key 'kernel.relu_rocm.backend': unknown kernel backend 'rcom'; "
+                        "expected one of cpu, cuda, metal, rocm, xpu; fix: did you mean "
+                        "'rocm'?")
+    assert str(err).count(str(path)) == 1
+
+
+def test_every_unknown_key_of_a_section_is_listed(tmp_path):
+    text = replace(GOOD5, 'depends = ["torch"]\n', 'depend = ["torch"]\ncxxflags = []\n')
+    write(tmp_path, replace(text, "version = 1", "versoin = 1"))
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    # The misspelt required keys are not reported missing as well.
+    assert [(e.key, e.fix) for e in info.value.errors] == [
+        ("general.versoin", "did you mean 'version'?"),
+        ("kernel.relu.depend", "did you mean 'depends'?"),
+        ("kernel.relu.cxxflags", "did you mean 'cxx-flags'?"),
+    ]
+
+
+def test_a_broken_kernel_section_does_not_hide_the_next(tmp_path):
+    write(tmp_path, GENERAL5 + TORCH + '\n[kernel.a]\nbackend = "cuda"\ndepends = ["torch"]\n'
+          'src = "a.cu"\n\n[kernel.b]\nbackend = "cuda"\ndepends = ["troch"]\nsrc = []\n')
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    assert [e.key for e in info.value.errors] == ["kernel.a.src", "kernel.b.depends"]
+    assert "2 problems" in str(info.value) and "unknown dependency 'troch'" in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "key", "match"), [
+    # [general] cannot be read: nothing else is checked (the layout depends on it).
+    ("general = 5\n" + TORCH + KERNELS + "\n[kernels.x]\n", "general", "not a table"),
+    # Not TOML: nothing else can be read.
+    ("[kernels.x]\n" + GOOD5 + "[general\n", None, "not valid TOML"),
+    # The unknown section may be the framework section, misspelt: "no framework section"
+    # would follow from it.
+    (GENERAL5 + TORCH.replace("[torch]", "[troch]") + KERNELS, "troch", "did you mean 'torch'"),
+    # A misspelt `universal` of the legacy layout: "it builds nothing" would follow from it.
+    ('[general]\nname = "norm"\nunivresal = true\n', "general.univresal",
+     "did you mean 'universal'"),
+    # general.backends unknown: whether the kernels' backends are listed in it is not.
+    (replace(GOOD5, '"cpu", "cuda", "rocm"', '"cpu", "cdua"'), "general.backends",
+     "unknown backend 'cdua'"),
+], ids=["general-not-a-table", "not-toml", "misspelt-framework", "misspelt-universal",
+        "unknown-backend"])
+def test_a_problem_that_follows_from_another_is_not_reported(tmp_path, text, key, match):
+    write(tmp_path, text)
+    with pytest.raises(ManifestError, match=match) as info:
+        load_manifest(tmp_path)
+    assert [e.key for e in info.value.errors] == [key]
+    assert info.value.errors == [info.value]
+
+
+def test_the_message_of_a_single_problem_is_one_line(tmp_path):
+    path = write(tmp_path, replace(GOOD5, 'backend = "rocm"', 'backend = "rcom"'))
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    assert str(info.value) == (
+        f"{path}: key 'kernel.relu_rocm.backend': unknown kernel backend 'rcom'; expected one "
+        "of cpu, cuda, metal, rocm, xpu; fix: did you mean 'rocm'?")
+    assert info.value.errors == [info.value]
+
+
+def test_check_project_lists_every_missing_file(tmp_path):
+    make_guide_project(tmp_path)
+    for missing in ("gemm/gemm_launcher.hip", "torch-ext/torch_binding.h",
+                    "torch-ext/gemm/__init__.py"):
+        (tmp_path / missing).unlink()
+    with pytest.raises(ManifestError) as info:
+        check_project(tmp_path)
+    err = info.value
+    assert [e.key for e in err.errors] == ["torch.src", "kernel.gemm.src", "general.name"]
+    assert "torch-ext/torch_binding.h" in err.errors[0].problem
+    assert "gemm/gemm_launcher.hip" in err.errors[1].problem
+    assert str(err).startswith(f"{tmp_path / 'build.toml'}: 3 problems:\n")
+    assert err.key == "torch.src"
+
+
+def test_check_project_reports_the_manifest_problems_first(tmp_path):
+    """Files are checked against a valid manifest only."""
+    make_guide_project(tmp_path)
+    (tmp_path / "gemm" / "gemm_launcher.hip").unlink()
+    toml = tmp_path / "build.toml"
+    toml.write_text(toml.read_text().replace("universal = false", "universal = 0"))
+    with pytest.raises(ManifestError) as info:
+        check_project(tmp_path)
+    assert [e.key for e in info.value.errors] == ["general.universal"]
+
+
+def test_check_buildable_lists_every_broken_rule(tmp_path):
+    from kernelforge.manifest import check_buildable
+
+    _touch(tmp_path, "torch-ext/relu/__init__.py", "torch-ext/binding.cpp", "cpu/relu.cpp",
+           "cuda/relu.cu")
+    text = GENERAL5 + '\n[torch]\nsrc = ["torch-ext/binding.cpp", "torch-ext/binding.cpp"]\n' \
+        'minver = "2.9"\nmaxver = "2.7"\n' \
+        '\n[kernel.relu_cpu]\nbackend = "cpu"\ndepends = ["torch"]\nsrc = ["cpu/relu.cpp"]\n' \
+        '\n[kernel.relu]\nbackend = "cuda"\ndepends = ["cutlass_3_9"]\nsrc = ["cuda/relu.cu"]\n'
+    m = check_project(write(tmp_path, text))
+    with pytest.raises(ManifestError) as info:
+        check_buildable(m)
+    # torch.src lists a source twice for the cpu and the cuda build: said once.
+    assert [e.key for e in info.value.errors] == [
+        "torch.maxver", "torch.src", "kernel.relu.depends", "general.backends"]
+    assert "lists 'rocm'" in info.value.errors[3].problem
+    assert str(info.value).startswith(f"{m.path}: 4 problems:\n")
+
+
+def test_combined_errors_are_flattened_and_listed_once():
+    one = ManifestError("b.toml", "a", "is wrong", expected="right", fix="fix it")
+    two = ManifestError("b.toml", None, "cannot read it")
+    both = ManifestError.combine([one, two])
+    assert both.errors == [one, two]
+    assert ManifestError.combine([both, one, two]).errors == [one, two]
+    assert ManifestError.combine([one, one]) is one
+    assert str(both) == ("b.toml: 2 problems:\n"
+                         "  - key 'a': is wrong; expected right; fix: fix it\n"
+                         "  - cannot read it")

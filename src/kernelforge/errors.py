@@ -7,7 +7,7 @@ catch :class:`KernelforgeError` or one of its subclasses.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 
@@ -18,12 +18,21 @@ class KernelforgeError(Exception):
 class ManifestError(KernelforgeError, ValueError):
     """A ``build.toml`` is malformed or names something that does not exist.
 
+    One error may stand for several problems of the same file (a manifest is read to
+    its end, so that all its mistakes are reported at once): ``errors`` lists them, and
+    the other attributes describe the first.
+
     Attributes:
         file: the manifest file.
         key: the dotted key at fault (``"kernel.relu.cuda-capabilities"``), or ``None``
             when the whole file is at fault (unreadable, not TOML).
+        problem: what is wrong with it.
         expected: what a valid value looks like.
         fix: a concrete suggestion (``did you mean 'cuda-capabilities'?``).
+        errors: every problem found, in the order they were found, each a
+            :class:`ManifestError` of one problem; ``[self]`` when there is only one.
+            With several, the message is ``"<file>: N problems:"`` and one line per
+            problem.
     """
 
     def __init__(
@@ -40,13 +49,56 @@ class ManifestError(KernelforgeError, ValueError):
         self.problem = problem
         self.expected = expected
         self.fix = fix
-        where = f"{self.file}: key '{key}'" if key else f"{self.file}"
-        parts = [f"{where}: {problem}"]
-        if expected:
-            parts.append(f"expected {expected}")
-        if fix:
-            parts.append(f"fix: {fix}")
-        super().__init__("; ".join(parts))
+        self.errors: list[ManifestError] = [self]
+        super().__init__(f"{self.file}: {self._detail()}")
+
+    def _detail(self) -> str:
+        """The message without the file: ``key 'x': problem; expected ...; fix: ...``."""
+        parts = [f"key '{self.key}': {self.problem}" if self.key else self.problem]
+        if self.expected:
+            parts.append(f"expected {self.expected}")
+        if self.fix:
+            parts.append(f"fix: {self.fix}")
+        return "; ".join(parts)
+
+    @classmethod
+    def combine(cls, errors: Iterable[ManifestError]) -> ManifestError:
+        """One error for all the problems of ``errors``.
+
+        The problems of each error (its ``errors``) are taken in order; a problem already
+        listed (same file, key, problem, expectation and fix) is listed once.
+
+        Args:
+            errors: the errors to report together, at least one.
+
+        Returns:
+            The only problem itself when there is one, else an error whose attributes
+            describe the first problem and whose ``errors`` lists them all.
+
+        Raises:
+            ValueError: ``errors`` is empty.
+        """
+        problems: list[ManifestError] = []
+        seen: set[tuple[Path, str | None, str, str | None, str | None]] = set()
+        for err in errors:
+            for one in err.errors:
+                identity = (one.file, one.key, one.problem, one.expected, one.fix)
+                if identity not in seen:
+                    seen.add(identity)
+                    problems.append(one)
+        if not problems:
+            raise ValueError("ManifestError.combine needs at least one error")
+        if len(problems) == 1:
+            return problems[0]
+        first = problems[0]
+        combined = cls(first.file, first.key, first.problem, expected=first.expected,
+                       fix=first.fix)
+        combined.errors = problems
+        lines = [f"{first.file}: {len(problems)} problems:"]
+        lines += [f"  - {one._detail()}" if one.file == first.file
+                  else f"  - {one.file}: {one._detail()}" for one in problems]
+        combined.args = ("\n".join(lines),)
+        return combined
 
 
 class VariantError(KernelforgeError, ValueError):

@@ -13,9 +13,10 @@ Three layouts are read, told apart the way Hugging Face's builder tells them apa
   ``backends`` is edition 4 when it can be, legacy otherwise.
 
 ``[tvm-ffi]`` projects are refused: kernelforge builds torch extensions only.
-Every problem raises :class:`~kernelforge.errors.ManifestError` naming the file, the
-dotted key, what was expected and the fix. Unknown keys are errors, with a
-"did you mean" suggestion.
+Problems raise :class:`~kernelforge.errors.ManifestError` naming the file, the dotted
+key, what was expected and the fix. Unknown keys are errors, with a "did you mean"
+suggestion. A manifest is read to its end: one error lists every problem found (its
+``errors``), leaving out only checks that need a value another problem left unknown.
 
 Example:
     >>> m = load_manifest("tests/projects/relu")                  # doctest: +SKIP
@@ -28,10 +29,11 @@ from __future__ import annotations
 import posixpath
 import re
 import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from kernelforge import archs
 from kernelforge.errors import ManifestError
@@ -85,6 +87,7 @@ _COUNTERPART = {"cuda-capabilities": "rocm-archs", "rocm-archs": "cuda-capabilit
 _NOARCH_KEYS = frozenset({"pyext", "cuda-capabilities", "rocm-archs",
                           "cuda_capabilities", "rocm_archs"})
 _TVM_FFI = "tvm-ffi"
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -251,19 +254,77 @@ class Manifest:
         return tuple(k for k in self.kernels.values() if k.backend == backend)
 
 
+class _Unit:
+    """What :meth:`_Reader.unit` yields: whether the part it checks had a problem."""
+
+    def __init__(self, errors: list[ManifestError]) -> None:
+        self._errors = errors
+        self._start = len(errors)
+
+    @property
+    def failed(self) -> bool:
+        """True once a problem of this part (or of a part inside it) was collected."""
+        return len(self._errors) > self._start
+
+
 class _Reader:
-    """Typed access to one manifest's tables, raising ManifestError on misuse."""
+    """Typed access to one manifest's tables, raising ManifestError on misuse.
+
+    :meth:`fail` raises at once; a part of the manifest that can be checked on its own
+    runs inside ``with reader.unit():``, which collects the error that stopped it, so
+    that reading goes on with the next part. :meth:`done` raises them all together.
+    """
 
     def __init__(self, file: Path) -> None:
         self.file = file
+        #: The problems collected so far, in the order they were found.
+        self.errors: list[ManifestError] = []
 
     def fail(self, key: str | None, problem: str, expected: str | None = None,
              fix: str | None = None, cause: Exception | None = None) -> NoReturn:
         raise ManifestError(self.file, key, problem, expected=expected, fix=fix) from cause
 
+    @contextmanager
+    def unit(self) -> Iterator[_Unit]:
+        """Check one independent part: a ManifestError raised inside the ``with`` block
+        ends the block and is collected, and reading goes on after it.
+
+        Yields:
+            A :class:`_Unit` whose ``failed`` says, after the block, whether the part
+            had a problem (so that parts needing its value can be skipped).
+        """
+        unit = _Unit(self.errors)
+        try:
+            yield unit
+        except ManifestError as err:
+            self.errors.extend(err.errors)
+
+    def get(self, read: Callable[[], _T | None]) -> _T | None:
+        """``read()`` as a part of its own: its value, or None if it failed (its error is
+        collected)."""
+        with self.unit():
+            return read()
+        return None
+
+    def done(self) -> None:
+        """Raise the problems collected so far, if any.
+
+        Raises:
+            ManifestError: all of them (see :meth:`ManifestError.combine`).
+        """
+        if self.errors:
+            raise ManifestError.combine(self.errors)
+
     def check_keys(self, table: Mapping[str, Any], prefix: str, allowed: Collection[str],
                    required: Collection[str] = (), *, what: str = "") -> None:
-        """Refuse unknown keys (with a suggestion) and missing required ones."""
+        """Refuse unknown keys (with a suggestion) and missing required ones (except
+        one that an unknown key is a misspelling of: that is said once, with the typo).
+
+        Raises:
+            ManifestError: listing every unknown and every missing key.
+        """
+        problems: list[ManifestError] = []
+        suggested: set[str] = set()
         for key in table:
             if key in allowed:
                 continue
@@ -274,16 +335,31 @@ class _Reader:
             near = archs.closest(key, allowed)
             fix = hint.format(key=key) if hint else (
                 f"did you mean '{near}'?" if near else "remove it")
-            self.fail(dotted, f"unknown key '{key}'{what}",
-                      expected="one of " + ", ".join(sorted(allowed)), fix=fix)
+            if near and not hint:
+                suggested.add(near)
+            problems.append(ManifestError(
+                self.file, dotted, f"unknown key '{key}'{what}",
+                expected="one of " + ", ".join(sorted(allowed)), fix=fix))
         for key in required:
-            if key not in table:
+            # A misspelt key is reported once, as unknown, with the name it misses.
+            if key not in table and key not in suggested:
                 dotted = f"{prefix}.{key}" if prefix else key
                 where = f"[{prefix}]" if prefix else "the file"
                 example = _EXAMPLES.get(key, f"{key} = ...")
-                self.fail(dotted, f"missing required key '{key}'{what}",
-                          expected=f"a '{key}' key, e.g. {example}",
-                          fix=f"add {example} to {where}")
+                problems.append(ManifestError(
+                    self.file, dotted, f"missing required key '{key}'{what}",
+                    expected=f"a '{key}' key, e.g. {example}", fix=f"add {example} to {where}"))
+        if problems:
+            raise ManifestError.combine(problems)
+
+    def known(self, table: Mapping[str, Any], prefix: str, allowed: Collection[str],
+              required: Collection[str] = (), *, what: str = "") -> dict[str, Any]:
+        """:meth:`check_keys` as a part of its own, then ``table`` without its unknown
+        keys: reading goes on with the keys that are known, and a refused key is not
+        refused a second time for its value."""
+        with self.unit():
+            self.check_keys(table, prefix, allowed, required, what=what)
+        return {key: value for key, value in table.items() if key in allowed}
 
     def table(self, value: Any, key: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -405,6 +481,13 @@ def _pick_schema(r: _Reader, data: Mapping[str, Any]) -> _Schema:
 def load_manifest(path: str | Path) -> Manifest:
     """Read and validate a kernel project's ``build.toml``.
 
+    The manifest is read to its end, so that the error lists every problem of it: each
+    part that can be checked on its own (the sections, the keys of each table, the
+    ``[general]`` fields, ``general.backends``, each ``[kernel.<name>]`` section, the
+    framework section) is checked even when another has a problem; a check that needs
+    the value of a part that has one is left out, so that no problem is reported only
+    because of another.
+
     Args:
         path: the project directory, or its ``build.toml``.
 
@@ -412,7 +495,8 @@ def load_manifest(path: str | Path) -> Manifest:
         The normalised :class:`Manifest`.
 
     Raises:
-        ManifestError: naming the file, the dotted key, what was expected and the fix.
+        ManifestError: naming the file, the dotted key, what was expected and the fix;
+            its ``errors`` lists every problem found.
 
     Example:
         >>> load_manifest("tests/projects/relu").python_name      # doctest: +SKIP
@@ -422,51 +506,77 @@ def load_manifest(path: str | Path) -> Manifest:
     file = path / "build.toml" if path.is_dir() else path
     r = _Reader(file)
     data = _read_toml(file)
+    # Everything else depends on the layout: a file whose layout is unclear stops here.
     schema = _pick_schema(r, data)
-    r.check_keys(data, "", schema.sections, what=f" ({schema.label})")
-    general = r.table(data["general"], "general")
-    r.check_keys(general, "general", schema.general, schema.required,
-                 what=f" ({schema.label})")
+    # A rule about a missing section or key holds only where every section (and key of
+    # [general]) is a known one: an unknown one may be the missing one, misspelt.
+    with r.unit() as sections_read:
+        r.check_keys(data, "", schema.sections, what=f" ({schema.label})")
+    data = {key: value for key, value in data.items() if key in schema.sections}
+    with r.unit() as general_read:
+        r.check_keys(data["general"], "general", schema.general, schema.required,
+                     what=f" ({schema.label})")
+    general = {key: value for key, value in data["general"].items()
+               if key in schema.general}
     fields = _read_general(r, schema, general)
-    declared = _declared_backends(r, general) if schema is not _GUIDE else None
-    kernels = _kernels(r, data, declared)
-    fields.update(_read_framework(r, schema, data, general, declared, kernels))
+    # general.backends: None where it is unknown (a missing key was reported above);
+    # `valid` holds the backends it lists that are known ones.
+    declared: tuple[str, ...] | None = None
+    valid: tuple[str, ...] = ()
+    if schema is not _GUIDE and "backends" in general:
+        with r.unit() as backends_read:
+            valid = _declared_backends(r, general)
+        declared = None if backends_read.failed else valid
+    kernels: dict[str, KernelSpec] = {}
+    with r.unit() as kernels_read:
+        kernels = _kernels(r, data, declared)
+    section = data.get("kernel")
+    names = [name for name, value in section.items() if isinstance(value, dict)] \
+        if isinstance(section, dict) else []
+    fields.update(_read_framework(r, schema, data, general,
+                                  valid if declared is None else declared, names,
+                                  complete=not sections_read.failed))
     if declared is not None:
         backends = declared
-    elif fields["universal"]:
+    elif schema is _GUIDE and general.get("universal") is True:
         backends = _UNIVERSAL_BACKENDS
     else:
         backends = tuple(sorted({k.backend for k in kernels.values()}))
-        if not backends:
-            r.fail("general.universal", "this legacy manifest has no kernel sections and "
-                   "is not universal, so it builds nothing",
-                   expected="universal = true, or at least one [kernel.<name>] section",
-                   fix="set universal = true for a pure-Python kernel, or add "
-                       "[kernel.<name>] sections")
+        # Only where the sections, [general] and the kernel sections could be read: a
+        # section with a problem is still a section.
+        if schema is _GUIDE and not backends and general.get("universal", False) is False \
+                and not (sections_read.failed or general_read.failed or kernels_read.failed):
+            with r.unit():
+                r.fail("general.universal", "this legacy manifest has no kernel sections "
+                       "and is not universal, so it builds nothing",
+                       expected="universal = true, or at least one [kernel.<name>] section",
+                       fix="set universal = true for a pure-Python kernel, or add "
+                           "[kernel.<name>] sections")
+    r.done()
     return Manifest(path=file, root=file.parent, edition=schema.edition, backends=backends,
                     kernels=kernels, **fields)
 
 
 def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> dict[str, Any]:
-    """The [general] fields of the Manifest, except the backends."""
-    name = r.string(general, "general", "name") or ""
+    """The [general] fields of the Manifest, except the backends; each field is checked
+    on its own (a field with a problem gets a placeholder: the manifest is refused)."""
+    name = r.get(lambda: r.string(general, "general", "name"))
     name_re = _LEGACY_NAME_RE if schema is _GUIDE else _NAME_RE
-    if not name_re.match(name):
-        r.fail("general.name", f"'{name}' is not a valid kernel name",
-               expected=f"a name matching {name_re.pattern} (lowercase letters, digits "
-                        "and '-', at least 2 characters)",
-               fix=f"use '{_suggest_name(name)}'")
+    if name is not None and not name_re.match(name):  # a missing name is reported as such
+        with r.unit():
+            r.fail("general.name", f"'{name}' is not a valid kernel name",
+                   expected=f"a name matching {name_re.pattern} (lowercase letters, digits "
+                            "and '-', at least 2 characters)",
+                   fix=f"use '{_suggest_name(name)}'")
+    name = name or ""
     subs: dict[str, dict[str, Any]] = {}
     for sub, allowed in schema.sub.items():
         if sub in general:
-            subs[sub] = r.table(general[sub], f"general.{sub}")
-            r.check_keys(subs[sub], f"general.{sub}", allowed)
+            with r.unit():
+                subs[sub] = r.known(r.table(general[sub], f"general.{sub}"), f"general.{sub}",
+                                    allowed)
     hub = subs.get("hub", {})
-    repo_id = r.string(hub, "general.hub", "repo-id")
-    if repo_id is not None and not _REPO_ID_RE.match(repo_id):
-        r.fail("general.hub.repo-id", f"'{repo_id}' is not a hub repository id",
-               expected="'<org>/<name>', e.g. 'kernels-community/relu'",
-               fix='write repo-id = "<org>/<name>"')
+    repo_id = r.get(lambda: _repo_id(r, hub))
     if schema is _GUIDE:
         cuda, cuda_prefix, minver, maxver = general, "general", "cuda-minver", "cuda-maxver"
     else:
@@ -476,51 +586,101 @@ def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> di
     backend_kernels: dict[str, tuple[KernelDependency, ...]] = {}
     for sub in ("cuda", "neuron", "tpu", "xpu"):
         if sub in subs:
-            deps = r.strings(subs[sub], f"general.{sub}", "python-depends")
-            if deps:
-                backend_python[sub] = deps
-            kdeps = _kernel_depends(r, subs[sub], f"general.{sub}")
-            if kdeps:
-                backend_kernels[sub] = kdeps
+            with r.unit():
+                deps = r.strings(subs[sub], f"general.{sub}", "python-depends")
+                if deps:
+                    backend_python[sub] = deps
+            with r.unit():
+                kdeps = _kernel_depends(r, subs[sub], f"general.{sub}")
+                if kdeps:
+                    backend_kernels[sub] = kdeps
     return dict(
         name=name, python_name=name.replace("-", "_"),
-        version=r.integer(general, "general", "version"),
-        license=r.string(general, "general", "license"),
-        upstream=_git_url(r, general, "upstream"), source=_git_url(r, general, "source"),
-        python_depends=r.strings(general, "general", "python-depends") or (),
-        kernel_depends=_kernel_depends(r, general, "general"),
-        hub_repo_id=repo_id, hub_branch=r.string(hub, "general.hub", "branch"),
-        cuda_minver=r.version(cuda, cuda_prefix, minver),
-        cuda_maxver=r.version(cuda, cuda_prefix, maxver),
+        version=r.get(lambda: r.integer(general, "general", "version")),
+        license=r.get(lambda: r.string(general, "general", "license")),
+        upstream=r.get(lambda: _git_url(r, general, "upstream")),
+        source=r.get(lambda: _git_url(r, general, "source")),
+        python_depends=r.get(lambda: r.strings(general, "general", "python-depends")) or (),
+        kernel_depends=r.get(lambda: _kernel_depends(r, general, "general")) or (),
+        hub_repo_id=repo_id,
+        hub_branch=r.get(lambda: r.string(hub, "general.hub", "branch")),
+        cuda_minver=r.get(lambda: r.version(cuda, cuda_prefix, minver)),
+        cuda_maxver=r.get(lambda: r.version(cuda, cuda_prefix, maxver)),
         backend_python_depends=backend_python, backend_kernel_depends=backend_kernels,
     )
 
 
+def _repo_id(r: _Reader, hub: Mapping[str, Any]) -> str | None:
+    repo_id = r.string(hub, "general.hub", "repo-id")
+    if repo_id is not None and not _REPO_ID_RE.match(repo_id):
+        r.fail("general.hub.repo-id", f"'{repo_id}' is not a hub repository id",
+               expected="'<org>/<name>', e.g. 'kernels-community/relu'",
+               fix='write repo-id = "<org>/<name>"')
+    return repo_id
+
+
 def _read_framework(r: _Reader, schema: _Schema, data: Mapping[str, Any],
                     general: Mapping[str, Any], declared: tuple[str, ...] | None,
-                    kernels: Mapping[str, KernelSpec]) -> dict[str, Any]:
-    """torch, noarch, universal, pyext and the noarch archs of the Manifest."""
+                    kernels: Sequence[str], *, complete: bool) -> dict[str, Any]:
+    """torch, noarch, universal, pyext and the noarch archs of the Manifest.
+
+    ``kernels`` names the ``[kernel.*]`` sections (read or not): the rules about kernel
+    sections and the framework need only to know that there are some. ``complete``:
+    the file has no unknown section, so that a framework section missing from it is
+    missing, not misspelt.
+    """
     frameworks = [s for s in ("torch", "torch-noarch", _TVM_FFI) if s in data]
-    if len(frameworks) > 1:
-        r.fail(frameworks[1], f"more than one framework section: [{'], ['.join(frameworks)}]",
-               expected="exactly one of [torch], [torch-noarch]",
-               fix=f"keep one of them and remove [{frameworks[1]}]")
-    if _TVM_FFI in data:
-        r.fail(_TVM_FFI, "tvm-ffi kernels are not supported by kernelforge",
-               expected="a [torch] or [torch-noarch] section",
-               fix="build this project with a [torch] section and torch bindings")
-    if not frameworks and schema.edition in (4, 5):
-        r.fail("torch", "no framework section",
-               expected="exactly one of [torch] (compiled kernels) or [torch-noarch] "
-                        "(pure Python / Triton)",
-               fix="add a [torch] section listing torch-ext/torch_binding.cpp, or "
-                   "[torch-noarch] for a kernel with nothing to compile")
+    with r.unit() as sections:
+        if len(frameworks) > 1:
+            r.fail(frameworks[1],
+                   f"more than one framework section: [{'], ['.join(frameworks)}]",
+                   expected="exactly one of [torch], [torch-noarch]",
+                   fix=f"keep one of them and remove [{frameworks[1]}]")
+        if _TVM_FFI in data:
+            r.fail(_TVM_FFI, "tvm-ffi kernels are not supported by kernelforge",
+                   expected="a [torch] or [torch-noarch] section",
+                   fix="build this project with a [torch] section and torch bindings")
+        if not frameworks and schema.edition in (4, 5) and complete:
+            r.fail("torch", "no framework section",
+                   expected="exactly one of [torch] (compiled kernels) or [torch-noarch] "
+                            "(pure Python / Triton)",
+                   fix="add a [torch] section listing torch-ext/torch_binding.cpp, or "
+                       "[torch-noarch] for a kernel with nothing to compile")
     universal = general.get("universal", False) if schema is _GUIDE else False
-    if not isinstance(universal, bool):
-        r.fail("general.universal", f"is {_kind(universal)}", expected="true or false",
-               fix="write universal = false (or true for a pure-Python kernel)")
-    torch = _torch(r, data["torch"], schema, declared) if "torch" in data else None
+    with r.unit() as universal_read:
+        if not isinstance(universal, bool):
+            r.fail("general.universal", f"is {_kind(universal)}", expected="true or false",
+                   fix="write universal = false (or true for a pure-Python kernel)")
+    torch: TorchSpec | None = None
+    if "torch" in data:
+        with r.unit():
+            torch = _torch(r, data["torch"], schema, declared)
     pyext = torch.pyext if torch is not None else DEFAULT_PYEXT
+    # These rules need the framework sections, `universal` and [torch] as they are meant.
+    if not (sections.failed or universal_read.failed or ("torch" in data and torch is None)
+            or ("torch" not in data and not complete)):
+        with r.unit():
+            torch = _framework_rules(r, data, universal, torch, kernels)
+    caps = rocm = None
+    if "torch-noarch" in data:
+        with r.unit():
+            table = r.known(r.table(data["torch-noarch"], "torch-noarch"), "torch-noarch",
+                            _NOARCH_KEYS)
+            pyext = r.get(lambda: r.strings(table, "torch-noarch", "pyext")) \
+                or DEFAULT_PYEXT
+            caps = r.get(lambda: _noarch_archs(r, table, "cuda-capabilities"))
+            rocm = r.get(lambda: _noarch_archs(r, table, "rocm-archs"))
+    return dict(torch=torch, noarch=torch is None, universal=universal is True, pyext=pyext,
+                noarch_cuda_capabilities=caps, noarch_rocm_archs=rocm)
+
+
+def _framework_rules(r: _Reader, data: Mapping[str, Any], universal: bool,
+                     torch: TorchSpec | None, kernels: Sequence[str]) -> TorchSpec | None:
+    """Refuse a framework that does not fit ``universal`` and the kernel sections.
+
+    Returns:
+        The [torch] section, or None where the kernel compiles nothing.
+    """
     if universal and torch is not None:
         if torch.src:
             r.fail("torch.src", "a universal kernel compiles nothing, yet [torch] lists "
@@ -528,7 +688,7 @@ def _read_framework(r: _Reader, schema: _Schema, data: Mapping[str, Any],
                    fix="set universal = false, or empty torch.src")
         torch = None
     if torch is None and kernels:
-        key = f"kernel.{next(iter(kernels))}"
+        key = f"kernel.{kernels[0]}"
         if universal:
             r.fail(key, "a universal (pure-Python) kernel cannot have kernel sections",
                    expected="no [kernel.*] sections with universal = true",
@@ -543,15 +703,7 @@ def _read_framework(r: _Reader, schema: _Schema, data: Mapping[str, Any],
                expected="a [torch] section next to the [kernel.*] sections",
                fix='add [torch] src = ["torch-ext/torch_binding.cpp", '
                    '"torch-ext/torch_binding.h"]')
-    caps = rocm = None
-    if "torch-noarch" in data:
-        table = r.table(data["torch-noarch"], "torch-noarch")
-        r.check_keys(table, "torch-noarch", _NOARCH_KEYS)
-        pyext = r.strings(table, "torch-noarch", "pyext") or DEFAULT_PYEXT
-        caps = _noarch_archs(r, table, "cuda-capabilities")
-        rocm = _noarch_archs(r, table, "rocm-archs")
-    return dict(torch=torch, noarch=torch is None, universal=universal, pyext=pyext,
-                noarch_cuda_capabilities=caps, noarch_rocm_archs=rocm)
+    return torch
 
 
 def _suggest_name(name: str) -> str:
@@ -580,31 +732,38 @@ def _kernel_depends(r: _Reader, table: Mapping[str, Any], prefix: str
                "version = N} tables", fix='write kernel-depends = [{repo-id = "org/name", '
                "version = 1}]")
     deps = []
-    for item in value:
-        item = r.table(item, key)
-        r.check_keys(item, key, ("repo-id", "version", "revision"), ("repo-id",))
-        repo_id = r.string(item, key, "repo-id") or ""
-        version, revision = r.integer(item, key, "version"), r.string(item, key, "revision")
-        if (version is None) == (revision is None):
-            r.fail(key, f"the dependency on '{repo_id}' needs exactly one of 'version' "
-                   "and 'revision'", expected="version = N or revision = \"<branch/commit>\"",
-                   fix=f'write {{repo-id = "{repo_id}", version = 1}}')
-        deps.append(KernelDependency(repo_id, version, revision))
+    for item in value:  # each dependency is checked on its own
+        with r.unit():
+            item = r.table(item, key)
+            r.check_keys(item, key, ("repo-id", "version", "revision"), ("repo-id",))
+            repo_id = r.string(item, key, "repo-id") or ""
+            version = r.integer(item, key, "version")
+            revision = r.string(item, key, "revision")
+            if (version is None) == (revision is None):
+                r.fail(key, f"the dependency on '{repo_id}' needs exactly one of 'version' "
+                       "and 'revision'",
+                       expected="version = N or revision = \"<branch/commit>\"",
+                       fix=f'write {{repo-id = "{repo_id}", version = 1}}')
+            deps.append(KernelDependency(repo_id, version, revision))
     return tuple(deps)
 
 
 def _declared_backends(r: _Reader, general: Mapping[str, Any]) -> tuple[str, ...]:
+    """``general.backends``, less the unknown backends it lists (each is collected as a
+    problem: the caller tells a complete list by the unit it reads it in)."""
     values = r.strings(general, "general", "backends") or ()
     if not values:
         r.fail("general.backends", "is empty", expected="at least one of "
                + ", ".join(BACKENDS), fix='list the backends you build, e.g. ["cuda"]')
     out: list[str] = []
     for value in values:
-        if value not in BACKENDS:
+        if value not in BACKENDS:  # each unknown backend is a problem of its own
             near = archs.closest(value, BACKENDS)
-            r.fail("general.backends", f"unknown backend '{value}'",
-                   expected="one of " + ", ".join(BACKENDS),
-                   fix=f"did you mean '{near}'?" if near else "remove it")
+            with r.unit():
+                r.fail("general.backends", f"unknown backend '{value}'",
+                       expected="one of " + ", ".join(BACKENDS),
+                       fix=f"did you mean '{near}'?" if near else "remove it")
+            continue
         if value not in out:
             out.append(value)
     return tuple(out)
@@ -651,57 +810,85 @@ def _noarch_archs(r: _Reader, table: Mapping[str, Any], key: str
 
 def _torch(r: _Reader, value: Any, schema: _Schema, declared: tuple[str, ...] | None
            ) -> TorchSpec:
+    """The [torch] section; each key is checked on its own.
+
+    Raises:
+        ManifestError: [torch] is not a table (its keys cannot be read at all).
+    """
     table = r.table(value, "torch")
     # `src` may be left out (their reader defaults it to []): the kernels' src may list the
     # binding; check_buildable refuses a backend that is left with nothing to compile.
-    r.check_keys(table, "torch", schema.torch, what=f" ({schema.label})")
+    table = r.known(table, "torch", schema.torch, what=f" ({schema.label})")
     stable = table.get("stable-abi")
     stable_abi: dict[str, str] | None = None
     if stable is not None:
-        if isinstance(stable, str):
-            ver = r.version(table, "torch", "stable-abi") or ""
-            stable_abi = {b: ver for b in declared or BACKENDS}
-        elif isinstance(stable, dict) and schema.edition == 5:
-            # A single version covers every backend; a table only the backends it names
-            # (entries for backends missing from general.backends are ignored).
-            r.check_keys(stable, "torch.stable-abi", BACKENDS)
-            stable_abi = {b: r.version(stable, "torch.stable-abi", b) or "" for b in stable
-                          if declared is None or b in declared}
-        else:
-            r.fail("torch.stable-abi", f"is {_kind(stable)}",
-                   expected='a torch version such as "2.11"' + (
-                       ' or a table {cuda = "2.11"}' if schema.edition == 5 else ""),
-                   fix='write stable-abi = "2.11"' + (
-                       "" if schema.edition == 5 else ", or move the file to edition 5 "
-                       "for per-backend versions"))
+        with r.unit():
+            if isinstance(stable, str):
+                ver = r.version(table, "torch", "stable-abi") or ""
+                stable_abi = {b: ver for b in declared or BACKENDS}
+            elif isinstance(stable, dict) and schema.edition == 5:
+                # A single version covers every backend; a table only the backends it
+                # names (entries for backends missing from general.backends are ignored).
+                stable = r.known(stable, "torch.stable-abi", BACKENDS)
+                stable_abi = {b: r.version(stable, "torch.stable-abi", b) or ""
+                              for b in stable if declared is None or b in declared}
+            else:
+                r.fail("torch.stable-abi", f"is {_kind(stable)}",
+                       expected='a torch version such as "2.11"' + (
+                           ' or a table {cuda = "2.11"}' if schema.edition == 5 else ""),
+                       fix='write stable-abi = "2.11"' + (
+                           "" if schema.edition == 5 else ", or move the file to edition 5 "
+                           "for per-backend versions"))
     return TorchSpec(
-        src=r.paths(table, "torch", "src"),
-        include=r.paths(table, "torch", "include"),
-        pyext=r.strings(table, "torch", "pyext") or DEFAULT_PYEXT,
-        minver=r.version(table, "torch", "minver"),
-        maxver=r.version(table, "torch", "maxver"),
-        cxx_flags=r.strings(table, "torch", "cxx-flags") or (),
+        src=r.get(lambda: r.paths(table, "torch", "src")) or (),
+        include=r.get(lambda: r.paths(table, "torch", "include")) or (),
+        pyext=r.get(lambda: r.strings(table, "torch", "pyext")) or DEFAULT_PYEXT,
+        minver=r.get(lambda: r.version(table, "torch", "minver")),
+        maxver=r.get(lambda: r.version(table, "torch", "maxver")),
+        cxx_flags=r.get(lambda: r.strings(table, "torch", "cxx-flags")) or (),
         stable_abi=stable_abi,
     )
 
 
 def _kernels(r: _Reader, data: Mapping[str, Any], declared: tuple[str, ...] | None
              ) -> dict[str, KernelSpec]:
+    """The ``[kernel.*]`` sections that are valid; each is checked on its own (a problem
+    of one is collected, and the next is read).
+
+    Raises:
+        ManifestError: ``kernel`` is not a table.
+    """
     section = r.table(data.get("kernel", {}), "kernel")
-    return {name: _kernel(r, name, value, declared) for name, value in section.items()}
+    kernels: dict[str, KernelSpec] = {}
+    for name, value in section.items():
+        with r.unit():
+            kernels[name] = _kernel(r, name, value, declared)
+    return kernels
 
 
 def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
             ) -> KernelSpec:
+    """One ``[kernel.NAME]`` section.
+
+    A section that is not a table, or whose backend is missing or unknown, stops at that
+    problem (its keys depend on the backend); the other problems of the section (its
+    name, its backend missing from ``general.backends`` where those are known, every
+    unknown key, each value) are collected one by one.
+
+    Raises:
+        ManifestError: the first problem that stops the section.
+    """
     prefix = f"kernel.{name}"
     if not isinstance(table, dict):
         r.fail(prefix, f"is {_kind(table)}, not a table",
                expected="kernel sections named [kernel.<name>]",
                fix="put the keys under a [kernel.<name>] header, not [kernel]")
     if not _KERNEL_NAME_RE.match(name):
-        r.fail(prefix, f"'{name}' is not a valid kernel section name",
-               expected="letters, digits, '_' and '-', not starting with a digit",
-               fix=f"rename [{prefix}], e.g. to [kernel.{_suggest_name(name).replace('-', '_')}]")
+        with r.unit():
+            r.fail(prefix, f"'{name}' is not a valid kernel section name",
+                   expected="letters, digits, '_' and '-', not starting with a digit",
+                   fix=f"rename [{prefix}], e.g. to "
+                       f"[kernel.{_suggest_name(name).replace('-', '_')}]")
     if "backend" not in table:
         r.fail(f"{prefix}.backend", "missing required key 'backend'",
                expected="one of " + ", ".join(KERNEL_BACKENDS),
@@ -713,40 +900,48 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
                expected="one of " + ", ".join(KERNEL_BACKENDS),
                fix=f"did you mean '{near}'?" if near else "use one of the listed backends")
     if declared is not None and backend not in declared:
-        r.fail(f"{prefix}.backend", f"backend '{backend}' is not in general.backends "
-               f"({', '.join(declared)})", expected="a backend listed in general.backends",
-               fix=f"add '{backend}' to general.backends, or remove [{prefix}]")
+        with r.unit():
+            r.fail(f"{prefix}.backend", f"backend '{backend}' is not in general.backends "
+                   f"({', '.join(declared)})", expected="a backend listed in general.backends",
+                   fix=f"add '{backend}' to general.backends, or remove [{prefix}]")
     allowed = _KERNEL_COMMON | _KERNEL_EXTRA[backend]
+    foreign: set[str] = set()
     for key in table:
         owner = next((b for b, keys in _KERNEL_EXTRA.items() if key in keys), None)
         if key not in allowed and owner is not None:
+            foreign.add(key)
             counterpart = _COUNTERPART.get(key)
-            r.fail(f"{prefix}.{key}", f"'{key}' applies to {owner} kernels, and this "
-                   f"kernel has backend = \"{backend}\"",
-                   expected="keys of a " + backend + " kernel: " + ", ".join(sorted(allowed)),
-                   fix=f"use '{counterpart}'" if counterpart in allowed else "remove it")
-    r.check_keys(table, prefix, allowed, ("depends", "src"), what=f" for a {backend} kernel")
-    depends = r.strings(table, prefix, "depends") or ()
+            with r.unit():
+                r.fail(f"{prefix}.{key}", f"'{key}' applies to {owner} kernels, and this "
+                       f"kernel has backend = \"{backend}\"",
+                       expected="keys of a " + backend + " kernel: "
+                                + ", ".join(sorted(allowed)),
+                       fix=f"use '{counterpart}'" if counterpart in allowed else "remove it")
+    table = r.known({k: v for k, v in table.items() if k not in foreign}, prefix, allowed,
+                    ("depends", "src"), what=f" for a {backend} kernel")
+    depends = r.get(lambda: r.strings(table, prefix, "depends")) or ()
     for dep in depends:
         if dep not in KNOWN_DEPENDS:
             # Suggest only what `kernelforge build` resolves: a name Hugging Face's
             # builder knows but kernelforge cannot resolve is refused by `check`.
             resolvable = _resolvable_depends()
             near = archs.closest(dep, resolvable)
-            r.fail(f"{prefix}.depends", f"unknown dependency '{dep}'",
-                   expected="one of " + ", ".join(KNOWN_DEPENDS) + " (kernelforge builds "
-                            "with: " + ", ".join(resolvable) + ")",
-                   fix=f"did you mean '{near}'?" if near else "remove it")
+            with r.unit():
+                r.fail(f"{prefix}.depends", f"unknown dependency '{dep}'",
+                       expected="one of " + ", ".join(KNOWN_DEPENDS) + " (kernelforge "
+                                "builds with: " + ", ".join(resolvable) + ")",
+                       fix=f"did you mean '{near}'?" if near else "remove it")
     return KernelSpec(
-        name=name, backend=backend, src=r.paths(table, prefix, "src"), depends=depends,
-        include=r.paths(table, prefix, "include"),
-        cxx_flags=r.strings(table, prefix, "cxx-flags") or (),
-        cuda_capabilities=_arch_list(r, table, prefix, "cuda-capabilities"),
-        cuda_flags=r.strings(table, prefix, "cuda-flags") or (),
-        cuda_minver=r.version(table, prefix, "cuda-minver"),
-        rocm_archs=_arch_list(r, table, prefix, "rocm-archs"),
-        hip_flags=r.strings(table, prefix, "hip-flags") or (),
-        sycl_flags=r.strings(table, prefix, "sycl-flags") or (),
+        name=name, backend=backend, depends=depends,
+        src=r.get(lambda: r.paths(table, prefix, "src")) or (),
+        include=r.get(lambda: r.paths(table, prefix, "include")) or (),
+        cxx_flags=r.get(lambda: r.strings(table, prefix, "cxx-flags")) or (),
+        cuda_capabilities=r.get(lambda: _arch_list(r, table, prefix, "cuda-capabilities")),
+        cuda_flags=r.get(lambda: r.strings(table, prefix, "cuda-flags")) or (),
+        cuda_minver=r.get(lambda: r.version(table, prefix, "cuda-minver")),
+        rocm_archs=r.get(lambda: _arch_list(r, table, prefix, "rocm-archs")),
+        hip_flags=r.get(lambda: r.strings(table, prefix, "hip-flags")) or (),
+        sycl_flags=r.get(lambda: r.strings(table, prefix, "sycl-flags")) or (),
     )
 
 
@@ -761,7 +956,8 @@ def check_project(path: str | Path) -> Manifest:
     """Load the manifest and check that the project's files are where it says.
 
     Every ``src`` file (of ``[torch]`` and each kernel) must exist, every ``include``
-    must be a directory, and ``torch-ext/<python_name>/__init__.py`` must exist.
+    must be a directory, and ``torch-ext/<python_name>/__init__.py`` must exist. The
+    files are checked only when the manifest is valid, and then all of them.
 
     Args:
         path: the project directory, or its ``build.toml``.
@@ -770,7 +966,8 @@ def check_project(path: str | Path) -> Manifest:
         The :class:`Manifest`.
 
     Raises:
-        ManifestError: naming the missing file and the key that lists it.
+        ManifestError: the problems of the manifest (see :func:`load_manifest`), or else
+            every missing file, each naming the key that lists it.
     """
     m = load_manifest(path)
     r = _Reader(m.path)
@@ -786,16 +983,20 @@ def check_project(path: str | Path) -> Manifest:
             ok = target.is_dir() if is_dir else target.is_file()
             if not ok:
                 kind = "directory" if is_dir else "file"
-                r.fail(key, f"lists '{name}', but {target} is not an existing {kind}",
-                       expected=f"a {kind} relative to {m.root}",
-                       fix=f"create {name} or remove it from {key}")
+                with r.unit():
+                    r.fail(key, f"lists '{name}', but {target} is not an existing {kind}",
+                           expected=f"a {kind} relative to {m.root}",
+                           fix=f"create {name} or remove it from {key}")
     package = m.root / "torch-ext" / m.python_name / "__init__.py"
     if not package.is_file():
-        r.fail("general.name", f"the Python package of kernel '{m.name}' is missing: "
-               f"{package} does not exist",
-               expected=f"torch-ext/{m.python_name}/__init__.py (the package is named after "
-                        "general.name, with '-' as '_')",
-               fix=f"create torch-ext/{m.python_name}/__init__.py, or correct general.name")
+        with r.unit():
+            r.fail("general.name", f"the Python package of kernel '{m.name}' is missing: "
+                   f"{package} does not exist",
+                   expected=f"torch-ext/{m.python_name}/__init__.py (the package is named "
+                            "after general.name, with '-' as '_')",
+                   fix=f"create torch-ext/{m.python_name}/__init__.py, or correct "
+                       "general.name")
+    r.done()
     return m
 
 
@@ -808,6 +1009,7 @@ def check_buildable(m: Manifest) -> list[str]:
     one the builder resolves. A dependency whose pinned package is not installed here is
     not an error (it may be installed where the project is built); it gives a note, as
     does a ``[general.hub] branch`` that publishing ignores (:func:`hub_branch_note`).
+    Every rule is checked, and the error lists each one that is broken.
 
     Args:
         m: a manifest from :func:`check_project`.
@@ -816,7 +1018,7 @@ def check_buildable(m: Manifest) -> list[str]:
         Notes for people (one line each), possibly none.
 
     Raises:
-        ManifestError: naming the key at fault and the fix.
+        ManifestError: naming the key at fault and the fix, for each broken rule.
     """
     from packaging.version import Version
 
@@ -831,11 +1033,13 @@ def check_buildable(m: Manifest) -> list[str]:
         if low and high and key == "torch":  # a torch major.minor <= maxver, as built
             low = str(torch_series(low))
         if low and high and Version(low) > Version(high):  # as the build compares them
-            r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no version "
-                   "can be built", expected=f"{key}.maxver >= {key}.minver",
-                   fix=f"raise {key}.maxver or lower {key}.minver")
+            with r.unit():
+                r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no "
+                       "version can be built", expected=f"{key}.maxver >= {key}.minver",
+                       fix=f"raise {key}.maxver or lower {key}.minver")
     notes = [note for note in (hub_branch_note(m),) if note]
     if m.noarch:
+        r.done()
         return notes
     for backend in m.backends:
         suffixes = COMPILED_SUFFIXES.get(backend)
@@ -843,31 +1047,38 @@ def check_buildable(m: Manifest) -> list[str]:
             continue  # not compiled by kernelforge: the build skips it
         kernels = m.kernels_for(backend)
         if not kernels:
-            r.fail("general.backends", f"lists '{backend}', but no [kernel.*] section has "
-                   f'backend = "{backend}", so kernelforge cannot build it',
-                   expected="a [kernel.<name>] section for every compiled backend listed",
-                   fix=f"add a [kernel.<name>] section with backend = \"{backend}\", or "
-                       f"remove '{backend}' from general.backends")
+            with r.unit():
+                r.fail("general.backends", f"lists '{backend}', but no [kernel.*] section has "
+                       f'backend = "{backend}", so kernelforge cannot build it',
+                       expected="a [kernel.<name>] section for every compiled backend listed",
+                       fix=f"add a [kernel.<name>] section with backend = \"{backend}\", or "
+                           f"remove '{backend}' from general.backends")
+            continue  # the rules below are about the backend's kernel sections
         listed = list(m.torch.src if m.torch else ()) + [s for k in kernels for s in k.src]
-        check_compiled_sources(m, kernels, suffixes)
+        with r.unit():  # a problem found for two backends is listed once
+            check_compiled_sources(m, kernels, suffixes)
         if not any(PurePosixPath(s).suffix in suffixes for s in listed):
             key = f"kernel.{kernels[0].name}.src"
-            r.fail(key, f"backend '{backend}' has nothing to compile: neither torch.src nor "
-                   f"the src of its kernels lists a {', '.join(suffixes)} file",
-                   expected="the kernel's source files in src",
-                   fix=f"list the kernel's sources in {key}")
+            with r.unit():
+                r.fail(key, f"backend '{backend}' has nothing to compile: neither torch.src "
+                       f"nor the src of its kernels lists a {', '.join(suffixes)} file",
+                       expected="the kernel's source files in src",
+                       fix=f"list the kernel's sources in {key}")
         for k in kernels:
             for dep in k.depends:
                 try:
                     resolve_dependency(dep)
                 except ToolchainError as err:
                     if dep not in BUILTIN_DEPENDS and dep not in HEADER_PACKAGES:
-                        r.fail(f"kernel.{k.name}.depends", str(err), cause=err,
-                               fix=f"use one of those, or remove '{dep}' and list a copy of "
-                                   "its headers in include")
+                        with r.unit():
+                            r.fail(f"kernel.{k.name}.depends", str(err), cause=err,
+                                   fix=f"use one of those, or remove '{dep}' and list a copy "
+                                       "of its headers in include")
+                        continue
                     note = f"kernel.{k.name}: {err}"
                     if note not in notes:
                         notes.append(note)
+    r.done()
     return notes
 
 
