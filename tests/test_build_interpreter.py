@@ -155,3 +155,43 @@ def test_build_with_a_non_python_interpreter_is_a_clean_cli_error(
     assert main(["build", str(project), "--python", "/bin/true"]) != 0
     err = capsys.readouterr().err
     assert "did not answer like a Python interpreter" in err and "Traceback" not in err
+
+
+def _noarch_project(root: Path) -> Path:
+    (root / "torch-ext" / "na").mkdir(parents=True)
+    (root / "torch-ext" / "na" / "__init__.py").write_text("")
+    (root / "build.toml").write_text(
+        '[general]\nname = "na"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
+        'backends = ["cpu"]\n\n[torch-noarch]\n')
+    return root
+
+
+def test_build_for_several_environments_goes_on_past_a_failed_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--python`` repeats: each environment is built in turn, and one that fails is
+    named, at the end too, without hiding what the others built."""
+    from kernelforge.cli import main
+
+    project = _noarch_project(tmp_path / "na")
+    assert main(["build", str(project), "--python", "/bin/true",
+                 "--python", sys.executable]) == 1
+    out, err = capsys.readouterr()
+    assert "error: --python /bin/true: " in err and "did not answer like a Python" in err
+    assert "the build failed for 1 of 2 environments: /bin/true" in err
+    assert "torch-cpu: built in" in out and (project / "build" / "torch-cpu").is_dir()
+
+
+def test_two_environments_building_one_variant_are_noted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge.cli import main
+
+    project = _noarch_project(tmp_path / "na")
+    other = tmp_path / "other" / "python"  # another path to this environment
+    other.parent.mkdir()
+    other.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    other.chmod(0o755)
+    assert main(["build", str(project), "--python", sys.executable, "--python", str(other),
+                 "--python", sys.executable]) == 0
+    out, err = capsys.readouterr()
+    assert f"note: --python {other} builds torch-cpu again" in err
+    assert out.count("torch-cpu: built in") == 2  # the repeated path is built once

@@ -20,18 +20,35 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelforge import __version__
 from kernelforge.cli_share import add_commands, hub_arg, load_signer, repo_arg
 from kernelforge.errors import KernelforgeError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.build import BuildResult
+
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from kernelforge.manifest import check_buildable, check_project
+    from kernelforge.errors import ManifestError
+    from kernelforge.manifest import check_buildable, check_project, load_manifest
 
-    m = check_project(args.path)
-    notes = check_buildable(m)
+    # A manifest with problems stops here; otherwise the missing files and the rules the
+    # build would break are reported together.
+    m = load_manifest(args.path)
+    problems: list[ManifestError] = []
+    notes: list[str] = []
+    try:
+        check_project(m.path)
+    except ManifestError as err:
+        problems.append(err)
+    try:
+        notes = check_buildable(m)
+    except ManifestError as err:
+        problems.append(err)
+    if problems:
+        raise ManifestError.combine(problems)
     kernels = ", ".join(f"{k.name} ({k.backend})" for k in m.kernels.values()) or (
         "none (noarch)" if m.noarch else "none")
     print(f"{m.path}: ok")
@@ -67,6 +84,57 @@ _UP_TO_DATE = re.compile(r"^(?P<variant>\S+): up to date$")
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    from kernelforge.errors import ManifestError
+
+    pythons = list(dict.fromkeys(args.python or [None]))
+    results: list[BuildResult] = []
+    failed: list[str] = []
+    for python in pythons:
+        try:
+            built = _build_for(args, python)
+        except ManifestError:
+            raise  # the same for every environment
+        except KernelforgeError as err:
+            if len(pythons) == 1:
+                raise
+            # One environment's failure does not hide what the others build.
+            print(f"error: --python {python}: {err}", file=sys.stderr)
+            failed.append(str(python))
+            continue
+        again = sorted({r.variant for r in built} & {r.variant for r in results})
+        if again:
+            print(f"note: --python {python} builds {', '.join(again)} again, as an "
+                  "environment before it did (the same torch and CUDA/ROCm versions); "
+                  "build/ holds this build", file=sys.stderr)
+        results += built
+    if args.arch and results:
+        from kernelforge.manifest import load_manifest
+
+        manifest = load_manifest(args.path)
+        arch = f"note: --arch {' '.join(args.arch)} had no effect"
+        if manifest.noarch:
+            print(f"{arch}: the project is noarch (nothing is compiled; its [torch-noarch] "
+                  "archs go to the metadata)", file=sys.stderr)
+        elif not any(_gpu_variant(r.variant) for r in results):
+            gpu = [b for b in manifest.backends if b in ("cuda", "rocm")]
+            if args.backend:
+                why = f"--backend {' '.join(args.backend)} builds no CUDA or ROCm variant"
+            elif not gpu:
+                why = "the project has no CUDA or ROCm kernels"
+            else:
+                why = ("no CUDA or ROCm variant was built (the skipped backends above say "
+                       "why)")
+            print(f"{arch}: {why}", file=sys.stderr)
+    if failed:
+        print(f"error: the build failed for {len(failed)} of {len(pythons)} environments: "
+              + ", ".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _build_for(args: argparse.Namespace, python: str | None) -> list[BuildResult]:
+    """``build`` for one environment (``--python``, or this one), printing its progress
+    and a line per variant."""
     from kernelforge.build import build_project
 
     held: list[str] = []
@@ -88,7 +156,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
             force=args.force,
             verbose=args.verbose,
             progress=progress,
-            python=args.python,
+            python=python,
         )
     except BaseException:
         for line in held:
@@ -104,25 +172,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
             print(f"{r.variant}: up to date -> {r.path}")
         else:
             print(f"{r.variant}: built in {r.seconds:.1f}s -> {r.path}")
-    if args.arch and results:
-        from kernelforge.manifest import load_manifest
-
-        manifest = load_manifest(args.path)
-        arch = f"note: --arch {' '.join(args.arch)} had no effect"
-        if manifest.noarch:
-            print(f"{arch}: the project is noarch (nothing is compiled; its [torch-noarch] "
-                  "archs go to the metadata)", file=sys.stderr)
-        elif not any(_gpu_variant(r.variant) for r in results):
-            gpu = [b for b in manifest.backends if b in ("cuda", "rocm")]
-            if args.backend:
-                why = f"--backend {' '.join(args.backend)} builds no CUDA or ROCm variant"
-            elif not gpu:
-                why = "the project has no CUDA or ROCm kernels"
-            else:
-                why = ("no CUDA or ROCm variant was built (the skipped backends above say "
-                       "why)")
-            print(f"{arch}: {why}", file=sys.stderr)
-    return 0
+    return results
 
 
 def _gpu_variant(name: str) -> bool:
@@ -357,9 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "reuses unchanged object files; delete .kernelforge/ for a build "
                         "from scratch)")
     p.add_argument("-v", "--verbose", action="store_true", help="show every compiler line")
-    p.add_argument("--python", metavar="PATH",
+    p.add_argument("--python", metavar="PATH", action="append",
                    help="build for the torch installed in another Python environment "
-                        "(the path of its python), e.g. another torch or CUDA version")
+                        "(the path of its python), e.g. another torch or CUDA version; "
+                        "repeatable: one build after another, each environment's variants "
+                        "side by side in build/")
     p.set_defaults(func=_cmd_build)
 
     hub_help = ("hub directory, or 'hf' for the Hugging Face Hub (default: $KERNELFORGE_HUB "
