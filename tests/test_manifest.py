@@ -127,7 +127,7 @@ BAD = [
      "fix: add 'rocm' to general.backends"),
     ("bad-cuda-capability",
      replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
-             'cuda-capabilities = ["8.0", "99999.0"]\n'),
+             'cuda-capabilities = ["99999.0"]\n'),
      "kernel.relu.cuda-capabilities", "unknown CUDA capability '99999\\.0'.*valid: .*9\\.0"
      ".*expected CUDA capabilities such as"),
     ("sm-style-capability",
@@ -732,3 +732,56 @@ def test_combined_errors_are_flattened_and_listed_once():
     assert str(both) == ("b.toml: 2 problems:\n"
                          "  - key 'a': is wrong; expected right; fix: fix it\n"
                          "  - cannot read it")
+
+
+def test_an_unknown_architecture_beside_known_ones_is_left_out_with_a_note(tmp_path):
+    """As Hugging Face's builder builds the architectures of a list it knows (dropping
+    the others without a word), a well-formed unknown one is left out, and said; a list
+    of unknown ones only, or a malformed one, stays an error."""
+    text = replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
+                   'cuda-capabilities = ["9.0", "11.8", "12.0"]\n')
+    text += 'rocm-archs = ["gfx942", "gfx99999"]\n'
+    m = load_manifest(write(tmp_path, text))
+    assert m.kernels["relu"].cuda_capabilities == ("9.0", "12.0")
+    assert m.kernels["relu_rocm"].rocm_archs == ("gfx942",)
+    assert len(m.notes) == 2
+    assert m.notes[0].startswith("kernel.relu.cuda-capabilities: unknown CUDA capability "
+                                 "'11.8'") and "it is left out" in m.notes[0]
+    assert "fix: remove it from the list" in m.notes[0]
+    assert "unknown ROCm arch 'gfx99999'" in m.notes[1]
+    malformed = replace(text, '"11.8"', '"sm_118"')
+    with pytest.raises(ManifestError, match="kernel.relu.cuda-capabilities"):
+        load_manifest(write(tmp_path, malformed))
+    assert load_manifest(write(tmp_path, GOOD5)).notes == ()
+
+
+def test_check_names_each_dependency_once_and_the_backends_it_does_not_build(
+        tmp_path, monkeypatch):
+    from kernelforge.build import toolchain
+    from kernelforge.errors import ToolchainError
+    from kernelforge.manifest import check_buildable
+
+    dep = sorted(toolchain.HEADER_PACKAGES)[0]
+
+    def missing(name):
+        raise ToolchainError(f"{name} needs headers that are not installed here")
+
+    monkeypatch.setattr(toolchain, "resolve_dependency", missing)
+    root = tmp_path / "p"
+    (root / "torch-ext" / "relu").mkdir(parents=True)
+    (root / "torch-ext" / "relu" / "__init__.py").write_text("")
+    (root / "relu_cuda").mkdir()
+    (root / "relu_cuda" / "relu.cu").write_text("")
+    (root / "torch-ext" / "torch_binding.cpp").write_text("")
+    (root / "torch-ext" / "torch_binding.h").write_text("")
+    text = replace(GOOD5, '"cpu", "cuda", "rocm"', '"cuda", "metal", "xpu"')
+    text = text[:text.index("[kernel.relu_rocm]")].replace(
+        'depends = ["torch"]', f'depends = ["torch", "{dep}"]')
+    text += (f'[kernel.second]\nbackend = "cuda"\ndepends = ["{dep}"]\n'
+             'src = ["relu_cuda/relu.cu"]\n')
+    (root / "build.toml").write_text(text)
+    notes = check_buildable(check_project(root))
+    assert ("general.backends lists metal, xpu, which kernelforge checks but does not "
+            "build: 'kernelforge build' skips them") in notes
+    assert [n for n in notes if dep in n] == [
+        f"kernel.relu, kernel.second: {dep} needs headers that are not installed here"]

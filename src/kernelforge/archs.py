@@ -105,7 +105,13 @@ KNOWN_ROCM_ARCHS: frozenset[str] = frozenset(ROCM_ARCHS) | {
 }
 
 _CAP_RE = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
+_ROCM_RE = re.compile(r"^gfx[0-9a-f]+$")
 _SM_RE = re.compile(r"^(?:sm|compute)_?(\d+)(\d)([af]?)$", re.IGNORECASE)
+
+
+class UnknownArchError(ValueError):
+    """A well-formed CUDA capability or ROCm arch that does not exist (``"11.8"``,
+    ``"gfx99999"``), as opposed to a malformed one (``"sm_90"``)."""
 
 
 def closest(word: str, candidates: Iterable[str]) -> str | None:
@@ -147,7 +153,8 @@ class CudaCapability:
 
         Raises:
             ValueError: naming the value and listing the valid capabilities when it is
-                malformed or not a capability kernelforge knows.
+                malformed; :class:`UnknownArchError` when it is well formed but not a
+                capability kernelforge knows.
         """
         if not isinstance(text, str):
             raise ValueError(
@@ -168,12 +175,12 @@ class CudaCapability:
         if base not in _CUDA_BASE:
             near = closest(base, CUDA_CAPABILITIES)
             hint = f" (did you mean '{near}'?)" if near else ""
-            raise ValueError(
+            raise UnknownArchError(
                 f"unknown CUDA capability '{text}'{hint}; valid: {_valid_capability_list()}"
             )
         if suffix and base not in _SUFFIX_TABLES[suffix]:
             with_suffix = ", ".join(f"{b}{suffix}" for b in _SUFFIX_TABLES[suffix])
-            raise ValueError(
+            raise UnknownArchError(
                 f"CUDA capability '{text}' does not exist: the '{suffix}' suffix is valid "
                 f"only for {with_suffix}"
             )
@@ -303,13 +310,16 @@ def parse_rocm_arch(arch: str) -> str:
     """Return ``arch`` if it is a known ROCm arch.
 
     Raises:
-        ValueError: naming the value, the likely intended arch and the valid ones.
+        ValueError: naming the value, the likely intended arch and the valid ones;
+            :class:`UnknownArchError` for one written as an arch (``gfx`` and hex
+            digits) that does not exist.
     """
     if is_known_rocm_arch(arch):
         return arch
     near = closest(str(arch), sorted(KNOWN_ROCM_ARCHS))
     hint = f" (did you mean '{near}'?)" if near else ""
-    raise ValueError(
+    error = UnknownArchError if isinstance(arch, str) and _ROCM_RE.match(arch) else ValueError
+    raise error(
         f"unknown ROCm arch '{arch}'{hint}; valid: {', '.join(sorted_rocm_archs())}"
     )
 

@@ -248,6 +248,9 @@ class Manifest:
     backend_python_depends: dict[str, tuple[str, ...]] = field(default_factory=dict)
     backend_kernel_depends: dict[str, tuple[KernelDependency, ...]] = field(
         default_factory=dict)
+    #: What reading the manifest found worth saying that is not a problem (an unknown
+    #: architecture left out of a list that has known ones), one line each.
+    notes: tuple[str, ...] = ()
 
     def kernels_for(self, backend: str) -> tuple[KernelSpec, ...]:
         """The kernel sections with ``backend = <backend>``, in file order."""
@@ -279,6 +282,8 @@ class _Reader:
         self.file = file
         #: The problems collected so far, in the order they were found.
         self.errors: list[ManifestError] = []
+        #: What is not a problem but should be said (one line each).
+        self.notes: list[str] = []
 
     def fail(self, key: str | None, problem: str, expected: str | None = None,
              fix: str | None = None, cause: Exception | None = None) -> NoReturn:
@@ -554,7 +559,7 @@ def load_manifest(path: str | Path) -> Manifest:
                            "[kernel.<name>] sections")
     r.done()
     return Manifest(path=file, root=file.parent, edition=schema.edition, backends=backends,
-                    kernels=kernels, **fields)
+                    kernels=kernels, notes=tuple(r.notes), **fields)
 
 
 def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> dict[str, Any]:
@@ -786,14 +791,26 @@ def _arch_list(r: _Reader, table: Mapping[str, Any], prefix: str, key: str
         r.fail(f"{prefix}.{key}", "is an empty list, which builds nothing",
                expected=f"at least one {what}", fix="remove the key to use the default list")
     out: list[str] = []
+    unknown: list[archs.UnknownArchError] = []
     for value in values:
         try:
             parsed = parse(value)
+        except archs.UnknownArchError as err:
+            unknown.append(err)  # left out below, unless nothing else is left
+            continue
         except ValueError as err:
             r.fail(f"{prefix}.{key}", str(err), expected=f"{plural} such as {example}",
                    fix="use one of the listed values", cause=err)
         if parsed not in out:
             out.append(parsed)
+    if unknown and not out:
+        r.fail(f"{prefix}.{key}", str(unknown[0]), expected=f"{plural} such as {example}",
+               fix="use one of the listed values", cause=unknown[0])
+    # Hugging Face's builder builds the architectures of a list it knows and drops the
+    # others without a word; kernelforge drops them too, saying so.
+    r.notes.extend(f"{prefix}.{key}: {err}; it is left out, and the build is for the "
+                   f"others ({', '.join(out)}); fix: remove it from the list"
+                   for err in unknown)
     return tuple(out)
 
 
@@ -1037,14 +1054,22 @@ def check_buildable(m: Manifest) -> list[str]:
                 r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no "
                        "version can be built", expected=f"{key}.maxver >= {key}.minver",
                        fix=f"raise {key}.maxver or lower {key}.minver")
-    notes = [note for note in (hub_branch_note(m),) if note]
+    notes = [*m.notes, *(note for note in (hub_branch_note(m),) if note)]
     if m.noarch:
         r.done()
         return notes
+    skipped = [b for b in m.backends if b not in COMPILED_SUFFIXES]
+    if skipped:
+        notes.append(f"general.backends lists {', '.join(skipped)}, which kernelforge checks "
+                     "but does not build: 'kernelforge build' skips "
+                     + ("them" if len(skipped) > 1 else "it")
+                     + ("" if len(skipped) < len(m.backends) else
+                        ", so it builds nothing for this project"))
+    needs: dict[str, tuple[list[str], str]] = {}  # dependency -> (kernels, why)
     for backend in m.backends:
         suffixes = COMPILED_SUFFIXES.get(backend)
         if suffixes is None:
-            continue  # not compiled by kernelforge: the build skips it
+            continue  # not compiled by kernelforge: the build skips it (noted above)
         kernels = m.kernels_for(backend)
         if not kernels:
             with r.unit():
@@ -1075,9 +1100,10 @@ def check_buildable(m: Manifest) -> list[str]:
                                    fix=f"use one of those, or remove '{dep}' and list a copy "
                                        "of its headers in include")
                         continue
-                    note = f"kernel.{k.name}: {err}"
-                    if note not in notes:
-                        notes.append(note)
+                    named, _why = needs.setdefault(dep, ([], str(err)))
+                    if f"kernel.{k.name}" not in named:
+                        named.append(f"kernel.{k.name}")
+    notes += [f"{', '.join(named)}: {why}" for named, why in needs.values()]  # once each
     r.done()
     return notes
 

@@ -406,7 +406,7 @@ def build_project(
         note = _stable_abi_note(manifest, backend)
         if note:
             progress(f"note: {note}")
-    for note in (hub_branch_note(manifest), _unshipped_note(manifest)):
+    for note in (*manifest.notes, hub_branch_note(manifest), _unshipped_note(manifest)):
         if note:
             progress(f"note: {note}")
     for line in recover_leftovers(out):
