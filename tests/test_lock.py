@@ -14,7 +14,7 @@ from kf_testutil import write_metadata
 from kernelforge import loader, signing, trust
 from kernelforge import lock as lock_module
 from kernelforge.cli import main
-from kernelforge.errors import HubError, IntegrityError, LockError, TrustError
+from kernelforge.errors import HubError, IntegrityError, LockError, TrustError, VariantNotFoundError
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
 from kernelforge.lock import (
@@ -828,3 +828,352 @@ def test_a_project_kernel_shadowed_by_a_dependency_in_the_kernels_lock_is_said(
     locks, dep = get_locked_kernel_revision(OTHER, result.hf_path)
     assert locks[dep].commit == v1 == read_lock(result.hf_path).require(OTHER).commit
     assert read_lock(result.path).require(OTHER).commit == v2
+
+
+# --- one repository, one spelling ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ('[tool.kernelforge.dependencies]\n"Org/Relu" = 1\n"org/relu" = 1\n',
+     r"both in \[tool.kernelforge.dependencies\]"),
+    ('[tool.kernelforge.dependencies]\n"Org/Relu" = 1\n"org/relu" = 2\n',
+     r"both in \[tool.kernelforge.dependencies\]"),
+    ('[tool.kernelforge.dependencies]\n"Org/Relu" = 1\n[tool.kernels.dependencies]\n'
+     '"org/relu" = 1\n', r"in \[tool.kernelforge.dependencies\] and \[tool.kernels.dependencies\]"),
+    ('[tool.kernelforge.dependencies]\n"Org/Relu" = 1\n[tool.kernels.dependencies]\n'
+     '"org/relu" = 2\n', r"in \[tool.kernelforge.dependencies\] and \[tool.kernels.dependencies\]"),
+])
+def test_two_spellings_of_one_repository_are_refused(tmp_path: Path, text: str,
+                                                     where: str) -> None:
+    """Repository ids ignore case: two spellings are one kernel listed twice, whether
+    their requirements agree or not, in one table or across both."""
+    root = project(tmp_path, text)
+    with pytest.raises(LockError, match=rf"pyproject.toml: 'Org/Relu' and 'org/relu' \({where}\) "
+                                        r"name one repository .*; keep one of them"):
+        read_requirements(root)
+    with pytest.raises(LockError, match="name one repository"):
+        lock_project(root)
+    assert not (root / "kernelforge.lock").exists()
+
+
+def test_a_kernelforge_lock_with_two_spellings_of_one_repository_is_refused(
+    tmp_path: Path
+) -> None:
+    entry = {"commit": "1" * 40, "variants": {"torch-cpu": {"files": {"metadata.json": "x"}}}}
+    lock = tmp_path / "kernelforge.lock"
+    lock.write_text(json.dumps({"format": "kernelforge-lock/1",
+                                "kernels": {REPO: entry, REPO.upper(): entry}}))
+    with pytest.raises(LockError, match=rf"{lock}: 'kernels' lists {REPO!r} and "
+                                        rf"{REPO.upper()!r}, which name one repository .*"
+                                        r"run 'kernelforge lock' again"):
+        read_lock(lock)
+
+
+# --- a redirected kernel and Hugging Face's kernels.lock -------------------------------------
+
+
+def test_a_redirected_kernel_is_left_out_of_kernels_lock_with_a_warning(
+    tmp_path: Path, env, caplog
+) -> None:
+    """kernels.lock can only pin a commit of the repository it names, and Hugging Face's
+    loader follows no redirect: the destination's commit under the original id would
+    name a commit that repository lacks. The entry is left out (their loader says it is
+    not locked) with a warning naming the destination; kernelforge.lock keeps the
+    redirect and loads it."""
+    hub = LocalHub(env["hub"])
+    commit, module_id = publish(hub, OTHER, tmp_path / "new")
+    hub.set_status(REPO, f'kind = "redirect"\ndestination = "{OTHER}"\n')
+    root = project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n')
+    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
+        result = lock_project(root, hub=hub)
+    assert result.hf_path is not None
+    assert json.loads(result.hf_path.read_text()) == []
+    [said] = [r for r in caplog.records if r.name == "kernelforge.lock"]
+    assert said.levelno == logging.WARNING
+    assert (f"kernels.lock: {REPO} is redirected to {OTHER} (kernel-status.toml)"
+            in said.getMessage())
+    assert f"leaves {REPO} version 1 out" in said.getMessage()
+    assert (f"Depend on {OTHER} instead (list it in [tool.kernels.dependencies] in place of "
+            f"{REPO})" in said.getMessage())
+    entry = read_lock(result.path).require(REPO)
+    assert (entry.repo, entry.commit) == (OTHER, commit)
+    assert loader.get_locked_kernel(REPO, lockfile=result.path, hub=hub).__name__ == module_id
+    kernels_locking = pytest.importorskip("kernels.locking")
+    with pytest.raises(ValueError, match=f"Kernel `{REPO}` is not locked"):
+        kernels_locking.get_locked_kernel_revision(REPO, result.hf_path)
+
+
+def test_a_redirected_dependency_is_left_out_of_kernels_lock_with_a_warning(
+    tmp_path: Path, env, caplog
+) -> None:
+    hub = LocalHub(env["hub"])
+    publish(hub, LEAF, tmp_path / "new")
+    hub.set_status(OTHER, f'kind = "redirect"\ndestination = "{LEAF}"\n')
+    main_commit, _ = publish_needing(hub, REPO, tmp_path / "main",
+                                     [{"repo-id": OTHER, "version": 1}], "VALUE = 1\n")
+    root = project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n')
+    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
+        result = lock_project(root, hub=hub)
+    assert result.hf_path is not None
+    assert json.loads(result.hf_path.read_text()) == [
+        {"dependency": {"repo-id": REPO, "version": 1}, "lock": {"commit": main_commit}}]
+    said = [r.getMessage() for r in caplog.records if r.name == "kernelforge.lock"]
+    assert len(said) == 1  # once, though both variants list it
+    assert f"{OTHER} is redirected to {LEAF}" in said[0]
+    assert (f"It is a kernel-depends entry of {REPO}'s kernels: ask their publisher to depend "
+            f"on {LEAF} instead." in said[0])
+    assert read_lock(result.path).require(REPO).depends[(OTHER, 1, None)].repo == LEAF
+
+
+# --- downloading a kernels.lock: its dependencies this system does not use ------------------
+
+
+def test_download_of_a_kernels_lock_skips_a_dependency_no_variant_here_uses(
+    tmp_path: Path, env, caplog
+) -> None:
+    """REPO's CUDA variant needs OTHER, which has CUDA builds only; on a CPU-only system
+    the load takes REPO's CPU variant and never OTHER. kernels.lock lists OTHER beside
+    REPO (a flat list): download fetches what a load here uses and says it skips OTHER.
+    A kernel no other entry lists, and one a chosen variant needs, still fail."""
+    hub = LocalHub(env["hub"])
+    make_variant(tmp_path / "act", "torch-cuda", module_id=uid("cuda"))  # CUDA builds only
+    hub.publish(OTHER, tmp_path / "act", version=1)
+    make_variant(tmp_path / "relu", "torch-cpu", module_id=uid("cpu"))
+    cuda = make_variant(tmp_path / "relu", "torch-cuda", module_id=uid("cuda"))
+    meta = json.loads((cuda / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": OTHER, "version": 1}]
+    (cuda / "metadata.json").write_text(json.dumps(meta))
+    hub.publish(REPO, tmp_path / "relu", version=1)
+    result = lock_project(project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n'),
+                          hub=hub)
+    assert result.hf_path is not None
+    assert [e["dependency"]["repo-id"] for e in json.loads(result.hf_path.read_text())] == [
+        OTHER, REPO]
+    with caplog.at_level(logging.INFO, logger="kernelforge.lock"):
+        got = download_locked(result.hf_path, hub=hub)
+    assert [(r, v) for r, v, _ in got] == [(REPO, "torch-cpu")]
+    [said] = [r for r in caplog.records if "is not fetched" in r.getMessage()]
+    assert said.levelno == logging.INFO
+    assert (f"{OTHER} version 1 is not fetched: no build variant of it fits this system, and "
+            f"it is only a kernel-depends entry of {REPO} (variant torch-cuda), which a load "
+            "here does not use" in said.getMessage())
+    assert [v for _, v, _ in download_locked(result.hf_path, hub=hub, all_variants=True)] == [
+        "torch-cuda", "torch-cpu", "torch-cuda"]  # every variant: OTHER's too
+    # a kernel that no other entry lists has no variant here: as before, that fails
+    alone = tmp_path / "alone.lock"
+    alone.write_text(json.dumps([json.loads(result.hf_path.read_text())[0]]))
+    with pytest.raises(VariantNotFoundError, match=f"no build variant of {OTHER}"):
+        download_locked(alone, hub=hub)
+    # nor is the dependency skipped when the variant a load here chooses needs it
+    third = "kernels-test/third"
+    vdir = make_variant(tmp_path / "third", "torch-cpu", module_id=uid("third"))
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": OTHER, "version": 1}]
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    hub.publish(third, tmp_path / "third", version=1)
+    (tmp_path / "p3").mkdir()
+    needs = lock_project(project(tmp_path / "p3",
+                                 f'[tool.kernels.dependencies]\n"{third}" = 1\n'), hub=hub)
+    assert needs.hf_path is not None
+    with pytest.raises(VariantNotFoundError, match=f"no build variant of {OTHER}"):
+        download_locked(needs.hf_path, hub=hub)
+
+
+# --- malformed lock files name the file, the kernel and the field --------------------------
+
+
+def _valid_entry() -> dict:
+    return {"requested": {"version": 1}, "hub": "local", "repo": REPO, "branch": "v1",
+            "commit": "1" * 40,
+            "variants": {"torch-cpu": {"files": {"metadata.json": "x"}, "signer": None}}}
+
+
+def _with(path: list, value: object) -> dict:
+    doc = _valid_entry()
+    node: dict = doc
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize(("kernels", "problem"), [
+    ({"bad key": _valid_entry()},
+     r"kernel 'bad key': the key must be a repository id 'org/name'"),
+    ({REPO: _with(["repo"], "org/relu/extra")},
+     rf"kernel {REPO!r}: 'repo' must be a repository id 'org/name', got 'org/relu/extra'"),
+    ({REPO: _with(["repo"], 5)}, rf"kernel {REPO!r}: 'repo' must be a repository id"),
+    ({REPO: _with(["variants", "torch-cpu", "files", "helper.py"], None)},
+     rf"kernel {REPO!r}: variant 'torch-cpu': 'files': the digest of 'helper.py' must be a "
+     "base64 sha256 string, got None"),
+    ({REPO: _with(["variants", "torch-cpu", "files", "metadata.json"], {"a": 1})},
+     r"'files': the digest of 'metadata.json' must be a base64 sha256 string"),
+    ({REPO: _with(["variants", "torch-cpu", "signer"], 5)},
+     r"variant 'torch-cpu': 'signer' must be a string or null, got 5"),
+    ({REPO: _with(["branch"], 5)}, r"'branch' must be a string or null, got 5"),
+    ({REPO: _with(["requested"], 5)}, r"'requested' must be an object.*got 5"),
+    ({REPO: {**_valid_entry(), "depends": [{**_valid_entry(), "repo": "x",
+                                            "requested": {"repo-id": OTHER, "version": 1}}]}},
+     rf"depends\[0\] \({OTHER} version 1\): 'repo' must be a repository id"),
+])
+def test_a_malformed_lock_entry_names_file_kernel_and_field(
+    tmp_path: Path, kernels: dict, problem: str
+) -> None:
+    lock = tmp_path / "kernelforge.lock"
+    lock.write_text(json.dumps({"format": "kernelforge-lock/1", "kernels": kernels}))
+    with pytest.raises(LockError, match=problem) as info:
+        read_lock(lock)
+    assert str(info.value).startswith(f"{lock}: kernel ")
+    assert str(info.value).endswith("run 'kernelforge lock' again to rewrite the file")
+
+
+@pytest.mark.parametrize(("dependency", "problem"), [
+    ({"repo-id": "org relu", "version": 1},
+     r"entry 0 \(kernel 'org relu'\): 'dependency.repo-id' must be a repository id 'org/name'"),
+    ({"repo-id": REPO}, r"'dependency': needs exactly one of 'version' or 'revision'"),
+    ({"repo-id": REPO, "version": 1, "revision": "v1"}, r"'dependency': needs exactly one"),
+])
+def test_a_malformed_kernels_lock_entry_names_file_kernel_and_field(
+    tmp_path: Path, dependency: dict, problem: str
+) -> None:
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": dependency, "lock": {"commit": "1" * 40}}]))
+    with pytest.raises(LockError, match=problem) as info:
+        read_lock(lock)
+    assert str(info.value).startswith(f"{lock}: entry 0 ")
+    assert "run 'kernelforge lock' (or 'kernels lock') again" in str(info.value)
+
+
+def test_a_kernels_lock_entry_with_a_version_range_is_kept_by_name(tmp_path: Path) -> None:
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": ">=1"},
+                                 "lock": {"commit": "1" * 40}}]))
+    assert read_lock(lock).require(REPO).commit == "1" * 40
+
+
+def test_the_cli_reports_a_malformed_lock_file_without_a_traceback(
+    tmp_path: Path, capsys
+) -> None:
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "kernelforge.lock").write_text(json.dumps(
+        {"format": "kernelforge-lock/1", "kernels": {REPO: _with(["repo"], "org/relu/extra")}}))
+    hfbad = tmp_path / "hfbad"
+    hfbad.mkdir()
+    (hfbad / "kernels.lock").write_text(json.dumps(
+        [{"dependency": {"repo-id": "org relu", "version": 1}, "lock": {"commit": "1" * 40}}]))
+    for argv, file in [(["download", str(bad)], bad / "kernelforge.lock"),
+                       (["download", str(hfbad)], hfbad / "kernels.lock"),
+                       (["info", REPO, "--lock", str(bad / "kernelforge.lock")],
+                        bad / "kernelforge.lock")]:
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {file}: ") and "Traceback" not in err
+        assert "run 'kernelforge lock'" in err
+
+
+# --- writing the lock files ------------------------------------------------------------------
+
+
+def _locked_project(tmp_path: Path, env) -> tuple[LocalHub, Path]:
+    """A local hub holding REPO, and a project listing it in Hugging Face's table (so both
+    lock files are written)."""
+    hub = LocalHub(env["hub"])
+    publish(hub, REPO, tmp_path / "v1")
+    return hub, project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n')
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_a_lock_file_that_cannot_be_written_changes_nothing(
+    tmp_path: Path, env, capsys
+) -> None:
+    hub, root = _locked_project(tmp_path, env)
+    (root / "kernelforge.lock").write_text("old\n")
+    (root / "kernels.lock").mkdir()  # in the way of the second file
+    with pytest.raises(LockError, match=rf"^{root / 'kernels.lock'}: cannot write the lock file "
+                                        r"\(a directory is in the way\); nothing was changed$"):
+        lock_project(root, hub=hub)
+    assert (root / "kernelforge.lock").read_text() == "old\n"
+    assert _leftovers(root) == []
+    assert main(["lock", str(root), "--hub", str(env["hub"])]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {root / 'kernels.lock'}: cannot write")
+    assert "Traceback" not in err
+    assert (root / "kernelforge.lock").read_text() == "old\n"
+
+
+def test_a_failed_rename_puts_the_first_lock_file_back(
+    tmp_path: Path, env, monkeypatch
+) -> None:
+    import errno
+    import os
+
+    hub, root = _locked_project(tmp_path, env)
+    (root / "kernelforge.lock").write_text("old\n")
+    (root / "kernelforge.lock").chmod(0o640)
+    replace = os.replace
+    calls: list[str] = []
+
+    def failing(src, dst, **kw):
+        calls.append(Path(dst).name)
+        if Path(dst).name == "kernels.lock":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return replace(src, dst, **kw)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(LockError, match=rf"^{root / 'kernels.lock'}: cannot write the lock file "
+                                        r"\(No space left on device\); nothing was changed$"):
+        lock_project(root, hub=hub)
+    assert calls == ["kernelforge.lock", "kernels.lock", "kernelforge.lock"]  # renamed back
+    assert (root / "kernelforge.lock").read_text() == "old\n"
+    assert (root / "kernelforge.lock").stat().st_mode & 0o777 == 0o640
+    assert _leftovers(root) == []
+
+    # when putting it back fails too, the message says which file was updated
+    def broken(src, dst, **kw):
+        calls.append(Path(dst).name)
+        if Path(dst).name == "kernels.lock":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        if calls[-2:] == ["kernels.lock", "kernelforge.lock"]:  # the rename putting it back
+            raise OSError(errno.EIO, "Input/output error")
+        return replace(src, dst, **kw)
+
+    calls.clear()
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(LockError, match=rf"{root / 'kernelforge.lock'} was updated and could "
+                                        r"not be put back \(Input/output error\), so it "
+                                        rf"disagrees with {root / 'kernels.lock'}: run "
+                                        "'kernelforge lock' again"):
+        lock_project(root, hub=hub)
+    assert json.loads((root / "kernelforge.lock").read_text())["format"] == "kernelforge-lock/1"
+    assert _leftovers(root) == []
+
+
+def test_a_lock_file_keeps_its_mode_and_its_link(tmp_path: Path, env) -> None:
+    import os
+
+    hub, root = _locked_project(tmp_path, env)
+    old_umask = os.umask(0o022)
+    try:
+        lock_project(root, hub=hub)
+        assert (root / "kernelforge.lock").stat().st_mode & 0o777 == 0o644  # a new file
+        (root / "kernelforge.lock").chmod(0o664)
+        lock_project(root, hub=hub)
+        assert (root / "kernelforge.lock").stat().st_mode & 0o777 == 0o664
+    finally:
+        os.umask(old_umask)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "kernels.lock").write_text("[]\n")
+    (root / "kernels.lock").unlink()
+    (root / "kernels.lock").symlink_to(shared / "kernels.lock")
+    result = lock_project(root, hub=hub)
+    assert (root / "kernels.lock").is_symlink()
+    assert [e["dependency"]["repo-id"]
+            for e in json.loads((shared / "kernels.lock").read_text())] == [REPO]
+    assert read_lock(result.hf_path).require(REPO).commit == read_lock(result.path).require(
+        REPO).commit
+    assert _leftovers(root) == [] and _leftovers(shared) == []

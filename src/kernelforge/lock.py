@@ -40,7 +40,10 @@ When the project uses ``[tool.kernels.dependencies]`` it also writes Hugging Fac
 ``kernels.lock`` (commit only; their reader rejects unknown fields, hence two files), so
 their loader keeps working: one entry per kernel, then one per ``kernel-depends``
 request the kernels pin (their loader resolves a dependency by its exact request in the
-same flat list). Both formats are read: a ``kernels.lock`` pins commits, and the files
+same flat list). It can only pin a commit of the repository it names, and their loader
+follows no ``kernel-status.toml`` redirect: a redirected kernel is left out of it, with a
+warning that names the destination to depend on instead (``kernelforge.lock`` pins the
+redirect). Both formats are read: a ``kernels.lock`` pins commits, and the files
 are checked against their metadata only; each of its entries also pins the same
 ``kernel-depends`` request of any kernel it lists. It records no hub, so with no
 ``hub=`` a load (or download) takes each kernel from the local hub when that holds the
@@ -244,8 +247,14 @@ class LockFile:
     def require(self, repo_id: str) -> LockedKernel:
         """The entry for ``repo_id`` (spelled in any case, as the hubs resolve ids).
 
+        A ``kernelforge.lock`` lists each repository under one spelling (:func:`read_lock`
+        refuses two). A ``kernels.lock`` may list two spellings (a kernel and another's
+        ``kernel-depends`` request): the exact one is taken, as Hugging Face's loader
+        takes it, and another spelling of the id is refused as ambiguous.
+
         Raises:
-            LockError: the lock does not list it (names the file and the fix).
+            LockError: the lock does not list it, or lists it under several spellings
+                none of which is ``repo_id`` (names the file and the fix).
         """
         try:
             return self.kernels[repo_id]
@@ -363,16 +372,22 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
             raise LockError(f"{path}: [{table}] must be a table of 'org/name' = version")
         for repo_id, value in node.items():
             req = _parse_spec(repo_id, value, table, path)
-            other = found.get(repo_id)
+            other = found.get(repo_id.lower())  # ids ignore case, as the hubs resolve them
+            if other is not None and other.repo_id != repo_id:
+                where = (f"both in [{table}]" if other.table == table
+                         else f"in [{other.table}] and [{table}]")
+                raise LockError(f"{path}: {other.repo_id!r} and {repo_id!r} ({where}) name "
+                                "one repository (repository ids ignore case); keep one of "
+                                "them")
             if other is not None and other.to_json() != req.to_json():
                 raise LockError(f"{path}: {repo_id} is listed in [{other.table}] as "
                                 f"{other.to_json()} and in [{table}] as {req.to_json()}; "
                                 "keep one")
-            found[repo_id] = req
+            found[repo_id.lower()] = req
     if not found:
         raise LockError(f"{path}: no kernel dependencies; add a [{_TABLES[0]}] table, e.g. "
                         '"kernels-community/relu" = 1')
-    return [found[k] for k in sorted(found)]
+    return sorted(found.values(), key=lambda r: r.repo_id)
 
 
 # --- reading and writing lock files -------------------------------------------------------
@@ -386,10 +401,29 @@ def _kernel_from_json(repo_id: str, doc: Any, path: Path, where: str | None = No
         return LockError(f"{path}: {where or f'kernel {repo_id!r}'}: {problem}; run "
                          "'kernelforge lock' again to rewrite the file")
 
+    def optional_str(value: Any, field: str) -> str | None:
+        if value is not None and not isinstance(value, str):
+            raise bad(f"{field} must be a string or null, got {value!r}")
+        return value
+
+    if not nested:
+        try:
+            validate_repo_id(repo_id)
+        except ValueError:
+            raise bad("the key must be a repository id 'org/name' (letters, digits, '.', "
+                      "'_' and '-')") from None
     if not isinstance(doc, dict):
         raise bad("expected an object")
     if not is_commit(doc.get("commit")):
         raise bad(f"'commit' must be a 40-hex commit id, got {doc.get('commit')!r}")
+    repo = doc.get("repo")
+    if repo is None:
+        repo = repo_id
+    else:
+        try:
+            validate_repo_id(repo)
+        except ValueError:
+            raise bad(f"'repo' must be a repository id 'org/name', got {repo!r}") from None
     variants: dict[str, LockedVariant] = {}
     raw = doc.get("variants")
     if not isinstance(raw, dict) or not raw:
@@ -398,20 +432,28 @@ def _kernel_from_json(repo_id: str, doc: Any, path: Path, where: str | None = No
         files = entry.get("files") if isinstance(entry, dict) else None
         if not isinstance(files, dict) or "metadata.json" not in files:
             raise bad(f"variant {name!r} has no 'files' map with metadata.json")
-        variants[str(name)] = LockedVariant({str(k): str(v) for k, v in files.items()},
-                                            entry.get("signer"))
+        for file, digest in files.items():
+            if not isinstance(digest, str) or not digest:
+                raise bad(f"variant {name!r}: 'files': the digest of {file!r} must be a "
+                          f"base64 sha256 string, got {digest!r}")
+        signer = optional_str(entry.get("signer"), f"variant {name!r}: 'signer'")
+        variants[str(name)] = LockedVariant(dict(files), signer)
     hub = doc.get("hub", "hf")
     if hub not in ("hf", "local"):
         raise bad(f"'hub' must be 'hf' or 'local', got {hub!r}")
     if nested and doc.get("depends") is not None:
         raise bad("a dependency holds no 'depends' of its own (the kernel's 'depends' "
                   "lists every dependency, transitively)")
+    branch = optional_str(doc.get("branch"), "'branch'")
     requested = doc.get("requested")
+    if requested is not None and not isinstance(requested, dict):
+        raise bad('\'requested\' must be an object: {"version": N}, {"version": ">=N"} or '
+                  f'{{"revision": "..."}}, got {requested!r}')
     if nested and isinstance(requested, dict):  # as Requirement.to_json gives it
         requested = {k: v for k, v in requested.items() if k != "repo-id"}
     depends = None if nested else _depends_from_json(repo_id, doc.get("depends"), path)
-    return LockedKernel(repo_id, str(doc.get("repo") or repo_id), doc["commit"], hub,
-                        doc.get("branch"), requested, variants, depends)
+    return LockedKernel(repo_id, repo, doc["commit"], hub, branch, requested, variants,
+                        depends)
 
 
 def _depends_from_json(repo_id: str, raw: Any,
@@ -460,11 +502,21 @@ def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
         if not isinstance(dep, dict) or not isinstance(repo_id, str) or not is_commit(commit):
             raise LockError(f"{p}: entry {item!r} is not {{dependency: {{repo-id}}, "
                             "lock: {commit}}")
+        try:
+            validate_repo_id(repo_id)
+        except ValueError:
+            raise LockError(f"{p}: entry {n} (kernel {repo_id!r}): 'dependency.repo-id' must "
+                            f"be a repository id 'org/name', got {repo_id!r}; run 'kernelforge "
+                            "lock' (or 'kernels lock') again to rewrite the file") from None
         requested = {k: v for k, v in dep.items() if k != "repo-id"}
         entry = LockedKernel(repo_id, repo_id, str(commit), None, None, requested, None)
         try:
             key: DependencyKey | None = dependency_key(dep)
-        except ValueError:
+        except ValueError as err:
+            if not isinstance(dep.get("version"), str) or "revision" in dep:
+                raise LockError(f"{p}: entry {n} (kernel {repo_id!r}): 'dependency': {err}; "
+                                "run 'kernelforge lock' (or 'kernels lock') again to rewrite "
+                                "the file") from None
             key = None  # not an exact request ("version": ">=2"): by name only, in file order
         if key is not None:
             if key in pins:
@@ -510,14 +562,148 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
     entries = doc.get("kernels")
     if not isinstance(entries, dict):
         raise LockError(f"{p}: 'kernels' must be an object keyed by repository id")
+    spellings: dict[str, str] = {}
+    for name in entries:
+        first = spellings.setdefault(name.lower(), name)
+        if first != name:
+            raise LockError(f"{p}: 'kernels' lists {first!r} and {name!r}, which name one "
+                            "repository (repository ids ignore case); keep one spelling in the "
+                            "project's dependencies and run 'kernelforge lock' again")
     return LockFile(p, "kernelforge",
-                    {str(k): _kernel_from_json(str(k), v, p) for k, v in entries.items()})
+                    {k: _kernel_from_json(k, v, p) for k, v in entries.items()})
 
 
-def _write_json(path: Path, doc: Any) -> None:
-    from kernelforge._durable import replace_file
+@dataclass
+class _Staged:
+    """A lock file written to a temporary beside the file it replaces, not yet renamed.
 
-    replace_file(path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+    Attributes:
+        path: the lock file as named (perhaps a symbolic link).
+        target: the file replaced: ``path``, or the file its link leads to (the link
+            stays).
+        tmp: the temporary, fsynced, with the target's permission bits.
+        old: the target's content before, or ``None`` when there was none.
+    """
+
+    path: Path
+    target: Path
+    tmp: Path
+    old: bytes | None
+
+
+def _cannot_write(path: Path, target: Path, err: OSError, outcome: str) -> LockError:
+    via = f" (a link to {target})" if target != path else ""
+    return LockError(f"{path}{via}: cannot write the lock file "
+                     f"({err.strerror or err}); {outcome}")
+
+
+def _stage(path: Path, doc: Any) -> _Staged:
+    """Write ``doc`` to a hidden temporary beside the file ``path`` names, fsynced.
+
+    Raises:
+        LockError: it cannot be written (names the file and the reason; nothing changed).
+    """
+    import errno
+    import secrets
+    import stat
+
+    target = Path(os.path.realpath(path))  # a link is written through: its file replaced
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    mode: int | None = None  # of the file it replaces, which keeps its permission bits
+    old: bytes | None = None
+    try:
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISDIR(st.st_mode):
+                raise OSError(errno.EISDIR, "a directory is in the way")
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, "it is not a regular file")
+            mode, old = stat.S_IMODE(st.st_mode), target.read_bytes()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # umask applies
+        try:
+            with os.fdopen(fd, "wb") as f:
+                if mode is not None:
+                    os.fchmod(f.fileno(), mode)
+                f.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        raise _cannot_write(path, target, err, "nothing was changed") from err
+    return _Staged(path, target, tmp, old)
+
+
+def _restore(staged: _Staged) -> None:
+    """Put back, durably, what a renamed :class:`_Staged` replaced (or remove it)."""
+    import secrets
+
+    from kernelforge._durable import fsync_dir
+
+    if staged.old is None:
+        staged.target.unlink()
+    else:
+        tmp = staged.target.with_name(f".{staged.target.name}.{secrets.token_hex(6)}.tmp")
+        mode = os.stat(staged.target).st_mode & 0o7777  # the bits it had, kept by _stage
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), mode)
+                f.write(staged.old)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, staged.target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    fsync_dir(staged.target.parent)
+
+
+def _write_lock_files(files: list[tuple[Path, Any]]) -> None:
+    """Replace the lock files together: each is written to a temporary (fsynced) first,
+    and renamed only once every one is written; when a rename fails, the files already
+    renamed get their previous content back.
+
+    Raises:
+        LockError: naming the file that cannot be written and the reason, and what was
+            changed (nothing, unless putting a file back failed too: then which file now
+            disagrees with the other).
+    """
+    from kernelforge._durable import fsync_dir
+
+    staged: list[_Staged] = []
+    try:
+        for path, doc in files:
+            staged.append(_stage(path, doc))
+    except BaseException:
+        for s in staged:
+            s.tmp.unlink(missing_ok=True)
+        raise
+    done: list[_Staged] = []
+    for i, s in enumerate(staged):
+        try:
+            os.replace(s.tmp, s.target)
+        except OSError as err:
+            for rest in staged[i:]:
+                rest.tmp.unlink(missing_ok=True)
+            kept = []
+            for d in reversed(done):
+                try:
+                    _restore(d)
+                except OSError as undo:
+                    kept.append(f"{d.path} was updated and could not be put back "
+                                f"({undo.strerror or undo})")
+            outcome = ("nothing was changed" if not kept else
+                       "; ".join(kept) + f", so it disagrees with {s.path}: run "
+                       "'kernelforge lock' again once the cause is fixed")
+            raise _cannot_write(s.path, s.target, err, outcome) from err
+        done.append(s)
+    for parent in dict.fromkeys(s.target.parent for s in staged):
+        fsync_dir(parent)
 
 
 def _hf_entry(k: LockedKernel) -> dict[str, Any]:
@@ -533,24 +719,58 @@ def _hf_entry(k: LockedKernel) -> dict[str, Any]:
     return {"dependency": dep, "lock": {"commit": k.commit}}
 
 
+def _warn_redirected(key: DependencyKey, repo: str, fix: str) -> None:
+    """Say that ``kernels.lock`` leaves out a request that a redirect resolves to ``repo``."""
+    from kernelforge.hub.base import STATUS_FILE
+
+    logger.warning(
+        "%s: %s is redirected to %s (%s); this file can only pin a commit of the repository "
+        "it names (Hugging Face's kernels looks the commit up there and follows no "
+        "redirect), so it leaves %s out, and their loader reports it as not locked "
+        "(%s pins %s and loads it). %s", HF_LOCK_FILE, key[0], repo, STATUS_FILE,
+        describe_dependency(key), LOCK_FILE, repo, fix)
+
+
 def _hf_entries(kernels: list[LockedKernel]) -> list[dict[str, Any]]:
     """Hugging Face's ``kernels.lock``: the project's kernels and every ``kernel-depends``
     request they pin, once each, in their reader's order (by repository, versions
     ascending, then revisions), as their ``kernels lock`` writes it: their loader
     resolves a dependency by its exact request, and a kernel loaded by name by the first
     entry of its repository. Where a dependency of the same repository sorts before a
-    project kernel, a load by name takes the dependency's pin: that is logged."""
+    project kernel, a load by name takes the dependency's pin: that is logged.
+
+    A request that ``kernel-status.toml`` redirects to another repository is left out,
+    with a WARNING naming the destination: the file can only pin a commit of the
+    repository it names, and the destination's commit under the original id is a commit
+    that repository does not hold."""
     tops = [(k, _hf_entry(k)) for k in kernels]
     entries: dict[DependencyKey, dict[str, Any]] = {}
-    for _k, top in tops:
-        entries.setdefault(dependency_key(top["dependency"]), top)
+    left_out: set[DependencyKey] = set()
+    for k, top in tops:
+        key = dependency_key(top["dependency"])
+        if k.repo.lower() != k.repo_id.lower():
+            if key not in left_out:
+                left_out.add(key)
+                _warn_redirected(key, k.repo, f"Depend on {k.repo} instead (list it in "
+                                 f"[{_TABLES[1]}] in place of {k.repo_id}).")
+            continue
+        entries.setdefault(key, top)
     for k in kernels:
         for key, dep in (k.depends or {}).items():
+            if dep.repo.lower() != key[0].lower():
+                if key not in left_out:
+                    left_out.add(key)
+                    _warn_redirected(key, dep.repo, f"It is a kernel-depends entry of "
+                                     f"{k.repo_id}'s kernels: ask their publisher to depend "
+                                     f"on {dep.repo} instead.")
+                continue
             entries.setdefault(key, {"dependency": _request_json(key),
                                      "lock": {"commit": dep.commit}})
     ordered = sorted(entries.items(), key=lambda kv: _key_order(kv[0]))
     for k, top in tops:
         top_key = dependency_key(top["dependency"])
+        if top_key in left_out:
+            continue
         shadow = next(key for key, _e in ordered if key[0] == top_key[0])
         if shadow != top_key:
             logger.warning(
@@ -771,8 +991,16 @@ def lock_project(
     Returns:
         The :class:`LockResult`. Each kernel is locked with the kernels its variants
         list in ``kernel-depends``, transitively (:func:`lock_kernel`); a dependency
-        several kernels share is resolved once. Files are replaced atomically; nothing
-        is written when any kernel fails to lock.
+        several kernels share is resolved once. Files are replaced atomically and
+        together (both are written before either is renamed; a failed rename puts back
+        what was renamed before it); nothing is written when any kernel fails to lock.
+        A lock file that exists keeps its permission bits, and one that is a symbolic
+        link is written through (the file it leads to is replaced; the link stays).
+
+    Raises:
+        LockError: the project's dependencies are malformed, or a lock file cannot be
+            written (naming it and the reason).
+        HubError, TrustError, IntegrityError: as :func:`lock_kernel`.
     """
     root = Path(project)
     root = root.parent if root.name == "pyproject.toml" else root
@@ -780,12 +1008,13 @@ def lock_project(
     memo: _Memo = {}  # each dependency resolved once, however many kernels need it
     kernels = [_lock_one(r, hub, allow, memo) for r in reqs]
     doc = {"format": FORMAT, "kernels": {k.repo_id: k.to_json() for k in kernels}}
-    _write_json(root / LOCK_FILE, doc)
+    writes: list[tuple[Path, Any]] = [(root / LOCK_FILE, doc)]
     hf_path = None
     hf_reqs = {r.repo_id for r in reqs if r.table == _TABLES[1]}
     if hf_reqs:
         hf_path = root / HF_LOCK_FILE
-        _write_json(hf_path, _hf_entries([k for k in kernels if k.repo_id in hf_reqs]))
+        writes.append((hf_path, _hf_entries([k for k in kernels if k.repo_id in hf_reqs])))
+    _write_lock_files(writes)
     return LockResult(root / LOCK_FILE, hf_path, kernels)
 
 
@@ -862,6 +1091,14 @@ def _fetch_dependencies(hub: Any, variant_dir: Path, backend: str | None,
     return out
 
 
+def _request_of(locked: LockedKernel) -> DependencyKey | None:
+    """The exact request a ``kernels.lock`` entry pins, or ``None`` (``">=2"``)."""
+    try:
+        return dependency_key({"repo-id": locked.repo_id, **(locked.requested or {})})
+    except ValueError:
+        return None
+
+
 @dataclass
 class _Download:
     """One :func:`download_locked` call: what it reads and what it fetched already."""
@@ -883,6 +1120,35 @@ class _Download:
         plan = locate_locked(locked, lockfile=str(self.lock.path), backend=self.backend,
                              hub=h, check_arch=True, allow=True, cache_only=False)
         return [plan.info.variant]
+
+    def listed_by(self, locked: LockedKernel, key: DependencyKey) -> list[str]:
+        """The variants of the lock's other entries (``org/name (variant v)``, any
+        system's) whose ``kernel-depends`` make the request ``key`` that ``locked`` pins
+        (repository ids ignore case)."""
+        from kernelforge.errors import HubError
+        from kernelforge.hub._staging import parse_metadata
+        from kernelforge.locate import hub_for_lock
+
+        want = (key[0].lower(), key[1], key[2])
+        entries = {(k.repo.lower(), k.commit): k
+                   for k in [*self.lock.kernels.values(), *(locked.depends or {}).values()]}
+        entries.pop((locked.repo.lower(), locked.commit), None)
+        out = []
+        for _where, other in sorted(entries.items()):
+            h = hub_for_lock(self.hub, other)
+            names = (sorted(other.variants) if other.variants is not None
+                     else h.variants(other.repo, other.commit))
+            for name in names:
+                where = f"{other.repo}@{other.commit[:12]}: build/{name}/metadata.json"
+                data = h.read_file(other.repo, other.commit, f"build/{name}/metadata.json")
+                try:
+                    meta = parse_metadata(data, where) if data is not None else {}
+                except HubError:
+                    continue  # a load of that variant refuses it, naming it
+                if any((k[0].lower(), k[1], k[2]) == want
+                       for k in _dependency_keys(meta, None)):
+                    out.append(f"{other.repo_id} (variant {name})")
+        return out
 
     def dependencies(self, top: LockedKernel, variant_dir: Path,
                      parent: str | None = None) -> list[tuple[str, str, Path]]:
@@ -964,20 +1230,39 @@ def download_locked(
         ``all_variants``, else the one a load here chooses), each fetched once per call.
         A dependency the lock does not pin (a lock written before kernelforge pinned
         dependencies, or a ``kernels.lock``) is fetched as a load would choose it,
-        verified against its own metadata, with a WARNING log line.
+        verified against its own metadata, with a WARNING log line. A ``kernels.lock``
+        lists the kernels and their dependencies alike: an entry that no variant here
+        fits but that other entries' variants list in ``kernel-depends`` is one a load
+        here does not use, and is skipped with an INFO log line.
 
     Raises:
-        LockError, HubError, IntegrityError, VariantNotFoundError.
+        LockError, HubError, IntegrityError, VariantNotFoundError (a kernel the lock
+        lists has no variant that fits this system).
     """
+    from kernelforge.errors import VariantNotFoundError
     from kernelforge.locate import hub_for_lock
 
     lock = read_lock(lockfile)
     out = []
     run = _Download(lock, hub, backend, all_variants, set())  # each dependency fetched once
+    unfit: list[tuple[LockedKernel, VariantNotFoundError]] = []
     for repo_id, locked in sorted(lock.kernels.items()):
         h = hub_for_lock(hub, locked)
-        run.seen.add(("lock", locked.repo, locked.commit))  # a dependency cycle back to it
-        for name in run.variants(h, locked):
+        marker = ("lock", locked.repo, locked.commit)
+        new = marker not in run.seen
+        run.seen.add(marker)  # a dependency cycle back to it
+        try:
+            names = run.variants(h, locked)
+        except VariantNotFoundError as err:
+            if lock.kind != "kernels":
+                raise
+            # A kernels.lock lists the dependencies of its kernels beside them: decided
+            # below, once the kernels that fit are fetched with what they need here.
+            if new:
+                run.seen.discard(marker)
+            unfit.append((locked, err))
+            continue
+        for name in names:
             path = _fetch_checked(h, locked, name)
             _cache_load_files(h, locked.repo, locked.commit, name)
             problem = _trust_problem(h, locked, name, path)
@@ -990,4 +1275,13 @@ def download_locked(
                     repo_id, name, lock.path.name, problem, locked.repo, locked.repo)
             out.append((repo_id, name, path))
             out += run.dependencies(locked, path)
+    for locked, refused in unfit:
+        key = _request_of(locked)
+        listed = run.listed_by(locked, key) if key is not None else []
+        if key is None or not listed:  # a kernel of the project as far as the file tells
+            raise refused
+        logger.info(
+            "%s: %s is not fetched: no build variant of it fits this system, and it is only "
+            "a kernel-depends entry of %s, which a load here does not use",
+            lock.path, describe_dependency(key), ", ".join(listed))
     return out
