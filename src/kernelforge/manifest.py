@@ -808,9 +808,9 @@ def _arch_list(r: _Reader, table: Mapping[str, Any], prefix: str, key: str
                fix="use one of the listed values", cause=unknown[0])
     # Hugging Face's builder builds the architectures of a list it knows and drops the
     # others without a word; kernelforge drops them too, saying so.
-    r.notes.extend(f"{prefix}.{key}: {err}; it is left out, and the build is for the "
-                   f"others ({', '.join(out)}); fix: remove it from the list"
-                   for err in unknown)
+    r.notes.extend(f"{prefix}.{key}: {str(err).partition('; valid:')[0]}; it is left "
+                   f"out, and the build is for the others ({', '.join(out)}); fix: remove "
+                   "it from the list" for err in unknown)
     return tuple(out)
 
 
