@@ -176,7 +176,7 @@ def test_build_for_several_environments_goes_on_past_a_failed_one(
     assert main(["build", str(project), "--python", "/bin/true",
                  "--python", sys.executable]) == 1
     out, err = capsys.readouterr()
-    assert "error: --python /bin/true: " in err and "did not answer like a Python" in err
+    assert "error: --python /bin/true did not answer like a Python" in err
     assert "the build failed for 1 of 2 environments: /bin/true" in err
     assert "torch-cpu: built in" in out and (project / "build" / "torch-cpu").is_dir()
 

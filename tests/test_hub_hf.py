@@ -394,17 +394,32 @@ def test_network_errors_become_hub_errors_with_advice(hf: HfHub, remote: FakeHfA
     (_client_connect_error, "check the network and try again"),
     (lambda: _http_status(503), "the Hub is busy or down: try again later"),
 ], ids=["client", "503"])
+@pytest.mark.parametrize(("method", "what"), [("create_repo", "creating the repository"),
+                                              ("list_repo_refs", "listing refs")])
 def test_a_failed_publish_is_not_pointed_to_the_download_cache(
-        hf: HfHub, remote: FakeHfApi, tmp_path: Path, make, advice, monkeypatch) -> None:
-    """The download cache stands in for reads only: a publish that cannot reach the Hub
-    gets advice that fits a write."""
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, make, advice, method, what,
+        monkeypatch) -> None:
+    """The download cache stands in for loads only: a publish that cannot reach the Hub,
+    in a write or in a read of its own, gets advice that fits a publish."""
     def fail(*args, **kwargs):
         raise make()
 
-    monkeypatch.setattr(remote, "create_repo", fail)
-    with pytest.raises(HubError, match="creating the repository") as info:
+    monkeypatch.setattr(remote, method, fail)
+    with pytest.raises(HubError, match=what) as info:
         publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("w")})
     assert advice in str(info.value) and "HF_HUB_OFFLINE" not in str(info.value)
+
+
+def test_offline_variants_of_a_commit_in_other_case_without_a_listing(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch) -> None:
+    import shutil
+
+    commit = publish(hf, tmp_path / "p", key=key, torch_cpu={"module_id": uid("vc")})
+    loader.get_kernel(REPO, version=1, hub=hf)
+    shutil.rmtree(hf.cache.root / "listings")  # only the variant entry is left
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=remote, cache=hf.cache.root)
+    assert offline.variants(REPO.upper(), commit) == ["torch-cpu"]
 
 
 def test_transport_errors_are_known_by_module_and_bugs_pass_through(

@@ -1177,3 +1177,24 @@ def test_a_lock_file_keeps_its_mode_and_its_link(tmp_path: Path, env) -> None:
     assert read_lock(result.hf_path).require(REPO).commit == read_lock(result.path).require(
         REPO).commit
     assert _leftovers(root) == [] and _leftovers(shared) == []
+
+
+def test_an_interrupt_between_the_two_renames_puts_the_first_lock_file_back(
+    tmp_path: Path, env, monkeypatch
+) -> None:
+    import os
+
+    hub, root = _locked_project(tmp_path, env)
+    (root / "kernelforge.lock").write_text("old\n")
+    replace = os.replace
+
+    def interrupted(src, dst, **kw):
+        if Path(dst).name == "kernels.lock":
+            raise KeyboardInterrupt
+        return replace(src, dst, **kw)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lock_project(root, hub=hub)
+    assert (root / "kernelforge.lock").read_text() == "old\n"
+    assert _leftovers(root) == []

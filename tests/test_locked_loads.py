@@ -67,6 +67,18 @@ def test_a_lock_written_again_loads_its_new_pin(tmp_path: Path, env) -> None:
     assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 2
 
 
+def test_a_project_directory_given_as_lockfile_loads_its_new_pin(tmp_path: Path, env) -> None:
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    root = _project(tmp_path / "p", 1)
+    lock_project(root)
+    assert loader.get_locked_kernel(REPO, lockfile=root).VALUE == 1
+    _publish(hub, tmp_path / "b2", 2)
+    _project(root, 2)
+    lock_project(root)
+    assert loader.get_locked_kernel(REPO, lockfile=root).VALUE == 2
+
+
 def test_kernel_info_refuses_a_version_beside_a_lock_file(tmp_path: Path, env) -> None:
     hub = LocalHub(env["hub"])
     _publish(hub, tmp_path / "b1", 1)

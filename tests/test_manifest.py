@@ -785,3 +785,23 @@ def test_check_names_each_dependency_once_and_the_backends_it_does_not_build(
             "build: 'kernelforge build' skips them") in notes
     assert [n for n in notes if dep in n] == [
         f"kernel.relu, kernel.second: {dep} needs headers that are not installed here"]
+
+
+@pytest.mark.parametrize(("text", "problems"), [
+    (GENERAL5.replace("version = 1", 'version = "1"') + KERNELS,
+     ["general.version", "torch"]),
+    ('[general]\nname = "relu"\nuniversal = true\n\n[torch]\n'
+     'src = ["torch-ext/torch_binding.cpp"]\ninclude = 3\n',
+     ["torch.include", "torch.src"]),
+], ids=["version-and-no-framework", "universal-with-sources-and-bad-include"])
+def test_a_problem_read_later_does_not_hide_a_rule_of_an_earlier_part(tmp_path, text,
+                                                                       problems):
+    with pytest.raises(ManifestError) as info:
+        load_manifest(write(tmp_path, text))
+    assert [e.key for e in info.value.errors] == problems
+
+
+def test_an_unknown_architecture_listed_twice_is_noted_once(tmp_path):
+    text = replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
+                   'cuda-capabilities = ["9.0", "11.8", "11.8"]\n')
+    assert len(load_manifest(write(tmp_path, text)).notes) == 1

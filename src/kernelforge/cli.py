@@ -98,7 +98,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
             if len(pythons) == 1:
                 raise
             # One environment's failure does not hide what the others build.
-            print(f"error: --python {python}: {err}", file=sys.stderr)
+            said = str(err)  # most errors of an environment name its --python already
+            named = said if said.startswith(f"--python {python}") else \
+                f"--python {python}: {said}"
+            print(f"error: {named}", file=sys.stderr)
             failed.append(str(python))
             continue
         again = sorted({r.variant for r in built} & {r.variant for r in results})

@@ -819,9 +819,14 @@ def _lock_identity(lockfile: str | os.PathLike[str] | None) -> tuple[str, str | 
     (the load then says why)."""
     import hashlib
 
+    from kernelforge.lock import HF_LOCK_FILE, LOCK_FILE
+
     if lockfile is None:
         return "", None
     path = os.path.abspath(os.path.expanduser(os.fspath(lockfile)))
+    if os.path.isdir(path):  # the lock file read_lock takes from a project directory
+        ours = os.path.join(path, LOCK_FILE)
+        path = ours if os.path.isfile(ours) else os.path.join(path, HF_LOCK_FILE)
     try:
         with open(path, "rb") as f:
             return path, hashlib.sha256(f.read()).hexdigest()

@@ -687,7 +687,7 @@ def _write_lock_files(files: list[tuple[Path, Any]]) -> None:
     for i, s in enumerate(staged):
         try:
             os.replace(s.tmp, s.target)
-        except OSError as err:
+        except BaseException as err:  # an OSError, or Ctrl-C between the two renames
             for rest in staged[i:]:
                 rest.tmp.unlink(missing_ok=True)
             kept = []
@@ -697,6 +697,8 @@ def _write_lock_files(files: list[tuple[Path, Any]]) -> None:
                 except OSError as undo:
                     kept.append(f"{d.path} was updated and could not be put back "
                                 f"({undo.strerror or undo})")
+            if not isinstance(err, OSError):
+                raise
             outcome = ("nothing was changed" if not kept else
                        "; ".join(kept) + f", so it disagrees with {s.path}: run "
                        "'kernelforge lock' again once the cause is fixed")

@@ -263,11 +263,17 @@ class _Unit:
     def __init__(self, errors: list[ManifestError]) -> None:
         self._errors = errors
         self._start = len(errors)
+        self._end: int | None = None  # the count when the block ended
+
+    def close(self) -> None:
+        self._end = len(self._errors)
 
     @property
     def failed(self) -> bool:
-        """True once a problem of this part (or of a part inside it) was collected."""
-        return len(self._errors) > self._start
+        """Whether this part (or a part inside it) had a problem: problems collected
+        between the block's start and its end, not those of parts read after it."""
+        end = len(self._errors) if self._end is None else self._end
+        return end > self._start
 
 
 class _Reader:
@@ -303,6 +309,8 @@ class _Reader:
             yield unit
         except ManifestError as err:
             self.errors.extend(err.errors)
+        finally:
+            unit.close()
 
     def get(self, read: Callable[[], _T | None]) -> _T | None:
         """``read()`` as a part of its own: its value, or None if it failed (its error is
@@ -796,7 +804,8 @@ def _arch_list(r: _Reader, table: Mapping[str, Any], prefix: str, key: str
         try:
             parsed = parse(value)
         except archs.UnknownArchError as err:
-            unknown.append(err)  # left out below, unless nothing else is left
+            if str(err) not in map(str, unknown):  # listed twice: said once
+                unknown.append(err)  # left out below, unless nothing else is left
             continue
         except ValueError as err:
             r.fail(f"{prefix}.{key}", str(err), expected=f"{plural} such as {example}",

@@ -285,7 +285,10 @@ class HfHub:
 
     # --- reading -------------------------------------------------------------------
 
-    def _refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    def _refs(self, repo_id: str, *, writing: bool = False
+              ) -> tuple[dict[str, str], dict[str, str]]:
+        """Branches and tags (offline: as last seen online); ``writing``: read for a
+        publish, whose failure is not pointed to the download cache."""
         validate_repo_id(repo_id)
         if self.offline:
             cached = self.cache.load_refs(repo_id)
@@ -297,7 +300,7 @@ class HfHub:
                     "and load it offline with load_kernel(repo_id, lockfile=...)")
             return cached
         refs = self._call("listing refs", repo_id, "list_repo_refs", repo_id,
-                          repo_type=REPO_TYPE)
+                          repo_type=REPO_TYPE, writing=writing)
         branches = {str(b.name): str(b.target_commit) for b in refs.branches}
         tags = {str(t.name): str(t.target_commit) for t in refs.tags}
         self.cache.save_refs(repo_id, branches, tags)
@@ -374,7 +377,7 @@ class HfHub:
                            f"{self.describe()}")
         return str(sha)
 
-    def _listing(self, repo_id: str, commit: str) -> list[str]:
+    def _listing(self, repo_id: str, commit: str, *, writing: bool = False) -> list[str]:
         cached = self.cache.load_listing(repo_id, commit)
         if cached is not None:
             return cached
@@ -384,7 +387,8 @@ class HfHub:
                 "load it once with get_kernel while online, or, for a locked project, run "
                 "'kernelforge download' while online")
         files = [str(p) for p in self._call("listing files", repo_id, "list_repo_files",
-                                            repo_id, revision=commit, repo_type=REPO_TYPE)]
+                                            repo_id, revision=commit, repo_type=REPO_TYPE,
+                                            writing=writing)]
         for path in files:
             if not is_revision_path(path):
                 raise HubError(
@@ -402,7 +406,8 @@ class HfHub:
         except HubError:
             if not self.offline:
                 raise
-            cached = sorted({v for r, c, v in self.cache.entries() if (r, c) == (repo_id, commit)})
+            cached = sorted({v for r, c, v in self.cache.entries()
+                             if (r.lower(), c) == (repo_id.lower(), commit)})
             if not cached:  # nothing of this revision was downloaded: say so, with advice
                 raise
             return cached
@@ -553,7 +558,7 @@ class HfHub:
                    repo_type=REPO_TYPE, exist_ok=True, writing=True)
         self._call(f"creating branch {branch}", repo_id, "create_branch", repo_id,
                    branch=branch, repo_type=REPO_TYPE, exist_ok=True, writing=True)
-        parent = self._refs(repo_id)[0].get(branch)
+        parent = self._refs(repo_id, writing=True)[0].get(branch)
         ops: list[Any] = []
         new_paths = set()
         for _src, rel in staged.files:
@@ -569,7 +574,7 @@ class HfHub:
         if card is not None:
             ops.append(CommitOperationAdd(path_in_repo="README.md",
                                           path_or_fileobj=card.encode("utf-8")))
-        old = self._listing(repo_id, parent) if parent else []
+        old = self._listing(repo_id, parent, writing=True) if parent else []
         ops.extend(CommitOperationDelete(path_in_repo=p) for p in old
                    if p.startswith("build/") and p not in new_paths)
         info = self._call("publishing", repo_id, "create_commit", repo_id, operations=ops,
@@ -587,7 +592,7 @@ class HfHub:
                                                       path_or_fileobj=card.encode("utf-8"))],
                        commit_message=message or "Update card", repo_type=REPO_TYPE,
                        revision=CARD_BRANCH, writing=True)
-        self._refs(repo_id)  # refresh the cached refs
+        self._refs(repo_id, writing=True)  # refresh the cached refs
         logger.info("published %s %s at %s (%s)", repo_id, branch, commit[:7],
                     ", ".join(staged.variants))
         return Revision(repo_id, commit, branch, parent, time.time(), message, staged.variants)
