@@ -281,3 +281,26 @@ def test_the_heartbeat_says_step_or_steps() -> None:
     assert _still_compiling("v", 61, 1, 1) == "  still compiling v: 61s, 1 of 1 step done, linking"
     assert _still_compiling("v", 90, 2, 5) == "  still compiling v: 90s, 2 of 5 steps done"
     assert _still_compiling("v", 25, 0, None) == "  still compiling v: 25s, no step finished yet"
+
+
+@pytest.mark.parametrize(("body", "name"), [
+    ("""
+        out("[1/3] c++ -c x.cpp -o x.o", "ninja: build stopped: interrupted by user.")
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+    """, "SIGTERM"),
+    ("""
+        os.kill(os.getpid(), signal.SIGKILL)
+    """, "SIGKILL"),
+], ids=["SIGTERM after ninja's interrupt line", "SIGKILL, no output"])
+def test_a_child_ended_by_another_signal_is_a_build_error_naming_it(
+        tmp_path: Path, body: str, name: str) -> None:
+    """A time limit or a job scheduler ends the build with SIGTERM (ninja then says
+    "interrupted by user" too) or SIGKILL: a failure of this build, which the error
+    names, not a Ctrl-C that would stop every other build of the command."""
+    plan, python = fake_driver(tmp_path, body)
+    with pytest.raises(BuildError, match=rf"the compiler driver was ended by {name} "
+                                         r"\(not by a compile error\)"):
+        compile_with(tmp_path, plan, python, [])
+    assert not reader_threads()

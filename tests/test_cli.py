@@ -785,3 +785,19 @@ def test_build_prints_where_each_variant_is(monkeypatch: pytest.MonkeyPatch,
     captured = capsys.readouterr()
     assert captured.out.splitlines()[-1] == f"{cpu}: up to date"
     assert "error: nvcc failed" in captured.err
+
+
+def test_check_says_its_notes_when_it_also_has_errors(tmp_path: Path, capsys) -> None:
+    """A note (an unknown architecture left out) is not lost behind the errors."""
+    assert main(["init", "my-relu", str(tmp_path / "p")]) == 0
+    manifest = tmp_path / "p" / "build.toml"
+    text = manifest.read_text()
+    text = text.replace('src = ["my_relu_cuda/my_relu_cuda.cu"]',
+                        'src = ["my_relu_cuda/my_relu_cuda.cu"]\n'
+                        'cuda-capabilities = ["9.0", "11.8"]')
+    manifest.write_text(text.replace("my_relu_cpu/my_relu_cpu.cpp", "my_relu_cpu/gone.cpp"))
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "p")]) == 1
+    err = capsys.readouterr().err
+    assert "note: kernel.my_relu.cuda-capabilities: unknown CUDA capability '11.8'" in err
+    assert "gone.cpp" in err

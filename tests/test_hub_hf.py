@@ -174,6 +174,7 @@ def test_offline_mode_uses_only_the_cache(hf: HfHub, remote: FakeHfApi, tmp_path
     assert offline.offline and "offline" in offline.describe()
     assert loader.get_kernel(REPO, version=1, hub=offline).__name__ == module_id
     assert offline.resolve(REPO, c1[:8]) == c1
+    assert offline.resolve(REPO, c1[:8].upper()) == c1  # commit ids are hex, in either case
 
 
 def test_offline_a_version_never_downloaded_is_said_to_be_missing_from_the_cache(

@@ -402,6 +402,8 @@ def test_resolve_branch_tag_commit_and_prefix(hub: LocalHub, project: Path, tmp_
     assert hub.resolve(REPO, "stable") == rev.commit
     assert hub.resolve(REPO, rev.commit) == rev.commit
     assert hub.resolve(REPO, rev.commit[:7]) == rev.commit
+    assert hub.resolve(REPO, rev.commit[:7].upper()) == rev.commit  # hex, in either case
+    assert hub.resolve(REPO, rev.commit.upper()) == rev.commit
     with pytest.raises(HubError, match=r"'nope' not found .*branch \(v1\).*tag \(stable\)"):
         hub.resolve(REPO, "nope")
     with pytest.raises(ValueError, match="revision"):

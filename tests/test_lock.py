@@ -1088,7 +1088,7 @@ def _leftovers(root: Path) -> list[str]:
 
 
 def test_a_lock_file_that_cannot_be_written_changes_nothing(
-    tmp_path: Path, env, capsys
+    tmp_path: Path, env, capsys, monkeypatch
 ) -> None:
     hub, root = _locked_project(tmp_path, env)
     (root / "kernelforge.lock").write_text("old\n")
@@ -1101,6 +1101,10 @@ def test_a_lock_file_that_cannot_be_written_changes_nothing(
     assert main(["lock", str(root), "--hub", str(env["hub"])]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: {root / 'kernels.lock'}: cannot write")
+    monkeypatch.chdir(root)  # the default project, '.': a relative path is no link
+    assert main(["lock", "--hub", str(env["hub"])]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: kernels.lock: cannot write") and "a link" not in err
     assert "Traceback" not in err
     assert (root / "kernelforge.lock").read_text() == "old\n"
 
@@ -1198,3 +1202,21 @@ def test_an_interrupt_between_the_two_renames_puts_the_first_lock_file_back(
         lock_project(root, hub=hub)
     assert (root / "kernelforge.lock").read_text() == "old\n"
     assert _leftovers(root) == []
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ([1], "is not an object"),
+    ({"lock": {"commit": "a" * 40}}, "has no 'dependency' object"),
+    ({"dependency": {"version": 1}, "lock": {"commit": "a" * 40}},
+     "has no 'dependency.repo-id' string"),
+    ({"dependency": {"repo-id": "org/a", "version": 1}}, "has no 'lock' object"),
+    ({"dependency": {"repo-id": "org/a", "version": 1}, "lock": {"commit": 123}},
+     "'lock.commit' must be a 40-hex commit id, got 123"),
+], ids=["not-an-object", "no-dependency", "no-repo-id", "no-lock", "bad-commit"])
+def test_a_malformed_kernels_lock_entry_is_named_with_its_field(tmp_path: Path, entry,
+                                                               problem) -> None:
+    path = tmp_path / "kernels.lock"
+    path.write_text(json.dumps([entry]))
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert str(info.value).startswith(f"{path}: entry 0 {problem} (each entry is ")

@@ -178,8 +178,12 @@ BAD = [
      "torch-noarch.pyexts", "did you mean 'pyext'\\?"),
     ("noarch-bad-arch", GENERAL5 + '\n[torch-noarch]\nrocm-archs = ["gfx9"]\n',
      "torch-noarch.rocm-archs", "unknown ROCm arch 'gfx9'"),
-    ("torch-minver-float", replace(GOOD5, "[torch]\n", "[torch]\nminver = 2.7\n"),
-     "torch.minver", "2\\.7 is not a version.*fix: write minver = \"2\\.7\""),
+    ("torch-minver-float", replace(GOOD5, "[torch]\n", "[torch]\nminver = 2.10\n"),
+     "torch.minver", "is the number 2\\.1, not a version: TOML reads an unquoted version as "
+     "a number and drops its trailing zeros.*fix: quote the version as you meant it, e\\.g\\. "
+     "minver = \"2\\.1\" or minver = \"2\\.10\""),
+    ("torch-minver-integer", replace(GOOD5, "[torch]\n", "[torch]\nminver = 2\n"),
+     "torch.minver", "2 is not a version.*fix: write minver = \"2\""),
     ("kernel-depends-needs-version",
      replace(GOOD5, "backends =", 'kernel-depends = [{repo-id = "org/a"}]\nbackends ='),
      "general.kernel-depends", "needs exactly one of 'version' and 'revision'"),

@@ -48,6 +48,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except ManifestError as err:
         problems.append(err)
     if problems:
+        for note in m.notes:  # said by build too: not lost behind the errors
+            print(f"note: {note}", file=sys.stderr)
         raise ManifestError.combine(problems)
     kernels = ", ".join(f"{k.name} ({k.backend})" for k in m.kernels.values()) or (
         "none (noarch)" if m.noarch else "none")
@@ -104,7 +106,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
             print(f"error: {named}", file=sys.stderr)
             failed.append(str(python))
             continue
-        again = sorted({r.variant for r in built} & {r.variant for r in results})
+        again = sorted({r.variant for r in built if not r.up_to_date}
+                       & {r.variant for r in results})
         if again:
             print(f"note: --python {python} builds {', '.join(again)} again, as an "
                   "environment before it did (the same torch and CUDA/ROCm versions); "

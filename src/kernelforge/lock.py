@@ -500,8 +500,14 @@ def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
         repo_id = dep.get("repo-id") if isinstance(dep, dict) else None
         commit = lock.get("commit") if isinstance(lock, dict) else None
         if not isinstance(dep, dict) or not isinstance(repo_id, str) or not is_commit(commit):
-            raise LockError(f"{p}: entry {item!r} is not {{dependency: {{repo-id}}, "
-                            "lock: {commit}}")
+            problem = ("is not an object" if not isinstance(item, dict)
+                       else "has no 'dependency' object" if not isinstance(dep, dict)
+                       else "has no 'dependency.repo-id' string" if not isinstance(repo_id, str)
+                       else "has no 'lock' object" if not isinstance(lock, dict)
+                       else f"'lock.commit' must be a 40-hex commit id, got {commit!r}")
+            raise LockError(f"{p}: entry {n} {problem} (each entry is {{dependency: "
+                            "{repo-id, version | revision}, lock: {commit}}); run "
+                            "'kernelforge lock' (or 'kernels lock') again to rewrite the file")
         try:
             validate_repo_id(repo_id)
         except ValueError:
@@ -592,7 +598,7 @@ class _Staged:
 
 
 def _cannot_write(path: Path, target: Path, err: OSError, outcome: str) -> LockError:
-    via = f" (a link to {target})" if target != path else ""
+    via = f" (a link to {target})" if target != Path(os.path.abspath(path)) else ""
     return LockError(f"{path}{via}: cannot write the lock file "
                      f"({err.strerror or err}); {outcome}")
 

@@ -410,8 +410,16 @@ class _Reader:
         value = table.get(key)
         if value is None:
             return None
+        if isinstance(value, float):
+            # TOML has read a number: 2.10 as 2.1, so the version meant is not known.
+            self.fail(f"{prefix}.{key}", f"is the number {value!r}, not a version: TOML "
+                      "reads an unquoted version as a number and drops its trailing zeros "
+                      "(2.10 becomes 2.1)",
+                      expected='a quoted version such as "2.7" or "12.8"',
+                      fix=f'quote the version as you meant it, e.g. {key} = "{value!r}" or '
+                          f'{key} = "{value!r}0"')
         if not isinstance(value, str) or not _VERSION_RE.match(value.strip()):
-            example = f'"{value}"' if isinstance(value, (int, float)) else '"2.7"'
+            example = f'"{value}"' if isinstance(value, int) else '"2.7"'
             self.fail(f"{prefix}.{key}", f"{value!r} is not a version",
                       expected='a quoted version such as "2.7" or "12.8"',
                       fix=f"write {key} = {example}")

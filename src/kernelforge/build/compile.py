@@ -107,12 +107,28 @@ def _still_compiling(variant: str, elapsed: float, done: int, total: int | None)
             f"step{'' if total == 1 else 's'} done{after}")
 
 
+def _killed_by(code: int) -> str | None:
+    """The signal other than SIGINT that ended the child (``SIGTERM``, ``SIGKILL``, ...),
+    by its exit status (negative, or 128 + the signal as a shell reports it)."""
+    number = -code if code < 0 else code - 128 if 128 < code < 160 else 0
+    if number <= 0 or number == signal.SIGINT:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def _was_interrupted(code: int, lines: list[str]) -> bool:
     """Whether the child ended because of an interrupt (Ctrl-C) rather than an error: it
     died of SIGINT or exited with 130 (128 + SIGINT), or its output says that ninja, a
-    compiler or the driver itself was interrupted."""
+    compiler or the driver itself was interrupted. A child that another signal ended
+    (SIGTERM from a time limit or a job scheduler, after which ninja also says
+    "interrupted by user") was not interrupted: it failed."""
     if code in (-signal.SIGINT, 128 + signal.SIGINT):
         return True
+    if _killed_by(code) is not None:
+        return False
     return any(_INTERRUPTED.match(line.strip()) for line in lines)
 
 
@@ -379,6 +395,10 @@ def compile_plan(
             # traceback, which would hide them in the last lines
             ninja = [ln.rstrip() for ln in lines if ln.startswith("ninja: error:")]
             detail = "\n".join(f"  {ln}" for ln in ninja or [ln.rstrip() for ln in lines[-25:]])
+        killed = _killed_by(code)
+        if killed is not None:  # by something outside the build: say so first
+            detail = (f"  the compiler driver was ended by {killed} (not by a compile "
+                      "error)" + (f"\n{detail}" if detail.strip() else ""))
         raise BuildError(
             f"compiling {plan.variant} failed after {elapsed:.1f}s:\n{detail}\n"
             f"full compiler output: {log_path}"

@@ -356,6 +356,8 @@ class HfHub:
             return branches[revision]
         if revision in tags:
             return tags[revision]
+        if _HEX.fullmatch(revision.lower()):  # commit ids are hex, in either case
+            revision = revision.lower()
         if is_commit(revision):
             return revision
         if self.offline:

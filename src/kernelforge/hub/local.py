@@ -314,7 +314,8 @@ class LocalHub(LocalHubWriter):
         tags = self.tags(repo_id)
         if revision in tags:
             return tags[revision]
-        if _PREFIX_RE.match(revision):
+        if _PREFIX_RE.match(revision.lower()):  # commit ids are hex, in either case
+            revision = revision.lower()
             objects = self._existing_repo(repo_id) / "objects"
             hits = sorted(c for c in self._commits(objects) if c.startswith(revision))
             if len(hits) == 1:
