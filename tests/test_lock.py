@@ -1220,3 +1220,21 @@ def test_a_malformed_kernels_lock_entry_is_named_with_its_field(tmp_path: Path, 
     with pytest.raises(LockError) as info:
         read_lock(path)
     assert str(info.value).startswith(f"{path}: entry 0 {problem} (each entry is ")
+
+
+def test_requirement_mistakes_are_named_as_written(tmp_path: Path) -> None:
+    root = project(tmp_path, '[tool.kernelforge.dependencies]\n"org/a" = { revison = "v1" }\n')
+    with pytest.raises(LockError, match=r"got \['revison'\]; 'revison' \(did you mean "
+                                        r"'revision'\?\)"):
+        read_requirements(root)
+    root = project(tmp_path, '[tool.kernelforge.dependencies]\n"org/a" = true\n')
+    with pytest.raises(LockError, match=r": true is not a version requirement"):
+        read_requirements(root)
+
+
+def test_a_missing_relative_lock_file_is_named_with_where_it_was_looked_for(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LockError, match=rf"^kernelforge\.lock: lock file not found \(looked "
+                                        rf"for {tmp_path / 'kernelforge.lock'}\)"):
+        read_lock("kernelforge.lock")

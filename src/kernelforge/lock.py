@@ -319,8 +319,12 @@ def _parse_spec(repo_id: str, value: Any, table: str, where: Path) -> Requiremen
     if isinstance(value, dict):
         unknown = set(value) - {"version", "revision"}
         if unknown or len(value) != 1:
+            from kernelforge.archs import closest
+
+            near = [f"'{k}' (did you mean '{meant}'?)" for k in sorted(unknown)
+                    if (meant := closest(k, ("version", "revision")))]
             raise bad(f"a table needs exactly one of 'version' or 'revision', got "
-                      f"{sorted(value)}")
+                      f"{sorted(value)}" + (f"; {', '.join(near)}" if near else ""))
         if "revision" in value:
             if not isinstance(value["revision"], str) or not value["revision"]:
                 raise bad(f"revision {value['revision']!r} is not a string")
@@ -334,7 +338,8 @@ def _parse_spec(repo_id: str, value: Any, table: str, where: Path) -> Requiremen
             n = int(m.group(2))
             return (Requirement(repo_id, min_version=n, table=table) if m.group(1) == ">="
                     else Requirement(repo_id, version=n, table=table))
-    raise bad(f"{value!r} is not a version requirement")
+    shown = json.dumps(value) if isinstance(value, (bool, float)) else repr(value)  # TOML's
+    raise bad(f"{shown} is not a version requirement")
 
 
 def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
@@ -556,7 +561,8 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         where = (f"{p.parent}: neither {LOCK_FILE} nor {HF_LOCK_FILE} found"
-                 if Path(path).is_dir() else f"{p}: lock file not found")
+                 if Path(path).is_dir() else f"{p}: lock file not found"
+                 + ("" if p.is_absolute() else f" (looked for {p.absolute()})"))
         raise LockError(f"{where}; write it with 'kernelforge lock PROJECT'") from None
     except (OSError, ValueError) as err:
         raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
