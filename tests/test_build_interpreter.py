@@ -195,3 +195,20 @@ def test_two_environments_building_one_variant_are_noted(
     out, err = capsys.readouterr()
     assert f"note: --python {other} builds torch-cpu again" in err
     assert out.count("torch-cpu: built in") == 2  # the repeated path is built once
+
+
+def test_a_note_about_the_project_is_said_once_for_several_environments(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge.cli import main
+
+    project = _noarch_project(tmp_path / "na")
+    (project / "torch-ext" / "na" / "extra.txt").write_text("not packaged")
+    other = tmp_path / "other" / "python"
+    other.parent.mkdir()
+    other.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    other.chmod(0o755)
+    assert main(["build", str(project), "--python", sys.executable,
+                 "--python", str(other)]) == 0
+    out = capsys.readouterr().out
+    notes = [line for line in out.splitlines() if line.startswith("note: ") and "extra.txt" in line]
+    assert len(notes) == 1, out

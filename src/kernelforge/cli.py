@@ -91,9 +91,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     pythons = list(dict.fromkeys(args.python or [None]))
     results: list[BuildResult] = []
     failed: list[str] = []
+    noted: set[str] = set()  # notes about the project: said for the first environment
     for python in pythons:
         try:
-            built = _build_for(args, python)
+            built = _build_for(args, python, noted)
         except ManifestError:
             raise  # the same for every environment
         except KernelforgeError as err:
@@ -138,9 +139,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_for(args: argparse.Namespace, python: str | None) -> list[BuildResult]:
+def _build_for(args: argparse.Namespace, python: str | None,
+               noted: set[str]) -> list[BuildResult]:
     """``build`` for one environment (``--python``, or this one), printing its progress
-    and a line per variant."""
+    and a line per variant; a ``note:`` line in ``noted`` (said for an environment
+    before) is not said again."""
     from kernelforge.build import build_project
 
     held: list[str] = []
@@ -150,6 +153,10 @@ def _build_for(args: argparse.Namespace, python: str | None) -> list[BuildResult
         # once. Held back only until then (or until the build fails).
         if _UP_TO_DATE.match(line):
             held.append(line)
+        elif line.startswith("note: "):
+            if line not in noted:
+                noted.add(line)
+                print(line)
         else:
             print(line)
 
