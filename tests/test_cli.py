@@ -801,3 +801,27 @@ def test_check_says_its_notes_when_it_also_has_errors(tmp_path: Path, capsys) ->
     err = capsys.readouterr().err
     assert "note: kernel.my_relu.cuda-capabilities: unknown CUDA capability '11.8'" in err
     assert "gone.cpp" in err
+
+
+def test_publish_and_versions_name_the_repository_as_the_hub_keeps_it(
+        tmp_path: Path, capsys) -> None:
+    import shutil
+
+    from kf_sharing import make_variant, uid
+
+    project = tmp_path / "p"
+    (project / "torch-ext" / "na").mkdir(parents=True)
+    (project / "torch-ext" / "na" / "__init__.py").write_text("")
+    (project / "build.toml").write_text(
+        '[general]\nname = "na"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
+        'backends = ["cpu"]\n\n[torch-noarch]\n')
+    make_variant(project, "torch-cpu", module_id=uid("na"))
+    hub = str(tmp_path / "hub")
+    assert main(["publish", str(project), "--repo", "Me/Relu", "--hub", hub]) == 0
+    shutil.rmtree(project / "build")
+    make_variant(project, "torch-cpu", module_id=uid("na2"), value=2)
+    capsys.readouterr()
+    assert main(["publish", str(project), "--repo", "me/RELU", "--hub", hub]) == 0
+    assert capsys.readouterr().out.startswith("published Me/Relu version 1")
+    assert main(["versions", "ME/RELU", "--hub", hub]) == 0
+    assert capsys.readouterr().out.startswith(f"Me/Relu in {hub}")

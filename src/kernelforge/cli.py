@@ -297,6 +297,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     # with kernelforge.hub._staging.check_digests).
     rev = hub.publish(repo, build_dir, version=version, message=args.message or "",
                       card=card, signer=signer)
+    repo = rev.repo_id  # as the hub keeps it (a local hub: the first publish's spelling)
     if rev.commit == rev.parent:  # the hub made no revision that would change nothing
         print(f"unchanged: {repo} version {version} (branch v{version}) already holds this "
               f"build, at revision {rev.commit[:12]}")
@@ -326,7 +327,7 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     if not branches:
         print(f"{args.repo}: no versions published in {hub.root}")
         return 1
-    print(f"{args.repo} in {hub.root}")
+    print(f"{_stored(hub, args.repo)} in {hub.root}")
     for branch in sorted(branches, key=_branch_order):
         print(f"  {branch}")
         for rev in hub.log(args.repo, branch):
@@ -334,6 +335,13 @@ def _cmd_versions(args: argparse.Namespace) -> int:
             for variant in rev.variants:
                 print(f"      {variant}")
     return 0
+
+
+def _stored(hub: Any, repo: str) -> str:
+    """``repo`` as the local hub spells it (ids ignore case; it keeps the spelling of the
+    first publish); as given for other hubs."""
+    stored_id = getattr(hub, "stored_id", None)
+    return str(stored_id(repo)) if callable(stored_id) else repo
 
 
 def _branch_order(branch: str) -> tuple[int, str]:
