@@ -1238,3 +1238,13 @@ def test_a_missing_relative_lock_file_is_named_with_where_it_was_looked_for(
     with pytest.raises(LockError, match=rf"^kernelforge\.lock: lock file not found \(looked "
                                         rf"for {tmp_path / 'kernelforge.lock'}\)"):
         read_lock("kernelforge.lock")
+
+
+def test_every_malformed_requirement_is_reported_together(tmp_path: Path) -> None:
+    root = project(tmp_path, '[tool.kernelforge.dependencies]\n"bad id" = 1\n'
+                             '"org/a" = "abc"\n"org/b" = 1\n')
+    with pytest.raises(LockError) as info:
+        read_requirements(root)
+    message = str(info.value)
+    assert message.startswith(f"{root / 'pyproject.toml'}: 2 problems:\n  - key ")
+    assert "'bad id'" in message and "'abc' is not a version requirement" in message

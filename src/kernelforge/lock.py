@@ -342,6 +342,23 @@ def _parse_spec(repo_id: str, value: Any, table: str, where: Path) -> Requiremen
     raise bad(f"{shown} is not a version requirement")
 
 
+def _requirement(found: dict[str, Requirement], repo_id: str, value: Any, table: str,
+                 path: Path) -> Requirement:
+    """One entry of a dependency table, checked against those ``found`` before it (keyed
+    by the id in lower case)."""
+    req = _parse_spec(repo_id, value, table, path)
+    other = found.get(repo_id.lower())  # ids ignore case, as the hubs resolve them
+    if other is not None and other.repo_id != repo_id:
+        where = (f"both in [{table}]" if other.table == table
+                 else f"in [{other.table}] and [{table}]")
+        raise LockError(f"{path}: {other.repo_id!r} and {repo_id!r} ({where}) name one "
+                        "repository (repository ids ignore case); keep one of them")
+    if other is not None and other.to_json() != req.to_json():
+        raise LockError(f"{path}: {repo_id} is listed in [{other.table}] as "
+                        f"{other.to_json()} and in [{table}] as {req.to_json()}; keep one")
+    return req
+
+
 def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
     """The kernels a project depends on, from its ``pyproject.toml``.
 
@@ -353,7 +370,7 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
 
     Raises:
         LockError: no ``pyproject.toml``, no dependency table, a malformed entry, or
-            one kernel listed differently in both tables.
+            one kernel listed differently in both tables (every entry's problem, together).
     """
     try:
         import tomllib
@@ -369,26 +386,26 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
     except (OSError, tomllib.TOMLDecodeError) as err:
         raise LockError(f"{path}: cannot be read as TOML ({err})") from err
     found: dict[str, Requirement] = {}
+    problems: list[str] = []  # every entry's, reported together
     for table in _TABLES:
         node: Any = doc
         for part in table.split("."):
             node = node.get(part, {}) if isinstance(node, dict) else {}
         if not isinstance(node, dict):
-            raise LockError(f"{path}: [{table}] must be a table of 'org/name' = version")
+            problems.append(f"{path}: [{table}] must be a table of 'org/name' = version")
+            continue
         for repo_id, value in node.items():
-            req = _parse_spec(repo_id, value, table, path)
-            other = found.get(repo_id.lower())  # ids ignore case, as the hubs resolve them
-            if other is not None and other.repo_id != repo_id:
-                where = (f"both in [{table}]" if other.table == table
-                         else f"in [{other.table}] and [{table}]")
-                raise LockError(f"{path}: {other.repo_id!r} and {repo_id!r} ({where}) name "
-                                "one repository (repository ids ignore case); keep one of "
-                                "them")
-            if other is not None and other.to_json() != req.to_json():
-                raise LockError(f"{path}: {repo_id} is listed in [{other.table}] as "
-                                f"{other.to_json()} and in [{table}] as {req.to_json()}; "
-                                "keep one")
-            found[repo_id.lower()] = req
+            try:
+                found_req = _requirement(found, repo_id, value, table, path)
+            except LockError as err:
+                problems.append(str(err))
+                continue
+            found[repo_id.lower()] = found_req
+    if len(problems) == 1:
+        raise LockError(problems[0])
+    if problems:
+        raise LockError(f"{path}: {len(problems)} problems:\n" + "\n".join(
+            f"  - {p.removeprefix(f'{path}: ')}" for p in problems))
     if not found:
         raise LockError(f"{path}: no kernel dependencies; add a [{_TABLES[0]}] table, e.g. "
                         '"kernels-community/relu" = 1')
