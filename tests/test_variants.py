@@ -458,6 +458,7 @@ def test_backend_override() -> None:
     with pytest.raises(VariantError, match="backend 'rocm' cannot be used here") as info:
         resolve_variant(names, CUDA_129, backend="rocm")
     assert "'kernelforge download --all-variants'" in str(info.value)
+    assert "'kernelforge versions REPO' lists every variant" in str(info.value)
 
 
 def test_not_found_lists_every_candidate_with_its_reason() -> None:

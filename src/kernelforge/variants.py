@@ -343,8 +343,9 @@ def _select_backend(facts: SystemFacts, backend: str | None) -> tuple[str, tuple
     raise VariantError(
         f"backend {backend!r} cannot be used here: torch in this process supports "
         f"{facts.backend}" + ("" if facts.backend == "cpu" else " and cpu")
-        + " (to fetch the variants another machine needs, download them all: "
-        "'kernelforge download --all-variants', download_locked(..., all_variants=True))"
+        + " ('kernelforge versions REPO' lists every variant; to fetch the variants "
+        "another machine needs, download them all: 'kernelforge download "
+        "--all-variants', download_locked(..., all_variants=True))"
     )
 
 
