@@ -279,9 +279,10 @@ class _Unit:
 class _Reader:
     """Typed access to one manifest's tables, raising ManifestError on misuse.
 
-    :meth:`fail` raises at once; a part of the manifest that can be checked on its own
-    runs inside ``with reader.unit():``, which collects the error that stopped it, so
-    that reading goes on with the next part. :meth:`done` raises them all together.
+    :meth:`fail` raises at once and :meth:`flag` collects a problem; a part of the
+    manifest that can be checked on its own runs inside ``with reader.unit():``, which
+    collects the error that stopped it, so that reading goes on with the next part.
+    :meth:`done` raises them all together.
     """
 
     def __init__(self, file: Path) -> None:
@@ -294,6 +295,13 @@ class _Reader:
     def fail(self, key: str | None, problem: str, expected: str | None = None,
              fix: str | None = None, cause: Exception | None = None) -> NoReturn:
         raise ManifestError(self.file, key, problem, expected=expected, fix=fix) from cause
+
+    def flag(self, key: str | None, problem: str, expected: str | None = None,
+             fix: str | None = None, cause: Exception | None = None) -> None:
+        """Collect a problem and go on reading (:meth:`fail` stops the part being read)."""
+        err = ManifestError(self.file, key, problem, expected=expected, fix=fix)
+        err.__cause__ = cause
+        self.errors.append(err)
 
     @contextmanager
     def unit(self) -> Iterator[_Unit]:
@@ -567,12 +575,11 @@ def load_manifest(path: str | Path) -> Manifest:
         # section with a problem is still a section.
         if schema is _GUIDE and not backends and general.get("universal", False) is False \
                 and not (sections_read.failed or general_read.failed or kernels_read.failed):
-            with r.unit():
-                r.fail("general.universal", "this legacy manifest has no kernel sections "
-                       "and is not universal, so it builds nothing",
-                       expected="universal = true, or at least one [kernel.<name>] section",
-                       fix="set universal = true for a pure-Python kernel, or add "
-                           "[kernel.<name>] sections")
+            r.flag("general.universal", "this legacy manifest has no kernel sections "
+                   "and is not universal, so it builds nothing",
+                   expected="universal = true, or at least one [kernel.<name>] section",
+                   fix="set universal = true for a pure-Python kernel, or add "
+                       "[kernel.<name>] sections")
     r.done()
     return Manifest(path=file, root=file.parent, edition=schema.edition, backends=backends,
                     kernels=kernels, notes=tuple(r.notes), **fields)
@@ -584,11 +591,10 @@ def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> di
     name = r.get(lambda: r.string(general, "general", "name"))
     name_re = _LEGACY_NAME_RE if schema is _GUIDE else _NAME_RE
     if name is not None and not name_re.match(name):  # a missing name is reported as such
-        with r.unit():
-            r.fail("general.name", f"'{name}' is not a valid kernel name",
-                   expected=f"a name matching {name_re.pattern} (lowercase letters, digits "
-                            "and '-', at least 2 characters)",
-                   fix=f"use '{_suggest_name(name)}'")
+        r.flag("general.name", f"'{name}' is not a valid kernel name",
+               expected=f"a name matching {name_re.pattern} (lowercase letters, digits "
+                        "and '-', at least 2 characters)",
+               fix=f"use '{_suggest_name(name)}'")
     name = name or ""
     subs: dict[str, dict[str, Any]] = {}
     for sub, allowed in schema.sub.items():
@@ -780,10 +786,9 @@ def _declared_backends(r: _Reader, general: Mapping[str, Any]) -> tuple[str, ...
     for value in values:
         if value not in BACKENDS:  # each unknown backend is a problem of its own
             near = archs.closest(value, BACKENDS)
-            with r.unit():
-                r.fail("general.backends", f"unknown backend '{value}'",
-                       expected="one of " + ", ".join(BACKENDS),
-                       fix=f"did you mean '{near}'?" if near else "remove it")
+            r.flag("general.backends", f"unknown backend '{value}'",
+                   expected="one of " + ", ".join(BACKENDS),
+                   fix=f"did you mean '{near}'?" if near else "remove it")
             continue
         if value not in out:
             out.append(value)
@@ -918,11 +923,10 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
                expected="kernel sections named [kernel.<name>]",
                fix="put the keys under a [kernel.<name>] header, not [kernel]")
     if not _KERNEL_NAME_RE.match(name):
-        with r.unit():
-            r.fail(prefix, f"'{name}' is not a valid kernel section name",
-                   expected="letters, digits, '_' and '-', not starting with a digit",
-                   fix=f"rename [{prefix}], e.g. to "
-                       f"[kernel.{_suggest_name(name).replace('-', '_')}]")
+        r.flag(prefix, f"'{name}' is not a valid kernel section name",
+               expected="letters, digits, '_' and '-', not starting with a digit",
+               fix=f"rename [{prefix}], e.g. to "
+                   f"[kernel.{_suggest_name(name).replace('-', '_')}]")
     if "backend" not in table:
         r.fail(f"{prefix}.backend", "missing required key 'backend'",
                expected="one of " + ", ".join(KERNEL_BACKENDS),
@@ -934,10 +938,9 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
                expected="one of " + ", ".join(KERNEL_BACKENDS),
                fix=f"did you mean '{near}'?" if near else "use one of the listed backends")
     if declared is not None and backend not in declared:
-        with r.unit():
-            r.fail(f"{prefix}.backend", f"backend '{backend}' is not in general.backends "
-                   f"({', '.join(declared)})", expected="a backend listed in general.backends",
-                   fix=f"add '{backend}' to general.backends, or remove [{prefix}]")
+        r.flag(f"{prefix}.backend", f"backend '{backend}' is not in general.backends "
+               f"({', '.join(declared)})", expected="a backend listed in general.backends",
+               fix=f"add '{backend}' to general.backends, or remove [{prefix}]")
     allowed = _KERNEL_COMMON | _KERNEL_EXTRA[backend]
     foreign: set[str] = set()
     for key in table:
@@ -945,12 +948,11 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
         if key not in allowed and owner is not None:
             foreign.add(key)
             counterpart = _COUNTERPART.get(key)
-            with r.unit():
-                r.fail(f"{prefix}.{key}", f"'{key}' applies to {owner} kernels, and this "
-                       f"kernel has backend = \"{backend}\"",
-                       expected="keys of a " + backend + " kernel: "
-                                + ", ".join(sorted(allowed)),
-                       fix=f"use '{counterpart}'" if counterpart in allowed else "remove it")
+            r.flag(f"{prefix}.{key}", f"'{key}' applies to {owner} kernels, and this "
+                   f"kernel has backend = \"{backend}\"",
+                   expected="keys of a " + backend + " kernel: "
+                            + ", ".join(sorted(allowed)),
+                   fix=f"use '{counterpart}'" if counterpart in allowed else "remove it")
     table = r.known({k: v for k, v in table.items() if k not in foreign}, prefix, allowed,
                     ("depends", "src"), what=f" for a {backend} kernel")
     depends = r.get(lambda: r.strings(table, prefix, "depends")) or ()
@@ -960,11 +962,10 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
             # builder knows but kernelforge cannot resolve is refused by `check`.
             resolvable = _resolvable_depends()
             near = archs.closest(dep, resolvable)
-            with r.unit():
-                r.fail(f"{prefix}.depends", f"unknown dependency '{dep}'",
-                       expected="one of " + ", ".join(KNOWN_DEPENDS) + " (kernelforge "
-                                "builds with: " + ", ".join(resolvable) + ")",
-                       fix=f"did you mean '{near}'?" if near else "remove it")
+            r.flag(f"{prefix}.depends", f"unknown dependency '{dep}'",
+                   expected="one of " + ", ".join(KNOWN_DEPENDS) + " (kernelforge "
+                            "builds with: " + ", ".join(resolvable) + ")",
+                   fix=f"did you mean '{near}'?" if near else "remove it")
     return KernelSpec(
         name=name, backend=backend, depends=depends,
         src=r.get(lambda: r.paths(table, prefix, "src")) or (),
@@ -1017,19 +1018,17 @@ def check_project(path: str | Path) -> Manifest:
             ok = target.is_dir() if is_dir else target.is_file()
             if not ok:
                 kind = "directory" if is_dir else "file"
-                with r.unit():
-                    r.fail(key, f"lists '{name}', but {target} is not an existing {kind}",
-                           expected=f"a {kind} relative to {m.root}",
-                           fix=f"create {name} or remove it from {key}")
+                r.flag(key, f"lists '{name}', but {target} is not an existing {kind}",
+                       expected=f"a {kind} relative to {m.root}",
+                       fix=f"create {name} or remove it from {key}")
     package = m.root / "torch-ext" / m.python_name / "__init__.py"
     if not package.is_file():
-        with r.unit():
-            r.fail("general.name", f"the Python package of kernel '{m.name}' is missing: "
-                   f"{package} does not exist",
-                   expected=f"torch-ext/{m.python_name}/__init__.py (the package is named "
-                            "after general.name, with '-' as '_')",
-                   fix=f"create torch-ext/{m.python_name}/__init__.py, or correct "
-                       "general.name")
+        r.flag("general.name", f"the Python package of kernel '{m.name}' is missing: "
+               f"{package} does not exist",
+               expected=f"torch-ext/{m.python_name}/__init__.py (the package is named "
+                        "after general.name, with '-' as '_')",
+               fix=f"create torch-ext/{m.python_name}/__init__.py, or correct "
+                   "general.name")
     r.done()
     return m
 
@@ -1067,10 +1066,9 @@ def check_buildable(m: Manifest) -> list[str]:
         if low and high and key == "torch":  # a torch major.minor <= maxver, as built
             low = str(torch_series(low))
         if low and high and Version(low) > Version(high):  # as the build compares them
-            with r.unit():
-                r.fail(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no "
-                       "version can be built", expected=f"{key}.maxver >= {key}.minver",
-                       fix=f"raise {key}.maxver or lower {key}.minver")
+            r.flag(f"{key}.maxver", f"is {high}, lower than {key}.minver {low}, so no "
+                   "version can be built", expected=f"{key}.maxver >= {key}.minver",
+                   fix=f"raise {key}.maxver or lower {key}.minver")
     notes = [*m.notes, *(note for note in (hub_branch_note(m),) if note)]
     if m.noarch:
         r.done()
@@ -1089,33 +1087,30 @@ def check_buildable(m: Manifest) -> list[str]:
             continue  # not compiled by kernelforge: the build skips it (noted above)
         kernels = m.kernels_for(backend)
         if not kernels:
-            with r.unit():
-                r.fail("general.backends", f"lists '{backend}', but no [kernel.*] section has "
-                       f'backend = "{backend}", so kernelforge cannot build it',
-                       expected="a [kernel.<name>] section for every compiled backend listed",
-                       fix=f"add a [kernel.<name>] section with backend = \"{backend}\", or "
-                           f"remove '{backend}' from general.backends")
+            r.flag("general.backends", f"lists '{backend}', but no [kernel.*] section has "
+                   f'backend = "{backend}", so kernelforge cannot build it',
+                   expected="a [kernel.<name>] section for every compiled backend listed",
+                   fix=f"add a [kernel.<name>] section with backend = \"{backend}\", or "
+                       f"remove '{backend}' from general.backends")
             continue  # the rules below are about the backend's kernel sections
         listed = list(m.torch.src if m.torch else ()) + [s for k in kernels for s in k.src]
         with r.unit():  # a problem found for two backends is listed once
             check_compiled_sources(m, kernels, suffixes)
         if not any(PurePosixPath(s).suffix in suffixes for s in listed):
             key = f"kernel.{kernels[0].name}.src"
-            with r.unit():
-                r.fail(key, f"backend '{backend}' has nothing to compile: neither torch.src "
-                       f"nor the src of its kernels lists a {', '.join(suffixes)} file",
-                       expected="the kernel's source files in src",
-                       fix=f"list the kernel's sources in {key}")
+            r.flag(key, f"backend '{backend}' has nothing to compile: neither torch.src "
+                   f"nor the src of its kernels lists a {', '.join(suffixes)} file",
+                   expected="the kernel's source files in src",
+                   fix=f"list the kernel's sources in {key}")
         for k in kernels:
             for dep in k.depends:
                 try:
                     resolve_dependency(dep)
                 except ToolchainError as err:
                     if dep not in BUILTIN_DEPENDS and dep not in HEADER_PACKAGES:
-                        with r.unit():
-                            r.fail(f"kernel.{k.name}.depends", str(err), cause=err,
-                                   fix=f"use one of those, or remove '{dep}' and list a copy "
-                                       "of its headers in include")
+                        r.flag(f"kernel.{k.name}.depends", str(err), cause=err,
+                               fix=f"use one of those, or remove '{dep}' and list a copy "
+                                   "of its headers in include")
                         continue
                     named, _why = needs.setdefault(dep, ([], str(err)))
                     if f"kernel.{k.name}" not in named:
