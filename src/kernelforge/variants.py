@@ -39,7 +39,8 @@ _PREFIX = {backend: prefix for prefix, backend in _VERSIONED.items()}
 _NOARCH_DIR = {b: ("npu" if b == "cann" else b) for b in BACKENDS}
 _NOARCH_BACKEND = {d: b for b, d in _NOARCH_DIR.items()}
 _ABI_TAG: dict[bool | None, str] = {True: "cxx11", False: "cxx98", None: "unknown"}
-_LABEL = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cann": "CANN", "metal": "Metal"}
+#: How messages name a backend.
+BACKEND_LABELS = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cann": "CANN", "metal": "Metal"}
 # Metal builds use a shader language version that needs this macOS or newer.
 _METAL_MIN_MACOS = (26, 0)
 
@@ -84,7 +85,7 @@ def _unknown_backend(backend: object) -> str:
 
 
 def _backend_label(backend: str | None, version: tuple[int, int] | None) -> str:
-    label = _LABEL.get(backend or "", backend or "any backend")
+    label = BACKEND_LABELS.get(backend or "", backend or "any backend")
     return f"{label} {_ver(version)}" if version is not None else label
 
 

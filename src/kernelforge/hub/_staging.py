@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelforge._durable import LEFTOVER_NAME
 from kernelforge.digest import (
@@ -19,7 +19,9 @@ from kernelforge.digest import (
     verify_tree,
 )
 from kernelforge.errors import HubError, IntegrityError, VariantError
-from kernelforge.variants import BACKENDS, Variant, VariantKind, noarch_variant
+
+if TYPE_CHECKING:  # pragma: no cover - variants is imported where a build is staged
+    from kernelforge.variants import Variant
 
 __all__ = ["Staged", "build_file_error", "check_digests", "parse_metadata",
            "publish_integrity_error", "read_metadata", "stage_build", "unbuilt_project"]
@@ -295,6 +297,8 @@ def publish_integrity_error(variant_dir: Path, problems: list[str]) -> Integrity
 
 def _check_variant_name(entry: Path) -> Variant:
     """The variant ``entry``'s name denotes; refuses a name that is not a variant name."""
+    from kernelforge.variants import Variant
+
     try:
         return Variant.parse(entry.name)
     except VariantError as err:
@@ -314,7 +318,6 @@ def _check_variant_name(entry: Path) -> Variant:
 # CPU is checked from the ELF header of a Linux variant's libraries instead, the C++ ABI
 # and the OS are not. A pure-Python torch-<backend> directory is compared on its backend.
 
-_BACKEND_ALIAS = {"npu": "cann"}  # Ascend: torch-npu is the pure-Python directory of cann
 _TORCH_VERSION_RE = re.compile(r"(\d+)\.(\d+)(?!\d)", re.ASCII)  # "2.10.0+cpu" is 2.10
 # Local version tags of the torch wheels that name the backend torch is built for:
 # +cu128 is CUDA 12.8 (the last digit is the minor, as in variant names), +rocm6.3 ROCm 6.3.
@@ -322,17 +325,20 @@ _TORCH_LOCAL_RE = (
     ("cuda", re.compile(r"cu(\d+)(\d)", re.ASCII)),
     ("rocm", re.compile(r"rocm(\d+)\.(\d+)(?:\.\d+)*", re.ASCII)),
 )
-_LABEL = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cann": "CANN"}
 
 
 def _metadata_backend(meta: dict[str, Any]) -> str | None:
     """``backend.type`` of a metadata.json when it is a backend kernelforge knows."""
+    from kernelforge.variants import noarch_variant
+
     block = meta.get("backend")
     kind = block.get("type") if isinstance(block, dict) else None
     if not isinstance(kind, str):
         return None
-    kind = _BACKEND_ALIAS.get(kind, kind)
-    return kind if kind in BACKENDS else None
+    try:  # as a torch-<backend> directory names it (Ascend builds say "npu" for cann)
+        return noarch_variant(kind).backend
+    except VariantError:
+        return None
 
 
 def _metadata_torch(meta: dict[str, Any]) -> tuple[str, tuple[int, int],
@@ -364,6 +370,8 @@ def _implied_name(variant: Variant, backend: str, bver: tuple[int, int] | None,
     """The name of the compiled ``variant`` with its metadata's facts in place of the
     name's; ``<MAJ><MIN>`` stands for a backend version the metadata does not record.
     ``None`` when there is no such name."""
+    from kernelforge.variants import Variant
+
     version = torch if torch is not None else variant.version
     fields = (variant.kind, version, variant.cxx11, backend)
     try:
@@ -381,6 +389,8 @@ def _implied_name(variant: Variant, backend: str, bver: tuple[int, int] | None,
 def _check_noarch_backend(entry: Path, variant: Variant, meta: dict[str, Any]) -> None:
     """Refuse a ``torch-<backend>`` directory whose ``backend.type`` names another backend
     (a ``torch-cpu`` build renamed ``torch-cuda`` would load on CUDA machines only)."""
+    from kernelforge.variants import noarch_variant
+
     meta_backend = _metadata_backend(meta)
     if meta_backend is None or meta_backend == variant.backend:
         return
@@ -409,6 +419,8 @@ def _check_name_matches_metadata(entry: Path, variant: Variant, meta: dict[str, 
     A pure-Python ``torch-<backend>`` directory is compared on its backend alone;
     ``torch-universal`` fits any backend and is not checked.
     """
+    from kernelforge.variants import BACKEND_LABELS, VariantKind
+
     if variant.kind is VariantKind.UNIVERSAL:
         return
     if variant.kind is VariantKind.NOARCH:
@@ -436,7 +448,7 @@ def _check_name_matches_metadata(entry: Path, variant: Variant, meta: dict[str, 
         # tvm-ffi builds need no torch: the torch beside them says nothing of their CUDA
         if tagged is not None and tagged[0] == backend and variant.kind is not VariantKind.TVM_FFI:
             if backend == variant.backend and tagged[1] != variant.backend_version:
-                label = _LABEL[backend]
+                label = BACKEND_LABELS[backend]
                 problems.append(
                     f"{label} version: the name says {_ver(variant.backend_version)} "
                     f"({variant.compute}), metadata.json says {_ver(tagged[1])} (it was built "
@@ -456,7 +468,7 @@ def _check_name_matches_metadata(entry: Path, variant: Variant, meta: dict[str, 
     else:
         notes = []
         if "<MAJ><MIN>" in implied:
-            notes.append(f"<MAJ><MIN> is the {_LABEL.get(backend, backend)} version it was "
+            notes.append(f"<MAJ><MIN> is the {BACKEND_LABELS.get(backend, backend)} version it was "
                          "built for, which metadata.json does not record")
         either = " either" if notes else ""
         notes.append(f"metadata.json does not record the CPU and OS{either}, so keep "
