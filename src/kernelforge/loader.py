@@ -819,14 +819,12 @@ def _lock_identity(lockfile: str | os.PathLike[str] | None) -> tuple[str, str | 
     (the load then says why)."""
     import hashlib
 
-    from kernelforge.lock import HF_LOCK_FILE, LOCK_FILE
+    from kernelforge.lock import lock_file_path
 
     if lockfile is None:
         return "", None
-    path = os.path.abspath(os.path.expanduser(os.fspath(lockfile)))
-    if os.path.isdir(path):  # the lock file read_lock takes from a project directory
-        ours = os.path.join(path, LOCK_FILE)
-        path = ours if os.path.isfile(ours) else os.path.join(path, HF_LOCK_FILE)
+    # the lock file read_lock reads (a project directory's), by its absolute path
+    path = os.path.abspath(lock_file_path(os.path.expanduser(os.fspath(lockfile))))
     try:
         with open(path, "rb") as f:
             return path, hashlib.sha256(f.read()).hexdigest()

@@ -558,6 +558,15 @@ def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
     return {name: dataclasses.replace(k, depends=dict(pins)) for name, (_o, k) in first.items()}
 
 
+def lock_file_path(path: str | os.PathLike[str]) -> Path:
+    """The lock file ``path`` names: itself, or in a project directory its
+    ``kernelforge.lock``, else its ``kernels.lock``."""
+    p = Path(path)
+    if p.is_dir():
+        return p / LOCK_FILE if (p / LOCK_FILE).is_file() else p / HF_LOCK_FILE
+    return p
+
+
 def read_lock(path: str | os.PathLike[str]) -> LockFile:
     """Read a ``kernelforge.lock`` or a Hugging Face ``kernels.lock``.
 
@@ -571,9 +580,7 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
     Raises:
         LockError: missing, not JSON, or not in either format (names the file).
     """
-    p = Path(path)
-    if p.is_dir():
-        p = p / LOCK_FILE if (p / LOCK_FILE).is_file() else p / HF_LOCK_FILE
+    p = lock_file_path(path)
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
