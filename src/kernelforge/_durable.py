@@ -19,7 +19,7 @@ from kernelforge.digest import DEFAULT_ALGORITHM
 
 __all__ = [
     "CARD_FILE", "LEFTOVER_NAME", "copy_file", "copy_tree", "fsync_dir", "replace_file",
-    "write_file", "write_ref",
+    "write_file", "write_ref", "write_temp",
 ]
 
 CARD_FILE = "README.md"
@@ -81,7 +81,35 @@ def write_ref(path: Path, commit: str) -> None:
     fsync_dir(path.parent)
 
 
-def replace_file(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+def write_temp(path: Path, data: bytes, *, mode: int = 0o644,
+               chmod: int | None = None) -> Path:
+    """Write ``data`` to a new hidden ``.<name>.<random>.tmp`` file beside ``path``,
+    fsynced, and return it (removed again if the write fails).
+
+    Args:
+        path: the file the temporary is for; its directory must exist.
+        data: the content.
+        mode: permission bits the file is created with (the umask applies).
+        chmod: exact permission bits to set instead (the umask aside), before any byte
+            is written.
+    """
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if chmod is not None:
+                os.fchmod(f.fileno(), chmod)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def replace_file(path: Path, data: bytes, *, mode: int = 0o644,
+                 chmod: int | None = None) -> None:
     """Write ``path`` atomically: a hidden temporary file, fsynced, then ``os.replace``.
 
     Readers see the old content or the new one, never a part; a crash leaves at worst
@@ -90,15 +118,10 @@ def replace_file(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     Args:
         path: the file to create or replace; its directory must exist.
         data: the new content.
-        mode: permission bits of the new file (set before any byte is written).
+        mode, chmod: the new file's permission bits, as for :func:`write_temp`.
     """
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    tmp = write_temp(path, data, mode=mode, chmod=chmod)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -640,11 +640,11 @@ def _stage(path: Path, doc: Any) -> _Staged:
         LockError: it cannot be written (names the file and the reason; nothing changed).
     """
     import errno
-    import secrets
     import stat
 
+    from kernelforge._durable import write_temp
+
     target = Path(os.path.realpath(path))  # a link is written through: its file replaced
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     mode: int | None = None  # of the file it replaces, which keeps its permission bits
     old: bytes | None = None
     try:
@@ -658,17 +658,9 @@ def _stage(path: Path, doc: Any) -> _Staged:
             if not stat.S_ISREG(st.st_mode):
                 raise OSError(errno.EINVAL, "it is not a regular file")
             mode, old = stat.S_IMODE(st.st_mode), target.read_bytes()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # umask applies
-        try:
-            with os.fdopen(fd, "wb") as f:
-                if mode is not None:
-                    os.fchmod(f.fileno(), mode)
-                f.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        # a new lock file: 0o644 as the umask leaves it
+        tmp = write_temp(target, (json.dumps(doc, indent=2) + "\n").encode("utf-8"),
+                         chmod=mode)
     except OSError as err:
         raise _cannot_write(path, target, err, "nothing was changed") from err
     return _Staged(path, target, tmp, old)
@@ -676,27 +668,14 @@ def _stage(path: Path, doc: Any) -> _Staged:
 
 def _restore(staged: _Staged) -> None:
     """Put back, durably, what a renamed :class:`_Staged` replaced (or remove it)."""
-    import secrets
-
-    from kernelforge._durable import fsync_dir
+    from kernelforge._durable import fsync_dir, replace_file
 
     if staged.old is None:
         staged.target.unlink()
+        fsync_dir(staged.target.parent)
     else:
-        tmp = staged.target.with_name(f".{staged.target.name}.{secrets.token_hex(6)}.tmp")
         mode = os.stat(staged.target).st_mode & 0o7777  # the bits it had, kept by _stage
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), mode)
-                f.write(staged.old)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, staged.target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-    fsync_dir(staged.target.parent)
+        replace_file(staged.target, staged.old, mode=0o600, chmod=mode)
 
 
 def _write_lock_files(files: list[tuple[Path, Any]]) -> None:
