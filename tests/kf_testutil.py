@@ -16,6 +16,17 @@ def copy_example(dest: Path) -> Path:
     return dest
 
 
+def write_noarch_project(root: Path, name: str = "na") -> Path:
+    """A pure-Python (``[torch-noarch]``) project for the cpu backend at ``root``: it
+    builds without a compiler."""
+    (root / "torch-ext" / name).mkdir(parents=True)
+    (root / "torch-ext" / name / "__init__.py").write_text("")
+    (root / "build.toml").write_text(
+        f'[general]\nname = "{name}"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
+        'backends = ["cpu"]\n\n[torch-noarch]\n')
+    return root
+
+
 def write_metadata(vdir: Path, module_id: str, *, version: int = 1, backend: str | None = None,
                    archs: list[str] | None = None, with_digest: bool = True) -> None:
     """Write a ``metadata.json`` for a fabricated variant directory (kebab-case keys, the

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kf_testutil import write_noarch_project
 
 from kernelforge.build.interpreter import PythonEnv, python_env
 from kernelforge.errors import ToolchainError
@@ -146,24 +147,10 @@ def test_build_with_a_non_python_interpreter_is_a_clean_cli_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kernelforge.cli import main
 
-    project = tmp_path / "na"
-    (project / "torch-ext" / "na").mkdir(parents=True)
-    (project / "torch-ext" / "na" / "__init__.py").write_text("")
-    (project / "build.toml").write_text(
-        '[general]\nname = "na"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
-        'backends = ["cpu"]\n\n[torch-noarch]\n')
+    project = write_noarch_project(tmp_path / "na")
     assert main(["build", str(project), "--python", "/bin/true"]) != 0
     err = capsys.readouterr().err
     assert "did not answer like a Python interpreter" in err and "Traceback" not in err
-
-
-def _noarch_project(root: Path) -> Path:
-    (root / "torch-ext" / "na").mkdir(parents=True)
-    (root / "torch-ext" / "na" / "__init__.py").write_text("")
-    (root / "build.toml").write_text(
-        '[general]\nname = "na"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
-        'backends = ["cpu"]\n\n[torch-noarch]\n')
-    return root
 
 
 def test_build_for_several_environments_goes_on_past_a_failed_one(
@@ -172,7 +159,7 @@ def test_build_for_several_environments_goes_on_past_a_failed_one(
     named, at the end too, without hiding what the others built."""
     from kernelforge.cli import main
 
-    project = _noarch_project(tmp_path / "na")
+    project = write_noarch_project(tmp_path / "na")
     assert main(["build", str(project), "--python", "/bin/true",
                  "--python", sys.executable]) == 1
     out, err = capsys.readouterr()
@@ -185,7 +172,7 @@ def test_two_environments_building_one_variant_are_noted(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kernelforge.cli import main
 
-    project = _noarch_project(tmp_path / "na")
+    project = write_noarch_project(tmp_path / "na")
     other = tmp_path / "other" / "python"  # another path to this environment
     other.parent.mkdir()
     other.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
@@ -201,7 +188,7 @@ def test_a_note_about_the_project_is_said_once_for_several_environments(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kernelforge.cli import main
 
-    project = _noarch_project(tmp_path / "na")
+    project = write_noarch_project(tmp_path / "na")
     (project / "torch-ext" / "na" / "extra.txt").write_text("not packaged")
     other = tmp_path / "other" / "python"
     other.parent.mkdir()

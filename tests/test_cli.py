@@ -808,13 +808,9 @@ def test_publish_and_versions_name_the_repository_as_the_hub_keeps_it(
     import shutil
 
     from kf_sharing import make_variant, uid
+    from kf_testutil import write_noarch_project
 
-    project = tmp_path / "p"
-    (project / "torch-ext" / "na").mkdir(parents=True)
-    (project / "torch-ext" / "na" / "__init__.py").write_text("")
-    (project / "build.toml").write_text(
-        '[general]\nname = "na"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
-        'backends = ["cpu"]\n\n[torch-noarch]\n')
+    project = write_noarch_project(tmp_path / "p")
     make_variant(project, "torch-cpu", module_id=uid("na"))
     hub = str(tmp_path / "hub")
     assert main(["publish", str(project), "--repo", "Me/Relu", "--hub", hub]) == 0

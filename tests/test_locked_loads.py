@@ -55,28 +55,18 @@ def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
     assert first.VALUE == 1 and load(REPO, lockfile=one / "kernelforge.lock") is first
 
 
-def test_a_lock_written_again_loads_its_new_pin(tmp_path: Path, env) -> None:
+@pytest.mark.parametrize("given", ["lock file", "project directory"])
+def test_a_lock_written_again_loads_its_new_pin(tmp_path: Path, env, given: str) -> None:
     hub = LocalHub(env["hub"])
     _publish(hub, tmp_path / "b1", 1)
     root = _project(tmp_path / "p", 1)
-    lock = lock_project(root).path
+    written = lock_project(root).path
+    lock = written if given == "lock file" else root
     assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 1
     _publish(hub, tmp_path / "b2", 2)
     _project(root, 2)
     lock_project(root)
     assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 2
-
-
-def test_a_project_directory_given_as_lockfile_loads_its_new_pin(tmp_path: Path, env) -> None:
-    hub = LocalHub(env["hub"])
-    _publish(hub, tmp_path / "b1", 1)
-    root = _project(tmp_path / "p", 1)
-    lock_project(root)
-    assert loader.get_locked_kernel(REPO, lockfile=root).VALUE == 1
-    _publish(hub, tmp_path / "b2", 2)
-    _project(root, 2)
-    lock_project(root)
-    assert loader.get_locked_kernel(REPO, lockfile=root).VALUE == 2
 
 
 def test_kernel_info_refuses_a_version_beside_a_lock_file(tmp_path: Path, env) -> None:
