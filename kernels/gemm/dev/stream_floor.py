@@ -64,11 +64,16 @@ def streaming_read(x: torch.Tensor):
     return fns
 
 
+@functools.cache
+def _flush_buffer() -> torch.Tensor:
+    return torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")  # 256 MB
+
+
 def _own_bench(fn, rep_ms: int, write: bool) -> float:
     """Median microseconds of ``fn`` after writing (``write``: as the benchmark flushes)
     or reading a 256 MB buffer before each call, timed by events around the call alone.
     A read leaves the L2 full of clean lines, a write full of dirty ones."""
-    flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
+    flush = _flush_buffer()
     fn()
     torch.cuda.synchronize()
     reps = max(20, rep_ms)

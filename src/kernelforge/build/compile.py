@@ -199,7 +199,7 @@ class _Child:
                 killpg(self.proc.pid, signum)
             else:  # pragma: no cover - not POSIX: no process groups, the driver alone
                 self.proc.terminate() if signum == signal.SIGTERM else self.proc.kill()
-        except ProcessLookupError:
+        except ProcessLookupError:  # the group has ended already: nothing left to signal
             pass
 
     def _wait(self, timeout: float) -> None:
