@@ -222,6 +222,31 @@ def test_a_compiler_error_is_still_a_build_error_with_file_and_line(tmp_path: Pa
     assert not reader_threads()
 
 
+
+def test_another_interpreters_log_is_its_own(tmp_path: Path) -> None:
+    """``build --python A --python B`` of one variant: the log A's error names is still
+    A's after B builds that variant in the same work directory."""
+    from dataclasses import replace
+
+    plan, python = fake_driver(tmp_path, """
+        out("[1/1] c++ -c k.cpp -o k.o", "FAILED: k.o",
+            "k/k.cpp:1:1: error: " + os.environ["WHICH"], "ninja: build stopped.")
+        sys.exit(1)
+    """)
+    other = tmp_path / "other-python"
+    other.symlink_to(python.executable)
+    first = replace(python, foreign=True)
+    second = replace(python, foreign=True, executable=str(other))
+    logs = []
+    for env, which in ((first, "from A"), (second, "from B")):
+        plan_env = replace(plan, env={**plan.env, "WHICH": which})
+        with pytest.raises(BuildError) as info:
+            compile_with(tmp_path, plan_env, env, [])
+        logs.append(Path(str(info.value).rsplit("full compiler output: ", 1)[1].strip()))
+    assert logs[0] != logs[1] and logs[0].parent == logs[1].parent == tmp_path / "work"
+    assert "from A" in logs[0].read_text() and "from B" in logs[1].read_text()
+    assert not (tmp_path / "work" / "build.log").exists()  # this interpreter's own name
+
 def _gone(pid: int) -> bool:
     """Whether the process has ended (a zombie that init has not reaped yet counts)."""
     deadline = time.monotonic() + 5  # init reaps an orphan on its own time

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -276,6 +277,17 @@ def compile_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], lis
     return env, dropped
 
 
+def log_name(python: PythonEnv) -> str:
+    """The name of a compile's log in its work directory: ``build.log`` for this
+    interpreter's torch, ``build-<hash>.log`` for another interpreter (``build --python``),
+    so that the log a failed environment names is not overwritten when a later environment
+    builds the same variant (the same torch and CUDA/ROCm versions)."""
+    if not python.foreign:
+        return "build.log"
+    key = hashlib.sha256(os.path.abspath(python.executable).encode()).hexdigest()[:12]
+    return f"build-{key}.log"
+
+
 def compile_plan(
     plan: BuildPlan,
     *,
@@ -301,7 +313,7 @@ def compile_plan(
     Progress: a ``[n/N] compiled <source>`` line as each ninja step finishes, and, when
     no line has been shown for :data:`HEARTBEAT_S` seconds, a ``still compiling`` line
     with the time spent and the steps done. Everything the child writes goes to
-    ``build.log`` in ``work_dir``.
+    ``work_dir``'s log (:func:`log_name`).
 
     Raises:
         BuildError: the compiler failed; the message lists errors with file and line.
@@ -319,9 +331,8 @@ def compile_plan(
     }
     spec_path = work_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2))
-    log_path = work_dir / "build.log"
-
     python = python or PythonEnv(sys.executable)
+    log_path = work_dir / log_name(python)
     base, dropped = compile_environment(os.environ)
     if dropped:
         progress(f"  note: ignoring {', '.join(dropped)} from the environment; "
