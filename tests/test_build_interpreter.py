@@ -38,6 +38,24 @@ def test_a_missing_interpreter_is_an_error_naming_the_option(tmp_path: Path) -> 
         python_env(tmp_path / "nope" / "python")
 
 
+def test_a_relative_interpreter_path_is_kept_absolute(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compile starts the interpreter from the build's work directory, where a path
+    relative to where ``build`` was run names nothing."""
+    python = fake_environment(tmp_path / "env", "2.9.1+cu128", "12.8")
+    monkeypatch.chdir(tmp_path)
+    env = python_env(Path("env") / "bin" / "python")
+    assert env.executable == str(python) and env.foreign
+
+
+def test_a_probe_answering_in_another_encoding_is_a_clear_error(tmp_path: Path) -> None:
+    fake = tmp_path / "latin1-python"
+    fake.write_bytes(b"#!/bin/sh\nprintf 'Fehler: ung\\374ltig\\n' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(ToolchainError, match="could not report its torch installation "
+                       "\\(exit 1\\):\nFehler: ung\ufffdltig"):
+        python_env(fake).torch_install()
+
 def test_a_foreign_interpreter_reports_its_own_torch(tmp_path: Path) -> None:
     python = fake_environment(tmp_path, "2.9.1+cu128", "12.8")
     env = python_env(python)
@@ -199,3 +217,32 @@ def test_a_note_about_the_project_is_said_once_for_several_environments(
     out = capsys.readouterr().out
     notes = [line for line in out.splitlines() if line.startswith("note: ") and "extra.txt" in line]
     assert len(notes) == 1, out
+
+
+@pytest.mark.parametrize(("torch_init", "said"), [
+    # installed, but a library it links against is missing: no pip install of a module
+    # name fixes that, and the cause is what the user needs to see
+    ('raise ImportError("libcudnn.so.9: cannot open shared object file", name="torch._C")',
+     "has torch installed, but importing it failed: libcudnn.so.9: cannot open shared object"),
+    ("import torch._C", "has torch installed, but importing it failed: No module named "
+     "'torch._C'"),
+    ('raise ModuleNotFoundError("No module named \'torch\'", name="torch")',
+     "cannot import torch, which builds need; fix: {python} -m pip install torch"),
+])
+def test_the_compile_drivers_import_error_names_its_cause(tmp_path: Path, torch_init: str,
+                                                         said: str) -> None:
+    import os
+    import subprocess
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(torch_init + "\n")
+    (tmp_path / "spec.json").write_text("{}")
+    source = str(Path(__file__).resolve().parents[1] / "src")
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), source])}
+    proc = subprocess.run([sys.executable, "-m", "kernelforge.build._driver", "spec.json"],
+                          capture_output=True, text=True, cwd=tmp_path, env=environ,
+                          check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"error: {sys.executable} "), proc.stderr
+    assert said.format(python=sys.executable) in proc.stderr
+    assert "Traceback" not in proc.stderr

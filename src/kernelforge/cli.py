@@ -102,8 +102,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
                 raise
             # One environment's failure does not hide what the others build.
             said = str(err)  # most errors of an environment name its --python already
-            named = said if said.startswith(f"--python {python}") else \
-                f"--python {python}: {said}"
+            named = said if said.startswith("--python ") else f"--python {python}: {said}"
             print(f"error: {named}", file=sys.stderr)
             failed.append(str(python))
             continue

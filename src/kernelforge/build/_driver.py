@@ -54,6 +54,19 @@ def _run_ninja_files(build_directory: str, others: list[str], error_prefix: str)
         raise RuntimeError(f"{error_prefix}: ninja exited with status {code}")
 
 
+def _import_advice(err: ImportError) -> str:
+    """What to say when setuptools or torch cannot be imported: a package that is not
+    installed is installed; one that is installed but fails to import (a shared library
+    torch links against is missing) is named with its own error, which no install of a
+    module name fixes."""
+    top = (err.name or "").partition(".")[0]
+    if isinstance(err, ModuleNotFoundError) and err.name == top and top:
+        return (f"{sys.executable} cannot import {top}, which builds need; "
+                f"fix: {sys.executable} -m pip install {top}")
+    return (f"{sys.executable} has {top or 'a package builds need'} installed, but importing "
+            f"it failed: {err}; fix that installation (or reinstall it) and build again")
+
+
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
 
@@ -62,8 +75,7 @@ def main(spec_path: str) -> int:
         from setuptools import setup
         from torch.utils import cpp_extension
     except ImportError as err:
-        print(f"error: {sys.executable} cannot import {err.name}, which builds need; "
-              f"fix: {sys.executable} -m pip install {err.name}", file=sys.stderr)
+        print(f"error: {_import_advice(err)}", file=sys.stderr)
         return 1
 
     backend = spec["backend"]

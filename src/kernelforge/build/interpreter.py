@@ -122,8 +122,8 @@ class PythonEnv:
     def _probe(self, what: str) -> Any:
         cmd = [self.executable, "-m", "kernelforge._probe", what]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                                  env=self.env(dict(os.environ)), check=False)
+            proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                                  timeout=300, env=self.env(dict(os.environ)), check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
             raise ToolchainError(f"cannot run the Python interpreter {self.executable}: {err}") \
                 from err
@@ -172,5 +172,7 @@ def python_env(python: str | os.PathLike[str] | None) -> PythonEnv:
     # Not the resolved file: every virtual environment made from one base Python links
     # to the same binary, yet each has its own site-packages (and so its own torch). Any
     # other path is asked for its facts, which is right even when it is this environment.
-    same = os.path.abspath(found) == os.path.abspath(sys.executable)
+    # Absolute: the compile runs it from the build's work directory.
+    found = os.path.abspath(found)
+    same = found == os.path.abspath(sys.executable)
     return PythonEnv(found, foreign=not same)

@@ -34,18 +34,22 @@ class Tool:
         return ".".join(str(p) for p in self.version)
 
     def identity(self) -> str:
-        """A string that changes whenever the installed tool changes (for cache keys)."""
+        """A string that changes whenever the installed tool changes (for cache keys): the
+        file found and what the tool says it is, which names the real compiler behind a
+        wrapper (ccache's links, a script that execs another compiler)."""
+        said = f"{self.name} {self.version_str} {self.description}"
         try:
             st = self.path.stat()
-            return f"{self.path}:{st.st_size}:{st.st_mtime_ns}"
+            return f"{self.path}:{st.st_size}:{st.st_mtime_ns}:{said}"
         except OSError:
-            return str(self.path)
+            return f"{self.path}:{said}"
 
 
 def _run_version(cmd: Sequence[str]) -> str:
     try:
+        # a compiler may answer in its locale's encoding (a translated copyright line)
         proc = subprocess.run(
-            list(cmd), capture_output=True, text=True, timeout=60, check=False
+            list(cmd), capture_output=True, text=True, errors="replace", timeout=60, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise ToolchainError(f"could not run '{' '.join(cmd)}': {err}") from err
@@ -121,8 +125,14 @@ def find_cxx() -> Tool:
     path = Path(which)
     text = _run_version([str(path), "--version"])
     first = text.strip().splitlines()[0] if text.strip() else name
-    version = _parse_version(first, r"(\d+\.\d+(?:\.\d+)?)") or (0,)
     kind = "gcc" if ("GCC" in text or "Free Software Foundation" in text) else "clang"
+    version = None
+    if kind == "gcc":
+        # The first line is "<program> (<package version>) <version>", and a package
+        # version may hold dotted numbers of its own ("crosstool-NG 1.24.0"): ask.
+        version = _parse_version(_run_version([str(path), "-dumpfullversion"]).strip(),
+                                 r"^(\d+(?:\.\d+)*)$")
+    version = version or _parse_version(first, r"(\d+\.\d+(?:\.\d+)?)") or (0,)
     return Tool(kind, path, version, first)
 
 

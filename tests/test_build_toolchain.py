@@ -1,0 +1,74 @@
+"""The host C++ compiler as builds see it (:func:`kernelforge.build.toolchain.find_cxx`):
+its version, and an identity that changes with the compiler that really runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelforge.build.toolchain import find_cxx
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    find_cxx.cache_clear()
+    yield
+    find_cxx.cache_clear()
+
+
+def fake_cxx(path: Path, version_text: bytes, full_version: str | None) -> Path:
+    """A compiler answering ``--version`` with ``version_text`` and ``-dumpfullversion``
+    with ``full_version`` (``None``: it does not know the option)."""
+    dump = (f'  -dumpfullversion) echo {full_version};;\n' if full_version
+            else '  -dumpfullversion) echo "unrecognized option" >&2; exit 1;;\n')
+    path.write_bytes(b'#!/bin/sh\ncase "$1" in\n' + dump.encode()
+                     + b"  --version) printf '%s' '" + version_text + b"';;\nesac\n")
+    path.chmod(0o755)
+    return path
+
+
+GCC_COPYRIGHT = b"Copyright (C) 2022 Free Software Foundation, Inc.\n"
+
+
+@pytest.mark.parametrize(("first_line", "full", "expected"), [
+    (b"g++ (Debian 12.2.0-14+deb12u1) 12.2.0\n", "12.2.0", (12, 2, 0)),
+    # a package version with dotted numbers of its own before the compiler's
+    (b"x86_64-conda_cos6-linux-gnu-c++ (crosstool-NG 1.24.0.133_b0863d8_dirty) 7.5.0\n",
+     "7.5.0", (7, 5, 0)),
+    # a gcc too old for -dumpfullversion: the first line's number
+    (b"g++ (GCC) 6.3.1\n", None, (6, 3, 1)),
+])
+def test_the_gcc_version_is_the_compilers_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              first_line: bytes, full: str | None,
+                                              expected: tuple[int, ...]) -> None:
+    monkeypatch.setenv("CXX", str(fake_cxx(tmp_path / "g++", first_line + GCC_COPYRIGHT, full)))
+    tool = find_cxx()
+    assert (tool.name, tool.version) == ("gcc", expected)
+
+
+def test_a_version_answer_in_another_encoding_is_read(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    text = b"g++ (GCC) 12.2.0\nCopyright \xa9 2022 Free Software Foundation, Inc.\n"
+    monkeypatch.setenv("CXX", str(fake_cxx(tmp_path / "g++", text, "12.2.0")))
+    assert find_cxx().version == (12, 2, 0)
+
+
+def test_a_wrappers_identity_follows_the_compiler_it_runs(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrapper (ccache's links, a site script) stays the same file when the compiler
+    behind it changes; the build's fingerprint must not say "up to date" then."""
+    new = fake_cxx(tmp_path / "g++-13", b"g++ (GCC) 13.1.0\n" + GCC_COPYRIGHT, "13.1.0")
+    old = fake_cxx(tmp_path / "g++-12", b"g++ (GCC) 12.2.0\n" + GCC_COPYRIGHT, "12.2.0")
+    wrapper = tmp_path / "c++"
+    wrapper.write_text('#!/bin/sh\nexec "$REAL_CXX" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", str(wrapper))
+    monkeypatch.setenv("REAL_CXX", str(old))
+    before = find_cxx().identity()
+    find_cxx.cache_clear()
+    monkeypatch.setenv("REAL_CXX", str(new))
+    after = find_cxx()
+    assert after.version == (13, 1, 0)
+    assert after.identity() != before
