@@ -61,6 +61,8 @@ def test_init_rejects_bad_names_and_existing_dirs(tmp_path: Path,
     for meant in ("MyRelu", "my_relu", "My Relu"):
         assert main(["init", meant, str(tmp_path / "a")]) == 1
         assert "(did you mean 'my-relu'?)" in capsys.readouterr().err
+    assert main(["init", "x", str(tmp_path / "a")]) == 1  # nothing to make of it
+    assert "(e.g. 'my-relu')" in capsys.readouterr().err
     assert main(["init", "relu\n", str(tmp_path / "n")]) == 1  # a trailing newline too
     assert "invalid kernel name" in capsys.readouterr().err
     assert not (tmp_path / "n").exists()

@@ -112,6 +112,8 @@ BAD = [
      "is a string '1'.*expected a non-negative integer; fix: write version = 1"),
     ("bad-name", replace(GOOD5, 'name = "relu"', 'name = "Relu_Kernel"'), "general.name",
      "'Relu_Kernel' is not a valid kernel name.*fix: use 'relu-kernel'"),
+    ("camel-name", replace(GOOD5, 'name = "relu"', 'name = "MyRelu"'), "general.name",
+     "'MyRelu' is not a valid kernel name.*fix: use 'my-relu'"),
     ("name-trailing-dash", replace(GOOD5, 'name = "relu"', 'name = "relu-"'),
      "general.name", "not a valid kernel name"),
     ("unknown-backend", replace(GOOD5, '"cpu", "cuda"', '"cpu", "cdua"'),

@@ -594,7 +594,7 @@ def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> di
         r.flag("general.name", f"'{name}' is not a valid kernel name",
                expected=f"a name matching {name_re.pattern} (lowercase letters, digits "
                         "and '-', at least 2 characters)",
-               fix=f"use '{_suggest_name(name)}'")
+               fix=f"use '{suggest_name(name)}'")
     name = name or ""
     subs: dict[str, dict[str, Any]] = {}
     for sub, allowed in schema.sub.items():
@@ -733,10 +733,13 @@ def _framework_rules(r: _Reader, data: Mapping[str, Any], universal: bool,
     return torch
 
 
-def _suggest_name(name: str) -> str:
-    fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
-    fixed = re.sub(r"^[^a-z]+", "", fixed)
-    return fixed if len(fixed) >= 2 else "my-kernel"
+def suggest_name(name: str, default: str = "my-kernel") -> str:
+    """``name`` as a kernel name might be meant (``MyRelu``, ``my_relu`` and ``2-relu``
+    as ``my-relu``, ``my-relu`` and ``relu``); ``default`` when nothing usable is left."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name.strip()).lower()
+    fixed = re.sub(r"[^a-z0-9]+", "-", words)
+    fixed = re.sub(r"^[^a-z]+", "", fixed).strip("-")
+    return fixed if len(fixed) >= 2 else default
 
 
 def _git_url(r: _Reader, general: Mapping[str, Any], key: str) -> str | None:
@@ -926,7 +929,7 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
         r.flag(prefix, f"'{name}' is not a valid kernel section name",
                expected="letters, digits, '_' and '-', not starting with a digit",
                fix=f"rename [{prefix}], e.g. to "
-                   f"[kernel.{_suggest_name(name).replace('-', '_')}]")
+                   f"[kernel.{suggest_name(name).replace('-', '_')}]")
     if "backend" not in table:
         r.fail(f"{prefix}.backend", "missing required key 'backend'",
                expected="one of " + ", ".join(KERNEL_BACKENDS),

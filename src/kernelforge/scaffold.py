@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from kernelforge.errors import KernelforgeError
+from kernelforge.manifest import suggest_name
 
 TEMPLATE = Path(__file__).with_name("examples") / "relu"
 #: The rule of ``general.name`` (manifest.py, as Hugging Face's builder has it): a one-letter
@@ -98,12 +99,6 @@ def render(text: str, python_name: str) -> str:
     return _TEMPLATE_IDENT.sub(python_name, text)
 
 
-def _kebab(name: str) -> str:
-    """``name`` as a kernel name might be meant: ``MyRelu`` and ``my_relu`` as ``my-relu``."""
-    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name.strip()).lower()
-    return re.sub(r"[^a-z0-9]+", "-", words).strip("-")
-
-
 def init_project(name: str, directory: Path | None = None) -> Path:
     """Create a project for kernel ``name`` with a working relu-style op for cpu and cuda.
 
@@ -128,7 +123,7 @@ def init_project(name: str, directory: Path | None = None) -> Path:
         PosixPath('/tmp/my-relu')
     """
     if not _NAME.match(name):
-        near = _kebab(name)
+        near = suggest_name(name, default="")
         raise KernelforgeError(
             f"invalid kernel name {name!r}: use lowercase letters, digits and '-', at least "
             "2 characters, starting with a letter and ending with a letter or digit "
