@@ -28,7 +28,8 @@ _CHUNK = 1 << 20
 #: What a build leaves beside ``build/<variant>/`` while it runs: its staging directory
 #: (``.<variant>.tmp-<owner>-<random>``) and, where the file system cannot exchange two
 #: directories in one step, the old tree set aside (``.<variant>.old-<owner>``); the
-#: owner is ``<machine>-<pid>``. The build recovers what a killed build left
+#: owner names the build's host and process (``kernelforge.build.package._owner``:
+#: ``<8 hex>-<digits>``). The build recovers what a killed build left
 #: (``kernelforge.build.package.recover_leftovers``); ``publish`` skips these entries
 #: and refuses a build whose variant is set aside. (Older versions named staging
 #: ``.<variant>.<8 random>``: too like a user's own folder to delete.)

@@ -1,8 +1,9 @@
 """Assembling ``build/<variant>/``: the flattened package, ``_ops.py``, the extension and
 ``metadata.json`` with per-file digests. The directory appears atomically: it is built
 under a temporary name next to its final place (``.<variant>.tmp-<owner>-<random>``,
-the owner being ``<machine>-<pid>``) and exchanged with the old one in one step
-(``renameat2(RENAME_EXCHANGE)`` on Linux), so the variant is always there, old or new.
+the owner naming the host, its boot, the pid namespace and the process: :func:`_owner`)
+and exchanged with the old one in one step (``renameat2(RENAME_EXCHANGE)`` on Linux),
+so the variant is always there, old or new.
 Where the exchange is not available the old tree is first renamed aside
 (``.<variant>.old-<owner>``); a build killed in between leaves it there, ``publish``
 refuses the directory until then, and the next build puts it back
@@ -14,8 +15,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import functools
+import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -60,6 +63,19 @@ def _copy_python_package(manifest: Manifest, dest: Path) -> None:
         if rel == "_ops.py":
             raise BuildError(
                 f"{path} would be overwritten by the generated _ops.py; fix: delete it"
+            )
+        # The variant's own metadata.json is written after the copy, and readers take a
+        # metadata.json.sigstore beside it for its signature bundle (and leave it out of
+        # the digest): a package file of either name would be lost or misread silently.
+        if rel == "metadata.json":
+            raise BuildError(
+                f"{path} would be overwritten by the generated metadata.json; fix: rename "
+                f"it (and the code that reads it)"
+            )
+        if rel == "metadata.json.sigstore":
+            raise BuildError(
+                f"{path} would be taken for the signature bundle of the variant's "
+                f"metadata.json; fix: rename it"
             )
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -165,10 +181,19 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _swap_into_place(staging: Path, final: Path) -> None:
-    """Replace ``final`` with ``staging``; a reader sees the old or the new tree, whole."""
+    """Replace ``final`` with ``staging``; a reader sees the old or the new tree, whole.
+
+    Another build of the same variant may put its tree in place between the check that
+    ``final`` is missing and the rename (two environments, or CI jobs, sharing a
+    checkout): the rename then fails as the directory is not empty, and that tree is
+    replaced like any old one."""
     if not final.exists():
-        os.rename(staging, final)
-        return
+        try:
+            os.rename(staging, final)
+            return
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
     if _exchange(staging, final):
         shutil.rmtree(staging, ignore_errors=True)  # the old tree, now under that name
         return
@@ -182,13 +207,53 @@ def _swap_into_place(staging: Path, final: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+def _read_id(*paths: str) -> str:
+    """The first of ``paths`` that can be read, stripped; ``""`` where none can."""
+    for path in paths:
+        try:
+            return Path(path).read_text().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+    return ""
+
+
+def _digits(text: str) -> str:
+    """8 decimal digits of a hash of ``text``."""
+    return f"{int(hashlib.sha256(text.encode()).hexdigest(), 16) % 10**8:08d}"
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> str:
+    """This host as 8 hex digits: its name and machine id, which a reboot keeps (the
+    machine id tells apart hosts of one name, such as two ``localhost`` sharing a
+    network file system)."""
+    node = os.uname().nodename if hasattr(os, "uname") else ""
+    machine_id = _read_id("/etc/machine-id", "/var/lib/dbus/machine-id")
+    return hashlib.sha256(f"{node}/{machine_id}".encode()).hexdigest()[:8]
+
+
+@functools.lru_cache(maxsize=1)
+def _boot() -> str:
+    """This boot of the host as 8 digits (Linux's boot id; one value where the system
+    does not tell its boots apart, then the process ids are checked as before)."""
+    return _digits(_read_id("/proc/sys/kernel/random/boot_id"))
+
+
+@functools.lru_cache(maxsize=1)
+def _pid_space() -> str:
+    """This process's pid namespace as 8 digits: a container's processes cannot be seen
+    from another one on the same host."""
+    try:
+        return _digits(str(Path("/proc/self/ns/pid").stat().st_ino))
+    except OSError:
+        return _digits("")
+
+
 @functools.lru_cache(maxsize=1)
 def _machine() -> str:
-    """Which process-id space this process lives in, as 8 hex digits: the host, its boot
-    and the pid namespace (so that a container or another host sharing the directory is
-    told apart)."""
-    import hashlib
-
+    """The owner mark of older versions, as 8 hex digits: one hash of the host, its boot
+    and the pid namespace, which cannot tell a reboot of this host from another host.
+    Only read now (:func:`_alive`)."""
     parts = [os.uname().nodename if hasattr(os, "uname") else ""]
     boot_id, pid_ns = Path("/proc/sys/kernel/random/boot_id"), Path("/proc/self/ns/pid")
     if boot_id.is_file():  # Linux
@@ -196,23 +261,56 @@ def _machine() -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:8]
 
 
+#: An owner mark: ``<host>-0<boot><pid space><pid>`` (:func:`_owner`), or older
+#: versions' ``<machine>-<pid>``, told apart by the ``0`` (a pid has no leading zero).
+#: It is matched whole, as ``LEFTOVER_NAME`` captures it: the variant before it is cut
+#: off at its dots, so dashes in a variant name cannot shift its parts.
+_OWNER_MARK = re.compile(
+    r"(?P<host>[0-9a-f]{8})-(?:0(?P<boot>\d{8})(?P<space>\d{8})(?P<pid>[1-9]\d*)"
+    r"|(?P<legacy_pid>[1-9]\d*))"
+)
+
+
 def _owner() -> str:
-    return f"{_machine()}-{os.getpid()}"
+    """The owner mark of this process's leftovers: ``<host>-0<boot><pid space><pid>``.
+
+    The host and its boot are kept apart so that a later boot of the same host knows
+    the owner is dead (a crash or power loss, which is what recovery is for), while a
+    leftover of another host sharing the directory is left alone. Everything after the
+    host is decimal digits as ``LEFTOVER_NAME`` (``<8 hex>-<digits>``) expects, which
+    ``publish`` reads too; the leading ``0`` tells it from the older
+    ``<machine>-<pid>``."""
+    return f"{_host()}-0{_boot()}{_pid_space()}{os.getpid()}"
 
 
 def _alive(owner: str) -> bool:
-    """Whether the build that named a leftover ``owner`` may still be running: any build
-    of another machine or pid namespace (its processes cannot be seen from here) counts
-    as running."""
-    machine, _, number = owner.partition("-")
-    if machine != _machine():
+    """Whether the build that named a leftover ``owner`` may still be running.
+
+    A build of another host (or one whose mark this version does not know) counts as
+    running: its processes cannot be seen from here. One of an earlier boot of this
+    host is dead, as is one whose process is gone; one of another pid namespace (a
+    container) of this boot counts as running. An older version's mark counts as this
+    host's only when host, boot and pid namespace are all this process's."""
+    m = _OWNER_MARK.fullmatch(owner)
+    if m is None:
         return True
-    pid = int(number)
+    if m["legacy_pid"] is not None:
+        if m["host"] != _machine():
+            return True
+        pid = int(m["legacy_pid"])
+    else:
+        if m["host"] != _host():
+            return True
+        if m["boot"] != _boot():
+            return False  # this host restarted since: every process of that boot ended
+        if m["space"] != _pid_space():
+            return True
+        pid = int(m["pid"])
     if pid == os.getpid():
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or no pid this system can have
         return False
     except OSError:  # another user's process
         return True
