@@ -62,10 +62,17 @@ def test_noarch_builds_one_variant_per_backend(tmp_path: Path) -> None:
     assert all(r.up_to_date for r in again)
 
 
-def test_legacy_universal_builds_torch_universal(tmp_path: Path) -> None:
+def test_legacy_universal_builds_a_pure_python_variant_per_backend(tmp_path: Path) -> None:
+    """As Hugging Face's builder does: its loader reads no ``universal`` backend type in
+    metadata.json, so a ``torch-universal`` variant would not load there."""
     project = noarch_project(tmp_path / "scale", LEGACY_UNIVERSAL)
-    (result,) = build_project(project, progress=lambda _: None)
-    assert result.variant == "torch-universal"
+    results = build_project(project, progress=lambda _: None)
+    assert sorted(r.variant for r in results) == [
+        "torch-cpu", "torch-cuda", "torch-metal", "torch-neuron", "torch-npu", "torch-rocm",
+        "torch-xpu"]
+    for r in results:
+        meta = json.loads((r.path / "metadata.json").read_text())
+        assert meta["backend"] == {"type": r.backend}
     from kernelforge import get_local_kernel
 
     module = get_local_kernel(project)

@@ -63,8 +63,9 @@ KNOWN_DEPENDS: tuple[str, ...] = (
     "metal-cpp",
 )
 DEFAULT_PYEXT: tuple[str, ...] = ("py", "pyi")
-# What a legacy `universal = true` kernel was built for.
-_UNIVERSAL_BACKENDS = ("cpu", "cuda", "metal", "neuron", "rocm", "xpu")
+# What a legacy `universal = true` kernel is built for: a pure-Python variant of each, as
+# in Hugging Face's builder (its loader reads no `universal` backend in metadata.json).
+_UNIVERSAL_BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "xpu")
 
 _NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 _LEGACY_NAME_RE = re.compile(r"^[a-z][-_a-z0-9]*[a-z0-9]\Z")

@@ -283,8 +283,6 @@ def _variant_name(manifest: Manifest, backend: str, facts) -> str:
     from kernelforge import variants
 
     if manifest.noarch:
-        if manifest.universal:
-            return str(variants.Variant.parse("torch-universal"))
         return str(variants.noarch_variant(backend))
     return str(variants.build_variant(facts, backend=backend))
 
@@ -360,7 +358,7 @@ def build_project(
     torch_install = _torch_install(env)
 
     if manifest.noarch:
-        candidates = ["universal"] if manifest.universal else list(manifest.backends)
+        candidates = list(manifest.backends)
         targets = [b for b in candidates if not backends or b in backends]
         if backends:
             _check_backend_names(backends, candidates)
