@@ -311,3 +311,35 @@ def test_noarch_names_an_unknown_backend_with_the_likely_one(tmp_path: Path) -> 
     with pytest.raises(BuildError, match=r"--backend Cuda: unknown backend.*this project has: "
                                          r"cuda, cpu\); fix: did you mean --backend cuda\?"):
         build_project(project, backends=["Cuda"], progress=lambda _: None)
+
+
+def test_a_second_build_of_a_backend_waits_for_the_first(tmp_path: Path) -> None:
+    """Two builds of one project's backend at once (two terminals, CI jobs sharing a
+    checkout): the second says it waits, and goes on when the first is done."""
+    import threading
+    import time
+
+    import filelock
+
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    lines: list[str] = []
+    held = filelock.FileLock(str(project / ".kernelforge" / "cpu.lock"))
+    (project / ".kernelforge").mkdir()
+    held.acquire()  # the first build
+    try:
+        second = threading.Thread(target=build_project, args=(project,),
+                                  kwargs={"backends": ["cpu"], "progress": lines.append})
+        second.start()
+        deadline = time.monotonic() + 30
+        while not any("waiting for another build" in line for line in lines):
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert second.is_alive() and not (project / "build" / "torch-cpu").exists()
+    finally:
+        held.release()
+    second.join(timeout=60)
+    assert not second.is_alive()
+    assert ("cpu: waiting for another build of this project's cpu backend to "
+            f"finish (it holds {project / '.kernelforge' / 'cpu.lock'})") in lines
+    assert (project / "build" / "torch-cpu" / "metadata.json").is_file()

@@ -329,3 +329,46 @@ def test_a_child_ended_by_another_signal_is_a_build_error_naming_it(
                                          r"\(not by a compile error\)"):
         compile_with(tmp_path, plan, python, [])
     assert not reader_threads()
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_terminated_build_stops_its_compilers(tmp_path: Path, signame: str) -> None:
+    """``timeout``, a cancelled CI job or a closed terminal signal kernelforge alone: the
+    compilers, in a session of their own, are stopped as on Ctrl-C, not left running."""
+    import os
+    import signal
+    import subprocess
+
+    pids = tmp_path / "pids"
+    body = f"""
+        import subprocess
+        ninja = subprocess.Popen([sys.executable, "-c", "import time\\n"
+                                  "print('[1/2] c++ -c x.cpp -o x.o', flush=True)\\n"
+                                  "time.sleep(60)"])
+        Path({str(pids)!r}).write_text(f"{{os.getpid()}} {{ninja.pid}}")
+        ninja.wait()
+    """
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_build_progress import fake_driver
+        from kernelforge.build.compile import compile_plan
+        plan, python = fake_driver(Path({str(tmp_path)!r}), {body!r})
+        compile_plan(plan, work_dir=Path({str(tmp_path / "work")!r}), python=python)
+        print("not reached")
+    """)
+    build = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not pids.exists() or len(pids.read_text().split()) != 2:
+        assert time.monotonic() < deadline and build.poll() is None, build.communicate()
+        time.sleep(0.05)
+    time.sleep(0.3)  # the driver's output is being read
+    signum = getattr(signal, signame)
+    os.kill(build.pid, signum)
+    out, err = build.communicate(timeout=30)
+    assert build.returncode == 128 + signum, (out, err)
+    assert "not reached" not in out and "Traceback" not in err
+    driver, ninja = map(int, pids.read_text().split())
+    assert _gone(driver) and _gone(ninja)

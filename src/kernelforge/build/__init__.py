@@ -11,12 +11,13 @@ flags, toolchain and torch installation), so a no-op rebuild takes well under a 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -266,6 +267,29 @@ def _up_to_date(root: Path, out_dir: Path, backend: str, key: str) -> Path | Non
     return variant_dir
 
 
+@contextlib.contextmanager
+def _build_lock(root: Path, backend: str, progress: Callable[[str], None]) -> Iterator[None]:
+    """Held while ``backend`` of the project at ``root`` is checked, compiled and put in
+    place: a second build of it (another terminal, CI jobs sharing a checkout, another
+    ``--python`` environment) waits, saying so, and then finds the first one's variant up
+    to date rather than compiling the same files in the same work directory."""
+    import filelock
+
+    path = root / ".kernelforge" / f"{backend}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        progress(f"{backend}: waiting for another build of this project's {backend} backend "
+                 f"to finish (it holds {path})")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def _write_stamp(root: Path, backend: str, key: str, final: Path) -> None:
     builds = _stamps(root, backend)
     builds.pop(key, None)
@@ -440,46 +464,47 @@ def build_project(
                 "compilers": compiler_environment(),
             }
         )
-        if not force:
-            existing = _up_to_date(root, out, backend, key)
-            if existing is not None:
-                progress(f"{existing.name}: up to date")
-                results.append(
-                    BuildResult(existing.name, backend, existing, True, time.monotonic() - started)
-                )
-                continue
+        with _build_lock(root, backend, progress):
+            if not force:
+                existing = _up_to_date(root, out, backend, key)
+                if existing is not None:
+                    progress(f"{existing.name}: up to date")
+                    results.append(BuildResult(existing.name, backend, existing, True,
+                                               time.monotonic() - started))
+                    continue
 
-        if facts is None and not manifest.noarch:
-            facts = env.system()
-        variant = _variant_name(manifest, backend, facts)
-        plan = plan_build(
-            manifest,
-            backend=backend,
-            variant=variant,
-            source_id=source_id,
-            cxx=cxx,
-            device_compiler=device,
-            dependencies=deps,
-            arch_override=archs,
-            torch_dir=torch_install.path.parent,
-        )
-        progress(f"{variant}: building {manifest.name} ({backend}, ops namespace {plan.namespace})")
-        for note in plan.notes:
-            progress(f"  note: {note}")
-        extension = None
-        if not plan.noarch:
-            extension = compile_plan(
-                plan, work_dir=root / ".kernelforge" / variant, jobs=jobs,
-                verbose=verbose, progress=progress, python=env,
+            if facts is None and not manifest.noarch:
+                facts = env.system()
+            variant = _variant_name(manifest, backend, facts)
+            plan = plan_build(
+                manifest,
+                backend=backend,
+                variant=variant,
+                source_id=source_id,
+                cxx=cxx,
+                device_compiler=device,
+                dependencies=deps,
+                arch_override=archs,
+                torch_dir=torch_install.path.parent,
             )
-        final = assemble_variant(
-            manifest, plan, extension=extension, out_dir=out,
-            provenance=_provenance(plan, source_id, torch_install, cxx, device),
-        )
-        _write_stamp(root, backend, key, final)
-        elapsed = time.monotonic() - started
-        progress(f"{variant}: wrote {final}")
-        results.append(BuildResult(variant, backend, final, False, elapsed))
+            progress(f"{variant}: building {manifest.name} ({backend}, ops namespace "
+                     f"{plan.namespace})")
+            for note in plan.notes:
+                progress(f"  note: {note}")
+            extension = None
+            if not plan.noarch:
+                extension = compile_plan(
+                    plan, work_dir=root / ".kernelforge" / variant, jobs=jobs,
+                    verbose=verbose, progress=progress, python=env,
+                )
+            final = assemble_variant(
+                manifest, plan, extension=extension, out_dir=out,
+                provenance=_provenance(plan, source_id, torch_install, cxx, device),
+            )
+            _write_stamp(root, backend, key, final)
+            elapsed = time.monotonic() - started
+            progress(f"{variant}: wrote {final}")
+            results.append(BuildResult(variant, backend, final, False, elapsed))
     return results
 
 

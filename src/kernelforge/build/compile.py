@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -236,6 +237,32 @@ class _Child:
             self._stdout.close()
 
 
+@contextlib.contextmanager
+def _ended_like_an_interrupt() -> Iterator[None]:
+    """While the compile runs, SIGTERM and SIGHUP (a time limit, a cancelled CI job, a
+    closed terminal) end this process through the ``with _Child`` block, as Ctrl-C does,
+    so that the compilers stop too: they run in a session of their own, which a signal
+    to this process alone does not reach, and the default action would leave them
+    running. The process then exits with status 128 + the signal's number. Only where
+    the program has not chosen a handler of its own, and only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def end(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    chosen = {}
+    for signum in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
+            chosen[signum] = signal.signal(signum, end)
+    try:
+        yield
+    finally:
+        for signum, handler in chosen.items():
+            signal.signal(signum, handler)
+
+
 def _ninja_dirs(python: PythonEnv) -> list[str]:
     """Where ninja lives when installed from PyPI, so the build finds it even when the
     virtual environment is not activated (torch looks for ``ninja`` on PATH)."""
@@ -348,7 +375,8 @@ def compile_plan(
     started = time.monotonic()
     lines: list[str] = []
     # line-buffered, so that `tail -f build.log` follows the compile
-    with log_path.open("w", buffering=1) as log, _Child(cmd, cwd=work_dir, env=env) as child:
+    with _ended_like_an_interrupt(), log_path.open("w", buffering=1) as log, \
+            _Child(cmd, cwd=work_dir, env=env) as child:
         shown = started  # when the user last saw a line
         done, total = 0, None  # steps finished, of how many (known with the first)
         # A step's line waits for the next line of output, which says whether it failed.
