@@ -78,6 +78,23 @@ def test_requirements_from_both_tables(tmp_path: Path) -> None:
                     "c/d": {"revision": "v1.2"}, "e/f": {"version": 3}}
 
 
+
+def test_a_requirement_hugging_faces_lock_cannot_read_is_warned_about(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Their `kernels lock` takes each value of [tool.kernels.dependencies] as a version
+    number; ">=1", "3" or a table make it fail, while [tool.kernelforge.dependencies] is
+    ours alone."""
+    root = project(tmp_path, '[tool.kernelforge.dependencies]\n"a/b" = ">=2"\n'
+                   '[tool.kernels.dependencies]\n"c/d" = 1\n"e/f" = "3"\n'
+                   '"g/h" = { revision = "v1" }\n')
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        read_requirements(root)
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2, warned
+    assert all("[tool.kernels.dependencies]" in w and "is not a plain version number" in w
+               and "list it under [tool.kernelforge.dependencies]" in w for w in warned)
+    assert ["'e/f'" in warned[0], "'g/h'" in warned[1]] == [True, True]
+
 @pytest.mark.parametrize(("text", "problem"), [
     ("", "no kernel dependencies"),
     ('[tool.kernelforge.dependencies]\n"x/y" = "latest"\n', "'latest' is not a version"),
