@@ -401,7 +401,8 @@ def test_metadata_is_the_same_wherever_torch_is_installed(
     ("CPU", r"--backend CPU: unknown backend.*fix: did you mean --backend cpu\?"),
     ("cdua", r"--backend cdua: unknown backend.*fix: did you mean --backend cuda\?"),
     # a real backend the project has no kernels for keeps its own message
-    ("rocm", r"backend\(s\) \['rocm'\] have no kernels in this project \(it has: cpu, cuda\)"),
+    ("rocm", r"build.toml: backend rocm has no kernels in this project \(it has: cpu, cuda\); "
+             r"fix: build one of those, or add a \[kernel.<name>\] section with that backend"),
 ])
 def test_an_unknown_backend_is_named_with_the_likely_one(tmp_path: Path, backend: str,
                                                           message: str) -> None:

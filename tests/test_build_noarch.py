@@ -81,8 +81,12 @@ def test_legacy_universal_builds_a_pure_python_variant_per_backend(tmp_path: Pat
 
 def test_noarch_refuses_backends_it_does_not_list(tmp_path: Path) -> None:
     project = noarch_project(tmp_path / "scale", EDITION5)
-    with pytest.raises(BuildError, match="rocm"):
+    with pytest.raises(BuildError, match=r"backend rocm is not listed by this project \(it "
+                       r"lists: cuda, cpu\); fix: build one of those, or add it to "
+                       r"general.backends"):
         build_project(project, backends=["rocm"], progress=lambda _: None)
+    with pytest.raises(BuildError, match=r"backends rocm, xpu are not listed"):
+        build_project(project, backends=["rocm", "xpu"], progress=lambda _: None)
 
 
 def test_noarch_archs_and_backend_python_depends_reach_the_metadata(tmp_path: Path) -> None:

@@ -187,7 +187,8 @@ def test_bad_arguments_are_usage_errors(argv: list[str], message: str,
 
 
 def test_an_empty_hub_is_refused_in_one_text(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--hub ""`` and ``hub=""`` are one refusal: the CLI says the library's text."""
+    """``--hub ""`` and ``hub=""`` are one refusal: the CLI says the library's text, in
+    its own words for the default (leave --hub out, not None)."""
     from kernelforge.hub import as_hub
     from kernelforge.hub.local import EMPTY_HUB
 
@@ -197,7 +198,8 @@ def test_an_empty_hub_is_refused_in_one_text(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit):
         main(["versions", "me/k1", "--hub", ""])
     err = capsys.readouterr().err
-    assert f"argument --hub: '': {EMPTY_HUB.removeprefix('hub: ')}\n" in err, err
+    said = EMPTY_HUB.removeprefix("hub: ").split(", or ")[0]  # up to the default
+    assert f"argument --hub: '': {said}, or leave --hub out for the default hub" in err, err
 
 
 def test_bad_arguments_print_no_traceback() -> None:
@@ -287,9 +289,9 @@ def test_publish_warns_about_a_build_of_other_sources(unbuilt: Path, tmp_path: P
     captured = capsys.readouterr()
     assert (f"warning: the files of {unbuilt} differ from those torch-cpu was built from "
             f"(hash {current[:7]} at the build, {now[:7]} now; the hash, like the variant's "
-            "uid, covers every file of the project, a README.md too): this publishes "
-            f"torch-cpu as it was built; 'kernelforge build {unbuilt}' would rebuild it from "
-            "the current files, with a new uid") in captured.err
+            "uid, covers every file of the project, a README.md too): the hub already holds "
+            f"torch-cpu as it was built; to publish the current files, run 'kernelforge build "
+            f"{unbuilt}' (the variant gets a new uid), then publish again") in captured.err
     # the same build again: the branch already holds it, and no revision is made
     assert "unchanged: me/k version 1 (branch v1) already holds this build" in captured.out
     assert len(LocalHub(tmp_path / "hub").log("me/k", "v1")) == 1
@@ -307,7 +309,7 @@ def test_publish_after_editing_only_the_card_does_not_call_the_build_stale(
     err = capsys.readouterr().err
     assert f"the files of {unbuilt} differ from those torch-cpu was built from" in err
     assert "covers every file of the project, a README.md too" in err
-    assert "this publishes torch-cpu as it was built" in err
+    assert "published torch-cpu as it was built" in err
     for stale in ("old build", "current sources", "built from other sources"):
         assert stale not in err, err
 

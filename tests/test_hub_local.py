@@ -491,7 +491,9 @@ def test_an_unbuilt_project_is_refused_in_one_text(hub: LocalHub, tmp_path: Path
         (lambda v: (v / "link.py").symlink_to(v / "helper.py"), "link.py: only regular files"),
         (lambda v: (v / "ld").symlink_to(v), "ld: symbolic links cannot be published"),
         (lambda v: (v.parent / "notes.txt").write_text("x"), "notes.txt: only variant directories"),
-        (lambda v: (v.parent / "scratch").mkdir(), "'scratch' is not a build variant name"),
+        (lambda v: (v.parent / "scratch").mkdir(), r"scratch: 'scratch' is not a build variant "
+         r"name \(unrecognised form\).*; fix: remove it from build/ or move it elsewhere: "
+         "publish takes every directory there for a variant"),
     ],
 )
 def test_refuse_unfit_builds(hub: LocalHub, project: Path, damage, message: str) -> None:

@@ -667,3 +667,11 @@ def test_importing_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ}).stdout
     assert out.strip() == "[]"
+
+
+def test_a_decision_reads_without_saying_its_verdict_twice() -> None:
+    assert str(policy.TrustDecision(True, "allowed by the trust store (t.toml)")) == \
+        "trust: allowed by the trust store (t.toml)"
+    assert str(policy.TrustDecision(True, "signed by key 3f2a (alice)", notes=("n",))) == \
+        "trust: allowed, signed by key 3f2a (alice); n"
+    assert str(policy.TrustDecision(False, "not signed")) == "trust: refused, not signed"

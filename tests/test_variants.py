@@ -459,6 +459,7 @@ def test_backend_override() -> None:
         resolve_variant(names, CUDA_129, backend="rocm")
     assert "'kernelforge download --all-variants'" in str(info.value)
     assert "'kernelforge versions REPO' lists every variant" in str(info.value)
+    assert "download_locked" not in str(info.value)  # a command's words, not Python's
 
 
 def test_not_found_lists_every_candidate_with_its_reason() -> None:

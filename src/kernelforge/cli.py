@@ -18,9 +18,9 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernelforge import __version__
 from kernelforge.cli_share import add_commands, hub_arg, load_signer, repo_arg
@@ -79,6 +79,20 @@ def _arch_backend_problem(archs: Sequence[str], backends: Sequence[str]) -> str 
         return (f"--arch {' '.join(cuda)}: --backend rocm takes ROCm archs such as gfx942, "
                 "not CUDA capabilities")
     return None
+
+
+class _AppendArchOrBackend(argparse.Action):
+    """``append`` for build's ``--arch`` and ``--backend``, refusing values that do not
+    fit together (:func:`_arch_backend_problem`) as a usage error of ``kernelforge
+    build`` (its usage line, exit 2) as soon as the option that breaks the fit is read."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
+        problem = _arch_backend_problem(getattr(namespace, "arch", None) or (),
+                                        getattr(namespace, "backend", None) or ())
+        if problem:
+            parser.error(problem)
 
 
 #: The build's progress line for a variant found up to date (``build_project``).
@@ -225,8 +239,10 @@ def _recorded_source_hashes(build_dir: Path) -> dict[str, str]:
     return found
 
 
-def _warn_stale(manifest: Any, build_dir: Path, path: str) -> None:
-    """Warn about each variant built from other files than the project holds now.
+def _stale_warnings(manifest: Any, build_dir: Path, path: str) -> list[tuple[str, str]]:
+    """The variants built from other files than the project holds now, each with what
+    differs, for a warning once the publish went ahead (a publish the hub refuses
+    publishes nothing, so there is nothing to warn about then).
 
     Not a refusal: publishing an older build can be what the user wants, and the files
     that changed may not be compiled at all (a README.md edited for ``--card``). The
@@ -234,25 +250,37 @@ def _warn_stale(manifest: Any, build_dir: Path, path: str) -> None:
     file of the project, as the variant's uid does, so the warning says that rather than
     calling the build stale. It is computed only when some variant records one: it
     costs what a no-op build's check costs.
+
+    Returns:
+        ``(variant, what differs)`` pairs; a variant of ``""`` is a note that the
+        check could not be made.
     """
     recorded = _recorded_source_hashes(build_dir)
     if not recorded:
-        return
+        return []
     from kernelforge.build import source_identity
 
     try:
         current = source_identity(manifest.root, manifest).content_hash
     except KernelforgeError as err:  # a check, not a reason to refuse the publish
-        print(f"note: cannot tell whether build/ is up to date ({err})", file=sys.stderr)
-        return
-    for variant, source in recorded.items():
-        if source != current:
-            print(f"warning: the files of {path} differ from those {variant} was built from "
-                  f"(hash {source[:7]} at the build, {current[:7]} now; the hash, like the "
-                  "variant's uid, covers every file of the project, a README.md too): "
-                  f"this publishes {variant} as it was built; 'kernelforge build {path}' "
-                  "would rebuild it from the current files, with a new uid",
-                  file=sys.stderr)
+        return [("", f"cannot tell whether build/ is up to date ({err})")]
+    return [(variant, f"the files of {path} differ from those {variant} was built from "
+             f"(hash {source[:7]} at the build, {current[:7]} now; the hash, like the "
+             "variant's uid, covers every file of the project, a README.md too)")
+            for variant, source in recorded.items() if source != current]
+
+
+def _warn_stale(stale: list[tuple[str, str]], path: str, published: bool) -> None:
+    """Say :func:`_stale_warnings` after the publish: ``published`` when it made a new
+    revision, else the hub already held the build."""
+    for variant, differs in stale:
+        if not variant:
+            print(f"note: {differs}", file=sys.stderr)
+            continue
+        done = "published" if published else "the hub already holds"
+        print(f"warning: {differs}: {done} {variant} as it was built; to publish the "
+              f"current files, run 'kernelforge build {path}' (the variant gets a new "
+              "uid), then publish again", file=sys.stderr)
 
 
 def _read_card(spec: str) -> str:
@@ -291,7 +319,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     card = _read_card(args.card) if args.card else None
     hub = _hub(args)
     signer = load_signer(args.sign) if args.sign else None
-    _warn_stale(manifest, build_dir, args.path)
+    stale = _stale_warnings(manifest, build_dir, args.path)
     # A changed build is refused by the hub itself, in publish words (every hub checks
     # with kernelforge.hub._staging.check_digests).
     rev = hub.publish(repo, build_dir, version=version, message=args.message or "",
@@ -309,6 +337,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         print(f"  signed with key {signer.public.key_id}")
     if card is not None:
         print(f"  card: {args.card} (README.md on branch main)")
+    _warn_stale(stale, args.path, published=rev.commit != rev.parent)
     return 0
 
 
@@ -356,6 +385,21 @@ def _cmd_init(args: argparse.Namespace) -> int:
     print(f"created {dest}")
     print(f"next: kernelforge build {dest} && kernelforge publish {dest} --repo <org>/{args.name}")
     return 0
+
+
+def _init_error(error: Callable[[str], NoReturn]) -> Callable[[str], NoReturn]:
+    """``init``'s usage errors: a missing name says how to give one. ``kernelforge init
+    -x`` lands there too, as argparse reads ``-x`` as an option, so it says that a name
+    cannot start with '-' (no kernel name does)."""
+
+    def init_error(message: str) -> NoReturn:
+        if message.endswith("required: name"):
+            message += (" (give the kernel's name, e.g. 'kernelforge init my-relu'; a name "
+                        "starts with a lowercase letter: one starting with '-' is read as "
+                        "an option)")
+        error(message)
+
+    return init_error
 
 
 def _local_hub_dir(value: str) -> str:
@@ -407,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("init", help="scaffold a kernel project in the guide's layout")
     p.add_argument("name", help="kernel name, e.g. my-relu")
     p.add_argument("directory", nargs="?", help="where to create it (default: ./NAME)")
+    p.error = _init_error(p.error)  # type: ignore[method-assign,assignment]
     p.set_defaults(func=_cmd_init)
 
     project_help = "the project directory, holding build.toml (default: .)"
@@ -416,8 +461,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("build", help="compile a project into build/<variant>/")
     p.add_argument("path", nargs="?", default=".", help=project_help)
-    p.add_argument("--backend", action="append", help="build only this backend (repeatable)")
-    p.add_argument("--arch", action="append", type=arch_arg,
+    p.add_argument("--backend", action=_AppendArchOrBackend,
+                   help="build only this backend (repeatable): cpu, cuda or rocm, one the "
+                        "project has kernels for; a noarch project packages any backend it "
+                        "lists (cann, cpu, cuda, metal, neuron, rocm, tpu, xpu) (default: "
+                        "every backend of the project this environment can build)")
+    p.add_argument("--arch", action=_AppendArchOrBackend, type=arch_arg,
                    help="CUDA capability or ROCm arch to build for, replacing the manifest's "
                         "(repeatable), e.g. --arch 9.0a or --arch gfx942")
     p.add_argument("-j", "--jobs", type=jobs_arg,
@@ -469,10 +518,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelforge`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "arch", None):
-        problem = _arch_backend_problem(args.arch, args.backend or ())
-        if problem:
-            parser.error(problem)  # exits 2, like every other usage error
     check_args = getattr(args, "check_args", None)
     if check_args is not None:
         check_args(args)  # checks of one argument against another; usage errors, exit 2

@@ -49,14 +49,19 @@ def pattern_arg(text: str) -> str:
 def hub_arg(text: str) -> str:
     """argparse type for ``--hub``: a directory or ``hf``, never empty (an empty path
     would be the current directory, typically from ``--hub "$UNSET_VARIABLE"``). The
-    refusal is the library's (:data:`kernelforge.hub.local.EMPTY_HUB`), one text for
-    ``hub=""`` and ``--hub ""``."""
+    refusal says what the library's (:data:`kernelforge.hub.local.EMPTY_HUB`, for
+    ``hub=""``) says, in the command line's words: leave ``--hub`` out, not ``None``."""
     if not text.strip():
-        from kernelforge.hub.local import EMPTY_HUB
-
-        raise argparse.ArgumentTypeError(f"{text!r}: {EMPTY_HUB.removeprefix('hub: ')}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: an empty path is not a hub (it would mean the current directory); "
+            "pass a hub directory, 'hf' for the Hugging Face Hub, or leave --hub out for "
+            "the default hub (--help says which)")
     return text
 
+
+#: ``trust add-sigstore --issuer``'s default: :data:`kernelforge.trust.GITHUB_ISSUER`
+#: (not imported: building the parser imports nothing it does not need).
+_GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
 _KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 _LABEL_MAX = 100
@@ -170,21 +175,57 @@ def _cmd_info(args: argparse.Namespace) -> int:
     info = kernel_info(args.repo, revision=args.revision, version=args.version,
                        backend=args.backend, hub=hub_from_args(args),
                        trust_remote_code=_allow(args), lockfile=args.lock)
+    local = info.source == "local"  # a LOCAL_KERNELS override: no hub, no revision
     print(f"repository: {info.repo}")
-    print(f"hub:        {info.hub}")
+    print(f"hub:        {_local_override_words(info.repo) if local else info.hub or '-'}")
     print(f"branch:     {info.branch or '-'}")
     print(f"commit:     {info.commit or '-'}")
     print(f"variant:    {info.variant} (module {info.id})")
     print(f"path:       {info.path or '(not downloaded yet)'}")
-    print("revision:")
-    for note in info.notes:
-        print(f"  {note}")
+    if local:
+        print("revision:   - (a local build: its directory's files as they are now)")
+    elif not info.notes:
+        print("revision:   -")
+    else:
+        print("revision:")
+        for note in info.notes:
+            print(f"  {note}")
     print("variants:")
     for line in info.trace:
         print(f"  {line}")
-    print(info.trust)
+    if local:
+        # loader._load_plan: a plan without a hub loads its path with no trust decision
+        print("trust: not checked, a local build is loaded without the trust policy (it "
+              "applies to kernels from a hub; --trust-remote-code and --allow are not "
+              "needed)")
+        return 0
+    print(_trust_words(info.trust))
     # A load that the trust policy would refuse fails: so does this, after saying why.
     return 1 if info.trust.startswith("trust: refused") else 0
+
+
+def _local_override_words(repo: str) -> str:
+    """``LOCAL_KERNELS (<path>)``: where the override for ``repo`` points."""
+    from kernelforge.locate import LOCAL_KERNELS_ENV, _override, local_overrides
+
+    path = _override(local_overrides(), repo)
+    return f"{LOCAL_KERNELS_ENV} ({path})" if path is not None else LOCAL_KERNELS_ENV
+
+
+#: The trust policy's reasons that name ``trust_remote_code`` (kernelforge.policy), as
+#: the command line says them: the options the user passed.
+_TRUST_OPTIONS = {
+    "trust: allowed by trust_remote_code=True": "trust: allowed by --trust-remote-code",
+    "trust: allowed by the trust_remote_code list": "trust: allowed by --allow",
+}
+
+
+def _trust_words(trust: str) -> str:
+    """The trust decision in words, naming the options rather than Python's arguments."""
+    for said, cli in _TRUST_OPTIONS.items():
+        if trust == said or trust.startswith(f"{said};"):
+            return cli + trust[len(said):]
+    return trust
 
 
 def _cmd_lock(args: argparse.Namespace) -> int:
@@ -556,13 +597,15 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=_cmd_info)
 
     p = sub.add_parser("lock", help="pin a project's kernels (pyproject.toml) in kernelforge.lock")
-    p.add_argument("path", nargs="?", default=".", help="the project directory")
+    p.add_argument("path", nargs="?", default=".",
+                   help="the project directory, holding pyproject.toml (default: .)")
     p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
     _trust_flags(p)
     p.set_defaults(func=_cmd_lock)
 
     p = sub.add_parser("download", help="fetch a project's locked kernels for offline use")
-    p.add_argument("path", nargs="?", default=".", help="the project directory or lock file")
+    p.add_argument("path", nargs="?", default=".",
+                   help="a lock file, or the project directory holding one (default: .)")
     p.add_argument("--all-variants", action="store_true",
                    help="every locked variant, not only this system's")
     p.add_argument("--backend", help="choose for this backend instead of the system's "
@@ -607,15 +650,21 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("trust", help="manage trusted publisher keys and allowed repositories")
     tsub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     t = tsub.add_parser("add", help="trust a publisher key (ed25519:... or a key file)")
-    t.add_argument("key")
+    t.add_argument("key", help="the publisher's public key, 'ed25519:<base64>' as "
+                   "'kernelforge keygen' prints it, or its .pub file")
     t.add_argument("--name", help="a label (default: a trusted key keeps its own)")
     t.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="only for these repositories: org/name or org/* (repeatable; "
                         "default: * for a new key; a trusted key gets these added to its "
                         "repositories, and keeps them when --repo is left out)")
     t = tsub.add_parser("add-sigstore", help="trust a sigstore identity (a CI workflow URI)")
-    t.add_argument("identity")
-    t.add_argument("--issuer", default="https://token.actions.githubusercontent.com")
+    t.add_argument("identity",
+                   help="the signer's certificate identity: for GitHub Actions the workflow "
+                        "URI, e.g. https://github.com/ORG/REPO/.github/workflows/build.yaml"
+                        "@refs/heads/main")
+    t.add_argument("--issuer", default=_GITHUB_ISSUER,
+                   help="the OIDC issuer of the identity, an https:// URL (default: "
+                        "%(default)s, GitHub Actions)")
     t.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="only for these repositories: org/name or org/* (repeatable; "
                         "default: * for a new identity; a trusted identity gets these "
@@ -623,6 +672,8 @@ def add_commands(sub: Any) -> None:
     t = tsub.add_parser("allow", help="allow a repository (or org/*) without a signature")
     t.add_argument("pattern", type=pattern_arg, help="org/name or org/*")
     t = tsub.add_parser("remove", help="remove a key id, sigstore identity or allowed repo")
-    t.add_argument("what")
+    t.add_argument("what", help="a key id, a sigstore identity (removed under every "
+                   "issuer) or an allowed repository pattern, as 'kernelforge trust list' "
+                   "shows them")
     tsub.add_parser("list", help="show the trust store")
     p.set_defaults(func=_cmd_trust)

@@ -117,7 +117,11 @@ class TrustDecision:
     notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        head = f"trust: {'allowed' if self.allowed else 'refused'}, {self.reason}"
+        verdict = "allowed" if self.allowed else "refused"
+        if self.reason.startswith(f"{verdict} "):  # "allowed by the trust store (...)"
+            head = f"trust: {self.reason}"
+        else:
+            head = f"trust: {verdict}, {self.reason}"
         return "; ".join([head, *self.notes])
 
 

@@ -173,7 +173,8 @@ def _copy_template(dest: Path, name: str, python_name: str) -> None:
             text = render(path.read_text(), python_name)
             text = re.sub(r'(?m)^name = ".*"$', f'name = "{name}"', text, count=1)
             # The example's hub repository is not the new kernel's: publish takes --repo.
-            text = re.sub(r"\n\[general\.hub\]\n[^\[]*", "\n\n", text)
+            # The table goes with the blank line after it: the one before it stays.
+            text = re.sub(r"(?m)^\[general\.hub\]\n[^\[]*", "", text)
             target.write_text(text)
         elif path.suffix in _TEXT_SUFFIXES:
             target.write_text(render(path.read_text(), python_name))

@@ -344,9 +344,9 @@ def _select_backend(facts: SystemFacts, backend: str | None) -> tuple[str, tuple
     raise VariantError(
         f"backend {backend!r} cannot be used here: torch in this process supports "
         f"{facts.backend}" + ("" if facts.backend == "cpu" else " and cpu")
-        + " ('kernelforge versions REPO' lists every variant; to fetch the variants "
-        "another machine needs, download them all: 'kernelforge download "
-        "--all-variants', download_locked(..., all_variants=True))"
+        + " ('kernelforge versions REPO' lists every variant; 'kernelforge download "
+        "--all-variants' of a project's lock file fetches the variants other machines "
+        "need)"
     )
 
 

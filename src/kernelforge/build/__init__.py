@@ -311,6 +311,13 @@ def _variant_name(manifest: Manifest, backend: str, facts) -> str:
     return str(variants.build_variant(facts, backend=backend))
 
 
+def _backends_words(names: Sequence[str], singular: str, plural: str) -> str:
+    """``backend rocm <singular>`` or ``backends rocm, xpu <plural>``."""
+    if len(names) == 1:
+        return f"backend {names[0]} {singular}"
+    return f"backends {', '.join(names)} {plural}"
+
+
 def _check_torch_range(manifest: Manifest, torch_version: str) -> None:
     """Refuse a torch outside ``[torch] minver``/``maxver``. ``maxver`` is compared with
     the torch version of the variant (major.minor, ``torch212``), as Hugging Face's build
@@ -389,8 +396,10 @@ def build_project(
             missing = [b for b in backends if b not in candidates]
             if missing:
                 raise BuildError(
-                    f"{manifest.path}: backend(s) {missing} are not listed by this project "
-                    f"(it lists: {', '.join(candidates)})"
+                    f"{manifest.path}: {_backends_words(missing, 'is', 'are')} not listed by this "
+                    "project "
+                    f"(it lists: {', '.join(candidates)}); fix: build one of those, or add "
+                    "it to general.backends"
                 )
         compilers: dict[str, Tool | None] = {b: None for b in targets}
     else:
@@ -399,8 +408,9 @@ def build_project(
             unknown = [b for b in backends if b not in manifest.backends]
             if unknown:
                 raise BuildError(
-                    f"{manifest.path}: backend(s) {unknown} have no kernels in this project "
-                    f"(it has: {', '.join(manifest.backends)})"
+                    f"{manifest.path}: {_backends_words(unknown, 'has', 'have')} no kernels in "
+                    f"this project (it has: {', '.join(manifest.backends)}); fix: build one "
+                    "of those, or add a [kernel.<name>] section with that backend"
                 )
         compilers = {}
         skipped: list[str] = []

@@ -302,7 +302,8 @@ def _check_variant_name(entry: Path) -> Variant:
     try:
         return Variant.parse(entry.name)
     except VariantError as err:
-        raise HubError(f"{entry}: {entry.name!r} is not a build variant name ({err})") from err
+        raise HubError(f"{entry}: {err}; fix: remove it from {entry.parent.name}/ or move it "
+                       "elsewhere: publish takes every directory there for a variant") from err
 
 
 # --- the name against the metadata ------------------------------------------------------

@@ -1,0 +1,249 @@
+"""The `kernelforge` command's messages and help, as a first-time user meets them: each
+says what happened (no warning about a publish that is then refused, no Python names in
+a command's error) and what to do."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_cli import _current_sources, _fake_build
+
+from kernelforge.cli import main
+from kernelforge.hub import LocalHub
+
+# --- publish: the stale-build warning holds for what happened ---------------------------------
+
+
+@pytest.fixture
+def project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    project = tmp_path / "k"
+    assert main(["init", "k-one", str(project)]) == 0
+    capsys.readouterr()
+    return project
+
+
+def test_a_refused_publish_says_nothing_of_what_it_would_publish(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A version bumped in build.toml without a rebuild: the hub refuses the build (its
+    metadata says version 1), so no "this publishes ... as it was built" before it."""
+    _fake_build(project, _current_sources(project))
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace("version = 1\n", "version = 2\n", 1))
+    assert main(["publish", str(project), "--repo", "me/k", "--hub", str(tmp_path / "h")]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: "), captured.err
+    assert "key 'version' is 1 but the build is being published as version 2" in captured.err
+    assert "warning" not in captured.err and "as it was built" not in captured.err
+    assert captured.out == ""
+
+
+def test_a_publish_of_a_build_of_other_files_warns_after_it(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fake_build(project, _current_sources(project))
+    (project / "README.md").write_text("# k-one\n")
+    argv = ["publish", str(project), "--repo", "me/k", "--hub", str(tmp_path / "h")]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("published me/k version 1")
+    assert (f": published torch-cpu as it was built; to publish the current files, run "
+            f"'kernelforge build {project}' (the variant gets a new uid), then publish "
+            "again\n") in captured.err, captured.err
+    assert main(argv) == 0  # the same build again: nothing new is published
+    captured = capsys.readouterr()
+    assert captured.out.startswith("unchanged: me/k version 1")
+    assert ": the hub already holds torch-cpu as it was built;" in captured.err
+
+
+# --- init ----------------------------------------------------------------------------------
+
+
+def test_init_writes_build_toml_without_a_double_blank_line(tmp_path: Path) -> None:
+    """The example's [general.hub] table is removed with its blank line, not leaving two."""
+    assert main(["init", "ab", str(tmp_path / "ab")]) == 0
+    text = (tmp_path / "ab" / "build.toml").read_text()
+    assert "[general.hub]" not in text and "repo-id" not in text
+    assert "\n\n\n" not in text, text
+    assert "]\n\n[torch]\n" in text
+
+
+@pytest.mark.parametrize("argv", [["init", "-x"], ["init"]])
+def test_init_without_a_name_says_a_name_cannot_start_with_a_dash(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: kernelforge init "), err
+    assert ("kernelforge init: error: the following arguments are required: name (give the "
+            "kernel's name, e.g. 'kernelforge init my-relu'; a name starts with a lowercase "
+            "letter: one starting with '-' is read as an option)") in err
+
+
+def test_init_other_usage_errors_are_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["init", "ab", "d", "extra"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: extra" in err and "a name starts" not in err
+
+
+# --- build: --arch that does not fit is a usage error of build ------------------------------
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--arch", "9.0a", "--arch", "gfx942"],
+     "--arch mixes CUDA capabilities (9.0a) and ROCm archs (gfx942)"),
+    (["--backend", "cuda", "--arch", "gfx942"],
+     "--arch gfx942: --backend cuda takes CUDA capabilities"),
+    (["--arch", "gfx942", "--backend", "cuda"],
+     "--arch gfx942: --backend cuda takes CUDA capabilities"),
+    (["--arch", "9.0a", "--backend", "cpu", "--backend", "rocm"],
+     "--arch 9.0a: --backend rocm takes ROCm archs"),
+])
+def test_arch_that_does_not_fit_prints_builds_usage(
+        argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["build", ".", *argv])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: kernelforge build "), err
+    assert f"kernelforge build: error: {message}" in err
+
+
+def test_backend_and_arch_still_reach_the_build(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    import kernelforge.build
+
+    seen: dict[str, object] = {}
+
+    def fake_build(path: str, **kw: object) -> list[object]:
+        seen.update(kw)
+        return []
+
+    monkeypatch.setattr(kernelforge.build, "build_project", fake_build)
+    assert main(["build", str(tmp_path), "--backend", "cuda", "--arch", "9.0a",
+                 "--backend", "cpu", "--arch", "10.0"]) == 0
+    assert seen["backends"] == ["cuda", "cpu"] and seen["archs"] == ["9.0a", "10.0"]
+    assert main(["build", str(tmp_path)]) == 0
+    assert seen["backends"] is None and seen["archs"] is None
+
+
+# --- --help ----------------------------------------------------------------------------------
+
+
+def _help(argv: list[str], monkeypatch: pytest.MonkeyPatch,
+          capsys: pytest.CaptureFixture[str]) -> str:
+    monkeypatch.setenv("COLUMNS", "400")  # no line breaks inside an option's help
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_help_gives_defaults_and_describes_positionals(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge import trust
+
+    assert "path the project directory, holding pyproject.toml (default: .)" in _help(
+        ["lock"], monkeypatch, capsys)
+    assert "path a lock file, or the project directory holding one (default: .)" in _help(
+        ["download"], monkeypatch, capsys)
+    assert "key the publisher's public key, 'ed25519:<base64>'" in _help(
+        ["trust", "add"], monkeypatch, capsys)
+    assert "what a key id, a sigstore identity (removed under every issuer) or an allowed " \
+        "repository pattern" in _help(["trust", "remove"], monkeypatch, capsys)
+    out = _help(["trust", "add-sigstore"], monkeypatch, capsys)
+    assert "identity the signer's certificate identity: for GitHub Actions the workflow URI" \
+        in out
+    assert (f"--issuer ISSUER the OIDC issuer of the identity, an https:// URL (default: "
+            f"{trust.GITHUB_ISSUER}, GitHub Actions)") in out
+
+
+def test_build_help_lists_the_backends_build_takes(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge.build import COMPILED_BACKENDS
+    from kernelforge.manifest import BACKENDS
+
+    out = _help(["build"], monkeypatch, capsys)
+    m = re.search(r"--backend BACKEND build only this backend \(repeatable\): (.*?), one the "
+                  r"project has kernels for; a noarch project packages any backend it lists "
+                  r"\((.*?)\)", out)
+    assert m is not None, out
+    assert m[1].replace(" or ", ", ").split(", ") == list(COMPILED_BACKENDS)
+    assert m[2].split(", ") == sorted(BACKENDS)
+
+
+# --- no Python in the command's words ------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["publish", "."], ["info", "me/k"], ["demo"]])
+def test_an_empty_hub_says_leave_the_option_out(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([*argv, "--hub", ""])
+    err = capsys.readouterr().err
+    assert ("argument --hub: '': an empty path is not a hub (it would mean the current "
+            "directory); pass a hub directory, 'hf' for the Hugging Face Hub, or leave --hub "
+            "out for the default hub (--help says which)\n") in err, err
+    assert "Python" not in err and "None" not in err
+
+
+@pytest.fixture
+def someone_elses_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                         cpu_system: None) -> Path:
+    """A hub holding me/k, published under another user's config (so neither owned, nor
+    signed, nor allowed for the user running the test)."""
+    from kf_testutil import write_metadata
+
+    vdir = tmp_path / "b" / "build" / "torch-cpu"
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text("VALUE = 1\n")
+    write_metadata(vdir, "_k_cpu_0000001")
+    hub = LocalHub(tmp_path / "hub")
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "publisher"))
+    hub.publish("me/k", vdir.parent, version=1)
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "user"))
+    return hub.root
+
+
+def test_info_names_the_options_that_allowed_the_kernel(
+        someone_elses_kernel: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["info", "me/k", "--hub", str(someone_elses_kernel)]
+    assert main(argv) == 1
+    assert "\ntrust: refused, " in capsys.readouterr().out
+    assert main([*argv, "--allow", "me/k"]) == 0
+    out = capsys.readouterr().out
+    assert "\ntrust: allowed by --allow" in out, out
+    assert main([*argv, "--trust-remote-code"]) == 0
+    out = capsys.readouterr().out
+    assert "\ntrust: allowed by --trust-remote-code" in out, out
+    assert "trust_remote_code" not in out
+
+
+# --- info on a LOCAL_KERNELS override --------------------------------------------------------
+
+
+def test_info_on_a_local_override_says_where_and_that_trust_is_not_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_system: None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kf_testutil import write_metadata
+
+    vdir = tmp_path / "p" / "build" / "torch-cpu"
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text("VALUE = 1\n")
+    write_metadata(vdir, "_kmsg_local_cpu_0000001")
+    monkeypatch.setenv("LOCAL_KERNELS", f"Me/K={tmp_path / 'p'}")  # ids ignore case
+    assert main(["info", "me/k"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert f"hub:        LOCAL_KERNELS ({tmp_path / 'p'})" in lines, out
+    assert "revision:   - (a local build: its directory's files as they are now)" in lines
+    assert lines[-1] == ("trust: not checked, a local build is loaded without the trust "
+                         "policy (it applies to kernels from a hub; --trust-remote-code and "
+                         "--allow are not needed)")
+    assert "" not in lines and not any(line.rstrip() != line for line in lines), out
+    # the loader agrees: it loads the build with nothing trusted or allowed
+    from kernelforge import get_kernel
+
+    assert get_kernel("me/k").VALUE == 1
