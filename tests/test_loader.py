@@ -132,8 +132,8 @@ def test_newest_version_is_announced_in_the_log(
     assert module.VALUE == 2
     message = (
         f"kernelforge: loading {REPO} version 2 (branch v2, revision {c2[:7]}) "
-        "\u2014 pass version=2 to pin it (--version 2 on the command line)"
-    )
+        "\u2014 pass version=2 to pin it"
+    )  # no command of the command line loads a kernel: no remark about --version
     # logged at WARNING, which Python shows even when the application set up no logging
     assert [r.levelno for r in caplog.records if r.getMessage() == message] == [logging.WARNING]
     assert capsys.readouterr() == ("", "")
@@ -494,6 +494,41 @@ def test_malformed_local_kernels_name_the_entry(hub: LocalHub, monkeypatch, valu
 
 
 # --- has_kernel and errors ---------------------------------------------------------------
+
+
+def test_a_repository_not_in_the_default_local_hub_says_so_in_the_hub_error(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """With no hub named, a load looks in the local hub, then on the Hugging Face Hub: a
+    mistyped name must not read as a mere network problem of the second."""
+    from kernelforge.hub import local as local_hub
+
+    root = tmp_path / "default-hub"
+    monkeypatch.delenv("KERNELFORGE_HUB", raising=False)
+    monkeypatch.setattr(local_hub, "default_root", lambda: root)
+    monkeypatch.setenv("KERNELFORGE_CACHE", str(tmp_path / "downloads"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network in the tests
+    publish(LocalHub(root), tmp_path / "p", torch_cpu={"module_id": uid("dflt")})
+    said = (f"repository 'kernels-test/relx' is not in the local hub {root} (it holds: "
+            f"{REPO}; did you mean '{REPO}'?), so the Hugging Face Hub was asked: ")
+    for call in (loader.get_kernel, loader.kernel_info):
+        with pytest.raises(HubError) as info:
+            call("kernels-test/relx")
+        assert str(info.value).startswith(said), str(info.value)
+        assert "HF_HUB_OFFLINE" in str(info.value)  # the Hugging Face Hub's own error
+    assert loader.has_kernel("kernels-test/relx") is False
+    with pytest.raises(HubError) as info:  # a shared organization is not enough to suggest
+        loader.get_kernel("kernels-test/nope")
+    assert f"(it holds: {REPO}), so the Hugging Face Hub was asked" in str(info.value)
+    assert loader.get_kernel(REPO).__name__.startswith("_relu_dflt_")  # the local hub's
+    # a hub named explicitly was the only one asked: its error alone
+    with pytest.raises(HubError) as info:
+        loader.get_kernel("kernels-test/relx", hub="hf")
+    assert "local hub" not in str(info.value)
+    monkeypatch.setattr(local_hub, "default_root", lambda: tmp_path / "empty-hub")
+    with pytest.raises(HubError, match=r"is not in the local hub .*empty-hub \(it holds no "
+                                       r"repositories\), so the Hugging Face Hub was asked"):
+        loader.get_kernel("kernels-test/relx")
 
 
 def test_has_kernel(hub: LocalHub, tmp_path: Path) -> None:

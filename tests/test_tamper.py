@@ -316,3 +316,50 @@ def test_loading_writes_no_bytecode(env, tmp_path: Path, monkeypatch) -> None:
     local = make_variant(tmp_path / "q", module_id=uid("nowritelocal"))
     assert loader.get_local_kernel(local).helper.double(3) == 6
     assert not (local / "__pycache__").exists()
+
+
+# --- symbolic links: a local build may hold links to files; hubs and caches may not ------
+
+
+def _link_to_copy(vdir: Path, name: str = "helper.py") -> None:
+    """Replace ``name`` with a link to a copy of itself elsewhere: the same bytes, so only
+    the link itself can be objected to."""
+    copy = vdir.parent.parent / f"copy-of-{name}"
+    copy.write_bytes((vdir / name).read_bytes())
+    (vdir / name).unlink()
+    (vdir / name).symlink_to(copy)
+
+
+LINK_REFUSED = "refused: helper.py (a symbolic link; variants hold regular files only)"
+
+
+def test_a_link_in_a_local_hub_is_refused(env, tmp_path: Path) -> None:
+    """The local hub writes regular files: a link there was put there by something else,
+    so it is refused even when it leads to the very bytes recorded (a local build, which
+    get_local_kernel loads, may hold links: see test_local_hf_layouts.py)."""
+    module_id = uid("hublink")
+    hub, _commit, vdir = _tamperable(env, tmp_path, module_id)
+    _link_to_copy(vdir)
+    with pytest.raises(IntegrityError) as info:
+        loader.get_kernel(REPO, version=1, hub=hub)
+    assert info.value.problems == [LINK_REFUSED]  # once, not also as "missing: helper.py"
+    assert module_id not in sys.modules
+
+
+def test_a_link_in_the_download_cache_is_refused(env, tmp_path: Path, key,
+                                                 monkeypatch) -> None:
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("cachelink")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    loader.kernel_info(REPO, version=1, hub=hf)
+    fetched = hf.fetch_variant(REPO, commit, "torch-cpu")
+    _writable(fetched.path)
+    _link_to_copy(fetched.path)
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(IntegrityError) as info:
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=api, cache=env["cache"]))
+    assert info.value.problems == [LINK_REFUSED]
+    assert module_id not in sys.modules

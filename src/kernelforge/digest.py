@@ -19,8 +19,14 @@ and older kernelforge versions write bytecode), and :func:`verify_variant` refus
 default only ``*.pyc`` files outside ``__pycache__`` (sourceless bytecode, which a plain
 import would run in place of a missing source). ``bytecode="refuse"`` refuses all of it.
 
-Symbolic links and other non-regular files are refused: a variant is a plain tree, and a
-link could point the importer at files the digest never covered.
+Symbolic links and other non-regular files are refused by default: a variant is a plain
+tree, and a link could point the importer at files the digest never covered. A check given
+``follow_links=True`` (a local build the user names, which may be a snapshot of Hugging
+Face's download cache, whose files are links into ``blobs/``) digests the regular file a
+link points to, under the link's own path, as the reference implementation does ("Hub
+cache path can be symlinks"); a link to a directory, a dangling link and a link to
+anything but a regular file stay refused. The loader then imports through the same link
+and checks the bytes it reads against the digest (:mod:`kernelforge.loader`).
 """
 
 from __future__ import annotations
@@ -143,13 +149,31 @@ def hash_file(path: str | os.PathLike[str], algorithm: str = DEFAULT_ALGORITHM) 
     return base64.b64encode(h.digest()).decode("ascii")
 
 
-def _walk(root: Path, follow_links: bool = False) -> Iterator[tuple[str, Path, bool]]:
-    """Yield ``(relpath, path, is_regular_file)`` for every entry but directories.
+def _link_problem(path: Path, follow_links: bool) -> str | None:
+    """Why a symbolic link is refused; ``None`` for a link (followed) to a regular file."""
+    if not follow_links:
+        return "a symbolic link"
+    try:
+        mode = os.stat(path).st_mode  # follows the whole chain of links
+    except FileNotFoundError:
+        return f"a dangling symbolic link to {os.readlink(path)}"
+    except OSError as err:  # a loop, a target it may not look at, ...
+        return f"a symbolic link that cannot be followed ({err.strerror or err})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a symbolic link to a directory, which is not followed"
+    return "a symbolic link to something that is not a regular file"
 
-    Directories are descended (symlinked ones are not), ``__pycache__`` included;
-    entries that are neither regular files nor directories (symlinks, sockets, ...)
-    come out with ``False``, except, with ``follow_links``, symbolic links to regular
-    files. Excluded files come out too: callers sort them.
+
+def _walk(root: Path, follow_links: bool = False) -> Iterator[tuple[str, Path, str | None]]:
+    """Yield ``(relpath, path, problem)`` for every entry but directories.
+
+    Directories are descended (symlinked ones are not), ``__pycache__`` included.
+    ``problem`` is ``None`` for a regular file and, with ``follow_links``, for a symbolic
+    link to a regular file; else it says what the entry is (a symbolic link, a link to a
+    directory, a dangling link, not a regular file). Excluded files come out too:
+    callers sort them.
     """
     stack: list[tuple[Path, str]] = [(root, "")]
     while stack:
@@ -162,15 +186,20 @@ def _walk(root: Path, follow_links: bool = False) -> Iterator[tuple[str, Path, b
             if stat.S_ISDIR(mode):
                 stack.append((Path(entry.path), rel + "/"))
                 continue
-            regular = stat.S_ISREG(mode) or (
-                follow_links and stat.S_ISLNK(mode) and Path(entry.path).is_file())
-            yield rel, Path(entry.path), regular
+            if stat.S_ISREG(mode):
+                problem = None
+            elif stat.S_ISLNK(mode):
+                problem = _link_problem(Path(entry.path), follow_links)
+            else:
+                problem = "not a regular file"
+            yield rel, Path(entry.path), problem
 
 
 def _tree(
     root: Path, algorithm: str, ignore: frozenset[str] = frozenset(),
     bytecode: BytecodeRule = "ignore", follow_links: bool = False,
-) -> tuple[dict[str, str], list[str]]:
+) -> tuple[dict[str, str], list[str], set[str]]:
+    """``(digests of the files, refused entries as problem lines, their relpaths)``."""
     if bytecode not in _BYTECODE_RULES:
         raise ValueError(f"bytecode: expected one of {', '.join(_BYTECODE_RULES)}, got "
                          f"{bytecode!r}")
@@ -178,22 +207,37 @@ def _tree(
         raise IntegrityError(root, ["not a directory (the variant directory is missing)"])
     files: dict[str, str] = {}
     refused: list[str] = []
-    for rel, path, regular in _walk(root, follow_links):
+    refused_rels: set[str] = set()
+    allowed = ("a local build holds regular files and links to regular files only"
+               if follow_links else "variants hold regular files only")
+    for rel, path, problem in _walk(root, follow_links):
         if rel in ignore:
             continue
         if is_bytecode(rel):
-            problem = _bytecode_problem(rel, bytecode)
-            if problem is not None:
-                refused.append(problem)
+            line = _bytecode_problem(rel, bytecode)
+            if line is not None:
+                refused.append(line)
             continue
         if is_excluded(rel):
             continue
-        if regular:
+        if problem is None:
             files[rel] = hash_file(path, algorithm)
         else:
-            kind = "a symbolic link" if path.is_symlink() else "not a regular file"
-            refused.append(f"refused: {rel} ({kind}; variants hold regular files only)")
-    return dict(sorted(files.items())), refused
+            refused.append(f"refused: {rel} ({problem}; {allowed})")
+            refused_rels.add(rel)
+    return dict(sorted(files.items())), refused, refused_rels
+
+
+def _not_refused(problems: Iterable[str], refused: set[str]) -> list[str]:
+    """``problems`` without the ``missing:`` lines of files already listed as refused, or
+    behind a refused link to a directory (a refused entry is not hashed, so every record
+    would otherwise also call it, or the files under it, missing)."""
+    def behind(rel: str) -> bool:
+        parts = rel.split("/")
+        return any("/".join(parts[:n]) in refused for n in range(1, len(parts) + 1))
+
+    return [p for p in problems
+            if not (p.startswith("missing: ") and behind(p[len("missing: "):]))]
 
 
 def hash_tree(
@@ -214,7 +258,7 @@ def hash_tree(
 
     Raises:
         IntegrityError: the directory is missing, or holds a symbolic link (unless
-            followed) or another non-regular file (each one is named).
+            followed to a regular file) or another non-regular file (each one is named).
 
     Example:
         >>> hash_tree("build/torch-cpu")  # doctest: +SKIP
@@ -222,7 +266,7 @@ def hash_tree(
     """
     _check_algorithm(algorithm)
     root = Path(variant_dir)
-    files, refused = _tree(root, algorithm, follow_links=follow_links)
+    files, refused, _rels = _tree(root, algorithm, follow_links=follow_links)
     if refused:
         raise IntegrityError(root, refused)
     return files
@@ -253,8 +297,8 @@ def verify_tree(
     """
     _check_algorithm(algorithm)
     root = Path(variant_dir)
-    actual, problems = _tree(root, algorithm, frozenset(ignore), bytecode)
-    problems.extend(compare(actual, expected))
+    actual, problems, refused = _tree(root, algorithm, frozenset(ignore), bytecode)
+    problems.extend(_not_refused(compare(actual, expected), refused))
     if problems:
         raise IntegrityError(root, problems)
 
@@ -290,6 +334,7 @@ def verify_variant(
     locked: Mapping[str, str] | None = None,
     bytecode: BytecodeRule = "allow-pycache",
     metadata_data: bytes | None = None,
+    follow_links: bool = False,
 ) -> dict[str, str]:
     """Check a variant directory against every digest known for it, hashing each file once.
 
@@ -310,6 +355,10 @@ def verify_variant(
             checked are those of the very bytes that were hashed: a file that changes
             between two reads (a hub on a hostile file system) cannot show one version
             to the parser and another to the hash.
+        follow_links: accept a symbolic link to a regular file and check the bytes it
+            leads to (a local build in another tool's cache, whose files are links);
+            ``False`` (default) refuses every link, as a hub or the download cache, which
+            hold regular files only, must.
 
     Returns:
         The sha256 of every file as found (``metadata.json`` left out), as
@@ -322,7 +371,8 @@ def verify_variant(
             (``metadata.json`` and refused bytecode included) and every refused link.
     """
     root = Path(variant_dir)
-    actual, problems = _tree(root, DEFAULT_ALGORITHM, bytecode=bytecode)
+    actual, problems, refused = _tree(root, DEFAULT_ALGORITHM, bytecode=bytecode,
+                                      follow_links=follow_links)
     meta_path = root / "metadata.json"
     if metadata_data is not None:
         meta_sha: str | None = b64_sha256(metadata_data)
@@ -342,9 +392,11 @@ def verify_variant(
     if isinstance(block, Mapping) and isinstance(block.get("files"), Mapping):
         algorithm = str(block.get("algorithm", DEFAULT_ALGORITHM))
         _check_algorithm(algorithm)
-        mine = actual if algorithm == DEFAULT_ALGORITHM else _tree(root, algorithm)[0]
+        mine = (actual if algorithm == DEFAULT_ALGORITHM
+                else _tree(root, algorithm, follow_links=follow_links)[0])
         found.extend(compare(mine, block["files"]))
-    problems.extend(dict.fromkeys(found))  # the same file may differ from several records
+    # the same file may differ from several records; a refused one is named once
+    problems.extend(dict.fromkeys(_not_refused(found, refused)))
     if problems:
         raise IntegrityError(root, problems)
     return actual

@@ -22,6 +22,7 @@ module imports neither torch nor any kernel.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -66,6 +67,7 @@ class _Loaded:
     module: ModuleType
     path: Path
     digest: tuple[tuple[str, str], ...]  # sha256 of every file, sorted
+    dirty: str | None = None  # the warning for a build from a dirty git tree
 
 
 @dataclass(frozen=True)
@@ -614,34 +616,70 @@ def _read_metadata_once(variant_dir: Path) -> tuple[bytes, dict[str, Any]]:
     return data, parse_metadata(data, str(path))
 
 
+def _dirty_warning(variant_dir: Path, meta: Mapping[str, Any]) -> str | None:
+    """The warning for a build whose ``provenance`` says it was built from a git tree with
+    uncommitted changes (the kernel's or the builder's), as Hugging Face's ``kernels``
+    warns; ``None`` for a clean build or one without that provenance."""
+    prov = meta.get("provenance")
+    if not isinstance(prov, Mapping):
+        return None
+    dirty = []
+    for key, what in (("kernel", "the kernel source"), ("kernel-builder", "the builder")):
+        entry = prov.get(key)
+        if isinstance(entry, Mapping) and entry.get("dirty") is True:
+            commit = entry.get("commit")
+            at = f" at commit {commit[:12]}" if isinstance(commit, str) and commit else ""
+            dirty.append(f"{what}{at}")
+    if not dirty:
+        return None
+    return (f"kernelforge: kernel {meta.get('name')!r} variant {variant_dir.name} "
+            f"({variant_dir}) was built from a dirty git tree ({' and '.join(dirty)} had "
+            "uncommitted changes): its recorded git revision does not fully identify the "
+            "sources it was built from, so the build may not be reproducible")
+
+
+def _announced(loaded: _Loaded) -> ModuleType:
+    """``loaded.module``, after the WARNING of a build from a dirty tree (once per load)."""
+    if loaded.dirty is not None:
+        logger.warning("%s", loaded.dirty)
+    return loaded.module
+
+
 def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
-          deps: DepsLoader | None = None) -> ModuleType:
+          deps: DepsLoader | None = None, follow_links: bool = False) -> ModuleType:
     """Verify and import a variant, once per directory and once per module id.
 
     Bytecode under ``__pycache__`` is left out of the check (Python, other loaders and
     older kernelforge versions write it; the import never reads it); a ``*.pyc``
     elsewhere, which a plain import would run in place of a missing source, is refused.
+    With ``follow_links`` (a local build), a file that is a symbolic link to a regular
+    file is verified and imported through the link (the bytes imported are checked
+    against the digest); every other link is refused. A hub's or the download cache's
+    copy holds regular files only: a link there is refused.
     The kernels its metadata lists in ``kernel-depends`` are loaded first, by ``deps``
     (default: as :func:`get_kernel` does with its defaults), and handed to its import.
+    A build from a dirty git tree is loaded with a WARNING log line saying so.
     """
     from kernelforge.digest import verify_variant
 
     key = os.path.abspath(variant_dir)
     loaded = _by_path.get(key)
     if loaded is not None:
-        return loaded.module
+        return _announced(loaded)
     with _lock:
         loaded = _by_path.get(key)
         if loaded is not None:
-            return loaded.module
+            return _announced(loaded)
         data, meta = _read_metadata_once(variant_dir)
         module_id = str(meta["id"])
         actual = verify_variant(variant_dir, meta, metadata_sha256=anchors.metadata_sha256,
                                 recorded=anchors.recorded, locked=anchors.locked,
-                                bytecode="allow-pycache", metadata_data=data)
+                                bytecode="allow-pycache", metadata_data=data,
+                                follow_links=follow_links)
         if not meta.get("digest") and anchors == _Anchors():
             logger.info("%s: no digest recorded; its files are not verified", variant_dir)
         digest = tuple(sorted(actual.items()))
+        dirty = _dirty_warning(variant_dir, meta)
         previous = _by_id.get(module_id)
         if previous is not None:
             if previous.digest != digest:
@@ -650,8 +688,8 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
                     f"same id is already loaded from {previous.path}; rebuild one of them "
                     "(ids are unique per source tree) or use a separate process"
                 )
-            _by_path[key] = previous
-            return previous.module
+            _by_path[key] = dataclasses.replace(previous, dirty=dirty)
+            return _announced(_by_path[key])
         taken = sys.modules.get(module_id)
         if taken is not None:
             other, same = _loaded_elsewhere(taken, variant_dir, meta, digest)
@@ -670,20 +708,20 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
                 )
             logger.info("%s: reusing module %s, which another loader imported from %s "
                         "(the same files)", variant_dir, module_id, other)
-            loaded = _Loaded(module=taken, path=Path(key), digest=digest)
+            loaded = _Loaded(module=taken, path=Path(key), digest=digest, dirty=dirty)
             _by_path[key] = loaded
             _by_id[module_id] = loaded
-            return taken
+            return _announced(loaded)
         _check_python_depends(variant_dir, meta)
         needed: dict[str, ModuleType] = {}
         if meta.get("kernel-depends"):
             load_deps = deps or _dependencies(str(variant_dir), None, None, True, False)
             needed = load_deps(meta)
         module = _import_package(module_id, variant_dir, meta, needed, actual)
-        loaded = _Loaded(module=module, path=Path(key), digest=digest)
+        loaded = _Loaded(module=module, path=Path(key), digest=digest, dirty=dirty)
         _by_path[key] = loaded
         _by_id[module_id] = loaded
-        return module
+        return _announced(loaded)
 
 
 def _check_signed_build(plan: Plan) -> None:
@@ -730,7 +768,8 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
     if plan.hub is None or plan.request is None or plan.decision is None:
         if info.path is None:  # pragma: no cover - local plans always have a path
             raise HubError(f"{info.repo}: nothing to load")
-        return _load(info.path, deps=deps)
+        # a local build may be a snapshot of Hugging Face's download cache: links to blobs
+        return _load(info.path, deps=deps, follow_links=True)
     policy.require(plan.decision, plan.request)
     _check_signed_build(plan)
     if not plan.metadata.get("digest") and plan.locked is None and plan.hub.kind != "local":
@@ -765,7 +804,9 @@ def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
     """Verify a variant directory against its digest and import it.
 
     Args:
-        variant_dir: a ``build/<variant>`` directory with ``metadata.json``.
+        variant_dir: a ``build/<variant>`` directory with ``metadata.json``. As for
+            :func:`get_local_kernel`, a file may be a symbolic link to a regular file
+            (its bytes are what is verified and imported); other links are refused.
 
     Returns:
         The package, imported as ``metadata["id"]``; the same object on every call.
@@ -775,7 +816,7 @@ def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
         HubError: ``metadata.json`` or ``__init__.py`` is missing or malformed.
         ImportError: another build already holds the module name.
     """
-    return _load(Path(variant_dir))
+    return _load(Path(variant_dir), follow_links=True)
 
 
 # --- locating ----------------------------------------------------------------------------
@@ -1006,12 +1047,19 @@ def get_local_kernel(
 
     Args:
         path: a project directory holding ``build/``, a ``build/`` directory, or one
-            variant directory.
+            variant directory (whose torch, backend and platform tags are checked when
+            its name is a variant name). A directory with variants both at its top level
+            and in ``build/`` uses the top level when a variant there fits, else
+            ``build/``, as Hugging Face's ``kernels`` does.
         backend: choose the variant for this backend instead of the system's.
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
 
     Returns:
-        The kernel package, imported under its metadata ``id``.
+        The kernel package, imported under its metadata ``id``. Files may be symbolic
+        links to regular files (a snapshot in Hugging Face's download cache, as
+        ``kernels.install_kernel`` returns it): the bytes they lead to are verified and
+        imported. A link to a directory, a dangling link or a link to anything else is
+        refused. A build from a dirty git tree loads with a WARNING log line.
 
     Raises:
         HubError: ``path`` does not exist, is a file, is a kernel project that was not
@@ -1059,8 +1107,6 @@ def kernel_info(
         As :func:`get_kernel`, except for trust, integrity and import errors;
         ValueError: ``lockfile`` with ``revision`` or ``version``.
     """
-    import dataclasses
-
     validate_repo_id(repo_id)
     _check_selector(revision, version)
     if lockfile is not None and (revision is not None or version is not None):
@@ -1103,7 +1149,10 @@ def has_kernel(
         ``False`` when the repository, version, revision or a fitting variant is missing,
         when ``backend`` cannot be used by this torch, or when the hub cannot provide the
         variant: it is unreachable, or offline and the variant is not in the download
-        cache. The reason is logged at INFO. It does not import, verify or judge trust.
+        cache. A local build (``LOCAL_KERNELS``), whose files are on disk, is also
+        verified against its digests as :func:`get_kernel` verifies it: ``False`` when
+        the load would refuse its files. The reason is logged at INFO. It does not
+        import or judge trust, and does not download or verify a hub's variant.
 
     Raises:
         ValueError: malformed arguments (both ``revision`` and ``version``, an unknown
@@ -1132,4 +1181,20 @@ def has_kernel(
                     "and the hub is offline", repo_id, plan.info.variant,
                     (plan.info.commit or "")[:12])
         return False
+    if plan.hub is None and plan.info.path is not None:
+        try:  # a local build: the check get_kernel makes before importing it
+            _verify_local(plan.info.path)
+        except (HubError, IntegrityError) as err:
+            logger.info("has_kernel(%r): no: %s", repo_id, err)
+            return False
     return True
+
+
+def _verify_local(variant_dir: Path) -> None:
+    """Check a local build's files as :func:`_load` checks them (links to regular files
+    followed), importing nothing."""
+    from kernelforge.digest import verify_variant
+
+    data, meta = _read_metadata_once(variant_dir)
+    verify_variant(variant_dir, meta, bytecode="allow-pycache", metadata_data=data,
+                   follow_links=True)

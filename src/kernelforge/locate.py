@@ -10,17 +10,18 @@ signatures): the variant itself is fetched by the loader after the trust check.
 Which hub: a :class:`~kernelforge.hub.base.Hub` given as ``hub=``, a directory (a local
 hub), ``"hf"`` (the Hugging Face Hub), or ``None``: ``$KERNELFORGE_HUB`` when set (a
 directory or ``hf``), else the local hub in the user cache when it holds the
-repository, else the Hugging Face Hub. A locked load with ``None`` uses the kind of hub
-the lock records; a Hugging Face ``kernels.lock`` records none, so it uses the local hub
-when that holds the repository at the locked commit, else the Hugging Face Hub
-(:func:`hub_for_lock`).
+repository, else the Hugging Face Hub (whose errors then also say that the local hub
+does not hold the repository, and name those it holds). A locked load with ``None`` uses
+the kind of hub the lock records; a Hugging Face ``kernels.lock`` records none, so it uses
+the local hub when that holds the repository at the locked commit, else the Hugging Face
+Hub (:func:`hub_for_lock`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -229,6 +230,34 @@ def hub_for_lock(hub: HubArg, locked: LockedKernel) -> Hub:
     return h
 
 
+def _not_in_local_hub(repo_id: str) -> str:
+    """That the default local hub does not hold ``repo_id``: where it is, the names it
+    holds (the first ten) and those close to ``repo_id``, for the error of a load that then
+    went to the Hugging Face Hub."""
+    import difflib
+
+    local = LocalHub()
+    where = f"repository {repo_id!r} is not in the local hub {local.root}"
+    try:
+        held = local.repos()
+    except OSError:
+        held = []
+    if not held:
+        return f"{where} (it holds no repositories)"
+    # by the name after the organization: a shared organization alone makes ids look alike
+    def name(repo: str) -> str:
+        return repo.partition("/")[2].lower()
+
+    by_name: dict[str, list[str]] = {}
+    for repo in held:
+        by_name.setdefault(name(repo), []).append(repo)
+    close = [repo for match in difflib.get_close_matches(name(repo_id), list(by_name), n=3)
+             for repo in by_name[match]][:3]
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    shown = held[:10] + ([f"... ({len(held) - 10} more)"] if len(held) > 10 else [])
+    return f"{where} (it holds: {', '.join(shown)}{hint})"
+
+
 def hub_for(hub: HubArg, repo_id: str, *, prefer: str | None = None) -> Hub:
     """The hub a load of ``repo_id`` uses (see the module docstring).
 
@@ -343,10 +372,24 @@ def _parses(name: str) -> bool:
 # --- locating ------------------------------------------------------------------------------
 
 
+def _holds_variants(base: Path) -> bool:
+    """Whether a directory holds build variants: a subdirectory with a ``metadata.json``."""
+    try:
+        return any((p / "metadata.json").is_file() for p in base.iterdir() if p.is_dir())
+    except OSError:
+        return False
+
+
 def locate_local(
     path: str | os.PathLike[str], backend: str | None, check_arch: bool, repo: str | None = None
 ) -> Plan:
-    """Locate a local build: a project with ``build/``, a ``build/`` or a variant dir.
+    """Locate a local build: a variant directory, or a directory whose subdirectories are
+    variants (a ``build/`` directory, a snapshot), or one with a ``build/`` that holds them
+    (a project).
+
+    Where ``path`` holds variants at its top level and in ``build/``, the top level is
+    tried first and ``build/`` next, and the first with a variant that fits this system
+    is used, as Hugging Face's ``kernels`` does.
 
     Args:
         path: where the build is.
@@ -361,7 +404,10 @@ def locate_local(
         HubError: ``path`` does not exist, is a file, is a kernel project that was not
             built (no ``build/``), or holds no build variant (no subdirectory with a
             ``metadata.json``); each says so.
-        VariantNotFoundError: no variant fits this system (with the trace).
+        VariantNotFoundError: no variant fits this system (with the trace; of both the
+            top level and ``build/`` when both hold variants). A variant directory given
+            directly is checked too when its name is a variant name (torch, backend and
+            platform tags); one whose name is not is checked for the GPU arch only.
     """
     from kernelforge import variants
 
@@ -384,26 +430,51 @@ def locate_local(
             info = KernelInfo(label, None, None, root.name, root, trace, meta["id"],
                               meta.get("version"), "local")
             return Plan(info, metadata=meta)
+        bases = [(base, names)]
     else:
         expected = "expected a project with build/, a build/ directory or a variant directory"
         if root.is_file():
             raise HubError(f"path: {root} is a file, not a directory ({expected})")
-        base = root / "build" if (root / "build").is_dir() else root
-        if not base.is_dir():
+        build = root / "build"
+        if not root.is_dir():
             raise HubError(f"path: {root} does not exist ({expected})")
-        if not (root / "build").is_dir() and (root / "build.toml").is_file():
-            from kernelforge.hub._staging import unbuilt_project
+        bases = [(b, sorted(p.name for p in b.iterdir() if p.is_dir()))
+                 for b in (root, build) if b.is_dir() and _holds_variants(b)]
+        if not bases:
+            if not build.is_dir() and (root / "build.toml").is_file():
+                from kernelforge.hub._staging import unbuilt_project
 
-            raise HubError(f"path: {unbuilt_project(root)}")
-        names = sorted(p.name for p in base.iterdir() if p.is_dir())
-        if not any((base / name / "metadata.json").is_file() for name in names):
-            raise HubError(f"path: {base} holds no build variant (no subdirectory with a "
-                           f"metadata.json; {expected})")
-    name, _data, meta, trace = _choose(names, _disk_meta(base), f"{label} ({base})", backend,
-                                       check_arch)
-    info = KernelInfo(label, None, None, name, base / name, trace, meta["id"],
-                      meta.get("version"), "local")
-    return Plan(info, metadata=meta)
+                raise HubError(f"path: {unbuilt_project(root)}")
+            raise HubError(f"path: {build if build.is_dir() else root} holds no build variant "
+                           f"(no subdirectory with a metadata.json; {expected})")
+    facts = variants.detect_system()
+    rejected: list[tuple[Path, VariantNotFoundError]] = []
+    for base, listed in bases:
+        try:
+            name, _data, meta, trace = _choose(listed, _disk_meta(base), f"{label} ({base})",
+                                               backend, check_arch, facts)
+        except VariantNotFoundError as err:
+            rejected.append((base, err))
+            continue
+        earlier = tuple(line for b, err in rejected for line in _prefixed(err.trace, b, root))
+        if earlier:
+            trace = earlier + _prefixed(trace, base, root)
+        info = KernelInfo(label, None, None, name, base / name, trace, meta["id"],
+                          meta.get("version"), "local")
+        return Plan(info, metadata=meta)
+    if len(rejected) == 1:
+        raise rejected[0][1]
+    raise VariantNotFoundError(
+        f"{label} ({root}: its top level, then build/)",
+        [line for b, err in rejected for line in _prefixed(err.trace, b, root)],
+        facts.describe())
+
+
+def _prefixed(trace: Sequence[str], base: Path, root: Path) -> tuple[str, ...]:
+    """Trace lines of the variants in ``base``, named from ``root`` (``build/<name>``)."""
+    if base == root:
+        return tuple(trace)
+    return tuple(f"{base.name}/{line}" for line in trace)
 
 
 def trust_request(
@@ -483,7 +554,16 @@ def locate_hub(
         logger.info("%s: loading from %s (%s)", repo_id, override, LOCAL_KERNELS_ENV)
         return locate_local(override, backend, check_arch, repo=repo_id)
     h = hub_for(hub, repo_id)
-    sel = revisions.select(h, repo_id, revision=revision, version=version, announce=announce)
+    try:
+        sel = revisions.select(h, repo_id, revision=revision, version=version,
+                               announce=announce)
+    except HubError as err:
+        if hub is not None or isinstance(h, LocalHub) or os.environ.get(HUB_ENV, "").strip():
+            raise
+        # hub_for looked in the default local hub first: say so, or the error names only
+        # the Hugging Face Hub (a mistyped name reads as a network problem)
+        raise HubError(f"{_not_in_local_hub(repo_id)}, so the Hugging Face Hub was asked: "
+                       f"{err}") from err
     names = h.variants(sel.repo_id, sel.commit)
     where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
              else f"revision {sel.commit[:7]}")

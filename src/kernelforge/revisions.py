@@ -156,10 +156,10 @@ def _pick(
         # WARNING level, so that it shows without any logging set up: a load that is
         # not pinned should say what it took.
         if announce:
+            # (no command of the command line loads a kernel: the remark is for Python)
             logger.warning(
                 "kernelforge: loading %s version %d (branch v%d, revision %s) — pass "
-                "version=%d to pin it (--version %d on the command line)", repo_id, newest,
-                newest, versions[newest][:7], newest, newest,
+                "version=%d to pin it", repo_id, newest, newest, versions[newest][:7], newest,
             )
         notes.append(f"no version requested: newest version {newest} (branch v{newest}) -> "
                      f"commit {versions[newest][:12]}")
