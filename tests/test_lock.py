@@ -1265,3 +1265,15 @@ def test_every_malformed_requirement_is_reported_together(tmp_path: Path) -> Non
     message = str(info.value)
     assert message.startswith(f"{root / 'pyproject.toml'}: 2 problems:\n  - key ")
     assert "'bad id'" in message and "'abc' is not a version requirement" in message
+
+
+def test_locking_an_older_version_says_nothing_of_loading_it(
+        hf: HfHub, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Locking loads nothing: the loads' "loading version N as requested" line would
+    mislead."""
+    publish(hf, REPO, tmp_path / "v1")
+    publish(hf, REPO, tmp_path / "v2", version=2)
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        lock_project(root, hub=hf, allow=[REPO])
+    assert not [r for r in caplog.records if "loading" in r.getMessage()], caplog.text

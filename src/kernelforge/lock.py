@@ -885,7 +885,9 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
             raise HubError(f"{target}{moved}: no version >= {req.min_version} in "
                            f"{h.describe()}")
         version = max(fits)
-    sel = revisions.select(h, req.repo_id, revision=req.revision, version=version)
+    # nothing is loaded here: the loads' "loading version N" lines would mislead
+    sel = revisions.select(h, req.repo_id, revision=req.revision, version=version,
+                           announce=False)
     variants: dict[str, LockedVariant] = {}
     needs: Needs = []
     for name in h.variants(sel.repo_id, sel.commit):
