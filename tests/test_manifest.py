@@ -811,3 +811,196 @@ def test_an_unknown_architecture_listed_twice_is_noted_once(tmp_path):
     text = replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\n'
                    'cuda-capabilities = ["9.0", "11.8", "11.8"]\n')
     assert len(load_manifest(write(tmp_path, text)).notes) == 1
+
+
+def test_a_file_given_instead_of_the_project_is_said_to_be_no_build_toml(tmp_path,
+                                                                        monkeypatch):
+    """`kernelforge check some/file.cpp`: the file is not a build.toml, and the fix is to
+    pass the project (named, where a directory above the file holds a build.toml), not
+    to fix its TOML syntax; a build.toml with a syntax error still gets that fix."""
+    project = tmp_path / "p"
+    (project / "relu_cpu").mkdir(parents=True)
+    (project / "build.toml").write_text(GOOD5)
+    (project / "relu_cpu" / "relu.cpp").write_text("#include <x>\nint relu() {}\n")
+    (project / "relu_cpu" / "relu.so").write_bytes(b"\x7fELF\x80\x81\xff")
+    (project / "relu_cpu" / "__init__.py").write_text("")  # valid (empty) TOML
+    monkeypatch.chdir(tmp_path)
+    for name in ("relu.cpp", "relu.so", "__init__.py"):
+        given = Path("p", "relu_cpu", name)
+        with pytest.raises(ManifestError, match="is not a build.toml") as info:
+            load_manifest(given)
+        err = info.value
+        assert (err.file, err.key, err.errors) == (given, None, [err])
+        assert err.fix == "pass the project directory p (or its build.toml)", name
+        assert "fix the syntax" not in str(err) and "add [general]" not in str(err)
+    with pytest.raises(ManifestError) as info:  # given as an absolute path: shown so
+        load_manifest(project / "relu_cpu" / "relu.cpp")
+    assert info.value.fix == f"pass the project directory {project} (or its build.toml)"
+    lone = tmp_path / "lone" / "main.cpp"
+    lone.parent.mkdir()
+    lone.write_text("int main() {}\n")
+    with pytest.raises(ManifestError, match="not valid TOML") as info:
+        load_manifest(lone)
+    assert "is not a build.toml" in str(info.value)
+    assert info.value.fix.startswith("pass the kernel project directory")
+    # A .toml file may be a manifest under another name: both fixes are given.
+    (project / "other.toml").write_text("[general\n")
+    with pytest.raises(ManifestError, match="not valid TOML: ") as info:
+        load_manifest(project / "other.toml")
+    assert info.value.fix.startswith("if it is the project's manifest, fix the syntax")
+    (project / "build.toml").write_text("[general\n")
+    with pytest.raises(ManifestError, match="not valid TOML: ") as info:
+        load_manifest(project)
+    assert info.value.fix == "fix the syntax at the position shown"
+
+
+HUB_ABOVE_BACKENDS = GOOD5.replace('backends = ["cpu", "cuda", "rocm"]\n',
+                                   '\n[general.hub]\nrepo-id = "org/relu"\n'
+                                   'backends = ["cpu", "cuda", "rocm"]\n')
+
+
+@pytest.mark.parametrize("text", [HUB_ABOVE_BACKENDS,
+                                  HUB_ABOVE_BACKENDS.replace("edition = 5\n", "")],
+                         ids=["edition-5", "edition-4"])
+def test_backends_written_below_a_subtable_header_is_said_to_be_misplaced(tmp_path, text):
+    """`[general.hub]` inserted above `backends = [...]` makes it general.hub.backends:
+    the fix is to move it above the header (not to remove the list), and the missing
+    general.backends points to it; without 'edition' the layout stays edition 4 (the
+    file is not read as the legacy layout for it)."""
+    with pytest.raises(ManifestError) as info:
+        load_manifest(write(tmp_path, text))
+    errors = {e.key: e for e in info.value.errors}
+    assert list(errors) == ["general.backends", "general.hub.backends"], str(info.value)
+    moved = errors["general.hub.backends"]
+    assert moved.problem == "unknown key 'backends'"
+    assert moved.fix is not None and "remove it" not in moved.fix
+    assert moved.fix.startswith("'backends' belongs to [general]: move it above the "
+                                "[general.hub] header")
+    missing = errors["general.backends"]
+    assert missing.problem.startswith("missing required key 'backends'")
+    assert missing.fix == ("it is written under [general.hub] (as general.hub.backends): "
+                           "move it above the [general.hub] header, into [general]")
+
+
+@pytest.mark.parametrize(("text", "key", "fix"), [
+    (replace(GOOD5, 'license = "Apache-2.0"\n', '\n[general.cuda]\nminver = "12.6"\n'
+             'license = "Apache-2.0"\n'), "general.cuda.license",
+     "'license' belongs to [general]: move it above the [general.cuda] header"),
+    (replace(GOOD5, "[torch]\n", '[torch]\n[torch.stable-abi]\ncuda = "2.11"\n'),
+     "torch.stable-abi.src", "'src' belongs to [torch]: move it above the "
+     "[torch.stable-abi] header"),
+    (HUB_ABOVE_BACKENDS.replace("\n[general.hub]", 'backends = ["cuda"]\n[general.hub]'),
+     "general.hub.backends", "'backends' belongs to [general], which has its own "
+     "backends: keep one of the two"),
+    (replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n\n[kernel.relu_rocm]',
+             '[kernel.relu.extra]\nsrc = ["relu_cuda/relu.cu"]\n\n[kernel.relu_rocm]'),
+     "kernel.relu.extra", "remove the [kernel.relu.extra] header, so that the keys below "
+     "it (src) are read as part of [kernel.relu]"),
+], ids=["general-cuda", "torch-stable-abi", "given-twice", "unknown-subtable"])
+def test_a_key_of_a_table_written_below_its_subtable_is_said_to_be_misplaced(
+        tmp_path, text, key, fix):
+    with pytest.raises(ManifestError) as info:
+        load_manifest(write(tmp_path, text))
+    errors = {e.key: e for e in info.value.errors}
+    assert key in errors, str(info.value)
+    assert errors[key].fix is not None and errors[key].fix.startswith(fix), errors[key].fix
+    assert all(e.fix != "remove it" for e in errors.values()), str(info.value)
+
+
+@pytest.mark.parametrize(("name", "suggested"), [
+    ("übung", "ubung"), ("Café", "cafe"), ("ÜbungKernel", "ubung-kernel"),
+    ("straße", "strasse"), ("résumé_ok", "resume-ok"), ("MyRelu", "my-relu"),
+    ("my_relu", "my-relu"), ("2-relu", "relu"), ("日本", "my-kernel"),
+])
+def test_suggest_name_keeps_accented_letters_without_their_accents(name, suggested):
+    from kernelforge.manifest import suggest_name
+
+    assert suggest_name(name) == suggested
+
+
+def test_the_name_error_and_init_suggest_a_name_without_accents(tmp_path):
+    from kernelforge.errors import KernelforgeError
+    from kernelforge.scaffold import init_project
+
+    with pytest.raises(ManifestError) as info:
+        load_manifest(write(tmp_path, replace(GOOD5, 'name = "relu"', 'name = "übung"')))
+    assert info.value.fix == "use 'ubung'"
+    with pytest.raises(KernelforgeError, match=r"\(did you mean 'ubung'\?\)"):
+        init_project("übung", tmp_path / "p")
+
+
+def _with_python_depends(general: str | None, **per_backend: str) -> str:
+    text = GOOD5
+    if general is not None:
+        text = replace(text, "backends =", f"python-depends = {general}\nbackends =")
+    for backend, names in per_backend.items():
+        text += f"\n[general.{backend}]\npython-depends = {names}\n"
+    return text
+
+
+def test_python_depends_hugging_face_knows_get_no_note(tmp_path):
+    text = _with_python_depends('["einops", "helion", "tvm-ffi"]',
+                                cuda='["nvidia-cutlass-dsl", "einops"]')
+    m = load_manifest(write(tmp_path, text))
+    assert m.notes == ()
+    assert m.python_depends == ("einops", "helion", "tvm-ffi")  # accepted as before
+    only_cuda = replace(_with_python_depends('["nvidia-cutlass-dsl"]'),
+                        '"cpu", "cuda", "rocm"', '"cuda"')
+    assert load_manifest(write(tmp_path, only_cuda.split("[kernel.relu_rocm]")[0])
+                         ).notes == ()
+
+
+def test_python_depends_hugging_face_does_not_know_are_accepted_with_a_note(tmp_path):
+    """kernelforge loads any name (as the package and module name), but Hugging Face's
+    kernels loader refuses a variant whose metadata lists a name outside its table."""
+    m = load_manifest(write(tmp_path, _with_python_depends(
+        '["einops", "packaging", "triton", "packaging"]', cuda='["my-lib"]')))
+    assert m.python_depends == ("einops", "packaging", "triton", "packaging")
+    assert m.backend_python_depends == {"cuda": ("my-lib",)}
+    assert len(m.notes) == 2, m.notes
+    first, second = m.notes
+    assert first.startswith("general.python-depends: 'packaging', 'triton' are not names "
+                            "that Hugging Face's kernels know (they know einops, helion, "
+                            "tvm-ffi; nvidia-cutlass-dsl for cuda, nki for neuron, onednn "
+                            "for xpu)")
+    assert "load with kernelforge" in first
+    assert "Hugging Face's kernels loader refuses them" in first
+    assert second.startswith("general.cuda.python-depends: 'my-lib' is not a name")
+
+
+def test_a_python_depends_name_of_another_backend_is_noted_per_backend(tmp_path):
+    """The table is per backend: a variant lists [general] python-depends and its
+    backend's; a name Hugging Face knows for one backend only is refused in the
+    variants of the others."""
+    m = load_manifest(write(tmp_path, _with_python_depends(
+        '["nvidia-cutlass-dsl"]', cuda='["nki", "nvidia-cutlass-dsl"]',
+        xpu='["anything"]')))  # xpu is not built: no variant lists it
+    assert m.notes == (
+        "general.python-depends: Hugging Face's kernels know 'nvidia-cutlass-dsl' for "
+        "cuda only, and the cpu, rocm builds list it: it loads with kernelforge, but "
+        "Hugging Face's kernels loader refuses it; fix: move 'nvidia-cutlass-dsl' to "
+        "[general.cuda] python-depends",
+        "general.cuda.python-depends: Hugging Face's kernels know 'nki' for neuron only, "
+        "and the cuda build lists it: it loads with kernelforge, but Hugging Face's "
+        "kernels loader refuses it; fix: move 'nki' to [general.neuron] python-depends, "
+        "or remove it (general.backends does not list neuron)",
+    )
+
+
+def test_the_python_depends_table_is_hugging_faces():
+    """The loader's names, with the backends of manifest.py, are those of Hugging Face's
+    kernels (their python_depends.json, where `kernels` is installed)."""
+    import importlib.util
+    import json
+
+    from kernelforge.loader import _PYTHON_DEPENDS
+    from kernelforge.manifest import _PYTHON_DEPENDS_BACKEND
+
+    assert set(_PYTHON_DEPENDS_BACKEND) <= set(_PYTHON_DEPENDS)
+    spec = importlib.util.find_spec("kernels")
+    if spec is None or spec.origin is None:
+        pytest.skip("Hugging Face's kernels is not installed")
+    data = json.loads((Path(spec.origin).parent / "python_depends.json").read_text())
+    assert set(data["general"]) == set(_PYTHON_DEPENDS) - set(_PYTHON_DEPENDS_BACKEND)
+    assert {n: b for b, names in data["backends"].items() for n in names} \
+        == _PYTHON_DEPENDS_BACKEND

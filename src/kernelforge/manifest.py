@@ -26,9 +26,11 @@ Example:
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import sys
+import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,6 +68,12 @@ DEFAULT_PYEXT: tuple[str, ...] = ("py", "pyi")
 # What a legacy `universal = true` kernel is built for: a pure-Python variant of each, as
 # in Hugging Face's builder (its loader reads no `universal` backend in metadata.json).
 _UNIVERSAL_BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "xpu")
+
+# The python-depends names that Hugging Face's kernels know for one backend only (the
+# "backends" part of their python_depends.json, kernels 0.17.2); the other names they
+# know (its "general" part) are for every backend. The names, and the packages they
+# stand for, are the loader's (kernelforge.loader._PYTHON_DEPENDS).
+_PYTHON_DEPENDS_BACKEND = {"nvidia-cutlass-dsl": "cuda", "nki": "neuron", "onednn": "xpu"}
 
 _NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 _LEGACY_NAME_RE = re.compile(r"^[a-z][-_a-z0-9]*[a-z0-9]\Z")
@@ -338,9 +346,15 @@ class _Reader:
             raise ManifestError.combine(self.errors)
 
     def check_keys(self, table: Mapping[str, Any], prefix: str, allowed: Collection[str],
-                   required: Collection[str] = (), *, what: str = "") -> None:
+                   required: Collection[str] = (), *, what: str = "",
+                   parent: tuple[Mapping[str, Any], Collection[str]] | None = None) -> None:
         """Refuse unknown keys (with a suggestion) and missing required ones (except
         one that an unknown key is a misspelling of: that is said once, with the typo).
+
+        A key written below a subtable's header belongs to the subtable: an unknown key
+        of ``[X.Y]`` that is a key of ``[X]`` (``parent``: its table and its allowed
+        keys) is said to be misplaced, and a required key missing from a table but
+        found in one of its subtables is said to be there, each with the fix to move it.
 
         Raises:
             ManifestError: listing every unknown and every missing key.
@@ -357,8 +371,16 @@ class _Reader:
             near = archs.closest(key, allowed)
             fix = hint.format(key=key) if hint else (
                 f"did you mean '{near}'?" if near else "remove it")
-            if near and not hint:
+            if parent is not None and key in parent[1]:
+                fix = _misplaced(prefix, key, twice=key in parent[0])
+            elif near and not hint:
                 suggested.add(near)
+            elif not hint and isinstance(table[key], dict) and prefix:
+                # An unknown [X.Y] header above keys of [X]: they are not to be removed.
+                ours = [k for k in table[key] if k in allowed and k not in table]
+                if ours:
+                    fix = (f"remove the [{dotted}] header, so that the keys below it "
+                           f"({', '.join(ours)}) are read as part of [{prefix}]")
             problems.append(ManifestError(
                 self.file, dotted, f"unknown key '{key}'{what}",
                 expected="one of " + ", ".join(sorted(allowed)), fix=fix))
@@ -368,19 +390,33 @@ class _Reader:
                 dotted = f"{prefix}.{key}" if prefix else key
                 where = f"[{prefix}]" if prefix else "the file"
                 example = _EXAMPLES.get(key, f"{key} = ...")
+                # Written below a subtable's header, it is read as the subtable's key.
+                sub = next((sub for sub, value in table.items()
+                            if isinstance(value, dict) and key in value), None)
+                under = f"{prefix}.{sub}" if prefix else sub
+                if sub is None:
+                    fix = f"add {example} to {where}"
+                elif sub in allowed:
+                    fix = (f"it is written under [{under}] (as {under}.{key}): move it "
+                           f"above the [{under}] header, into {where}")
+                else:
+                    fix = (f"it is written under [{under}], an unknown table: remove that "
+                           f"header, so that it is read as part of {where}")
                 problems.append(ManifestError(
                     self.file, dotted, f"missing required key '{key}'{what}",
-                    expected=f"a '{key}' key, e.g. {example}", fix=f"add {example} to {where}"))
+                    expected=f"a '{key}' key, e.g. {example}", fix=fix))
         if problems:
             raise ManifestError.combine(problems)
 
     def known(self, table: Mapping[str, Any], prefix: str, allowed: Collection[str],
-              required: Collection[str] = (), *, what: str = "") -> dict[str, Any]:
+              required: Collection[str] = (), *, what: str = "",
+              parent: tuple[Mapping[str, Any], Collection[str]] | None = None
+              ) -> dict[str, Any]:
         """:meth:`check_keys` as a part of its own, then ``table`` without its unknown
         keys: reading goes on with the keys that are known, and a refused key is not
         refused a second time for its value."""
         with self.unit():
-            self.check_keys(table, prefix, allowed, required, what=what)
+            self.check_keys(table, prefix, allowed, required, what=what, parent=parent)
         return {key: value for key, value in table.items() if key in allowed}
 
     def table(self, value: Any, key: str) -> dict[str, Any]:
@@ -450,6 +486,18 @@ class _Reader:
         return values
 
 
+def _misplaced(prefix: str, key: str, *, twice: bool) -> str:
+    """The fix for ``key`` found in the subtable ``prefix`` (``general.hub``) when it is a
+    key of the table above it (``general``): written below the subtable's header, it
+    was read as the subtable's."""
+    above = prefix.rpartition(".")[0]
+    if twice:
+        return (f"'{key}' belongs to [{above}], which has its own {key}: keep one of the "
+                f"two, in [{above}] (above the [{prefix}] header)")
+    return (f"'{key}' belongs to [{above}]: move it above the [{prefix}] header (a key "
+            f"written below [{prefix}] is read as part of [{prefix}])")
+
+
 def _kind(value: Any) -> str:
     names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
              list: "a list", dict: "a table"}
@@ -465,15 +513,44 @@ def _read_toml(file: Path) -> dict[str, Any]:
                             fix="pass a kernel project directory that holds build.toml"
                             ) from None
     except (OSError, UnicodeDecodeError) as err:
+        if isinstance(err, UnicodeDecodeError) and file.name != "build.toml":
+            raise _not_a_manifest(file, f"it is not a text file ({err})") from err
         raise ManifestError(file, None, f"cannot read it: {err}",
                             expected="a readable UTF-8 text file",
                             fix="check the file's permissions and encoding") from err
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
+        if file.suffix != ".toml":
+            # A source file or another file of the project, given instead of the project:
+            # its TOML syntax is not what is wrong.
+            raise _not_a_manifest(file, f"it is not valid TOML ({err})") from err
+        fix = "fix the syntax at the position shown"
+        if file.name != "build.toml":  # a manifest under another name, or another file
+            fix = f"if it is the project's manifest, {fix}; if not, " + \
+                _project_to_pass(file)
         raise ManifestError(file, None, f"not valid TOML: {err}",
-                            expected="a TOML document (https://toml.io)",
-                            fix="fix the syntax at the position shown") from err
+                            expected="a TOML document (https://toml.io)", fix=fix) from err
+
+
+def _project_to_pass(file: Path) -> str:
+    """What to pass instead of ``file``: the directory above it that holds a build.toml,
+    shown as ``file`` is (relative or absolute), where there is one."""
+    project = next((d for d in file.absolute().parents if (d / "build.toml").is_file()),
+                   None)
+    if project is None:
+        return "pass the kernel project directory (the one that holds build.toml), or its " \
+               "build.toml"
+    shown = project if file.is_absolute() else Path(os.path.relpath(project))
+    return f"pass the project directory {shown} (or its build.toml)"
+
+
+def _not_a_manifest(file: Path, why: str) -> ManifestError:
+    """The error for a file that is not named build.toml and cannot be read as one (a
+    source file given instead of its project)."""
+    return ManifestError(file, None, "is not a build.toml: its name is not build.toml and "
+                         + why, expected="a kernel project directory or its "
+                         "build.toml", fix=_project_to_pass(file))
 
 
 def _pick_schema(r: _Reader, data: Mapping[str, Any]) -> _Schema:
@@ -495,7 +572,10 @@ def _pick_schema(r: _Reader, data: Mapping[str, Any]) -> _Schema:
                    fix="remove the 'edition' line, or move the file to edition 5")
         r.fail("general.edition", f"unknown edition {edition}", expected="5 (the current)",
                fix="set edition = 5, or remove the key for the older layouts")
-    if "backends" not in general:
+    # A 'backends' written below a [general.<table>] header is misplaced, not missing:
+    # the layout is the one the file meant (the misplaced key is reported as such).
+    if "backends" not in general and not any(
+            isinstance(value, dict) and "backends" in value for value in general.values()):
         return _GUIDE
     # Like their builder, prefer edition 4 and fall back to the laxer legacy layout
     # (version, license and the framework section optional) when it cannot be edition 4;
@@ -536,6 +616,8 @@ def load_manifest(path: str | Path) -> Manifest:
     file = path / "build.toml" if path.is_dir() else path
     r = _Reader(file)
     data = _read_toml(file)
+    if "general" not in data and file.suffix != ".toml":  # an empty source file, say
+        raise _not_a_manifest(file, "it has no [general] section")
     # Everything else depends on the layout: a file whose layout is unclear stops here.
     schema = _pick_schema(r, data)
     # A rule about a missing section or key holds only where every section (and key of
@@ -581,6 +663,8 @@ def load_manifest(path: str | Path) -> Manifest:
                    expected="universal = true, or at least one [kernel.<name>] section",
                    fix="set universal = true for a pure-Python kernel, or add "
                        "[kernel.<name>] sections")
+    r.notes.extend(_python_depends_notes(fields["python_depends"],
+                                         fields["backend_python_depends"], backends))
     r.done()
     return Manifest(path=file, root=file.parent, edition=schema.edition, backends=backends,
                     kernels=kernels, notes=tuple(r.notes), **fields)
@@ -602,7 +686,7 @@ def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> di
         if sub in general:
             with r.unit():
                 subs[sub] = r.known(r.table(general[sub], f"general.{sub}"), f"general.{sub}",
-                                    allowed)
+                                    allowed, parent=(general, schema.general))
     hub = subs.get("hub", {})
     repo_id = r.get(lambda: _repo_id(r, hub))
     if schema is _GUIDE:
@@ -636,6 +720,53 @@ def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> di
         cuda_maxver=r.get(lambda: r.version(cuda, cuda_prefix, maxver)),
         backend_python_depends=backend_python, backend_kernel_depends=backend_kernels,
     )
+
+
+def _python_depends_notes(general: Sequence[str], per_backend: Mapping[str, Sequence[str]],
+                          backends: Sequence[str]) -> list[str]:
+    """Notes on the python-depends names that Hugging Face's kernels loader refuses.
+
+    kernelforge takes any name (an unknown one as the package and module name), but
+    their loader refuses a variant whose metadata lists a name outside its table: the
+    general names, and those of the variant's backend. A variant lists ``[general]
+    python-depends`` and its backend's ``[general.<backend>] python-depends``.
+    """
+    from kernelforge.loader import _PYTHON_DEPENDS
+
+    known = [n for n in _PYTHON_DEPENDS if n not in _PYTHON_DEPENDS_BACKEND]
+    table = ", ".join(known) + "; " + ", ".join(
+        f"{n} for {b}" for n, b in _PYTHON_DEPENDS_BACKEND.items())
+    lists = [("general.python-depends", general, tuple(backends))]
+    # A [general.<backend>] table of a backend not built is in no build's metadata.
+    lists += [(f"general.{b}.python-depends", names, (b,))
+              for b, names in per_backend.items() if b in backends]
+    notes = []
+    for key, names, applies in lists:
+        unique = list(dict.fromkeys(names))
+        unknown = [n for n in unique if n not in _PYTHON_DEPENDS]
+        if unknown:
+            shown = ", ".join(f"'{n}'" for n in unknown)
+            one = len(unknown) == 1
+            notes.append(
+                f"{key}: {shown} {'is not a name' if one else 'are not names'} that Hugging "
+                f"Face's kernels know (they know {table}): builds that list "
+                f"{'it' if one else 'them'} load with kernelforge, which takes "
+                f"{'it' if one else 'each'} as the package and module name, but Hugging "
+                f"Face's kernels loader refuses them (and their kernel-builder does not "
+                f"build the project)")
+        for name in unique:
+            only = _PYTHON_DEPENDS_BACKEND.get(name)
+            refused = [b for b in applies if only is not None and b != only]
+            if refused:
+                variants = ", ".join(refused)
+                notes.append(
+                    f"{key}: Hugging Face's kernels know '{name}' for {only} only, and the "
+                    f"{variants} build{'s list' if len(refused) > 1 else ' lists'} it: "
+                    "it loads with kernelforge, but Hugging Face's kernels loader refuses "
+                    f"it; fix: move '{name}' to [general.{only}] python-depends"
+                    + ("" if only in backends else
+                       f", or remove it (general.backends does not list {only})"))
+    return notes
 
 
 def _repo_id(r: _Reader, hub: Mapping[str, Any]) -> str | None:
@@ -736,8 +867,11 @@ def _framework_rules(r: _Reader, data: Mapping[str, Any], universal: bool,
 
 def suggest_name(name: str, default: str = "my-kernel") -> str:
     """``name`` as a kernel name might be meant (``MyRelu``, ``my_relu`` and ``2-relu``
-    as ``my-relu``, ``my-relu`` and ``relu``); ``default`` when nothing usable is left."""
-    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name.strip()).lower()
+    as ``my-relu``, ``my-relu`` and ``relu``); ``default`` when nothing usable is left.
+    Accented letters lose their accents (``Übung`` as ``ubung``), rather than the letter."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", name.strip())
+                    if not unicodedata.combining(c))
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", plain).casefold()
     fixed = re.sub(r"[^a-z0-9]+", "-", words)
     fixed = re.sub(r"^[^a-z]+", "", fixed).strip("-")
     return fixed if len(fixed) >= 2 else default
@@ -872,7 +1006,8 @@ def _torch(r: _Reader, value: Any, schema: _Schema, declared: tuple[str, ...] | 
             elif isinstance(stable, dict) and schema.edition == 5:
                 # A single version covers every backend; a table only the backends it
                 # names (entries for backends missing from general.backends are ignored).
-                stable = r.known(stable, "torch.stable-abi", BACKENDS)
+                stable = r.known(stable, "torch.stable-abi", BACKENDS,
+                                 parent=(table, schema.torch))
                 stable_abi = {b: r.version(stable, "torch.stable-abi", b) or ""
                               for b in stable if declared is None or b in declared}
             else:
