@@ -347,3 +347,51 @@ def test_a_second_build_of_a_backend_waits_for_the_first(tmp_path: Path) -> None
     assert ("cpu: waiting for another build of this project's cpu backend to "
             f"finish (it holds {project / '.kernelforge' / 'cpu.lock'})") in lines
     assert (project / "build" / "torch-cpu" / "metadata.json").is_file()
+
+
+def test_an_unchanged_project_is_found_up_to_date_without_the_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A no-op build writes nothing, so it works on a read-only checkout."""
+    import kernelforge.build as build_module
+
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    build_project(project, backends=["cpu"], progress=lambda _: None)
+
+    def no_lock(*args: object) -> None:
+        raise AssertionError("the lock was taken")
+
+    monkeypatch.setattr(build_module, "_build_lock", no_lock)
+    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert result.up_to_date
+
+
+def test_a_lock_that_cannot_be_taken_is_a_build_error(tmp_path: Path) -> None:
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    (project / ".kernelforge").write_text("not a directory")
+    with pytest.raises(BuildError, match=r"cannot take the build lock .*cpu\.lock: .*fix: "
+                       r"make .*\.kernelforge writable"):
+        build_project(project, backends=["cpu"], progress=lambda _: None)
+
+
+def test_an_older_torch_universal_build_gives_way(tmp_path: Path) -> None:
+    """A universal kernel built by an older version left build/torch-universal, which
+    publish would still ship (and Hugging Face's loader cannot read): the next build
+    removes it, saying so; another kernel's is left alone."""
+    project = noarch_project(tmp_path / "scale", LEGACY_UNIVERSAL)
+    old = project / "build" / "torch-universal"
+    old.mkdir(parents=True)
+    (old / "metadata.json").write_text(json.dumps({"name": "scale", "backend": {
+        "type": "universal"}}))
+    lines: list[str] = []
+    build_project(project, progress=lines.append)
+    assert not old.exists()
+    assert "note: build/: removed torch-universal, an older build of this universal " \
+        "kernel: it now builds a pure-Python variant for each backend in its place" in lines
+    old.mkdir()
+    (old / "metadata.json").write_text(json.dumps({"name": "other"}))
+    build_project(project, progress=lambda _: None)
+    assert old.is_dir()
+    with pytest.raises(BuildError, match=r"--backend universal: .*is universal, which builds "
+                       r"a pure-Python variant for each backend .*fix: name those backends "
+                       r"\(cann, cpu, cuda, metal, neuron, rocm, xpu\)"):
+        build_project(project, backends=["universal"], progress=lambda _: None)

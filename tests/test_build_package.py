@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,12 @@ def test_owner_marks_tell_a_reboot_of_this_host_from_another_host(
     other_host = _mark(monkeypatch, host=_other(package._host()))
     other_container = _mark(monkeypatch, pid_space=_other(package._pid_space()))
     assert package._alive(me)
-    assert not package._alive(earlier_boot)
+    booted = package._boot_time()
+    assert booted is not None  # Linux
+    assert not package._alive(earlier_boot, changed=booted - 1)  # untouched since
+    # a host of this name and machine id (a clone of one image) building now
+    assert package._alive(earlier_boot, changed=booted + 1)
+    assert package._alive(earlier_boot)  # when it changed is not known
     assert package._alive(other_host)
     assert package._alive(other_container)
     assert package._alive(f"{me[:-len(str(os.getpid()))]}{os.getppid()}")
@@ -153,6 +159,9 @@ def test_leftovers_of_a_build_killed_before_a_reboot_are_recovered(
         stage_build(build, 3)
     shutil.rmtree(kept[1])  # another host's set-aside variant would still be refused
     del kept[1]
+    # the reboot: these leftovers have not changed since
+    booted = time.time() + 1
+    monkeypatch.setattr(package, "_boot_time", lambda: booted)
 
     lines: list[str] = []
     (result,) = build_project(project, progress=lines.append)

@@ -334,7 +334,8 @@ def test_a_child_ended_by_another_signal_is_a_build_error_naming_it(
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_a_terminated_build_stops_its_compilers(tmp_path: Path, signame: str) -> None:
     """``timeout``, a cancelled CI job or a closed terminal signal kernelforge alone: the
-    compilers, in a session of their own, are stopped as on Ctrl-C, not left running."""
+    compilers, in a session of their own, are stopped as on Ctrl-C, not left running,
+    and the process then ends by the signal (not by an exception a caller could catch)."""
     import os
     import signal
     import subprocess
@@ -355,7 +356,10 @@ def test_a_terminated_build_stops_its_compilers(tmp_path: Path, signame: str) ->
         from test_build_progress import fake_driver
         from kernelforge.build.compile import compile_plan
         plan, python = fake_driver(Path({str(tmp_path)!r}), {body!r})
-        compile_plan(plan, work_dir=Path({str(tmp_path / "work")!r}), python=python)
+        try:
+            compile_plan(plan, work_dir=Path({str(tmp_path / "work")!r}), python=python)
+        except BaseException as err:  # a caller cannot take the signal for an exception
+            print("swallowed", repr(err))
         print("not reached")
     """)
     build = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
@@ -368,7 +372,7 @@ def test_a_terminated_build_stops_its_compilers(tmp_path: Path, signame: str) ->
     signum = getattr(signal, signame)
     os.kill(build.pid, signum)
     out, err = build.communicate(timeout=30)
-    assert build.returncode == 128 + signum, (out, err)
+    assert build.returncode == -signum, (out, err)  # ended by the signal, as it asked
     assert "not reached" not in out and "Traceback" not in err
     driver, ninja = map(int, pids.read_text().split())
     assert _gone(driver) and _gone(ninja)

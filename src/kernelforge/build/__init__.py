@@ -276,14 +276,21 @@ def _build_lock(root: Path, backend: str, progress: Callable[[str], None]) -> It
     import filelock
 
     path = root / ".kernelforge" / f"{backend}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = filelock.FileLock(str(path))
+    # readable and writable by whoever may build here (the umask decides), as the build
+    # directory is: a lock file only its first user can open would stop the others
+    lock = filelock.FileLock(str(path), mode=0o666)
     try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        progress(f"{backend}: waiting for another build of this project's {backend} backend "
-                 f"to finish (it holds {path})")
-        lock.acquire()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            progress(f"{backend}: waiting for another build of this project's {backend} "
+                     f"backend to finish (it holds {path})")
+            lock.acquire()
+    except OSError as err:
+        raise BuildError(f"cannot take the build lock {path}: {err.strerror or err}; fix: "
+                         f"make {path.parent} writable (a build writes there and to "
+                         "build/)") from err
     try:
         yield
     finally:
@@ -316,6 +323,27 @@ def _backends_words(names: Sequence[str], singular: str, plural: str) -> str:
     if len(names) == 1:
         return f"backend {names[0]} {singular}"
     return f"backends {', '.join(names)} {plural}"
+
+
+def _drop_torch_universal(out: Path, name: str) -> str | None:
+    """Remove ``torch-universal`` of kernel ``name`` that an older kernelforge built into
+    ``out``: a universal kernel now builds a variant per backend, and ``publish`` would
+    still ship that one, whose ``universal`` backend Hugging Face's loader cannot read.
+    Returns what was done, if anything."""
+    old = out / "torch-universal"
+    if old.is_symlink() or not old.is_dir():
+        return None
+    try:
+        meta = json.loads((old / "metadata.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("name") != name:
+        return None  # not this kernel's build: not ours to remove
+    import shutil
+
+    shutil.rmtree(old)
+    return ("removed torch-universal, an older build of this universal kernel: it now "
+            "builds a pure-Python variant for each backend in its place")
 
 
 def _check_torch_range(manifest: Manifest, torch_version: str) -> None:
@@ -391,6 +419,13 @@ def build_project(
     if manifest.noarch:
         candidates = list(manifest.backends)
         targets = [b for b in candidates if not backends or b in backends]
+        if backends and manifest.universal and "universal" in backends:
+            raise BuildError(
+                f"--backend universal: {manifest.path} is universal, which builds a "
+                "pure-Python variant for each backend (torch-cpu, torch-cuda, ...) in place "
+                "of torch-universal, as Hugging Face's builder does; fix: name those "
+                f"backends ({', '.join(candidates)}), or leave --backend out to build them all"
+            )
         if backends:
             _check_backend_names(backends, candidates)
             missing = [b for b in backends if b not in candidates]
@@ -443,6 +478,10 @@ def build_project(
             progress(f"note: {note}")
     for line in recover_leftovers(out):
         progress(f"note: {out.name}/: {line}")
+    if manifest.universal:
+        dropped = _drop_torch_universal(out, manifest.name)
+        if dropped:
+            progress(f"note: {out.name}/: {dropped}")
     cxx = None if manifest.noarch else find_cxx()
     facts = None
     results: list[BuildResult] = []
@@ -474,14 +513,22 @@ def build_project(
                 "compilers": compiler_environment(),
             }
         )
+        # Checked before the lock too, so that an unchanged project needs no write (a
+        # read-only checkout), and again under it: a build this one waited for may have
+        # made the variant.
+        existing = None if force else _up_to_date(root, out, backend, key)
+        if existing is not None:
+            progress(f"{existing.name}: up to date")
+            results.append(BuildResult(existing.name, backend, existing, True,
+                                       time.monotonic() - started))
+            continue
         with _build_lock(root, backend, progress):
-            if not force:
-                existing = _up_to_date(root, out, backend, key)
-                if existing is not None:
-                    progress(f"{existing.name}: up to date")
-                    results.append(BuildResult(existing.name, backend, existing, True,
-                                               time.monotonic() - started))
-                    continue
+            existing = None if force else _up_to_date(root, out, backend, key)
+            if existing is not None:
+                progress(f"{existing.name}: up to date")
+                results.append(BuildResult(existing.name, backend, existing, True,
+                                           time.monotonic() - started))
+                continue
 
             if facts is None and not manifest.noarch:
                 facts = env.system()

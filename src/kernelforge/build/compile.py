@@ -237,20 +237,29 @@ class _Child:
             self._stdout.close()
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived while the compile ran (see :func:`_ended_like_an_interrupt`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 @contextlib.contextmanager
 def _ended_like_an_interrupt() -> Iterator[None]:
     """While the compile runs, SIGTERM and SIGHUP (a time limit, a cancelled CI job, a
-    closed terminal) end this process through the ``with _Child`` block, as Ctrl-C does,
-    so that the compilers stop too: they run in a session of their own, which a signal
-    to this process alone does not reach, and the default action would leave them
-    running. The process then exits with status 128 + the signal's number. Only where
-    the program has not chosen a handler of its own, and only in the main thread."""
+    closed terminal) leave through the ``with _Child`` block, as Ctrl-C does, so that the
+    compilers stop too: they run in a session of their own, which a signal to this
+    process alone does not reach, and the default action would leave them running. The
+    signal is then delivered again with its default action, so the process ends by it as
+    it would have (no caller can take it for an exception to handle). Only where the
+    program has not chosen a handler of its own, and only in the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def end(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise _Terminated(signum)
 
     chosen = {}
     for signum in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
@@ -258,6 +267,12 @@ def _ended_like_an_interrupt() -> Iterator[None]:
             chosen[signum] = signal.signal(signum, end)
     try:
         yield
+    except _Terminated as stop:
+        for signum, handler in chosen.items():
+            signal.signal(signum, handler)
+        chosen = {}
+        signal.raise_signal(stop.signum)  # the default action: the process ends here
+        raise SystemExit(128 + stop.signum) from None  # pragma: no cover - not reached
     finally:
         for signum, handler in chosen.items():
             signal.signal(signum, handler)

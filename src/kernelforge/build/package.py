@@ -283,12 +283,28 @@ def _owner() -> str:
     return f"{_host()}-0{_boot()}{_pid_space()}{os.getpid()}"
 
 
-def _alive(owner: str) -> bool:
-    """Whether the build that named a leftover ``owner`` may still be running.
+@functools.lru_cache(maxsize=1)
+def _boot_time() -> float | None:
+    """When this host booted (seconds since the epoch; Linux's ``btime``), if known."""
+    try:
+        with open("/proc/stat", encoding="ascii", errors="replace") as stat_file:
+            for line in stat_file:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _alive(owner: str, changed: float | None = None) -> bool:
+    """Whether the build that named a leftover ``owner`` may still be running;
+    ``changed``: when the leftover last changed (its inode's ctime).
 
     A build of another host (or one whose mark this version does not know) counts as
     running: its processes cannot be seen from here. One of an earlier boot of this
-    host is dead, as is one whose process is gone; one of another pid namespace (a
+    host is dead when its leftover has not changed since this boot began: a host of the
+    same name and machine id (clones of one image share it) running a build now would
+    be changing it. One whose process is gone is dead; one of another pid namespace (a
     container) of this boot counts as running. An older version's mark counts as this
     host's only when host, boot and pid namespace are all this process's."""
     m = _OWNER_MARK.fullmatch(owner)
@@ -302,7 +318,10 @@ def _alive(owner: str) -> bool:
         if m["host"] != _host():
             return True
         if m["boot"] != _boot():
-            return False  # this host restarted since: every process of that boot ended
+            booted = _boot_time()
+            # this host restarted since, and the leftover is older: every process of that
+            # boot ended
+            return booted is None or changed is None or changed >= booted
         if m["space"] != _pid_space():
             return True
         pid = int(m["pid"])
@@ -335,7 +354,11 @@ def recover_leftovers(out_dir: Path) -> list[str]:
         m = LEFTOVER_NAME.match(entry.name)
         if m is None or entry.is_symlink() or not entry.is_dir():
             continue
-        if _alive(m["old"] or m["tmp"]):
+        try:
+            changed: float | None = entry.stat().st_ctime
+        except OSError:
+            changed = None
+        if _alive(m["old"] or m["tmp"], changed):
             continue
         final = out_dir / m["variant"]
         if m["old"] is not None and not final.exists():
