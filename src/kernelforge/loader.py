@@ -192,7 +192,8 @@ class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
 class _VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
     """Loads an extension module by its path right after checking the file against its
     digest (the dynamic loader reads it again, so a file swapped in that instant is not
-    caught: keep kernels in directories only you can write)."""
+    caught: keep kernels in directories only you can write, and, for a local build whose
+    files are links, the directories they lead to as well)."""
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         _check_file(self.path)
