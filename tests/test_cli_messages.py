@@ -247,3 +247,17 @@ def test_info_on_a_local_override_says_where_and_that_trust_is_not_checked(
     from kernelforge import get_kernel
 
     assert get_kernel("me/k").VALUE == 1
+
+
+def test_an_error_of_the_system_is_said_without_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelforge.build as build_module
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device", str(tmp_path / "build"))
+
+    monkeypatch.setattr(build_module, "build_project", full_disk)
+    assert main(["build", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: [Errno 28] No space left on device: '{tmp_path / 'build'}'\n"

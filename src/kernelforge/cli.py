@@ -538,6 +538,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as err:
+        # What the system refused (a full disk, a folder one may not write, a file that
+        # vanished): its message names the file, which is what there is to fix; a
+        # traceback would only hide it.
+        print(f"error: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
