@@ -138,6 +138,14 @@ def test_untrusted_signer_is_refused(hf: HfHub, tmp_path: Path) -> None:
         loader.get_kernel(REPO, version=1, hub=hf)
 
 
+def test_signing_a_build_that_records_no_version_is_refused(hf: HfHub, remote: FakeHfApi,
+                                                          tmp_path: Path, key) -> None:
+    with pytest.raises(TrustError, match=r"cannot sign variant\(s\) torch-cpu: .*records no "
+                       r"version.*rebuild with 'kernelforge build'"):
+        make_variant(tmp_path / "p", "torch-cpu", version=None)
+        hf.publish(REPO, tmp_path / "p", version=1, signer=key)
+    assert not (remote.root / "repos" / REPO).exists()  # refused before any upload
+
 def test_signed_kernel_without_digest_is_refused(hf: HfHub, remote: FakeHfApi,
                                                  tmp_path: Path, key) -> None:
     with pytest.raises(TrustError, match=r"cannot sign variant\(s\) torch-cpu: .*no file "

@@ -30,7 +30,7 @@ import binascii
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,19 +143,31 @@ class PublicKey:
         return True
 
 
-def check_signable(digests: Mapping[str, Mapping[str, Any] | None], where: object) -> None:
-    """Refuse to sign variants whose ``metadata.json`` records no file digests.
+def check_signable(digests: Mapping[str, Mapping[str, Any] | None], where: object,
+                   unversioned: Sequence[str] = ()) -> None:
+    """Refuse to sign variants whose ``metadata.json`` records no file digests, or no
+    ``version``.
 
     A signature covers only the metadata; without its ``digest`` block it would vouch
-    for none of the code.
+    for none of the code, and without its ``version`` nothing would show that a build
+    on branch ``vN`` was published as version N rather than copied there (loads refuse
+    such a signed build on a version branch).
 
     Args:
         digests: ``{variant: digest block}`` (empty or ``None`` where there is none).
         where: the build directory, for messages.
+        unversioned: the variants whose metadata records no ``version``.
 
     Raises:
-        TrustError: naming the variants without digests and how to get them.
+        TrustError: naming the variants without digests or version and how to fix them.
     """
+    if unversioned:
+        raise TrustError(
+            f"{where}: cannot sign variant(s) {', '.join(sorted(unversioned))}: their "
+            "metadata.json records no version, so a signature would not show which version "
+            "branch the build belongs on; rebuild with 'kernelforge build' (which records "
+            "it) and publish again, or publish without --sign"
+        )
     missing = sorted(v for v, block in digests.items() if not block)
     if missing:
         raise TrustError(

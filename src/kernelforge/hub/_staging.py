@@ -37,12 +37,14 @@ class Staged:
         variants: the variant directory names.
         digests: variant -> its metadata ``digest`` block (``{}`` when it has none).
         build_dir: the ``build/`` directory the files come from (for messages).
+        unversioned: the variants whose metadata records no ``version``.
     """
 
     files: tuple[tuple[Path, str], ...]
     variants: tuple[str, ...]
     digests: dict[str, dict[str, Any]]
     build_dir: Path | None = None
+    unversioned: tuple[str, ...] = ()
 
 
 def unbuilt_project(project: str | os.PathLike[str]) -> str:
@@ -196,6 +198,7 @@ def stage_build(build_dir: Path, version: int) -> Staged:
     files: list[tuple[Path, str]] = []
     variants: list[str] = []
     digests: dict[str, dict[str, Any]] = {}
+    unversioned: list[str] = []
     _check_no_variant_set_aside(build_dir)
     for entry in sorted(build_dir.iterdir()):
         # Dot-entries are not variants: a build's staging directories and editor state.
@@ -219,6 +222,8 @@ def stage_build(build_dir: Path, version: int) -> Staged:
                 "or rebuild"
             )
         digests[entry.name] = meta.get("digest") or {}
+        if meta_version is None:
+            unversioned.append(entry.name)
         variants.append(entry.name)
         files.extend(_variant_files(entry, f"build/{entry.name}"))
     if not variants:
@@ -226,7 +231,7 @@ def stage_build(build_dir: Path, version: int) -> Staged:
             f"{build_dir} holds no build variants; build the kernel first "
             "(expected build/<variant>/ directories with a metadata.json)"
         )
-    return Staged(tuple(files), tuple(variants), digests, build_dir)
+    return Staged(tuple(files), tuple(variants), digests, build_dir, tuple(unversioned))
 
 
 def check_digests(copy_root: Path | None, staged: Staged, recorded: dict[str, str]) -> None:

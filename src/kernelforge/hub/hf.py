@@ -553,7 +553,7 @@ class HfHub:
         if signer is not None:
             from kernelforge.signing import check_signable
 
-            check_signable(staged.digests, build_dir)
+            check_signable(staged.digests, build_dir, staged.unversioned)
         contents = _read_staged(staged)  # checked, then uploaded: the same bytes
         branch = f"v{version}"
         self._call("creating the repository", repo_id, "create_repo", repo_id,
