@@ -417,6 +417,7 @@ def test_ambiguous_commit_prefix(hub: LocalHub, project: Path) -> None:
     objects = hub.commit_path(REPO, rev.commit).parent
     twin = rev.commit[:6] + ("0" if rev.commit[6] != "0" else "1") + rev.commit[7:]
     shutil.copytree(objects / rev.commit, objects / twin)
+    hub.tag(REPO, "twin", twin)  # a ref reaches it: a commit of the repository
     with pytest.raises(HubError, match="ambiguous"):
         hub.resolve(REPO, rev.commit[:6])
     assert hub.resolve(REPO, rev.commit[:7]) == rev.commit
@@ -518,6 +519,18 @@ def test_metadata_without_version_or_digest_is_accepted(hub: LocalHub, tmp_path:
     assert hub.versions(REPO) == {3: rev.commit}
     assert "build/torch-cpu/helper.py" in hub.recorded_files(REPO, rev.commit)
 
+
+def test_signing_a_build_that_records_no_version_is_refused(hub: LocalHub,
+                                                          tmp_path: Path) -> None:
+    from kernelforge import signing
+    from kernelforge.errors import TrustError
+
+    make_variant(tmp_path / "p", "torch-cpu", version=None)
+    key = signing.generate_key(tmp_path / "k.pem")
+    with pytest.raises(TrustError, match=r"cannot sign variant\(s\) torch-cpu: .*records no "
+                       r"version.*rebuild with 'kernelforge build'"):
+        hub.publish(REPO, tmp_path / "p", version=1, signer=key)
+    assert not hub.has_repo(REPO)  # nothing was written
 
 def test_signing_a_build_without_digest_is_refused(hub: LocalHub, tmp_path: Path) -> None:
     from kernelforge import signing

@@ -18,8 +18,8 @@ from pathlib import Path
 from kernelforge.digest import DEFAULT_ALGORITHM
 
 __all__ = [
-    "CARD_FILE", "LEFTOVER_NAME", "copy_file", "copy_tree", "fsync_dir", "replace_file",
-    "write_file", "write_ref", "write_temp",
+    "CARD_FILE", "LEFTOVER_NAME", "copy_file", "copy_tree", "fsync_dir", "make_dirs",
+    "replace_file", "write_file", "write_ref", "write_temp",
 ]
 
 CARD_FILE = "README.md"
@@ -52,6 +52,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def make_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents, fsyncing the directory that holds each new
+    one: a new folder's name is an entry of its parent, and without that fsync a power
+    loss can drop it, and with it everything written below (a revision, a ref) that was
+    itself fsynced."""
+    missing = []
+    folder = path
+    while folder != folder.parent and not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    path.mkdir(parents=True, exist_ok=True)
+    for new in reversed(missing):
+        fsync_dir(new.parent)
+
+
 def copy_file(src: Path, dst: Path) -> str:
     """Copy one file durably and make the copy read-only; return its base64 sha256."""
     h = hashlib.new(DEFAULT_ALGORITHM)
@@ -76,10 +91,10 @@ def write_file(path: Path, data: bytes) -> str:
 
 
 def write_ref(path: Path, commit: str) -> None:
-    """Point a ref at a commit: atomically replace the file, then fsync its directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Point a ref at a commit: atomically replace the file (which fsyncs its directory),
+    its folders (``refs/``, ``refs/heads/``) made durably first where they are new."""
+    make_dirs(path.parent)
     replace_file(path, (commit + "\n").encode("ascii"))
-    fsync_dir(path.parent)
 
 
 def write_temp(path: Path, data: bytes, *, mode: int = 0o644,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import filelock
 
 from kernelforge import _durable
-from kernelforge.errors import HubError
+from kernelforge.errors import HubError, IntegrityError
 from kernelforge.hub._staging import Staged, build_file_error, check_digests, stage_build
 from kernelforge.hub.base import (
     CARD_BRANCH,
@@ -38,7 +38,7 @@ from kernelforge.hub.base import (
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.signing import SigningKey
 
-__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "LocalHubWriter"]
+__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "LocalHubWriter", "read_ref"]
 
 logger = logging.getLogger("kernelforge.hub.local")
 
@@ -63,6 +63,7 @@ class LocalHubWriter:
         def _root_problem(self) -> str | None: ...
         def _record(self, repo_id: str, commit: str) -> dict[str, Any]: ...
         def _owned(self, repo_id: str, commit: str, record: dict[str, Any]) -> bool: ...
+        def verify(self, repo_id: str, commit: str) -> None: ...
 
     def publish(
         self,
@@ -112,7 +113,7 @@ class LocalHubWriter:
         if signer is not None:
             from kernelforge.signing import check_signable
 
-            check_signable(staged.digests, build_dir)
+            check_signable(staged.digests, build_dir, staged.unversioned)
         branch = f"v{version}"
         extra = {} if card is None else {CARD_FILE: card.encode("utf-8")}
         with self._locked(repo_id) as (repo_id, repo):
@@ -199,10 +200,13 @@ class LocalHubWriter:
         try:
             repo = self._repo_dir(repo_id)
             if not repo.is_dir():
-                self.root.mkdir(parents=True, exist_ok=True)
+                # New folders (the root, <org>/, <org>/<name>/) are fsynced into their
+                # parents: a revision fsynced below a folder whose name a power loss
+                # drops is lost with it.
+                _durable.make_dirs(self.root)
                 with filelock.FileLock(str(self.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
                     repo = self._repo_dir(repo_id)  # looked up again under the lock
-                    repo.mkdir(parents=True, exist_ok=True)
+                    _durable.make_dirs(repo)
             with filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S):
                 yield f"{repo.parent.name}/{repo.name}", repo
         except filelock.Timeout as err:
@@ -223,10 +227,10 @@ class LocalHubWriter:
         self, repo_id: str, repo: Path, message: str, changes: dict[str, str | None]
     ) -> Revision:
         """Commit on ``main``: its card and status files, with ``changes`` applied."""
-        head = repo / "refs" / "heads" / CARD_BRANCH
+        head = read_ref(repo / "refs" / "heads" / CARD_BRANCH)
         files: dict[str, bytes] = {}
-        if head.is_file():
-            old = repo / "objects" / head.read_text(encoding="ascii").strip()
+        if head is not None:
+            old = repo / "objects" / head
             for name in (CARD_FILE, STATUS_FILE):
                 if (old / name).is_file():
                     files[name] = (old / name).read_bytes()
@@ -254,11 +258,9 @@ class LocalHubWriter:
         """
         _clean_leftovers(repo)
         head = repo / "refs" / "heads" / branch
-        parent = head.read_text(encoding="ascii").strip() if head.is_file() else None
-        if parent is not None and not _COMMIT_RE.match(parent):
-            raise HubError(f"{head}: corrupt ref (expected a commit id, got {parent!r})")
+        parent = read_ref(head)
         objects = repo / "objects"
-        objects.mkdir(exist_ok=True)
+        _durable.make_dirs(objects)
 
         tmp = repo / "tmp" / secrets.token_hex(8)
         tmp.mkdir(parents=True)
@@ -281,14 +283,16 @@ class LocalHubWriter:
                             variant, meta, repo_id=repo_id)}
             for rel, data in sorted(extra.items()):
                 recorded[rel] = _durable.write_file(tmp / rel, data)
-            if parent is not None:
+            # copy_tree fsynced the folders before these files were added to them (a
+            # signature to build/, the card to the top): flush those entries again
+            # below, before the rename publishes the revision.
+            extra_dirs = {(tmp / rel).parent for rel in extra} - {tmp}
+            if parent is not None and self._unchanged(repo_id, parent, recorded):
                 # The branch holds these very files, published by this user: no new
                 # revision (as the Hugging Face Hub makes no commit that changes
                 # nothing). The returned revision is the head, with itself as parent.
-                old = self._record(repo_id, parent)
-                if old.get("files") == recorded and self._owned(repo_id, parent, old):
-                    shutil.rmtree(tmp)
-                    return replace(self.revision(repo_id, parent), parent=parent)
+                shutil.rmtree(tmp)
+                return replace(self.revision(repo_id, parent), parent=parent)
             fields = {
                 "tree": hashlib.sha256(
                     "".join(f"{k}\0{v}\n" for k, v in sorted(recorded.items())).encode()
@@ -306,6 +310,8 @@ class LocalHubWriter:
             _durable.write_file(
                 tmp / COMMIT_FILE, json.dumps(record, indent=1, sort_keys=True).encode()
             )
+            for folder in sorted(extra_dirs, key=lambda d: len(d.parts), reverse=True):
+                _durable.fsync_dir(folder)
             _durable.fsync_dir(tmp)
             target = objects / commit
             if target.exists():  # this very revision was published already: reuse it
@@ -322,6 +328,45 @@ class LocalHubWriter:
         return self.revision(repo_id, commit)
 
 
+    def _unchanged(self, repo_id: str, head: str, recorded: dict[str, str]) -> bool:
+        """Whether the revision at ``head`` records exactly ``recorded``, was published
+        by this user and is intact on disk. A damaged head (a corrupt record, a file
+        changed, removed or added) is not the same: publishing the build again is the
+        fix the damage messages give, so it must make a new revision."""
+        try:
+            old = self._record(repo_id, head)
+            if old.get("files") != recorded or not self._owned(repo_id, head, old):
+                return False
+            self.verify(repo_id, head)
+        except (HubError, IntegrityError) as err:
+            logger.info("the head %s of %s is damaged (%s); publishing a new revision",
+                        head[:12], repo_id, err)
+            return False
+        return True
+
+
+def read_ref(path: Path) -> str | None:
+    """The commit id a ref file holds, ``None`` when there is no such file.
+
+    Raises:
+        HubError: the file cannot be read or holds no commit id, naming the file and
+            what to do (a ref is one line: a 40-hex commit id).
+    """
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_bytes().decode("ascii", errors="replace").strip()
+    except OSError as err:
+        raise HubError(f"{path}: cannot read this ref ({err.strerror or err}); check its "
+                       "permissions") from err
+    if not _COMMIT_RE.match(text):
+        raise HubError(
+            f"{path}: corrupt ref (expected a 40-hex commit id, got {text[:60]!r}); write "
+            f"into it the id of a commit under {path.parents[2] / 'objects'} (the one it "
+            "pointed at, if known), or remove it to drop the branch or tag")
+    return text
+
+
 def _not_a_hub(root: Path) -> str | None:
     """Why ``root`` is no hub to write to, if it holds anything but ``<org>/<name>/``
     folders (a project directory given as the hub, say), ignoring dot-entries."""
@@ -329,9 +374,17 @@ def _not_a_hub(root: Path) -> str | None:
         orgs = [e for e in root.iterdir() if not e.name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as err:
+        return (f"cannot list the hub directory {root} ({err.strerror or err}); check its "
+                "permissions, or name another hub directory")
     for org in orgs:
-        stray = org if not org.is_dir() else next(
-            (e for e in org.iterdir() if not e.name.startswith(".") and not e.is_dir()), None)
+        try:
+            stray = org if not org.is_dir() else next(
+                (e for e in org.iterdir() if not e.name.startswith(".") and not e.is_dir()),
+                None)
+        except OSError as err:
+            return (f"cannot list {org} in the hub {root} ({err.strerror or err}); check "
+                    "its permissions")
         if stray is not None:
             return (f"{root} is not a hub directory: it holds {stray}, and a hub holds only "
                     "<org>/<name>/ folders; name an empty directory or an existing hub "

@@ -16,8 +16,15 @@ Writers hold the lock, copy the new revision into ``tmp/``, fsync it, rename it 
 ``objects/<commit>`` and only then move the branch ref with an atomic replace. A
 reader either sees the old ref (and the old, untouched revision) or the new ref (and a
 complete revision): a crash at any point leaves the previous revision loadable. What a
-crash leaves behind (a ``tmp/`` directory, at worst an unreferenced object) is never
-listed, and the next publish removes the ``tmp/`` leftovers.
+crash leaves behind (a ``tmp/`` directory, at worst an object that no ref reaches) is
+never listed, and the next publish removes the ``tmp/`` leftovers. Such an object is
+no commit of the repository, as a failed push makes none on the Hugging Face Hub: a
+short commit id never finds it (nor makes another ambiguous); only its full id, which
+no one was told, does (as it does a revision that a ref moved by hand left behind).
+
+A revision is what its record (``.commit.json``) lists: a folder added under
+``build/`` later is no variant of it, and :meth:`LocalHub.read_file` reads only
+recorded files, as the Hugging Face Hub serves only a revision's listed files.
 
 Repository ids ignore case, as on the Hugging Face Hub: a repository is kept under the
 spelling it was first published with, and any spelling of its id finds it
@@ -29,14 +36,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kernelforge import _durable
 from kernelforge.errors import HubError
 from kernelforge.hub import base
-from kernelforge.hub._local_write import COMMIT_FILE, LocalHubWriter
+from kernelforge.hub._local_write import COMMIT_FILE, LocalHubWriter, read_ref
 from kernelforge.hub.base import (
     Fetched,
     Revision,
@@ -158,6 +164,7 @@ class LocalHub(LocalHubWriter):
                 by an earlier version on a case-sensitive file system).
         """
         org, name = validate_repo_id(repo_id)
+        self._check_path()
         orgs = base.spellings(self.root, org)
         found = _distinct([(o, r) for o in orgs for r in base.spellings(self.root / o, name)],
                           self.root)
@@ -177,8 +184,33 @@ class LocalHub(LocalHubWriter):
             return f"{orgs[0]}/{name}"
         return f"{org}/{name}"
 
+    def _path_problem(self) -> str | None:
+        """Why the system cannot use the hub path at all (a NUL byte, a name too long, a
+        folder on the way that may not be searched), if it cannot. A path that does not
+        exist yet, or that leads through a file, is no such problem: the messages about
+        a missing hub or a file given as the hub say more."""
+        try:
+            os.stat(self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, ValueError) as err:
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            return (f"the hub path {str(self.root)!r} cannot be used ({why}); name a hub "
+                    "directory (hub= in Python, --hub on the command line, or "
+                    f"${HUB_ENV}) or leave it out for the default")
+        return None
+
+    def _check_path(self) -> None:
+        problem = self._path_problem()
+        if problem is not None:
+            raise HubError(problem)
+
     def _root_problem(self) -> str | None:
-        """Why the hub root cannot be a hub directory (it is a file), if it cannot."""
+        """Why the hub root cannot be a hub directory (it is a file, or the path cannot
+        be used), if it cannot."""
+        problem = self._path_problem()
+        if problem is not None:
+            return problem
         if self.root.exists() and not self.root.is_dir():
             return (f"{self.root} is not a directory, so it cannot be a hub; name a hub "
                     "directory (hub= in Python, --hub on the command line) or leave it out "
@@ -216,15 +248,22 @@ class LocalHub(LocalHubWriter):
         Returns:
             Sorted ``org/name`` ids of the repositories that have refs.
         """
+        self._check_path()
         if not self.root.is_dir():
             return []
         found = []
-        for org in self.root.iterdir():
-            if not org.is_dir() or org.name.startswith("."):
-                continue
-            for repo in org.iterdir():
-                if (repo / "refs").is_dir() and _REPO_ID_RE.match(f"{org.name}/{repo.name}"):
-                    found.append(f"{org.name}/{repo.name}")
+        try:
+            for org in self.root.iterdir():
+                if not org.is_dir() or org.name.startswith("."):
+                    continue
+                for repo in org.iterdir():
+                    if ((repo / "refs").is_dir()
+                            and _REPO_ID_RE.match(f"{org.name}/{repo.name}")):
+                        found.append(f"{org.name}/{repo.name}")
+        except OSError as err:
+            raise HubError(f"cannot list the hub {self.root}: {err.strerror or err}"
+                           + (f": {err.filename}" if err.filename else "")
+                           + "; check its permissions") from err
         return sorted(found)
 
     def has_repo(self, repo_id: str) -> bool:
@@ -247,12 +286,11 @@ class LocalHub(LocalHubWriter):
         if not folder.is_dir():
             return refs
         for entry in sorted(folder.iterdir()):
-            if not _REF_RE.match(entry.name) or not entry.is_file():
+            if not _REF_RE.match(entry.name):
                 continue  # temporary files of an interrupted ref update start with '.'
-            commit = entry.read_text(encoding="ascii").strip()
-            if not _COMMIT_RE.match(commit):
-                raise HubError(f"{entry}: corrupt ref (expected a commit id, got {commit!r})")
-            refs[entry.name] = commit
+            commit = read_ref(entry)
+            if commit is not None:
+                refs[entry.name] = commit
         return refs
 
     def branches(self, repo_id: str) -> dict[str, str]:
@@ -294,6 +332,12 @@ class LocalHub(LocalHubWriter):
     def resolve(self, repo_id: str, revision: str) -> str:
         """Turn a branch, a tag or a (unique prefix of a) commit id into a commit id.
 
+        A prefix matches only the commits a branch or tag reaches (its head and the
+        parents on the way back): an object a killed publish left behind is no commit
+        of the repository (the publisher was told the publish failed). A full commit id
+        finds any complete object, as a revision pinned by a lock file stays loadable
+        after a ref is moved past it.
+
         Args:
             repo_id: ``org/name``.
             revision: branch name, tag name, full commit id or a prefix of at least
@@ -317,7 +361,10 @@ class LocalHub(LocalHubWriter):
         if _PREFIX_RE.match(revision.lower()):  # commit ids are hex, in either case
             revision = revision.lower()
             objects = self._existing_repo(repo_id) / "objects"
-            hits = sorted(c for c in self._commits(objects) if c.startswith(revision))
+            if _COMMIT_RE.match(revision) and (objects / revision / COMMIT_FILE).is_file():
+                return revision
+            reachable = self._reachable(repo_id, [*branches.values(), *tags.values()])
+            hits = sorted(c for c in reachable if c.startswith(revision))
             if len(hits) == 1:
                 return hits[0]
             if len(hits) > 1:
@@ -331,21 +378,34 @@ class LocalHub(LocalHubWriter):
             "or a commit"
         )
 
-    @staticmethod
-    def _commits(objects: Path) -> Iterator[str]:
-        if objects.is_dir():
-            for entry in objects.iterdir():
-                if _COMMIT_RE.match(entry.name) and (entry / COMMIT_FILE).is_file():
-                    yield entry.name
+    def _reachable(self, repo_id: str, heads: list[str]) -> set[str]:
+        """The commits that ``heads`` (ref targets) reach along their parent chains. A
+        missing object or a corrupt record ends its chain: the damage is reported where
+        that revision is used (its record is named then), and is no reason to refuse a
+        prefix of another commit."""
+        objects = self._existing_repo(repo_id) / "objects"
+        seen: set[str] = set()
+        for head in heads:
+            commit: str | None = head
+            while commit is not None and commit not in seen:
+                if not (objects / commit / COMMIT_FILE).is_file():
+                    break
+                seen.add(commit)
+                try:
+                    commit = self._record(repo_id, commit).get("parent")
+                except HubError:
+                    break
+        return seen
 
     def _record(self, repo_id: str, commit: str) -> dict[str, Any]:
         path = self._object_dir(repo_id, commit) / COMMIT_FILE
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
-            raise HubError(f"{path}: unreadable commit record ({err})") from err
-        if not isinstance(record, dict):
-            raise HubError(f"{path}: corrupt commit record (not a JSON object)")
+            raise HubError(f"{path}: unreadable commit record ({err}); {_DAMAGED}") from err
+        problem = _record_problem(record)
+        if problem is not None:
+            raise HubError(f"{path}: corrupt commit record ({problem}); {_DAMAGED}")
         return record
 
     def revision(self, repo_id: str, commit: str) -> Revision:
@@ -358,7 +418,7 @@ class LocalHub(LocalHubWriter):
         Returns:
             The :class:`Revision`.
         """
-        rec = self._record(repo_id, commit)
+        rec = self._record(repo_id, commit)  # checked: parent and time have their types
         return Revision(
             repo_id=repo_id,
             commit=commit,
@@ -421,12 +481,12 @@ class LocalHub(LocalHubWriter):
             commit: a full commit id.
 
         Returns:
-            Sorted variant directory names under ``build/``.
+            Sorted names of the variants the commit's record lists (a
+            ``build/<variant>/metadata.json``); a folder added under ``build/`` after
+            the publish is none (the record, and the owner mark over it, do not cover
+            its files).
         """
-        build = self._object_dir(repo_id, commit) / "build"
-        if not build.is_dir():
-            return []
-        return sorted(p.name for p in build.iterdir() if p.is_dir())
+        return _recorded_variants(self._files(self._record(repo_id, commit)))
 
     def variant_path(self, repo_id: str, commit: str, variant: str) -> Path:
         """Where a variant's files are on disk (treat them as read-only).
@@ -440,14 +500,30 @@ class LocalHub(LocalHubWriter):
             ``<root>/<org>/<name>/objects/<commit>/build/<variant>``.
 
         Raises:
-            HubError: the commit does not hold that variant.
+            HubError: the commit's record lists no such variant (a folder added under
+                ``build/`` later is none), or its folder is missing.
         """
-        path = self._object_dir(repo_id, commit) / "build" / str(variant)
-        if "/" in str(variant) or not path.is_dir():
+        return self._variant_path(repo_id, commit, variant, self._record(repo_id, commit))
+
+    def _variant_path(self, repo_id: str, commit: str, variant: str,
+                      record: dict[str, Any]) -> Path:
+        build = self._object_dir(repo_id, commit) / "build"
+        known = _recorded_variants(self._files(record))
+        if not isinstance(variant, str) or variant not in known:
+            note = ""
+            if isinstance(variant, str) and _plain_part(variant) and _is_dir(build / variant):
+                note = (f"; {build / variant} is not in the commit's record: it was added "
+                        "after the publish (by hand or by another program) and is no part "
+                        "of the revision; remove it")
             raise HubError(
                 f"variant {variant!r} not found in {repo_id} at {commit[:7]}; variants: "
-                f"{', '.join(self.variants(repo_id, commit)) or 'none'}"
+                f"{', '.join(known) or 'none'}{note}"
             )
+        path = build / variant
+        if not path.is_dir():
+            raise HubError(
+                f"variant {variant!r} of {repo_id} at {commit[:7]} is recorded, but its "
+                f"folder {path} is missing: the hub is damaged; publish the build again")
         return path
 
     def recorded_files(self, repo_id: str, commit: str) -> dict[str, str]:
@@ -472,14 +548,29 @@ class LocalHub(LocalHubWriter):
             path: the path in the revision (``build/torch-cpu/metadata.json``).
 
         Returns:
-            Its bytes, or ``None`` when the revision has no such file.
+            Its bytes, or ``None`` when the revision has no such file: its record does
+            not list it (a file added to the hub later is none, as on the Hugging Face
+            Hub a revision serves only its own files), or it is gone.
+
+        Raises:
+            ValueError: ``path`` is not a plain relative path (no empty, ``.`` or
+                ``..`` part), or names the commit record.
+            HubError: the file is there but cannot be read.
         """
-        root = self._object_dir(repo_id, commit)
-        parts = path.split("/")
-        if not path or path.startswith("/") or ".." in parts or parts[0] == COMMIT_FILE:
+        from kernelforge.cache import is_revision_path
+
+        if (not isinstance(path, str) or not is_revision_path(path)
+                or path.split("/")[0] == COMMIT_FILE):
             raise ValueError(f"path: {path!r} is not a file path inside a revision")
-        target = root.joinpath(*parts)
-        return target.read_bytes() if target.is_file() else None
+        root = self._object_dir(repo_id, commit)
+        if path not in self._files(self._record(repo_id, commit)):
+            return None
+        target = root.joinpath(*path.split("/"))
+        try:
+            return target.read_bytes() if target.is_file() else None
+        except OSError as err:
+            raise HubError(f"{repo_id} at {commit[:7]}: cannot read {target} "
+                           f"({err.strerror or err}); check its permissions") from err
 
     def owned(self, repo_id: str, commit: str) -> bool:
         """Whether this user published ``commit`` (its owner mark verifies).
@@ -526,9 +617,9 @@ class LocalHub(LocalHubWriter):
             this user published it. Both come from one read of the commit record, so the
             digests the load checks are the ones the owner mark covers.
         """
-        path = self.variant_path(repo_id, commit, variant)
-        prefix = f"build/{variant}/"
         record = self._record(repo_id, commit)
+        path = self._variant_path(repo_id, commit, variant, record)
+        prefix = f"build/{variant}/"
         recorded = {k[len(prefix):]: v for k, v in self._files(record).items()
                     if k.startswith(prefix)}
         return Fetched(path, recorded, owned=self._owned(repo_id, commit, record))
@@ -549,3 +640,51 @@ class LocalHub(LocalHubWriter):
         root = self._object_dir(repo_id, commit)
         verify_tree(root, self.recorded_files(repo_id, commit), ignore=(COMMIT_FILE,),
                     bytecode="allow-pycache")
+
+
+#: What to do about a damaged commit record (anyone who can write the hub can change it).
+_DAMAGED = ("the hub's copy of this revision is damaged: do not load it; publish the build "
+            "again, or restore the file from a backup")
+
+
+def _record_problem(record: object) -> str | None:
+    """What is wrong with a commit record's shape, if anything: a value of the wrong
+    type would otherwise surface as a ``ValueError`` far from the file that holds it."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    parent = record.get("parent")
+    if parent is not None and not (isinstance(parent, str) and _COMMIT_RE.match(parent)):
+        return f"'parent' is {parent!r}, not a commit id or null"
+    when = record.get("time", 0.0)
+    if isinstance(when, bool) or not isinstance(when, (int, float)):
+        return f"'time' is {when!r}, not a number"
+    files = record.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        return "'files' is not a mapping of paths to digests"
+    return None
+
+
+def _plain_part(name: str) -> bool:
+    """Whether ``name`` is one plain path part: no ``/``, backslash or NUL, not empty,
+    ``.`` or ``..``."""
+    return (bool(name) and name not in (".", "..")
+            and not any(c in name for c in ("/", "\\", "\0")))
+
+
+def _is_dir(path: Path) -> bool:
+    """``path.is_dir()``, ``False`` for a name the system cannot take (too long)."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _recorded_variants(files: dict[str, str]) -> list[str]:
+    """The variants a record's ``files`` list: each ``build/<variant>/metadata.json``."""
+    found = set()
+    for rel in files:
+        parts = rel.split("/")
+        if (len(parts) == 3 and parts[0] == "build" and parts[2] == "metadata.json"
+                and _plain_part(parts[1])):
+            found.add(parts[1])
+    return sorted(found)

@@ -1,0 +1,374 @@
+"""The local hub against damage and odd input: folders planted in a revision, paths and
+variant names that leave it, a publish killed before its ref moved, what a power loss
+could drop (the order of writes and directory fsyncs), unusable hub paths and corrupt
+refs and records. Each is a HubError (or ValueError for a malformed argument) that says
+what is wrong and what to do, never a raw OSError, nor a wrong answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from kf_testutil import write_metadata
+
+from kernelforge import _durable
+from kernelforge.errors import HubError
+from kernelforge.hub import LocalHub
+
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
+pytest.importorskip("kernelforge.variants")
+
+REPO = "kernels-test/robust"
+
+
+def make_variant(project: Path, variant: str = "torch-cpu", *, value: int = 1) -> Path:
+    """Fabricate ``project/build/<variant>/``: a tiny pure-Python kernel package."""
+    vdir = project / "build" / variant
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text(f"VALUE = {value}\n")
+    write_metadata(vdir, f"_robust_{uuid.uuid4().hex[:10]}", version=1)
+    return vdir
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> LocalHub:
+    return LocalHub(tmp_path / "hub")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    make_variant(tmp_path / "relu")
+    return tmp_path / "relu"
+
+
+def _writable(path: Path) -> None:
+    path.chmod(0o644)
+
+
+# --- F2: a folder planted under build/ is no variant -------------------------------------
+
+
+def test_a_variant_folder_planted_after_the_publish_is_no_variant(hub: LocalHub,
+                                                                   tmp_path: Path) -> None:
+    """The owner mark covers the files the record lists; a folder added to the revision
+    later is not listed, so it is never chosen, nor called "published by you"."""
+    from kernelforge import kernel_info
+
+    make_variant(tmp_path / "p", "torch-universal")
+    rev = hub.publish(REPO, tmp_path / "p", version=1)
+    planted = hub.commit_path(REPO, rev.commit) / "build" / "torch-cpu"
+    make_variant(tmp_path / "evil", "torch-cpu", value=666)
+    os.rename(tmp_path / "evil" / "build" / "torch-cpu", planted)
+
+    assert hub.variants(REPO, rev.commit) == ["torch-universal"]
+    assert hub.revision(REPO, rev.commit).variants == ("torch-universal",)
+    for call in (hub.variant_path, hub.fetch_variant):
+        with pytest.raises(HubError, match=r"variant 'torch-cpu' not found .*variants: "
+                                           r"torch-universal; .*torch-cpu is not in the "
+                                           r"commit's record: it was added after the publish"
+                                           r".*remove it"):
+            call(REPO, rev.commit, "torch-cpu")
+    assert hub.read_file(REPO, rev.commit, "build/torch-cpu/metadata.json") is None
+    info = kernel_info(REPO, version=1, hub=hub)
+    assert info.variant == "torch-universal"
+    fetched = hub.fetch_variant(REPO, rev.commit, "torch-universal")
+    assert fetched.owned and set(fetched.recorded or {}) == {"__init__.py", "metadata.json"}
+
+
+def test_a_recorded_variant_whose_folder_is_gone_is_named_as_damage(hub: LocalHub,
+                                                                      project: Path) -> None:
+    """... and publishing the build again, as the message says, repairs the branch: a
+    damaged head is no reason to skip the publish as unchanged."""
+    import shutil
+
+    rev = hub.publish(REPO, project, version=1)
+    vdir = hub.variant_path(REPO, rev.commit, "torch-cpu")
+    shutil.rmtree(vdir)
+    with pytest.raises(HubError, match="is recorded, but its folder .* is missing: the hub "
+                                       "is damaged; publish the build again"):
+        hub.fetch_variant(REPO, rev.commit, "torch-cpu")
+    again = hub.publish(REPO, project, version=1)
+    assert again.commit != rev.commit and again.parent == rev.commit
+    assert hub.fetch_variant(REPO, again.commit, "torch-cpu").owned
+    hub.verify(REPO, again.commit)
+    assert hub.publish(REPO, project, version=1).commit == again.commit  # intact: no-op
+
+
+# --- F3: names and paths that leave the revision -----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "torch-cpu/..", "build", "\0x", "x" * 5000,
+                                  "torch-cpu/", "../torch-cpu"])
+def test_a_variant_name_that_is_no_recorded_variant_is_refused(hub: LocalHub, project: Path,
+                                                                name: str) -> None:
+    rev = hub.publish(REPO, project, version=1)
+    for call in (hub.variant_path, hub.fetch_variant):
+        with pytest.raises(HubError, match=r"not found in kernels-test/robust at .*variants: "
+                                           r"torch-cpu$"):
+            call(REPO, rev.commit, name)
+
+
+@pytest.mark.parametrize("path", [
+    ".commit.json", "./.commit.json", "build/../.commit.json", "build/torch-cpu/./x",
+    "build/torch-cpu/metadata.json/", "build//torch-cpu/metadata.json", "/etc/passwd",
+    "build\\torch-cpu", "", "a\0b",
+])
+def test_read_file_takes_only_plain_paths_in_the_revision(hub: LocalHub, project: Path,
+                                                          path: str) -> None:
+    rev = hub.publish(REPO, project, version=1)
+    with pytest.raises(ValueError, match="is not a file path inside a revision"):
+        hub.read_file(REPO, rev.commit, path)
+
+
+def test_read_file_reads_recorded_files_only(hub: LocalHub, project: Path,
+                                             monkeypatch) -> None:
+    rev = hub.publish(REPO, project, version=1, card="hello")
+    assert hub.read_file(REPO, rev.commit, "README.md") == b"hello"
+    assert hub.read_file(REPO, rev.commit, "x" * 5000) is None  # no OSError: not recorded
+    (hub.commit_path(REPO, rev.commit) / "build" / "extra.txt").write_text("planted")
+    assert hub.read_file(REPO, rev.commit, "build/extra.txt") is None
+
+    def unreadable(self: Path) -> bytes:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    with pytest.raises(HubError, match=r"cannot read .*README\.md \(Permission denied\); "
+                                       "check its permissions"):
+        hub.read_file(REPO, rev.commit, "README.md")
+
+
+# --- F4: every new entry is fsynced into its folder before it is published ---------------
+
+
+def test_every_new_entry_is_fsynced_into_its_folder_before_it_counts(tmp_path: Path,
+                                                                      project: Path,
+                                                                      monkeypatch) -> None:
+    """A power loss may drop a directory entry not fsynced in its folder. So: every file
+    and folder of a revision is flushed into its folder after it is written and before
+    the rename that makes the revision visible; every folder new outside it (the hub
+    root, <org>/, <org>/<name>/, objects/, refs/, refs/heads/) and the revision itself
+    before the ref that reaches it moves; the ref file, before the publish returns."""
+    from kernelforge.signing import generate_key
+
+    key = generate_key(tmp_path / "k.pem")
+    hub = LocalHub(tmp_path / "new" / "hub")  # nothing of it exists yet
+    events: list[tuple[str, Path, Path | None]] = []
+    real_fsync, real_write, real_copy = _durable.fsync_dir, _durable.write_file, \
+        _durable.copy_file
+    real_mkdir, real_rename, real_replace = os.mkdir, os.rename, os.replace
+
+    def fsync_dir(path):
+        events.append(("fsync", Path(path), None))
+        real_fsync(path)
+
+    def write_file(path, data):
+        out = real_write(path, data)
+        events.append(("new", Path(path), None))
+        return out
+
+    def copy_file(src, dst):
+        out = real_copy(src, dst)
+        events.append(("new", Path(dst), None))
+        return out
+
+    def mkdir(path, *args, **kwargs):
+        real_mkdir(path, *args, **kwargs)
+        events.append(("new", Path(os.fsdecode(path)), None))
+
+    def rename(src, dst):
+        real_rename(src, dst)
+        events.append(("rename", Path(src), Path(dst)))
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        events.append(("replace", Path(src), Path(dst)))
+
+    monkeypatch.setattr(_durable, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(_durable, "write_file", write_file)
+    monkeypatch.setattr(_durable, "copy_file", copy_file)
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(os, "replace", replace)
+    hub.publish(REPO, project, version=1, signer=key, card="hello")  # v1, then main
+    monkeypatch.undo()
+
+    renames = [(i, src) for i, (what, src, _) in enumerate(events) if what == "rename"]
+    refs = [i for i, (what, _, dst) in enumerate(events)
+            if what == "replace" and dst is not None and dst.parent.name in ("heads", "tags")]
+    assert len(renames) == 2 and len(refs) == 2  # two revisions, two ref moves
+
+    def fsynced(folder: Path, after: int, before: int) -> bool:
+        return any(what == "fsync" and path == folder
+                   for what, path, _ in events[after + 1:before])
+
+    checked = []
+    for i, (what, path, dst) in enumerate(events):
+        if not path.is_relative_to(tmp_path / "new"):
+            continue  # the owner key, made in the config folder on a first publish
+        inside = next((r for r, tmp in renames if path.is_relative_to(tmp) and path != tmp),
+                      None)
+        if what == "new" and inside is not None:  # a file or folder of a revision
+            assert fsynced(path.parent, i, inside), f"{path} not flushed before the rename"
+        elif what == "new" and path.parent.name != "tmp" and path.name != "tmp":
+            until = next(r for r in refs if r > i)
+            assert fsynced(path.parent, i, until), f"{path} not flushed before the ref moved"
+        elif what == "rename":
+            assert dst is not None
+            until = next(r for r in refs if r > i)
+            assert fsynced(dst.parent, i, until), f"{dst} not flushed before the ref moved"
+        elif what == "replace" and i in refs:
+            assert dst is not None
+            assert fsynced(dst.parent, i, len(events)), f"{dst} not flushed"
+        else:
+            continue
+        checked.append(path)
+    names = {p.name for p in checked}
+    # the signature and the card are written after copy_tree's fsyncs: checked too
+    assert {"torch-cpu.sig", "README.md", ".commit.json", "kernels-test", "robust", "hub",
+            "new", "objects", "refs", "heads"} <= names
+
+
+# --- F5: what a publish killed before its ref moved left behind --------------------------
+
+
+def test_an_object_no_ref_reaches_is_no_commit_of_the_repository(hub: LocalHub,
+                                                                 project: Path,
+                                                                 tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """A publish that fails after the rename and before the ref moves leaves a complete
+    object; the publisher was told it failed, so no short id finds it and it makes no
+    short id ambiguous. Its full id (which no one was told) still names it."""
+    first = hub.publish(REPO, project, version=1)
+
+    def die(path: Path, commit: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_durable, "write_ref", die)
+    make_variant(tmp_path / "p2", value=2)
+    with pytest.raises(HubError, match="No space left"):
+        hub.publish(REPO, tmp_path / "p2", version=1)
+    monkeypatch.undo()
+    objects = hub.commit_path(REPO, first.commit).parent
+    orphan = next(p.name for p in objects.iterdir() if p.name != first.commit)
+
+    assert hub.branches(REPO) == {"v1": first.commit}
+    assert [r.commit for r in hub.log(REPO, "v1")] == [first.commit]
+    for prefix in (orphan[:6], orphan[:12], orphan[:39], orphan[:8].upper()):
+        with pytest.raises(HubError, match=f"revision '{prefix.lower()}' not found"):
+            hub.resolve(REPO, prefix)
+    assert hub.resolve(REPO, orphan) == orphan  # the full id, as a lock file pins it
+
+    # nor does it make a prefix of a real commit ambiguous
+    twin = first.commit[:6] + ("0" if first.commit[6] != "0" else "1") + first.commit[7:]
+    os.rename(objects / orphan, objects / twin)
+    assert hub.resolve(REPO, first.commit[:6]) == first.commit
+    # once a ref reaches it, it is a commit like any other
+    hub.tag(REPO, "kept", twin)
+    with pytest.raises(HubError, match="ambiguous"):
+        hub.resolve(REPO, first.commit[:6])
+
+
+def test_a_prefix_finds_older_commits_along_the_parent_chain(hub: LocalHub, project: Path,
+                                                             tmp_path: Path) -> None:
+    first = hub.publish(REPO, project, version=1)
+    make_variant(tmp_path / "p2", value=2)
+    second = hub.publish(REPO, tmp_path / "p2", version=1)
+    assert second.parent == first.commit
+    assert hub.resolve(REPO, first.commit[:8]) == first.commit
+
+
+# --- F6: unusable hub paths, corrupt refs and records ------------------------------------
+
+
+@pytest.mark.parametrize("root", ["x\0y", "a" * 300], ids=["nul", "too-long"])
+def test_an_unusable_hub_path_is_a_hub_error(tmp_path: Path, project: Path,
+                                             root: str) -> None:
+    from kernelforge import get_kernel
+
+    hub = LocalHub(tmp_path / root)
+    said = r"the hub path .* cannot be used \(.*\); name a hub directory"
+    with pytest.raises(HubError, match=f"cannot write to the hub: {said}"):
+        hub.publish(REPO, project, version=1)
+    for call in (hub.repos, lambda: hub.branches(REPO), lambda: hub.has_repo(REPO),
+                 lambda: get_kernel(REPO, version=1, hub=hub)):
+        with pytest.raises(HubError, match=said):
+            call()
+
+
+def test_a_hub_folder_that_cannot_be_listed_is_a_hub_error(hub: LocalHub, project: Path,
+                                                           monkeypatch) -> None:
+    hub.publish(REPO, project, version=1)
+    real = Path.iterdir
+
+    def iterdir(self: Path):
+        if self == hub.root:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    with pytest.raises(HubError, match=f"cannot list the hub directory {hub.root} "
+                                       r"\(Permission denied\); check its permissions"):
+        hub.publish(REPO, project, version=1)
+    with pytest.raises(HubError, match=f"cannot list the hub {hub.root}: Permission denied"):
+        hub.repos()
+
+
+@pytest.mark.parametrize("content", ["\u00e9\n".encode(), b"\xff\xfe", b"", b"not-a-commit"])
+def test_a_corrupt_ref_is_named_with_what_to_do(hub: LocalHub, project: Path,
+                                                content: bytes) -> None:
+    hub.publish(REPO, project, version=1)
+    ref = hub.root / "kernels-test" / "robust" / "refs" / "heads" / "v1"
+    ref.write_bytes(content)
+    said = (f"{ref}: corrupt ref \\(expected a 40-hex commit id, got .*\\); write into it "
+            "the id of a commit under .*objects .*or remove it")
+    with pytest.raises(HubError, match=said):
+        hub.branches(REPO)
+    with pytest.raises(HubError, match=said):  # a publish reads it as the parent
+        hub.publish(REPO, project, version=1)
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"time": "yesterday"}, "'time' is 'yesterday', not a number"),
+    ({"time": True}, "'time' is True, not a number"),
+    ({"parent": 5}, "'parent' is 5, not a commit id or null"),
+    ({"parent": "../../x"}, "'parent' is '../../x', not a commit id or null"),
+    ({"files": ["build/torch-cpu/metadata.json"]}, "'files' is not a mapping"),
+    ({"files": {"build/torch-cpu/metadata.json": 5}}, "'files' is not a mapping"),
+])
+def test_a_corrupt_commit_record_is_named_with_what_to_do(hub: LocalHub, project: Path,
+                                                          change: dict, problem: str) -> None:
+    rev = hub.publish(REPO, project, version=1)
+    path = hub.commit_path(REPO, rev.commit) / ".commit.json"
+    _writable(path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    said = f"{path}: corrupt commit record \\({problem}.*\\); the hub's copy of this revision"
+    for call in (hub.revision, hub.variants, hub.owned):
+        with pytest.raises(HubError, match=said):
+            call(REPO, rev.commit)
+    with pytest.raises(HubError, match=said):
+        hub.log(REPO, "v1")
+
+
+def test_a_corrupt_head_is_repaired_by_publishing_again(hub: LocalHub, project: Path,
+                                                        tmp_path: Path) -> None:
+    """The damage message says to publish again: that must work (and must not count as
+    an unchanged publish), and the corrupt record must not stop a short id of another
+    commit from resolving."""
+    first = hub.publish(REPO, project, version=1)
+    make_variant(tmp_path / "p2", value=2)
+    second = hub.publish(REPO, tmp_path / "p2", version=1)
+    path = hub.commit_path(REPO, second.commit) / ".commit.json"
+    _writable(path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "time": "yesterday"}))
+    third = hub.publish(REPO, tmp_path / "p2", version=1)
+    assert third.commit not in (first.commit, second.commit)
+    assert third.parent == second.commit
+    assert hub.fetch_variant(REPO, third.commit, "torch-cpu").owned
+    assert hub.resolve(REPO, third.commit[:8]) == third.commit
+    assert hub.resolve(REPO, second.commit[:8]) == second.commit  # found, damaged
+    with pytest.raises(HubError, match="corrupt commit record"):
+        hub.revision(REPO, second.commit)
