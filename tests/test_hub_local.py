@@ -430,6 +430,11 @@ def test_missing_things_raise_hub_errors(hub: LocalHub, project: Path) -> None:
     hub.root.mkdir()
     with pytest.raises(HubError, match="not found in hub .*it is empty"):
         hub.branches(REPO)
+    (hub.root / "build.toml").write_text("")  # a project given as the hub: not "empty"
+    with pytest.raises(HubError, match=rf"not found: {re.escape(str(hub.root))} is not a hub "
+                       r"directory: it holds .*build.toml"):
+        hub.branches(REPO)
+    (hub.root / "build.toml").unlink()
     rev = hub.publish(REPO, project, version=1)
     with pytest.raises(HubError, match="kernels-test/relu"):
         hub.branches("kernels-test/other")

@@ -42,7 +42,7 @@ from typing import Any
 from kernelforge import _durable
 from kernelforge.errors import HubError
 from kernelforge.hub import base
-from kernelforge.hub._local_write import COMMIT_FILE, LocalHubWriter, read_ref
+from kernelforge.hub._local_write import COMMIT_FILE, LocalHubWriter, _not_a_hub, read_ref
 from kernelforge.hub.base import (
     Fetched,
     Revision,
@@ -228,6 +228,10 @@ class LocalHub(LocalHubWriter):
                                f"{self.root} does not exist; check the path (the first "
                                "publish to a hub creates it)")
             known = self.repos()
+            if not known:  # a project directory given as the hub, say: not "empty"
+                stray = _not_a_hub(self.root)
+                if stray is not None:
+                    raise HubError(f"repository {repo_id!r} not found: {stray}")
             hint = f"; repositories in this hub: {', '.join(known)}" if known else "; it is empty"
             raise HubError(f"repository {repo_id!r} not found in hub {self.root}{hint}")
         return repo
