@@ -151,8 +151,10 @@ def test_help_gives_defaults_and_describes_positionals(
         ["download"], monkeypatch, capsys)
     assert "key the publisher's public key, 'ed25519:<base64>'" in _help(
         ["trust", "add"], monkeypatch, capsys)
-    assert "what a key id, a sigstore identity (removed under every issuer) or an allowed " \
-        "repository pattern" in _help(["trust", "remove"], monkeypatch, capsys)
+    assert "what a key id (or its first 8 or more hex digits), a key's name (when one key " \
+        "has it) or public key (ed25519:...), a sigstore identity (removed under every " \
+        "issuer) or an allowed repository pattern" in _help(["trust", "remove"], monkeypatch,
+                                                           capsys)
     out = _help(["trust", "add-sigstore"], monkeypatch, capsys)
     assert "identity the signer's certificate identity: for GitHub Actions the workflow URI" \
         in out
@@ -261,3 +263,62 @@ def test_an_error_of_the_system_is_said_without_a_traceback(
     assert main(["build", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err == f"error: [Errno 28] No space left on device: '{tmp_path / 'build'}'\n"
+
+
+# --- walkthrough 2: --allow with a pattern, --sign with a key that is not there -------------
+
+
+@pytest.mark.parametrize("command", [["info", "me/k"], ["lock", "."]])
+def test_allow_with_a_pattern_says_where_patterns_go(
+        command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """As trust_remote_code=["org/*"] does in Python: the option takes ids, and the
+    trust store takes patterns."""
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--allow", "my-org/*"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert ("argument --allow: 'my-org/*' is a pattern, but --allow takes repository ids "
+            "('org/name'), each allowed as written; to allow every repository the pattern "
+            "matches, add it to your trust store with: kernelforge trust allow 'my-org/*'\n"
+            ) in err, err
+    with pytest.raises(SystemExit):
+        main([*command, "--allow", "*"])
+    err = capsys.readouterr().err
+    assert ("'*' is a pattern, but --allow takes repository ids ('org/name'), each allowed "
+            "as written; to allow every repository for this command, pass "
+            "--trust-remote-code instead;") in err, err
+    with pytest.raises(SystemExit):
+        main([*command, "--allow", "my org/*"])  # no pattern either: the id's message
+    assert "is not a valid repository id" in capsys.readouterr().err
+
+
+def test_sign_with_a_missing_key_names_the_keys_there(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge.trust import config_dir
+
+    _fake_build(project, _current_sources(project))
+    argv = ["publish", str(project), "--repo", "me/k", "--hub", str(tmp_path / "h")]
+    keys = config_dir() / "keys"
+    assert main([*argv, "--sign", "nosuch"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: --sign nosuch: no file nosuch here and no {keys / 'nosuch.pem'}; there are "
+        f"no keys in {keys} (create a key with 'kernelforge keygen --name nosuch')\n")
+    for name in ("default", "ci"):
+        assert main(["keygen", "--name", name]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--sign", "nosuch"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: --sign nosuch: no file nosuch here and no {keys / 'nosuch.pem'}; the keys "
+        f"in {keys} are: ci, default; pass one of those names, or a key file's path "
+        "(create a key with 'kernelforge keygen --name nosuch')\n")
+    monkeypatch.chdir(tmp_path)  # no default.pem here: the one in keys/ signs, and says so
+    assert main([*argv, "--sign", "default.pem"]) == 0
+    captured = capsys.readouterr()
+    assert (f"note: there is no file default.pem here; signing with the key "
+            f"{keys / 'default.pem'}\n") in captured.err
+    assert "  signed with key " in captured.out
+    assert main([*argv, "--sign", "other.pem"]) == 1
+    assert capsys.readouterr().err.startswith(
+        f"error: --sign other.pem: no file other.pem here and no {keys / 'other.pem'}; "
+        f"the keys in {keys} are: ci, default;")

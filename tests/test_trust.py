@@ -206,7 +206,7 @@ def test_store_add_allow_remove_is_atomic_and_listed(key: signing.SigningKey,
     path = env["config"] / "trust.json"
     assert json.loads(path.read_text())["format"] == 1
     assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []  # no temps
-    assert trust.remove(entry.key_id) == f"key {entry.key_id}"
+    assert trust.remove(entry.key_id) == f"key {entry.key_id} (alice)"
     assert trust.load_store().key(entry.key_id) is None
     with pytest.raises(TrustError, match="is not in the trust store"):
         trust.remove("nothing-like-this")
@@ -224,13 +224,17 @@ def test_readding_a_key_adds_repositories_and_keeps_its_name(key: signing.Signin
     entry = trust.add_key(key.public.text, repos=("other/*",))
     assert (entry.name, entry.repos) == ("alice", ("org/*", "other/*"))
     assert trust.add_key(key.public.text).repos == ("org/*", "other/*")  # not widened to *
-    assert trust.add_key(key.public.text, repos=("org/relu",)).repos == ("org/*", "other/*")
+    # a pattern that a broader one covers is kept too: the entry lists every one given
+    assert trust.add_key(key.public.text, repos=("org/relu",)).repos == (
+        "org/*", "other/*", "org/relu")
     entry = trust.add_key(key.public.text, name="bob", repos=("other/relu", "third/x"))
-    assert (entry.name, entry.repos) == ("bob", ("org/*", "other/*", "third/x"))
+    assert (entry.name, entry.repos) == (
+        "bob", ("org/*", "other/*", "org/relu", "other/relu", "third/x"))
     store = trust.load_store()
     assert store.key(key.public.key_id) == entry
     assert [k.name for k in store.keys] == ["first", "bob"]  # one entry, in its place
-    assert trust.add_key(key.public.text, repos=("*",)).repos == ("*",)  # explicit only
+    assert trust.add_key(key.public.text, repos=("*",)).repos == (
+        *entry.repos, "*")  # explicit only, and the narrower patterns stay
     assert trust.add_key(other.public.text, name="").name == ""
     # a new key: everything unless scoped, unnamed unless named
     trust.remove(key.public.key_id)
@@ -248,10 +252,12 @@ def test_readding_a_sigstore_identity_adds_repositories_like_a_key() -> None:
     assert other.repos == ("*",)  # a new identity: everything unless scoped
     entry = trust.add_sigstore_identity(WORKFLOW, repos=("org/*",))
     assert entry.repos == ("org/*",)
-    assert trust.add_sigstore_identity(WORKFLOW, repos=("org/other",)).repos == ("org/*",)
-    assert trust.add_sigstore_identity(WORKFLOW).repos == ("org/*",)  # not widened to *
+    assert trust.add_sigstore_identity(WORKFLOW, repos=("org/other",)).repos == (
+        "org/*", "org/other")  # kept, though org/* covers it
+    assert trust.add_sigstore_identity(WORKFLOW).repos == (
+        "org/*", "org/other")  # not widened to *
     entry = trust.add_sigstore_identity(f" {WORKFLOW} ", repos=("team/relu",))
-    assert entry.repos == ("org/*", "team/relu")
+    assert entry.repos == ("org/*", "org/other", "team/relu")
     store = trust.load_store()
     assert store.identity(WORKFLOW) == entry and [s.identity for s in store.sigstore] == [
         other.identity, WORKFLOW]  # one entry, in its place
@@ -259,7 +265,8 @@ def test_readding_a_sigstore_identity_adds_repositories_like_a_key() -> None:
     gitlab = trust.add_sigstore_identity(WORKFLOW, issuer="https://gitlab.com",
                                          repos=("g/*",))
     assert gitlab.repos == ("g/*",) and trust.load_store().identity(WORKFLOW) == entry
-    assert trust.add_sigstore_identity(WORKFLOW, repos=("*",)).repos == ("*",)  # explicit
+    assert trust.add_sigstore_identity(WORKFLOW, repos=("*",)).repos == (
+        *entry.repos, "*")  # explicit
     assert trust.load_store().identity(WORKFLOW, "https://gitlab.com").repos == ("g/*",)
 
 
@@ -293,7 +300,7 @@ def test_patterns_that_differ_only_in_case_are_one(key: signing.SigningKey) -> N
     leaves none allowing the repository."""
     trust.add_key(key.public.text, repos=("org/a",))
     assert trust.add_key(key.public.text, repos=("ORG/A",)).repos == ("org/a",)
-    assert trust.add_key(key.public.text, repos=("Org/*",)).repos == ("Org/*",)
+    assert trust.add_key(key.public.text, repos=("Org/*",)).repos == ("org/a", "Org/*")
     assert trust.allow_repo("Org/Relu")
     assert not trust.allow_repo("org/relu")  # already allowed: nothing changes
     assert trust.load_store().allow == ("Org/Relu",)
@@ -517,14 +524,18 @@ def test_cli_trust_add_again_merges_and_says_what_changed(env: dict[str, Path],
     assert main(["trust", "add", pub, "--repo", "me/relu", "--name", "bot"]) == 0
     out = capsys.readouterr().out
     assert f"renamed key {key_id}: ci -> bot" in out
-    assert "which covers me/relu; its repositories stay the same" in out
+    assert (f"key {key_id} (bot): trusted for me/*, team/* before, now for me/*, team/*, "
+            "me/relu; me/relu (under me/*) was covered already, so it is trusted for no "
+            "more repositories than before") in out
     assert f"'kernelforge trust remove {key_id}', then add it again" in out
-    assert trust.load_store().key(key_id).repos == ("me/*", "team/*")  # type: ignore[union-attr]
+    assert trust.load_store().key(key_id).repos == (  # type: ignore[union-attr]
+        "me/*", "team/*", "me/relu")
     assert main(["trust", "add", pub, "--repo", "*"]) == 0
-    assert f"key {key_id} (bot): trusted for me/*, team/* before, now for *" in (
-        capsys.readouterr().out)
+    assert (f"key {key_id} (bot): trusted for me/*, team/*, me/relu before, now for me/*, "
+            "team/*, me/relu, *\n") in capsys.readouterr().out
     assert main(["trust", "list"]) == 0
-    assert f"{key_id}  bot  repos *  ed25519:" in capsys.readouterr().out
+    assert f"{key_id}  bot  repos me/*, team/*, me/relu, *  ed25519:" in (
+        capsys.readouterr().out)
 
 
 def test_cli_trust_add_sigstore_again_merges_and_says_what_changed(env: dict[str, Path],
@@ -536,22 +547,25 @@ def test_cli_trust_add_sigstore_again_merges_and_says_what_changed(env: dict[str
     assert f"trusted {label} for org/*" in capsys.readouterr().out
     assert main(["trust", "add-sigstore", WORKFLOW, "--repo", "org/other"]) == 0  # narrowed?
     out = capsys.readouterr().out
-    assert f"{label} was already trusted for org/*, which covers org/other; its " \
-           "repositories stay the same" in out
+    assert (f"{label}: trusted for org/* before, now for org/*, org/other; org/other "
+            "(under org/*) was covered already") in out
     assert (f"'kernelforge trust remove {WORKFLOW}', then add it again with --issuer "
             f"{trust.GITHUB_ISSUER} --repo, and again for each other issuer") in out
     assert main(["trust", "add-sigstore", WORKFLOW]) == 0  # widened to *?
     out = capsys.readouterr().out
-    assert f"{label} was already trusted; it stays trusted for org/* only" in out
+    assert f"{label} was already trusted; it stays trusted for org/*, org/other only" in out
     assert "--repo '*' trusts it for all" in out
-    assert trust.load_store().identity(WORKFLOW).repos == ("org/*",)  # type: ignore[union-attr]
+    assert trust.load_store().identity(WORKFLOW).repos == (  # type: ignore[union-attr]
+        "org/*", "org/other")
     assert main(["trust", "add-sigstore", WORKFLOW, "--repo", "team/*"]) == 0
-    assert f"{label}: trusted for org/* before, now for org/*, team/*" in (
-        capsys.readouterr().out)
+    assert f"{label}: trusted for org/*, org/other before, now for org/*, org/other, " \
+           "team/*\n" in capsys.readouterr().out
     assert main(["trust", "add-sigstore", WORKFLOW, "--repo", "*"]) == 0
-    assert f"{label}: trusted for org/*, team/* before, now for *" in capsys.readouterr().out
+    assert f"{label}: trusted for org/*, org/other, team/* before, now for org/*, " \
+           "org/other, team/*, *\n" in capsys.readouterr().out
     assert main(["trust", "list"]) == 0
-    assert f"  {WORKFLOW}  issuer {trust.GITHUB_ISSUER}  repos *" in capsys.readouterr().out
+    assert f"  {WORKFLOW}  issuer {trust.GITHUB_ISSUER}  repos org/*, org/other, team/*, *" \
+        in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", "bad name", ".hidden", "k.pub", "x" * 65])
@@ -675,3 +689,104 @@ def test_a_decision_reads_without_saying_its_verdict_twice() -> None:
     assert str(policy.TrustDecision(True, "signed by key 3f2a (alice)", notes=("n",))) == \
         "trust: allowed, signed by key 3f2a (alice); n"
     assert str(policy.TrustDecision(False, "not signed")) == "trust: refused, not signed"
+
+
+# --- walkthrough 2: allow-list merges, removing a key by name, public key or prefix -------
+
+
+def test_allowing_a_broader_pattern_keeps_the_narrower_entries(
+        key: signing.SigningKey) -> None:
+    """Each allow-list entry is the user's own: allowing org/* (or *) keeps org/x, so
+    removing the broader pattern later leaves org/x allowed; and org/y added under org/*
+    is stored too, whichever order they came in. Key scopes keep their patterns alike."""
+    assert trust.allow_repo("org/x")
+    assert trust.allow_repo("org/*")
+    assert trust.allow_repo("*")
+    assert trust.allow_repo("org/y")  # covered by org/* and *, and added all the same
+    assert not trust.allow_repo("ORG/*")  # the same entry (case aside): nothing changes
+    assert trust.load_store().allow == ("org/x", "org/*", "*", "org/y")
+    trust.remove("*")
+    trust.remove("org/*")
+    store = trust.load_store()
+    assert store.allow == ("org/x", "org/y")
+    assert store.allows("org/x") and store.allows("org/y") and not store.allows("org/z")
+    entry = trust.add_key(key.public.text, repos=("org/x",))
+    assert trust.add_key(key.public.text, repos=("org/*",)).repos == ("org/x", "org/*")
+    assert trust.add_key(key.public.text, repos=("*",)).repos == ("org/x", "org/*", "*")
+    assert trust.load_store().key(entry.key_id).covers("any/repo")  # type: ignore[union-attr]
+
+
+def test_cli_trust_allow_says_what_it_kept_and_warns_for_star(capsys) -> None:
+    assert main(["trust", "allow", "my-org/my-relu"]) == 0
+    assert capsys.readouterr().out == "allowed my-org/my-relu without a signature\n"
+    assert main(["trust", "allow", "my-org/*"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == (
+        "allowed my-org/* without a signature\n"
+        "kept the entries it covers, so they stay allowed if my-org/* is removed later: "
+        "my-org/my-relu\n")
+    assert captured.err == ""
+    assert main(["trust", "allow", "my-org/other"]) == 0
+    assert capsys.readouterr().out == (
+        "allowed my-org/other without a signature (my-org/* allowed it already; this entry "
+        "keeps it allowed if that is removed)\n")
+    assert main(["trust", "allow", "*"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ("allowed * without a signature\nkept the entries it covers, "
+                            "so they stay allowed if * is removed later: my-org/my-relu, "
+                            "my-org/*, my-org/other\n")
+    assert captured.err == (
+        "warning: '*' on the allow list turns off the signature requirement for every "
+        "repository: unsigned kernels from any publisher on any hub now load; undo it "
+        "with: kernelforge trust remove '*'\n")
+    assert main(["trust", "allow", "*"]) == 0  # already there: still warned
+    assert "turns off the signature requirement" in capsys.readouterr().err
+    assert main(["trust", "remove", "*"]) == 0
+    assert main(["trust", "remove", "my-org/*"]) == 0
+    capsys.readouterr()
+    assert main(["trust", "list"]) == 0
+    assert capsys.readouterr().out.endswith(
+        "allowed without signature:\n  my-org/my-relu\n  my-org/other\n")
+
+
+def test_a_key_is_removed_by_its_name_public_key_or_id_prefix(tmp_path: Path) -> None:
+    """What 'trust list' shows of a key names it for 'trust remove': its id, the start
+    of its id (8 or more hex digits), its name (when one key has it) and its public key.
+    A name two keys share, or too short a prefix, is refused with the key ids."""
+    keys = [signing.generate_key(tmp_path / "keys" / f"k{i}.pem").public for i in range(4)]
+    ci = trust.add_key(keys[0].text, name="ci", repos=("acme/*",))
+    lbl = trust.add_key(keys[1].text, name="lbl")
+    twin1 = trust.add_key(keys[2].text, name="twin")
+    twin2 = trust.add_key(keys[3].text, name="twin")
+    assert trust.remove("ci") == f"key {ci.key_id} (ci)"
+    assert trust.remove(keys[1].text) == f"key {lbl.key_id} (lbl)"
+    with pytest.raises(TrustError, match=(
+            f"'twin' is the name of 2 keys in the trust store .*: {twin1.key_id} \\(twin\\), "
+            f"{twin2.key_id} \\(twin\\); pass the key id of the one to remove")):
+        trust.remove("twin")
+    with pytest.raises(TrustError, match=(
+            f"'{twin1.key_id[:7]}' is the start of key id {twin1.key_id} in the trust "
+            "store .*, but too short to pick a key by: give at least 8 hex digits")):
+        trust.remove(twin1.key_id[:7])
+    assert trust.remove(twin1.key_id[:8].upper()) == f"key {twin1.key_id} (twin)"
+    assert trust.remove("twin") == f"key {twin2.key_id} (twin)"  # the one left
+    assert trust.load_store().keys == ()
+    with pytest.raises(TrustError, match="'ci' is not in the trust store .*: it is no key "
+                       "id \\(or its first 8 or more hex digits\\), key name, public key"):
+        trust.remove("ci")
+    with pytest.raises(TrustError, match="ed25519"):  # a malformed public key says so
+        trust.remove("ed25519:nonsense")
+
+
+def test_cli_trust_remove_takes_what_trust_list_shows(env: dict[str, Path], capsys) -> None:
+    assert main(["keygen", "--name", "ci", "--repo", "acme/*"]) == 0
+    out = capsys.readouterr().out
+    key_id = out.split("key id:")[1].split()[0]
+    public = out.split("public key:")[1].split()[0]
+    assert main(["trust", "remove", "ci"]) == 0
+    assert capsys.readouterr().out == f"removed key {key_id} (ci)\n"
+    for what in (public, key_id[:8]):
+        assert main(["trust", "add", public, "--name", "ci"]) == 0
+        capsys.readouterr()
+        assert main(["trust", "remove", what]) == 0
+        assert capsys.readouterr().out == f"removed key {key_id} (ci)\n"

@@ -14,7 +14,7 @@ from typing import Any
 
 from kernelforge.errors import KernelforgeError
 
-__all__ = ["add_commands", "hub_arg", "hub_from_args", "key_label_arg", "key_name_arg",
+__all__ = ["add_commands", "allow_arg", "hub_arg", "hub_from_args", "key_label_arg", "key_name_arg",
            "load_signer", "pattern_arg", "repo_arg", "revision_arg", "version_arg"]
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
@@ -30,6 +30,27 @@ def repo_arg(text: str) -> str:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from err
     return text
+
+
+def allow_arg(text: str) -> str:
+    """argparse type for ``--allow``: a repository id. A pattern (``org/*``) is refused
+    saying where patterns go, as ``trust_remote_code=[...]`` refuses one in Python
+    (:func:`kernelforge.policy.allow_key`): the trust store's allow list."""
+    from kernelforge.trust import _check_patterns
+
+    if "*" in text:
+        try:
+            _check_patterns((text,))
+        except ValueError:
+            return repo_arg(text)  # not a pattern either: the repository id's message
+        fix = ("to allow every repository for this command, pass --trust-remote-code "
+               "instead; to allow them for every load, add it to your trust store with: "
+               if text == "*" else "to allow every repository the pattern matches, add it "
+               "to your trust store with: ")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a pattern, but --allow takes repository ids ('org/name'), each "
+            f"allowed as written; {fix}kernelforge trust allow {shlex.quote(text)}")
+    return repo_arg(text)
 
 
 def pattern_arg(text: str) -> str:
@@ -136,19 +157,50 @@ def hub_from_args(args: argparse.Namespace) -> Any:
 def load_signer(spec: str) -> Any:
     """A signing key from ``--sign``: a key file, or a key name in the config directory.
 
+    A name (no ``/``) that is no file here names ``keys/NAME.pem`` in the config
+    directory; ``NAME.pem`` that is no file here names ``keys/NAME.pem`` too, with a
+    note saying so. A key that cannot be found is refused with the names of the keys
+    that are there.
+
     Args:
         spec: a path to a PEM private key, or the name given to ``kernelforge keygen``.
 
     Returns:
         The :class:`~kernelforge.signing.SigningKey`.
+
+    Raises:
+        TrustError: no such key (naming the keys in ``keys/``), or the key cannot be
+            read or used (:func:`~kernelforge.signing.load_signing_key`).
     """
+    from kernelforge.errors import TrustError
     from kernelforge.signing import load_signing_key
     from kernelforge.trust import config_dir
 
     path = Path(spec).expanduser()
-    if not path.exists() and "/" not in spec and not spec.endswith(".pem"):
-        path = config_dir() / "keys" / f"{spec}.pem"
-    return load_signing_key(path)
+    keys = config_dir() / "keys"
+    name = spec[:-len(".pem")] if spec.endswith(".pem") else spec
+    in_keys = keys / f"{name}.pem"
+    if not path.exists() and "/" not in spec and name:
+        if not spec.endswith(".pem"):
+            path = in_keys
+        elif in_keys.exists():
+            print(f"note: there is no file {spec} here; signing with the key {in_keys}",
+                  file=sys.stderr)
+            path = in_keys
+    if path.exists() or path.is_symlink():
+        return load_signing_key(path)  # its own errors: unreadable, not a key, chmod
+    try:
+        names = sorted(f.stem for f in keys.iterdir()
+                       if f.suffix == ".pem" and not f.name.startswith("."))
+    except OSError:
+        names = []
+    looked = (f"no file {spec} here and no {in_keys}" if "/" not in spec and name
+              else f"{path} does not exist")
+    there = (f"the keys in {keys} are: {', '.join(names)}; pass one of those names, or a "
+             "key file's path" if names else f"there are no keys in {keys}")
+    create = ("kernelforge keygen" + (f" --name {name}" if _KEY_NAME.match(name)
+                                      and not name.endswith(".pub") else ""))
+    raise TrustError(f"--sign {spec}: {looked}; {there} (create a key with '{create}')")
 
 
 def _allow(args: argparse.Namespace) -> bool | list[str]:
@@ -381,7 +433,17 @@ def _say_scope(label: str, old: tuple[str, ...] | None, new: tuple[str, ...],
     if old is None:
         print(f"trusted {label} for {scope}")
     elif old != new:
-        print(f"{label}: trusted for {', '.join(old)} before, now for {scope}")
+        from kernelforge.trust import _covering
+
+        # each pattern given stays listed, also one that a broader one covered already
+        added = [p for p in new if p.lower() not in {q.lower() for q in old}]
+        covered = [f"{p} (under {', '.join(_covering(p, old))})" for p in added
+                   if _covering(p, old)]
+        note = (f"; {', '.join(covered)} {'was' if len(covered) == 1 else 'were'} covered "
+                "already, so it is trusted for no more repositories than before (to narrow "
+                f"its scope: 'kernelforge trust remove {shlex.quote(remove_as)}', then add "
+                f"it again with {add_again})" if covered else "")
+        print(f"{label}: trusted for {', '.join(old)} before, now for {scope}{note}")
     elif not asked:
         widen = "" if "*" in new else (
             " (--repo adds repositories to it; --repo '*' trusts it for all)")
@@ -423,6 +485,32 @@ def _trust_add_sigstore(args: argparse.Namespace) -> None:
                          "other issuer it was trusted under")
 
 
+def _trust_allow(pattern: str) -> None:
+    """``trust allow``: add the pattern, keeping every entry already there (those it
+    covers too, so removing it later leaves them allowed), and say so; warn that ``*``
+    turns the signature requirement off."""
+    from kernelforge import trust
+
+    before = trust.load_store().allow  # for the message only
+    quoted = shlex.quote(pattern)
+    if not trust.allow_repo(pattern):
+        print(f"{pattern} was already allowed without a signature "
+              f"('kernelforge trust list' shows the allow list)")
+    else:
+        broader = trust._covering(pattern, before)
+        narrower = trust._covered(pattern, before)
+        print(f"allowed {pattern} without a signature" + (
+            f" ({', '.join(broader)} allowed it already; this entry keeps it allowed if "
+            f"{'that is' if len(broader) == 1 else 'those are'} removed)" if broader else ""))
+        if narrower:
+            print(f"kept the entries it covers, so they stay allowed if {pattern} is "
+                  f"removed later: {', '.join(narrower)}")
+    if pattern == "*":
+        print("warning: '*' on the allow list turns off the signature requirement for "
+              "every repository: unsigned kernels from any publisher on any hub now load; "
+              f"undo it with: kernelforge trust remove {quoted}", file=sys.stderr)
+
+
 def _cmd_trust(args: argparse.Namespace) -> int:
     from kernelforge import trust
 
@@ -431,11 +519,7 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     elif args.action == "add-sigstore":
         _trust_add_sigstore(args)
     elif args.action == "allow":
-        if trust.allow_repo(args.pattern):
-            print(f"allowed {args.pattern} without a signature")
-        else:
-            print(f"{args.pattern} was already allowed without a signature "
-                  f"('kernelforge trust list' shows the allow list)")
+        _trust_allow(args.pattern)
     elif args.action == "remove":
         print(f"removed {trust.remove(args.what)}")
     else:
@@ -574,7 +658,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 def _trust_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow kernels not signed by a trusted key")
-    p.add_argument("--allow", action="append", metavar="ORG/NAME", type=repo_arg,
+    p.add_argument("--allow", action="append", metavar="ORG/NAME", type=allow_arg,
                    help="allow this repository without a trusted signature (repeatable)")
 
 
@@ -670,10 +754,13 @@ def add_commands(sub: Any) -> None:
                         "default: * for a new identity; a trusted identity gets these "
                         "added to its repositories, and keeps them when --repo is left out)")
     t = tsub.add_parser("allow", help="allow a repository (or org/*) without a signature")
-    t.add_argument("pattern", type=pattern_arg, help="org/name or org/*")
-    t = tsub.add_parser("remove", help="remove a key id, sigstore identity or allowed repo")
-    t.add_argument("what", help="a key id, a sigstore identity (removed under every "
-                   "issuer) or an allowed repository pattern, as 'kernelforge trust list' "
-                   "shows them")
+    t.add_argument("pattern", type=pattern_arg,
+                   help="org/name, org/* or * (every repository: no signature required "
+                        "anywhere); the entries already allowed stay")
+    t = tsub.add_parser("remove", help="remove a key, sigstore identity or allowed repo")
+    t.add_argument("what", help="a key id (or its first 8 or more hex digits), a key's "
+                   "name (when one key has it) or public key (ed25519:...), a sigstore "
+                   "identity (removed under every issuer) or an allowed repository "
+                   "pattern, as 'kernelforge trust list' shows them")
     tsub.add_parser("list", help="show the trust store")
     p.set_defaults(func=_cmd_trust)

@@ -281,21 +281,36 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
 
 
 def _merge_patterns(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
-    """``old`` plus the patterns of ``new`` it lacks, leaving out any pattern another one
-    covers (``org/x`` under ``org/*``, everything under ``*``); order is kept. Patterns
-    compare without regard to case, as they are applied: the first spelling stays."""
+    """``old`` plus the patterns of ``new`` it lacks; order is kept. Patterns compare
+    without regard to case, as they are applied: the first spelling stays. A pattern
+    another one covers (``org/x`` under ``org/*``, everything under ``*``) stays too: each
+    is an entry the user added, and removing the broader one later must not take it
+    along."""
     merged: list[str] = []
     for p in (*old, *new):
         if p.lower() not in (q.lower() for q in merged):
             merged.append(p)
+    return tuple(merged)
 
-    def covered(p: str) -> bool:
-        low = p.lower()
-        return any(q.lower() != low and (q == "*" or (q.endswith("/*")
-                                                      and low.startswith(q[:-1].lower())))
-                   for q in merged)
 
-    return tuple(p for p in merged if not covered(p))
+def _covers(broad: str, pattern: str) -> bool:
+    """Whether the pattern ``broad`` matches every repository ``pattern`` matches, and
+    is not the same pattern (case aside): ``*`` covers all others, ``org/*`` covers
+    ``org/name``."""
+    if broad.lower() == pattern.lower():
+        return False
+    return broad == "*" or (broad.endswith("/*")
+                            and pattern.lower().startswith(broad[:-1].lower()))
+
+
+def _covering(pattern: str, patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The entries of ``patterns`` that cover ``pattern`` (:func:`_covers`)."""
+    return tuple(p for p in patterns if _covers(p, pattern))
+
+
+def _covered(pattern: str, patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The entries of ``patterns`` that ``pattern`` covers (:func:`_covers`)."""
+    return tuple(p for p in patterns if _covers(pattern, p))
 
 
 def _scope(old: tuple[str, ...] | None, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -334,7 +349,9 @@ def add_key(
 
     A key already in the store keeps its entry, changed only as asked: ``name`` renames
     it, and ``repos`` are *added* to the patterns it is trusted for (never replacing
-    them, so adding a key twice cannot narrow or silently widen what it may sign).
+    them, so adding a key twice cannot narrow or silently widen what it may sign; a
+    pattern that a broader one covers is kept as well, so the entry lists every pattern
+    given).
     Leaving ``repos`` out keeps its scope; widening it to every repository takes an
     explicit ``repos=("*",)``. To narrow a key's scope, :func:`remove` it and add it
     again.
@@ -435,14 +452,20 @@ def add_sigstore_identity(
 
 
 def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> bool:
-    """Allow a repository (or ``org/*``) to load without a trusted signature.
+    """Allow a repository (or ``org/*``, or ``*``) to load without a trusted signature.
+
+    The entries already on the allow list stay, those ``pattern`` covers included
+    (``org/x`` under ``org/*``), so removing ``pattern`` later leaves them allowed; and a
+    pattern that a broader entry already covers is added all the same, for the same
+    reason.
 
     Args:
-        pattern: ``org/name`` or ``org/*``.
+        pattern: ``org/name``, ``org/*`` or ``*`` (every repository: the signature
+            requirement is then off everywhere).
         path: the store file; ``None`` for the default.
 
     Returns:
-        ``False`` when the allow list already covered ``pattern`` (case aside), so
+        ``False`` when ``pattern`` was on the allow list already (case aside), so
         nothing changed.
     """
     _check_patterns((pattern,))
@@ -455,34 +478,90 @@ def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> b
     return _update(path, change).allow != before[0]
 
 
+#: The fewest hex digits of a key id that ``remove`` takes as the start of one.
+KEY_PREFIX_MIN = 8
+
+
+def _key_words(k: TrustedKey) -> str:
+    return f"key {k.key_id} ({k.name})" if k.name else f"key {k.key_id}"
+
+
+def _find_keys(s: TrustStore, what: str, where: Path) -> list[TrustedKey]:
+    """The keys ``what`` names other than by their full id: by public key
+    (``ed25519:...``), by name, or by the start of the id (at least
+    :data:`KEY_PREFIX_MIN` hex digits).
+
+    Raises:
+        TrustError: ``what`` names several keys (listing their ids), or is the start of
+            a key id that is too short to be taken as one.
+    """
+    if what.startswith("ed25519:"):
+        from kernelforge.signing import PublicKey
+
+        key_id = PublicKey.parse(what).key_id  # a malformed key is refused as such
+        return [k for k in s.keys if k.key_id == key_id]
+    named = [k for k in s.keys if k.name and k.name == what]
+    low = what.lower()
+    started = ([k for k in s.keys if k.key_id.startswith(low)]
+               if low and all(c in "0123456789abcdef" for c in low) else [])
+    if started and len(low) < KEY_PREFIX_MIN and not named:
+        raise TrustError(
+            f"{what!r} is the start of key id{'s' if len(started) > 1 else ''} "
+            f"{', '.join(k.key_id for k in started)} in the trust store {where}, but too "
+            f"short to pick a key by: give at least {KEY_PREFIX_MIN} hex digits, or the "
+            "whole key id")
+    found = named + [k for k in started if len(low) >= KEY_PREFIX_MIN and k not in named]
+    if len(found) > 1:
+        how = ("is the name of" if len(named) == len(found) else "is the start of the id of"
+               if not named else "names")
+        raise TrustError(
+            f"{what!r} {how} {len(found)} keys in the trust store {where}: "
+            f"{', '.join(_key_words(k)[4:] for k in found)}; pass the key id of the one "
+            "to remove")
+    return found
+
+
 def remove(what: str, *, path: str | os.PathLike[str] | None = None) -> str:
-    """Remove a key (by id), a sigstore identity or an allowed repository.
+    """Remove a key, a sigstore identity or an allowed repository.
+
+    A key is named by its id, and when nothing in the store is that text exactly, by
+    its public key (``ed25519:...``), by its name (when one key has it) or by the start
+    of its id (at least :data:`KEY_PREFIX_MIN` hex digits, when one key's id starts so).
 
     Args:
-        what: a key id, a sigstore identity or an allow-list entry.
+        what: a key id (or its start), key name or public key, a sigstore identity
+            (removed under every issuer) or an allow-list entry (case aside).
         path: the store file; ``None`` for the default.
 
     Returns:
         What was removed, in words.
 
     Raises:
-        TrustError: nothing in the store matches ``what``.
+        TrustError: nothing in the store matches ``what``, or it names several keys
+            (the message lists their ids).
     """
     removed: list[str] = []
+    where = _store_path(path)
 
     def change(s: TrustStore) -> TrustStore:
-        keys = tuple(k for k in s.keys if k.key_id != what)
-        sig = tuple(i for i in s.sigstore if i.identity != what)
+        gone_keys = [k for k in s.keys if k.key_id == what]
+        gone_sig = [i for i in s.sigstore if i.identity == what]
         # Allow-list entries match without regard to case, as they are applied.
         gone = [a for a in s.allow if a.lower() == what.lower()]
-        allow = tuple(a for a in s.allow if a not in gone)
-        removed.extend([f"key {what}"] * (len(s.keys) - len(keys)))
-        removed.extend([f"sigstore identity {what}"] * (len(s.sigstore) - len(sig)))
+        if not (gone_keys or gone_sig or gone):
+            gone_keys = _find_keys(s, what, where)
+        removed.extend(_key_words(k) for k in gone_keys)
+        removed.extend([f"sigstore identity {what}"] * len(gone_sig))
         removed.extend(f"allowed repository {a}" for a in gone)
         if not removed:
-            raise TrustError(f"{what!r} is not in the trust store {_store_path(path)}; "
-                             "'kernelforge trust list' shows what is")
-        return replace(s, keys=keys, sigstore=sig, allow=allow)
+            raise TrustError(
+                f"{what!r} is not in the trust store {where}: it is no key id (or its "
+                f"first {KEY_PREFIX_MIN} or more hex digits), key name, public key, "
+                "sigstore identity or allowed repository there; 'kernelforge trust "
+                "list' shows what is")
+        return replace(s, keys=tuple(k for k in s.keys if k not in gone_keys),
+                       sigstore=tuple(i for i in s.sigstore if i not in gone_sig),
+                       allow=tuple(a for a in s.allow if a not in gone))
 
     _update(path, change)
     return ", ".join(removed)
