@@ -722,3 +722,20 @@ def test_concurrent_publishers_serialise(hub: LocalHub, project: Path, tmp_path:
     assert len(log) == 6  # every publish is in the history: none overwrote another
     assert sorted(r.message for r in log) == ["a", "a", "a", "b", "b", "b"]
     assert log[-1].parent is None
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+def test_a_publish_with_an_owner_key_others_can_read_stops_with_the_fix(
+        hub: LocalHub, project: Path) -> None:
+    from kernelforge import trust
+    from kernelforge.errors import TrustError
+
+    hub.publish(REPO, project, version=1)  # makes the owner key
+    key_file = trust.config_dir() / "owner.key"
+    key_file.chmod(0o644)
+    other = "kernels-test/other"
+    with pytest.raises(TrustError, match=r"owner key is readable or writable by other users.*"
+                       r"fix: chmod 600"):
+        hub.publish(other, project, version=1)
+    assert not hub.has_repo(other) or not hub.branches(other)  # nothing was published
+    assert not list((hub.root / other / "tmp").glob("*"))

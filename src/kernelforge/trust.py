@@ -626,13 +626,18 @@ def owner_mark(repo_id: str, commit: str, files: Mapping[str, str]) -> dict[str,
     Returns:
         ``{"key-id", "mac", "time"}``, or ``None`` when the owner key cannot be created
         (a warning says why; the revision then needs a signature to load).
+
+    Raises:
+        TrustError: the owner key exists but cannot be used (others may read it, it
+            cannot be read, it is corrupt): a revision published without the mark would
+            be refused to its own publisher, so the publish stops with the fix instead.
     """
     try:
         key = _owner_key(create=True)
-    except (OSError, TrustError) as err:
+    except OSError as err:  # creating it: the configuration directory is not writable
         logger.warning("cannot create the owner key in %s (%s); this revision will load "
                        "only if signed or allowed (set %s to a writable directory)",
-                       config_dir(), err, CONFIG_ENV)
+                       config_dir(), err.strerror or err, CONFIG_ENV)
         return None
     if key is None:  # pragma: no cover - create=True returns a key or raises
         return None
