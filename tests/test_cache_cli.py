@@ -283,3 +283,50 @@ def test_a_cache_path_that_is_a_file_is_an_error(tmp_path, capsys, action) -> No
     assert main(["cache", *action, "--cache", str(path)]) == 1
     assert "is a file, not a download cache directory" in capsys.readouterr().err
     assert path.read_text() == "x"
+
+
+def test_a_locked_kernel_whose_cache_entry_lost_its_metadata_is_fetched_again(
+    env, tmp_path: Path, monkeypatch, capsys, caplog
+) -> None:
+    """The walkthrough's case: after an interrupted removal by hand left an entry without
+    files/metadata.json, download and locked loads fetch it again online; offline,
+    load_kernel names the damaged entry and the commands that replace it, which work."""
+    from kernelforge.lock import download_locked, lock_project
+
+    api = FakeHfApi(tmp_path / "remote")
+    hub = HfHub(api=api, cache=env["cache"])
+    module_id = uid("dmg")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hub.publish(A, tmp_path / "p", version=1).commit
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{A}" = 1\n')
+    lock = lock_project(project, hub=hub, allow=True).path
+    [(_repo, _variant, files)] = download_locked(lock, hub=hub)
+
+    def damage() -> None:
+        files.chmod(0o755)
+        (files / "metadata.json").chmod(0o644)
+        (files / "metadata.json").unlink()
+
+    damage()
+    with pytest.raises(Exception) as info:  # offline: named, with the fix
+        loader.load_kernel(A, lockfile=lock, hub=hub)
+    said = str(info.value)
+    assert "is damaged" in said and f"cache remove {A} --revision {commit[:12]}" in said, said
+    assert "load_kernel never downloads" in said, said
+    # the commands it names replace the entry
+    assert main(["cache", "remove", A, "--revision", commit[:12]]) == 0
+    assert hub.cache.entry(A, commit, "torch-cpu") is None
+    [(_repo, _variant, files)] = download_locked(lock, hub=hub)
+    assert loader.load_kernel(A, lockfile=lock, hub=hub).__name__ == module_id
+    # online, a download and a locked load fetch a damaged entry again themselves
+    damage()
+    before = len(api.fetches())
+    with caplog.at_level("WARNING", logger="kernelforge"):
+        [(_repo, _variant, files)] = download_locked(lock, hub=hub)
+    assert len(api.fetches()) > before and "fetching it again" in caplog.text
+    damage()
+    loader._by_call.clear()
+    assert loader.get_locked_kernel(A, lockfile=lock, hub=hub).__name__ == module_id
+    assert (files / "metadata.json").is_file()

@@ -521,3 +521,63 @@ def test_the_offline_error_names_the_reason_the_hub_is_offline(
     with pytest.raises(HubError, match=r"variant torch-cpu at \w+ is not in the download cache "
                                        ".* and HF_HUB_OFFLINE is set"):
         by_env.fetch_variant(REPO, commit, "torch-cpu")
+
+
+def _damage(files: Path, how: str) -> None:
+    """Damage a cache entry's variant directory as an interrupted removal by hand does."""
+    import shutil
+
+    for p in [files, *files.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    if how == "files":
+        shutil.rmtree(files)
+    elif how == "metadata":
+        (files / "metadata.json").unlink()
+    else:
+        (files / "metadata.json").write_text("{not json")
+
+
+@pytest.mark.parametrize("how", ["files", "metadata", "unparsable"])
+def test_a_damaged_cache_entry_is_fetched_again_online_and_named_offline(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, caplog, how: str
+) -> None:
+    """An entry without its files/ or metadata.json (or with one that does not parse) is
+    damaged, not a broken kernel: online it is fetched again, offline the error says so
+    and gives the commands that replace it."""
+    module_id = uid("dmg")
+    commit = publish(hf, tmp_path / "p", torch_cpu={"module_id": module_id})
+    loader.kernel_info(REPO, version=1, hub=hf)  # metadata and listing cached
+    files = hf.fetch_variant(REPO, commit, "torch-cpu").path
+    _damage(files, how)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(HubError) as info:
+        loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True)
+    said = str(info.value)
+    assert "download cache entry" in said and "is damaged" in said, said
+    assert "every build variant needs" not in said, said
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    assert "'kernelforge download'" in said and "HF_HUB_OFFLINE" in said, said
+    assert loader.has_kernel(REPO, version=1, hub=hf) is False
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    before = len(remote.fetches())
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        module = loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True)
+    assert module.__name__ == module_id
+    assert "is damaged" in caplog.text and "fetching it again" in caplog.text, caplog.text
+    assert len(remote.fetches()) > before
+    entry = hf.cache.entry(REPO, commit, "torch-cpu")
+    assert entry is not None and entry.damaged is None
+    assert [e for e in hf.cache.entries() if e[1] == commit] == [(REPO, commit, "torch-cpu")]
+
+
+def test_a_busy_hub_during_a_download_is_not_answered_with_offline_mode() -> None:
+    """A download fills the download cache: a busy Hub's advice leaves HF_HUB_OFFLINE out
+    within used_for("download"), and only there."""
+    from kernelforge.hub.hf import _http_advice, used_for
+
+    err = mock.Mock()
+    err.response.status_code = 503
+    assert "HF_HUB_OFFLINE" in _http_advice(err)
+    with used_for("download"):
+        assert _http_advice(err) == "the Hub is busy or down: try again later"
+    assert "HF_HUB_OFFLINE" in _http_advice(err)

@@ -832,3 +832,88 @@ def test_a_failed_dependency_load_leaves_no_trace_for_the_next_load(
     with pytest.raises(HubError) as info:
         loader.get_kernel(DEP, version=1, hub=hub)
     assert "cyclic" not in str(info.value) and "kernels-test/missing" in str(info.value)
+
+
+# --- errors that environment variables caused name them --------------------------------
+
+
+def test_a_local_kernels_entry_naming_a_missing_path_is_named(tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """The user passed no path: the error names the LOCAL_KERNELS entry that gave it."""
+    missing = tmp_path / "nosuch"
+    monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={missing}")
+    for call in (loader.get_kernel, loader.kernel_info):
+        with pytest.raises(HubError) as info:
+            call(REPO)
+        assert str(info.value).startswith(
+            f"LOCAL_KERNELS entry {REPO}={missing}: {missing} does not exist"), info.value
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={tmp_path / 'empty'}")
+    with pytest.raises(HubError, match=r"^LOCAL_KERNELS entry .*holds no build variant"):
+        loader.get_kernel(REPO)
+    # a path passed to get_local_kernel is the caller's own: no variable to name
+    with pytest.raises(HubError, match=r"^path: .*nosuch does not exist"):
+        loader.get_local_kernel(missing)
+
+
+def test_a_kernelforge_hub_naming_a_missing_directory_is_named(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    typo = tmp_path / "typo-hub"
+    monkeypatch.setenv("KERNELFORGE_HUB", str(typo))
+    for call in (loader.get_kernel, loader.kernel_info):
+        with pytest.raises(HubError) as info:
+            call(REPO)
+        said = str(info.value)
+        assert said.startswith(f"KERNELFORGE_HUB={typo} chose the local hub {typo}: "), said
+        assert "does not exist" in said, said
+    with pytest.raises(HubError) as info:  # the same directory passed as hub=: no variable
+        loader.get_kernel(REPO, hub=str(typo))
+    assert "KERNELFORGE_HUB" not in str(info.value)
+
+
+def test_kernelforge_hub_hf_is_named_when_the_local_hub_holds_the_repository(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from kernelforge.hub import local as local_hub
+
+    root = tmp_path / "default-hub"
+    monkeypatch.setattr(local_hub, "default_root", lambda: root)
+    monkeypatch.setenv("KERNELFORGE_CACHE", str(tmp_path / "downloads"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network in the tests
+    publish(LocalHub(root), tmp_path / "p", torch_cpu={"module_id": uid("hfenv")})
+    monkeypatch.setenv("KERNELFORGE_HUB", "hf")
+    with pytest.raises(HubError) as info:
+        loader.kernel_info(REPO)
+    said = str(info.value)
+    assert said.startswith(
+        f"KERNELFORGE_HUB=hf chose the Hugging Face Hub (the local hub {root} holds {REPO}: "
+        "unset KERNELFORGE_HUB to load it from there): "), said
+    assert "HF_HUB_OFFLINE" in said  # the Hugging Face Hub's own error follows
+    with pytest.raises(HubError) as info:  # named by the caller: its error alone
+        loader.kernel_info(REPO, hub="hf")
+    assert "KERNELFORGE_HUB" not in str(info.value)
+    monkeypatch.delenv("KERNELFORGE_HUB")
+    assert loader.kernel_info(REPO).source == "hub"  # the local hub's
+
+
+def test_a_local_kernels_build_of_another_version_than_asked_is_warned_about(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    """LOCAL_KERNELS stands in for every version: a version= pin it does not match is said
+    (a WARNING, and a note in kernel_info), not silently ignored."""
+    module_id = uid("lkv")
+    make_variant(tmp_path / "v2", "torch-cpu", module_id=module_id, version=2)
+    monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={tmp_path / 'v2'}")
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        assert loader.get_kernel(REPO, version=1).__name__ == module_id
+    said = ("version=1 was asked for, but LOCAL_KERNELS names a build whose metadata.json "
+            "records version 2")
+    assert said in caplog.text, caplog.text
+    info = loader.kernel_info(REPO, version=1)
+    assert any(note.startswith(said) for note in info.notes), info.notes
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        loader.get_kernel(REPO, version=2)
+        loader.get_kernel(REPO)
+    assert "was asked for" not in caplog.text
+    assert loader.kernel_info(REPO, version=2).notes == ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -1277,3 +1278,75 @@ def test_locking_an_older_version_says_nothing_of_loading_it(
     with caplog.at_level(logging.WARNING, logger="kernelforge"):
         lock_project(root, hub=hf, allow=[REPO])
     assert not [r for r in caplog.records if "loading" in r.getMessage()], caplog.text
+
+
+# --- what lock and download errors advise ------------------------------------------------
+
+
+def test_lock_of_a_mistyped_name_says_the_local_hub_lacks_it(tmp_path: Path, env,
+                                                             monkeypatch, capsys) -> None:
+    """As for get_kernel: a name the default local hub lacks, asked of the Hugging Face
+    Hub, is said to be missing from the local hub (with the names close to it), so that
+    it does not read as a network problem; offline, lock is not sent to a lock file."""
+    import huggingface_hub
+
+    from kernelforge.hub import local as local_hub
+
+    root = tmp_path / "default-hub"
+    monkeypatch.delenv("KERNELFORGE_HUB")
+    monkeypatch.setattr(local_hub, "default_root", lambda: root)
+    publish(LocalHub(root), REPO, tmp_path / "v1")
+    api = FakeHfApi(tmp_path / "remote")
+    api.go_down()
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda **_: api)
+    root_project = project(tmp_path, '[tool.kernelforge.dependencies]\n"kernels-test/relx" = 1\n')
+    hint = (f"repository 'kernels-test/relx' is not in the local hub {root} (it holds: {REPO}; "
+            f"did you mean '{REPO}'?), so the Hugging Face Hub was asked: ")
+    assert main(["lock", str(root_project)]) == 1
+    err = capsys.readouterr().err
+    assert hint in err and "check the network" in err, err
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(HubError) as info:
+        lock_project(root_project)
+    said = str(info.value)
+    assert said.startswith(hint), said
+    assert "run 'kernelforge lock' while online" in said, said
+    assert "pin it in a lock file" not in said and "load_kernel" not in said, said
+    assert not (root_project / "kernelforge.lock").exists()
+
+
+def test_download_with_the_network_down_does_not_advise_the_download_cache(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path
+) -> None:
+    """download fills the download cache: HF_HUB_OFFLINE=1 cannot help it. Its advice
+    is to check the network and run it again; what it fetched before stays cached."""
+    publish(hf, REPO, tmp_path / "v1", module_id=uid("down"))
+    publish(hf, OTHER, tmp_path / "o1", module_id=uid("down"))
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n"{OTHER}" = 1\n')
+    lock = lock_project(root, hub=hf, allow=True).path
+    fresh = HfHub(api=api, cache=tmp_path / "fresh-cache")
+    locked = read_lock(lock).require(REPO)
+    fresh.fetch_variant(REPO, locked.commit, "torch-cpu")  # one of the two cached already
+    api.go_down()
+    with pytest.raises(HubError) as info:
+        download_locked(lock, hub=fresh)
+    said = str(info.value)
+    assert "check the network and run the download again" in said, said
+    assert "HF_HUB_OFFLINE" not in said, said
+    assert fresh.cache.entry(REPO, locked.commit, "torch-cpu") is not None  # kept
+    with pytest.raises(HubError) as info:  # a load's error still points to the cache
+        loader.get_kernel(OTHER, version=1, hub=fresh, trust_remote_code=True)
+    assert "set HF_HUB_OFFLINE=1 to use the download cache" in str(info.value)
+
+
+def test_a_locked_load_from_a_missing_kernelforge_hub_names_the_variable(
+    tmp_path: Path, env, monkeypatch
+) -> None:
+    hub = LocalHub(env["hub"])
+    publish(hub, REPO, tmp_path / "v1")
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'))
+    typo = tmp_path / "typo-hub"
+    monkeypatch.setenv("KERNELFORGE_HUB", str(typo))
+    with pytest.raises(HubError, match=re.escape(
+            f"(chosen by KERNELFORGE_HUB={typo}, which does not exist)")):
+        loader.get_locked_kernel(REPO, lockfile=lock.path)

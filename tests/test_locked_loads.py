@@ -77,3 +77,36 @@ def test_kernel_info_refuses_a_version_beside_a_lock_file(tmp_path: Path, env) -
         with pytest.raises(ValueError, match="lockfile: the lock file decides the revision"):
             loader.kernel_info(REPO, lockfile=lock, **selector)
     assert loader.kernel_info(REPO, lockfile=lock).version == 1
+
+
+def test_info_of_a_lock_shows_the_branch_it_records(tmp_path: Path, env, capsys) -> None:
+    """``kernelforge info REPO --lock FILE`` shows the branch the lock records (it showed
+    ``-``), and kernel_info says it too."""
+    import json
+
+    from kernelforge.cli import main
+
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    lock = lock_project(_project(tmp_path / "p", 1)).path
+    assert json.loads(lock.read_text())["kernels"][REPO]["branch"] == "v1"
+    assert loader.kernel_info(REPO, lockfile=lock).branch == "v1"
+    assert main(["info", REPO, "--lock", str(lock)]) == 0
+    assert "branch:     v1\n" in capsys.readouterr().out
+
+
+def test_a_locked_load_reads_no_branch_from_the_branch_the_lock_records(
+        tmp_path: Path, env) -> None:
+    """The lock's branch is shown, not judged: a build published by you that records no
+    version is refused by an unpinned load (nothing shows it belongs on branch v1), and
+    loads as pinned by a kernelforge.lock, as that refusal advises."""
+    from kernelforge.errors import TrustError
+
+    hub = LocalHub(env["hub"])
+    make_variant(tmp_path / "b", "torch-cpu", version=None, module_id=uid("nover"))
+    hub.publish(REPO, tmp_path / "b", version=1)
+    lock = lock_project(_project(tmp_path / "p", 1)).path
+    with pytest.raises(TrustError, match="records no version.*pin it with a kernelforge.lock"):
+        loader.get_kernel(REPO, version=1)
+    assert loader.kernel_info(REPO, lockfile=lock).branch == "v1"
+    assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 1

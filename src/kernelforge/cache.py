@@ -118,11 +118,15 @@ class Entry:
         files: ``{relpath: base64 sha256}`` of every file, ``metadata.json`` included,
             as checked when it was fetched.
         fetched: ``True`` when this call fetched it.
+        damaged: why the entry cannot be a variant (its ``files/`` directory or its
+            ``metadata.json`` is missing, or that does not parse), ``None`` when it can.
+            Its files are not checked against their digests here (the loader does that).
     """
 
     path: Path
     files: dict[str, str]
     fetched: bool = False
+    damaged: str | None = None
 
 
 @dataclass(frozen=True)
@@ -423,7 +427,10 @@ class DownloadCache:
             variant: the variant name.
 
         Returns:
-            The :class:`Entry`; its files are not re-checked here (the loader does that).
+            The :class:`Entry`; its files are not re-checked here (the loader does that),
+            but an entry whose ``files/`` or ``metadata.json`` is gone (a removal by hand
+            that was interrupted) or whose ``metadata.json`` does not parse says so in
+            ``damaged``: :meth:`install` fetches such an entry again.
 
         Raises:
             HubError: the entry was made by another user (not root).
@@ -434,8 +441,16 @@ class DownloadCache:
             doc = self._read_json(where / ENTRY_FILE)
             if isinstance(doc, dict) and isinstance(doc.get("files"), dict):
                 return Entry(where / FILES_DIR,
-                             {str(k): str(v) for k, v in doc["files"].items()})
+                             {str(k): str(v) for k, v in doc["files"].items()},
+                             damaged=_damage(where / FILES_DIR))
         return None
+
+    def damaged_entry_fix(self, repo_id: str, commit: str) -> str:
+        """The commands that replace a damaged entry of ``repo_id`` at ``commit``: remove
+        it, then fetch it again (for messages)."""
+        where = "" if self.root == default_cache_root() else f" --cache {self.root}"
+        return (f"'kernelforge cache remove {repo_id} --revision {commit[:12]}{where}', then "
+                "'kernelforge download' on a locked project, or a load while online")
 
     def entries(self) -> list[tuple[str, str, str]]:
         """Every complete cached variant as ``(repo_id, commit, variant)``."""
@@ -469,13 +484,19 @@ class DownloadCache:
 
         Returns:
             The :class:`Entry`; ``fetched`` tells whether this call fetched it (another
-            process may have done so while this one waited for the lock).
+            process may have done so while this one waited for the lock). A damaged
+            entry (see :meth:`entry`) is replaced: it vanishes at once, and the new one
+            is written as any other.
         """
         key = self._key("variant", repo_id, f"{commit}/{variant}")
         with self._lock(key):
             existing = self.entry(repo_id, commit, variant)
-            if existing is not None:
+            if existing is not None and existing.damaged is None:
                 return existing
+            if existing is not None:
+                logger.info("replacing the damaged download cache entry %s (%s)",
+                            existing.path.parent, existing.damaged)
+                self._throw_away(key, existing.path.parent)
             final = self._entry_dir(repo_id, commit, variant)
             if final.exists():  # a directory without entry.json is no entry: clear it
                 _remove(final)
@@ -956,6 +977,27 @@ def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:
     except IntegrityError:
         return False
     return True
+
+
+def _damage(files_dir: Path) -> str | None:
+    """Why an entry's variant directory cannot be a variant, if it cannot: it or its
+    ``metadata.json`` is missing, or that does not parse as a kernel's metadata (every
+    entry was checked whole when it was written, so its cached copy was damaged since)."""
+    from kernelforge.hub._staging import parse_metadata
+
+    if not files_dir.is_dir():
+        return f"its {FILES_DIR}/ directory is missing"
+    path = files_dir / "metadata.json"
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        return (f"its {FILES_DIR}/metadata.json is missing" if isinstance(err, FileNotFoundError)
+                else f"its {FILES_DIR}/metadata.json cannot be read ({err.strerror or err})")
+    try:
+        parse_metadata(data, f"{FILES_DIR}/metadata.json")
+    except HubError as err:
+        return f"its {err}"
+    return None
 
 
 def _read_bytes(path: Path) -> bytes | None:

@@ -12,8 +12,9 @@ kernel live side by side. The package and its submodules are compiled from their
 sources: no digest covers bytecode, so none is read from ``__pycache__`` and none is
 written into the variant.
 
-A cached remote variant that fails verification is fetched again once; everything
-else that fails verification is refused with the files named. Loaded modules are cached
+A cached remote variant that fails verification is fetched again once, and so is a
+damaged cache entry (its ``files/`` or ``metadata.json`` gone); everything else that
+fails verification is refused with the files named. Loaded modules are cached
 in-process twice: by the call's arguments (consulted before anything touches the disk,
 so a repeated call is a dictionary look-up) and by variant directory. Importing this
 module imports neither torch nor any kernel.
@@ -731,13 +732,17 @@ def _check_signed_build(plan: Plan) -> None:
     A signature covers ``metadata.json`` alone: without a ``digest`` block it says nothing
     about the code, on any hub (a local hub's commit record is unsigned and writable by
     whoever can write the hub). Nor does it cover the branch: a build signed as version
-    M served from branch ``vN`` was copied there (a rollback or replay).
+    M served from branch ``vN`` was copied there (a rollback or replay). A locked load
+    reads no branch (the lock pins the commit, and the branch it records is where that
+    commit was when locked), so that check is not made for it.
     """
     from kernelforge.hub.base import VERSION_BRANCH_RE
 
     info, decision, req = plan.info, plan.decision, plan.request
     if decision is None or req is None:
         return
+    if info.source == "lock":
+        info = dataclasses.replace(info, branch=None)
     if decision.signer is not None and not plan.metadata.get("digest") and plan.locked is None:
         raise TrustError(
             f"{info.repo} (variant {info.variant}): its signed metadata.json records no "

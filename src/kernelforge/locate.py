@@ -11,7 +11,9 @@ Which hub: a :class:`~kernelforge.hub.base.Hub` given as ``hub=``, a directory (
 hub), ``"hf"`` (the Hugging Face Hub), or ``None``: ``$KERNELFORGE_HUB`` when set (a
 directory or ``hf``), else the local hub in the user cache when it holds the
 repository, else the Hugging Face Hub (whose errors then also say that the local hub
-does not hold the repository, and name those it holds). A locked load with ``None`` uses
+does not hold the repository, and name those it holds). Errors of a hub that
+``$KERNELFORGE_HUB`` chose say so where it is ``hf`` or names a missing directory, and
+those of a ``LOCAL_KERNELS`` build name its entry. A locked load with ``None`` uses
 the kind of hub the lock records; a Hugging Face ``kernels.lock`` records none, so it uses
 the local hub when that holds the repository at the locked commit, else the Hugging Face
 Hub (:func:`hub_for_lock`).
@@ -19,9 +21,11 @@ Hub (:func:`hub_for_lock`).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,7 +67,9 @@ class KernelInfo:
     Attributes:
         repo: the repository id (``LOCAL_KERNELS`` overrides keep it), or the path
             given to :func:`get_local_kernel`.
-        branch: the branch used (``v1``), ``None`` for a tag, a commit or a local build.
+        branch: the branch used (``v1``), ``None`` for a tag, a commit or a local build;
+            for a locked kernel, the branch the lock records (the one its commit was on
+            when it was locked; ``None`` for a ``kernels.lock``, which records none).
         commit: the hub commit id, ``None`` for a local build.
         variant: the chosen variant directory name.
         path: the variant directory on disk; ``None`` while a remote variant is not
@@ -223,6 +229,10 @@ def hub_for_lock(hub: HubArg, locked: LockedKernel) -> Hub:
             problem = (f"commit {locked.commit[:12]} of {locked.repo} is not in the local "
                        f"hub {h.root}")
         if problem is not None:
+            env = os.environ.get(HUB_ENV, "").strip()
+            if env:  # not the user cache's hub: the variable chose it
+                missing = "" if h.root.is_dir() else ", which does not exist"
+                problem += f" (chosen by {HUB_ENV}={env}{missing})"
             raise HubError(
                 f"{problem}; the lock file was written from a local hub, and if that was "
                 f"another one than this default, name it: hub=DIR in Python, --hub DIR on "
@@ -256,6 +266,47 @@ def _not_in_local_hub(repo_id: str) -> str:
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     shown = held[:10] + ([f"... ({len(held) - 10} more)"] if len(held) > 10 else [])
     return f"{where} (it holds: {', '.join(shown)}{hint})"
+
+
+def _chosen_by_env(hub: HubArg, h: Hub, repo_id: str) -> str | None:
+    """How the hub ``h`` was chosen for ``repo_id``, where the user did not name it and
+    an error of it would not say: the default local hub does not hold the repository
+    (then the Hugging Face Hub is asked; its error alone reads as a network problem for a
+    mistyped name), ``$KERNELFORGE_HUB=hf`` chose the Hugging Face Hub, or
+    ``$KERNELFORGE_HUB`` names a directory that is not there (a forgotten export, a
+    typo). ``None`` otherwise: with ``hub=`` given, the caller chose it."""
+    if hub is not None:
+        return None
+    env = os.environ.get(HUB_ENV, "").strip()
+    if not env:
+        return None if isinstance(h, LocalHub) else (
+            f"{_not_in_local_hub(repo_id)}, so the Hugging Face Hub was asked")
+    if env.lower() in HF_NAMES:
+        local = LocalHub()  # the user cache's: $KERNELFORGE_HUB names no directory
+        try:
+            held = local.has_repo(repo_id)
+        except (OSError, HubError):
+            held = False
+        also = (f" (the local hub {local.root} holds {repo_id}: unset {HUB_ENV} to load it "
+                "from there)" if held else "")
+        return f"{HUB_ENV}={env} chose the Hugging Face Hub{also}"
+    if isinstance(h, LocalHub) and not h.root.is_dir():
+        return f"{HUB_ENV}={env} chose the local hub {h.root}"
+    return None
+
+
+@contextlib.contextmanager
+def hub_choice_explained(hub: HubArg, h: Hub, repo_id: str) -> Iterator[None]:
+    """Let a :class:`HubError` raised inside say how ``h`` was chosen where the user did
+    not name it (see :func:`_chosen_by_env`): a load and ``kernelforge lock`` resolving
+    ``repo_id`` with the hub :func:`hub_for` gave for ``hub``."""
+    try:
+        yield
+    except HubError as err:
+        why = _chosen_by_env(hub, h, repo_id)
+        if why is None:
+            raise
+        raise HubError(f"{why}: {err}") from err
 
 
 def hub_for(hub: HubArg, repo_id: str, *, prefer: str | None = None) -> Hub:
@@ -395,7 +446,9 @@ def locate_local(
         path: where the build is.
         backend: choose for this backend instead of the system's.
         check_arch: check the GPU against the build's ``backend.archs``.
-        repo: the repository id it stands in for (``LOCAL_KERNELS``), for messages.
+        repo: the repository id it stands in for (``LOCAL_KERNELS``), for messages: its
+            errors about ``path`` then name the entry (``LOCAL_KERNELS entry
+            org/name=PATH: ...``) where they say ``path: ...`` otherwise.
 
     Returns:
         The :class:`Plan` (no hub: the files are loaded from ``path``).
@@ -413,6 +466,7 @@ def locate_local(
 
     root = Path(path).expanduser()
     label = repo or str(root)
+    said = f"{LOCAL_KERNELS_ENV} entry {repo}={path}" if repo else "path"
     if (root / "metadata.json").is_file():  # a variant directory itself
         base, names = root.parent, [root.name]
         if not _parses(root.name):  # the caller chose it: only the GPU arch is checked
@@ -434,18 +488,18 @@ def locate_local(
     else:
         expected = "expected a project with build/, a build/ directory or a variant directory"
         if root.is_file():
-            raise HubError(f"path: {root} is a file, not a directory ({expected})")
+            raise HubError(f"{said}: {root} is a file, not a directory ({expected})")
         build = root / "build"
         if not root.is_dir():
-            raise HubError(f"path: {root} does not exist ({expected})")
+            raise HubError(f"{said}: {root} does not exist ({expected})")
         bases = [(b, sorted(p.name for p in b.iterdir() if p.is_dir()))
                  for b in (root, build) if b.is_dir() and _holds_variants(b)]
         if not bases:
             if not build.is_dir() and (root / "build.toml").is_file():
                 from kernelforge.hub._staging import unbuilt_project
 
-                raise HubError(f"path: {unbuilt_project(root)}")
-            raise HubError(f"path: {build if build.is_dir() else root} holds no build variant "
+                raise HubError(f"{said}: {unbuilt_project(root)}")
+            raise HubError(f"{said}: {build if build.is_dir() else root} holds no build variant "
                            f"(no subdirectory with a metadata.json; {expected})")
     facts = variants.detect_system()
     rejected: list[tuple[Path, VariantNotFoundError]] = []
@@ -468,6 +522,22 @@ def locate_local(
         f"{label} ({root}: its top level, then build/)",
         [line for b, err in rejected for line in _prefixed(err.trace, b, root)],
         facts.describe())
+
+
+def _other_version_noted(plan: Plan, version: int | None) -> Plan:
+    """A ``LOCAL_KERNELS`` build's plan, with a WARNING log line and a note when its
+    metadata records another version than the ``version=`` asked for (the override
+    stands in for every version: the pin is not what is loaded)."""
+    found = plan.info.version
+    if version is None or (found == version and not isinstance(found, bool)):
+        return plan
+    records = "no version" if found is None else f"version {found!r}"
+    note = (f"version={version} was asked for, but {LOCAL_KERNELS_ENV} names a build whose "
+            f"metadata.json records {records} ({plan.info.path}); a {LOCAL_KERNELS_ENV} entry "
+            f"stands in for every version (remove it to load version {version} from the hub)")
+    logger.warning("%s: %s", plan.info.repo, note)
+    return dataclasses.replace(plan, info=dataclasses.replace(
+        plan.info, notes=(*plan.info.notes, note)))
 
 
 def _prefixed(trace: Sequence[str], base: Path, root: Path) -> tuple[str, ...]:
@@ -507,11 +577,13 @@ def trust_request(
 
 
 def _cached_path(h: Hub, repo_id: str, commit: str, name: str) -> Path | None:
+    """Where the variant is on disk: in a local hub, or in a remote hub's download cache
+    (``None`` when not there, or there but damaged: a load fetches it again)."""
     if isinstance(h, LocalHub):
         return h.variant_path(repo_id, commit, name)
     entry = getattr(h, "cache", None)
     found = entry.entry(repo_id, commit, name) if entry is not None else None
-    return found.path if found is not None else None
+    return found.path if found is not None and found.damaged is None else None
 
 
 def locate_hub(
@@ -552,18 +624,12 @@ def locate_hub(
     override = _override(local_overrides(), repo_id)
     if override is not None:
         logger.info("%s: loading from %s (%s)", repo_id, override, LOCAL_KERNELS_ENV)
-        return locate_local(override, backend, check_arch, repo=repo_id)
+        plan = locate_local(override, backend, check_arch, repo=repo_id)
+        return _other_version_noted(plan, version)
     h = hub_for(hub, repo_id)
-    try:
+    with hub_choice_explained(hub, h, repo_id):
         sel = revisions.select(h, repo_id, revision=revision, version=version,
                                announce=announce)
-    except HubError as err:
-        if hub is not None or isinstance(h, LocalHub) or os.environ.get(HUB_ENV, "").strip():
-            raise
-        # hub_for looked in the default local hub first: say so, or the error names only
-        # the Hugging Face Hub (a mistyped name reads as a network problem)
-        raise HubError(f"{_not_in_local_hub(repo_id)}, so the Hugging Face Hub was asked: "
-                       f"{err}") from err
     names = h.variants(sel.repo_id, sel.commit)
     where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
              else f"revision {sel.commit[:7]}")
@@ -620,7 +686,7 @@ def locate_locked(
                 "against their metadata only)"),)
     if repo != locked.repo_id:
         notes += (f"{locked.repo_id} was redirected to {repo} when locked",)
-    info = KernelInfo(repo, None, commit, name, _cached_path(h, repo, commit, name), trace,
-                      meta["id"], meta.get("version"), "lock", h.describe(), notes,
+    info = KernelInfo(repo, locked.branch, commit, name, _cached_path(h, repo, commit, name),
+                      trace, meta["id"], meta.get("version"), "lock", h.describe(), notes,
                       str(decision))
     return Plan(info, h, req, decision, b64_sha256(data), pins, meta)

@@ -872,22 +872,25 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
     from kernelforge.errors import HubError
     from kernelforge.hub._staging import parse_metadata
     from kernelforge.hub.base import signature_path, version_branches
-    from kernelforge.locate import hub_for
+    from kernelforge.locate import hub_choice_explained, hub_for
 
     h = hub_for(hub, req.repo_id)
     version = req.version
-    if req.min_version is not None:
-        # The versions on offer are the ones of the repository a load ends up in.
-        target = _redirect_target(h, req.repo_id)
-        fits = [v for v in version_branches(h.branches(target)) if v >= req.min_version]
-        if not fits:
-            moved = f" (redirected from {req.repo_id})" if target != req.repo_id else ""
-            raise HubError(f"{target}{moved}: no version >= {req.min_version} in "
-                           f"{h.describe()}")
-        version = max(fits)
-    # nothing is loaded here: the loads' "loading version N" lines would mislead
-    sel = revisions.select(h, req.repo_id, revision=req.revision, version=version,
-                           announce=False)
+    # as for a load: an error names how the hub was chosen where the user did not name it
+    # (the local hub lacks a mistyped name, which the Hugging Face Hub was asked for)
+    with hub_choice_explained(hub, h, req.repo_id):
+        if req.min_version is not None:
+            # The versions on offer are the ones of the repository a load ends up in.
+            target = _redirect_target(h, req.repo_id)
+            fits = [v for v in version_branches(h.branches(target)) if v >= req.min_version]
+            if not fits:
+                moved = f" (redirected from {req.repo_id})" if target != req.repo_id else ""
+                raise HubError(f"{target}{moved}: no version >= {req.min_version} in "
+                               f"{h.describe()}")
+            version = max(fits)
+        # nothing is loaded here: the loads' "loading version N" lines would mislead
+        sel = revisions.select(h, req.repo_id, revision=req.revision, version=version,
+                               announce=False)
     variants: dict[str, LockedVariant] = {}
     needs: Needs = []
     for name in h.variants(sel.repo_id, sel.commit):
@@ -986,7 +989,10 @@ def lock_kernel(req: Requirement, *, hub: Any = None, allow: Any = False) -> Loc
             dependency, the message names it and the variant that lists it); HubError
             also for a malformed ``kernel-depends``.
     """
-    return _lock_one(req, hub, allow, {})
+    from kernelforge.hub.hf import used_for
+
+    with used_for("lock"):
+        return _lock_one(req, hub, allow, {})
 
 
 @dataclass(frozen=True)
@@ -1029,11 +1035,14 @@ def lock_project(
             written (naming it and the reason).
         HubError, TrustError, IntegrityError: as :func:`lock_kernel`.
     """
+    from kernelforge.hub.hf import used_for
+
     root = Path(project)
     root = root.parent if root.name == "pyproject.toml" else root
     reqs = read_requirements(root)
     memo: _Memo = {}  # each dependency resolved once, however many kernels need it
-    kernels = [_lock_one(r, hub, allow, memo) for r in reqs]
+    with used_for("lock"):  # offline, its errors do not send it to a lock file
+        kernels = [_lock_one(r, hub, allow, memo) for r in reqs]
     doc = {"format": FORMAT, "kernels": {k.repo_id: k.to_json() for k in kernels}}
     writes: list[tuple[Path, Any]] = [(root / LOCK_FILE, doc)]
     hf_path = None
@@ -1266,10 +1275,19 @@ def download_locked(
         LockError, HubError, IntegrityError, VariantNotFoundError (a kernel the lock
         lists has no variant that fits this system).
     """
+    from kernelforge.hub.hf import used_for
+
+    lock = read_lock(lockfile)
+    with used_for("download"):  # its network errors do not send it to the download cache
+        return _download_locked(lock, hub, all_variants, backend)
+
+
+def _download_locked(lock: LockFile, hub: Any, all_variants: bool,
+                     backend: str | None) -> list[tuple[str, str, Path]]:
+    """:func:`download_locked` of a lock file read."""
     from kernelforge.errors import VariantNotFoundError
     from kernelforge.locate import hub_for_lock
 
-    lock = read_lock(lockfile)
     out = []
     run = _Download(lock, hub, backend, all_variants, set())  # each dependency fetched once
     unfit: list[tuple[LockedKernel, VariantNotFoundError]] = []

@@ -15,11 +15,14 @@ The ``api`` argument takes any object with the few ``HfApi`` methods used here
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.hub._staging import Staged
     from kernelforge.signing import SigningKey
 
-__all__ = ["HfHub", "hf_offline"]
+__all__ = ["HfHub", "hf_offline", "used_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,12 +99,42 @@ def _is_transport_error(err: BaseException, http_error: Any) -> bool:
 _OFFLINE_ADVICE = "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
 #: For a write, which the download cache cannot stand in for.
 _WRITE_ADVICE = "check the network and try again"
+#: For a download (``kernelforge download``), which fills the download cache: offline
+#: mode cannot help it.
+_DOWNLOAD_ADVICE = ("check the network and run the download again (what it fetched is "
+                    "kept in the download cache, and is not fetched again)")
+#: For ``kernelforge lock`` offline, when the download cache lacks what it needs.
+_LOCK_OFFLINE_ADVICE = ("run 'kernelforge lock' while online (offline, it locks only "
+                        "revisions the download cache knows: those of kernels loaded with "
+                        "get_kernel while online)")
+
+#: What the Hugging Face Hub is used for in this context, which decides what its errors
+#: advise: ``"load"``, ``"lock"`` (:func:`kernelforge.lock.lock_project`) or
+#: ``"download"`` (:func:`kernelforge.lock.download_locked`); see :func:`used_for`.
+_purpose: ContextVar[str] = ContextVar("kernelforge_hf_purpose", default="load")
+
+
+@contextlib.contextmanager
+def used_for(purpose: str) -> Iterator[None]:
+    """Within the block (this thread or task), word the errors of every :class:`HfHub`
+    for ``purpose``: ``"lock"`` or ``"download"`` (``"load"`` is the default).
+
+    Args:
+        purpose: what the calls in the block do.
+    """
+    token = _purpose.set(purpose)
+    try:
+        yield
+    finally:
+        _purpose.reset(token)
 
 
 def _http_advice(err: BaseException, writing: bool = False) -> str:
     """What to do about an HTTP error answer from the Hub, by its status code; a
-    write (``writing``) is not pointed to the download cache."""
+    write (``writing``) or a download (:func:`used_for`) is not pointed to the download
+    cache."""
     status = getattr(getattr(err, "response", None), "status_code", None)
+    downloading = _purpose.get() == "download"
     if status in (401, 403):
         return "log in with 'hf auth login' or pass token=, with access to this repository"
     if status in (409, 412):
@@ -110,8 +143,18 @@ def _http_advice(err: BaseException, writing: bool = False) -> str:
         return "the Hub refused the request as invalid (its reason is above)"
     if status == 429 or (isinstance(status, int) and status >= 500):
         return "the Hub is busy or down: try again later" + (
-            "" if writing else ", or set HF_HUB_OFFLINE=1 to use the download cache")
-    return _WRITE_ADVICE if writing else _OFFLINE_ADVICE
+            "" if writing or downloading
+            else ", or set HF_HUB_OFFLINE=1 to use the download cache")
+    return _network_advice(writing)
+
+
+def _network_advice(writing: bool = False) -> str:
+    """What to do when the Hub could not be reached: for a write, try again; for a
+    download (:func:`used_for`), try again (the cache keeps what was fetched); else,
+    use the download cache."""
+    if writing:
+        return _WRITE_ADVICE
+    return _DOWNLOAD_ADVICE if _purpose.get() == "download" else _OFFLINE_ADVICE
 
 
 class HfHub:
@@ -196,9 +239,12 @@ class HfHub:
             what: the missing thing (``repository 'org/name'``, ...).
             advice: what to do when the hub is offline by ``HF_HUB_OFFLINE`` or
                 ``offline=True``; the hub of a :func:`~kernelforge.load_kernel`, which
-                never downloads, gives its own.
+                never downloads, gives its own, and so does ``kernelforge lock``
+                (:func:`used_for`), which a lock file cannot help.
         """
         where = f"{what} is not in the download cache {self.cache.root}"
+        if _purpose.get() == "lock" and not self._for_load_kernel:
+            advice = _LOCK_OFFLINE_ADVICE
         if self._for_load_kernel:
             return HubError(
                 f"{where}; load_kernel never downloads (it reads the download cache only): "
@@ -280,7 +326,7 @@ class HfHub:
             if isinstance(err, hf_errors.HfHubHTTPError):
                 return HubError(f"{failed}; {_http_advice(err, writing)}")
         if _is_transport_error(err, getattr(hf_errors, "HTTPError", None)):
-            return HubError(f"{failed}; {_WRITE_ADVICE if writing else _OFFLINE_ADVICE}")
+            return HubError(f"{failed}; {_network_advice(writing)}")
         return None
 
     # --- reading -------------------------------------------------------------------
@@ -464,17 +510,30 @@ class HfHub:
             The :class:`~kernelforge.hub.base.Fetched` variant, with the sha256 of
             every file as checked when it was downloaded.
 
+        A damaged cache entry (its ``files/`` or ``metadata.json`` gone, or that not
+        parsing) is fetched again, with a WARNING log line; offline, it is an error that
+        says how to replace it.
+
         Raises:
-            HubError: offline and not cached, or the download failed.
+            HubError: offline and not cached (or cached but damaged), or the download
+                failed.
             IntegrityError: the downloaded files do not match the variant's metadata
                 digest (nothing is cached then).
         """
         if refresh and not self.offline:
             self.cache.discard(repo_id, commit, variant)
         entry = self.cache.entry(repo_id, commit, variant)
-        if entry is not None:
+        if entry is not None and entry.damaged is None:
             return Fetched(entry.path, entry.files)
-        if self.offline:
+        if entry is not None:
+            what = (f"{repo_id}: the download cache entry of variant {variant} at "
+                    f"{commit[:12]} ({entry.path.parent}) is damaged: {entry.damaged}")
+            if self.offline:
+                raise HubError(
+                    f"{what}; it cannot be fetched again here ({self._why_offline()}). Fix: "
+                    f"{self.cache.damaged_entry_fix(repo_id, commit)}")
+            logger.warning("%s; fetching it again", what)
+        elif self.offline:
             raise self._not_cached(
                 f"{repo_id} variant {variant} at {commit[:12]}",
                 "load it once with get_kernel while online (kernel_info and 'kernelforge "
