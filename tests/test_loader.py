@@ -273,6 +273,10 @@ def test_tampered_hub_files_are_refused(hub: LocalHub, tmp_path: Path, tamper, p
     for f in vdir.iterdir():
         f.chmod(0o644)
     tamper(vdir)
+    # kernel_info says what the load will do: the files are on disk, so it checks them
+    said = loader.kernel_info(REPO, version=1, hub=hub).trust
+    assert said.startswith("trust: refused") and problem in said, said
+    assert "the hub's copy of this revision is damaged: publish the build again" in said
     with pytest.raises(IntegrityError, match=problem) as info:
         loader.get_kernel(REPO, version=1, hub=hub)
     assert info.value.where == vdir

@@ -1141,7 +1141,31 @@ def kernel_info(
             _check_signed_build(plan)
         except TrustError as err:
             return dataclasses.replace(plan.info, trust=f"trust: refused, {err}")
+        damage = _local_hub_damage(plan)
+        if damage is not None:
+            return dataclasses.replace(plan.info, trust=f"trust: refused, {damage}")
     return plan.info
+
+
+def _local_hub_damage(plan: Plan) -> str | None:
+    """Why a load from a local hub would refuse the variant's files, if it would: they
+    are on disk, so checking them costs what hashing them does (a download is never
+    made for this)."""
+    from kernelforge.digest import verify_variant
+
+    info = plan.info
+    if plan.hub is None or plan.hub.kind != "local" or info.commit is None:
+        return None
+    try:
+        fetched = plan.hub.fetch_variant(info.repo, info.commit, info.variant)
+        data, meta = _read_metadata_once(fetched.path)
+        verify_variant(fetched.path, meta, metadata_sha256=plan.metadata_sha256,
+                       recorded=fetched.recorded, locked=plan.locked,
+                       bytecode="allow-pycache", metadata_data=data)
+    except (HubError, IntegrityError) as err:
+        return (f"{err}; the hub's copy of this revision is damaged: publish the build "
+                "again (or load another revision)")
+    return None
 
 
 def has_kernel(
