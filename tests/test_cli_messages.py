@@ -322,3 +322,20 @@ def test_sign_with_a_missing_key_names_the_keys_there(
     assert capsys.readouterr().err.startswith(
         f"error: --sign other.pem: no file other.pem here and no {keys / 'other.pem'}; "
         f"the keys in {keys} are: ci, default;")
+
+
+def test_versions_shows_tags_and_a_redirect(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """What revision= takes (a tag) and where a load goes (a redirect) are in the list."""
+    from kf_sharing import make_variant, uid
+
+    hub = LocalHub(tmp_path / "hub")
+    make_variant(tmp_path / "p", "torch-cpu", module_id=uid("vt"))
+    hub.publish("org/old", tmp_path / "p", version=1)
+    commit = hub.tag("org/old", "stable", "v1")
+    hub.set_status("org/old", 'kind = "redirect"\ndestination = "org/new"\n')
+    capsys.readouterr()
+    assert main(["versions", "org/old", "--hub", str(hub.root)]) == 0
+    out = capsys.readouterr().out
+    assert "  redirects to org/new: loads of org/old take that repository" in out, out
+    assert f"  tags:\n    stable  {commit[:12]}\n" in out, out

@@ -346,23 +346,47 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     if not hasattr(hub, "log"):  # a remote hub: no history, the head of each branch
         heads = hub.branches(args.repo)  # first: a failure prints no header
         print(f"{args.repo} on the {hub.describe()}")
+        _print_redirect(hub, args.repo)
         for branch, commit in sorted(heads.items(), key=lambda bc: _branch_order(bc[0])):
             print(f"  {branch}  {commit[:12]}")
             for variant in hub.variants(args.repo, commit):
                 print(f"      {variant}")
+        _print_tags(hub, args.repo)
         return 0
     branches = hub.branches(args.repo)
     if not branches:
         print(f"{args.repo}: no versions published in {hub.root}")
         return 1
     print(f"{_stored(hub, args.repo)} in {hub.root}")
+    _print_redirect(hub, args.repo)
     for branch in sorted(branches, key=_branch_order):
         print(f"  {branch}")
         for rev in hub.log(args.repo, branch):
             print(f"    {rev.commit[:12]}  {rev.when:%Y-%m-%d %H:%M:%S}  {rev.message}".rstrip())
             for variant in rev.variants:
                 print(f"      {variant}")
+    _print_tags(hub, args.repo)
     return 0
+
+
+def _print_redirect(hub: Any, repo: str) -> None:
+    """The ``kernel-status.toml`` redirect of ``repo``, which loads follow, if it has one."""
+    from kernelforge.revisions import _redirect
+
+    target = _redirect(hub, repo)
+    if target is not None:
+        at = f" at {target.revision}" if target.revision else ""
+        print(f"  redirects to {target.destination}{at}: loads of {repo} take that "
+              "repository (kernel-status.toml on main)")
+
+
+def _print_tags(hub: Any, repo: str) -> None:
+    """The tags of ``repo``, which ``revision=`` takes as it takes a branch."""
+    tags = hub.tags(repo)
+    if tags:
+        print("  tags:")
+        for tag, commit in sorted(tags.items()):
+            print(f"    {tag}  {commit[:12]}")
 
 
 def _stored(hub: Any, repo: str) -> str:
