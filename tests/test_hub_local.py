@@ -739,3 +739,11 @@ def test_a_publish_with_an_owner_key_others_can_read_stops_with_the_fix(
         hub.publish(other, project, version=1)
     assert not hub.has_repo(other) or not hub.branches(other)  # nothing was published
     assert not list((hub.root / other / "tmp").glob("*"))
+
+
+def test_a_hub_named_local_is_told_the_default_needs_no_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(HubError, match=r"the hub directory local does not exist.*for the "
+                       r"default local hub, leave the hub out"):
+        LocalHub("local").branches(REPO)

@@ -224,9 +224,11 @@ class LocalHub(LocalHubWriter):
             if problem is not None:
                 raise HubError(f"repository {repo_id!r} not found: {problem}")
             if not self.root.exists():
+                meant = ("; for the default local hub, leave the hub out"
+                         if str(self.root) in ("local", "default") else "")
                 raise HubError(f"repository {repo_id!r} not found: the hub directory "
                                f"{self.root} does not exist; check the path (the first "
-                               "publish to a hub creates it)")
+                               f"publish to a hub creates it){meant}")
             known = self.repos()
             if not known:  # a project directory given as the hub, say: not "empty"
                 stray = _not_a_hub(self.root)
