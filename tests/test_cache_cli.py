@@ -330,3 +330,12 @@ def test_a_locked_kernel_whose_cache_entry_lost_its_metadata_is_fetched_again(
     loader._by_call.clear()
     assert loader.get_locked_kernel(A, lockfile=lock, hub=hub).__name__ == module_id
     assert (files / "metadata.json").is_file()
+
+
+def test_a_cache_of_no_variants_shows_no_table_header(env, filled, capsys) -> None:
+    for repo in filled:
+        assert main(["cache", "remove", repo, "--variant", "torch-cpu"]) == 0
+    capsys.readouterr()
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "REPOSITORY" not in out and out.startswith("0 variants, "), out

@@ -615,7 +615,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
                 for v in variants]
         head = ("REPOSITORY", "REVISION", "VARIANT", "SIZE", "FETCHED")
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        for row in [head, *rows]:
+        for row in [head, *rows] if rows else []:  # no header over no rows
             print("  ".join(c.rjust(w) if i == 3 else c.ljust(w)
                             for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
         total = sum(v.size for v in variants) + other
