@@ -339,3 +339,16 @@ def test_a_cache_of_no_variants_shows_no_table_header(env, filled, capsys) -> No
     assert main(["cache", "list"]) == 0
     out = capsys.readouterr().out
     assert "REPOSITORY" not in out and out.startswith("0 variants, "), out
+
+
+def test_list_marks_a_damaged_entry(env, filled, capsys) -> None:
+    commit = filled[B][0]
+    (env["cache"] / "variants" / B / commit / "torch-cpu" / "files" / "metadata.json").unlink()
+    capsys.readouterr()
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert (f"damaged: {B} {commit[:12]} torch-cpu: its files/metadata.json is missing; a "
+            "load online fetches it again") in out, out
+    listed = {(v["repo-id"], v["commit"]): v["damaged"] for v in _listed(capsys)}
+    assert listed[(B, commit)] == "its files/metadata.json is missing"
+    assert all(d is None for key, d in listed.items() if key != (B, commit))

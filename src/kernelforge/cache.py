@@ -139,6 +139,7 @@ class CachedVariant:
         variant: the variant name.
         size: bytes of its files on disk.
         fetched: when it was fetched (seconds since the epoch), ``None`` if not recorded.
+        damaged: why its copy cannot be used (a load online fetches it again), if so.
     """
 
     repo_id: str
@@ -146,6 +147,7 @@ class CachedVariant:
     variant: str
     size: int
     fetched: float | None
+    damaged: str | None = None
 
 
 @dataclass(frozen=True)
@@ -560,7 +562,8 @@ class DownloadCache:
         doc = self._read_json(where / ENTRY_FILE)
         fetched = doc.get("time") if isinstance(doc, dict) else None
         return CachedVariant(repo_id, commit, variant, _tree_size(where),
-                             float(fetched) if isinstance(fetched, (int, float)) else None)
+                             float(fetched) if isinstance(fetched, (int, float)) else None,
+                             _damage(where / FILES_DIR))
 
     def other_size(self) -> int:
         """Bytes of everything but the variants: single files, listings, refs and

@@ -604,8 +604,8 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         variants = cache.variants()
         if args.json:
             print(json.dumps([{"repo-id": v.repo_id, "commit": v.commit, "variant": v.variant,
-                               "size": v.size, "fetched": v.fetched} for v in variants],
-                             indent=1))
+                               "size": v.size, "fetched": v.fetched, "damaged": v.damaged}
+                              for v in variants], indent=1))
             return 0
         other = cache.other_size()
         if not variants and not other:
@@ -618,6 +618,10 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         for row in [head, *rows] if rows else []:  # no header over no rows
             print("  ".join(c.rjust(w) if i == 3 else c.ljust(w)
                             for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
+        for v in variants:
+            if v.damaged:
+                print(f"damaged: {v.repo_id} {v.commit[:12]} {v.variant}: {v.damaged}; a load "
+                      "online fetches it again ('kernelforge cache remove' drops it)")
         total = sum(v.size for v in variants) + other
         print(f"{len(variants)} variant{'s' if len(variants) != 1 else ''}, "
               f"{_size_text(total)} in all ({_size_text(other)} of metadata, listings and "
