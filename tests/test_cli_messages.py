@@ -339,3 +339,21 @@ def test_versions_shows_tags_and_a_redirect(tmp_path: Path,
     out = capsys.readouterr().out
     assert "  redirects to org/new: loads of org/old take that repository" in out, out
     assert f"  tags:\n    stable  {commit[:12]}\n" in out, out
+
+
+def test_versions_lists_a_repository_whose_status_it_cannot_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kernel-status.toml of a kind this version does not know (a newer writer's) is a
+    note, and the versions are still listed."""
+    from kf_sharing import make_variant, uid
+
+    hub = LocalHub(tmp_path / "hub")
+    make_variant(tmp_path / "p", "torch-cpu", module_id=uid("vs"))
+    hub.publish("org/k", tmp_path / "p", version=1)
+    with hub._locked("org/k") as (repo_id, repo):
+        hub._commit_main(repo_id, repo, "status", {"kernel-status.toml": 'kind = "new"\n'})
+    capsys.readouterr()
+    assert main(["versions", "org/k", "--hub", str(hub.root)]) == 0
+    out = capsys.readouterr().out
+    assert "  note: org/k: kernel-status.toml: key 'kind' is 'new'" in out, out
+    assert "\n  v1\n" in out and "torch-cpu" in out, out

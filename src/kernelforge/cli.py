@@ -373,7 +373,11 @@ def _print_redirect(hub: Any, repo: str) -> None:
     """The ``kernel-status.toml`` redirect of ``repo``, which loads follow, if it has one."""
     from kernelforge.revisions import _redirect
 
-    target = _redirect(hub, repo)
+    try:
+        target = _redirect(hub, repo)
+    except KernelforgeError as err:  # a status this version cannot read: list the rest
+        print(f"  note: {err}")
+        return
     if target is not None:
         at = f" at {target.revision}" if target.revision else ""
         print(f"  redirects to {target.destination}{at}: loads of {repo} take that "

@@ -753,18 +753,21 @@ def _check_signed_build(plan: Plan) -> None:
     match = VERSION_BRANCH_RE.match(info.branch or "")
     version = plan.metadata.get("version")
     vouched = decision.signer is not None or req.owned
-    if match and vouched and (not isinstance(version, int) or isinstance(version, bool)):
-        # without it, the build could have been copied from any other version's branch
+    if (match and decision.signer is not None
+            and (not isinstance(version, int) or isinstance(version, bool))):
+        # Without it, the signed build could have been copied from any other version's
+        # branch. (A build you published unsigned loads as before: Hugging Face's builds
+        # of old may record no version, and publish takes them.)
         raise TrustError(
-            f"{info.repo} (variant {info.variant}): its "
-            f"{'signed ' if decision.signer is not None else ''}metadata.json records no "
+            f"{info.repo} (variant {info.variant}): its signed metadata.json records no "
             f"version (metadata.json 'version': {version!r}), so nothing shows it was "
             f"published as version {match.group(1)} rather than copied to branch "
             f"{info.branch} from another; refusing to load it (ask the publisher to "
             "rebuild with kernelforge, which records the version, and republish; or pin it "
             "with a kernelforge.lock)"
         )
-    if (match and vouched and version != int(match.group(1))):
+    if (match and vouched and isinstance(version, int) and not isinstance(version, bool)
+            and version != int(match.group(1))):
         vouch = (f"signed by {decision.signer}" if decision.signer is not None
                  else "published by you")
         raise TrustError(
