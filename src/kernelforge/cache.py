@@ -993,9 +993,12 @@ def _damage(files_dir: Path) -> str | None:
     path = files_dir / "metadata.json"
     try:
         data = path.read_bytes()
-    except OSError as err:
-        return (f"its {FILES_DIR}/metadata.json is missing" if isinstance(err, FileNotFoundError)
-                else f"its {FILES_DIR}/metadata.json cannot be read ({err.strerror or err})")
+    except FileNotFoundError:
+        return f"its {FILES_DIR}/metadata.json is missing"
+    except OSError:
+        # Not damage it can be sure of (too many open files, an I/O error that may pass):
+        # the entry is kept, and the read that follows says what failed.
+        return None
     try:
         parse_metadata(data, f"{FILES_DIR}/metadata.json")
     except HubError as err:
