@@ -97,16 +97,20 @@ def test_info_of_a_lock_shows_the_branch_it_records(tmp_path: Path, env, capsys)
 
 def test_a_locked_load_reads_no_branch_from_the_branch_the_lock_records(
         tmp_path: Path, env) -> None:
-    """The lock's branch is shown, not judged: a build published by you that records no
-    version is refused by an unpinned load (nothing shows it belongs on branch v1), and
-    loads as pinned by a kernelforge.lock, as that refusal advises."""
+    """The lock's branch is shown, not judged: branch v1 moved to a build published as
+    version 2 is refused by an unpinned load, and loads as pinned by a kernelforge.lock
+    that was written while v1 pointed there (the lock pins the bytes)."""
     from kernelforge.errors import TrustError
 
     hub = LocalHub(env["hub"])
-    make_variant(tmp_path / "b", "torch-cpu", version=None, module_id=uid("nover"))
-    hub.publish(REPO, tmp_path / "b", version=1)
+    make_variant(tmp_path / "b1", "torch-cpu", version=1, module_id=uid("br1"), value=1)
+    hub.publish(REPO, tmp_path / "b1", version=1)
+    make_variant(tmp_path / "b2", "torch-cpu", version=2, module_id=uid("br2"), value=2)
+    v2 = hub.publish(REPO, tmp_path / "b2", version=2).commit
+    (hub.root / REPO / "refs" / "heads" / "v1").write_text(v2 + "\n")
     lock = lock_project(_project(tmp_path / "p", 1)).path
-    with pytest.raises(TrustError, match="records no version.*pin it with a kernelforge.lock"):
+    with pytest.raises(TrustError, match="branch v1 serves a build published by you as "
+                       "version 2"):
         loader.get_kernel(REPO, version=1)
     assert loader.kernel_info(REPO, lockfile=lock).branch == "v1"
-    assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 1
+    assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 2
