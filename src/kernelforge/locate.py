@@ -250,7 +250,7 @@ def _not_in_local_hub(repo_id: str) -> str:
     where = f"repository {repo_id!r} is not in the local hub {local.root}"
     try:
         held = local.repos()
-    except OSError:
+    except (OSError, HubError):  # an unusable default hub: the error being said comes first
         held = []
     if not held:
         return f"{where} (it holds no repositories)"
