@@ -210,8 +210,9 @@ def test_bad_arguments_print_no_traceback() -> None:
         assert "Traceback" not in proc.stderr and "error: argument" in proc.stderr
 
 
-def test_arch_values_reach_the_build_canonically(monkeypatch: pytest.MonkeyPatch,
-                                                 tmp_path: Path) -> None:
+def _build_arguments(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """The keyword arguments ``kernelforge build`` passes to ``build_project``, which is
+    replaced by one that only records them (and builds nothing)."""
     import kernelforge.build
 
     seen: dict[str, object] = {}
@@ -221,6 +222,12 @@ def test_arch_values_reach_the_build_canonically(monkeypatch: pytest.MonkeyPatch
         return []
 
     monkeypatch.setattr(kernelforge.build, "build_project", fake_build)
+    return seen
+
+
+def test_arch_values_reach_the_build_canonically(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    seen = _build_arguments(monkeypatch)
     assert main(["build", str(tmp_path), "--arch", " 9.0a", "--arch", "12.1+PTX",
                  "--backend", "cuda", "-j", "3"]) == 0
     assert seen["archs"] == ["9.0a", "12.1+PTX"] and seen["jobs"] == 3

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_cli import _current_sources, _fake_build
+from test_cli import _build_arguments, _current_sources, _fake_build
 
 from kernelforge.cli import main
 from kernelforge.hub import LocalHub
@@ -114,15 +114,7 @@ def test_arch_that_does_not_fit_prints_builds_usage(
 
 def test_backend_and_arch_still_reach_the_build(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
-    import kernelforge.build
-
-    seen: dict[str, object] = {}
-
-    def fake_build(path: str, **kw: object) -> list[object]:
-        seen.update(kw)
-        return []
-
-    monkeypatch.setattr(kernelforge.build, "build_project", fake_build)
+    seen = _build_arguments(monkeypatch)
     assert main(["build", str(tmp_path), "--backend", "cuda", "--arch", "9.0a",
                  "--backend", "cpu", "--arch", "10.0"]) == 0
     assert seen["backends"] == ["cuda", "cpu"] and seen["archs"] == ["9.0a", "10.0"]

@@ -42,6 +42,19 @@ def _tamperable(env, tmp_path: Path, module_id: str) -> tuple[LocalHub, str, Pat
     return hub, commit, vdir
 
 
+def _cached_variant(env, tmp_path: Path, key, module_id: str) -> tuple[FakeHfApi, Path]:
+    """A signed variant published to a fake Hugging Face Hub and fetched into the test's
+    download cache: the fake API and the cached variant directory, its files made
+    writable for tampering."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    loader.kernel_info(REPO, version=1, hub=hf)
+    fetched = hf.fetch_variant(REPO, commit, "torch-cpu")
+    _writable(fetched.path)
+    return api, fetched.path
+
 def _flip(path: Path, offset: int = 5) -> None:
     data = bytearray(path.read_bytes())
     data[offset] ^= 0x01
@@ -114,15 +127,9 @@ def test_remote_source(env, tmp_path: Path, other: Path, key, name, tamper, prob
 @pytest.mark.parametrize(("name", "tamper", "problem"), TAMPERS, ids=IDS)
 def test_download_cache_offline(env, tmp_path: Path, other: Path, key, monkeypatch,
                                 name, tamper, problem) -> None:
-    api = FakeHfApi(tmp_path / "remote")
-    hf = HfHub(api=api, cache=env["cache"])
     module_id = uid("cache")
-    make_variant(tmp_path / "p", module_id=module_id)
-    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
-    loader.kernel_info(REPO, version=1, hub=hf)
-    fetched = hf.fetch_variant(REPO, commit, "torch-cpu")
-    _writable(fetched.path)
-    tamper(fetched.path, other)
+    api, cached = _cached_variant(env, tmp_path, key, module_id)
+    tamper(cached, other)
     api.go_down()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     _refused(lambda: loader.get_kernel(REPO, version=1, hub=HfHub(api=api, cache=env["cache"])),
@@ -348,15 +355,9 @@ def test_a_link_in_a_local_hub_is_refused(env, tmp_path: Path) -> None:
 
 def test_a_link_in_the_download_cache_is_refused(env, tmp_path: Path, key,
                                                  monkeypatch) -> None:
-    api = FakeHfApi(tmp_path / "remote")
-    hf = HfHub(api=api, cache=env["cache"])
     module_id = uid("cachelink")
-    make_variant(tmp_path / "p", module_id=module_id)
-    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
-    loader.kernel_info(REPO, version=1, hub=hf)
-    fetched = hf.fetch_variant(REPO, commit, "torch-cpu")
-    _writable(fetched.path)
-    _link_to_copy(fetched.path)
+    api, cached = _cached_variant(env, tmp_path, key, module_id)
+    _link_to_copy(cached)
     api.go_down()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(IntegrityError) as info:

@@ -73,10 +73,11 @@ def hub_arg(text: str) -> str:
     refusal says what the library's (:data:`kernelforge.hub.local.EMPTY_HUB`, for
     ``hub=""``) says, in the command line's words: leave ``--hub`` out, not ``None``."""
     if not text.strip():
+        from kernelforge.hub.local import EMPTY_HUB_WHY
+
         raise argparse.ArgumentTypeError(
-            f"{text!r}: an empty path is not a hub (it would mean the current directory); "
-            "pass a hub directory, 'hf' for the Hugging Face Hub, or leave --hub out for "
-            "the default hub (--help says which)")
+            f"{text!r}: {EMPTY_HUB_WHY}, or leave --hub out for the default hub (--help "
+            "says which)")
     return text
 
 

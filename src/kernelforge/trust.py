@@ -482,8 +482,9 @@ def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> b
 KEY_PREFIX_MIN = 8
 
 
-def _key_words(k: TrustedKey) -> str:
-    return f"key {k.key_id} ({k.name})" if k.name else f"key {k.key_id}"
+def _key_label(k: TrustedKey) -> str:
+    """``<key id> (<name>)``, or the id alone."""
+    return f"{k.key_id} ({k.name})" if k.name else k.key_id
 
 
 def _find_keys(s: TrustStore, what: str, where: Path) -> list[TrustedKey]:
@@ -516,7 +517,7 @@ def _find_keys(s: TrustStore, what: str, where: Path) -> list[TrustedKey]:
                if not named else "names")
         raise TrustError(
             f"{what!r} {how} {len(found)} keys in the trust store {where}: "
-            f"{', '.join(_key_words(k)[4:] for k in found)}; pass the key id of the one "
+            f"{', '.join(_key_label(k) for k in found)}; pass the key id of the one "
             "to remove")
     return found
 
@@ -550,7 +551,7 @@ def remove(what: str, *, path: str | os.PathLike[str] | None = None) -> str:
         gone = [a for a in s.allow if a.lower() == what.lower()]
         if not (gone_keys or gone_sig or gone):
             gone_keys = _find_keys(s, what, where)
-        removed.extend(_key_words(k) for k in gone_keys)
+        removed.extend(f"key {_key_label(k)}" for k in gone_keys)
         removed.extend([f"sigstore identity {what}"] * len(gone_sig))
         removed.extend(f"allowed repository {a}" for a in gone)
         if not removed:

@@ -267,6 +267,16 @@ def _up_to_date(root: Path, out_dir: Path, backend: str, key: str) -> Path | Non
     return variant_dir
 
 
+def _found_up_to_date(root: Path, out_dir: Path, backend: str, key: str, started: float,
+                      progress: Callable[[str], None]) -> BuildResult | None:
+    """The result for ``backend`` when :func:`_up_to_date` finds its variant, said."""
+    existing = _up_to_date(root, out_dir, backend, key)
+    if existing is None:
+        return None
+    progress(f"{existing.name}: up to date")
+    return BuildResult(existing.name, backend, existing, True, time.monotonic() - started)
+
+
 @contextlib.contextmanager
 def _build_lock(root: Path, backend: str, progress: Callable[[str], None]) -> Iterator[None]:
     """Held while ``backend`` of the project at ``root`` is checked, compiled and put in
@@ -336,7 +346,7 @@ def _drop_torch_universal(out: Path, name: str) -> str | None:
     try:
         meta = json.loads((old / "metadata.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return None  # whose build it is cannot be told: left as it is (publish checks it)
     if not isinstance(meta, dict) or meta.get("name") != name:
         return None  # not this kernel's build: not ours to remove
     import shutil
@@ -431,10 +441,9 @@ def build_project(
             missing = [b for b in backends if b not in candidates]
             if missing:
                 raise BuildError(
-                    f"{manifest.path}: {_backends_words(missing, 'is', 'are')} not listed by this "
-                    "project "
-                    f"(it lists: {', '.join(candidates)}); fix: build one of those, or add "
-                    "it to general.backends"
+                    f"{manifest.path}: {_backends_words(missing, 'is', 'are')} not listed "
+                    f"by this project (it lists: {', '.join(candidates)}); fix: build one of "
+                    "those, or add it to general.backends"
                 )
         compilers: dict[str, Tool | None] = {b: None for b in targets}
     else:
@@ -516,18 +525,16 @@ def build_project(
         # Checked before the lock too, so that an unchanged project needs no write (a
         # read-only checkout), and again under it: a build this one waited for may have
         # made the variant.
-        existing = None if force else _up_to_date(root, out, backend, key)
-        if existing is not None:
-            progress(f"{existing.name}: up to date")
-            results.append(BuildResult(existing.name, backend, existing, True,
-                                       time.monotonic() - started))
+        found = None if force else _found_up_to_date(root, out, backend, key, started,
+                                                     progress)
+        if found is not None:
+            results.append(found)
             continue
         with _build_lock(root, backend, progress):
-            existing = None if force else _up_to_date(root, out, backend, key)
-            if existing is not None:
-                progress(f"{existing.name}: up to date")
-                results.append(BuildResult(existing.name, backend, existing, True,
-                                           time.monotonic() - started))
+            found = None if force else _found_up_to_date(root, out, backend, key, started,
+                                                         progress)
+            if found is not None:
+                results.append(found)
                 continue
 
             if facts is None and not manifest.noarch:

@@ -265,17 +265,17 @@ def _ended_like_an_interrupt() -> Iterator[None]:
     for signum in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
         if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
             chosen[signum] = signal.signal(signum, end)
+    ended: int | None = None
     try:
         yield
     except _Terminated as stop:
-        for signum, handler in chosen.items():
-            signal.signal(signum, handler)
-        chosen = {}
-        signal.raise_signal(stop.signum)  # the default action: the process ends here
-        raise SystemExit(128 + stop.signum) from None  # pragma: no cover - not reached
+        ended = stop.signum
     finally:
         for signum, handler in chosen.items():
             signal.signal(signum, handler)
+    if ended is not None:
+        signal.raise_signal(ended)  # the default action again: the process ends here
+        raise SystemExit(128 + ended)  # pragma: no cover - not reached
 
 
 def _ninja_dirs(python: PythonEnv) -> list[str]:

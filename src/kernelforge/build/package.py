@@ -291,8 +291,8 @@ def _boot_time() -> float | None:
             for line in stat_file:
                 if line.startswith("btime "):
                     return float(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
+    except (OSError, ValueError, IndexError):  # no /proc (not Linux), or unreadable
+        return None
     return None
 
 

@@ -64,10 +64,13 @@ _REF_RE = base.REF_RE
 _COMMIT_RE = base.COMMIT_RE
 _PREFIX_RE = base.PREFIX_RE
 
-#: The message refusing an empty hub path (``hub=""``, ``--hub ""``).
-EMPTY_HUB = ("hub: an empty path is not a hub (it would mean the current directory); pass "
-             "a hub directory, 'hf' for the Hugging Face Hub, or nothing (None in Python) "
-             "for the default: $KERNELFORGE_HUB, else the local hub in the user cache")
+#: Why an empty hub path is refused, and what to pass instead: the start of both
+#: refusals, :data:`EMPTY_HUB` (``hub=""``) and the command line's (``--hub ""``).
+EMPTY_HUB_WHY = ("an empty path is not a hub (it would mean the current directory); pass a "
+                 "hub directory, 'hf' for the Hugging Face Hub")
+#: The message refusing an empty hub path (``hub=""``).
+EMPTY_HUB = (f"hub: {EMPTY_HUB_WHY}, or nothing (None in Python) for the default: "
+             "$KERNELFORGE_HUB, else the local hub in the user cache")
 
 
 def _distinct(found: list[tuple[str, str]], root: Path) -> list[tuple[str, str]]:
