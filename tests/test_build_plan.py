@@ -205,6 +205,62 @@ def test_nvcc_is_found_in_a_real_toolkit_not_a_wrapper(tmp_path: Path, monkeypat
         toolchain.find_nvcc.cache_clear()
         nvcc = toolchain.find_nvcc()
         assert nvcc is not None and nvcc.path == home / "bin" / "nvcc"
+        # ... and the build says why the toolkit CUDA_PATH names was passed over
+        assert f"CUDA_PATH={tmp_path / 'wrap-home'} holds bin/nvcc but no " \
+            "include/cuda_runtime.h" in nvcc.note, nvcc.note
+        assert str(home / "bin" / "nvcc") in nvcc.note and "unset it" in nvcc.note
+    finally:
+        toolchain.find_nvcc.cache_clear()
+
+
+def _fake_toolkit(home: Path, release: str = "12.8") -> Path:
+    """A CUDA toolkit folder whose nvcc only answers --version."""
+    (home / "bin").mkdir(parents=True)
+    (home / "include").mkdir()
+    (home / "include" / "cuda_runtime.h").write_text("")
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}'\n")
+    nvcc.chmod(0o755)
+    return nvcc
+
+
+def test_a_cuda_home_that_is_not_used_is_explained(tmp_path: Path, monkeypatch) -> None:
+    """CUDA_HOME naming no toolkit is not passed over in silence: the toolkit found
+    instead carries a note, and finding none names the variable."""
+    from kernelforge.build import toolchain
+
+    default = _fake_toolkit(tmp_path / "default-cuda")
+    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, "nvcc", (
+        ("CUDA_HOME", "CUDA_PATH"), str(tmp_path / "default-cuda"), r"release (\d+\.\d+)",
+        "include/cuda_runtime.h"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda-12.9"))  # a typo: no such folder
+    toolchain.find_nvcc.cache_clear()
+    try:
+        nvcc = toolchain.find_nvcc()
+        assert nvcc is not None and nvcc.path == default
+        assert nvcc.note.startswith(f"CUDA_HOME={tmp_path / 'cuda-12.9'} has no bin/nvcc, "
+                                    f"so {default} is used; fix: point CUDA_HOME at"), nvcc.note
+        # the variable naming a usable toolkit: no note
+        monkeypatch.setenv("CUDA_HOME", str(tmp_path / "default-cuda"))
+        toolchain.find_nvcc.cache_clear()
+        nvcc = toolchain.find_nvcc()
+        assert nvcc is not None and nvcc.path == default and nvcc.note == ""
+        # nothing to fall back to: the reason the build gives names the variable
+        monkeypatch.setitem(toolchain._DEVICE_COMPILERS, "nvcc", (
+            ("CUDA_HOME", "CUDA_PATH"), str(tmp_path / "nowhere"), r"release (\d+\.\d+)",
+            "include/cuda_runtime.h"))
+        monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda-12.9"))
+        toolchain.find_nvcc.cache_clear()
+        assert toolchain.find_nvcc() is None
+        assert toolchain.not_found_reason("nvcc") == (
+            f"nvcc was not found: CUDA_HOME={tmp_path / 'cuda-12.9'} has no bin/nvcc, and none "
+            f"is on PATH or in {tmp_path / 'nowhere'}; fix: point CUDA_HOME at the toolkit's "
+            "folder (the one holding bin/nvcc)")
+        monkeypatch.delenv("CUDA_HOME")
+        assert toolchain.not_found_reason("nvcc") == \
+            "nvcc was not found (set CUDA_HOME or put nvcc on PATH)"
     finally:
         toolchain.find_nvcc.cache_clear()
 
@@ -355,6 +411,24 @@ def test_cuda_toolkit_inside_the_manifest_range_passes_the_check(
                          '[general.cuda]\nminver = "12.8"\nmaxver = "13.0"')
     with pytest.raises(_Compiling):
         build_project(root, backends=["cuda"], progress=lambda _: None)
+
+
+def test_the_build_prints_the_compilers_note(tmp_path: Path, monkeypatch) -> None:
+    from kernelforge import build
+    from kernelforge.build import build_project
+
+    _cuda_here(monkeypatch)
+    noted = Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (13, 0), "release 13.0",
+                 "CUDA_HOME=/opt/cuda-13.1 has no bin/nvcc, so /opt/cuda/bin/nvcc is used")
+    monkeypatch.setattr(build, "find_nvcc", lambda: noted)
+    monkeypatch.setattr(build, "_variant_name",
+                        lambda m, backend, facts: "torch213-cxx11-cu130-x86_64-linux")
+    _stop_at_compile(monkeypatch)
+    root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
+    lines: list[str] = []
+    with pytest.raises(_Compiling):
+        build_project(root, backends=["cuda"], progress=lines.append)
+    assert f"note: {noted.note}" in lines, lines
 
 
 def test_stable_abi_builds_a_regular_variant_with_a_note(

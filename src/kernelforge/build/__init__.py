@@ -43,6 +43,7 @@ from kernelforge.build.toolchain import (
     find_cxx,
     find_hipcc,
     find_nvcc,
+    not_found_reason,
     resolve_dependency,
 )
 from kernelforge.errors import BuildError, IntegrityError, ToolchainError
@@ -123,14 +124,14 @@ def _buildable(
             return None, "the installed torch has no CUDA support"
         nvcc = find_nvcc()
         if nvcc is None:
-            return None, "nvcc was not found (set CUDA_HOME or put nvcc on PATH)"
+            return None, not_found_reason("nvcc")
         return nvcc, _outside_cuda_range(manifest, nvcc)
     if backend == "rocm":
         if not torch_install.hip:
             return None, "the installed torch has no ROCm support"
         hipcc = find_hipcc()
         if hipcc is None:
-            return None, "hipcc was not found (set ROCM_HOME or put hipcc on PATH)"
+            return None, not_found_reason("hipcc")
         return hipcc, None
     return None, f"kernelforge cannot build the {backend} backend yet"
 
@@ -479,9 +480,10 @@ def build_project(
         _check_torch_range(manifest, torch_install.version)
 
     for backend in targets:
-        note = _stable_abi_note(manifest, backend)
-        if note:
-            progress(f"note: {note}")
+        tool = compilers.get(backend)
+        for note in (tool.note if tool else None, _stable_abi_note(manifest, backend)):
+            if note:
+                progress(f"note: {note}")
     for note in (*manifest.notes, hub_branch_note(manifest), _unshipped_note(manifest)):
         if note:
             progress(f"note: {note}")

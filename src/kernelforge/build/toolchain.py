@@ -28,6 +28,8 @@ class Tool:
     path: Path
     version: tuple[int, ...]
     description: str
+    #: why the toolkit an environment variable names was passed over for this one ("")
+    note: str = field(default="", compare=False)
 
     @property
     def version_str(self) -> str:
@@ -76,11 +78,21 @@ def _first_existing(candidates: Sequence[Path | None], marker: str | None = None
     return None
 
 
-def _find_device_compiler(
-    name: str, env_vars: tuple[str, str], default_home: str, version_pattern: str, marker: str
-) -> Tool | None:
+#: Where each GPU compiler is looked for: the environment variables naming its toolkit,
+#: the default installation, its version in ``--version``, and a file its toolkit has.
+_DEVICE_COMPILERS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
+    "nvcc": (("CUDA_HOME", "CUDA_PATH"), "/usr/local/cuda", r"release (\d+\.\d+)",
+             "include/cuda_runtime.h"),
+    "hipcc": (("ROCM_HOME", "ROCM_PATH"), "/opt/rocm", r"HIP version: (\d+\.\d+)",
+              "include/hip/hip_runtime.h"),
+}
+
+
+def _find_device_compiler(name: str) -> Tool | None:
     """A GPU compiler: ``$<env>/bin/<name>`` for each env var, then ``PATH``, then the
-    default installation; its version read from ``<name> --version``."""
+    default installation; its version read from ``<name> --version``. A toolkit an
+    environment variable names but that is passed over is explained in ``Tool.note``."""
+    env_vars, default_home, version_pattern, marker = _DEVICE_COMPILERS[name]
     candidates: list[Path | None] = [
         Path(os.environ[var]) / "bin" / name for var in env_vars if os.environ.get(var)
     ]
@@ -95,21 +107,53 @@ def _find_device_compiler(
     version = _parse_version(text, version_pattern)
     if version is None:
         raise ToolchainError(f"cannot read the version from '{path} --version':\n{text}")
-    return Tool(name, path, version, text.strip().splitlines()[-1])
+    note = ""
+    named = _home_problem(name)
+    if named is not None and (Path(os.environ[named[0]]) / "bin" / name).resolve() != path:
+        var, problem = named
+        note = (f"{problem}, so {path} is used; fix: point {var} at the toolkit's folder "
+                f"(the one holding bin/{name} and {marker}), or unset it")
+    return Tool(name, path, version, text.strip().splitlines()[-1], note)
+
+
+def _home_problem(name: str) -> tuple[str, str] | None:
+    """The first environment variable naming ``name``'s toolkit that is set, and why that
+    toolkit is not a usable one (no ``bin/<name>``, or no toolkit around it); None when it
+    is usable or no variable is set."""
+    env_vars, _, _, marker = _DEVICE_COMPILERS[name]
+    var = next((v for v in env_vars if os.environ.get(v)), None)
+    if var is None:
+        return None
+    value = os.environ[var]
+    exe = Path(value) / "bin" / name
+    if not exe.is_file() or not os.access(exe, os.X_OK):
+        return var, f"{var}={value} has no bin/{name}"
+    if not (exe.resolve().parent.parent / marker).is_file():
+        return var, f"{var}={value} holds bin/{name} but no {marker}"
+    return None
+
+
+def not_found_reason(name: str) -> str:
+    """Why ``find_nvcc()``/``find_hipcc()`` found nothing, with the fix."""
+    env_vars, default_home, _, _ = _DEVICE_COMPILERS[name]
+    named = _home_problem(name)
+    if named is None:
+        return f"{name} was not found (set {env_vars[0]} or put {name} on PATH)"
+    var, problem = named
+    return (f"{name} was not found: {problem}, and none is on PATH or in {default_home}; "
+            f"fix: point {var} at the toolkit's folder (the one holding bin/{name})")
 
 
 @functools.lru_cache(maxsize=None)
 def find_nvcc() -> Tool | None:
     """The CUDA compiler: ``$CUDA_HOME``/``$CUDA_PATH``, then ``PATH``, then /usr/local/cuda."""
-    return _find_device_compiler("nvcc", ("CUDA_HOME", "CUDA_PATH"), "/usr/local/cuda",
-                                 r"release (\d+\.\d+)", "include/cuda_runtime.h")
+    return _find_device_compiler("nvcc")
 
 
 @functools.lru_cache(maxsize=None)
 def find_hipcc() -> Tool | None:
     """The HIP compiler: ``$ROCM_HOME``/``$ROCM_PATH``, then ``PATH``, then /opt/rocm."""
-    return _find_device_compiler("hipcc", ("ROCM_HOME", "ROCM_PATH"), "/opt/rocm",
-                                 r"HIP version: (\d+\.\d+)", "include/hip/hip_runtime.h")
+    return _find_device_compiler("hipcc")
 
 
 @functools.lru_cache(maxsize=None)
