@@ -10,13 +10,22 @@ taken in three interleaved rounds (the median of the rounds is reported).
     python benchmarks/gemm.py [--suite challenge|deepseek|all] [--sweep] [--out DIR]
 
 The kernel is loaded from GEMM_KERNEL_PATH (a directory holding the ``gemm`` package)
-or GEMM_KERNEL_REPO (a hub repository, through kernelforge).
+or GEMM_KERNEL_REPO (a hub repository, through kernelforge); which build that was
+(path, metadata id and version, source commit, the extension's sha256) is recorded in
+the report's ``env``.
+
+Before a shape is timed, its outputs are held to the kernel's correctness contracts
+(those ``tests/gpu/test_gemm.py`` checks): fast mode's calc_diff below 1e-5, here
+against cuBLASLt (the challenge layout's K-major run too), and exact mode with no
+element failing the challenge's checker. A shape that misses one stops the run with
+exit status 1 and no report written: a broken build must not produce a timing table.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import importlib
 import json
 import math
@@ -38,6 +47,10 @@ DEEPSEEK_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 
                (7168, 2048)]
 DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in DEEPSEEK_NK]
 
+# Fast mode's contract (calc_diff against a float64 reference below 1e-5; cuBLASLt is
+# about 2.4e-7 from it), applied against cuBLASLt's output.
+FAST_LIMIT = 1e-5
+
 FP8_VARIANTS = [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0), (7, 0)]
 BF16_VARIANTS = [(3, 0), (3, 1), (4, 0), (9, 0)]
 # Split-K variants (K cut into slices of whole 128-blocks): FP8 ping-pong 64x128 and
@@ -49,11 +62,29 @@ SWIZZLES = (2, 4, 8)
 SPLIT_K_VARIANTS = (5, 6)
 BF16_SPLIT_K_VARIANTS = (8,)
 SPLIT_K_COUNTS = (2, 3, 4, 6, 7, 8, 12, 14, 16)
+# The hand-written kernels (NOTES.md's ids 10-23), each with its own choice of K slices
+# (splits 0). Several read only some layouts (13, 14, 16, 20, 21: A MN-major; 22, 23:
+# A K-major) and refuse the others: the sweep records the refusal.
+HANDWRITTEN_FAST = (10, 11, 12, 13, 14, 15, 16, 18)
+HANDWRITTEN_EXACT = (17, 19, 20, 21, 22, 23)
 
 
 def split_counts(k: int) -> list[int]:
     kp = -(-k // 16) * 16
     return [s for s in SPLIT_K_COUNTS if kp % (128 * s) == 0]
+
+
+def sweep_configs(k: int) -> list[tuple[bool, int, int, int]]:
+    """Every kernel variant that ``--sweep`` times on a problem with this K, as
+    (exact, variant, splits, swizzle); swizzle 0 is CUTLASS's default."""
+    configs = [(False, v, s, 0) for v, s in FP8_VARIANTS]
+    configs += [(False, v, s, 0) for v in SPLIT_K_VARIANTS for s in split_counts(k)]
+    configs += [(True, v, s, 0) for v, s in BF16_VARIANTS]
+    configs += [(True, v, s, 0) for v in BF16_SPLIT_K_VARIANTS for s in split_counts(k)]
+    configs += [(False, v, s, z) for v, s in SWIZZLE_VARIANTS for z in SWIZZLES]
+    configs += [(False, v, 0, 0) for v in HANDWRITTEN_FAST]
+    configs += [(True, v, 0, 0) for v in HANDWRITTEN_EXACT]
+    return configs
 
 
 def load_kernel():
@@ -118,7 +149,8 @@ def geomean(xs):
 
 def floor_us(m, n, k, gpu):
     flops = 2.0 * m * n * k
-    nbytes = m * k + n * k + 2 * m * n + 4 * (m + n // 128 + 1) * math.ceil(k / 128)
+    # A and B (FP8), C (bf16), A's scales (M x KB) and B's (NB x KB), float32.
+    nbytes = m * k + n * k + 2 * m * n + 4 * (m + math.ceil(n / 128)) * math.ceil(k / 128)
     return max(flops / (PEAK_FP8_TFLOPS[gpu] * 1e6), nbytes / (PEAK_BW_TBS[gpu] * 1e6))
 
 
@@ -157,6 +189,25 @@ def make_inputs(m, n, k, challenge: bool, seed: int):
     return a, b, sa, sb, sa_kb_m, sb_nb_kb
 
 
+class ContractError(Exception):
+    """A shape's output missed the kernel's correctness contract."""
+
+
+def contract_failures(row: dict) -> list[str]:
+    """What in a row's correctness record misses the contracts (empty: nothing)."""
+    what = f"{row['m']}x{row['n']}x{row['k']} {row['layout']}"
+    failures = []
+    for key, mode in (("calc_diff_vs_cublas", "fast"),
+                      ("calc_diff_kmajor_vs_cublas", "fast, K-major operands")):
+        if key in row and not row[key] < FAST_LIMIT:  # NaN fails too
+            failures.append(f"{what}: {mode} output's calc_diff against cuBLASLt is "
+                            f"{row[key]:.3g}, not below the fast contract's {FAST_LIMIT:g}")
+    if row.get("exact_mismatches", 0):
+        failures.append(f"{what}: exact mode fails the challenge's checker on "
+                        f"{row['exact_mismatches']} of {row['m'] * row['n']} elements")
+    return failures
+
+
 def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     a, b, sa, sb, sa_kb_m, sb_nb_kb = make_inputs(m, n, k, challenge, seed=m * 7 + n * 3 + k)
     layout = "challenge (MN-major)" if challenge else "NT (K-major)"
@@ -165,12 +216,23 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
 
     fast = lambda: gk.gemm_nt(a, b, sa, sb)  # noqa: E731
     exact = lambda: gk.gemm_nt(a, b, sa, sb, precision="exact")  # noqa: E731
-    ours = fast()
     a_k, b_k = a.contiguous(), b.contiguous()  # free K-major copies for cuBLASLt
     csa, csb = cublas_scales(sa_kb_m, sb_nb_kb)
     cub = cublas_fn(a_k, b_k, csa, csb)
     ref_out = cub()
-    row["calc_diff_vs_cublas"] = float(gk.reference.calc_diff(ours, ref_out))
+    # Correctness first, so that a broken build stops before it is timed. The exact
+    # checker's reference: float32, as the challenge's, on the challenge's shapes;
+    # float64 beyond them (K up to 16384), where float32's own rounding nears the
+    # checker's tolerance (reference.challenge_mismatches; the GPU tests do the same).
+    row["calc_diff_vs_cublas"] = float(gk.reference.calc_diff(fast(), ref_out))
+    if challenge:
+        row["calc_diff_kmajor_vs_cublas"] = float(
+            gk.reference.calc_diff(gk.gemm_nt(a_k, b_k, sa, sb), ref_out))
+    row["exact_mismatches"] = gk.reference.challenge_mismatches(
+        exact(), a, b, sa, sb, torch.float32 if challenge else torch.float64)
+    failures = contract_failures(row)
+    if failures:
+        raise ContractError("; ".join(failures))
 
     # Which kernels the op launches (packages built before plan_nt existed lack it).
     if hasattr(gk, "plan_nt"):
@@ -207,13 +269,7 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     if sweep:
         ops = gk._ops.ops
         res = {}
-        # (exact, variant, splits, swizzle); swizzle 0 is CUTLASS's default and unnamed.
-        configs = [(False, v, s, 0) for v, s in FP8_VARIANTS]
-        configs += [(False, v, s, 0) for v in SPLIT_K_VARIANTS for s in split_counts(k)]
-        configs += [(True, v, s, 0) for v, s in BF16_VARIANTS]
-        configs += [(True, v, s, 0) for v in BF16_SPLIT_K_VARIANTS for s in split_counts(k)]
-        configs += [(False, v, s, z) for v, s in SWIZZLE_VARIANTS for z in SWIZZLES]
-        for exact_mode, v, s, z in configs:
+        for exact_mode, v, s, z in sweep_configs(k):
             def call(exact_mode=exact_mode, v=v, s=s, z=z):
                 return ops.gemm_nt(a, b, sa, sb, exact_mode, v, s, z)
 
@@ -226,7 +282,37 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     return row
 
 
-def env_info():
+def kernel_build(gk) -> dict:
+    """Which build of the kernel is timed: how it was asked for, where its package is,
+    the sha256 of its compiled extension, and for a kernelforge build its metadata's id,
+    version and source provenance (git commit, dirty tree, source hash)."""
+    # Not resolved: a local build's files may link into the sources, away from its
+    # variant directory and metadata.json.
+    package = Path(os.path.abspath(gk.__file__)).parent
+    info: dict = {"module": gk.__name__, "path": str(package)}
+    if os.environ.get("GEMM_KERNEL_PATH"):
+        info["GEMM_KERNEL_PATH"] = os.environ["GEMM_KERNEL_PATH"]
+    else:
+        info["GEMM_KERNEL_REPO"] = os.environ.get("GEMM_KERNEL_REPO", "kernels-community/gemm")
+    info["extension_sha256"] = {lib.name: hashlib.sha256(lib.read_bytes()).hexdigest()
+                                for lib in sorted(package.glob("*.so"))}
+    for folder in (package, package.parent):  # the variant directory holds metadata.json
+        meta_path = folder / "metadata.json"
+        if meta_path.is_file():
+            meta = json.loads(meta_path.read_text())
+            provenance = meta.get("provenance") or {}
+            info["variant"] = folder.name
+            info["id"] = meta.get("id")
+            info["version"] = meta.get("version")
+            info["source"] = provenance.get("kernel")  # {"commit", "dirty"}
+            info["source_sha256"] = provenance.get("source-sha256")
+            break
+    else:
+        info["metadata"] = "none (not a kernelforge build)"
+    return info
+
+
+def env_info(gk=None):
     info = {
         "date": datetime.date.today().isoformat(),
         "device": torch.cuda.get_device_name(),
@@ -234,12 +320,35 @@ def env_info():
         "cuda_runtime": torch.version.cuda,
     }
     try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:
+        info["triton"] = "missing"
+    try:
         info["driver"] = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
             capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError) as err:
         info["driver"] = f"unknown ({err})"
+    if gk is not None:
+        info["kernel"] = kernel_build(gk)
     return info
+
+
+def kernel_line(build: dict) -> str:
+    """The kernel build in one line of the Markdown report."""
+    where = build.get("GEMM_KERNEL_PATH") or build.get("GEMM_KERNEL_REPO")
+    parts = [f"kernel {where} ({build['path']})"]
+    if "id" in build:
+        source = build.get("source") or {}
+        parts.append(f"id {build['id']}, version {build['version']}, source commit "
+                     f"{source.get('commit', 'unknown')}"
+                     + (" (dirty tree)" if source.get("dirty") else ""))
+    else:
+        parts.append(build["metadata"])
+    parts += [f"{name} sha256 {digest}" for name, digest in build["extension_sha256"].items()]
+    return "; ".join(parts)
 
 
 def kernel_label(plan) -> str:
@@ -287,7 +396,11 @@ def fmt_table(rows, challenge):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=["challenge", "deepseek", "all"], default="all")
-    parser.add_argument("--sweep", action="store_true", help="also time every kernel variant")
+    parser.add_argument("--sweep", action="store_true",
+                        help="also time every kernel variant (ids 0-23) through the op's "
+                             "explicit variant argument: CUTLASS's with each split-K slice "
+                             "count and tile swizzle, the hand-written ones with their own "
+                             "slice choice; a variant that refuses the layout records why")
     parser.add_argument("--rep", type=int, default=100, help="ms of timed runs per measurement")
     parser.add_argument("--out", type=Path, default=None, help="directory for gemm.json / gemm.md")
     args = parser.parse_args()
@@ -295,22 +408,28 @@ def main() -> int:
     gk = load_kernel()
     name = torch.cuda.get_device_name()
     gpu = "H200" if "H200" in name else "H100"
-    info = env_info()
+    info = env_info(gk)
     suites = []
     if args.suite in ("challenge", "all"):
         suites.append(("challenge", CHALLENGE, True))
     if args.suite in ("deepseek", "all"):
         suites.append(("deepseek", DEEPSEEK, False))
     report = {"env": info, "suites": {}}
-    env_line = ", ".join(f"{k} {v}" for k, v in info.items())
-    md = [f"# gemm benchmark\n\n{env_line}\n\nTimes in microseconds (median, L2 flushed); ratio = "
+    env_line = ", ".join(f"{k} {v}" for k, v in info.items() if k != "kernel")
+    md = [f"# gemm benchmark\n\n{env_line}\n\n{kernel_line(info['kernel'])}\n\n"
+          "Times in microseconds (median, L2 flushed); ratio = "
           "cuBLASLt time / our time (> 1: we are faster). floor = max(FLOPs / peak FP8, bytes / "
           "peak bandwidth). kernels: the ids (kernels/gemm/NOTES.md) the op launched in each "
           "mode, with K slices as sN.\n"]
     for suite, shapes, challenge in suites:
         rows = []
         for m, n, k in shapes:
-            row = run_shape(gk, m, n, k, challenge, gpu, args.rep, args.sweep)
+            try:
+                row = run_shape(gk, m, n, k, challenge, gpu, args.rep, args.sweep)
+            except ContractError as err:
+                print(f"gemm.py: FAILED, the kernel's output is wrong: {err}. Stopped "
+                      "before timing it; no report written.", file=sys.stderr, flush=True)
+                return 1
             rows.append(row)
             print(json.dumps(row), flush=True)
         table, summary = fmt_table(rows, challenge)

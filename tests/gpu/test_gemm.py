@@ -315,6 +315,32 @@ def test_output_layouts(gemm_kernel, case):
         assert torch.isnan(buf[:, n:]).all(), "wrote outside out"
 
 
+@pytest.mark.parametrize("precision", ["fast", "exact"])
+def test_interleaved_output_layout(gemm_kernel, precision):
+    """An out whose rows interleave without sharing an element (rows 201 elements apart,
+    elements 2 apart, 200 wide: row 0 takes the even addresses up to 398, row 1 the odd
+    ones from 201) is legal: the Python checks and the compiled op accept it, and the op
+    writes it through its temporary, nothing outside it."""
+    m, n, k = 96, 200, 256
+    seed = fresh_seed()
+    a, b, sa, sb = make_nt(m, n, k, seed=seed)
+    c = Checker(gemm_kernel, a, b, sa, sb, f"interleaved out {precision} seed={seed}")
+    check = c.exact if precision == "exact" else c.fast
+    buf = torch.full(((m - 1) * 201 + (n - 1) * 2 + 1,), float("nan"), dtype=torch.bfloat16,
+                     device="cuda")
+    out = buf.as_strided((m, n), (201, 2))
+    assert gemm_kernel.gemm_nt(a, b, sa, sb, out, precision=precision) is out
+    check(out)
+    assert int(torch.isnan(buf).sum()) == buf.numel() - m * n, "wrote outside out"
+    buf.fill_(float("nan"))
+    gemm_kernel._ops.ops.gemm_nt_out(out, a, b, sa, sb, precision == "exact")
+    check(out)
+    assert int(torch.isnan(buf).sum()) == buf.numel() - m * n, "wrote outside out"
+    buf.fill_(float("nan"))
+    assert gemm_kernel.gemm(a, b.t(), sa.t(), sb.t(), out, precision=precision) is out
+    check(out)
+
+
 def test_guide_snippet(gemm_kernel):
     """Step 5 of the guide, as written (e4m3fnuz, unit scales, caller-provided C)."""
     gemm = gemm_kernel
@@ -1241,6 +1267,68 @@ def test_quantization_matches_reference(gemm_kernel, dtype, in_dtype, rows, cols
         assert q.dtype == dtype and q.shape == x.shape
         assert torch.equal(s, rs), f"scales differ (seed={seed})"
         assert torch.equal(q.view(torch.uint8), rq.view(torch.uint8)), f"q differs (seed={seed})"
+
+
+def assert_codes_like_reference(q, rq, dtype, what):
+    """FP8 codes equal byte for byte to the reference's, except that where the reference
+    has an e4m3fn NaN (0x7F / 0xFF) the kernel's may carry the other sign: both write the
+    sign of the float NaN they cast, and a NaN's sign from a division is not something
+    IEEE fixes. e4m3fnuz has a single NaN code, 0x80, compared as every other byte."""
+    qb, rb = q.view(torch.uint8), rq.view(torch.uint8)
+    if dtype == FN:
+        nan = (rb & 0x7F) == 0x7F
+        qb, rb = torch.where(nan, qb & 0x7F, qb), torch.where(nan, rb & 0x7F, rb)
+    bad = int((qb != rb).sum())
+    assert bad == 0, f"{bad} codes differ from the reference ({what})"
+
+
+def assert_scales_like_reference(s, rs, what):
+    """NaN where the reference is NaN, equal bits elsewhere (inf included)."""
+    nan = torch.isnan(rs)
+    assert torch.equal(torch.isnan(s), nan), f"NaN scales differ ({what})"
+    assert torch.equal(s[~nan], rs[~nan]), f"scales differ ({what})"
+
+
+@pytest.mark.parametrize("dtype", [FN, NUZ])
+@pytest.mark.parametrize("in_dtype", [torch.float32, torch.bfloat16])
+def test_quantization_keeps_nan_and_inf_like_reference(gemm_kernel, dtype, in_dtype):
+    """NaN and +-inf quantize as the reference does (torch's amax and clamp keep NaN):
+    a NaN makes its group's scale NaN and every code in it NaN; an infinity makes the
+    scale inf, the group's finite values 0 and the infinity itself NaN (inf / inf). The
+    NaN may sit in any lane, warp or tail group, so the reductions must carry it."""
+    seed = fresh_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    rows, cols = 300, 7168 + 64
+    x = (torch.randn(rows, cols, generator=g, device="cuda") * 3.0).to(in_dtype)
+    nan, inf = float("nan"), float("inf")
+    # Coordinates: 1x128 group (row, col // 128); 128x128 tile (row // 128, col // 128).
+    # The 1x128 kernel reduces over a warp's lanes, the 128x128 one over 8 warps too.
+    x[0, 3] = nan  # group (0, 0), lane 3; tile (0, 0), warp 0
+    x[1, 128 + 97] = inf  # group (1, 1), lane 1; tile (0, 1), warp 7
+    x[2, 256 + 31] = -inf  # group (2, 2), lane 31; tile (0, 2), warp 0
+    x[130, 200] = -nan  # group (130, 1); tile (1, 1), warp 2
+    x[150, 7200] = nan  # the tail group (150, 56) of 64 columns; tile (1, 56)
+    x[299, 7000] = inf  # the last row: tile (2, 54) of 44 rows, warp 6
+    what = f"{dtype} {in_dtype} seed={seed}"
+    ref = gemm_kernel.reference
+    for fn, rfn, name in ((gemm_kernel.quantize_activation, ref.quantize_activation_reference,
+                           "1x128"),
+                          (gemm_kernel.quantize_weight, ref.quantize_weight_reference,
+                           "128x128")):
+        q, s = fn(x, dtype)
+        rq, rs = rfn(x, dtype)
+        assert_scales_like_reference(s, rs, f"{name} {what}")
+        assert_codes_like_reference(q, rq, dtype, f"{name} {what}")
+    # The semantics themselves, not only agreement (1x128 groups).
+    q, s = gemm_kernel.quantize_activation(x, dtype)
+    v = q.float()
+    assert torch.isnan(s[0, 0]) and torch.isnan(v[0, :128]).all(), what
+    assert torch.isnan(s[150, 56]) and torch.isnan(v[150, 7168:]).all(), what
+    assert s[1, 1] == inf and torch.isnan(v[1, 128 + 97]), what
+    others = torch.cat([v[1, 128:128 + 97], v[1, 128 + 98:256]])
+    assert (others == 0).all(), what
+    assert s[2, 2] == inf and torch.isnan(v[2, 256 + 31]), what
+    assert torch.isfinite(s[3:130]).all() and torch.isfinite(v[3:130]).all(), what
 
 
 def test_quantized_linear(gemm_kernel):

@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import importlib.util  # noqa: E402
+import itertools  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 _VALIDATE = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "torch-ext" / "gemm" / "_validate.py"
@@ -112,11 +113,67 @@ def test_transposed_views_pass_shape_checks():
         ((1, 5), (0, 1), False),
         ((4, 1), (1, 0), False),
         ((1, 5), (7, 0), True),
+        ((2, 3), (3, 2), False),  # rows interleave, every element has its own address
+        ((2, 2), (2, 3), False),
+        ((2, 2), (1, 1), True),
+        ((4, 3), (2, 3), True),  # (3, 0) and (0, 2) meet at 6
+        ((3, 3), (2, 3), False),  # one row fewer: they do not
+        ((0, 2), (1, 0), False),  # empty: nothing to overlap
+        ((2, 0), (0, 0), False),
     ],
 )
 def test_has_overlap(shape, stride, overlap):
     x = torch.empty(64, dtype=torch.bfloat16).as_strided(shape, stride)
     assert validate.has_overlap(x) is overlap
+
+
+def _overlaps_by_enumeration(shape, stride) -> bool:
+    offsets = [i * stride[0] + j * stride[1] for i in range(shape[0]) for j in range(shape[1])]
+    return len(set(offsets)) != len(offsets)
+
+
+def test_has_overlap_is_exact():
+    # Every layout of up to 6 x 6 elements with strides below 13, zero sizes and zero
+    # strides included, against the addresses themselves: no false positive (a legal out
+    # refused), no false negative (an overlapping out written).
+    storage = torch.empty(128, dtype=torch.bfloat16)
+    wrong = []
+    for r, c, sr, sc in itertools.product(range(7), range(7), range(13), range(13)):
+        x = storage.as_strided((r, c), (sr, sc))
+        if validate.has_overlap(x) != _overlaps_by_enumeration((r, c), (sr, sc)):
+            wrong.append(((r, c), (sr, sc)))
+    assert not wrong, f"{len(wrong)} layouts decided wrongly, e.g. {wrong[:5]}"
+
+
+def test_interleaved_out_passes_the_checks():
+    # Rows 201 elements apart, elements 2 apart: row i spans [201 i, 201 i + 398], so rows
+    # interleave, but no two elements meet. Only the device check may fail on CPU.
+    out = torch.empty(4 * 201 + 400, dtype=torch.bfloat16).as_strided((M, N), (201, 2))
+    with pytest.raises(ValueError, match="a must be on a CUDA device"):
+        validate.check_gemm(**nt_args(out=out), layout="nt")
+
+
+def test_shares_memory():
+    buf = torch.zeros(1024, dtype=torch.uint8)
+    a = buf[:600].view(FN).view(4, 150)  # bytes [0, 600)
+    out = buf[598:598 + 200].view(torch.bfloat16).view(4, 25)  # bytes [598, 798)
+    assert validate.shares_memory(out, a) and validate.shares_memory(a, out)
+    adjacent = buf[600:800].view(torch.bfloat16).view(4, 25)  # bytes [600, 800)
+    assert not validate.shares_memory(adjacent, a)
+    # The last element's bytes count: a bf16 element at byte 598 covers 598 and 599.
+    last = buf[:600].view(torch.bfloat16)[-1:]
+    assert validate.shares_memory(last.view(1, 1), a)
+    # A transposed view spans the same bytes as its base.
+    assert validate.shares_memory(out.t(), buf[700:702])
+    # Conservative: interleaved views with no common byte still count as sharing.
+    evens = buf.view(torch.bfloat16)[0:40:2].view(4, 5)
+    odds = buf.view(torch.bfloat16)[1:40:2].view(4, 5)
+    assert validate.shares_memory(evens, odds)
+    # Empty tensors, separate allocations and meta tensors share nothing.
+    assert not validate.shares_memory(buf[5:5].view(1, 0), a)
+    assert not validate.shares_memory(torch.zeros(4, 150, dtype=FN), a)
+    meta = torch.empty(4, 25, dtype=torch.bfloat16, device="meta")
+    assert not validate.shares_memory(meta, meta)
 
 
 @pytest.mark.parametrize(
@@ -188,6 +245,81 @@ def test_compiled_op_rejects_overlapping_strided_out(gemm_kernel):
                                          args["b_scale"], False)
     with pytest.raises(ValueError, match="out must not have overlapping elements"):
         gemm_kernel.gemm_nt(args["a"], args["b"], args["a_scale"], args["b_scale"], out)
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
+@pytest.mark.parametrize("name", ["b", "a_scale", "b_scale", "out"])
+def test_an_argument_on_meta_is_refused(gemm_kernel, name):
+    # Any tensor on `meta` sends the op to its fake (the Meta kernel), not to the CUDA
+    # kernel's checks: the fake must refuse the mixed call, not return uninitialized
+    # memory (a scale buffer left on meta by deferred initialization, say).
+    args = _on_gpu(nt_args(out=torch.empty(M, N, dtype=torch.bfloat16)))
+    args[name] = torch.empty_like(args[name], device="meta")
+    match = rf"{name} must be on cuda:\d+ like a, got meta"
+    with pytest.raises(ValueError, match=match) as info:
+        _call(gemm_kernel, "nt", args)
+    assert info.value.__suppress_context__ or info.value.__context__ is None
+    kn = {"a": args["a"], "b": args["b"].t(), "a_scale": args["a_scale"].t(),
+          "b_scale": args["b_scale"].t(), "out": args["out"]}
+    with pytest.raises(ValueError, match=match):
+        _call(gemm_kernel, "kn", kn)
+    ops = gemm_kernel._ops.ops
+    with pytest.raises(ValueError, match=match):
+        ops.gemm_nt_out(args["out"], args["a"], args["b"], args["a_scale"], args["b_scale"], False)
+    if name != "out":
+        with pytest.raises(ValueError, match=match):
+            ops.gemm_nt(args["a"], args["b"], args["a_scale"], args["b_scale"], False)
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
+def test_a_on_meta_is_refused(gemm_kernel):
+    args = _on_gpu(nt_args())
+    args["a"] = torch.empty_like(args["a"], device="meta")
+    with pytest.raises(ValueError, match="a must be on a CUDA device, got meta"):
+        _call(gemm_kernel, "nt", args)
+    with pytest.raises(ValueError, match=r"b must be on meta like a, got cuda"):
+        gemm_kernel._ops.ops.gemm_nt(args["a"], args["b"], args["a_scale"], args["b_scale"], False)
+
+
+def _sharing(x: torch.Tensor, shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A copy of ``x`` and an (M, N) bfloat16 ``out`` in one buffer, out starting
+    ``shift`` bytes before the copy's end (0: right after it, no byte shared)."""
+    nbytes = x.numel() * x.element_size()
+    buf = torch.zeros(nbytes + 2 * M * N, dtype=torch.uint8, device="cuda")
+    copy = buf[:nbytes].view(x.dtype).view(x.shape)
+    copy.copy_(x)
+    start = nbytes - shift
+    out = buf[start:start + 2 * M * N].view(torch.bfloat16).view(M, N)
+    return copy, out
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
+@pytest.mark.parametrize("name", ["a", "b", "a_scale", "b_scale"])
+def test_out_sharing_memory_with_an_input_is_refused(gemm_kernel, name):
+    # The kernels would read the input while they write out: refused, by the compiled
+    # op (called directly) and through the Python functions, even for one shared
+    # element (out's first, the input's last two bytes).
+    args = _on_gpu(nt_args())
+    args[name], args["out"] = _sharing(args[name], shift=2)
+    match = f"out must not share memory with {name}"
+    with pytest.raises(ValueError, match=match) as info:
+        _call(gemm_kernel, "nt", args)
+    assert info.value.__suppress_context__ or info.value.__context__ is None
+    with pytest.raises(ValueError, match=match):
+        gemm_kernel._ops.ops.gemm_nt_out(args["out"], args["a"], args["b"], args["a_scale"],
+                                         args["b_scale"], False)
+    if name == "a":  # the guide's convention names the same tensor a
+        with pytest.raises(ValueError, match=match):
+            gemm_kernel.gemm(args["a"], args["b"].t(), args["a_scale"].t(),
+                             args["b_scale"].t(), args["out"])
+    # Right after the input, sharing no byte: accepted, and computed (zero operands).
+    args[name], args["out"] = _sharing(args[name], shift=0)
+    args["out"].fill_(1.0)
+    assert _call(gemm_kernel, "nt", args) is args["out"]
+    assert torch.equal(args["out"], torch.zeros_like(args["out"]))
 
 
 @pytest.mark.cuda

@@ -3,6 +3,11 @@
 //   amax = max(|x| over the group, 1e-4);  s = amax / fp8_max;  q = fp8(clamp(x / s))
 // with IEEE division and round-to-nearest-even encoding. Groups are 1x128 (one row,
 // 128 columns; activations) or 128x128 (weights). Columns past the end count as 0.
+// Non-finite input follows torch too: max, the 1e-4 floor and the clamp keep NaN
+// (torch's amax and clamp; fmaxf / fminf would drop it), so a NaN makes its group's
+// scale and every code in the group NaN; an infinity makes the scale inf, the group's
+// finite values 0 and the infinity itself NaN (inf / inf). A NaN code is the bytes of
+// torch's cast: 0x7F with the float's sign for e4m3fn, 0x80 for e4m3fnuz.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -14,6 +19,28 @@ namespace kfgemm {
 namespace {
 
 constexpr float kAmaxFloor = 1e-4f;
+
+// max(a, b) that returns NaN when either is NaN (torch's max; fmaxf returns the other).
+__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
+
+// torch.clamp(y, -m, m): NaN stays NaN (fminf / fmaxf would turn it into -m).
+__device__ __forceinline__ float clamp_keep_nan(float y, float m) {
+  return y > m ? m : (y < -m ? -m : y);
+}
+
+// The group's scale: torch's amax.clamp(min=1e-4) / fp8_max, NaN and inf kept.
+__device__ __forceinline__ float group_scale(float amax, float fmax) {
+  return (amax < kAmaxFloor ? kAmaxFloor : amax) / fmax;
+}
+
+// The code of a clamped quotient; a NaN one as torch's float -> FP8 cast writes it.
+template <Fp8Kind kKind>
+__device__ __forceinline__ uint8_t quant_code(float y) {
+  if constexpr (kKind == Fp8Kind::kE4M3FN) {
+    if (y != y) return static_cast<uint8_t>(0x7Fu | ((__float_as_uint(y) >> 24) & 0x80u));
+  }
+  return fp8::encode<kKind>(y);  // e4m3fnuz: its NaN branch gives 0x80
+}
 
 template <QuantIn kIn>
 __device__ __forceinline__ float load_x(const void* x, int64_t offset) {
@@ -40,18 +67,18 @@ __global__ void __launch_bounds__(256) quant_1x128_kernel(const void* x, int64_t
   for (int i = 0; i < 4; ++i) {
     const int64_t c = c0 + lane + 32 * i;
     v[i] = c < cols ? load_x<kIn>(x, r * ldx + c) : 0.0f;
-    amax = fmaxf(amax, fabsf(v[i]));
+    amax = nan_max(amax, fabsf(v[i]));
   }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+  for (int off = 16; off > 0; off >>= 1) amax = nan_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
   const float fmax = fp8::max_finite<kKind>();
-  const float s = fmaxf(amax, kAmaxFloor) / fmax;
+  const float s = group_scale(amax, fmax);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t c = c0 + lane + 32 * i;
     if (c < cols) {
-      const float y = fminf(fmaxf(v[i] / s, -fmax), fmax);
-      q[r * cols + c] = fp8::encode<kKind>(y);
+      const float y = clamp_keep_nan(v[i] / s, fmax);
+      q[r * cols + c] = quant_code<kKind>(y);
     }
   }
   if (lane == 0) scale[r * groups + gid % groups] = s;
@@ -71,22 +98,22 @@ __global__ void __launch_bounds__(256) quant_128x128_kernel(const void* x, int64
   float amax = 0.0f;
   for (int i = row_off; i < 128; i += 2) {
     const int64_t r = r0 + i, c = c0 + col;
-    if (r < rows && c < cols) amax = fmaxf(amax, fabsf(load_x<kIn>(x, r * ldx + c)));
+    if (r < rows && c < cols) amax = nan_max(amax, fabsf(load_x<kIn>(x, r * ldx + c)));
   }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+  for (int off = 16; off > 0; off >>= 1) amax = nan_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
   if ((tid & 31) == 0) red[tid >> 5] = amax;
   __syncthreads();
   amax = red[0];
 #pragma unroll
-  for (int w = 1; w < 8; ++w) amax = fmaxf(amax, red[w]);
+  for (int w = 1; w < 8; ++w) amax = nan_max(amax, red[w]);
   const float fmax = fp8::max_finite<kKind>();
-  const float s = fmaxf(amax, kAmaxFloor) / fmax;
+  const float s = group_scale(amax, fmax);
   for (int i = row_off; i < 128; i += 2) {
     const int64_t r = r0 + i, c = c0 + col;
     if (r < rows && c < cols) {
-      const float y = fminf(fmaxf(load_x<kIn>(x, r * ldx + c) / s, -fmax), fmax);
-      q[r * cols + c] = fp8::encode<kKind>(y);
+      const float y = clamp_keep_nan(load_x<kIn>(x, r * ldx + c) / s, fmax);
+      q[r * cols + c] = quant_code<kKind>(y);
     }
   }
   if (tid == 0) scale[blockIdx.y * cgroups + blockIdx.x] = s;

@@ -1,7 +1,6 @@
 #include <torch/all.h>
 #include <torch/library.h>
 
-#include <ATen/MemoryOverlap.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -10,8 +9,10 @@
 #include <type_traits>
 #include <atomic>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "registration.h"
 #include "torch_binding.h"
@@ -72,17 +73,40 @@ void check_device(const Tensor& t, const char* name, const Tensor& ref) {
   TORCH_CHECK_VALUE(t.device() == ref.device(), cat(name, " must be on ", ref.device(), " like a, got ", t.device()));
 }
 
-// True when two distinct indices of the 2-D tensor x address one element (the Python
-// layer's has_overlap; at::has_internal_overlap leaves strided views undecided).
+// True when two distinct indices of the 2-D tensor x address one element, exactly (the
+// Python layer's has_overlap; at::has_internal_overlap leaves strided views undecided).
+// With sizes r, c > 1 and strides sr, sc > 0, indices (i, j) and (i + di, j + dj) meet
+// when di * sr = -dj * sc, whose smallest nonzero solution is |di| = sc / g,
+// |dj| = sr / g (g = gcd(sr, sc)): they meet exactly when that step fits in the tensor.
+// Interleaved rows (shape (2, 3), strides (3, 2)) do not overlap.
 bool has_overlap(const Tensor& x) {
   const int64_t r = x.size(0), c = x.size(1), sr = x.stride(0), sc = x.stride(1);
-  if (r <= 1 || c <= 1) {
-    const int64_t n = r <= 1 ? c : r, s = r <= 1 ? sc : sr;
+  if (r == 0 || c == 0) return false;  // no elements
+  if (r == 1 || c == 1) {
+    const int64_t n = r == 1 ? c : r, s = r == 1 ? sc : sr;
     return n > 1 && s == 0;
   }
   if (sc == 0 || sr == 0) return true;
-  if (sc <= sr) return sr < sc * c;
-  return sc < sr * r;
+  const int64_t g = std::gcd(sr, sc);
+  return sc / g <= r - 1 && sr / g <= c - 1;
+}
+
+// The addresses [first, last) that x's elements lie in (strides are never negative);
+// {0, 0} when x is empty.
+std::pair<uintptr_t, uintptr_t> byte_span(const Tensor& x) {
+  if (x.numel() == 0) return {0, 0};
+  int64_t last = 0;
+  for (int64_t d = 0; d < x.dim(); ++d) last += (x.size(d) - 1) * x.stride(d);
+  const auto first = reinterpret_cast<uintptr_t>(x.data_ptr());
+  return {first, first + static_cast<uintptr_t>((last + 1) * x.element_size())};
+}
+
+// Whether the address ranges of x and y intersect: conservative, two views that
+// interleave without a common byte count as sharing (the Python layer's shares_memory).
+bool shares_memory(const Tensor& x, const Tensor& y) {
+  const auto [x0, x1] = byte_span(x);
+  const auto [y0, y1] = byte_span(y);
+  return x0 < x1 && y0 < y1 && x0 < y1 && y0 < x1;
 }
 
 // Validates the NT-convention arguments; returns (M, N, K).
@@ -112,7 +136,16 @@ std::tuple<int64_t, int64_t, int64_t> check_nt(const Tensor* out, const Tensor& 
   check_device(b, "b", a);
   check_device(a_scale, "a_scale", a);
   check_device(b_scale, "b_scale", a);
-  if (out) check_device(*out, "out", a);
+  if (out) {
+    check_device(*out, "out", a);
+    // The kernels read the inputs while they write out: no byte may be both.
+    const std::pair<const Tensor*, const char*> inputs[] = {
+        {&a, "a"}, {&b, "b"}, {&a_scale, "a_scale"}, {&b_scale, "b_scale"}};
+    for (const auto& [x, name] : inputs) {
+      TORCH_CHECK_VALUE(!shares_memory(*out, *x),
+                        cat("out must not share memory with ", name, " (their address ranges intersect)"));
+    }
+  }
   return {M, N, K};
 }
 

@@ -6,7 +6,8 @@
 #include <torch/torch.h>
 
 // Block-scaled FP8 GEMM, "NT" convention: a (M, K), b (N, K), a_scale (M, ceil(K/128)),
-// b_scale (ceil(N/128), ceil(K/128)); out (M, N) bfloat16. Any strides.
+// b_scale (ceil(N/128), ceil(K/128)); out (M, N) bfloat16. Any strides; out's elements
+// must not overlap, nor may its bytes meet an input's (ValueError otherwise).
 // `exact` selects 16-bit (BF16 or FP16) tensor cores on exactly converted operands. `variant` (-1: pick),
 // `splits` (-1: pick; stream-K variants: 0 heuristic, 1 data-parallel, > 1 split-K;
 // split-K variants: K slices) and `swizzle` (the tile scheduler's maximum swizzle, 1, 2,

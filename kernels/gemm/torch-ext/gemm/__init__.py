@@ -8,8 +8,9 @@ Two calling conventions, every operand in any memory layout (K-major, M/N-major,
 transposed views) without copies by the caller:
 
 - :func:`gemm` -- the guide's: ``a`` (M, K), ``b`` (K, N), ``a_scale`` (KB, M),
-  ``b_scale`` (KB, NB). The challenge's transposed views are this call with ``b``
-  given as a view.
+  ``b_scale`` (KB, NB). The challenge's storage is this call with ``a`` given as the
+  transposed view of its (K, M) buffer; ``b`` (K, N) and both scales are passed as
+  stored.
 - :func:`gemm_nt` -- the model's (DeepGEMM / ``nn.Linear``): activations (M, K), weights
   (N, K), scales (M, KB) and (NB, KB).
 
@@ -27,7 +28,10 @@ it (the ids are those of ``NOTES.md``'s kernel table).
 
 Both functions are real PyTorch operators (``torch.library``) with fake
 implementations: they trace under ``torch.compile(fullgraph=True)``, capture into CUDA
-graphs, never synchronize with the host, and run on the current stream.
+graphs, never synchronize with the host, and run on the current stream. The fake
+implementations check the arguments as the compiled op does (shapes, dtypes, every
+tensor on ``a``'s device): they are also the ops' ``meta`` kernels, which the dispatcher
+runs whenever any argument is on ``meta``.
 """
 
 from __future__ import annotations
@@ -51,38 +55,54 @@ __all__ = [
 ]
 
 
+# The fakes are also the ops' Meta kernels: the dispatcher runs them, not the CUDA
+# kernels and their checks, whenever any argument is on `meta` (a scale buffer left there
+# by deferred initialization, say). So they check what the compiled op checks, devices
+# included, and a mixed call raises instead of returning uninitialized memory.
+
+
 @torch.library.register_fake(add_op_namespace_prefix("gemm_nt"))
 def _gemm_nt_fake(a, b, a_scale, b_scale, exact=False, variant=-1, splits=-1, swizzle=0):
-    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+    m, n, _ = _validate.check_gemm(a, b, a_scale, b_scale, None, layout="nt", fake=True)
+    return a.new_empty((m, n), dtype=torch.bfloat16)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("gemm_nt_out"))
 def _gemm_nt_out_fake(out, a, b, a_scale, b_scale, exact=False, variant=-1, splits=-1,
                       swizzle=0):
+    _validate.check_gemm(a, b, a_scale, b_scale, out, layout="nt", fake=True)
     return None
 
 
 @torch.library.register_fake(add_op_namespace_prefix("gemm"))
 def _gemm_fake(out, a, b, a_scale, b_scale):
+    _validate.check_gemm(a, b, a_scale, b_scale, out, layout="kn", fake=True)
     return None
+
+
+def _fp8_dtype(fnuz: bool) -> torch.dtype:
+    return torch.float8_e4m3fnuz if fnuz else torch.float8_e4m3fn
 
 
 @torch.library.register_fake(add_op_namespace_prefix("quantize_1x128"))
 def _quantize_1x128_fake(x, fnuz=False):
-    dtype = torch.float8_e4m3fnuz if fnuz else torch.float8_e4m3fn
+    dtype = _fp8_dtype(fnuz)
+    _validate.check_quantize_input(x, dtype, fake=True)
     kb = -(-x.shape[1] // 128)
     return x.new_empty(x.shape, dtype=dtype), x.new_empty((x.shape[0], kb), dtype=torch.float32)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("quantize_128x128"))
 def _quantize_128x128_fake(x, fnuz=False):
-    dtype = torch.float8_e4m3fnuz if fnuz else torch.float8_e4m3fn
+    dtype = _fp8_dtype(fnuz)
+    _validate.check_quantize_input(x, dtype, fake=True)
     nb, kb = -(-x.shape[0] // 128), -(-x.shape[1] // 128)
     return x.new_empty(x.shape, dtype=dtype), x.new_empty((nb, kb), dtype=torch.float32)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("prepare_operand"))
 def _prepare_operand_fake(x, to_bf16=False):
+    _validate.check_fp8_operand(x, "x")
     kp = -(-x.shape[1] // 16) * 16
     return x.new_empty((x.shape[0], kp), dtype=torch.bfloat16 if to_bf16 else torch.float8_e4m3fn)
 
@@ -104,7 +124,9 @@ def _run(a, b, a_scale, b_scale, out, precision: object, layout: str) -> torch.T
     # The compiled op checks every argument itself before it launches anything, so valid
     # calls skip the Python checks (about 4 us per call). A failed call runs them to
     # raise their error instead: it names the argument in the caller's convention, and
-    # covers what never reaches the compiled op (non-tensors, tensors off the GPU).
+    # covers what never reaches the compiled op (non-tensors, tensors off the GPU). A
+    # call with any tensor on `meta` reaches the fake instead, which checks as the
+    # compiled op does: all on `meta` it gives the result's shape, mixed it raises.
     try:
         return _launch(a, b, a_scale, b_scale, out, exact, layout)
     except Exception:
@@ -127,11 +149,13 @@ def gemm(
     """Block-scaled FP8 product in the guide's convention.
 
     Args:
-        a: (M, K) float8_e4m3fn / float8_e4m3fnuz, any strides.
-        b: (K, N) FP8, any strides (the challenge passes a transposed view).
+        a: (M, K) float8_e4m3fn / float8_e4m3fnuz, any strides (the challenge's (K, M)
+            storage passes as its transposed view).
+        b: (K, N) FP8, any strides (the challenge's (K, N) storage passes as it is).
         a_scale: (ceil(K/128), M) float32, one scale per row of ``a`` per 128 of K.
         b_scale: (ceil(K/128), ceil(N/128)) float32, one per 128x128 tile of ``b``.
-        out: optional (M, N) bfloat16 tensor to write; allocated when None.
+        out: optional (M, N) bfloat16 tensor to write, any layout whose elements do not
+            overlap and that shares no memory with the inputs; allocated when None.
         precision: ``"fast"`` (FP8 tensor cores) or ``"exact"`` (16-bit tensor cores,
             BF16 or FP16, on exactly converted operands; passes the challenge's checker).
 
@@ -140,7 +164,8 @@ def gemm(
 
     Example:
         >>> c = gemm(a, b, a_scale, b_scale)                 # a (M,K), b (K,N)
-        >>> c = gemm(a_km.T, b_kn, sa_km.T.T, sb)            # any strided views
+        >>> c = gemm(a_km.T, b_kn, sa_kbm, sb_kbnb)          # the challenge's storage:
+        >>> # a (K,M), b (K,N), scales (KB,M), (KB,NB); only a is passed as a view
     """
     return _run(a, b, a_scale, b_scale, out, precision, "kn")
 
@@ -161,7 +186,7 @@ def gemm_nt(
         b: (N, K) weights, FP8, any strides.
         a_scale: (M, ceil(K/128)) float32.
         b_scale: (ceil(N/128), ceil(K/128)) float32.
-        out: optional (M, N) bfloat16 output.
+        out: optional (M, N) bfloat16 output (see :func:`gemm`).
         precision: ``"fast"`` or ``"exact"`` (see :func:`gemm`).
 
     Returns:
