@@ -1,24 +1,45 @@
 # Sourced by scripts/demo and scripts/test: creates the virtual environment on first use
 # and installs kernelforge (editable) with what it needs; later runs reinstall only when
-# pyproject.toml changed.
-#   KERNELFORGE_VENV   where the environment lives (default: .venv in the repository)
+# pyproject.toml changed. Leaves the shell in the repository root, with CALLER_DIR the
+# directory the script was run from and VENV an absolute path.
+#   KERNELFORGE_VENV   where the environment lives (default: .venv in the repository;
+#                      a relative path is taken from the directory you run the script in)
 #   PYTHON             interpreter to create it with (default: python3, >= 3.10)
 #   TORCH_SPEC         torch requirement installed when torch is missing (default: torch==2.13.0)
 set -euo pipefail
+CALLER_DIR=$PWD
+if [ -n "${KERNELFORGE_VENV:-}" ]; then
+  case $KERNELFORGE_VENV in /*) VENV=$KERNELFORGE_VENV ;; *) VENV=$CALLER_DIR/$KERNELFORGE_VENV ;; esac
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-VENV="${KERNELFORGE_VENV:-.venv}"
+VENV=${VENV:-$PWD/.venv}
+# "python 3.X" when $1 runs as Python 3.10 or newer; exits 1 with its version otherwise
+_python_ok() {
+  "$1" -c 'import sys; v = sys.version_info; print(f"Python {v[0]}.{v[1]}"); sys.exit(v < (3, 10))'
+}
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "setting up $VENV (first run)" >&2
-  "${PYTHON:-python3}" -m venv "$VENV"
+  py=${PYTHON:-python3}
+  if ! have=$(_python_ok "$py" 2>/dev/null); then
+    echo "error: kernelforge needs Python >= 3.10, and $py is ${have:-not a working Python};" \
+         "fix: run again with PYTHON=/path/to/python3.10-or-newer" >&2
+    exit 1
+  fi
+  echo "setting up $VENV with $have (first run)" >&2
+  "$py" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+elif ! have=$(_python_ok "$VENV/bin/python" 2>/dev/null); then
+  echo "error: $VENV holds ${have:-a Python that does not run}, and kernelforge needs >= 3.10;" \
+       "fix: remove it (rm -rf $VENV) and run again, with PYTHON=/path/to/python3.10-or-newer" >&2
+  exit 1
 fi
 if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
-  echo "installing ${TORCH_SPEC:-torch==2.13.0}" >&2
+  echo "installing ${TORCH_SPEC:-torch==2.13.0} (pip is quiet until it is done)" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${TORCH_SPEC:-torch==2.13.0}"
 fi
 stamp="$VENV/.kernelforge-install"
 want="$(pwd) $(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "installing kernelforge (editable) and its test dependencies into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]"
   echo "$want" > "$stamp"
 fi

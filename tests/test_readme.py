@@ -138,3 +138,46 @@ def test_quickstart_calls_what_init_generates(tmp_path: Path) -> None:
     exported = next(ast.literal_eval(n.value) for n in package.body if isinstance(n, ast.Assign)
                     and getattr(n.targets[0], "id", "") == "__all__")
     assert used <= defined & set(exported), (used, defined, exported)
+
+
+def _fake_python(path: Path, version: str) -> Path:
+    """An executable that answers the scripts' version probe as Python ``version`` would."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = tuple(int(p) for p in version.split(".")) < (3, 10)
+    path.write_text(f"#!/bin/sh\necho 'Python {version}'\nexit {int(old)}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("command", ["./scripts/demo", "./scripts/test"])
+def test_the_commands_refuse_a_python_older_than_3_10(tmp_path: Path, command: str) -> None:
+    """An old interpreter is named before anything is installed, and an environment made
+    with one earlier is not reused in silence (fixing PYTHON alone would not help)."""
+    env = dict(os.environ, PYTHON=str(_fake_python(tmp_path / "py39" / "python", "3.9")),
+               KERNELFORGE_VENV=str(tmp_path / "venv"))
+    proc = subprocess.run([str(REPO / command)], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "kernelforge needs Python >= 3.10, and " in proc.stderr
+    assert "is Python 3.9; fix: run again with PYTHON=" in proc.stderr
+    assert not (tmp_path / "venv").exists(), "nothing is set up with an old Python"
+
+    _fake_python(tmp_path / "venv" / "bin" / "python", "3.9")
+    env["PYTHON"] = sys.executable
+    proc = subprocess.run([str(REPO / command)], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{tmp_path / 'venv'} holds Python 3.9" in proc.stderr
+    assert f"fix: remove it (rm -rf {tmp_path / 'venv'})" in proc.stderr
+
+
+def test_the_test_command_takes_paths_from_where_it_is_run() -> None:
+    """`../scripts/test test_x.py` from tests/ runs tests/test_x.py (the script itself
+    runs in the repository root)."""
+    env = dict(os.environ, KERNELFORGE_VENV=sys.prefix)
+    proc = subprocess.run([str(REPO / "scripts" / "test"), "-q", "-p", "no:cacheprovider",
+                           "test_digest.py", "-k", "sha512"],
+                          capture_output=True, text=True, env=env, timeout=300,
+                          cwd=REPO / "tests")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"\b1 passed\b", proc.stdout), proc.stdout
