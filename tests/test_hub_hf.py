@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -581,3 +582,27 @@ def test_a_busy_hub_during_a_download_is_not_answered_with_offline_mode() -> Non
     with used_for("download"):
         assert _http_advice(err) == "the Hub is busy or down: try again later"
     assert "HF_HUB_OFFLINE" in _http_advice(err)
+
+
+def test_without_huggingface_hub_every_hf_command_says_what_to_install(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """huggingface_hub is optional: publishing to the Hub without it is the same one-line
+    error as reading from it, with the install command, never an ImportError."""
+    from kernelforge.cli import main
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import raises ImportError
+    hub = HfHub(cache=tmp_path / "cache")
+    with pytest.raises(HubError, match=r"needs the huggingface_hub package; install it with: "
+                                       r"pip install 'kernelforge\[hf\]'"):
+        hub.publish(REPO, tmp_path / "p", version=1)
+    with pytest.raises(HubError, match=r"pip install 'kernelforge\[hf\]'"):
+        hub.versions(REPO)
+    project = tmp_path / "proj"
+    assert main(["init", "proj", str(project)]) == 0
+    (project / "build").mkdir()
+    capsys.readouterr()
+    assert main(["publish", str(project), "--repo", REPO, "--hub", "hf"]) == 1
+    err = capsys.readouterr().err
+    assert "error: the Hugging Face Hub needs the huggingface_hub package" in err, err
+    assert "Traceback" not in err

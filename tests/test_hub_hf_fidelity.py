@@ -88,10 +88,16 @@ def _calls_in_source() -> list[tuple[str, int, list[str], int]]:
 
 
 def _constructor_calls(name: str) -> list[tuple[list[str], int]]:
-    """The keywords (and the line) of every call of ``name(...)`` in hf.py."""
+    """The keywords (and the line) of every call of ``name(...)`` or ``<module>.name(...)``
+    in hf.py."""
     out = []
     for node in ast.walk(ast.parse(HF_SOURCE.read_text())):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        called = func.id if isinstance(func, ast.Name) else (
+            func.attr if isinstance(func, ast.Attribute) else None)
+        if called == name:
             assert not node.args, f"hf.py:{node.lineno}: pass {name}'s arguments by keyword"
             out.append(([str(k.arg) for k in node.keywords], node.lineno))
     return out

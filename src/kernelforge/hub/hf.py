@@ -157,6 +157,19 @@ def _network_advice(writing: bool = False) -> str:
     return _DOWNLOAD_ADVICE if _purpose.get() == "download" else _OFFLINE_ADVICE
 
 
+
+def _huggingface_hub() -> Any:
+    """The ``huggingface_hub`` module, imported when first needed (it is an optional
+    dependency): a :class:`HubError` with the install command where it is missing."""
+    try:
+        import huggingface_hub
+    except ImportError as err:
+        raise HubError(
+            "the Hugging Face Hub needs the huggingface_hub package; install it with: "
+            "pip install 'kernelforge[hf]'"
+        ) from err
+    return huggingface_hub
+
 class HfHub:
     """Kernel repositories on the Hugging Face Hub.
 
@@ -263,14 +276,7 @@ class HfHub:
         if self.offline:  # pragma: no cover - every caller checks first
             raise HubError(f"the Hugging Face Hub is offline here ({self._why_offline()})")
         if self._api is None:
-            try:
-                from huggingface_hub import HfApi
-            except ImportError as err:
-                raise HubError(
-                    "loading from the Hugging Face Hub needs the huggingface_hub package; "
-                    "install it with: pip install 'kernelforge[hf]'"
-                ) from err
-            self._api = HfApi(token=self.token, endpoint=self.endpoint)
+            self._api = _huggingface_hub().HfApi(token=self.token, endpoint=self.endpoint)
         return self._api
 
     def _call(self, what: str, repo_id: str, method: str, *args: Any, writing: bool = False,
@@ -598,9 +604,9 @@ class HfHub:
             TrustError: ``signer`` is given but a variant's ``metadata.json`` records
                 no file digests (a signature would not cover its code).
         """
-        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
         from kernelforge.hub._staging import stage_build
+
+        hf = _huggingface_hub()
 
         validate_repo_id(repo_id)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
@@ -627,16 +633,16 @@ class HfHub:
             if signer is not None and rel.endswith("/metadata.json") and rel.count("/") == 2:
                 variant = rel.split("/")[1]
                 sig = signer.sign_variant(variant, data, repo_id=repo_id)
-                ops.append(CommitOperationAdd(path_in_repo=signature_path(variant),
-                                              path_or_fileobj=sig))
+                ops.append(hf.CommitOperationAdd(path_in_repo=signature_path(variant),
+                                                 path_or_fileobj=sig))
                 new_paths.add(signature_path(variant))
-            ops.append(CommitOperationAdd(path_in_repo=rel, path_or_fileobj=data))
+            ops.append(hf.CommitOperationAdd(path_in_repo=rel, path_or_fileobj=data))
             new_paths.add(rel)
         if card is not None:
-            ops.append(CommitOperationAdd(path_in_repo="README.md",
-                                          path_or_fileobj=card.encode("utf-8")))
+            ops.append(hf.CommitOperationAdd(path_in_repo="README.md",
+                                             path_or_fileobj=card.encode("utf-8")))
         old = self._listing(repo_id, parent, writing=True) if parent else []
-        ops.extend(CommitOperationDelete(path_in_repo=p) for p in old
+        ops.extend(hf.CommitOperationDelete(path_in_repo=p) for p in old
                    if p.startswith("build/") and p not in new_paths)
         info = self._call("publishing", repo_id, "create_commit", repo_id, operations=ops,
                           commit_message=message or f"Publish version {version}",
@@ -649,8 +655,8 @@ class HfHub:
             logger.info("%s %s already holds this build: no new commit", repo_id, branch)
         if card is not None:
             self._call("updating the card", repo_id, "create_commit", repo_id,
-                       operations=[CommitOperationAdd(path_in_repo="README.md",
-                                                      path_or_fileobj=card.encode("utf-8"))],
+                       operations=[hf.CommitOperationAdd(path_in_repo="README.md",
+                                                         path_or_fileobj=card.encode("utf-8"))],
                        commit_message=message or "Update card", repo_type=REPO_TYPE,
                        revision=CARD_BRANCH, writing=True)
         self._refs(repo_id, writing=True)  # refresh the cached refs
