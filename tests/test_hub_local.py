@@ -334,6 +334,15 @@ def test_publishing_the_same_build_again_makes_no_revision(hub: LocalHub, projec
     assert [r.commit for r in hub.log(REPO, "v1")] == [rev.commit]
     carded = hub.publish(REPO, project, version=1, card="# relu\n")
     assert carded.parent == rev.commit and carded.commit != rev.commit
+    # without a card the branch keeps its own, so the same build is no change, as on
+    # the Hugging Face Hub (whose publish replaces only build/)
+    uncarded = hub.publish(REPO, project, version=1)
+    assert (uncarded.commit, uncarded.parent) == (carded.commit, carded.commit)
+    assert hub.read_file(REPO, uncarded.commit, "README.md") == b"# relu\n"
+    recarded = hub.publish(REPO, project, version=1, card="# relu, v1\n")
+    assert recarded.parent == carded.commit
+    assert hub.read_file(REPO, recarded.commit, "README.md") == b"# relu, v1\n"
+    carded = hub.publish(REPO, project, version=1, card="# relu\n")
     from kernelforge import signing
 
     key = signing.generate_key(tmp_path / "k.pem")

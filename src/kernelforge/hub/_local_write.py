@@ -85,7 +85,8 @@ class LocalHubWriter:
                 variant's ``metadata.json`` ``version`` must equal it (or be absent).
             message: the revision message.
             card: the repository card (README) text; when given it is stored in the
-                revision and committed on branch ``main`` too.
+                revision and committed on branch ``main`` too. Without one the revision
+                keeps the card of the branch's head, as a Hugging Face Hub publish does.
             signer: sign every variant with this key (``build/<variant>.sig``), so
                 that others who trust the key can load it.
 
@@ -115,8 +116,12 @@ class LocalHubWriter:
 
             check_signable(staged.digests, build_dir, staged.unversioned)
         branch = f"v{version}"
-        extra = {} if card is None else {CARD_FILE: card.encode("utf-8")}
         with self._locked(repo_id) as (repo_id, repo):
+            # Without a card the branch keeps the one it has, as on the Hugging Face Hub,
+            # where a publish replaces only build/: the same build published with and
+            # without --card is then one revision, not a new one each time.
+            extra = ({CARD_FILE: card.encode("utf-8")} if card is not None
+                     else self._branch_card(repo_id, repo, branch))
             rev = self._commit(repo_id, repo, branch, staged, message, extra, signer)
             if card is not None:
                 self._commit_main(repo_id, repo, message or "Update card", {CARD_FILE: card})
@@ -327,6 +332,20 @@ class LocalHubWriter:
         _durable.write_ref(head, commit)
         return self.revision(repo_id, commit)
 
+
+    def _branch_card(self, repo_id: str, repo: Path, branch: str) -> dict[str, bytes]:
+        """The card the head of ``branch`` holds, as ``extra`` files for its next revision
+        (none when the branch is new, has no card, or its card cannot be read)."""
+        head = read_ref(repo / "refs" / "heads" / branch)
+        if head is None:
+            return {}
+        try:
+            data = self.read_file(repo_id, head, CARD_FILE)
+        except HubError as err:
+            logger.info("the card of %s %s cannot be read (%s); not kept", repo_id, branch,
+                        err)
+            return {}
+        return {} if data is None else {CARD_FILE: data}
 
     def _unchanged(self, repo_id: str, head: str, recorded: dict[str, str]) -> bool:
         """Whether the revision at ``head`` records exactly ``recorded``, was published
