@@ -349,3 +349,19 @@ def test_versions_lists_a_repository_whose_status_it_cannot_read(
     out = capsys.readouterr().out
     assert "  note: org/k: kernel-status.toml: key 'kind' is 'new'" in out, out
     assert "\n  v1\n" in out and "torch-cpu" in out, out
+
+
+def test_a_library_warning_reads_as_the_commands_own_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A warning the library logs while a command runs is printed `warning: ...`, like
+    the command's own lines, once; the handler goes when the command ends."""
+    import logging
+
+    stray = tmp_path / "cache" / "variants" / "bad..org" / "x" / ("0" * 40) / "torch-cpu"
+    stray.mkdir(parents=True)
+    (stray / "entry.json").write_text("{}")
+    assert main(["cache", "list", "--cache", str(tmp_path / "cache")]) == 0
+    err = capsys.readouterr().err
+    assert err == f"warning: ignoring {stray}: not a download cache entry\n", err
+    assert not logging.getLogger("kernelforge").handlers

@@ -15,6 +15,7 @@ kernelforge and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -542,6 +543,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Labelled(logging.Handler):
+    """Writes the library's warnings to stderr as the command's own lines are written,
+    ``warning: <message>``, to the ``sys.stderr`` of the moment."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"{record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
+        except Exception:  # noqa: BLE001 - logging's contract: report, never raise
+            self.handleError(record)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelforge`` command."""
     parser = build_parser()
@@ -549,6 +561,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_args = getattr(args, "check_args", None)
     if check_args is not None:
         check_args(args)  # checks of one argument against another; usage errors, exit 2
+    # Without a handler, Python prints a library warning bare; with this one it reads as
+    # the command's other lines do. It goes when the command ends (main may be called
+    # again in one process, and by programs with logging of their own).
+    library = logging.getLogger("kernelforge")
+    handler = _Labelled(logging.WARNING)
+    library.addHandler(handler)
+    try:
+        return _run(args)
+    finally:
+        library.removeHandler(handler)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; errors the user can act on become one ``error:`` line."""
     try:
         code = int(args.func(args))
         sys.stdout.flush()  # here, so that a closed pipe is handled below, not at exit
