@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kf_testutil import write_noarch_project
+from kf_testutil import copy_example, write_noarch_project
 
 from kernelforge.build.interpreter import PythonEnv, python_env
 from kernelforge.errors import ToolchainError
@@ -83,7 +83,7 @@ def test_backends_are_judged_by_the_foreign_torch(tmp_path: Path) -> None:
     from kernelforge.variants import torch_install_facts
 
     python = fake_environment(tmp_path / "env", "2.9.1+cu128", "12.8")
-    project = Path(__file__).resolve().parents[1] / "src" / "kernelforge" / "examples" / "relu"
+    project = copy_example(tmp_path / "relu")  # a build writes under the project
     local = torch_install_facts()
     if local is not None and local.cuda:
         pytest.skip("this torch has CUDA too, so the test could not tell them apart")
