@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -52,9 +53,25 @@ def test_a_probe_answering_in_another_encoding_is_a_clear_error(tmp_path: Path) 
     fake = tmp_path / "latin1-python"
     fake.write_bytes(b"#!/bin/sh\nprintf 'Fehler: ung\\374ltig\\n' >&2\nexit 1\n")
     fake.chmod(0o755)
-    with pytest.raises(ToolchainError, match="could not report its torch installation "
-                       "\\(exit 1\\):\nFehler: ung\ufffdltig"):
+    with pytest.raises(ToolchainError, match="did not answer like a Python interpreter "
+                       "running kernelforge's probe \\(exit 1: Fehler: ung\ufffdltig\\)"):
         python_env(fake).torch_install()
+
+
+def test_an_environment_folder_is_answered_with_its_interpreter(tmp_path: Path) -> None:
+    python = fake_environment(tmp_path / "env", "2.9.1+cu128", "12.8")
+    with pytest.raises(ToolchainError, match=rf"--python {re.escape(str(tmp_path / 'env'))} "
+                       rf"is a folder, not an interpreter; fix: did you mean --python "
+                       rf"{re.escape(str(python))}\?"):
+        python_env(tmp_path / "env")
+
+
+def test_another_program_is_not_taken_for_a_python_that_failed(tmp_path: Path) -> None:
+    """`--python /bin/ls`: its own complaint is not passed off as the probe's failure."""
+    with pytest.raises(ToolchainError, match=r"--python /bin/ls did not answer like a Python "
+                       r"interpreter running kernelforge's probe \(exit 2: .*\); fix: give "
+                       r"the path of the python executable"):
+        python_env("/bin/ls").torch_install()
 
 def test_a_foreign_interpreter_reports_its_own_torch(tmp_path: Path) -> None:
     python = fake_environment(tmp_path, "2.9.1+cu128", "12.8")

@@ -128,9 +128,14 @@ class PythonEnv:
             raise ToolchainError(f"cannot run the Python interpreter {self.executable}: {err}") \
                 from err
         if proc.returncode != 0:
+            said = proc.stderr.strip()
+            if "Traceback (most recent call last)" not in said and "No module named" not in said:
+                # no Python error at all: another program (`--python /bin/ls`)
+                last = said.splitlines()[-1][-300:] if said else "no output"
+                raise self._not_python(f"exit {proc.returncode}: {last}")
             raise ToolchainError(
                 f"{self.executable} could not report its torch installation "
-                f"(exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}"
+                f"(exit {proc.returncode}):\n{said[-2000:]}"
             )
         lines = proc.stdout.strip().splitlines()
         try:
@@ -165,10 +170,14 @@ def python_env(python: str | os.PathLike[str] | None) -> PythonEnv:
         return PythonEnv(sys.executable)
     found = shutil.which(str(python))
     if found is None:
-        raise ToolchainError(
-            f"--python {python}: no such Python interpreter; give the path of the "
-            "python executable of the environment whose torch you want to build for"
-        )
+        fix = ("give the path of the python executable of the environment whose torch you "
+               "want to build for")
+        if Path(python).is_dir():  # an environment's folder
+            inside = [p for p in (Path(python) / "bin" / "python", Path(python) / "python.exe",
+                                  Path(python) / "Scripts" / "python.exe") if p.is_file()]
+            fix = f"did you mean --python {inside[0]}?" if inside else fix
+            raise ToolchainError(f"--python {python} is a folder, not an interpreter; fix: {fix}")
+        raise ToolchainError(f"--python {python}: no such Python interpreter; fix: {fix}")
     # Not the resolved file: every virtual environment made from one base Python links
     # to the same binary, yet each has its own site-packages (and so its own torch). Any
     # other path is asked for its facts, which is right even when it is this environment.
