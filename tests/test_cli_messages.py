@@ -365,3 +365,29 @@ def test_a_library_warning_reads_as_the_commands_own_lines(
     err = capsys.readouterr().err
     assert err == f"warning: ignoring {stray}: not a download cache entry\n", err
     assert not logging.getLogger("kernelforge").handlers
+
+
+@pytest.mark.parametrize(("argv", "usage", "said"), [
+    (["biuld"], "usage: kernelforge [-h]",
+     "invalid choice: 'biuld' (choose from "),
+    (["build", ".", "--backed", "cpu"], "usage: kernelforge build [-h]",
+     "kernelforge build: error: unrecognized arguments: --backed cpu; did you mean --backend?"),
+    (["cache", "lst"], "usage: kernelforge cache [-h]",
+     "invalid choice: 'lst' (choose from "),
+    (["cache", "list", "--jsno"], "usage: kernelforge cache list [-h]",
+     "kernelforge cache list: error: unrecognized arguments: --jsno; did you mean --json?"),
+    (["check", "a", "b"], "usage: kernelforge check [-h]",
+     "kernelforge check: error: unrecognized arguments: b\n"),
+])
+def test_a_misspelt_command_or_option_gets_its_commands_usage_and_a_suggestion(
+    capsys: pytest.CaptureFixture[str], argv: list[str], usage: str, said: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+    assert said in err, err
+    if "invalid choice" in said:
+        meant = {"biuld": "build", "lst": "list"}[argv[-1]]
+        assert err.rstrip().endswith(f"; did you mean '{meant}'?"), err

@@ -620,7 +620,8 @@ def test_has_kernel_answers_for_a_backend_this_torch_cannot_use(
         loader.get_kernel(REPO, version=1, hub=hub, backend="cuda")
     assert loader.has_kernel(REPO, version=1, hub=hub, backend="cuda") is False
     assert loader.has_kernel(REPO, version=1, hub=hub, backend="cpu") is True
-    with pytest.raises(ValueError, match="backend: unknown backend 'cdua'; expected one of"):
+    with pytest.raises(ValueError, match=r"backend: unknown backend 'cdua'; expected one of "
+                       r".*\(did you mean 'cuda'\?\)"):
         loader.has_kernel(REPO, version=1, hub=hub, backend="cdua")
 
 

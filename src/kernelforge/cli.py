@@ -15,6 +15,7 @@ kernelforge and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import re
@@ -469,8 +470,51 @@ def jobs_arg(text: str) -> int:
     return jobs
 
 
+#: argparse's "invalid choice" message (its choices quoted or not, by Python version)
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a misspelt command or option (Python 3.14's
+    ``suggest_on_error``, for every Python this package runs on)."""
+
+    def error(self, message: str) -> NoReturn:
+        m = _INVALID_CHOICE.search(message)
+        if m:
+            choices = [c.strip().strip("'") for c in m.group("choices").split(",")]
+            near = difflib.get_close_matches(m.group("word"), choices, n=1)
+            if near:
+                message += f"; did you mean {near[0]!r}?"
+        super().error(message)
+
+    def unrecognized(self, extra: Sequence[str]) -> NoReturn:
+        """Refuse arguments this (sub)command does not take, with its usage line, and
+        the option meant where one is close."""
+        message = f"unrecognized arguments: {' '.join(extra)}"
+        options = [o for action in self._actions for o in action.option_strings]
+        for word in extra:
+            near = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
+            if word.startswith("-") and near:
+                message += f"; did you mean {near[0]}?"
+                break
+        self.error(message)
+
+
+def _innermost(parser: argparse.ArgumentParser,
+               args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` chose: ``kernelforge cache list``'s, say."""
+    while True:
+        chosen = None
+        for action in parser._actions:  # argparse keeps its subcommands only there
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+        if not isinstance(chosen, argparse.ArgumentParser):
+            return parser
+        parser = chosen
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kernelforge",
         description="Build, share and load GPU compute kernels for PyTorch.",
     )
@@ -557,7 +601,13 @@ class _Labelled(logging.Handler):
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelforge`` command."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Arguments a subcommand does not take are its usage error, not the top level's
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        inner = _innermost(parser, args)
+        if isinstance(inner, _Parser):
+            inner.unrecognized(extra)
+        inner.error(f"unrecognized arguments: {' '.join(extra)}")
     check_args = getattr(args, "check_args", None)
     if check_args is not None:
         check_args(args)  # checks of one argument against another; usage errors, exit 2

@@ -81,7 +81,11 @@ def _ver(v: tuple[int, ...] | None) -> str:
 
 
 def _unknown_backend(backend: object) -> str:
-    return f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}"
+    from kernelforge.archs import closest
+
+    near = closest(backend, BACKENDS) if isinstance(backend, str) else None
+    return (f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}"
+            + (f" (did you mean {near!r}?)" if near else ""))
 
 
 def _backend_label(backend: str | None, version: tuple[int, int] | None) -> str:
