@@ -472,7 +472,7 @@ def test_allow_argument_is_checked() -> None:
 
 @pytest.mark.parametrize(("entry", "message"), [
     ("org/*", r"trust_remote_code: 'org/\*' is a pattern, but the list takes repository ids "
-              r".*'kernelforge trust allow org/\*'"),
+              r".*: kernelforge trust allow 'org/\*' \(quoted, so that the shell"),
     ("*", r"'\*' is a pattern"),
     ("relu", "trust_remote_code: repo_id: 'relu' is not a valid repository id"),
     (3, "trust_remote_code: repo_id: expected a string"),

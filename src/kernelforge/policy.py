@@ -65,8 +65,8 @@ def allow_key(allow: AllowArg) -> bool | tuple[str, ...]:
             raise ValueError(
                 f"trust_remote_code: {entry!r} is a pattern, but the list takes repository "
                 "ids ('org/name'), each allowed as written; to allow every repository a "
-                f"pattern matches, add it to your trust store: 'kernelforge trust allow "
-                f"{entry}'"
+                f"pattern matches, add it to your trust store: kernelforge trust allow "
+                f"'{entry}' (quoted, so that the shell leaves the '*' alone)"
             )
         try:
             validate_repo_id(entry)
