@@ -391,3 +391,32 @@ def test_a_misspelt_command_or_option_gets_its_commands_usage_and_a_suggestion(
     if "invalid choice" in said:
         meant = {"biuld": "build", "lst": "list"}[argv[-1]]
         assert err.rstrip().endswith(f"; did you mean '{meant}'?"), err
+
+
+def test_the_demo_says_that_it_does_not_follow_kernelforge_hub_hf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo publishes to a local hub only; KERNELFORGE_HUB=hf is not silently
+    dropped (the publish line then names a path the user did not ask for)."""
+    from kernelforge import build, demo
+
+    class Published(Exception):
+        pass
+
+    def publish(*args: object, **kwargs: object) -> None:
+        raise Published
+
+    monkeypatch.setenv("KERNELFORGE_HUB", "hf")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "build_project", lambda *args, **kwargs: [])
+    monkeypatch.setattr(LocalHub, "publish", publish)
+    lines: list[str] = []
+    with pytest.raises(Published):
+        demo.run_demo(workspace=tmp_path / "relu", say=lines.append)
+    assert any("note: KERNELFORGE_HUB=hf is not followed: the demo publishes only to a "
+               "local hub" in line for line in lines), lines
+    monkeypatch.delenv("KERNELFORGE_HUB")
+    lines.clear()
+    with pytest.raises(Published):
+        demo.run_demo(workspace=tmp_path / "relu", say=lines.append)
+    assert not any("note:" in line for line in lines), lines

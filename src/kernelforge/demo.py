@@ -3,6 +3,7 @@ with :func:`kernelforge.get_kernel` and check it against PyTorch, saying what it
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -53,6 +54,7 @@ def run_demo(
     """
     from kernelforge.build import build_project
     from kernelforge.hub import LocalHub
+    from kernelforge.hub.local import HUB_ENV
     from kernelforge.loader import get_kernel
     from kernelforge.manifest import load_manifest
 
@@ -67,6 +69,10 @@ def run_demo(
         + ", ".join(r.variant for r in results))
 
     local_hub = LocalHub(hub)
+    chosen = os.environ.get(HUB_ENV, "").strip()
+    if hub is None and chosen.lower() in ("hf", "huggingface"):
+        say(f"      note: {HUB_ENV}={chosen} is not followed: the demo publishes only to a "
+            "local hub, here the default one")
     manifest = load_manifest(project)
     version = manifest.version if manifest.version is not None else 1
     rev = local_hub.publish(DEMO_REPO, project / "build", version=version, message="demo")
