@@ -98,8 +98,12 @@ def test_info_of_a_lock_shows_the_branch_it_records(tmp_path: Path, env, capsys)
 def test_a_locked_load_reads_no_branch_from_the_branch_the_lock_records(
         tmp_path: Path, env) -> None:
     """The lock's branch is shown, not judged: branch v1 moved to a build published as
-    version 2 is refused by an unpinned load, and loads as pinned by a kernelforge.lock
-    that was written while v1 pointed there (the lock pins the bytes)."""
+    version 2 is refused by an unpinned load and by ``kernelforge lock`` (which makes the
+    check a locked load does not), and a lock that records branch v1 for that build all
+    the same (written by hand, or before locking made the check) loads what it pins (the
+    lock pins the bytes)."""
+    import json
+
     from kernelforge.errors import TrustError
 
     hub = LocalHub(env["hub"])
@@ -108,9 +112,15 @@ def test_a_locked_load_reads_no_branch_from_the_branch_the_lock_records(
     make_variant(tmp_path / "b2", "torch-cpu", version=2, module_id=uid("br2"), value=2)
     v2 = hub.publish(REPO, tmp_path / "b2", version=2).commit
     (hub.root / REPO / "refs" / "heads" / "v1").write_text(v2 + "\n")
-    lock = lock_project(_project(tmp_path / "p", 1)).path
     with pytest.raises(TrustError, match="branch v1 serves a build published by you as "
                        "version 2"):
         loader.get_kernel(REPO, version=1)
+    with pytest.raises(TrustError, match="branch v1 serves a build published by you as "
+                       "version 2 .* refusing to lock it"):
+        lock_project(_project(tmp_path / "p", 1))
+    lock = lock_project(_project(tmp_path / "p", 2)).path
+    doc = json.loads(lock.read_text())
+    doc["kernels"][REPO].update(branch="v1", requested={"version": 1})
+    lock.write_text(json.dumps(doc))
     assert loader.kernel_info(REPO, lockfile=lock).branch == "v1"
     assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 2

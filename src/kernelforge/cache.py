@@ -11,7 +11,7 @@ directory)::
         files/<org>/<name>/<commit>/<path>.absent  "the revision has no such file"
         listings/<org>/<name>/<commit>.json        every file path of a commit
         refs/<org>/<name>.json                     branches and tags last seen online
-        locks/<key>.lock                           one lock per entry being written
+        locks/<key>.lock                           the lock of each key ever written
         tmp/<key>.<random>/                        entries being written
         CACHEDIR.TAG                               marks the directory as a cache
 
@@ -25,6 +25,12 @@ published with an atomic rename while holding a file lock: a process killed at a
 point leaves at most a ``tmp/`` directory (removed by the next writer of that entry)
 and never a partial entry, and eight processes asking for the same cold entry fetch it
 once. The file lock is released by the kernel when its holder dies.
+
+``locks/`` keeps one small, empty lock file for every key ever written (each variant,
+single file and removal): a removal cannot tell whether another process is about to take
+a lock file it would delete (that process would then lock a file no one else sees, and
+two writers could run at once), so they stay, and ``kernelforge cache clear`` leaves them
+(and the tag) in place.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge import _durable
-from kernelforge.errors import HubError
+from kernelforge.errors import HubError, IntegrityError
 from kernelforge.hub.base import is_commit, spellings, validate_repo_id
 
 __all__ = ["CACHE_ENV", "CachedVariant", "DownloadCache", "Entry", "Removed",
@@ -119,8 +125,9 @@ class Entry:
             as checked when it was fetched.
         fetched: ``True`` when this call fetched it.
         damaged: why the entry cannot be a variant (its ``files/`` directory or its
-            ``metadata.json`` is missing, or that does not parse), ``None`` when it can.
-            Its files are not checked against their digests here (the loader does that).
+            ``metadata.json`` is missing, or that does not parse, or its ``entry.json``
+            is not a record of its files), ``None`` when it can. Its files are not
+            checked against their digests here (the loader does that).
     """
 
     path: Path
@@ -139,7 +146,9 @@ class CachedVariant:
         variant: the variant name.
         size: bytes of its files on disk.
         fetched: when it was fetched (seconds since the epoch), ``None`` if not recorded.
-        damaged: why its copy cannot be used (a load online fetches it again), if so.
+        damaged: why its copy cannot be used (a load online fetches it again), if so:
+            as :attr:`Entry.damaged` says it, its files not hashed (a changed file is
+            found by the load that verifies it).
     """
 
     repo_id: str
@@ -193,6 +202,7 @@ class DownloadCache:
         a load of ``org/relu`` cached. More than one exists only where two spellings were
         first cached at once, or by versions that kept each spelling apart."""
         org, name = validate_repo_id(repo_id)
+        self._check_root()
         exact = self.root / kind / org / f"{name}{suffix}"
         base = self.root / kind
         found = [base / o / n for o in spellings(base, org)
@@ -242,16 +252,43 @@ class DownloadCache:
         path.mkdir()
         return path
 
+    def _check_root(self) -> None:
+        """Refuse a root that is not a directory (a file, or below one), which every read
+        and write of the cache would otherwise fail on with the bare system error.
+
+        Raises:
+            HubError: naming the root and the fix.
+        """
+        try:
+            is_dir = stat.S_ISDIR(os.stat(self.root).st_mode)
+        except FileNotFoundError:
+            return  # made by the first write
+        except NotADirectoryError:
+            is_dir = False  # a file stands where a folder of its path should be
+        if not is_dir:
+            raise HubError(f"{self.root} is a file (or lies below one), not a download cache "
+                           f"directory; fix: set {CACHE_ENV} to a directory, or move the "
+                           "file away")
+
     def _make_root(self) -> None:
         """Where every write starts: the root made if missing, and tagged as a cache when
         this call made it, never a directory that was already there (a mistyped
-        KERNELFORGE_CACHE naming a home or project directory)."""
+        KERNELFORGE_CACHE naming a home or project directory).
+
+        Raises:
+            HubError: the root is a file, or lies below one (:meth:`_check_root`).
+        """
         if self.root.is_dir():
             return
+        self._check_root()
         try:
             self.root.mkdir(parents=True)
         except FileExistsError:  # made meanwhile, by another process (which tags it)
+            self._check_root()  # (or a file made meanwhile)
             return
+        except NotADirectoryError:  # a file made meanwhile on its path
+            self._check_root()
+            raise
         self._tag()
 
     def _write_json(self, path: Path, doc: Any) -> None:
@@ -288,6 +325,17 @@ class DownloadCache:
         self._write_json(self._refs_files(repo_id)[0], {
             "repo-id": repo_id, "branches": branches, "tags": tags, "time": time.time()})
 
+    def _refs_doc(self, repo_id: str) -> dict[str, Any] | None:
+        """The refs record :meth:`load_refs` reads, or ``None``."""
+        docs = []
+        for path in self._refs_files(repo_id):
+            _check_owner(path)  # whoever writes it chooses the commit an offline load takes
+            doc = self._read_json(path)
+            if (isinstance(doc, dict) and isinstance(doc.get("repo-id"), str)
+                    and doc["repo-id"].lower() == repo_id.lower()):
+                docs.append(doc)
+        return max(docs, key=_saved_at) if docs else None
+
     def load_refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]] | None:
         """``(branches, tags)`` last seen online, or ``None``.
 
@@ -295,14 +343,22 @@ class DownloadCache:
         written for another is not this one's. Files of versions before that name none
         (and those versions gave ``org/x`` and ``org/x.y`` one file): they are not read,
         and the next online load writes the file again. Where two spellings of the id
-        each have a file, the one saved last counts."""
-        docs = [doc for doc in map(self._read_json, self._refs_files(repo_id))
-                if isinstance(doc, dict) and isinstance(doc.get("repo-id"), str)
-                and doc["repo-id"].lower() == repo_id.lower()]
-        if not docs:
+        each have a file, the one saved last counts.
+
+        Raises:
+            HubError: a refs file was made by another user (not root).
+        """
+        doc = self._refs_doc(repo_id)
+        if doc is None:
             return None
-        doc = max(docs, key=_saved_at)
         return dict(doc.get("branches", {})), dict(doc.get("tags", {}))
+
+    def refs_saved_at(self, repo_id: str) -> float | None:
+        """When the refs :meth:`load_refs` returns were seen online (seconds since the
+        epoch), ``None`` when none are cached or their file records no time."""
+        doc = self._refs_doc(repo_id)
+        saved = _saved_at(doc) if doc is not None else 0.0
+        return saved or None
 
     def save_listing(self, repo_id: str, commit: str, files: list[str]) -> None:
         """Remember every file path of a commit (immutable, so kept forever)."""
@@ -310,9 +366,15 @@ class DownloadCache:
         self._write_json(path, sorted(files))
 
     def load_listing(self, repo_id: str, commit: str) -> list[str] | None:
-        """The file paths of a commit, or ``None`` when never listed."""
+        """The file paths of a commit, or ``None`` when never listed.
+
+        Raises:
+            HubError: the listing was made by another user (not root): it decides which
+                files a download fetches.
+        """
         name = f"{self._check_commit(commit)}.json"
         for folder in self._repos("listings", repo_id):
+            _check_owner(folder / name)
             doc = self._read_json(folder / name)
             if isinstance(doc, list):
                 return [str(p) for p in doc]
@@ -348,6 +410,34 @@ class DownloadCache:
     def peek_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
         """A single file if it is cached, else ``None`` (never fetches)."""
         return self._cached_file(repo_id, commit, path)[0]
+
+    def cached_file(self, repo_id: str, commit: str, path: str) -> Path | None:
+        """Where a single file's cached copy is (or the record that the revision lacks
+        it), ``None`` when neither is cached: what :meth:`get_file` would read without
+        fetching."""
+        data, absent, target = self._cached_file(repo_id, commit, path)
+        if data is not None:
+            return target
+        return target.with_name(target.name + _ABSENT) if absent else None
+
+    def discard_file(self, repo_id: str, commit: str, path: str) -> None:
+        """Remove a single file's cached copy (and any record that the revision lacks it)
+        under its lock, so that the next :meth:`get_file` fetches it again: for a copy
+        that fails its check (the cache was damaged since it was fetched).
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+            path: the path in the revision.
+        """
+        parts = (self._check_commit(commit), *_safe_rel(path))
+        key = self._key("file", repo_id, f"{commit}/{path}")
+        with self._lock(key):
+            for folder in self._repos("files", repo_id):
+                target = folder.joinpath(*parts)
+                for found in (target, target.with_name(target.name + _ABSENT)):
+                    if found.exists() or found.is_symlink():
+                        self._throw_away(key, found)
 
     def get_file(
         self,
@@ -431,21 +521,26 @@ class DownloadCache:
         Returns:
             The :class:`Entry`; its files are not re-checked here (the loader does that),
             but an entry whose ``files/`` or ``metadata.json`` is gone (a removal by hand
-            that was interrupted) or whose ``metadata.json`` does not parse says so in
-            ``damaged``: :meth:`install` fetches such an entry again.
+            that was interrupted), whose ``metadata.json`` does not parse, or whose
+            ``entry.json`` is not a record of its files (its ``files`` then empty) says so
+            in ``damaged``: :meth:`install` fetches such an entry again. A sound entry
+            under another spelling of the id is taken before a damaged one.
 
         Raises:
             HubError: the entry was made by another user (not root).
         """
+        damaged: Entry | None = None
         for where in self._entry_dirs(repo_id, commit, variant):
             for path in (where, where / ENTRY_FILE, where / FILES_DIR):
                 _check_owner(path)
-            doc = self._read_json(where / ENTRY_FILE)
-            if isinstance(doc, dict) and isinstance(doc.get("files"), dict):
+            doc, problem = _entry_record(where / ENTRY_FILE)
+            if doc is not None:
                 return Entry(where / FILES_DIR,
                              {str(k): str(v) for k, v in doc["files"].items()},
                              damaged=_damage(where / FILES_DIR))
-        return None
+            if problem is not None and damaged is None:
+                damaged = Entry(where / FILES_DIR, {}, damaged=problem)
+        return damaged
 
     def damaged_entry_fix(self, repo_id: str, commit: str) -> str:
         """The commands that replace a damaged entry of ``repo_id`` at ``commit``: remove
@@ -453,6 +548,17 @@ class DownloadCache:
         where = "" if self.root == default_cache_root() else f" --cache {self.root}"
         return (f"'kernelforge cache remove {repo_id} --revision {commit[:12]}{where}', then "
                 "'kernelforge download' on a locked project, or a load while online")
+
+    def damaged_copy(self, err: IntegrityError, repo_id: str, commit: str,
+                     copy: Path | None = None) -> IntegrityError:
+        """``err``, about a cached copy of ``repo_id`` at ``commit`` that changed since it
+        was fetched and that cannot be fetched again offline, with a last line naming the
+        fix (and the copy, when given); its ``problems`` stay those of the files."""
+        what = f"the download cache's copy{f' {copy}' if copy is not None else ''}"
+        damaged = IntegrityError(err.where, err.problems)
+        damaged.args = (f"{damaged}\n{what} was changed since it was fetched, and offline it "
+                        f"is not fetched again; fix: {self.damaged_entry_fix(repo_id, commit)}",)
+        return damaged
 
     def entries(self) -> list[tuple[str, str, str]]:
         """Every complete cached variant as ``(repo_id, commit, variant)``."""
@@ -559,11 +665,11 @@ class DownloadCache:
 
     def _described(self, repo_id: str, commit: str, variant: str) -> CachedVariant:
         where = self._entry_dir(repo_id, commit, variant)
-        doc = self._read_json(where / ENTRY_FILE)
-        fetched = doc.get("time") if isinstance(doc, dict) else None
+        doc, problem = _entry_record(where / ENTRY_FILE)
+        fetched = doc.get("time") if doc is not None else None
         return CachedVariant(repo_id, commit, variant, _tree_size(where),
                              float(fetched) if isinstance(fetched, (int, float)) else None,
-                             _damage(where / FILES_DIR))
+                             problem or _damage(where / FILES_DIR))
 
     def other_size(self) -> int:
         """Bytes of everything but the variants: single files, listings, refs and
@@ -971,7 +1077,6 @@ def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:
         failure must come from the remote content itself.
     """
     from kernelforge.digest import verify_variant
-    from kernelforge.errors import IntegrityError
 
     if recorded is None:
         return False
@@ -980,6 +1085,25 @@ def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:
     except IntegrityError:
         return False
     return True
+
+
+def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """An entry's ``entry.json``: ``(record, None)`` when it records the entry's files;
+    ``(None, why)`` when it is damaged (not JSON, or no such record: the entry cannot be
+    used, and is fetched again); ``(None, None)`` when it is missing (no entry), or cannot
+    be read for a reason that may pass (logged; not taken for damage it can be sure of)."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        logger.warning("ignoring unreadable cache file %s (%s)", path, err)
+        return None, None
+    except ValueError:
+        return None, f"its {ENTRY_FILE} is not valid JSON"
+    if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
+        return None, f"its {ENTRY_FILE} records no files"
+    return doc, None
 
 
 def _damage(files_dir: Path) -> str | None:

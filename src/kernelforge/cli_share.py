@@ -303,9 +303,14 @@ def _variants(variants: Any) -> str:
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
-    from kernelforge.lock import download_locked
+    from kernelforge.lock import download_locked, read_lock
 
-    fetched = download_locked(args.path, hub=hub_from_args(args),
+    _check_local_kernels()  # a kernel-depends the lock leaves unpinned reads it
+    lock = read_lock(args.path)
+    if not lock.kernels:  # as 'cache clear' of an empty cache: said, and not an error
+        print(f"nothing is locked in {lock.path}; nothing to download")
+        return 0
+    fetched = download_locked(lock.path, hub=hub_from_args(args),
                               all_variants=args.all_variants, backend=args.backend)
     for repo_id, variant, path in fetched:
         print(f"{repo_id} {variant}: verified -> {path}")

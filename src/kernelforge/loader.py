@@ -734,7 +734,8 @@ def _check_signed_build(plan: Plan) -> None:
     whoever can write the hub). Nor does it cover the branch: a build signed as version
     M served from branch ``vN`` was copied there (a rollback or replay). A locked load
     reads no branch (the lock pins the commit, and the branch it records is where that
-    commit was when locked), so that check is not made for it.
+    commit was when locked), so that check is not made for it: ``kernelforge lock`` makes
+    it before pinning (:func:`check_branch_version`).
     """
     from kernelforge.hub.base import VERSION_BRANCH_RE
 
@@ -752,7 +753,6 @@ def _check_signed_build(plan: Plan) -> None:
         )
     match = VERSION_BRANCH_RE.match(info.branch or "")
     version = plan.metadata.get("version")
-    vouched = decision.signer is not None or req.owned
     if (match and decision.signer is not None
             and (not isinstance(version, int) or isinstance(version, bool))):
         # Without it, the signed build could have been copied from any other version's
@@ -766,15 +766,45 @@ def _check_signed_build(plan: Plan) -> None:
             "rebuild with kernelforge, which records the version, and republish; or pin it "
             "with a kernelforge.lock)"
         )
-    if (match and vouched and isinstance(version, int) and not isinstance(version, bool)
-            and version != int(match.group(1))):
-        vouch = (f"signed by {decision.signer}" if decision.signer is not None
-                 else "published by you")
+    check_branch_version(info.repo, info.variant, info.branch, plan.metadata,
+                         decision.signer, req.owned)
+
+
+def check_branch_version(repo: str, variant: str, branch: str | None,
+                         metadata: Mapping[str, Any], signer: str | None, owned: bool,
+                         *, locking: bool = False) -> None:
+    """Refuse a build vouched for (signed, or published by you) as version M that branch
+    ``vN`` serves: it was copied there from another version (a rollback or replay), which
+    neither a signature nor the owner mark covers.
+
+    Loads make this check (:func:`_check_signed_build`), and so does ``kernelforge
+    lock`` before it pins a commit (:func:`kernelforge.lock.lock_project`): a locked load
+    reads no branch, so what the lock pins must have passed it when it was written.
+
+    Args:
+        repo, variant: the repository and variant, for the message.
+        branch: the branch the commit was taken from, if any.
+        metadata: the variant's parsed ``metadata.json``.
+        signer: the key id or sigstore identity that signed it, if any.
+        owned: whether its owner mark says you published it.
+        locking: word the refusal for ``kernelforge lock``.
+
+    Raises:
+        TrustError: naming the branch, the version the build records and the fix.
+    """
+    from kernelforge.hub.base import VERSION_BRANCH_RE
+
+    match = VERSION_BRANCH_RE.match(branch or "")
+    version = metadata.get("version")
+    if (match and (signer is not None or owned) and isinstance(version, int)
+            and not isinstance(version, bool) and version != int(match.group(1))):
+        vouch = f"signed by {signer}" if signer is not None else "published by you"
+        want = (f"depend on version {version}" if locking else f"load version={version}")
         raise TrustError(
-            f"{info.repo} (variant {info.variant}): branch {info.branch} serves a build "
-            f"{vouch} as version {version} (metadata.json 'version'), so it was copied "
-            f"there from another version; refusing to load it (republish version "
-            f"{match.group(1)}, or load version={version} if that is the build you want)"
+            f"{repo} (variant {variant}): branch {branch} serves a build {vouch} as "
+            f"version {version} (metadata.json 'version'), so it was copied there from "
+            f"another version; refusing to {'lock' if locking else 'load'} it (republish "
+            f"version {match.group(1)}, or {want} if that is the build you want)"
         )
 
 
@@ -782,7 +812,7 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
     """Enforce the trust decision, fetch, verify and import a located kernel (its
     ``kernel-depends`` loaded by ``deps``)."""
     from kernelforge import policy
-    from kernelforge.cache import is_intact
+    from kernelforge.cache import DownloadCache, is_intact
 
     info = plan.info
     if plan.hub is None or plan.request is None or plan.decision is None:
@@ -810,9 +840,14 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
     try:
         return _load(fetched.path, anchors, deps)
     except IntegrityError as err:
-        if (plan.hub.kind == "local" or fetched.fetched or getattr(plan.hub, "offline", True)
+        if (plan.hub.kind == "local" or fetched.fetched
                 or is_intact(fetched.path, fetched.recorded)):
             raise  # a fresh or intact download differs from its anchors: fetching won't help
+        if getattr(plan.hub, "offline", True):  # the cached copy changed since: say the fix
+            cache = getattr(plan.hub, "cache", None)
+            if isinstance(cache, DownloadCache):
+                raise cache.damaged_copy(err, info.repo, commit) from err
+            raise
         logger.warning("%s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)

@@ -391,12 +391,17 @@ def _disk_meta(base: Path) -> MetaReader:
 
 
 def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None) -> MetaReader:
+    """Read each variant's ``metadata.json``, checked against the lock's pin (if any) and
+    parsed. A copy from a remote hub's download cache that fails either check was damaged
+    there since it was fetched (a revision's files never change): it is fetched again
+    once; offline, the error names the cached copy and the fix."""
+    from kernelforge.cache import DownloadCache
     from kernelforge.digest import b64_sha256
     from kernelforge.hub._staging import parse_metadata
 
-    def read(name: str) -> tuple[bytes, dict[str, Any]]:
-        where = f"{repo_id}@{commit[:12]}: build/{name}/metadata.json"
-        data = hub.read_file(repo_id, commit, f"build/{name}/metadata.json")
+    cache = getattr(hub, "cache", None) if not isinstance(hub, LocalHub) else None
+
+    def check(name: str, where: str, data: bytes | None) -> tuple[bytes, dict[str, Any]]:
         if data is None:
             raise HubError(f"{where}: missing; every build variant needs its metadata.json")
         if locked is not None and locked.variants is not None:
@@ -405,6 +410,31 @@ def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None) 
                 problem = "changed: metadata.json (it differs from the one the lock file pins)"
                 raise IntegrityError(where, [problem])
         return data, parse_metadata(data, where)
+
+    def read(name: str) -> tuple[bytes, dict[str, Any]]:
+        where = f"{repo_id}@{commit[:12]}: build/{name}/metadata.json"
+        path = f"build/{name}/metadata.json"
+        # whether what is read comes from the download cache (fetching it again can help)
+        copy = (cache.cached_file(repo_id, commit, path) if isinstance(cache, DownloadCache)
+                else None)
+        data = hub.read_file(repo_id, commit, path)
+        try:
+            return check(name, where, data)
+        except (HubError, IntegrityError) as err:
+            if copy is None or not isinstance(cache, DownloadCache):
+                raise
+            if getattr(hub, "offline", True):
+                if isinstance(err, IntegrityError):
+                    raise cache.damaged_copy(err, repo_id, commit, copy) from err
+                raise HubError(
+                    f"{err} (read from the download cache's copy {copy}, which is not "
+                    "fetched again offline; if it was damaged there, fix: "
+                    f"{cache.damaged_entry_fix(repo_id, commit)})") from err
+            why = "; ".join(err.problems) if isinstance(err, IntegrityError) else str(err)
+            logger.warning("%s: the download cache's copy %s failed its check (%s); "
+                           "fetching it again", where, copy, why)
+            cache.discard_file(repo_id, commit, path)
+        return check(name, where, hub.read_file(repo_id, commit, path))
 
     return read
 

@@ -269,9 +269,11 @@ class LockFile:
                     "(run 'kernelforge lock' again after fixing the project's dependencies)"
                 ) from None
             listed = ", ".join(sorted(self.kernels)) or "none"
+            # kernels.lock holds the kernels of [tool.kernels.dependencies] only
+            table = _TABLES[1] if self.kind == "kernels" else _TABLES[0]
             raise LockError(
                 f"{self.path}: {repo_id} is not locked (locked: {listed}); add it to the "
-                "project's [tool.kernelforge.dependencies] and run 'kernelforge lock'"
+                f"project's [{table}] and run 'kernelforge lock'"
             ) from None
 
 
@@ -326,8 +328,10 @@ def _parse_spec(repo_id: str, value: Any, table: str, where: Path) -> Requiremen
             raise bad(f"a table needs exactly one of 'version' or 'revision', got "
                       f"{sorted(value)}" + (f"; {', '.join(near)}" if near else ""))
         if "revision" in value:
-            if not isinstance(value["revision"], str) or not value["revision"]:
+            if not isinstance(value["revision"], str):
                 raise bad(f"revision {value['revision']!r} is not a string")
+            if not value["revision"].strip():
+                raise bad(f"revision {value['revision']!r} must not be empty")
             return Requirement(repo_id, revision=value["revision"], table=table)
         value = value["version"]
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -423,6 +427,12 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
 # --- reading and writing lock files -------------------------------------------------------
 
 
+def _is_variant_name(name: str) -> bool:
+    """Whether ``name`` can be a variant's folder under ``build/`` (and in the download
+    cache): one path part, so that it names no other place."""
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
 def _kernel_from_json(repo_id: str, doc: Any, path: Path, where: str | None = None,
                       nested: bool = False) -> LockedKernel:
     """One entry of ``kernels`` (or, ``nested``, of a kernel's ``depends``, which holds
@@ -459,6 +469,9 @@ def _kernel_from_json(repo_id: str, doc: Any, path: Path, where: str | None = No
     if not isinstance(raw, dict) or not raw:
         raise bad("'variants' must map variant names to {files: {path: sha256}}")
     for name, entry in raw.items():
+        if not _is_variant_name(name):
+            raise bad(f"variant {name!r} is not a variant name (one folder name, not empty, "
+                      "'.' or '..', without '/' or '\\')")
         files = entry.get("files") if isinstance(entry, dict) else None
         if not isinstance(files, dict) or "metadata.json" not in files:
             raise bad(f"variant {name!r} has no 'files' map with metadata.json")
@@ -529,6 +542,8 @@ def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
         lock = item.get("lock") if isinstance(item, dict) else None
         repo_id = dep.get("repo-id") if isinstance(dep, dict) else None
         commit = lock.get("commit") if isinstance(lock, dict) else None
+        if isinstance(commit, str):
+            commit = commit.lower()  # hex in either case, as their reader takes it
         if not isinstance(dep, dict) or not isinstance(repo_id, str) or not is_commit(commit):
             problem = ("is not an object" if not isinstance(item, dict)
                        else "has no 'dependency' object" if not isinstance(dep, dict)
@@ -636,7 +651,18 @@ class _Staged:
 
 
 def _cannot_write(path: Path, target: Path, err: OSError, outcome: str) -> LockError:
+    import errno
+
     via = f" (a link to {target})" if target != Path(os.path.abspath(path)) else ""
+    # The file is replaced by a temporary written beside it and renamed: a refusal to
+    # make (or rename) that temporary is the directory's, whatever the file allows.
+    temp = Path(err.filename) if isinstance(err.filename, str) else None
+    if (err.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and temp is not None
+            and temp != target and temp.parent == target.parent):
+        return LockError(f"{path}{via}: cannot write the lock file: its directory "
+                         f"{target.parent} is not writable ({err.strerror or err}), and the "
+                         "file is replaced by a new one written there; fix: make the "
+                         f"directory writable; {outcome}")
     return LockError(f"{path}{via}: cannot write the lock file "
                      f"({err.strerror or err}); {outcome}")
 
@@ -860,6 +886,34 @@ def _dependency_keys(meta: dict[str, Any], where: str | None) -> list[Dependency
     return keys
 
 
+def _warn_offline_refs(h: Any, req: Requirement, repo: str) -> None:
+    """Log a WARNING when an offline Hugging Face Hub chose the commit to pin: its branches
+    and tags come from the download cache, as last seen online (when, the refs file
+    records), and may have moved since. Locking offline stays possible on purpose (a
+    project can be locked again from what the cache holds); a full commit id asked for
+    depends on no branch, and is not warned about."""
+    import time
+
+    from kernelforge.cache import DownloadCache
+
+    if getattr(h, "kind", None) != "hf" or getattr(h, "offline", False) is not True:
+        return
+    if req.revision is not None and is_commit(req.revision.lower()):
+        return
+    cache = getattr(h, "cache", None)
+    seen = [t for r in dict.fromkeys((req.repo_id, repo))
+            if isinstance(cache, DownloadCache) and (t := cache.refs_saved_at(r)) is not None]
+    when = (time.strftime("on %Y-%m-%d at %H:%M", time.localtime(min(seen))) if seen
+            else "at a time its refs file does not record")
+    why = getattr(h, "_why_offline", lambda: "offline mode is on")()
+    moved = f" (redirected to {repo})" if repo != req.repo_id else ""
+    logger.warning(
+        "%s%s: the Hugging Face Hub is offline (%s), so the commit pinned is the one its "
+        "branches and tags pointed to when the download cache last saw them online, %s; "
+        "they may have moved since: run 'kernelforge lock' online to pin what they point "
+        "to now", req.repo_id, moved, why, when)
+
+
 def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel, Needs]:
     """Resolve one requirement and pin its commit and every variant's files.
 
@@ -872,6 +926,7 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
     from kernelforge.errors import HubError
     from kernelforge.hub._staging import parse_metadata
     from kernelforge.hub.base import signature_path, version_branches
+    from kernelforge.loader import check_branch_version
     from kernelforge.locate import hub_choice_explained, hub_for
 
     h = hub_for(hub, req.repo_id)
@@ -891,6 +946,7 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
         # nothing is loaded here: the loads' "loading version N" lines would mislead
         sel = revisions.select(h, req.repo_id, revision=req.revision, version=version,
                                announce=False)
+    _warn_offline_refs(h, req, sel.repo_id)
     variants: dict[str, LockedVariant] = {}
     needs: Needs = []
     for name in h.variants(sel.repo_id, sel.commit):
@@ -908,6 +964,10 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
             where=h.describe())
         decision = policy.evaluate(req_, allow=allow)
         policy.require(decision, req_)
+        # A locked load reads no branch (the lock pins the commit), so a signed build
+        # copied onto another version's branch is refused here, as a load refuses it.
+        check_branch_version(sel.repo_id, name, sel.branch, meta, decision.signer,
+                             req_.owned, locking=True)
         needs += [(key, f"{sel.repo_id} (variant {name})")
                   for key in _dependency_keys(meta, where)]
         block = meta.get("digest")
@@ -1058,8 +1118,9 @@ def lock_project(
 
 
 def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
-    """Fetch one locked variant and verify it against the lock; re-fetch a bad copy once."""
-    from kernelforge.cache import is_intact
+    """Fetch one locked variant and verify it against the lock; re-fetch a bad copy once
+    (offline, a cached copy changed since it was fetched is refused with the fix)."""
+    from kernelforge.cache import DownloadCache, is_intact
     from kernelforge.digest import verify_variant
     from kernelforge.errors import IntegrityError
     from kernelforge.hub._staging import read_metadata
@@ -1075,9 +1136,13 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
     fetched = h.fetch_variant(locked.repo, locked.commit, name)
     try:
         return check(fetched.path, fetched.recorded)
-    except IntegrityError:
-        if (fetched.fetched or h.kind == "local" or getattr(h, "offline", True)
-                or is_intact(fetched.path, fetched.recorded)):
+    except IntegrityError as err:
+        if fetched.fetched or h.kind == "local" or is_intact(fetched.path, fetched.recorded):
+            raise
+        if getattr(h, "offline", True):  # the cached copy changed since: say the fix
+            cache = getattr(h, "cache", None)
+            if isinstance(cache, DownloadCache):
+                raise cache.damaged_copy(err, locked.repo, locked.commit) from err
             raise
         logger.warning("%s: the cached copy of %s failed verification; fetching it again",
                        locked.repo_id, name)
@@ -1273,10 +1338,15 @@ def download_locked(
 
     Raises:
         LockError, HubError, IntegrityError, VariantNotFoundError (a kernel the lock
-        lists has no variant that fits this system).
+        lists has no variant that fits this system); VariantError: ``backend`` cannot
+        be chosen in this process (with ``all_variants`` too).
     """
+    from kernelforge import variants
     from kernelforge.hub.hf import used_for
 
+    # as a load refuses it, before anything is fetched (with all_variants it still
+    # chooses the variants of the dependencies a lock leaves unpinned)
+    variants.check_backend(backend)
     lock = read_lock(lockfile)
     with used_for("download"):  # its network errors do not send it to the download cache
         return _download_locked(lock, hub, all_variants, backend)
