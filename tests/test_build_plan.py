@@ -84,6 +84,9 @@ def test_cpu_plan_compiles_only_translation_units(manifest) -> None:
     assert group.name == "k_cpu" and [p.name for p in group.sources] == ["k.cpp"]
     assert "-DCPU_KERNEL" in plan.cxx_flags
     assert "-fno-gnu-unique" in plan.cxx_flags
+    # a release build, as Hugging Face's CMake Release builds (the interpreter's own
+    # -DNDEBUG no longer reaches the compile)
+    assert {"-O3", "-DNDEBUG"} <= set(plan.cxx_flags)
     assert plan.device_flags == ()
     assert plan.archs is None
     assert plan.namespace == "_demo_cpu_0123456"
@@ -106,6 +109,7 @@ def test_cuda_plan_reaches_sm90a_and_drops_what_nvcc_cannot_target(manifest) -> 
     assert plan.archs == ("8.0", "9.0a")
     assert any("10.0" in note for note in plan.notes)
     assert "-DCUDA_KERNEL" in plan.device_flags and "-DCUDA_KERNEL" in plan.cxx_flags
+    assert {"-O3", "-DNDEBUG"} <= set(plan.device_flags) & set(plan.cxx_flags)
     assert plan.env["CUDA_HOME"] == "/opt/cuda"
 
 

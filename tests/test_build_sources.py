@@ -31,12 +31,14 @@ def test_a_header_in_a_symlinked_directory_counts(tmp_path: Path, project: Path)
     assert content_hash(project) != before
 
 
-@pytest.mark.parametrize("folder", ["build", "result", ".hidden", ".venv", "__pycache__"])
+@pytest.mark.parametrize("folder", [".ipynb_checkpoints", ".pytest_cache", ".venv",
+                                    "__pycache__"])
 def test_folders_with_ignored_names_do_not_count_unless_listed(project: Path, folder: str
                                                                 ) -> None:
-    """Build outputs, environments and dot-folders are left out at any depth (editor
-    state and a nested build's outputs must not change the uid), but an include directory
-    the manifest names is hashed even there."""
+    """Bytecode and the dot-folders of tools are left out at any depth (editor and tool
+    state must not change the uid), but an include directory the manifest names is
+    hashed even there. (Source folders named build or result, and other dot-folders,
+    count below the top level: tests/test_build_tree.py.)"""
     nested = project / "relu_cpu" / folder
     nested.mkdir()
     (nested / "k.h").write_text("#define K 1\n")

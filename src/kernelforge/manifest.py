@@ -1172,15 +1172,38 @@ def check_project(path: str | Path) -> Manifest:
     return m
 
 
+def dependency_error(m: Manifest, kernel: str, dep: str, err: Exception
+                     ) -> ManifestError | None:
+    """The error for the ``depends`` entry ``dep`` of ``[kernel.<kernel>]`` that could not
+    be resolved (``err``, from ``kernelforge.build.toolchain.resolve_dependency``), when
+    kernelforge resolves no such dependency at all: a mistake of the manifest, which
+    ``check`` and ``build`` word alike. ``None`` for one it resolves that is not
+    installed here (``err`` says how to install it).
+    """
+    from kernelforge.build.toolchain import BUILTIN_DEPENDS, HEADER_PACKAGES
+
+    if dep in BUILTIN_DEPENDS or dep in HEADER_PACKAGES:
+        return None
+    error = ManifestError(m.path, f"kernel.{kernel}.depends", str(err),
+                          fix=f"use one of those, or remove '{dep}' and list a copy of its "
+                              "headers in include")
+    error.__cause__ = err
+    return error
+
+
 def check_buildable(m: Manifest) -> list[str]:
     """Check what ``kernelforge build`` needs beyond a valid manifest, without building.
 
     The rules are the builder's own: every backend it compiles (cpu, cuda, rocm) that
     ``general.backends`` lists needs a ``[kernel.*]`` section and a file to compile, the
     torch (and CUDA) version range must not be empty, and every ``depends`` entry must be
-    one the builder resolves. A dependency whose pinned package is not installed here is
-    not an error (it may be installed where the project is built); it gives a note, as
-    does a ``[general.hub] branch`` that publishing ignores (:func:`hub_branch_note`).
+    one the builder resolves (:func:`dependency_error`). The files of the Python package
+    must be ones the build can ship (no ``_ops.py``, ``metadata.json`` or
+    ``metadata.json.sigstore`` it would ship, no symlink loop or dangling link:
+    ``kernelforge.build.plan.package_problems``). A dependency whose pinned package is
+    not installed here is not an error (it may be installed where the project is
+    built); it gives a note, as does a ``[general.hub] branch`` that publishing ignores
+    (:func:`hub_branch_note`).
     Every rule is checked, and the error lists each one that is broken.
 
     Args:
@@ -1194,11 +1217,15 @@ def check_buildable(m: Manifest) -> list[str]:
     """
     from packaging.version import Version
 
-    from kernelforge.build.plan import COMPILED_SUFFIXES
-    from kernelforge.build.toolchain import BUILTIN_DEPENDS, HEADER_PACKAGES, resolve_dependency
+    from kernelforge.build.plan import COMPILED_SUFFIXES, package_problems
+    from kernelforge.build.toolchain import resolve_dependency
     from kernelforge.errors import ToolchainError
 
     r = _Reader(m.path)
+    # The Python package is shipped by every build, noarch or not: the files it cannot
+    # ship are refused as the build refuses them, in its words.
+    for path, problem, fix in package_problems(m.root, m.python_name, m.pyext):
+        r.flag(None, f"{path} {problem}", fix=fix)
     for key, low, high in (("torch", m.torch.minver if m.torch else None,
                             m.torch.maxver if m.torch else None),
                            ("general.cuda", m.cuda_minver, m.cuda_maxver)):
@@ -1246,10 +1273,9 @@ def check_buildable(m: Manifest) -> list[str]:
                 try:
                     resolve_dependency(dep)
                 except ToolchainError as err:
-                    if dep not in BUILTIN_DEPENDS and dep not in HEADER_PACKAGES:
-                        r.flag(f"kernel.{k.name}.depends", str(err), cause=err,
-                               fix=f"use one of those, or remove '{dep}' and list a copy "
-                                   "of its headers in include")
+                    unresolvable = dependency_error(m, k.name, dep, err)
+                    if unresolvable is not None:
+                        r.errors.append(unresolvable)
                         continue
                     named, _why = needs.setdefault(dep, ([], str(err)))
                     if f"kernel.{k.name}" not in named:

@@ -17,23 +17,31 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kernelforge import __version__, archs, digest
 from kernelforge._durable import replace_file
-from kernelforge.build.compile import compile_plan, compiler_environment
+from kernelforge.build.compile import compile_plan, compiler_environment, setuptools_version
 from kernelforge.build.interpreter import PythonEnv, python_env
-from kernelforge.build.package import assemble_variant, builder_provenance, recover_leftovers
+from kernelforge.build.package import (
+    assemble_variant,
+    builder_provenance,
+    package_error,
+    recover_leftovers,
+)
 from kernelforge.build.plan import (
     BuildPlan,
     SourceId,
-    hash_sources,
+    hash_files,
     kernel_applies,
+    leaves_out,
     manifest_inputs,
     manifest_package_files,
+    output_dirs,
     plan_build,
+    project_files,
     unshipped_package_files,
     version_tuple,
 )
@@ -51,6 +59,7 @@ from kernelforge.manifest import (
     BACKENDS,
     Manifest,
     check_project,
+    dependency_error,
     hub_branch_note,
     torch_series,
 )
@@ -84,32 +93,105 @@ def _git(root: Path, *args: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def source_identity(root: Path, manifest: Manifest | None = None) -> SourceId:
+def _git_changes(root: Path, excluded: Sequence[str]) -> list[str] | None:
+    """The paths under ``root`` that differ from git's index or HEAD, or are untracked
+    (an untracked folder as one path ending in ``/``), relative to ``root``; git leaves
+    out what it ignores and the ``excluded`` paths (relative to ``root``). ``None`` when
+    git cannot tell."""
+    prefix = _git(root, "rev-parse", "--show-prefix")
+    if prefix is None:
+        return None
+    pathspec = [".", *(f":(exclude,literal){path}" for path in excluded)]
+    try:
+        # -z: paths as they are (bytes, not quoted), decoded as the file system names them
+        proc = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "-z", "--no-renames",
+             "--untracked-files=normal", "--", *pathspec], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    # Each entry is "XY <path from the top of the repository>".
+    paths = [os.fsdecode(entry[3:]) for entry in proc.stdout.split(b"\0") if entry]
+    return [path[len(prefix):] for path in paths if path.startswith(prefix)]
+
+
+def _dirty(root: Path, hashed: Collection[str], listed: Sequence[str],
+           outputs: frozenset[str], excluded: Sequence[str]) -> bool:
+    """Whether git holds changes to the files the content hash covers (``hashed``,
+    relative to ``root``): a change or a new file there, a new folder holding one, or a
+    deleted file the hash would cover (:func:`~kernelforge.build.plan.leaves_out`, with
+    ``listed`` and ``outputs`` as the hash had them). What the hash leaves out, such as
+    the ``__pycache__`` a test run writes, a Python environment or the build's outputs,
+    does not make the project dirty; git is not asked about the ``excluded`` folders
+    (the outputs inside the project) at all. Where git cannot tell, the project counts
+    as clean, as a project outside git does."""
+    changes = _git_changes(root, excluded)
+    if changes is None:
+        return False
+    folders = {rel.rsplit("/", 1)[0] + "/" for rel in hashed if "/" in rel}
+    parents = {f[:i + 1] for f in folders for i, c in enumerate(f) if c == "/"}
+    for path in changes:
+        if path.endswith("/"):  # an untracked folder: dirty if the hash covers a file in it
+            if path in parents:
+                return True
+        elif path in hashed:
+            return True
+        elif not os.path.lexists(root / path) and not leaves_out(
+                root, path, listed=listed, outputs=outputs):
+            return True  # a deleted file the hash covered
+    return False
+
+
+def source_identity(root: Path, manifest: Manifest | None = None, *,
+                    out_dir: Path | None = None) -> SourceId:
     """Content hash of the project's sources plus its git commit and dirtiness, if any.
 
     The op namespace uid is the first 7 hex digits of the content hash: it is the same
     wherever and whenever the same sources are built, and differs whenever they differ,
     so two builds of one kernel never share a namespace. ``_dirty`` is appended when the
-    project sits in a git work tree with uncommitted changes.
+    project sits in a git work tree with uncommitted changes to the files the hash
+    covers (changes to what it leaves out, bytecode written by a test run say, do not
+    count).
 
-    The hash covers every file of the project tree (symlinks followed; build outputs,
-    Python environments, dot-files and bytecode left out at any depth:
-    ``plan.IGNORED_NAMES``) and, given the ``manifest``, every file it lists in ``src``,
-    every file under its ``include`` directories (dot-files and folders named ``build``
-    included) and every file of the Python package the build ships, wherever they are.
+    The hash covers every file of the project tree, symlinks followed, but for what
+    ``plan.iter_project_files`` leaves out: bytecode, ``__pycache__`` and ``.git`` at any
+    depth, Python environments (a folder holding ``pyvenv.cfg`` or ``conda-meta/``) and
+    the build's outputs (``build/``, ``.kernelforge/`` and ``out_dir``) wherever they are,
+    ``result`` (Nix's link) and every dot-entry at the top level, and below it dot-files
+    and the dot-folders of tools (``plan.TOOL_FOLDERS``, such as ``.ipynb_checkpoints``)
+    or folders tagged as caches (``CACHEDIR.TAG``). Any other folder counts, a
+    dot-folder or one named ``build`` or ``result`` below the top level included. Given
+    the ``manifest``, the hash also covers every file it lists in ``src``, every file
+    under its ``include`` directories (dot-files included) and every file of the Python
+    package the build ships, wherever they are.
+
+    Args:
+        root: the project folder.
+        manifest: the project's manifest.
+        out_dir: where the build writes its variants, when not ``<root>/build``: left out
+            like ``build/`` if it is inside the project.
     """
-    if manifest is None:
-        content = hash_sources(root)
-    else:
-        content = hash_sources(root, manifest_inputs(manifest), manifest_package_files(manifest))
+    listed: list[str] = []
+    extra: list[tuple[str, Path]] = []
+    if manifest is not None:
+        listed = manifest_inputs(manifest)
+        extra = manifest_package_files(manifest)
+    outputs = output_dirs(root, out_dir)
+    files = project_files(root, listed, extra, outputs)
+    content = hash_files(root, files)
     commit = _git(root, "rev-parse", "HEAD")
     dirty = False
     if commit is not None:
-        status = _git(
-            root, "status", "--porcelain", "--", ".",
-            ":(exclude)build", ":(exclude).kernelforge",
-        )
-        dirty = bool(status)
+        excluded = ["build", ".kernelforge"]  # the outputs, which git need not look into
+        if out_dir is not None:
+            inside = os.path.relpath(os.path.realpath(out_dir), os.path.realpath(root))
+            if inside != "." and not inside.startswith(".."):
+                excluded.append(Path(inside).as_posix())
+        # A deleted file of the package counts whatever its name: it may have been shipped.
+        package = [f"torch-ext/{manifest.python_name}"] if manifest is not None else []
+        dirty = _dirty(root, {rel for rel, _ in files}, [*listed, *package], outputs,
+                       excluded)
     return SourceId(content, commit, dirty)
 
 
@@ -213,9 +295,10 @@ def _torch_install(env: PythonEnv) -> TorchInstall:
 
 #: Raised whenever a change to the builder changes what a build makes from the same
 #: project and toolchain (2: `[torch] cxx-flags` reach the binding's sources only, and a
-#: source shared by kernel sections compiles once), so that builds made before are not
-#: taken as up to date.
-BUILD_RULES = 2
+#: source shared by kernel sections compiles once; 3: the compile and link commands are
+#: the builder's own, not those of the interpreter's sysconfig), so that builds made
+#: before are not taken as up to date.
+BUILD_RULES = 3
 
 
 def _fingerprint(parts: dict[str, object]) -> str:
@@ -400,7 +483,9 @@ def build_project(
             with a ROCm torch and hipcc). Noarch projects package every backend.
         archs: CUDA capabilities or ROCm archs replacing the manifest's (``--arch``).
         jobs: parallel compile jobs (default: all cores).
-        out_dir: where variant directories go (default: ``<project>/build``).
+        out_dir: where variant directories go (default: ``<project>/build``). One
+            inside the project is left out of the source hash and the git dirty check,
+            as ``build/`` is; the project folder itself, or one above it, is refused.
         force: build even when the project is up to date, rewriting the variant; ninja
             still reuses the object files in ``.kernelforge/<variant>/`` whose sources
             and flags are unchanged (delete that folder for a build from scratch).
@@ -413,9 +498,12 @@ def build_project(
         One :class:`BuildResult` per variant.
 
     Raises:
-        ManifestError: the project is invalid.
+        ManifestError: the project is invalid, or a ``depends`` entry is one kernelforge
+            cannot resolve.
         ToolchainError: a needed compiler or dependency is missing.
-        BuildError: compiling failed (the message lists errors with file and line).
+        BuildError: compiling failed (the message lists errors with file and line), the
+            Python package holds a file the build cannot ship, or ``out_dir`` holds
+            the project.
 
     Example:
         >>> build_project("kernels/relu", backends=["cpu"])  # doctest: +SKIP
@@ -423,7 +511,12 @@ def build_project(
     manifest = check_project(Path(path).resolve())
     root = manifest.root
     out = Path(out_dir) if out_dir is not None else root / "build"
-    source_id = source_identity(root, manifest)
+    _check_out_dir(root, out)
+    # What the package cannot ship is refused before anything is compiled.
+    unshippable = package_error(manifest)
+    if unshippable is not None:
+        raise unshippable
+    source_id = source_identity(root, manifest, out_dir=out)
     env = python_env(python)
     torch_install = _torch_install(env)
 
@@ -493,19 +586,16 @@ def build_project(
         dropped = _drop_torch_universal(out, manifest.name)
         if dropped:
             progress(f"note: {out.name}/: {dropped}")
+    # Every backend's dependencies are resolved before the first one is compiled.
+    depends = {backend: _dependencies(manifest, backend, compilers.get(backend))
+               for backend in targets}
     cxx = None if manifest.noarch else find_cxx()
     facts = None
     results: list[BuildResult] = []
     for backend in targets:
         started = time.monotonic()
         device = compilers.get(backend)
-        deps: list[Dependency] = []
-        if not manifest.noarch:
-            names: list[str] = []
-            for k in manifest.kernels.values():
-                if k.backend == backend and kernel_applies(k, device):
-                    names += [d for d in k.depends if d not in names]
-            deps = [resolve_dependency(n) for n in names]
+        deps = depends[backend]
         key = _fingerprint(
             {
                 "kernelforge": __version__,
@@ -522,6 +612,8 @@ def build_project(
                 "archs": (list(archs) if archs and backend in ARCH_BACKENDS and not manifest.noarch
                           else None),
                 "compilers": compiler_environment(),
+                # it writes the compile and link options (noarch builds compile nothing)
+                "setuptools": None if manifest.noarch else setuptools_version(env),
             }
         )
         # Checked before the lock too, so that an unchanged project needs no write (a
@@ -572,6 +664,48 @@ def build_project(
             progress(f"{variant}: wrote {final}")
             results.append(BuildResult(variant, backend, final, False, elapsed))
     return results
+
+
+def _check_out_dir(root: Path, out: Path) -> None:
+    """Refuse an ``out_dir`` that is the project folder or a folder above it: the
+    variants written there would be taken for the project's sources, and change its uid
+    at every build. One inside the project is left out of the hash like ``build/``."""
+    real_root, real_out = Path(os.path.realpath(root)), Path(os.path.realpath(out))
+    if real_out == real_root or real_out in real_root.parents:
+        raise BuildError(
+            f"out_dir {out} holds the project {root}, so the variants written there would "
+            f"count as its sources; fix: write them to a folder of their own, such as "
+            f"{root / 'build'} (the default)"
+        )
+
+
+def _dependencies(manifest: Manifest, backend: str, device: Tool | None
+                  ) -> list[Dependency]:
+    """The resolved ``depends`` of the kernel sections ``backend`` compiles with the
+    device compiler ``device``; none for a noarch project.
+
+    Raises:
+        ManifestError: a dependency kernelforge cannot resolve at all, naming build.toml
+            and the kernel section as ``kernelforge check`` does.
+        ToolchainError: one it resolves that is not installed as pinned here.
+    """
+    if manifest.noarch:
+        return []
+    deps: dict[str, Dependency] = {}
+    for k in manifest.kernels.values():
+        if k.backend != backend or not kernel_applies(k, device):
+            continue
+        for name in k.depends:
+            if name in deps:
+                continue
+            try:
+                deps[name] = resolve_dependency(name)
+            except ToolchainError as err:
+                unresolvable = dependency_error(manifest, k.name, name, err)
+                if unresolvable is not None:
+                    raise unresolvable from err
+                raise
+    return list(deps.values())
 
 
 def _provenance(

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,39 @@ def _without(values: list[str], start: int, part: list[str]) -> list[str]:
     if part and values[start:start + len(part)] == part:
         return values[:start] + values[start + len(part):]
     return list(values)
+
+
+def _fixed_commands(compiler: Any, environ: Mapping[str, str]) -> None:
+    """Give setuptools' ``compiler`` the builder's own command lines: ``<cxx> -fPIC`` to
+    compile and ``<cxx> -shared`` to link, ``<cxx>`` being ``$CXX`` or ``c++``, the
+    compiler torch's ninja files run.
+
+    setuptools builds these from the interpreter's ``sysconfig`` (``CFLAGS``/``OPT``,
+    ``CCSHARED``, and ``LDSHARED`` or ``LDCXXSHARED`` depending on its version), so a
+    distribution's own choices (Debian's ``-Werror=format-security``, pyenv's and conda's
+    ``-Wl,-rpath`` to their prefix, ``-g``) would otherwise reach every kernel, and the
+    same sources, torch and compiler would give other bytes for every Python that runs
+    the build. torch's ninja files take the compile flags from ``compiler_so[1:]``; the
+    link runs ``linker_so`` (``linker_so_cxx`` in newer setuptools, whose C++ link puts
+    ``compiler_cxx`` in front of the linker's arguments)."""
+    if getattr(compiler, "compiler_type", None) != "unix":  # pragma: no cover - Windows
+        return
+    cxx = environ.get("CXX") or "c++"
+    commands = {
+        "preprocessor": [cxx, "-E"],
+        "compiler": [cxx],
+        "compiler_so": [cxx, "-fPIC"],
+        "compiler_cxx": [cxx],
+        "compiler_so_cxx": [cxx, "-fPIC"],
+        "linker_so": [cxx, "-shared"],
+        "linker_so_cxx": [cxx, "-shared"],
+        "linker_exe": [cxx],
+        "linker_exe_cxx": [cxx],
+    }
+    # Each setuptools version knows its own set of executables (and refuses others).
+    for key, command in commands.items():
+        if key in compiler.executables:
+            compiler.set_executable(key, command)
 
 
 def _ninja_path(path: str) -> str:
@@ -117,6 +151,11 @@ def main(spec_path: str) -> int:
             if flag == "-DTORCH_API_INCLUDE_EXTENSION_H":
                 return None
             return super()._add_compile_flag(extension, flag)
+
+        def build_extensions(self) -> None:
+            # self.compiler is set up from the interpreter's sysconfig by now
+            _fixed_commands(self.compiler, os.environ)
+            super().build_extensions()
 
         def build_extension(self, ext: Any) -> None:
             # Each kernel section compiles with the common flags (torch's additions

@@ -23,12 +23,18 @@ from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan
 from kernelforge.errors import BuildError
 
-# gcc/clang: "file:line:col: error: msg"; nvcc/cicc: "file(line): error: msg"
+# gcc/clang: "file:line:col: error: msg"; nvcc/cicc: "file(line): error: msg". A path
+# may hold parentheses ("copy (2)/k.cu(12): error: ..."): nvcc's "(line)" is the one that
+# the ": error" follows, which the shortest file part finds.
 _DIAGNOSTIC = re.compile(
-    r"^(?P<file>[^\s:(][^:(]*?)(?::(?P<line>\d+)(?::\d+)?|\((?P<line2>\d+)\)):\s*"
+    r"^(?P<file>[^\s:][^:]*?)(?::(?P<line>\d+)(?::\d+)?|\((?P<line2>\d+)\)):\s*"
     r"(?P<kind>fatal error|error|catastrophic error)\b:?\s*(?P<msg>.*)$"
 )
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
+# Where the driver's Python traceback begins: what the compiler said comes before it.
+_TRACEBACK = "Traceback (most recent call last):"
+#: Lines of compiler output an error shows when none of them has a file and line.
+SHOWN_LINES = 25
 # How the driver's output says the build was interrupted (Ctrl-C) rather than failed:
 # ninja's own message, its exit status as the driver reports it (128 + SIGINT), a
 # compiler's as ninja or setuptools reports it, gcc's word for a compiler killed by
@@ -80,6 +86,38 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
             seen.add(key)
             out.append(Diagnostic(*key))
     return out
+
+
+def _compiler_lines(lines: list[str]) -> list[str]:
+    """What the compiler, the linker or ninja said about a failure that gave no
+    ``file:line`` diagnostic (an unknown option, a missing library), for the error
+    message: the output of each step ninja reports as ``FAILED:``, after the command it
+    echoes, with ninja's own errors; else, when ninja did not fail (setuptools runs the
+    linker itself), what came after ninja's last step. Never the driver's traceback,
+    which follows and says only that ninja or the linker failed."""
+    own = [ln.rstrip() for ln in lines]
+    if _TRACEBACK in own:
+        own = own[:own.index(_TRACEBACK)]
+    shown = [ln for ln in own if ln.startswith("ninja: error:")]
+    i = 0
+    while i < len(own):
+        if not own[i].startswith("FAILED:"):
+            i += 1
+            continue
+        i += 2  # FAILED: <outputs>, then the step's command line
+        while i < len(own) and not (_NINJA_STEP.match(own[i]) or
+                                    own[i].startswith(("FAILED:", "ninja: "))):
+            shown.append(own[i])
+            i += 1
+    if not shown:
+        last_step = max((i for i, ln in enumerate(own) if _NINJA_STEP.match(ln)), default=-1)
+        shown = own[last_step + 1:]
+    shown = [ln for ln in shown if ln.strip()]
+    if not shown:  # the driver failed before any of that: its own last words
+        shown = [ln.rstrip() for ln in lines if ln.strip()][-SHOWN_LINES:]
+    if len(shown) > SHOWN_LINES:
+        shown = shown[:SHOWN_LINES] + [f"... and {len(shown) - SHOWN_LINES} more lines"]
+    return shown
 
 
 def _describe_step(command: str, root: Path, *, failed: bool = False) -> str:
@@ -290,19 +328,30 @@ def _ninja_dirs(python: PythonEnv) -> list[str]:
     return [str(bin_dir), *dirs] if bin_dir else dirs
 
 
-#: Environment variables through which setuptools, torch's extension tooling, nvcc and
-#: hipcc add flags to every compile or link. They are cleared for the compile: the flags
-#: of a build come from build.toml alone, so that the same sources, toolchain and torch
-#: give the same binary whatever shell (a conda environment, say) runs the build.
+#: Environment variables through which setuptools, torch's extension tooling, nvcc,
+#: hipcc, the compilers gcc and clang and the linker add flags, include directories,
+#: library directories or a run path to every compile or link. They are cleared for the
+#: compile: the flags of a build come from build.toml alone, so that the same sources,
+#: toolchain and torch give the same binary whatever shell (a conda environment, an HPC
+#: ``module load`` that sets ``CPATH``) runs the build. ``LDSHARED`` and ``LDCXXSHARED``
+#: are setuptools' link commands, flags included; the driver links with ``$CXX -shared``.
 FLAG_VARIABLES = (
     "CFLAGS", "CPPFLAGS", "CXXFLAGS", "LDFLAGS", "ARFLAGS",
     "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS",
     "HIPCC_COMPILE_FLAGS_APPEND", "HIPCC_LINK_FLAGS_APPEND",
+    # read by gcc and clang (and so by nvcc and hipcc, which run them)
+    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",
+    # clang's rewrite of its own command line; ld's run path when none is given
+    "CCC_OVERRIDE_OPTIONS", "LD_RUN_PATH",
+    "LDSHARED", "LDCXXSHARED",
 )
 
-#: Environment variables that choose the compilers, linker and archiver the build runs;
-#: they are honoured and are part of the up-to-date check.
-COMPILER_VARIABLES = ("CC", "CXX", "LDSHARED", "AR", "NVCC_CCBIN", "CUDAHOSTCXX")
+#: Environment variables that choose the compilers the build runs and where gcc finds
+#: its own programs (``COMPILER_PATH``, ``GCC_EXEC_PREFIX``: a relocated toolchain may
+#: need them); they are honoured and are part of the up-to-date check. ``CC`` is the
+#: host compiler torch gives nvcc; ``PYTORCH_NVCC`` replaces nvcc in torch's ninja files.
+COMPILER_VARIABLES = ("CC", "CXX", "AR", "NVCC_CCBIN", "CUDAHOSTCXX", "PYTORCH_NVCC",
+                      "COMPILER_PATH", "GCC_EXEC_PREFIX")
 
 
 def compiler_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -317,6 +366,98 @@ def compile_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], lis
     env = dict(environ)
     dropped = [k for k in FLAG_VARIABLES if env.pop(k, None)]
     return env, dropped
+
+
+def setuptools_version(python: PythonEnv | None = None) -> str | None:
+    """The version of setuptools in ``python``'s environment (default: this one), for the
+    build fingerprint, or ``None`` when it cannot be told (the build then says why).
+
+    setuptools still writes the include and define options of every compile and the
+    object and library options of the link (the driver fixes the commands they follow,
+    see ``_driver._fixed_commands``), so another version may give other bytes."""
+    python = python or PythonEnv(sys.executable)
+    if not python.foreign:
+        from importlib import metadata
+
+        try:
+            return metadata.version("setuptools")
+        except metadata.PackageNotFoundError:
+            return None
+    code = ("import importlib.metadata as m\n"
+            "try: print(m.version('setuptools'))\n"
+            "except m.PackageNotFoundError: pass\n")
+    try:
+        proc = subprocess.run([python.executable, "-c", code], capture_output=True, text=True,
+                              errors="replace", timeout=60, env=python.env(dict(os.environ)),
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    version = proc.stdout.strip()
+    return version if proc.returncode == 0 and version else None
+
+
+#: Characters that ninja cannot read in the ``build.ninja`` files torch's extension
+#: tooling writes, which escape only spaces: in a flag (an include directory), ``$``
+#: starts a variable and a line ends at a newline or carriage return; in the path of a
+#: source or an object file, ``:`` and ``|`` end the path too.
+NINJA_UNSAFE_IN_FLAGS = {"$": "'$'", "\n": "a newline", "\r": "a carriage return"}
+NINJA_UNSAFE_IN_PATHS = {":": "':'", "|": "'|'", **NINJA_UNSAFE_IN_FLAGS}
+
+
+def check_ninja_paths(plan: BuildPlan, work_dir: Path) -> None:
+    """Refuse a build whose project, work directory, sources or include directories
+    have a path that torch's ninja files cannot express (:data:`NINJA_UNSAFE_IN_PATHS`,
+    :data:`NINJA_UNSAFE_IN_FLAGS`).
+
+    Without this, ninja fails with an error about an unknown rule or a missing file of
+    a truncated name. Spaces, quotes, ``#``, ``=``, ``(`` and non-ASCII names work.
+
+    Raises:
+        BuildError: naming the path, the character and the fix.
+    """
+    # what is said, the path, and whether ninja reads it as a path (a build line)
+    paths: list[tuple[str, Path, bool]] = [("the project path", plan.root, True),
+                                           ("the build's work directory", work_dir, True)]
+    sources = [*plan.sources, *(p for g in plan.groups for p in g.sources)]
+    include_dirs = [*plan.include_dirs, *(d for g in plan.groups for d in g.include_dirs)]
+    paths += [("the source", p, True) for p in sources]
+    paths += [("the include directory", d, False) for d in include_dirs]
+    paths += [("the directory", d, False) for d, _ in plan.prefix_maps]
+    for what, path, in_build_line in paths:
+        unsafe = NINJA_UNSAFE_IN_PATHS if in_build_line else NINJA_UNSAFE_IN_FLAGS
+        text = str(path)
+        bad = next((c for c in unsafe if c in text), None)
+        if bad is None:
+            continue
+        # The project comes first: a path under it is its own fault only past that.
+        if path == plan.root:
+            fix = f"move or rename the project so that its path has no {unsafe[bad]}"
+        elif path == work_dir:
+            fix = f"give the build a work directory whose path has no {unsafe[bad]}"
+        elif path.is_relative_to(plan.root):
+            fix = f"rename it (and its mention in build.toml) without {unsafe[bad]}"
+        else:
+            fix = f"install it under a path without {unsafe[bad]}"
+        raise BuildError(
+            f"{what} {text!r} contains {unsafe[bad]}, which the ninja files of torch's "
+            f"extension tooling cannot express; fix: {fix}"
+        )
+
+
+def _remove_other_extensions(build_lib: Path, namespace: str) -> None:
+    """Remove the extensions that earlier builds of this variant left in ``build_lib``,
+    one per uid (``<namespace less its uid><other uid>.*.so``): a CUDA extension can
+    weigh hundreds of MB, and each edit of the project makes another. Only names this
+    builder gives (``_<name>_<backend>_`` then 7 hex digits, ``_dirty`` or not)."""
+    prefix = re.sub(r"[0-9a-f]{7}(?:_dirty)?$", "", namespace)
+    if prefix == namespace:  # pragma: no cover - a namespace always ends in its uid
+        return
+    pattern = re.compile(re.escape(prefix) + r"[0-9a-f]{7}(?:_dirty)?\.(?:[\w-]+\.)?so")
+    for path in build_lib.iterdir():
+        name = path.name
+        if name.split(".", 1)[0] != namespace and pattern.fullmatch(name):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
 
 def log_name(python: PythonEnv) -> str:
@@ -362,6 +503,7 @@ def compile_plan(
         KeyboardInterrupt: the build was interrupted (Ctrl-C), here or in the child; the
             child has ended when it is raised.
     """
+    check_ninja_paths(plan, work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     build_lib = work_dir / "lib"
     # The driver's instructions: what the plan fingerprints, plus where to build.
@@ -378,7 +520,8 @@ def compile_plan(
     base, dropped = compile_environment(os.environ)
     if dropped:
         progress(f"  note: ignoring {', '.join(dropped)} from the environment; "
-                 "put compiler flags in build.toml (cxx-flags, cuda-flags, hip-flags)")
+                 "put compiler flags and include directories in build.toml (cxx-flags, "
+                 "cuda-flags, hip-flags, include)")
     env = python.env(base)
     env["PATH"] = os.pathsep.join([*_ninja_dirs(python), env.get("PATH", "")])
     env["MAX_JOBS"] = str(jobs or os.cpu_count() or 1)
@@ -445,10 +588,7 @@ def compile_plan(
             if len(diagnostics) > 20:
                 detail += f"\n  ... and {len(diagnostics) - 20} more"
         else:
-            # ninja's own errors ("multiple rules generate ...") come before the driver's
-            # traceback, which would hide them in the last lines
-            ninja = [ln.rstrip() for ln in lines if ln.startswith("ninja: error:")]
-            detail = "\n".join(f"  {ln}" for ln in ninja or [ln.rstrip() for ln in lines[-25:]])
+            detail = "\n".join(f"  {ln}" for ln in _compiler_lines(lines))
         killed = _killed_by(code)
         if killed is not None:  # by something outside the build: say so first
             detail = (f"  the compiler driver was ended by {killed} (not by a compile "
@@ -470,6 +610,7 @@ def compile_plan(
             f"(torch's extension tooling too old?); see {log_path}"
         )
     check_cxx_runtime(built[0])
+    _remove_other_extensions(build_lib, plan.namespace)
     progress(f"  compiled {plan.variant} in {elapsed:.1f}s")
     return built[0]
 

@@ -12,6 +12,7 @@ refuses the directory until then, and the next build puts it back
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from kernelforge import __version__, digest
 from kernelforge._durable import LEFTOVER_NAME
-from kernelforge.build.plan import BuildPlan, manifest_package_files
+from kernelforge.build.plan import BuildPlan, manifest_package_files, package_problems
 from kernelforge.errors import BuildError
 from kernelforge.manifest import Manifest
 
@@ -49,6 +50,18 @@ def render_ops_py(namespace: str, *, has_extension: bool) -> str:
     return OPS_TEMPLATE.format(namespace=namespace, import_line=import_line)
 
 
+def package_error(manifest: Manifest) -> BuildError | None:
+    """The error for what stops the Python package ``torch-ext/<name>/`` from being
+    shipped (:func:`~kernelforge.build.plan.package_problems`), one line per problem;
+    ``None`` when nothing does. ``kernelforge check`` reports the same problems in the
+    same words."""
+    problems = package_problems(manifest.root, manifest.python_name, manifest.pyext)
+    if not problems:
+        return None
+    return BuildError("\n".join(f"{path} {problem}; fix: {fix}"
+                                for path, problem, fix in problems))
+
+
 def _copy_python_package(manifest: Manifest, dest: Path) -> None:
     package = manifest.root / "torch-ext" / manifest.python_name
     if not (package / "__init__.py").is_file():
@@ -56,28 +69,14 @@ def _copy_python_package(manifest: Manifest, dest: Path) -> None:
             f"{manifest.path}: the Python package {package}/__init__.py is missing; "
             f"fix: create torch-ext/{manifest.python_name}/__init__.py"
         )
-    # Exactly the files the source hash covers (plan.package_files).
+    error = package_error(manifest)  # build_project refuses these before it compiles
+    if error is not None:
+        raise error
+    # Exactly the files the source hash covers (plan.package_files), a linked file or
+    # folder's as regular files.
     prefix = f"torch-ext/{manifest.python_name}/"
     for relpath, path in manifest_package_files(manifest):
-        rel = relpath[len(prefix):]
-        if rel == "_ops.py":
-            raise BuildError(
-                f"{path} would be overwritten by the generated _ops.py; fix: delete it"
-            )
-        # The variant's own metadata.json is written after the copy, and readers take a
-        # metadata.json.sigstore beside it for its signature bundle (and leave it out of
-        # the digest): a package file of either name would be lost or misread silently.
-        if rel == "metadata.json":
-            raise BuildError(
-                f"{path} would be overwritten by the generated metadata.json; fix: rename "
-                f"it (and the code that reads it)"
-            )
-        if rel == "metadata.json.sigstore":
-            raise BuildError(
-                f"{path} would be taken for the signature bundle of the variant's "
-                f"metadata.json; fix: rename it"
-            )
-        target = dest / rel
+        target = dest / relpath[len(prefix):]
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
 
@@ -187,7 +186,7 @@ def _swap_into_place(staging: Path, final: Path) -> None:
     ``final`` is missing and the rename (two environments, or CI jobs, sharing a
     checkout): the rename then fails as the directory is not empty, and that tree is
     replaced like any old one."""
-    if not final.exists():
+    if not os.path.lexists(final):
         try:
             os.rename(staging, final)
             return
@@ -195,7 +194,7 @@ def _swap_into_place(staging: Path, final: Path) -> None:
             if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
     if _exchange(staging, final):
-        shutil.rmtree(staging, ignore_errors=True)  # the old tree, now under that name
+        _remove(staging)  # the old tree, now under that name
         return
     trash = final.with_name(f".{final.name}.old-{_owner()}")
     os.rename(final, trash)
@@ -204,7 +203,18 @@ def _swap_into_place(staging: Path, final: Path) -> None:
     except BaseException:
         os.rename(trash, final)
         raise
-    shutil.rmtree(trash, ignore_errors=True)
+    _remove(trash)
+
+
+def _remove(path: Path) -> None:
+    """Remove a replaced variant or a leftover, as far as possible: a symlink (a
+    ``build/<variant>`` that pointed elsewhere) is unlinked, its target left alone;
+    ``shutil.rmtree`` refuses a link, and its ``ignore_errors`` would keep it forever."""
+    if path.is_symlink():
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _read_id(*paths: str) -> str:
@@ -352,20 +362,22 @@ def recover_leftovers(out_dir: Path) -> list[str]:
         return done
     for entry in entries:
         m = LEFTOVER_NAME.match(entry.name)
-        if m is None or entry.is_symlink() or not entry.is_dir():
+        # A link is a variant that pointed elsewhere, swapped out by a killed build (a
+        # dangling one too): it is put back or unlinked like a tree.
+        if m is None or not (entry.is_symlink() or entry.is_dir()):
             continue
         try:
-            changed: float | None = entry.stat().st_ctime
+            changed: float | None = entry.lstat().st_ctime
         except OSError:
             changed = None
         if _alive(m["old"] or m["tmp"], changed):
             continue
         final = out_dir / m["variant"]
-        if m["old"] is not None and not final.exists():
+        if m["old"] is not None and not os.path.lexists(final):
             os.rename(entry, final)
             done.append(f"restored {final.name} from {entry.name}, left by a killed build")
             continue
-        shutil.rmtree(entry, ignore_errors=True)
+        _remove(entry)
         done.append(f"removed {entry.name}, left by a killed build")
     return done
 

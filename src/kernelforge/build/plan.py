@@ -10,9 +10,11 @@ import hashlib
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from kernelforge import archs
 from kernelforge.build.toolchain import Dependency, Tool
@@ -33,10 +35,28 @@ BACKEND_DEFINES = {
     "rocm": ("-DROCM_KERNEL", "-DUSE_ROCM=1"),
 }
 
-#: Files and folders the tree walk leaves out at every depth, with every dot-file and
-#: bytecode: build outputs, environments and editor state, which change without the
-#: sources changing. A file the manifest lists is hashed wherever it is.
-IGNORED_NAMES = frozenset({"build", ".kernelforge", ".git", "__pycache__", "result", ".venv"})
+#: What the tree walk leaves out at every depth: git's data and Python's bytecode
+#: (``*.pyc`` files are left out too), which change without the sources changing.
+ALWAYS_IGNORED = frozenset({".git", "__pycache__"})
+
+#: The project's own outputs, left out at its top level only: the build's variants
+#: (``build/``) and work folder (``.kernelforge/``), and Nix's ``result`` link. Deeper in
+#: the tree a folder of these names is a source folder like any other, and is hashed.
+TOP_LEVEL_OUTPUTS = frozenset({"build", ".kernelforge", "result"})
+
+#: Dot-folders of tools and editors, left out below the top level too (at the top level
+#: every dot-entry is): caches, checkpoints and settings that change as the tools run.
+#: Every other dot-folder below the top level is hashed, since a source may include a
+#: header from it (``#include ".inc/params.h"``).
+TOOL_FOLDERS = frozenset({
+    ".benchmarks", ".cache", ".ccls-cache", ".direnv", ".eggs", ".hg", ".hypothesis",
+    ".idea", ".ipynb_checkpoints", ".kernelforge", ".mypy_cache", ".nox", ".pytest_cache",
+    ".ruff_cache", ".svn", ".tox", ".venv", ".vs", ".vscode",
+})
+
+#: How a cache directory marks itself (https://bford.info/cachedir/): pytest, mypy, ruff
+#: and kernelforge's own cache write it. A tagged folder is left out at any depth.
+CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -162,27 +182,64 @@ def _is_environment(path: Path) -> bool:
     return (path / "pyvenv.cfg").is_file() or (path / "conda-meta").is_dir()
 
 
+def _is_tagged_cache(path: Path) -> bool:
+    """Whether the folder ``path`` holds a ``CACHEDIR.TAG`` (:data:`CACHEDIR_SIGNATURE`)."""
+    try:
+        with open(path / "CACHEDIR.TAG", "rb") as tag:
+            return tag.read(len(CACHEDIR_SIGNATURE)) == CACHEDIR_SIGNATURE
+    except OSError:
+        return False
+
+
+def _always_left_out(name: str) -> bool:
+    """Whether an entry of this name is left out wherever it is, a listed folder too."""
+    return name in ALWAYS_IGNORED or name.endswith(".pyc")
+
+
+def _tree_leaves_out(name: str, path: Path, *, top: bool, is_dir: bool) -> bool:
+    """Whether the tree walk leaves out the entry ``name`` (at ``path``), by its name:
+    ``top`` when it is in the project folder itself. Python environments and the
+    build's output folders are left out by what they are (:func:`_walk`).
+
+    The rules: :data:`ALWAYS_IGNORED` names and ``*.pyc`` files anywhere; at the top
+    level, :data:`TOP_LEVEL_OUTPUTS` and every dot-entry (``.git``, ``.venv``,
+    ``.github``, tool caches, editor state); below it, dot-files (editor swap and lock
+    files, ``.DS_Store``) and :data:`TOOL_FOLDERS`; and folders tagged as caches
+    (:data:`CACHEDIR_SIGNATURE`) anywhere. Any other folder is walked, dot-folders and
+    folders named ``build`` or ``result`` below the top level included.
+    """
+    if _always_left_out(name):
+        return True
+    if top and (name in TOP_LEVEL_OUTPUTS or name.startswith(".")):
+        return True
+    if not is_dir:
+        return name.startswith(".")
+    return name in TOOL_FOLDERS or _is_tagged_cache(path)
+
+
 def _walk(directory: Path, rel: str, ancestors: frozenset[str], *,
           listed: bool = False, outputs: frozenset[str] = frozenset()
           ) -> Iterable[tuple[str, Path]]:
-    """``(relative path, path)`` of every file under ``directory`` but bytecode, ``.git``
-    and Python environments, following symlinks (a link back to a directory being walked
-    is not entered again; a dangling link is left out).
+    """``(relative path, path)`` of every file under ``directory`` but bytecode, ``.git``,
+    Python environments and the folders in ``outputs`` (real paths: the project's
+    ``build/``, ``.kernelforge/`` and the build's ``out_dir``), following symlinks (a link
+    back to a directory being walked is not entered again; a dangling link is left out).
 
-    The project tree also leaves out :data:`IGNORED_NAMES` and dot-files at every depth.
-    A ``listed`` directory (an ``include`` of the manifest) is walked whole, since the
-    compiler reads whatever it reaches there, but for the directories in ``outputs``
-    (real paths: the project's own ``build/`` and ``.kernelforge/``).
+    The project tree (``rel`` empty at its top) also leaves out what
+    :func:`_tree_leaves_out` names. A ``listed`` directory (an ``include`` of the
+    manifest) is walked whole, since the compiler reads whatever it reaches there.
     """
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         name = entry.name
-        if name in ("__pycache__", ".git") or name.endswith(".pyc"):
-            continue
-        if not listed and (name in IGNORED_NAMES or name.startswith(".")):
-            continue
         path = Path(entry.path)
+        is_dir = entry.is_dir()  # follows symlinks
+        if listed:
+            if _always_left_out(name):
+                continue
+        elif _tree_leaves_out(name, path, top=not rel, is_dir=is_dir):
+            continue
         relpath = f"{rel}{name}"
-        if entry.is_dir():  # follows symlinks
+        if is_dir:
             real = os.path.realpath(path)
             if real not in ancestors and real not in outputs and not _is_environment(path):
                 yield from _walk(path, relpath + "/", ancestors | {real},
@@ -191,24 +248,38 @@ def _walk(directory: Path, rel: str, ancestors: frozenset[str], *,
             yield relpath, path
 
 
-def iter_project_files(root: Path, listed: Iterable[str] = (),
-                       extra: Iterable[tuple[str, Path]] = ()
-                       ) -> Iterable[tuple[str, Path]]:
-    """Every file of a project that can affect a build, as ``(relative path, path)`` in a
-    stable order: the project tree (symlinks followed; build outputs, environments,
-    dot-files and bytecode left out: :data:`IGNORED_NAMES`), plus every file ``listed`` (paths
-    relative to the project, e.g. the manifest's sources and include directories), even
-    where the tree walk leaves it out, and the ``extra`` files (the Python package the
-    build ships: :func:`package_files`).
+def output_dirs(root: Path, out_dir: Path | None = None) -> frozenset[str]:
+    """The real paths of the folders a build of the project at ``root`` writes, which no
+    walk hashes: ``build/``, ``.kernelforge/`` and ``out_dir`` where given."""
+    dirs = [root / "build", root / ".kernelforge", *([out_dir] if out_dir is not None else [])]
+    return frozenset(os.path.realpath(d) for d in dirs)
 
-    A listed directory counts whole, dot-files and folders named ``build`` included, but
-    for bytecode, ``.git``, Python environments and the project's own ``build/`` and
-    ``.kernelforge/``; except the project folder itself (``include = ["."]``), which is
-    the tree walk already: whole, it would count tool caches, editor and IDE files and
-    build outputs, and every test or editor run would change the uid.
+
+def iter_project_files(root: Path, listed: Iterable[str] = (),
+                       extra: Iterable[tuple[str, Path]] = (),
+                       outputs: frozenset[str] | None = None,
+                       ) -> list[tuple[str, Path]]:
+    """Every file of a project that can affect a build, as ``(relative path, path)`` in a
+    stable order: the project tree (symlinks followed, with what :func:`_tree_leaves_out`
+    and :func:`_walk` leave out: bytecode, ``.git``, Python environments, the top level's
+    outputs and dot-entries, dot-files and tool caches below it), plus every file
+    ``listed`` (paths relative to the project, e.g. the manifest's sources and include
+    directories), even where the tree walk leaves it out, and the ``extra`` files (the
+    Python package the build ships: :func:`package_files`).
+
+    ``outputs`` are the real paths of the folders the build writes (:func:`output_dirs`;
+    by default ``build/`` and ``.kernelforge/``), left out wherever they are.
+
+    A listed directory counts whole, dot-files included, but for bytecode, ``.git``,
+    Python environments and ``outputs``; except the project folder itself
+    (``include = ["."]``), which is the tree walk already: whole, it would count tool
+    caches, editor and IDE files and build outputs, and every test or editor run would
+    change the uid.
     """
-    found: dict[str, Path] = dict(_walk(root, "", frozenset({os.path.realpath(root)})))
-    outputs = frozenset(os.path.realpath(root / d) for d in ("build", ".kernelforge"))
+    if outputs is None:
+        outputs = output_dirs(root)
+    found: dict[str, Path] = dict(_walk(root, "", frozenset({os.path.realpath(root)}),
+                                        outputs=outputs))
     for name in listed:
         path = root / name
         rel = Path(name).as_posix()
@@ -224,19 +295,79 @@ def iter_project_files(root: Path, listed: Iterable[str] = (),
     return sorted(found.items(), key=lambda item: _walk_order(item[0]))
 
 
-def _package_tree(root: Path, python_name: str) -> list[tuple[Path, Path]]:
-    """``(path relative to the package, path)`` of every file of ``torch-ext/<python_name>/``
-    but bytecode and ``__pycache__`` (a symlink to a folder is not entered)."""
+def leaves_out(root: Path, rel: str, *, listed: Iterable[str] = (),
+               outputs: frozenset[str] | None = None) -> bool:
+    """Whether the project's hash (:func:`iter_project_files`) leaves out the path ``rel``
+    (relative to the project, ``/``-separated), whether or not it exists: for the git
+    dirty check, which must not count a change to a file the hash leaves out, nor miss
+    one to a file it covers that was deleted. A path under a ``listed`` one counts."""
+    if outputs is None:
+        outputs = output_dirs(root)
+    parts = [p for p in rel.split("/") if p]
+    if any(_always_left_out(p) for p in parts):
+        return True
+    for name in listed:
+        prefix = Path(name).as_posix().strip("/")
+        if prefix not in ("", ".") and (rel == prefix or rel.startswith(prefix + "/")):
+            return False
+    for depth, name in enumerate(parts):
+        path = root.joinpath(*parts[:depth + 1])
+        is_dir = depth < len(parts) - 1 or path.is_dir()
+        if _tree_leaves_out(name, path, top=depth == 0, is_dir=is_dir):
+            return True
+        if is_dir and (os.path.realpath(path) in outputs or _is_environment(path)):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class _PackageTree:
+    """What the walk of ``torch-ext/<python_name>/`` found (:func:`_package_tree`)."""
+
+    #: ``(path relative to the package, path)`` of every file, symlinks followed.
+    files: tuple[tuple[PurePosixPath, Path], ...] = ()
+    #: Folders reached through a symlink that lead back to a folder containing them (a
+    #: loop: their files cannot be copied), each with that folder's real path.
+    loops: tuple[tuple[Path, str], ...] = ()
+    #: ``(path relative to the package, path)`` of symlinks whose target does not exist.
+    dangling: tuple[tuple[PurePosixPath, Path], ...] = ()
+
+
+def _package_tree(root: Path, python_name: str) -> _PackageTree:
+    """The files of ``torch-ext/<python_name>/`` but bytecode and ``__pycache__``, with
+    symlinks followed: a linked file or folder is shipped as the files it holds (a
+    sub-package shared with another kernel, say), wherever it points, so that the variant
+    holds what importing the source package finds. A link to a folder that contains it
+    cannot be copied, and a dangling one has nothing to copy: both are reported."""
     package = root / "torch-ext" / python_name
     if not package.is_dir():
-        return []
-    found: list[tuple[Path, Path]] = []
-    for path in sorted(package.rglob("*")):
-        rel = path.relative_to(package)
-        if "__pycache__" in rel.parts or not path.is_file() or path.suffix == ".pyc":
-            continue
-        found.append((rel, path))
-    return found
+        return _PackageTree()
+    files: list[tuple[PurePosixPath, Path]] = []
+    loops: list[tuple[Path, str]] = []
+    dangling: list[tuple[PurePosixPath, Path]] = []
+
+    def walk(directory: Path, rel: PurePosixPath, ancestors: frozenset[str]) -> None:
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if entry.name == "__pycache__" or entry.name.endswith(".pyc"):
+                continue
+            path, sub = Path(entry.path), rel / entry.name
+            if entry.is_dir():  # follows symlinks
+                real = os.path.realpath(path)
+                if real in ancestors:
+                    loops.append((path, real))
+                else:
+                    walk(path, sub, ancestors | {real})
+            elif entry.is_file():
+                files.append((sub, path))
+            elif entry.is_symlink() and not os.path.exists(path):
+                dangling.append((sub, path))
+
+    walk(package, PurePosixPath(), frozenset({os.path.realpath(package)}))
+    return _PackageTree(tuple(files), tuple(loops), tuple(dangling))
+
+
+def _suffixes(pyext: Iterable[str]) -> set[str]:
+    return {"." + ext.lstrip(".") for ext in pyext}
 
 
 def package_files(root: Path, python_name: str, pyext: Iterable[str]
@@ -244,11 +375,12 @@ def package_files(root: Path, python_name: str, pyext: Iterable[str]
     """The files of the Python package ``torch-ext/<python_name>/`` that a build copies
     into the variant, as ``(path relative to the project, path)``: every file whose
     suffix is one of ``pyext`` (``[torch] pyext``) at any depth, dot-files and folders
-    named ``build`` included, but bytecode and ``__pycache__``; a symlink to a folder
-    is not entered."""
-    suffixes = {"." + ext.lstrip(".") for ext in pyext}
+    named ``build`` included, but bytecode and ``__pycache__``; symlinks are followed
+    (:func:`_package_tree`), and the files they reach are copied as regular files."""
+    suffixes = _suffixes(pyext)
     return [(f"torch-ext/{python_name}/{rel.as_posix()}", path)
-            for rel, path in _package_tree(root, python_name) if path.suffix in suffixes]
+            for rel, path in _package_tree(root, python_name).files
+            if path.suffix in suffixes]
 
 
 def unshipped_package_files(root: Path, python_name: str, pyext: Iterable[str]) -> list[str]:
@@ -256,10 +388,51 @@ def unshipped_package_files(root: Path, python_name: str, pyext: Iterable[str]) 
     out of the variant because their suffix is not one of ``pyext``, relative to the
     project, for a note (bytecode, ``__pycache__`` and dot-files or dot-folders, which
     tools and editors write, are not named)."""
-    suffixes = {"." + ext.lstrip(".") for ext in pyext}
+    suffixes = _suffixes(pyext)
     return [f"torch-ext/{python_name}/{rel.as_posix()}"
-            for rel, path in _package_tree(root, python_name)
+            for rel, path in _package_tree(root, python_name).files
             if path.suffix not in suffixes and not any(p.startswith(".") for p in rel.parts)]
+
+
+#: Files the build writes at the top of a variant, which a package file of the same name
+#: would clash with: name -> (what would happen, the fix).
+_GENERATED_FILES = {
+    "_ops.py": ("would be overwritten by the generated _ops.py", "delete it"),
+    # The variant's own metadata.json is written after the copy, and readers take a
+    # metadata.json.sigstore beside it for its signature bundle (and leave it out of
+    # the digest): a package file of either name would be lost or misread silently.
+    "metadata.json": ("would be overwritten by the generated metadata.json",
+                      "rename it (and the code that reads it)"),
+    "metadata.json.sigstore": ("would be taken for the signature bundle of the variant's "
+                               "metadata.json", "rename it"),
+}
+
+
+def package_problems(root: Path, python_name: str, pyext: Iterable[str]
+                     ) -> list[tuple[Path, str, str]]:
+    """Why the Python package ``torch-ext/<python_name>/`` cannot be shipped as it is, as
+    ``(path, problem, fix)``: a shipped file named like one the build generates at the
+    top of the variant (``_ops.py``, ``metadata.json``, ``metadata.json.sigstore``), a
+    symlink to a folder that contains it, and a dangling symlink that would be shipped
+    (a dot-named one, such as an editor's lock file, is left alone). ``kernelforge
+    build`` refuses each before it compiles, and ``kernelforge check`` reports them."""
+    tree = _package_tree(root, python_name)
+    suffixes = _suffixes(pyext)
+    problems: list[tuple[Path, str, str]] = []
+    for rel, path in tree.files:
+        clash = _GENERATED_FILES.get(rel.as_posix())
+        if clash is not None and path.suffix in suffixes:  # shipped, so it would clash
+            problems.append((path, *clash))
+    for path, real in tree.loops:
+        problems.append((path, f"leads back to {real}, a folder that contains it (a loop of "
+                         "symbolic links), so the build cannot copy its files into the "
+                         "variant", "remove the link, or point it at the folder to ship"))
+    for rel, path in tree.dangling:
+        if path.suffix in suffixes and not rel.name.startswith("."):
+            problems.append((path, f"is a symbolic link to {os.readlink(path)}, which does "
+                             "not exist, so the variant would lack it",
+                             "restore its target, or remove the link"))
+    return problems
 
 
 def _walk_order(rel: str) -> list[tuple[int, str]]:
@@ -284,22 +457,61 @@ def manifest_package_files(manifest: Manifest) -> list[tuple[str, Path]]:
     return package_files(manifest.root, manifest.python_name, manifest.pyext)
 
 
-def hash_sources(root: Path, listed: Iterable[str] = (),
-                 extra: Iterable[tuple[str, Path]] = ()) -> str:
-    """A sha256 over the relative paths and contents of the project's files
-    (:func:`iter_project_files`)."""
-    h = hashlib.sha256()
+#: How much of a file :func:`hash_files` reads at a time (where ``hashlib.file_digest``,
+#: Python 3.11, is not there to do it): a multi-gigabyte fixture or checkpoint in the
+#: project must not be read into memory whole.
+_CHUNK = 1 << 20
+
+
+def _file_digest(fh: BinaryIO) -> bytes:
+    """The sha256 of the open file ``fh``, read in chunks."""
+    if hasattr(hashlib, "file_digest"):  # Python >= 3.11
+        return hashlib.file_digest(fh, "sha256").digest()
+    h = hashlib.sha256()  # pragma: no cover - Python 3.10
+    for chunk in iter(lambda: fh.read(_CHUNK), b""):  # pragma: no cover
+        h.update(chunk)
+    return h.digest()  # pragma: no cover
+
+
+@contextmanager
+def _reading(root: Path) -> Iterator[None]:
+    """Turn a file or folder of the project that cannot be read into a BuildError: a file
+    left out would make the uid and the up-to-date check lie."""
     try:
-        for rel, path in iter_project_files(root, listed, extra):
-            h.update(rel.encode() + b"\0")
-            with path.open("rb") as fh:
-                h.update(hashlib.sha256(fh.read()).digest())
-    except OSError as err:  # a file left out would make the uid and up-to-date check lie
+        yield
+    except OSError as err:
         raise BuildError(
             f"cannot read {err.filename or root} to hash the project's sources: "
             f"{err.strerror or err}; fix its permissions, or move it out of the project"
         ) from err
+
+
+def project_files(root: Path, listed: Iterable[str] = (),
+                  extra: Iterable[tuple[str, Path]] = (),
+                  outputs: frozenset[str] | None = None) -> list[tuple[str, Path]]:
+    """:func:`iter_project_files`, with a folder that cannot be read a BuildError."""
+    with _reading(root):
+        return iter_project_files(root, listed, extra, outputs)
+
+
+def hash_files(root: Path, files: Iterable[tuple[str, Path]]) -> str:
+    """A sha256 over the relative paths and contents of ``files`` (from
+    :func:`project_files`), each file read in chunks."""
+    h = hashlib.sha256()
+    with _reading(root):
+        for rel, path in files:
+            h.update(rel.encode() + b"\0")
+            with path.open("rb") as fh:
+                h.update(_file_digest(fh))
     return h.hexdigest()
+
+
+def hash_sources(root: Path, listed: Iterable[str] = (),
+                 extra: Iterable[tuple[str, Path]] = (),
+                 outputs: frozenset[str] | None = None) -> str:
+    """A sha256 over the relative paths and contents of the project's files
+    (:func:`iter_project_files`)."""
+    return hash_files(root, project_files(root, listed, extra, outputs))
 
 
 def namespace_for(python_name: str, backend: str, uid: str) -> str:
@@ -492,9 +704,10 @@ def plan_build(
     for dep in dependencies:
         include_dirs += [d for d in dep.include_dirs if d not in include_dirs]
 
-    # -g0 overrides the -g of Python's own CFLAGS: kernels ship without debug info
-    # (smaller, faster to compile, no build paths inside).
-    cxx_flags = ["-O3", "-g0", *BACKEND_DEFINES[backend]]
+    # A release build, as Hugging Face's builder makes (CMake's Release: -O3 -DNDEBUG),
+    # without debug info (smaller, faster to compile, no build paths inside). These are
+    # the builder's own: the interpreter's sysconfig flags do not reach the compile.
+    cxx_flags = ["-O3", "-DNDEBUG", "-g0", *BACKEND_DEFINES[backend]]
     # Keep build paths out of the binary so builds in different folders are identical:
     # the project's, and those of the headers it includes from torch (whose checks embed
     # __FILE__), from resolved dependencies and from the CUDA toolkit.
@@ -531,7 +744,7 @@ def plan_build(
             all_archs += [c for c in caps if c not in all_archs]
             kernel_archs[k.name] = caps
         # --threads 0: nvcc compiles the per-capability passes in parallel.
-        device_flags = ["-O3", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr",
+        device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr",
                         "--threads", "0"]
         device_flags += [f"-Xcompiler=-ffile-prefix-map={old}={new}" for old, new in prefix_maps]
         if cxx is not None and cxx.name == "gcc":
@@ -551,7 +764,8 @@ def plan_build(
                 )
             all_archs += [a for a in wanted if a not in all_archs]
             kernel_archs[k.name] = wanted
-        device_flags = ["-O3", *BACKEND_DEFINES[backend], *archs.hipcc_offload_flags(all_archs)]
+        device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend],
+                        *archs.hipcc_offload_flags(all_archs)]
         env["ROCM_HOME"] = str(device_compiler.path.parent.parent)
 
     groups = _compile_groups(manifest, backend, kernels, suffixes, kernel_archs)

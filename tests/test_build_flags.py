@@ -1,0 +1,334 @@
+"""What reaches the compile and link besides build.toml's flags (nothing of the
+interpreter's sysconfig, nothing of the shell's include and library paths), what a failed
+compile shows, which project paths are refused, and what the work directory keeps.
+
+Most tests run a stand-in for the driver (see ``test_build_progress.fake_driver``), so
+they take well under a second; the one marked ``slow`` compiles a tiny project."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from test_build import tiny_cpu_project
+from test_build_progress import NAMESPACE, compile_with, fake_driver
+
+from kernelforge.build import build_project
+from kernelforge.build.compile import (
+    FLAG_VARIABLES,
+    check_ninja_paths,
+    compiler_environment,
+    parse_diagnostics,
+    setuptools_version,
+)
+from kernelforge.build.interpreter import PythonEnv
+from kernelforge.build.plan import BuildPlan, CompileGroup
+from kernelforge.errors import BuildError
+
+#: The shell's include and library paths, which gcc and ld read on their own.
+PATH_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",
+                  "LD_RUN_PATH")
+
+# -- Python's own flags and the shell's paths (item 1 and 11 of the review) ---------------
+
+#: Run by the driver's interpreter at start-up (``sitecustomize``): gives its sysconfig
+#: what Debian's, pyenv's or conda's Python hold, a define and a run path, the way
+#: setuptools reads them, and leaves a mark that it ran.
+POLLUTED_SYSCONFIG = """
+import os, sysconfig
+config = sysconfig.get_config_vars()
+for key in ("CFLAGS", "OPT", "BASECFLAGS", "CCSHARED", "PY_CFLAGS"):
+    config[key] = (config.get(key) or "") + " -DFROM_SYSCONFIG"
+for key in ("LDSHARED", "LDCXXSHARED", "BLDSHARED"):
+    config[key] = "c++ -shared -Wl,-rpath,/from/sysconfig"
+open(os.environ["KF_SYSCONFIG_MARK"], "w").close()
+"""
+
+#: A kernel source that fails to compile if the sysconfig define or a CPATH header
+#: reaches it.
+GUARDED_SOURCE = textwrap.dedent("""
+    #ifdef FROM_SYSCONFIG
+    #error the interpreter's sysconfig flags reached the compile
+    #endif
+    #if __has_include("kf_from_cpath.h")
+    #error CPATH reached the compile
+    #endif
+    int guarded() { return 1; }
+""")
+
+
+def _run_paths(extension: Path) -> list[str]:
+    """The RUNPATH and RPATH entries of an ELF file."""
+    out = subprocess.run(["readelf", "-d", str(extension)], capture_output=True, text=True,
+                         check=True).stdout
+    return [line for line in out.splitlines() if "RUNPATH" in line or "RPATH" in line]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils)")
+def test_the_interpreters_flags_and_the_shells_paths_do_not_reach_the_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only build.toml's flags and the builder's own compile and link the kernel: not
+    the CFLAGS, CCSHARED and LDSHARED of the interpreter's sysconfig (which setuptools
+    reads), nor CPATH, LIBRARY_PATH, LD_RUN_PATH and LDSHARED from the environment. Each
+    would change the bytes (a define, a header, a RUNPATH of the build machine)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(POLLUTED_SYSCONFIG)
+    mark = tmp_path / "sysconfig-polluted"
+    monkeypatch.setenv("KF_SYSCONFIG_MARK", str(mark))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p))
+    shell_includes = tmp_path / "shell-include"
+    shell_includes.mkdir()
+    (shell_includes / "kf_from_cpath.h").write_text("#define FROM_CPATH 1\n")
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.setenv(name, str(shell_includes))
+    monkeypatch.setenv("LIBRARY_PATH", str(tmp_path))
+    monkeypatch.setenv("LD_RUN_PATH", "/from/ld-run-path")
+    monkeypatch.setenv("LDSHARED", "c++ -shared -Wl,-rpath,/from/ldshared")
+    project = tiny_cpu_project(
+        tmp_path / "clean", '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        """
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["k/k.cpp"]
+        """,
+        {"k/k.cpp": GUARDED_SOURCE},
+    )
+    lines: list[str] = []
+    (result,) = build_project(project, backends=["cpu"], progress=lines.append)
+    assert mark.exists(), "the driver's interpreter did not run the sysconfig change"
+    assert any("ignoring CPATH, C_INCLUDE_PATH, CPLUS_INCLUDE_PATH, LIBRARY_PATH, "
+               "LD_RUN_PATH, LDSHARED from the environment" in ln for ln in lines), lines
+    (extension,) = result.path.glob("*.abi3.so")
+    assert _run_paths(extension) == []
+    log = (project / ".kernelforge" / result.variant / "build.log").read_text()
+    assert "FROM_SYSCONFIG" not in log and "/from/" not in log
+
+
+def test_the_shells_include_and_library_paths_are_dropped_with_a_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPATH and the like are cleared for the compile, as CFLAGS is, so they neither
+    change the binary nor need a place in the up-to-date check."""
+    plan, python = fake_driver(tmp_path, """
+        out("seen: " + ",".join(k for k in os.environ if k.endswith("_PATH") or k == "CPATH"))
+        succeed()
+    """)
+    for name in PATH_VARIABLES:
+        monkeypatch.setenv(name, str(tmp_path))
+    lines: list[str] = []
+    compile_with(tmp_path, plan, python, lines)
+    assert f"  note: ignoring {', '.join(PATH_VARIABLES)} from the environment; put " \
+           "compiler flags and include directories in build.toml (cxx-flags, cuda-flags, " \
+           "hip-flags, include)" in lines
+    seen = (tmp_path / "work" / "build.log").read_text().split("seen: ", 1)[1].split()[0]
+    assert not set(seen.split(",")) & set(PATH_VARIABLES), seen
+    assert set(PATH_VARIABLES) <= set(FLAG_VARIABLES)
+
+
+def test_ldshared_is_dropped_and_gcc_s_own_paths_are_in_the_fingerprint() -> None:
+    """The link is ``$CXX -shared`` whatever LDSHARED says (it carries flags, and newer
+    setuptools ignore its program anyway); where gcc finds its own programs chooses the
+    compiler, so a change of it rebuilds."""
+    assert "LDSHARED" in FLAG_VARIABLES and "LDCXXSHARED" in FLAG_VARIABLES
+    environ = {"LDSHARED": "gcc -shared", "GCC_EXEC_PREFIX": "/opt/gcc/lib/gcc/",
+               "CXX": "g++", "CPATH": "/x"}
+    assert compiler_environment(environ) == {"CXX": "g++",
+                                             "GCC_EXEC_PREFIX": "/opt/gcc/lib/gcc/"}
+
+
+def test_setuptools_version_is_that_of_the_environment_built_for(tmp_path: Path) -> None:
+    """The fingerprint's setuptools version, for this interpreter (read in-process) and
+    for another one (asked): setuptools still writes part of the command lines."""
+    installed = metadata.version("setuptools")
+    assert setuptools_version() == installed
+    assert setuptools_version(PythonEnv(sys.executable, foreign=True)) == installed
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    assert setuptools_version(PythonEnv(str(broken), foreign=True)) is None
+
+
+# -- compile errors (item 3) --------------------------------------------------------------
+
+@pytest.mark.parametrize(("line", "file", "number", "message"), [
+    ("/p/copy (2)/k/k.cpp:8:8: error: expected ';' before 'oops'", "/p/copy (2)/k/k.cpp", 8,
+     "expected ';' before 'oops'"),
+    ("k (1).cu(12): error: identifier \"x\" is undefined", "k (1).cu", 12,
+     'identifier "x" is undefined'),
+    ("/a/b(2)/k.cu(7): catastrophic error: cannot open source file \"h (1).h\"",
+     "/a/b(2)/k.cu", 7, 'cannot open source file "h (1).h"'),
+    ("(x)/k.cpp:3: fatal error: h.h: No such file or directory", "(x)/k.cpp", 3,
+     "h.h: No such file or directory"),
+])
+def test_a_path_with_parentheses_gives_a_diagnostic(line: str, file: str, number: int,
+                                                    message: str) -> None:
+    (diagnostic,) = parse_diagnostics(line)
+    assert (diagnostic.file, diagnostic.line, diagnostic.message) == (file, number, message)
+
+
+def test_lines_that_are_not_diagnostics_give_none() -> None:
+    assert parse_diagnostics("\n".join([
+        "c++: error: unrecognized command-line option '-mno-such-flag'",
+        '  File "/p/_driver.py", line 54, in run_all',
+        "RuntimeError: Error compiling objects for extension: ninja exited with status 1",
+        "/p/k.cpp: In function 'void f()':",
+        "/p/k.cpp:3:5: warning: unused variable 'x' (y)",
+    ])) == []
+
+
+#: The driver's traceback after a failure; none of it belongs in the error.
+TRACEBACK = """
+    "Traceback (most recent call last):",
+    *[f'  File "/venv/setuptools/{i}.py", line {i}, in run' for i in range(40)],
+    "RuntimeError: Error compiling objects for extension: ninja exited with status 1",
+"""
+
+
+def _error_of(tmp_path: Path, output: str) -> str:
+    items = textwrap.dedent(output) + textwrap.dedent(TRACEBACK)
+    plan, python = fake_driver(tmp_path, f"out({textwrap.indent(items, '    ')})\nsys.exit(1)\n")
+    with pytest.raises(BuildError) as info:
+        compile_with(tmp_path, plan, python, [])
+    message = str(info.value)
+    assert "Traceback" not in message and "File " not in message, message
+    assert "RuntimeError" not in message, message
+    assert message.endswith(f"full compiler output: {tmp_path / 'work' / 'build.log'}")
+    return message
+
+
+def test_a_compile_error_without_file_and_line_shows_the_compilers_words(
+        tmp_path: Path) -> None:
+    """An unknown option in cxx-flags: the compiler's line, not the driver's traceback."""
+    message = _error_of(tmp_path, """
+        f"[1/2] c++ -mno-such-flag -c {root}/k/k.cpp -o /obj/k.o",
+        "FAILED: [code=1] /obj/k.o",
+        f"c++ -mno-such-flag -c {root}/k/k.cpp -o /obj/k.o",
+        "c++: error: unrecognized command-line option '-mno-such-flag'",
+        f"[2/2] c++ -c {root}/torch-ext/torch_binding.cpp -o /obj/b.o",
+        "ninja: build stopped: subcommand failed.",
+    """)
+    detail = message.split("\n")[1:-1]
+    assert detail == ["  c++: error: unrecognized command-line option '-mno-such-flag'"]
+
+
+def test_a_link_error_shows_the_linkers_words(tmp_path: Path) -> None:
+    """setuptools runs the linker itself, after ninja: what came after ninja's steps."""
+    message = _error_of(tmp_path, """
+        f"[1/1] c++ -c {root}/k/k.cpp -o /obj/k.o",
+        "/usr/bin/ld: cannot find -lmissing: No such file or directory",
+        "collect2: error: ld returned 1 exit status",
+    """)
+    assert message.split("\n")[1:-1] == [
+        "  /usr/bin/ld: cannot find -lmissing: No such file or directory",
+        "  collect2: error: ld returned 1 exit status",
+    ]
+
+
+def test_the_driver_s_own_error_is_shown_when_nothing_else_is(tmp_path: Path) -> None:
+    plan, python = fake_driver(tmp_path, """
+        out("error: /venv/bin/python cannot import setuptools, which builds need")
+        sys.exit(1)
+    """)
+    with pytest.raises(BuildError, match=r"failed after .*\n  error: /venv/bin/python "
+                                         r"cannot import setuptools"):
+        compile_with(tmp_path, plan, python, [])
+
+
+# -- paths ninja cannot express (item 7) --------------------------------------------------
+
+def _plan(root: Path, **fields: object) -> BuildPlan:
+    plan = BuildPlan(root=root, variant="torch-cpu", backend="cpu", namespace=NAMESPACE,
+                     module_id="demo_cpu_0123456", sources=(root / "torch-ext" / "b.cpp",))
+    return replace(plan, **fields)
+
+
+@pytest.mark.parametrize(("char", "said"), [
+    (":", "':'"), ("$", "'$'"), ("|", "'|'"), ("\n", "a newline"), ("\r", "a carriage return"),
+])
+def test_a_project_path_ninja_cannot_express_is_refused_before_the_compile(
+        tmp_path: Path, char: str, said: str) -> None:
+    plan, python = fake_driver(tmp_path, """
+        open(os.environ["KF_DRIVER_RAN"], "w").close()
+        succeed()
+    """)
+    ran = tmp_path / "driver-ran"
+    root = tmp_path / f"a{char}b" / "demo"
+    plan = replace(plan, root=root, sources=(root / "torch-ext" / "b.cpp",),
+                   env={"KF_DRIVER_RAN": str(ran)})
+    with pytest.raises(BuildError) as info:
+        compile_with(tmp_path, plan, python, [])
+    assert str(info.value) == (
+        f"the project path {str(root)!r} contains {said}, which the ninja files of torch's "
+        f"extension tooling cannot express; fix: move or rename the project so that its "
+        f"path has no {said}")
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize("name", ["with space", "hash#", "it's", "ünï cödé", "copy (2)",
+                                  "a=b", "semi;colon", 'quo"te', "back\\slash", "tab\tx"])
+def test_paths_ninja_can_express_pass_the_check(tmp_path: Path, name: str) -> None:
+    """Projects under these names build, and give the same bytes as anywhere else."""
+    root = tmp_path / name / "demo"
+    check_ninja_paths(_plan(root), root / ".kernelforge" / "torch-cpu")
+
+
+def test_an_include_directory_may_hold_a_colon_but_not_a_dollar(tmp_path: Path) -> None:
+    """An include directory is only a flag in torch's ninja files, where ``:`` and ``|``
+    are plain characters; a source is a path of a build line, where they are not."""
+    root = tmp_path / "demo"
+    work = root / ".kernelforge" / "torch-cpu"
+    group = CompileGroup("k", (root / "k" / "k.cpp",), include_dirs=(root / "inc:x|y",))
+    check_ninja_paths(_plan(root, groups=(group,)), work)
+    dollar = replace(group, include_dirs=(root / "inc$x",))
+    with pytest.raises(BuildError, match=r"the include directory '.*/inc\$x' contains '\$'"
+                                         r".*; fix: rename it \(and its mention in "
+                                         r"build.toml\) without '\$'"):
+        check_ninja_paths(_plan(root, groups=(dollar,)), work)
+    colon = replace(group, sources=(root / "k" / "a:b.cpp",))
+    with pytest.raises(BuildError, match=r"the source '.*/k/a:b.cpp' contains ':'"):
+        check_ninja_paths(_plan(root, groups=(colon,)), work)
+    torch_dir = tmp_path / "site$packages" / "torch"
+    with pytest.raises(BuildError, match=r"the directory '.*/site\$packages/torch' contains "
+                                         r"'\$'.*; fix: install it under a path without"):
+        check_ninja_paths(_plan(root, prefix_maps=((torch_dir, "torch"),)), work)
+
+
+# -- the work directory's extensions (item 9) ---------------------------------------------
+
+#: Extensions earlier builds of this variant made (other uids), which a build removes.
+EARLIER = ["_demo_cpu_1111111.abi3.so", "_demo_cpu_2222222_dirty.abi3.so",
+           "_demo_cpu_0123456_dirty.abi3.so",
+           "_demo_cpu_3333333.cpython-311-x86_64-linux-gnu.so"]
+#: Files in lib/ that are not this builder's extensions of this variant, which it keeps.
+OTHERS = ["_demo_cuda_1111111.abi3.so", "_demo_cpu_cpu_1111111.abi3.so",
+          "_demo_cpu_xyz1234.abi3.so", "_demo_cpu_11111111.abi3.so",
+          "_demo_cpu_1111111.abi3.so.bak", "x_demo_cpu_1111111.abi3.so", "notes.txt"]
+
+
+def test_a_build_removes_the_extensions_of_earlier_uids_only(tmp_path: Path) -> None:
+    plan, python = fake_driver(tmp_path, """
+        if os.environ.get("KF_FAIL"):
+            out("c++: error: no", "ninja: build stopped: subcommand failed.")
+            sys.exit(1)
+        succeed()
+    """)
+    lib = tmp_path / "work" / "lib"
+    lib.mkdir(parents=True)
+    for name in EARLIER + OTHERS:
+        (lib / name).write_bytes(b"old")
+    with pytest.raises(BuildError):  # a failed build removes nothing
+        compile_with(tmp_path, replace(plan, env={"KF_FAIL": "1"}), python, [])
+    assert sorted(p.name for p in lib.iterdir()) == sorted(EARLIER + OTHERS)
+    built = compile_with(tmp_path, plan, python, [])
+    assert built == lib / f"{NAMESPACE}.abi3.so"
+    assert sorted(p.name for p in lib.iterdir()) == sorted([built.name, *OTHERS])

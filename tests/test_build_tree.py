@@ -1,0 +1,373 @@
+"""The project tree a build reads and writes: which folders the source hash and the git
+dirty check cover, the Python package's symlinks, files the package cannot ship (in
+`check` as in `build`), `out_dir`, `depends` errors and a symlinked variant directory.
+None of these tests compiles: the projects are noarch, or fail before compiling."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from kf_testutil import copy_example, write_noarch_project
+
+from kernelforge.build import build_project, package, source_identity
+from kernelforge.build.plan import hash_sources, package_files
+from kernelforge.cli import main
+from kernelforge.errors import BuildError, ManifestError
+from kernelforge.manifest import check_buildable, load_manifest
+
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def content_hash(project: Path) -> str:
+    return source_identity(project, load_manifest(project)).content_hash
+
+
+@pytest.fixture
+def relu(tmp_path: Path) -> Path:
+    return copy_example(tmp_path / "relu")
+
+
+# --- what the source hash covers (item 2) -------------------------------------------------
+
+
+@pytest.mark.parametrize("folder", ["build", "result", ".inc", "sub/.generated"])
+def test_a_header_in_a_source_folder_below_the_top_counts(relu: Path, folder: str) -> None:
+    """relu_cpu/result/val.h, included by a kernel, is a source: only the project's own
+    top-level build/ and result are outputs. A dot-folder below the top level is a
+    source folder too (`#include ".inc/params.h"`)."""
+    header = relu / "relu_cpu" / folder / "val.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("inline float kval() { return 1.0f; }\n")
+    before = content_hash(relu)
+    header.write_text("inline float kval() { return 2.0f; }\n")
+    assert content_hash(relu) != before
+
+
+@pytest.mark.parametrize("junk", [
+    "build/torch-cpu/x.py", "result/lib/x.so", ".kernelforge/obj/x.o", ".github/ci.yml",
+    "relu_cpu/.ipynb_checkpoints/x-checkpoint.ipynb", "relu_cpu/.mypy_cache/x.json",
+    "relu_cpu/.relu_cpu.cpp.swp", "relu_cpu/nested/__pycache__/x.cpython-311.pyc",
+    "relu_cpu/x.pyc", "relu_cpu/tool-cache/x.bin",
+])
+def test_outputs_tool_state_and_bytecode_do_not_count(relu: Path, junk: str) -> None:
+    """Left out: the top level's outputs and dot-entries, bytecode at any depth, and
+    below the top level dot-files, tool dot-folders and folders tagged as caches."""
+    tagged = relu / "relu_cpu" / "tool-cache"
+    tagged.mkdir()
+    (tagged / "CACHEDIR.TAG").write_bytes(
+        b"Signature: 8a477f597d28d172789f06886806bc55\n# a tool's cache\n")
+    before = content_hash(relu)
+    path = relu / junk
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("changes at every run\n")
+    assert content_hash(relu) == before, f"{junk} changed the uid"
+
+
+def test_a_folder_with_a_wrong_cache_tag_counts(relu: Path) -> None:
+    """Only the tag's signature marks a cache: a file of that name alone does not."""
+    folder = relu / "relu_cpu" / "tables"
+    folder.mkdir()
+    (folder / "CACHEDIR.TAG").write_text("not the signature\n")
+    (folder / "t.h").write_text("#define T 1\n")
+    before = content_hash(relu)
+    (folder / "t.h").write_text("#define T 2\n")
+    assert content_hash(relu) != before
+
+
+def test_files_are_hashed_in_chunks(relu: Path) -> None:
+    """A large file in the project (a test fixture, a checkpoint) is not read into
+    memory whole to hash it (item 10)."""
+    size = 24 << 20
+    with open(relu / "fixture.bin", "wb") as out:
+        for _ in range(size >> 20):
+            out.write(os.urandom(1 << 20))
+    tracemalloc.start()
+    try:
+        hash_sources(relu)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 4, f"hashing took {peak} bytes of memory for a {size}-byte file"
+
+
+# --- the git dirty check (item 4) ---------------------------------------------------------
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
+                           "-c", "init.defaultBranch=main", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def committed(tmp_path: Path) -> Path:
+    """The relu project in a sub-folder of a git repository, committed with a test."""
+    repo = tmp_path / "repo"
+    project = copy_example(repo / "kernels" / "relu")
+    (project / "tests").mkdir()
+    (project / "tests" / "test_relu.py").write_text("def test_a():\n    pass\n")
+    (repo / "NOTES.md").write_text("outside the project\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "relu")
+    return project
+
+
+def dirty(project: Path, out_dir: Path | None = None) -> bool:
+    manifest = load_manifest(project)
+    sid = (source_identity(project, manifest) if out_dir is None
+           else source_identity(project, manifest, out_dir=out_dir))
+    assert sid.git_commit is not None
+    return sid.git_dirty
+
+
+def test_what_the_hash_leaves_out_does_not_make_the_project_dirty(committed: Path) -> None:
+    """Running the project's tests writes __pycache__ (and pytest's cache), a build
+    writes build/ and .kernelforge/, a venv may sit in the project: none is a source,
+    so none marks the build _dirty and rebuilds it."""
+    assert not dirty(committed)
+    for path in ("tests/__pycache__/test_relu.cpython-311-pytest-8.pyc",
+                 "torch-ext/relu/__pycache__/__init__.cpython-311.pyc",
+                 ".pytest_cache/v/cache/lastfailed", "build/torch-cpu/_ops.py",
+                 ".kernelforge/cpu.stamp.json", "env/lib/site-packages/pkg.py",
+                 "env/pyvenv.cfg", "relu_cpu/.relu_cpu.cpp.swp",
+                 "scratch/__pycache__/x.pyc", "relu_cpu/.ipynb_checkpoints/n.ipynb"):
+        (committed / path).parent.mkdir(parents=True, exist_ok=True)
+        (committed / path).write_text("x\n")
+    (committed.parents[1] / "NOTES.md").write_text("edited, but outside the project\n")
+    assert not dirty(committed)
+
+
+@pytest.mark.parametrize("change", ["edit", "new header", "new folder", "delete",
+                                    "nested build"])
+def test_a_change_to_what_the_hash_covers_makes_the_project_dirty(committed: Path,
+                                                                  change: str) -> None:
+    source = committed / "relu_cpu" / "relu_cpu.cpp"
+    if change == "edit":
+        source.write_text(source.read_text() + "// edited\n")
+    elif change == "new header":
+        (committed / "relu_cpu" / "k.h").write_text("#define K 1\n")
+    elif change == "new folder":
+        (committed / "relu_cpu" / "inc" / "__pycache__").mkdir(parents=True)
+        (committed / "relu_cpu" / "inc" / "k.h").write_text("#define K 1\n")
+    elif change == "delete":
+        (committed / "tests" / "test_relu.py").unlink()
+    else:
+        (committed / "relu_cpu" / "build").mkdir()
+        (committed / "relu_cpu" / "build" / "k.h").write_text("#define K 1\n")
+    assert dirty(committed)
+
+
+# --- out_dir inside the project (item 6) --------------------------------------------------
+
+
+def test_an_out_dir_inside_the_project_is_not_a_source(tmp_path: Path) -> None:
+    """build_project(out_dir=<project>/dist) twice: the second build is up to date,
+    under the same namespace, and dist/ does not make a git checkout dirty."""
+    project = write_noarch_project(tmp_path / "na")
+    git(project, "init", "-q")
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "na")
+    dist = project / "dist"
+    (first,) = build_project(project, out_dir=dist, backends=["cpu"], progress=quiet)
+    (second,) = build_project(project, out_dir=dist, backends=["cpu"], progress=quiet)
+    assert not first.up_to_date and second.up_to_date
+    assert second.path == dist / "torch-cpu"
+    meta = json.loads((second.path / "metadata.json").read_text())
+    assert not meta["provenance"]["kernel"]["dirty"]
+    assert not dirty(project, out_dir=dist)
+    assert dirty(project)  # without out_dir, dist/ is a new folder of the project
+
+
+@pytest.mark.parametrize("where", [".", ".."])
+def test_an_out_dir_holding_the_project_is_refused(tmp_path: Path, where: str) -> None:
+    project = write_noarch_project(tmp_path / "na")
+    with pytest.raises(BuildError, match=r"out_dir .* holds the project .*fix: write them "
+                                         r"to a folder of their own"):
+        build_project(project, out_dir=project / where, backends=["cpu"], progress=quiet)
+    assert not (project / "torch-cpu").exists() and not (tmp_path / "torch-cpu").exists()
+
+
+# --- symlinks in the Python package (item 5) ----------------------------------------------
+
+
+def test_a_symlinked_sub_package_is_shipped(tmp_path: Path) -> None:
+    """torch-ext/na/common -> ../../shared/common: its files are copied into the variant
+    as regular files (as a symlinked file is), and editing them changes the uid."""
+    project = write_noarch_project(tmp_path / "na")
+    shared = project / "shared" / "common"
+    shared.mkdir(parents=True)
+    (shared / "__init__.py").write_text("Y = 7\n")
+    (project / "torch-ext" / "na" / "common").symlink_to(Path("../../shared/common"),
+                                                        target_is_directory=True)
+    assert [rel for rel, _ in package_files(project, "na", ["py"])] == [
+        "torch-ext/na/__init__.py", "torch-ext/na/common/__init__.py"]
+    (result,) = build_project(project, backends=["cpu"], progress=quiet)
+    copied = result.path / "common" / "__init__.py"
+    assert copied.read_text() == "Y = 7\n" and not copied.is_symlink()
+    meta = json.loads((result.path / "metadata.json").read_text())
+    assert "common/__init__.py" in meta["digest"]["files"]
+    (shared / "__init__.py").write_text("Y = 8\n")
+    (again,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert not again.up_to_date
+    assert (again.path / "common" / "__init__.py").read_text() == "Y = 8\n"
+
+
+def _check_errors(project: Path) -> str:
+    with pytest.raises(ManifestError) as info:
+        check_buildable(load_manifest(project))
+    return str(info.value)
+
+
+@pytest.mark.parametrize("link, target, says", [
+    ("loop", ".", r"leads back to \S+/torch-ext/na, a folder that contains it \(a loop "
+                  r"of symbolic links\), so the build cannot copy its files into the "
+                  r"variant; fix: remove the link"),
+    ("gone.py", "missing.py", r"is a symbolic link to missing\.py, which does not exist, "
+                              r"so the variant would lack it; fix: restore its target"),
+])
+def test_a_package_link_that_cannot_be_shipped_is_refused_by_check_and_build(
+        tmp_path: Path, link: str, target: str, says: str) -> None:
+    """A link loop or a dangling link in the package is never dropped silently: build
+    refuses it before writing anything, and check says the same."""
+    project = write_noarch_project(tmp_path / "na")
+    path = project / "torch-ext" / "na" / link
+    path.symlink_to(target)
+    # an editor's lock file: a dangling dot-named link, left alone
+    (project / "torch-ext" / "na" / ".#__init__.py").symlink_to("user@host.123:456")
+    message = rf"{path} {says}"
+    assert len(re.findall(message, _check_errors(project))) == 1
+    with pytest.raises(BuildError, match=message):
+        build_project(project, backends=["cpu"], progress=quiet)
+    assert not (project / "build").exists()
+
+
+# --- files the package cannot ship: check agrees with build (item 12) ---------------------
+
+
+@pytest.mark.parametrize("name, pyext, says", [
+    ("_ops.py", ("py",), "would be overwritten by the generated _ops.py; fix: delete it"),
+    ("metadata.json", ("py", "json"), "would be overwritten by the generated metadata.json; "
+                                      "fix: rename it (and the code that reads it)"),
+    ("metadata.json.sigstore", ("py", "sigstore"),
+     "would be taken for the signature bundle of the variant's metadata.json; fix: rename it"),
+])
+def test_check_refuses_the_package_files_build_refuses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str,
+        pyext: tuple[str, ...], says: str) -> None:
+    """kernel-builder writes torch-ext/<name>/_ops.py into the source tree: `check` says
+    what `build` says about it, instead of "ok"."""
+    project = write_noarch_project(tmp_path / "na")
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text() + f"pyext = {json.dumps(list(pyext))}\n")
+    clash = project / "torch-ext" / "na" / name
+    clash.write_text("x = 1\n")
+    assert main(["check", str(project)]) == 1
+    err = capsys.readouterr().err
+    assert f"{project / 'build.toml'}: {clash} {says}" in err, err
+    with pytest.raises(BuildError) as info:
+        build_project(project, backends=["cpu"], progress=quiet)
+    assert str(info.value) == f"{clash} {says}"
+
+
+def test_check_passes_a_package_file_that_is_not_shipped(tmp_path: Path) -> None:
+    """metadata.json is refused only where the variant would ship it (json in pyext)."""
+    project = write_noarch_project(tmp_path / "na")
+    (project / "torch-ext" / "na" / "metadata.json").write_text("{}\n")
+    assert check_buildable(load_manifest(project)) == []
+
+
+# --- depends that kernelforge cannot resolve (item 13) ------------------------------------
+
+
+def test_build_names_the_file_and_section_of_an_unresolvable_dependency(
+        relu: Path) -> None:
+    """`build` words an unresolvable `depends` as `check` does: build.toml, the kernel
+    section's key and the fix, before anything is compiled."""
+    toml = relu / "build.toml"
+    text = toml.read_text()
+    assert 'depends = ["torch"]' in text
+    toml.write_text(text.replace('depends = ["torch"]', 'depends = ["torch", "cutlass_3_9"]',
+                                 1))  # the first kernel section's: relu_cpu
+    checked = _check_errors(relu)
+    assert "key 'kernel.relu_cpu.depends': kernel dependency 'cutlass_3_9'" in checked
+    with pytest.raises(ManifestError) as info:
+        build_project(relu, backends=["cpu"], progress=quiet)
+    said = str(info.value)
+    assert said.startswith(f"{toml}: key 'kernel.relu_cpu.depends': kernel dependency "
+                           "'cutlass_3_9' has no pinned package"), said
+    assert "fix: use one of those, or remove 'cutlass_3_9'" in said
+    assert said in checked
+    assert not (relu / ".kernelforge" / "torch-cpu").exists()  # nothing compiled
+
+
+# --- a symlinked build/<variant> (item 14) ------------------------------------------------
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "rename-aside"])
+def test_a_symlinked_variant_replaced_by_a_build_leaves_no_link_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: bool) -> None:
+    project = write_noarch_project(tmp_path / "na")
+    elsewhere = tmp_path / "elsewhere-cpu"
+    elsewhere.mkdir()
+    (elsewhere / "kept.txt").write_text("not the build's to delete\n")
+    (project / "build").mkdir()
+    (project / "build" / "torch-cpu").symlink_to(elsewhere, target_is_directory=True)
+    if not exchange:
+        monkeypatch.setattr(package, "_exchange", lambda a, b: False)
+    (result,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert result.path.is_dir() and not result.path.is_symlink()
+    assert sorted(p.name for p in (project / "build").iterdir()) == ["torch-cpu"]
+    assert (elsewhere / "kept.txt").is_file()
+
+
+@pytest.mark.parametrize("kind", ["tmp", "old"])
+def test_a_leftover_link_of_a_killed_build_is_recovered(tmp_path: Path, kind: str) -> None:
+    """A build killed after swapping out a symlinked variant leaves the link under a
+    leftover name: the next build removes it (a staging name) or puts it back (a
+    set-aside variant whose replacement never arrived), never touching its target."""
+    out = tmp_path / "build"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere-cpu"
+    elsewhere.mkdir()
+    (elsewhere / "kept.txt").write_text("x\n")
+    me = package._owner()
+    dead = me[:-len(str(os.getpid()))] + "999999999"  # no such process
+    name = f".torch-cpu.tmp-{dead}-ab12" if kind == "tmp" else f".torch-cpu.old-{dead}"
+    (out / name).symlink_to(elsewhere, target_is_directory=True)
+    (out / f".torch-cuda.tmp-{dead}-cd34").symlink_to(tmp_path / "gone")  # dangling
+    done = package.recover_leftovers(out)
+    assert len(done) == 2, done
+    names = sorted(p.name for p in out.iterdir())
+    if kind == "tmp":
+        assert names == []
+    else:
+        assert names == ["torch-cpu"] and (out / "torch-cpu").is_symlink()
+    assert (elsewhere / "kept.txt").is_file()
+
+
+def test_a_top_level_build_folder_that_is_the_output_stays_out_of_the_hash(
+        tmp_path: Path) -> None:
+    """A build writes build/<variant>; the next build of the unchanged project is up to
+    date (the variant is no source), and so is one after a source folder named build
+    appears in the package."""
+    project = write_noarch_project(tmp_path / "na")
+    (first,) = build_project(project, backends=["cpu"], progress=quiet)
+    (second,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert second.up_to_date and second.path == first.path
+    nested = project / "torch-ext" / "na" / "build"
+    nested.mkdir()
+    (nested / "helpers.py").write_text("X = 1\n")
+    (third,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert not third.up_to_date
+    assert (third.path / "build" / "helpers.py").read_text() == "X = 1\n"
