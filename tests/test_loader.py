@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from kf_testutil import write_metadata
+from kf_testutil import write_metadata, write_noarch_project
 
 from kernelforge import loader
 from kernelforge.errors import HubError, IntegrityError, VariantError, VariantNotFoundError
@@ -926,3 +926,29 @@ def test_a_local_kernels_build_of_another_version_than_asked_is_warned_about(
         loader.get_kernel(REPO)
     assert "was asked for" not in caplog.text
     assert loader.kernel_info(REPO, version=2).notes == ()
+
+
+def test_a_rebuild_in_this_process_is_what_the_next_load_gets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel author edits, rebuilds and loads again in one session (a notebook): the
+    second get_local_kernel, or get_kernel through LOCAL_KERNELS, loads the new build,
+    not the module of the first; an unchanged build is the same module."""
+    from kernelforge.build import build_project
+
+    project = write_noarch_project(tmp_path / "na")
+    init = project / "torch-ext" / "na" / "__init__.py"
+    init.write_text("VALUE = 1\n")
+    build_project(project, backends=["cpu"], progress=lambda _: None)
+    first = loader.get_local_kernel(project)
+    assert first.VALUE == 1
+    assert loader.get_local_kernel(project) is first
+    monkeypatch.setenv("LOCAL_KERNELS", f"kernels-test/na={project}")
+    assert loader.get_kernel("kernels-test/na") is first
+
+    init.write_text("VALUE = 2\n")
+    build_project(project, backends=["cpu"], progress=lambda _: None)
+    second = loader.get_local_kernel(project)
+    assert second.VALUE == 2 and second.__name__ != first.__name__
+    assert loader.get_kernel("kernels-test/na") is second
+    assert loader.get_local_kernel(project / "build" / "torch-cpu") is second

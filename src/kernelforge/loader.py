@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -37,7 +38,13 @@ from pathlib import Path
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from kernelforge.errors import HubError, IntegrityError, TrustError, VariantNotFoundError
+from kernelforge.errors import (
+    HubError,
+    IntegrityError,
+    KernelforgeError,
+    TrustError,
+    VariantNotFoundError,
+)
 from kernelforge.hub import LocalHub
 from kernelforge.hub._staging import read_metadata
 from kernelforge.hub.base import Hub, validate_repo_id
@@ -69,6 +76,7 @@ class _Loaded:
     path: Path
     digest: tuple[tuple[str, str], ...]  # sha256 of every file, sorted
     dirty: str | None = None  # the warning for a build from a dirty git tree
+    metadata_sha256: str = ""  # of the metadata.json it was loaded with (hex)
 
 
 @dataclass(frozen=True)
@@ -666,11 +674,11 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
 
     key = os.path.abspath(variant_dir)
     loaded = _by_path.get(key)
-    if loaded is not None:
+    if loaded is not None and _still_there(loaded):
         return _announced(loaded)
     with _lock:
         loaded = _by_path.get(key)
-        if loaded is not None:
+        if loaded is not None and _still_there(loaded):
             return _announced(loaded)
         data, meta = _read_metadata_once(variant_dir)
         module_id = str(meta["id"])
@@ -710,7 +718,8 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
                 )
             logger.info("%s: reusing module %s, which another loader imported from %s "
                         "(the same files)", variant_dir, module_id, other)
-            loaded = _Loaded(module=taken, path=Path(key), digest=digest, dirty=dirty)
+            loaded = _Loaded(module=taken, path=Path(key), digest=digest, dirty=dirty,
+                             metadata_sha256=hashlib.sha256(data).hexdigest())
             _by_path[key] = loaded
             _by_id[module_id] = loaded
             return _announced(loaded)
@@ -720,10 +729,23 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
             load_deps = deps or _dependencies(str(variant_dir), None, None, True, False)
             needed = load_deps(meta)
         module = _import_package(module_id, variant_dir, meta, needed, actual)
-        loaded = _Loaded(module=module, path=Path(key), digest=digest, dirty=dirty)
+        loaded = _Loaded(module=module, path=Path(key), digest=digest, dirty=dirty,
+                         metadata_sha256=hashlib.sha256(data).hexdigest())
         _by_path[key] = loaded
         _by_id[module_id] = loaded
         return _announced(loaded)
+
+
+def _still_there(loaded: _Loaded) -> bool:
+    """Whether the directory ``loaded`` came from still holds that build: a local build
+    directory is rewritten in place by the next build (a hub's or the download cache's
+    copy of a commit never changes), and a load after that must not return the old
+    module."""
+    try:
+        data = (loaded.path / "metadata.json").read_bytes()
+    except OSError:
+        return False
+    return hashlib.sha256(data).hexdigest() == loaded.metadata_sha256
 
 
 def _check_signed_build(plan: Plan) -> None:
@@ -999,7 +1021,8 @@ def get_kernel(
     validate_repo_id(repo_id)
     _check_selector(revision, version)
     key = ("hub", repo_id, revision, version, backend, _hub_key(hub), check_arch,
-           allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV))
+           allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV),
+           _override_identity(repo_id, backend, check_arch))
     return _cached(key, lambda: _load_plan(
         _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code),
         _dependencies(repo_id, hub, backend, check_arch, trust_remote_code,
@@ -1125,11 +1148,46 @@ def get_local_kernel(
     """
     from kernelforge.locate import locate_local
 
-    key = ("local", os.path.abspath(os.path.expanduser(os.fspath(path))), backend, check_arch)
+    # Located on every call (it reads one metadata.json): a rebuild in this process
+    # makes another build, which the next call loads.
+    plan = locate_local(path, backend, check_arch)
+    key = ("local", os.path.abspath(os.path.expanduser(os.fspath(path))), backend, check_arch,
+           _build_identity(plan))
     where = os.fspath(path)
-    return _cached(key, lambda: _load_plan(locate_local(path, backend, check_arch),
-                                           _dependencies(where, None, backend, check_arch,
-                                                         False)))
+    return _cached(key, lambda: _load_plan(plan, _dependencies(where, None, backend,
+                                                               check_arch, False)))
+
+
+def _override_identity(repo_id: str, backend: str | None,
+                       check_arch: bool) -> tuple[str, str] | None:
+    """The :func:`_build_identity` of the local build ``LOCAL_KERNELS`` loads in place of
+    ``repo_id``, if it names one (a rebuild there is loaded by the next call, as by
+    :func:`get_local_kernel`); None when it names none or the build cannot be located
+    (the load then reports why)."""
+    from kernelforge.locate import _override, local_overrides, locate_local
+
+    if not os.environ.get(LOCAL_KERNELS_ENV):
+        return None
+    override = _override(local_overrides(), repo_id)
+    if override is None:
+        return None
+    try:
+        return _build_identity(locate_local(override, backend, check_arch, repo=repo_id))
+    except KernelforgeError:
+        return None
+
+
+def _build_identity(plan: Plan) -> tuple[str, str]:
+    """The variant directory a local plan chose and the sha256 of its metadata.json,
+    which changes with every build written there."""
+    if plan.info.path is None:  # pragma: no cover - a local plan always has its path
+        return "", ""
+    where = Path(plan.info.path)
+    try:
+        data = (where / "metadata.json").read_bytes()
+    except OSError:
+        return str(where), ""  # the load reports it
+    return str(where), hashlib.sha256(data).hexdigest()
 
 
 def kernel_info(
