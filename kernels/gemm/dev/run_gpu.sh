@@ -14,7 +14,7 @@
 #   kfbase     before kf: build the kernel project under $BASE_TREE (e.g. the sources
 #              before a change) beside it and publish it as kernels-community/gemmbase;
 #              ab then times its op as "base op" (AB_BASE_REPO)
-#   exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor hostgap (HOSTGAP_SHAPES) hostprofile (HOSTPROFILE_SHAPES) eager (EAGER_SHAPES) timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheckcluster racecheck1 racemap sass pipeprobe wgmmaprobe toolchain
+#   exactmiss (EXACTMISS_SHAPES=MxNxK[:seed] ...) exc test testk (TEST_K=pytest -k expression) testsplit bench ab stress (STRESS_SPECS) floor hostgap (HOSTGAP_SHAPES) hostprofile (HOSTPROFILE_SHAPES) eager (EAGER_SHAPES) timeline sweep ncu ncusrc memcheck racecheck racecheck10 racecheckamn racecheckbf16 racecheckfewrow memcheckfewrow racecheckexactmn memcheckexactmn racecheckexactk memcheckexactk racechecksplit memchecksplit racecheckcluster racecheck1 racemap sass pipeprobe wgmmaprobe toolchain
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a
 # The image's default CXX (a g++ wrapper in /opt/gcc) links libstdc++ statically, which
@@ -75,11 +75,12 @@ for s in "$@"; do
     testsplit) run testsplit 200 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 120 -ra --tb=short -k "split or variant or swizzle" ;;
     testk) run testk 300 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 120 -ra --tb=short -k "${TEST_K:?set TEST_K}" ;;
     test) run test 400 python3 -m pytest tests/gpu -q -p no:cacheprovider --timeout 240 -ra --tb=short ;;
-    bench) run bench 330 python3 benchmarks/gemm.py --out "$OUT" --rep 60 ;;
+    bench) run bench 480 python3 benchmarks/gemm.py --out "$OUT" --rep 60 ;;
     timeline) run timeline 200 python3 kernels/gemm/dev/timeline.py ${TIMELINE_SHAPES:-} ;;
     ab) run ab 300 python3 kernels/gemm/dev/ab.py ${AB_SHAPES:-} ;;
     stress) run stress 300 python3 kernels/gemm/dev/stress.py ${STRESS_SPECS:-nt:4096x4096x7168:22:exact guide:4096x4096x7168:22:exact nt:4096x4096x7168:23:exact challenge:4096x4096x7168:20:exact a_mn:4096x4096x7168:20:exact challenge:1024x1536x7168:21:exact nt:256x7168x7168:19:exact} ;;
     floor) run floor 200 python3 kernels/gemm/dev/stream_floor.py ${FLOOR_SHAPES:-} ;;
+    exactmiss) run exactmiss 120 python3 kernels/gemm/dev/exact_miss.py ${EXACTMISS_SHAPES:-} ;;
     hostgap) run hostgap 300 python3 kernels/gemm/dev/host_gap.py ${HOSTGAP_SHAPES:-} ;;
     hostprofile) run hostprofile 200 python3 kernels/gemm/dev/host_profile.py ${HOSTPROFILE_SHAPES:-nt:64x2112x7168 nt:64x32768x512} ;;
     eager) run eager 300 python3 kernels/gemm/dev/eager_rate.py ${EAGER_SHAPES:-} ;;
