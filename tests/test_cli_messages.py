@@ -358,9 +358,12 @@ def test_a_library_warning_reads_as_the_commands_own_lines(
     the command's own lines, once; the handler goes when the command ends."""
     import logging
 
+    from kernelforge import cache
+
     stray = tmp_path / "cache" / "variants" / "bad..org" / "x" / ("0" * 40) / "torch-cpu"
     stray.mkdir(parents=True)
     (stray / "entry.json").write_text("{}")
+    (tmp_path / "cache" / cache._TAG).write_text(cache._TAG_TEXT)  # a cache kernelforge made
     assert main(["cache", "list", "--cache", str(tmp_path / "cache")]) == 0
     err = capsys.readouterr().err
     assert err == f"warning: ignoring {stray}: not a download cache entry\n", err
@@ -420,3 +423,21 @@ def test_the_demo_says_that_it_does_not_follow_kernelforge_hub_hf(
     with pytest.raises(Published):
         demo.run_demo(workspace=tmp_path / "relu", say=lines.append)
     assert not any("note:" in line for line in lines), lines
+
+
+def test_cache_list_says_what_a_directory_that_is_no_cache_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --cache is not listed as an empty cache: a missing directory is said
+    to be missing, and one holding other things is refused as clear refuses it."""
+    assert main(["cache", "list", "--cache", str(tmp_path / "nothing")]) == 0
+    assert capsys.readouterr().out == (f"the download cache {tmp_path / 'nothing'} is empty: "
+                                       "the directory does not exist (nothing was downloaded "
+                                       "there yet)\n")
+    (tmp_path / "project" / "src").mkdir(parents=True)
+    assert main(["cache", "list", "--cache", str(tmp_path / "project")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'project'} does not look like a kernelforge "
+                          f"download cache: it holds {tmp_path / 'project' / 'src'}"), err
+    assert "refusing to list it" in err
+

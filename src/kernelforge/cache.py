@@ -721,7 +721,7 @@ class DownloadCache:
             self._check_commit(commit)
         if commits is not None and repo_id is None:
             raise ValueError("commits: give the repository whose commits they are")
-        self._check_is_cache()
+        self.check_is_cache()
         removed: list[CachedVariant] = []
         other = 0
         try:
@@ -880,12 +880,15 @@ class DownloadCache:
         finally:
             os.close(fd)
 
-    def _check_is_cache(self) -> None:
-        """Refuse to remove anything from a directory that is not a download cache (a
-        mistyped ``KERNELFORGE_CACHE`` naming a home or project directory). A cache the
-        cache made is tagged (``CACHEDIR.TAG`` with kernelforge's line); an untagged
-        directory is taken for one (and left untagged) only when everything in it has
-        the cache's layout."""
+    def check_is_cache(self, refusing: str = "to remove anything from it") -> None:
+        """Refuse to act on a directory that is not a download cache (a mistyped
+        ``KERNELFORGE_CACHE`` naming a home or project directory): by default to remove
+        anything from it, else what ``refusing`` says. A cache the cache made is tagged
+        (``CACHEDIR.TAG`` with kernelforge's line); an untagged directory is taken for
+        one (and left untagged) only when everything in it has the cache's layout.
+
+        Raises:
+            HubError: it is not one, naming what it holds that no cache holds."""
         try:
             names = sorted(p.name for p in self.root.iterdir())
         except (FileNotFoundError, NotADirectoryError):
@@ -913,8 +916,8 @@ class DownloadCache:
         if stray is not None:
             raise HubError(
                 f"{self.root} does not look like a kernelforge download cache: it holds "
-                f"{stray}, which no download cache holds; refusing to remove anything from "
-                f"it. Point {CACHE_ENV} (or --cache) at the cache directory itself; if "
+                f"{stray}, which no download cache holds; refusing {refusing}. Point "
+                f"{CACHE_ENV} (or --cache) at the cache directory itself; if "
                 f"{self.root} is the cache, remove that path by hand first")
 
     def _discard_path(self, path: Path) -> int:

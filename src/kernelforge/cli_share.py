@@ -607,6 +607,12 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         raise KernelforgeError(f"{cache.root} is a file, not a download cache directory; "
                                f"give the cache's directory (--cache, or {CACHE_ENV})")
     if args.action == "list":
+        if not cache.root.exists():
+            print(f"the download cache {cache.root} is empty: the directory does not exist "
+                  "(nothing was downloaded there yet)")
+            return 0
+        # a mistyped --cache naming another directory is said, not listed as empty
+        cache.check_is_cache(refusing="to list it")
         variants = cache.variants()
         if args.json:
             print(json.dumps([{"repo-id": v.repo_id, "commit": v.commit, "variant": v.variant,
