@@ -595,6 +595,20 @@ def test_cli_keygen_name_is_only_a_label_with_out(name: str, env: dict[str, Path
     assert trust.load_store().key(key_id).name == name  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("force", [False, True])
+def test_cli_keygen_out_a_directory_asks_for_a_file(env: dict[str, Path], tmp_path: Path,
+                                                   capsys, force: bool) -> None:
+    """--out naming a directory: neither "a key already exists" (it does not) nor, with
+    --force, an errno message about a temporary file."""
+    (tmp_path / "keys").mkdir()
+    assert main(["keygen", "--out", str(tmp_path / "keys"), "--no-trust",
+                 *(["--force"] if force else [])]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: --out {tmp_path / 'keys'} is a directory; give the key's file "
+                   f"path, e.g. --out {tmp_path / 'keys' / 'NAME.pem'}\n"), err
+    assert list((tmp_path / "keys").iterdir()) == []
+
+
 @pytest.mark.parametrize("name", ["", "   ", "a\nb", "tab\there", "x" * 101])
 @pytest.mark.parametrize("out", [True, False])
 def test_cli_keygen_refuses_a_name_that_is_no_label(name: str, out: bool,

@@ -341,6 +341,11 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     pub_file = path.with_suffix(".pub")
     repos = list(args.repo or ["*"])
     # Every refusal comes before anything is written.
+    if path.is_dir():
+        raise KernelforgeError(
+            f"--out {path} is a directory; give the key's file path, e.g. --out "
+            f"{path / 'NAME.pem'}"
+        )
     if path.suffix == ".pub":
         raise KernelforgeError(
             f"--out {path}: the private key file must not end in .pub (the public key is "
