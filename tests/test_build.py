@@ -152,7 +152,9 @@ def test_unbuildable_backend_is_explained(tmp_path: Path) -> None:
     if _has_cuda_torch():
         pytest.skip("the installed torch has CUDA support, so cuda is buildable here")
     project = copy_project(tmp_path / "relu")
-    with pytest.raises(ToolchainError, match="cannot build backend 'cuda' here: .*no CUDA"):
+    with pytest.raises(ToolchainError, match="cannot build backend 'cuda' here: the installed "
+                       "torch has no CUDA support; fix: install a CUDA build of torch here, "
+                       "or build for another environment's torch with --python PATH"):
         build_project(project, backends=["cuda"], progress=lambda _: None)
 
 

@@ -63,7 +63,7 @@ from kernelforge.manifest import (
     hub_branch_note,
     torch_series,
 )
-from kernelforge.variants import TorchInstall
+from kernelforge.variants import BACKEND_LABELS, TorchInstall
 
 __all__ = ["BuildResult", "build_project", "source_identity"]
 
@@ -558,7 +558,12 @@ def build_project(
             tool, why_not = _buildable(manifest, b, torch_install)
             if why_not:
                 if backends:
-                    raise ToolchainError(f"cannot build backend '{b}' here: {why_not}")
+                    fix = ""
+                    if why_not.startswith("the installed torch has no"):
+                        fix = (f"; fix: install a {BACKEND_LABELS.get(b, b)} build of torch "
+                               "here, or build for another environment's torch with "
+                               "--python PATH")
+                    raise ToolchainError(f"cannot build backend '{b}' here: {why_not}{fix}")
                 skipped.append(f"{b}: {why_not}")
                 continue
             compilers[b] = tool
