@@ -441,3 +441,18 @@ def test_cache_list_says_what_a_directory_that_is_no_cache_is(
                           f"download cache: it holds {tmp_path / 'project' / 'src'}"), err
     assert "refusing to list it" in err
 
+
+
+def test_versions_of_a_repository_not_in_the_local_hub_points_at_the_other_hub(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`versions` looks in the local hub unless told: a miss says how to look on the
+    Hugging Face Hub, and names KERNELFORGE_HUB when that variable chose the hub."""
+    monkeypatch.setenv("KERNELFORGE_HUB", str(tmp_path / "nohub"))
+    assert main(["versions", "org/missing"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: KERNELFORGE_HUB={tmp_path / 'nohub'} chose the local hub"), err
+    assert err.rstrip().endswith("(to look on the Hugging Face Hub: --hub hf)"), err
+    assert main(["versions", "org/missing", "--hub", str(tmp_path / "nohub")]) == 1
+    err = capsys.readouterr().err
+    assert "KERNELFORGE_HUB" not in err and "--hub hf" not in err, err

@@ -344,30 +344,45 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
+    from kernelforge.errors import HubError
+    from kernelforge.locate import hub_choice_explained
+
     hub = _hub(args)
+    try:
+        # an error says when KERNELFORGE_HUB chose the hub, as a load's does
+        with hub_choice_explained(args.hub, hub, args.repo):
+            return _versions(hub, args.repo)
+    except HubError as err:
+        if args.hub is None and getattr(hub, "kind", None) == "local":
+            raise HubError(f"{err} (to look on the Hugging Face Hub: --hub hf)") from err
+        raise
+
+
+def _versions(hub: Any, repo: str) -> int:
+    """Print what ``kernelforge versions`` shows of ``repo`` in ``hub``."""
     if not hasattr(hub, "log"):  # a remote hub: no history, the head of each branch
-        heads = hub.branches(args.repo)  # first: a failure prints no header
-        print(f"{args.repo} on the {hub.describe()}")
-        _print_redirect(hub, args.repo)
+        heads = hub.branches(repo)  # first: a failure prints no header
+        print(f"{repo} on the {hub.describe()}")
+        _print_redirect(hub, repo)
         for branch, commit in sorted(heads.items(), key=lambda bc: _branch_order(bc[0])):
             print(f"  {branch}  {commit[:12]}")
-            for variant in hub.variants(args.repo, commit):
+            for variant in hub.variants(repo, commit):
                 print(f"      {variant}")
-        _print_tags(hub, args.repo)
+        _print_tags(hub, repo)
         return 0
-    branches = hub.branches(args.repo)
+    branches = hub.branches(repo)
     if not branches:
-        print(f"{args.repo}: no versions published in {hub.root}")
+        print(f"{repo}: no versions published in {hub.root}")
         return 1
-    print(f"{_stored(hub, args.repo)} in {hub.root}")
-    _print_redirect(hub, args.repo)
+    print(f"{_stored(hub, repo)} in {hub.root}")
+    _print_redirect(hub, repo)
     for branch in sorted(branches, key=_branch_order):
         print(f"  {branch}")
-        for rev in hub.log(args.repo, branch):
+        for rev in hub.log(repo, branch):
             print(f"    {rev.commit[:12]}  {rev.when:%Y-%m-%d %H:%M:%S}  {rev.message}".rstrip())
             for variant in rev.variants:
                 print(f"      {variant}")
-    _print_tags(hub, args.repo)
+    _print_tags(hub, repo)
     return 0
 
 
