@@ -205,7 +205,12 @@ def test_info_names_the_options_that_allowed_the_kernel(
         someone_elses_kernel: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["info", "me/k", "--hub", str(someone_elses_kernel)]
     assert main(argv) == 1
-    assert "\ntrust: refused, " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "\ntrust: refused, " in out
+    # and how to let it load, as the load's own error says
+    assert out.endswith("\nto load it: trust its publisher's key (kernelforge trust add KEY "
+                        "--repo 'me/*'), allow the repository (kernelforge trust allow me/k), "
+                        "or allow it for one command (--trust-remote-code, or --allow me/k)\n")
     assert main([*argv, "--allow", "me/k"]) == 0
     out = capsys.readouterr().out
     assert "\ntrust: allowed by --allow" in out, out

@@ -253,8 +253,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
               "needed)")
         return 0
     print(_trust_words(info.trust))
-    # A load that the trust policy would refuse fails: so does this, after saying why.
-    return 1 if info.trust.startswith("trust: refused") else 0
+    # A load that the trust policy would refuse fails: so does this, after saying why
+    # and how to let it load, as the load's own error does.
+    if info.trust.startswith("trust: refused"):
+        org = info.repo.split("/")[0]
+        print(f"to load it: trust its publisher's key (kernelforge trust add KEY --repo "
+              f"'{org}/*'), allow the repository (kernelforge trust allow {info.repo}), or "
+              f"allow it for one command (--trust-remote-code, or --allow {info.repo})")
+        return 1
+    return 0
 
 
 def _local_override_words(repo: str) -> str:
