@@ -281,8 +281,8 @@ def require(decision: TrustDecision, req: TrustRequest) -> None:
     raise TrustError(
         f"refusing to load {req.repo_id} (variant {req.variant}){where}: it is "
         f"{decision.reason} ({found}). To load it: trust its publisher's key "
-        "('kernelforge trust add KEY --repo ORG/*'), allow the repository "
-        f"('kernelforge trust allow {req.repo_id}'), or allow it for this load only "
+        "(kernelforge trust add KEY --repo 'ORG/*'), allow the repository "
+        f"(kernelforge trust allow {req.repo_id}), or allow it for this load only "
         f"(trust_remote_code=True or trust_remote_code=[{req.repo_id!r}] in Python; "
         f"--trust-remote-code or --allow {req.repo_id} on the command line)"
     )
