@@ -332,3 +332,30 @@ def test_a_build_removes_the_extensions_of_earlier_uids_only(tmp_path: Path) -> 
     built = compile_with(tmp_path, plan, python, [])
     assert built == lib / f"{NAMESPACE}.abi3.so"
     assert sorted(p.name for p in lib.iterdir()) == sorted([built.name, *OTHERS])
+
+
+@pytest.mark.parametrize(("max_jobs", "jobs", "expected", "noted"), [
+    ("3", None, "3", False),   # torch's variable caps the build when -j is not given
+    ("3", 5, "5", False),      # -j wins
+    ("lots", None, str(os.cpu_count() or 1), True),
+    (None, None, str(os.cpu_count() or 1), False),
+])
+def test_max_jobs_from_the_environment_is_the_default_for_j(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_jobs: str | None, jobs: int | None,
+    expected: str, noted: bool
+) -> None:
+    plan, python = fake_driver(tmp_path, """
+        out("jobs " + os.environ["MAX_JOBS"])
+        succeed()
+    """)
+    if max_jobs is None:
+        monkeypatch.delenv("MAX_JOBS", raising=False)
+    else:
+        monkeypatch.setenv("MAX_JOBS", max_jobs)
+    lines: list[str] = []
+    from kernelforge.build.compile import compile_plan
+
+    compile_plan(plan, work_dir=tmp_path / "work", verbose=True, progress=lines.append,
+                 python=python, jobs=jobs)
+    assert any(line.strip() == f"jobs {expected}" for line in lines), lines
+    assert any("ignoring MAX_JOBS='lots'" in line for line in lines) is noted, lines

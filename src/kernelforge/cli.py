@@ -558,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CUDA capability or ROCm arch to build for, replacing the manifest's "
                         "(repeatable), e.g. --arch 9.0a or --arch gfx942")
     p.add_argument("-j", "--jobs", type=jobs_arg,
-                   help="parallel compile jobs (default: all cores)")
+                   help="parallel compile jobs (default: $MAX_JOBS when set, else all cores)")
     p.add_argument("--force", action="store_true",
                    help="build even when up to date, rewriting build/<variant>/ (ninja still "
                         "reuses unchanged object files; delete .kernelforge/ for a build "

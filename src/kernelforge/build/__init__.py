@@ -482,7 +482,7 @@ def build_project(
             environment can build (cpu always; cuda with a CUDA torch and nvcc; rocm
             with a ROCm torch and hipcc). Noarch projects package every backend.
         archs: CUDA capabilities or ROCm archs replacing the manifest's (``--arch``).
-        jobs: parallel compile jobs (default: all cores).
+        jobs: parallel compile jobs (default: ``$MAX_JOBS`` when set, else all cores).
         out_dir: where variant directories go (default: ``<project>/build``). One
             inside the project is left out of the source hash and the git dirty check,
             as ``build/`` is; the project folder itself, or one above it, is refused.

@@ -368,6 +368,20 @@ def compile_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], lis
     return env, dropped
 
 
+def _jobs_from_environment(progress: Callable[[str], None]) -> int | None:
+    """``MAX_JOBS`` as torch's extension tooling reads it (users set it to cap a build's
+    memory), when no ``-j`` was given; a value that is not a positive number is noted
+    and left out."""
+    text = os.environ.get("MAX_JOBS", "").strip()
+    if not text:
+        return None
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    progress(f"  note: ignoring MAX_JOBS={text!r}: not a positive number of jobs; "
+             "using every core (-j N sets the number)")
+    return None
+
+
 def setuptools_version(python: PythonEnv | None = None) -> str | None:
     """The version of setuptools in ``python``'s environment (default: this one), for the
     build fingerprint, or ``None`` when it cannot be told (the build then says why).
@@ -485,7 +499,7 @@ def compile_plan(
     Args:
         plan: what to compile and how.
         work_dir: intermediate directory for objects, the ninja file and the log.
-        jobs: parallel compile jobs (default: all cores).
+        jobs: parallel compile jobs (default: ``$MAX_JOBS`` when set, else all cores).
         verbose: echo every line of compiler output.
         progress: where progress lines go.
         python: the interpreter (and so the torch) to build with; default: this one.
@@ -524,7 +538,7 @@ def compile_plan(
                  "cuda-flags, hip-flags, include)")
     env = python.env(base)
     env["PATH"] = os.pathsep.join([*_ninja_dirs(python), env.get("PATH", "")])
-    env["MAX_JOBS"] = str(jobs or os.cpu_count() or 1)
+    env["MAX_JOBS"] = str(jobs or _jobs_from_environment(progress) or os.cpu_count() or 1)
     env.update(plan.env)
     # Keep bytecode out of the project and the build tree.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
