@@ -490,7 +490,10 @@ def test_init_renames_identifiers_and_leaves_prose_about_torch_alone(tmp_path: P
              if p.is_file()}
     assert set(files) == {"build.toml", "torch-ext/torch_binding.cpp",
                           "torch-ext/torch_binding.h", "torch-ext/fast_gelu/__init__.py",
-                          "fast_gelu_cpu/fast_gelu_cpu.cpp", "fast_gelu_cuda/fast_gelu_cuda.cu"}
+                          "fast_gelu_cpu/fast_gelu_cpu.cpp", "fast_gelu_cuda/fast_gelu_cuda.cu",
+                          ".gitignore"}
+    # the build's outputs and bytecode stay out of git status
+    assert files[".gitignore"].splitlines()[1:] == ["/build/", "/.kernelforge/", "__pycache__/"]
     text = "\n".join(files.values())
     assert "torch.fast_gelu" not in text
     assert "as in ``torch.relu``" in files["torch-ext/fast_gelu/__init__.py"]

@@ -156,8 +156,21 @@ def init_project(name: str, directory: Path | None = None) -> Path:
     return dest
 
 
+#: The ``.gitignore`` of a new project, unless the template has its own: the build's
+#: outputs and Python's bytecode, which running the project's tests writes. Untracked,
+#: they would show in ``git status``; kernelforge's own dirty check leaves them out
+#: anyway, as its source hash does. (Hugging Face's template ignores ``build``.)
+GITIGNORE = """\
+# kernelforge build's outputs: the variants and its work folder
+/build/
+/.kernelforge/
+__pycache__/
+"""
+
+
 def _copy_template(dest: Path, name: str, python_name: str) -> None:
-    """Write the example project into ``dest`` for kernel ``name``."""
+    """Write the example project into ``dest`` for kernel ``name``, with a
+    ``.gitignore`` (:data:`GITIGNORE`)."""
     dest.mkdir(parents=True, exist_ok=True)
     for path in sorted(TEMPLATE.rglob("*")):
         rel = path.relative_to(TEMPLATE)
@@ -180,3 +193,6 @@ def _copy_template(dest: Path, name: str, python_name: str) -> None:
             target.write_text(render(path.read_text(), python_name))
         else:
             shutil.copyfile(path, target)
+    gitignore = dest / ".gitignore"
+    if not gitignore.exists():
+        gitignore.write_text(GITIGNORE)
