@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from kf_testutil import write_noarch_project
 
 from kernelforge.build import build_project
 from kernelforge.errors import BuildError
@@ -395,3 +396,21 @@ def test_an_older_torch_universal_build_gives_way(tmp_path: Path) -> None:
                        r"a pure-Python variant for each backend .*fix: name those backends "
                        r"\(cann, cpu, cuda, metal, neuron, rocm, xpu\)"):
         build_project(project, backends=["universal"], progress=lambda _: None)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_the_build_lock_file_has_the_modes_the_umask_allows(tmp_path: Path,
+                                                            umask: int) -> None:
+    """Whoever may build in the project may take its lock, as the umask says: group
+    members with umask 002, nobody else with 022 (the file is never world-writable)."""
+    import os
+    import stat
+
+    project = write_noarch_project(tmp_path / "na")
+    old = os.umask(umask)
+    try:
+        build_project(project, backends=["cpu"], progress=lambda _: None)
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((project / ".kernelforge" / "cpu.lock").stat().st_mode)
+    assert mode == 0o666 & ~umask, oct(mode)

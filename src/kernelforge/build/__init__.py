@@ -361,6 +361,21 @@ def _found_up_to_date(root: Path, out_dir: Path, backend: str, key: str, started
     return BuildResult(existing.name, backend, existing, True, time.monotonic() - started)
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it where the system says it
+    (Linux's /proc), else set and restored at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def _build_lock(root: Path, backend: str, progress: Callable[[str], None]) -> Iterator[None]:
     """Held while ``backend`` of the project at ``root`` is checked, compiled and put in
@@ -370,9 +385,10 @@ def _build_lock(root: Path, backend: str, progress: Callable[[str], None]) -> It
     import filelock
 
     path = root / ".kernelforge" / f"{backend}.lock"
-    # readable and writable by whoever may build here (the umask decides), as the build
-    # directory is: a lock file only its first user can open would stop the others
-    lock = filelock.FileLock(str(path), mode=0o666)
+    # readable and writable by whoever may build here, as the build directory is: the
+    # umask decides (a lock file only its first user can open would stop the others).
+    # filelock sets an explicit mode exactly, so the umask is applied here.
+    lock = filelock.FileLock(str(path), mode=0o666 & ~_umask())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
