@@ -102,6 +102,11 @@ def test_a_requirement_hugging_faces_lock_cannot_read_is_warned_about(
     ('[tool.kernelforge.dependencies]\n"x/y" = { version = 1, revision = "v1" }\n',
      "exactly one of 'version' or 'revision'"),
     ('[tool.kernelforge.dependencies]\n"not a repo" = 1\n', "not a valid repository id"),
+    # a key that is no repository id: nothing said about values, which are fine
+    ('[tool.kernelforge.dependencies]\n"my-relu" = 1\n',
+     r"key tool.kernelforge.dependencies.'my-relu': .*not a valid repository id.*; the keys of "
+     r"\[tool.kernelforge.dependencies\] are repository ids, e.g. \"kernels-community/relu\" "
+     r"= 1$"),
     ('[tool.kernelforge.dependencies]\n"x/y" = 1\n[tool.kernels.dependencies]\n"x/y" = 2\n',
      "keep one"),
     ("not toml [", "cannot be read as TOML"),

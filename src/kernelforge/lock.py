@@ -317,7 +317,9 @@ def _parse_spec(repo_id: str, value: Any, table: str, where: Path) -> Requiremen
     try:
         validate_repo_id(repo_id)
     except ValueError as err:
-        raise bad(str(err)) from err
+        # the key is what is wrong, not its value: no word about the values it takes
+        raise LockError(f"{where}: key {key}: {err}; the keys of [{table}] are repository "
+                        "ids, e.g. \"kernels-community/relu\" = 1") from err
     if isinstance(value, dict):
         unknown = set(value) - {"version", "revision"}
         if unknown or len(value) != 1:
