@@ -364,8 +364,15 @@ def test_publish_card(unbuilt: Path, tmp_path: Path,
     hub = LocalHub(tmp_path / "hub")
     argv = ["publish", str(unbuilt), "--repo", "me/k", "--hub", str(hub.root)]
     assert main([*argv, "--card", str(tmp_path / "missing.md")]) == 1
-    assert f"--card {tmp_path / 'missing.md'}: cannot read the card (No such file" in (
-        capsys.readouterr().err)
+    assert f"--card {tmp_path / 'missing.md'}: cannot read the card {tmp_path / 'missing.md'} " \
+        "(No such file" in capsys.readouterr().err
+    assert not hub.has_repo("me/k")
+    # a relative path is the current directory's; the project's file is pointed at
+    (unbuilt / "CARD.md").write_text("# k\n")
+    assert main([*argv, "--card", "CARD.md"]) == 1
+    err = capsys.readouterr().err
+    assert f"fix: did you mean --card {unbuilt / 'CARD.md'}? (the path is taken from the " \
+        "current directory)" in err, err
     assert not hub.has_repo("me/k")
     (tmp_path / "card.md").write_text("# k-one\n\nA kernel.\n")
     assert main([*argv, "--card", str(tmp_path / "card.md")]) == 0

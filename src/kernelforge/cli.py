@@ -285,14 +285,20 @@ def _warn_stale(stale: list[tuple[str, str]], path: str, published: bool) -> Non
               "uid), then publish again", file=sys.stderr)
 
 
-def _read_card(spec: str) -> str:
+def _read_card(spec: str, project: Path) -> str:
+    """The README text ``--card`` names, a path from the current directory (as for any
+    command-line path), with a hint where the ``project`` holds that file instead."""
     path = Path(spec).expanduser()
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         why = err.strerror if isinstance(err, OSError) else f"not UTF-8 text ({err.reason})"
-        raise KernelforgeError(f"--card {spec}: cannot read the card ({why}); pass a "
-                               "README file, e.g. --card README.md") from err
+        there = project / spec
+        fix = (f"did you mean --card {there}? (the path is taken from the current directory)"
+               if not path.is_absolute() and not path.exists() and there.is_file()
+               else "pass a README file, e.g. --card README.md")
+        raise KernelforgeError(f"--card {spec}: cannot read the card {path.absolute()} "
+                               f"({why}); fix: {fix}") from err
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
@@ -318,7 +324,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     if not build_dir.is_dir():
         raise KernelforgeError(unbuilt_project(args.path))
     version = manifest.version if manifest.version is not None else 1
-    card = _read_card(args.card) if args.card else None
+    card = _read_card(args.card, Path(args.path)) if args.card else None
     hub = _hub(args)
     signer = load_signer(args.sign) if args.sign else None
     stale = _stale_warnings(manifest, build_dir, args.path)
