@@ -502,6 +502,13 @@ def test_init_renames_identifiers_and_leaves_prose_about_torch_alone(tmp_path: P
     # the build's outputs and bytecode stay out of git status
     assert files[".gitignore"].splitlines()[1:] == ["/build/", "/.kernelforge/", "__pycache__/"]
     text = "\n".join(files.values())
+    # arguments continued on the next line stay under the renamed function's parenthesis
+    for rel, head in (("fast_gelu_cuda/fast_gelu_cuda.cu", "__global__ void fast_gelu_kernel("),
+                      ("fast_gelu_cpu/fast_gelu_cpu.cpp", "void fast_gelu_range(")):
+        lines = files[rel].splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith(head))
+        following = lines[at + 1]
+        assert len(following) - len(following.lstrip(" ")) == len(head), (rel, following)
     assert "torch.fast_gelu" not in text
     assert "as in ``torch.relu``" in files["torch-ext/fast_gelu/__init__.py"]
     assert "NaN propagated like torch.relu" in files["fast_gelu_cpu/fast_gelu_cpu.cpp"]

@@ -96,7 +96,40 @@ def render(text: str, python_name: str) -> str:
         >>> render("ops.relu(out, x)  # as in torch.relu", "my_relu")
         'ops.my_relu(out, x)  # as in torch.relu'
     """
-    return _TEMPLATE_IDENT.sub(python_name, text)
+    renamed = [_TEMPLATE_IDENT.sub(python_name, line) for line in text.split("\n")]
+    return "\n".join(_realigned(text.split("\n"), renamed))
+
+
+def _open_paren(line: str) -> int | None:
+    """The column of the last parenthesis ``line`` leaves open, if any."""
+    stack = []
+    for column, char in enumerate(line):
+        if char == "(":
+            stack.append(column)
+        elif char == ")" and stack:
+            stack.pop()
+    return stack[-1] if stack else None
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _realigned(original: list[str], renamed: list[str]) -> list[str]:
+    """``renamed`` with the lines that continue an open parenthesis aligned under it
+    again: a longer or shorter name before the parenthesis moved it."""
+    out = list(renamed)
+    group: tuple[int, int] | None = None  # (indent in the template, indent now)
+    for i in range(1, len(original)):
+        was, now = _open_paren(original[i - 1]), _open_paren(out[i - 1])
+        indent = _indent(original[i])
+        if was is not None and now is not None and indent == was + 1:
+            group = (indent, now + 1)
+        elif group is None or indent != group[0] or not original[i].strip():
+            group = None
+            continue
+        out[i] = " " * group[1] + out[i].lstrip(" ")
+    return out
 
 
 def init_project(name: str, directory: Path | None = None) -> Path:
