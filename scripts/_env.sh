@@ -8,11 +8,12 @@
 #   TORCH_SPEC         torch requirement installed when torch is missing (default: torch==2.13.0)
 set -euo pipefail
 CALLER_DIR=$PWD
-if [ -n "${KERNELFORGE_VENV:-}" ]; then
-  case $KERNELFORGE_VENV in /*) VENV=$KERNELFORGE_VENV ;; *) VENV=$CALLER_DIR/$KERNELFORGE_VENV ;; esac
-fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-VENV=${VENV:-$PWD/.venv}
+case ${KERNELFORGE_VENV:-} in  # a VENV of the caller's shell is not ours to take
+  "") VENV=$PWD/.venv ;;
+  /*) VENV=$KERNELFORGE_VENV ;;
+  *) VENV=$CALLER_DIR/$KERNELFORGE_VENV ;;
+esac
 # "python 3.X" when $1 runs as Python 3.10 or newer; exits 1 with its version otherwise
 _python_ok() {
   "$1" -c 'import sys; v = sys.version_info; print(f"Python {v[0]}.{v[1]}"); sys.exit(v < (3, 10))'
@@ -20,7 +21,7 @@ _python_ok() {
 if [ ! -x "$VENV/bin/python" ]; then
   py=${PYTHON:-python3}
   if ! have=$(_python_ok "$py" 2>/dev/null); then
-    echo "error: kernelforge needs Python >= 3.10, and $py is ${have:-not a working Python};" \
+    echo "error: kernelforge needs Python >= 3.10, and $py is ${have:-not Python 3.10+ (or does not run)};" \
          "fix: run again with PYTHON=/path/to/python3.10-or-newer" >&2
     exit 1
   fi

@@ -359,3 +359,30 @@ def test_max_jobs_from_the_environment_is_the_default_for_j(
                  python=python, jobs=jobs)
     assert any(line.strip() == f"jobs {expected}" for line in lines), lines
     assert any("ignoring MAX_JOBS='lots'" in line for line in lines) is noted, lines
+
+
+@pytest.mark.parametrize(("platform", "link"), [
+    ("linux", ["g++", "-shared"]),
+    ("darwin", ["g++", "-bundle", "-undefined", "dynamic_lookup"]),
+])
+def test_the_driver_sets_the_builders_own_commands(monkeypatch: pytest.MonkeyPatch,
+                                                   platform: str, link: list[str]) -> None:
+    """Only the commands setuptools' compiler knows are set; macOS links a bundle whose
+    Python symbols the interpreter provides (a plain -shared would leave them undefined)."""
+    from kernelforge.build import _driver
+
+    class Compiler:
+        compiler_type = "unix"
+        executables = {"compiler_so": None, "linker_so": None, "linker_exe": None}
+
+        def __init__(self) -> None:
+            self.set: dict[str, list[str]] = {}
+
+        def set_executable(self, key: str, value: list[str]) -> None:
+            self.set[key] = value
+
+    monkeypatch.setattr(_driver.sys, "platform", platform)
+    compiler = Compiler()
+    _driver._fixed_commands(compiler, {"CXX": "g++"})
+    assert compiler.set == {"compiler_so": ["g++", "-fPIC"], "linker_so": link,
+                            "linker_exe": ["g++"]}

@@ -263,3 +263,13 @@ def test_the_compile_drivers_import_error_names_its_cause(tmp_path: Path, torch_
     assert proc.stderr.startswith(f"error: {sys.executable} "), proc.stderr
     assert said.format(python=sys.executable) in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_interpreter_that_crashes_is_not_called_another_program(tmp_path: Path) -> None:
+    """A torch that segfaults on import leaves no traceback: it is a crash, named so."""
+    crashing = tmp_path / "python"
+    crashing.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    crashing.chmod(0o755)
+    with pytest.raises(ToolchainError, match=r"could not report its torch installation: it "
+                       r"was killed by signal 11 \(torch crashed while importing\?\)"):
+        python_env(crashing).torch_install()

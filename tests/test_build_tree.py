@@ -168,6 +168,61 @@ def test_a_change_to_what_the_hash_covers_makes_the_project_dirty(committed: Pat
     assert dirty(committed)
 
 
+def test_a_project_git_does_not_track_is_dirty(tmp_path: Path) -> None:
+    """A project put into a repository's work tree but never added: git reports it as
+    one untracked folder, which holds every source."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text("a repository\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "readme")
+    project = copy_example(repo / "relu")
+    assert dirty(project)
+
+
+def test_a_changed_submodule_or_linked_folder_is_dirty(tmp_path: Path) -> None:
+    """git reports a submodule, or a link to a folder, as one path without a '/': a change
+    there is a change to the files the hash reads through it."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "k.h").write_text("#define K 1\n")
+    git(lib, "init", "-q")
+    git(lib, "add", ".")
+    git(lib, "commit", "-qm", "lib")
+    repo = tmp_path / "repo"
+    project = copy_example(repo)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "s.h").write_text("#define S 1\n")
+    (project / "linked").symlink_to(tmp_path / "shared")
+    git(repo, "init", "-q")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "third")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "relu")
+    assert not dirty(project)
+    (project / "third" / "k.h").write_text("#define K 2\n")  # an edit in the submodule
+    assert dirty(project)
+    git(project / "third", "checkout", "-q", "k.h")
+    assert not dirty(project)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "s.h").write_text("#define S 2\n")
+    (project / "linked").unlink()
+    (project / "linked").symlink_to(tmp_path / "other")  # the link retargeted
+    assert dirty(project)
+
+
+def test_a_project_folder_whose_name_starts_with_a_space_is_checked(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    project = copy_example(repo / " relu")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "relu")
+    assert not dirty(project)
+    source = project / "relu_cpu" / "relu_cpu.cpp"
+    source.write_text(source.read_text() + "// edited\n")
+    assert dirty(project)
+
+
 # --- out_dir inside the project (item 6) --------------------------------------------------
 
 

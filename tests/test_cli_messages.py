@@ -356,12 +356,12 @@ def test_versions_lists_a_repository_whose_status_it_cannot_read(
     assert "\n  v1\n" in out and "torch-cpu" in out, out
 
 
-def test_a_library_warning_reads_as_the_commands_own_lines(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_library_warning_reads_as_the_commands_own_lines(tmp_path: Path) -> None:
     """A warning the library logs while a command runs is printed `warning: ...`, like
-    the command's own lines, once; the handler goes when the command ends."""
-    import logging
+    the command's own lines, once; a program that set up logging itself keeps its own
+    (one copy of each warning, in its format)."""
+    import subprocess
+    import sys
 
     from kernelforge import cache
 
@@ -369,10 +369,16 @@ def test_a_library_warning_reads_as_the_commands_own_lines(
     stray.mkdir(parents=True)
     (stray / "entry.json").write_text("{}")
     (tmp_path / "cache" / cache._TAG).write_text(cache._TAG_TEXT)  # a cache kernelforge made
-    assert main(["cache", "list", "--cache", str(tmp_path / "cache")]) == 0
-    err = capsys.readouterr().err
-    assert err == f"warning: ignoring {stray}: not a download cache entry\n", err
-    assert not logging.getLogger("kernelforge").handlers
+    argv = ["cache", "list", "--cache", str(tmp_path / "cache")]
+    said = f"ignoring {stray}: not a download cache entry"
+    proc = subprocess.run([sys.executable, "-m", "kernelforge", *argv], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == f"warning: {said}\n", proc.stderr
+    embedded = ("import logging, sys\nlogging.basicConfig(format='%(levelname)s %(message)s')\n"
+                "from kernelforge.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, "-c", embedded, *argv], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == f"WARNING {said}\n", proc.stderr
 
 
 @pytest.mark.parametrize(("argv", "usage", "said"), [
@@ -386,6 +392,8 @@ def test_a_library_warning_reads_as_the_commands_own_lines(
      "kernelforge cache list: error: unrecognized arguments: --jsno; did you mean --json?"),
     (["check", "a", "b"], "usage: kernelforge check [-h]",
      "kernelforge check: error: unrecognized arguments: b\n"),
+    (["--verion", "build"], "usage: kernelforge [-h]",
+     "kernelforge: error: unrecognized arguments: --verion; did you mean --version?"),
 ])
 def test_a_misspelt_command_or_option_gets_its_commands_usage_and_a_suggestion(
     capsys: pytest.CaptureFixture[str], argv: list[str], usage: str, said: str

@@ -952,3 +952,21 @@ def test_a_rebuild_in_this_process_is_what_the_next_load_gets(
     assert second.VALUE == 2 and second.__name__ != first.__name__
     assert loader.get_kernel("kernels-test/na") is second
     assert loader.get_local_kernel(project / "build" / "torch-cpu") is second
+
+
+def test_a_rebuild_is_loaded_after_the_same_build_came_from_the_hub(tmp_path: Path) -> None:
+    """Published, loaded from the hub, then developed with get_local_kernel: the local
+    directory's own metadata.json is watched, not the hub copy's, which never changes."""
+    from kernelforge.build import build_project
+
+    project = write_noarch_project(tmp_path / "nb", name="nb")
+    init = project / "torch-ext" / "nb" / "__init__.py"
+    init.write_text("VALUE = 1\n")
+    build_project(project, backends=["cpu"], progress=lambda _: None)
+    hub = LocalHub(tmp_path / "hub")
+    hub.publish("kernels-test/nb", project / "build", version=1)
+    published = loader.get_kernel("kernels-test/nb", version=1, hub=hub)
+    assert loader.get_local_kernel(project) is published  # the same build, one module
+    init.write_text("VALUE = 2\n")
+    build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert loader.get_local_kernel(project).VALUE == 2

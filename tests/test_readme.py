@@ -174,10 +174,18 @@ def test_the_commands_refuse_a_python_older_than_3_10(tmp_path: Path, command: s
 def test_the_test_command_takes_paths_from_where_it_is_run() -> None:
     """`../scripts/test test_x.py` from tests/ runs tests/test_x.py (the script itself
     runs in the repository root)."""
-    env = dict(os.environ, KERNELFORGE_VENV=sys.prefix)
+    # VENV, a name shells often export, is not taken for the environment
+    env = dict(os.environ, KERNELFORGE_VENV=sys.prefix, VENV="/nonexistent")
     proc = subprocess.run([str(REPO / "scripts" / "test"), "-q", "-p", "no:cacheprovider",
                            "test_digest.py", "-k", "sha512"],
                           capture_output=True, text=True, env=env, timeout=300,
                           cwd=REPO / "tests")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"\b1 passed\b", proc.stdout), proc.stdout
+    # a test named for --deselect is named as pytest names it
+    proc = subprocess.run([str(REPO / "scripts" / "test"), "-q", "-p", "no:cacheprovider",
+                           "test_digest.py", "--deselect", "test_digest.py::test_sha512"],
+                          capture_output=True, text=True, env=env, timeout=300,
+                          cwd=REPO / "tests")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"\b1 deselected\b", proc.stdout), proc.stdout

@@ -625,23 +625,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Arguments a subcommand does not take are its usage error, not the top level's
     args, extra = parser.parse_known_args(argv)
     if extra:
-        inner = _innermost(parser, args)
+        words = list(sys.argv[1:] if argv is None else argv)
+        command = words.index(args.command) if args.command in words else len(words)
+        # an option before the command is the top level's (`kernelforge --verion build`)
+        before = any(word in words[:command] for word in extra)
+        inner = parser if before else _innermost(parser, args)
         if isinstance(inner, _Parser):
             inner.unrecognized(extra)
         inner.error(f"unrecognized arguments: {' '.join(extra)}")
     check_args = getattr(args, "check_args", None)
     if check_args is not None:
         check_args(args)  # checks of one argument against another; usage errors, exit 2
-    # Without a handler, Python prints a library warning bare; with this one it reads as
-    # the command's other lines do. It goes when the command ends (main may be called
-    # again in one process, and by programs with logging of their own).
+    # With no handler anywhere, Python prints a library warning bare; with this one it
+    # reads as the command's other lines do. A program that set up logging of its own
+    # keeps it (no second copy of each warning), and the handler goes when the command
+    # ends (main may be called again in one process).
     library = logging.getLogger("kernelforge")
-    handler = _Labelled(logging.WARNING)
-    library.addHandler(handler)
+    handler = None if library.hasHandlers() else _Labelled(logging.WARNING)
+    if handler is not None:
+        library.addHandler(handler)
     try:
         return _run(args)
     finally:
-        library.removeHandler(handler)
+        if handler is not None:
+            library.removeHandler(handler)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -698,7 +698,11 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
                     f"same id is already loaded from {previous.path}; rebuild one of them "
                     "(ids are unique per source tree) or use a separate process"
                 )
-            _by_path[key] = dataclasses.replace(previous, dirty=dirty)
+            # this directory's own entry: its metadata.json is the one to watch for a
+            # rebuild here, not that of the directory it was first loaded from
+            _by_path[key] = dataclasses.replace(
+                previous, path=Path(key), dirty=dirty,
+                metadata_sha256=hashlib.sha256(data).hexdigest())
             return _announced(_by_path[key])
         taken = sys.modules.get(module_id)
         if taken is not None:
@@ -996,7 +1000,9 @@ def get_kernel(
 
     Returns:
         The kernel package, imported under its metadata ``id``. A repeated call with the
-        same arguments returns the same module without touching the disk. The kernels
+        same arguments returns the same module without touching the disk (with
+        ``LOCAL_KERNELS`` naming this repository, it reads the local build's
+        ``metadata.json`` again, so that a rebuild is loaded). The kernels
         its metadata lists in ``kernel-depends`` are loaded first, with the same
         arguments but their own version or revision, and its import reaches them
         through Hugging Face's ``kernels.get_kernel_dep`` (which needs ``kernels``
@@ -1137,7 +1143,9 @@ def get_local_kernel(
         links to regular files (a snapshot in Hugging Face's download cache, as
         ``kernels.install_kernel`` returns it): the bytes they lead to are verified and
         imported. A link to a directory, a dangling link or a link to anything else is
-        refused. A build from a dirty git tree loads with a WARNING log line.
+        refused. A build from a dirty git tree loads with a WARNING log line. A repeated
+        call returns the same module while the chosen variant's ``metadata.json`` is
+        unchanged (it is read again, about 0.3 ms), and the new build after a rebuild.
 
     Raises:
         HubError: ``path`` does not exist, is a file, is a kernel project that was not

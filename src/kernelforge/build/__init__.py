@@ -98,9 +98,15 @@ def _git_changes(root: Path, excluded: Sequence[str]) -> list[str] | None:
     (an untracked folder as one path ending in ``/``), relative to ``root``; git leaves
     out what it ignores and the ``excluded`` paths (relative to ``root``). ``None`` when
     git cannot tell."""
-    prefix = _git(root, "rev-parse", "--show-prefix")
-    if prefix is None:
+    try:
+        shown = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-prefix"],
+                               capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
         return None
+    if shown.returncode != 0:
+        return None
+    # only the line's end is git's: a folder name may start or end with a space
+    prefix = os.fsdecode(shown.stdout).removesuffix("\n")
     pathspec = [".", *(f":(exclude,literal){path}" for path in excluded)]
     try:
         # -z: paths as they are (bytes, not quoted), decoded as the file system names them
@@ -132,10 +138,16 @@ def _dirty(root: Path, hashed: Collection[str], listed: Sequence[str],
     folders = {rel.rsplit("/", 1)[0] + "/" for rel in hashed if "/" in rel}
     parents = {f[:i + 1] for f in folders for i, c in enumerate(f) if c == "/"}
     for path in changes:
+        if path in ("", "/"):  # the project folder itself: untracked as a whole
+            return True
         if path.endswith("/"):  # an untracked folder: dirty if the hash covers a file in it
             if path in parents:
                 return True
         elif path in hashed:
+            return True
+        elif path + "/" in parents:
+            # one entry for a folder whose files the hash covers: a submodule, or a link
+            # to a folder
             return True
         elif not os.path.lexists(root / path) and not leaves_out(
                 root, path, listed=listed, outputs=outputs):

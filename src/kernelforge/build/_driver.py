@@ -33,8 +33,9 @@ def _without(values: list[str], start: int, part: list[str]) -> list[str]:
 
 def _fixed_commands(compiler: Any, environ: Mapping[str, str]) -> None:
     """Give setuptools' ``compiler`` the builder's own command lines: ``<cxx> -fPIC`` to
-    compile and ``<cxx> -shared`` to link, ``<cxx>`` being ``$CXX`` or ``c++``, the
-    compiler torch's ninja files run.
+    compile and ``<cxx> -shared`` to link (on macOS ``-bundle -undefined
+    dynamic_lookup``), ``<cxx>`` being ``$CXX`` or ``c++``, the compiler torch's ninja
+    files run.
 
     setuptools builds these from the interpreter's ``sysconfig`` (``CFLAGS``/``OPT``,
     ``CCSHARED``, and ``LDSHARED`` or ``LDCXXSHARED`` depending on its version), so a
@@ -47,14 +48,18 @@ def _fixed_commands(compiler: Any, environ: Mapping[str, str]) -> None:
     if getattr(compiler, "compiler_type", None) != "unix":  # pragma: no cover - Windows
         return
     cxx = environ.get("CXX") or "c++"
+    # macOS links a Python extension as a bundle whose Python symbols the interpreter
+    # provides at load time (what CPython's own LDSHARED says there)
+    shared = (["-bundle", "-undefined", "dynamic_lookup"] if sys.platform == "darwin"
+              else ["-shared"])
     commands = {
         "preprocessor": [cxx, "-E"],
         "compiler": [cxx],
         "compiler_so": [cxx, "-fPIC"],
         "compiler_cxx": [cxx],
         "compiler_so_cxx": [cxx, "-fPIC"],
-        "linker_so": [cxx, "-shared"],
-        "linker_so_cxx": [cxx, "-shared"],
+        "linker_so": [cxx, *shared],
+        "linker_so_cxx": [cxx, *shared],
         "linker_exe": [cxx],
         "linker_exe_cxx": [cxx],
     }

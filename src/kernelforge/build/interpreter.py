@@ -129,6 +129,11 @@ class PythonEnv:
                 from err
         if proc.returncode != 0:
             said = proc.stderr.strip()
+            if proc.returncode < 0:  # killed by a signal: a crash inside torch's import, say
+                raise ToolchainError(
+                    f"{self.executable} could not report its torch installation: it was "
+                    f"killed by signal {-proc.returncode} (torch crashed while importing?)"
+                    + (f":\n{said[-2000:]}" if said else ""))
             if "Traceback (most recent call last)" not in said and "No module named" not in said:
                 # no Python error at all: another program (`--python /bin/ls`)
                 last = said.splitlines()[-1][-300:] if said else "no output"
