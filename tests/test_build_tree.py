@@ -426,3 +426,20 @@ def test_a_top_level_build_folder_that_is_the_output_stays_out_of_the_hash(
     (third,) = build_project(project, backends=["cpu"], progress=quiet)
     assert not third.up_to_date
     assert (third.path / "build" / "helpers.py").read_text() == "X = 1\n"
+
+
+def test_a_project_put_under_git_after_its_build_is_built_again(tmp_path: Path) -> None:
+    """A variant built outside git records no commit; once the project is committed, the
+    next build is not taken as up to date, so that the variant records the commit."""
+    project = write_noarch_project(tmp_path / "na")
+    (first,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert "kernel" not in json.loads((first.path / "metadata.json").read_text())["provenance"]
+    git(project, "init", "-q")
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "na")
+    (second,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert not second.up_to_date
+    kernel = json.loads((second.path / "metadata.json").read_text())["provenance"]["kernel"]
+    assert kernel["commit"] == git(project, "rev-parse", "HEAD").strip()
+    (third,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert third.up_to_date

@@ -636,6 +636,8 @@ def build_project(
                 "backend": backend,
                 "sources": source_id.content_hash,
                 "dirty": source_id.git_dirty,
+                # a project put under git since: its next build records the commit
+                "git": source_id.git_commit is not None,
                 "python": env.executable,
                 "torch": [str(torch_install.path), torch_install.mtime_ns, torch_install.version],
                 "cxx": cxx.identity() if cxx else None,
