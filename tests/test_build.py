@@ -402,6 +402,8 @@ def test_metadata_is_the_same_wherever_torch_is_installed(
               r"\(this project has: cpu, cuda\); fix: use one of this project's backends"),
     ("CPU", r"--backend CPU: unknown backend.*fix: did you mean --backend cpu\?"),
     ("cdua", r"--backend cdua: unknown backend.*fix: did you mean --backend cuda\?"),
+    ("cuda,cpu", r"--backend cuda,cpu: unknown backend.*fix: give each backend its own "
+                 r"option: --backend cuda --backend cpu$"),
     # a real backend the project has no kernels for keeps its own message
     ("rocm", r"build.toml: backend rocm has no kernels in this project \(it has: cpu, cuda\); "
              r"fix: build one of those, or add a \[kernel.<name>\] section with that backend"),

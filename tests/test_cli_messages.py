@@ -469,3 +469,17 @@ def test_versions_of_a_repository_not_in_the_local_hub_points_at_the_other_hub(
     assert main(["versions", "org/missing", "--hub", str(tmp_path / "nohub")]) == 1
     err = capsys.readouterr().err
     assert "KERNELFORGE_HUB" not in err and "--hub hf" not in err, err
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("v1", "'v1' is not a version; expected a non-negative integer, e.g. 1 (the branch v1 "
+           "holds version 1)"),
+    ("latest", "'latest' is not a version; expected a non-negative integer, e.g. 1\n"),
+])
+def test_a_version_given_as_its_branch_name_is_explained(
+    capsys: pytest.CaptureFixture[str], given: str, said: str
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["info", "org/name", "--version", given])
+    assert said in capsys.readouterr().err
+

@@ -141,8 +141,12 @@ def version_arg(text: str) -> int:
     except ValueError:
         version = -1
     if version < 0:
+        # the branch's name given for its version (v1 for 1)
+        branch = text[:1] in ("v", "V") and text[1:].isdigit()
+        example = text[1:] if branch else "1"
+        hint = f" (the branch v{example} holds version {example})" if branch else ""
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a version; expected a non-negative integer, e.g. 1"
+            f"{text!r} is not a version; expected a non-negative integer, e.g. {example}{hint}"
         )
     return version
 

@@ -253,9 +253,13 @@ def _check_backend_names(wanted: Sequence[str], project: Sequence[str]) -> None:
         if name in known:
             continue
         word = name.strip().lower()
+        parts = [p.strip() for p in word.split(",") if p.strip()]
         near = word if word in known else (
             archs.closest(word, project) or archs.closest(word, sorted(known)))
         fix = f"did you mean --backend {near}?" if near else "use one of this project's backends"
+        if len(parts) > 1:  # "cuda,cpu": one backend per option
+            fix = "give each backend its own option: " + " ".join(
+                f"--backend {p}" for p in parts)
         raise BuildError(
             f"--backend {name}: unknown backend; expected one of {', '.join(BACKENDS)} "
             f"(this project has: {', '.join(project)}); fix: {fix}"
