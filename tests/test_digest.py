@@ -181,3 +181,17 @@ def test_verify_tree_bytecode_rules(variant: Path) -> None:
         verify_tree(variant, expected, bytecode="refuse")
     with pytest.raises(ValueError, match="bytecode: expected one of"):
         verify_tree(variant, expected, bytecode="sometimes")  # type: ignore[arg-type]
+
+
+def test_the_files_hashed_are_those_hugging_faces_digest_hashes(tmp_path: Path) -> None:
+    """Odd names decided as their digest decides them: a file named just ".pyc" has no
+    extension (hashed), a file named "__pycache__" is left out like the folder."""
+    rust = pytest.importorskip("kernels._rust")
+    variant = tmp_path / "v"
+    (variant / "sub" / "__pycache__").mkdir(parents=True)
+    for rel in (".pyc", "sub/.pyc", "__pycache__", "a.pyc", "..pyc", "ok.py",
+                "sub/__pycache__/m.cpython-311.pyc", "sub/x.py"):
+        (variant / rel).write_text("x\n")
+    theirs = rust.Digest.hash_variant(rust.DigestAlgorithm.SHA256, str(variant)).files
+    ours = hash_tree(variant)
+    assert set(ours) == set(theirs) == {".pyc", "sub/.pyc", "ok.py", "sub/x.py"}

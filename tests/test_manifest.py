@@ -1004,3 +1004,28 @@ def test_the_python_depends_table_is_hugging_faces():
     assert set(data["general"]) == set(_PYTHON_DEPENDS) - set(_PYTHON_DEPENDS_BACKEND)
     assert {n: b for b, names in data["backends"].items() for n in names} \
         == _PYTHON_DEPENDS_BACKEND
+
+
+def test_a_kernel_section_name_may_start_with_a_digit(tmp_path: Path) -> None:
+    """[kernel.2d_conv], [kernel.4bit_gemm]: Hugging Face's builder takes them."""
+    m = load_manifest(write(tmp_path, replace(GOOD5, "[kernel.relu]", "[kernel.2d_conv]")))
+    assert "2d_conv" in m.kernels
+    with pytest.raises(ManifestError, match="'2d conv' is not a valid kernel section name"):
+        load_manifest(write(tmp_path, replace(GOOD5, "[kernel.relu]", '[kernel."2d conv"]')))
+
+
+def test_a_kernel_depends_entry_given_as_a_string_is_shown_as_a_table(tmp_path: Path) -> None:
+    text = replace(GOOD5, 'backends = ["cpu", "cuda", "rocm"]\n',
+                   'backends = ["cpu", "cuda", "rocm"]\n'
+                   'kernel-depends = ["kernels-community/relu"]\n')
+    with pytest.raises(ManifestError, match=r"key 'general.kernel-depends': the entry "
+                       r"\"kernels-community/relu\" is not a table; .*fix: write kernel-depends "
+                       r"= \[\{repo-id = \"kernels-community/relu\", version = 1\}\]"):
+        load_manifest(write(tmp_path, text))
+
+
+def test_a_version_too_large_for_toml_is_refused(tmp_path: Path) -> None:
+    text = replace(GOOD5, "version = 1\n", "version = 99999999999999999999\n")
+    with pytest.raises(ManifestError, match=r"key 'general.version': 99999999999999999999 is "
+                       r"too large; expected an integer below 2\*\*63"):
+        load_manifest(write(tmp_path, text))

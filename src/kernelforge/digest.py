@@ -73,18 +73,22 @@ _BYTECODE_RULES = ("ignore", "allow-pycache", "refuse")
 
 
 def is_bytecode(relpath: str) -> bool:
-    """Whether a file is Python bytecode: a ``*.pyc`` or anything under ``__pycache__``.
+    """Whether a file counts as Python bytecode: one whose extension is ``pyc`` or any
+    path named ``__pycache__`` or under one, as Hugging Face's digest reads it (a file
+    named just ``.pyc`` has no extension; a file named ``__pycache__`` counts).
 
     Args:
         relpath: path relative to the variant directory, with ``/`` separators.
     """
     parts = relpath.split("/")
-    return parts[-1].endswith(_BYTECODE_SUFFIX) or _CACHE_DIR in parts[:-1]
+    name = parts[-1]
+    # ".pyc" alone is a hidden file's name, with no extension
+    return (name.endswith(_BYTECODE_SUFFIX) and name != _BYTECODE_SUFFIX) or _CACHE_DIR in parts
 
 
 def _bytecode_problem(relpath: str, rule: BytecodeRule) -> str | None:
     """The ``extra:`` line for a bytecode file the rule refuses, else ``None``."""
-    in_cache = _CACHE_DIR in relpath.split("/")[:-1]
+    in_cache = _CACHE_DIR in relpath.split("/")
     if rule == "ignore" or (rule == "allow-pycache" and in_cache):
         return None
     fix = "delete that __pycache__ directory" if in_cache else "delete it"

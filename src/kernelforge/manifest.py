@@ -77,7 +77,7 @@ _PYTHON_DEPENDS_BACKEND = {"nvidia-cutlass-dsl": "cuda", "nki": "neuron", "onedn
 
 _NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 _LEGACY_NAME_RE = re.compile(r"^[a-z][-_a-z0-9]*[a-z0-9]\Z")
-_KERNEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
+_KERNEL_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*\Z", re.ASCII)
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*\Z", re.ASCII)
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z", re.ASCII)
 _GIT_SCHEMES = ("https://", "http://", "git://", "ssh://", "git+ssh://", "git+https://",
@@ -438,10 +438,15 @@ class _Reader:
             table, prefix, key, lambda v: isinstance(v, str), "a string", '"..."'))
 
     def integer(self, table: Mapping[str, Any], prefix: str, key: str) -> int | None:
-        return cast("int | None", self._typed(
+        value = cast("int | None", self._typed(
             table, prefix, key,
             lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
             "a non-negative integer", "1"))
+        if value is not None and value >= 2**63:  # TOML's integers are 64-bit
+            self.fail(f"{prefix}.{key}", f"{value} is too large", expected="an integer "
+                      "below 2**63, as TOML allows (Hugging Face's tools refuse more)",
+                      fix=f"write {key} = 1")
+        return value
 
     def strings(self, table: Mapping[str, Any], prefix: str, key: str
                 ) -> tuple[str, ...] | None:
@@ -899,6 +904,12 @@ def _kernel_depends(r: _Reader, table: Mapping[str, Any], prefix: str
     deps = []
     for item in value:  # each dependency is checked on its own
         with r.unit():
+            if not isinstance(item, dict):  # a list entry, not a table of the file
+                shown = f'"{item}"' if isinstance(item, str) else _kind(item)
+                example = item if isinstance(item, str) and "/" in item else "org/name"
+                r.fail(key, f"the entry {shown} is not a table",
+                       expected='{repo-id = "org/name", version = N} tables',
+                       fix=f'write kernel-depends = [{{repo-id = "{example}", version = 1}}]')
             item = r.table(item, key)
             r.check_keys(item, key, ("repo-id", "version", "revision"), ("repo-id",))
             repo_id = r.string(item, key, "repo-id") or ""
@@ -1063,7 +1074,7 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
                fix="put the keys under a [kernel.<name>] header, not [kernel]")
     if not _KERNEL_NAME_RE.match(name):
         r.flag(prefix, f"'{name}' is not a valid kernel section name",
-               expected="letters, digits, '_' and '-', not starting with a digit",
+               expected="ASCII letters, digits, '_' and '-' (a folder name of the build)",
                fix=f"rename [{prefix}], e.g. to "
                    f"[kernel.{suggest_name(name).replace('-', '_')}]")
     if "backend" not in table:
