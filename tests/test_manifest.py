@@ -1029,3 +1029,13 @@ def test_a_version_too_large_for_toml_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"key 'general.version': 99999999999999999999 is "
                        r"too large; expected an integer below 2\*\*63"):
         load_manifest(write(tmp_path, text))
+
+
+def test_a_list_entry_that_is_no_string_is_named_and_a_number_quoted(tmp_path: Path) -> None:
+    text = replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n\n[kernel.relu_rocm]',
+                   'src = ["relu_cuda/relu.cu"]\ncuda-capabilities = ["8.0", 9.0]\n\n'
+                   '[kernel.relu_rocm]')
+    with pytest.raises(ManifestError, match=r"key 'kernel.relu.cuda-capabilities': entry 2 "
+                       r"\(9.0\) is not a string; expected a list of strings; fix: quote it: "
+                       r"\"9.0\""):
+        load_manifest(write(tmp_path, text))

@@ -450,6 +450,16 @@ class _Reader:
 
     def strings(self, table: Mapping[str, Any], prefix: str, key: str
                 ) -> tuple[str, ...] | None:
+        value = table.get(key)
+        if isinstance(value, list):
+            # say which entry is wrong, and quote what TOML read as a number
+            for i, x in enumerate(value):
+                if not isinstance(x, str):
+                    shown = repr(x) if isinstance(x, (int, float)) else _kind(x)
+                    self.fail(f"{prefix}.{key}", f"entry {i + 1} ({shown}) is not a string",
+                              expected="a list of strings",
+                              fix=(f'quote it: "{x!r}"' if isinstance(x, (int, float))
+                                   and not isinstance(x, bool) else "write it as a string"))
         value = self._typed(
             table, prefix, key,
             lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
