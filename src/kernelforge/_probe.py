@@ -1,6 +1,7 @@
-"""Reports an interpreter's torch installation as JSON, for builds that target it.
+"""Reports an interpreter's torch installation (and setuptools version) as JSON, for
+builds that target it.
 
-Run as ``python -m kernelforge._probe install|system`` by
+Run as ``python -m kernelforge._probe install|system|setuptools`` by
 :mod:`kernelforge.build.interpreter` in another Python environment; it imports only the
 standard library, ``kernelforge.variants`` (and torch, for ``system``), so that
 environment needs nothing of kernelforge's dependencies.
@@ -27,8 +28,15 @@ def main(what: str) -> int:
         print("null" if install is None else to_json(install))
     elif what == "system":
         print(to_json(detect_system()))
+    elif what == "setuptools":
+        from importlib import metadata
+
+        try:
+            print(json.dumps({"version": metadata.version("setuptools")}))
+        except metadata.PackageNotFoundError:
+            print("null")
     else:
-        print(f"usage: python -m kernelforge._probe install|system (got {what!r})",
+        print(f"usage: python -m kernelforge._probe install|system|setuptools (got {what!r})",
               file=sys.stderr)
         return 2
     return 0

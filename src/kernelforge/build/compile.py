@@ -21,7 +21,7 @@ from typing import IO
 
 from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan
-from kernelforge.errors import BuildError
+from kernelforge.errors import BuildError, ToolchainError
 
 # gcc/clang: "file:line:col: error: msg"; nvcc/cicc: "file(line): error: msg". A path
 # may hold parentheses ("copy (2)/k.cu(12): error: ..."): nvcc's "(line)" is the one that
@@ -389,25 +389,10 @@ def setuptools_version(python: PythonEnv | None = None) -> str | None:
     setuptools still writes the include and define options of every compile and the
     object and library options of the link (the driver fixes the commands they follow,
     see ``_driver._fixed_commands``), so another version may give other bytes."""
-    python = python or PythonEnv(sys.executable)
-    if not python.foreign:
-        from importlib import metadata
-
-        try:
-            return metadata.version("setuptools")
-        except metadata.PackageNotFoundError:
-            return None
-    code = ("import importlib.metadata as m\n"
-            "try: print(m.version('setuptools'))\n"
-            "except m.PackageNotFoundError: pass\n")
     try:
-        proc = subprocess.run([python.executable, "-c", code], capture_output=True, text=True,
-                              errors="replace", timeout=60, env=python.env(dict(os.environ)),
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return (python or PythonEnv(sys.executable)).setuptools_version()
+    except ToolchainError:  # a build asks that interpreter for its torch first, and says why
         return None
-    version = proc.stdout.strip()
-    return version if proc.returncode == 0 and version else None
 
 
 #: Characters that ninja cannot read in the ``build.ninja`` files torch's extension

@@ -105,6 +105,23 @@ class PythonEnv:
         except (KeyError, TypeError, ValueError) as err:
             raise self._not_python(f"unexpected answer: {err}") from err
 
+    def setuptools_version(self) -> str | None:
+        """The version of setuptools there (``None``: not installed).
+
+        Raises:
+            ToolchainError: the interpreter could not be asked.
+        """
+        if not self.foreign:
+            from importlib import metadata
+
+            try:
+                return metadata.version("setuptools")
+            except metadata.PackageNotFoundError:
+                return None
+        data = self._probe("setuptools")
+        version = data.get("version") if data is not None else None
+        return version if isinstance(version, str) else None
+
     def system(self) -> SystemFacts:
         """The system facts as that interpreter's torch sees them (imports torch there)."""
         if not self.foreign:
