@@ -209,25 +209,33 @@ def source_identity(root: Path, manifest: Manifest | None = None, *,
 
 def _buildable(
     manifest: Manifest, backend: str, torch_install: TorchInstall
-) -> tuple[Tool | None, str | None]:
-    """The device compiler for ``backend`` and, if it cannot be built here, why not."""
+) -> tuple[Tool | None, str | None, str]:
+    """The device compiler for ``backend``; if it cannot be built here, why not, and the
+    fix a ``--backend`` asking for it gives where there is one ("" otherwise)."""
     if backend == "cpu":
-        return None, None
+        return None, None, ""
     if backend == "cuda":
         if not torch_install.cuda:
-            return None, "the installed torch has no CUDA support"
+            return _no_torch_support("cuda")
         nvcc = find_nvcc()
         if nvcc is None:
-            return None, not_found_reason("nvcc")
-        return nvcc, _outside_cuda_range(manifest, nvcc)
+            return None, not_found_reason("nvcc"), ""
+        return nvcc, _outside_cuda_range(manifest, nvcc), ""
     if backend == "rocm":
         if not torch_install.hip:
-            return None, "the installed torch has no ROCm support"
+            return _no_torch_support("rocm")
         hipcc = find_hipcc()
         if hipcc is None:
-            return None, not_found_reason("hipcc")
-        return hipcc, None
-    return None, f"kernelforge cannot build the {backend} backend yet"
+            return None, not_found_reason("hipcc"), ""
+        return hipcc, None, ""
+    return None, f"kernelforge cannot build the {backend} backend yet", ""
+
+
+def _no_torch_support(backend: str) -> tuple[None, str, str]:
+    label = BACKEND_LABELS[backend]
+    return None, f"the installed torch has no {label} support", (
+        f"install a {label} build of torch here, or build for another environment's torch "
+        "with --python PATH")
 
 
 def _outside_cuda_range(manifest: Manifest, nvcc: Tool) -> str | None:
@@ -587,15 +595,11 @@ def build_project(
         for b in manifest.backends:
             if backends and b not in backends:
                 continue
-            tool, why_not = _buildable(manifest, b, torch_install)
+            tool, why_not, fix = _buildable(manifest, b, torch_install)
             if why_not:
                 if backends:
-                    fix = ""
-                    if why_not.startswith("the installed torch has no"):
-                        fix = (f"; fix: install a {BACKEND_LABELS.get(b, b)} build of torch "
-                               "here, or build for another environment's torch with "
-                               "--python PATH")
-                    raise ToolchainError(f"cannot build backend '{b}' here: {why_not}{fix}")
+                    raise ToolchainError(f"cannot build backend '{b}' here: {why_not}"
+                                         + (f"; fix: {fix}" if fix else ""))
                 skipped.append(f"{b}: {why_not}")
                 continue
             compilers[b] = tool
