@@ -681,6 +681,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
         if loaded is not None and _still_there(loaded):
             return _announced(loaded)
         data, meta = _read_metadata_once(variant_dir)
+        meta_digest = hashlib.sha256(data).hexdigest()  # what _still_there compares
         module_id = str(meta["id"])
         actual = verify_variant(variant_dir, meta, metadata_sha256=anchors.metadata_sha256,
                                 recorded=anchors.recorded, locked=anchors.locked,
@@ -702,7 +703,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
             # rebuild here, not that of the directory it was first loaded from
             _by_path[key] = dataclasses.replace(
                 previous, path=Path(key), dirty=dirty,
-                metadata_sha256=hashlib.sha256(data).hexdigest())
+                metadata_sha256=meta_digest)
             return _announced(_by_path[key])
         taken = sys.modules.get(module_id)
         if taken is not None:
@@ -723,7 +724,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
             logger.info("%s: reusing module %s, which another loader imported from %s "
                         "(the same files)", variant_dir, module_id, other)
             loaded = _Loaded(module=taken, path=Path(key), digest=digest, dirty=dirty,
-                             metadata_sha256=hashlib.sha256(data).hexdigest())
+                             metadata_sha256=meta_digest)
             _by_path[key] = loaded
             _by_id[module_id] = loaded
             return _announced(loaded)
@@ -734,10 +735,19 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
             needed = load_deps(meta)
         module = _import_package(module_id, variant_dir, meta, needed, actual)
         loaded = _Loaded(module=module, path=Path(key), digest=digest, dirty=dirty,
-                         metadata_sha256=hashlib.sha256(data).hexdigest())
+                         metadata_sha256=meta_digest)
         _by_path[key] = loaded
         _by_id[module_id] = loaded
         return _announced(loaded)
+
+
+def _metadata_sha256(variant_dir: Path) -> str:
+    """The sha256 (hex) of a variant directory's ``metadata.json``, which changes with
+    every build written there; "" when it cannot be read (the load then says why)."""
+    try:
+        return hashlib.sha256((variant_dir / "metadata.json").read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _still_there(loaded: _Loaded) -> bool:
@@ -745,11 +755,8 @@ def _still_there(loaded: _Loaded) -> bool:
     directory is rewritten in place by the next build (a hub's or the download cache's
     copy of a commit never changes), and a load after that must not return the old
     module."""
-    try:
-        data = (loaded.path / "metadata.json").read_bytes()
-    except OSError:
-        return False
-    return hashlib.sha256(data).hexdigest() == loaded.metadata_sha256
+    digest = _metadata_sha256(loaded.path)
+    return bool(digest) and digest == loaded.metadata_sha256
 
 
 def _check_signed_build(plan: Plan) -> None:
@@ -1190,12 +1197,7 @@ def _build_identity(plan: Plan) -> tuple[str, str]:
     which changes with every build written there."""
     if plan.info.path is None:  # pragma: no cover - a local plan always has its path
         return "", ""
-    where = Path(plan.info.path)
-    try:
-        data = (where / "metadata.json").read_bytes()
-    except OSError:
-        return str(where), ""  # the load reports it
-    return str(where), hashlib.sha256(data).hexdigest()
+    return str(plan.info.path), _metadata_sha256(Path(plan.info.path))
 
 
 def kernel_info(
