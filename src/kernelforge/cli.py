@@ -508,17 +508,18 @@ class _Parser(argparse.ArgumentParser):
                 message += f"; did you mean {near[0]!r}?"
         super().error(message)
 
-    def unrecognized(self, extra: Sequence[str]) -> NoReturn:
-        """Refuse arguments this (sub)command does not take, with its usage line, and
-        the option meant where one is close."""
-        message = f"unrecognized arguments: {' '.join(extra)}"
-        options = [o for action in self._actions for o in action.option_strings]
-        for word in extra:
-            near = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
-            if word.startswith("-") and near:
-                message += f"; did you mean {near[0]}?"
-                break
-        self.error(message)
+
+def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> NoReturn:
+    """Refuse arguments a (sub)command does not take, with its usage line, and the option
+    meant where one is close."""
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    options = [o for action in parser._actions for o in action.option_strings]
+    for word in extra:
+        near = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
+        if word.startswith("-") and near:
+            message += f"; did you mean {near[0]}?"
+            break
+    parser.error(message)
 
 
 def _innermost(parser: argparse.ArgumentParser,
@@ -629,10 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = words.index(args.command) if args.command in words else len(words)
         # an option before the command is the top level's (`kernelforge --verion build`)
         before = any(word in words[:command] for word in extra)
-        inner = parser if before else _innermost(parser, args)
-        if isinstance(inner, _Parser):
-            inner.unrecognized(extra)
-        inner.error(f"unrecognized arguments: {' '.join(extra)}")
+        _unrecognized(parser if before else _innermost(parser, args), extra)
     check_args = getattr(args, "check_args", None)
     if check_args is not None:
         check_args(args)  # checks of one argument against another; usage errors, exit 2

@@ -903,8 +903,10 @@ def _warn_offline_refs(h: Any, req: Requirement, repo: str) -> None:
     if req.revision is not None and is_commit(req.revision.lower()):
         return
     cache = getattr(h, "cache", None)
-    seen = [t for r in dict.fromkeys((req.repo_id, repo))
-            if isinstance(cache, DownloadCache) and (t := cache.refs_saved_at(r)) is not None]
+    seen: list[float] = []
+    if isinstance(cache, DownloadCache):
+        times = (cache.refs_saved_at(r) for r in dict.fromkeys((req.repo_id, repo)))
+        seen = [t for t in times if t is not None]
     when = (time.strftime("on %Y-%m-%d at %H:%M", time.localtime(min(seen))) if seen
             else "at a time its refs file does not record")
     why = getattr(h, "_why_offline", lambda: "offline mode is on")()
