@@ -71,3 +71,15 @@ def built_relu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert len(results) == 1 and not results[0].up_to_date
     assert any("] compiled relu_cpu/" in line for line in lines), lines
     return project
+
+
+@pytest.fixture
+def unbuilt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A project `kernelforge init` made (kernel k-one), not built yet; what init printed
+    is read away."""
+    from kernelforge.cli import main
+
+    project = tmp_path / "k"
+    assert main(["init", "k-one", str(project)]) == 0
+    capsys.readouterr()
+    return project

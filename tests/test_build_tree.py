@@ -109,6 +109,14 @@ def git(cwd: Path, *args: str) -> str:
                           capture_output=True, text=True).stdout
 
 
+def commit_all(repo: Path, message: str = "c") -> None:
+    """Make ``repo`` a git repository (once) and commit everything in it."""
+    if not (repo / ".git").exists():
+        git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", message)
+
+
 @pytest.fixture
 def committed(tmp_path: Path) -> Path:
     """The relu project in a sub-folder of a git repository, committed with a test."""
@@ -117,9 +125,7 @@ def committed(tmp_path: Path) -> Path:
     (project / "tests").mkdir()
     (project / "tests" / "test_relu.py").write_text("def test_a():\n    pass\n")
     (repo / "NOTES.md").write_text("outside the project\n")
-    git(repo, "init", "-q")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "relu")
+    commit_all(repo, "relu")
     return project
 
 
@@ -174,9 +180,7 @@ def test_a_project_git_does_not_track_is_dirty(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "README.md").write_text("a repository\n")
-    git(repo, "init", "-q")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "readme")
+    commit_all(repo, "readme")
     project = copy_example(repo / "relu")
     assert dirty(project)
 
@@ -187,9 +191,7 @@ def test_a_changed_submodule_or_linked_folder_is_dirty(tmp_path: Path) -> None:
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "k.h").write_text("#define K 1\n")
-    git(lib, "init", "-q")
-    git(lib, "add", ".")
-    git(lib, "commit", "-qm", "lib")
+    commit_all(lib, "lib")
     repo = tmp_path / "repo"
     project = copy_example(repo)
     (tmp_path / "shared").mkdir()
@@ -197,8 +199,7 @@ def test_a_changed_submodule_or_linked_folder_is_dirty(tmp_path: Path) -> None:
     (project / "linked").symlink_to(tmp_path / "shared")
     git(repo, "init", "-q")
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "third")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "relu")
+    commit_all(repo, "relu")
     assert not dirty(project)
     (project / "third" / "k.h").write_text("#define K 2\n")  # an edit in the submodule
     assert dirty(project)
@@ -214,9 +215,7 @@ def test_a_changed_submodule_or_linked_folder_is_dirty(tmp_path: Path) -> None:
 def test_a_project_folder_whose_name_starts_with_a_space_is_checked(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     project = copy_example(repo / " relu")
-    git(repo, "init", "-q")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "relu")
+    commit_all(repo, "relu")
     assert not dirty(project)
     source = project / "relu_cpu" / "relu_cpu.cpp"
     source.write_text(source.read_text() + "// edited\n")
@@ -230,9 +229,7 @@ def test_an_out_dir_inside_the_project_is_not_a_source(tmp_path: Path) -> None:
     """build_project(out_dir=<project>/dist) twice: the second build is up to date,
     under the same namespace, and dist/ does not make a git checkout dirty."""
     project = write_noarch_project(tmp_path / "na")
-    git(project, "init", "-q")
-    git(project, "add", ".")
-    git(project, "commit", "-qm", "na")
+    commit_all(project, "na")
     dist = project / "dist"
     (first,) = build_project(project, out_dir=dist, backends=["cpu"], progress=quiet)
     (second,) = build_project(project, out_dir=dist, backends=["cpu"], progress=quiet)
@@ -434,9 +431,7 @@ def test_a_project_put_under_git_after_its_build_is_built_again(tmp_path: Path) 
     project = write_noarch_project(tmp_path / "na")
     (first,) = build_project(project, backends=["cpu"], progress=quiet)
     assert "kernel" not in json.loads((first.path / "metadata.json").read_text())["provenance"]
-    git(project, "init", "-q")
-    git(project, "add", ".")
-    git(project, "commit", "-qm", "na")
+    commit_all(project, "na")
     (second,) = build_project(project, backends=["cpu"], progress=quiet)
     assert not second.up_to_date
     kernel = json.loads((second.path / "metadata.json").read_text())["provenance"]["kernel"]

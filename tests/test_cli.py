@@ -265,14 +265,6 @@ def _fake_build(project: Path, source: str | None) -> Path:
     return vdir
 
 
-@pytest.fixture
-def unbuilt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
-    project = tmp_path / "k"
-    assert main(["init", "k-one", str(project)]) == 0
-    capsys.readouterr()
-    return project
-
-
 def _current_sources(project: Path) -> str:
     from kernelforge.build import source_identity
     from kernelforge.manifest import load_manifest

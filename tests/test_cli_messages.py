@@ -17,11 +17,8 @@ from kernelforge.hub import LocalHub
 
 
 @pytest.fixture
-def project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
-    project = tmp_path / "k"
-    assert main(["init", "k-one", str(project)]) == 0
-    capsys.readouterr()
-    return project
+def project(unbuilt: Path) -> Path:
+    return unbuilt
 
 
 def test_a_refused_publish_says_nothing_of_what_it_would_publish(

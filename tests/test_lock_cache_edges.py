@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from kf_sharing import FakeHfApi, isolate, make_variant, uid
+from test_lock import project
 
 from kernelforge import loader, signing, trust
 from kernelforge.cli import main
@@ -37,13 +38,6 @@ def _hf(tmp_path: Path, env: dict[str, Path], cache: Path | None = None) -> HfHu
     return HfHub(api=FakeHfApi(tmp_path / "remote"), cache=cache or env["cache"])
 
 
-def _project(tmp_path: Path, text: str, name: str = "p") -> Path:
-    root = tmp_path / name
-    root.mkdir(exist_ok=True)
-    (root / "pyproject.toml").write_text(text)
-    return root
-
-
 def _use_hf(monkeypatch, tmp_path: Path, env: dict[str, Path]) -> None:
     """``--hub hf`` on the command line gets the fake Hugging Face Hub."""
     monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: _hf(tmp_path, env))
@@ -54,7 +48,7 @@ def _locked_and_downloaded(tmp_path: Path, env: dict[str, Path]
     hf = _hf(tmp_path, env)
     make_variant(tmp_path / "b", "torch-cpu", module_id=uid("f"))
     commit = hf.publish(REPO, tmp_path / "b", version=1).commit
-    root = _project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
     lock_project(root, hub=hf, allow=True)
     (_, _, path), = download_locked(root, hub=hf)
     return hf, commit, root, path
@@ -83,7 +77,7 @@ def test_lock_refuses_a_signed_build_replayed_onto_another_version_branch(
     with pytest.raises(TrustError, match="branch v2 serves a build signed by .* refusing to "
                        "load it"):
         loader.get_kernel(REPO, version=2, hub=_hf(tmp_path, env, tmp_path / "c2"))
-    root = _project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 2\n')
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 2\n')
     with pytest.raises(TrustError, match=r"branch v2 serves a build signed by \S+ as "
                        r"version 1 .*refusing to lock it \(republish version 2, or depend "
                        "on version 1"):
@@ -108,7 +102,7 @@ def test_lock_refuses_a_replayed_dependency_naming_who_asks(tmp_path: Path, env)
     meta["kernel-depends"] = [{"repo-id": OTHER, "version": 2}]
     (vdir / "metadata.json").write_text(json.dumps(meta))
     hub.publish(REPO, tmp_path / "r", version=1)
-    root = _project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
     with pytest.raises(TrustError, match=rf"{OTHER} version 2, a kernel-depends entry of "
                        rf"{REPO} \(variant torch-cpu\): .*branch v2 serves a build published "
                        "by you as version 1"):
@@ -195,7 +189,7 @@ def test_an_offline_lock_warns_when_the_refs_it_pins_were_seen(
     hf = _hf(tmp_path, env)
     make_variant(tmp_path / "b1", "torch-cpu", module_id=uid("a"), value=1)
     a = hf.publish(REPO, tmp_path / "b1", version=1).commit
-    root = _project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
     with caplog.at_level(logging.WARNING):
         lock_project(root, hub=hf, allow=True)  # online: refs cached, no warning
     assert not [r for r in caplog.records if "offline" in r.getMessage()]
@@ -223,7 +217,7 @@ def test_an_offline_lock_of_a_commit_id_is_not_warned_about(
     make_variant(tmp_path / "b1", "torch-cpu", module_id=uid("c"))
     a = hf.publish(REPO, tmp_path / "b1", version=1).commit
     text = f'[tool.kernelforge.dependencies]\n"{REPO}" = {{ revision = "{a.upper()}" }}\n'
-    root = _project(tmp_path, text)
+    root = project(tmp_path, text)
     lock_project(root, hub=hf, allow=True)
     offline = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=env["cache"], offline=True)
     with caplog.at_level(logging.WARNING):
@@ -302,7 +296,7 @@ def test_the_not_locked_advice_of_a_kernels_lock_names_its_table(tmp_path: Path,
     for repo in (REPO, OTHER):
         make_variant(tmp_path / repo, "torch-cpu", module_id=uid("a"))
         hub.publish(repo, tmp_path / repo, version=1)
-    root = _project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n')
+    root = project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n')
     lock_project(root)
     with pytest.raises(LockError, match=r"is not locked .*add it to the project's "
                        r"\[tool.kernels.dependencies\] and run 'kernelforge lock'"):
@@ -346,7 +340,7 @@ def test_a_kernels_lock_commit_in_upper_case_is_read_in_lower_case(tmp_path: Pat
 
 @pytest.mark.parametrize("revision", ['""', '"  "'])
 def test_an_empty_revision_is_said_to_be_empty(tmp_path: Path, revision: str) -> None:
-    root = _project(tmp_path, f'[tool.kernelforge.dependencies]\n"a/b" = {{ revision = '
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"a/b" = {{ revision = '
                               f'{revision} }}\n')
     with pytest.raises(LockError, match=r"revision '\s*' must not be empty; expected"):
         read_requirements(root)
@@ -420,7 +414,7 @@ def test_a_lock_file_in_a_directory_that_cannot_be_written_says_so(
     hub = LocalHub(env["hub"])
     make_variant(tmp_path / "b", "torch-cpu", module_id=uid("ro"))
     hub.publish(REPO, tmp_path / "b", version=1)
-    root = _project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
     lock_project(root)
     before = (root / "kernelforge.lock").read_bytes()
 
@@ -445,7 +439,7 @@ def test_a_lock_file_in_a_read_only_directory_says_so(tmp_path: Path, env) -> No
     hub = LocalHub(env["hub"])
     make_variant(tmp_path / "b", "torch-cpu", module_id=uid("rd"))
     hub.publish(REPO, tmp_path / "b", version=1)
-    root = _project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
     lock_project(root)
     root.chmod(0o555)
     try:
