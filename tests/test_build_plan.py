@@ -113,6 +113,49 @@ def test_cuda_plan_reaches_sm90a_and_drops_what_nvcc_cannot_target(manifest) -> 
     assert plan.env["CUDA_HOME"] == "/opt/cuda"
 
 
+#: What kernels written for Hugging Face's builder expect from the CUDA compile: device
+#: lambdas, ENABLE_FP8, USE_CUDA, and __half with its conversions (torch's tooling
+#: defines __CUDA_NO_HALF_CONVERSIONS__ and its kin, which must be undone after it).
+HF_CUDA_FLAGS = ["--expt-extended-lambda", "-DENABLE_FP8", "-U__CUDA_NO_HALF_OPERATORS__",
+                 "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                 "-U__CUDA_NO_HALF2_OPERATORS__"]
+
+
+def test_cuda_plan_gives_the_device_flags_of_hugging_faces_builder(manifest) -> None:
+    plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=NVCC_13)
+    for flag in HF_CUDA_FLAGS:
+        assert flag in plan.device_flags, flag
+    assert "-DUSE_CUDA=1" in plan.device_flags and "-DUSE_CUDA=1" in plan.cxx_flags
+    # before CUDA 11.8 that builder keeps torch's half defines and leaves out ENABLE_FP8
+    old = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                     device_compiler=Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (11, 7), "11.7"),
+                     arch_override=["8.0"])
+    assert "--expt-extended-lambda" in old.device_flags
+    assert not set(HF_CUDA_FLAGS[1:]) & set(old.device_flags)
+
+
+def test_rocm_plan_undoes_torchs_half_defines(manifest) -> None:
+    plan = plan_build(manifest, backend="rocm", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=HIPCC)
+    for flag in ["-DENABLE_FP8", "-U__HIP_NO_HALF_CONVERSIONS__",
+                 "-U__HIP_NO_HALF_OPERATORS__", "-fno-gpu-rdc"]:
+        assert flag in plan.device_flags, flag
+
+
+def test_csrc_is_on_every_sources_include_path_when_the_project_has_it(tmp_path: Path) -> None:
+    # Hugging Face's builder puts <project>/csrc on the include path of every target, so a
+    # binding includes its kernels' headers by bare name (megablocks' "cumsum.h")
+    root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
+    plan = plan_build(load_manifest(root), backend="cpu", variant="v", source_id=SID, cxx=GCC)
+    assert root / "csrc" not in plan.include_dirs
+    (root / "csrc").mkdir()
+    for backend, tool in [("cpu", None), ("cuda", NVCC_13), ("rocm", HIPCC)]:
+        plan = plan_build(load_manifest(root), backend=backend, variant="v", source_id=SID,
+                          cxx=GCC, device_compiler=tool)
+        assert plan.include_dirs.count(root / "csrc") == 1, backend
+
+
 def test_cuda_arch_override_replaces_manifest_list(manifest) -> None:
     plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
                       device_compiler=NVCC_13, arch_override=["9.0a"])

@@ -320,9 +320,10 @@ def _torch_install(env: PythonEnv) -> TorchInstall:
 #: Raised whenever a change to the builder changes what a build makes from the same
 #: project and toolchain (2: `[torch] cxx-flags` reach the binding's sources only, and a
 #: source shared by kernel sections compiles once; 3: the compile and link commands are
-#: the builder's own, not those of the interpreter's sysconfig), so that builds made
-#: before are not taken as up to date.
-BUILD_RULES = 3
+#: the builder's own, not those of the interpreter's sysconfig; 4: the device flags and
+#: defines of Hugging Face's builder, and ``csrc/`` on the include path), so that builds
+#: made before are not taken as up to date.
+BUILD_RULES = 4
 
 
 def _fingerprint(parts: dict[str, object]) -> str:

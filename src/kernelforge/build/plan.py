@@ -28,12 +28,31 @@ COMPILED_SUFFIXES = {
     "rocm": (".cpp", ".cc", ".cxx", ".c", ".cu", ".hip"),
 }
 
-#: The define each backend's sources see (as Hugging Face's builder sets them).
+#: The defines each backend's sources see (as Hugging Face's builder sets them).
 BACKEND_DEFINES = {
     "cpu": ("-DCPU_KERNEL",),
-    "cuda": ("-DCUDA_KERNEL",),
+    "cuda": ("-DCUDA_KERNEL", "-DUSE_CUDA=1"),
     "rocm": ("-DROCM_KERNEL", "-DUSE_ROCM=1"),
 }
+
+#: The device compiler's flags of Hugging Face's builder that torch's extension tooling
+#: does not give, or gives otherwise. Kernels written for that builder rely on them:
+#: device lambdas (``--expt-extended-lambda``, which torch's CMake configuration adds)
+#: and, from CUDA 11.8, ``ENABLE_FP8`` and ``__half``/``__nv_bfloat16`` with their
+#: conversions and operators. torch's tooling defines ``__CUDA_NO_HALF_OPERATORS__`` and
+#: its kin (``__HIP_NO_HALF_*`` on ROCm) ahead of the builder's flags, so they are
+#: undefined here, later on the line.
+CUDA_FLAGS = ("--expt-relaxed-constexpr", "--expt-extended-lambda")
+CUDA_11_8_FLAGS = ("-DENABLE_FP8", "-U__CUDA_NO_HALF_OPERATORS__",
+                   "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                   "-U__CUDA_NO_HALF2_OPERATORS__")
+ROCM_FLAGS = ("-DENABLE_FP8", "-U__HIP_NO_HALF_CONVERSIONS__", "-U__HIP_NO_HALF_OPERATORS__",
+              "-fno-gpu-rdc")
+
+#: The folder below the project that every source may include from without an
+#: ``include`` entry, as in Hugging Face's builder (kernel bindings include their
+#: kernels' headers by name from it).
+IMPLICIT_INCLUDE = "csrc"
 
 #: What the tree walk leaves out at every depth: git's data and Python's bytecode
 #: (``*.pyc`` files are left out too), which change without the sources changing.
@@ -698,7 +717,10 @@ def plan_build(
     ]
 
     include_dirs: list[Path] = [DATA_DIR, manifest.root]
-    include_dirs += _rel_paths(manifest, manifest.torch.include)
+    if (manifest.root / IMPLICIT_INCLUDE).is_dir():
+        include_dirs.append(manifest.root / IMPLICIT_INCLUDE)
+    include_dirs += [d for d in _rel_paths(manifest, manifest.torch.include)
+                     if d not in include_dirs]
     for k in kernels:
         include_dirs += [d for d in _rel_paths(manifest, k.include) if d not in include_dirs]
     for dep in dependencies:
@@ -744,8 +766,10 @@ def plan_build(
             all_archs += [c for c in caps if c not in all_archs]
             kernel_archs[k.name] = caps
         # --threads 0: nvcc compiles the per-capability passes in parallel.
-        device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend], "--expt-relaxed-constexpr",
-                        "--threads", "0"]
+        device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend], *CUDA_FLAGS]
+        if device_compiler.version >= (11, 8):
+            device_flags += CUDA_11_8_FLAGS
+        device_flags += ["--threads", "0"]
         device_flags += [f"-Xcompiler=-ffile-prefix-map={old}={new}" for old, new in prefix_maps]
         if cxx is not None and cxx.name == "gcc":
             device_flags.append("-Xcompiler=-fno-gnu-unique")
@@ -764,7 +788,7 @@ def plan_build(
                 )
             all_archs += [a for a in wanted if a not in all_archs]
             kernel_archs[k.name] = wanted
-        device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend],
+        device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend], *ROCM_FLAGS,
                         *archs.hipcc_offload_flags(all_archs)]
         env["ROCM_HOME"] = str(device_compiler.path.parent.parent)
 
