@@ -267,6 +267,40 @@ def test_sections_and_binding_compile_in_one_parallel_step(tmp_path: Path) -> No
     assert compiled == ["a/a.cpp", "b/b.cpp", "torch-ext/torch_binding.cpp"], lines
 
 
+def test_an_edit_recompiles_only_the_binding_and_the_sources_that_use_the_name(
+        tmp_path: Path) -> None:
+    """Any edit gives a new uid, and so a new -DTORCH_EXTENSION_NAME; a kernel source that
+    does not use the name compiles without it, so ninja keeps its object. A source that
+    uses it still gets it (it does not compile otherwise), and an edited one compiles."""
+    uses_name = textwrap.dedent("""\
+        #ifndef TORCH_EXTENSION_NAME
+        #error this source needs the extension's name
+        #endif
+        #define KF_TEXT(x) #x
+        #define KF_NAME_TEXT(x) KF_TEXT(x)
+        extern "C" const char section_a_name[] = "kf-name:" KF_NAME_TEXT(TORCH_EXTENSION_NAME);
+        """)
+    project = tiny_two_section_project(tmp_path / "edit", uses_name)
+    namespaces: list[str] = []
+
+    def build_and_compiled() -> list[str]:
+        lines: list[str] = []
+        (result,) = build_project(project, backends=["cpu"], progress=lines.append)
+        (so,) = [p for p in result.path.iterdir() if p.name.endswith(".abi3.so")]
+        namespace = so.name.split(".", 1)[0]
+        # a/a.cpp holds the name of the build it is linked into, not an earlier one's
+        assert b"kf-name:" + namespace.encode() + b"\0" in so.read_bytes()
+        namespaces.append(namespace)
+        return sorted(ln.split("] compiled ", 1)[1] for ln in lines if "] compiled " in ln)
+
+    assert len(build_and_compiled()) == 3
+    (project / "README.md").write_text("an edit that changes the uid\n")
+    assert build_and_compiled() == ["a/a.cpp", "torch-ext/torch_binding.cpp"]
+    (project / "b" / "b.cpp").write_text("int section_b() { return 3; }\n")
+    assert build_and_compiled() == ["a/a.cpp", "b/b.cpp", "torch-ext/torch_binding.cpp"]
+    assert len(set(namespaces)) == 3
+
+
 def test_a_stale_extension_of_another_uid_is_not_taken(tmp_path: Path) -> None:
     """A `<namespace>_dirty` extension left by an earlier build of the same sources in a
     git work tree with changes does not confuse the clean build (nor a --force one)."""

@@ -804,3 +804,32 @@ src = ["k/common.cpp", "k/two.cpp"]
         (root / rel).write_text(text)
     (result,) = build_project(root, backends=["cpu"], jobs=2, progress=lambda _: None)
     assert any(result.path.glob("_twice_cpu_*.abi3.so"))
+
+
+
+NAMED_KERNEL = """
+[kernel.n_cpu]
+backend = "cpu"
+depends = ["torch"]
+src = ["n/plain.cpp", "n/uses.cpp"]
+"""
+
+
+def test_only_sources_that_use_the_name_are_compiled_with_it(tmp_path: Path) -> None:
+    root = write_project(tmp_path, KERNELS + NAMED_KERNEL, 'backends = ["cpu", "cuda", "rocm"]')
+    (root / "n").mkdir()
+    (root / "n" / "plain.cpp").write_text("int plain() { return 1; }\n")
+    (root / "n" / "uses.cpp").write_text("const char* n = STR(TORCH_EXTENSION_NAME);\n")
+    # a document that names the define is no source's header
+    (root / "README.md").write_text("TORCH_EXTENSION_NAME is defined by the builder\n")
+
+    def named() -> dict[str, list[str]]:
+        plan = plan_build(load_manifest(root), backend="cpu", variant="v", source_id=SID,
+                          cxx=GCC)
+        return {g.name: [Path(p).name for p in g.as_dict()["named_sources"]]  # type: ignore[attr-defined]
+                for g in plan.groups}
+
+    assert named() == {"k_cpu": [], "n_cpu": ["uses.cpp"]}
+    # a header that includes registration.h (or names the define) may reach any source
+    (root / "k" / "k.h").write_text('#include "registration.h"\n')
+    assert named() == {"k_cpu": ["k.cpp"], "n_cpu": ["plain.cpp", "uses.cpp"]}

@@ -19,9 +19,17 @@ from typing import Any
 #: kernel section's sources get only their own.
 ARCH_FLAG_PREFIXES = ("-gencode", "--offload-arch")
 
+#: The define that names the extension (its op namespace, which holds the uid).
+NAME_DEFINE = "-DTORCH_EXTENSION_NAME="
+
 
 def _without_arch_flags(flags: list[str]) -> list[str]:
     return [f for f in flags if not f.startswith(ARCH_FLAG_PREFIXES)]
+
+
+def _without_name_define(flags: list[str]) -> list[str]:
+    """``flags`` without the ``-DTORCH_EXTENSION_NAME=`` torch's tooling adds."""
+    return [f for f in flags if not f.startswith(NAME_DEFINE)]
 
 
 def _without(values: list[str], start: int, part: list[str]) -> list[str]:
@@ -197,15 +205,28 @@ def main(spec_path: str) -> int:
                     args = {"cxx": base["cxx"] + group["cxx_flags"]}
                     if "nvcc" in base:
                         args["nvcc"] = _without_arch_flags(base["nvcc"]) + group["device_flags"]
-                    objects = self.compiler.compile(
-                        group["sources"],
-                        output_dir=os.path.join(self.build_temp, "kernel." + group["name"]),
-                        include_dirs=common_dirs + group["include_dirs"],
-                        debug=self.debug,
-                        extra_postargs=args,
-                        depends=ext.depends,
-                    )
-                    ext.extra_objects = [*ext.extra_objects, *objects]
+                    # The sources that do not use the namespace compile without its
+                    # define, with a command line that stays the same from one uid to
+                    # the next (so ninja keeps their objects), apart from those that do.
+                    named = group.get("named_sources", group["sources"])
+                    parts = [
+                        ("", [s for s in group["sources"] if s not in named],
+                         {k: _without_name_define(v) for k, v in args.items()}),
+                        (".named", [s for s in group["sources"] if s in named], args),
+                    ]
+                    for suffix, part, part_args in parts:
+                        if not part:
+                            continue
+                        objects = self.compiler.compile(
+                            part,
+                            output_dir=os.path.join(self.build_temp,
+                                                    "kernel." + group["name"] + suffix),
+                            include_dirs=common_dirs + group["include_dirs"],
+                            debug=self.debug,
+                            extra_postargs=part_args,
+                            depends=ext.depends,
+                        )
+                        ext.extra_objects = [*ext.extra_objects, *objects]
                 cpp_extension._run_ninja_build = run_all
                 return super().build_extension(ext)
             finally:

@@ -12,7 +12,7 @@ import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
@@ -109,12 +109,17 @@ class CompileGroup:
     include_dirs: tuple[Path, ...] = ()
     cxx_flags: tuple[str, ...] = ()
     device_flags: tuple[str, ...] = ()
+    #: The sources compiled with ``-DTORCH_EXTENSION_NAME=<namespace>`` (all by
+    #: default); see :func:`sources_using_extension_name`.
+    named_sources: tuple[Path, ...] | None = None
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form (for the compiler driver and the build fingerprint)."""
+        named = self.sources if self.named_sources is None else self.named_sources
         return {
             "name": self.name,
             "sources": [str(s) for s in self.sources],
+            "named_sources": [str(s) for s in named],
             "include_dirs": [str(d) for d in self.include_dirs],
             "cxx_flags": list(self.cxx_flags),
             "device_flags": list(self.device_flags),
@@ -658,6 +663,52 @@ def _compile_groups(manifest: Manifest, backend: str, kernels: Sequence[KernelSp
     return groups
 
 
+#: What marks a file that uses the build's namespace: the define itself, or the header
+#: whose macros expand it.
+_NAME_MARKERS = (b"TORCH_EXTENSION_NAME", b"registration.h")
+
+#: Files no source includes (documents, manifests, Python), which need not be read for
+#: the markers.
+_NOT_INCLUDED = frozenset({".md", ".rst", ".txt", ".toml", ".nix", ".lock", ".json",
+                           ".yaml", ".yml", ".py", ".pyi", ".cfg", ".ini", ".sh",
+                           ".png", ".jpg", ".svg", ".so", ".o", ".a", ".whl"})
+
+
+def _mentions_name(path: Path) -> bool:
+    with path.open("rb") as fh:
+        # the markers are short: chunks overlapping by their length see each one whole
+        tail = b""
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            text = tail + chunk
+            if any(m in text for m in _NAME_MARKERS):
+                return True
+            tail = text[-32:]
+    return False
+
+
+def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGroup],
+                                 binding: Sequence[Path]) -> list[CompileGroup]:
+    """``groups`` with their ``named_sources``: the sources that mention
+    ``TORCH_EXTENSION_NAME`` or ``registration.h``, or all of them when another file of
+    the project (a header they may include) does.
+
+    Only those sources are compiled with ``-DTORCH_EXTENSION_NAME=<namespace>``. The
+    namespace carries the uid, which any edit of the project changes; a source compiled
+    without it keeps its command line, so an edit recompiles what it touched and the
+    sources that use the name, not every source (the binding's sources always get it). A
+    source that does not mention the name compiles to the same object either way."""
+    compiled = {p for g in groups for p in g.sources} | set(binding)
+    with _reading(manifest.root):
+        files = project_files(manifest.root, manifest_inputs(manifest))
+        headers_name_it = any(
+            path not in compiled and path.suffix.lower() not in _NOT_INCLUDED
+            and _mentions_name(path) for _, path in files)
+        if headers_name_it:
+            return list(groups)
+        return [replace(g, named_sources=tuple(p for p in g.sources if _mentions_name(p)))
+                for g in groups]
+
+
 def plan_build(
     manifest: Manifest,
     *,
@@ -793,6 +844,7 @@ def plan_build(
         env["ROCM_HOME"] = str(device_compiler.path.parent.parent)
 
     groups = _compile_groups(manifest, backend, kernels, suffixes, kernel_archs)
+    groups = sources_using_extension_name(manifest, groups, sources)
     if not sources and not groups:
         skipped = "".join(f"; {n}" for n in notes if n.startswith("skipping kernel."))
         raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}{skipped}")
