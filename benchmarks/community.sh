@@ -39,12 +39,14 @@ one() {  # project
   result="built $built"
   if [ $built = yes ] && [ -d "$work/$p/tests" ]; then
     for loader in kernelforge kernels; do
-      echo "## tests, loaded by $loader" >> "$log"
+      local part="$work/$p.$loader.log" rc
       # importlib import mode: a tests/kernels folder must not shadow the kernels package
       timeout "${TEST_TIMEOUT:-600}" python3 "$root/benchmarks/community_tests.py" "$loader" \
-        "$work/$p" tests -q -ra --tb=short --import-mode=importlib >> "$log" 2>&1
-      local rc=$?
-      result="$result; $loader: $(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed|error)' "$log" | tail -n 1 | tr -d '=' | xargs) (exit $rc)"
+        "$work/$p" tests -q -ra --tb=short --import-mode=importlib > "$part" 2>&1
+      rc=$?
+      { echo "## tests, loaded by $loader (exit $rc)"; cat "$part"; } >> "$log"
+      [ $rc = 124 ] && result="$result; $loader: stopped after ${TEST_TIMEOUT:-600} s" && continue
+      result="$result; $loader: $(grep -E '^[0-9]+ (passed|failed|skipped|errors?|deselected|warnings?,)|^=+ .* in [0-9.]+s' "$part" | tail -n 1 | tr -d '=' | xargs) (exit $rc)"
     done
   elif [ $built = yes ]; then
     python3 -c "import kernelforge, sys; m = kernelforge.get_local_kernel(sys.argv[1]); print('kernelforge loads', m.__name__)" "$work/$p" >> "$log" 2>&1 \
