@@ -1132,16 +1132,18 @@ def load_kernel(
 
 
 def get_local_kernel(
-    path: str | os.PathLike[str], *, backend: str | None = None, check_arch: bool = True
+    repo_path: str | os.PathLike[str], *, backend: str | None = None,
+    check_arch: bool = True,
 ) -> ModuleType:
     """Load a kernel from a local build.
 
     Args:
-        path: a project directory holding ``build/``, a ``build/`` directory, or one
+        repo_path: a project directory holding ``build/``, a ``build/`` directory, or one
             variant directory (whose torch, backend and platform tags are checked when
             its name is a variant name). A directory with variants both at its top level
             and in ``build/`` uses the top level when a variant there fits, else
-            ``build/``, as Hugging Face's ``kernels`` does.
+            ``build/``, as Hugging Face's ``kernels`` does (whose ``get_local_kernel``
+            names this argument the same).
         backend: choose the variant for this backend instead of the system's.
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
 
@@ -1155,7 +1157,7 @@ def get_local_kernel(
         unchanged (it is read again, about 0.3 ms), and the new build after a rebuild.
 
     Raises:
-        HubError: ``path`` does not exist, is a file, is a kernel project that was not
+        HubError: ``repo_path`` does not exist, is a file, is a kernel project that was not
             built yet (no ``build/``: run ``kernelforge build PATH``), or holds no build
             variant (no subdirectory with a ``metadata.json``).
         VariantNotFoundError: no variant fits this system (with the trace).
@@ -1165,10 +1167,10 @@ def get_local_kernel(
 
     # Located on every call (it reads one metadata.json): a rebuild in this process
     # makes another build, which the next call loads.
-    plan = locate_local(path, backend, check_arch)
-    key = ("local", os.path.abspath(os.path.expanduser(os.fspath(path))), backend, check_arch,
+    plan = locate_local(repo_path, backend, check_arch)
+    key = ("local", os.path.abspath(os.path.expanduser(os.fspath(repo_path))), backend, check_arch,
            _build_identity(plan))
-    where = os.fspath(path)
+    where = os.fspath(repo_path)
     return _cached(key, lambda: _load_plan(plan, _dependencies(where, None, backend,
                                                                check_arch, False)))
 
