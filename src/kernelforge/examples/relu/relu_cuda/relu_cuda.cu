@@ -2,6 +2,7 @@
 // One grid-stride kernel templated over float64, float32, float16 and bfloat16.
 
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -19,13 +20,15 @@ constexpr int64_t kMaxBlocks = 65535;
 template <typename scalar_t>
 __global__ void relu_kernel(scalar_t *__restrict__ out,
                             const scalar_t *__restrict__ input, int64_t n) {
-  const scalar_t zero(0);
+  // Compared as float for half and bfloat16: with CUDA's own half operators enabled, as
+  // kernel builders compile them, c10::Half < c10::Half would be ambiguous.
+  using opmath_t = at::opmath_type<scalar_t>;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += stride) {
     const scalar_t x = input[i];
     // `x < 0` is false for NaN, so NaN passes through unchanged.
-    out[i] = x < zero ? zero : x;
+    out[i] = static_cast<opmath_t>(x) < opmath_t(0) ? scalar_t(0) : x;
   }
 }
 
