@@ -303,6 +303,34 @@ def test_an_edit_recompiles_only_the_binding_and_the_sources_that_use_the_name(
     assert len(set(namespaces)) == 3
 
 
+def test_a_new_header_found_first_on_the_include_path_is_compiled_in(tmp_path: Path) -> None:
+    """A source compiled without the namespace keeps its object only while nothing it
+    could include changed: a new conf.h at the project's top, which comes before inc/ on
+    the include path, reaches it as a clean build would (ninja's dependency file names
+    only the inc/conf.h it read)."""
+    project = tiny_cpu_project(
+        tmp_path / "shadow",
+        '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        """
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        include = ["inc"]
+        src = ["src/k.cpp"]
+        """,
+        {"src/k.cpp": '#include "conf.h"\nextern "C" const char kf_conf[] = "conf:" CONF;\n',
+         "inc/conf.h": '#define CONF "old"\n'})
+
+    def built() -> bytes:
+        (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+        (so,) = [p for p in result.path.iterdir() if p.name.endswith(".abi3.so")]
+        return so.read_bytes()
+
+    assert b"conf:old\0" in built()
+    (project / "conf.h").write_text('#define CONF "new"\n')
+    assert b"conf:new\0" in built()
+
+
 def test_a_stale_extension_of_another_uid_is_not_taken(tmp_path: Path) -> None:
     """A `<namespace>_dirty` extension left by an earlier build of the same sources in a
     git work tree with changes does not confuse the clean build (nor a --force one)."""

@@ -833,3 +833,111 @@ def test_only_sources_that_use_the_name_are_compiled_with_it(tmp_path: Path) -> 
     # a header that includes registration.h (or names the define) may reach any source
     (root / "k" / "k.h").write_text('#include "registration.h"\n')
     assert named() == {"k_cpu": ["k.cpp"], "n_cpu": ["plain.cpp", "uses.cpp"]}
+
+
+def one_section_project(root: Path, backend: str, section: str, files: dict[str, str]) -> Path:
+    """A project of a binding and the kernel ``section`` (TOML) for ``backend``."""
+    root = write_project(root, section, f'backends = ["{backend}"]')
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def plan_for(root: Path, backend: str, tool: Tool | None = None):
+    return plan_build(load_manifest(root), backend=backend, variant="v", source_id=SID,
+                      cxx=GCC, device_compiler=tool)
+
+
+def named_in(plan) -> dict[str, list[str]]:
+    return {g.name: sorted(Path(p).name for p in g.as_dict()["named_sources"])
+            for g in plan.groups}
+
+
+def test_the_name_reaches_a_source_through_its_sections_flags(tmp_path: Path) -> None:
+    root = one_section_project(tmp_path, "cpu", """
+[kernel.k]
+backend = "cpu"
+depends = ["torch"]
+cxx-flags = ["-DOPS_NAMESPACE=TORCH_EXTENSION_NAME"]
+src = ["k/k.cpp"]
+""", {"k/k.cpp": "const char* ns = STR(OPS_NAMESPACE);\n"})
+    assert named_in(plan_for(root, "cpu")) == {"k": ["k.cpp"]}
+
+
+def test_the_name_reaches_a_source_that_includes_one_using_it(tmp_path: Path) -> None:
+    root = one_section_project(tmp_path, "cpu", """
+[kernel.a]
+backend = "cpu"
+depends = ["torch"]
+src = ["a/a.cpp"]
+
+[kernel.b]
+backend = "cpu"
+depends = ["torch"]
+src = ["b/b.cpp"]
+
+[kernel.c]
+backend = "cpu"
+depends = ["torch"]
+src = ["c/c.cpp"]
+""", {"a/a.cpp": '#include "../b/b.cpp"\n',
+      "b/b.cpp": "static const char* ns = STR(TORCH_EXTENSION_NAME);\n",
+      "c/c.cpp": "int c() { return 3; }\n"})
+    assert named_in(plan_for(root, "cpu")) == {"a": ["a.cpp"], "b": ["b.cpp"], "c": []}
+
+
+def test_the_other_sources_name_the_project_files_or_their_contents(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    """ninja follows the headers a source read (its dependency file), not a new file that
+    now comes first on the include path, and hipcc writes no dependency file: the sources
+    compiled without the namespace get a define that changes with the names of the
+    project's files, and with their contents where no dependency file is written."""
+    section = """
+[kernel.k]
+backend = "{backend}"
+depends = ["torch"]
+src = ["k/k.{suffix}", "k/k.h"]
+"""
+    for backend, suffix, tool in [("cpu", "cpp", None), ("rocm", "hip", HIPCC),
+                                  ("cuda", "cu", NVCC_13)]:
+        root = one_section_project(
+            tmp_path / backend, backend, section.format(backend=backend, suffix=suffix),
+            {f"k/k.{suffix}": '#include "k.h"\n', "k/k.h": "#define K 1\n"})
+
+        def flags(root: Path = root, backend: str = backend, tool: Tool | None = tool):
+            (group,) = plan_for(root, backend, tool).groups
+            assert group.as_dict()["named_sources"] == []
+            return group.unnamed_cxx_flags + group.unnamed_device_flags
+
+        first = flags()
+        assert first and all(f.startswith("-DKERNELFORGE_PROJECT_FILES=") for f in first)
+        (root / "k" / "k.h").write_text("#define K 2\n")
+        edited = flags()
+        # a changed header: the dependency file covers it, but not on ROCm
+        assert edited[0] == first[0]
+        assert (edited[-1] != first[-1]) == (backend == "rocm"), backend
+        (root / "conf.h").write_text("#define SHADOW 1\n")
+        assert flags()[0] != edited[0]  # a new file the include path may find first
+    # nvcc writes no dependency file either when torch is told not to ask for one
+    monkeypatch.setenv("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "1")
+    root = tmp_path / "cuda"
+    before = plan_for(root, "cuda", NVCC_13).groups[0].unnamed_device_flags
+    (root / "k" / "k.h").write_text("#define K 3\n")
+    assert plan_for(root, "cuda", NVCC_13).groups[0].unnamed_device_flags != before
+
+
+def test_nvcc_before_12_8_does_not_get_the_template_stub_option(tmp_path: Path) -> None:
+    root = one_section_project(tmp_path, "cuda", """
+[kernel.k]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["9.0"]
+cuda-flags = ["-static-global-template-stub=false", "-lineinfo"]
+src = ["k/k.cu"]
+""", {"k/k.cu": "// kernel\n"})
+    (old,) = plan_for(root, "cuda", NVCC_12_4).groups
+    assert "-lineinfo" in old.device_flags
+    assert not any("static-global-template-stub" in f for f in old.device_flags)
+    (new,) = plan_for(root, "cuda", NVCC_13).groups
+    assert "-static-global-template-stub=false" in new.device_flags

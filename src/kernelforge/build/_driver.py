@@ -207,11 +207,15 @@ def main(spec_path: str) -> int:
                         args["nvcc"] = _without_arch_flags(base["nvcc"]) + group["device_flags"]
                     # The sources that do not use the namespace compile without its
                     # define, with a command line that stays the same from one uid to
-                    # the next (so ninja keeps their objects), apart from those that do.
+                    # the next (so ninja keeps their objects) unless the project's files
+                    # change as the plan's define for them says, apart from those that do.
                     named = group.get("named_sources", group["sources"])
+                    unnamed_args = {k: _without_name_define(v) for k, v in args.items()}
+                    unnamed_args["cxx"] += group.get("unnamed_cxx_flags", [])
+                    if "nvcc" in unnamed_args:
+                        unnamed_args["nvcc"] += group.get("unnamed_device_flags", [])
                     parts = [
-                        ("", [s for s in group["sources"] if s not in named],
-                         {k: _without_name_define(v) for k, v in args.items()}),
+                        ("", [s for s in group["sources"] if s not in named], unnamed_args),
                         (".named", [s for s in group["sources"] if s in named], args),
                     ]
                     for suffix, part, part_args in parts:

@@ -112,6 +112,10 @@ class CompileGroup:
     #: The sources compiled with ``-DTORCH_EXTENSION_NAME=<namespace>`` (all by
     #: default); see :func:`sources_using_extension_name`.
     named_sources: tuple[Path, ...] | None = None
+    #: What the other sources get instead, for the host and the device compiler: a
+    #: define that names the project's files (:func:`sources_using_extension_name`).
+    unnamed_cxx_flags: tuple[str, ...] = ()
+    unnamed_device_flags: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form (for the compiler driver and the build fingerprint)."""
@@ -120,6 +124,8 @@ class CompileGroup:
             "name": self.name,
             "sources": [str(s) for s in self.sources],
             "named_sources": [str(s) for s in named],
+            "unnamed_cxx_flags": list(self.unnamed_cxx_flags),
+            "unnamed_device_flags": list(self.unnamed_device_flags),
             "include_dirs": [str(d) for d in self.include_dirs],
             "cxx_flags": list(self.cxx_flags),
             "device_flags": list(self.device_flags),
@@ -600,9 +606,14 @@ def cuda_capabilities(
     return kept, notes
 
 
+#: An nvcc option of CUDA 12.8 and newer that Hugging Face's builder leaves out of a
+#: kernel's ``cuda-flags`` for older toolkits (which refuse it).
+_NVCC_12_8_OPTION = re.compile(r"^--?static-global-template-stub=(?:true|false)$")
+
+
 def _compile_groups(manifest: Manifest, backend: str, kernels: Sequence[KernelSpec],
-                    suffixes: Sequence[str], kernel_archs: Mapping[str, Sequence[str]]
-                    ) -> list[CompileGroup]:
+                    suffixes: Sequence[str], kernel_archs: Mapping[str, Sequence[str]],
+                    device_version: tuple[int, ...] | None = None) -> list[CompileGroup]:
     """One group per kernel section with the sources only it lists, in file order, then
     one group per set of sections that share sources (``a+b``, in the order those sources
     are first listed).
@@ -641,8 +652,10 @@ def _compile_groups(manifest: Manifest, backend: str, kernels: Sequence[KernelSp
             wanted += [a for a in kernel_archs.get(k.name, ()) if a not in wanted]
         device: list[str] = []
         if backend == "cuda":
-            device = archs.nvcc_gencode_flags(wanted) + [f for k in sections
-                                                         for f in k.cuda_flags]
+            device = archs.nvcc_gencode_flags(wanted) + [
+                f for k in sections for f in k.cuda_flags
+                if not (device_version and device_version < (12, 8)
+                        and _NVCC_12_8_OPTION.match(f))]
         elif backend == "rocm":
             device = archs.hipcc_offload_flags(wanted) + [f for k in sections
                                                           for f in k.hip_flags]
@@ -667,46 +680,107 @@ def _compile_groups(manifest: Manifest, backend: str, kernels: Sequence[KernelSp
 #: whose macros expand it.
 _NAME_MARKERS = (b"TORCH_EXTENSION_NAME", b"registration.h")
 
-#: Files no source includes (documents, manifests, Python), which need not be read for
-#: the markers.
+#: Files no source includes (documents, manifests, Python), which need not be read.
 _NOT_INCLUDED = frozenset({".md", ".rst", ".txt", ".toml", ".nix", ".lock", ".json",
                            ".yaml", ".yml", ".py", ".pyi", ".cfg", ".ini", ".sh",
                            ".png", ".jpg", ".svg", ".so", ".o", ".a", ".whl"})
 
+#: The files an ``#include`` line names.
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\r\n]+)[>"]', re.MULTILINE)
 
-def _mentions_name(path: Path) -> bool:
+#: The define the sources compiled without the namespace get instead
+#: (:func:`sources_using_extension_name`).
+FILES_DEFINE = "-DKERNELFORGE_PROJECT_FILES="
+
+
+@dataclass(frozen=True)
+class _Scanned:
+    """What :func:`_scan` reads from one file."""
+
+    mentions_name: bool
+    includes: frozenset[str]  # the base names of the files it includes
+    digest: bytes
+
+
+def _scan(path: Path) -> _Scanned:
+    h = hashlib.sha256()
+    mentions, tail = False, b""
+    includes: set[str] = set()
     with path.open("rb") as fh:
-        # the markers are short: chunks overlapping by their length see each one whole
-        tail = b""
         for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            h.update(chunk)
+            # chunks overlapping by a line's worth see each marker and include line whole
             text = tail + chunk
-            if any(m in text for m in _NAME_MARKERS):
-                return True
-            tail = text[-32:]
-    return False
+            mentions = mentions or any(m in text for m in _NAME_MARKERS)
+            includes.update(posixpath.basename(m.decode("utf-8", "replace"))
+                            for m in _INCLUDE.findall(text))
+            tail = text[-512:]
+    return _Scanned(mentions, frozenset(includes), h.digest())
 
 
 def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGroup],
-                                 binding: Sequence[Path]) -> list[CompileGroup]:
-    """``groups`` with their ``named_sources``: the sources that mention
-    ``TORCH_EXTENSION_NAME`` or ``registration.h``, or all of them when another file of
-    the project (a header they may include) does.
+                                 binding: Sequence[Path], backend: str,
+                                 environ: Mapping[str, str] = os.environ,
+                                 ) -> list[CompileGroup]:
+    """``groups`` with their ``named_sources``: the sources that may use the build's
+    namespace, which they are compiled with as ``-DTORCH_EXTENSION_NAME=<namespace>``.
 
-    Only those sources are compiled with ``-DTORCH_EXTENSION_NAME=<namespace>``. The
-    namespace carries the uid, which any edit of the project changes; a source compiled
-    without it keeps its command line, so an edit recompiles what it touched and the
-    sources that use the name, not every source (the binding's sources always get it). A
-    source that does not mention the name compiles to the same object either way."""
+    The namespace carries the uid, which any edit of the project changes. The binding's
+    sources always get it; a kernel source gets it when its text names the define or
+    ``registration.h``, when its section's flags name the define, or when it includes
+    (by base name, through other sources) a source that gets it; and every source gets it
+    when any other file of the project that a source could include (all but documents,
+    manifests and Python) names one of those. The others compile without it, so that an
+    edit elsewhere leaves their command line, and ninja their object, as they were.
+
+    ninja recompiles such a source when it or a header its last compile read changes
+    (the compiler's dependency file), but not when a new file would now be found first on
+    the include path, and not at all where the compiler writes no dependency file (hipcc,
+    and nvcc with ``TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES=1``). So these sources get
+    ``-DKERNELFORGE_PROJECT_FILES=<digest>`` instead: of the names of the project's files
+    that a source could include, and where the device compiler writes no dependency file,
+    of their contents too. A source that does not use the name compiles to the same
+    object with or without either define."""
     compiled = {p for g in groups for p in g.sources} | set(binding)
     with _reading(manifest.root):
-        files = project_files(manifest.root, manifest_inputs(manifest))
-        headers_name_it = any(
-            path not in compiled and path.suffix.lower() not in _NOT_INCLUDED
-            and _mentions_name(path) for _, path in files)
-        if headers_name_it:
-            return list(groups)
-        return [replace(g, named_sources=tuple(p for p in g.sources if _mentions_name(p)))
-                for g in groups]
+        files = [(rel, path) for rel, path in project_files(manifest.root,
+                                                            manifest_inputs(manifest))
+                 if path.suffix.lower() not in _NOT_INCLUDED]
+        scanned = {path: _scan(path) for _, path in files}
+    for g in groups:  # a listed source that is missing: the compile says so
+        for path in g.sources:
+            if path not in scanned:
+                scanned[path] = _Scanned(True, frozenset(), b"")
+    names = hashlib.sha256("\0".join(rel for rel, _ in files).encode()).hexdigest()[:16]
+    contents = hashlib.sha256()
+    for rel, path in files:
+        contents.update(rel.encode() + b"\0" + scanned[path].digest)
+    no_depfile = backend == "rocm" or (
+        backend == "cuda" and environ.get("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES") == "1")
+    device_tag = contents.hexdigest()[:16] if no_depfile else names
+    unnamed_cxx = (f"{FILES_DEFINE}{names}",)
+    unnamed_device = (f"{FILES_DEFINE}{device_tag}",) if backend in ("cuda", "rocm") else ()
+
+    named: set[Path] = {p for g in groups for p in g.sources if scanned[p].mentions_name}
+    named |= {p for g in groups if any("TORCH_EXTENSION_NAME" in f
+                                       for f in (*g.cxx_flags, *g.device_flags))
+              for p in g.sources}
+    headers = [path for _, path in files if path not in compiled]
+    # what includes a named source uses the name too (a header: every source may)
+    reach = {p.name for p in named} | {p.name for p in binding}
+    everything = any(scanned[h].mentions_name for h in headers)
+    while not everything:
+        more = {p for g in groups for p in g.sources
+                if p not in named and scanned[p].includes & reach}
+        everything = any(scanned[h].includes & reach for h in headers)
+        if not more:
+            break
+        named |= more
+        reach |= {p.name for p in more}
+    return [replace(g, named_sources=tuple(g.sources if everything else
+                                           (p for p in g.sources if p in named)),
+                    unnamed_cxx_flags=unnamed_cxx, unnamed_device_flags=unnamed_device)
+            for g in groups]
 
 
 def plan_build(
@@ -843,8 +917,9 @@ def plan_build(
                         *archs.hipcc_offload_flags(all_archs)]
         env["ROCM_HOME"] = str(device_compiler.path.parent.parent)
 
-    groups = _compile_groups(manifest, backend, kernels, suffixes, kernel_archs)
-    groups = sources_using_extension_name(manifest, groups, sources)
+    groups = _compile_groups(manifest, backend, kernels, suffixes, kernel_archs,
+                             device_compiler.version if device_compiler else None)
+    groups = sources_using_extension_name(manifest, groups, sources, backend)
     if not sources and not groups:
         skipped = "".join(f"; {n}" for n in notes if n.startswith("skipping kernel."))
         raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}{skipped}")
