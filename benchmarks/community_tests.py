@@ -21,6 +21,9 @@ import types
 from pathlib import Path
 from typing import Any
 
+#: Backend names, which a second positional argument of get_local_kernel may be.
+BACKENDS = ("cpu", "cuda", "rocm", "xpu", "metal", "npu")
+
 
 def _package_name(project: Path) -> str:
     from kernelforge.manifest import load_manifest
@@ -37,9 +40,12 @@ def _kernelforge_stand_in() -> types.ModuleType:
         keep = {k: v for k, v in kwargs.items() if k in ("revision", "version", "backend")}
         return kernelforge.get_kernel(repo_id, **keep)
 
-    def get_local_kernel(repo_path: Any, package_name: str | None = None,
+    def get_local_kernel(repo_path: Any, second: str | None = None,
                          **kwargs: Any) -> types.ModuleType:
-        return kernelforge.get_local_kernel(repo_path, backend=kwargs.get("backend"))
+        # The second argument was the package name in older versions of `kernels`, and is
+        # the backend in some newer ones.
+        backend = kwargs.get("backend") or (second if second in BACKENDS else None)
+        return kernelforge.get_local_kernel(repo_path, backend)
 
     stand_in = types.ModuleType("kernels")
     stand_in.get_kernel = get_kernel  # type: ignore[attr-defined]

@@ -53,8 +53,9 @@ def test_loads_with_get_local_kernel_and_matches_torch(built_relu: Path) -> None
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         x = torch.randn(257, 129).to(dtype)
         assert torch.equal(relu.relu(x), torch.relu(x))
-    # the keyword Hugging Face's kernels.get_local_kernel takes
+    # as Hugging Face's kernels.get_local_kernel takes them
     assert get_local_kernel(repo_path=built_relu, backend="cpu") is relu
+    assert get_local_kernel(built_relu, "cpu") is relu
 
 
 def test_loads_with_hugging_face_kernels(built_relu: Path) -> None:

@@ -32,6 +32,7 @@ PROJECT_TESTS = textwrap.dedent("""\
     def test_from_the_project_folder():
         here = Path(__file__).resolve().parents[1]
         assert kernels.get_local_kernel(here).square(5) == 25
+        assert kernels.get_local_kernel(here, backend="cpu").square(6) == 36
 
     def test_planted_failure():
         assert sq.square(2) == {expected}

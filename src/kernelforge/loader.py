@@ -1132,7 +1132,7 @@ def load_kernel(
 
 
 def get_local_kernel(
-    repo_path: str | os.PathLike[str], *, backend: str | None = None,
+    repo_path: str | os.PathLike[str], backend: str | None = None, *,
     check_arch: bool = True,
 ) -> ModuleType:
     """Load a kernel from a local build.
@@ -1144,7 +1144,8 @@ def get_local_kernel(
             and in ``build/`` uses the top level when a variant there fits, else
             ``build/``, as Hugging Face's ``kernels`` does (whose ``get_local_kernel``
             names this argument the same).
-        backend: choose the variant for this backend instead of the system's.
+        backend: choose the variant for this backend instead of the system's (by
+            position too, as some versions of Hugging Face's ``kernels`` take it).
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
 
     Returns:
