@@ -332,6 +332,47 @@ def test_a_new_header_found_first_on_the_include_path_is_compiled_in(tmp_path: P
     assert b"conf:new\0" in built()
 
 
+SHADOW_BINDING = '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n'
+SHADOW_SECTION = """
+[kernel.k]
+backend = "cpu"
+depends = ["torch"]
+include = ["inc"]
+src = ["src/k.cpp"]
+"""
+
+
+def compiled_conf(project: Path, force: bool = False) -> bytes:
+    """The string the project's kernel source compiled in: ``conf:...``."""
+    (result,) = build_project(project, backends=["cpu"], force=force, progress=lambda _: None)
+    (so,) = [p for p in result.path.iterdir() if p.name.endswith(".abi3.so")]
+    data = so.read_bytes()
+    start = data.index(b"conf:")
+    return data[start:data.index(b"\0", start)]
+
+
+def test_what_a_kept_object_read_is_compared_by_content(tmp_path: Path) -> None:
+    """The object of a source compiled without the namespace is kept only while what it
+    may read is the same by content: not by file times (a header replaced by an older
+    file, a link pointed elsewhere), and whatever the include names (a .txt table)."""
+    project = tiny_cpu_project(tmp_path / "content", SHADOW_BINDING, SHADOW_SECTION, {
+        "src/k.cpp": '#include "conf.h"\nextern "C" const char kf[] = "conf:" CONF\n'
+                     '#include "more.txt"\n;\n',
+        "inc/conf_a.h": '#define CONF "a"\n', "inc/conf_b.h": '#define CONF "b"\n',
+        "inc/more.txt": '"-1"\n'})
+    (project / "inc" / "conf.h").symlink_to("conf_a.h")
+    assert compiled_conf(project) == b"conf:a-1"
+    (project / "inc" / "conf.h").unlink()
+    (project / "inc" / "conf.h").symlink_to("conf_b.h")  # older than the object
+    assert compiled_conf(project) == b"conf:b-1"
+    stamp = (project / "inc" / "more.txt").stat().st_mtime_ns
+    (project / "inc" / "more.txt").write_text('"-2"\n')
+    os.utime(project / "inc" / "more.txt", ns=(stamp, stamp))  # as rsync -a or tar x leave it
+    assert compiled_conf(project) == b"conf:b-2"
+    (project / "more.txt").write_text('"-3"\n')  # found first: the project's top precedes inc/
+    assert compiled_conf(project) == compiled_conf(project, force=True) == b"conf:b-3"
+
+
 def test_a_stale_extension_of_another_uid_is_not_taken(tmp_path: Path) -> None:
     """A `<namespace>_dirty` extension left by an earlier build of the same sources in a
     git work tree with changes does not confuse the clean build (nor a --force one)."""

@@ -887,44 +887,44 @@ src = ["c/c.cpp"]
     assert named_in(plan_for(root, "cpu")) == {"a": ["a.cpp"], "b": ["b.cpp"], "c": []}
 
 
-def test_the_other_sources_name_the_project_files_or_their_contents(tmp_path: Path,
-                                                                    monkeypatch) -> None:
-    """ninja follows the headers a source read (its dependency file), not a new file that
-    now comes first on the include path, and hipcc writes no dependency file: the sources
-    compiled without the namespace get a define that changes with the names of the
-    project's files, and with their contents where no dependency file is written."""
-    section = """
+def test_the_other_sources_get_a_digest_of_what_they_may_read(tmp_path: Path) -> None:
+    """A source compiled without the namespace gets a define of its own that changes, by
+    content, exactly when what it may read does: so neither file times, nor a compiler
+    that lists no headers (hipcc), nor a new header found first on the include path can
+    leave a stale object."""
+    for backend, suffix, tool in [("cpu", "cpp", None), ("rocm", "hip", HIPCC),
+                                  ("cuda", "cu", NVCC_13)]:
+        root = one_section_project(tmp_path / backend, backend, f"""
 [kernel.k]
 backend = "{backend}"
 depends = ["torch"]
-src = ["k/k.{suffix}", "k/k.h"]
-"""
-    for backend, suffix, tool in [("cpu", "cpp", None), ("rocm", "hip", HIPCC),
-                                  ("cuda", "cu", NVCC_13)]:
-        root = one_section_project(
-            tmp_path / backend, backend, section.format(backend=backend, suffix=suffix),
-            {f"k/k.{suffix}": '#include "k.h"\n', "k/k.h": "#define K 1\n"})
+src = ["k/k.{suffix}", "k/other.{suffix}", "k/k.h"]
+""", {f"k/k.{suffix}": '#include "k.h"\nstatic const int t[] = {\n#include "table.txt"\n};\n',
+      f"k/other.{suffix}": "int other() { return 1; }\n",
+      "k/k.h": "#define K 1\n", "k/table.txt": "1, 2\n"})
 
-        def flags(root: Path = root, backend: str = backend, tool: Tool | None = tool):
+        def defines(root: Path = root, backend: str = backend,
+                    tool: Tool | None = tool) -> dict[str, str]:
             (group,) = plan_for(root, backend, tool).groups
             assert group.as_dict()["named_sources"] == []
-            return group.unnamed_cxx_flags + group.unnamed_device_flags
+            return {p.name: d for p, d in group.source_defines}
 
-        first = flags()
-        assert first and all(f.startswith("-DKERNELFORGE_PROJECT_FILES=") for f in first)
-        (root / "k" / "k.h").write_text("#define K 2\n")
-        edited = flags()
-        # a changed header: the dependency file covers it, but not on ROCm
-        assert edited[0] == first[0]
-        assert (edited[-1] != first[-1]) == (backend == "rocm"), backend
-        (root / "conf.h").write_text("#define SHADOW 1\n")
-        assert flags()[0] != edited[0]  # a new file the include path may find first
-    # nvcc writes no dependency file either when torch is told not to ask for one
-    monkeypatch.setenv("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "1")
-    root = tmp_path / "cuda"
-    before = plan_for(root, "cuda", NVCC_13).groups[0].unnamed_device_flags
-    (root / "k" / "k.h").write_text("#define K 3\n")
-    assert plan_for(root, "cuda", NVCC_13).groups[0].unnamed_device_flags != before
+        first = defines()
+        assert set(first) == {f"k.{suffix}", f"other.{suffix}"}
+        assert all(d.startswith("-DKERNELFORGE_SOURCES=") for d in first.values())
+        (root / "README.md").write_text("a document\n")
+        assert defines() == first, backend
+        (root / "k" / f"other.{suffix}").write_text("int other() { return 2; }\n")
+        edited = defines()
+        assert edited[f"k.{suffix}"] == first[f"k.{suffix}"]
+        assert edited[f"other.{suffix}"] != first[f"other.{suffix}"]
+        # a header, a table a source includes, and a new header found first
+        for rel, text in [("k/k.h", "#define K 2\n"), ("k/table.txt", "3, 4\n"),
+                          ("conf.h", "#define SHADOW 1\n")]:
+            before = defines()
+            (root / rel).write_text(text)
+            after = defines()
+            assert all(after[name] != before[name] for name in before), backend
 
 
 def test_nvcc_before_12_8_does_not_get_the_template_stub_option(tmp_path: Path) -> None:
@@ -941,3 +941,15 @@ src = ["k/k.cu"]
     assert not any("static-global-template-stub" in f for f in old.device_flags)
     (new,) = plan_for(root, "cuda", NVCC_13).groups
     assert "-static-global-template-stub=false" in new.device_flags
+
+
+def test_the_name_reaches_a_source_through_a_file_it_includes_whatever_its_suffix(
+        tmp_path: Path) -> None:
+    root = one_section_project(tmp_path, "cpu", """
+[kernel.k]
+backend = "cpu"
+depends = ["torch"]
+src = ["k/k.cpp"]
+""", {"k/k.cpp": '#include "ops.txt"\n',
+      "k/ops.txt": "const char* n = STR(TORCH_EXTENSION_NAME);\n"})
+    assert named_in(plan_for(root, "cpu")) == {"k": ["k.cpp"]}

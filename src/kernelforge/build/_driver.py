@@ -7,6 +7,7 @@ environment never leak into the caller. ``SPEC`` is a JSON file written by the p
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -205,19 +206,21 @@ def main(spec_path: str) -> int:
                     args = {"cxx": base["cxx"] + group["cxx_flags"]}
                     if "nvcc" in base:
                         args["nvcc"] = _without_arch_flags(base["nvcc"]) + group["device_flags"]
-                    # The sources that do not use the namespace compile without its
-                    # define, with a command line that stays the same from one uid to
-                    # the next (so ninja keeps their objects) unless the project's files
-                    # change as the plan's define for them says, apart from those that do.
+                    # A source that does not use the namespace compiles without its
+                    # define but with its own digest of what it may read (the plan's
+                    # source_defines), in a folder of its own: its command line, and so
+                    # ninja's object, stays the same from one uid to the next until that
+                    # changes. Those that do use it compile together.
                     named = group.get("named_sources", group["sources"])
-                    unnamed_args = {k: _without_name_define(v) for k, v in args.items()}
-                    unnamed_args["cxx"] += group.get("unnamed_cxx_flags", [])
-                    if "nvcc" in unnamed_args:
-                        unnamed_args["nvcc"] += group.get("unnamed_device_flags", [])
-                    parts = [
-                        ("", [s for s in group["sources"] if s not in named], unnamed_args),
-                        (".named", [s for s in group["sources"] if s in named], args),
-                    ]
+                    own_define = group.get("source_defines", {})
+                    parts = [(".named", [s for s in group["sources"] if s in named], args)]
+                    for source in group["sources"]:
+                        if source in named:
+                            continue
+                        tag = hashlib.sha256(source.encode()).hexdigest()[:12]
+                        part_args = {k: [*_without_name_define(v), own_define[source]]
+                                     for k, v in args.items()}
+                        parts.append((f".{tag}", [source], part_args))
                     for suffix, part, part_args in parts:
                         if not part:
                             continue

@@ -112,10 +112,9 @@ class CompileGroup:
     #: The sources compiled with ``-DTORCH_EXTENSION_NAME=<namespace>`` (all by
     #: default); see :func:`sources_using_extension_name`.
     named_sources: tuple[Path, ...] | None = None
-    #: What the other sources get instead, for the host and the device compiler: a
-    #: define that names the project's files (:func:`sources_using_extension_name`).
-    unnamed_cxx_flags: tuple[str, ...] = ()
-    unnamed_device_flags: tuple[str, ...] = ()
+    #: The define each of the other sources gets instead: a digest of what it may
+    #: include (:func:`sources_using_extension_name`).
+    source_defines: tuple[tuple[Path, str], ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form (for the compiler driver and the build fingerprint)."""
@@ -124,8 +123,7 @@ class CompileGroup:
             "name": self.name,
             "sources": [str(s) for s in self.sources],
             "named_sources": [str(s) for s in named],
-            "unnamed_cxx_flags": list(self.unnamed_cxx_flags),
-            "unnamed_device_flags": list(self.unnamed_device_flags),
+            "source_defines": {str(p): d for p, d in self.source_defines},
             "include_dirs": [str(d) for d in self.include_dirs],
             "cxx_flags": list(self.cxx_flags),
             "device_flags": list(self.device_flags),
@@ -690,7 +688,7 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\r\n]+)[>"]', re.MU
 
 #: The define the sources compiled without the namespace get instead
 #: (:func:`sources_using_extension_name`).
-FILES_DEFINE = "-DKERNELFORGE_PROJECT_FILES="
+SOURCE_DEFINE = "-DKERNELFORGE_SOURCES="
 
 
 @dataclass(frozen=True)
@@ -719,9 +717,7 @@ def _scan(path: Path) -> _Scanned:
 
 
 def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGroup],
-                                 binding: Sequence[Path], backend: str,
-                                 environ: Mapping[str, str] = os.environ,
-                                 ) -> list[CompileGroup]:
+                                 binding: Sequence[Path]) -> list[CompileGroup]:
     """``groups`` with their ``named_sources``: the sources that may use the build's
     namespace, which they are compiled with as ``-DTORCH_EXTENSION_NAME=<namespace>``.
 
@@ -729,44 +725,42 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
     sources always get it; a kernel source gets it when its text names the define or
     ``registration.h``, when its section's flags name the define, or when it includes
     (by base name, through other sources) a source that gets it; and every source gets it
-    when any other file of the project that a source could include (all but documents,
-    manifests and Python) names one of those. The others compile without it, so that an
-    edit elsewhere leaves their command line, and ninja their object, as they were.
+    when any other file of the project that a source may include names one of those.
 
-    ninja recompiles such a source when it or a header its last compile read changes
-    (the compiler's dependency file), but not when a new file would now be found first on
-    the include path, and not at all where the compiler writes no dependency file (hipcc,
-    and nvcc with ``TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES=1``). So these sources get
-    ``-DKERNELFORGE_PROJECT_FILES=<digest>`` instead: of the names of the project's files
-    that a source could include, and where the device compiler writes no dependency file,
-    of their contents too. A source that does not use the name compiles to the same
-    object with or without either define."""
+    Each other source gets ``-DKERNELFORGE_SOURCES=<digest>`` instead (``source_defines``),
+    a digest of its own contents, of the sources it includes and of every other file of
+    the project a source may include (all but documents, manifests and Python, and those
+    too where an ``#include`` names them), with their paths. Its
+    command line, and so ninja's object, changes exactly when what it may read does, by
+    content: not on an edit of a document or of another kernel source, and without
+    relying on file times or the compiler's list of headers (hipcc writes none, and a new
+    header found first on the include path is on no such list). A source that does not
+    use the name compiles to the same object with either define."""
     compiled = {p for g in groups for p in g.sources} | set(binding)
     with _reading(manifest.root):
-        files = [(rel, path) for rel, path in project_files(manifest.root,
-                                                            manifest_inputs(manifest))
-                 if path.suffix.lower() not in _NOT_INCLUDED]
-        scanned = {path: _scan(path) for _, path in files}
+        files = project_files(manifest.root, manifest_inputs(manifest))
+        by_base: dict[str, list[Path]] = {}
+        for _, path in files:
+            by_base.setdefault(path.name, []).append(path)
+        queue = [path for _, path in files if path.suffix.lower() not in _NOT_INCLUDED]
+        scanned: dict[Path, _Scanned] = {}
+        while queue:  # and what those name in an #include, whatever its suffix
+            path = queue.pop()
+            if path in scanned:
+                continue
+            scanned[path] = _scan(path)
+            queue += [q for base in scanned[path].includes for q in by_base.get(base, ())
+                      if q not in scanned]
+    rel_of = {path: rel for rel, path in files}
     for g in groups:  # a listed source that is missing: the compile says so
         for path in g.sources:
-            if path not in scanned:
-                scanned[path] = _Scanned(True, frozenset(), b"")
-    names = hashlib.sha256("\0".join(rel for rel, _ in files).encode()).hexdigest()[:16]
-    contents = hashlib.sha256()
-    for rel, path in files:
-        contents.update(rel.encode() + b"\0" + scanned[path].digest)
-    no_depfile = backend == "rocm" or (
-        backend == "cuda" and environ.get("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES") == "1")
-    device_tag = contents.hexdigest()[:16] if no_depfile else names
-    unnamed_cxx = (f"{FILES_DEFINE}{names}",)
-    unnamed_device = (f"{FILES_DEFINE}{device_tag}",) if backend in ("cuda", "rocm") else ()
+            scanned.setdefault(path, _Scanned(True, frozenset(), b""))
 
     named: set[Path] = {p for g in groups for p in g.sources if scanned[p].mentions_name}
     named |= {p for g in groups if any("TORCH_EXTENSION_NAME" in f
                                        for f in (*g.cxx_flags, *g.device_flags))
               for p in g.sources}
-    headers = [path for _, path in files if path not in compiled]
-    # what includes a named source uses the name too (a header: every source may)
+    headers = sorted((p for p in scanned if p not in compiled), key=str)
     reach = {p.name for p in named} | {p.name for p in binding}
     everything = any(scanned[h].mentions_name for h in headers)
     while not everything:
@@ -777,9 +771,32 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
             break
         named |= more
         reach |= {p.name for p in more}
-    return [replace(g, named_sources=tuple(g.sources if everything else
-                                           (p for p in g.sources if p in named)),
-                    unnamed_cxx_flags=unnamed_cxx, unnamed_device_flags=unnamed_device)
+    if everything:
+        return [replace(g, named_sources=g.sources) for g in groups]
+
+    # every file a source may include, by path and content (a new one that comes first
+    # on the include path included)
+    common = hashlib.sha256()
+    for h in headers:
+        common.update(rel_of.get(h, str(h)).encode() + b"\0" + scanned[h].digest)
+    sources = {p for g in groups for p in g.sources}
+
+    def define(source: Path) -> str:
+        # the source and the sources it includes, through each other
+        closure, todo = {source}, [source]
+        while todo:
+            current = todo.pop()
+            for q in sources:
+                if q not in closure and q.name in scanned[current].includes:
+                    closure.add(q)
+                    todo.append(q)
+        h = common.copy()
+        for q in sorted(closure, key=str):
+            h.update(rel_of.get(q, str(q)).encode() + b"\0" + scanned[q].digest)
+        return f"{SOURCE_DEFINE}{h.hexdigest()[:16]}"
+
+    return [replace(g, named_sources=tuple(p for p in g.sources if p in named),
+                    source_defines=tuple((p, define(p)) for p in g.sources if p not in named))
             for g in groups]
 
 
@@ -919,7 +936,7 @@ def plan_build(
 
     groups = _compile_groups(manifest, backend, kernels, suffixes, kernel_archs,
                              device_compiler.version if device_compiler else None)
-    groups = sources_using_extension_name(manifest, groups, sources, backend)
+    groups = sources_using_extension_name(manifest, groups, sources)
     if not sources and not groups:
         skipped = "".join(f"; {n}" for n in notes if n.startswith("skipping kernel."))
         raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}{skipped}")
