@@ -953,3 +953,18 @@ src = ["k/k.cpp"]
 """, {"k/k.cpp": '#include "ops.txt"\n',
       "k/ops.txt": "const char* n = STR(TORCH_EXTENSION_NAME);\n"})
     assert named_in(plan_for(root, "cpu")) == {"k": ["k.cpp"]}
+
+
+def test_a_source_path_the_scan_cannot_open_is_left_to_the_compiler(tmp_path: Path) -> None:
+    """A Windows-style path the manifest accepts (it normalises backslashes) names no file
+    on POSIX: the plan takes it as using the name, and the compiler reports it, instead of
+    a "cannot read ... fix its permissions" from the plan."""
+    root = one_section_project(tmp_path, "cpu", """
+[kernel.k]
+backend = "cpu"
+depends = ["torch"]
+src = ["k\\\\k.cpp"]
+""", {"k/k.cpp": "int k() { return 1; }\n"})
+    (group,) = plan_for(root, "cpu").groups
+    assert [p.name for p in group.sources] == ["k\\k.cpp"]
+    assert group.named_sources == group.sources
