@@ -129,6 +129,10 @@ def tiny_cpu_project(project: Path, binding: str, kernels: str,
     return project
 
 
+#: A binding that registers the extension and includes nothing of torch's.
+BINDING = '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n'
+
+
 def test_compiler_errors_name_file_and_line(tmp_path: Path) -> None:
     """A syntax error is reported with its file and line (a tiny project, so this
     fails in seconds rather than after compiling torch's headers)."""
@@ -217,7 +221,7 @@ def test_kernel_sections_compile_with_their_own_flags(tmp_path: Path) -> None:
         for name, value in (("a", 1), ("b", 2))
     }
     project = tiny_cpu_project(
-        tmp_path / "flags", '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        tmp_path / "flags", BINDING,
         """
         [kernel.a]
         backend = "cpu"
@@ -240,7 +244,7 @@ def test_kernel_sections_compile_with_their_own_flags(tmp_path: Path) -> None:
 def tiny_two_section_project(project: Path, extra_source: str = "") -> Path:
     """A cpu project of a binding and two kernel sections that compiles in seconds."""
     return tiny_cpu_project(
-        project, '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        project, BINDING,
         """
         [kernel.a]
         backend = "cpu"
@@ -304,35 +308,6 @@ def test_an_edit_recompiles_only_the_binding_and_the_sources_that_use_the_name(
     assert len(set(namespaces)) == 3
 
 
-def test_a_new_header_found_first_on_the_include_path_is_compiled_in(tmp_path: Path) -> None:
-    """A source compiled without the namespace keeps its object only while nothing it
-    could include changed: a new conf.h at the project's top, which comes before inc/ on
-    the include path, reaches it as a clean build would (ninja's dependency file names
-    only the inc/conf.h it read)."""
-    project = tiny_cpu_project(
-        tmp_path / "shadow",
-        '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
-        """
-        [kernel.k]
-        backend = "cpu"
-        depends = ["torch"]
-        include = ["inc"]
-        src = ["src/k.cpp"]
-        """,
-        {"src/k.cpp": '#include "conf.h"\nextern "C" const char kf_conf[] = "conf:" CONF;\n',
-         "inc/conf.h": '#define CONF "old"\n'})
-
-    def built() -> bytes:
-        (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
-        (so,) = [p for p in result.path.iterdir() if p.name.endswith(".abi3.so")]
-        return so.read_bytes()
-
-    assert b"conf:old\0" in built()
-    (project / "conf.h").write_text('#define CONF "new"\n')
-    assert b"conf:new\0" in built()
-
-
-SHADOW_BINDING = '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n'
 SHADOW_SECTION = """
 [kernel.k]
 backend = "cpu"
@@ -351,11 +326,24 @@ def compiled_conf(project: Path, force: bool = False) -> bytes:
     return data[start:data.index(b"\0", start)]
 
 
+def test_a_new_header_found_first_on_the_include_path_is_compiled_in(tmp_path: Path) -> None:
+    """A source compiled without the namespace keeps its object only while nothing it
+    could include changed: a new conf.h at the project's top, which comes before inc/ on
+    the include path, reaches it as a clean build would (ninja's dependency file names
+    only the inc/conf.h it read)."""
+    project = tiny_cpu_project(tmp_path / "shadow", BINDING, SHADOW_SECTION, {
+        "src/k.cpp": '#include "conf.h"\nextern "C" const char kf_conf[] = "conf:" CONF;\n',
+        "inc/conf.h": '#define CONF "old"\n'})
+    assert compiled_conf(project) == b"conf:old"
+    (project / "conf.h").write_text('#define CONF "new"\n')
+    assert compiled_conf(project) == b"conf:new"
+
+
 def test_what_a_kept_object_read_is_compared_by_content(tmp_path: Path) -> None:
     """The object of a source compiled without the namespace is kept only while what it
     may read is the same by content: not by file times (a header replaced by an older
     file, a link pointed elsewhere), and whatever the include names (a .txt table)."""
-    project = tiny_cpu_project(tmp_path / "content", SHADOW_BINDING, SHADOW_SECTION, {
+    project = tiny_cpu_project(tmp_path / "content", BINDING, SHADOW_SECTION, {
         "src/k.cpp": '#include "conf.h"\nextern "C" const char kf[] = "conf:" CONF\n'
                      '#include "more.txt"\n;\n',
         "inc/conf_a.h": '#define CONF "a"\n', "inc/conf_b.h": '#define CONF "b"\n',
@@ -438,7 +426,7 @@ def test_a_section_holding_the_binding_keeps_its_flags_to_itself(tmp_path: Path)
     """With only headers in torch.src, the section that lists the binding source takes
     its place in the extension: its cxx-flags must still not reach the other sections."""
     project = tiny_cpu_project(
-        tmp_path / "leak", '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        tmp_path / "leak", BINDING,
         "",
         {
             "torch-ext/torch_binding.h": "#pragma once\n",

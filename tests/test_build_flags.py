@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from test_build import tiny_cpu_project
+from test_build import BINDING, tiny_cpu_project
 from test_build_progress import NAMESPACE, compile_with, fake_driver
 
 from kernelforge.build import build_project
@@ -95,7 +95,7 @@ def test_the_interpreters_flags_and_the_shells_paths_do_not_reach_the_build(
     monkeypatch.setenv("LD_RUN_PATH", "/from/ld-run-path")
     monkeypatch.setenv("LDSHARED", "c++ -shared -Wl,-rpath,/from/ldshared")
     project = tiny_cpu_project(
-        tmp_path / "clean", '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n',
+        tmp_path / "clean", BINDING,
         """
         [kernel.k]
         backend = "cpu"

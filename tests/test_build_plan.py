@@ -806,35 +806,6 @@ src = ["k/common.cpp", "k/two.cpp"]
     assert any(result.path.glob("_twice_cpu_*.abi3.so"))
 
 
-
-NAMED_KERNEL = """
-[kernel.n_cpu]
-backend = "cpu"
-depends = ["torch"]
-src = ["n/plain.cpp", "n/uses.cpp"]
-"""
-
-
-def test_only_sources_that_use_the_name_are_compiled_with_it(tmp_path: Path) -> None:
-    root = write_project(tmp_path, KERNELS + NAMED_KERNEL, 'backends = ["cpu", "cuda", "rocm"]')
-    (root / "n").mkdir()
-    (root / "n" / "plain.cpp").write_text("int plain() { return 1; }\n")
-    (root / "n" / "uses.cpp").write_text("const char* n = STR(TORCH_EXTENSION_NAME);\n")
-    # a document that names the define is no source's header
-    (root / "README.md").write_text("TORCH_EXTENSION_NAME is defined by the builder\n")
-
-    def named() -> dict[str, list[str]]:
-        plan = plan_build(load_manifest(root), backend="cpu", variant="v", source_id=SID,
-                          cxx=GCC)
-        return {g.name: [Path(p).name for p in g.as_dict()["named_sources"]]  # type: ignore[attr-defined]
-                for g in plan.groups}
-
-    assert named() == {"k_cpu": [], "n_cpu": ["uses.cpp"]}
-    # a header that includes registration.h (or names the define) may reach any source
-    (root / "k" / "k.h").write_text('#include "registration.h"\n')
-    assert named() == {"k_cpu": ["k.cpp"], "n_cpu": ["plain.cpp", "uses.cpp"]}
-
-
 def one_section_project(root: Path, backend: str, section: str, files: dict[str, str]) -> Path:
     """A project of a binding and the kernel ``section`` (TOML) for ``backend``."""
     root = write_project(root, section, f'backends = ["{backend}"]')
@@ -852,6 +823,28 @@ def plan_for(root: Path, backend: str, tool: Tool | None = None):
 def named_in(plan) -> dict[str, list[str]]:
     return {g.name: sorted(Path(p).name for p in g.as_dict()["named_sources"])
             for g in plan.groups}
+
+
+NAMED_KERNEL = """
+[kernel.n_cpu]
+backend = "cpu"
+depends = ["torch"]
+src = ["n/plain.cpp", "n/uses.cpp"]
+"""
+
+
+def test_only_sources_that_use_the_name_are_compiled_with_it(tmp_path: Path) -> None:
+    root = write_project(tmp_path, KERNELS + NAMED_KERNEL, 'backends = ["cpu", "cuda", "rocm"]')
+    (root / "n").mkdir()
+    (root / "n" / "plain.cpp").write_text("int plain() { return 1; }\n")
+    (root / "n" / "uses.cpp").write_text("const char* n = STR(TORCH_EXTENSION_NAME);\n")
+    # a document that names the define is no source's header
+    (root / "README.md").write_text("TORCH_EXTENSION_NAME is defined by the builder\n")
+    assert named_in(plan_for(root, "cpu")) == {"k_cpu": [], "n_cpu": ["uses.cpp"]}
+    # a header that includes registration.h (or names the define) may reach any source
+    (root / "k" / "k.h").write_text('#include "registration.h"\n')
+    assert named_in(plan_for(root, "cpu")) == {"k_cpu": ["k.cpp"],
+                                               "n_cpu": ["plain.cpp", "uses.cpp"]}
 
 
 def test_the_name_reaches_a_source_through_its_sections_flags(tmp_path: Path) -> None:

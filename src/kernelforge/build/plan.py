@@ -730,13 +730,14 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
     Each other source gets ``-DKERNELFORGE_SOURCES=<digest>`` instead (``source_defines``),
     a digest of its own contents, of the sources it includes and of every other file of
     the project a source may include (all but documents, manifests and Python, and those
-    too where an ``#include`` names them), with their paths. Its
-    command line, and so ninja's object, changes exactly when what it may read does, by
-    content: not on an edit of a document or of another kernel source, and without
-    relying on file times or the compiler's list of headers (hipcc writes none, and a new
-    header found first on the include path is on no such list). A source that does not
-    use the name compiles to the same object with either define."""
-    compiled = {p for g in groups for p in g.sources} | set(binding)
+    too where an ``#include`` names them), with their paths. Its command line, and so
+    ninja's object, changes exactly when what it may read does, by content: not on an
+    edit of a document or of another kernel source, and without relying on file times or
+    the compiler's list of headers (hipcc writes none, and a new header found first on
+    the include path is on no such list). A source that does not use the name compiles
+    to the same object with either define."""
+    sources = {p for g in groups for p in g.sources}
+    compiled = sources | set(binding)
     with _reading(manifest.root):
         files = project_files(manifest.root, manifest_inputs(manifest))
         by_base: dict[str, list[Path]] = {}
@@ -752,11 +753,10 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
             queue += [q for base in scanned[path].includes for q in by_base.get(base, ())
                       if q not in scanned]
     rel_of = {path: rel for rel, path in files}
-    for g in groups:  # a listed source that is missing: the compile says so
-        for path in g.sources:
-            scanned.setdefault(path, _Scanned(True, frozenset(), b""))
+    for path in sources:  # a listed source that is missing: the compile says so
+        scanned.setdefault(path, _Scanned(True, frozenset(), b""))
 
-    named: set[Path] = {p for g in groups for p in g.sources if scanned[p].mentions_name}
+    named: set[Path] = {p for p in sources if scanned[p].mentions_name}
     named |= {p for g in groups if any("TORCH_EXTENSION_NAME" in f
                                        for f in (*g.cxx_flags, *g.device_flags))
               for p in g.sources}
@@ -764,8 +764,7 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
     reach = {p.name for p in named} | {p.name for p in binding}
     everything = any(scanned[h].mentions_name for h in headers)
     while not everything:
-        more = {p for g in groups for p in g.sources
-                if p not in named and scanned[p].includes & reach}
+        more = {p for p in sources if p not in named and scanned[p].includes & reach}
         everything = any(scanned[h].includes & reach for h in headers)
         if not more:
             break
@@ -779,7 +778,6 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
     common = hashlib.sha256()
     for h in headers:
         common.update(rel_of.get(h, str(h)).encode() + b"\0" + scanned[h].digest)
-    sources = {p for g in groups for p in g.sources}
 
     def define(source: Path) -> str:
         # the source and the sources it includes, through each other
