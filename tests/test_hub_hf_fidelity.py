@@ -80,9 +80,11 @@ def _calls_in_source() -> list[tuple[str, int, list[str], int]]:
                 f"hf.py:{node.lineno}: _call's method must be a literal name to be checked")
             assert not any(isinstance(a, ast.Starred) for a in node.args), node.lineno
             assert all(k.arg is not None for k in node.keywords), node.lineno
-            # ``writing`` is _call's own keyword (the advice on failure), not forwarded
+            # ``writing`` (the advice on failure) and ``client`` (which client answers)
+            # are _call's own keywords, not forwarded
             found.append((method.value, len(node.args) - 3,
-                          [str(k.arg) for k in node.keywords if k.arg != "writing"],
+                          [str(k.arg) for k in node.keywords
+                           if k.arg not in ("writing", "client")],
                           node.lineno))
     return found
 

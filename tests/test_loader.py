@@ -625,16 +625,9 @@ def test_has_kernel_answers_for_a_backend_this_torch_cannot_use(
         loader.has_kernel(REPO, version=1, hub=hub, backend="cdua")
 
 
-def test_has_kernel_takes_the_arguments_of_hf_kernels(hub: LocalHub, tmp_path: Path) -> None:
-    import inspect
-
-    kernels = pytest.importorskip("kernels")
-    ours = inspect.signature(loader.has_kernel).parameters
-    theirs = inspect.signature(kernels.has_kernel).parameters
-    assert {n: p.kind for n, p in theirs.items()}.items() <= {
-        n: p.kind for n, p in ours.items()}.items()
-    assert {n: p.default for n, p in theirs.items()}.items() <= {
-        n: p.default for n, p in ours.items()}.items()
+def test_has_kernel_takes_trust_remote_code_as_hf_kernels_does(hub: LocalHub,
+                                                               tmp_path: Path) -> None:
+    # (the signatures are compared in test_loader_hf_signatures.py)
     publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": uid("htr")})
     assert loader.has_kernel(REPO, version=1, hub=hub, trust_remote_code=True) is True
     assert loader.has_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO]) is True

@@ -976,17 +976,35 @@ def _load_locked(
 # --- public entry points -----------------------------------------------------------------
 
 
+def _sending(user_agent: str | dict[str, Any] | None) -> contextlib.AbstractContextManager[Any]:
+    """The context in which the Hugging Face Hub's downloads send ``user_agent``
+    (:func:`kernelforge.hub.hf.sent_as`; nothing to do, nothing imported, for ``None``).
+
+    Raises:
+        TypeError: on entering, a ``user_agent`` ``huggingface_hub`` cannot send.
+    """
+    if user_agent is None:
+        return contextlib.nullcontext()
+    from kernelforge.hub.hf import sent_as
+
+    return sent_as(user_agent)
+
+
 def get_kernel(
     repo_id: str,
-    *,
     revision: str | None = None,
     version: int | None = None,
     backend: str | None = None,
+    user_agent: str | dict[str, Any] | None = None,
+    trust_remote_code: TrustArg = False,
+    *,
     hub: HubArg = None,
     check_arch: bool = True,
-    trust_remote_code: TrustArg = False,
 ) -> ModuleType:
     """Load a kernel from a hub (or from ``LOCAL_KERNELS``) and return its module.
+
+    The arguments Hugging Face's ``kernels.get_kernel`` takes come first, in its order,
+    and may be given by position as some of its versions allow.
 
     Args:
         repo_id: ``org/name``.
@@ -998,16 +1016,22 @@ def get_kernel(
             logged as a WARNING too.
         backend: choose the variant for this backend (``"cpu"`` or torch's own)
             instead of the system's.
+        user_agent: sent with the files downloaded from the Hugging Face Hub, besides
+            kernelforge's own name (a string, or a dict sent as ``key/value`` pairs), as
+            ``huggingface_hub`` sends it. A local hub, a download already cached and an
+            :class:`~kernelforge.hub.hf.HfHub` made with a client of its own (``api=``)
+            send nothing more.
+        trust_remote_code: load a kernel that is neither published by you nor signed by
+            a trusted key: ``True`` for any, or a list of repository ids.
         hub: a hub (:class:`~kernelforge.hub.LocalHub`, :class:`~kernelforge.hub.hf.HfHub`),
             ``"hf"``, a local hub directory, or ``None``: ``$KERNELFORGE_HUB``, else the
             local hub when it holds ``repo_id``, else the Hugging Face Hub.
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
-        trust_remote_code: load a kernel that is neither published by you nor signed by
-            a trusted key: ``True`` for any, or a list of repository ids.
 
     Returns:
         The kernel package, imported under its metadata ``id``. A repeated call with the
-        same arguments returns the same module without touching the disk (with
+        same arguments (``user_agent`` aside) returns the same module without touching
+        the disk (with
         ``LOCAL_KERNELS`` naming this repository, it reads the local build's
         ``metadata.json`` again, so that a rebuild is loaded). The kernels
         its metadata lists in ``kernel-depends`` are loaded first, with the same
@@ -1018,6 +1042,8 @@ def get_kernel(
     Raises:
         ValueError: both ``revision`` and ``version``, a malformed ``repo_id`` or
             ``LOCAL_KERNELS``.
+        TypeError: a ``user_agent`` that is not a string, a dict with string keys or
+            ``None``.
         HubError: the repository, version or revision does not exist (or, offline, is
             not in the download cache).
         VariantNotFoundError: no variant fits this system; the message lists each
@@ -1033,13 +1059,14 @@ def get_kernel(
 
     validate_repo_id(repo_id)
     _check_selector(revision, version)
-    key = ("hub", repo_id, revision, version, backend, _hub_key(hub), check_arch,
-           allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV),
-           _override_identity(repo_id, backend, check_arch))
-    return _cached(key, lambda: _load_plan(
-        _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code),
-        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code,
-                      pin=(repo_id, version, revision))))
+    with _sending(user_agent):  # the kernel-depends' downloads send it too
+        key = ("hub", repo_id, revision, version, backend, _hub_key(hub), check_arch,
+               allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV),
+               _override_identity(repo_id, backend, check_arch))
+        return _cached(key, lambda: _load_plan(
+            _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code),
+            _dependencies(repo_id, hub, backend, check_arch, trust_remote_code,
+                          pin=(repo_id, version, revision))))
 
 
 def get_locked_kernel(
@@ -1134,6 +1161,8 @@ def load_kernel(
 def get_local_kernel(
     repo_path: str | os.PathLike[str], backend: str | None = None, *,
     check_arch: bool = True,
+    trust_remote_code: TrustArg = False,
+    user_agent: str | dict[str, Any] | None = None,
 ) -> ModuleType:
     """Load a kernel from a local build.
 
@@ -1147,6 +1176,9 @@ def get_local_kernel(
         backend: choose the variant for this backend instead of the system's (by
             position too, as some versions of Hugging Face's ``kernels`` take it).
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
+        trust_remote_code, user_agent: as for :func:`get_kernel`, for the kernels the
+            build's ``kernel-depends`` list, which load from a hub (the local build
+            itself is yours and always trusted).
 
     Returns:
         The kernel package, imported under its metadata ``id``. Files may be symbolic
@@ -1163,17 +1195,21 @@ def get_local_kernel(
             variant (no subdirectory with a ``metadata.json``).
         VariantNotFoundError: no variant fits this system (with the trace).
         IntegrityError: the files do not match their digests.
+        TypeError: a ``user_agent`` that is not a string, a dict with string keys or
+            ``None``.
     """
     from kernelforge.locate import locate_local
+    from kernelforge.policy import allow_key
 
-    # Located on every call (it reads one metadata.json): a rebuild in this process
-    # makes another build, which the next call loads.
-    plan = locate_local(repo_path, backend, check_arch)
-    key = ("local", os.path.abspath(os.path.expanduser(os.fspath(repo_path))), backend, check_arch,
-           _build_identity(plan))
-    where = os.fspath(repo_path)
-    return _cached(key, lambda: _load_plan(plan, _dependencies(where, None, backend,
-                                                               check_arch, False)))
+    with _sending(user_agent):
+        # Located on every call (it reads one metadata.json): a rebuild in this process
+        # makes another build, which the next call loads.
+        plan = locate_local(repo_path, backend, check_arch)
+        key = ("local", os.path.abspath(os.path.expanduser(os.fspath(repo_path))), backend,
+               check_arch, allow_key(trust_remote_code), _build_identity(plan))
+        where = os.fspath(repo_path)
+        return _cached(key, lambda: _load_plan(plan, _dependencies(
+            where, None, backend, check_arch, trust_remote_code)))
 
 
 def _override_identity(repo_id: str, backend: str | None,
@@ -1279,10 +1315,10 @@ def _local_hub_damage(plan: Plan) -> str | None:
 
 def has_kernel(
     repo_id: str,
-    *,
     revision: str | None = None,
     version: int | None = None,
     backend: str | None = None,
+    *,
     hub: HubArg = None,
     check_arch: bool = True,
     trust_remote_code: TrustArg = False,

@@ -129,6 +129,50 @@ def used_for(purpose: str) -> Iterator[None]:
         _purpose.reset(token)
 
 
+#: The ``user_agent`` that downloads from the Hugging Face Hub send in this context, as
+#: ``get_kernel(user_agent=...)`` gives it (see :func:`sent_as`).
+_user_agent: ContextVar[str | dict[str, Any] | None] = ContextVar(
+    "kernelforge_hf_user_agent", default=None)
+
+
+def check_user_agent(user_agent: object, argument: str = "user_agent") -> None:
+    """Refuse what ``huggingface_hub`` cannot send as a user agent.
+
+    Args:
+        user_agent: ``None``, a string, or a dict of string keys (each sent as
+            ``key/value``).
+        argument: the argument's name, for the message.
+
+    Raises:
+        TypeError: anything else, naming the argument and what it got.
+    """
+    if user_agent is None or isinstance(user_agent, str):
+        return
+    if isinstance(user_agent, dict) and all(isinstance(k, str) for k in user_agent):
+        return
+    raise TypeError(f"{argument} must be a string, a dict with string keys or None, "
+                    f"not {type(user_agent).__name__} ({user_agent!r:.80})")
+
+
+@contextlib.contextmanager
+def sent_as(user_agent: str | dict[str, Any] | None) -> Iterator[None]:
+    """Within the block (this thread or task), downloads from the Hugging Face Hub send
+    ``user_agent`` besides kernelforge's own name and version (``None``: no change).
+
+    Args:
+        user_agent: as ``huggingface_hub.hf_hub_download`` takes it.
+    """
+    check_user_agent(user_agent)
+    if user_agent is None:  # a kernel-depends load inside get_kernel keeps the caller's
+        yield
+        return
+    token = _user_agent.set(user_agent)
+    try:
+        yield
+    finally:
+        _user_agent.reset(token)
+
+
 def _http_advice(err: BaseException, writing: bool = False) -> str:
     """What to do about an HTTP error answer from the Hub, by its status code; a
     write (``writing``) or a download (:func:`used_for`) is not pointed to the download
@@ -175,7 +219,9 @@ class HfHub:
 
     Args:
         api: an ``huggingface_hub.HfApi`` (or an object with the same methods);
-            ``None`` creates one on first use.
+            ``None`` creates one on first use, which names kernelforge in its user
+            agent (and, for a download, adds ``get_kernel``'s ``user_agent``). A client
+            given here is used as it is, with its own user agent.
         cache: the download cache, or its directory; ``None`` for the default.
         token: a Hub token; ``None`` uses ``huggingface_hub``'s login.
         endpoint: another Hub endpoint (``HF_ENDPOINT`` is honoured by default).
@@ -198,6 +244,8 @@ class HfHub:
         offline: bool | None = None,
     ) -> None:
         self._api = api
+        self._api_given = api is not None  # then it carries the caller's own user agent
+        self._agent_clients: dict[str, Any] = {}  # a download client per user_agent
         self.cache = cache if isinstance(cache, DownloadCache) else DownloadCache(cache)
         self.token = token
         self.endpoint = endpoint
@@ -231,6 +279,7 @@ class HfHub:
         """
         hub = HfHub(api=self._api, cache=self.cache, token=self.token,
                     endpoint=self.endpoint, offline=True)
+        hub._api_given = self._api_given
         hub._for_load_kernel = for_load_kernel
         return hub
 
@@ -276,14 +325,33 @@ class HfHub:
         if self.offline:  # pragma: no cover - every caller checks first
             raise HubError(f"the Hugging Face Hub is offline here ({self._why_offline()})")
         if self._api is None:
-            self._api = _huggingface_hub().HfApi(token=self.token, endpoint=self.endpoint)
+            self._api = self._new_client(None)
         return self._api
 
+    def _new_client(self, user_agent: str | dict[str, Any] | None) -> Any:
+        from kernelforge import __version__
+
+        return _huggingface_hub().HfApi(token=self.token, endpoint=self.endpoint,
+                                        library_name="kernelforge",
+                                        library_version=__version__, user_agent=user_agent)
+
+    def _download_client(self) -> Any:
+        """The client for a download: one that sends the context's ``user_agent``
+        (:func:`sent_as`), unless the caller gave this hub its own client."""
+        agent = _user_agent.get()
+        if agent is None or self._api_given:
+            return self._client()
+        key = repr(sorted(agent.items(), key=repr)) if isinstance(agent, dict) else agent
+        if key not in self._agent_clients:
+            self._agent_clients[key] = self._new_client(agent)
+        return self._agent_clients[key]
+
     def _call(self, what: str, repo_id: str, method: str, *args: Any, writing: bool = False,
-              **kwargs: Any) -> Any:
-        """Call an ``HfApi`` method, turning its errors into :class:`HubError`; a write
-        (``writing``) gets advice that fits a write."""
-        fn = getattr(self._client(), method)
+              client: Any = None, **kwargs: Any) -> Any:
+        """Call an ``HfApi`` method (of ``client``, by default this hub's), turning its
+        errors into :class:`HubError`; a write (``writing``) gets advice that fits a
+        write."""
+        fn = getattr(client if client is not None else self._client(), method)
         try:
             return fn(*args, **kwargs)
         except Exception as err:
@@ -471,7 +539,8 @@ class HfHub:
     def _download(self, repo_id: str, commit: str, path: str, dest_dir: Path) -> Path:
         """Download one file into ``dest_dir`` (its relative path kept); return it."""
         got = self._call(f"downloading {path}", repo_id, "hf_hub_download", repo_id,
-                         path, revision=commit, repo_type=REPO_TYPE, local_dir=str(dest_dir))
+                         path, client=self._download_client(), revision=commit,
+                         repo_type=REPO_TYPE, local_dir=str(dest_dir))
         return Path(str(got))
 
     def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None:

@@ -1,0 +1,162 @@
+"""Calls written for Hugging Face's ``kernels`` loader work with kernelforge's: the same
+arguments, in the same order, and ``user_agent`` sent with the Hub's downloads."""
+from __future__ import annotations
+
+import importlib
+import inspect
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kf_sharing import FakeHfApi, isolate, make_variant, uid
+
+import kernelforge
+from kernelforge import loader
+from kernelforge.hub import hf as hf_module
+from kernelforge.hub.hf import HfHub, sent_as
+
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
+REPO = "kernels-test/agent"
+#: Their three loader functions that kernelforge answers to by the same name.
+NAMES = ("get_kernel", "has_kernel", "get_local_kernel")
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+def _positional(fn: Any) -> list[str]:
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _all_names(fn: Any) -> set[str]:
+    return set(inspect.signature(fn).parameters)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_argument_of_theirs_is_ours_in_their_order(name: str) -> None:
+    theirs = pytest.importorskip("kernels")
+    hf_fn, our_fn = getattr(theirs, name), getattr(kernelforge, name)
+    missing = _all_names(hf_fn) - _all_names(our_fn)
+    assert not missing, f"{name} lacks {sorted(missing)} of kernels {theirs.__version__}"
+    ours = _positional(our_fn)
+    assert _positional(hf_fn) == ours[:len(_positional(hf_fn))]
+    our_params = inspect.signature(our_fn).parameters
+    for param in inspect.signature(hf_fn).parameters.values():
+        assert our_params[param.name].default == param.default, (name, param.name)
+        if param.kind == param.KEYWORD_ONLY:  # ours may take it by position as well
+            assert our_params[param.name].kind in (param.KEYWORD_ONLY,
+                                                   param.POSITIONAL_OR_KEYWORD)
+
+
+# What the signatures of Hugging Face's kernels say, from 0.17.2 (keyword-only after the
+# first argument, user_agent and trust_remote_code in get_local_kernel) and from their main
+# branch (positional, none of those in get_local_kernel): ours takes the union.
+OUR_ORDER = {
+    "get_kernel": ["repo_id", "revision", "version", "backend", "user_agent",
+                   "trust_remote_code"],
+    "has_kernel": ["repo_id", "revision", "version", "backend"],
+    "get_local_kernel": ["repo_path", "backend"],
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_positional_arguments_are_theirs(name: str) -> None:
+    assert _positional(getattr(kernelforge, name)) == OUR_ORDER[name]
+    assert {"trust_remote_code", "user_agent"} <= _all_names(kernelforge.get_local_kernel)
+
+
+def _published(tmp_path: Path, remote: FakeHfApi, module_id: str) -> None:
+    root = tmp_path / "p"
+    make_variant(root, "torch-cpu", module_id=module_id)
+    HfHub(api=remote, cache=tmp_path / "pubcache").publish(REPO, root, version=1)
+
+
+class _Clients:
+    """A stand-in ``huggingface_hub`` whose ``HfApi`` records how each client was made
+    and which methods each served, all answered by one fake remote."""
+
+    def __init__(self, remote: FakeHfApi) -> None:
+        self.remote = remote
+        self.made: list[dict[str, Any]] = []
+        self.calls: list[tuple[int, str]] = []
+
+    def HfApi(self, **kwargs: Any) -> Any:  # noqa: N802 - the name huggingface_hub uses
+        index = len(self.made)
+        self.made.append(kwargs)
+        calls, remote = self.calls, self.remote
+
+        class Client:
+            def __getattr__(self, method: str) -> Any:
+                calls.append((index, method))
+                return getattr(remote, method)
+        return Client()
+
+    def module(self) -> types.ModuleType:
+        real = importlib.import_module("huggingface_hub")
+        mod = types.ModuleType("huggingface_hub")
+        mod.__dict__.update(real.__dict__)  # errors and constants as they are
+        mod.HfApi = self.HfApi  # type: ignore[attr-defined]
+        return mod
+
+
+def test_user_agent_goes_with_the_downloads_only(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("huggingface_hub")
+    remote = FakeHfApi(tmp_path / "remote")
+    module_id = uid("agent")
+    _published(tmp_path, remote, module_id)
+    clients = _Clients(remote)
+    fake = clients.module()
+    monkeypatch.setattr(hf_module, "_huggingface_hub", lambda: fake)
+    hub = HfHub(cache=tmp_path / "cache")
+    agent = {"app": "demo", "run": "7"}
+    # by position, as a call written for Hugging Face's kernels may pass them
+    module = kernelforge.get_kernel(REPO, None, 1, "cpu", agent, True, hub=hub)
+    assert module.__name__ == module_id
+    by_agent = {i: m.get("user_agent") for i, m in enumerate(clients.made)}
+    assert all(m["library_name"] == "kernelforge" for m in clients.made)
+    downloads = [i for i, method in clients.calls if method == "hf_hub_download"]
+    others = [i for i, method in clients.calls if method != "hf_hub_download"]
+    assert downloads and all(by_agent[i] == agent for i in downloads)
+    assert others and all(by_agent[i] is None for i in others)
+    assert sorted(remote.fetches()) == sorted(set(remote.fetches()))
+
+
+def test_a_client_given_to_the_hub_is_used_as_it_is(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("huggingface_hub")
+    remote = FakeHfApi(tmp_path / "remote")
+    module_id = uid("given")
+    _published(tmp_path, remote, module_id)
+
+    def no_new_client() -> Any:
+        raise AssertionError("a hub with its own client made another")
+    monkeypatch.setattr(hf_module, "_huggingface_hub", no_new_client)
+    hub = HfHub(api=remote, cache=tmp_path / "cache")
+    module = loader.get_kernel(REPO, version=1, backend="cpu", hub=hub, user_agent="app/1",
+                               trust_remote_code=True)
+    assert module.__name__ == module_id and remote.fetches()
+
+
+@pytest.mark.parametrize("bad", [3, ["app"], {1: "x"}, b"app"])
+def test_a_user_agent_huggingface_hub_cannot_send_is_refused(bad: object,
+                                                             tmp_path: Path) -> None:
+    for call in (lambda: kernelforge.get_kernel(REPO, user_agent=bad),
+                 lambda: kernelforge.get_local_kernel(tmp_path, user_agent=bad)):
+        with pytest.raises(TypeError, match="user_agent must be a string"):
+            call()
+
+
+def test_an_inner_load_without_user_agent_keeps_the_callers() -> None:
+    seen: list[object] = []
+    with sent_as("outer/1"):
+        with sent_as(None):  # a kernel-depends load inside get_kernel passes none
+            seen.append(hf_module._user_agent.get())
+        with sent_as({"inner": "2"}):
+            seen.append(hf_module._user_agent.get())
+        seen.append(hf_module._user_agent.get())
+    seen.append(hf_module._user_agent.get())
+    assert seen == ["outer/1", {"inner": "2"}, "outer/1", None]
