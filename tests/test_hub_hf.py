@@ -606,3 +606,31 @@ def test_without_huggingface_hub_every_hf_command_says_what_to_install(
     err = capsys.readouterr().err
     assert "error: the Hugging Face Hub needs the huggingface_hub package" in err, err
     assert "Traceback" not in err
+
+
+def test_the_loaders_key_for_a_hub_tells_clients_and_tokens_apart(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    class Unhashable(FakeHfApi):
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other: object) -> bool:
+            return True  # every instance "equal": the key must not rely on it
+
+    a, b = Unhashable(tmp_path / "a"), Unhashable(tmp_path / "b")
+    cache = tmp_path / "cache"
+    key_a = HfHub(api=a, cache=cache).cache_key()
+    assert key_a == HfHub(api=a, cache=cache).cache_key()
+    assert key_a != HfHub(api=b, cache=cache).cache_key()
+    assert hash(key_a) == hash(HfHub(api=a, cache=cache).cache_key())
+    # the key holds the client, so no later client can take its id
+    alive = weakref.ref(a)
+    del a
+    gc.collect()
+    assert alive() is not None
+    # default clients with the same settings share a key; another token does not
+    assert HfHub(cache=cache).cache_key() == HfHub(cache=cache).cache_key()
+    assert HfHub(cache=cache, token="t1").cache_key() != HfHub(cache=cache,
+                                                               token="t2").cache_key()
+    assert "t1" not in repr(HfHub(cache=cache, token="t1").cache_key())

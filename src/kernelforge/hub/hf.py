@@ -16,6 +16,7 @@ The ``api`` argument takes any object with the few ``HfApi`` methods used here
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -214,6 +215,22 @@ def _huggingface_hub() -> Any:
         ) from err
     return huggingface_hub
 
+class _Same:
+    """An object compared by identity, hashable whatever its class defines, and kept
+    alive by whoever holds this."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
 class HfHub:
     """Kernel repositories on the Hugging Face Hub.
 
@@ -316,8 +333,13 @@ class HfHub:
         return HubError(f"{where} and {self._why_offline()}; {advice}")
 
     def cache_key(self) -> tuple[Any, ...]:
-        """What identifies this hub in the loader's in-process cache."""
-        return ("hf", self.endpoint, str(self.cache.root), id(self._api), self.offline)
+        """What identifies this hub in the loader's in-process cache: the endpoint, the
+        download cache, the client given (held, so that its ``id`` is never another's),
+        the token (as a digest) and offline mode."""
+        token = (hashlib.sha256(self.token.encode()).hexdigest()
+                 if isinstance(self.token, str) else None)
+        given = _Same(self._api) if self._api_given else None
+        return ("hf", self.endpoint, str(self.cache.root), given, token, self.offline)
 
     # --- the client ----------------------------------------------------------------
 
