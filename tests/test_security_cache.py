@@ -98,3 +98,29 @@ def test_a_listing_with_a_path_outside_the_revision_is_refused(env, tmp_path, pl
     assert not list(tmp_path.rglob("escaped.txt"))
     listed = hub.cache.load_listing(REPO, commit)  # the refused listing is not kept
     assert listed is None or planted not in listed
+
+
+@pytest.mark.parametrize("level", ["", "variants", "variants/victim-org",
+                                   "variants/victim-org/relu", "variants/victim-org/relu/C"])
+def test_a_folder_above_an_entry_another_user_made_is_refused(env, tmp_path, monkeypatch,
+                                                              level) -> None:
+    # whoever owns a folder can rename what it holds: another commit's entry, ours,
+    # moved to where this commit's is looked for
+    hub, commit = _hub(env, tmp_path)
+    hub.fetch_variant(REPO, commit, "torch-cpu")
+    folder = env["cache"] / level.replace("C", commit)
+    assert folder.is_dir()
+    _owned_by_a_stranger(folder, monkeypatch)
+    with pytest.raises(HubError, match=rf"{folder}: .*belongs to another user"):
+        loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO])
+
+
+def test_a_folder_above_a_cached_file_another_user_made_is_refused(env, tmp_path,
+                                                                   monkeypatch) -> None:
+    hub, commit = _hub(env, tmp_path)
+    path = "build/torch-cpu/metadata.json"
+    assert hub.read_file(REPO, commit, path) is not None
+    folder = env["cache"] / "files" / REPO / commit / "build"
+    _owned_by_a_stranger(folder, monkeypatch)
+    with pytest.raises(HubError, match=rf"{folder}: .*belongs to another user"):
+        hub.read_file(REPO, commit, path)

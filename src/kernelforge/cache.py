@@ -252,6 +252,25 @@ class DownloadCache:
         path.mkdir()
         return path
 
+    def _check_owners(self, path: Path) -> None:
+        """:func:`_check_owner` for ``path`` and for every folder from the root down to
+        it (the root included): whoever owns a folder can rename what it holds, putting
+        one commit's files where another's are looked for.
+
+        Raises:
+            HubError: one of them was made by another user (not root), named.
+        """
+        try:
+            rel = path.relative_to(self.root)
+        except ValueError:  # pragma: no cover - every caller passes a path in the cache
+            _check_owner(path)
+            return
+        current = self.root
+        _check_owner(current)
+        for part in rel.parts:
+            current = current / part
+            _check_owner(current)
+
     def _check_root(self) -> None:
         """Refuse a root that is not a directory (a file, or below one), which every read
         and write of the cache would otherwise fail on with the bare system error.
@@ -329,7 +348,7 @@ class DownloadCache:
         """The refs record :meth:`load_refs` reads, or ``None``."""
         docs = []
         for path in self._refs_files(repo_id):
-            _check_owner(path)  # whoever writes it chooses the commit an offline load takes
+            self._check_owners(path)  # whoever writes it picks the commit an offline load takes
             doc = self._read_json(path)
             if (isinstance(doc, dict) and isinstance(doc.get("repo-id"), str)
                     and doc["repo-id"].lower() == repo_id.lower()):
@@ -374,7 +393,7 @@ class DownloadCache:
         """
         name = f"{self._check_commit(commit)}.json"
         for folder in self._repos("listings", repo_id):
-            _check_owner(folder / name)
+            self._check_owners(folder / name)
             doc = self._read_json(folder / name)
             if isinstance(doc, list):
                 return [str(p) for p in doc]
@@ -400,7 +419,7 @@ class DownloadCache:
         targets = [folder.joinpath(*parts) for folder in self._repos("files", repo_id)]
         for target in targets:
             absent = target.with_name(target.name + _ABSENT)
-            _check_owner(target)
+            self._check_owners(target)
             _check_owner(absent)
             data = _read_bytes(target)
             if data is not None or absent.exists():
@@ -531,7 +550,8 @@ class DownloadCache:
         """
         damaged: Entry | None = None
         for where in self._entry_dirs(repo_id, commit, variant):
-            for path in (where, where / ENTRY_FILE, where / FILES_DIR):
+            self._check_owners(where)
+            for path in (where / ENTRY_FILE, where / FILES_DIR):
                 _check_owner(path)
             doc, problem = _entry_record(where / ENTRY_FILE)
             if doc is not None:
