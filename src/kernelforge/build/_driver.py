@@ -213,13 +213,22 @@ def main(spec_path: str) -> int:
                     # changes. Those that do use it compile together.
                     named = group.get("named_sources", group["sources"])
                     own_define = group.get("source_defines", {})
-                    parts = [(".named", [s for s in group["sources"] if s in named], args)]
+                    # A source with device flags of its own (nvcc's name for it, the
+                    # plan's pinned_source_path_flags) compiles on its own as well.
+                    own_flags = group.get("source_device_flags", {})
+                    parts = [(".named", [s for s in group["sources"]
+                                         if s in named and s not in own_flags], args)]
                     for source in group["sources"]:
-                        if source in named:
-                            continue
                         tag = hashlib.sha256(source.encode()).hexdigest()[:12]
+                        if source in named:
+                            if source in own_flags:
+                                part_args = {**args, "nvcc": [*args["nvcc"], *own_flags[source]]}
+                                parts.append((f".named.{tag}", [source], part_args))
+                            continue
                         part_args = {k: [*_without_name_define(v), own_define[source]]
                                      for k, v in args.items()}
+                        if source in own_flags:
+                            part_args["nvcc"] = [*part_args["nvcc"], *own_flags[source]]
                         parts.append((f".{tag}", [source], part_args))
                     for suffix, part, part_args in parts:
                         if not part:

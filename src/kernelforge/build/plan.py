@@ -115,11 +115,14 @@ class CompileGroup:
     #: The define each of the other sources gets instead: a digest of what it may
     #: include (:func:`sources_using_extension_name`).
     source_defines: tuple[tuple[Path, str], ...] = ()
+    #: Device-compiler flags of single sources (:func:`pinned_source_path_flags`), each
+    #: such source compiled on its own.
+    source_device_flags: tuple[tuple[Path, tuple[str, ...]], ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form (for the compiler driver and the build fingerprint)."""
         named = self.sources if self.named_sources is None else self.named_sources
-        return {
+        out: dict[str, object] = {
             "name": self.name,
             "sources": [str(s) for s in self.sources],
             "named_sources": [str(s) for s in named],
@@ -128,6 +131,9 @@ class CompileGroup:
             "cxx_flags": list(self.cxx_flags),
             "device_flags": list(self.device_flags),
         }
+        if self.source_device_flags:  # absent otherwise: earlier builds stay up to date
+            out["source_device_flags"] = {str(p): list(f) for p, f in self.source_device_flags}
+        return out
 
 
 @dataclass(frozen=True)
@@ -174,7 +180,9 @@ class BuildPlan:
 
         A directory is replaced only where its last component ends (``/opt/cuda`` is not
         replaced in ``/opt/cuda-12``), the longest first, so one inside another keeps its
-        own name.
+        own name. The path maps themselves (``-ffile-prefix-map=``, for the host compiler
+        or through nvcc) are listed in one order, sorted: on the command line the most
+        deeply nested directory comes last, an order that depends on where each is.
         """
         names: dict[str, str] = {}
         for path, name in self.prefix_maps:
@@ -185,7 +193,12 @@ class BuildPlan:
             return list(flags)
         alternatives = "|".join(re.escape(p) for p in sorted(names, key=len, reverse=True))
         pattern = re.compile(rf"(?:{alternatives})(?![\w.+-])")
-        return [pattern.sub(lambda m: names[m.group(0)], flag) for flag in flags]
+        out = [pattern.sub(lambda m: names[m.group(0)], flag) for flag in flags]
+        for prefix in ("-ffile-prefix-map=", "-Xcompiler=-ffile-prefix-map="):
+            at = [i for i, flag in enumerate(out) if flag.startswith(prefix)]
+            for i, flag in zip(at, sorted(out[i] for i in at), strict=True):
+                out[i] = flag
+        return out
 
     def fingerprint_inputs(self) -> dict[str, object]:
         """What decides the build's output apart from the source files themselves."""
@@ -716,6 +729,50 @@ def _scan(path: Path) -> _Scanned:
     return _Scanned(mentions, frozenset(includes), h.digest())
 
 
+#: The first nvcc whose front end kernelforge gives each source's path as the build's
+#: relative name (:func:`pinned_source_path_flags`); older ones were not tried with it.
+PINNED_SOURCE_PATH_NVCC = (13, 0)
+
+#: Characters a pinned path may not hold: nvcc splits ``-Xcudafe`` values at commas, and
+#: the compile command is a ninja line.
+_UNPINNABLE = re.compile(r"[\s,\"'$\\]")
+
+
+def pinned_source_path_flags(source: Path, prefix_maps: Sequence[tuple[Path, str]],
+                             nvcc: Tool | None) -> tuple[str, ...]:
+    """The nvcc flags that name a ``.cu`` source by its path under the build's
+    :attr:`~BuildPlan.prefix_maps` (``relu_cuda/relu.cu`` for a project file) rather
+    than by its absolute path.
+
+    nvcc's front end names a translation unit's internal symbols (anonymous namespaces,
+    ``static`` device functions and variables) after a hash of the source's absolute
+    path, in the host object and in the device code alike: without this the same
+    project built in two folders gives different libraries. The path it is given is
+    what it hashes; diagnostics still name the file where it is.
+
+    Args:
+        source: the source file.
+        prefix_maps: the plan's directories and their relative names, most specific
+            last.
+        nvcc: the device compiler (none before :data:`PINNED_SOURCE_PATH_NVCC`).
+
+    Returns:
+        ``("-Xcudafe", "--orig_src_path_name=<name>")``, or nothing for another suffix,
+        an older nvcc, a source outside every mapped directory or a path that cannot
+        pass through a compile command (a comma, a space, a quote, ``$`` or ``\\``).
+    """
+    if source.suffix != ".cu" or nvcc is None or nvcc.version < PINNED_SOURCE_PATH_NVCC:
+        return ()
+    for root, name in reversed(prefix_maps):  # the most specific map first
+        if len(root.parts) > 1 and source.is_relative_to(root):
+            rel = source.relative_to(root).as_posix()
+            pinned = rel if name == "." else f"{name}/{rel}"
+            if _UNPINNABLE.search(pinned):
+                return ()
+            return ("-Xcudafe", f"--orig_src_path_name={pinned}")
+    return ()
+
+
 def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGroup],
                                  binding: Sequence[Path]) -> list[CompileGroup]:
     """``groups`` with their ``named_sources``: the sources that may use the build's
@@ -935,6 +992,11 @@ def plan_build(
     groups = _compile_groups(manifest, backend, kernels, suffixes, kernel_archs,
                              device_compiler.version if device_compiler else None)
     groups = sources_using_extension_name(manifest, groups, sources)
+    if backend == "cuda":
+        groups = [replace(g, source_device_flags=tuple(
+            (src, flags) for src in g.sources
+            if (flags := pinned_source_path_flags(src, prefix_maps, device_compiler))))
+            for g in groups]
     if not sources and not groups:
         skipped = "".join(f"; {n}" for n in notes if n.startswith("skipping kernel."))
         raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}{skipped}")
