@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import types
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,8 @@ from kernelforge.hub.hf import HfHub, sent_as
 pytestmark = pytest.mark.usefixtures("cpu_system")
 
 REPO = "kernels-test/agent"
-#: Their three loader functions that kernelforge answers to by the same name.
-NAMES = ("get_kernel", "has_kernel", "get_local_kernel")
+#: Their loader functions that kernelforge answers to by the same name.
+NAMES = ("get_kernel", "has_kernel", "get_local_kernel", "get_locked_kernel", "load_kernel")
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +62,8 @@ OUR_ORDER = {
                    "trust_remote_code"],
     "has_kernel": ["repo_id", "revision", "version", "backend"],
     "get_local_kernel": ["repo_path", "backend"],
+    "get_locked_kernel": ["repo_id"],
+    "load_kernel": ["repo_id"],
 }
 
 
@@ -83,7 +86,7 @@ class _Clients:
     def __init__(self, remote: FakeHfApi) -> None:
         self.remote = remote
         self.made: list[dict[str, Any]] = []
-        self.calls: list[tuple[int, str]] = []
+        self.calls: list[tuple[int, str, tuple[Any, ...]]] = []
 
     def HfApi(self, **kwargs: Any) -> Any:  # noqa: N802 - the name huggingface_hub uses
         index = len(self.made)
@@ -92,8 +95,12 @@ class _Clients:
 
         class Client:
             def __getattr__(self, method: str) -> Any:
-                calls.append((index, method))
-                return getattr(remote, method)
+                real = getattr(remote, method)
+
+                def call(*args: Any, **kw: Any) -> Any:
+                    calls.append((index, method, args))
+                    return real(*args, **kw)
+                return call
         return Client()
 
     def module(self) -> types.ModuleType:
@@ -119,8 +126,8 @@ def test_user_agent_goes_with_the_downloads_only(tmp_path: Path, monkeypatch) ->
     assert module.__name__ == module_id
     by_agent = {i: m.get("user_agent") for i, m in enumerate(clients.made)}
     assert all(m["library_name"] == "kernelforge" for m in clients.made)
-    downloads = [i for i, method in clients.calls if method == "hf_hub_download"]
-    others = [i for i, method in clients.calls if method != "hf_hub_download"]
+    downloads = [i for i, method, _ in clients.calls if method == "hf_hub_download"]
+    others = [i for i, method, _ in clients.calls if method != "hf_hub_download"]
     assert downloads and all(by_agent[i] == agent for i in downloads)
     assert others and all(by_agent[i] is None for i in others)
     assert sorted(remote.fetches()) == sorted(set(remote.fetches()))
@@ -152,11 +159,110 @@ def test_a_user_agent_huggingface_hub_cannot_send_is_refused(bad: object,
 
 def test_an_inner_load_without_user_agent_keeps_the_callers() -> None:
     seen: list[object] = []
-    with sent_as("outer/1"):
-        with sent_as(None):  # a kernel-depends load inside get_kernel passes none
+    with loader._sending("outer/1"):
+        with loader._sending(None):  # a kernel-depends load inside get_kernel passes none
             seen.append(hf_module._user_agent.get())
-        with sent_as({"inner": "2"}):
+        with sent_as(None):
+            seen.append(hf_module._user_agent.get())
+        with loader._sending({"inner": "2"}):
             seen.append(hf_module._user_agent.get())
         seen.append(hf_module._user_agent.get())
     seen.append(hf_module._user_agent.get())
-    assert seen == ["outer/1", {"inner": "2"}, "outer/1", None]
+    assert seen == ["outer/1", "outer/1", {"inner": "2"}, "outer/1", None]
+
+
+def test_kernel_depends_downloads_send_the_callers_user_agent(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    pytest.importorskip("huggingface_hub")
+    pytest.importorskip("kernels.deps")  # the kernel's import reaches its dependency so
+    dep = "kernels-test/agentdep"
+    remote = FakeHfApi(tmp_path / "remote")
+    publisher = HfHub(api=remote, cache=tmp_path / "pubcache")
+    make_variant(tmp_path / "dep", module_id=uid("dep"))
+    publisher.publish(dep, tmp_path / "dep", version=1)
+    main = make_variant(tmp_path / "main", module_id=uid("main"))
+    meta = json.loads((main / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": dep, "version": 1}]
+    (main / "metadata.json").write_text(json.dumps(meta))
+    publisher.publish(REPO, tmp_path / "main", version=1)
+    clients = _Clients(remote)
+    fake = clients.module()
+    monkeypatch.setattr(hf_module, "_huggingface_hub", lambda: fake)
+    kernelforge.get_kernel(REPO, version=1, backend="cpu", user_agent="app/9",
+                           trust_remote_code=True, hub=HfHub(cache=tmp_path / "cache"))
+    downloads = [(clients.made[i].get("user_agent"), args[0])
+                 for i, method, args in clients.calls if method == "hf_hub_download"]
+    assert {repo for _, repo in downloads} == {REPO, dep}
+    assert all(agent == "app/9" for agent, _ in downloads)
+
+
+def test_telemetry_turned_off_sends_no_user_agent(tmp_path: Path, monkeypatch) -> None:
+    # as Hugging Face's kernels: the caller's agent only while telemetry is on
+    pytest.importorskip("huggingface_hub")
+    remote = FakeHfApi(tmp_path / "remote")
+    _published(tmp_path, remote, uid("quiet"))
+    clients = _Clients(remote)
+    fake = clients.module()
+    fake.constants = types.SimpleNamespace(HF_HUB_DISABLE_TELEMETRY=True)  # type: ignore[attr-defined]
+    monkeypatch.setattr(hf_module, "_huggingface_hub", lambda: fake)
+    kernelforge.get_kernel(REPO, version=1, backend="cpu", user_agent={"app": "x"},
+                           trust_remote_code=True, hub=HfHub(cache=tmp_path / "cache"))
+    assert clients.made and all(m.get("user_agent") is None for m in clients.made)
+
+
+def test_a_string_and_a_dict_user_agent_get_clients_of_their_own(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    pytest.importorskip("huggingface_hub")
+    clients = _Clients(FakeHfApi(tmp_path / "remote"))
+    fake = clients.module()
+    monkeypatch.setattr(hf_module, "_huggingface_hub", lambda: fake)
+    hub = HfHub(cache=tmp_path / "cache")
+    made = []
+    # the string is what the dict's sorted items look like written out
+    for agent in ({"app": "demo"}, "[('app', 'demo')]", {"app": "demo"}):
+        with sent_as(agent):
+            made.append(hub._download_client())
+    assert made[0] is made[2] and made[0] is not made[1]
+    assert [m["user_agent"] for m in clients.made] == [{"app": "demo"}, "[('app', 'demo')]"]
+    # a new agent on every call does not make clients without end
+    for n in range(40):
+        with sent_as(f"run/{n}"):
+            hub._download_client()
+    assert len(hub._agent_clients) <= hf_module._AGENT_CLIENTS
+
+
+def test_get_locked_kernel_takes_user_agent(tmp_path: Path) -> None:
+    from kernelforge.errors import LockError
+
+    # checked before the lock is read, like get_kernel's
+    with pytest.raises(TypeError, match="user_agent must be"):
+        kernelforge.get_locked_kernel(REPO, lockfile=tmp_path / "none.lock", user_agent=3)
+    with pytest.raises(LockError):
+        kernelforge.get_locked_kernel(REPO, lockfile=tmp_path / "none.lock", user_agent="a/1")
+
+
+def test_a_hub_of_the_callers_own_class_is_keyed_by_itself(tmp_path: Path) -> None:
+    """The loader's in-process cache keys a hub of another class by the hub itself, held,
+    so a later hub at the same address cannot be handed the first one's module."""
+    import gc
+    import weakref
+
+    from kernelforge.hub import LocalHub
+    from kernelforge.hub.base import Hub
+
+    class Wrapped:
+        def __init__(self, inner: LocalHub) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    first = Wrapped(LocalHub(tmp_path / "one"))
+    assert isinstance(first, Hub) and not isinstance(first, LocalHub)
+    key = loader._hub_key(first)  # type: ignore[arg-type]
+    assert key == loader._hub_key(first)  # type: ignore[arg-type]
+    assert key != loader._hub_key(Wrapped(LocalHub(tmp_path / "one")))  # type: ignore[arg-type]
+    alive = weakref.ref(first)
+    del first
+    gc.collect()
+    assert alive() is not None  # held by the key: its id stays its own

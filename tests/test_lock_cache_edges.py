@@ -468,7 +468,7 @@ def test_a_refs_file_another_user_wrote_is_refused(tmp_path: Path, env, monkeypa
     refs.write_text(json.dumps(doc))
     os.lchown(refs, 54321, 54321)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(HubError, match=f"{refs}: this download cache entry belongs to another "
+    with pytest.raises(HubError, match=f"{refs}: this download cache file belongs to another "
                        "user"):
         loader.get_kernel(REPO, version=1, hub=_hf(tmp_path, env), trust_remote_code=True)
 
@@ -481,7 +481,7 @@ def test_a_listing_another_user_wrote_is_refused(tmp_path: Path, env) -> None:
     assert hf.variants(REPO, commit) == ["torch-cpu"]  # listed, and the listing cached
     listing = env["cache"] / "listings" / "kernels-test" / "relu" / f"{commit}.json"
     os.lchown(listing, 54321, 54321)
-    with pytest.raises(HubError, match=f"{listing}: this download cache entry belongs to "
+    with pytest.raises(HubError, match=f"{listing}: this download cache file belongs to "
                        "another user"):
         _hf(tmp_path, env).variants(REPO, commit)
 

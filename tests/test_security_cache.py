@@ -124,3 +124,61 @@ def test_a_folder_above_a_cached_file_another_user_made_is_refused(env, tmp_path
     _owned_by_a_stranger(folder, monkeypatch)
     with pytest.raises(HubError, match=rf"{folder}: .*belongs to another user"):
         hub.read_file(REPO, commit, path)
+
+
+def test_a_link_below_the_root_is_refused(env, tmp_path) -> None:
+    # a folder of the cache swapped for a link leads the load elsewhere: refused whoever
+    # owns the link and what it leads to
+    hub, commit = _hub(env, tmp_path)
+    hub.fetch_variant(REPO, commit, "torch-cpu")
+    org = env["cache"] / "variants" / "victim-org"
+    moved = tmp_path / "moved-org"
+    org.rename(moved)
+    org.symlink_to(moved, target_is_directory=True)
+    with pytest.raises(HubError, match=rf"{org}: a symbolic link in the download cache"):
+        loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO])
+
+
+def test_a_root_that_is_a_link_is_judged_where_it_leads(env, tmp_path, monkeypatch) -> None:
+    hub, commit = _hub(env, tmp_path)
+    hub.fetch_variant(REPO, commit, "torch-cpu")
+    link = tmp_path / "cache-link"
+    link.symlink_to(env["cache"], target_is_directory=True)
+    linked = HfHub(api=hub._api, cache=link)
+    # the user's own cache reached through a link of theirs loads
+    assert loader.get_kernel(REPO, version=1, hub=linked, trust_remote_code=[REPO]).VALUE == 1
+    # and the folder it leads to, another user's, is refused
+    if os.geteuid() == 0:
+        os.chown(env["cache"], STRANGER, STRANGER)
+    else:
+        real, target = os.stat, os.path.abspath(env["cache"])
+
+        def stat_(p, *args, **kwargs):
+            st = real(p, *args, **kwargs)
+            if os.path.realpath(os.fspath(p)) != target:
+                return st
+            fields = list(st[:10])
+            fields[4] = STRANGER
+            return os.stat_result(fields)
+        monkeypatch.setattr(os, "stat", stat_)
+    again = HfHub(api=hub._api, cache=link)
+    with pytest.raises(HubError, match=rf"{link}: this download cache folder belongs to "
+                                       "another user"):
+        # (another trust argument: not the module the call above loaded)
+        loader.get_kernel(REPO, version=1, hub=again, trust_remote_code=True)
+
+
+@pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o1777, False), (0o775, False)])
+def test_a_folder_every_user_may_write_is_refused(env, tmp_path, mode: int,
+                                                  refused: bool) -> None:
+    hub, commit = _hub(env, tmp_path)
+    path = "build/torch-cpu/metadata.json"
+    assert hub.read_file(REPO, commit, path) is not None
+    folder = env["cache"] / "files" / REPO
+    folder.chmod(mode)
+    if refused:
+        with pytest.raises(HubError, match=rf"{folder}: this download cache folder may be "
+                                           r"written by every user.*chmod o-w"):
+            hub.read_file(REPO, commit, path)
+    else:  # sticky, or writable by the group alone (a user's private group)
+        assert hub.read_file(REPO, commit, path) is not None

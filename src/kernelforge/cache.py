@@ -78,27 +78,47 @@ def default_cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("kernelforge")) / "downloads"
 
 
-def _check_owner(path: Path) -> None:
-    """Refuse a cache file or directory that another user made (root aside): whoever can
-    write the cache chooses the bytes a load of an allowed, unsigned kernel runs.
+def _check_owner(path: Path, *, follow: bool = False) -> None:
+    """Refuse a cache file or folder that another user made (root aside), a folder every
+    user may write (without the sticky bit), or, unless ``follow``, a link: whoever can
+    write the cache, or rename what one of its folders holds, chooses the bytes a load
+    of an allowed, unsigned kernel runs.
+
+    Args:
+        path: the file or folder (nothing to check when it does not exist).
+        follow: judge what a link leads to (the cache's root, which may be a link the
+            user made) rather than refusing it.
 
     Raises:
-        HubError: naming the path, its owner and the fix.
+        HubError: naming the path, what is wrong with it and the fix.
     """
     geteuid = getattr(os, "geteuid", None)
     if geteuid is None:  # pragma: no cover - not POSIX
         return
     try:
-        owner = os.lstat(path).st_uid
+        st = os.stat(path) if follow else os.lstat(path)
     except FileNotFoundError:
         return
-    if owner not in (geteuid(), 0):  # the user this process writes its files as
+    what = "folder" if stat.S_ISDIR(st.st_mode) else "file"
+    if stat.S_ISLNK(st.st_mode):
         raise HubError(
-            f"{path}: this download cache entry belongs to another user (uid {owner}), and "
-            "whoever writes the cache chooses the code a load runs; refusing to use it. Set "
-            f"{CACHE_ENV} to a directory only you can write (the default, in your user "
-            "cache directory, is), or remove the entry"
+            f"{path}: a symbolic link in the download cache, which makes none, and a link "
+            "can lead a load to files another user writes; refusing to use it. Fix: "
+            "remove the link")
+    if st.st_uid not in (geteuid(), 0):  # the user this process writes its files as
+        fix = ("remove the entry" if what == "file"
+               else "have its owner remove it")
+        raise HubError(
+            f"{path}: this download cache {what} belongs to another user (uid "
+            f"{st.st_uid}), and whoever writes the cache chooses the code a load runs; "
+            f"refusing to use it. Set {CACHE_ENV} to a directory only you can write (the "
+            f"default, in your user cache directory, is), or {fix}"
         )
+    if what == "folder" and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        raise HubError(
+            f"{path}: this download cache folder may be written by every user, who could "
+            "rename what it holds; refusing to use it. Fix: chmod o-w on it, or set "
+            f"{CACHE_ENV} to a directory only you can write")
 
 
 def is_revision_path(path: str) -> bool:
@@ -254,11 +274,13 @@ class DownloadCache:
 
     def _check_owners(self, path: Path) -> None:
         """:func:`_check_owner` for ``path`` and for every folder from the root down to
-        it (the root included): whoever owns a folder can rename what it holds, putting
-        one commit's files where another's are looked for.
+        it (the root included, through a link): whoever owns a folder, or may write it,
+        can rename what it holds, putting one commit's files where another's are looked
+        for, and a link below the root can lead anywhere.
 
         Raises:
-            HubError: one of them was made by another user (not root), named.
+            HubError: one of them was made by another user (not root), may be written by
+                every user, or (below the root) is a link; named.
         """
         try:
             rel = path.relative_to(self.root)
@@ -266,7 +288,7 @@ class DownloadCache:
             _check_owner(path)
             return
         current = self.root
-        _check_owner(current)
+        _check_owner(current, follow=True)  # a root the user links elsewhere: judged there
         for part in rel.parts:
             current = current / part
             _check_owner(current)

@@ -47,7 +47,7 @@ from kernelforge.errors import (
 )
 from kernelforge.hub import LocalHub
 from kernelforge.hub._staging import read_metadata
-from kernelforge.hub.base import Hub, validate_repo_id
+from kernelforge.hub.base import Hub, Same, validate_repo_id
 from kernelforge.locate import LOCAL_KERNELS_ENV, HubArg, KernelInfo, Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,7 +119,7 @@ def _hub_key(hub: HubArg) -> Hashable:
     if isinstance(hub, Hub) and callable(key):
         return key()
     if isinstance(hub, Hub):
-        return ("hub", id(hub))
+        return ("hub", Same(hub))  # held: no later hub takes its id
     raise TypeError(f"hub: expected a LocalHub, an HfHub, 'hf', a directory or None, got "
                     f"{type(hub).__name__}")
 
@@ -1077,6 +1077,7 @@ def get_locked_kernel(
     hub: HubArg = None,
     check_arch: bool = True,
     trust_remote_code: TrustArg = False,
+    user_agent: str | dict[str, Any] | None = None,
 ) -> ModuleType:
     """Load exactly the revision and files a lock file pins, downloading if needed.
 
@@ -1092,6 +1093,7 @@ def get_locked_kernel(
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
         trust_remote_code: as for :func:`get_kernel`; needed only for a lock without
             digests, since files a ``kernelforge.lock`` pins are trusted as pinned.
+        user_agent: as for :func:`get_kernel`.
 
     Returns:
         The kernel package. The kernels its ``kernel-depends`` list (and theirs) load as
@@ -1109,10 +1111,11 @@ def get_locked_kernel(
     from kernelforge.policy import allow_key
 
     validate_repo_id(repo_id)
-    key = ("locked", repo_id, _lock_identity(lockfile), backend, _hub_key(hub), check_arch,
-           allow_key(trust_remote_code))
-    return _cached(key, lambda: _load_locked(repo_id, lockfile, backend, hub, check_arch,
-                                             trust_remote_code, cache_only=False))
+    with _sending(user_agent):
+        key = ("locked", repo_id, _lock_identity(lockfile), backend, _hub_key(hub),
+               check_arch, allow_key(trust_remote_code))
+        return _cached(key, lambda: _load_locked(repo_id, lockfile, backend, hub, check_arch,
+                                                 trust_remote_code, cache_only=False))
 
 
 def load_kernel(

@@ -52,6 +52,23 @@ STATUS_FILE = "kernel-status.toml"
 CARD_BRANCH = "main"
 
 
+class Same:
+    """An object compared by identity, hashable whatever its class defines, and kept
+    alive by whoever holds this: a key for an object that no later one can take (its
+    ``id`` cannot be reused while the key exists)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
 def validate_repo_id(repo_id: object) -> tuple[str, str]:
     """Check a repository id and split it.
 

@@ -34,6 +34,7 @@ from kernelforge.hub.base import (
     PREFIX_RE,
     Fetched,
     Revision,
+    Same,
     is_commit,
     signature_path,
     validate_repo_id,
@@ -130,6 +131,9 @@ def used_for(purpose: str) -> Iterator[None]:
         _purpose.reset(token)
 
 
+#: How many download clients with a ``user_agent`` of its own one :class:`HfHub` keeps.
+_AGENT_CLIENTS = 8
+
 #: The ``user_agent`` that downloads from the Hugging Face Hub send in this context, as
 #: ``get_kernel(user_agent=...)`` gives it (see :func:`sent_as`).
 _user_agent: ContextVar[str | dict[str, Any] | None] = ContextVar(
@@ -158,7 +162,8 @@ def check_user_agent(user_agent: object, argument: str = "user_agent") -> None:
 @contextlib.contextmanager
 def sent_as(user_agent: str | dict[str, Any] | None) -> Iterator[None]:
     """Within the block (this thread or task), downloads from the Hugging Face Hub send
-    ``user_agent`` besides kernelforge's own name and version (``None``: no change).
+    ``user_agent`` besides kernelforge's own name and version (``None``: no change),
+    unless ``HF_HUB_DISABLE_TELEMETRY`` is set.
 
     Args:
         user_agent: as ``huggingface_hub.hf_hub_download`` takes it.
@@ -215,22 +220,6 @@ def _huggingface_hub() -> Any:
         ) from err
     return huggingface_hub
 
-class _Same:
-    """An object compared by identity, hashable whatever its class defines, and kept
-    alive by whoever holds this."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: object) -> None:
-        self.obj = obj
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.obj is self.obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-
 class HfHub:
     """Kernel repositories on the Hugging Face Hub.
 
@@ -262,7 +251,7 @@ class HfHub:
     ) -> None:
         self._api = api
         self._api_given = api is not None  # then it carries the caller's own user agent
-        self._agent_clients: dict[str, Any] = {}  # a download client per user_agent
+        self._agent_clients: dict[tuple[str, object], Any] = {}  # a client per user_agent
         self.cache = cache if isinstance(cache, DownloadCache) else DownloadCache(cache)
         self.token = token
         self.endpoint = endpoint
@@ -338,7 +327,7 @@ class HfHub:
         the token (as a digest) and offline mode."""
         token = (hashlib.sha256(self.token.encode()).hexdigest()
                  if isinstance(self.token, str) else None)
-        given = _Same(self._api) if self._api_given else None
+        given = Same(self._api) if self._api_given else None
         return ("hf", self.endpoint, str(self.cache.root), given, token, self.offline)
 
     # --- the client ----------------------------------------------------------------
@@ -359,12 +348,19 @@ class HfHub:
 
     def _download_client(self) -> Any:
         """The client for a download: one that sends the context's ``user_agent``
-        (:func:`sent_as`), unless the caller gave this hub its own client."""
+        (:func:`sent_as`), unless the caller gave this hub its own client or turned
+        ``huggingface_hub``'s telemetry off (``HF_HUB_DISABLE_TELEMETRY``), as Hugging
+        Face's ``kernels`` does."""
         agent = _user_agent.get()
         if agent is None or self._api_given:
             return self._client()
-        key = repr(sorted(agent.items(), key=repr)) if isinstance(agent, dict) else agent
+        if _huggingface_hub().constants.HF_HUB_DISABLE_TELEMETRY:
+            return self._client()
+        key = (("dict", tuple(sorted((k, repr(v)) for k, v in agent.items())))
+               if isinstance(agent, dict) else ("str", agent))
         if key not in self._agent_clients:
+            if len(self._agent_clients) >= _AGENT_CLIENTS:  # a new agent every call
+                self._agent_clients.clear()
             self._agent_clients[key] = self._new_client(agent)
         return self._agent_clients[key]
 
