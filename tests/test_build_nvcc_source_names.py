@@ -1,6 +1,6 @@
-"""nvcc names a translation unit's internal symbols after the source's absolute path; the
-build gives it the path under the project instead, so that CUDA builds of one project in
-two folders are byte-identical."""
+"""nvcc names a translation unit's anonymous namespaces after the source's absolute path;
+the build gives it the path under the project instead, so that CUDA builds of one project
+in two folders are byte-identical."""
 from __future__ import annotations
 
 import shutil
@@ -14,8 +14,8 @@ from kernelforge.build.plan import pinned_source_path_flags, plan_build
 from kernelforge.build.toolchain import Tool, find_nvcc
 from kernelforge.manifest import load_manifest
 
-#: Internal symbols of every kind nvcc derives from the path: an anonymous namespace's
-#: kernel, a static kernel and a static device variable.
+#: An anonymous namespace's kernel (named after the path), beside a static kernel and a
+#: static device variable (which are not, without relocatable device code).
 INTERNAL = """\
 static __device__ int calls;
 static __global__ void count(float* x) { x[0] = calls; }
@@ -51,8 +51,15 @@ def test_no_pinned_name_where_it_was_not_checked_or_cannot_pass(tmp_path: Path) 
     maps = [(tmp_path / "torch", "torch"), (tmp_path / "p", ".")]
     assert pinned_source_path_flags(tmp_path / "p" / "a.cpp", maps, NVCC_13) == ()
     assert pinned_source_path_flags(tmp_path / "elsewhere" / "a.cu", maps, NVCC_13) == ()
-    for odd in ("a,b.cu", "a b.cu", "a$b.cu", "a'b.cu"):
+    # nvcc pastes the value unquoted into shell lines: anything a shell reads is left
+    # unpinned, however it would have compiled before
+    for odd in ("a,b.cu", "a b.cu", "a$b.cu", "a'b.cu", 'a"b.cu', "a;b.cu", "a&b.cu",
+                "k(1).cu", "a<b.cu", "a>b.cu", "a|b.cu", "a`b.cu", "a\\b.cu", "a*b.cu",
+                "a?b.cu", "a!b.cu", "é.cu", "a\tb.cu"):
         assert pinned_source_path_flags(tmp_path / "p" / odd, maps, NVCC_13) == (), odd
+    for fine in ("a#b.cu", "a=b.cu", "a~b.cu", "a+b.cu", "a@b.cu", "a%b.cu", "-a.cu"):
+        assert pinned_source_path_flags(tmp_path / "p" / fine, maps, NVCC_13) == (
+            "-Xcudafe", f"--orig_src_path_name={fine}"), fine
     # a source under another mapped directory is named under that directory's name
     assert pinned_source_path_flags(tmp_path / "torch" / "x" / "t.cu", maps, NVCC_13) == (
         "-Xcudafe", "--orig_src_path_name=torch/x/t.cu")
@@ -106,6 +113,93 @@ def test_recorded_flags_do_not_depend_on_where_the_project_lies(tmp_path: Path) 
         plans.append(plan_build(manifest, backend="cuda", variant="v", source_id=SID,
                                 cxx=GCC, device_compiler=NVCC_13, torch_dir=torch_dir))
     shallow, deep = plans
-    assert shallow.cxx_flags != deep.cxx_flags  # the command lines' orders differ
+    def order(plan) -> list[str]:  # the maps' names, in command-line order
+        return [f.rsplit("=", 1)[1] for f in plan.cxx_flags if f.startswith("-ffile-prefix-")]
+    assert order(shallow) != order(deep)
     assert shallow.path_free(shallow.cxx_flags) == deep.path_free(deep.cxx_flags)
     assert shallow.path_free(shallow.device_flags) == deep.path_free(deep.device_flags)
+
+
+def test_without_a_compiled_binding_the_first_sections_sources_are_not_pinned(
+        tmp_path: Path) -> None:
+    """With no compiled [torch] source the driver compiles the first kernel section as the
+    extension's own sources, all in one call: the plan does not claim names for them."""
+    root = write_project(tmp_path / "p", KERNELS + """
+[kernel.k2_cuda]
+backend = "cuda"
+depends = ["torch"]
+src = ["k2/k2.cu"]
+""", 'backends = ["cpu", "cuda", "rocm"]')
+    (root / "k2").mkdir()
+    (root / "k2" / "k2.cu").write_text("")
+    text = (root / "build.toml").read_text().replace(
+        '"torch-ext/torch_binding.cpp", ', "")
+    (root / "build.toml").write_text(text)
+    plan = plan_build(load_manifest(root / "build.toml"), backend="cuda", variant="v",
+                      source_id=SID, cxx=GCC, device_compiler=NVCC_13)
+    assert not plan.sources and len(plan.groups) == 2
+    assert plan.groups[0].source_device_flags == ()
+    assert plan.groups[1].source_device_flags == ((root / "k2" / "k2.cu", (
+        "-Xcudafe", "--orig_src_path_name=k2/k2.cu")),)
+
+
+def test_a_users_own_path_map_keeps_its_place(tmp_path: Path) -> None:
+    """The order of the builder's maps is recorded sorted; one from build.toml stays
+    where it is on the command line (after the builder's: the last match applies)."""
+    manifest = load_manifest(write_project(tmp_path / "p", KERNELS,
+                                           'backends = ["cpu", "cuda", "rocm"]'))
+    plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=NVCC_13,
+                      torch_dir=Path("/envs/a/b/c/d/e/f/g/h/i/site-packages/torch"))
+    user = f"-ffile-prefix-map={tmp_path}/p/k=kernels"
+    flags = [*plan.cxx_flags, user]
+    recorded = plan.path_free(flags)
+    assert recorded[-1] == "-ffile-prefix-map=<project>/k=kernels"
+    own = [f for f in recorded[:-1] if f.startswith("-ffile-prefix-map=")]
+    assert own == sorted(own) and len(own) == len(plan.prefix_maps)
+
+
+def test_the_driver_compiles_each_pinned_source_on_its_own() -> None:
+    from kernelforge.build._driver import group_parts
+
+    args = {"cxx": ["-O3", "-DTORCH_EXTENSION_NAME=_k_abc"],
+            "nvcc": ["-O3", "-DTORCH_EXTENSION_NAME=_k_abc"]}
+    pin = ["-Xcudafe", "--orig_src_path_name=k/x.cu"]
+    group = {"name": "k", "sources": ["/p/k/a.cpp", "/p/k/named.cu", "/p/k/x.cu", "/p/k/y.cpp"],
+             "named_sources": ["/p/k/a.cpp", "/p/k/named.cu"],
+             "source_defines": {"/p/k/x.cu": "-DKERNELFORGE_SOURCES=1",
+                                "/p/k/y.cpp": "-DKERNELFORGE_SOURCES=2"},
+             "source_device_flags": {"/p/k/named.cu": ["-Xcudafe",
+                                                       "--orig_src_path_name=k/named.cu"],
+                                     "/p/k/x.cu": pin}}
+    parts = group_parts(group, args)
+    by_sources = {tuple(sources): (suffix, flags) for suffix, sources, flags in parts}
+    assert set(by_sources) == {("/p/k/a.cpp",), ("/p/k/named.cu",), ("/p/k/x.cu",),
+                               ("/p/k/y.cpp",)}
+    # the named .cu keeps the namespace define and gets its name, in a folder of its own
+    suffix, flags = by_sources[("/p/k/named.cu",)]
+    assert suffix.startswith(".named.") and flags["nvcc"] == [
+        *args["nvcc"], "-Xcudafe", "--orig_src_path_name=k/named.cu"]
+    assert by_sources[("/p/k/a.cpp",)] == (".named", args)
+    # an unnamed .cu: its digest instead of the define, and its name
+    suffix, flags = by_sources[("/p/k/x.cu",)]
+    assert flags["nvcc"] == ["-O3", "-DKERNELFORGE_SOURCES=1", *pin]
+    assert flags["cxx"] == ["-O3", "-DKERNELFORGE_SOURCES=1"]
+    assert by_sources[("/p/k/y.cpp",)][1]["nvcc"] == ["-O3", "-DKERNELFORGE_SOURCES=2"]
+    assert args["nvcc"] == ["-O3", "-DTORCH_EXTENSION_NAME=_k_abc"]  # not changed
+    # without names, the parts are what they were: the named sources together
+    del group["source_device_flags"]
+    assert [(s, src) for s, src, _ in group_parts(group, args)][0] == (
+        ".named", ["/p/k/a.cpp", "/p/k/named.cu"])
+
+
+def test_the_up_to_date_key_asks_for_a_rebuild_only_where_names_are_pinned(
+        tmp_path: Path) -> None:
+    from kernelforge.build import _pinned_names
+
+    manifest = load_manifest(write_project(tmp_path / "p", KERNELS,
+                                           'backends = ["cpu", "cuda", "rocm"]'))
+    assert _pinned_names("cuda", manifest, NVCC_13) == {"pinned-names": 1}
+    assert _pinned_names("cuda", manifest, NVCC_12_4) == {}
+    assert _pinned_names("cpu", manifest, None) == {}
+    assert _pinned_names("rocm", manifest, NVCC_13) == {}

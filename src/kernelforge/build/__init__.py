@@ -32,6 +32,7 @@ from kernelforge.build.package import (
     recover_leftovers,
 )
 from kernelforge.build.plan import (
+    PINNED_SOURCE_PATH_NVCC,
     BuildPlan,
     SourceId,
     hash_files,
@@ -324,6 +325,16 @@ def _torch_install(env: PythonEnv) -> TorchInstall:
 #: defines of Hugging Face's builder, and ``csrc/`` on the include path), so that builds
 #: made before are not taken as up to date.
 BUILD_RULES = 4
+
+
+def _pinned_names(backend: str, manifest: Manifest, device: Tool | None) -> dict[str, int]:
+    """The up-to-date key's term for ``.cu`` sources named by their project paths
+    (:func:`~kernelforge.build.plan.pinned_source_path_flags`): present only for the
+    builds that get them, so that other builds made before stay up to date."""
+    if (backend == "cuda" and not manifest.noarch and device is not None
+            and device.version >= PINNED_SOURCE_PATH_NVCC):
+        return {"pinned-names": 1}
+    return {}
 
 
 def _fingerprint(parts: dict[str, object]) -> str:
@@ -658,6 +669,7 @@ def build_project(
                 "compilers": compiler_environment(),
                 # it writes the compile and link options (noarch builds compile nothing)
                 "setuptools": None if manifest.noarch else setuptools_version(env),
+                **_pinned_names(backend, manifest, device),
             }
         )
         # Checked before the lock too, so that an unchanged project needs no write (a

@@ -102,6 +102,41 @@ def _run_ninja_files(build_directory: str, others: list[str], error_prefix: str)
         raise RuntimeError(f"{error_prefix}: ninja exited with status {code}")
 
 
+def group_parts(group: Mapping[str, Any], args: Mapping[str, list[str]]
+                ) -> list[tuple[str, list[str], dict[str, list[str]]]]:
+    """How a kernel section's sources compile: ``(folder suffix, sources, flags)`` per
+    compile call, none empty.
+
+    A source that does not use the namespace compiles without its define but with its
+    own digest of what it may read (the plan's ``source_defines``), in a folder of its
+    own: its command line, and so ninja's object, stays the same from one uid to the
+    next until that changes. Those that do use it compile together (``.named``), but
+    for a source with device flags of its own (nvcc's name for it, the plan's
+    ``source_device_flags``), which compiles on its own (``.named.<tag>``).
+
+    Args:
+        group: the plan's :meth:`~kernelforge.build.plan.CompileGroup.as_dict`.
+        args: the section's flags per compiler (``cxx``, and ``nvcc`` for a GPU build).
+    """
+    named = group.get("named_sources", group["sources"])
+    own_define = group.get("source_defines", {})
+    own_flags = group.get("source_device_flags", {})
+    parts = [(".named", [s for s in group["sources"] if s in named and s not in own_flags],
+              {k: list(v) for k, v in args.items()})]
+    for source in group["sources"]:
+        tag = hashlib.sha256(source.encode()).hexdigest()[:12]
+        if source in named:
+            if source in own_flags:
+                parts.append((f".named.{tag}", [source],
+                              {**args, "nvcc": [*args["nvcc"], *own_flags[source]]}))
+            continue
+        part_args = {k: [*_without_name_define(v), own_define[source]] for k, v in args.items()}
+        if source in own_flags:
+            part_args["nvcc"] = [*part_args["nvcc"], *own_flags[source]]
+        parts.append((f".{tag}", [source], part_args))
+    return [part for part in parts if part[1]]
+
+
 def _import_advice(err: ImportError) -> str:
     """What to say when setuptools or torch cannot be imported: a package that is not
     installed is installed; one that is installed but fails to import (a shared library
@@ -206,33 +241,7 @@ def main(spec_path: str) -> int:
                     args = {"cxx": base["cxx"] + group["cxx_flags"]}
                     if "nvcc" in base:
                         args["nvcc"] = _without_arch_flags(base["nvcc"]) + group["device_flags"]
-                    # A source that does not use the namespace compiles without its
-                    # define but with its own digest of what it may read (the plan's
-                    # source_defines), in a folder of its own: its command line, and so
-                    # ninja's object, stays the same from one uid to the next until that
-                    # changes. Those that do use it compile together.
-                    named = group.get("named_sources", group["sources"])
-                    own_define = group.get("source_defines", {})
-                    # A source with device flags of its own (nvcc's name for it, the
-                    # plan's pinned_source_path_flags) compiles on its own as well.
-                    own_flags = group.get("source_device_flags", {})
-                    parts = [(".named", [s for s in group["sources"]
-                                         if s in named and s not in own_flags], args)]
-                    for source in group["sources"]:
-                        tag = hashlib.sha256(source.encode()).hexdigest()[:12]
-                        if source in named:
-                            if source in own_flags:
-                                part_args = {**args, "nvcc": [*args["nvcc"], *own_flags[source]]}
-                                parts.append((f".named.{tag}", [source], part_args))
-                            continue
-                        part_args = {k: [*_without_name_define(v), own_define[source]]
-                                     for k, v in args.items()}
-                        if source in own_flags:
-                            part_args["nvcc"] = [*part_args["nvcc"], *own_flags[source]]
-                        parts.append((f".{tag}", [source], part_args))
-                    for suffix, part, part_args in parts:
-                        if not part:
-                            continue
+                    for suffix, part, part_args in group_parts(group, args):
                         objects = self.compiler.compile(
                             part,
                             output_dir=os.path.join(self.build_temp,

@@ -180,9 +180,11 @@ class BuildPlan:
 
         A directory is replaced only where its last component ends (``/opt/cuda`` is not
         replaced in ``/opt/cuda-12``), the longest first, so one inside another keeps its
-        own name. The path maps themselves (``-ffile-prefix-map=``, for the host compiler
-        or through nvcc) are listed in one order, sorted: on the command line the most
-        deeply nested directory comes last, an order that depends on where each is.
+        own name. The builder's own path maps (``-ffile-prefix-map=`` of
+        :attr:`prefix_maps`, for the host compiler or through nvcc) are listed in one
+        order, sorted, in the places they hold: on the command line the most deeply
+        nested directory comes last, an order that depends on where each is. Maps from
+        ``build.toml`` stay where they are.
         """
         names: dict[str, str] = {}
         for path, name in self.prefix_maps:
@@ -193,9 +195,11 @@ class BuildPlan:
             return list(flags)
         alternatives = "|".join(re.escape(p) for p in sorted(names, key=len, reverse=True))
         pattern = re.compile(rf"(?:{alternatives})(?![\w.+-])")
+        flags = list(flags)
         out = [pattern.sub(lambda m: names[m.group(0)], flag) for flag in flags]
         for prefix in ("-ffile-prefix-map=", "-Xcompiler=-ffile-prefix-map="):
-            at = [i for i, flag in enumerate(out) if flag.startswith(prefix)]
+            own = {f"{prefix}{old}={new}" for old, new in self.prefix_maps}
+            at = [i for i, flag in enumerate(flags) if flag in own]  # not a user's map
             for i, flag in zip(at, sorted(out[i] for i in at), strict=True):
                 out[i] = flag
         return out
@@ -733,9 +737,10 @@ def _scan(path: Path) -> _Scanned:
 #: relative name (:func:`pinned_source_path_flags`); older ones were not tried with it.
 PINNED_SOURCE_PATH_NVCC = (13, 0)
 
-#: Characters a pinned path may not hold: nvcc splits ``-Xcudafe`` values at commas, and
-#: the compile command is a ninja line.
-_UNPINNABLE = re.compile(r"[\s,\"'$\\]")
+#: What a pinned path may hold: nvcc splits ``-Xcudafe`` values at commas and pastes them
+#: unquoted into the shell lines that run its front end, so anything a shell reads (a
+#: space, ``;``, ``&``, ``(``, a quote, ``$``, ...) leaves the source unpinned.
+_PINNABLE = re.compile(r"[A-Za-z0-9._/+@%=~^#-]+")
 
 
 def pinned_source_path_flags(source: Path, prefix_maps: Sequence[tuple[Path, str]],
@@ -744,11 +749,10 @@ def pinned_source_path_flags(source: Path, prefix_maps: Sequence[tuple[Path, str
     :attr:`~BuildPlan.prefix_maps` (``relu_cuda/relu.cu`` for a project file) rather
     than by its absolute path.
 
-    nvcc's front end names a translation unit's internal symbols (anonymous namespaces,
-    ``static`` device functions and variables) after a hash of the source's absolute
-    path, in the host object and in the device code alike: without this the same
-    project built in two folders gives different libraries. The path it is given is
-    what it hashes; diagnostics still name the file where it is.
+    nvcc's front end names a translation unit's anonymous namespaces after a hash of the
+    source's absolute path, in the host object and in the device code alike: without
+    this the same project built in two folders gives different libraries. The path it
+    is given is what it hashes; diagnostics still name the file where it is.
 
     Args:
         source: the source file.
@@ -758,8 +762,9 @@ def pinned_source_path_flags(source: Path, prefix_maps: Sequence[tuple[Path, str
 
     Returns:
         ``("-Xcudafe", "--orig_src_path_name=<name>")``, or nothing for another suffix,
-        an older nvcc, a source outside every mapped directory or a path that cannot
-        pass through a compile command (a comma, a space, a quote, ``$`` or ``\\``).
+        an older nvcc, a source outside every mapped directory or a name with anything
+        but letters, digits and ``._/+@%=~^#-`` (which could not pass through nvcc's
+        shell lines).
     """
     if source.suffix != ".cu" or nvcc is None or nvcc.version < PINNED_SOURCE_PATH_NVCC:
         return ()
@@ -767,7 +772,7 @@ def pinned_source_path_flags(source: Path, prefix_maps: Sequence[tuple[Path, str
         if len(root.parts) > 1 and source.is_relative_to(root):
             rel = source.relative_to(root).as_posix()
             pinned = rel if name == "." else f"{name}/{rel}"
-            if _UNPINNABLE.search(pinned):
+            if not _PINNABLE.fullmatch(pinned):
                 return ()
             return ("-Xcudafe", f"--orig_src_path_name={pinned}")
     return ()
@@ -993,10 +998,12 @@ def plan_build(
                              device_compiler.version if device_compiler else None)
     groups = sources_using_extension_name(manifest, groups, sources)
     if backend == "cuda":
+        # (with no compiled [torch] source the first section's sources are the
+        # extension's own, compiled together: those keep their absolute names)
         groups = [replace(g, source_device_flags=tuple(
             (src, flags) for src in g.sources
             if (flags := pinned_source_path_flags(src, prefix_maps, device_compiler))))
-            for g in groups]
+            if sources or i else g for i, g in enumerate(groups)]
     if not sources and not groups:
         skipped = "".join(f"; {n}" for n in notes if n.startswith("skipping kernel."))
         raise BuildError(f"{manifest.path}: nothing to compile for backend {backend}{skipped}")
