@@ -182,3 +182,16 @@ def test_a_folder_every_user_may_write_is_refused(env, tmp_path, mode: int,
             hub.read_file(REPO, commit, path)
     else:  # sticky, or writable by the group alone (a user's private group)
         assert hub.read_file(REPO, commit, path) is not None
+
+
+def test_the_cache_makes_no_folder_every_user_may_write_whatever_the_umask(
+        env, tmp_path) -> None:
+    # under umask 000 its own folders would otherwise be refused on the next load
+    old = os.umask(0)
+    try:
+        hub, _commit = _hub(env, tmp_path)
+        assert loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO]).VALUE == 1
+    finally:
+        os.umask(old)
+    folders = [p for p in env["cache"].rglob("*") if p.is_dir()]
+    assert folders and all(not p.stat().st_mode & 0o002 for p in [env["cache"], *folders])

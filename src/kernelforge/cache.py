@@ -121,6 +121,26 @@ def _check_owner(path: Path, *, follow: bool = False) -> None:
             f"{CACHE_ENV} to a directory only you can write")
 
 
+def make_dirs(path: Path, *, exist_ok: bool = True) -> None:
+    """``path.mkdir(parents=True, exist_ok=exist_ok)``, but every folder it makes with
+    mode 0o755 (less what the umask takes away): under a umask that would let every
+    user write them (``umask 000``), :func:`_check_owner` would refuse the cache's own
+    folders."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    if not missing and not exist_ok:
+        raise FileExistsError(f"{path} exists")
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o755)
+        except FileExistsError:
+            if folder == path and not exist_ok:
+                raise
+
+
 def is_revision_path(path: str) -> bool:
     """Whether ``path`` is a plain file path inside a revision (``build/torch-cpu/x.py``):
     relative, ``/``-separated, with no empty, ``.`` or ``..`` part, backslash or NUL, so
@@ -253,7 +273,7 @@ class DownloadCache:
 
         self._make_root()
         locks = self.root / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
+        make_dirs(locks)
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
         return filelock.FileLock(str(locks / f"{digest}.lock"), timeout=LOCK_TIMEOUT_S)
 
@@ -263,13 +283,13 @@ class DownloadCache:
         Only called with the key's lock held, so no live writer owns a leftover.
         """
         tmp_root = self.root / "tmp"
-        tmp_root.mkdir(parents=True, exist_ok=True)
+        make_dirs(tmp_root)
         prefix = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
         for old in tmp_root.glob(f"{prefix}.*"):
             logger.info("removing %s, left behind by an interrupted download", old)
             _remove(old)
         path = tmp_root / f"{prefix}.{secrets.token_hex(6)}"
-        path.mkdir()
+        make_dirs(path, exist_ok=False)
         return path
 
     def _check_owners(self, path: Path) -> None:
@@ -323,7 +343,7 @@ class DownloadCache:
             return
         self._check_root()
         try:
-            self.root.mkdir(parents=True)
+            make_dirs(self.root, exist_ok=False)
         except FileExistsError:  # made meanwhile, by another process (which tags it)
             self._check_root()  # (or a file made meanwhile)
             return
@@ -336,7 +356,7 @@ class DownloadCache:
         self._make_root()
         data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
         for attempt in range(3):  # a removal may prune the folder in between
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(path.parent)
             try:
                 _durable.replace_file(path, data)
                 return
@@ -653,7 +673,7 @@ class DownloadCache:
             tmp = self._tmp(key)
             try:
                 files_dir = tmp / FILES_DIR
-                files_dir.mkdir()
+                make_dirs(files_dir, exist_ok=False)
                 fill(files_dir)
                 files = check(files_dir)
                 doc = {"repo-id": repo_id, "commit": commit, "variant": variant,
@@ -904,7 +924,7 @@ class DownloadCache:
     def _tag(self) -> None:
         tag = self.root / _TAG
         if not tag.exists():
-            self.root.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.root)
             _durable.replace_file(tag, _TAG_TEXT.encode())
 
     def _tagged(self) -> bool:
@@ -1010,7 +1030,7 @@ def _rename_into(src: Path, dst: Path) -> None:
     """``os.rename`` into ``dst``'s folder, made first; made again if a concurrent
     removal pruned it in between (it removes only empty folders)."""
     for attempt in range(3):
-        dst.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(dst.parent)
         try:
             os.rename(src, dst)
             return

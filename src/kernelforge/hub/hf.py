@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelforge.cache import DownloadCache, is_revision_path
+from kernelforge.cache import DownloadCache, is_revision_path, make_dirs
 from kernelforge.errors import HubError
 from kernelforge.hub.base import (
     CARD_BRANCH,
@@ -641,7 +641,7 @@ class HfHub:
             dl = files_dir.parent / "dl"
             for path in wanted:
                 target = files_dir.joinpath(*path[len(prefix):].split("/"))
-                target.parent.mkdir(parents=True, exist_ok=True)
+                make_dirs(target.parent)
                 cached = self.cache.peek_file(repo_id, commit, path)  # fetched for trust
                 if cached is not None:
                     target.write_bytes(cached)
