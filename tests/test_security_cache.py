@@ -195,3 +195,17 @@ def test_the_cache_makes_no_folder_every_user_may_write_whatever_the_umask(
         os.umask(old)
     folders = [p for p in env["cache"].rglob("*") if p.is_dir()]
     assert folders and all(not p.stat().st_mode & 0o002 for p in [env["cache"], *folders])
+
+
+def test_make_dirs_answers_as_path_mkdir_does(tmp_path) -> None:
+    from kernelforge.cache import make_dirs
+
+    make_dirs(tmp_path / "a" / "b")
+    make_dirs(tmp_path / "a" / "b")  # there already: fine
+    with pytest.raises(FileExistsError):
+        make_dirs(tmp_path / "a" / "b", exist_ok=False)
+    (tmp_path / "f").write_text("")
+    with pytest.raises(FileExistsError):
+        make_dirs(tmp_path / "f")  # a file where the folder should be
+    with pytest.raises((FileExistsError, NotADirectoryError)):
+        make_dirs(tmp_path / "f" / "below")

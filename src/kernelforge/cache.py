@@ -131,7 +131,7 @@ def make_dirs(path: Path, *, exist_ok: bool = True) -> None:
     while not current.exists() and current != current.parent:
         missing.append(current)
         current = current.parent
-    if not missing and not exist_ok:
+    if not missing and (not exist_ok or not path.is_dir()):  # as Path.mkdir says it
         raise FileExistsError(f"{path} exists")
     for folder in reversed(missing):
         try:
