@@ -156,18 +156,83 @@ def test_csrc_is_on_every_sources_include_path_when_the_project_has_it(tmp_path:
         assert plan.include_dirs.count(root / "csrc") == 1, backend
 
 
-def test_cuda_arch_override_replaces_manifest_list(manifest) -> None:
-    plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
-                      device_compiler=NVCC_13, arch_override=["9.0a"])
-    gencodes = [f for f in plan.device_flags if f.startswith("-gencode")]
-    assert gencodes == ["-gencode=arch=compute_90a,code=sm_90a"]
-    assert plan.archs == ("9.0a",)
+def test_cuda_arch_override_picks_the_sections_capabilities(manifest) -> None:
+    # the section declares 8.0, 9.0a and 10.0: --arch 9.0 and 9.0a both get its 9.0a
+    for given in (["9.0a"], ["9.0"]):
+        plan = plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                          device_compiler=NVCC_13, arch_override=given)
+        gencodes = [f for f in plan.device_flags if f.startswith("-gencode")]
+        assert gencodes == ["-gencode=arch=compute_90a,code=sm_90a"], given
+        assert plan.archs == ("9.0a",)
 
 
 def test_cuda_plan_with_nothing_buildable_is_an_error(manifest) -> None:
     with pytest.raises(BuildError, match="none of the CUDA capabilities"):
         plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
-                   device_compiler=NVCC_12_4, arch_override=["12.1"])
+                   device_compiler=NVCC_12_4, arch_override=["10.0"])
+
+
+ARCH_KERNELS = """
+[kernel.hopper]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["8.0", "9.0a"]
+src = ["k/k.cu"]
+
+[kernel.ampere]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["7.5", "8.0+PTX"]
+src = ["a/a.cu"]
+
+[kernel.any]
+backend = "cuda"
+depends = ["torch"]
+src = ["n/n.cu"]
+"""
+
+
+def _arch_plan(root: Path, given: list[str]):
+    project = write_project(root, ARCH_KERNELS, 'backends = ["cuda"]')
+    for rel in ("a/a.cu", "n/n.cu"):
+        (project / rel).parent.mkdir(exist_ok=True)
+        (project / rel).write_text("")
+    return plan_build(load_manifest(project), backend="cuda", variant="v", source_id=SID,
+                      cxx=GCC, device_compiler=NVCC_13, arch_override=given)
+
+
+@pytest.mark.parametrize(("given", "hopper", "ampere", "any_"), [
+    # the section's architecture-specific capability for its base
+    (["9.0"], ["9.0a"], ["8.0+PTX"], ["9.0"]),
+    # SASS runs on newer minors of its major: the newest declared one not newer
+    (["8.6"], ["8.0"], ["8.0+PTX"], ["8.6"]),
+    (["8.0", "9.0"], ["8.0", "9.0a"], ["8.0+PTX"], ["8.0", "9.0"]),
+])
+def test_arch_override_gives_each_section_what_serves_it(tmp_path: Path, given, hopper,
+                                                         ampere, any_) -> None:
+    """As Hugging Face's builder matches a section's capabilities with the build's: a
+    section that declares capabilities compiles for those of them that serve the GPUs
+    --arch names (never one it does not declare: a CUTLASS 9.0a kernel compiled for plain
+    sm_90 keeps none of its code); a section that declares none, for --arch itself."""
+    plan = _arch_plan(tmp_path / "p", given)
+    by_group = {g.name: [f.split("=", 1)[1] for f in g.device_flags if f.startswith("-gencode")]
+                for g in plan.groups}
+    from kernelforge.archs import nvcc_gencode_flags
+
+    for name, caps in (("hopper", hopper), ("ampere", ampere), ("any", any_)):
+        assert by_group[name] == [f.split("=", 1)[1] for f in nvcc_gencode_flags(caps)], name
+
+
+def test_arch_override_no_section_capability_serves(tmp_path: Path) -> None:
+    # 10.0: the ampere section's 8.0+PTX serves it (PTX runs on newer GPUs), none of the
+    # hopper section's does
+    with pytest.raises(BuildError, match=r"kernel\.hopper: none of its cuda-capabilities "
+                                         r"\(8\.0, 9\.0a\) runs on --arch 10\.0; fix: "):
+        _arch_plan(tmp_path / "p", ["10.0"])
+    # a value one section cannot serve beside one it can: built, with a note
+    plan = _arch_plan(tmp_path / "q", ["7.5", "9.0"])
+    assert any(n.startswith("kernel.hopper has no capability for --arch 7.5") for n in plan.notes)
+    assert not any("(kernel.hopper)" in n for n in plan.notes)
 
 
 def test_rocm_plan(manifest) -> None:

@@ -562,8 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "lists (cann, cpu, cuda, metal, neuron, rocm, tpu, xpu) (default: "
                         "every backend of the project this environment can build)")
     p.add_argument("--arch", action=_AppendArchOrBackend, type=arch_arg,
-                   help="CUDA capability or ROCm arch to build for, replacing the manifest's "
-                        "(repeatable), e.g. --arch 9.0a or --arch gfx942")
+                   help="CUDA capability or ROCm arch to build for (repeatable), e.g. "
+                        "--arch 9.0a or --arch gfx942; a kernel section that declares "
+                        "cuda-capabilities compiles for those of its own that serve it "
+                        "(its 9.0a for --arch 9.0)")
     p.add_argument("-j", "--jobs", type=jobs_arg,
                    help="parallel compile jobs (default: $MAX_JOBS when set, else all cores)")
     p.add_argument("--force", action="store_true",

@@ -533,7 +533,8 @@ def build_project(
         backends: backends to build; default: every backend of the project that this
             environment can build (cpu always; cuda with a CUDA torch and nvcc; rocm
             with a ROCm torch and hipcc). Noarch projects package every backend.
-        archs: CUDA capabilities or ROCm archs replacing the manifest's (``--arch``).
+        archs: CUDA capabilities or ROCm archs to build for (``--arch``): for CUDA, each
+            section that declares capabilities gets those of its own that serve them.
         jobs: parallel compile jobs (default: ``$MAX_JOBS`` when set, else all cores).
         out_dir: where variant directories go (default: ``<project>/build``). One
             inside the project is left out of the source hash and the git dirty check,
@@ -670,6 +671,10 @@ def build_project(
                 # it writes the compile and link options (noarch builds compile nothing)
                 "setuptools": None if manifest.noarch else setuptools_version(env),
                 **_pinned_names(backend, manifest, device),
+                # --arch matched with each section's capabilities (a build made before
+                # compiled every section for --arch itself)
+                **({"arch-match": 1} if archs and backend == "cuda" and not manifest.noarch
+                   else {}),
             }
         )
         # Checked before the lock too, so that an unchanged project needs no write (a

@@ -585,16 +585,89 @@ def _rel_paths(manifest: Manifest, names: Iterable[str]) -> list[Path]:
     return [manifest.root / n for n in names]
 
 
+def _serving(declared: Sequence[archs.CudaCapability],
+             target: archs.CudaCapability) -> archs.CudaCapability | None:
+    """The declared capability that best serves a GPU of capability ``target``: the
+    architecture-specific one of that capability (``9.0a`` for ``9.0``), else the
+    newest family-specific one of its major, else the newest that runs there (same major,
+    not newer; or, with PTX, any older one); ``None`` when none runs there."""
+    want = (target.major, target.minor)
+    same = [d for d in declared if d.suffix == "a" and (d.major, d.minor) == want]
+    if same:
+        return same[0]
+    family = [d for d in declared if d.suffix == "f" and d.major == target.major
+              and d.minor <= target.minor]
+    if family:
+        return max(family)
+    runs = [d for d in declared if not d.suffix and (d.major, d.minor) <= want
+            and (d.major == target.major or d.ptx)]
+    return max(runs, key=lambda d: (d.major, d.minor, d.ptx)) if runs else None
+
+
+def serving_capabilities(kernel: KernelSpec, override: Sequence[str]
+                         ) -> tuple[list[str], list[str]]:
+    """The capabilities a section that declares ``cuda-capabilities`` compiles for when
+    ``--arch`` names ``override``, and notes on the ``--arch`` values none of them serves.
+
+    As Hugging Face's builder matches a section's capabilities with the build's: for each
+    value, the section's capability that serves a GPU of it (:func:`_serving`: ``9.0a``
+    for ``--arch 9.0`` when the section declares it, ``8.0`` for ``8.6``), never one the
+    section does not declare.
+
+    Raises:
+        BuildError: none of the section's capabilities serves any ``--arch`` value; the
+            message names the section, its capabilities and the fix.
+    """
+    listed = list(kernel.cuda_capabilities or ())
+    declared = [archs.CudaCapability.parse(c) for c in listed]
+    chosen: list[str] = []
+    unserved: list[str] = []
+    for text in override:
+        try:
+            target = archs.CudaCapability.parse(text)
+        except ValueError as err:  # a ROCm arch, say
+            raise BuildError(f"--arch {text}: {err}; the cuda backend needs CUDA "
+                             "capabilities (fix: pass --backend for the archs given, or "
+                             "CUDA capabilities such as 9.0a)") from None
+        found = _serving(declared, target)
+        if found is None:
+            unserved.append(text)
+        elif str(found) not in chosen:
+            chosen.append(str(found))
+    caps = ", ".join(listed)
+    if not chosen:
+        raise BuildError(
+            f"kernel.{kernel.name}: none of its cuda-capabilities ({caps}) runs on --arch "
+            f"{', '.join(override)}; fix: pass an --arch the section serves (one of {caps}, "
+            "or a newer minor of the same major), or add the capability to "
+            f"kernel.{kernel.name}.cuda-capabilities")
+    notes = [f"kernel.{kernel.name} has no capability for --arch {t} (its cuda-capabilities: "
+             f"{caps}); its ops will not run on such a GPU" for t in unserved]
+    return chosen, notes
+
+
 def cuda_capabilities(
     kernels: Sequence[KernelSpec], nvcc: Tool, override: Sequence[str] | None
 ) -> tuple[list[str], list[str]]:
     """Capabilities to compile for, and notes on what was dropped.
 
     The manifest's capabilities (or the default list) intersected with what this nvcc
-    can target; ``override`` (``--arch``) replaces the manifest's list.
+    can target; with ``override`` (``--arch``), those of a section that declares
+    ``cuda-capabilities`` that serve the values given (:func:`serving_capabilities`),
+    and for a section that declares none, the values themselves.
     """
     notes: list[str] = []
-    if override:
+    declaring = [k for k in kernels if k.cuda_capabilities]
+    wanted: list[str]
+    if override and declaring:
+        wanted = []
+        for k in declaring:
+            served, unserved = serving_capabilities(k, override)
+            wanted.extend(c for c in served if c not in wanted)
+            notes += unserved
+        if len(declaring) < len(kernels):
+            wanted.extend(c for c in override if c not in wanted)
+    elif override:
         wanted = list(override)
     else:
         wanted = []
@@ -882,7 +955,8 @@ def plan_build(
         cxx: the host compiler (decides gcc-only flags).
         device_compiler: nvcc or hipcc for GPU backends.
         dependencies: resolved ``depends`` of the backend's kernels.
-        arch_override: capabilities / archs replacing the manifest's (``--arch``).
+        arch_override: capabilities / archs to build for (``--arch``; see
+            :func:`cuda_capabilities`).
         torch_dir: the ``torch`` package of the build's environment, whose header paths
             (in ``__FILE__`` of torch's checks) are written as ``torch/...``.
 
@@ -964,7 +1038,9 @@ def plan_build(
             raise ToolchainError("building the cuda backend needs nvcc")
         for k in kernels:
             caps, dropped = cuda_capabilities([k], device_compiler, arch_override)
-            notes += [f"{n} (kernel.{k.name})" for n in dropped if n not in notes]
+            dropped = [n if n.startswith("kernel.") else f"{n} (kernel.{k.name})"
+                       for n in dropped]
+            notes += [n for n in dropped if n not in notes]
             all_archs += [c for c in caps if c not in all_archs]
             kernel_archs[k.name] = caps
         # --threads 0: nvcc compiles the per-capability passes in parallel.
