@@ -1026,3 +1026,18 @@ src = ["k\\\\k.cpp"]
     (group,) = plan_for(root, "cpu").groups
     assert [p.name for p in group.sources] == ["k\\k.cpp"]
     assert group.named_sources == group.sources
+
+
+def test_rocm_arch_override_keeps_to_each_sections_archs(manifest) -> None:
+    """A section that declares rocm-archs builds for those of them --arch names, as
+    Hugging Face's builder intersects them; none in common stops the build."""
+    plan = plan_build(manifest, backend="rocm", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=HIPCC, arch_override=["gfx942", "gfx1100"])
+    assert plan.archs == ("gfx942",)
+    assert [f for f in plan.groups[0].device_flags if f.startswith("--offload-arch")] == [
+        "--offload-arch=gfx942"]
+    assert any(n.startswith("kernel.k_rocm has no code for --arch gfx1100") for n in plan.notes)
+    with pytest.raises(BuildError, match=r"kernel\.k_rocm: none of its rocm-archs "
+                                         r"\(gfx942, gfx90a\) is an --arch given \(gfx1100\)"):
+        plan_build(manifest, backend="rocm", variant="v", source_id=SID, cxx=GCC,
+                   device_compiler=HIPCC, arch_override=["gfx1100"])

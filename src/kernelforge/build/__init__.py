@@ -671,10 +671,10 @@ def build_project(
                 # it writes the compile and link options (noarch builds compile nothing)
                 "setuptools": None if manifest.noarch else setuptools_version(env),
                 **_pinned_names(backend, manifest, device),
-                # --arch matched with each section's capabilities (a build made before
-                # compiled every section for --arch itself)
-                **({"arch-match": 1} if archs and backend == "cuda" and not manifest.noarch
-                   else {}),
+                # --arch matched with each section's capabilities or archs (a build made
+                # before compiled every section for --arch itself)
+                **({"arch-match": 1} if archs and backend in ("cuda", "rocm")
+                   and not manifest.noarch else {}),
             }
         )
         # Checked before the lock too, so that an unchanged project needs no write (a

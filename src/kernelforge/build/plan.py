@@ -1064,6 +1064,19 @@ def plan_build(
                 raise BuildError(
                     f"unknown ROCm arch(s) {unknown}; known: {', '.join(archs.ROCM_ARCHS)}"
                 )
+            if arch_override and k.rocm_archs:
+                # as Hugging Face's builder: a section that declares its archs builds
+                # for those of them that --arch names
+                listed = ", ".join(k.rocm_archs)
+                wanted = [a for a in arch_override if a in k.rocm_archs]
+                if not wanted:
+                    raise BuildError(
+                        f"kernel.{k.name}: none of its rocm-archs ({listed}) is an --arch "
+                        f"given ({', '.join(arch_override)}); fix: pass one of them, or add "
+                        f"the arch to kernel.{k.name}.rocm-archs")
+                notes += [f"kernel.{k.name} has no code for --arch {a} (its rocm-archs: "
+                          f"{listed}); its ops will not run on such a GPU"
+                          for a in arch_override if a not in k.rocm_archs]
             all_archs += [a for a in wanted if a not in all_archs]
             kernel_archs[k.name] = wanted
         device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend], *ROCM_FLAGS,
