@@ -166,9 +166,17 @@ def test_cuda_arch_override_picks_the_sections_capabilities(manifest) -> None:
         assert plan.archs == ("9.0a",)
 
 
-def test_cuda_plan_with_nothing_buildable_is_an_error(manifest) -> None:
+def test_cuda_plan_with_nothing_buildable_is_an_error(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "p", KERNELS.replace('["8.0", "9.0a", "10.0"]',
+                                                         '["10.0"]'),
+                         'backends = ["cpu", "cuda", "rocm"]')
     with pytest.raises(BuildError, match="none of the CUDA capabilities"):
-        plan_build(manifest, backend="cuda", variant="v", source_id=SID, cxx=GCC,
+        plan_build(load_manifest(root), backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                   device_compiler=NVCC_12_4)
+    # with --arch: the section's 10.0 would serve it, but nvcc 12.4 cannot build it
+    with pytest.raises(BuildError, match=r"kernel\.k_cuda: none of the CUDA capabilities "
+                                         r"\['10\.0'\] can be built with nvcc 12\.4; fix: "):
+        plan_build(load_manifest(root), backend="cuda", variant="v", source_id=SID, cxx=GCC,
                    device_compiler=NVCC_12_4, arch_override=["10.0"])
 
 
@@ -224,15 +232,61 @@ def test_arch_override_gives_each_section_what_serves_it(tmp_path: Path, given, 
 
 
 def test_arch_override_no_section_capability_serves(tmp_path: Path) -> None:
-    # 10.0: the ampere section's 8.0+PTX serves it (PTX runs on newer GPUs), none of the
-    # hopper section's does
-    with pytest.raises(BuildError, match=r"kernel\.hopper: none of its cuda-capabilities "
-                                         r"\(8\.0, 9\.0a\) runs on --arch 10\.0; fix: "):
-        _arch_plan(tmp_path / "p", ["10.0"])
-    # a value one section cannot serve beside one it can: built, with a note
-    plan = _arch_plan(tmp_path / "q", ["7.5", "9.0"])
-    assert any(n.startswith("kernel.hopper has no capability for --arch 7.5") for n in plan.notes)
-    assert not any("(kernel.hopper)" in n for n in plan.notes)
+    # 10.0: the ampere section's 8.0+PTX serves it (PTX runs on newer GPUs), the "any"
+    # section compiles for it; the hopper section serves none of it and compiles for its
+    # own capabilities (its sources are part of the extension), with a note
+    plan = _arch_plan(tmp_path / "p", ["10.0", "10.0"])
+    by_group = {g.name: [f.split("=", 1)[1] for f in g.device_flags if f.startswith("-gencode")]
+                for g in plan.groups}
+    assert by_group["hopper"] == ["arch=compute_80,code=sm_80", "arch=compute_90a,code=sm_90a"]
+    assert [n for n in plan.notes if "hopper" in n] == [
+        "kernel.hopper serves none of --arch 10.0 (its cuda-capabilities: 8.0, 9.0a; nvcc "
+        "13.0): compiled for its own capabilities"]
+    # a value one section cannot serve beside one it can: built, with one note (a value
+    # given twice is one)
+    plan = _arch_plan(tmp_path / "q", ["7.5", "9.0", "7.5"])
+    assert [n for n in plan.notes if "hopper" in n] == [
+        "kernel.hopper has no capability for --arch 7.5 (its cuda-capabilities: 8.0, 9.0a; "
+        "nvcc 13.0); its ops will not run on such a GPU"]
+    # no section serves any value: the build stops, naming them all
+    root = write_project(tmp_path / "r", ARCH_KERNELS.split("[kernel.any]")[0],
+                         'backends = ["cuda"]')
+    (root / "a").mkdir()
+    (root / "a" / "a.cu").write_text("")
+    with pytest.raises(BuildError, match=r"no kernel section serves --arch 7\.0 with nvcc 13\.0 "
+                                         r"\(their cuda-capabilities: kernel\.hopper: 8\.0, "
+                                         r"9\.0a; kernel\.ampere: 7\.5, 8\.0\+PTX\); fix: "):
+        plan_build(load_manifest(root), backend="cuda", variant="v", source_id=SID, cxx=GCC,
+                   device_compiler=NVCC_13, arch_override=["7.0"])
+
+
+def test_arch_override_serves_from_what_nvcc_can_build(tmp_path: Path) -> None:
+    """A section's capability nvcc cannot target does not serve: one it can does (9.0 for
+    --arch 9.0 where nvcc 11.8 has no 9.0a)."""
+    root = write_project(tmp_path / "p", KERNELS.replace('["8.0", "9.0a", "10.0"]',
+                                                         '["8.0", "9.0", "9.0a"]'),
+                         'backends = ["cpu", "cuda", "rocm"]')
+    old_nvcc = Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (11, 8), "release 11.8")
+    plan = plan_build(load_manifest(root), backend="cuda", variant="v", source_id=SID,
+                      cxx=GCC, device_compiler=old_nvcc, arch_override=["9.0"])
+    assert plan.archs == ("9.0",)
+
+
+@pytest.mark.parametrize(("declared", "given", "chosen"), [
+    (["10.0f", "12.0f"], ["10.3"], ["10.0f"]),  # family code runs on its later members
+    (["10.0a", "10.0f"], ["10.0"], ["10.0a"]),  # the architecture-specific one first
+    (["10.0", "10.0f"], ["10.3"], ["10.0f"]),   # family before plain SASS
+    (["10.0f"], ["12.0"], []),                  # not across majors
+])
+def test_arch_override_family_capabilities(tmp_path: Path, declared, given, chosen) -> None:
+    from kernelforge.build.plan import serving_capabilities
+    from kernelforge.manifest import KernelSpec
+
+    kernel = KernelSpec(name="k", backend="cuda", src=("k.cu",), depends=("torch",),
+                        cuda_capabilities=tuple(declared))
+    served, unserved = serving_capabilities(kernel, given, NVCC_13)
+    assert served == chosen
+    assert unserved == ([] if chosen else given)
 
 
 def test_rocm_plan(manifest) -> None:
@@ -1037,7 +1091,40 @@ def test_rocm_arch_override_keeps_to_each_sections_archs(manifest) -> None:
     assert [f for f in plan.groups[0].device_flags if f.startswith("--offload-arch")] == [
         "--offload-arch=gfx942"]
     assert any(n.startswith("kernel.k_rocm has no code for --arch gfx1100") for n in plan.notes)
-    with pytest.raises(BuildError, match=r"kernel\.k_rocm: none of its rocm-archs "
-                                         r"\(gfx942, gfx90a\) is an --arch given \(gfx1100\)"):
+    with pytest.raises(BuildError, match=r"no kernel section builds for --arch gfx1100 \(their "
+                                         r"rocm-archs: kernel\.k_rocm: gfx942, gfx90a\)"):
         plan_build(manifest, backend="rocm", variant="v", source_id=SID, cxx=GCC,
-                   device_compiler=HIPCC, arch_override=["gfx1100"])
+                   device_compiler=HIPCC, arch_override=["gfx1100", "gfx1100"])
+
+
+def test_rocm_section_naming_none_of_the_archs_builds_for_its_own(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "p", KERNELS + """
+[kernel.newer_rocm]
+backend = "rocm"
+depends = ["torch"]
+rocm-archs = ["gfx1100"]
+src = ["r/r.hip"]
+""", 'backends = ["cpu", "cuda", "rocm"]')
+    (root / "r").mkdir()
+    (root / "r" / "r.hip").write_text("")
+    plan = plan_build(load_manifest(root), backend="rocm", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=HIPCC, arch_override=["gfx942"])
+    by_group = {g.name: [f for f in g.device_flags if f.startswith("--offload-arch")]
+                for g in plan.groups}
+    assert by_group == {"k_rocm": ["--offload-arch=gfx942"],
+                        "newer_rocm": ["--offload-arch=gfx1100"]}
+    assert "kernel.newer_rocm has none of --arch gfx942 among its rocm-archs (gfx1100): " \
+           "compiled for its own" in plan.notes
+
+
+def test_the_up_to_date_key_rebuilds_what_arch_now_means_otherwise(tmp_path: Path) -> None:
+    """A build made with --arch before the sections' capabilities were matched with it
+    must not be taken as up to date: the key gains a term for GPU builds with --arch."""
+    import kernelforge.build as build
+
+    manifest = load_manifest(write_project(tmp_path / "p", KERNELS,
+                                           'backends = ["cpu", "cuda", "rocm"]'))
+    for backend, given in (("cuda", ("9.0",)), ("rocm", ("gfx942",)), ("cuda", None),
+                           ("cpu", None)):
+        terms = build._arch_terms(backend, manifest, given)
+        assert ("arch-match" in terms) == (given is not None), (backend, given)

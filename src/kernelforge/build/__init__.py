@@ -337,6 +337,16 @@ def _pinned_names(backend: str, manifest: Manifest, device: Tool | None) -> dict
     return {}
 
 
+def _arch_terms(backend: str, manifest: Manifest,
+                archs: Sequence[str] | None) -> dict[str, int]:
+    """The up-to-date key's term for ``--arch`` matched with each section's capabilities
+    or archs: present only for the GPU builds given ``--arch`` (a build made before
+    compiled every section for ``--arch`` itself), so that other builds stay up to date."""
+    if archs and backend in ("cuda", "rocm") and not manifest.noarch:
+        return {"arch-match": 1}
+    return {}
+
+
 def _fingerprint(parts: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -671,10 +681,7 @@ def build_project(
                 # it writes the compile and link options (noarch builds compile nothing)
                 "setuptools": None if manifest.noarch else setuptools_version(env),
                 **_pinned_names(backend, manifest, device),
-                # --arch matched with each section's capabilities or archs (a build made
-                # before compiled every section for --arch itself)
-                **({"arch-match": 1} if archs and backend in ("cuda", "rocm")
-                   and not manifest.noarch else {}),
+                **_arch_terms(backend, manifest, archs),
             }
         )
         # Checked before the lock too, so that an unchanged project needs no write (a

@@ -604,94 +604,103 @@ def _serving(declared: Sequence[archs.CudaCapability],
     return max(runs, key=lambda d: (d.major, d.minor, d.ptx)) if runs else None
 
 
-def serving_capabilities(kernel: KernelSpec, override: Sequence[str]
-                         ) -> tuple[list[str], list[str]]:
-    """The capabilities a section that declares ``cuda-capabilities`` compiles for when
-    ``--arch`` names ``override``, and notes on the ``--arch`` values none of them serves.
-
-    As Hugging Face's builder matches a section's capabilities with the build's: for each
-    value, the section's capability that serves a GPU of it (:func:`_serving`: ``9.0a``
-    for ``--arch 9.0`` when the section declares it, ``8.0`` for ``8.6``), never one the
-    section does not declare.
+def _arch_targets(override: Sequence[str]) -> list[archs.CudaCapability]:
+    """The ``--arch`` values as CUDA capabilities, each once.
 
     Raises:
-        BuildError: none of the section's capabilities serves any ``--arch`` value; the
-            message names the section, its capabilities and the fix.
+        BuildError: a value that is not one (a ROCm arch, say), with the fix.
     """
-    listed = list(kernel.cuda_capabilities or ())
-    declared = [archs.CudaCapability.parse(c) for c in listed]
-    chosen: list[str] = []
-    unserved: list[str] = []
-    for text in override:
+    targets: list[archs.CudaCapability] = []
+    for text in dict.fromkeys(override):
         try:
             target = archs.CudaCapability.parse(text)
-        except ValueError as err:  # a ROCm arch, say
+        except ValueError as err:  # only --arch reaches here unchecked: a ROCm arch, say
             raise BuildError(f"--arch {text}: {err}; the cuda backend needs CUDA "
                              "capabilities (fix: pass --backend for the archs given, or "
                              "CUDA capabilities such as 9.0a)") from None
-        found = _serving(declared, target)
+        targets.append(target)
+    return targets
+
+
+def serving_capabilities(kernel: KernelSpec, override: Sequence[str], nvcc: Tool
+                         ) -> tuple[list[str], list[str]]:
+    """For a section that declares ``cuda-capabilities``, built with ``--arch``: the
+    capabilities of its own (those this nvcc can target) that serve the values given,
+    and the values none of them serves.
+
+    As Hugging Face's builder matches a section's capabilities with the build's: for each
+    value, the capability that serves a GPU of it (:func:`_serving`: ``9.0a`` for
+    ``--arch 9.0`` when the section declares it, ``8.0`` for ``8.6``), never one the
+    section does not declare. A value is read as a GPU: its suffix or ``+PTX`` does not
+    change what serves it.
+    """
+    declared = [archs.CudaCapability.parse(c) for c in kernel.cuda_capabilities or ()]
+    buildable = [d for d in declared if archs.nvcc_supports(d, nvcc.version[:2])]
+    chosen: list[str] = []
+    unserved: list[str] = []
+    for target in _arch_targets(override):
+        found = _serving(buildable, target)
         if found is None:
-            unserved.append(text)
+            unserved.append(str(target))
         elif str(found) not in chosen:
             chosen.append(str(found))
-    caps = ", ".join(listed)
-    if not chosen:
-        raise BuildError(
-            f"kernel.{kernel.name}: none of its cuda-capabilities ({caps}) runs on --arch "
-            f"{', '.join(override)}; fix: pass an --arch the section serves (one of {caps}, "
-            "or a newer minor of the same major), or add the capability to "
-            f"kernel.{kernel.name}.cuda-capabilities")
-    notes = [f"kernel.{kernel.name} has no capability for --arch {t} (its cuda-capabilities: "
-             f"{caps}); its ops will not run on such a GPU" for t in unserved]
-    return chosen, notes
+    return chosen, unserved
 
 
 def cuda_capabilities(
     kernels: Sequence[KernelSpec], nvcc: Tool, override: Sequence[str] | None
-) -> tuple[list[str], list[str]]:
-    """Capabilities to compile for, and notes on what was dropped.
+) -> tuple[list[str], list[str], bool]:
+    """Capabilities to compile for, notes on what was dropped, and whether ``--arch``
+    (``override``) is served.
 
-    The manifest's capabilities (or the default list) intersected with what this nvcc
-    can target; with ``override`` (``--arch``), those of a section that declares
-    ``cuda-capabilities`` that serve the values given (:func:`serving_capabilities`),
-    and for a section that declares none, the values themselves.
+    Without ``override``: the manifest's capabilities (or the default list) intersected
+    with what this nvcc can target. With it: for a section that declares
+    ``cuda-capabilities``, those of its own that serve the values given
+    (:func:`serving_capabilities`), with a note per value none serves; a section that
+    serves none of them compiles for its own capabilities, as without ``--arch`` (its
+    sources are part of the extension), with a note; a section that declares none
+    compiles for the values themselves.
     """
     notes: list[str] = []
-    declaring = [k for k in kernels if k.cuda_capabilities]
-    wanted: list[str]
-    if override and declaring:
-        wanted = []
-        for k in declaring:
-            served, unserved = serving_capabilities(k, override)
-            wanted.extend(c for c in served if c not in wanted)
-            notes += unserved
-        if len(declaring) < len(kernels):
-            wanted.extend(c for c in override if c not in wanted)
-    elif override:
-        wanted = list(override)
-    else:
-        wanted = []
-        for k in kernels:
+    wanted: list[str] = []
+    served_any = not override
+    version = nvcc.version_str
+    for k in kernels:
+        if override and k.cuda_capabilities:
+            listed = ", ".join(k.cuda_capabilities)
+            served, unserved = serving_capabilities(k, override, nvcc)
+            if served:
+                served_any = True
+                notes += [f"kernel.{k.name} has no capability for --arch {t} (its "
+                          f"cuda-capabilities: {listed}; nvcc {version}); its ops will not "
+                          "run on such a GPU" for t in unserved]
+                caps: Sequence[str] = served
+            else:
+                notes.append(f"kernel.{k.name} serves none of --arch "
+                             f"{', '.join(dict.fromkeys(override))} (its cuda-capabilities: "
+                             f"{listed}; nvcc {version}): compiled for its own capabilities")
+                caps = k.cuda_capabilities
+        elif override:
+            served_any = True
+            caps = [str(t) for t in _arch_targets(override)]
+        else:
             caps = k.cuda_capabilities or archs.default_cuda_capabilities(nvcc.version[:2])
-            wanted.extend(c for c in caps if c not in wanted)
+        wanted.extend(c for c in caps if c not in wanted)
     kept: list[str] = []
     for cap in wanted:
-        try:
-            parsed = archs.CudaCapability.parse(cap)
-        except ValueError as err:  # only --arch reaches here unchecked: a ROCm arch, say
-            raise BuildError(f"--arch {cap}: {err}; the cuda backend needs CUDA capabilities "
-                             "(fix: pass --backend for the archs given, or CUDA "
-                             "capabilities such as 9.0a)") from None
+        parsed = archs.CudaCapability.parse(cap)
         if archs.nvcc_supports(parsed, nvcc.version[:2]):
             kept.append(str(parsed))
         else:
             notes.append(f"skipping capability {cap}: nvcc {nvcc.version_str} cannot target it")
     if not kept:
+        where = "".join(f"kernel.{k.name}: " for k in kernels[:1] if len(kernels) == 1)
         raise BuildError(
-            f"none of the CUDA capabilities {wanted} can be built with nvcc {nvcc.version_str}; "
-            "fix: use a newer CUDA toolkit or pass --arch with a capability it supports"
+            f"{where}none of the CUDA capabilities {wanted} can be built with nvcc "
+            f"{nvcc.version_str}; fix: use a CUDA toolkit that can target one of them, or "
+            "declare one this nvcc can target in the section's cuda-capabilities"
         )
-    return kept, notes
+    return kept, notes, served_any
 
 
 #: An nvcc option of CUDA 12.8 and newer that Hugging Face's builder leaves out of a
@@ -1036,13 +1045,24 @@ def plan_build(
     if backend == "cuda":
         if device_compiler is None:
             raise ToolchainError("building the cuda backend needs nvcc")
+        served_any = False
         for k in kernels:
-            caps, dropped = cuda_capabilities([k], device_compiler, arch_override)
-            dropped = [n if n.startswith("kernel.") else f"{n} (kernel.{k.name})"
-                       for n in dropped]
-            notes += [n for n in dropped if n not in notes]
+            caps, dropped, served = cuda_capabilities([k], device_compiler, arch_override)
+            served_any = served_any or served
+            for note in dropped:
+                note = note if note.startswith("kernel.") else f"{note} (kernel.{k.name})"
+                if note not in notes:
+                    notes.append(note)
             all_archs += [c for c in caps if c not in all_archs]
             kernel_archs[k.name] = caps
+        if arch_override and not served_any:
+            listed = "; ".join(f"kernel.{k.name}: {', '.join(k.cuda_capabilities or ())}"
+                               for k in kernels)
+            raise BuildError(
+                f"no kernel section serves --arch {', '.join(dict.fromkeys(arch_override))} "
+                f"with nvcc {device_compiler.version_str} (their cuda-capabilities: "
+                f"{listed}); fix: pass the capability of a GPU they declare, or build "
+                "without --arch")
         # --threads 0: nvcc compiles the per-capability passes in parallel.
         device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend], *CUDA_FLAGS]
         if device_compiler.version >= (11, 8):
@@ -1057,28 +1077,39 @@ def plan_build(
     elif backend == "rocm":
         if device_compiler is None:
             raise ToolchainError("building the rocm backend needs hipcc")
+        given = list(dict.fromkeys(arch_override or ()))
+        served_any = not given
         for k in kernels:
-            wanted = list(arch_override or k.rocm_archs or archs.ROCM_ARCHS)
+            wanted = list(given or k.rocm_archs or archs.ROCM_ARCHS)
             unknown = [a for a in wanted if not archs.is_known_rocm_arch(a)]
             if unknown:
                 raise BuildError(
                     f"unknown ROCm arch(s) {unknown}; known: {', '.join(archs.ROCM_ARCHS)}"
                 )
-            if arch_override and k.rocm_archs:
+            if given and k.rocm_archs:
                 # as Hugging Face's builder: a section that declares its archs builds
-                # for those of them that --arch names
+                # for those of them that --arch names; one that names none of them, for
+                # its own (its sources are part of the extension)
                 listed = ", ".join(k.rocm_archs)
-                wanted = [a for a in arch_override if a in k.rocm_archs]
-                if not wanted:
-                    raise BuildError(
-                        f"kernel.{k.name}: none of its rocm-archs ({listed}) is an --arch "
-                        f"given ({', '.join(arch_override)}); fix: pass one of them, or add "
-                        f"the arch to kernel.{k.name}.rocm-archs")
-                notes += [f"kernel.{k.name} has no code for --arch {a} (its rocm-archs: "
-                          f"{listed}); its ops will not run on such a GPU"
-                          for a in arch_override if a not in k.rocm_archs]
+                wanted = [a for a in given if a in k.rocm_archs]
+                if wanted:
+                    notes += [f"kernel.{k.name} has no code for --arch {a} (its rocm-archs: "
+                              f"{listed}); its ops will not run on such a GPU"
+                              for a in given if a not in k.rocm_archs]
+                else:
+                    notes.append(f"kernel.{k.name} has none of --arch {', '.join(given)} "
+                                 f"among its rocm-archs ({listed}): compiled for its own")
+                    wanted = list(k.rocm_archs)
+            served_any = served_any or not k.rocm_archs or any(a in k.rocm_archs
+                                                               for a in given)
             all_archs += [a for a in wanted if a not in all_archs]
             kernel_archs[k.name] = wanted
+        if not served_any:
+            listed = "; ".join(f"kernel.{k.name}: {', '.join(k.rocm_archs or ())}"
+                               for k in kernels)
+            raise BuildError(
+                f"no kernel section builds for --arch {', '.join(given)} (their rocm-archs: "
+                f"{listed}); fix: pass an arch they declare, or build without --arch")
         device_flags = ["-O3", "-DNDEBUG", *BACKEND_DEFINES[backend], *ROCM_FLAGS,
                         *archs.hipcc_offload_flags(all_archs)]
         env["ROCM_HOME"] = str(device_compiler.path.parent.parent)
