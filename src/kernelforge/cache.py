@@ -302,14 +302,9 @@ class DownloadCache:
             HubError: one of them was made by another user (not root), may be written by
                 every user, or (below the root) is a link; named.
         """
-        try:
-            rel = path.relative_to(self.root)
-        except ValueError:  # pragma: no cover - every caller passes a path in the cache
-            _check_owner(path)
-            return
         current = self.root
         _check_owner(current, follow=True)  # a root the user links elsewhere: judged there
-        for part in rel.parts:
+        for part in path.relative_to(self.root).parts:
             current = current / part
             _check_owner(current)
 

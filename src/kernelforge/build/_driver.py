@@ -124,16 +124,18 @@ def group_parts(group: Mapping[str, Any], args: Mapping[str, list[str]]
     parts = [(".named", [s for s in group["sources"] if s in named and s not in own_flags],
               {k: list(v) for k, v in args.items()})]
     for source in group["sources"]:
+        if source in named and source not in own_flags:
+            continue
         tag = hashlib.sha256(source.encode()).hexdigest()[:12]
         if source in named:
-            if source in own_flags:
-                parts.append((f".named.{tag}", [source],
-                              {**args, "nvcc": [*args["nvcc"], *own_flags[source]]}))
-            continue
-        part_args = {k: [*_without_name_define(v), own_define[source]] for k, v in args.items()}
+            suffix, part_args = f".named.{tag}", {k: list(v) for k, v in args.items()}
+        else:
+            suffix = f".{tag}"
+            part_args = {k: [*_without_name_define(v), own_define[source]]
+                         for k, v in args.items()}
         if source in own_flags:
             part_args["nvcc"] = [*part_args["nvcc"], *own_flags[source]]
-        parts.append((f".{tag}", [source], part_args))
+        parts.append((suffix, [source], part_args))
     return [part for part in parts if part[1]]
 
 

@@ -648,12 +648,12 @@ def serving_capabilities(kernel: KernelSpec, override: Sequence[str], nvcc: Tool
 
 
 def cuda_capabilities(
-    kernels: Sequence[KernelSpec], nvcc: Tool, override: Sequence[str] | None
+    kernel: KernelSpec, nvcc: Tool, override: Sequence[str] | None
 ) -> tuple[list[str], list[str], bool]:
-    """Capabilities to compile for, notes on what was dropped, and whether ``--arch``
-    (``override``) is served.
+    """The capabilities one section compiles for, notes on what was dropped (each naming
+    the section), and whether the section serves ``--arch`` (``override``).
 
-    Without ``override``: the manifest's capabilities (or the default list) intersected
+    Without ``override``: the section's capabilities (or the default list) intersected
     with what this nvcc can target. With it: for a section that declares
     ``cuda-capabilities``, those of its own that serve the values given
     (:func:`serving_capabilities`), with a note per value none serves; a section that
@@ -662,42 +662,41 @@ def cuda_capabilities(
     compiles for the values themselves.
     """
     notes: list[str] = []
-    wanted: list[str] = []
     served_any = not override
     version = nvcc.version_str
-    for k in kernels:
-        if override and k.cuda_capabilities:
-            listed = ", ".join(k.cuda_capabilities)
-            served, unserved = serving_capabilities(k, override, nvcc)
-            if served:
-                served_any = True
-                notes += [f"kernel.{k.name} has no capability for --arch {t} (its "
-                          f"cuda-capabilities: {listed}; nvcc {version}); its ops will not "
-                          "run on such a GPU" for t in unserved]
-                caps: Sequence[str] = served
-            else:
-                notes.append(f"kernel.{k.name} serves none of --arch "
-                             f"{', '.join(dict.fromkeys(override))} (its cuda-capabilities: "
-                             f"{listed}; nvcc {version}): compiled for its own capabilities")
-                caps = k.cuda_capabilities
-        elif override:
+    caps: Sequence[str]
+    if override and kernel.cuda_capabilities:
+        listed = ", ".join(kernel.cuda_capabilities)
+        served, unserved = serving_capabilities(kernel, override, nvcc)
+        if served:
             served_any = True
-            caps = [str(t) for t in _arch_targets(override)]
+            notes += [f"kernel.{kernel.name} has no capability for --arch {t} (its "
+                      f"cuda-capabilities: {listed}; nvcc {version}); its ops will not "
+                      "run on such a GPU" for t in unserved]
+            caps = served
         else:
-            caps = k.cuda_capabilities or archs.default_cuda_capabilities(nvcc.version[:2])
-        wanted.extend(c for c in caps if c not in wanted)
+            notes.append(f"kernel.{kernel.name} serves none of --arch "
+                         f"{', '.join(dict.fromkeys(override))} (its cuda-capabilities: "
+                         f"{listed}; nvcc {version}): compiled for its own capabilities")
+            caps = kernel.cuda_capabilities
+    elif override:
+        served_any = True
+        caps = [str(t) for t in _arch_targets(override)]
+    else:
+        caps = kernel.cuda_capabilities or archs.default_cuda_capabilities(nvcc.version[:2])
+    wanted = list(dict.fromkeys(caps))
     kept: list[str] = []
     for cap in wanted:
         parsed = archs.CudaCapability.parse(cap)
         if archs.nvcc_supports(parsed, nvcc.version[:2]):
             kept.append(str(parsed))
         else:
-            notes.append(f"skipping capability {cap}: nvcc {nvcc.version_str} cannot target it")
+            notes.append(f"skipping capability {cap}: nvcc {version} cannot target it "
+                         f"(kernel.{kernel.name})")
     if not kept:
-        where = "".join(f"kernel.{k.name}: " for k in kernels[:1] if len(kernels) == 1)
         raise BuildError(
-            f"{where}none of the CUDA capabilities {wanted} can be built with nvcc "
-            f"{nvcc.version_str}; fix: use a CUDA toolkit that can target one of them, or "
+            f"kernel.{kernel.name}: none of the CUDA capabilities {wanted} can be built with "
+            f"nvcc {version}; fix: use a CUDA toolkit that can target one of them, or "
             "declare one this nvcc can target in the section's cuda-capabilities"
         )
     return kept, notes, served_any
@@ -1047,12 +1046,9 @@ def plan_build(
             raise ToolchainError("building the cuda backend needs nvcc")
         served_any = False
         for k in kernels:
-            caps, dropped, served = cuda_capabilities([k], device_compiler, arch_override)
+            caps, dropped, served = cuda_capabilities(k, device_compiler, arch_override)
             served_any = served_any or served
-            for note in dropped:
-                note = note if note.startswith("kernel.") else f"{note} (kernel.{k.name})"
-                if note not in notes:
-                    notes.append(note)
+            notes += [n for n in dropped if n not in notes]
             all_archs += [c for c in caps if c not in all_archs]
             kernel_archs[k.name] = caps
         if arch_override and not served_any:

@@ -140,13 +140,12 @@ _user_agent: ContextVar[str | dict[str, Any] | None] = ContextVar(
     "kernelforge_hf_user_agent", default=None)
 
 
-def check_user_agent(user_agent: object, argument: str = "user_agent") -> None:
+def check_user_agent(user_agent: object) -> None:
     """Refuse what ``huggingface_hub`` cannot send as a user agent.
 
     Args:
         user_agent: ``None``, a string, or a dict of string keys (each sent as
             ``key/value``).
-        argument: the argument's name, for the message.
 
     Raises:
         TypeError: anything else, naming the argument and what it got.
@@ -155,7 +154,7 @@ def check_user_agent(user_agent: object, argument: str = "user_agent") -> None:
         return
     if isinstance(user_agent, dict) and all(isinstance(k, str) for k in user_agent):
         return
-    raise TypeError(f"{argument} must be a string, a dict with string keys or None, "
+    raise TypeError(f"user_agent must be a string, a dict with string keys or None, "
                     f"not {type(user_agent).__name__} ({user_agent!r:.80})")
 
 
@@ -352,9 +351,8 @@ class HfHub:
         ``huggingface_hub``'s telemetry off (``HF_HUB_DISABLE_TELEMETRY``), as Hugging
         Face's ``kernels`` does."""
         agent = _user_agent.get()
-        if agent is None or self._api_given:
-            return self._client()
-        if _huggingface_hub().constants.HF_HUB_DISABLE_TELEMETRY:
+        if (agent is None or self._api_given
+                or _huggingface_hub().constants.HF_HUB_DISABLE_TELEMETRY):
             return self._client()
         key = (("dict", tuple(sorted((k, repr(v)) for k, v in agent.items())))
                if isinstance(agent, dict) else ("str", agent))
