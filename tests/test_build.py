@@ -308,6 +308,34 @@ def test_an_edit_recompiles_only_the_binding_and_the_sources_that_use_the_name(
     assert len(set(namespaces)) == 3
 
 
+
+def test_a_header_edit_recompiles_the_sources_that_include_it(tmp_path: Path) -> None:
+    """An edit of a header recompiles the kernel sources that may read it (and the
+    binding, whose uid is new), and the build has the new header's value."""
+    project = tiny_cpu_project(tmp_path / "headers", BINDING, """
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["k/a.cpp", "k/b.cpp"]
+        """, {"k/a.cpp": '#include "a.h"\nextern "C" const char kf_a[] = "conf:" A;\n',
+              "k/a.h": '#include "common/deep.h"\n#define A "a" DEEP\n',
+              "k/common/deep.h": '#define DEEP "1"\n',
+              "k/b.cpp": '#include "b.h"\nextern "C" const char kf_b[] = "other:" B;\n',
+              "k/b.h": '#define B "b"\n'})
+
+    def compiled() -> list[str]:
+        lines: list[str] = []
+        build_project(project, backends=["cpu"], progress=lines.append)
+        return sorted(ln.split("] compiled ", 1)[1] for ln in lines if "] compiled " in ln)
+
+    assert compiled() == ["k/a.cpp", "k/b.cpp", "torch-ext/torch_binding.cpp"]
+    (project / "k" / "common" / "deep.h").write_text('#define DEEP "2"\n')
+    assert compiled() == ["k/a.cpp", "torch-ext/torch_binding.cpp"]
+    assert compiled_conf(project) == b"conf:a2"
+    (project / "k" / "b.h").write_text('#define B "c"\n')
+    assert compiled() == ["k/b.cpp", "torch-ext/torch_binding.cpp"]
+
+
 SHADOW_SECTION = """
 [kernel.k]
 backend = "cpu"

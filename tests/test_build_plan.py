@@ -960,10 +960,23 @@ def test_only_sources_that_use_the_name_are_compiled_with_it(tmp_path: Path) -> 
     # a document that names the define is no source's header
     (root / "README.md").write_text("TORCH_EXTENSION_NAME is defined by the builder\n")
     assert named_in(plan_for(root, "cpu")) == {"k_cpu": [], "n_cpu": ["uses.cpp"]}
-    # a header that includes registration.h (or names the define) may reach any source
+    # a header that includes registration.h (or names the define) reaches the sources
+    # that include it, through other headers too, and no other
     (root / "k" / "k.h").write_text('#include "registration.h"\n')
-    assert named_in(plan_for(root, "cpu")) == {"k_cpu": ["k.cpp"],
-                                               "n_cpu": ["plain.cpp", "uses.cpp"]}
+    assert named_in(plan_for(root, "cpu")) == {"k_cpu": [], "n_cpu": ["uses.cpp"]}
+    (root / "n" / "mid.inc").write_text('#include "../k/k.h"\n')
+    (root / "n" / "plain.cpp").write_text('#include "mid.inc"\nint plain() { return 1; }\n')
+    assert named_in(plan_for(root, "cpu")) == {"k_cpu": [], "n_cpu": ["plain.cpp", "uses.cpp"]}
+    # as does one the section's flags include (-include), or a header of a name the scan
+    # cannot see (an #include of a macro) may be
+    (root / "n" / "plain.cpp").write_text("int plain() { return 1; }\n")
+    (root / "k" / "k.cpp").write_text("#include KERNEL_HEADER\n")
+    assert named_in(plan_for(root, "cpu")) == {"k_cpu": ["k.cpp"], "n_cpu": ["uses.cpp"]}
+    (root / "k" / "k.cpp").write_text("// src\n")
+    manifest = (root / "build.toml").read_text()
+    (root / "build.toml").write_text(manifest.replace(
+        'src = ["n/plain.cpp"', 'cxx-flags = ["-include", "k/k.h"]\nsrc = ["n/plain.cpp"'))
+    assert named_in(plan_for(root, "cpu")) == {"k_cpu": [], "n_cpu": ["plain.cpp", "uses.cpp"]}
 
 
 def test_the_name_reaches_a_source_through_its_sections_flags(tmp_path: Path) -> None:
@@ -1030,13 +1043,72 @@ src = ["k/k.{suffix}", "k/other.{suffix}", "k/k.h"]
         edited = defines()
         assert edited[f"k.{suffix}"] == first[f"k.{suffix}"]
         assert edited[f"other.{suffix}"] != first[f"other.{suffix}"]
-        # a header, a table a source includes, and a new header found first
+        # a header, a table a source includes, and a new header of an included name
+        # (found first on the include path): that source alone
         for rel, text in [("k/k.h", "#define K 2\n"), ("k/table.txt", "3, 4\n"),
-                          ("conf.h", "#define SHADOW 1\n")]:
+                          ("csrc/k.h", "#define SHADOW 1\n")]:
             before = defines()
+            (root / rel).parent.mkdir(exist_ok=True)
             (root / rel).write_text(text)
             after = defines()
-            assert all(after[name] != before[name] for name in before), backend
+            assert after[f"k.{suffix}"] != before[f"k.{suffix}"], (backend, rel)
+            assert after[f"other.{suffix}"] == before[f"other.{suffix}"], (backend, rel)
+        # a header no source includes: none
+        before = defines()
+        (root / "k" / "unused.h").write_text("#define U 1\n")
+        assert defines() == before, backend
+
+
+def test_a_header_edit_recompiles_the_sources_that_may_read_it(tmp_path: Path) -> None:
+    """What a source may read is what it names, through the files it names, whatever
+    their folder; a header named only by another source's chain, or by none, is not."""
+    root = one_section_project(tmp_path, "cpu", """
+[kernel.k]
+backend = "cpu"
+depends = ["torch"]
+src = ["k/a.cpp", "k/b.cpp", "k/c.cpp"]
+""", {"k/a.cpp": '#include "common/a.h"\n', "k/b.cpp": '#include <common.h>\n',
+      "k/c.cpp": "int c() { return 3; }\n", "k/common/a.h": '#include "../deep/d.cuh"\n',
+      "csrc/common.h": "#pragma once\n", "k/deep/d.cuh": "#define D 1\n"})
+
+    def changed(rel: str, text: str) -> list[str]:
+        (before,) = plan_for(root, "cpu").groups
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+        (after,) = plan_for(root, "cpu").groups
+        assert after.named_sources == ()
+        old, new = dict(before.source_defines), dict(after.source_defines)
+        return sorted(p.name for p in new if new[p] != old[p])
+
+    assert changed("k/deep/d.cuh", "#define D 2\n") == ["a.cpp"]
+    assert changed("csrc/common.h", "#pragma once\n// edited\n") == ["b.cpp"]
+    assert changed("k/unrelated.h", "#define U 1\n") == []
+    assert changed("docs/d.cuh", "// another file of an included name\n") == ["a.cpp"]
+    # a file tested for (__has_include), included as a macro, or read by .incbin
+    assert changed("k/c.cpp", "#if __has_include(\"opt.h\")\n#endif\n") == ["c.cpp"]
+    assert changed("k/opt.h", "#define OPT 1\n") == ["c.cpp"]
+    assert changed("k/c.cpp", "#define H <common.h>\n#include H\n") == ["c.cpp"]
+    assert changed("k/unrelated.h", "#define U 2\n") == ["c.cpp"]
+    assert changed("k/c.cpp", 'asm(".incbin \\"k/blob.bin\\"");\n') == ["c.cpp"]
+    assert changed("k/blob.bin", "data") == ["c.cpp"]
+    assert changed("k/blob.json", "{}") == ["c.cpp"]
+    # a source edit changes that source alone
+    assert changed("k/b.cpp", '#include <common.h>\nint b() { return 2; }\n') == ["b.cpp"]
+
+
+def test_a_header_the_sections_flags_include_counts_for_its_sources(tmp_path: Path) -> None:
+    root = one_section_project(tmp_path, "cpu", """
+[kernel.k]
+backend = "cpu"
+depends = ["torch"]
+cxx-flags = ["-include", "k/forced.txt"]
+src = ["k/k.cpp"]
+""", {"k/k.cpp": "int k() { return 1; }\n", "k/forced.txt": '#include "more.h"\n',
+      "k/more.h": "#define M 1\n"})
+    (first,) = plan_for(root, "cpu").groups
+    (root / "k" / "more.h").write_text("#define M 2\n")
+    (second,) = plan_for(root, "cpu").groups
+    assert second.source_defines != first.source_defines
 
 
 def test_nvcc_before_12_8_does_not_get_the_template_stub_option(tmp_path: Path) -> None:
