@@ -367,6 +367,40 @@ def test_a_new_header_found_first_on_the_include_path_is_compiled_in(tmp_path: P
     assert compiled_conf(project) == b"conf:new"
 
 
+def test_a_kept_object_follows_includes_in_every_spelling(tmp_path: Path) -> None:
+    """An include after a byte order mark (as editors on Windows save files) still counts:
+    a new header found first on the include path reaches the object. A source that
+    includes another compiled source through a macro is rebuilt when that source changes,
+    as a clean build would make it."""
+    project = tiny_cpu_project(tmp_path / "spelt", BINDING, SHADOW_SECTION + """
+        [kernel.m]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["m/a.cpp", "m/b.cpp"]
+        """, {"src/k.cpp": '\ufeff#include "conf.h"\n'
+                           'extern "C" const char kf_conf[] = "conf:" CONF;\n',
+              "inc/conf.h": '#define CONF "old"\n',
+              "m/a.cpp": '#define IMPL "b.cpp"\n#define B_ONLY\n#include IMPL\n'
+                         'extern "C" const char kf_b[] = "impl:" B_VAL;\n',
+              "m/b.cpp": '#ifdef B_ONLY\n#define B_VAL "1"\n#endif\n'})
+
+    def impl() -> bytes:
+        (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+        (so,) = [p for p in result.path.iterdir() if p.name.endswith(".abi3.so")]
+        data = so.read_bytes()
+        start = data.index(b"impl:")
+        return data[start:data.index(b"\0", start)]
+
+    assert compiled_conf(project) == b"conf:old"
+    (project / "conf.h").write_text('#define CONF "new"\n')
+    assert compiled_conf(project) == b"conf:new"
+    assert impl() == b"impl:1"
+    stamp = (project / "m" / "b.cpp").stat().st_mtime_ns
+    (project / "m" / "b.cpp").write_text('#ifdef B_ONLY\n#define B_VAL "2"\n#endif\n')
+    os.utime(project / "m" / "b.cpp", ns=(stamp, stamp))  # as rsync -a or tar x leave it
+    assert impl() == b"impl:2"
+
+
 def test_what_a_kept_object_read_is_compared_by_content(tmp_path: Path) -> None:
     """The object of a source compiled without the namespace is kept only while what it
     may read is the same by content: not by file times (a header replaced by an older

@@ -1071,29 +1071,93 @@ src = ["k/a.cpp", "k/b.cpp", "k/c.cpp"]
       "k/c.cpp": "int c() { return 3; }\n", "k/common/a.h": '#include "../deep/d.cuh"\n',
       "csrc/common.h": "#pragma once\n", "k/deep/d.cuh": "#define D 1\n"})
 
-    def changed(rel: str, text: str) -> list[str]:
+    def changed(rel: str, text: str | bytes) -> list[str]:
+        """The sources whose digest the edit changes; a source that is now compiled
+        with the namespace (which any edit changes) counts as changed, named."""
         (before,) = plan_for(root, "cpu").groups
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+        if isinstance(text, bytes):
+            (root / rel).write_bytes(text)
+        else:
+            (root / rel).write_text(text)
         (after,) = plan_for(root, "cpu").groups
-        assert after.named_sources == ()
         old, new = dict(before.source_defines), dict(after.source_defines)
-        return sorted(p.name for p in new if new[p] != old[p])
+        return sorted([p.name for p in new if new[p] != old.get(p)]
+                      + [f"{p.name} (named)" for p in after.named_sources])
 
     assert changed("k/deep/d.cuh", "#define D 2\n") == ["a.cpp"]
     assert changed("csrc/common.h", "#pragma once\n// edited\n") == ["b.cpp"]
     assert changed("k/unrelated.h", "#define U 1\n") == []
     assert changed("docs/d.cuh", "// another file of an included name\n") == ["a.cpp"]
-    # a file tested for (__has_include), included as a macro, or read by .incbin
-    assert changed("k/c.cpp", "#if __has_include(\"opt.h\")\n#endif\n") == ["c.cpp"]
+    assert changed("docs/D.CUH", "// the same name in another case\n") == ["a.cpp"]
+    # a file tested for (__has_include, __has_embed)
+    assert changed("k/c.cpp", "#if __has_include(\"opt.h\") || __has_embed(<e.bin>)\n"
+                              "#endif\n") == ["c.cpp"]
     assert changed("k/opt.h", "#define OPT 1\n") == ["c.cpp"]
-    assert changed("k/c.cpp", "#define H <common.h>\n#include H\n") == ["c.cpp"]
-    assert changed("k/unrelated.h", "#define U 2\n") == ["c.cpp"]
-    assert changed("k/c.cpp", 'asm(".incbin \\"k/blob.bin\\"");\n') == ["c.cpp"]
-    assert changed("k/blob.bin", "data") == ["c.cpp"]
-    assert changed("k/blob.json", "{}") == ["c.cpp"]
+    assert changed("k/e.bin", "1") == ["c.cpp"]
     # a source edit changes that source alone
-    assert changed("k/b.cpp", '#include <common.h>\nint b() { return 2; }\n') == ["b.cpp"]
+    assert changed("k/b.cpp", "#include <common.h>\nint b() { return 2; }\n") == ["b.cpp"]
+    # spellings of #include the compiler reads: a byte order mark, comments, line splices,
+    # the digraph, form feeds, CR line ends, C++20's import; and the file they name counts
+    for spelling in [b'\xef\xbb\xbf#include "spelt.h"\n', b'/* x */ #include "spelt.h"\n',
+                     b'# /* x */ include "spelt.h"\n', b'#\\\ninclude "spelt.h"\n',
+                     b'#inc\\\r\nlude "spelt.h"\n', b'%:include "spelt.h"\n',
+                     b'#\finclude "spelt.h"\n', b'int x;\r#include "spelt.h"\r',
+                     b'import "spelt.h";\n', b'#include \\\n "spelt.h"\n']:
+        assert changed("k/c.cpp", spelling) == ["c.cpp"], spelling
+        assert changed("k/spelt.h", spelling + b"// edited\n") == ["c.cpp"], spelling
+    (root / "k" / "c.cpp").write_text("int c() { return 3; }\n")
+    # a name the scan cannot see (a macro, the assembler's .incbin and .include): compiled
+    # with the namespace, which the uid (every file) changes
+    for reads_any in ["#define H <common.h>\n#include H\n", "#if __has_include(H)\n#endif\n",
+                      'asm(".incbin \\"k/blob.bin\\"");\n', 'asm(".include \\"m.s\\"");\n']:
+        assert changed("k/c.cpp", reads_any) == ["c.cpp (named)"], reads_any
+    (root / "k" / "c.cpp").write_text("int c() { return 3; }\n")
+    # an opaque header reached through others makes its includers named
+    assert changed("k/deep/d.cuh", "#include D_IMPL\n") == ["a.cpp (named)"]
+
+
+def test_an_include_past_the_first_mebibyte_is_seen(tmp_path: Path) -> None:
+    """A large generated header is scanned whole: an #include across the reader's chunk
+    boundary, or a long line before it, is read like any other."""
+    filler = b"// " + b"x" * ((1 << 20) - 10) + b"\n"
+    root = one_section_project(tmp_path, "cpu", """
+[kernel.k]
+backend = "cpu"
+depends = ["torch"]
+src = ["k/a.cpp"]
+""", {"k/a.cpp": "int a() { return 1; }\n", "k/big.h": "", "k/conf.h": "#define C 1\n"})
+    (root / "k" / "a.cpp").write_text('#include "big.h"\n')
+    for i, big in enumerate([filler + b'#include "conf.h"\n',
+                             b"#" + b" " * (1 << 20) + b'include "conf.h"\n']):
+        (root / "k" / "big.h").write_bytes(big)
+        (before,) = plan_for(root, "cpu").groups
+        (root / "k" / "conf.h").write_text(f"#define C {i + 2}\n")
+        (after,) = plan_for(root, "cpu").groups
+        assert before.named_sources == after.named_sources == ()
+        assert before.source_defines != after.source_defines
+        (root / "k" / "unrelated.h").write_text("// not included\n")
+        (again,) = plan_for(root, "cpu").groups
+        assert again.source_defines == after.source_defines
+
+
+def test_only_files_a_flag_names_by_path_count_for_it(tmp_path: Path) -> None:
+    """A flag's words name files (-include=k/h.h, -Xcompiler -include,k/h.h); a file whose
+    name is only part of a word (native in -march=native) is not named."""
+    root = one_section_project(tmp_path, "cpu", """
+[kernel.k]
+backend = "cpu"
+depends = ["torch"]
+cxx-flags = ["-march=native", "-Xcompiler", "-include,k/h.h"]
+src = ["k/k.cpp"]
+""", {"k/k.cpp": "int k() { return 1; }\n", "tools/tive": "TORCH_EXTENSION_NAME\n",
+      "k/h.h": "#define H 1\n"})
+    (first,) = plan_for(root, "cpu").groups
+    assert first.named_sources == ()
+    (root / "tools" / "tive").write_text("TORCH_EXTENSION_NAME edited\n")
+    assert plan_for(root, "cpu").groups[0].source_defines == first.source_defines
+    (root / "k" / "h.h").write_text("#define H 2\n")
+    assert plan_for(root, "cpu").groups[0].source_defines != first.source_defines
 
 
 def test_a_header_the_sections_flags_include_counts_for_its_sources(tmp_path: Path) -> None:

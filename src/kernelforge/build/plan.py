@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from kernelforge import archs
+from kernelforge.build.includes import IncludeGraph, Scanned, base_key, scan
 from kernelforge.build.toolchain import Dependency, Tool
 from kernelforge.errors import BuildError, ToolchainError
 from kernelforge.manifest import KernelSpec, Manifest, check_compiled_sources
@@ -772,66 +773,15 @@ def _compile_groups(manifest: Manifest, backend: str, kernels: Sequence[KernelSp
     return groups
 
 
-#: What marks a file that uses the build's namespace: the define itself, or the header
-#: whose macros expand it.
-_NAME_MARKERS = (b"TORCH_EXTENSION_NAME", b"registration.h")
-
-#: Files no source includes (documents, manifests, Python), which need not be read.
+#: Files no source includes (documents, manifests, Python), which need not be read
+#: unless an ``#include`` names them.
 _NOT_INCLUDED = frozenset({".md", ".rst", ".txt", ".toml", ".nix", ".lock", ".json",
                            ".yaml", ".yml", ".py", ".pyi", ".cfg", ".ini", ".sh",
                            ".png", ".jpg", ".svg", ".so", ".o", ".a", ".whl"})
 
-#: A directive that reads a file: ``#include`` (and ``#include_next``, ``#import``, C23's
-#: ``#embed``), with the name it gives when that is quoted or bracketed. One that names
-#: a macro (``#include KERNEL_HEADER``) reads a file the scan cannot see.
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*(?:include_next|include|import|embed)(?![A-Za-z0-9_])'
-                      rb'[ \t]*(?:[<"]([^>"\r\n]+)[>"])?', re.MULTILINE)
-
-#: ``__has_include``, which tests for a file (a new one changes what compiles), with the
-#: name it tests for; without one, a macro's.
-_HAS_INCLUDE = re.compile(rb'__has_include(?:_next)?[ \t]*\([ \t]*(?:[<"]([^>"\r\n]+)[>"])?')
-
-
-def _named_files(text: bytes) -> tuple[list[bytes], bool]:
-    """The names of the files ``text`` reads, and whether it reads one the scan cannot
-    name (an ``#include`` or ``__has_include`` of a macro, or the assembler's
-    ``.incbin``)."""
-    names = _INCLUDE.findall(text)
-    if b"__has_include" in text:
-        names += _HAS_INCLUDE.findall(text)
-    return [n for n in names if n], b"" in names or b".incbin" in text
-
-
 #: The define the sources compiled without the namespace get instead
 #: (:func:`sources_using_extension_name`).
 SOURCE_DEFINE = "-DKERNELFORGE_SOURCES="
-
-
-@dataclass(frozen=True)
-class _Scanned:
-    """What :func:`_scan` reads from one file."""
-
-    mentions_name: bool
-    includes: frozenset[str]  # the base names of the files it includes
-    digest: bytes
-    opaque: bool = False  # it reads a file by a name the scan cannot see
-
-
-def _scan(path: Path) -> _Scanned:
-    h = hashlib.sha256()
-    mentions, opaque, tail = False, False, b""
-    includes: set[str] = set()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(chunk)
-            # chunks overlapping by a line's worth see each marker and include line whole
-            text = tail + chunk
-            mentions = mentions or any(m in text for m in _NAME_MARKERS)
-            names, unseen = _named_files(text)
-            opaque = opaque or unseen
-            includes.update(posixpath.basename(n.decode("utf-8", "replace")) for n in names)
-            tail = text[-512:]
-    return _Scanned(mentions, frozenset(includes), h.digest(), opaque)
 
 
 #: The first nvcc whose front end kernelforge gives each source's path as the build's
@@ -879,90 +829,70 @@ def pinned_source_path_flags(source: Path, prefix_maps: Sequence[tuple[Path, str
     return ()
 
 
+def _flag_files(group: CompileGroup, by_base: Mapping[str, list[Path]]) -> set[Path]:
+    """The project's files a section's flags name by path (``-include k/k.h``,
+    ``-imacros=k.h``, ``-Xcompiler -include,k.h``): each word of a flag, split at ``=``
+    and ``,``, whose base name is a file's."""
+    return {q for flag in (*group.cxx_flags, *group.device_flags)
+            for word in re.split(r"[=,\s]", flag) if word
+            for q in by_base.get(posixpath.basename(word).lower(), ())}
+
+
 def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGroup],
                                  binding: Sequence[Path]) -> list[CompileGroup]:
     """``groups`` with their ``named_sources``: the sources that may use the build's
     namespace, which they are compiled with as ``-DTORCH_EXTENSION_NAME=<namespace>``.
 
     The namespace carries the uid, which any edit of the project changes. What a source
-    may read is found by name: the files of the project whose base name it names in an
-    ``#include`` (or ``__has_include``), what those name in turn, and the files its
-    section's flags name (``-include k.h``). The binding's sources always get the
-    namespace; a kernel source gets it when its section's flags name the define, or when
-    what it may read names the define or ``registration.h``, or holds a binding source
-    or such a section's source.
+    may read is found by name (:mod:`kernelforge.build.includes`): the files of the
+    project whose base name it names in an ``#include`` (or ``__has_include``, ...),
+    what those name in turn, and the files its section's flags name (``-include k.h``).
+    The binding's sources always get the namespace; a kernel source gets it when its
+    section's flags name the define, or when what it may read names the define or
+    ``registration.h``, holds a binding source or such a section's source, or reads a
+    file by a name the scan cannot see (an ``#include`` of a macro, ``.incbin``): that
+    may be any file, and the uid covers them all.
 
     Each other source gets ``-DKERNELFORGE_SOURCES=<digest>`` instead (``source_defines``),
     a digest of the paths and contents of what it may read, itself included. Its command
-    line, and so ninja's object, changes exactly when what it may read does, by content:
-    not on an edit of a document, of another kernel source or of a header it does not
-    include, and without relying on file times or the compiler's list of headers (hipcc
-    writes none). Every file of a base name it includes counts, so a new header found
-    first on the include path changes it too. A source that reaches a file the scan
-    cannot follow (an ``#include`` of a macro, ``.incbin``) may read any file of the
-    project but the compiled sources, and all of those count. A source that does not use
-    the name compiles to the same object with either define."""
-    sources = {p for g in groups for p in g.sources}
+    line, and so ninja's object, changes when one of the project's files it may read
+    does, by content: not on an edit of a document, of another kernel source it does not
+    include or of a header it does not include, and without relying on file times or the
+    compiler's list of headers (hipcc writes none). Every file of a base name it includes
+    counts, so a new header found first on the include path changes it too. Files outside
+    the project (torch's, a dependency's) are covered by the build's other keys. A source
+    that does not use the name compiles to the same object with either define."""
     with _reading(manifest.root):
         files = project_files(manifest.root, manifest_inputs(manifest))
         by_base: dict[str, list[Path]] = {}
         for _, path in files:
-            by_base.setdefault(path.name, []).append(path)
-        # the files each section's flags name (-include k.h, -imacros k.h)
-        flag_files = {g.name: {q for base, paths in by_base.items()
-                               if any(base in f for f in (*g.cxx_flags, *g.device_flags))
-                               for q in paths}
-                      for g in groups}
+            by_base.setdefault(base_key(path), []).append(path)
+        flag_files = {g.name: sorted(_flag_files(g, by_base), key=str) for g in groups}
         queue = [path for _, path in files if path.suffix.lower() not in _NOT_INCLUDED]
-        queue += [q for named_files in flag_files.values() for q in named_files]
-        scanned: dict[Path, _Scanned] = {}
+        queue += [q for named in flag_files.values() for q in named]
+        scanned: dict[Path, Scanned] = {}
         while queue:  # and what those name in an #include, whatever its suffix
             path = queue.pop()
-            if path not in scanned:
-                scanned[path] = _scan(path)
-                queue += [q for base in scanned[path].includes for q in by_base.get(base, ())
-                          if q not in scanned]
-            if not queue and any(found.opaque for found in scanned.values()):
-                # a file read by a name the scan cannot see may be any (.incbin data.json)
-                queue = [q for _, q in files if q not in scanned]
-    rel_of = {path: rel for rel, path in files}
+            if path in scanned:
+                continue
+            scanned[path] = scan(path)
+            queue += [q for base in scanned[path].includes for q in by_base.get(base, ())
+                      if q not in scanned]
+    sources = {p for g in groups for p in g.sources}
     for path in sources:  # a listed source that is missing: the compile says so
-        scanned.setdefault(path, _Scanned(True, frozenset(), b""))
-
-    # what a source that reads a file by a name the scan cannot see may read: any file
-    # but the compiled sources
-    includable = {p for p in scanned if p not in sources and p not in binding}
-
-    named_by = {p: {q for base in found.includes for q in by_base.get(base, ())}
-                for p, found in scanned.items()}
-
-    def may_read(roots: set[Path]) -> set[Path]:
-        """``roots`` and what they name, through each other."""
-        closure, todo, opaque = set(roots), list(roots), False
-        while todo:
-            current = todo.pop()
-            opaque = opaque or scanned[current].opaque
-            more = named_by[current] - closure
-            closure |= more
-            todo += more
-        return closure | includable if opaque else closure
+        scanned.setdefault(path, Scanned(True, frozenset(), b""))
 
     flag_named = {p for g in groups if any("TORCH_EXTENSION_NAME" in f
                                            for f in (*g.cxx_flags, *g.device_flags))
                   for p in g.sources}
-    reads = {p: may_read({p, *flag_files[g.name]}) for g in groups for p in g.sources}
     uses_name = {p for p, found in scanned.items() if found.mentions_name}
-    uses_name |= set(binding) | flag_named
-    named = {p for p, closure in reads.items() if closure & uses_name}
-
-    def define(source: Path) -> str:
-        h = hashlib.sha256()
-        for q in sorted(reads[source], key=str):
-            h.update(rel_of.get(q, str(q)).encode() + b"\0" + scanned[q].digest)
-        return f"{SOURCE_DEFINE}{h.hexdigest()[:16]}"
-
+    graph = IncludeGraph(scanned, by_base, {path: rel for rel, path in files},
+                         uses_name | set(binding) | flag_named)
+    roots = {p: [p, *flag_files[g.name]] for g in groups for p in g.sources}
+    named = {p for p in sources if p in flag_named or graph.may_use_name(roots[p])}
     return [replace(g, named_sources=tuple(p for p in g.sources if p in named),
-                    source_defines=tuple((p, define(p)) for p in g.sources if p not in named))
+                    source_defines=tuple((p, f"{SOURCE_DEFINE}{graph.digest(roots[p])[:16]}")
+                                         for p in g.sources if p not in named))
             for g in groups]
 
 
