@@ -1148,16 +1148,19 @@ def test_only_files_a_flag_names_by_path_count_for_it(tmp_path: Path) -> None:
 [kernel.k]
 backend = "cpu"
 depends = ["torch"]
-cxx-flags = ["-march=native", "-Xcompiler", "-include,k/h.h"]
+cxx-flags = ["-march=native", "-Xcompiler", "-include,k/h.h", "-includej.h"]
 src = ["k/k.cpp"]
 """, {"k/k.cpp": "int k() { return 1; }\n", "tools/tive": "TORCH_EXTENSION_NAME\n",
-      "k/h.h": "#define H 1\n"})
+      "k/h.h": "#define H 1\n", "j.h": "#define J 1\n"})
     (first,) = plan_for(root, "cpu").groups
     assert first.named_sources == ()
     (root / "tools" / "tive").write_text("TORCH_EXTENSION_NAME edited\n")
     assert plan_for(root, "cpu").groups[0].source_defines == first.source_defines
     (root / "k" / "h.h").write_text("#define H 2\n")
-    assert plan_for(root, "cpu").groups[0].source_defines != first.source_defines
+    second = plan_for(root, "cpu").groups[0].source_defines
+    assert second != first.source_defines
+    (root / "j.h").write_text("#define J 2\n")  # joined to its option
+    assert plan_for(root, "cpu").groups[0].source_defines != second
 
 
 def test_a_header_the_sections_flags_include_counts_for_its_sources(tmp_path: Path) -> None:

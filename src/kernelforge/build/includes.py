@@ -2,7 +2,7 @@
 
 The planner compiles a kernel source that does not use the build's namespace with a
 digest of what it may read (:func:`kernelforge.build.plan.sources_using_extension_name`),
-so that its object is kept exactly until one of those files changes. This module scans
+so that its object is kept until one of the project's files it may read changes. This module scans
 the project's files for the names they read (:func:`scan`) and digests, for each source,
 the files reachable from it through those names (:class:`IncludeGraph`).
 
@@ -26,8 +26,10 @@ from pathlib import Path
 #: header whose macros expand it.
 NAME_MARKERS = (b"TORCH_EXTENSION_NAME", b"registration.h")
 
-#: Blanks a directive may hold between its tokens: spaces, tabs and comments.
-_BLANKS = rb"(?:[ \t]|/\*.*?\*/)*"
+#: Blanks a directive may hold between its tokens: spaces, tabs and comments that close
+#: on its line (:func:`names_read` blanks those that span lines). Unambiguous, so that a
+#: line of many comments takes linear time.
+_BLANKS = rb"(?:[ \t]|/\*(?:[^*\n]|\*+[^*/\n])*\*+/)*"
 
 #: A line that is a directive reading a file: ``#include`` (``%:include``,
 #: ``#include_next``, ``#import``, C23's ``#embed``) or C++20's ``import "h";``, with the
@@ -54,7 +56,7 @@ _ASSEMBLER_READ = re.compile(rb"\.(?:incbin|include)\b")
 _SPLICE = re.compile(rb"\\[ \t]*\n")
 
 #: Files larger than this are not scanned for names: they are opaque.
-_SCANNED_BYTES = 64 << 20
+_SCANNED_BYTES = 16 << 20
 
 _CHUNK = 1 << 20
 
@@ -74,13 +76,39 @@ def _normalized(data: bytes) -> bytes:
     line ends, line splices joined, form feeds and vertical tabs as blanks."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    return _SPLICE.sub(b"", data).replace(b"\f", b" ").replace(b"\v", b" ")
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if b"\\" in data:
+        data = _SPLICE.sub(b"", data)
+    if b"\f" in data or b"\v" in data:
+        data = data.replace(b"\f", b" ").replace(b"\v", b" ")
+    return data
+
+
+def _without_block_comments(text: bytes) -> bytes:
+    """``text`` with each ``/* ... */`` a blank, as the preprocessor's third phase has it
+    (in one pass: an unclosed comment ends the search)."""
+    out: list[bytes] = []
+    at = 0
+    while (start := text.find(b"/*", at)) >= 0 and (end := text.find(b"*/", start + 2)) >= 0:
+        out += [text[at:start], b" "]
+        at = end + 2
+    out.append(text[at:])
+    return b"".join(out)
 
 
 def names_read(text: bytes) -> tuple[list[str], bool]:
     """The base names (lower case) of the files ``text`` reads, and whether it reads one
-    the scan cannot name."""
+    the scan cannot name: as written, and with each block comment a blank (as the
+    preprocessor sees a directive after a comment that spans lines)."""
+    names, opaque = _names_read(text)
+    if b"/*" in text:
+        more, also = _names_read(_without_block_comments(text))
+        names, opaque = names + more, opaque or also
+    return names, opaque
+
+
+def _names_read(text: bytes) -> tuple[list[str], bool]:
     names: list[bytes] = []
     opaque = _ASSEMBLER_READ.search(text) is not None
     line_starts: set[int] = set()
@@ -88,7 +116,8 @@ def names_read(text: bytes) -> tuple[list[str], bool]:
         at = text.find(word)
         while at >= 0:
             line_starts.add(text.rfind(b"\n", 0, at) + 1)
-            at = text.find(word, at + len(word))
+            end = text.find(b"\n", at)  # the line's other words find the same start
+            at = -1 if end < 0 else text.find(word, end)
     for start in sorted(line_starts):
         end = text.find(b"\n", start)
         m = _INCLUDE_LINE.match(text, start, len(text) if end < 0 else end)
@@ -109,23 +138,23 @@ def names_read(text: bytes) -> tuple[list[str], bool]:
 
 
 def scan(path: Path) -> Scanned:
-    """Digest ``path`` and read the names of the files it includes."""
-    h = hashlib.sha256()
-    parts: list[bytes] = []
-    size = 0
+    """Digest ``path`` and read the names of the files it includes. A file larger than
+    :data:`_SCANNED_BYTES` is digested in chunks and is opaque; one holding a NUL byte
+    (data for ``#embed``, an object) names no file."""
     with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(chunk)
-            size += len(chunk)
-            if size <= _SCANNED_BYTES:
-                parts.append(chunk)
-            else:
-                parts.clear()
-    if size > _SCANNED_BYTES:
-        return Scanned(True, frozenset(), h.digest(), opaque=True)
-    text = _normalized(b"".join(parts))
+        if os.fstat(fh.fileno()).st_size > _SCANNED_BYTES:
+            h = hashlib.sha256()
+            for chunk in iter(lambda: fh.read(_CHUNK), b""):
+                h.update(chunk)
+            return Scanned(True, frozenset(), h.digest(), opaque=True)
+        data = fh.read()
+    digest = hashlib.sha256(data).digest()
+    if b"\0" in data:
+        return Scanned(any(m in data for m in NAME_MARKERS), frozenset(), digest)
+    text = _normalized(data)
+    del data
     names, opaque = names_read(text)
-    return Scanned(any(m in text for m in NAME_MARKERS), frozenset(names), h.digest(), opaque)
+    return Scanned(any(m in text for m in NAME_MARKERS), frozenset(names), digest, opaque)
 
 
 def base_key(path: Path) -> str:

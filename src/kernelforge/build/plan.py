@@ -831,11 +831,17 @@ def pinned_source_path_flags(source: Path, prefix_maps: Sequence[tuple[Path, str
 
 def _flag_files(group: CompileGroup, by_base: Mapping[str, list[Path]]) -> set[Path]:
     """The project's files a section's flags name by path (``-include k/k.h``,
-    ``-imacros=k.h``, ``-Xcompiler -include,k.h``): each word of a flag, split at ``=``
-    and ``,``, whose base name is a file's."""
+    ``-includek.h``, ``-imacros k.h``, ``-Xcompiler -include,k.h``): each word of a
+    flag, split at ``=`` and ``,``, whose base name (without a joined ``-include`` or
+    ``-imacros``) is a file's."""
     return {q for flag in (*group.cxx_flags, *group.device_flags)
             for word in re.split(r"[=,\s]", flag) if word
-            for q in by_base.get(posixpath.basename(word).lower(), ())}
+            for name in {word, _JOINED_FILE_OPTION.sub("", word)}
+            for q in by_base.get(posixpath.basename(name).lower(), ())}
+
+
+#: The options that take a file joined to them (gcc's ``-includek.h``, ``-imacrosk.h``).
+_JOINED_FILE_OPTION = re.compile(r"^-(?:include|imacros)(?=.)")
 
 
 def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGroup],
@@ -860,7 +866,9 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
     include or of a header it does not include, and without relying on file times or the
     compiler's list of headers (hipcc writes none). Every file of a base name it includes
     counts, so a new header found first on the include path changes it too. Files outside
-    the project (torch's, a dependency's) are covered by the build's other keys. A source
+    the project (torch's, a dependency's) are covered by the build's other keys and
+    ninja's dependency files, and their own includes are not followed: a project file that
+    shadows a header one of them includes is seen by a build from scratch only. A source
     that does not use the name compiles to the same object with either define."""
     with _reading(manifest.root):
         files = project_files(manifest.root, manifest_inputs(manifest))
