@@ -116,3 +116,16 @@ def test_large_and_binary_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     data = tmp_path / "data.bin"
     data.write_bytes(b'\0#include "x.h"\n')
     assert scan(data) == Scanned(False, frozenset(), hashlib.sha256(data.read_bytes()).digest())
+
+
+def test_registration_h_counts_as_an_include_name(tmp_path: Path) -> None:
+    """A file uses the namespace when it includes the builder's registration.h (any
+    spelling), not when it names another file that ends so."""
+    uses = tmp_path / "uses.h"
+    for text, expected in [(b'#include "registration.h"\n', True),
+                           (b'/* x */ #  include <Registration.h>\n', True),
+                           (b'#include <torch/op_registration/op_registration.h>\n', False),
+                           (b"// see registration.h\n", False),
+                           (b"#define NS TORCH_EXTENSION_NAME\n", True)]:
+        uses.write_bytes(text)
+        assert scan(uses).mentions_name is expected, text

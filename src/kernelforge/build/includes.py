@@ -22,9 +22,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The text that marks a file using the build's namespace: the define itself, or the
-#: header whose macros expand it.
-NAME_MARKERS = (b"TORCH_EXTENSION_NAME", b"registration.h")
+#: The define that names the build's namespace; a file that names it, or includes the
+#: header whose macros expand it (:data:`NAME_HEADER`), uses the namespace.
+NAME_DEFINE = b"TORCH_EXTENSION_NAME"
+
+#: The builder's header whose macros expand the define (included by that name).
+NAME_HEADER = "registration.h"
 
 #: Blanks a directive may hold between its tokens: spaces, tabs and comments that close
 #: on its line (:func:`names_read` blanks those that span lines). Unambiguous, so that a
@@ -65,7 +68,7 @@ _CHUNK = 1 << 20
 class Scanned:
     """What :func:`scan` reads from one file."""
 
-    mentions_name: bool  #: it names one of :data:`NAME_MARKERS`
+    mentions_name: bool  #: it names :data:`NAME_DEFINE` or includes :data:`NAME_HEADER`
     includes: frozenset[str]  #: the base names of the files it reads, lower case
     digest: bytes  #: sha256 of its bytes
     opaque: bool = False  #: it reads a file by a name the scan cannot see
@@ -150,11 +153,12 @@ def scan(path: Path) -> Scanned:
         data = fh.read()
     digest = hashlib.sha256(data).digest()
     if b"\0" in data:
-        return Scanned(any(m in data for m in NAME_MARKERS), frozenset(), digest)
+        return Scanned(NAME_DEFINE in data, frozenset(), digest)
     text = _normalized(data)
     del data
     names, opaque = names_read(text)
-    return Scanned(any(m in text for m in NAME_MARKERS), frozenset(names), digest, opaque)
+    return Scanned(NAME_DEFINE in text or NAME_HEADER in names, frozenset(names), digest,
+                   opaque)
 
 
 def base_key(path: Path) -> str:

@@ -855,7 +855,7 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
     what those name in turn, and the files its section's flags name (``-include k.h``).
     The binding's sources always get the namespace; a kernel source gets it when its
     section's flags name the define, or when what it may read names the define or
-    ``registration.h``, holds a binding source or such a section's source, or reads a
+    includes ``registration.h``, holds a binding source or such a section's source, or reads a
     file by a name the scan cannot see (an ``#include`` of a macro, ``.incbin``): that
     may be any file, and the uid covers them all.
 
