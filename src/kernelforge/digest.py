@@ -37,7 +37,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from kernelforge.errors import IntegrityError
 
@@ -144,13 +144,18 @@ def hash_file(path: str | os.PathLike[str], algorithm: str = DEFAULT_ALGORITHM) 
     """
     _check_algorithm(algorithm)
     with open(path, "rb") as f:
-        if hasattr(hashlib, "file_digest"):  # Python >= 3.11
-            h = hashlib.file_digest(f, algorithm)
-        else:  # pragma: no cover - Python 3.10
-            h = hashlib.new(algorithm)
-            for chunk in iter(lambda: f.read(_CHUNK), b""):
-                h.update(chunk)
-    return base64.b64encode(h.digest()).decode("ascii")
+        return base64.b64encode(file_digest(f, algorithm)).decode("ascii")
+
+
+def file_digest(fh: BinaryIO, algorithm: str = DEFAULT_ALGORITHM) -> bytes:
+    """The digest of the open file ``fh`` from where it stands, read in chunks (a
+    multi-gigabyte file is never in memory whole)."""
+    if hasattr(hashlib, "file_digest"):  # Python >= 3.11
+        return hashlib.file_digest(fh, algorithm).digest()
+    h = hashlib.new(algorithm)  # pragma: no cover - Python 3.10
+    for chunk in iter(lambda: fh.read(_CHUNK), b""):  # pragma: no cover
+        h.update(chunk)
+    return h.digest()  # pragma: no cover
 
 
 def _link_problem(path: Path, follow_links: bool) -> str | None:

@@ -2,9 +2,9 @@
 
 The planner compiles a kernel source that does not use the build's namespace with a
 digest of what it may read (:func:`kernelforge.build.plan.sources_using_extension_name`),
-so that its object is kept until one of the project's files it may read changes. This module scans
-the project's files for the names they read (:func:`scan`) and digests, for each source,
-the files reachable from it through those names (:class:`IncludeGraph`).
+so that its object is kept until one of the project's files it may read changes. This
+module scans the project's files for the names they read (:func:`scan`) and digests, for
+each source, the files reachable from it through those names (:class:`IncludeGraph`).
 
 The scan errs on the side of reading more: every file of an included base name counts,
 whatever its folder and case (a new one found first on the include path included), and
@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from kernelforge.digest import file_digest
 
 #: The define that names the build's namespace; a file that names it, or includes the
 #: header whose macros expand it (:data:`NAME_HEADER`), uses the namespace.
@@ -61,7 +63,6 @@ _SPLICE = re.compile(rb"\\[ \t]*\n")
 #: Files larger than this are not scanned for names: they are opaque.
 _SCANNED_BYTES = 16 << 20
 
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -146,10 +147,7 @@ def scan(path: Path) -> Scanned:
     (data for ``#embed``, an object) names no file."""
     with path.open("rb") as fh:
         if os.fstat(fh.fileno()).st_size > _SCANNED_BYTES:
-            h = hashlib.sha256()
-            for chunk in iter(lambda: fh.read(_CHUNK), b""):
-                h.update(chunk)
-            return Scanned(True, frozenset(), h.digest(), opaque=True)
+            return Scanned(True, frozenset(), file_digest(fh), opaque=True)
         data = fh.read()
     digest = hashlib.sha256(data).digest()
     if b"\0" in data:

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
 
 from kernelforge import archs
 from kernelforge.build.includes import IncludeGraph, Scanned, base_key, scan
 from kernelforge.build.toolchain import Dependency, Tool
+from kernelforge.digest import file_digest
 from kernelforge.errors import BuildError, ToolchainError
 from kernelforge.manifest import KernelSpec, Manifest, check_compiled_sources
 
@@ -503,22 +503,6 @@ def manifest_package_files(manifest: Manifest) -> list[tuple[str, Path]]:
     return package_files(manifest.root, manifest.python_name, manifest.pyext)
 
 
-#: How much of a file :func:`hash_files` reads at a time (where ``hashlib.file_digest``,
-#: Python 3.11, is not there to do it): a multi-gigabyte fixture or checkpoint in the
-#: project must not be read into memory whole.
-_CHUNK = 1 << 20
-
-
-def _file_digest(fh: BinaryIO) -> bytes:
-    """The sha256 of the open file ``fh``, read in chunks."""
-    if hasattr(hashlib, "file_digest"):  # Python >= 3.11
-        return hashlib.file_digest(fh, "sha256").digest()
-    h = hashlib.sha256()  # pragma: no cover - Python 3.10
-    for chunk in iter(lambda: fh.read(_CHUNK), b""):  # pragma: no cover
-        h.update(chunk)
-    return h.digest()  # pragma: no cover
-
-
 @contextmanager
 def _reading(root: Path) -> Iterator[None]:
     """Turn a file or folder of the project that cannot be read into a BuildError: a file
@@ -548,7 +532,7 @@ def hash_files(root: Path, files: Iterable[tuple[str, Path]]) -> str:
         for rel, path in files:
             h.update(rel.encode() + b"\0")
             with path.open("rb") as fh:
-                h.update(_file_digest(fh))
+                h.update(file_digest(fh))
     return h.hexdigest()
 
 
@@ -829,6 +813,10 @@ def pinned_source_path_flags(source: Path, prefix_maps: Sequence[tuple[Path, str
     return ()
 
 
+#: The options that take a file joined to them (gcc's ``-includek.h``, ``-imacrosk.h``).
+_JOINED_FILE_OPTION = re.compile(r"^-(?:include|imacros)(?=.)")
+
+
 def _flag_files(group: CompileGroup, by_base: Mapping[str, list[Path]]) -> set[Path]:
     """The project's files a section's flags name by path (``-include k/k.h``,
     ``-includek.h``, ``-imacros k.h``, ``-Xcompiler -include,k.h``): each word of a
@@ -839,9 +827,6 @@ def _flag_files(group: CompileGroup, by_base: Mapping[str, list[Path]]) -> set[P
             for name in {word, _JOINED_FILE_OPTION.sub("", word)}
             for q in by_base.get(posixpath.basename(name).lower(), ())}
 
-
-#: The options that take a file joined to them (gcc's ``-includek.h``, ``-imacrosk.h``).
-_JOINED_FILE_OPTION = re.compile(r"^-(?:include|imacros)(?=.)")
 
 
 def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGroup],
@@ -855,9 +840,9 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
     what those name in turn, and the files its section's flags name (``-include k.h``).
     The binding's sources always get the namespace; a kernel source gets it when its
     section's flags name the define, or when what it may read names the define or
-    includes ``registration.h``, holds a binding source or such a section's source, or reads a
-    file by a name the scan cannot see (an ``#include`` of a macro, ``.incbin``): that
-    may be any file, and the uid covers them all.
+    includes ``registration.h``, holds a binding source or such a section's source, or
+    reads a file by a name the scan cannot see (an ``#include`` of a macro, ``.incbin``):
+    that may be any file, and the uid covers them all.
 
     Each other source gets ``-DKERNELFORGE_SOURCES=<digest>`` instead (``source_defines``),
     a digest of the paths and contents of what it may read, itself included. Its command
@@ -897,7 +882,7 @@ def sources_using_extension_name(manifest: Manifest, groups: Sequence[CompileGro
     graph = IncludeGraph(scanned, by_base, {path: rel for rel, path in files},
                          uses_name | set(binding) | flag_named)
     roots = {p: [p, *flag_files[g.name]] for g in groups for p in g.sources}
-    named = {p for p in sources if p in flag_named or graph.may_use_name(roots[p])}
+    named = {p for p in sources if graph.may_use_name(roots[p])}
     return [replace(g, named_sources=tuple(p for p in g.sources if p in named),
                     source_defines=tuple((p, f"{SOURCE_DEFINE}{graph.digest(roots[p])[:16]}")
                                          for p in g.sources if p not in named))
