@@ -355,8 +355,8 @@ def test_relu_fixture_sources_are_real_kernels():
     assert "__global__ void relu_kernel" in cuda and "<<<" in cuda
     binding = (root / "torch-ext" / "torch_binding.cpp").read_text()
     for needle in ['#include "registration.h"', "TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)",
-                   'ops.def("relu(Tensor! out, Tensor input) -> ()")', "torch::kCPU",
-                   "torch::kCUDA", "REGISTER_EXTENSION(TORCH_EXTENSION_NAME)"]:
+                   'ops.def("relu(Tensor! out, Tensor input) -> ()")', "at::kCPU",
+                   "at::kCUDA", "REGISTER_EXTENSION(TORCH_EXTENSION_NAME)"]:
         assert needle in binding
 
 

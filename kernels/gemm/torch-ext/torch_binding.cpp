@@ -1,4 +1,6 @@
-#include <torch/all.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <c10/cuda/CUDAGuard.h>
@@ -25,7 +27,7 @@
 
 namespace {
 
-using torch::Tensor;
+using at::Tensor;
 
 constexpr int64_t kBlock = 128;
 
@@ -907,23 +909,23 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "gemm_nt_out(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, "
       "bool exact=False, int variant=-1, int splits=-1, int swizzle=0) -> ()");
-  ops.impl("gemm_nt_out", torch::kCUDA, &gemm_nt_out);
+  ops.impl("gemm_nt_out", at::kCUDA, &gemm_nt_out);
   ops.def(
       "gemm_nt(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, bool exact=False, "
       "int variant=-1, int splits=-1, int swizzle=0) -> Tensor");
-  ops.impl("gemm_nt", torch::kCUDA, &gemm_nt);
+  ops.impl("gemm_nt", at::kCUDA, &gemm_nt);
   ops.def("gemm(Tensor(a!) out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
-  ops.impl("gemm", torch::kCUDA, &gemm);
+  ops.impl("gemm", at::kCUDA, &gemm);
   ops.def(
       "plan_nt(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, bool exact=False) -> "
       "(int, int, str)");
-  ops.impl("plan_nt", torch::kCUDA, &plan_nt);
+  ops.impl("plan_nt", at::kCUDA, &plan_nt);
   ops.def("quantize_1x128(Tensor x, bool fnuz=False) -> (Tensor, Tensor)");
-  ops.impl("quantize_1x128", torch::kCUDA, &quantize_1x128);
+  ops.impl("quantize_1x128", at::kCUDA, &quantize_1x128);
   ops.def("quantize_128x128(Tensor x, bool fnuz=False) -> (Tensor, Tensor)");
-  ops.impl("quantize_128x128", torch::kCUDA, &quantize_128x128);
+  ops.impl("quantize_128x128", at::kCUDA, &quantize_128x128);
   ops.def("prepare_operand(Tensor x, bool to_bf16=False) -> Tensor");
-  ops.impl("prepare_operand", torch::kCUDA, &prepare_operand);
+  ops.impl("prepare_operand", at::kCUDA, &prepare_operand);
 }
 
 REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

@@ -4,7 +4,8 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-#include <torch/all.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
 
 #include <cstdint>
 
@@ -24,7 +25,7 @@ void relu_range(scalar_t *__restrict__ out, const scalar_t *__restrict__ input,
   }
 }
 
-void check_args(torch::Tensor const &out, torch::Tensor const &input) {
+void check_args(at::Tensor const &out, at::Tensor const &input) {
   TORCH_CHECK(input.device().is_cpu(), "relu: input must be a CPU tensor, got ",
               input.device());
   TORCH_CHECK(out.device().is_cpu(), "relu: out must be a CPU tensor, got ",
@@ -37,15 +38,15 @@ void check_args(torch::Tensor const &out, torch::Tensor const &input) {
 
 } // namespace
 
-void relu(torch::Tensor &out, torch::Tensor const &input) {
+void relu(at::Tensor &out, at::Tensor const &input) {
   check_args(out, input);
   const int64_t n = input.numel();
   if (n == 0) {
     return;
   }
-  const torch::Tensor src = input.contiguous();
+  const at::Tensor src = input.contiguous();
   // Work on a contiguous buffer; copy back when `out` is a strided view.
-  torch::Tensor dst = out.is_contiguous() ? out : torch::empty_like(src);
+  at::Tensor dst = out.is_contiguous() ? out : at::empty_like(src);
 
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::ScalarType::Half, at::ScalarType::BFloat16, src.scalar_type(), "relu_cpu",

@@ -3,10 +3,11 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <torch/all.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -32,7 +33,7 @@ __global__ void relu_kernel(scalar_t *__restrict__ out,
   }
 }
 
-void check_args(torch::Tensor const &out, torch::Tensor const &input) {
+void check_args(at::Tensor const &out, at::Tensor const &input) {
   TORCH_CHECK(input.is_cuda(), "relu: input must be a CUDA tensor, got ",
               input.device());
   TORCH_CHECK(out.device() == input.device(), "relu: out is on ", out.device(),
@@ -45,20 +46,20 @@ void check_args(torch::Tensor const &out, torch::Tensor const &input) {
 
 } // namespace
 
-void relu(torch::Tensor &out, torch::Tensor const &input) {
+void relu(at::Tensor &out, at::Tensor const &input) {
   check_args(out, input);
   const int64_t n = input.numel();
   if (n == 0) {
     return;
   }
   const c10::cuda::CUDAGuard device_guard(input.device());
-  const torch::Tensor src = input.contiguous();
+  const at::Tensor src = input.contiguous();
   // Work on a contiguous buffer; copy back when `out` is a strided view.
-  torch::Tensor dst = out.is_contiguous() ? out : torch::empty_like(src);
+  at::Tensor dst = out.is_contiguous() ? out : at::empty_like(src);
 
   const int64_t blocks =
       std::min<int64_t>((n + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks);
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
 
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::ScalarType::Half, at::ScalarType::BFloat16, src.scalar_type(), "relu_cuda",

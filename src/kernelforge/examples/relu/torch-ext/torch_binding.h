@@ -1,7 +1,9 @@
 #pragma once
 
-#include <torch/torch.h>
+// ATen's Tensor alone: <torch/torch.h> (the C++ frontend: autograd, nn, optim) would
+// make every file that includes this header take several times longer to compile.
+#include <ATen/core/Tensor.h>
 
 // Writes max(input, 0) into `out`. One definition per backend build: the CPU
 // build links relu_cpu/relu_cpu.cpp, the CUDA build relu_cuda/relu_cuda.cu.
-void relu(torch::Tensor &out, torch::Tensor const &input);
+void relu(at::Tensor &out, at::Tensor const &input);
