@@ -23,7 +23,12 @@ from pathlib import Path, PurePosixPath
 
 from kernelforge import __version__, archs, digest
 from kernelforge._durable import replace_file
-from kernelforge.build.compile import compile_plan, compiler_environment, setuptools_version
+from kernelforge.build.compile import (
+    compile_plan,
+    compiler_environment,
+    reads_digest,
+    setuptools_version,
+)
 from kernelforge.build.interpreter import PythonEnv, python_env
 from kernelforge.build.package import (
     assemble_variant,
@@ -386,6 +391,8 @@ def _up_to_date(root: Path, out_dir: Path, backend: str, key: str) -> Path | Non
     if entry is None:
         return None
     variant_dir = out_dir / entry["variant"]
+    if entry.get("reads") != reads_digest(root / ".kernelforge" / entry["variant"]):
+        return None  # a file outside the project that a compile read has changed
     try:
         raw = (variant_dir / "metadata.json").read_bytes()
         if hashlib.sha256(raw).hexdigest() != entry["metadata"]:
@@ -453,13 +460,15 @@ def _build_lock(root: Path, backend: str, progress: Callable[[str], None]) -> It
         lock.release()
 
 
-def _write_stamp(root: Path, backend: str, key: str, final: Path) -> None:
+def _write_stamp(root: Path, backend: str, key: str, final: Path, reads: str | None) -> None:
     builds = _stamps(root, backend)
     builds.pop(key, None)
     builds[key] = {
         "variant": final.name,
         "metadata": hashlib.sha256((final / "metadata.json").read_bytes()).hexdigest(),
     }
+    if reads is not None:
+        builds[key]["reads"] = reads
     kept = dict(list(builds.items())[-STAMP_ENTRIES:])
     path = _stamp_path(root, backend)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -667,8 +676,9 @@ def build_project(
                 "backend": backend,
                 "sources": source_id.content_hash,
                 "dirty": source_id.git_dirty,
-                # a project put under git since: its next build records the commit
-                "git": source_id.git_commit is not None,
+                # the commit the metadata records: a new one rewrites it (a commit of
+                # files outside the project, or put under git since the last build)
+                "git": source_id.git_commit,
                 "python": env.executable,
                 "torch": [str(torch_install.path), torch_install.mtime_ns, torch_install.version],
                 "cxx": cxx.identity() if cxx else None,
@@ -727,7 +737,8 @@ def build_project(
                 manifest, plan, extension=extension, out_dir=out,
                 provenance=_provenance(plan, source_id, torch_install, cxx, device),
             )
-            _write_stamp(root, backend, key, final)
+            _write_stamp(root, backend, key, final,
+                         None if plan.noarch else reads_digest(root / ".kernelforge" / variant))
             elapsed = time.monotonic() - started
             progress(f"{variant}: wrote {final}")
             results.append(BuildResult(variant, backend, final, False, elapsed))

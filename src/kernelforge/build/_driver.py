@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -22,6 +23,43 @@ ARCH_FLAG_PREFIXES = ("-gencode", "--offload-arch")
 
 #: The define that names the extension (its op namespace, which holds the uid).
 NAME_DEFINE = "-DTORCH_EXTENSION_NAME="
+
+#: The environment variable through which the parent gives its process id, so that the
+#: driver can stop the compile when that process dies (:func:`_end_with_parent`).
+PARENT_VARIABLE = "KERNELFORGE_BUILD_PARENT"
+
+#: ``prctl``'s request for a signal when the parent dies (Linux, <sys/prctl.h>).
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_group(signum: int, frame: object) -> None:
+    """End the compile: this process, ninja and the compilers, which share its process
+    group (the parent started the driver in a session of its own)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.killpg(os.getpgrp(), signal.SIGTERM)
+
+
+def _end_with_parent() -> None:
+    """Stop the compile when the kernelforge process that started it dies without
+    stopping it (SIGKILL, the out-of-memory killer): the kernel then sends this process
+    SIGTERM, which goes on to ninja and the compilers, so that they do not keep compiling
+    into the work directory that the next build takes over. Linux only; where the request
+    is not available the compile stops with its parent as before, on a signal the parent
+    can catch (Ctrl-C, SIGTERM, SIGHUP)."""
+    parent = os.environ.get(PARENT_VARIABLE, "")
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):
+        return
+    signal.signal(signal.SIGTERM, _stop_group)
+    if os.getppid() != int(parent):  # it died before the request was made
+        _stop_group(signal.SIGTERM, None)
 
 
 def _without_arch_flags(flags: list[str]) -> list[str]:
@@ -82,6 +120,45 @@ def _ninja_path(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
+#: The ninja files run by this driver, with the directory each ran in, for
+#: :func:`_write_reads`.
+_NINJA_RUNS: list[tuple[str, str]] = []
+
+#: Written next to the objects' folder: the files outside the project that the compilers
+#: read (``{"files": [...]}``, or ``{"files": null}`` when ninja could not tell).
+READS_FILE = "reads.json"
+
+
+def _outside_reads(root: str) -> list[str] | None:
+    """The files outside ``root`` that the compiles of this build read, as ninja keeps
+    them from the compilers' dependency lists (``ninja -t deps``), sorted; ``None`` when
+    ninja could not say."""
+    prefix = os.path.join(os.path.abspath(root), "")
+    found: set[str] = set()
+    for directory, ninja_file in _NINJA_RUNS:
+        try:
+            listing = subprocess.run(["ninja", "-f", ninja_file, "-t", "deps"], cwd=directory,
+                                     capture_output=True, text=True, errors="surrogateescape",
+                                     timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if listing.returncode != 0:
+            return None
+        for line in listing.stdout.splitlines():
+            if line.startswith((" ", "\t")) and line.strip():
+                path = os.path.normpath(os.path.join(directory, line.strip()))
+                if not path.startswith(prefix):
+                    found.add(path)
+    return sorted(found)
+
+
+def _write_reads(spec: Mapping[str, Any]) -> None:
+    work_dir = Path(spec["build_temp"]).parent
+    files = _outside_reads(spec["root"])
+    (work_dir / READS_FILE).write_text(
+        json.dumps({"files": files}, ensure_ascii=False, indent=0), errors="surrogateescape")
+
+
 def _run_ninja_files(build_directory: str, others: list[str], error_prefix: str) -> None:
     """Run the ``build.ninja`` of ``build_directory`` and of each of ``others`` as one
     ninja build, so that ``-j`` spreads over all of their sources. Each file is a
@@ -91,6 +168,7 @@ def _run_ninja_files(build_directory: str, others: list[str], error_prefix: str)
     for directory in [build_directory, *others]:
         lines.append("subninja " + _ninja_path(os.path.join(directory, "build.ninja")))
     Path(top).write_text("\n".join(lines) + "\n")
+    _NINJA_RUNS.append((build_directory, top))
     command = ["ninja", "-v", "-f", top]
     if os.environ.get("MAX_JOBS"):
         command += ["-j", os.environ["MAX_JOBS"]]
@@ -153,6 +231,7 @@ def _import_advice(err: ImportError) -> str:
 
 
 def main(spec_path: str) -> int:
+    _end_with_parent()
     spec = json.loads(Path(spec_path).read_text())
 
     # Imported here: this module only runs in the child process.
@@ -232,6 +311,7 @@ def main(spec_path: str) -> int:
 
             def run_all(build_directory: str, verbose: bool, error_prefix: str) -> None:
                 if not deferred:
+                    _NINJA_RUNS.append((build_directory, "build.ninja"))
                     run_ninja(build_directory, verbose, error_prefix)
                     return
                 _run_ninja_files(build_directory, deferred, error_prefix)
@@ -282,6 +362,7 @@ def main(spec_path: str) -> int:
             spec["build_temp"],
         ],
     )
+    _write_reads(spec)
     return 0
 
 

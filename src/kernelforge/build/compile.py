@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from kernelforge.build._driver import PARENT_VARIABLE, READS_FILE
 from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan
 from kernelforge.errors import BuildError, ToolchainError
@@ -354,6 +355,13 @@ COMPILER_VARIABLES = ("CC", "CXX", "AR", "NVCC_CCBIN", "CUDAHOSTCXX", "PYTORCH_N
                       "COMPILER_PATH", "GCC_EXEC_PREFIX")
 
 
+#: The date ``__DATE__`` and ``__TIME__`` expand to in every build (gcc and clang read
+#: ``SOURCE_DATE_EPOCH``, and nvcc and hipcc preprocess with them): 1980-01-01 00:00:00
+#: UTC, the date Nix gives the builds of Hugging Face's builder. A source that prints its
+#: build date then gives the same bytes wherever and whenever it is built.
+SOURCE_DATE_EPOCH = "315532800"
+
+
 def compiler_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The compiler-choosing variables that are set (for the build fingerprint)."""
     environ = os.environ if environ is None else environ
@@ -509,6 +517,7 @@ def compile_plan(
     spec = {
         **plan.fingerprint_inputs(),
         "backend": plan.backend,
+        "root": str(plan.root),
         "build_lib": str(build_lib),
         "build_temp": str(work_dir / "obj"),
     }
@@ -521,8 +530,17 @@ def compile_plan(
         progress(f"  note: ignoring {', '.join(dropped)} from the environment; "
                  "put compiler flags and include directories in build.toml (cxx-flags, "
                  "cuda-flags, hip-flags, include)")
+    given_date = base.get("SOURCE_DATE_EPOCH")
+    if given_date and given_date != SOURCE_DATE_EPOCH:
+        progress(f"  note: ignoring SOURCE_DATE_EPOCH={given_date} from the environment; "
+                 "__DATE__ and __TIME__ are 1980-01-01 00:00:00 in every build")
+    base["SOURCE_DATE_EPOCH"] = SOURCE_DATE_EPOCH
     env = python.env(base)
-    env["PATH"] = os.pathsep.join([*_ninja_dirs(python), env.get("PATH", "")])
+    # After the caller's PATH, so that the compilers the build runs are the ones the
+    # up-to-date check and the metadata name (find_cxx reads the caller's PATH), not a
+    # c++ that an environment's bin/ directory happens to hold.
+    env["PATH"] = os.pathsep.join(p for p in (env.get("PATH", ""), *_ninja_dirs(python)) if p)
+    env[PARENT_VARIABLE] = str(os.getpid())
     env["MAX_JOBS"] = str(jobs or _jobs_from_environment(progress) or os.cpu_count() or 1)
     env.update(plan.env)
     # Keep bytecode out of the project and the build tree.
@@ -612,6 +630,29 @@ def compile_plan(
     _remove_other_extensions(build_lib, plan.namespace)
     progress(f"  compiled {plan.variant} in {elapsed:.1f}s")
     return built[0]
+
+
+def reads_digest(work_dir: Path) -> str | None:
+    """A digest of the size and modification time of each file outside the project that
+    the last compile in ``work_dir`` read (a header of torch's, the system's, or one a
+    source includes by a path that leaves the project), as the driver listed them; ``None``
+    when the compile left no list. The up-to-date check compares it, so that a changed
+    file there rebuilds (ninja then recompiles what read it)."""
+    try:
+        files = json.loads((work_dir / READS_FILE).read_text(errors="surrogateescape"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(files, list):
+        return "unknown"
+    h = hashlib.sha256()
+    for name in files:
+        try:
+            st = os.stat(name)
+            facts = f"{st.st_size} {st.st_mtime_ns}"
+        except (OSError, TypeError, ValueError):
+            facts = "missing"
+        h.update(f"{name}\0{facts}\0".encode(errors="surrogateescape"))
+    return h.hexdigest()
 
 
 def _readelf(*args: str) -> str | None:
