@@ -690,6 +690,100 @@ def test_cli_keygen_checks_the_store_before_writing(env: dict[str, Path], monkey
     assert "--force" not in err and pub.is_file()
 
 
+def _another_key_appears_while_writing(monkeypatch, path: Path) -> bytes:
+    """Make a second writer create ``path`` just after this one has written its key to
+    a temporary file (the moment two concurrent keygens collide); return its bytes."""
+    from kernelforge import _durable
+
+    theirs = b"-----BEGIN PRIVATE KEY-----\nanother run's key\n-----END PRIVATE KEY-----\n"
+    write_temp = _durable.write_temp
+
+    def racing(target: Path, data: bytes, **kwargs):
+        tmp = write_temp(target, data, **kwargs)
+        if target == path and not path.exists():
+            path.write_bytes(theirs)
+        return tmp
+
+    monkeypatch.setattr(_durable, "write_temp", racing)
+    return theirs
+
+
+def test_generate_key_never_replaces_a_key_written_meanwhile(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    """The key file is created exclusively: a key written by another run between the
+    check and the write stays, and this run is refused, leaving no temporary file."""
+    path = tmp_path / "keys" / "k.pem"
+    path.parent.mkdir()
+    theirs = _another_key_appears_while_writing(monkeypatch, path)
+    with pytest.raises(TrustError, match="k.pem: a key already exists; pass --force"):
+        signing.generate_key(path)
+    assert path.read_bytes() == theirs
+    assert sorted(p.name for p in path.parent.iterdir()) == ["k.pem"]
+
+
+def test_generate_key_without_hard_links_still_creates_exclusively(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """Where the file system has no hard links, the key is created with O_EXCL: it is
+    written, private, and an existing file is still never replaced."""
+    import errno
+
+    def no_links(src, dst):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    path = tmp_path / "k.pem"
+    key = signing.generate_key(path)
+    assert signing.load_signing_key(path).public == key.public
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["k.pem"]
+    other = tmp_path / "other.pem"
+    theirs = _another_key_appears_while_writing(monkeypatch, other)
+    with pytest.raises(TrustError, match="other.pem: a key already exists"):
+        signing.generate_key(other)
+    assert other.read_bytes() == theirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.pem", "other.pem"]
+
+
+def test_cli_keygen_losing_a_race_says_so_and_trusts_nothing(env: dict[str, Path],
+                                                             monkeypatch, capsys) -> None:
+    """Two keygens at once: the one whose key file was written first keeps it; the other
+    exits 1 saying a key exists, and neither writes a .pub nor trusts its key."""
+    pem = env["config"] / "keys" / "default.pem"
+    theirs = _another_key_appears_while_writing(monkeypatch, pem)
+    assert main(["keygen"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (f"error: {pem}: a key already exists; pass --force to replace "
+                            "it (the replaced key is then removed from your trust store), "
+                            "or choose another --name or --out\n")
+    assert "private key:" not in captured.out
+    assert pem.read_bytes() == theirs and not pem.with_suffix(".pub").exists()
+    assert trust.load_store().keys == ()
+
+
+def test_cli_concurrent_keygens_leave_one_key_and_trust_only_it(env: dict[str, Path],
+                                                                tmp_path: Path) -> None:
+    """Four keygens started together: one succeeds; the trust store holds exactly the
+    key whose private half is on disk."""
+    go = tmp_path / "go"
+    code = ("import os, sys, time\n"
+            "from kernelforge.cli import main\n"
+            f"while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
+            "sys.exit(main(['keygen']))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ})
+             for _ in range(4)]
+    go.touch()
+    results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    assert sorted(rc for rc, _, _ in results) == [0, 1, 1, 1], results
+    for rc, _out, err in results:
+        assert rc == 0 or "a key already exists" in err, err
+    pem = env["config"] / "keys" / "default.pem"
+    on_disk = signing.load_signing_key(pem).public
+    assert [k.key_id for k in trust.load_store().keys] == [on_disk.key_id]
+    assert pem.with_suffix(".pub").read_text().strip() == on_disk.text
+    assert sorted(p.name for p in pem.parent.iterdir()) == ["default.pem", "default.pub"]
+
+
 def test_importing_stays_light() -> None:
     code = ("import sys, kernelforge, kernelforge.cli, kernelforge.loader, kernelforge.lock, "
             "kernelforge.policy, kernelforge.hub.hf, kernelforge.trust\n"

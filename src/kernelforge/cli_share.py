@@ -343,8 +343,17 @@ def _replaced_key(path: Path, pub_file: Path) -> Any:
         return None
 
 
+def _key_exists(path: Path) -> KernelforgeError:
+    """``keygen``'s refusal of a key file that exists, without ``--force``."""
+    return KernelforgeError(
+        f"{path}: a key already exists; pass --force to replace it (the replaced key is "
+        "then removed from your trust store), or choose another --name or --out"
+    )
+
+
 def _cmd_keygen(args: argparse.Namespace) -> int:
     from kernelforge import trust
+    from kernelforge.errors import TrustError
     from kernelforge.signing import generate_key
 
     path = Path(args.out).expanduser() if args.out else (
@@ -364,10 +373,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
             f"--out {path.with_suffix('.pem')}"
         )
     if path.exists() and not args.force:
-        raise KernelforgeError(
-            f"{path}: a key already exists; pass --force to replace it (the replaced key is "
-            "then removed from your trust store), or choose another --name or --out"
-        )
+        raise _key_exists(path)
     if pub_file.exists() and not path.exists() and not args.force:
         raise KernelforgeError(
             f"{pub_file}: exists and would be overwritten by the new public key; move it "
@@ -378,7 +384,14 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     store = None
     if not args.no_trust or old is not None:
         store = trust.load_store()  # a malformed store is refused before any key is written
-    key = generate_key(path, overwrite=args.force)
+    try:
+        key = generate_key(path, overwrite=args.force)
+    except TrustError as err:
+        # Another keygen wrote the file since the check above: it keeps its key, and
+        # nothing is written or trusted for this one.
+        if args.force or not (path.exists() or path.is_symlink()):
+            raise
+        raise _key_exists(path) from err
     public = key.public
     pub_file.write_text(public.text + "\n", encoding="ascii")
     print(f"private key: {path} (keep it secret)")

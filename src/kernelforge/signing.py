@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import os
@@ -333,6 +334,12 @@ def load_signing_key(path: str | os.PathLike[str]) -> SigningKey:
 def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> SigningKey:
     """Create a new ed25519 key pair and write the private key.
 
+    The key is written to a hidden temporary file beside ``path`` and then put in
+    place in one step, so ``path`` never holds half a key. Without ``overwrite`` that
+    step creates ``path`` exclusively: of two runs writing the same file at once, one
+    wins and the other gets the "already exists" error, never a key that the winner's
+    file then replaces.
+
     Args:
         path: the private key file to create (mode 0600); its directory is created.
         overwrite: replace an existing file.
@@ -342,15 +349,16 @@ def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> Si
         trust store.
 
     Raises:
-        TrustError: ``path`` exists and ``overwrite`` is false.
+        TrustError: ``path`` exists (or appears while the key is written) and
+            ``overwrite`` is false.
     """
     from cryptography.hazmat.primitives import serialization
 
-    from kernelforge._durable import replace_file
+    from kernelforge._durable import fsync_dir, replace_file, write_temp
 
     p = Path(path).expanduser()
-    if p.exists() and not overwrite:
-        raise TrustError(f"{p}: a key already exists; pass --force to replace it")
+    if not overwrite and (p.exists() or p.is_symlink()):
+        raise _key_exists(p)
     private = _crypto().Ed25519PrivateKey.generate()
     pem = private.private_bytes(
         serialization.Encoding.PEM,
@@ -358,5 +366,48 @@ def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> Si
         serialization.NoEncryption(),
     )
     p.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(p, pem, mode=0o600)
+    if overwrite:
+        replace_file(p, pem, chmod=0o600)
+        return SigningKey(private, p)
+    tmp = write_temp(p, pem, chmod=0o600)
+    try:
+        try:
+            os.link(tmp, p)  # fails if p exists: no rename over another run's key
+        except FileExistsError:
+            raise _key_exists(p) from None
+        except OSError as err:
+            if err.errno not in _NO_LINKS:
+                raise
+            _create_exclusively(p, pem)  # a file system without hard links
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(p.parent)
     return SigningKey(private, p)
+
+
+def _key_exists(path: Path) -> TrustError:
+    return TrustError(f"{path}: a key already exists; pass --force to replace it")
+
+
+#: What ``os.link`` raises where the file system has no hard links (FAT, some network
+#: and FUSE file systems).
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+def _create_exclusively(path: Path, data: bytes) -> None:
+    """Create ``path`` (mode 0600) only if it does not exist, and write ``data``: the
+    exclusive creation :func:`generate_key` needs where no hard link can be made. A
+    crash while writing leaves a partial file, which :func:`load_signing_key` refuses
+    as no key."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise _key_exists(path) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
