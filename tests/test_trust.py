@@ -622,6 +622,24 @@ def test_cli_keygen_refuses_a_name_that_is_no_label(name: str, out: bool,
     assert not (tmp_path / "k.pem").exists() and not env["config"].exists()
 
 
+@pytest.mark.parametrize("name", ["", "   ", "evil\n  deadbeefdeadbeef  default  repos *",
+                                  "tab\there", "bell\a", "x" * 101])
+def test_cli_trust_add_refuses_a_name_that_is_no_label(name: str, env: dict[str, Path],
+                                                       key: signing.SigningKey,
+                                                       capsys) -> None:
+    """trust add --name takes what keygen --name takes: a label with a newline would
+    print as extra lines in 'trust list', and an empty one would drop the key's name."""
+    assert main(["trust", "add", key.public.text, "--name", "pub"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(["trust", "add", key.public.text, "--name", name])
+    assert info.value.code == 2
+    assert (f"argument --name: {name!r} is not a key label; use 1 to 100 printable "
+            "characters") in capsys.readouterr().err
+    assert [(k.key_id, k.name) for k in trust.load_store().keys] == [
+        (key.public.key_id, "pub")]
+
+
 def test_cli_keygen_store_failure_quotes_the_label(env: dict[str, Path], tmp_path: Path,
                                                    monkeypatch, capsys) -> None:
     def fail(*args, **kwargs):

@@ -90,9 +90,10 @@ _LABEL_MAX = 100
 
 
 def key_label_arg(text: str) -> str:
-    """argparse type for ``keygen --name``: the key's label in the trust store. With
-    ``--out`` that is all it is; without, it names the key file too, which
-    :func:`key_name_arg` checks once all arguments are known."""
+    """argparse type for ``keygen --name`` and ``trust add --name``: the key's label in
+    the trust store, one line that ``kernelforge trust list`` prints as it is. For
+    ``keygen`` with ``--out`` that is all it is; without, it names the key file too,
+    which :func:`key_name_arg` checks once all arguments are known."""
     if not text.strip() or len(text) > _LABEL_MAX or not text.isprintable():
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a key label; use 1 to {_LABEL_MAX} printable characters, "
@@ -781,7 +782,9 @@ def add_commands(sub: Any) -> None:
     t = tsub.add_parser("add", help="trust a publisher key (ed25519:... or a key file)")
     t.add_argument("key", help="the publisher's public key, 'ed25519:<base64>' as "
                    "'kernelforge keygen' prints it, or its .pub file")
-    t.add_argument("--name", help="a label (default: a trusted key keeps its own)")
+    t.add_argument("--name", type=key_label_arg,
+                   help="a label, 1 to 100 printable characters (default: a trusted key "
+                        "keeps its own)")
     t.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="only for these repositories: org/name or org/* (repeatable; "
                         "default: * for a new key; a trusted key gets these added to its "
