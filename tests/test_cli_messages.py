@@ -480,3 +480,82 @@ def test_a_version_given_as_its_branch_name_is_explained(
         main(["info", "org/name", "--version", given])
     assert said in capsys.readouterr().err
 
+
+
+# --- suggested commands quote the paths they name ------------------------------------------
+
+SPACED = "sp ace é"  # a space and a character the shell needs quoted
+
+
+def _command_after(text: str, lead: str, end: str = "\n") -> list[str]:
+    """The command a message suggests after ``lead`` (up to ``end``), split as a shell
+    would split it when pasted."""
+    import shlex
+
+    assert lead in text, text
+    return shlex.split(text.split(lead, 1)[1].split(end, 1)[0])
+
+
+def test_init_publish_and_keygen_suggest_commands_that_paste_into_a_shell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / SPACED / "proj"
+    assert main(["init", "ab", str(dest)]) == 0
+    assert _command_after(capsys.readouterr().out, "next: ") == [
+        "kernelforge", "build", str(dest), "&&", "kernelforge", "publish", str(dest),
+        "--repo", "<org>/ab"]
+    monkeypatch.chdir(tmp_path)
+    assert main(["publish", f"{SPACED}/proj", "--repo", "a/b",
+                 "--hub", str(tmp_path / "hub")]) == 1
+    assert _command_after(capsys.readouterr().err, "build it first (", ")") == [
+        "kernelforge", "build", f"{SPACED}/proj"]
+    out = tmp_path / SPACED / "k é.pem"
+    assert main(["keygen", "--out", str(out), "--no-trust"]) == 0
+    assert _command_after(capsys.readouterr().out, "publish with: ") == [
+        "kernelforge", "publish", "PROJECT", "--repo", "ORG/NAME", "--sign", str(out)]
+
+
+def test_fixes_that_name_a_path_quote_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The rebuild hint of a refused publish, chmod for a key others can read, and the
+    --python and --card guesses each name a path the shell must get as one word."""
+    from kernelforge import signing
+    from kernelforge.build.interpreter import python_env
+    from kernelforge.cli import _read_card
+    from kernelforge.errors import KernelforgeError
+
+    project = tmp_path / SPACED / "k"
+    assert main(["init", "k-one", str(project)]) == 0
+    vdir = _fake_build(project, _current_sources(project))
+    (vdir / "__init__.py").write_text("VALUE = 2\n")  # no longer what metadata.json records
+    assert main(["publish", str(project), "--repo", "me/k", "--hub", str(tmp_path / "h")]) == 1
+    assert _command_after(capsys.readouterr().err, "rebuild it (", ")") == [
+        "kernelforge", "build", str(project)]
+
+    key = tmp_path / SPACED / "k.pem"
+    signing.generate_key(key)
+    key.chmod(0o644)
+    with pytest.raises(KernelforgeError) as info:
+        signing.load_signing_key(key)
+    assert _command_after(str(info.value), "fix: ") == ["chmod", "600", str(key)]
+
+    python = tmp_path / SPACED / "env" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    with pytest.raises(KernelforgeError) as info:
+        python_env(python.parent.parent)
+    assert _command_after(str(info.value), "did you mean ", "?") == ["--python", str(python)]
+
+    from kernelforge.cache import DownloadCache
+
+    cache = tmp_path / SPACED / "cache"
+    fix = DownloadCache(cache).damaged_entry_fix("me/k", "0123456789abcdef")
+    assert _command_after(fix, "'", "', then") == [
+        "kernelforge", "cache", "remove", "me/k", "--revision", "0123456789ab",
+        "--cache", str(cache)]
+
+    monkeypatch.chdir(tmp_path)  # no build.toml here, but in the project
+    with pytest.raises(KernelforgeError) as info:
+        _read_card("build.toml", project)
+    assert _command_after(str(info.value), "did you mean ", "?") == [
+        "--card", str(project / "build.toml")]

@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import stat
 import time
@@ -602,7 +603,8 @@ class DownloadCache:
     def damaged_entry_fix(self, repo_id: str, commit: str) -> str:
         """The commands that replace a damaged entry of ``repo_id`` at ``commit``: remove
         it, then fetch it again (for messages)."""
-        where = "" if self.root == default_cache_root() else f" --cache {self.root}"
+        where = ("" if self.root == default_cache_root()
+                 else f" --cache {shlex.quote(str(self.root))}")
         return (f"'kernelforge cache remove {repo_id} --revision {commit[:12]}{where}', then "
                 "'kernelforge download' on a locked project, or a load while online")
 

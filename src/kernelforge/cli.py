@@ -19,6 +19,7 @@ import difflib
 import logging
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -281,7 +282,8 @@ def _warn_stale(stale: list[tuple[str, str]], path: str, published: bool) -> Non
             continue
         done = "published" if published else "the hub already holds"
         print(f"warning: {differs}: {done} {variant} as it was built; to publish the "
-              f"current files, run 'kernelforge build {path}' (the variant gets a new "
+              f"current files, run 'kernelforge build {shlex.quote(path)}' (the variant "
+              "gets a new "
               "uid), then publish again", file=sys.stderr)
 
 
@@ -294,7 +296,8 @@ def _read_card(spec: str, project: Path) -> str:
     except (OSError, UnicodeDecodeError) as err:
         why = err.strerror if isinstance(err, OSError) else f"not UTF-8 text ({err.reason})"
         there = project / spec
-        fix = (f"did you mean --card {there}? (the path is taken from the current directory)"
+        fix = (f"did you mean --card {shlex.quote(str(there))}? (the path is taken from the "
+               "current directory)"
                if not path.is_absolute() and not path.exists() and there.is_file()
                else "pass a README file, e.g. --card README.md")
         raise KernelforgeError(f"--card {spec}: cannot read the card {path.absolute()} "
@@ -434,7 +437,9 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
     dest = init_project(args.name, Path(args.directory) if args.directory else None)
     print(f"created {dest}")
-    print(f"next: kernelforge build {dest} && kernelforge publish {dest} --repo <org>/{args.name}")
+    quoted = shlex.quote(str(dest))
+    print(f"next: kernelforge build {quoted} && kernelforge publish {quoted} "
+          f"--repo <org>/{args.name}")
     return 0
 
 

@@ -365,13 +365,13 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     if path.is_dir():
         raise KernelforgeError(
             f"--out {path} is a directory; give the key's file path, e.g. --out "
-            f"{path / 'NAME.pem'}"
+            f"{shlex.quote(str(path / 'NAME.pem'))}"
         )
     if path.suffix == ".pub":
         raise KernelforgeError(
             f"--out {path}: the private key file must not end in .pub (the public key is "
             f"written next to it as NAME.pub and would overwrite it); pass e.g. "
-            f"--out {path.with_suffix('.pem')}"
+            f"--out {shlex.quote(str(path.with_suffix('.pem')))}"
         )
     if path.exists() and not args.force:
         raise _key_exists(path)
@@ -428,7 +428,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     if stale is not None:
         print(f"removed the replaced key {stale} from your trust store; others who trust it "
               f"should run 'kernelforge trust remove {stale}'")
-    print(f"publish with: kernelforge publish PROJECT --repo ORG/NAME --sign {path}")
+    print("publish with: kernelforge publish PROJECT --repo ORG/NAME --sign "
+          + shlex.quote(str(path)))
     print(f"others trust it with: kernelforge trust add '{public.text}' --repo 'ORG/*'")
     return 0
 

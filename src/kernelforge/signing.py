@@ -31,6 +31,7 @@ import errno
 import hashlib
 import json
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,7 +320,7 @@ def load_signing_key(path: str | os.PathLike[str]) -> SigningKey:
                          "or the --out file)")
     if os.name == "posix" and mode & 0o077:
         raise TrustError(f"{p}: the signing key is readable by other users; fix: "
-                         f"chmod 600 {p}")
+                         f"chmod 600 {shlex.quote(str(p))}")
     try:
         private = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as err:

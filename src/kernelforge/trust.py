@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -599,8 +600,9 @@ def _owner_key(create: bool) -> bytes | None:
         # whoever reads it can mark any revision in a local hub as published by you
         raise TrustError(f"{path}: the owner key is readable or writable by other users, "
                          f"who could then make revisions pass as published by you; fix: "
-                         f"chmod 600 {path} (on a file system without Unix permissions, "
-                         f"set {CONFIG_ENV} to a directory on one that has them)")
+                         f"chmod 600 {shlex.quote(str(path))} (on a file system without "
+                         f"Unix permissions, set {CONFIG_ENV} to a directory on one that has "
+                         "them)")
     try:
         key = bytes.fromhex(text)
     except ValueError:

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -314,7 +315,8 @@ def _torch_install(env: PythonEnv) -> TorchInstall:
         if env.foreign:
             raise ToolchainError(
                 f"--python {env.executable}: torch is not installed in that Python "
-                f"environment; fix: {env.executable} -m pip install torch setuptools, "
+                f"environment; fix: {shlex.quote(env.executable)} -m pip install torch "
+                "setuptools, "
                 "or point --python at an environment that has torch"
             )
         raise ToolchainError(

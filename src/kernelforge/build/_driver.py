@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -225,7 +226,7 @@ def _import_advice(err: ImportError) -> str:
     top = (err.name or "").partition(".")[0]
     if isinstance(err, ModuleNotFoundError) and err.name == top and top:
         return (f"{sys.executable} cannot import {top}, which builds need; "
-                f"fix: {sys.executable} -m pip install {top}")
+                f"fix: {shlex.quote(sys.executable)} -m pip install {top}")
     return (f"{sys.executable} has {top or 'a package builds need'} installed, but importing "
             f"it failed: {err}; fix that installation (or reinstall it) and build again")
 

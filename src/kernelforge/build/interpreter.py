@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -197,7 +198,7 @@ def python_env(python: str | os.PathLike[str] | None) -> PythonEnv:
         if Path(python).is_dir():  # an environment's folder
             inside = [p for p in (Path(python) / "bin" / "python", Path(python) / "python.exe",
                                   Path(python) / "Scripts" / "python.exe") if p.is_file()]
-            fix = f"did you mean --python {inside[0]}?" if inside else fix
+            fix = f"did you mean --python {shlex.quote(str(inside[0]))}?" if inside else fix
             raise ToolchainError(f"--python {python} is a folder, not an interpreter; fix: {fix}")
         raise ToolchainError(f"--python {python}: no such Python interpreter; fix: {fix}")
     # Not the resolved file: every virtual environment made from one base Python links

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,14 +62,15 @@ def unbuilt_project(project: str | os.PathLike[str]) -> str:
         (kernelforge build <project>)"``.
     """
     return (f"{project} is a kernel project without a build/ directory; build it first "
-            f"(kernelforge build {project})")
+            f"(kernelforge build {shlex.quote(os.fspath(project))})")
 
 
 def _rebuild_command(variant_dir: Path) -> str:
     """``kernelforge build <project>`` for a variant of ``<project>/build/``, else the
     bare command (the build directory is not in a kernel project)."""
     project = variant_dir.parent.parent
-    return (f"kernelforge build {project}" if (project / "build.toml").is_file()
+    return (f"kernelforge build {shlex.quote(str(project))}"
+            if (project / "build.toml").is_file()
             else "kernelforge build")
 
 
