@@ -482,6 +482,47 @@ def test_init_into_a_file_or_an_impossible_directory(tmp_path: Path,
     assert afile.read_text() == "x"
 
 
+def test_init_scaffolds_into_a_fresh_git_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Create the repository, clone it, scaffold into it: a directory holding only .git
+    takes the project, and .git is left as it was."""
+    repo = tmp_path / "gitd"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    head = (repo / ".git" / "HEAD").read_text()
+    monkeypatch.chdir(repo)
+    assert main(["init", "gg", "."]) == 0
+    assert capsys.readouterr().out.startswith("created .\nnext: kernelforge build . && ")
+    assert (repo / "build.toml").is_file() and (repo / ".gitignore").is_file()
+    assert (repo / ".git" / "HEAD").read_text() == head
+    assert main(["check", "."]) == 0
+    worktree = tmp_path / "wt"  # a worktree or submodule: .git is a file
+    worktree.mkdir()
+    (worktree / ".git").write_text("gitdir: ../gitd/.git/worktrees/wt\n")
+    assert main(["init", "gg", str(worktree)]) == 0
+    assert (worktree / "build.toml").is_file()
+
+
+@pytest.mark.parametrize(("entries", "said"), [
+    (["README.md"], "it holds README.md; init writes only into a new or empty directory, "
+                    "or one that holds only .git (a fresh 'git init' or clone); choose "
+                    "another directory, or move it out of the way"),
+    (["src", "LICENSE", "README.md"], "it holds LICENSE and 2 other entries;"),
+    ([".gitignore", "b"], "it holds .gitignore and 1 other entry;"),
+])
+def test_init_names_what_keeps_it_from_a_directory(
+        entries: list[str], said: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / "d"
+    (dest / ".git").mkdir(parents=True)
+    for name in entries:
+        (dest / name).write_text("mine\n")
+    assert main(["init", "gg", str(dest)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {dest} exists and is not empty: {said}"), err
+    assert sorted(p.name for p in dest.iterdir()) == sorted([".git", *entries])
+
+
 def test_init_renames_identifiers_and_leaves_prose_about_torch_alone(tmp_path: Path) -> None:
     dest = tmp_path / "gelu"
     assert main(["init", "fast-gelu", str(dest)]) == 0

@@ -141,15 +141,16 @@ def init_project(name: str, directory: Path | None = None) -> Path:
             Python or C++ keyword, a C or CUDA type name (``size_t``, any name ending in
             ``_t``, ``half``, ``float4``) or a name the generated code already uses
             (``main``, ``torch``, ``std``, ``ops``, ...).
-        directory: where to create the project (default: ``./<name>``); must not exist
-            or be empty.
+        directory: where to create the project (default: ``./<name>``); must not exist,
+            or be empty but for ``.git`` (a fresh ``git init`` or clone).
 
     Returns:
         The project directory.
 
     Raises:
-        KernelforgeError: the name is invalid, or the directory exists and is not empty,
-            is not a directory, or cannot be created.
+        KernelforgeError: the name is invalid, or the directory holds entries other
+            than ``.git`` (the message names one), is not a directory, or cannot be
+            created.
 
     Example:
         >>> init_project("my-relu", Path("/tmp/my-relu"))  # doctest: +SKIP
@@ -177,8 +178,16 @@ def init_project(name: str, directory: Path | None = None) -> Path:
         raise KernelforgeError(
             f"{dest} exists and is not a directory; choose another directory"
         )
-    if dest.is_dir() and any(dest.iterdir()):
-        raise KernelforgeError(f"{dest} exists and is not empty; choose another directory")
+    blocking = _blocking_entries(dest)
+    if blocking:
+        more = len(blocking) - 1
+        raise KernelforgeError(
+            f"{dest} exists and is not empty: it holds {blocking[0]}"
+            + (f" and {more} other entr{'y' if more == 1 else 'ies'}" if more else "")
+            + "; init writes only into a new or empty directory, or one that holds only "
+            ".git (a fresh 'git init' or clone); choose another directory, or move "
+            f"{'it' if not more else 'them'} out of the way"
+        )
     try:
         _copy_template(dest, name, python_name)
     except OSError as err:
@@ -187,6 +196,20 @@ def init_project(name: str, directory: Path | None = None) -> Path:
             f"({err.filename or dest}); choose a directory you can write to"
         ) from err
     return dest
+
+
+#: What a directory may hold and still take a new project: a repository's metadata
+#: (``.git``, a folder, or a file in a worktree or submodule), as ``git init`` or a clone
+#: of an empty repository leaves it.
+_VCS_ENTRIES = frozenset({".git"})
+
+
+def _blocking_entries(dest: Path) -> list[str]:
+    """The names in ``dest`` that keep ``init`` from writing there, sorted (empty when
+    ``dest`` does not exist or holds only :data:`_VCS_ENTRIES`)."""
+    if not dest.is_dir():
+        return []
+    return sorted(e.name for e in dest.iterdir() if e.name not in _VCS_ENTRIES)
 
 
 #: The ``.gitignore`` of a new project, unless the template has its own: the build's
