@@ -39,6 +39,34 @@ def test_a_missing_interpreter_is_an_error_naming_the_option(tmp_path: Path) -> 
         python_env(tmp_path / "nope" / "python")
 
 
+def test_a_file_that_cannot_be_run_is_not_called_missing(tmp_path: Path) -> None:
+    """`--python /etc/passwd`: the file exists, so the error says it is not executable
+    rather than that there is no such interpreter."""
+    text = tmp_path / "notes.txt"
+    text.write_text("not a program\n")
+    text.chmod(0o644)
+    with pytest.raises(ToolchainError) as info:
+        python_env(text)
+    assert str(info.value) == (
+        f"--python {text} is a file but not an executable one, so it cannot be the Python "
+        "interpreter to build for; fix: give the path of the python executable of the "
+        "environment whose torch you want to build for")
+
+
+def test_a_bare_name_of_a_file_here_suggests_its_path(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare name is looked up on PATH, not in the current directory: an executable of
+    that name here is pointed at with ./NAME."""
+    python = fake_environment(tmp_path / "env", "2.9.1+cu128", "12.8")
+    monkeypatch.chdir(python.parent)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ToolchainError, match=r"^--python python: no such Python interpreter "
+                       r"on PATH, but there is a file python here; fix: did you mean "
+                       r"--python \./python\?$"):
+        python_env("python")
+    assert python_env("./python").executable == str(python)
+
+
 def test_a_relative_interpreter_path_is_kept_absolute(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The compile starts the interpreter from the build's work directory, where a path

@@ -187,7 +187,8 @@ def python_env(python: str | os.PathLike[str] | None) -> PythonEnv:
     """The environment for ``--python`` (``None``: the running interpreter).
 
     Raises:
-        ToolchainError: the interpreter does not exist.
+        ToolchainError: the interpreter does not exist, or is a folder or a file that
+            cannot be run.
     """
     if python is None:
         return PythonEnv(sys.executable)
@@ -200,6 +201,15 @@ def python_env(python: str | os.PathLike[str] | None) -> PythonEnv:
                                   Path(python) / "Scripts" / "python.exe") if p.is_file()]
             fix = f"did you mean --python {shlex.quote(str(inside[0]))}?" if inside else fix
             raise ToolchainError(f"--python {python} is a folder, not an interpreter; fix: {fix}")
+        if Path(python).is_file():
+            if os.access(python, os.X_OK):  # a bare name is looked up on PATH only
+                raise ToolchainError(
+                    f"--python {python}: no such Python interpreter on PATH, but there is "
+                    f"a file {python} here; fix: did you mean --python "
+                    f"{shlex.quote(os.path.join('.', python))}?")
+            raise ToolchainError(
+                f"--python {python} is a file but not an executable one, so it cannot be "
+                f"the Python interpreter to build for; fix: {fix}")
         raise ToolchainError(f"--python {python}: no such Python interpreter; fix: {fix}")
     # Not the resolved file: every virtual environment made from one base Python links
     # to the same binary, yet each has its own site-packages (and so its own torch). Any
