@@ -318,6 +318,36 @@ def test_sign_with_a_missing_key_names_the_keys_there(
         f"the keys in {keys} are: ci, default;")
 
 
+def test_sign_with_a_name_that_is_a_directory_here_uses_the_key_of_that_name(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder called like the key (a project, say) is no key file: --sign NAME still
+    signs with keys/NAME.pem, and where that is missing the error names it."""
+    from kernelforge.trust import config_dir
+
+    _fake_build(project, _current_sources(project))
+    argv = ["publish", str(project), "--repo", "me/k", "--hub", str(tmp_path / "h")]
+    assert main(["keygen", "--name", "alice"]) == 0
+    key_id = capsys.readouterr().out.split("key id:")[1].split()[0]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice.pem").mkdir()
+    assert main([*argv, "--sign", "alice"]) == 0
+    captured = capsys.readouterr()
+    assert f"  signed with key {key_id}" in captured.out and captured.err == ""
+    keys = config_dir() / "keys"
+    assert main([*argv, "--sign", "alice.pem"]) == 0  # a file name: the note says which
+    assert (f"note: alice.pem here is a directory; signing with the key "
+            f"{keys / 'alice.pem'}\n") in capsys.readouterr().err
+    (keys / "alice.pem").rename(keys / "bob.pem")
+    for spec in ("alice", "alice.pem"):
+        assert main([*argv, "--sign", spec]) == 1
+        assert capsys.readouterr().err == (
+            f"error: --sign {spec}: {spec} here is a directory, not a key file, and there is "
+            f"no {keys / 'alice.pem'}; the keys in {keys} are: bob; pass one of those names, "
+            "or a key file's path (create a key with 'kernelforge keygen --name alice')\n")
+
+
 def test_versions_shows_tags_and_a_redirect(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """What revision= takes (a tag) and where a load goes (a redirect) are in the list."""

@@ -165,8 +165,10 @@ def load_signer(spec: str) -> Any:
 
     A name (no ``/``) that is no file here names ``keys/NAME.pem`` in the config
     directory; ``NAME.pem`` that is no file here names ``keys/NAME.pem`` too, with a
-    note saying so. A key that cannot be found is refused with the names of the keys
-    that are there.
+    note saying so. "No file" means no regular file: a directory of that name (a
+    project folder called like the key, say) is passed over just as a missing one. A
+    key that cannot be found is refused naming the ``keys/NAME.pem`` looked for and
+    the keys that are there.
 
     Args:
         spec: a path to a PEM private key, or the name given to ``kernelforge keygen``.
@@ -182,17 +184,20 @@ def load_signer(spec: str) -> Any:
     from kernelforge.signing import load_signing_key
     from kernelforge.trust import config_dir
 
-    path = Path(spec).expanduser()
+    path = here = Path(spec).expanduser()
     keys = config_dir() / "keys"
     name = spec[:-len(".pem")] if spec.endswith(".pem") else spec
     in_keys = keys / f"{name}.pem"
-    if not path.exists() and "/" not in spec and name:
-        if not spec.endswith(".pem"):
-            path = in_keys
-        elif in_keys.exists():
-            print(f"note: there is no file {spec} here; signing with the key {in_keys}",
-                  file=sys.stderr)
-            path = in_keys
+    bare = "/" not in spec and bool(name)
+    # what is here instead of a key file, for messages ("" when nothing is)
+    other = ("" if here.is_file() or not (here.exists() or here.is_symlink())
+             else "a directory" if here.is_dir() else "a special file" if here.exists()
+             else "a broken link")
+    if bare and not here.is_file():
+        path = in_keys
+        if spec.endswith(".pem") and in_keys.exists():  # a file name meant here: say so
+            there_is = f"{spec} here is {other}" if other else f"there is no file {spec} here"
+            print(f"note: {there_is}; signing with the key {in_keys}", file=sys.stderr)
     if path.exists() or path.is_symlink():
         return load_signing_key(path)  # its own errors: unreadable, not a key, chmod
     try:
@@ -200,8 +205,12 @@ def load_signer(spec: str) -> Any:
                        if f.suffix == ".pem" and not f.name.startswith("."))
     except OSError:
         names = []
-    looked = (f"no file {spec} here and no {in_keys}" if "/" not in spec and name
-              else f"{path} does not exist")
+    if not bare:
+        looked = f"{path} does not exist"
+    elif other:
+        looked = f"{spec} here is {other}, not a key file, and there is no {in_keys}"
+    else:
+        looked = f"no file {spec} here and no {in_keys}"
     there = (f"the keys in {keys} are: {', '.join(names)}; pass one of those names, or a "
              "key file's path" if names else f"there are no keys in {keys}")
     create = ("kernelforge keygen" + (f" --name {name}" if _KEY_NAME.match(name)
