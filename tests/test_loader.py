@@ -245,6 +245,46 @@ def test_repeated_call_does_not_touch_the_disk(hub: LocalHub, tmp_path: Path, mo
     assert again is first and pinned_again is first
 
 
+@pytest.mark.parametrize("given", ["path", "LocalHub", "KERNELFORGE_HUB"])
+def test_a_relative_hub_in_another_directory_loads_that_hubs_kernel(
+        tmp_path: Path, monkeypatch, given: str) -> None:
+    """The module a repeated call returns is the one of the hub the call names now: a
+    relative hub path names another hub after a change of directory."""
+    for where, value in (("a", 1), ("b", 2)):
+        publish(LocalHub(tmp_path / where / "hub"), tmp_path / f"p{where}",
+                torch_cpu={"module_id": uid(f"rel{where}"), "value": value})
+
+    def load() -> object:
+        if given == "KERNELFORGE_HUB":
+            monkeypatch.setenv("KERNELFORGE_HUB", "hub")
+            return loader.get_kernel(REPO, version=1)
+        return loader.get_kernel(REPO, version=1,
+                                 hub="hub" if given == "path" else LocalHub("hub"))
+
+    monkeypatch.chdir(tmp_path / "a")
+    first = load()
+    monkeypatch.chdir(tmp_path / "b")
+    second = load()
+    assert (first.VALUE, second.VALUE) == (1, 2)
+    assert Path(second.__file__).is_relative_to(tmp_path / "b" / "hub")
+    monkeypatch.chdir(tmp_path / "a")  # and back: the first module again
+    assert load() is first
+
+
+def test_a_relative_download_cache_names_another_hub_after_a_change_of_directory(
+        tmp_path: Path, monkeypatch) -> None:
+    from kernelforge.hub.hf import HfHub
+
+    for where in ("a", "b"):
+        (tmp_path / where).mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    in_a = HfHub(cache="downloads").cache_key()
+    monkeypatch.chdir(tmp_path / "b")
+    assert HfHub(cache="downloads").cache_key() != in_a
+    assert HfHub(cache=tmp_path / "b" / "downloads").cache_key() == HfHub(
+        cache="downloads").cache_key()
+
+
 def test_load_variant_caches_by_directory(tmp_path: Path) -> None:
     vdir = make_variant(tmp_path / "p", "torch-cpu", module_id=uid("lv"))
     module = loader.load_variant(vdir)

@@ -108,13 +108,26 @@ def _check_selector(revision: object, version: object) -> None:
 
 
 def _hub_key(hub: HubArg) -> Hashable:
-    """What identifies the ``hub=`` argument, computed without touching the disk."""
+    """What identifies the hub a load with ``hub=`` reads, computed without touching the
+    disk. A local hub is named by its absolute root, since a relative one names another
+    hub after a change of directory (``LocalHub`` reads its root against the current
+    directory); ``None`` by the hubs it stands for now (``$KERNELFORGE_HUB``, else the
+    local hub in the user cache or the Hugging Face Hub)."""
+    from kernelforge.hub import HF_NAMES
+    from kernelforge.hub.local import HUB_ENV, default_root
+
     if isinstance(hub, LocalHub):
-        return str(hub.root)
+        return ("local", str(hub.root.absolute()))
     if hub is None:
-        return ("default", os.environ.get("KERNELFORGE_HUB"))
+        hf = _hf_key()
+        if os.environ.get(HUB_ENV, "").strip().lower() in HF_NAMES:
+            return ("default", hf)
+        return ("default", str(default_root().absolute()), hf)
+    if isinstance(hub, str) and hub.lower() in HF_NAMES:
+        return _hf_key()
     if isinstance(hub, (str, os.PathLike)):
-        return os.path.expanduser(os.fspath(hub))
+        # as LocalHub reads it; Path.absolute keeps '..', which may follow a link
+        return ("local", str(Path(hub).expanduser().absolute()))
     key = getattr(hub, "cache_key", None)
     if isinstance(hub, Hub) and callable(key):
         return key()
@@ -122,6 +135,14 @@ def _hub_key(hub: HubArg) -> Hashable:
         return ("hub", Same(hub))  # held: no later hub takes its id
     raise TypeError(f"hub: expected a LocalHub, an HfHub, 'hf', a directory or None, got "
                     f"{type(hub).__name__}")
+
+
+def _hf_key() -> Hashable:
+    """:meth:`HfHub.cache_key <kernelforge.hub.hf.HfHub.cache_key>` of the Hugging Face Hub
+    ``hub="hf"`` makes now (its download cache is ``$KERNELFORGE_CACHE``)."""
+    from kernelforge.hub.hf import HfHub
+
+    return HfHub().cache_key()
 
 
 def _cached(key: Hashable, make: Any) -> ModuleType:
@@ -1239,7 +1260,8 @@ def _build_identity(plan: Plan) -> tuple[str, str]:
     which changes with every build written there."""
     if plan.info.path is None:  # pragma: no cover - a local plan always has its path
         return "", ""
-    return str(plan.info.path), _metadata_sha256(Path(plan.info.path))
+    # absolute: a relative LOCAL_KERNELS path names another build after a chdir
+    return str(Path(plan.info.path).absolute()), _metadata_sha256(Path(plan.info.path))
 
 
 def kernel_info(

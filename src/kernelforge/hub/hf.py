@@ -323,11 +323,12 @@ class HfHub:
     def cache_key(self) -> tuple[Any, ...]:
         """What identifies this hub in the loader's in-process cache: the endpoint, the
         download cache, the client given (held, so that its ``id`` is never another's),
-        the token (as a digest) and offline mode."""
+        the token (as a digest) and offline mode. The cache is named by its absolute
+        path: a relative one names another cache after a change of directory."""
         token = (hashlib.sha256(self.token.encode()).hexdigest()
                  if isinstance(self.token, str) else None)
         given = Same(self._api) if self._api_given else None
-        return ("hf", self.endpoint, str(self.cache.root), given, token, self.offline)
+        return ("hf", self.endpoint, str(self.cache.root.absolute()), given, token, self.offline)
 
     # --- the client ----------------------------------------------------------------
 
