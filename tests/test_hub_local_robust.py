@@ -372,3 +372,70 @@ def test_a_corrupt_head_is_repaired_by_publishing_again(hub: LocalHub, project: 
     assert hub.resolve(REPO, second.commit[:8]) == second.commit  # found, damaged
     with pytest.raises(HubError, match="corrupt commit record"):
         hub.revision(REPO, second.commit)
+
+
+# --- links: a hub holds folders and regular files only ----------------------------------
+
+
+_LINKED = ["org", "repository", "refs", "refs/heads", "refs/heads/v1", "objects",
+           "objects/<commit>", ".commit.json", "build", "build/<variant>"]
+
+
+def _link_outside(hub: LocalHub, commit: str, which: str, outside: Path) -> Path:
+    """Move the hub's ``which`` (a path below the repository, or its org or repository
+    folder) to ``outside`` and leave a link to it in its place: the same files, reached
+    through a link. Returns the link."""
+    repo = hub.root / "kernels-test" / "robust"
+    where = {"org": hub.root / "kernels-test", "repository": repo,
+             ".commit.json": repo / "objects" / commit / ".commit.json"}.get(which)
+    if where is None:
+        where = repo.joinpath(*which.replace("<commit>", commit).replace(
+            "<variant>", "torch-cpu").split("/"))
+        if which.startswith("build"):
+            where = repo / "objects" / commit / where.relative_to(repo)
+    os.rename(where, outside)
+    where.symlink_to(outside, target_is_directory=outside.is_dir())
+    return where
+
+
+@pytest.mark.parametrize("which", _LINKED)
+def test_a_link_in_the_hub_is_refused_by_loads_and_kernel_info(
+        hub: LocalHub, project: Path, tmp_path: Path, which: str) -> None:
+    """A link on the way from the root to the variant (or to a ref or record read on
+    the way) could serve code from a folder others write, which the owner mark of the
+    revision would vouch for: it is refused, naming it, however the kernel is asked for."""
+    from kernelforge import get_kernel, has_kernel, kernel_info
+
+    commit = hub.publish(REPO, project, version=1).commit
+    link = _link_outside(hub, commit, which, tmp_path / "outside")
+    said = f"{link}: a symbolic link to {tmp_path / 'outside'} in a local hub"
+    for call in (lambda: get_kernel(REPO, version=1, hub=hub),
+                 lambda: get_kernel(REPO, revision=commit, hub=hub),
+                 lambda: kernel_info(REPO, version=1, hub=hub)):
+        with pytest.raises(HubError) as info:
+            call()
+        assert said in str(info.value), str(info.value)
+        assert "Fix: remove the link" in str(info.value)
+    assert not has_kernel(REPO, version=1, hub=hub)
+
+
+@pytest.mark.parametrize("which", ["org", "repository", "objects", "refs/heads"])
+def test_a_publish_writes_nothing_through_a_link_in_the_hub(
+        hub: LocalHub, project: Path, tmp_path: Path, which: str) -> None:
+    commit = hub.publish(REPO, project, version=1).commit
+    outside = tmp_path / "outside"
+    link = _link_outside(hub, commit, which, outside)
+    before = sorted(p.relative_to(outside) for p in outside.rglob("*"))
+    make_variant(tmp_path / "p2", value=2)
+    with pytest.raises(HubError, match=f"{link}: a symbolic link"):
+        hub.publish(REPO, tmp_path / "p2", version=1)
+    assert sorted(p.relative_to(outside) for p in outside.rglob("*")) == before
+
+
+def test_a_hub_root_that_is_a_link_loads(tmp_path: Path, project: Path) -> None:
+    """The root may be a link the user made (the hub is judged where it leads)."""
+    from kernelforge import get_kernel
+
+    LocalHub(tmp_path / "real").publish(REPO, project, version=1)
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    assert get_kernel(REPO, version=1, hub=tmp_path / "linked").VALUE == 1

@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -38,7 +39,7 @@ from kernelforge.hub.base import (
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.signing import SigningKey
 
-__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "LocalHubWriter", "read_ref"]
+__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "LocalHubWriter", "read_ref", "refuse_link"]
 
 logger = logging.getLogger("kernelforge.hub.local")
 
@@ -184,6 +185,7 @@ class LocalHubWriter:
         self._existing_repo(repo_id)
         with self._locked(repo_id) as (repo_id, repo):
             commit = self.resolve(repo_id, revision)
+            refuse_link(repo / "refs" / "tags")
             _durable.write_ref(repo / "refs" / "tags" / tag, commit)
         return commit
 
@@ -210,9 +212,11 @@ class LocalHubWriter:
                 # parents: a revision fsynced below a folder whose name a power loss
                 # drops is lost with it.
                 _durable.make_dirs(self.root)
+                refuse_link(self.root / CREATE_LOCK)
                 with filelock.FileLock(str(self.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
                     repo = self._repo_dir(repo_id)  # looked up again under the lock
                     _durable.make_dirs(repo)
+            refuse_link(repo / ".lock")
             with filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S):
                 yield f"{repo.parent.name}/{repo.name}", repo
         except filelock.Timeout as err:
@@ -262,6 +266,8 @@ class LocalHubWriter:
         ``extra`` files (card, status) are written as given; with a ``signer`` every
         staged variant's copied ``metadata.json`` is signed into ``build/<v>.sig``.
         """
+        # what this publish writes into (or removes from, for tmp/) is the hub's own
+        refuse_link(repo / "tmp", repo / "objects", repo / "refs", repo / "refs" / "heads")
         _clean_leftovers(repo)
         head = repo / "refs" / "heads" / branch
         parent = read_ref(head)
@@ -369,9 +375,11 @@ def read_ref(path: Path) -> str | None:
     """The commit id a ref file holds, ``None`` when there is no such file.
 
     Raises:
-        HubError: the file cannot be read or holds no commit id, naming the file and
-            what to do (a ref is one line: a 40-hex commit id).
+        HubError: the file cannot be read, is a symbolic link (:func:`refuse_link`) or
+            holds no commit id, naming the file and what to do (a ref is one line: a
+            40-hex commit id).
     """
+    refuse_link(path)
     if not path.is_file():
         return None
     try:
@@ -385,6 +393,33 @@ def read_ref(path: Path) -> str | None:
             f"into it the id of a commit under {path.parents[2] / 'objects'} (the one it "
             "pointed at, if known), or remove it to drop the branch or tag")
     return text
+
+
+def refuse_link(*paths: Path) -> None:
+    """Refuse the first of ``paths`` that is a symbolic link (one ``lstat`` each; nothing
+    to check where one is missing or cannot be named). A local hub holds folders and
+    regular files only, below its root (which may itself be a link the user made): a
+    link there could lead a load to code outside the hub, which the owner mark of a
+    revision would then vouch for, or a write to files outside it.
+
+    Raises:
+        HubError: naming the link, where it leads and the fix.
+    """
+    for path in paths:
+        try:
+            linked = stat.S_ISLNK(os.lstat(path).st_mode)
+        except (OSError, ValueError):
+            continue
+        if linked:
+            try:
+                target = f" to {os.readlink(path)}"
+            except OSError:  # pragma: no cover - replaced meanwhile
+                target = ""
+            raise HubError(
+                f"{path}: a symbolic link{target} in a local hub, which holds none (a "
+                "publish makes none), and a link can lead a load to files outside the hub; "
+                "refusing to follow it. Fix: remove the link and publish the build again "
+                "(or put the folder it leads to in its place, if you trust what it holds)")
 
 
 def _not_a_hub(root: Path) -> str | None:

@@ -29,6 +29,12 @@ recorded files, as the Hugging Face Hub serves only a revision's listed files.
 Repository ids ignore case, as on the Hugging Face Hub: a repository is kept under the
 spelling it was first published with, and any spelling of its id finds it
 (:meth:`LocalHub.stored_id`).
+
+A hub holds folders and regular files only. A symbolic link on the way from the root
+(which may be one) to what is read or written is refused, naming it
+(:func:`~kernelforge.hub._local_write.refuse_link`): each use checks the few folders on
+its path with one ``lstat`` apiece, and the files of a variant are checked when its
+digests are (a link there is refused too).
 """
 
 from __future__ import annotations
@@ -42,7 +48,13 @@ from typing import Any
 from kernelforge import _durable
 from kernelforge.errors import HubError
 from kernelforge.hub import base
-from kernelforge.hub._local_write import COMMIT_FILE, LocalHubWriter, _not_a_hub, read_ref
+from kernelforge.hub._local_write import (
+    COMMIT_FILE,
+    LocalHubWriter,
+    _not_a_hub,
+    read_ref,
+    refuse_link,
+)
 from kernelforge.hub.base import (
     Fetched,
     Revision,
@@ -143,7 +155,9 @@ class LocalHub(LocalHubWriter):
     # --- paths ---------------------------------------------------------------------
 
     def _repo_dir(self, repo_id: str) -> Path:
+        """``<root>/<org>/<name>``, neither of them a link (:func:`refuse_link`)."""
         org, name = self.stored_id(repo_id).split("/")
+        refuse_link(self.root / org, self.root / org / name)
         return self.root / org / name
 
     def stored_id(self, repo_id: str) -> str:
@@ -222,6 +236,7 @@ class LocalHub(LocalHubWriter):
 
     def _existing_repo(self, repo_id: str) -> Path:
         repo = self._repo_dir(repo_id)
+        refuse_link(repo / "refs")
         if not (repo / "refs").is_dir():
             problem = self._root_problem()
             if problem is not None:
@@ -244,7 +259,9 @@ class LocalHub(LocalHubWriter):
     def _object_dir(self, repo_id: str, commit: str) -> Path:
         if not isinstance(commit, str) or not _COMMIT_RE.match(commit):
             raise ValueError(f"commit: expected a 40-hex commit id, got {commit!r}")
-        path = self._existing_repo(repo_id) / "objects" / commit
+        objects = self._existing_repo(repo_id) / "objects"
+        path = objects / commit
+        refuse_link(objects, path, path / COMMIT_FILE)
         if not (path / COMMIT_FILE).is_file():
             raise HubError(f"commit {commit} not found in {repo_id} (hub {self.root})")
         return path
@@ -263,10 +280,11 @@ class LocalHub(LocalHubWriter):
         found = []
         try:
             for org in self.root.iterdir():
-                if not org.is_dir() or org.name.startswith("."):
+                # a link is no repository of this hub: a load through it is refused
+                if org.is_symlink() or not org.is_dir() or org.name.startswith("."):
                     continue
                 for repo in org.iterdir():
-                    if ((repo / "refs").is_dir()
+                    if (not repo.is_symlink() and (repo / "refs").is_dir()
                             and _REPO_ID_RE.match(f"{org.name}/{repo.name}")):
                         found.append(f"{org.name}/{repo.name}")
         except OSError as err:
@@ -291,13 +309,14 @@ class LocalHub(LocalHubWriter):
 
     def _refs(self, repo_id: str, kind: str) -> dict[str, str]:
         folder = self._existing_repo(repo_id) / "refs" / kind
+        refuse_link(folder)
         refs: dict[str, str] = {}
         if not folder.is_dir():
             return refs
         for entry in sorted(folder.iterdir()):
             if not _REF_RE.match(entry.name):
                 continue  # temporary files of an interrupted ref update start with '.'
-            commit = read_ref(entry)
+            commit = read_ref(entry)  # refuses a link
             if commit is not None:
                 refs[entry.name] = commit
         return refs
@@ -518,6 +537,8 @@ class LocalHub(LocalHubWriter):
                       record: dict[str, Any]) -> Path:
         build = self._object_dir(repo_id, commit) / "build"
         known = _recorded_variants(self._files(record))
+        if isinstance(variant, str) and variant in known:
+            refuse_link(build, build / variant)  # its files: when they are verified
         if not isinstance(variant, str) or variant not in known:
             note = ""
             if isinstance(variant, str) and _plain_part(variant) and _is_dir(build / variant):
@@ -574,7 +595,9 @@ class LocalHub(LocalHubWriter):
         root = self._object_dir(repo_id, commit)
         if path not in self._files(self._record(repo_id, commit)):
             return None
-        target = root.joinpath(*path.split("/"))
+        parts = path.split("/")
+        refuse_link(*(root.joinpath(*parts[:i]) for i in range(1, len(parts) + 1)))
+        target = root.joinpath(*parts)
         try:
             return target.read_bytes() if target.is_file() else None
         except OSError as err:
