@@ -160,8 +160,7 @@ def test_an_unreadable_build_file_is_the_builds_problem_not_the_hubs(
         f"{helper}: cannot read this file of the build being published ({why}); nothing "
         "was published. Make it readable, or rebuild (kernelforge build), then publish again")
     assert "writing to the hub" not in str(info.value)
-    assert not any((hub.root / "kernels-test" / "relu" / "tmp").iterdir())
-    assert not (hub.root / "kernels-test" / "relu" / "refs").exists()
+    assert not (hub.root / "kernels-test").exists()  # a first publish: no folder left
 
 
 def test_a_file_outside_the_hub_is_not_blamed_on_the_hub(hub: LocalHub, project: Path,
@@ -568,8 +567,81 @@ def test_refuse_files_that_do_not_match_their_digest(hub: LocalHub, project: Pat
     assert text.startswith(f"refusing to publish {project / 'build' / 'torch-cpu'}: its files "
                            "do not match the digests its metadata.json records")
     assert "refusing to load" not in text and "rebuild it (kernelforge build)" in text
-    assert not any((hub.root / "kernels-test" / "relu" / "tmp").iterdir())
-    assert not (hub.root / "kernels-test" / "relu" / "refs").exists()
+    assert not (hub.root / "kernels-test").exists()  # a first publish: no folder left
+
+
+def _tampered(root: Path) -> Path:
+    make_variant(root, "torch-cpu", module_id="_relu_cpu_0000003")
+    (root / "build" / "torch-cpu" / "helper.py").write_text("tampered = True\n")
+    return root
+
+
+def test_a_refused_first_publish_leaves_no_folder_that_decides_the_spelling(
+        hub: LocalHub, project: Path, tmp_path: Path) -> None:
+    """Ids are spelt as the repository (and organization) first published: a publish
+    that was refused published nothing, so it decides nothing."""
+    with pytest.raises(IntegrityError, match="refusing to publish"):
+        hub.publish("Zed/Failed", _tampered(tmp_path / "bad"), version=1)
+    assert sorted(p.name for p in hub.root.iterdir() if not p.name.startswith(".")) == []
+    assert hub.publish("zed/failed", project, version=1).repo_id == "zed/failed"
+    with pytest.raises(IntegrityError, match="refusing to publish"):  # the org is kept
+        hub.publish("zed/third", tmp_path / "bad", version=1)
+    assert sorted(p.name for p in (hub.root / "zed").iterdir()) == ["failed"]
+    assert hub.publish("ZED/other", project, version=1).repo_id == "zed/other"
+    assert hub.repos() == ["zed/failed", "zed/other"]
+
+
+def test_a_first_publish_waiting_on_a_refused_one_makes_its_own_folder(
+        hub: LocalHub, project: Path, tmp_path: Path, monkeypatch) -> None:
+    """Another first publish of the repository, under another spelling, that starts
+    while a refused one is being checked waits for it, then publishes under its own
+    spelling into a folder of its own (the refused one's is gone by then)."""
+    import threading
+
+    from kernelforge.hub import _local_write
+
+    real = _local_write.check_digests
+    other: dict[str, object] = {}
+
+    def publish_other() -> None:
+        try:
+            other["rev"] = LocalHub(hub.root).publish("zed/failed", project, version=1)
+        except BaseException as err:  # reported by the assertions below
+            other["error"] = err
+
+    waiting = threading.Thread(target=publish_other)
+
+    def check_while_another_starts(copy_root, staged, recorded):
+        if not waiting.is_alive() and "rev" not in other:
+            waiting.start()
+            waiting.join(timeout=1.0)  # it waits on the hub's lock meanwhile
+            assert waiting.is_alive(), other
+        return real(copy_root, staged, recorded)
+
+    monkeypatch.setattr(_local_write, "check_digests", check_while_another_starts)
+    with pytest.raises(IntegrityError, match="refusing to publish"):
+        hub.publish("Zed/Failed", _tampered(tmp_path / "bad"), version=1)
+    waiting.join(timeout=60)
+    assert "error" not in other, other
+    assert isinstance(other["rev"], Revision) and other["rev"].repo_id == "zed/failed"
+    assert [p.name for p in hub.root.iterdir() if not p.name.startswith(".")] == ["zed"]
+    assert hub.repos() == ["zed/failed"]
+
+
+def test_a_first_publish_whose_ref_cannot_be_written_keeps_its_revision(
+        hub: LocalHub, project: Path, monkeypatch) -> None:
+    """A folder that holds a revision is never taken away, even one no ref reaches: only
+    the empty folders of a publish that wrote nothing are."""
+    def no_space(path: Path, commit: str) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(_durable, "write_ref", no_space)
+    with pytest.raises(HubError, match="No space left on device"):
+        hub.publish(REPO, project, version=1)
+    monkeypatch.undo()
+    objects = hub.root / "kernels-test" / "relu" / "objects"
+    assert len(list(objects.iterdir())) == 1 and not hub.has_repo(REPO)
+    assert hub.publish(REPO, project, version=1).repo_id == REPO
 
 
 # --- atomicity ---------------------------------------------------------------------------

@@ -193,10 +193,15 @@ class LocalHubWriter:
     def _locked(self, repo_id: str) -> Iterator[tuple[str, Path]]:
         """Hold the write lock of ``repo_id``'s folder (creating it), giving the id as the
         hub stores it (:meth:`~kernelforge.hub.local.LocalHub.stored_id`) and the folder.
-        A repository new to the hub gets its folder under a hub-wide lock, so that two
-        first publishes under spellings that differ in case make one folder. The hub's
-        files cannot be written (the root is a file, no permission, no space, the lock
-        is held too long): a :class:`HubError` naming the hub, never an ``OSError``.
+
+        A repository not published yet (no ``refs/``) is written under the hub-wide
+        lock too, held until the body ends: its folder is looked up and made under it,
+        so that two first publishes under spellings that differ in case make one
+        folder, and a body that fails (a refused build) takes away again the folders
+        it made while nothing else can be using them, so that the first publish that
+        succeeds decides the spelling. The hub's files cannot be written (the root is
+        a file, no permission, no space, the lock is held too long): a
+        :class:`HubError` naming the hub, never an ``OSError``.
 
         Only errors about the hub's own paths (or about no path: a write that ran out
         of space) blame the hub; an ``OSError`` about a file elsewhere, which the body
@@ -207,18 +212,25 @@ class LocalHubWriter:
             raise HubError(f"cannot write to the hub: {problem}")
         try:
             repo = self._repo_dir(repo_id)
-            if not repo.is_dir():
-                # New folders (the root, <org>/, <org>/<name>/) are fsynced into their
-                # parents: a revision fsynced below a folder whose name a power loss
-                # drops is lost with it.
-                _durable.make_dirs(self.root)
-                refuse_link(self.root / CREATE_LOCK)
-                with filelock.FileLock(str(self.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
-                    repo = self._repo_dir(repo_id)  # looked up again under the lock
-                    _durable.make_dirs(repo)
-            refuse_link(repo / ".lock")
-            with filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S):
-                yield f"{repo.parent.name}/{repo.name}", repo
+            if (repo / "refs").is_dir():  # published: never removed, no hub-wide lock
+                with self._repo_lock(repo):
+                    yield f"{repo.parent.name}/{repo.name}", repo
+                return
+            # New folders (the root, <org>/, <org>/<name>/) are fsynced into their
+            # parents: a revision fsynced below a folder whose name a power loss drops
+            # is lost with it.
+            _durable.make_dirs(self.root)
+            refuse_link(self.root / CREATE_LOCK)
+            with filelock.FileLock(str(self.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
+                repo = self._repo_dir(repo_id)  # looked up again under the lock
+                made = [p for p in (repo, repo.parent) if not p.is_dir()]
+                _durable.make_dirs(repo)
+                try:
+                    with self._repo_lock(repo):
+                        yield f"{repo.parent.name}/{repo.name}", repo
+                except BaseException:
+                    _remove_unpublished(made)
+                    raise
         except filelock.Timeout as err:
             raise HubError(
                 f"{Path(err.lock_file).parent}: another process has held its lock "
@@ -232,6 +244,12 @@ class LocalHubWriter:
                 raise HubError(f"{err.filename}: {err.strerror or err} (a file outside the hub "
                                f"{self.root}; no revision was written)") from err
             raise HubError(f"writing to the hub {self.root} failed ({what})") from err
+
+    @staticmethod
+    def _repo_lock(repo: Path) -> filelock.FileLock:
+        """The write lock of a repository folder (its ``.lock``, never a link)."""
+        refuse_link(repo / ".lock")
+        return filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S)
 
     def _commit_main(
         self, repo_id: str, repo: Path, message: str, changes: dict[str, str | None]
@@ -464,6 +482,33 @@ def _failed_source(err: OSError, staged: Staged | None) -> Path | None:
         return None
     failed = Path(os.fsdecode(err.filename))
     return next((src for src, _rel in staged.files if src == failed), None)
+
+
+def _remove_unpublished(made: list[Path]) -> None:
+    """Take away the folders a failed first publish ``made`` (its repository's, then
+    its organization's), under the hub-wide lock, so that a refused publish leaves no
+    folder that would decide how the repository (or a new one of the organization) is
+    spelt. Nothing else can be using them: every writer of a repository without refs
+    holds that lock. Only what a failed publish leaves is removed (the lock file, an
+    empty ``tmp/`` and ``objects/``); a folder that holds anything more (a revision
+    whose ref could not be written, a file another program put there) is kept, as a
+    repository without refs, which loads and listings ignore. Best effort: the
+    publish's own error is what the caller sees."""
+    if not made:
+        return
+    repo = made[0]
+    try:
+        for name in ("tmp", "objects"):
+            with contextlib.suppress(FileNotFoundError):
+                (repo / name).rmdir()
+        with contextlib.suppress(FileNotFoundError):
+            (repo / ".lock").unlink()
+        for folder in made:
+            folder.rmdir()
+            _durable.fsync_dir(folder.parent)
+    except OSError as err:
+        logger.info("kept %s after the failed publish (%s)", err.filename or repo,
+                    err.strerror or err)
 
 
 def _clean_leftovers(repo: Path) -> None:

@@ -28,7 +28,9 @@ recorded files, as the Hugging Face Hub serves only a revision's listed files.
 
 Repository ids ignore case, as on the Hugging Face Hub: a repository is kept under the
 spelling it was first published with, and any spelling of its id finds it
-(:meth:`LocalHub.stored_id`).
+(:meth:`LocalHub.stored_id`). A repository's first publish runs under the hub-wide
+``.create.lock`` as well, and one that fails takes away the folders it made, so that a
+refused publish decides no spelling.
 
 A hub holds folders and regular files only. A symbolic link on the way from the root
 (which may be one) to what is read or written is refused, naming it
