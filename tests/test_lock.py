@@ -246,7 +246,9 @@ def test_lock_errors(hf: HfHub, tmp_path: Path) -> None:
     lock = lock_project(root, hub=hf, allow=True).path
     with pytest.raises(LockError, match=f"{OTHER} is not locked"):
         loader.get_locked_kernel(OTHER, lockfile=lock, hub=hf)
-    with pytest.raises(ValueError, match="lockfile"):
+    with pytest.raises(LockError, match=r"get_locked_kernel\(lockfile=None\) reads the lock "
+                                        "file from the installed metadata of the calling "
+                                        "package, but the calling module .* belongs to no"):
         loader.get_locked_kernel(REPO, lockfile=None, hub=hf)
     with pytest.raises(LockError, match="lock file not found"):
         read_lock(tmp_path / "nope.lock")

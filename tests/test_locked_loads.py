@@ -124,3 +124,76 @@ def test_a_locked_load_reads_no_branch_from_the_branch_the_lock_records(
     lock.write_text(json.dumps(doc))
     assert loader.kernel_info(REPO, lockfile=lock).branch == "v1"
     assert loader.get_locked_kernel(REPO, lockfile=lock).VALUE == 2
+
+
+# --- lockfile=None: the lock in the calling package's installed metadata -----------------
+
+
+def _installed_package(site: Path, lock: Path | None, monkeypatch) -> object:
+    """Install a package (a unique name) into ``site`` as pip would lay it out: the
+    module, and a ``.dist-info`` folder holding ``lock`` under its own name. Its ``load``
+    calls the loader function it is given with ``lockfile=None``."""
+    import importlib
+    import uuid
+
+    name = f"kf_installed_{uuid.uuid4().hex[:8]}"
+    (site / name).mkdir(parents=True)
+    (site / name / "__init__.py").write_text(
+        "def load(fn, repo_id):\n    return fn(repo_id, lockfile=None)\n")
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text(f"{name}\n")
+    if lock is not None:
+        (info / lock.name).write_bytes(lock.read_bytes())
+    monkeypatch.syspath_prepend(str(site))
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("load", [loader.get_locked_kernel, loader.load_kernel],
+                         ids=["get_locked_kernel", "load_kernel"])
+@pytest.mark.parametrize("table", ["kernelforge", "kernels"])
+def test_lockfile_none_loads_what_the_calling_packages_installed_lock_pins(
+        tmp_path: Path, env, monkeypatch, load, table: str) -> None:
+    """As in Hugging Face's kernels: an installed package loads the kernels it locked
+    with lockfile=None, from the kernels.lock (or kernelforge.lock) in its metadata, not
+    the newest version; a reinstall with a new lock loads what that one pins."""
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    _publish(hub, tmp_path / "b2", 2)
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text(f'[tool.{table}.dependencies]\n"{REPO}" = 1\n')
+    written = lock_project(root)
+    lock = written.path if table == "kernelforge" else written.hf_path
+    assert lock is not None and lock.name == f"{table}.lock"
+    package = _installed_package(tmp_path / "site", lock, monkeypatch)
+    assert package.load(load, REPO).VALUE == 1  # type: ignore[attr-defined]
+    (root / "pyproject.toml").write_text(f'[tool.{table}.dependencies]\n"{REPO}" = 2\n')
+    written = lock_project(root)
+    lock = written.path if table == "kernelforge" else written.hf_path
+    info = next((tmp_path / "site").glob("*.dist-info"))
+    (info / lock.name).write_bytes(lock.read_bytes())  # the package, reinstalled
+    assert package.load(load, REPO).VALUE == 2  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("load", [loader.get_locked_kernel, loader.load_kernel],
+                         ids=["get_locked_kernel", "load_kernel"])
+def test_lockfile_none_without_a_lock_in_the_metadata_says_where_it_looked(
+        tmp_path: Path, env, monkeypatch, load) -> None:
+    from kernelforge.errors import LockError
+
+    package = _installed_package(tmp_path / "site", None, monkeypatch)
+    name = package.__name__  # type: ignore[attr-defined]
+    with pytest.raises(LockError) as info:
+        package.load(load, REPO)  # type: ignore[attr-defined]
+    said = str(info.value)
+    assert said.startswith(f"{load.__name__}(lockfile=None) reads the lock file from the "
+                           "installed metadata of the calling package, but the installed "
+                           f"metadata of {name} 1.0 ({tmp_path / 'site' / name}-1.0.dist-info)"
+                           f", the distribution that provides the calling module {name!r}, "
+                           "holds neither kernelforge.lock nor kernels.lock"), said
+    assert "Fix: pass lockfile= the path of the project's kernelforge.lock" in said
+    with pytest.raises(LockError, match=f"the calling module {__name__!r} belongs to no "
+                                        "installed distribution"):
+        load(REPO, lockfile=None)  # this test module is installed nowhere

@@ -944,24 +944,50 @@ def _locate(
 
 
 def _locate_locked(
-    repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
-    check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
+    repo_id: str, lockfile: str | os.PathLike[str] | LockFile, backend: str | None,
+    hub: HubArg, check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
 ) -> tuple[LockFile, LockedKernel, Plan]:
-    """The lock file, its entry for ``repo_id`` and where that entry's build is."""
+    """The lock file (read from ``lockfile``, unless it is one already), its entry for
+    ``repo_id`` and where that entry's build is."""
     from kernelforge.locate import locate_locked
-    from kernelforge.lock import read_lock
+    from kernelforge.lock import LockFile, read_lock
 
-    if lockfile is None:
-        raise ValueError("lockfile: pass the path of the project's kernelforge.lock (or "
-                         "kernels.lock), written by 'kernelforge lock PROJECT'")
-    lock = read_lock(lockfile)
+    lock = lockfile if isinstance(lockfile, LockFile) else read_lock(lockfile)
     locked = lock.require(repo_id)
     return lock, locked, locate_locked(locked, lockfile=str(lock.path), backend=backend,
                                        hub=hub, check_arch=check_arch,
                                        allow=trust_remote_code, cache_only=cache_only)
 
 
-def _lock_identity(lockfile: str | os.PathLike[str] | None) -> tuple[str, str | None]:
+def _caller_module() -> str:
+    """The name of the module that called into kernelforge: the nearest frame outside
+    it (``__main__`` for a script, ``"?"`` for code with no module name)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if isinstance(name, str) and name.partition(".")[0] != "kernelforge":
+            return name
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"  # pragma: no cover - kernelforge is never called by nothing
+
+
+def _lock_source(
+    lockfile: str | os.PathLike[str] | None, caller: str,
+) -> tuple[str | os.PathLike[str] | LockFile, tuple[str, str | None]]:
+    """What a locked load reads its lock from, and what the load is remembered by
+    (:func:`_lock_identity`). ``None`` is the lock file in the installed metadata of the
+    package that called ``caller``, as in Hugging Face's ``kernels``
+    (:func:`~kernelforge.lock.installed_lock`), read now: remembered by its path and the
+    sha256 of its text, so that a reinstalled package loads what its new lock pins."""
+    if lockfile is not None:
+        return lockfile, _lock_identity(lockfile)
+    from kernelforge.lock import installed_lock
+
+    lock, sha256 = installed_lock(_caller_module(), caller)
+    return lock, (str(lock.path), sha256)
+
+
+def _lock_identity(lockfile: str | os.PathLike[str]) -> tuple[str, str | None]:
     """What a locked load is remembered by: the lock file's absolute path and the
     sha256 of its content, so that a call after a change of directory (a relative
     path naming another project's lock) or after ``kernelforge lock`` rewrote the file
@@ -971,8 +997,6 @@ def _lock_identity(lockfile: str | os.PathLike[str] | None) -> tuple[str, str | 
 
     from kernelforge.lock import lock_file_path
 
-    if lockfile is None:
-        return "", None
     # the lock file read_lock reads (a project directory's), by its absolute path
     path = os.path.abspath(lock_file_path(os.path.expanduser(os.fspath(lockfile))))
     try:
@@ -983,7 +1007,7 @@ def _lock_identity(lockfile: str | os.PathLike[str] | None) -> tuple[str, str | 
 
 
 def _load_locked(
-    repo_id: str, lockfile: str | os.PathLike[str] | None, backend: str | None, hub: HubArg,
+    repo_id: str, lockfile: str | os.PathLike[str] | LockFile, backend: str | None, hub: HubArg,
     check_arch: bool, trust_remote_code: TrustArg, cache_only: bool,
 ) -> ModuleType:
     """Load what a lock pins for ``repo_id``, and its ``kernel-depends`` as the lock pins
@@ -1105,7 +1129,12 @@ def get_locked_kernel(
     Args:
         repo_id: ``org/name``; must be in the lock file.
         lockfile: a ``kernelforge.lock`` (which pins every file's sha256) or a Hugging
-            Face ``kernels.lock`` (which pins only the commit).
+            Face ``kernels.lock`` (which pins only the commit), or a project directory
+            holding one. ``None``, as in Hugging Face's ``kernels``: the lock file in the
+            installed metadata (``<name>.dist-info/``) of the package that made the call
+            (the nearest caller outside kernelforge), ``kernelforge.lock`` first, else
+            ``kernels.lock`` (which ``kernels`` writes there when the package is built
+            with it); read on every call, so a reinstall with a new lock loads its pins.
         backend: choose the variant for this backend instead of the system's.
         hub: as for :func:`get_kernel`; ``None`` uses the kind of hub the lock records
             (``$KERNELFORGE_HUB`` or the user cache for ``local``). A ``kernels.lock``
@@ -1124,7 +1153,10 @@ def get_locked_kernel(
         :func:`get_kernel` would load it, with a WARNING log line naming it.
 
     Raises:
-        LockError: the lock file is missing, malformed or does not list ``repo_id``.
+        LockError: the lock file is missing, malformed or does not list ``repo_id``;
+            with ``lockfile=None``, the calling package's metadata holds none, or the
+            caller belongs to no installed package (the message says where it looked
+            and to pass the lock file's path instead).
         IntegrityError: a file of the kernel or of a pinned dependency differs from what
             the lock pins (each file named).
         HubError, VariantNotFoundError, TrustError: as for :func:`get_kernel`.
@@ -1133,9 +1165,10 @@ def get_locked_kernel(
 
     validate_repo_id(repo_id)
     with _sending(user_agent):
-        key = ("locked", repo_id, _lock_identity(lockfile), backend, _hub_key(hub),
-               check_arch, allow_key(trust_remote_code))
-        return _cached(key, lambda: _load_locked(repo_id, lockfile, backend, hub, check_arch,
+        source, identity = _lock_source(lockfile, "get_locked_kernel")
+        key = ("locked", repo_id, identity, backend, _hub_key(hub), check_arch,
+               allow_key(trust_remote_code))
+        return _cached(key, lambda: _load_locked(repo_id, source, backend, hub, check_arch,
                                                  trust_remote_code, cache_only=False))
 
 
@@ -1152,7 +1185,8 @@ def load_kernel(
 
     Args:
         repo_id: ``org/name``; must be in the lock file.
-        lockfile: the lock file (see :func:`get_locked_kernel`).
+        lockfile: the lock file, or ``None`` for the one in the calling package's
+            installed metadata (see :func:`get_locked_kernel`).
         backend: choose the variant for this backend instead of the system's.
         hub: as for :func:`get_locked_kernel`.
         check_arch: refuse builds whose ``backend.archs`` do not cover the GPU.
@@ -1176,9 +1210,10 @@ def load_kernel(
     from kernelforge.policy import allow_key
 
     validate_repo_id(repo_id)
-    key = ("cached", repo_id, _lock_identity(lockfile), backend, _hub_key(hub), check_arch,
+    source, identity = _lock_source(lockfile, "load_kernel")
+    key = ("cached", repo_id, identity, backend, _hub_key(hub), check_arch,
            allow_key(trust_remote_code))
-    return _cached(key, lambda: _load_locked(repo_id, lockfile, backend, hub, check_arch,
+    return _cached(key, lambda: _load_locked(repo_id, source, backend, hub, check_arch,
                                              trust_remote_code, cache_only=True))
 
 

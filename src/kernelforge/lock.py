@@ -76,6 +76,7 @@ __all__ = [
     "dependency_key",
     "describe_dependency",
     "download_locked",
+    "installed_lock",
     "lock_project",
     "read_lock",
     "read_requirements",
@@ -607,13 +608,90 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
     """
     p = lock_file_path(path)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         where = (f"{p.parent}: neither {LOCK_FILE} nor {HF_LOCK_FILE} found"
                  if Path(path).is_dir() else f"{p}: lock file not found"
                  + ("" if p.is_absolute() else f" (looked for {p.absolute()})"))
         raise LockError(f"{where}; write it with 'kernelforge lock PROJECT'") from None
     except (OSError, ValueError) as err:
+        raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
+    return _parse_lock(text, p)
+
+
+#: The lock files looked for in an installed package's metadata, in this order: the one
+#: that pins every file first, as in a project directory (:func:`lock_file_path`).
+METADATA_LOCK_FILES = (LOCK_FILE, HF_LOCK_FILE)
+
+
+def installed_lock(module: str, caller: str) -> tuple[LockFile, str]:
+    """The lock file in the installed metadata of the package that ``module`` belongs to,
+    for a locked load given no lock file, as Hugging Face's ``kernels`` documents it:
+    an installed package loads the kernels it locked without knowing where its project
+    directory was. Hugging Face's ``kernels`` writes ``kernels.lock`` there when a package
+    is built with it among the build requirements; a ``kernelforge.lock`` a package puts
+    there is read first.
+
+    Args:
+        module: the calling module's name (its top-level package names the
+            distributions, as :func:`importlib.metadata.packages_distributions` maps them).
+        caller: the function called, for the message (``load_kernel``).
+
+    Returns:
+        The parsed lock file (its ``path`` the file in the distribution's metadata
+        folder) and the sha256 of its text.
+
+    Raises:
+        LockError: no distribution provides ``module``, or none of those that do holds
+            a lock file: the message says where it looked and how to fix it.
+    """
+    import hashlib
+    import importlib.metadata as metadata
+
+    package = module.partition(".")[0]
+    names = sorted(set(metadata.packages_distributions().get(package, ())))
+    looked = []
+    for name in names:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:  # pragma: no cover - removed meanwhile
+            continue
+        for lock_name in METADATA_LOCK_FILES:
+            text = dist.read_text(lock_name)
+            if text is not None:
+                path = _metadata_path(dist, lock_name)
+                return _parse_lock(text, path), hashlib.sha256(text.encode()).hexdigest()
+        looked.append(f"{name} {dist.version} ({_metadata_path(dist, '')})")
+    where = (f"the installed metadata of {', '.join(looked)}, the distribution"
+             f"{'s' if len(looked) > 1 else ''} that provide{'' if len(looked) > 1 else 's'} "
+             f"the calling module {module!r}, holds neither {LOCK_FILE} nor {HF_LOCK_FILE}"
+             if looked else
+             f"the calling module {module!r} belongs to no installed distribution, so there "
+             f"is no package metadata to read a {LOCK_FILE} or {HF_LOCK_FILE} from")
+    raise LockError(
+        f"{caller}(lockfile=None) reads the lock file from the installed metadata of the "
+        f"calling package, but {where}. Fix: pass lockfile= the path of the project's "
+        f"{LOCK_FILE} or {HF_LOCK_FILE} (written by 'kernelforge lock PROJECT'), or install "
+        f"the package with its lock file in its metadata (Hugging Face's kernels writes "
+        f"{HF_LOCK_FILE} there when the package is built with 'kernels' in its "
+        f"[build-system] requires and locked with [tool.kernels.dependencies])")
+
+
+def _metadata_path(dist: Any, name: str) -> Path:
+    """Where a distribution's metadata file ``name`` is, for messages and for telling
+    lock files apart: its path in a metadata folder on disk (``<name>.dist-info``), else
+    a name saying which distribution's metadata holds it."""
+    folder = getattr(dist, "_path", None)  # a PathDistribution's metadata folder
+    if isinstance(folder, Path):
+        return folder / name
+    return Path(f"<metadata of {dist.metadata['Name']} {dist.version}>") / name
+
+
+def _parse_lock(text: str, p: Path) -> LockFile:
+    """A lock file's text, read from ``p`` (named in its errors), parsed."""
+    try:
+        doc = json.loads(text)
+    except ValueError as err:
         raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
     if isinstance(doc, list):  # Hugging Face's kernels.lock
         return LockFile(p, "kernels", _kernels_lock_entries(doc, p))
