@@ -18,16 +18,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+# The package imports this module's parent's compile module anyway (running
+# ``-m kernelforge.build._driver`` imports ``kernelforge.build`` first).
+from kernelforge.build.compile import PARENT_VARIABLE, READS_FILE
+
 #: Architecture flags: the extension's common device flags carry every kernel's; each
 #: kernel section's sources get only their own.
 ARCH_FLAG_PREFIXES = ("-gencode", "--offload-arch")
 
 #: The define that names the extension (its op namespace, which holds the uid).
 NAME_DEFINE = "-DTORCH_EXTENSION_NAME="
-
-#: The environment variable through which the parent gives its process id, so that the
-#: driver can stop the compile when that process dies (:func:`_end_with_parent`).
-PARENT_VARIABLE = "KERNELFORGE_BUILD_PARENT"
 
 #: ``prctl``'s request for a signal when the parent dies (Linux, <sys/prctl.h>).
 _PR_SET_PDEATHSIG = 1
@@ -124,10 +124,6 @@ def _ninja_path(path: str) -> str:
 #: The ninja files run by this driver, with the directory each ran in, for
 #: :func:`_write_reads`.
 _NINJA_RUNS: list[tuple[str, str]] = []
-
-#: Written next to the objects' folder: the files outside the project that the compilers
-#: read (``{"files": [...]}``, or ``{"files": null}`` when ninja could not tell).
-READS_FILE = "reads.json"
 
 
 def _outside_reads(root: str) -> list[str] | None:

@@ -19,7 +19,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from kernelforge.build._driver import PARENT_VARIABLE, READS_FILE
 from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan
 from kernelforge.errors import BuildError, ToolchainError
@@ -354,6 +353,16 @@ FLAG_VARIABLES = (
 COMPILER_VARIABLES = ("CC", "CXX", "AR", "NVCC_CCBIN", "CUDAHOSTCXX", "PYTORCH_NVCC",
                       "COMPILER_PATH", "GCC_EXEC_PREFIX")
 
+
+#: The environment variable through which a build gives the driver its process id, so
+#: that the driver can stop the compile when this process dies
+#: (``_driver._end_with_parent``).
+PARENT_VARIABLE = "KERNELFORGE_BUILD_PARENT"
+
+#: Written by the driver next to the objects' folder: the files outside the project that
+#: the compilers read (``{"files": [...]}``, or ``{"files": null}`` when ninja could not
+#: tell); see :func:`reads_digest`.
+READS_FILE = "reads.json"
 
 #: The date ``__DATE__`` and ``__TIME__`` expand to in every build (gcc and clang read
 #: ``SOURCE_DATE_EPOCH``, and nvcc and hipcc preprocess with them): 1980-01-01 00:00:00
