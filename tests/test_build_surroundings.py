@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from test_build import BINDING, tiny_cpu_project
 
 from kernelforge.build import build_project
 from kernelforge.build import compile as compile_mod
+from kernelforge.build.compile import reads_digest
 
 KERNEL = """
     [kernel.k]
@@ -178,6 +180,8 @@ def test_an_edit_of_a_header_outside_the_project_rebuilds(tmp_path: Path) -> Non
     shared = tmp_path / "shared"
     shared.mkdir()
     (shared / "value.h").write_text("#define SHARED_VALUE 10\n")
+    an_hour_ago = time.time() - 3600  # not changed while the first compile ran
+    os.utime(shared / "value.h", (an_hour_ago, an_hour_ago))
     project = project_with(tmp_path / "reader", textwrap.dedent("""\
         #include "../../shared/value.h"
         #define KF_TEXT(x) #x
@@ -192,3 +196,34 @@ def test_an_edit_of_a_header_outside_the_project_rebuilds(tmp_path: Path) -> Non
     (again,) = build_project(project, backends=["cpu"], progress=lambda _: None)
     assert not again.up_to_date
     assert b"value:20" in extension_bytes(again.path)
+
+
+def test_a_file_outside_the_project_changed_while_it_compiled_is_not_trusted(
+        tmp_path: Path) -> None:
+    """A header outside the project edited while the compile ran may have been read
+    before or after the edit: the up-to-date entry then matches no later check, so the
+    next build runs ninja again (project files are hashed before the compile instead)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    header = tmp_path / "outside.h"
+    header.write_text("#define X 1\n")
+    an_hour_ago = time.time() - 3600
+    os.utime(header, (an_hour_ago, an_hour_ago))
+    (work / "reads.json").write_text(json.dumps({"files": [str(header)]}))
+    started = time.time_ns()
+    assert reads_digest(work, compiled_since_ns=started) == reads_digest(work)
+    header.write_text("#define X 2\n")  # during the compile
+    assert reads_digest(work, compiled_since_ns=started) == "unsettled"
+    assert reads_digest(work) not in ("unsettled", None)
+
+
+def test_an_interpreter_given_as_a_wrapper_script_builds(tmp_path: Path) -> None:
+    """``--python`` may name a script that runs python as its child (not by exec): the
+    driver's parent is then the script, which must not pass for a dead kernelforge."""
+    wrapper = tmp_path / "pywrap"
+    wrapper.write_text(f'#!/bin/sh\n{shlex.quote(sys.executable)} "$@"\n')
+    wrapper.chmod(0o755)
+    project = project_with(tmp_path / "wrapped", "int k() { return 1; }\n")
+    (result,) = build_project(project, backends=["cpu"], python=str(wrapper),
+                              progress=lambda _: None)
+    assert (result.path / "metadata.json").is_file()

@@ -730,6 +730,7 @@ def build_project(
             for note in plan.notes:
                 progress(f"  note: {note}")
             extension = None
+            compiled_since = time.time_ns()
             if not plan.noarch:
                 extension = compile_plan(
                     plan, work_dir=root / ".kernelforge" / variant, jobs=jobs,
@@ -740,7 +741,8 @@ def build_project(
                 provenance=_provenance(plan, source_id, torch_install, cxx, device),
             )
             _write_stamp(root, backend, key, final,
-                         None if plan.noarch else reads_digest(root / ".kernelforge" / variant))
+                         None if plan.noarch else reads_digest(
+                             root / ".kernelforge" / variant, compiled_since_ns=compiled_since))
             elapsed = time.monotonic() - started
             progress(f"{variant}: wrote {final}")
             results.append(BuildResult(variant, backend, final, False, elapsed))

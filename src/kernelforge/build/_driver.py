@@ -59,8 +59,16 @@ def _end_with_parent() -> None:
     except (OSError, AttributeError):
         return
     signal.signal(signal.SIGTERM, _stop_group)
-    if os.getppid() != int(parent):  # it died before the request was made
+    # Whether kernelforge died before the request was made. Asked by its pid, not by
+    # comparing it with this process's parent: an interpreter given as a wrapper script
+    # (`build --python`) that runs python as its child is the parent then. (Such a
+    # wrapper outlives a killed kernelforge, and so then does the compile.)
+    try:
+        os.kill(int(parent), 0)
+    except ProcessLookupError:
         _stop_group(signal.SIGTERM, None)
+    except OSError:  # pragma: no cover - alive, owned by someone else: not ours to judge
+        pass
 
 
 def _without_arch_flags(flags: list[str]) -> list[str]:

@@ -641,12 +641,23 @@ def compile_plan(
     return built[0]
 
 
-def reads_digest(work_dir: Path) -> str | None:
+#: A file outside the project changed this close to the compile's start, or after it
+#: (seconds; file times come from a coarse clock), may have been read in either form:
+#: :func:`reads_digest` then gives a digest that matches nothing, so the next build
+#: runs ninja again rather than trusting the objects.
+UNSETTLED_S = 1.0
+
+
+def reads_digest(work_dir: Path, *, compiled_since_ns: int | None = None) -> str | None:
     """A digest of the size and modification time of each file outside the project that
     the last compile in ``work_dir`` read (a header of torch's, the system's, or one a
     source includes by a path that leaves the project), as the driver listed them; ``None``
     when the compile left no list. The up-to-date check compares it, so that a changed
-    file there rebuilds (ninja then recompiles what read it)."""
+    file there rebuilds (ninja then recompiles what read it).
+
+    ``compiled_since_ns``: when the compile that wrote the list began (``time.time_ns``);
+    a file changed since (or :data:`UNSETTLED_S` before) gives ``"unsettled"``, which no
+    later digest equals."""
     try:
         files = json.loads((work_dir / READS_FILE).read_text(errors="surrogateescape"))["files"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -658,6 +669,9 @@ def reads_digest(work_dir: Path) -> str | None:
         try:
             st = os.stat(name)
             facts = f"{st.st_size} {st.st_mtime_ns}"
+            if (compiled_since_ns is not None
+                    and st.st_mtime_ns >= compiled_since_ns - int(UNSETTLED_S * 1e9)):
+                return "unsettled"
         except (OSError, TypeError, ValueError):
             facts = "missing"
         h.update(f"{name}\0{facts}\0".encode(errors="surrogateescape"))
