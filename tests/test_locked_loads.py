@@ -197,3 +197,54 @@ def test_lockfile_none_without_a_lock_in_the_metadata_says_where_it_looked(
     with pytest.raises(LockError, match=f"the calling module {__name__!r} belongs to no "
                                         "installed distribution"):
         load(REPO, lockfile=None)  # this test module is installed nowhere
+
+
+def _namespace_portion(site: Path, namespace: str, part: str, lock: Path) -> None:
+    """One distribution's portion ``namespace.part`` of a namespace package shared with
+    others, with its RECORD and ``lock`` in its metadata, as pip installs it."""
+    (site / namespace / part).mkdir(parents=True)
+    (site / namespace / part / "__init__.py").write_text(
+        "def load(fn, repo_id):\n    return fn(repo_id, lockfile=None)\n")
+    info = site / f"{namespace}_{part}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {namespace}-{part}\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text(f"{namespace}\n")
+    (info / lock.name).write_bytes(lock.read_bytes())
+    (info / "RECORD").write_text(f"{namespace}/{part}/__init__.py,,\n{info.name}/RECORD,,\n")
+
+
+def test_lockfile_none_in_a_shared_namespace_reads_the_callers_own_lock(
+        tmp_path: Path, env, monkeypatch) -> None:
+    """Two distributions that share a namespace package each lock their own kernels: a
+    call from one's module reads that distribution's lock (told by its installed files),
+    not whichever sorts first; where the files do not tell, the error says so."""
+    import importlib
+    import uuid
+
+    from kernelforge.errors import LockError
+
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    _publish(hub, tmp_path / "b2", 2)
+    locks = {}
+    for version in (1, 2):
+        root = tmp_path / f"project{version}"
+        root.mkdir()
+        (root / "pyproject.toml").write_text(
+            f'[tool.kernels.dependencies]\n"{REPO}" = {version}\n')
+        locks[version] = lock_project(root).hf_path
+    site = tmp_path / "site"
+    namespace = f"kf_ns_{uuid.uuid4().hex[:8]}"
+    _namespace_portion(site, namespace, "a", locks[1])
+    _namespace_portion(site, namespace, "b", locks[2])
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    b = importlib.import_module(f"{namespace}.b")
+    a = importlib.import_module(f"{namespace}.a")
+    assert b.load(loader.get_locked_kernel, REPO).VALUE == 2
+    assert a.load(loader.get_locked_kernel, REPO).VALUE == 1
+    (site / f"{namespace}_b-1.0.dist-info" / "RECORD").write_text("")
+    (site / f"{namespace}_a-1.0.dist-info" / "RECORD").write_text("")
+    with pytest.raises(LockError, match="none of them lists its file"):
+        b.load(loader.load_kernel, REPO)

@@ -58,6 +58,7 @@ import json
 import logging
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -650,6 +651,8 @@ def installed_lock(module: str, caller: str) -> tuple[LockFile, str]:
 
     package = module.partition(".")[0]
     names = sorted(set(metadata.packages_distributions().get(package, ())))
+    if len(names) > 1:  # a namespace package that several distributions share
+        names = _owners(names, module, caller)
     looked = []
     for name in names:
         try:
@@ -675,6 +678,39 @@ def installed_lock(module: str, caller: str) -> tuple[LockFile, str]:
         f"the package with its lock file in its metadata (Hugging Face's kernels writes "
         f"{HF_LOCK_FILE} there when the package is built with 'kernels' in its "
         f"[build-system] requires and locked with [tool.kernels.dependencies])")
+
+
+def _owners(names: list[str], module: str, caller: str) -> list[str]:
+    """Of the distributions ``names`` that provide the top-level package of ``module``
+    (a namespace package they share), the one whose installed files (its ``RECORD``)
+    hold the module's file.
+
+    Raises:
+        LockError: none or several of them do: which one's lock to read cannot be told.
+    """
+    import importlib.metadata as metadata
+
+    path = getattr(sys.modules.get(module), "__file__", None)
+    owners = []
+    if path:
+        target = Path(path).resolve()
+        for name in names:
+            try:
+                dist = metadata.distribution(name)
+                files = dist.files or []
+            except metadata.PackageNotFoundError:  # pragma: no cover - removed meanwhile
+                continue
+            if any(Path(str(dist.locate_file(f))).resolve() == target for f in files):
+                owners.append(name)
+    if len(owners) == 1:
+        return owners
+    raise LockError(
+        f"{caller}(lockfile=None) reads the lock file from the installed metadata of the "
+        f"calling package, but the calling module {module!r} is in a package that the "
+        f"distributions {', '.join(names)} all provide, and "
+        f"{'none' if not owners else 'more than one'} of them lists its file "
+        f"({path or 'no file'}) as installed; fix: pass lockfile= the path of the "
+        f"project's {LOCK_FILE} or {HF_LOCK_FILE}")
 
 
 def _metadata_path(dist: Any, name: str) -> Path:
