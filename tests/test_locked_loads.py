@@ -248,3 +248,48 @@ def test_lockfile_none_in_a_shared_namespace_reads_the_callers_own_lock(
     (site / f"{namespace}_a-1.0.dist-info" / "RECORD").write_text("")
     with pytest.raises(LockError, match="none of them lists its file"):
         b.load(loader.load_kernel, REPO)
+
+
+def test_lockfile_none_reads_the_installed_distributions_again_only_after_an_install(
+        tmp_path: Path, env, monkeypatch) -> None:
+    """Finding the calling package's distribution reads every installed distribution's
+    metadata (tens of milliseconds): a second load does not read it again, a package
+    installed meanwhile (a new folder in site-packages) is seen."""
+    import importlib
+    import importlib.metadata as metadata
+
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text(f'[tool.kernels.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(root).hf_path
+    site = tmp_path / "site"
+    package = _installed_package(site, lock, monkeypatch)
+    reads = []
+    real = metadata.packages_distributions
+
+    def counted() -> object:
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(metadata, "packages_distributions", counted)
+    assert package.load(loader.get_locked_kernel, REPO).VALUE == 1  # type: ignore[attr-defined]
+    first = len(reads)
+    assert package.load(loader.get_locked_kernel, REPO).VALUE == 1  # type: ignore[attr-defined]
+    assert package.load(loader.load_kernel, REPO).VALUE == 1  # type: ignore[attr-defined]
+    assert len(reads) == first <= 1
+    # another package installed into the same folder, sys.path unchanged
+    name = f"{package.__name__}_later"  # type: ignore[attr-defined]
+    (site / name).mkdir()
+    (site / name / "__init__.py").write_text(
+        "def load(fn, repo_id):\n    return fn(repo_id, lockfile=None)\n")
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text(f"{name}\n")
+    (info / lock.name).write_bytes(lock.read_bytes())
+    importlib.invalidate_caches()
+    later = importlib.import_module(name)
+    assert later.load(loader.get_locked_kernel, REPO).VALUE == 1  # type: ignore[attr-defined]
+    assert len(reads) == first + 1

@@ -59,6 +59,7 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -650,7 +651,7 @@ def installed_lock(module: str, caller: str) -> tuple[LockFile, str]:
     import importlib.metadata as metadata
 
     package = module.partition(".")[0]
-    names = sorted(set(metadata.packages_distributions().get(package, ())))
+    names = sorted(set(_packages_distributions().get(package, ())))
     if len(names) > 1:  # a namespace package that several distributions share
         names = _owners(names, module, caller)
     looked = []
@@ -678,6 +679,32 @@ def installed_lock(module: str, caller: str) -> tuple[LockFile, str]:
         f"the package with its lock file in its metadata (Hugging Face's kernels writes "
         f"{HF_LOCK_FILE} there when the package is built with 'kernels' in its "
         f"[build-system] requires and locked with [tool.kernels.dependencies])")
+
+
+#: :func:`importlib.metadata.packages_distributions` as last read, and what it was read
+#: for: each folder on ``sys.path`` with its modification time.
+_DISTRIBUTIONS: tuple[tuple[tuple[str, int], ...], Mapping[str, list[str]]] | None = None
+
+
+def _packages_distributions() -> Mapping[str, list[str]]:
+    """:func:`importlib.metadata.packages_distributions`, read again only when a folder on
+    ``sys.path`` was added, removed or changed its entries (a package installed, removed
+    or upgraded: its ``.dist-info`` folder is new), since reading every installed
+    distribution's metadata takes tens of milliseconds, and a model may make a locked load
+    for each of its layers."""
+    import importlib.metadata as metadata
+
+    global _DISTRIBUTIONS
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except (OSError, ValueError):
+            state.append((entry, -1))
+    key = tuple(state)
+    if _DISTRIBUTIONS is None or _DISTRIBUTIONS[0] != key:
+        _DISTRIBUTIONS = (key, metadata.packages_distributions())
+    return _DISTRIBUTIONS[1]
 
 
 def _owners(names: list[str], module: str, caller: str) -> list[str]:
