@@ -202,6 +202,49 @@ def test_offline_a_version_never_downloaded_is_said_to_be_missing_from_the_cache
     assert loader.get_kernel(REPO, version=1, hub=offline).VALUE == 1
 
 
+def test_offline_a_cached_version_loads_after_main_moved(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """Offline, a version loaded while online loads again although the cached refs name
+    a newer ``main`` whose kernel-status.toml was never read (a publish with a card
+    moved it): the redirect that cannot be known is not followed, and info says so."""
+    publish(hf, tmp_path / "p1", key=key, torch_cpu={"module_id": uid("m1")})
+    assert loader.get_kernel(REPO, version=1, hub=hf).VALUE == 1
+    make_variant(tmp_path / "p2", "torch-cpu", version=2, module_id=uid("m2"))
+    hf.publish(REPO, tmp_path / "p2", version=2, signer=key, card="# relu\n")
+    remote.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loader._by_call.clear()
+    offline = HfHub(api=remote, cache=hf.cache.root)
+    assert loader.get_kernel(REPO, version=1, hub=offline).VALUE == 1
+    assert loader.has_kernel(REPO, version=1, hub=offline)
+    notes = loader.kernel_info(REPO, version=1, hub=offline).notes
+    assert any("no redirect followed" in n for n in notes), notes
+
+
+def test_offline_a_full_commit_loads_from_the_cache_without_refs(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """A download cache that holds a commit's variant but no refs (``kernelforge
+    download`` keeps none) serves ``revision=<full commit>`` offline, as Hugging Face's
+    loader does; a version still needs the refs."""
+    from kernelforge.lock import download_locked, lock_project
+
+    c1 = publish(hf, tmp_path / "p1", key=key, torch_cpu={"module_id": uid("c1")})
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(project, hub=HfHub(api=remote, cache=tmp_path / "a")).path
+    download_locked(lock, hub=HfHub(api=remote, cache=tmp_path / "cold"))
+    remote.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=remote, cache=tmp_path / "cold")
+    assert offline.cache.load_refs(REPO) is None
+    assert loader.get_kernel(REPO, revision=c1, hub=offline).VALUE == 1
+    with pytest.raises(HubError, match="not in the download cache"):
+        loader.get_kernel(REPO, version=1, hub=offline)
+
+
 def test_offline_a_repository_id_in_other_case_finds_the_cache(
     hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
 ) -> None:

@@ -1326,7 +1326,7 @@ def test_download_with_the_network_down_does_not_advise_the_download_cache(
     hf: HfHub, api: FakeHfApi, tmp_path: Path
 ) -> None:
     """download fills the download cache: HF_HUB_OFFLINE=1 cannot help it. Its advice
-    is to check the network and run it again; what it fetched before stays cached."""
+    is to check the network and run it again; the variants it finished stay cached."""
     publish(hf, REPO, tmp_path / "v1", module_id=uid("down"))
     publish(hf, OTHER, tmp_path / "o1", module_id=uid("down"))
     root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n"{OTHER}" = 1\n')

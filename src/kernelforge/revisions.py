@@ -38,6 +38,8 @@ MAX_REDIRECTS = 5
 #: The fewest hex digits a commit prefix needs (:data:`kernelforge.hub.base.PREFIX_RE`).
 MIN_COMMIT_PREFIX = 4
 _SHORT_PREFIX = re.compile(rf"[0-9a-f]{{1,{MIN_COMMIT_PREFIX - 1}}}")
+#: A full commit id (40 hex digits).
+_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -108,11 +110,24 @@ def parse_status(text: str, where: str) -> Redirect | None:
     return Redirect(str(destination), revision)
 
 
-def _redirect(hub: Hub, repo_id: str) -> Redirect | None:
-    main = hub.branches(repo_id).get(CARD_BRANCH)
-    if main is None:
+def _redirect(hub: Hub, repo_id: str, notes: list[str] | None = None) -> Redirect | None:
+    """The redirect ``kernel-status.toml`` on ``main`` names, if any. An offline hub
+    that cannot tell (its cached refs name a ``main`` whose status it never read: a
+    publish of a card moved it; or no refs at all, after ``kernelforge download``) loads
+    without following one, saying so, rather than refusing what its cache holds."""
+    try:
+        main = hub.branches(repo_id).get(CARD_BRANCH)
+        if main is None:
+            return None
+        data = hub.read_file(repo_id, main, STATUS_FILE)
+    except HubError as err:
+        if not getattr(hub, "offline", False):
+            raise
+        logger.info("%s: not following a redirect offline: %s", repo_id, err)
+        if notes is not None:
+            notes.append(f"offline, {repo_id}'s {STATUS_FILE} on main is not in the download "
+                         "cache: no redirect followed")
         return None
-    data = hub.read_file(repo_id, main, STATUS_FILE)
     if data is None:
         return None
     return parse_status(data.decode("utf-8", errors="replace"), f"{repo_id}: {STATUS_FILE}")
@@ -138,7 +153,14 @@ def _pick(
 ) -> tuple[str | None, str]:
     """``(branch or None, commit)`` for the selector in one repository; ``announce``: log
     the WARNING lines of a load."""
-    branches = hub.branches(repo_id)
+    try:
+        branches = hub.branches(repo_id)
+    except HubError:
+        # offline with no refs cached: a full commit id still names what to load
+        if revision is None or not getattr(hub, "offline", False) or not _FULL_COMMIT.fullmatch(
+                revision.lower()):
+            raise
+        branches = {}
     versions = version_branches(branches)
     if revision is not None:
         commit = _resolve(hub, repo_id, revision)
@@ -214,7 +236,7 @@ def select(
     notes: list[str] = []
     seen = [repo_id]
     while follow_redirects:
-        target = _redirect(hub, repo_id)
+        target = _redirect(hub, repo_id, notes)
         if target is None:
             break
         if target.destination in seen or len(seen) > MAX_REDIRECTS:

@@ -103,8 +103,9 @@ _OFFLINE_ADVICE = "check the network, or set HF_HUB_OFFLINE=1 to use the downloa
 _WRITE_ADVICE = "check the network and try again"
 #: For a download (``kernelforge download``), which fills the download cache: offline
 #: mode cannot help it.
-_DOWNLOAD_ADVICE = ("check the network and run the download again (what it fetched is "
-                    "kept in the download cache, and is not fetched again)")
+_DOWNLOAD_ADVICE = ("check the network and run the download again (the variants it "
+                    "finished are kept in the download cache and are not fetched again; "
+                    "the one it was fetching starts over)")
 #: For ``kernelforge lock`` offline, when the download cache lacks what it needs.
 _LOCK_OFFLINE_ADVICE = ("run 'kernelforge lock' while online (offline, it locks only "
                         "revisions the download cache knows: those of kernels loaded with "
@@ -488,7 +489,14 @@ class HfHub:
         """
         if not isinstance(revision, str) or not revision:
             raise ValueError(f"revision: expected a branch, tag or commit, got {revision!r}")
-        branches, tags = self._refs(repo_id)
+        try:
+            branches, tags = self._refs(repo_id)
+        except HubError:
+            # Offline, a full commit id needs no refs (a `kernelforge download` keeps
+            # none): whether its files are cached is for the fetch to say.
+            if self.offline and is_commit(revision.lower()):
+                return revision.lower()
+            raise
         if revision in branches:
             return branches[revision]
         if revision in tags:
