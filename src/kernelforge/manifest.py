@@ -75,14 +75,19 @@ _UNIVERSAL_BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "xpu")
 # stand for, are the loader's (kernelforge.loader._PYTHON_DEPENDS).
 _PYTHON_DEPENDS_BACKEND = {"nvidia-cutlass-dsl": "cuda", "nki": "neuron", "onednn": "xpu"}
 
+#: Kernel names (Hugging Face's loader refuses a metadata.json whose name has anything
+#: else, '_' included).
 _NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
+#: Names of the older layout the guide uses, which may hold '_' (kept as the Python
+#: package's name, and written with '-' as the kernel's name).
 _LEGACY_NAME_RE = re.compile(r"^[a-z][-_a-z0-9]*[a-z0-9]\Z")
 _KERNEL_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*\Z", re.ASCII)
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*\Z", re.ASCII)
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z", re.ASCII)
-_GIT_SCHEMES = ("https://", "http://", "git://", "ssh://", "git+ssh://", "git+https://",
-                "git+http://")
-_SCP_URL_RE = re.compile(r"^[^\s/:]+:[^/\s][^\s]*$")
+_GIT_SCHEMES = ("https", "http", "git", "ssh", "git+ssh", "git+https", "git+http")
+#: A URL's scheme, as URL parsers read one (``github.com:org/x`` has the scheme
+#: ``github.com``).
+_URL_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 _KERNEL_COMMON = frozenset({"backend", "depends", "src", "include", "cxx-flags"})
 _KERNEL_EXTRA = {
@@ -690,6 +695,11 @@ def _read_general(r: _Reader, schema: _Schema, general: Mapping[str, Any]) -> di
     on its own (a field with a problem gets a placeholder: the manifest is refused)."""
     name = r.get(lambda: r.string(general, "general", "name"))
     name_re = _LEGACY_NAME_RE if schema is _GUIDE else _NAME_RE
+    if name is not None and name_re is _LEGACY_NAME_RE and "_" in name and name_re.match(name):
+        r.notes.append(f"general.name '{name}' is written '{name.replace('_', '-')}' in "
+                       f"metadata.json (kernel names have no '_', and Hugging Face's loader "
+                       f"refuses one that has); the Python package stays {name}")
+        name = name.replace("_", "-")
     if name is not None and not name_re.match(name):  # a missing name is reported as such
         r.flag("general.name", f"'{name}' is not a valid kernel name",
                expected=f"a name matching {name_re.pattern} (lowercase letters, digits "
@@ -892,10 +902,41 @@ def suggest_name(name: str, default: str = "my-kernel") -> str:
     return fixed if len(fixed) >= 2 else default
 
 
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` is no git URL as Hugging Face's kernel metadata reads one (which it
+    refuses to load otherwise), or ``None``: a URL (its scheme in any case) of one of
+    :data:`_GIT_SCHEMES`, with a host where the scheme needs one and a valid port; or,
+    for a text that is no URL, scp's ``host:path``, the path not starting with ``/``."""
+    from urllib.parse import urlsplit
+
+    scheme = _URL_SCHEME_RE.match(url)
+    if scheme:
+        name = scheme[1].lower()
+        try:
+            parts = urlsplit(url)
+            port = parts.port  # a port that is no number (github.com:org) raises
+            host = parts.hostname or ""
+            host_ok = ((bool(host) or name not in ("http", "https"))
+                       and not any(c.isspace() or c in "<>\\^|" for c in host))
+            parsed = host_ok and (port is None or 0 <= port <= 65535)
+        except ValueError:  # an unclosed [ of an IPv6 host, a bad port
+            parsed = False
+        if parsed:
+            if name not in _GIT_SCHEMES:
+                return f"its scheme '{scheme[1]}' is not one of {', '.join(_GIT_SCHEMES)}"
+            return None
+    host, colon, path = url.partition(":")
+    if colon and host and path and not path.startswith("/") and not any(
+            c.isspace() or c in "/?#[]" for c in host):
+        return None
+    return "it is neither a URL nor scp's host:path form"
+
+
 def _git_url(r: _Reader, general: Mapping[str, Any], key: str) -> str | None:
     url = r.string(general, "general", key)
-    if url is not None and not (url.startswith(_GIT_SCHEMES) or _SCP_URL_RE.match(url)):
-        r.fail(f"general.{key}", f"'{url}' is not a git URL",
+    problem = None if url is None else _url_problem(url)
+    if problem is not None:
+        r.fail(f"general.{key}", f"'{url}' is not a git URL: {problem}",
                expected="an https://, ssh://, git:// URL or git@host:org/repo.git",
                fix=f'write {key} = "https://github.com/<org>/<repo>"')
     return url
@@ -1097,10 +1138,11 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
         r.fail(f"{prefix}.backend", f"unknown kernel backend {backend!r}",
                expected="one of " + ", ".join(KERNEL_BACKENDS),
                fix=f"did you mean '{near}'?" if near else "use one of the listed backends")
-    if declared is not None and backend not in declared:
-        r.flag(f"{prefix}.backend", f"backend '{backend}' is not in general.backends "
-               f"({', '.join(declared)})", expected="a backend listed in general.backends",
-               fix=f"add '{backend}' to general.backends, or remove [{prefix}]")
+    if declared is not None and backend not in declared and backend in KERNEL_BACKENDS:
+        # as in Hugging Face's builder, which builds the listed backends only
+        r.notes.append(f"[{prefix}] is for backend '{backend}', which general.backends "
+                       f"({', '.join(declared)}) does not list: it is not built (add "
+                       f"'{backend}' to general.backends to build it)")
     allowed = _KERNEL_COMMON | _KERNEL_EXTRA[backend]
     foreign: set[str] = set()
     for key in table:
