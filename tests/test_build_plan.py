@@ -1267,3 +1267,24 @@ def test_the_up_to_date_key_rebuilds_what_arch_now_means_otherwise(tmp_path: Pat
                            ("cpu", None)):
         terms = build._arch_terms(backend, manifest, given)
         assert ("arch-match" in terms) == (given is not None), (backend, given)
+
+
+def test_rocm_archs_are_those_hugging_faces_builder_compiles_for(tmp_path: Path) -> None:
+    """Hugging Face's builder intersects a section's rocm-archs with the archs it
+    compiles for (gfx940 and gfx941, which its project template once listed, are not
+    among them): the same archs reach hipcc and metadata.json here, with a note."""
+    root = write_project(tmp_path / "p", KERNELS.replace(
+        'rocm-archs = ["gfx942", "gfx90a"]', 'rocm-archs = ["gfx90a", "gfx940", "gfx941"]'),
+        'backends = ["cpu", "cuda", "rocm"]')
+    plan = plan_build(load_manifest(root), backend="rocm", variant="v", source_id=SID, cxx=GCC,
+                      device_compiler=HIPCC)
+    assert plan.archs == ("gfx90a",)
+    assert [f for f in plan.groups[0].device_flags if f.startswith("--offload-arch")] == [
+        "--offload-arch=gfx90a"]
+    assert any("rocm-archs gfx940, gfx941 left out" in n for n in plan.notes), plan.notes
+    only_old = write_project(tmp_path / "q", KERNELS.replace(
+        'rocm-archs = ["gfx942", "gfx90a"]', 'rocm-archs = ["gfx940"]'),
+        'backends = ["cpu", "cuda", "rocm"]')
+    with pytest.raises(BuildError, match="none of its rocm-archs"):
+        plan_build(load_manifest(only_old), backend="rocm", variant="v", source_id=SID,
+                   cxx=GCC, device_compiler=HIPCC)

@@ -1030,6 +1030,21 @@ def plan_build(
                 raise BuildError(
                     f"unknown ROCm arch(s) {unknown}; known: {', '.join(archs.ROCM_ARCHS)}"
                 )
+            if not given and k.rocm_archs:
+                # as Hugging Face's builder: a section's archs are intersected with the
+                # archs it compiles for; the others are left out without a word there
+                dropped = [a for a in wanted if a not in archs.ROCM_ARCHS]
+                wanted = [a for a in wanted if a in archs.ROCM_ARCHS]
+                if not wanted:
+                    raise BuildError(
+                        f"kernel.{k.name}: none of its rocm-archs ({', '.join(dropped)}) is "
+                        "among the archs Hugging Face's builder compiles for "
+                        f"({', '.join(archs.ROCM_ARCHS)}); fix: list one of those, or build "
+                        "with --arch for the one you need")
+                if dropped:
+                    notes.append(f"kernel.{k.name}: rocm-archs {', '.join(dropped)} left out, "
+                                 "as Hugging Face's builder leaves them out (it compiles for "
+                                 f"{', '.join(archs.ROCM_ARCHS)})")
             if given and k.rocm_archs:
                 # as Hugging Face's builder: a section that declares its archs builds
                 # for those of them that --arch names; one that names none of them, for
