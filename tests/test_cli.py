@@ -129,7 +129,7 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
     script = code.replace(load, load[:-1] + ', backend="cpu")') + (
         "import json\n"
         "k = next(v for v in list(globals().values()) if getattr(v, '__name__', '')"
-        ".startswith('my_relu_cpu_'))\n"
+        ".startswith('_my_relu_cpu_'))\n"
         "y = torch.randn(1000)\n"
         "print(json.dumps({'name': k.__name__, 'ok': bool(torch.equal(k.my_relu(y), "
         "torch.relu(y)))}))\n"

@@ -62,7 +62,7 @@ def test_the_project_tests_pass_and_fail_as_written(project: Path, loader: str) 
     done = run(loader, project)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout
-    assert f"{loader}: sq as sq_" in done.stdout
+    assert f"{loader}: sq as _sq_" in done.stdout
     (project / "tests" / "test_sq.py").write_text(PROJECT_TESTS.format(expected=5))
     done = run(loader, project)
     assert done.returncode == 1, done.stdout + done.stderr

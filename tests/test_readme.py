@@ -99,7 +99,7 @@ def test_demo_command_runs_the_main_job(tmp_path: Path, built_relu: Path) -> Non
     assert proc.returncode == 0, out + proc.stderr
     assert "up to date" in out
     assert "publish: kernelforge-demo/relu version 1" in out
-    assert re.search(r"get_kernel\('kernelforge-demo/relu', backend='cpu'\) -> module relu_cpu_",
+    assert re.search(r"get_kernel\('kernelforge-demo/relu', backend='cpu'\) -> module _relu_cpu_",
                      out), out
     assert out.count("relu(x) == torch.relu(x): yes") >= 3
     assert "demo: all outputs match torch.relu" in out

@@ -920,7 +920,9 @@ def plan_build(
         A :class:`BuildPlan`.
     """
     namespace = namespace_for(manifest.python_name, backend, source_id.uid)
-    module_id = namespace.lstrip("_")
+    # the package is imported under the op namespace, "_<name>_<backend>_<uid>", the
+    # metadata id Hugging Face's builder writes
+    module_id = namespace
     if manifest.noarch:
         # The [torch-noarch] archs go to the metadata, for the loader's GPU check.
         declared = {"cuda": manifest.noarch_cuda_capabilities,
