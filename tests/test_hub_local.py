@@ -591,6 +591,27 @@ def test_a_refused_first_publish_leaves_no_folder_that_decides_the_spelling(
     assert hub.repos() == ["zed/failed", "zed/other"]
 
 
+def test_what_a_killed_first_publish_left_decides_no_spelling(
+        hub: LocalHub, project: Path) -> None:
+    """A first publish killed outright (kill -9) cannot take its folders away; the next
+    first publish, which holds the hub's create lock as any first publish does, finds
+    them unused and takes them away if they hold no revision, then publishes under its
+    own spelling."""
+    left = hub.root / "Zed" / "Failed"
+    (left / "tmp" / "stage-1234" / "build").mkdir(parents=True)
+    (left / "tmp" / "stage-1234" / "build" / "half-copied.so").write_bytes(b"\0" * 64)
+    (left / "objects").mkdir()
+    (left / ".lock").write_text("")
+    assert hub.publish("zed/failed", project, version=1).repo_id == "zed/failed"
+    assert sorted(p.name for p in hub.root.iterdir() if not p.name.startswith(".")) == ["zed"]
+    assert hub.repos() == ["zed/failed"]
+    # one that holds a revision (killed after writing it, before its ref) is kept
+    kept = hub.root / "Kept" / "Repo" / "objects" / ("0" * 40)
+    kept.mkdir(parents=True)
+    (kept / "file").write_text("x")
+    assert hub.publish("kept/repo", project, version=1).repo_id == "Kept/Repo"
+
+
 def test_a_first_publish_waiting_on_a_refused_one_makes_its_own_folder(
         hub: LocalHub, project: Path, tmp_path: Path, monkeypatch) -> None:
     """Another first publish of the repository, under another spelling, that starts

@@ -223,6 +223,16 @@ class LocalHubWriter:
             refuse_link(self.root / CREATE_LOCK)
             with filelock.FileLock(str(self.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
                 repo = self._repo_dir(repo_id)  # looked up again under the lock
+                if repo.is_dir() and not (repo / "refs").is_dir():
+                    # No publish is writing it (a first publish holds this lock until it
+                    # ends): a first publish killed outright (kill -9, a power loss) left
+                    # it. Taken away if it holds no revision, so that it decides no
+                    # spelling either.
+                    with self._repo_lock(repo):
+                        _clean_leftovers(repo)
+                    org_alone = [p.name for p in repo.parent.iterdir()] == [repo.name]
+                    _remove_unpublished([repo, repo.parent] if org_alone else [repo])
+                    repo = self._repo_dir(repo_id)
                 made = [p for p in (repo, repo.parent) if not p.is_dir()]
                 _durable.make_dirs(repo)
                 try:

@@ -30,7 +30,8 @@ Repository ids ignore case, as on the Hugging Face Hub: a repository is kept und
 spelling it was first published with, and any spelling of its id finds it
 (:meth:`LocalHub.stored_id`). A repository's first publish runs under the hub-wide
 ``.create.lock`` as well, and one that fails takes away the folders it made, so that a
-refused publish decides no spelling.
+refused publish decides no spelling; the folders of one killed outright (no refs) are
+taken away by the next first publish, which finds them unused under that lock.
 
 A hub holds folders and regular files only. A symbolic link on the way from the root
 (which may be one) to what is read or written is refused, naming it
