@@ -55,6 +55,31 @@ def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
     assert first.VALUE == 1 and load(REPO, lockfile=one / "kernelforge.lock") is first
 
 
+def test_a_lock_path_through_a_link_and_dot_dot_loads_the_file_it_names(
+        tmp_path: Path, env) -> None:
+    """``links/deep/../kernelforge.lock`` names the lock beside the folder the link
+    ``deep`` points into, as the system reads the path; the load must be the one that
+    file pins, not the module of ``links/kernelforge.lock`` (what removing ``..`` from
+    the text gives)."""
+    import shutil
+
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    _publish(hub, tmp_path / "b2", 2)
+    one = _project(tmp_path / "one", 1)
+    two = _project(tmp_path / "two", 2)
+    lock_project(one)
+    lock_project(two)
+    (two / "sub").mkdir()
+    links = tmp_path / "links"
+    links.mkdir()
+    shutil.copy(one / "kernelforge.lock", links / "kernelforge.lock")
+    (links / "deep").symlink_to(two / "sub")
+    assert loader.get_locked_kernel(REPO, lockfile=links / "kernelforge.lock").VALUE == 1
+    through = f"{links}/deep/../kernelforge.lock"
+    assert loader.get_locked_kernel(REPO, lockfile=through).VALUE == 2
+
+
 @pytest.mark.parametrize("given", ["lock file", "project directory"])
 def test_a_lock_written_again_loads_its_new_pin(tmp_path: Path, env, given: str) -> None:
     hub = LocalHub(env["hub"])

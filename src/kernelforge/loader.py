@@ -997,8 +997,9 @@ def _lock_identity(lockfile: str | os.PathLike[str]) -> tuple[str, str | None]:
 
     from kernelforge.lock import lock_file_path
 
-    # the lock file read_lock reads (a project directory's), by its absolute path
-    path = os.path.abspath(lock_file_path(os.path.expanduser(os.fspath(lockfile))))
+    # the lock file read_lock reads (a project directory's), by its absolute path; not
+    # os.path.abspath, whose '..' removal names another file past a symbolic link
+    path = str(lock_file_path(os.path.expanduser(os.fspath(lockfile))).absolute())
     try:
         with open(path, "rb") as f:
             return path, hashlib.sha256(f.read()).hexdigest()
