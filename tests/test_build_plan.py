@@ -1288,3 +1288,11 @@ def test_rocm_archs_are_those_hugging_faces_builder_compiles_for(tmp_path: Path)
     with pytest.raises(BuildError, match="none of its rocm-archs"):
         plan_build(load_manifest(only_old), backend="rocm", variant="v", source_id=SID,
                    cxx=GCC, device_compiler=HIPCC)
+    # --arch for another arch does not bring a left-out one back for "its own" archs
+    with pytest.raises(BuildError, match="none of its rocm-archs"):
+        plan_build(load_manifest(only_old), backend="rocm", variant="v", source_id=SID,
+                   cxx=GCC, device_compiler=HIPCC, arch_override=["gfx942"])
+    # named by --arch, it is built: the user asked for it
+    plan = plan_build(load_manifest(only_old), backend="rocm", variant="v", source_id=SID,
+                      cxx=GCC, device_compiler=HIPCC, arch_override=["gfx940"])
+    assert plan.archs == ("gfx940",)

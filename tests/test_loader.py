@@ -292,6 +292,22 @@ def test_load_variant_caches_by_directory(tmp_path: Path) -> None:
     assert loader.get_local_kernel(vdir) is module
 
 
+def test_a_build_whose_id_lacks_the_leading_underscore_is_the_same_extension(
+        tmp_path: Path) -> None:
+    """Builds made before ids kept the op namespace's leading '_' (relu_cpu_<uid>) and
+    after (_relu_cpu_<uid>) of the same sources register the same op namespace: loading
+    both in one process gives the first module again (torch would abort the process on
+    a second registration), and a different build under either spelling is refused."""
+    new_id = uid("under")
+    new = make_variant(tmp_path / "new", "torch-cpu", module_id=new_id)
+    old = make_variant(tmp_path / "old", "torch-cpu", module_id=new_id.lstrip("_"))
+    first = loader.load_variant(old)
+    assert loader.load_variant(new) is first
+    other = make_variant(tmp_path / "other", "torch-cpu", module_id=new_id, value=2)
+    with pytest.raises(ImportError, match="a different build with the same id"):
+        loader.load_variant(other)
+
+
 # --- integrity ---------------------------------------------------------------------------
 
 

@@ -1077,6 +1077,7 @@ def test_a_kernel_section_of_a_backend_not_listed_is_not_built(tmp_path):
     path = write(tmp_path, replace(GOOD5, '"cpu", "cuda", "rocm"', '"cuda"'))
     m = load_manifest(path)
     assert m.backends == ("cuda",)
+    assert "relu_rocm" not in m.kernels  # its files are not checked, nor part of the build
     assert any("[kernel.relu_rocm] is for backend 'rocm', which general.backends (cuda) "
                "does not list: it is not built" in n for n in m.notes), m.notes
     try:
@@ -1091,7 +1092,11 @@ def test_a_guide_layout_name_with_underscores_is_written_with_dashes(tmp_path):
     '-' (Hugging Face's loader refuses '_'), and the Python package keeps its name."""
     m = load_manifest(write(tmp_path, '[general]\nname = "triton_norm"\nuniversal = true\n'))
     assert (m.name, m.python_name) == ("triton-norm", "triton_norm")
-    assert any("'triton_norm' is written 'triton-norm' in metadata.json" in n for n in m.notes)
+    assert any("'triton_norm' is written 'triton-norm' in metadata.json" in n
+               and n.endswith("the Python package stays triton_norm") for n in m.notes)
+    mixed = load_manifest(write(tmp_path, '[general]\nname = "my-relu_op"\nuniversal = true\n'))
+    assert (mixed.name, mixed.python_name) == ("my-relu-op", "my_relu_op")
+    assert any(n.endswith("the Python package stays my_relu_op") for n in mixed.notes)
     try:
         from kernels._rust import KernelName
     except ImportError:

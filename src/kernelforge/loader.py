@@ -712,7 +712,12 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
             logger.info("%s: no digest recorded; its files are not verified", variant_dir)
         digest = tuple(sorted(actual.items()))
         dirty = _dirty_warning(variant_dir, meta)
-        previous = _by_id.get(module_id)
+        # Keyed without the leading '_': ids are the op namespace, which builds made
+        # before kernelforge wrote that '_' left out (relu_cpu_<uid>), so a build of the
+        # same sources from either is the same extension (torch aborts the process when
+        # a namespace is registered twice).
+        id_key = module_id.lstrip("_")
+        previous = _by_id.get(id_key)
         if previous is not None:
             if previous.digest != digest:
                 raise ImportError(
@@ -747,7 +752,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
             loaded = _Loaded(module=taken, path=Path(key), digest=digest, dirty=dirty,
                              metadata_sha256=meta_digest)
             _by_path[key] = loaded
-            _by_id[module_id] = loaded
+            _by_id[id_key] = loaded
             return _announced(loaded)
         _check_python_depends(variant_dir, meta)
         needed: dict[str, ModuleType] = {}
@@ -758,7 +763,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
         loaded = _Loaded(module=module, path=Path(key), digest=digest, dirty=dirty,
                          metadata_sha256=meta_digest)
         _by_path[key] = loaded
-        _by_id[module_id] = loaded
+        _by_id[id_key] = loaded
         return _announced(loaded)
 
 

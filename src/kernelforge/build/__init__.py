@@ -329,9 +329,10 @@ def _torch_install(env: PythonEnv) -> TorchInstall:
 #: project and toolchain (2: `[torch] cxx-flags` reach the binding's sources only, and a
 #: source shared by kernel sections compiles once; 3: the compile and link commands are
 #: the builder's own, not those of the interpreter's sysconfig; 4: the device flags and
-#: defines of Hugging Face's builder, and ``csrc/`` on the include path), so that builds
-#: made before are not taken as up to date.
-BUILD_RULES = 4
+#: defines of Hugging Face's builder, and ``csrc/`` on the include path; 5: the metadata
+#: id is the op namespace with its leading ``_``, and ROCm archs are those Hugging Face's
+#: builder compiles for), so that builds made before are not taken as up to date.
+BUILD_RULES = 5
 
 
 def _pinned_names(backend: str, manifest: Manifest, device: Tool | None) -> dict[str, int]:

@@ -1032,12 +1032,13 @@ def plan_build(
                 raise BuildError(
                     f"unknown ROCm arch(s) {unknown}; known: {', '.join(archs.ROCM_ARCHS)}"
                 )
-            if not given and k.rocm_archs:
+            own = list(k.rocm_archs or ())
+            if own:
                 # as Hugging Face's builder: a section's archs are intersected with the
                 # archs it compiles for; the others are left out without a word there
-                dropped = [a for a in wanted if a not in archs.ROCM_ARCHS]
-                wanted = [a for a in wanted if a in archs.ROCM_ARCHS]
-                if not wanted:
+                dropped = [a for a in own if a not in archs.ROCM_ARCHS]
+                own = [a for a in own if a in archs.ROCM_ARCHS]
+                if not own and not any(a in (k.rocm_archs or ()) for a in given):
                     raise BuildError(
                         f"kernel.{k.name}: none of its rocm-archs ({', '.join(dropped)}) is "
                         "among the archs Hugging Face's builder compiles for "
@@ -1047,6 +1048,8 @@ def plan_build(
                     notes.append(f"kernel.{k.name}: rocm-archs {', '.join(dropped)} left out, "
                                  "as Hugging Face's builder leaves them out (it compiles for "
                                  f"{', '.join(archs.ROCM_ARCHS)})")
+                if not given:
+                    wanted = own
             if given and k.rocm_archs:
                 # as Hugging Face's builder: a section that declares its archs builds
                 # for those of them that --arch names; one that names none of them, for
@@ -1060,7 +1063,7 @@ def plan_build(
                 else:
                     notes.append(f"kernel.{k.name} has none of --arch {', '.join(given)} "
                                  f"among its rocm-archs ({listed}): compiled for its own")
-                    wanted = list(k.rocm_archs)
+                    wanted = own
             served_any = served_any or not k.rocm_archs or any(a in k.rocm_archs
                                                                for a in given)
             all_archs += [a for a in wanted if a not in all_archs]
