@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -205,9 +206,9 @@ def test_offline_a_version_never_downloaded_is_said_to_be_missing_from_the_cache
 def test_offline_a_cached_version_loads_after_main_moved(
     hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
 ) -> None:
-    """Offline, a version loaded while online loads again although the cached refs name
-    a newer ``main`` whose kernel-status.toml was never read (a publish with a card
-    moved it): the redirect that cannot be known is not followed, and info says so."""
+    """Offline, a version loaded while online loads again after a publish with a card
+    moved ``main`` (the refs were listed again online by it): the status on the new
+    ``main`` was kept with those refs, so the load knows there is no redirect."""
     publish(hf, tmp_path / "p1", key=key, torch_cpu={"module_id": uid("m1")})
     assert loader.get_kernel(REPO, version=1, hub=hf).VALUE == 1
     make_variant(tmp_path / "p2", "torch-cpu", version=2, module_id=uid("m2"))
@@ -218,8 +219,54 @@ def test_offline_a_cached_version_loads_after_main_moved(
     offline = HfHub(api=remote, cache=hf.cache.root)
     assert loader.get_kernel(REPO, version=1, hub=offline).VALUE == 1
     assert loader.has_kernel(REPO, version=1, hub=offline)
-    notes = loader.kernel_info(REPO, version=1, hub=offline).notes
-    assert any("no redirect followed" in n for n in notes), notes
+
+
+def test_offline_a_redirect_kept_with_the_refs_is_followed(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """The publisher moved the kernel (a redirect on ``main``) and ``main`` moved again
+    since; the refs listed online keep the status of the ``main`` they name, so an
+    offline load still follows the redirect, and an offline lock pins its target."""
+    from huggingface_hub import CommitOperationAdd
+
+    from kernelforge.lock import lock_project, read_lock
+
+    other = "kernels-test/relu-new"
+    make_variant(tmp_path / "old", "torch-cpu", value=1, module_id=uid("old"))
+    hf.publish(REPO, tmp_path / "old", version=1, signer=key, card="# old\n")
+    make_variant(tmp_path / "new", "torch-cpu", value=2, module_id=uid("new"))
+    hf.publish(other, tmp_path / "new", version=1, signer=key, card="# new\n")
+    assert loader.get_kernel(REPO, version=1, hub=hf).VALUE == 1
+    status = f'kind = "redirect"\ndestination = "{other}"\n'.encode()
+    remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="kernel-status.toml",
+                                                   path_or_fileobj=status)],
+                         commit_message="moved", repo_type="kernel", revision="main")
+    remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="README.md",
+                                                   path_or_fileobj=b"# moved\n")],
+                         commit_message="card", repo_type="kernel", revision="main")
+    assert loader.get_kernel(other, version=1, hub=hf).VALUE == 2  # cached
+    hf.versions(REPO)  # the refs listed online again, nothing of REPO loaded
+    remote.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loader._by_call.clear()
+    offline = HfHub(api=remote, cache=hf.cache.root)
+    assert loader.get_kernel(REPO, version=1, hub=offline).VALUE == 2
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    assert read_lock(lock_project(project, hub=offline).path).require(REPO).repo == other
+    # a status the cache refuses (a link put in its place) is refused, not skipped
+    main = offline.branches(REPO)["main"]
+    cached = offline.cache.cached_file(REPO, main, "kernel-status.toml")
+    assert cached is not None
+    copy = tmp_path / "elsewhere.toml"
+    copy.write_bytes(cached.read_bytes())
+    os.chmod(cached.parent, 0o755)
+    cached.unlink()
+    cached.symlink_to(copy)
+    loader._by_call.clear()
+    with pytest.raises(HubError, match="link"):
+        loader.get_kernel(REPO, version=1, hub=offline)
 
 
 def test_offline_a_full_commit_loads_from_the_cache_without_refs(

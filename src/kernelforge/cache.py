@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge import _durable
-from kernelforge.errors import HubError, IntegrityError
+from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import is_commit, spellings, validate_repo_id
 
 __all__ = ["CACHE_ENV", "CachedVariant", "DownloadCache", "Entry", "Removed",
@@ -528,11 +528,11 @@ class DownloadCache:
         if fetch is None:
             if not_cached is not None:
                 raise not_cached()
-            raise HubError(f"{repo_id}: {path} at {commit[:12]} is not in the download cache "
-                           f"{self.root} and the hub is offline; load the kernel once with "
-                           "get_kernel while online, or, for a locked project, run "
-                           "'kernelforge download' while online and load it with "
-                           "load_kernel(repo_id, lockfile=...)")
+            raise NotCachedError(
+                f"{repo_id}: {path} at {commit[:12]} is not in the download cache "
+                f"{self.root} and the hub is offline; load the kernel once with get_kernel "
+                "while online, or, for a locked project, run 'kernelforge download' while "
+                "online and load it with load_kernel(repo_id, lockfile=...)")
         key = self._key("file", repo_id, f"{commit}/{path}")
         with self._lock(key):
             data, absent_known, target = self._cached_file(repo_id, commit, path)

@@ -137,6 +137,10 @@ class HubError(KernelforgeError, LookupError):
     """A hub repository, revision or file does not exist or cannot be written."""
 
 
+class NotCachedError(HubError):
+    """An offline hub's download cache does not hold what was asked for."""
+
+
 class IntegrityError(KernelforgeError):
     """Files on disk do not match the digests recorded for them."""
 

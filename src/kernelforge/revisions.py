@@ -25,7 +25,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from kernelforge.errors import HubError
+from kernelforge.errors import HubError, NotCachedError
 from kernelforge.hub.base import CARD_BRANCH, STATUS_FILE, Hub, validate_repo_id, version_branches
 
 __all__ = ["MAX_REDIRECTS", "MIN_COMMIT_PREFIX", "Redirect", "Selection", "parse_status",
@@ -110,24 +110,24 @@ def parse_status(text: str, where: str) -> Redirect | None:
     return Redirect(str(destination), revision)
 
 
-def _redirect(hub: Hub, repo_id: str, notes: list[str] | None = None) -> Redirect | None:
-    """The redirect ``kernel-status.toml`` on ``main`` names, if any. An offline hub
-    that cannot tell (its cached refs name a ``main`` whose status it never read: a
-    publish of a card moved it; or no refs at all, after ``kernelforge download``) loads
-    without following one, saying so, rather than refusing what its cache holds."""
+def _redirect(hub: Hub, repo_id: str, notes: list[str] | None = None, *,
+              revision: str | None = None) -> Redirect | None:
+    """The redirect ``kernel-status.toml`` on ``main`` names, if any. Offline, a load of
+    a full commit id from a download cache that holds no refs of the repository (what
+    ``kernelforge download`` leaves) follows none: nothing is known of ``main`` there,
+    and the commit names what to load, as in Hugging Face's loader."""
     try:
         main = hub.branches(repo_id).get(CARD_BRANCH)
-        if main is None:
-            return None
-        data = hub.read_file(repo_id, main, STATUS_FILE)
-    except HubError as err:
-        if not getattr(hub, "offline", False):
+    except NotCachedError:
+        if revision is None or not _FULL_COMMIT.fullmatch(revision.lower()):
             raise
-        logger.info("%s: not following a redirect offline: %s", repo_id, err)
         if notes is not None:
-            notes.append(f"offline, {repo_id}'s {STATUS_FILE} on main is not in the download "
-                         "cache: no redirect followed")
+            notes.append(f"offline, the download cache holds no refs of {repo_id}: commit "
+                         f"{revision[:12]} loaded without reading {STATUS_FILE} on main")
         return None
+    if main is None:
+        return None
+    data = hub.read_file(repo_id, main, STATUS_FILE)
     if data is None:
         return None
     return parse_status(data.decode("utf-8", errors="replace"), f"{repo_id}: {STATUS_FILE}")
@@ -155,10 +155,9 @@ def _pick(
     the WARNING lines of a load."""
     try:
         branches = hub.branches(repo_id)
-    except HubError:
+    except NotCachedError:
         # offline with no refs cached: a full commit id still names what to load
-        if revision is None or not getattr(hub, "offline", False) or not _FULL_COMMIT.fullmatch(
-                revision.lower()):
+        if revision is None or not _FULL_COMMIT.fullmatch(revision.lower()):
             raise
         branches = {}
     versions = version_branches(branches)
@@ -236,7 +235,7 @@ def select(
     notes: list[str] = []
     seen = [repo_id]
     while follow_redirects:
-        target = _redirect(hub, repo_id, notes)
+        target = _redirect(hub, repo_id, notes, revision=revision)
         if target is None:
             break
         if target.destination in seen or len(seen) > MAX_REDIRECTS:

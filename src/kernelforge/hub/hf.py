@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelforge.cache import DownloadCache, is_revision_path, make_dirs
-from kernelforge.errors import HubError
+from kernelforge.errors import HubError, NotCachedError
 from kernelforge.hub.base import (
     CARD_BRANCH,
     PREFIX_RE,
+    STATUS_FILE,
     Fetched,
     Revision,
     Same,
@@ -299,7 +300,7 @@ class HfHub:
             return "TRANSFORMERS_OFFLINE is set (read as HF_HUB_OFFLINE when that is unset)"
         return "HF_HUB_OFFLINE is set"
 
-    def _not_cached(self, what: str, advice: str) -> HubError:
+    def _not_cached(self, what: str, advice: str) -> NotCachedError:
         """The error for ``what``, which this offline hub lacks in its download cache:
         the reason it is offline and what to do about it.
 
@@ -314,12 +315,12 @@ class HfHub:
         if _purpose.get() == "lock" and not self._for_load_kernel:
             advice = _LOCK_OFFLINE_ADVICE
         if self._for_load_kernel:
-            return HubError(
+            return NotCachedError(
                 f"{where}; load_kernel never downloads (it reads the download cache only): "
                 "run 'kernelforge download' on the project first (it fetches what the lock "
                 "file pins), or load it with get_locked_kernel, which downloads what is "
                 "missing")
-        return HubError(f"{where} and {self._why_offline()}; {advice}")
+        return NotCachedError(f"{where} and {self._why_offline()}; {advice}")
 
     def cache_key(self) -> tuple[Any, ...]:
         """What identifies this hub in the loader's in-process cache: the endpoint, the
@@ -442,6 +443,12 @@ class HfHub:
         branches = {str(b.name): str(b.target_commit) for b in refs.branches}
         tags = {str(t.name): str(t.target_commit) for t in refs.tags}
         self.cache.save_refs(repo_id, branches, tags)
+        main = branches.get(CARD_BRANCH)
+        if main is not None:
+            # Loads read the status (a redirect) on main: kept with the refs that name
+            # it, so that an offline load after this listing knows it too.
+            with contextlib.suppress(HubError):
+                self.read_file(repo_id, main, STATUS_FILE)
         return branches, tags
 
     def has_repo(self, repo_id: str) -> bool:
@@ -491,10 +498,10 @@ class HfHub:
             raise ValueError(f"revision: expected a branch, tag or commit, got {revision!r}")
         try:
             branches, tags = self._refs(repo_id)
-        except HubError:
+        except NotCachedError:
             # Offline, a full commit id needs no refs (a `kernelforge download` keeps
             # none): whether its files are cached is for the fetch to say.
-            if self.offline and is_commit(revision.lower()):
+            if is_commit(revision.lower()):
                 return revision.lower()
             raise
         if revision in branches:
