@@ -1042,7 +1042,11 @@ GIT_URLS = [
     ("https://github.com:99999/x", False), ("git@host:", False), (":path", False),
     ("a b:c/d", False), ("git+ssh://git@github.com:org/repo.git", False),
     ("git@git hub.com:o/r", False), ("git@[::1]:o/r", False), ("https://user@/x", False),
-    ("https://exa mple.com/x", False),
+    ("https://exa mple.com/x", False), ("https://256.0.0.1/org/na", False),
+    ("http://[fe80::1%25eth0]/x", False), ("https://[v1.x]/x", False),
+    ("https://h%20/x", False), ("ssh://git@/org/x", False), ("git://:22/org/x", False),
+    ("https://u:p@github.com/org/x", True), ("ssh://git@[::1]:22/org/x", True),
+    ("https://1.2.3.4/org/x", True),
 ]
 
 

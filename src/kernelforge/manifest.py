@@ -916,10 +916,8 @@ def _url_problem(url: str) -> str | None:
         try:
             parts = urlsplit(url)
             port = parts.port  # a port that is no number (github.com:org) raises
-            host = parts.hostname or ""
-            host_ok = ((bool(host) or name not in ("http", "https"))
-                       and not any(c.isspace() or c in "<>\\^|" for c in host))
-            parsed = host_ok and (port is None or 0 <= port <= 65535)
+            parsed = (_host_problem(parts.netloc, special=name in ("http", "https")) is None
+                      and (port is None or 0 <= port <= 65535))
         except ValueError:  # an unclosed [ of an IPv6 host, a bad port
             parsed = False
         if parsed:
@@ -928,9 +926,41 @@ def _url_problem(url: str) -> str | None:
             return None
     host, colon, path = url.partition(":")
     if colon and host and path and not path.startswith("/") and not any(
-            c.isspace() or c in "/?#[]" for c in host):
+            c in "/?#" for c in host) and _host_problem(host, special=False) is None:
         return None
     return "it is neither a URL nor scp's host:path form"
+
+
+def _host_problem(netloc: str, *, special: bool) -> str | None:
+    """What is wrong with the host of a URL's authority ``netloc`` (``user@host:port``),
+    by the rules of the URL parser Hugging Face's metadata uses, or ``None``. Stricter
+    where those rules are intricate (a host with ``%``, a dotted number that is no
+    IPv4 address): such a URL is refused here rather than accepted into a metadata.json
+    that their loader would refuse."""
+    import ipaddress
+
+    user, at, hostport = netloc.rpartition("@")
+    if hostport.startswith("["):
+        inside, bracket, rest = hostport[1:].partition("]")
+        try:
+            if "%" in inside:  # a zone (fe80::1%eth0): no URL host
+                raise ValueError(inside)
+            ipaddress.IPv6Address(inside)
+        except ValueError:
+            return f"[{inside}] is no IPv6 address"
+        return None if bracket and (not rest or rest.startswith(":")) else "a bad [ ] host"
+    host, colon, _port = hostport.partition(":")
+    if not host:
+        # "ssh://" alone parses; an empty host with a user or port, or for http(s), not
+        return "no host" if special or at or colon or "@" in user else None
+    if any(c.isspace() or c in "<>\\^|%[]@" for c in host):
+        return f"the host {host!r} holds a character hosts cannot"
+    if all(part.isdigit() for part in host.rstrip(".").split(".")) and "." in host:
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return f"the host {host!r} is no IPv4 address"
+    return None
 
 
 def _git_url(r: _Reader, general: Mapping[str, Any], key: str) -> str | None:
