@@ -110,7 +110,26 @@ def write_temp(path: Path, data: bytes, *, mode: int = 0o644,
             is written.
     """
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    write_new(tmp, data, mode=mode, chmod=chmod)
+    return tmp
+
+
+def write_new(path: Path, data: bytes, *, mode: int = 0o644,
+              chmod: int | None = None) -> None:
+    """Create ``path``, which must not exist, and write ``data`` to it, fsynced (removed
+    again if the write fails).
+
+    Args:
+        path: the new file; its directory must exist.
+        data: the content.
+        mode: permission bits the file is created with (the umask applies).
+        chmod: exact permission bits to set instead (the umask aside), before any byte
+            is written.
+
+    Raises:
+        FileExistsError: ``path`` exists.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             if chmod is not None:
@@ -119,9 +138,8 @@ def write_temp(path: Path, data: bytes, *, mode: int = 0o644,
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
         raise
-    return tmp
 
 
 def replace_file(path: Path, data: bytes, *, mode: int = 0o644,

@@ -400,15 +400,9 @@ def _create_exclusively(path: Path, data: bytes) -> None:
     exclusive creation :func:`generate_key` needs where no hard link can be made. A
     crash while writing leaves a partial file, which :func:`load_signing_key` refuses
     as no key."""
+    from kernelforge._durable import write_new
+
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        write_new(path, data, mode=0o600)
     except FileExistsError:
         raise _key_exists(path) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
