@@ -35,10 +35,9 @@ def _project(root: Path, version: int) -> Path:
     return root
 
 
-@pytest.mark.parametrize("load", [loader.get_locked_kernel, loader.load_kernel],
-                         ids=["get_locked_kernel", "load_kernel"])
-def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
-        tmp_path: Path, env, monkeypatch, load) -> None:
+def _two_locked_projects(tmp_path: Path, env) -> tuple[Path, Path]:
+    """Versions 1 and 2 published, and two projects, ``one`` and ``two``, whose locks
+    pin them."""
     hub = LocalHub(env["hub"])
     _publish(hub, tmp_path / "b1", 1)
     _publish(hub, tmp_path / "b2", 2)
@@ -46,6 +45,14 @@ def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
     two = _project(tmp_path / "two", 2)
     lock_project(one)
     lock_project(two)
+    return one, two
+
+
+@pytest.mark.parametrize("load", [loader.get_locked_kernel, loader.load_kernel],
+                         ids=["get_locked_kernel", "load_kernel"])
+def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
+        tmp_path: Path, env, monkeypatch, load) -> None:
+    one, two = _two_locked_projects(tmp_path, env)
     monkeypatch.chdir(one)
     assert load(REPO, lockfile="kernelforge.lock").VALUE == 1
     monkeypatch.chdir(two)
@@ -63,13 +70,7 @@ def test_a_lock_path_through_a_link_and_dot_dot_loads_the_file_it_names(
     the text gives)."""
     import shutil
 
-    hub = LocalHub(env["hub"])
-    _publish(hub, tmp_path / "b1", 1)
-    _publish(hub, tmp_path / "b2", 2)
-    one = _project(tmp_path / "one", 1)
-    two = _project(tmp_path / "two", 2)
-    lock_project(one)
-    lock_project(two)
+    one, two = _two_locked_projects(tmp_path, env)
     (two / "sub").mkdir()
     links = tmp_path / "links"
     links.mkdir()
