@@ -221,6 +221,34 @@ def test_offline_a_cached_version_loads_after_main_moved(
     assert loader.has_kernel(REPO, version=1, hub=offline)
 
 
+def test_refs_whose_status_could_not_be_read_are_not_kept(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """The network drops between listing the refs and reading the status on the new
+    ``main``: the refs kept stay those before (whose status is known), so a later
+    offline load of what was loaded before still works."""
+    from huggingface_hub import CommitOperationAdd
+
+    publish(hf, tmp_path / "p1", key=key, torch_cpu={"module_id": uid("f1")})
+    assert loader.get_kernel(REPO, version=1, hub=hf).VALUE == 1
+    remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="README.md",
+                                                   path_or_fileobj=b"# docs\n")],
+                         commit_message="card", repo_type="kernel", revision="main")
+    real = remote.list_repo_refs
+
+    def refs_then_down(*args, **kwargs):
+        got = real(*args, **kwargs)
+        remote.go_down()
+        return got
+
+    monkeypatch.setattr(remote, "list_repo_refs", refs_then_down)
+    assert 1 in hf.versions(REPO)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loader._by_call.clear()
+    offline = HfHub(api=remote, cache=hf.cache.root)
+    assert loader.get_kernel(REPO, version=1, hub=offline).VALUE == 1
+
+
 def test_offline_a_redirect_kept_with_the_refs_is_followed(
     hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
 ) -> None:

@@ -612,6 +612,22 @@ def test_what_a_killed_first_publish_left_decides_no_spelling(
     assert hub.publish("kept/repo", project, version=1).repo_id == "Kept/Repo"
 
 
+def test_a_leftover_whose_tmp_is_a_link_is_refused_before_anything_is_removed(
+        hub: LocalHub, project: Path, tmp_path: Path) -> None:
+    """Taking away what a killed first publish left must not follow a link: a ``tmp/``
+    that leads out of the hub is refused, and the folder it leads to keeps its files."""
+    from kernelforge.errors import HubError
+
+    elsewhere = tmp_path / "precious"
+    (elsewhere / "data").mkdir(parents=True)
+    (elsewhere / "data" / "x.csv").write_text("1,2")
+    (hub.root / "org" / "relu").mkdir(parents=True)
+    (hub.root / "org" / "relu" / "tmp").symlink_to(elsewhere)
+    with pytest.raises(HubError, match="symbolic link"):
+        hub.publish("org/relu", project, version=1)
+    assert (elsewhere / "data" / "x.csv").read_text() == "1,2"
+
+
 def test_a_first_publish_waiting_on_a_refused_one_makes_its_own_folder(
         hub: LocalHub, project: Path, tmp_path: Path, monkeypatch) -> None:
     """Another first publish of the repository, under another spelling, that starts

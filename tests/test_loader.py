@@ -306,6 +306,9 @@ def test_a_build_whose_id_lacks_the_leading_underscore_is_the_same_extension(
     other = make_variant(tmp_path / "other", "torch-cpu", module_id=new_id, value=2)
     with pytest.raises(ImportError, match="a different build with the same id"):
         loader.load_variant(other)
+    # only one '_' is the namespace's: two are another id, another kernel
+    double = make_variant(tmp_path / "double", "torch-cpu", module_id="_" + new_id, value=3)
+    assert loader.load_variant(double).VALUE == 3
 
 
 # --- integrity ---------------------------------------------------------------------------

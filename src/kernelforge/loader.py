@@ -712,11 +712,11 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
             logger.info("%s: no digest recorded; its files are not verified", variant_dir)
         digest = tuple(sorted(actual.items()))
         dirty = _dirty_warning(variant_dir, meta)
-        # Keyed without the leading '_': ids are the op namespace, which builds made
+        # Keyed without one leading '_': ids are the op namespace, which builds made
         # before kernelforge wrote that '_' left out (relu_cpu_<uid>), so a build of the
         # same sources from either is the same extension (torch aborts the process when
         # a namespace is registered twice).
-        id_key = module_id.lstrip("_")
+        id_key = module_id.removeprefix("_")
         previous = _by_id.get(id_key)
         if previous is not None:
             if previous.digest != digest:

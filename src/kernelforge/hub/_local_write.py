@@ -522,8 +522,13 @@ def _remove_unpublished(made: list[Path]) -> None:
 
 
 def _clean_leftovers(repo: Path) -> None:
-    """Remove what crashed publishes left behind. Only called under the repo lock."""
+    """Remove what crashed publishes left behind. Only called under the repo lock.
+
+    Raises:
+        HubError: ``tmp/`` is a symbolic link (whose target is not the hub's to empty).
+    """
     tmp_root = repo / "tmp"
+    refuse_link(tmp_root)
     if tmp_root.is_dir():
         for entry in tmp_root.iterdir():
             logger.info("removing %s, left behind by an interrupted publish", entry)

@@ -442,13 +442,18 @@ class HfHub:
                           repo_type=REPO_TYPE, writing=writing)
         branches = {str(b.name): str(b.target_commit) for b in refs.branches}
         tags = {str(t.name): str(t.target_commit) for t in refs.tags}
-        self.cache.save_refs(repo_id, branches, tags)
         main = branches.get(CARD_BRANCH)
         if main is not None:
-            # Loads read the status (a redirect) on main: kept with the refs that name
-            # it, so that an offline load after this listing knows it too.
-            with contextlib.suppress(HubError):
+            # Loads read the status (a redirect) on main: kept before the refs that name
+            # it, so that an offline load after this listing knows it too. Where it
+            # cannot be read now, the refs kept stay those before, whose status is known.
+            try:
                 self.read_file(repo_id, main, STATUS_FILE)
+            except HubError as err:
+                logger.info("%s: refs not kept in the download cache: %s on main could not "
+                            "be read (%s)", repo_id, STATUS_FILE, err)
+                return branches, tags
+        self.cache.save_refs(repo_id, branches, tags)
         return branches, tags
 
     def has_repo(self, repo_id: str) -> bool:
