@@ -297,20 +297,27 @@ def test_offline_a_redirect_kept_with_the_refs_is_followed(
         loader.get_kernel(REPO, version=1, hub=offline)
 
 
+def _locked_and_downloaded(remote: FakeHfApi, tmp_path: Path, cache: Path) -> Path:
+    """A project pinning version 1 of REPO, locked with a download cache of its own, and
+    what its lock pins fetched by 'kernelforge download' into ``cache``: its lock file."""
+    from kernelforge.lock import download_locked, lock_project
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(project, hub=HfHub(api=remote, cache=tmp_path / "a")).path
+    download_locked(lock, hub=HfHub(api=remote, cache=cache))
+    return lock
+
+
 def test_offline_a_full_commit_loads_from_the_cache_without_refs(
     hf: HfHub, remote: FakeHfApi, tmp_path: Path, key, monkeypatch
 ) -> None:
     """A download cache that holds a commit's variant but no refs (``kernelforge
     download`` keeps none) serves ``revision=<full commit>`` offline, as Hugging Face's
     loader does; a version still needs the refs."""
-    from kernelforge.lock import download_locked, lock_project
-
     c1 = publish(hf, tmp_path / "p1", key=key, torch_cpu={"module_id": uid("c1")})
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
-    lock = lock_project(project, hub=HfHub(api=remote, cache=tmp_path / "a")).path
-    download_locked(lock, hub=HfHub(api=remote, cache=tmp_path / "cold"))
+    _locked_and_downloaded(remote, tmp_path, tmp_path / "cold")
     remote.go_down()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     offline = HfHub(api=remote, cache=tmp_path / "cold")
@@ -590,15 +597,9 @@ def test_offline_has_kernel_needs_the_variant_in_the_cache(hf: HfHub, remote: Fa
 
 def test_the_offline_advice_works(hf: HfHub, remote: FakeHfApi, tmp_path: Path, key) -> None:
     """Both ways the offline error suggests lead to a working offline load."""
-    from kernelforge.lock import download_locked, lock_project
-
     module_id = uid("advice")
     publish(hf, tmp_path / "p", key=key, torch_cpu={"module_id": module_id})
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
-    lock = lock_project(project, hub=HfHub(api=remote, cache=tmp_path / "a")).path
-    download_locked(lock, hub=HfHub(api=remote, cache=tmp_path / "b"))
+    lock = _locked_and_downloaded(remote, tmp_path, tmp_path / "b")
     remote.go_down()
     offline = HfHub(api=remote, cache=tmp_path / "b", offline=True)
     with pytest.raises(HubError) as info:  # 'kernelforge download' saves no refs...

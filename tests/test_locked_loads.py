@@ -155,23 +155,33 @@ def test_a_locked_load_reads_no_branch_from_the_branch_the_lock_records(
 # --- lockfile=None: the lock in the calling package's installed metadata -----------------
 
 
+def _install(site: Path, package: str, dist: str, top_level: str, lock: Path | None,
+             record: bool = False) -> None:
+    """Lay out in ``site`` what pip installs for the distribution ``dist``: the package
+    folder ``package`` (``a/b`` for a portion of a namespace package), whose ``load``
+    calls the loader function it is given with ``lockfile=None``, and a ``.dist-info``
+    folder holding ``lock`` under its own name (and a RECORD of the files, if asked)."""
+    (site / package).mkdir(parents=True)
+    (site / package / "__init__.py").write_text(
+        "def load(fn, repo_id):\n    return fn(repo_id, lockfile=None)\n")
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text(f"{top_level}\n")
+    if lock is not None:
+        (info / lock.name).write_bytes(lock.read_bytes())
+    if record:
+        (info / "RECORD").write_text(f"{package}/__init__.py,,\n{info.name}/RECORD,,\n")
+
+
 def _installed_package(site: Path, lock: Path | None, monkeypatch) -> object:
-    """Install a package (a unique name) into ``site`` as pip would lay it out: the
-    module, and a ``.dist-info`` folder holding ``lock`` under its own name. Its ``load``
-    calls the loader function it is given with ``lockfile=None``."""
+    """Install a package (a unique name) into ``site`` (:func:`_install`), put ``site``
+    on ``sys.path`` and import it."""
     import importlib
     import uuid
 
     name = f"kf_installed_{uuid.uuid4().hex[:8]}"
-    (site / name).mkdir(parents=True)
-    (site / name / "__init__.py").write_text(
-        "def load(fn, repo_id):\n    return fn(repo_id, lockfile=None)\n")
-    info = site / f"{name}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "top_level.txt").write_text(f"{name}\n")
-    if lock is not None:
-        (info / lock.name).write_bytes(lock.read_bytes())
+    _install(site, name, name, name, lock)
     monkeypatch.syspath_prepend(str(site))
     return importlib.import_module(name)
 
@@ -228,16 +238,7 @@ def test_lockfile_none_without_a_lock_in_the_metadata_says_where_it_looked(
 def _namespace_portion(site: Path, namespace: str, part: str, lock: Path) -> None:
     """One distribution's portion ``namespace.part`` of a namespace package shared with
     others, with its RECORD and ``lock`` in its metadata, as pip installs it."""
-    (site / namespace / part).mkdir(parents=True)
-    (site / namespace / part / "__init__.py").write_text(
-        "def load(fn, repo_id):\n    return fn(repo_id, lockfile=None)\n")
-    info = site / f"{namespace}_{part}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {namespace}-{part}\nVersion: 1.0\n")
-    (info / "top_level.txt").write_text(f"{namespace}\n")
-    (info / lock.name).write_bytes(lock.read_bytes())
-    (info / "RECORD").write_text(f"{namespace}/{part}/__init__.py,,\n{info.name}/RECORD,,\n")
+    _install(site, f"{namespace}/{part}", f"{namespace}-{part}", namespace, lock, record=True)
 
 
 def test_lockfile_none_in_a_shared_namespace_reads_the_callers_own_lock(
@@ -307,14 +308,7 @@ def test_lockfile_none_reads_the_installed_distributions_again_only_after_an_ins
     assert len(reads) == first <= 1
     # another package installed into the same folder, sys.path unchanged
     name = f"{package.__name__}_later"  # type: ignore[attr-defined]
-    (site / name).mkdir()
-    (site / name / "__init__.py").write_text(
-        "def load(fn, repo_id):\n    return fn(repo_id, lockfile=None)\n")
-    info = site / f"{name}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "top_level.txt").write_text(f"{name}\n")
-    (info / lock.name).write_bytes(lock.read_bytes())
+    _install(site, name, name, name, lock)
     importlib.invalidate_caches()
     later = importlib.import_module(name)
     assert later.load(loader.get_locked_kernel, REPO).VALUE == 1  # type: ignore[attr-defined]
