@@ -26,7 +26,14 @@ import re
 from dataclasses import dataclass
 
 from kernelforge.errors import HubError, NotCachedError
-from kernelforge.hub.base import CARD_BRANCH, STATUS_FILE, Hub, validate_repo_id, version_branches
+from kernelforge.hub.base import (
+    CARD_BRANCH,
+    STATUS_FILE,
+    Hub,
+    is_commit,
+    validate_repo_id,
+    version_branches,
+)
 
 __all__ = ["MAX_REDIRECTS", "MIN_COMMIT_PREFIX", "Redirect", "Selection", "parse_status",
            "select"]
@@ -38,8 +45,6 @@ MAX_REDIRECTS = 5
 #: The fewest hex digits a commit prefix needs (:data:`kernelforge.hub.base.PREFIX_RE`).
 MIN_COMMIT_PREFIX = 4
 _SHORT_PREFIX = re.compile(rf"[0-9a-f]{{1,{MIN_COMMIT_PREFIX - 1}}}")
-#: A full commit id (40 hex digits).
-_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -110,21 +115,29 @@ def parse_status(text: str, where: str) -> Redirect | None:
     return Redirect(str(destination), revision)
 
 
+def _branches(hub: Hub, repo_id: str, revision: str | None) -> dict[str, str] | None:
+    """``hub.branches(repo_id)``; ``None`` offline for a full commit id when the download
+    cache holds no refs of the repository (what ``kernelforge download`` leaves): the
+    commit names what to load, as in Hugging Face's loader."""
+    try:
+        return hub.branches(repo_id)
+    except NotCachedError:
+        if revision is None or not is_commit(revision.lower()):
+            raise
+        return None
+
+
 def _redirect(hub: Hub, repo_id: str, notes: list[str] | None = None, *,
               revision: str | None = None) -> Redirect | None:
-    """The redirect ``kernel-status.toml`` on ``main`` names, if any. Offline, a load of
-    a full commit id from a download cache that holds no refs of the repository (what
-    ``kernelforge download`` leaves) follows none: nothing is known of ``main`` there,
-    and the commit names what to load, as in Hugging Face's loader."""
-    try:
-        main = hub.branches(repo_id).get(CARD_BRANCH)
-    except NotCachedError:
-        if revision is None or not _FULL_COMMIT.fullmatch(revision.lower()):
-            raise
+    """The redirect ``kernel-status.toml`` on ``main`` names, if any (none followed for a
+    full commit id offline with no refs cached, :func:`_branches`)."""
+    branches = _branches(hub, repo_id, revision)
+    if branches is None:
         if notes is not None:
             notes.append(f"offline, the download cache holds no refs of {repo_id}: commit "
-                         f"{revision[:12]} loaded without reading {STATUS_FILE} on main")
+                         f"{str(revision)[:12]} loaded without reading {STATUS_FILE} on main")
         return None
+    main = branches.get(CARD_BRANCH)
     if main is None:
         return None
     data = hub.read_file(repo_id, main, STATUS_FILE)
@@ -153,13 +166,7 @@ def _pick(
 ) -> tuple[str | None, str]:
     """``(branch or None, commit)`` for the selector in one repository; ``announce``: log
     the WARNING lines of a load."""
-    try:
-        branches = hub.branches(repo_id)
-    except NotCachedError:
-        # offline with no refs cached: a full commit id still names what to load
-        if revision is None or not _FULL_COMMIT.fullmatch(revision.lower()):
-            raise
-        branches = {}
+    branches = _branches(hub, repo_id, revision) or {}
     versions = version_branches(branches)
     if revision is not None:
         commit = _resolve(hub, repo_id, revision)

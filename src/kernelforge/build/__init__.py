@@ -731,19 +731,19 @@ def build_project(
             for note in plan.notes:
                 progress(f"  note: {note}")
             extension = None
+            work_dir = root / ".kernelforge" / variant
             compiled_since = time.time_ns()
             if not plan.noarch:
                 extension = compile_plan(
-                    plan, work_dir=root / ".kernelforge" / variant, jobs=jobs,
+                    plan, work_dir=work_dir, jobs=jobs,
                     verbose=verbose, progress=progress, python=env,
                 )
             final = assemble_variant(
                 manifest, plan, extension=extension, out_dir=out,
                 provenance=_provenance(plan, source_id, torch_install, cxx, device),
             )
-            _write_stamp(root, backend, key, final,
-                         None if plan.noarch else reads_digest(
-                             root / ".kernelforge" / variant, compiled_since_ns=compiled_since))
+            _write_stamp(root, backend, key, final, None if plan.noarch else
+                         reads_digest(work_dir, compiled_since_ns=compiled_since))
             elapsed = time.monotonic() - started
             progress(f"{variant}: wrote {final}")
             results.append(BuildResult(variant, backend, final, False, elapsed))

@@ -294,8 +294,8 @@ class LocalHubWriter:
         ``extra`` files (card, status) are written as given; with a ``signer`` every
         staged variant's copied ``metadata.json`` is signed into ``build/<v>.sig``.
         """
-        # what this publish writes into (or removes from, for tmp/) is the hub's own
-        refuse_link(repo / "tmp", repo / "objects", repo / "refs", repo / "refs" / "heads")
+        # what this publish writes into is the hub's own (tmp/: _clean_leftovers checks)
+        refuse_link(repo / "objects", repo / "refs", repo / "refs" / "heads")
         _clean_leftovers(repo)
         head = repo / "refs" / "heads" / branch
         parent = read_ref(head)
