@@ -221,6 +221,28 @@ def test_arch_check_falls_back_to_a_covering_build(
     assert not loader.has_kernel(REPO, version=2, hub=hub)
 
 
+def test_a_refusal_by_the_gpu_check_alone_says_how_to_load_anyway(
+    tmp_path: Path, monkeypatch
+) -> None:
+    facts = dataclasses.replace(
+        variants.detect_system(), backend="cuda", backend_version=(12, 8), gpu_archs=("8.0",)
+    )
+    monkeypatch.setattr(variants, "detect_system", lambda: facts)
+    module_id = uid("arch")
+    vdir = make_variant(tmp_path, "torch-cuda", module_id=module_id, archs=["9.0a"])
+    for path in (tmp_path, vdir):  # chosen among variants, or given directly
+        with pytest.raises(VariantNotFoundError) as info:
+            loader.get_local_kernel(path)
+        last = str(info.value).splitlines()[-1]
+        assert last.startswith("fix: ") and "check_arch=False" in last, str(info.value)
+    assert loader.get_local_kernel(tmp_path, check_arch=False).__name__ == module_id
+
+    make_variant(tmp_path / "other", "torch-rocm", module_id=uid("rocm"))
+    with pytest.raises(VariantNotFoundError) as info:  # the GPU check did not refuse it
+        loader.get_local_kernel(tmp_path / "other")
+    assert "check_arch" not in str(info.value)
+
+
 # --- caching -----------------------------------------------------------------------------
 
 

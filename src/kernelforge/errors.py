@@ -108,12 +108,15 @@ class VariantError(KernelforgeError, ValueError):
 class VariantNotFoundError(KernelforgeError, LookupError):
     """No build variant of a kernel fits this process.
 
-    ``trace`` holds one line per candidate variant with the reason it was rejected.
+    ``trace`` holds one line per candidate variant with the reason it was rejected;
+    ``fix``, when given, how to load one anyway (the message's last line).
     """
 
-    def __init__(self, what: str, trace: Sequence[str], facts: str = "") -> None:
+    def __init__(self, what: str, trace: Sequence[str], facts: str = "", *,
+                 fix: str = "") -> None:
         self.what = what
         self.trace = list(trace)
+        self.fix = fix
         lines = [f"no build variant of {what} fits this system"]
         if facts:
             lines.append(f"this system: {facts}")
@@ -122,6 +125,8 @@ class VariantNotFoundError(KernelforgeError, LookupError):
             lines.extend(f"  {line}" for line in self.trace)
         else:
             lines.append("the repository holds no build variants at all")
+        if fix:
+            lines.append(f"fix: {fix}")
         super().__init__("\n".join(lines))
 
 

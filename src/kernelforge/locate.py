@@ -345,6 +345,11 @@ def _archs(meta: Mapping[str, Any]) -> list[str] | None:
 
 MetaReader = Callable[[str], tuple[bytes, dict[str, Any]]]
 
+# The way out of a refusal by the GPU check alone.
+_ARCH_FIX = ("the architectures a build declares can be incomplete (a kernel with a "
+             "Triton fallback, say); if it runs on this GPU anyway, load it with "
+             "check_arch=False (the kernel may fail or crash at run time if it does not)")
+
 
 def _choose(
     names: list[str], read_meta: MetaReader, what: str, backend: str | None, check_arch: bool,
@@ -377,7 +382,7 @@ def _choose(
         if ok:
             return name, data, meta, tuple(trace)
         trace.append(f"{name}: rejected after all, {reason}")
-    raise VariantNotFoundError(what, trace, facts.describe())
+    raise VariantNotFoundError(what, trace, facts.describe(), fix=_ARCH_FIX)
 
 
 def _disk_meta(base: Path) -> MetaReader:
@@ -510,7 +515,7 @@ def locate_local(
                 ok, reason = variants.arch_supported(_archs(meta), facts)
                 if not ok:
                     raise VariantNotFoundError(str(root), [f"{root.name}: rejected, {reason}"],
-                                               facts.describe())
+                                               facts.describe(), fix=_ARCH_FIX)
             info = KernelInfo(label, None, None, root.name, root, trace, meta["id"],
                               meta.get("version"), "local")
             return Plan(info, metadata=meta)
@@ -551,7 +556,7 @@ def locate_local(
     raise VariantNotFoundError(
         f"{label} ({root}: its top level, then build/)",
         [line for b, err in rejected for line in _prefixed(err.trace, b, root)],
-        facts.describe())
+        facts.describe(), fix=next((err.fix for _b, err in rejected if err.fix), ""))
 
 
 def _other_version_noted(plan: Plan, version: int | None) -> Plan:
