@@ -314,6 +314,20 @@ def test_load_variant_caches_by_directory(tmp_path: Path) -> None:
     assert loader.get_local_kernel(vdir) is module
 
 
+def test_load_variant_of_a_project_or_a_missing_path_says_what_it_was_given(
+        tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    make_variant(project, "torch-cpu", module_id=uid("lvp"))
+    for given in (project, project / "build"):
+        with pytest.raises(HubError, match=r"is not a build variant directory but holds "
+                           r"build variants.*get_local_kernel\("):
+            loader.load_variant(given)
+    with pytest.raises(HubError, match=r"variant_dir: .*nope does not exist"):
+        loader.load_variant(tmp_path / "nope")
+    with pytest.raises(HubError, match=r"metadata\.json: missing"):  # an empty folder
+        loader.load_variant(tmp_path)
+
+
 def test_a_build_whose_id_lacks_the_leading_underscore_is_the_same_extension(
         tmp_path: Path) -> None:
     """Builds made before ids kept the op namespace's leading '_' (relu_cpu_<uid>) and

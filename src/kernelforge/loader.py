@@ -927,10 +927,36 @@ def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
 
     Raises:
         IntegrityError: a file is changed, missing or extra (each one named).
-        HubError: ``metadata.json`` or ``__init__.py`` is missing or malformed.
+        HubError: ``variant_dir`` does not exist or is not a variant directory (a
+            project or ``build/`` directory is named as such, with
+            :func:`get_local_kernel` as the way to load it), or ``metadata.json`` or
+            ``__init__.py`` is missing or malformed.
         ImportError: another build already holds the module name.
     """
-    return _load(Path(variant_dir), follow_links=True)
+    path = Path(variant_dir)
+    if not (path / "metadata.json").is_file():
+        _not_a_variant(path)
+    return _load(path, follow_links=True)
+
+
+def _not_a_variant(path: Path) -> None:
+    """Raise for a path given to :func:`load_variant` that holds no ``metadata.json``,
+    saying what it is: missing, a file, or a project or ``build/`` directory (whose
+    variant :func:`get_local_kernel` chooses)."""
+    from kernelforge.hub._staging import read_metadata
+    from kernelforge.locate import _holds_variants
+
+    expected = "expected one build variant directory, build/<variant>, with a metadata.json"
+    if not path.exists():
+        raise HubError(f"variant_dir: {path} does not exist ({expected})")
+    if not path.is_dir():
+        raise HubError(f"variant_dir: {path} is not a directory ({expected})")
+    if _holds_variants(path) or _holds_variants(path / "build"):
+        raise HubError(
+            f"variant_dir: {path} is not a build variant directory but holds build variants "
+            f"({expected}); pass one of them, or load it with get_local_kernel({str(path)!r}), "
+            "which chooses the variant that fits this process")
+    read_metadata(path)  # raises, saying it is missing
 
 
 # --- locating ----------------------------------------------------------------------------
