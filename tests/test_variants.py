@@ -448,6 +448,13 @@ def test_unparsable_candidates_do_not_raise_and_duplicates_fold() -> None:
     assert str(res.chosen) == "torch-cuda"
 
 
+@pytest.mark.parametrize("one", ["torch-cuda", Variant.parse("torch-cuda")])
+def test_one_name_instead_of_a_list_is_refused_with_the_fix(one: str | Variant) -> None:
+    with pytest.raises(TypeError, match=r"expected a list of variant names.*\['torch-cuda'\]"):
+        resolve_variant(one, CUDA_129)  # type: ignore[arg-type]
+    assert str(resolve_variant([one], CUDA_129).chosen) == "torch-cuda"
+
+
 def test_backend_override() -> None:
     names = ["torch211-cxx11-cu128-x86_64-linux", "torch211-cxx11-cpu-x86_64-linux", "torch-cpu"]
     assert str(resolve_variant(names, CUDA_129).chosen) == "torch211-cxx11-cu128-x86_64-linux"

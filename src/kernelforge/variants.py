@@ -453,8 +453,13 @@ def resolve_variant(
             system's own backend are possible.
 
     Raises:
+        TypeError: ``candidates`` is one string (or a variant) instead of a collection.
         VariantError: ``backend`` is neither cpu nor the system's backend.
     """
+    if isinstance(candidates, (str, Variant)):
+        # a string would be read one character at a time, each rejected
+        raise TypeError(f"candidates: expected a list of variant names, got {candidates!r}; "
+                        f"fix: pass [{str(candidates)!r}] for that one variant")
     chosen_backend, bver = _select_backend(facts, backend)
     judged: list[tuple[tuple[Any, ...], Decision, Variant | None]] = []
     seen: set[str] = set()
