@@ -447,6 +447,19 @@ class FakeHfApi:
                 raise hub_error("POST", url, 409, message="Reference already exists")
             self._set_ref(repo, "heads", branch, self._resolve(repo, revision, "POST", url))
 
+    def delete_branch(self, repo_id: str, *, branch: str, token: bool | str | None = None,
+                      repo_type: str | None = None) -> None:
+        url = self._api(repo_type, repo_id, "branch", quote(branch, safe=""))
+        self._request("DELETE", url)
+        repo = self._existing(repo_id, repo_type, "DELETE", url)
+        if branch == constants.DEFAULT_REVISION:
+            raise hub_error("DELETE", url, 403, message="Cannot delete the default branch")
+        with self._lock(repo):
+            if branch not in self._refs(repo, "heads"):
+                raise hub_error("DELETE", url, 404, code="RevisionNotFound",
+                                message=f"Invalid rev id: {branch}")
+            (repo / "refs" / "heads" / branch).unlink()
+
     def create_tag(self, repo_id: str, *, tag: str, tag_message: str | None = None,
                    revision: str | None = None, token: bool | str | None = None,
                    repo_type: str | None = None, exist_ok: bool = False) -> None:

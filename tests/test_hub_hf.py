@@ -15,7 +15,7 @@ import pytest
 from huggingface_hub.errors import OfflineModeIsEnabled
 from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
 
-from kernelforge import loader, signing, trust
+from kernelforge import loader, revisions, signing, trust
 from kernelforge.errors import HubError, IntegrityError, TrustError
 from kernelforge.hub import Hub, LocalHub, as_hub
 from kernelforge.hub.hf import HfHub
@@ -90,8 +90,7 @@ def test_publish_calls_the_hub_api_as_documented(tmp_path: Path, env) -> None:
                                                      message="m")
     assert rev.commit == "c" * 40 and rev.parent == "b" * 40 and rev.branch == "v3"
     api.create_repo.assert_called_once_with(REPO, repo_type="kernel", exist_ok=True)
-    api.create_branch.assert_called_once_with(REPO, branch="v3", repo_type="kernel",
-                                              exist_ok=True)
+    api.create_branch.assert_called_once_with(REPO, branch="v3", repo_type="kernel")
     kwargs = api.create_commit.call_args.kwargs
     assert (kwargs["revision"], kwargs["parent_commit"], kwargs["repo_type"]) == (
         "v3", "b" * 40, "kernel")
@@ -543,6 +542,47 @@ def test_a_failed_publish_is_not_pointed_to_the_download_cache(
     with pytest.raises(HubError, match=what) as info:
         publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("w")})
     assert advice in str(info.value) and "HF_HUB_OFFLINE" not in str(info.value)
+
+
+def test_a_failed_publish_of_a_new_version_leaves_no_empty_version_branch(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch) -> None:
+    """The Hub needs the branch before the commit: when the commit fails, the branch this
+    publish made is deleted again, so that loads pinning no version keep the newest
+    version that holds a build (an empty v2 would be taken, and hold no variant)."""
+    c1 = publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("nb")})
+    commit = remote.create_commit
+
+    def fail(*args, **kwargs):
+        raise _client_connect_error()
+
+    monkeypatch.setattr(remote, "create_commit", fail)
+    with pytest.raises(HubError, match="publishing for .* check the network"):
+        publish(hf, tmp_path / "p2", version=2, torch_cpu={"module_id": uid("nb2")})
+    assert set(hf.branches(REPO)) == {"main", "v1"}
+    assert revisions.select(hf, REPO, announce=False).commit == c1
+    assert "v2" not in hf.cache.load_refs(REPO)[0]  # nor in the refs an offline load reads
+    # a branch that was there before is never deleted, whatever the publish's fate
+    with pytest.raises(HubError, match="publishing"):
+        publish(hf, tmp_path / "p3", version=1, torch_cpu={"module_id": uid("nb3")})
+    assert hf.branches(REPO)["v1"] == c1
+    monkeypatch.setattr(remote, "create_commit", commit)
+    c2 = publish(hf, tmp_path / "p2", version=2)
+    assert revisions.select(hf, REPO, announce=False).commit == c2
+
+
+def test_a_new_branch_that_cannot_be_deleted_is_named_in_a_warning(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, caplog) -> None:
+    def fail(*args, **kwargs):
+        raise _client_connect_error()
+
+    monkeypatch.setattr(remote, "create_commit", fail)
+    monkeypatch.setattr(remote, "delete_branch", fail)
+    with caplog.at_level(logging.WARNING, logger="kernelforge"), \
+            pytest.raises(HubError, match="publishing"):
+        publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("nd")})
+    assert (f"{REPO}: branch v1, created by this failed publish, holds no build and could "
+            "not be deleted") in caplog.text
+    assert "publish again, or delete the branch on the Hub" in caplog.text
 
 
 def test_offline_variants_of_a_commit_in_other_case_without_a_listing(

@@ -36,7 +36,7 @@ HF_SOURCE = Path(hf_module.__file__)
 #: The HfApi methods the fake mirrors (HfHub's and those ``kernels`` calls to load).
 MIRRORED = ("list_repo_refs", "list_repo_tree", "list_repo_files", "repo_info",
             "hf_hub_download", "snapshot_download", "create_repo", "create_branch",
-            "create_tag", "create_commit")
+            "delete_branch", "create_tag", "create_commit")
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,8 @@ auth login``, ``HF_TOKEN``) unless one is given.
 
 The ``api`` argument takes any object with the few ``HfApi`` methods used here
 (``list_repo_refs``, ``list_repo_files``, ``repo_info``, ``hf_hub_download``,
-``create_repo``, ``create_branch``, ``create_commit``); tests pass a fake one.
+``create_repo``, ``create_branch``, ``delete_branch``, ``create_commit``); tests pass a
+fake one.
 """
 
 from __future__ import annotations
@@ -727,11 +728,6 @@ class HfHub:
             check_signable(staged.digests, build_dir, staged.unversioned)
         contents = _read_staged(staged)  # checked, then uploaded: the same bytes
         branch = f"v{version}"
-        self._call("creating the repository", repo_id, "create_repo", repo_id,
-                   repo_type=REPO_TYPE, exist_ok=True, writing=True)
-        self._call(f"creating branch {branch}", repo_id, "create_branch", repo_id,
-                   branch=branch, repo_type=REPO_TYPE, exist_ok=True, writing=True)
-        parent = self._refs(repo_id, writing=True)[0].get(branch)
         ops: list[Any] = []
         new_paths = set()
         for _src, rel in staged.files:
@@ -747,13 +743,24 @@ class HfHub:
         if card is not None:
             ops.append(hf.CommitOperationAdd(path_in_repo="README.md",
                                              path_or_fileobj=card.encode("utf-8")))
-        old = self._listing(repo_id, parent, writing=True) if parent else []
-        ops.extend(hf.CommitOperationDelete(path_in_repo=p) for p in old
-                   if p.startswith("build/") and p not in new_paths)
-        info = self._call("publishing", repo_id, "create_commit", repo_id, operations=ops,
-                          commit_message=message or f"Publish version {version}",
-                          repo_type=REPO_TYPE, revision=branch, parent_commit=parent,
-                          writing=True)
+        self._call("creating the repository", repo_id, "create_repo", repo_id,
+                   repo_type=REPO_TYPE, exist_ok=True, writing=True)
+        created = self._create_branch(repo_id, branch)
+        parent: str | None = None
+        try:
+            parent = self._refs(repo_id, writing=True)[0].get(branch)
+            old = self._listing(repo_id, parent, writing=True) if parent else []
+            ops.extend(hf.CommitOperationDelete(path_in_repo=p) for p in old
+                       if p.startswith("build/") and p not in new_paths)
+            info = self._call("publishing", repo_id, "create_commit", repo_id, operations=ops,
+                              commit_message=message or f"Publish version {version}",
+                              repo_type=REPO_TYPE, revision=branch, parent_commit=parent,
+                              writing=True)
+        except BaseException:
+            # A new branch left without the build would be the newest version.
+            if created and parent is not None:
+                self._drop_new_branch(repo_id, branch, parent)
+            raise
         commit = str(getattr(info, "oid", "") or "")
         if not is_commit(commit):
             commit = self.resolve(repo_id, branch)
@@ -769,6 +776,38 @@ class HfHub:
         logger.info("published %s %s at %s (%s)", repo_id, branch, commit[:7],
                     ", ".join(staged.variants))
         return Revision(repo_id, commit, branch, parent, time.time(), message, staged.variants)
+
+    def _create_branch(self, repo_id: str, branch: str) -> bool:
+        """Create ``branch`` (from ``main``, as the Hub does); ``True`` when this call
+        made it, ``False`` when it was there already."""
+        try:
+            self._call(f"creating branch {branch}", repo_id, "create_branch", repo_id,
+                       branch=branch, repo_type=REPO_TYPE, writing=True)
+        except HubError as err:
+            cause = getattr(err.__cause__, "response", None)
+            if getattr(cause, "status_code", None) != 409:  # 409: the branch exists
+                raise
+            return False
+        return True
+
+    def _drop_new_branch(self, repo_id: str, branch: str, start: str) -> None:
+        """Delete ``branch``, which this publish created at ``start`` and whose commit
+        failed, while it still points there: a version branch without a build would be
+        the newest version that every load pinning none takes. A branch that moved (a
+        concurrent publish committed to it) is kept. Best effort: the publish's own
+        error is what the caller sees; where the branch cannot be deleted, a WARNING
+        says so."""
+        try:
+            if self._refs(repo_id, writing=True)[0].get(branch) != start:
+                return
+            self._call(f"deleting branch {branch}", repo_id, "delete_branch", repo_id,
+                       branch=branch, repo_type=REPO_TYPE, writing=True)
+            self._refs(repo_id, writing=True)  # refresh the cached refs
+        except Exception as err:
+            logger.warning(
+                "%s: branch %s, created by this failed publish, holds no build and could "
+                "not be deleted (%s); loads that pin no version take it as the newest: "
+                "publish again, or delete the branch on the Hub", repo_id, branch, err)
 
 
 def _read_staged(staged: Staged) -> dict[str, bytes]:
