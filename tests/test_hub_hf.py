@@ -13,7 +13,7 @@ from unittest import mock
 
 import pytest
 from huggingface_hub.errors import OfflineModeIsEnabled
-from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
+from kf_sharing import SO_NAME, FakeHfApi, hub_error, isolate, make_variant, uid
 
 from kernelforge import loader, revisions, signing, trust
 from kernelforge.errors import HubError, IntegrityError, TrustError
@@ -568,6 +568,24 @@ def test_a_failed_publish_of_a_new_version_leaves_no_empty_version_branch(
     monkeypatch.setattr(remote, "create_commit", commit)
     c2 = publish(hf, tmp_path / "p2", version=2)
     assert revisions.select(hf, REPO, announce=False).commit == c2
+
+
+def test_a_branch_that_a_token_may_not_create_but_exists_is_published_to(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch) -> None:
+    """The Hub answers 403 to a branch creation the token may not make: a branch that
+    exists is published to all the same (as create_branch(exist_ok=True) takes it), and
+    one that does not is the error."""
+    publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("fb")})
+
+    def forbidden(repo_id, *, branch, **kwargs):
+        raise hub_error("POST", f"{remote.endpoint}/api/kernels/{repo_id}/branch/{branch}",
+                        403, message="You don't have the rights to create a branch")
+
+    monkeypatch.setattr(remote, "create_branch", forbidden)
+    c2 = publish(hf, tmp_path / "p2", torch_cpu={"module_id": uid("fb2")})
+    assert hf.branches(REPO)["v1"] == c2
+    with pytest.raises(HubError, match="(?s)creating branch v2 .*log in with 'hf auth login'"):
+        publish(hf, tmp_path / "p3", version=2, torch_cpu={"module_id": uid("fb3")})
 
 
 def test_a_new_branch_that_cannot_be_deleted_is_named_in_a_warning(

@@ -779,15 +779,24 @@ class HfHub:
 
     def _create_branch(self, repo_id: str, branch: str) -> bool:
         """Create ``branch`` (from ``main``, as the Hub does); ``True`` when this call
-        made it, ``False`` when it was there already."""
+        made it, ``False`` when it was there already (the Hub answers 409, or 403 to a
+        token that may commit to a branch but not create one, as ``exist_ok=True``
+        takes them)."""
         try:
             self._call(f"creating branch {branch}", repo_id, "create_branch", repo_id,
                        branch=branch, repo_type=REPO_TYPE, writing=True)
         except HubError as err:
-            cause = getattr(err.__cause__, "response", None)
-            if getattr(cause, "status_code", None) != 409:  # 409: the branch exists
-                raise
-            return False
+            status = getattr(getattr(err.__cause__, "response", None), "status_code", None)
+            if status == 409:
+                return False
+            if status == 403:
+                try:
+                    exists = branch in self._refs(repo_id, writing=True)[0]
+                except HubError:
+                    exists = False
+                if exists:
+                    return False
+            raise
         return True
 
     def _drop_new_branch(self, repo_id: str, branch: str, start: str) -> None:
