@@ -588,6 +588,34 @@ def test_a_branch_that_a_token_may_not_create_but_exists_is_published_to(
         publish(hf, tmp_path / "p3", version=2, torch_cpu={"module_id": uid("fb3")})
 
 
+def test_a_new_branch_is_deleted_when_its_start_could_not_be_read(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch) -> None:
+    """The refs read after the branch is made fail: the branch still points at main's
+    head, where the Hub made it, so it holds no build and is deleted."""
+    c1 = publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("sr")})
+    refs = remote.list_repo_refs
+    made: list[str] = []
+    create_branch = remote.create_branch
+
+    def create(*args, **kwargs):
+        made.append(kwargs["branch"])
+        return create_branch(*args, **kwargs)
+
+    def list_refs(*args, **kwargs):
+        if made == ["v2"]:  # the first read after the branch is made
+            made.append("read")
+            raise _client_connect_error()
+        return refs(*args, **kwargs)
+
+    monkeypatch.setattr(remote, "create_branch", create)
+    monkeypatch.setattr(remote, "list_repo_refs", list_refs)
+    with pytest.raises(HubError, match="listing refs"):
+        publish(hf, tmp_path / "p2", version=2, torch_cpu={"module_id": uid("sr2")})
+    assert made == ["v2", "read"]
+    assert set(hf.branches(REPO)) == {"main", "v1"}
+    assert revisions.select(hf, REPO, announce=False).commit == c1
+
+
 def test_a_new_branch_that_cannot_be_deleted_is_named_in_a_warning(
         hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, caplog) -> None:
     def fail(*args, **kwargs):
@@ -598,8 +626,8 @@ def test_a_new_branch_that_cannot_be_deleted_is_named_in_a_warning(
     with caplog.at_level(logging.WARNING, logger="kernelforge"), \
             pytest.raises(HubError, match="publishing"):
         publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("nd")})
-    assert (f"{REPO}: branch v1, created by this failed publish, holds no build and could "
-            "not be deleted") in caplog.text
+    assert (f"{REPO}: branch v1, created by this failed publish, may hold no build and "
+            "could not be deleted") in caplog.text
     assert "publish again, or delete the branch on the Hub" in caplog.text
 
 

@@ -758,7 +758,7 @@ class HfHub:
                               writing=True)
         except BaseException:
             # A new branch left without the build would be the newest version.
-            if created and parent is not None:
+            if created:
                 self._drop_new_branch(repo_id, branch, parent)
             raise
         commit = str(getattr(info, "oid", "") or "")
@@ -799,24 +799,32 @@ class HfHub:
             raise
         return True
 
-    def _drop_new_branch(self, repo_id: str, branch: str, start: str) -> None:
-        """Delete ``branch``, which this publish created at ``start`` and whose commit
-        failed, while it still points there: a version branch without a build would be
-        the newest version that every load pinning none takes. A branch that moved (a
-        concurrent publish committed to it) is kept. Best effort: the publish's own
-        error is what the caller sees; where the branch cannot be deleted, a WARNING
-        says so."""
+    def _drop_new_branch(self, repo_id: str, branch: str, start: str | None) -> None:
+        """Delete ``branch``, which this publish created at ``start`` (``None``: not
+        read; the Hub creates a branch at ``main``'s head) and whose commit failed, while
+        it still points there: a version branch without a build would be the newest
+        version that every load pinning none takes. A branch that moved (a concurrent
+        publish committed to it) is kept. Best effort: the publish's own error is what
+        the caller sees; where the branch cannot be deleted, or was not read when made
+        and no longer matches ``main``, a WARNING says so."""
         try:
-            if self._refs(repo_id, writing=True)[0].get(branch) != start:
+            branches = self._refs(repo_id, writing=True)[0]
+            at = branches.get(branch)
+            if at is None:
+                return
+            if at != (start or branches.get(CARD_BRANCH)):
+                if start is None:
+                    raise HubError(f"it points at {at[:12]}, not at main's head")
                 return
             self._call(f"deleting branch {branch}", repo_id, "delete_branch", repo_id,
                        branch=branch, repo_type=REPO_TYPE, writing=True)
             self._refs(repo_id, writing=True)  # refresh the cached refs
         except Exception as err:
             logger.warning(
-                "%s: branch %s, created by this failed publish, holds no build and could "
-                "not be deleted (%s); loads that pin no version take it as the newest: "
-                "publish again, or delete the branch on the Hub", repo_id, branch, err)
+                "%s: branch %s, created by this failed publish, may hold no build and "
+                "could not be deleted (%s); loads that pin no version take it as the "
+                "newest: publish again, or delete the branch on the Hub", repo_id, branch,
+                err)
 
 
 def _read_staged(staged: Staged) -> dict[str, bytes]:
