@@ -227,3 +227,35 @@ def test_an_interpreter_given_as_a_wrapper_script_builds(tmp_path: Path) -> None
     (result,) = build_project(project, backends=["cpu"], python=str(wrapper),
                               progress=lambda _: None)
     assert (result.path / "metadata.json").is_file()
+
+
+def test_a_project_file_changed_while_it_compiled_is_not_taken_as_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The project is hashed before the compile: a source saved while the compile ran
+    (and saved back since, an undo) may have been compiled in either version, so the
+    build says so and leaves no up-to-date entry: the next build compiles the source as
+    it is rather than finding the hash of before up to date."""
+    project = project_with(tmp_path / "edited", 'extern "C" const char* k() '
+                                                '{ return "kf-old"; }\n')
+    source = project / "k" / "k.cpp"
+    original = source.read_text()
+    real_compile = compile_mod.compile_plan
+
+    def compile_an_edit(*args, **kwargs):  # the user saves an edit, then undoes it
+        source.write_text(original.replace("kf-old", "kf-new"))
+        try:
+            return real_compile(*args, **kwargs)
+        finally:
+            source.write_text(original)
+
+    monkeypatch.setattr("kernelforge.build.compile_plan", compile_an_edit)
+    lines: list[str] = []
+    build_project(project, backends=["cpu"], progress=lines.append)
+    assert any("k/k.cpp changed while" in line for line in lines), lines
+    monkeypatch.undo()
+    (again,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert not again.up_to_date
+    assert b"kf-old" in extension_bytes(again.path)
+    assert b"kf-new" not in extension_bytes(again.path)
+    (same,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert same.up_to_date

@@ -191,13 +191,7 @@ def source_identity(root: Path, manifest: Manifest | None = None, *,
         out_dir: where the build writes its variants, when not ``<root>/build``: left out
             like ``build/`` if it is inside the project.
     """
-    listed: list[str] = []
-    extra: list[tuple[str, Path]] = []
-    if manifest is not None:
-        listed = manifest_inputs(manifest)
-        extra = manifest_package_files(manifest)
-    outputs = output_dirs(root, out_dir)
-    files = project_files(root, listed, extra, outputs)
+    listed, files, outputs = _hashed_files(root, manifest, out_dir)
     content = hash_files(root, files)
     commit = _git(root, "rev-parse", "HEAD")
     dirty = False
@@ -212,6 +206,41 @@ def source_identity(root: Path, manifest: Manifest | None = None, *,
         dirty = _dirty(root, {rel for rel, _ in files}, [*listed, *package], outputs,
                        excluded)
     return SourceId(content, commit, dirty)
+
+
+def _hashed_files(root: Path, manifest: Manifest | None, out_dir: Path | None
+                  ) -> tuple[list[str], list[tuple[str, Path]], frozenset[str]]:
+    """What :func:`source_identity` hashes: the paths the manifest lists, the files the
+    hash covers (relative path, path) and the output folders it leaves out."""
+    listed: list[str] = []
+    extra: list[tuple[str, Path]] = []
+    if manifest is not None:
+        listed = manifest_inputs(manifest)
+        extra = manifest_package_files(manifest)
+    outputs = output_dirs(root, out_dir)
+    return listed, project_files(root, listed, extra, outputs), outputs
+
+
+def _file_times(manifest: Manifest, out: Path) -> dict[str, tuple[int, int]]:
+    """The size and modification time of each file the source hash covers, by its path
+    relative to the project (``(-1, -1)`` for one that vanished meanwhile)."""
+    times: dict[str, tuple[int, int]] = {}
+    for rel, path in _hashed_files(manifest.root, manifest, out)[1]:
+        try:
+            st = path.stat()
+            times[rel] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            times[rel] = (-1, -1)
+    return times
+
+
+def _changed_since(manifest: Manifest, out: Path, before: dict[str, tuple[int, int]]
+                   ) -> list[str]:
+    """The project files written, added or removed since ``before`` (:func:`_file_times`
+    taken before they were hashed), relative to the project."""
+    after = _file_times(manifest, out)
+    return sorted(rel for rel in before.keys() | after.keys()
+                  if before.get(rel) != after.get(rel))
 
 
 def _buildable(
@@ -591,6 +620,7 @@ def build_project(
     unshippable = package_error(manifest)
     if unshippable is not None:
         raise unshippable
+    hashed = _file_times(manifest, out)  # taken before the files are read
     source_id = source_identity(root, manifest, out_dir=out)
     env = python_env(python)
     torch_install = _torch_install(env)
@@ -742,8 +772,18 @@ def build_project(
                 manifest, plan, extension=extension, out_dir=out,
                 provenance=_provenance(plan, source_id, torch_install, cxx, device),
             )
-            _write_stamp(root, backend, key, final, None if plan.noarch else
-                         reads_digest(work_dir, compiled_since_ns=compiled_since))
+            # A project file written since it was hashed (an edit saved while this
+            # compiled, even one undone since) may have been read in either version:
+            # no up-to-date entry, so the next build runs ninja again.
+            changed = [] if plan.noarch else _changed_since(manifest, out, hashed)
+            if changed:
+                shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more"
+                                                  if len(changed) > 5 else "")
+                progress(f"  note: {shown} changed while {variant} compiled, so it may "
+                         "hold either version; the next build compiles again")
+            else:
+                _write_stamp(root, backend, key, final, None if plan.noarch else
+                             reads_digest(work_dir, compiled_since_ns=compiled_since))
             elapsed = time.monotonic() - started
             progress(f"{variant}: wrote {final}")
             results.append(BuildResult(variant, backend, final, False, elapsed))
