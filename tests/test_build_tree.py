@@ -250,6 +250,22 @@ def test_an_out_dir_holding_the_project_is_refused(tmp_path: Path, where: str) -
     assert not (project / "torch-cpu").exists() and not (tmp_path / "torch-cpu").exists()
 
 
+@pytest.mark.parametrize("file", ["build", "build/sub"])
+def test_an_out_dir_under_a_file_is_refused_before_anything_compiles(
+        tmp_path: Path, file: str, monkeypatch) -> None:
+    """build/ (or a folder on the way to out_dir) is a file: named before the compile,
+    not when the first variant is written."""
+    import kernelforge.build as kbuild
+
+    project = write_noarch_project(tmp_path / "na")
+    (project / "build").write_text("not a folder\n")
+    monkeypatch.setattr(kbuild, "source_identity", None)  # reached only past the check
+    with pytest.raises(BuildError, match=r"out_dir .*build is not a directory.*fix: move "
+                                         r"or delete"):
+        build_project(project, out_dir=project / file, backends=["cpu"], progress=quiet)
+    assert (project / "build").read_text() == "not a folder\n"
+
+
 # --- symlinks in the Python package (item 5) ----------------------------------------------
 
 

@@ -801,6 +801,14 @@ def _check_out_dir(root: Path, out: Path) -> None:
             f"count as its sources; fix: write them to a folder of their own, such as "
             f"{root / 'build'} (the default)"
         )
+    # Found before the compile rather than when the first variant is written.
+    for where in (out, *out.parents):
+        if where.exists() or where.is_symlink():
+            if not where.is_dir():
+                raise BuildError(
+                    f"out_dir {out}: {where} is not a directory, so no variant can be "
+                    f"written there; fix: move or delete {where}, or pass another out_dir")
+            break
 
 
 def _dependencies(manifest: Manifest, backend: str, device: Tool | None
