@@ -220,6 +220,21 @@ def test_all_meta_valid_calls_give_shapes(gemm):
     assert (p.shape, p.dtype) == ((M, 208), BF16)
 
 
+def test_quantizers_on_meta_give_shapes(gemm):
+    # As gemm / gemm_nt: an all-meta call reaches the op's fake (its Meta kernel) and
+    # gives the results' shapes (deferred initialization). Before, the Python check
+    # refused meta before the op was reached.
+    x = torch.empty(130, K, device="meta")
+    q, s = gemm.quantize_activation(x, torch.float8_e4m3fnuz)
+    assert (q.shape, q.dtype, q.device.type) == ((130, K), torch.float8_e4m3fnuz, "meta")
+    assert (s.shape, s.dtype, s.device.type) == ((130, 3), torch.float32, "meta")
+    q, s = gemm.quantize_weight(x.to(BF16))
+    assert (q.shape, q.dtype, s.shape, s.dtype) == ((130, K), FN, (2, 3), torch.float32)
+    # Any other device off the GPU is still refused by name.
+    with pytest.raises(ValueError, match="x must be on a CUDA device, got cpu"):
+        gemm.quantize_activation(torch.zeros(2, 128))
+
+
 def test_fakes_of_the_other_ops_check_their_input(gemm):
     ops = gemm._ops.ops
     with pytest.raises(TypeError, match="x must be float32 or bfloat16, got float16"):

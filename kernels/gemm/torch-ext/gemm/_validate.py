@@ -213,12 +213,16 @@ def check_fp8_operand(x: object, name: str) -> torch.Tensor:
 
 
 def check_quantize_input(x: object, dtype: object, *, fake: bool = False) -> torch.Tensor:
-    """Validate a quantizer's input; ``fake=True`` (the fake implementations): any device."""
+    """Validate a quantizer's input; ``fake=True`` (the fake implementations): any device.
+
+    Otherwise CUDA or ``meta``: on ``meta`` the op's fake (its Meta kernel) gives the
+    results' shapes, as an all-``meta`` call of the gemm entry points does.
+    """
     x = _require_tensor(x, "x")
     _require_dtype(x, "x", (torch.float32, torch.bfloat16))
     _require_2d(x, "x")
     if dtype not in FP8_DTYPES:
         raise TypeError(f"dtype must be torch.float8_e4m3fn or torch.float8_e4m3fnuz, got {dtype}")
-    if not fake and x.device.type != "cuda":
+    if not fake and x.device.type not in ("cuda", "meta"):
         raise ValueError(f"x must be on a CUDA device, got {x.device}")
     return x
