@@ -235,6 +235,15 @@ def test_quantizers_on_meta_give_shapes(gemm):
         gemm.quantize_activation(torch.zeros(2, 128))
 
 
+def test_quantizer_dtype_given_as_a_string_is_quoted(gemm):
+    # A string read "got float8_e4m3fnuz", as if that dtype itself were refused.
+    x = torch.empty(2, 128, device="meta")
+    with pytest.raises(TypeError, match=r"or torch\.float8_e4m3fnuz, got 'float8_e4m3fnuz'$"):
+        gemm.quantize_activation(x, "float8_e4m3fnuz")
+    with pytest.raises(TypeError, match=r", got torch\.float8_e5m2$"):
+        gemm.quantize_weight(x, torch.float8_e5m2)
+
+
 def test_fakes_of_the_other_ops_check_their_input(gemm):
     ops = gemm._ops.ops
     with pytest.raises(TypeError, match="x must be float32 or bfloat16, got float16"):

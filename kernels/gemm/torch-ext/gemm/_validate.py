@@ -222,7 +222,8 @@ def check_quantize_input(x: object, dtype: object, *, fake: bool = False) -> tor
     _require_dtype(x, "x", (torch.float32, torch.bfloat16))
     _require_2d(x, "x")
     if dtype not in FP8_DTYPES:
-        raise TypeError(f"dtype must be torch.float8_e4m3fn or torch.float8_e4m3fnuz, got {dtype}")
+        raise TypeError(
+            f"dtype must be torch.float8_e4m3fn or torch.float8_e4m3fnuz, got {dtype!r}")
     if not fake and x.device.type not in ("cuda", "meta"):
         raise ValueError(f"x must be on a CUDA device, got {x.device}")
     return x
