@@ -235,6 +235,33 @@ def test_entry_points_raise_the_checks_errors(gemm_kernel, layout, case, over, e
 
 @pytest.mark.cuda
 @pytest.mark.sm90
+@pytest.mark.parametrize("case,over,exc,match", [c for c in BAD_KN if c[0] != "cpu"],
+                         ids=[c[0] for c in BAD_KN if c[0] != "cpu"])
+def test_the_compiled_guide_op_words_shapes_in_its_convention(gemm_kernel, case, over, exc,
+                                                              match):
+    """The compiled guide-convention op, called directly, checks the transposes it
+    multiplies; a shape it refuses is still worded as the caller passed it."""
+    args = _on_gpu(kn_args(**over))
+    out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(exc, match=match):
+        gemm_kernel._ops.ops.gemm(out, args["a"], args["b"], args["a_scale"], args["b_scale"])
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
+def test_quantize_weight_beyond_its_grid_names_the_rows(gemm_kernel):
+    rows = 65535 * 128 + 1
+    x = torch.zeros(rows, 1, device="cuda")
+    with pytest.raises(ValueError, match=f"x has {rows} rows; quantize_weight takes at most "
+                                         f"{rows - 1}.*fix: quantize it in parts"):
+        gemm_kernel.quantize_weight(x)
+    q, s = gemm_kernel.quantize_weight(x[:rows - 1])
+    assert q.shape == (rows - 1, 1) and s.shape == (65535, 1)
+    assert not q.float().any() and not s.isnan().any()
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
 def test_compiled_op_rejects_overlapping_strided_out(gemm_kernel):
     # Rows 8 elements apart, 200 wide: no zero stride, but rows overlap. The compiled op
     # decides this itself, as the Python check does, since valid-looking calls skip that.
@@ -339,3 +366,17 @@ def test_valid_call_after_errors_computes(gemm_kernel):
     ref = gemm_kernel.reference.gemm_nt_reference(qa, qw, sa, sw)
     assert gemm_kernel.reference.calc_diff(y, ref) < 1e-5
     assert torch.equal(y, y_kn)
+
+
+@pytest.mark.cuda
+@pytest.mark.sm90
+def test_no_autograd_formula_as_the_readme_says(gemm_kernel):
+    """A scale that requires grad: the result requires grad, and backward computes
+    nothing for it, with torch's warning (README: the ops are for inference)."""
+    args = _on_gpu(nt_args())
+    scale = args["a_scale"].clone().requires_grad_()
+    y = gemm_kernel.gemm_nt(args["a"], args["b"], scale, args["b_scale"])
+    assert y.requires_grad
+    with pytest.warns(UserWarning, match="autograd kernel was not registered"):
+        y.float().sum().backward()
+    assert scale.grad is None

@@ -633,8 +633,10 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   const int dev = a.get_device();
   bind_context(dev);
   const DeviceInfo props = hopper_info(dev);
-  TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX - 128 && K <= INT32_MAX - 128,
-              "matrix dimensions must fit in 32-bit integers");
+  TORCH_CHECK_VALUE(M <= INT32_MAX && N <= INT32_MAX - 128 && K <= INT32_MAX - 128,
+                    cat("a, b: M = ", M, ", N = ", N, ", K = ", K, " do not fit this op's 32-bit "
+                        "indices (M at most 2147483647, N and K at most 2147483519); fix: split the "
+                        "product along the dimension that is too large"));
   cudaStream_t stream = current_stream(dev);
 
   const Traits t = traits_of(a, b, a_scale, b_scale, M, N, exact);
@@ -824,9 +826,17 @@ Tensor gemm_nt(const Tensor& a, const Tensor& b, const Tensor& a_scale, const Te
 
 void gemm(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
           const Tensor& b_scale) {
+  check_tensor_2d(a, "a");
   check_tensor_2d(b, "b");
   check_tensor_2d(a_scale, "a_scale");
   check_tensor_2d(b_scale, "b_scale");
+  // The shapes in this convention: check_nt below sees the transposes and would word
+  // a mismatch in theirs.
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  TORCH_CHECK_VALUE(b.size(0) == K, cat("b must have shape (K, N) with K = a.shape[1] = ", K, ", got ", shape_str(b)));
+  const int64_t KB = ceil_div(K, kBlock), NB = ceil_div(N, kBlock);
+  TORCH_CHECK_VALUE(a_scale.size(0) == KB && a_scale.size(1) == M, cat("a_scale must have shape (", KB, ", ", M, ") (ceil(K/128), M), got ", shape_str(a_scale)));
+  TORCH_CHECK_VALUE(b_scale.size(0) == KB && b_scale.size(1) == NB, cat("b_scale must have shape (", KB, ", ", NB, ") (ceil(K/128), ceil(N/128)), got ", shape_str(b_scale)));
   Tensor bt = b.t(), sat = a_scale.t(), sbt = b_scale.t();
   check_nt(&out, a, bt, sat, sbt);
   run_nt(out, a, bt, sat, sbt, false, -1, -1, 0);
@@ -849,9 +859,12 @@ std::tuple<Tensor, Tensor> quantize_impl(const Tensor& x, bool fnuz, bool weight
   check_tensor_2d(x, "x");
   TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16, cat("x must be float32 or bfloat16, got ", x.scalar_type()));
   TORCH_CHECK_VALUE(x.is_cuda(), cat("x must be on a CUDA device, got ", x.device()));
+  const int64_t R = x.size(0), C = x.size(1);
+  // The 128x128 groups' launch grid holds at most 65535 row blocks.
+  constexpr int64_t kWeightRows = 65535 * kBlock;
+  TORCH_CHECK_VALUE(!weight || R <= kWeightRows, cat("x has ", R, " rows; quantize_weight takes at most ", kWeightRows, " (65535 blocks of 128); fix: quantize it in parts of at most that many rows"));
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor xc = (x.stride(1) == 1 && x.stride(0) >= x.size(1)) ? x : x.contiguous();
-  const int64_t R = x.size(0), C = x.size(1);
   const auto qtype = fnuz ? at::kFloat8_e4m3fnuz : at::kFloat8_e4m3fn;
   Tensor q = at::empty({R, C}, x.options().dtype(qtype));
   Tensor s = weight ? at::empty({ceil_div(R, kBlock), ceil_div(C, kBlock)}, x.options().dtype(at::kFloat))
