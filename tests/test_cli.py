@@ -452,6 +452,12 @@ def test_a_closed_pipe_ends_quietly() -> None:
       ("half", "half2", "nv-bfloat16", "dim3", "float4", "uchar2", "longlong1")),
     *((n, "it is a type of the C library headers") for n in
       ("uint", "ushort", "ulong", "u-int", "u-char")),
+    *((n, "it is a variable, type or macro of the C library headers") for n in
+      ("timezone", "environ", "optarg", "signgam", "alloca", "fd-set", "va-list")),
+    *((n, "it is a type of Python's C API (Python.h)") for n in
+      ("getter", "setter", "digit", "destructor", "inquiry", "binaryfunc")),
+    ("detail", "it is a namespace or name of PyTorch's or CUDA's headers"),
+    ("double4-32a", "it is a type of the CUDA headers"),
 ])
 def test_init_refuses_names_that_break_the_generated_code(
         name: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -466,6 +472,25 @@ def test_init_refuses_names_that_break_the_generated_code(
     assert not dest.exists()
     # the suggested name works
     assert main(["init", suggested, str(dest)]) == 0
+
+
+@pytest.mark.slow
+def test_init_names_after_c_library_functions_build_and_load(tmp_path: Path) -> None:
+    """A kernel named after a function of the C library (exp, tanh, abs, ...) builds:
+    the binding registers the op's own function, not the overload set of that name."""
+    project = tmp_path / "exp"
+    assert main(["init", "exp", str(project)]) == 0
+    proc = run_cli("build", str(project), "--backend", "cpu")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    script = ("import torch\n"
+              "from kernelforge import get_local_kernel\n"
+              f"k = get_local_kernel({str(project)!r})\n"
+              "x = torch.randn(1000)\n"
+              "print(bool(torch.equal(k.exp(x), torch.relu(x))))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "True"
 
 
 def test_init_into_a_file_or_an_impossible_directory(tmp_path: Path,

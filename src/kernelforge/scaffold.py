@@ -53,15 +53,43 @@ _TAKEN: dict[str, str] = {
        ("check_args", "scalar_t")},
     **{n: "the generated __init__.py calls the Python builtin of that name" for n in
        ("isinstance", "type", "tuple")},
+    # A function of the C library of the same name is fine (the binding casts to the op's
+    # type): what clashes is another kind of entity, or a macro.
+    **{n: "it is a variable, type or macro of the C library headers that torch's headers "
+          "include" for n in """
+        alloca assert_perror be16toh be32toh be64toh daylight environ fd_mask fd_set
+        getdate_err htobe16 htobe32 htobe64 htole16 htole32 htole64 isalnum_l isalpha_l
+        isascii isascii_l isblank_l iscntrl_l isdigit_l isgraph_l islower_l isprint_l
+        ispunct_l isspace_l issubnormal isupper_l isxdigit_l le16toh le32toh le64toh
+        math_errhandling optarg opterr optind optopt program_invocation_name
+        program_invocation_short_name pthread_cleanup_pop pthread_cleanup_pop_restore_np
+        pthread_cleanup_push pthread_cleanup_push_defer_np sched_priority signgam st_atime
+        st_ctime st_mtime strdupa strndupa timeradd timerclear timercmp timerisset timersub
+        timezone toascii toascii_l tzname va_arg va_copy va_end va_list va_start
+    """.split()},
+    **{n: "it is a type of Python's C API (Python.h), which the generated binding "
+          "includes" for n in """
+        allocfunc binaryfunc crossinterpdatafunc descrgetfunc descrsetfunc destructor
+        digit freefunc getattrfunc getattrofunc getbufferproc getiterfunc getter hashfunc
+        initproc inquiry iternextfunc lenfunc newfunc objobjargproc objobjproc printfunc
+        releasebufferproc reprfunc richcmpfunc sdigit sendfunc setattrfunc setattrofunc
+        setentry setter ssizeargfunc ssizeobjargproc ssizessizeargfunc
+        ssizessizeobjargproc stwodigits ternaryfunc traverseproc twodigits unaryfunc
+        vectorcallfunc visitproc wrapperfunc wrapperfunc_kwds
+    """.split()},
+    **{n: "it is a namespace or name of PyTorch's or CUDA's headers, which the generated "
+          "sources include" for n in
+       ("detail", "ska", "ska_ordered", "c10_complex_math", "nv", "declval",
+        "cl_context_flags", "cl_event_flags")},
 }
 
 
 # Type names of the CUDA headers the generated CUDA source includes (a function of the
 # same name is "redeclared as a different kind of entity"): half and bfloat16 types,
-# dim3 and the vector types (float4, uchar2, longlong1, ...).
+# dim3 and the vector types (float4, uchar2, longlong1, double4_32a, ...).
 _CUDA_TYPES = re.compile(
     r"^(?:half2?|nv_bfloat162?|nv_half2?|dim3"
-    r"|(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[1-4])$"
+    r"|(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[1-4](?:_(?:16|32)a)?)$"
 )
 
 
