@@ -48,6 +48,22 @@ def _other(value: str) -> str:
 
 
 @pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "rename-aside"])
+def test_a_file_where_the_variant_goes_is_replaced_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: bool) -> None:
+    """build/<variant> is a plain file: the variant takes its place, and the file is
+    removed rather than left in build/ under a leftover's name."""
+    project = cpu_project(tmp_path / "scale")
+    (first,) = build_project(project, progress=lambda _: None)
+    shutil.rmtree(first.path)
+    first.path.write_text("in the way\n")
+    if not exchange:
+        monkeypatch.setattr(package, "_exchange", lambda a, b: False)
+    (second,) = build_project(project, force=True, progress=lambda _: None)
+    assert (second.path / "metadata.json").is_file()
+    assert sorted(p.name for p in second.path.parent.iterdir()) == [second.path.name]
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "rename-aside"])
 def test_a_variant_another_build_puts_in_place_first_is_replaced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: bool) -> None:
     """Two builds of one variant into a build/ that does not have it yet both find it

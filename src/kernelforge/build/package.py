@@ -208,9 +208,10 @@ def _swap_into_place(staging: Path, final: Path) -> None:
 
 def _remove(path: Path) -> None:
     """Remove a replaced variant or a leftover, as far as possible: a symlink (a
-    ``build/<variant>`` that pointed elsewhere) is unlinked, its target left alone;
-    ``shutil.rmtree`` refuses a link, and its ``ignore_errors`` would keep it forever."""
-    if path.is_symlink():
+    ``build/<variant>`` that pointed elsewhere) or a plain file there is unlinked, a
+    link's target left alone; ``shutil.rmtree`` refuses both, and its ``ignore_errors``
+    would keep them forever."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     else:
