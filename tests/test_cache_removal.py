@@ -17,6 +17,7 @@ from kernelforge import _durable, loader
 from kernelforge import cache as cache_mod
 from kernelforge.cache import DownloadCache
 from kernelforge.cli import main
+from kernelforge.errors import HubError
 from kernelforge.hub.hf import HfHub
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
@@ -286,3 +287,32 @@ def test_a_cache_deleted_by_hand_is_made_again(env, tmp_path) -> None:
     shutil.rmtree(env["cache"])  # rm -rf: the usual way to clear a cache
     assert hub.read_file("org/relu", commit, "build/torch-cpu/metadata.json")
     assert (env["cache"] / "CACHEDIR.TAG").is_file()
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_load_whose_cached_copy_is_removed_meanwhile_says_so(env, tmp_path, monkeypatch,
+                                                                when) -> None:
+    """Another process's ``kernelforge cache clear`` after the load verified the cached
+    copy but before it imported it: the error says the copy was removed and that a new
+    load fetches it, not that the kernel is no kernel package (or a bare
+    FileNotFoundError); and a new load does fetch it."""
+    hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=uid("gone"), value=7)
+    hub.publish("org/relu", tmp_path / "p", version=1)
+    real = loader._package_init
+
+    def racing(variant_dir, meta):
+        if when == "before":
+            DownloadCache(env["cache"]).remove()
+        found = real(variant_dir, meta)
+        if when == "after":
+            DownloadCache(env["cache"]).remove()
+        return found
+
+    monkeypatch.setattr(loader, "_package_init", racing)
+    with pytest.raises(HubError, match="removed from the download cache while it was "
+                                       "loading") as caught:
+        loader.get_kernel("org/relu", version=1, hub=hub, trust_remote_code=True)
+    assert "load it again" in str(caught.value)
+    monkeypatch.setattr(loader, "_package_init", real)
+    assert loader.get_kernel("org/relu", version=1, hub=hub, trust_remote_code=True).VALUE == 7

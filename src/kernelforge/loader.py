@@ -32,7 +32,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, ModuleType
@@ -897,7 +897,8 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
         )
     anchors = _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked)
     try:
-        return _load(fetched.path, anchors, deps)
+        with _removed_while_loading(plan, fetched.path):
+            return _load(fetched.path, anchors, deps)
     except IntegrityError as err:
         if (plan.hub.kind == "local" or fetched.fetched
                 or is_intact(fetched.path, fetched.recorded)):
@@ -910,8 +911,25 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
         logger.warning("%s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)
-    return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded, plan.locked),
-                 deps)
+    with _removed_while_loading(plan, fetched.path):
+        return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded,
+                                            plan.locked), deps)
+
+
+@contextlib.contextmanager
+def _removed_while_loading(plan: Plan, path: Path) -> Iterator[None]:
+    """Say so when the load of a download cache's copy at ``path`` fails because the copy
+    is gone: another process removed it after it was verified (``kernelforge cache clear``
+    or ``remove``), and the file that could not be read is no fault of the kernel's."""
+    try:
+        yield
+    except (HubError, OSError, ImportError) as err:
+        if plan.hub is None or plan.hub.kind == "local" or path.is_dir():
+            raise
+        raise HubError(
+            f"{plan.info.repo} (variant {plan.info.variant}): its copy {path} was removed "
+            "from the download cache while it was loading (by 'kernelforge cache clear' or "
+            "'remove' in another process); load it again, which fetches it anew") from err
 
 
 def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
