@@ -316,3 +316,27 @@ def test_a_load_whose_cached_copy_is_removed_meanwhile_says_so(env, tmp_path, mo
     assert "load it again" in str(caught.value)
     monkeypatch.setattr(loader, "_package_init", real)
     assert loader.get_kernel("org/relu", version=1, hub=hub, trust_remote_code=True).VALUE == 7
+
+
+def test_an_offline_load_whose_cached_copy_is_removed_meanwhile_names_the_fetch(
+        env, tmp_path, monkeypatch) -> None:
+    """Offline a new load cannot fetch the removed copy: the error says to fetch it while
+    online rather than that a new load fetches it."""
+    api = FakeHfApi(tmp_path / "remote")
+    make_variant(tmp_path / "p", module_id=uid("gone"), value=7)
+    online = HfHub(api=api, cache=env["cache"])
+    commit = online.publish("org/relu", tmp_path / "p", version=1).commit
+    loader.kernel_info("org/relu", version=1, hub=online)  # refs and metadata.json
+    online.fetch_variant("org/relu", commit, "torch-cpu")  # cached while online
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    real = loader._package_init
+
+    def racing(variant_dir, meta):
+        DownloadCache(env["cache"]).remove()
+        return real(variant_dir, meta)
+
+    monkeypatch.setattr(loader, "_package_init", racing)
+    with pytest.raises(HubError, match="removed from the download cache while it was "
+                                       r"loading.*fetch it again while online"):
+        loader.get_kernel("org/relu", version=1, hub=HfHub(api=api, cache=env["cache"]),
+                          trust_remote_code=True)

@@ -926,10 +926,14 @@ def _removed_while_loading(plan: Plan, path: Path) -> Iterator[None]:
     except (HubError, OSError, ImportError) as err:
         if plan.hub is None or plan.hub.kind == "local" or path.is_dir():
             raise
+        again = ("fetch it again while online ('kernelforge download' for a locked project, "
+                 "or a load with get_kernel), then load it again"
+                 if getattr(plan.hub, "offline", False)
+                 else "load it again, which fetches it anew")
         raise HubError(
             f"{plan.info.repo} (variant {plan.info.variant}): its copy {path} was removed "
             "from the download cache while it was loading (by 'kernelforge cache clear' or "
-            "'remove' in another process); load it again, which fetches it anew") from err
+            f"'remove' in another process); {again}") from err
 
 
 def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
