@@ -799,7 +799,31 @@ def test_cli_concurrent_keygens_leave_one_key_and_trust_only_it(env: dict[str, P
     on_disk = signing.load_signing_key(pem).public
     assert [k.key_id for k in trust.load_store().keys] == [on_disk.key_id]
     assert pem.with_suffix(".pub").read_text().strip() == on_disk.text
-    assert sorted(p.name for p in pem.parent.iterdir()) == ["default.pem", "default.pub"]
+    assert sorted(p.name for p in pem.parent.iterdir()) == [
+        ".default.pem.lock", "default.pem", "default.pub"]
+
+
+def test_cli_concurrent_forced_keygens_leave_a_matching_pair_trusted_alone(
+        env: dict[str, Path], tmp_path: Path) -> None:
+    """Four keygen --force at once over an existing key take turns (a lock beside the
+    key file): the .pub is the public half of the .pem on disk, and the trust store
+    holds that key only, each replaced one removed."""
+    assert main(["keygen"]) == 0
+    go = tmp_path / "go"
+    code = ("import os, sys, time\n"
+            "from kernelforge.cli import main\n"
+            f"while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
+            "sys.exit(main(['keygen', '--force']))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ})
+             for _ in range(4)]
+    go.touch()
+    results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    assert [rc for rc, _, _ in results] == [0, 0, 0, 0], results
+    pem = env["config"] / "keys" / "default.pem"
+    on_disk = signing.load_signing_key(pem).public
+    assert pem.with_suffix(".pub").read_text().strip() == on_disk.text
+    assert [k.key_id for k in trust.load_store().keys] == [on_disk.key_id]
 
 
 def test_importing_stays_light() -> None:

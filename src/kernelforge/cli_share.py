@@ -363,8 +363,6 @@ def _key_exists(path: Path) -> KernelforgeError:
 
 def _cmd_keygen(args: argparse.Namespace) -> int:
     from kernelforge import trust
-    from kernelforge.errors import TrustError
-    from kernelforge.signing import generate_key
 
     path = Path(args.out).expanduser() if args.out else (
         trust.config_dir() / "keys" / f"{args.name}.pem")
@@ -382,6 +380,23 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
             f"written next to it as NAME.pub and would overwrite it); pass e.g. "
             f"--out {shlex.quote(str(path.with_suffix('.pem')))}"
         )
+    import filelock
+
+    _keygen_state(args, path, pub_file)  # refused before the lock's folder and file exist
+    # One keygen of a key file at a time: two at once (--force) would leave the private
+    # key of one beside the public key of the other, and both trusted.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(path.with_name(f".{path.name}.lock")), timeout=60):
+        return _keygen(args, path, pub_file, repos)
+
+
+def _keygen_state(args: argparse.Namespace, path: Path, pub_file: Path
+                  ) -> tuple[bool, Any, Any]:
+    """What ``keygen`` finds, or its refusal: whether it replaces a key file, the
+    replaced public key (``None``: none or unreadable) and the trust store it will
+    change (``None``: none; a malformed one is refused before any key is written)."""
+    from kernelforge import trust
+
     if path.exists() and not args.force:
         raise _key_exists(path)
     if pub_file.exists() and not path.exists() and not args.force:
@@ -393,7 +408,18 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     old = _replaced_key(path, pub_file) if replacing else None
     store = None
     if not args.no_trust or old is not None:
-        store = trust.load_store()  # a malformed store is refused before any key is written
+        store = trust.load_store()
+    return replacing, old, store
+
+
+def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[str]) -> int:
+    """``keygen`` past the checks of its arguments, under the key file's lock."""
+    from kernelforge import trust
+    from kernelforge._durable import replace_file
+    from kernelforge.errors import TrustError
+    from kernelforge.signing import generate_key
+
+    replacing, old, store = _keygen_state(args, path, pub_file)
     try:
         key = generate_key(path, overwrite=args.force)
     except TrustError as err:
@@ -403,7 +429,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
             raise
         raise _key_exists(path) from err
     public = key.public
-    pub_file.write_text(public.text + "\n", encoding="ascii")
+    replace_file(pub_file, (public.text + "\n").encode("ascii"))
     print(f"private key: {path} (keep it secret)")
     print(f"public key:  {public.text}  (also in {pub_file})")
     print(f"key id:      {public.key_id}")
