@@ -14,13 +14,15 @@ or GEMM_KERNEL_REPO (a hub repository, through kernelforge); which build that wa
 (path, metadata id and version, source commit, the extension's sha256) is recorded in
 the report's ``env``.
 
-Before a shape is timed, its outputs are held to the kernel's correctness contracts
-(those ``tests/gpu/test_gemm.py`` checks): fast mode's calc_diff below 1e-5, here
-against cuBLASLt (the challenge layout's K-major run too), and exact mode with no
-element failing the challenge's checker against the float64 product (misses against the
-challenge's own float32 reference, whose rounding nears the tolerance, are counted
-beside and reported). A shape that misses one stops the run with
-exit status 1 and no report written: a broken build must not produce a timing table.
+Before a shape is timed, an output of every function it times is held to the kernel's
+correctness contracts (those ``tests/gpu/test_gemm.py`` checks): fast mode's calc_diff
+below 1e-5, here against cuBLASLt (the challenge layout's K-major run and cuBLASLt after
+the transposes too), and exact mode with no element failing the challenge's checker
+against the float64 product (misses against the challenge's own float32 reference,
+whose rounding nears the tolerance, are counted beside and reported). A shape that
+misses one stops the run with exit status 1 and no report written: a broken build must
+not produce a timing table. ``--sweep`` checks each variant's output the same way, into
+a NaN-filled output, and records a wrong one instead of timing it.
 """
 
 from __future__ import annotations
@@ -174,18 +176,18 @@ def cublas_fn(a_k, b_k, sa, sb):
                              ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
 
 
-def make_inputs(m, n, k, challenge: bool, seed: int):
-    g = torch.Generator(device="cuda").manual_seed(seed)
+def make_inputs(m, n, k, challenge: bool, seed: int, device: str = "cuda"):
+    g = torch.Generator(device=device).manual_seed(seed)
     kb, nb = math.ceil(k / 128), math.ceil(n / 128)
     if challenge:  # storage: a (K, M), b (K, N), scales (KB, M), (KB, NB)
-        a_s = (torch.randn(k, m, generator=g, device="cuda") * 2).to(torch.float8_e4m3fn)
-        b_s = (torch.randn(k, n, generator=g, device="cuda") * 2).to(torch.float8_e4m3fn)
+        a_s = (torch.randn(k, m, generator=g, device=device) * 2).to(torch.float8_e4m3fn)
+        b_s = (torch.randn(k, n, generator=g, device=device) * 2).to(torch.float8_e4m3fn)
         a, b = a_s.t(), b_s.t()
     else:
-        a = (torch.randn(m, k, generator=g, device="cuda") * 2).to(torch.float8_e4m3fn)
-        b = (torch.randn(n, k, generator=g, device="cuda") * 2).to(torch.float8_e4m3fn)
-    sa_kb_m = torch.randn(kb, m, generator=g, device="cuda")
-    sb_nb_kb = torch.randn(nb, kb, generator=g, device="cuda")
+        a = (torch.randn(m, k, generator=g, device=device) * 2).to(torch.float8_e4m3fn)
+        b = (torch.randn(n, k, generator=g, device=device) * 2).to(torch.float8_e4m3fn)
+    sa_kb_m = torch.randn(kb, m, generator=g, device=device)
+    sb_nb_kb = torch.randn(nb, kb, generator=g, device=device)
     sa = sa_kb_m.t() if challenge else sa_kb_m.t().contiguous()  # (M, KB)
     sb = sb_nb_kb.t().contiguous().t() if challenge else sb_nb_kb   # (NB, KB)
     return a, b, sa, sb, sa_kb_m, sb_nb_kb
@@ -200,7 +202,9 @@ def contract_failures(row: dict) -> list[str]:
     what = f"{row['m']}x{row['n']}x{row['k']} {row['layout']}"
     failures = []
     for key, mode in (("calc_diff_vs_cublas", "fast"),
-                      ("calc_diff_kmajor_vs_cublas", "fast, K-major operands")):
+                      ("calc_diff_kmajor_vs_cublas", "fast, K-major operands"),
+                      ("calc_diff_cublas_transposed_vs_cublas",
+                       "cuBLASLt after the torch transposes")):
         if key in row and not row[key] < FAST_LIMIT:  # NaN fails too
             failures.append(f"{what}: {mode} output's calc_diff against cuBLASLt is "
                             f"{row[key]:.3g}, not below the fast contract's {FAST_LIMIT:g}")
@@ -208,6 +212,16 @@ def contract_failures(row: dict) -> list[str]:
         failures.append(f"{what}: exact mode fails the challenge's checker on "
                         f"{row['exact_mismatches']} of {row['m'] * row['n']} elements")
     return failures
+
+
+def sweep_output_error(reference, out, exact_mode, a, b, sa, sb, ref_out) -> str | None:
+    """Why a swept variant's output misses its mode's contract (None: it does not): fast
+    mode's calc_diff against cuBLASLt, exact mode's checker against the float64 product."""
+    if exact_mode:
+        misses = reference.challenge_mismatches(out, a, b, sa, sb, torch.float64)
+        return f"{misses} checker misses in exact mode" if misses else None
+    diff = float(reference.calc_diff(out, ref_out))
+    return None if diff < FAST_LIMIT else f"calc_diff {diff:.3g} against cuBLASLt"
 
 
 def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
@@ -221,34 +235,6 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     a_k, b_k = a.contiguous(), b.contiguous()  # free K-major copies for cuBLASLt
     csa, csb = cublas_scales(sa_kb_m, sb_nb_kb)
     cub = cublas_fn(a_k, b_k, csa, csb)
-    ref_out = cub()
-    # Correctness first, so that a broken build stops before it is timed. The exact
-    # checker's reference is the float64 product: the challenge's float32 one carries its
-    # own rounding, about 5e-4 at K = 7168 with these inputs, half the checker's 1e-3
-    # tolerance near zero, so it can miss an element that is right (one in 9.4 million
-    # at 6144x1536x7168, kernels/gemm/NOTES.md v40). Misses against the float32
-    # reference are recorded beside, on the challenge's shapes.
-    row["calc_diff_vs_cublas"] = float(gk.reference.calc_diff(fast(), ref_out))
-    if challenge:
-        row["calc_diff_kmajor_vs_cublas"] = float(
-            gk.reference.calc_diff(gk.gemm_nt(a_k, b_k, sa, sb), ref_out))
-    out_exact = exact()
-    row["exact_mismatches"] = gk.reference.challenge_mismatches(
-        out_exact, a, b, sa, sb, torch.float64)
-    if challenge:
-        row["exact_mismatches_f32_reference"] = gk.reference.challenge_mismatches(
-            out_exact, a, b, sa, sb, torch.float32)
-    del out_exact
-    failures = contract_failures(row)
-    if failures:
-        raise ContractError("; ".join(failures))
-
-    # Which kernels the op launches (packages built before plan_nt existed lack it).
-    if hasattr(gk, "plan_nt"):
-        for mode in ("fast", "exact"):
-            p = gk.plan_nt(a, b, sa, sb, precision=mode)
-            row[f"kernel_{mode}"] = {"variant": p.variant, "splits": p.splits, "name": p.name}
-
     timed = {"fast_us": fast, "exact_us": exact, "cublas_us": cub}
     if challenge:
         from torch.nn.functional import ScalingType, scaled_mm
@@ -260,6 +246,42 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
         timed["cublas_t_us"] = cub_t
         # Our GEMM alone: the same problem handed over K-major (no layout work).
         timed["fast_kmajor_us"] = lambda: gk.gemm_nt(a_k, b_k, sa, sb)
+
+    # Correctness first, so that a broken build stops before it is timed: one output of
+    # every function timed below. All of them are computed before any is checked and
+    # stay alive until every check is done: the caching allocator hands a freed block
+    # back, contents and all, to the next request of its size, so an output freed after
+    # its check (or a reference's bf16 temporary) would stand in for a later call's
+    # output that the kernel left unwritten, and that check would pass. The exact
+    # checker's reference is the float64 product: the challenge's float32 one carries its
+    # own rounding, about 5e-4 at K = 7168 with these inputs, half the checker's 1e-3
+    # tolerance near zero, so it can miss an element that is right (one in 9.4 million
+    # at 6144x1536x7168, kernels/gemm/NOTES.md v40). Misses against the float32
+    # reference are recorded beside, on the challenge's shapes.
+    outs = {name: fn() for name, fn in timed.items()}
+    ref_out = outs["cublas_us"]
+    row["calc_diff_vs_cublas"] = float(gk.reference.calc_diff(outs["fast_us"], ref_out))
+    if challenge:
+        row["calc_diff_kmajor_vs_cublas"] = float(
+            gk.reference.calc_diff(outs["fast_kmajor_us"], ref_out))
+        row["calc_diff_cublas_transposed_vs_cublas"] = float(
+            gk.reference.calc_diff(outs["cublas_t_us"], ref_out))
+    row["exact_mismatches"] = gk.reference.challenge_mismatches(
+        outs["exact_us"], a, b, sa, sb, torch.float64)
+    if challenge:
+        row["exact_mismatches_f32_reference"] = gk.reference.challenge_mismatches(
+            outs["exact_us"], a, b, sa, sb, torch.float32)
+    del outs, ref_out
+    failures = contract_failures(row)
+    if failures:
+        raise ContractError("; ".join(failures))
+
+    # Which kernels the op launches (packages built before plan_nt existed lack it).
+    if hasattr(gk, "plan_nt"):
+        for mode in ("fast", "exact"):
+            p = gk.plan_nt(a, b, sa, sb, precision=mode)
+            row[f"kernel_{mode}"] = {"variant": p.variant, "splits": p.splits, "name": p.name}
+
     rounds: dict = {}
     row.update(interleaved(timed, rep, per_round=rounds))
     row["rounds_us"] = rounds
@@ -277,6 +299,7 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
     row["ratio_exact"] = row["cublas_us"] / row["exact_us"]
     if sweep:
         ops = gk._ops.ops
+        ref_out = cub()
         res = {}
         for exact_mode, v, s, z in sweep_configs(k):
             def call(exact_mode=exact_mode, v=v, s=s, z=z):
@@ -284,7 +307,15 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
 
             key = f"v{v}s{s}" + (f"z{z}" if z else "")
             try:
-                res[key] = bench(call, max(10, rep // 2))
+                # Checked before it is timed, into an output filled with NaN: an output
+                # from the caching allocator could hold an earlier call's product, which
+                # would hide elements the variant leaves unwritten. The same launch path
+                # as the timed call (the op's gemm_nt allocates a tensor like this one).
+                out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=a.device)
+                ops.gemm_nt_out(out, a, b, sa, sb, exact_mode, v, s, z)
+                wrong = sweep_output_error(gk.reference, out, exact_mode, a, b, sa, sb, ref_out)
+                del out
+                res[key] = f"wrong output: {wrong}" if wrong else bench(call, max(10, rep // 2))
             except Exception as err:  # a variant may not implement a shape: record why
                 res[key] = f"{type(err).__name__}: {str(err)[:80]}"
         row["sweep_us"] = res
