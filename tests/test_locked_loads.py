@@ -313,3 +313,35 @@ def test_lockfile_none_reads_the_installed_distributions_again_only_after_an_ins
     later = importlib.import_module(name)
     assert later.load(loader.get_locked_kernel, REPO).VALUE == 1  # type: ignore[attr-defined]
     assert len(reads) == first + 1
+
+
+def test_lockfile_none_in_a_module_run_with_python_m_reads_its_packages_lock(
+        tmp_path: Path, env, monkeypatch) -> None:
+    """'python -m pkg.train' runs the module as __main__: its package's installed lock is
+    read all the same (its import name, from __spec__), in a namespace package too."""
+    import importlib
+    import runpy
+    import uuid
+
+    hub = LocalHub(env["hub"])
+    _publish(hub, tmp_path / "b1", 1)
+    _publish(hub, tmp_path / "b2", 2)
+    root = _project(tmp_path / "project", 1)
+    lock = lock_project(root).path
+    site = tmp_path / "site"
+    plain = f"kf_main_{uuid.uuid4().hex[:8]}"
+    namespace = f"kf_ns_{uuid.uuid4().hex[:8]}"
+    _install(site, plain, plain, plain, lock)
+    _namespace_portion(site, namespace, "a", lock)
+    _namespace_portion(site, namespace, "b", lock_project(_project(tmp_path / "p2", 2)).path)
+    body = ("from kernelforge import get_locked_kernel\n"
+            f"VALUE = get_locked_kernel({REPO!r}, lockfile=None, backend='cpu').VALUE\n")
+    (site / plain / "train.py").write_text(body)
+    (site / namespace / "a" / "train.py").write_text(body)
+    record = site / f"{namespace}_a-1.0.dist-info" / "RECORD"
+    record.write_text(record.read_text() + f"{namespace}/a/train.py,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    for module in (f"{plain}.train", f"{namespace}.a.train"):
+        ran = runpy.run_module(module, run_name="__main__", alter_sys=True)
+        assert ran["VALUE"] == 1, module

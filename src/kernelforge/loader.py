@@ -1014,12 +1014,16 @@ def _locate_locked(
 
 def _caller_module() -> str:
     """The name of the module that called into kernelforge: the nearest frame outside
-    it (``__main__`` for a script, ``"?"`` for code with no module name)."""
+    it (``__main__`` for a script, ``"?"`` for code with no module name). A module run
+    with ``python -m pkg.mod`` is named ``__main__`` but imported as ``pkg.mod``: that
+    name is given, so that its package's installed metadata is found."""
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_globals.get("__name__")
         if isinstance(name, str) and name.partition(".")[0] != "kernelforge":
-            return name
+            spec = frame.f_globals.get("__spec__") if name == "__main__" else None
+            spec_name = getattr(spec, "name", None)
+            return spec_name if isinstance(spec_name, str) and spec_name else name
         frame = frame.f_back  # type: ignore[assignment]
     return "?"  # pragma: no cover - kernelforge is never called by nothing
 

@@ -717,7 +717,11 @@ def _owners(names: list[str], module: str, caller: str) -> list[str]:
     """
     import importlib.metadata as metadata
 
-    path = getattr(sys.modules.get(module), "__file__", None)
+    found = sys.modules.get(module)
+    main = sys.modules.get("__main__")  # a module run with 'python -m', as it is named
+    if found is None and getattr(getattr(main, "__spec__", None), "name", None) == module:
+        found = main
+    path = getattr(found, "__file__", None)
     owners = []
     if path:
         target = Path(path).resolve()
