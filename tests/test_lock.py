@@ -273,6 +273,29 @@ def test_local_hub_lock(tmp_path: Path, env) -> None:
     assert loader.get_locked_kernel(REPO, lockfile=lock).__name__ == module_id
 
 
+def test_a_kernels_lock_the_project_no_longer_writes_is_said_to_be_stale(
+        tmp_path: Path, env, caplog: pytest.LogCaptureFixture) -> None:
+    """A project that moves its kernels out of [tool.kernels.dependencies] gets no new
+    kernels.lock: the old one, which still pins the old commits, is named as left behind."""
+    hub = LocalHub(env["hub"])
+    old, _ = publish(hub, REPO, tmp_path / "v1")
+    new, _ = publish(hub, REPO, tmp_path / "v2", version=2)
+    root = project(tmp_path, f'[tool.kernels.dependencies]\n"{REPO}" = 1\n')
+    hf_lock = lock_project(root).hf_path
+    assert hf_lock is not None
+    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
+        lock_project(root)  # still written: nothing said
+    assert "left as it was" not in caplog.text
+    project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = ">=1"\n')
+    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
+        result = lock_project(root)
+    assert result.hf_path is None and result.kernels[0].commit == new
+    assert read_lock(hf_lock).require(REPO).commit == old
+    assert (f"{hf_lock}: left as it was, pinning {REPO}: it is written for the kernels of "
+            "[tool.kernels.dependencies], and the project lists none there now") in caplog.text
+    assert "delete it, or list the kernels in [tool.kernels.dependencies] again" in caplog.text
+
+
 @pytest.mark.parametrize("source_versions", [(), (3,)])
 def test_at_least_requirement_follows_a_redirect(tmp_path: Path, env,
                                                  source_versions: tuple[int, ...]) -> None:

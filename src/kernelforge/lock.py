@@ -1260,7 +1260,24 @@ def lock_project(
         hf_path = root / HF_LOCK_FILE
         writes.append((hf_path, _hf_entries([k for k in kernels if k.repo_id in hf_reqs])))
     _write_lock_files(writes)
+    if hf_path is None and (root / HF_LOCK_FILE).is_file():
+        _warn_stale_hf_lock(root / HF_LOCK_FILE)
     return LockResult(root / LOCK_FILE, hf_path, kernels)
+
+
+def _warn_stale_hf_lock(path: Path) -> None:
+    """Say that a ``kernels.lock`` is left as it was: it is written for the kernels of
+    ``[tool.kernels.dependencies]``, and the project lists none there any more."""
+    try:
+        pinned = ", ".join(sorted(read_lock(path).kernels)) or "nothing"
+    except LockError:
+        pinned = "what it pinned before"
+    logger.warning(
+        "%s: left as it was, pinning %s: it is written for the kernels of [%s], and the "
+        "project lists none there now, so it no longer follows the project (%s does); "
+        "a load given this file (Hugging Face's kernels, or lockfile=%r) takes those old "
+        "pins: delete it, or list the kernels in [%s] again and run 'kernelforge lock'",
+        path, pinned, _TABLES[1], LOCK_FILE, HF_LOCK_FILE, _TABLES[1])
 
 
 # --- downloading ----------------------------------------------------------------------------
