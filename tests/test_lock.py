@@ -1380,3 +1380,22 @@ def test_a_locked_load_from_a_missing_kernelforge_hub_names_the_variable(
     with pytest.raises(HubError, match=re.escape(
             f"(chosen by KERNELFORGE_HUB={typo}, which does not exist)")):
         loader.get_locked_kernel(REPO, lockfile=lock.path)
+
+
+def test_a_local_hub_lock_under_kernelforge_hub_hf_does_not_say_the_variable_chose_it(
+    tmp_path: Path, env, monkeypatch
+) -> None:
+    """KERNELFORGE_HUB=hf names no local hub: an entry locked from one is looked for in the
+    user cache's, and the error says so, not that the variable chose a missing hub."""
+    hub = LocalHub(env["hub"])
+    publish(hub, REPO, tmp_path / "v1")
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'))
+    monkeypatch.setenv("KERNELFORGE_HUB", "hf")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with pytest.raises(HubError) as info:
+        loader.get_locked_kernel(REPO, lockfile=lock.path)
+    said = str(info.value)
+    assert "chosen by KERNELFORGE_HUB" not in said, said
+    assert ("(the local hub in the user cache: KERNELFORGE_HUB=hf names the Hugging Face Hub, "
+            "and this lock entry records a local hub)") in said
+    assert "name it: hub=DIR in Python, --hub DIR on the command line" in said

@@ -230,7 +230,10 @@ def hub_for_lock(hub: HubArg, locked: LockedKernel) -> Hub:
                        f"hub {h.root}")
         if problem is not None:
             env = os.environ.get(HUB_ENV, "").strip()
-            if env:  # not the user cache's hub: the variable chose it
+            if env.lower() in HF_NAMES:  # it names no local hub: the user cache's is used
+                problem += (f" (the local hub in the user cache: {HUB_ENV}={env} names the "
+                            "Hugging Face Hub, and this lock entry records a local hub)")
+            elif env:  # not the user cache's hub: the variable chose it
                 missing = "" if h.root.is_dir() else ", which does not exist"
                 problem += f" (chosen by {HUB_ENV}={env}{missing})"
             raise HubError(
