@@ -50,6 +50,22 @@ def _two_locked_projects(tmp_path: Path, env) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("load", [loader.get_locked_kernel, loader.load_kernel],
                          ids=["get_locked_kernel", "load_kernel"])
+def test_a_lock_path_under_the_home_directory_is_read_there(
+        tmp_path: Path, env, monkeypatch, load) -> None:
+    """'~' names the home directory, as in hub=: the file or project there is read, and
+    the lock is remembered by where it is."""
+    from kernelforge.lock import download_locked
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _two_locked_projects(tmp_path, env)
+    assert load(REPO, lockfile="~/one/kernelforge.lock").VALUE == 1
+    assert load(REPO, lockfile="~/two").VALUE == 2
+    assert loader.kernel_info(REPO, lockfile="~/two").version == 2
+    assert [r for r, _v, _p in download_locked("~/one")] == [REPO]
+
+
+@pytest.mark.parametrize("load", [loader.get_locked_kernel, loader.load_kernel],
+                         ids=["get_locked_kernel", "load_kernel"])
 def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
         tmp_path: Path, env, monkeypatch, load) -> None:
     one, two = _two_locked_projects(tmp_path, env)

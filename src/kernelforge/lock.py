@@ -588,8 +588,9 @@ def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
 
 def lock_file_path(path: str | os.PathLike[str]) -> Path:
     """The lock file ``path`` names: itself, or in a project directory its
-    ``kernelforge.lock``, else its ``kernels.lock``."""
-    p = Path(path)
+    ``kernelforge.lock``, else its ``kernels.lock`` (``~`` is the home directory, as in
+    ``hub=``)."""
+    p = Path(os.path.expanduser(os.fspath(path)))
     if p.is_dir():
         return p / LOCK_FILE if (p / LOCK_FILE).is_file() else p / HF_LOCK_FILE
     return p
@@ -608,6 +609,7 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
     Raises:
         LockError: missing, not JSON, or not in either format (names the file).
     """
+    path = os.path.expanduser(os.fspath(path))
     p = lock_file_path(path)
     try:
         text = p.read_text(encoding="utf-8")
