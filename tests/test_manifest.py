@@ -1106,3 +1106,10 @@ def test_a_guide_layout_name_with_underscores_is_written_with_dashes(tmp_path):
     except ImportError:
         return
     assert KernelName(m.name).python_name == m.python_name
+
+
+def test_a_byte_order_mark_is_read_as_hugging_face_reads_it(tmp_path):
+    # Editors on Windows may save UTF-8 with a BOM; their builder reads such a file.
+    (tmp_path / "build.toml").write_text(GOOD5, encoding="utf-8-sig")
+    m = load_manifest(tmp_path)
+    assert (m.name, m.edition, m.backends) == ("relu", 5, ("cpu", "cuda", "rocm"))

@@ -538,6 +538,9 @@ def _read_toml(file: Path) -> dict[str, Any]:
         raise ManifestError(file, None, f"cannot read it: {err}",
                             expected="a readable UTF-8 text file",
                             fix="check the file's permissions and encoding") from err
+    # A byte order mark (as some Windows editors save UTF-8) is no part of the document:
+    # TOML parsers differ on it, and Hugging Face's builder reads such a file.
+    text = text.removeprefix("\ufeff")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
