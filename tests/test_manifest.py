@@ -1113,3 +1113,17 @@ def test_a_byte_order_mark_is_read_as_hugging_face_reads_it(tmp_path):
     (tmp_path / "build.toml").write_text(GOOD5, encoding="utf-8-sig")
     m = load_manifest(tmp_path)
     assert (m.name, m.edition, m.backends) == ("relu", 5, ("cpu", "cuda", "rocm"))
+
+
+def test_a_rocm_target_id_with_features_is_left_out_and_its_base_arch_suggested(tmp_path):
+    """gfx90a:xnack- is no arch their builder compiles for (it drops it from a list):
+    left out beside known archs, refused alone, suggesting gfx90a (not gfx90c)."""
+    text = GOOD5 + 'rocm-archs = ["gfx90a:xnack-", "gfx942"]\n'
+    m = load_manifest(write(tmp_path, text))
+    assert m.kernels["relu_rocm"].rocm_archs == ("gfx942",)
+    assert len(m.notes) == 1 and "did you mean 'gfx90a'?" in m.notes[0]
+    assert "it is left out" in m.notes[0]
+    alone = GOOD5 + 'rocm-archs = ["gfx90a:xnack-"]\n'
+    with pytest.raises(ManifestError, match=r"kernel.relu_rocm.rocm-archs.*target "
+                                            r"features.*did you mean 'gfx90a'\?"):
+        load_manifest(write(tmp_path, alone))

@@ -319,6 +319,13 @@ def parse_rocm_arch(arch: str) -> str:
     near = closest(str(arch), sorted(KNOWN_ROCM_ARCHS))
     hint = f" (did you mean '{near}'?)" if near else ""
     error = UnknownArchError if isinstance(arch, str) and _ROCM_RE.match(arch) else ValueError
+    base, colon, features = arch.partition(":") if isinstance(arch, str) else ("", "", "")
+    if colon and is_known_rocm_arch(base):
+        # A target ID (gfx90a:xnack-): an arch Hugging Face's builder does not know, so
+        # that it leaves it out of a list; its base arch is what was meant.
+        error = UnknownArchError
+        hint = (f" (target features such as ':{features}' are not supported: did you mean "
+                f"'{base}'?)")
     raise error(
         f"unknown ROCm arch '{arch}'{hint}; valid: {', '.join(sorted_rocm_archs())}"
     )
