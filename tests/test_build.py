@@ -241,6 +241,19 @@ def test_kernel_sections_compile_with_their_own_flags(tmp_path: Path) -> None:
     assert any(p.name.endswith(".abi3.so") for p in result.path.iterdir())
 
 
+def test_a_source_many_sections_share_compiles_whatever_their_names(tmp_path: Path) -> None:
+    """The folder of a source that sections share is named after them all: for many
+    sections with long names, that name is cut to one a file system takes."""
+    names = [f"section_with_a_rather_long_name_{i:02d}" for i in range(10)]
+    kernels = "".join(f'[kernel.{n}]\nbackend = "cpu"\ndepends = ["torch"]\n'
+                      f'src = ["k/common.cpp", "k/{n}.cpp"]\n\n' for n in names)
+    sources = {f"k/{n}.cpp": f"int {n}() {{ return 1; }}\n" for n in names}
+    sources["k/common.cpp"] = "int common() { return 0; }\n"
+    project = tiny_cpu_project(tmp_path / "shared", BINDING, kernels, sources)
+    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert any(p.name.endswith(".abi3.so") for p in result.path.iterdir())
+
+
 def tiny_two_section_project(project: Path, extra_source: str = "") -> Path:
     """A cpu project of a binding and two kernel sections that compiles in seconds."""
     return tiny_cpu_project(

@@ -29,6 +29,9 @@ ARCH_FLAG_PREFIXES = ("-gencode", "--offload-arch")
 #: The define that names the extension (its op namespace, which holds the uid).
 NAME_DEFINE = "-DTORCH_EXTENSION_NAME="
 
+#: The longest file name most file systems take (bytes).
+_NAME_MAX = 255
+
 #: ``prctl``'s request for a signal when the parent dies (Linux, <sys/prctl.h>).
 _PR_SET_PDEATHSIG = 1
 
@@ -222,6 +225,25 @@ def group_parts(group: Mapping[str, Any], args: Mapping[str, list[str]]
     return [part for part in parts if part[1]]
 
 
+def group_folder(name: str, suffix: str) -> str:
+    """The folder a kernel section's objects compile into: ``kernel.<name><suffix>``.
+
+    The name of sources several sections share joins theirs (``a+b+...``), which for
+    many sections is longer than a file name may be: such a name is cut, and a digest
+    of the whole added, so that the folder stays one of its own.
+
+    Args:
+        name: the plan's group name (:class:`~kernelforge.build.plan.CompileGroup`).
+        suffix: the part's suffix (:func:`group_parts`).
+    """
+    folder = f"kernel.{name}{suffix}"
+    if len(folder.encode()) <= _NAME_MAX:
+        return folder
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    keep = _NAME_MAX - len(f"kernel.-{digest}{suffix}".encode())
+    return f"kernel.{name.encode()[:keep].decode(errors='ignore')}-{digest}{suffix}"
+
+
 def _import_advice(err: ImportError) -> str:
     """What to say when setuptools or torch cannot be imported: a package that is not
     installed is installed; one that is installed but fails to import (a shared library
@@ -332,7 +354,7 @@ def main(spec_path: str) -> int:
                         objects = self.compiler.compile(
                             part,
                             output_dir=os.path.join(self.build_temp,
-                                                    "kernel." + group["name"] + suffix),
+                                                    group_folder(group["name"], suffix)),
                             include_dirs=common_dirs + group["include_dirs"],
                             debug=self.debug,
                             extra_postargs=part_args,
