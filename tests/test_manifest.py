@@ -664,8 +664,8 @@ def test_a_broken_kernel_section_does_not_hide_the_next(tmp_path):
 @pytest.mark.parametrize(("text", "key", "match"), [
     # [general] cannot be read: nothing else is checked (the layout depends on it).
     ("general = 5\n" + TORCH + KERNELS + "\n[kernels.x]\n", "general", "not a table"),
-    # Not TOML: nothing else can be read.
-    ("[kernels.x]\n" + GOOD5 + "[general\n", None, "not valid TOML"),
+    # Not TOML: nothing else can be read (the parser stops at [general declared again).
+    ("[kernels.x]\n" + GOOD5 + "[general\n", "general", "not valid TOML"),
     # The unknown section may be the framework section, misspelt: "no framework section"
     # would follow from it.
     (GENERAL5 + TORCH.replace("[torch]", "[troch]") + KERNELS, "troch", "did you mean 'torch'"),
@@ -1127,3 +1127,28 @@ def test_a_rocm_target_id_with_features_is_left_out_and_its_base_arch_suggested(
     with pytest.raises(ManifestError, match=r"kernel.relu_rocm.rocm-archs.*target "
                                             r"features.*did you mean 'gfx90a'\?"):
         load_manifest(write(tmp_path, alone))
+
+
+def _line_of_last(text: str, start: str) -> int:
+    return text.count("\n", 0, text.rindex(start)) + 1
+
+
+DUPLICATE_SRC = GOOD5 + 'src = ["relu_cuda/other.cu"]\n'
+# the value spans lines, and the file ends without a newline
+DUPLICATE_LONG_SRC = GOOD5 + 'src = [\n  "-DX=1",\n  "relu_cuda/other.cu",\n]'
+
+
+@pytest.mark.parametrize(("text", "key", "message"), [
+    (DUPLICATE_SRC, "kernel.relu_rocm.src",
+     rf"line {_line_of_last(DUPLICATE_SRC, 'src =')} sets 'src' in \[kernel.relu_rocm\], "
+     r"which already has it.*fix: keep one 'src' in \[kernel.relu_rocm\]"),
+    (DUPLICATE_LONG_SRC, "kernel.relu_rocm.src",
+     rf"line {_line_of_last(DUPLICATE_LONG_SRC, 'src =')} sets 'src' in \[kernel.relu_rocm\]"),
+    (GOOD5 + "\n[kernel.relu]\n", "kernel.relu", r"the table \[kernel.relu\] is defined twice"),
+    (replace(GOOD5, "[torch]\n", 'hub = {repo-id = "a/b"}\nhub.branch = "v1"\n\n[torch]\n'),
+     "general.hub", r"general.hub is written as a value .*fix: write all of general.hub"),
+], ids=["key", "multi-line-value-at-the-end", "table", "inline-table"])
+def test_a_key_or_table_defined_twice_is_named(tmp_path, text, key, message):
+    with pytest.raises(ManifestError, match=message) as info:
+        load_manifest(write(tmp_path, text))
+    assert info.value.key == key

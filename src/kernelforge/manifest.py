@@ -548,12 +548,77 @@ def _read_toml(file: Path) -> dict[str, Any]:
             # A source file or another file of the project, given instead of the project:
             # its TOML syntax is not what is wrong.
             raise _not_a_manifest(file, f"it is not valid TOML ({err})") from err
+        twice = _defined_twice(str(err), text) if file.name == "build.toml" else None
+        if twice is not None:
+            key, problem, fix = twice
+            raise ManifestError(file, key, f"not valid TOML: {problem} ({err})",
+                                expected="each key and each table defined once (TOML "
+                                         "allows no duplicates)", fix=fix) from err
         fix = "fix the syntax at the position shown"
         if file.name != "build.toml":  # a manifest under another name, or another file
             fix = f"if it is the project's manifest, {fix}; if not, " + \
                 _project_to_pass(file)
         raise ManifestError(file, None, f"not valid TOML: {err}",
                             expected="a TOML document (https://toml.io)", fix=fix) from err
+
+
+#: The start of a ``key = value`` line (the key, bare, quoted or dotted).
+_KEY_RE = re.compile(r"""^\s*((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+                     r"""(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*=""")
+#: A table header line: ``[kernel.relu]`` or ``[[x]]`` (the dotted name).
+_HEADER_RE = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
+
+
+def _defined_twice(message: str, text: str) -> tuple[str | None, str, str] | None:
+    """What TOML's error ``message`` about ``text`` means where it defines a key or a
+    table a second time (the parser says "Cannot overwrite a value", "Cannot declare
+    ('kernel', 'k') twice"): the dotted key, the problem and the fix; None for
+    another error."""
+    import ast
+
+    declared = re.match(r"Cannot (?:declare (\([^()]*\)) twice|mutate immutable namespace "
+                        r"(\([^()]*\)))", message)
+    if declared:
+        try:
+            parts = ast.literal_eval(declared[1] or declared[2])
+        except (ValueError, SyntaxError):
+            return None
+        key = ".".join(parts)
+        if declared[1]:
+            return key, f"the table [{key}] is defined twice", (
+                f"merge the two definitions of [{key}] (a [{key}] header, or dotted keys "
+                "naming it) into one")
+        return key, f"{key} is written as a value ({{...}} or [...]) and added to later", (
+            f"write all of {key} in that value, or use a [{key}] header instead")
+    if not message.startswith("Cannot overwrite a value"):
+        return None
+    at = re.search(r"at line (\d+),", message)
+    lines = text.splitlines()
+    # At the end of a file without a final newline, the error is of its last line.
+    number = int(at[1]) if at else max(
+        (i + 1 for i, line in enumerate(lines) if line.strip()), default=0)
+    if not 0 < number <= len(lines) or (at is None and "end of document" not in message):
+        return None, "a key is set twice", "remove one of the two, or merge them"
+    table = _HEADER_RE.match(lines[number - 1])
+    if table:  # [general] below a general = ... key
+        return table[1], f"[{table[1]}] is declared where a value of that name is set " \
+            f"(line {number})", f"remove the '{table[1]} = ...' line, or the [{table[1]}] " \
+            "header"
+    # The error is where the value ends: the key is on the line that starts it.
+    start = next((i for i in range(number - 1, -1, -1)
+                  if _KEY_RE.match(lines[i]) or _HEADER_RE.match(lines[i])), None)
+    found = _KEY_RE.match(lines[start]) if start is not None else None
+    if start is None or found is None:
+        return None, f"a key is set twice (line {number})", \
+            "remove one of the two, or merge them"
+    name = found[1]
+    header = next((m[1] for line in reversed(lines[:start])
+                   if (m := _HEADER_RE.match(line))), None)
+    key = f"{header}.{name}" if header else name
+    where = f"[{header}]" if header else "the top of the file"
+    return key, f"line {start + 1} sets '{name}' in {where}, which already has it", (
+        f"keep one '{name}' in {where} (TOML allows a key once per table); merge the "
+        "two values if both are wanted")
 
 
 def _project_to_pass(file: Path) -> str:
