@@ -1152,3 +1152,23 @@ def test_a_key_or_table_defined_twice_is_named(tmp_path, text, key, message):
     with pytest.raises(ManifestError, match=message) as info:
         load_manifest(write(tmp_path, text))
     assert info.value.key == key
+
+
+@pytest.mark.parametrize(("listed", "meant"), [
+    ("Relu_Cuda/relu.cu", "relu_cuda/relu.cu"),  # written on a file system ignoring case
+    ("relu_cuda\\\\relu.cu", "relu_cuda/relu.cu"),  # Windows' separator
+    ("relu_cuda/rleu.cu", "relu_cuda/relu.cu"),  # a typo
+], ids=["case", "backslash", "typo"])
+def test_a_missing_source_suggests_the_file_it_likely_means(tmp_path, listed, meant):
+    root = tmp_path / "p"
+    for name in ("relu_cuda/relu.cu", "torch-ext/torch_binding.cpp",
+                 "torch-ext/torch_binding.h", "torch-ext/relu/__init__.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).touch()
+    (root / "build.toml").write_text(replace(GOOD5, '"relu_cuda/relu.cu"]\n\n',
+                                             f'"{listed}"]\n\n'))
+    with pytest.raises(ManifestError) as info:
+        check_project(root)
+    assert info.value.key == "kernel.relu.src"
+    assert info.value.fix is not None and info.value.fix.startswith(
+        f"did you mean '{meant}'?"), info.value.fix

@@ -1323,9 +1323,12 @@ def check_project(path: str | Path) -> Manifest:
             ok = target.is_dir() if is_dir else target.is_file()
             if not ok:
                 kind = "directory" if is_dir else "file"
+                near = _nearest_path(m.root, name, is_dir=is_dir)
+                fix = f"create {name} or remove it from {key}"
                 r.flag(key, f"lists '{name}', but {target} is not an existing {kind}",
                        expected=f"a {kind} relative to {m.root}",
-                       fix=f"create {name} or remove it from {key}")
+                       fix=f"did you mean '{near}'? (paths are matched exactly, case "
+                           f"included, with '/' between folders); or {fix}" if near else fix)
     package = m.root / "torch-ext" / m.python_name / "__init__.py"
     if not package.is_file():
         r.flag("general.name", f"the Python package of kernel '{m.name}' is missing: "
@@ -1336,6 +1339,34 @@ def check_project(path: str | Path) -> Manifest:
                    "general.name")
     r.done()
     return m
+
+
+def _nearest_path(root: Path, name: str, *, is_dir: bool) -> str | None:
+    """The path of the project that ``name``, a ``src`` or ``include`` entry that does not
+    exist, likely means: the same path in another case (as a file system that ignores
+    case finds it), with '/' for '\\', or a near name in its folder; None if none."""
+    if (root / name).exists():
+        return None  # there, but not a file (or not a folder): that is what to say
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
+    here, found = root, []
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "..":
+            return None
+        try:
+            names = [e.name for e in os.scandir(here)
+                     if (e.is_dir() if is_dir or not last else e.is_file())]
+        except OSError:
+            return None
+        same = [n for n in names if n == part] or [n for n in names
+                                                      if n.lower() == part.lower()]
+        pick = same[0] if same else archs.closest(part, names) if last else None
+        if pick is None:
+            return None
+        found.append(pick)
+        here = here / pick
+    near = "/".join(found)
+    return near if found and near != name else None
 
 
 def dependency_error(m: Manifest, kernel: str, dep: str, err: Exception
