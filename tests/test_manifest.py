@@ -1172,3 +1172,21 @@ def test_a_missing_source_suggests_the_file_it_likely_means(tmp_path, listed, me
     assert info.value.key == "kernel.relu.src"
     assert info.value.fix is not None and info.value.fix.startswith(
         f"did you mean '{meant}'?"), info.value.fix
+
+
+def test_check_refuses_a_source_name_the_build_cannot_compile(tmp_path):
+    """torch's ninja files cannot express '$' in a source's path: the build refuses
+    such a source, and check says so first."""
+    from kernelforge.manifest import check_buildable
+
+    root = tmp_path / "p"
+    for name in ("relu_cuda/re$lu.cu", "torch-ext/torch_binding.cpp",
+                 "torch-ext/torch_binding.h", "torch-ext/relu/__init__.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).touch()
+    (root / "build.toml").write_text(GOOD5.replace("relu_cuda/relu.cu", "relu_cuda/re$lu.cu"))
+    with pytest.raises(ManifestError, match=r"'relu_cuda/re\$lu.cu' contains '\$'") as info:
+        check_buildable(check_project(root))
+    # listed by two sections (cuda, rocm), each said once
+    assert [e.key for e in info.value.errors if "$" in e.problem] == [
+        "kernel.relu.src", "kernel.relu_rocm.src"]

@@ -1459,6 +1459,7 @@ def check_buildable(m: Manifest) -> list[str]:
         listed = list(m.torch.src if m.torch else ()) + [s for k in kernels for s in k.src]
         with r.unit():  # a problem found for two backends is listed once
             check_compiled_sources(m, kernels, suffixes)
+        _check_ninja_names(r, m, kernels, suffixes)
         if not any(PurePosixPath(s).suffix in suffixes for s in listed):
             key = f"kernel.{kernels[0].name}.src"
             r.flag(key, f"backend '{backend}' has nothing to compile: neither torch.src "
@@ -1480,6 +1481,28 @@ def check_buildable(m: Manifest) -> list[str]:
     notes += [f"{', '.join(named)}: {why}" for named, why in needs.values()]  # once each
     r.done()
     return notes
+
+
+def _check_ninja_names(r: _Reader, m: Manifest, kernels: Iterable[KernelSpec],
+                       suffixes: Collection[str]) -> None:
+    """Flag the sources (``suffixes`` files) and include directories of ``kernels`` and
+    ``[torch]`` whose name has a character that the ninja files of torch's extension
+    tooling cannot express, which the build refuses (``compile.check_ninja_paths``)."""
+    from kernelforge.build.compile import NINJA_UNSAFE_IN_FLAGS, NINJA_UNSAFE_IN_PATHS
+
+    lists = [("torch", m.torch.src if m.torch else (), m.torch.include if m.torch else ())]
+    lists += [(f"kernel.{k.name}", k.src, k.include) for k in kernels]
+    for section, sources, includes in lists:
+        named = [(f"{section}.src", n, NINJA_UNSAFE_IN_PATHS) for n in sources
+                 if PurePosixPath(n).suffix in suffixes]
+        named += [(f"{section}.include", n, NINJA_UNSAFE_IN_FLAGS) for n in includes]
+        for key, name, unsafe in named:
+            bad = next((c for c in unsafe if c in name), None)
+            if bad is not None:
+                r.flag(key, f"'{name}' contains {unsafe[bad]}, which the ninja files of "
+                       "torch's extension tooling cannot express, so the build would stop",
+                       expected=f"names without {', '.join(unsafe.values())}",
+                       fix=f"rename it (and its mention in {key}) without {unsafe[bad]}")
 
 
 def hub_branch_note(m: Manifest) -> str | None:
