@@ -77,6 +77,15 @@ def test_an_empty_cache_says_so(env, capsys) -> None:
     assert "already empty" in capsys.readouterr().out
 
 
+def test_json_list_of_a_cache_never_made_is_an_empty_list(env, capsys) -> None:
+    """``--json`` is for scripts: a cache whose directory does not exist yet lists as
+    ``[]``, as an existing empty one does, not as the sentence meant for a person."""
+    assert not env["cache"].exists()
+    assert _listed(capsys) == []
+    env["cache"].mkdir()
+    assert _listed(capsys) == []
+
+
 def test_remove_takes_one_repository_and_what_is_kept_for_it(env, filled, tmp_path,
                                                                capsys) -> None:
     root = env["cache"]

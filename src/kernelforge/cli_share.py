@@ -674,6 +674,9 @@ def _cmd_cache(args: argparse.Namespace) -> int:
                                f"give the cache's directory (--cache, or {CACHE_ENV})")
     if args.action == "list":
         if not cache.root.exists():
+            if args.json:  # for scripts: the list, empty
+                print("[]")
+                return 0
             print(f"the download cache {cache.root} is empty: the directory does not exist "
                   "(nothing was downloaded there yet)")
             return 0
