@@ -671,6 +671,19 @@ def test_has_kernel(hub: LocalHub, tmp_path: Path) -> None:
         loader.has_kernel(REPO, revision="v1", version=1, hub=hub)
 
 
+def test_notes_are_kept_on_every_python() -> None:
+    """The context a failed load adds reaches ``__notes__`` on Python 3.10 too, which has
+    no ``add_note``, after notes already there and in the order added."""
+    err = RuntimeError("kernel init failed")
+    err.__notes__ = ["theirs"]  # type: ignore[attr-defined]
+    loader._add_note(err, "first")
+    loader._add_note(err, "second")
+    assert err.__notes__ == ["theirs", "first", "second"]  # type: ignore[attr-defined]
+    fresh = ValueError("x")
+    loader._add_note(fresh, "only")
+    assert fresh.__notes__ == ["only"]  # type: ignore[attr-defined]
+
+
 def test_failed_import_leaves_no_module_behind(tmp_path: Path) -> None:
     module_id = uid("boom")
     make_variant(tmp_path / "p", "torch-cpu", module_id=module_id, with_digest=False,

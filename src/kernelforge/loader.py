@@ -412,6 +412,21 @@ def _package_init(variant_dir: Path, meta: Mapping[str, Any]) -> Path:
     return init
 
 
+def _add_note(err: BaseException, note: str) -> None:
+    """Add ``note`` to ``err``'s ``__notes__``, as ``add_note`` does on Python >= 3.11. On
+    3.10 the list is kept by hand (PEP 678's way), so code and tools that read the notes,
+    pytest's reports among them, see the same context there."""
+    if sys.version_info >= (3, 11):
+        err.add_note(note)
+        return
+    try:
+        notes = err.__dict__.setdefault("__notes__", [])
+    except AttributeError:  # pragma: no cover - an exception without a __dict__
+        return
+    if isinstance(notes, list):
+        notes.append(note)
+
+
 def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
                     deps: Mapping[str, ModuleType], files: Mapping[str, str]) -> ModuleType:
     root = os.path.abspath(variant_dir)
@@ -436,9 +451,7 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
         for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
             del sys.modules[name]
         del _finder.packages[module_id]
-        note = f"while importing kernel {meta['name']!r} ({variant_dir}) as {module_id}"
-        if hasattr(err, "add_note"):  # Python >= 3.11
-            err.add_note(note)
+        _add_note(err, f"while importing kernel {meta['name']!r} ({variant_dir}) as {module_id}")
         raise
     return module
 
@@ -559,8 +572,7 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
                     return _load_pinned(locks, wanted, pinned)
             return _load_unpinned(wanted)
         except Exception as err:
-            if hasattr(err, "add_note"):  # Python >= 3.11
-                err.add_note(f"while loading {repo_id}, a kernel-depends entry of {parent}")
+            _add_note(err, f"while loading {repo_id}, a kernel-depends entry of {parent}")
             raise
         finally:
             chain.pop()
