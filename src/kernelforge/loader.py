@@ -47,7 +47,7 @@ from kernelforge.errors import (
 )
 from kernelforge.hub import LocalHub
 from kernelforge.hub._staging import read_metadata
-from kernelforge.hub.base import Hub, Same, validate_repo_id
+from kernelforge.hub.base import Same, is_hub, validate_repo_id
 from kernelforge.locate import LOCAL_KERNELS_ENV, HubArg, KernelInfo, Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -129,9 +129,9 @@ def _hub_key(hub: HubArg) -> Hashable:
         # as LocalHub reads it; Path.absolute keeps '..', which may follow a link
         return ("local", str(Path(hub).expanduser().absolute()))
     key = getattr(hub, "cache_key", None)
-    if isinstance(hub, Hub) and callable(key):
+    if is_hub(hub) and callable(key):
         return key()
-    if isinstance(hub, Hub):
+    if is_hub(hub):
         return ("hub", Same(hub))  # held: no later hub takes its id
     raise TypeError(f"hub: expected a LocalHub, an HfHub, 'hf', a directory or None, got "
                     f"{type(hub).__name__}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from kernelforge.hub.base import Fetched, Hub, Revision, validate_repo_id
+from kernelforge.hub.base import Fetched, Hub, Revision, is_hub, validate_repo_id
 from kernelforge.hub.local import LocalHub, default_root
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,7 +50,7 @@ def as_hub(hub: Hub | str | os.PathLike[str] | None) -> Hub:
         ValueError: ``hub`` is an empty string (:class:`LocalHub` refuses it; ``None``
             is the default hub, and an empty ``$KERNELFORGE_HUB`` counts as unset).
     """
-    if isinstance(hub, Hub):
+    if is_hub(hub):
         return hub
     if hub is None:
         env = os.environ.get("KERNELFORGE_HUB", "")

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.signing import SigningKey
@@ -32,6 +32,7 @@ __all__ = [
     "Revision",
     "check_ref_name",
     "is_commit",
+    "is_hub",
     "signature_path",
     "spellings",
     "validate_repo_id",
@@ -265,3 +266,17 @@ class Hub(Protocol):
     ) -> Revision:
         """Publish a ``build/`` directory as a new revision on branch ``v<version>``."""
         ...
+
+
+def is_hub(obj: object) -> TypeGuard[Hub]:
+    """``isinstance(obj, Hub)``, with the same answer on every Python kernelforge runs on.
+
+    From Python 3.12 on, ``isinstance`` against a protocol no longer counts what an object
+    provides through ``__getattr__`` (a wrapper around a hub, a proxy); Python 3.10 and
+    3.11 do. A hub of the caller's own class that works on one is taken on all of them.
+    """
+    if isinstance(obj, Hub):
+        return True
+    members = getattr(Hub, "__protocol_attrs__", None)  # Python >= 3.12
+    return (members is not None and not isinstance(obj, type)
+            and all(hasattr(obj, name) for name in members))
