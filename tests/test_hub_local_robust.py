@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import sys
 import uuid
 from pathlib import Path
 
@@ -191,6 +193,8 @@ def test_every_new_entry_is_fsynced_into_its_folder_before_it_counts(tmp_path: P
     monkeypatch.setattr(_durable, "write_file", write_file)
     monkeypatch.setattr(_durable, "copy_file", copy_file)
     monkeypatch.setattr(os, "mkdir", mkdir)
+    if sys.version_info < (3, 11):  # Path.mkdir calls an os.mkdir its accessor bound at import
+        monkeypatch.setattr(pathlib._NormalAccessor, "mkdir", staticmethod(mkdir))
     monkeypatch.setattr(os, "rename", rename)
     monkeypatch.setattr(os, "replace", replace)
     hub.publish(REPO, project, version=1, signer=key, card="hello")  # v1, then main
