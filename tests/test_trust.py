@@ -778,20 +778,26 @@ def test_cli_keygen_losing_a_race_says_so_and_trusts_nothing(env: dict[str, Path
     assert trust.load_store().keys == ()
 
 
-def test_cli_concurrent_keygens_leave_one_key_and_trust_only_it(env: dict[str, Path],
-                                                                tmp_path: Path) -> None:
-    """Four keygens started together: one succeeds; the trust store holds exactly the
-    key whose private half is on disk."""
+def _cli_together(tmp_path: Path, argv: list[str], n: int) -> list[tuple[int, str, str]]:
+    """``kernelforge ARGV`` in ``n`` processes released at once: (exit status, stdout,
+    stderr) of each."""
     go = tmp_path / "go"
     code = ("import os, sys, time\n"
             "from kernelforge.cli import main\n"
             f"while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
-            "sys.exit(main(['keygen']))\n")
+            f"sys.exit(main({argv!r}))\n")
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env={**os.environ})
-             for _ in range(4)]
+             for _ in range(n)]
     go.touch()
-    results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    return [(p.wait(timeout=120), *p.communicate()) for p in procs]
+
+
+def test_cli_concurrent_keygens_leave_one_key_and_trust_only_it(env: dict[str, Path],
+                                                                tmp_path: Path) -> None:
+    """Four keygens started together: one succeeds; the trust store holds exactly the
+    key whose private half is on disk."""
+    results = _cli_together(tmp_path, ["keygen"], 4)
     assert sorted(rc for rc, _, _ in results) == [0, 1, 1, 1], results
     for rc, _out, err in results:
         assert rc == 0 or "a key already exists" in err, err
@@ -809,16 +815,7 @@ def test_cli_concurrent_forced_keygens_leave_a_matching_pair_trusted_alone(
     key file): the .pub is the public half of the .pem on disk, and the trust store
     holds that key only, each replaced one removed."""
     assert main(["keygen"]) == 0
-    go = tmp_path / "go"
-    code = ("import os, sys, time\n"
-            "from kernelforge.cli import main\n"
-            f"while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
-            "sys.exit(main(['keygen', '--force']))\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ})
-             for _ in range(4)]
-    go.touch()
-    results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    results = _cli_together(tmp_path, ["keygen", "--force"], 4)
     assert [rc for rc, _, _ in results] == [0, 0, 0, 0], results
     pem = env["config"] / "keys" / "default.pem"
     on_disk = signing.load_signing_key(pem).public
