@@ -3,6 +3,7 @@ refs, downloading only the chosen variant, the cache, offline mode, errors."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -839,3 +840,44 @@ def test_the_loaders_key_for_a_hub_tells_clients_and_tokens_apart(tmp_path: Path
     assert HfHub(cache=cache, token="t1").cache_key() != HfHub(cache=cache,
                                                                token="t2").cache_key()
     assert "t1" not in repr(HfHub(cache=cache, token="t1").cache_key())
+
+
+@pytest.mark.parametrize(("code", "fix"), [
+    (errno.ENOSPC, "free space on its disk, or set KERNELFORGE_CACHE to a directory on "
+                   "another one"),
+    (errno.EACCES, "set KERNELFORGE_CACHE to a directory you can write, or, to load only "
+                   "what the cache holds without writing to it, set HF_HUB_OFFLINE=1"),
+], ids=["full", "denied"])
+@pytest.mark.parametrize("where", ["download", "entry"])
+def test_a_download_that_cannot_be_written_says_so_not_check_the_network(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, code: int, fix: str,
+    where: str
+) -> None:
+    """A full disk or a cache that may not be written, met by huggingface_hub writing a
+    downloaded file or by the cache writing its entry, is a HubError naming the cache and
+    the fix: not a network failure's advice, not a bare OSError; nothing is cached."""
+    publish(hf, tmp_path / "p", torch_cpu={})
+    strerror = os.strerror(code)
+    if where == "download":
+        download = remote.hf_hub_download
+
+        def failing(repo_id: str, filename: str, **kwargs):
+            if filename.endswith("helper.py"):  # after some files of the variant
+                raise OSError(code, strerror, kwargs["local_dir"])
+            return download(repo_id, filename, **kwargs)
+
+        monkeypatch.setattr(remote, "hf_hub_download", failing)
+    else:
+        def failing_write(path: Path, data: bytes) -> str:
+            raise OSError(code, strerror)  # a write error names no file
+
+        monkeypatch.setattr("kernelforge.cache._durable.write_file", failing_write)
+    with pytest.raises(HubError) as info:
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=remote, cache=hf.cache.root),
+                          trust_remote_code=True)
+    said = str(info.value)
+    assert f"writing to the download cache {hf.cache.root} failed ({strerror}" in said, said
+    assert said.endswith(f"; nothing was cached; fix: {fix}"), said
+    assert "check the network" not in said, said
+    assert isinstance(info.value.__cause__, OSError)
+    assert hf.cache.entries() == [] and not list((hf.cache.root / "tmp").iterdir())

@@ -36,6 +36,7 @@ two writers could run at once), so they stay, and ``kernelforge cache clear`` le
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -45,7 +46,7 @@ import shlex
 import shutil
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -348,17 +349,47 @@ class DownloadCache:
             raise
         self._tag()
 
+    def write_error(self, err: OSError, doing: str = "") -> HubError:
+        """The error for ``err``, met writing to this cache (or, ``doing`` something, by
+        a download into it): names the cache, the reason and the fix, which for a full
+        disk or a cache that may not be written differs from a network failure's.
+
+        Args:
+            err: what the file system said.
+            doing: what failed (``downloading build/...``), for the start of the message.
+        """
+        what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = f"free space on its disk, or set {CACHE_ENV} to a directory on another one"
+        elif err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            fix = (f"set {CACHE_ENV} to a directory you can write, or, to load only what "
+                   "the cache holds without writing to it, set HF_HUB_OFFLINE=1")
+        else:
+            fix = f"remove the cause, or set {CACHE_ENV} to another directory"
+        return HubError(f"{doing}{': ' if doing else ''}writing to the download cache "
+                        f"{self.root} failed ({what}); nothing was cached; fix: {fix}")
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Within the block, a file system error (a full disk, a read-only cache) is a
+        :class:`HubError` that says so (:meth:`write_error`), not a bare ``OSError``."""
+        try:
+            yield
+        except OSError as err:
+            raise self.write_error(err) from err
+
     def _write_json(self, path: Path, doc: Any) -> None:
-        self._make_root()
         data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-        for attempt in range(3):  # a removal may prune the folder in between
-            make_dirs(path.parent)
-            try:
-                _durable.replace_file(path, data)
-                return
-            except FileNotFoundError:
-                if attempt == 2:
-                    raise
+        with self._writing():
+            self._make_root()
+            for attempt in range(3):  # a removal may prune the folder in between
+                make_dirs(path.parent)
+                try:
+                    _durable.replace_file(path, data)
+                    return
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
 
     @staticmethod
     def _read_json(path: Path) -> Any:
@@ -520,7 +551,8 @@ class DownloadCache:
             The file's bytes, or ``None`` when the revision has no such file.
 
         Raises:
-            HubError: the file is not cached and ``fetch`` is ``None``.
+            HubError: the file is not cached and ``fetch`` is ``None``, or it cannot be
+                written to the cache (a full disk, a read-only cache: :meth:`write_error`).
         """
         data, absent_known, target = self._cached_file(repo_id, commit, path)
         if data is not None or absent_known:
@@ -534,7 +566,7 @@ class DownloadCache:
                 "while online, or, for a locked project, run 'kernelforge download' while "
                 "online and load it with load_kernel(repo_id, lockfile=...)")
         key = self._key("file", repo_id, f"{commit}/{path}")
-        with self._lock(key):
+        with self._writing(), self._lock(key):
             data, absent_known, target = self._cached_file(repo_id, commit, path)
             if data is not None or absent_known:
                 return data
@@ -654,9 +686,13 @@ class DownloadCache:
             process may have done so while this one waited for the lock). A damaged
             entry (see :meth:`entry`) is replaced: it vanishes at once, and the new one
             is written as any other.
+
+        Raises:
+            HubError: the cache cannot be written (a full disk, a read-only cache:
+                :meth:`write_error`); nothing was cached.
         """
         key = self._key("variant", repo_id, f"{commit}/{variant}")
-        with self._lock(key):
+        with self._writing(), self._lock(key):
             existing = self.entry(repo_id, commit, variant)
             if existing is not None and existing.damaged is None:
                 return existing

@@ -17,6 +17,7 @@ fake one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -98,6 +99,12 @@ def _is_transport_error(err: BaseException, http_error: Any) -> bool:
         return True
     return any(_TRANSPORT_MODULE.fullmatch(cls.__module__.split(".")[0])
                for cls in type(err).__mro__)
+
+
+#: What a file system says when a download cannot write its file (a full disk, a
+#: read-only or foreign cache): no network failure, and no network advice fits it.
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                          errno.EPERM})
 
 
 _OFFLINE_ADVICE = "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
@@ -390,6 +397,9 @@ class HfHub:
         except ImportError:  # pragma: no cover - a fake api without huggingface_hub
             hf_errors = None
         failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}"
+        if (isinstance(err, OSError) and not isinstance(err, ConnectionError)
+                and err.errno in _DISK_ERRNOS):  # the download's write, not the network
+            return self.cache.write_error(err, f"{what} for {repo_id}")
         if hf_errors is not None:
             gated = getattr(hf_errors, "GatedRepoError", ())
             if gated and isinstance(err, gated):
