@@ -881,3 +881,40 @@ def test_a_download_that_cannot_be_written_says_so_not_check_the_network(
     assert "check the network" not in said, said
     assert isinstance(info.value.__cause__, OSError)
     assert hf.cache.entries() == [] and not list((hf.cache.root / "tmp").iterdir())
+
+
+def test_online_a_read_only_cache_loads_what_it_holds(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    """A cache filled beforehand and then only read (a read-only file system): an online
+    load of what it holds loads it, a WARNING saying that the refs seen were not kept,
+    rather than failing on that write."""
+    module_id = uid("ro")
+    publish(hf, tmp_path / "p", torch_cpu={"module_id": module_id})
+    loader.kernel_info(REPO, version=1, hub=hf)
+    hf.fetch_variant(REPO, hf.resolve(REPO, "v1"), "torch-cpu")
+    root = str(hf.cache.root)
+    writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+    real_open, real_mkdir = os.open, os.mkdir
+
+    def read_only(path: str) -> None:
+        if os.path.abspath(path).startswith(root + os.sep):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    def open_(path, flags, *args, **kwargs):
+        if flags & writes:
+            read_only(path)
+        return real_open(path, flags, *args, **kwargs)
+
+    def mkdir(path, *args, **kwargs):
+        read_only(path)
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    again = HfHub(api=FakeHfApi(remote.root), cache=hf.cache.root)  # another process
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        module = loader.get_kernel(REPO, version=1, hub=again, trust_remote_code=True)
+    assert module.__name__ == module_id
+    assert "refs not kept in the download cache" in caplog.text, caplog.text
+    assert "Read-only file system" in caplog.text, caplog.text

@@ -464,7 +464,11 @@ class HfHub:
                 logger.info("%s: refs not kept in the download cache: %s on main could not "
                             "be read (%s)", repo_id, STATUS_FILE, err)
                 return branches, tags
-        self.cache.save_refs(repo_id, branches, tags)
+        try:
+            self.cache.save_refs(repo_id, branches, tags)
+        except HubError as err:  # a full disk, a read-only cache: the load goes on
+            logger.warning("%s: refs not kept in the download cache, so an offline load "
+                           "finds those kept before (%s)", repo_id, err)
         return branches, tags
 
     def has_repo(self, repo_id: str) -> bool:
