@@ -358,8 +358,15 @@ def test_remote_files_that_do_not_match_their_digest_are_never_cached(
 ) -> None:
     c = publish(hf, tmp_path / "p", torch_cpu={})
     remote.tamper(REPO, c, "build/torch-cpu/helper.py", b"evil = True\n")
-    with pytest.raises(IntegrityError, match="changed: helper.py"):
+    with pytest.raises(IntegrityError, match="changed: helper.py") as info:
         loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True)
+    # named by what was downloaded, not by the temporary folder (gone), with the fix
+    said = str(info.value)
+    assert said.startswith(f"{REPO} variant torch-cpu at {c[:12]}: the files the Hugging "
+                           "Face Hub served do not match the digests its metadata.json "
+                           "records:\n  changed: helper.py\nnothing was cached; try "
+                           "again"), said
+    assert str(hf.cache.root / "tmp") not in said, said
     assert hf.cache.entries() == []
     assert not list((hf.cache.root / "tmp").iterdir())
 

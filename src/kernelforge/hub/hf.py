@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelforge.cache import DownloadCache, is_revision_path, make_dirs
-from kernelforge.errors import HubError, NotCachedError
+from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import (
     CARD_BRANCH,
     PREFIX_RE,
@@ -683,7 +683,21 @@ class HfHub:
                     os.replace(self._download(repo_id, commit, path, dl), target)
             shutil.rmtree(dl, ignore_errors=True)
 
-        entry = self.cache.install(repo_id, commit, variant, fill, _check_download)
+        def check(files_dir: Path) -> dict[str, str]:
+            try:
+                return _check_download(files_dir)
+            except IntegrityError as err:  # named by the temporary folder, gone at once
+                served = IntegrityError(err.where, err.problems)
+                served.args = ("\n".join([
+                    f"{repo_id} variant {variant} at {commit[:12]}: the files the "
+                    f"{self.describe()} served do not match the digests its metadata.json "
+                    "records:", *(f"  {p}" for p in err.problems),
+                    "nothing was cached; try again (a download damaged on its way is fetched "
+                    "anew), and if it fails the same way, the repository's build is "
+                    "damaged: tell its publisher"]),)
+                raise served from err
+
+        entry = self.cache.install(repo_id, commit, variant, fill, check)
         return Fetched(entry.path, entry.files, fetched=entry.fetched)
 
     # --- writing -------------------------------------------------------------------
@@ -866,7 +880,6 @@ def _check_download(files_dir: Path) -> dict[str, str]:
     """Verify a downloaded variant against its own metadata digest; return every file's
     sha256 (``metadata.json`` included) for the cache entry."""
     from kernelforge.digest import compare, hash_file, hash_tree
-    from kernelforge.errors import IntegrityError
     from kernelforge.hub._staging import read_metadata
 
     meta = read_metadata(files_dir)
