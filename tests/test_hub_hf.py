@@ -890,6 +890,24 @@ def test_a_download_that_cannot_be_written_says_so_not_check_the_network(
     assert hf.cache.entries() == [] and not list((hf.cache.root / "tmp").iterdir())
 
 
+def test_a_cache_lock_held_too_long_is_not_taken_for_a_full_disk(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch
+) -> None:
+    """A timeout waiting for a download's lock (filelock.Timeout, an OSError) is not a
+    write that failed: it is raised as it is, not as 'writing to the download cache'."""
+    import filelock
+
+    publish(hf, tmp_path / "p", torch_cpu={})
+
+    def timed_out(self, *args, **kwargs):
+        raise filelock.Timeout(str(tmp_path / "x.lock"))
+
+    monkeypatch.setattr(filelock.FileLock, "acquire", timed_out)
+    with pytest.raises(filelock.Timeout):
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=remote, cache=hf.cache.root),
+                          trust_remote_code=True)
+
+
 def test_online_a_read_only_cache_loads_what_it_holds(
     hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, caplog
 ) -> None:

@@ -375,6 +375,8 @@ class DownloadCache:
         :class:`HubError` that says so (:meth:`write_error`), not a bare ``OSError``."""
         try:
             yield
+        except (TimeoutError, ConnectionError):
+            raise  # a lock held too long (filelock.Timeout), the network: not the disk
         except OSError as err:
             raise self.write_error(err) from err
 
