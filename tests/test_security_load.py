@@ -157,6 +157,45 @@ def test_metadata_that_reads_differently_twice_is_checked_as_parsed(env, tmp_pat
              module_id)
 
 
+def test_a_file_that_reads_differently_twice_is_checked_once_under_sha512(env, tmp_path,
+                                                                           monkeypatch):
+    """A build whose metadata records sha512 digests: a hostile hub serves an evil file
+    to one read and the signed one to the next. The sha512 the metadata checks and the
+    sha256 the import checks the bytes against must come from one read of the file, or
+    the evil bytes (whose sha256 the hub's unsigned record lists) pass and run."""
+    key = signing.generate_key(tmp_path / "k.pem")
+    trust.add_key(key.public.text, name="publisher", repos=("victim-org/*",))
+    module_id = uid("sha512")
+    hub = LocalHub(env["hub"])
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["digest"] = digest.digest_block(vdir, algorithm="sha512")
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    commit = hub.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    (env["config"] / "owner.key").unlink()  # the attacker's hub: not published by us
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    _writable(vdir)
+    helper = vdir / "helper.py"
+    signed = helper.read_bytes()
+    record = hub.commit_path(REPO, commit) / ".commit.json"
+    os.chmod(record, 0o644)
+    doc = json.loads(record.read_text())
+    doc["files"]["build/torch-cpu/helper.py"] = digest.b64_sha256(EVIL.encode())
+    record.write_text(json.dumps(doc))
+    reads = []
+
+    def hostile_open(path, *args, **kwargs):  # evil to the first read, signed after
+        if Path(path) == helper:
+            helper.write_bytes(signed if reads else EVIL.encode())
+            reads.append(path)
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(digest, "open", hostile_open, raising=False)
+    _after_verification(monkeypatch, lambda: helper.write_text(EVIL))
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), "changed: helper.py",
+             module_id)
+
+
 def test_a_commit_record_rewritten_after_the_trust_decision_is_refused(env, tmp_path,
                                                                         monkeypatch):
     """The owner mark is checked on the record whose digests the load then checks."""

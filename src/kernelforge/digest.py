@@ -147,6 +147,19 @@ def hash_file(path: str | os.PathLike[str], algorithm: str = DEFAULT_ALGORITHM) 
         return base64.b64encode(file_digest(f, algorithm)).decode("ascii")
 
 
+def _hash_file_twice(path: Path, algorithm: str, also: str) -> tuple[str, str]:
+    """A file's ``algorithm`` and ``also`` digests (encoded as :func:`hash_file`), from
+    one read of its bytes: two reads could see two contents (a file rewritten between
+    them), one passing the metadata's digests and the other recorded for the import."""
+    first, second = hashlib.new(algorithm), hashlib.new(also)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            first.update(chunk)
+            second.update(chunk)
+    return (base64.b64encode(first.digest()).decode("ascii"),
+            base64.b64encode(second.digest()).decode("ascii"))
+
+
 def file_digest(fh: BinaryIO, algorithm: str = DEFAULT_ALGORITHM) -> bytes:
     """The digest of the open file ``fh`` from where it stands, read in chunks (a
     multi-gigabyte file is never in memory whole)."""
@@ -207,8 +220,11 @@ def _walk(root: Path, follow_links: bool = False) -> Iterator[tuple[str, Path, s
 def _tree(
     root: Path, algorithm: str, ignore: frozenset[str] = frozenset(),
     bytecode: BytecodeRule = "ignore", follow_links: bool = False,
+    also: dict[str, str] | None = None, also_algorithm: str = DEFAULT_ALGORITHM,
 ) -> tuple[dict[str, str], list[str], set[str]]:
-    """``(digests of the files, refused entries as problem lines, their relpaths)``."""
+    """``(digests of the files, refused entries as problem lines, their relpaths)``;
+    given ``also``, it receives each file's ``also_algorithm`` digest, made from the same
+    read of its bytes."""
     if bytecode not in _BYTECODE_RULES:
         raise ValueError(f"bytecode: expected one of {', '.join(_BYTECODE_RULES)}, got "
                          f"{bytecode!r}")
@@ -229,7 +245,9 @@ def _tree(
             continue
         if is_excluded(rel):
             continue
-        if problem is None:
+        if problem is None and also is not None:
+            files[rel], also[rel] = _hash_file_twice(path, algorithm, also_algorithm)
+        elif problem is None:
             files[rel] = hash_file(path, algorithm)
         else:
             refused.append(f"refused: {rel} ({problem}; {allowed})")
@@ -380,8 +398,17 @@ def verify_variant(
             (``metadata.json`` and refused bytecode included) and every refused link.
     """
     root = Path(variant_dir)
+    block = metadata.get("digest")
+    if not (isinstance(block, Mapping) and isinstance(block.get("files"), Mapping)):
+        block = None
+    algorithm = str(block.get("algorithm", DEFAULT_ALGORITHM)) if block else DEFAULT_ALGORITHM
+    _check_algorithm(algorithm)
+    # Each file is read once: the digests checked against the metadata's and those the
+    # import checks its bytes against (sha256) must come from the same bytes.
+    mine: dict[str, str] | None = {} if algorithm != DEFAULT_ALGORITHM else None
     actual, problems, refused = _tree(root, DEFAULT_ALGORITHM, bytecode=bytecode,
-                                      follow_links=follow_links)
+                                      follow_links=follow_links, also=mine,
+                                      also_algorithm=algorithm)
     meta_path = root / "metadata.json"
     if metadata_data is not None:
         meta_sha: str | None = b64_sha256(metadata_data)
@@ -397,13 +424,8 @@ def verify_variant(
         if expected is not None:
             found.extend(compare(with_meta, {k: v for k, v in expected.items()
                                              if k == "metadata.json" or not is_excluded(k)}))
-    block = metadata.get("digest")
-    if isinstance(block, Mapping) and isinstance(block.get("files"), Mapping):
-        algorithm = str(block.get("algorithm", DEFAULT_ALGORITHM))
-        _check_algorithm(algorithm)
-        mine = (actual if algorithm == DEFAULT_ALGORITHM
-                else _tree(root, algorithm, follow_links=follow_links)[0])
-        found.extend(compare(mine, block["files"]))
+    if block is not None:
+        found.extend(compare(actual if mine is None else mine, block["files"]))
     # the same file may differ from several records; a refused one is named once
     problems.extend(dict.fromkeys(_not_refused(found, refused)))
     if problems:
