@@ -217,6 +217,24 @@ def test_info_names_the_options_that_allowed_the_kernel(
     assert "trust_remote_code" not in out
 
 
+def test_info_on_a_damaged_hub_gives_no_advice_to_allow_it(
+        someone_elses_kernel: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A changed file in the hub is refused whatever is allowed: info names that fix
+    alone, not the trust options, which would not make the load work."""
+    hub = LocalHub(someone_elses_kernel)
+    commit = hub.branches("me/k")["v1"]
+    init = hub.variant_path("me/k", commit, "torch-cpu") / "__init__.py"
+    init.parent.chmod(0o755)
+    init.chmod(0o644)
+    init.write_text("VALUE = 2\n")
+    for extra in (["--trust-remote-code"], ["--allow", "me/k"]):
+        assert main(["info", "me/k", "--hub", str(hub.root), *extra]) == 1
+        out = capsys.readouterr().out
+        assert "\ntrust: refused, " in out and "changed: __init__.py" in out, out
+        assert "publish the build again" in out
+        assert "to load it" not in out and "kernelforge trust" not in out, out
+
+
 # --- info on a LOCAL_KERNELS override --------------------------------------------------------
 
 

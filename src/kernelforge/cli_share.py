@@ -268,8 +268,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
         return 0
     print(_trust_words(info.trust))
     # A load that the trust policy would refuse fails: so does this, after saying why
-    # and how to let it load, as the load's own error does.
+    # and how to let it load, as the load's own error does. A refusal that no trust or
+    # allowance lifts (a damaged hub, a tampered signature, a build copied to another
+    # version's branch) says its own fix.
     if info.trust.startswith("trust: refused"):
+        from kernelforge.policy import NOT_ALLOWED
+
+        if not info.trust.startswith(f"trust: refused, {NOT_ALLOWED}"):
+            return 1
         org = info.repo.split("/")[0]
         print(f"to load it: trust its publisher's key (kernelforge trust add KEY --repo "
               f"'{org}/*'), allow the repository (kernelforge trust allow {info.repo}), or "

@@ -38,11 +38,15 @@ from kernelforge.errors import TrustError
 from kernelforge.hub.base import validate_repo_id
 from kernelforge.trust import SigstoreIdentity, TrustStore, load_store
 
-__all__ = ["TrustDecision", "TrustRequest", "allow_key", "evaluate", "require"]
+__all__ = ["NOT_ALLOWED", "TrustDecision", "TrustRequest", "allow_key", "evaluate", "require"]
 
 logger = logging.getLogger(__name__)
 
 AllowArg = bool | Sequence[str]
+
+#: The reason of a refusal by the policy: one that trusting, allowing or pinning the
+#: kernel lifts (the other refusals, of a tampered signature say, stand whatever is allowed).
+NOT_ALLOWED = "not published by you, not signed by a trusted key and not allowed"
 
 
 def allow_key(allow: AllowArg) -> bool | tuple[str, ...]:
@@ -259,8 +263,7 @@ def evaluate(
     if store.allows(req.repo_id):
         return TrustDecision(True, f"allowed by the trust store ({store.path})",
                              notes=tuple(notes))
-    return TrustDecision(False, "not published by you, not signed by a trusted key and "
-                         "not allowed", notes=tuple(notes))
+    return TrustDecision(False, NOT_ALLOWED, notes=tuple(notes))
 
 
 def require(decision: TrustDecision, req: TrustRequest) -> None:
