@@ -448,6 +448,34 @@ def test_signed_build_without_digest_is_refused_on_a_local_hub(
         loader.get_kernel(repo, version=1, hub=hub)
 
 
+def test_a_signed_build_without_digest_is_locked_only_when_allowed(
+    hub: LocalHub, tmp_path: Path, signer
+) -> None:
+    """The signature covers no code, so ``kernelforge lock`` would pin whatever files the
+    hub holds now: it refuses, as a load does, unless the repository is allowed."""
+    from kernelforge.errors import TrustError
+    from kernelforge.lock import lock_project
+
+    repo = "kernels-test/nodigest"
+    make_variant(tmp_path / "p", "torch-cpu", module_id=uid("ndl"), value=5,
+                 with_digest=False)
+    commit = hub.publish(repo, tmp_path / "p", version=1).commit
+    meta = (hub.variant_path(repo, commit, "torch-cpu") / "metadata.json").read_bytes()
+    _add_to_revision(hub, repo, commit, "build/torch-cpu.sig",
+                     signer.sign_variant("torch-cpu", meta, repo_id=repo))
+    _add_to_revision(hub, repo, commit, "build/torch-cpu/__init__.py", b"VALUE = 666\n")
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\nversion = "0"\n[tool.kernelforge.dependencies]\n"{repo}" = 1\n')
+    with pytest.raises(TrustError, match="records no file digests, so the signature does not "
+                       r"cover the code, .* refusing to lock it .* --allow kernels-test/nodigest"):
+        lock_project(project, hub=hub)
+    assert not (project / "kernelforge.lock").exists()
+    lock = lock_project(project, hub=hub, allow=[repo]).path  # pinned as it is, by choice
+    assert loader.load_kernel(repo, lockfile=lock, hub=hub).VALUE == 666
+
+
 @pytest.mark.parametrize("owned", [False, True])
 def test_a_build_copied_to_another_version_branch_is_refused(
     hub: LocalHub, tmp_path: Path, signer, monkeypatch, owned: bool

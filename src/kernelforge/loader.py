@@ -820,7 +820,7 @@ def _check_signed_build(plan: Plan) -> None:
             f"{info.repo} (variant {info.variant}): its signed metadata.json records no "
             "file digests, so the signature does not cover the code; refusing to load it "
             "(ask the publisher to rebuild with kernelforge, which writes digests, and "
-            "republish; or pin it with a kernelforge.lock)"
+            f"republish; or pin it with a kernelforge.lock: kernelforge lock --allow {info.repo})"
         )
     match = VERSION_BRANCH_RE.match(info.branch or "")
     version = plan.metadata.get("version")

@@ -1119,6 +1119,8 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
         # copied onto another version's branch is refused here, as a load refuses it.
         check_branch_version(sel.repo_id, name, sel.branch, meta, decision.signer,
                              req_.owned, locking=True)
+        if decision.signer is not None and not meta.get("digest"):
+            _check_unsigned_code(req_, allow)
         needs += [(key, f"{sel.repo_id} (variant {name})")
                   for key in _dependency_keys(meta, where)]
         block = meta.get("digest")
@@ -1134,6 +1136,27 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
         raise HubError(f"{sel.repo_id} at {sel.commit[:12]} holds no build variants")
     return (LockedKernel(req.repo_id, sel.repo_id, sel.commit, h.kind, sel.branch,
                          req.to_json(), variants), needs)
+
+
+def _check_unsigned_code(req: Any, allow: Any) -> None:
+    """Refuse to pin a build whose signature covers no code (its metadata records no file
+    digests) unless the repository is allowed without one: the lock would pin whatever
+    files the hub holds now, which whoever can write the repository chose, and a load of
+    the pin trusts them (a load from the branch refuses such a build)."""
+    from kernelforge import policy
+    from kernelforge.errors import TrustError
+
+    unsigned = dataclasses.replace(req, signature=None, sigstore_bundle=None)
+    if policy.evaluate(unsigned, allow=allow).allowed:
+        return
+    raise TrustError(
+        f"{req.repo_id} (variant {req.variant}): its signed metadata.json records no file "
+        "digests, so the signature does not cover the code, and a lock would pin the "
+        "files the hub holds now, whoever put them there; refusing to lock it (ask the "
+        "publisher to rebuild with kernelforge, which writes digests, and republish; or, "
+        "to pin it as it is, allow it: kernelforge lock --allow "
+        f"{req.repo_id}, or trust_remote_code=[{req.repo_id!r}] in Python)"
+    )
 
 
 def _pin_dependency(key: DependencyKey, parent: str, hub: Any,
