@@ -943,3 +943,26 @@ def test_online_a_read_only_cache_loads_what_it_holds(
     assert module.__name__ == module_id
     assert "refs not kept in the download cache" in caplog.text, caplog.text
     assert "Read-only file system" in caplog.text, caplog.text
+
+
+@pytest.mark.parametrize("call", ["list_repo_refs", "hf_hub_download"])
+def test_a_file_outside_the_cache_that_cannot_be_read_is_not_a_cache_write(
+    hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, call: str
+) -> None:
+    """A file huggingface_hub reads outside the download cache (a token file the user may
+    not read) is refused with EACCES: that is no failed write to the download cache, so
+    the error neither says so nor advises another KERNELFORGE_CACHE."""
+    publish(hf, tmp_path / "p", torch_cpu={})
+    token = tmp_path / "hf-home" / "token"
+
+    def unreadable_token(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(token))
+
+    monkeypatch.setattr(remote, call, unreadable_token)
+    with pytest.raises(HubError) as info:
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=remote, cache=hf.cache.root),
+                          trust_remote_code=True)
+    said = str(info.value)
+    assert str(token) in said, said
+    assert "writing to the download cache" not in said, said
+    assert "KERNELFORGE_CACHE" not in said, said

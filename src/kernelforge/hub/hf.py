@@ -374,21 +374,31 @@ class HfHub:
         return self._agent_clients[key]
 
     def _call(self, what: str, repo_id: str, method: str, *args: Any, writing: bool = False,
-              client: Any = None, **kwargs: Any) -> Any:
+              client: Any = None, into_cache: bool = False, **kwargs: Any) -> Any:
         """Call an ``HfApi`` method (of ``client``, by default this hub's), turning its
         errors into :class:`HubError`; a write (``writing``) gets advice that fits a
-        write."""
+        write, and a download into the download cache (``into_cache``) that cannot write
+        it says so (:meth:`~kernelforge.cache.DownloadCache.write_error`)."""
         fn = getattr(client if client is not None else self._client(), method)
         try:
             return fn(*args, **kwargs)
         except Exception as err:
-            mapped = self._map_error(what, repo_id, err, writing)
+            mapped = self._map_error(what, repo_id, err, writing, into_cache)
             if mapped is None:
                 raise
             raise mapped from err
 
+    def _in_cache(self, err: OSError) -> bool:
+        """Whether ``err``, met by a download into the download cache, is about the cache:
+        it names no file (a write to a full disk) or one in the cache. Another file (the
+        token huggingface_hub reads, say) is no failure of the download cache's."""
+        if err.filename is None:
+            return True  # a write (a full disk) names no file
+        named = Path(os.path.abspath(os.fsdecode(err.filename)))
+        return named.is_relative_to(os.path.abspath(self.cache.root))
+
     def _map_error(self, what: str, repo_id: str, err: Exception,
-                   writing: bool = False) -> HubError | None:
+                   writing: bool = False, into_cache: bool = False) -> HubError | None:
         """A :class:`HubError` saying what failed and what to do, or ``None`` to let
         an unexpected error through unchanged."""
         hf_errors: Any
@@ -398,8 +408,8 @@ class HfHub:
             hf_errors = None
         failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}"
         if (isinstance(err, OSError) and not isinstance(err, ConnectionError)
-                and err.errno in _DISK_ERRNOS):  # the download's write, not the network
-            return self.cache.write_error(err, f"{what} for {repo_id}")
+                and err.errno in _DISK_ERRNOS and into_cache and self._in_cache(err)):
+            return self.cache.write_error(err, f"{what} for {repo_id}")  # not the network
         if hf_errors is not None:
             gated = getattr(hf_errors, "GatedRepoError", ())
             if gated and isinstance(err, gated):
@@ -592,7 +602,7 @@ class HfHub:
         """Download one file into ``dest_dir`` (its relative path kept); return it."""
         got = self._call(f"downloading {path}", repo_id, "hf_hub_download", repo_id,
                          path, client=self._download_client(), revision=commit,
-                         repo_type=REPO_TYPE, local_dir=str(dest_dir))
+                         repo_type=REPO_TYPE, local_dir=str(dest_dir), into_cache=True)
         return Path(str(got))
 
     def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
