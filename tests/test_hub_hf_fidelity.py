@@ -69,6 +69,11 @@ def _publish(hub: HfHub, root: Path, *, version: int = 1, key=None, card=None, *
 # --- the calls HfHub makes, read from its source -----------------------------------------
 
 
+#: The keyword-only arguments HfHub._call takes for itself.
+_CALL_OWN = frozenset(name for name, p in inspect.signature(HfHub._call).parameters.items()
+                      if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
 def _calls_in_source() -> list[tuple[str, int, list[str], int]]:
     """``(method, n_positional, keywords, line)`` of every ``self._call(...)`` in hf.py."""
     found = []
@@ -80,11 +85,10 @@ def _calls_in_source() -> list[tuple[str, int, list[str], int]]:
                 f"hf.py:{node.lineno}: _call's method must be a literal name to be checked")
             assert not any(isinstance(a, ast.Starred) for a in node.args), node.lineno
             assert all(k.arg is not None for k in node.keywords), node.lineno
-            # ``writing`` (the advice on failure) and ``client`` (which client answers)
-            # are _call's own keywords, not forwarded
+            # _call's own keyword-only arguments (``writing``: the advice on failure,
+            # ``client``: which client answers, ...) are not forwarded
             found.append((method.value, len(node.args) - 3,
-                          [str(k.arg) for k in node.keywords
-                           if k.arg not in ("writing", "client")],
+                          [str(k.arg) for k in node.keywords if k.arg not in _CALL_OWN],
                           node.lineno))
     return found
 
