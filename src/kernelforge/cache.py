@@ -65,6 +65,11 @@ CACHE_ENV = "KERNELFORGE_CACHE"
 ENTRY_FILE = "entry.json"
 FILES_DIR = "files"
 LOCK_TIMEOUT_S = 1800.0
+#: What the file system says of a write to a full disk, and to a place this user may not
+#: write (:meth:`DownloadCache.write_error`); together, :data:`WRITE_ERRNOS`.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+_NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+WRITE_ERRNOS = _DISK_FULL | _NOT_WRITABLE
 _ABSENT = ".absent"
 #: What a cache root holds (see the module docstring).
 _CACHE_PARTS = frozenset({"variants", "files", "listings", "refs", "locks", "tmp"})
@@ -359,9 +364,9 @@ class DownloadCache:
             doing: what failed (``downloading build/...``), for the start of the message.
         """
         what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        if err.errno in _DISK_FULL:
             fix = f"free space on its disk, or set {CACHE_ENV} to a directory on another one"
-        elif err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        elif err.errno in _NOT_WRITABLE:
             fix = (f"set {CACHE_ENV} to a directory you can write, or, to load only what "
                    "the cache holds without writing to it, set HF_HUB_OFFLINE=1")
         else:

@@ -147,15 +147,20 @@ class NotCachedError(HubError):
 
 
 class IntegrityError(KernelforgeError):
-    """Files on disk do not match the digests recorded for them."""
+    """Files on disk do not match the digests recorded for them.
 
-    def __init__(self, where: Path | str, problems: Sequence[str]) -> None:
+    ``what`` replaces the message's first line (``refusing to load <where>: ...``) and
+    ``fix`` is its last, for a caller that knows better what the files are.
+    """
+
+    def __init__(self, where: Path | str, problems: Sequence[str], *, what: str = "",
+                 fix: str = "") -> None:
         self.where = Path(where)
         self.problems = list(problems)
-        super().__init__(
-            f"refusing to load {self.where}: its files do not match their recorded digests:\n"
-            + "\n".join(f"  {p}" for p in self.problems)
-        )
+        first = what or (f"refusing to load {self.where}: its files do not match their "
+                         "recorded digests:")
+        super().__init__("\n".join([first, *(f"  {p}" for p in self.problems),
+                                     *([fix] if fix else [])]))
 
 
 class TrustError(KernelforgeError):

@@ -17,7 +17,6 @@ fake one.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import logging
 import os
@@ -29,7 +28,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelforge.cache import DownloadCache, is_revision_path, make_dirs
+from kernelforge.cache import WRITE_ERRNOS, DownloadCache, is_revision_path, make_dirs
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import (
     CARD_BRANCH,
@@ -99,12 +98,6 @@ def _is_transport_error(err: BaseException, http_error: Any) -> bool:
         return True
     return any(_TRANSPORT_MODULE.fullmatch(cls.__module__.split(".")[0])
                for cls in type(err).__mro__)
-
-
-#: What a file system says when a download cannot write its file (a full disk, a
-#: read-only or foreign cache): no network failure, and no network advice fits it.
-_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
-                          errno.EPERM})
 
 
 _OFFLINE_ADVICE = "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
@@ -408,7 +401,7 @@ class HfHub:
             hf_errors = None
         failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}"
         if (isinstance(err, OSError) and not isinstance(err, ConnectionError)
-                and err.errno in _DISK_ERRNOS and into_cache and self._in_cache(err)):
+                and err.errno in WRITE_ERRNOS and into_cache and self._in_cache(err)):
             return self.cache.write_error(err, f"{what} for {repo_id}")  # not the network
         if hf_errors is not None:
             gated = getattr(hf_errors, "GatedRepoError", ())
@@ -697,15 +690,14 @@ class HfHub:
             try:
                 return _check_download(files_dir)
             except IntegrityError as err:  # named by the temporary folder, gone at once
-                served = IntegrityError(err.where, err.problems)
-                served.args = ("\n".join([
-                    f"{repo_id} variant {variant} at {commit[:12]}: the files the "
-                    f"{self.describe()} served do not match the digests its metadata.json "
-                    "records:", *(f"  {p}" for p in err.problems),
-                    "nothing was cached; try again (a download damaged on its way is fetched "
-                    "anew), and if it fails the same way, the repository's build is "
-                    "damaged: tell its publisher"]),)
-                raise served from err
+                raise IntegrityError(
+                    err.where, err.problems,
+                    what=f"{repo_id} variant {variant} at {commit[:12]}: the files the "
+                         f"{self.describe()} served do not match the digests its "
+                         "metadata.json records:",
+                    fix="nothing was cached; try again (a download damaged on its way is "
+                        "fetched anew), and if it fails the same way, the repository's "
+                        "build is damaged: tell its publisher") from err
 
         entry = self.cache.install(repo_id, commit, variant, fill, check)
         return Fetched(entry.path, entry.files, fetched=entry.fetched)
