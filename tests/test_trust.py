@@ -823,6 +823,38 @@ def test_cli_concurrent_forced_keygens_leave_a_matching_pair_trusted_alone(
     assert [k.key_id for k in trust.load_store().keys] == [on_disk.key_id]
 
 
+@pytest.mark.parametrize("after", ["signing.generate_key", "trust.add_key"])
+def test_cli_keygen_force_killed_midway_then_run_again_untrusts_the_replaced_key(
+        env: dict[str, Path], tmp_path: Path, capsys, after: str) -> None:
+    """A keygen --force killed (SIGKILL) once the new private key is in place, before the
+    trust store changed or before the .pub was written: the same command run again ends
+    with the trust store holding only the key on disk, in the replaced key's scope, and
+    the .pub naming it; the key that was being replaced is no longer trusted."""
+    assert main(["keygen", "--repo", "me/*"]) == 0
+    first = capsys.readouterr().out.split("key id:")[1].split()[0]
+    module, name = after.split(".")
+    code = ("import os, signal, sys\n"
+            f"from kernelforge import {module} as target\n"
+            f"real = target.{name}\n"
+            "def killed(*args, **kwargs):\n"
+            "    real(*args, **kwargs)\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            f"target.{name} = killed\n"
+            "from kernelforge.cli import main\n"
+            "sys.exit(main(['keygen', '--force']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ}, timeout=120, check=False)
+    assert proc.returncode == -9, proc.stderr
+    assert main(["keygen", "--force"]) == 0
+    pem = env["config"] / "keys" / "default.pem"
+    on_disk = signing.load_signing_key(pem).public
+    store = trust.load_store()
+    assert first not in [k.key_id for k in store.keys]
+    assert [k.key_id for k in store.keys] == [on_disk.key_id]
+    assert store.keys[0].repos == ("me/*",)
+    assert pem.with_suffix(".pub").read_text().strip() == on_disk.text
+
+
 def test_importing_stays_light() -> None:
     code = ("import sys, kernelforge, kernelforge.cli, kernelforge.loader, kernelforge.lock, "
             "kernelforge.policy, kernelforge.hub.hf, kernelforge.trust\n"

@@ -344,19 +344,28 @@ def _cmd_download(args: argparse.Namespace) -> int:
     return 0
 
 
-def _replaced_key(path: Path, pub_file: Path) -> Any:
-    """The public key of the key file ``keygen --force`` is about to replace: from the
-    private key, else from its ``.pub`` file; ``None`` when neither can be read."""
+def _replaced_keys(path: Path, pub_file: Path) -> list[Any]:
+    """The public keys of the key file ``keygen --force`` is about to replace: from the
+    private key, then from its ``.pub`` file, each once; none where neither can be read.
+
+    The ``.pub`` counts as well: ``keygen`` writes it last, so a ``keygen --force`` that
+    was interrupted (Ctrl-C, a kill) after putting its new private key in place leaves
+    there the key it was replacing, which may still be in the trust store."""
     from kernelforge.signing import PublicKey, load_signing_key
 
+    found = []
     try:
-        return load_signing_key(path).public
+        found.append(load_signing_key(path).public)
     except KernelforgeError:
         pass  # unreadable or not ed25519: the .pub next to it may still say which key it was
     try:
-        return PublicKey.parse(pub_file.read_text(encoding="ascii"))
+        public = PublicKey.parse(pub_file.read_text(encoding="ascii"))
     except (OSError, UnicodeDecodeError, KernelforgeError):
-        return None
+        pass
+    else:
+        if public.key_id not in {k.key_id for k in found}:
+            found.append(public)
+    return found
 
 
 def _key_exists(path: Path) -> KernelforgeError:
@@ -397,10 +406,11 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def _keygen_state(args: argparse.Namespace, path: Path, pub_file: Path
-                  ) -> tuple[bool, Any, Any]:
+                  ) -> tuple[bool, list[Any], Any]:
     """What ``keygen`` finds, or its refusal: whether it replaces a key file, the
-    replaced public key (``None``: none or unreadable) and the trust store it will
-    change (``None``: none; a malformed one is refused before any key is written)."""
+    replaced public keys (:func:`_replaced_keys`; none: unreadable) and the trust store
+    it will change (``None``: none; a malformed one is refused before any key is
+    written)."""
     from kernelforge import trust
 
     if path.exists() and not args.force:
@@ -411,9 +421,9 @@ def _keygen_state(args: argparse.Namespace, path: Path, pub_file: Path
             "away, choose another --out, or pass --force to replace it"
         )
     replacing = path.exists()
-    old = _replaced_key(path, pub_file) if replacing else None
+    old = _replaced_keys(path, pub_file) if replacing else []
     store = None
-    if not args.no_trust or old is not None:
+    if not args.no_trust or old:
         store = trust.load_store()
     return replacing, old, store
 
@@ -435,25 +445,28 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
             raise
         raise _key_exists(path) from err
     public = key.public
-    replace_file(pub_file, (public.text + "\n").encode("ascii"))
     print(f"private key: {path} (keep it secret)")
-    print(f"public key:  {public.text}  (also in {pub_file})")
-    print(f"key id:      {public.key_id}")
-    if replacing and old is None:
+    if replacing and not old:
         print(f"note: the replaced key {path} could not be read, so it may still be in your "
               "trust store; check 'kernelforge trust list' and remove it with "
               "'kernelforge trust remove KEY_ID'")
-    entry = (store.key(old.key_id) if old is not None and store is not None
-             and old.key_id != public.key_id else None)
+    # The first replaced key the store holds: the private key's, else (a keygen --force
+    # interrupted before it changed the store) the one the .pub still names.
+    entry = next((found for k in old if k.key_id != public.key_id and store is not None
+                  and (found := store.key(k.key_id)) is not None), None)
     stale = entry.key_id if entry is not None else None
     if entry is not None and not args.repo:
         repos = list(entry.repos)  # a rotated key keeps its scope rather than widening to *
+    # The .pub is written once the store is updated, never before: until then it names
+    # the key being replaced, so that a run interrupted in between (Ctrl-C, a kill) and
+    # run again still finds that key and takes it out of the store.
     try:
         if not args.no_trust:
             trust.add_key(public.text, name=args.name, repos=tuple(repos), replaces=stale)
         elif stale is not None:
             trust.remove(stale)
     except (KernelforgeError, OSError) as err:
+        replace_file(pub_file, (public.text + "\n").encode("ascii"))
         fixes = [] if args.no_trust else [
             f"kernelforge trust add {shlex.quote(str(pub_file))} "
             f"--name {shlex.quote(args.name)} "
@@ -464,6 +477,9 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
             f"the new key is written ({path}, {pub_file}), but your trust store could not "
             f"be updated ({err}); once it is fixed, run: {'; '.join(fixes)}"
         ) from err
+    replace_file(pub_file, (public.text + "\n").encode("ascii"))
+    print(f"public key:  {public.text}  (also in {pub_file})")
+    print(f"key id:      {public.key_id}")
     if not args.no_trust:
         print(f"added to your trust store for {', '.join(repos)}")
     if stale is not None:
