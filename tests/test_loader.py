@@ -196,6 +196,22 @@ def test_no_fitting_variant_shows_the_trace(hub: LocalHub, tmp_path: Path) -> No
     assert not loader.has_kernel(REPO, version=1, hub=hub)
 
 
+def test_a_revision_without_builds_names_the_version_branches(hub: LocalHub,
+                                                              tmp_path: Path) -> None:
+    # main holds the card only; the builds are on v1 and v2
+    publish(hub, tmp_path / "p1", 1, torch_cpu={"module_id": uid("m1")})
+    make_variant(tmp_path / "p2", "torch-cpu", module_id=uid("m2"), version=2)
+    hub.publish(REPO, tmp_path / "p2", version=2, card="# relu\n")
+    with pytest.raises(VariantNotFoundError) as info:
+        loader.get_kernel(REPO, revision="main", hub=hub)
+    text = str(info.value)
+    assert "holds no build variants at all" not in text  # v1 and v2 hold builds
+    assert "this revision holds no build variants" in text
+    assert "version branches (v1, v2)" in text and "version=2" in text
+    with pytest.raises(VariantNotFoundError, match="version branches"):
+        loader.kernel_info(REPO, revision="main", hub=hub)
+
+
 def test_arch_check_falls_back_to_a_covering_build(
     hub: LocalHub, tmp_path: Path, monkeypatch
 ) -> None:

@@ -124,7 +124,7 @@ class VariantNotFoundError(KernelforgeError, LookupError):
             lines.append("candidates:")
             lines.extend(f"  {line}" for line in self.trace)
         else:
-            lines.append("the repository holds no build variants at all")
+            lines.append("this revision holds no build variants (no build/<variant>/ folder)")
         if fix:
             lines.append(f"fix: {fix}")
         super().__init__("\n".join(lines))

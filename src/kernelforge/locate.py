@@ -388,6 +388,24 @@ def _choose(
     raise VariantNotFoundError(what, trace, facts.describe(), fix=_ARCH_FIX)
 
 
+def _no_build_fix(h: Hub, repo_id: str) -> str:
+    """How to load a build when the revision asked for holds none (``main``, which holds
+    the card, or a tag or commit of it): the version branches the builds are on."""
+    from kernelforge.hub.base import version_branches
+
+    try:
+        versions = list(version_branches(h.branches(repo_id)))
+    except HubError:
+        versions = []
+    if not versions:
+        return ""
+    newest = versions[-1]
+    branches = ", ".join(f"v{n}" for n in versions)
+    return (f"builds are published on the version branches ({branches}); load one with "
+            f"version={newest} (--version {newest} on the command line), or leave the revision "
+            "out for the newest")
+
+
 def _disk_meta(base: Path) -> MetaReader:
     from kernelforge.hub._staging import read_metadata
 
@@ -671,6 +689,10 @@ def locate_hub(
     names = h.variants(sel.repo_id, sel.commit)
     where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
              else f"revision {sel.commit[:7]}")
+    if not names:
+        raise VariantNotFoundError(f"{sel.repo_id} ({where})", [],
+                                   (facts or variants.detect_system()).describe(),
+                                   fix=_no_build_fix(h, sel.repo_id))
     name, data, meta, trace = _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None),
                                       f"{sel.repo_id} ({where})", backend, check_arch, facts)
     req, decision = trust_request(h, sel.repo_id, sel.commit, name, data, allow, None)
