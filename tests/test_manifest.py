@@ -275,6 +275,31 @@ def test_missing_build_toml(tmp_path):
     assert info.value.key is None
 
 
+def test_a_folder_inside_a_project_names_the_project(tmp_path, monkeypatch):
+    # kernelforge build run from torch-ext/, or publish given the project's build/
+    (tmp_path / "proj").mkdir()
+    project = make_guide_project(tmp_path / "proj")
+    (project / "build" / "torch213-cxx11-cpu-x86_64-linux").mkdir(parents=True)
+    with pytest.raises(ManifestError, match="no such file") as info:
+        load_manifest(project / "build")
+    assert info.value.fix == (f"{project / 'build'} is inside a kernel project: pass the "
+                              f"project directory {project} (or its build.toml)")
+    monkeypatch.chdir(project / "torch-ext")
+    with pytest.raises(ManifestError) as info:
+        load_manifest(".")
+    assert info.value.fix == ("the current directory is inside a kernel project: pass the "
+                              "project directory .. (or its build.toml)")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ManifestError) as info:
+        load_manifest("proj/build/torch213-cxx11-cpu-x86_64-linux")
+    assert "pass the project directory proj (or its build.toml)" in info.value.fix
+    # a directory in no project keeps the plain advice
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(ManifestError) as info:
+        load_manifest("elsewhere")
+    assert info.value.fix == "pass a kernel project directory that holds build.toml"
+
+
 def make_guide_project(root: Path) -> Path:
     (root / "build.toml").write_text(GUIDE_BUILD_TOML)
     listed = re.findall(r'"([\w/.-]+\.(?:h|hip|cpp))"', GUIDE_BUILD_TOML)

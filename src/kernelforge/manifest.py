@@ -529,9 +529,14 @@ def _read_toml(file: Path) -> dict[str, Any]:
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
+        fix = "pass a kernel project directory that holds build.toml"
+        if file.name == "build.toml" and file.parent.is_dir() and any(
+                (d / "build.toml").is_file() for d in file.absolute().parents[1:]):
+            # a folder inside a project (torch-ext/, build/): the project is above it
+            folder = "the current directory" if file.parent == Path() else file.parent
+            fix = f"{folder} is inside a kernel project: {_project_to_pass(file)}"
         raise ManifestError(file, None, "no such file", expected="a build.toml",
-                            fix="pass a kernel project directory that holds build.toml"
-                            ) from None
+                            fix=fix) from None
     except (OSError, UnicodeDecodeError) as err:
         if isinstance(err, UnicodeDecodeError) and file.name != "build.toml":
             raise _not_a_manifest(file, f"it is not a text file ({err})") from err
