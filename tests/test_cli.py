@@ -907,3 +907,24 @@ def test_publish_and_versions_name_the_repository_as_the_hub_keeps_it(
     assert capsys.readouterr().out.startswith("published Me/Relu version 1")
     assert main(["versions", "ME/RELU", "--hub", hub]) == 0
     assert capsys.readouterr().out.startswith(f"Me/Relu in {hub}")
+
+
+@pytest.mark.parametrize("stray", ["file", "project"])
+def test_demo_refuses_a_hub_it_cannot_publish_to_before_building(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stray: str) -> None:
+    from kernelforge import build, demo
+    from kernelforge.errors import HubError
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the demo built before finding that its hub is unusable")
+
+    monkeypatch.setattr(build, "build_project", no_build)
+    hub = tmp_path / "hub"
+    if stray == "file":
+        hub.write_text("")
+    else:  # a kernel project given as --hub by mistake
+        (hub / "torch-ext").mkdir(parents=True)
+        (hub / "build.toml").write_text("")
+    with pytest.raises(HubError, match="cannot write to the hub"):
+        demo.run_demo(hub=hub, workspace=tmp_path / "ws", say=lambda line: None)
+    assert not (tmp_path / "ws").exists()

@@ -58,6 +58,10 @@ def run_demo(
     from kernelforge.loader import get_kernel
     from kernelforge.manifest import load_manifest
 
+    local_hub = LocalHub(hub)
+    # a hub that cannot be published to fails now, not after a build of half a minute
+    local_hub.check_publishable()
+
     project = workspace or _workspace()
     say(f"[1/4] project: bundled relu kernel (cpu + cuda sources) copied to {project}")
     _sync_project(EXAMPLE, project)
@@ -68,7 +72,6 @@ def run_demo(
     say(f"      {len(results)} variant(s) in {time.monotonic() - t0:.1f}s: "
         + ", ".join(r.variant for r in results))
 
-    local_hub = LocalHub(hub)
     chosen = os.environ.get(HUB_ENV, "").strip()
     if hub is None and chosen.lower() in ("hf", "huggingface"):
         say(f"      note: {HUB_ENV}={chosen} is not followed: the demo publishes only to a "

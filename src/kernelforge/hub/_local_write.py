@@ -67,6 +67,18 @@ class LocalHubWriter:
         def verify(self, repo_id: str, commit: str) -> None: ...
         def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None: ...
 
+    def check_publishable(self) -> None:
+        """Refuse, before any work, a root that cannot hold a hub: a file, a path that
+        cannot be used, or a directory holding something other than ``<org>/<name>/``
+        folders (a project given as the hub by mistake).
+
+        Raises:
+            HubError: naming the hub and what is wrong with it.
+        """
+        problem = self._root_problem() or _not_a_hub(self.root)
+        if problem is not None:
+            raise HubError(f"cannot write to the hub: {problem}")
+
     def publish(
         self,
         repo_id: str,
@@ -207,9 +219,7 @@ class LocalHubWriter:
         of space) blame the hub; an ``OSError`` about a file elsewhere, which the body
         should have reported itself (:func:`~kernelforge.hub._staging.build_file_error`),
         names that file and says the hub is not at fault."""
-        problem = self._root_problem() or _not_a_hub(self.root)
-        if problem is not None:
-            raise HubError(f"cannot write to the hub: {problem}")
+        self.check_publishable()
         try:
             repo = self._repo_dir(repo_id)
             if (repo / "refs").is_dir():  # published: never removed, no hub-wide lock
