@@ -1115,3 +1115,18 @@ def test_a_rebuild_is_loaded_after_the_same_build_came_from_the_hub(tmp_path: Pa
     init.write_text("VALUE = 2\n")
     build_project(project, backends=["cpu"], progress=lambda _: None)
     assert loader.get_local_kernel(project).VALUE == 2
+
+
+def test_a_path_given_as_a_repository_id_points_to_get_local_kernel(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-relu" / "build").mkdir(parents=True)
+    for call in (loader.get_kernel, loader.kernel_info, loader.has_kernel):
+        for given in ("my-relu", "./my-relu", Path("my-relu")):
+            with pytest.raises(ValueError, match="is not a valid repository id|expected a "
+                               "string") as info:
+                call(given)  # type: ignore[arg-type]
+            assert "to load a local build, use get_local_kernel('" in str(info.value)
+    with pytest.raises(ValueError) as info:
+        loader.get_kernel("no-such-dir")
+    assert "get_local_kernel" not in str(info.value)

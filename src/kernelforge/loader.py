@@ -1105,6 +1105,19 @@ def _sending(user_agent: str | dict[str, Any] | None) -> contextlib.AbstractCont
     return sent_as(user_agent)
 
 
+def _hub_repo_id(repo_id: object) -> None:
+    """:func:`validate_repo_id`, whose error says, for a path that exists here (a project
+    or its ``build/`` given to ``get_kernel``), which function loads a local build."""
+    try:
+        validate_repo_id(repo_id)
+    except ValueError as err:
+        if isinstance(repo_id, (str, os.PathLike)) and str(repo_id) and \
+                Path(repo_id).expanduser().exists():
+            raise ValueError(f"{err}; {str(repo_id)!r} is a path here: to load a local build, "
+                             f"use get_local_kernel({str(repo_id)!r})") from None
+        raise
+
+
 def get_kernel(
     repo_id: str,
     revision: str | None = None,
@@ -1172,7 +1185,7 @@ def get_kernel(
     """
     from kernelforge.policy import allow_key
 
-    validate_repo_id(repo_id)
+    _hub_repo_id(repo_id)
     _check_selector(revision, version)
     with _sending(user_agent):  # the kernel-depends' downloads send it too
         key = ("hub", repo_id, revision, version, backend, _hub_key(hub), check_arch,
@@ -1399,7 +1412,7 @@ def kernel_info(
         As :func:`get_kernel`, except for trust, integrity and import errors;
         ValueError: ``lockfile`` with ``revision`` or ``version``.
     """
-    validate_repo_id(repo_id)
+    _hub_repo_id(repo_id)
     _check_selector(revision, version)
     if lockfile is not None and (revision is not None or version is not None):
         given = "revision" if revision is not None else "version"
@@ -1478,7 +1491,7 @@ def has_kernel(
     from kernelforge.errors import VariantError
     from kernelforge.policy import allow_key
 
-    validate_repo_id(repo_id)
+    _hub_repo_id(repo_id)
     _check_selector(revision, version)
     allow_key(trust_remote_code)  # a malformed one is refused as get_kernel refuses it
     try:
