@@ -198,6 +198,35 @@ def someone_elses_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     return hub.root
 
 
+def test_a_refusal_offers_trusting_a_key_as_the_signature_allows(
+        someone_elses_kernel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge import loader
+    from kernelforge.errors import TrustError
+    from kernelforge.signing import generate_key
+
+    with pytest.raises(TrustError) as info:
+        loader.get_kernel("me/k", hub=someone_elses_kernel)
+    assert "no signature" in str(info.value)
+    assert "To load it: have its publisher sign it (kernelforge publish --sign) and trust " \
+        "that key (kernelforge trust add KEY --repo 'ORG/*')" in str(info.value)
+    # signed by a key the user does not trust: trusting that key is the way
+    key = generate_key(tmp_path / "publisher.pem")
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "publisher"))
+    LocalHub(someone_elses_kernel).publish("me/k", tmp_path / "b" / "build", version=1,
+                                           signer=key)
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "user"))
+    with pytest.raises(TrustError) as info:
+        loader.get_kernel("me/k", hub=someone_elses_kernel, revision="v1")
+    assert f"signed by key {key.public.key_id}" in str(info.value)
+    assert "To load it: trust its publisher's key (kernelforge trust add KEY --repo " \
+        "'ORG/*')" in str(info.value)
+    assert main(["info", "me/k", "--hub", str(someone_elses_kernel)]) == 1
+    out = capsys.readouterr().out
+    assert "\nto load it: trust its publisher's key (kernelforge trust add KEY --repo 'me/*')" \
+        in out
+
+
 def test_info_names_the_options_that_allowed_the_kernel(
         someone_elses_kernel: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["info", "me/k", "--hub", str(someone_elses_kernel)]
@@ -205,9 +234,11 @@ def test_info_names_the_options_that_allowed_the_kernel(
     out = capsys.readouterr().out
     assert "\ntrust: refused, " in out
     # and how to let it load, as the load's own error says
-    assert out.endswith("\nto load it: trust its publisher's key (kernelforge trust add KEY "
-                        "--repo 'me/*'), allow the repository (kernelforge trust allow me/k), "
-                        "or allow it for one command (--trust-remote-code, or --allow me/k)\n")
+    # unsigned: trusting a key lifts nothing until its publisher signs it
+    assert out.endswith("\nto load it: have its publisher sign it (kernelforge publish --sign) "
+                        "and trust that key (kernelforge trust add KEY --repo 'me/*'), allow "
+                        "the repository (kernelforge trust allow me/k), or allow it for one "
+                        "command (--trust-remote-code, or --allow me/k)\n")
     assert main([*argv, "--allow", "me/k"]) == 0
     out = capsys.readouterr().out
     assert "\ntrust: allowed by --allow" in out, out

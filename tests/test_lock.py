@@ -227,6 +227,7 @@ def test_kernels_lock_download_warns_and_load_kernel_takes_trust_remote_code(
     assert [(r, v) for r, v, _ in fetched] == [(REPO, "torch-cpu")]
     assert "kernels.lock pins only its commit, and a load will refuse it" in caplog.text
     assert f"kernelforge trust allow {REPO}" in caplog.text
+    assert "have its publisher sign it" in caplog.text  # it is unsigned
     assert f"trust_remote_code=[{REPO!r}] to load_kernel" in caplog.text
     with pytest.raises(TrustError, match="trust_remote_code="):
         loader.load_kernel(REPO, lockfile=lock, hub=hf)

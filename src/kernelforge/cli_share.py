@@ -272,14 +272,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
     # allowance lifts (a damaged hub, a tampered signature, a build copied to another
     # version's branch) says its own fix.
     if info.trust.startswith("trust: refused"):
-        from kernelforge.policy import NOT_ALLOWED
+        from kernelforge.policy import NOT_ALLOWED, key_fix
 
         if not info.trust.startswith(f"trust: refused, {NOT_ALLOWED}"):
             return 1
         org = info.repo.split("/")[0]
-        print(f"to load it: trust its publisher's key (kernelforge trust add KEY --repo "
-              f"'{org}/*'), allow the repository (kernelforge trust allow {info.repo}), or "
-              f"allow it for one command (--trust-remote-code, or --allow {info.repo})")
+        print(f"to load it: {key_fix(info.trust, f'{org}/*')}, allow the repository "
+              f"(kernelforge trust allow {info.repo}), or allow it for one command "
+              f"(--trust-remote-code, or --allow {info.repo})")
         return 1
     return 0
 

@@ -1548,6 +1548,7 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool,
     """:func:`download_locked` of a lock file read."""
     from kernelforge.errors import VariantNotFoundError
     from kernelforge.locate import hub_for_lock
+    from kernelforge.policy import key_fix
 
     out = []
     run = _Download(lock, hub, backend, all_variants, set())  # each dependency fetched once
@@ -1575,10 +1576,10 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool,
             if problem is not None:
                 logger.warning(
                     "%s (variant %s): %s pins only its commit, and a load will refuse it: "
-                    "%s. To load it: trust its publisher's key ('kernelforge trust add KEY "
-                    "--repo ORG/*'), allow the repository ('kernelforge trust allow %s'), or "
-                    "pass trust_remote_code=[%r] to load_kernel / get_locked_kernel",
-                    repo_id, name, lock.path.name, problem, locked.repo, locked.repo)
+                    "%s. To load it: %s, allow the repository ('kernelforge trust allow "
+                    "%s'), or pass trust_remote_code=[%r] to load_kernel / "
+                    "get_locked_kernel", repo_id, name, lock.path.name, problem,
+                    key_fix(problem, "ORG/*"), locked.repo, locked.repo)
             out.append((repo_id, name, path))
             out += run.dependencies(locked, path)
     for locked, refused in unfit:

@@ -38,7 +38,8 @@ from kernelforge.errors import TrustError
 from kernelforge.hub.base import validate_repo_id
 from kernelforge.trust import SigstoreIdentity, TrustStore, load_store
 
-__all__ = ["NOT_ALLOWED", "TrustDecision", "TrustRequest", "allow_key", "evaluate", "require"]
+__all__ = ["NOT_ALLOWED", "NO_SIGNATURE", "TrustDecision", "TrustRequest", "allow_key", "evaluate",
+           "key_fix", "require"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,19 @@ AllowArg = bool | Sequence[str]
 #: The reason of a refusal by the policy: one that trusting, allowing or pinning the
 #: kernel lifts (the other refusals, of a tampered signature say, stand whatever is allowed).
 NOT_ALLOWED = "not published by you, not signed by a trusted key and not allowed"
+#: The note of a refusal of a variant that carries no signature at all.
+NO_SIGNATURE = "no signature (build/<variant>.sig)"
+
+
+def key_fix(refusal: str, pattern: str) -> str:
+    """The way out of a refusal (its text) through a publisher's key: trusting the key,
+    when the variant is signed; when it carries no signature (no ``.sig`` and no
+    sigstore bundle), no key vouches for it until its publisher signs it."""
+    trust = f"kernelforge trust add KEY --repo '{pattern}'"
+    if NO_SIGNATURE in refusal and "sigstore" not in refusal:
+        return (f"have its publisher sign it (kernelforge publish --sign) and trust that "
+                f"key ({trust})")
+    return f"trust its publisher's key ({trust})"
 
 
 def allow_key(allow: AllowArg) -> bool | tuple[str, ...]:
@@ -136,7 +150,7 @@ def _check_key_signature(
     from kernelforge.signing import FORMAT_1, PublicKey, parse_signature
 
     if req.signature is None:
-        notes.append("no signature (build/<variant>.sig)")
+        notes.append(NO_SIGNATURE)
         return None
     where = f"{req.repo_id}: {signature_path(req.variant)}"
     sig = parse_signature(req.signature, where)
@@ -283,8 +297,8 @@ def require(decision: TrustDecision, req: TrustRequest) -> None:
     where = f" from {req.where}" if req.where else ""
     raise TrustError(
         f"refusing to load {req.repo_id} (variant {req.variant}){where}: it is "
-        f"{decision.reason} ({found}). To load it: trust its publisher's key "
-        "(kernelforge trust add KEY --repo 'ORG/*'), allow the repository "
+        f"{decision.reason} ({found}). To load it: {key_fix(found, 'ORG/*')}, "
+        "allow the repository "
         f"(kernelforge trust allow {req.repo_id}), or allow it for this load only "
         f"(trust_remote_code=True or trust_remote_code=[{req.repo_id!r}] in Python; "
         f"--trust-remote-code or --allow {req.repo_id} on the command line)"
