@@ -206,7 +206,7 @@ def test_a_revision_without_builds_names_the_version_branches(hub: LocalHub,
         loader.get_kernel(REPO, revision="main", hub=hub)
     text = str(info.value)
     assert "holds no build variants at all" not in text  # v1 and v2 hold builds
-    assert "this revision holds no build variants" in text
+    assert "holds no build variants (no build/<variant>/ folder)" in text
     assert "version branches (v1, v2)" in text and "version=2" in text
     with pytest.raises(VariantNotFoundError, match="version branches"):
         loader.kernel_info(REPO, revision="main", hub=hub)

@@ -124,7 +124,7 @@ class VariantNotFoundError(KernelforgeError, LookupError):
             lines.append("candidates:")
             lines.extend(f"  {line}" for line in self.trace)
         else:
-            lines.append("this revision holds no build variants (no build/<variant>/ folder)")
+            lines.append(f"{what} holds no build variants (no build/<variant>/ folder)")
         if fix:
             lines.append(f"fix: {fix}")
         super().__init__("\n".join(lines))
