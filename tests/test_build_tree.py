@@ -174,6 +174,25 @@ def test_a_change_to_what_the_hash_covers_makes_the_project_dirty(committed: Pat
     assert dirty(committed)
 
 
+@pytest.mark.parametrize("ignored", ["file", "folder"])
+def test_a_file_git_ignores_that_the_hash_covers_makes_the_project_dirty(
+        committed: Path, ignored: str) -> None:
+    """A file that git ignores (an editor's backup, a generated header, a vendored folder)
+    is not in the commit, but the uid covers it: the build is not one a checkout of that
+    commit gives, so it is _dirty. What the hash leaves out stays clean when ignored."""
+    (committed / ".gitignore").write_text("*~\nvendor/\n__pycache__/\n")
+    (committed / "torch-ext" / "relu" / "__pycache__").mkdir()
+    (committed / "torch-ext" / "relu" / "__pycache__" / "x.pyc").write_text("x\n")
+    commit_all(committed.parents[1], "ignore")
+    assert not dirty(committed)
+    if ignored == "file":
+        (committed / "relu_cpu" / "relu_cpu.cpp~").write_text("// a backup\n")
+    else:
+        (committed / "vendor").mkdir()
+        (committed / "vendor" / "k.h").write_text("#define K 1\n")
+    assert dirty(committed)
+
+
 def test_a_project_git_does_not_track_is_dirty(tmp_path: Path) -> None:
     """A project put into a repository's work tree but never added: git reports it as
     one untracked folder, which holds every source."""

@@ -101,10 +101,13 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def _git_changes(root: Path, excluded: Sequence[str]) -> list[str] | None:
-    """The paths under ``root`` that differ from git's index or HEAD, or are untracked
-    (an untracked folder as one path ending in ``/``), relative to ``root``; git leaves
-    out what it ignores and the ``excluded`` paths (relative to ``root``). ``None`` when
-    git cannot tell."""
+    """The paths under ``root`` that differ from git's index or HEAD, or are untracked,
+    ignored files included (an untracked or ignored folder as one path ending in ``/``),
+    relative to ``root``; git leaves out the ``excluded`` paths (relative to ``root``).
+    ``None`` when git cannot tell.
+
+    Ignored files count: the content hash covers them like any other file of the
+    project, but a checkout of the commit does not have them."""
     try:
         shown = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-prefix"],
                                capture_output=True, timeout=30)
@@ -119,7 +122,8 @@ def _git_changes(root: Path, excluded: Sequence[str]) -> list[str] | None:
         # -z: paths as they are (bytes, not quoted), decoded as the file system names them
         proc = subprocess.run(
             ["git", "-C", str(root), "status", "--porcelain", "-z", "--no-renames",
-             "--untracked-files=normal", "--", *pathspec], capture_output=True, timeout=30)
+             "--untracked-files=normal", "--ignored=matching", "--", *pathspec],
+            capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
@@ -132,7 +136,8 @@ def _git_changes(root: Path, excluded: Sequence[str]) -> list[str] | None:
 def _dirty(root: Path, hashed: Collection[str], listed: Sequence[str],
            outputs: frozenset[str], excluded: Sequence[str]) -> bool:
     """Whether git holds changes to the files the content hash covers (``hashed``,
-    relative to ``root``): a change or a new file there, a new folder holding one, or a
+    relative to ``root``): a change or a new file there (one git ignores included), a
+    new or ignored folder holding one, or a
     deleted file the hash would cover (:func:`~kernelforge.build.plan.leaves_out`, with
     ``listed`` and ``outputs`` as the hash had them). What the hash leaves out, such as
     the ``__pycache__`` a test run writes, a Python environment or the build's outputs,
