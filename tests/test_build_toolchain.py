@@ -72,3 +72,35 @@ def test_a_wrappers_identity_follows_the_compiler_it_runs(tmp_path: Path,
     after = find_cxx()
     assert after.version == (13, 1, 0)
     assert after.identity() != before
+
+
+@pytest.mark.parametrize(("name", "said", "version"), [
+    ("nvcc", "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, "
+             "V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0", "13.0.88"),
+    ("nvcc", "Cuda compilation tools, release 12.8", "12.8"),
+    ("hipcc", "HIP version: 6.2.41133-dd7f95766\nAMD clang version 18.0.0git", "6.2.41133"),
+])
+def test_a_gpu_compiler_s_version_is_its_full_version(tmp_path: Path, monkeypatch, name: str,
+                                                     said: str, version: str) -> None:
+    """metadata.json records the GPU compiler's version as the tool gives it in full:
+    two updates of one CUDA release (13.0.48, 13.0.88) may compile to other bytes, so
+    'nvcc 13.0' alone does not say which toolkit to rebuild with."""
+    from kernelforge.build import toolchain
+
+    home = tmp_path / "toolkit"
+    marker = "include/cuda_runtime.h" if name == "nvcc" else "include/hip/hip_runtime.h"
+    (home / marker).parent.mkdir(parents=True)
+    (home / marker).write_text("")
+    (home / "bin").mkdir()
+    (home / "bin" / name).write_text(f"#!/bin/sh\nprintf '%s\\n' '{said}'\n")
+    (home / "bin" / name).chmod(0o755)
+    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_HOME" if name == "nvcc" else "ROCM_HOME", str(home))
+    find = toolchain.find_nvcc if name == "nvcc" else toolchain.find_hipcc
+    find.cache_clear()
+    try:
+        tool = find()
+    finally:
+        find.cache_clear()
+    assert tool is not None and tool.version_str == version

@@ -59,10 +59,12 @@ def _run_version(cmd: Sequence[str]) -> str:
 
 
 def _parse_version(text: str, pattern: str) -> tuple[int, ...] | None:
+    """The dotted version in the first group of ``pattern`` that matched."""
     m = re.search(pattern, text)
     if not m:
         return None
-    return tuple(int(p) for p in m.group(1).split("."))
+    found = next(g for g in m.groups() if g is not None)
+    return tuple(int(p) for p in found.split("."))
 
 
 def _first_existing(candidates: Sequence[Path | None], marker: str | None = None) -> Path | None:
@@ -80,10 +82,14 @@ def _first_existing(candidates: Sequence[Path | None], marker: str | None = None
 
 #: Where each GPU compiler is looked for: the environment variables naming its toolkit,
 #: the default installation, its version in ``--version``, and a file its toolkit has.
+#: The version is the full one the tool gives (nvcc's ``V13.0.88`` after ``release
+#: 13.0``, hipcc's ``6.2.41133``), which metadata.json records: two updates of one
+#: release may compile to other bytes.
 _DEVICE_COMPILERS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
-    "nvcc": (("CUDA_HOME", "CUDA_PATH"), "/usr/local/cuda", r"release (\d+\.\d+)",
+    "nvcc": (("CUDA_HOME", "CUDA_PATH"), "/usr/local/cuda",
+             r"release \d+\.\d+, V(\d+\.\d+(?:\.\d+)*)|release (\d+\.\d+)",
              "include/cuda_runtime.h"),
-    "hipcc": (("ROCM_HOME", "ROCM_PATH"), "/opt/rocm", r"HIP version: (\d+\.\d+)",
+    "hipcc": (("ROCM_HOME", "ROCM_PATH"), "/opt/rocm", r"HIP version: (\d+\.\d+(?:\.\d+)*)",
               "include/hip/hip_runtime.h"),
 }
 
