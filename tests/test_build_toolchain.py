@@ -104,3 +104,24 @@ def test_a_gpu_compiler_s_version_is_its_full_version(tmp_path: Path, monkeypatc
     finally:
         find.cache_clear()
     assert tool is not None and tool.version_str == version
+
+
+@pytest.mark.parametrize("cxx", ["ccache g++", "g++ -m64"])
+def test_a_cxx_with_arguments_is_refused_with_what_to_set(tmp_path: Path, monkeypatch,
+                                                         cxx: str) -> None:
+    """CXX='ccache g++' (a launcher) or 'g++ -m64' (flags) is not one program: the error
+    says so and how to get the same, rather than 'no C++ compiler found; install g++'
+    while g++ is installed."""
+    from kernelforge.errors import ToolchainError
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("ccache", "g++"):
+        fake_cxx(bin_dir / tool, b"g++ (GCC) 12.2.0\n", "12.2.0")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("CXX", cxx)
+    with pytest.raises(ToolchainError) as err:
+        find_cxx()
+    text = str(err.value)
+    assert f"CXX='{cxx}' is a command with arguments" in text
+    assert "point CXX at the compiler itself" in text and "install g++" not in text

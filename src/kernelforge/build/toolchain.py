@@ -167,6 +167,16 @@ def find_cxx() -> Tool:
     """The host C++ compiler torch's extension tooling will use (``$CXX`` or ``c++``)."""
     name = os.environ.get("CXX", "c++")
     which = shutil.which(name)
+    if which is None and len(name.split()) > 1:
+        # a launcher ("ccache g++") or flags ("g++ -m32"): torch's ninja files would
+        # split it, but the link, the version probe and the up-to-date check run $CXX as
+        # one program, and flags come from build.toml alone
+        raise ToolchainError(
+            f"CXX={name!r} is a command with arguments, but the build runs $CXX as one "
+            "program; fix: point CXX at the compiler itself (CXX=g++), put compiler "
+            "flags in build.toml (cxx-flags), and for ccache put its compiler links "
+            "(such as /usr/lib/ccache) first on PATH instead"
+        )
     if which is None:
         raise ToolchainError(
             f"no C++ compiler found (looked for '{name}'); install g++ or clang++, "
