@@ -579,6 +579,34 @@ def test_cuda_toolkit_inside_the_manifest_range_passes_the_check(
         build_project(root, backends=["cuda"], progress=lambda _: None)
 
 
+def test_a_cuda_variant_names_the_host_compiler_nvcc_ran(tmp_path: Path, monkeypatch) -> None:
+    """nvcc compiles the host side of .cu sources with $CC or the gcc on PATH, not with
+    $CXX: metadata.json names that compiler and its version beside c++ and nvcc, so a
+    CUDA variant's toolchain says what built all of it."""
+    import json
+
+    from kernelforge import build
+    from kernelforge.build import build_project
+
+    _cuda_here(monkeypatch)
+    monkeypatch.setattr(build, "_variant_name",
+                        lambda m, backend, facts: "torch213-cxx11-cu130-x86_64-linux")
+    host = Tool("gcc", Path("/opt/gcc-11/bin/gcc"), (11, 4, 0), "gcc (GCC) 11.4.0")
+    monkeypatch.setattr(build, "find_nvcc_host", lambda: host)
+
+    def compile_plan(plan, *, work_dir: Path, **kwargs: object) -> Path:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        extension = work_dir / f"{plan.namespace}.abi3.so"
+        extension.write_bytes(b"\x7fELF")
+        return extension
+
+    monkeypatch.setattr(build, "compile_plan", compile_plan)
+    root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
+    (result,) = build_project(root, backends=["cuda"], progress=lambda _: None)
+    toolchain = json.loads((result.path / "metadata.json").read_text())["provenance"]["toolchain"]
+    assert toolchain["nvcc"] == "13.0" and toolchain["nvcc-host"] == "gcc 11.4.0"
+
+
 def test_the_build_prints_the_compilers_note(tmp_path: Path, monkeypatch) -> None:
     from kernelforge import build
     from kernelforge.build import build_project

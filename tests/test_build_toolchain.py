@@ -125,3 +125,34 @@ def test_a_cxx_with_arguments_is_refused_with_what_to_set(tmp_path: Path, monkey
     text = str(err.value)
     assert f"CXX='{cxx}' is a command with arguments" in text
     assert "point CXX at the compiler itself" in text and "install g++" not in text
+
+
+@pytest.mark.parametrize("chosen", ["gcc on PATH", "CC", "NVCC_CCBIN folder"])
+def test_nvcc_s_host_compiler_is_the_one_nvcc_runs(tmp_path: Path, monkeypatch,
+                                                   chosen: str) -> None:
+    """nvcc compiles the host side of a .cu source with $CC (torch passes it as -ccbin),
+    else $NVCC_CCBIN, else the gcc on PATH, not with $CXX: that compiler, not c++, is
+    the one a CUDA variant's metadata must name beside nvcc."""
+    from kernelforge.build import toolchain
+
+    bin_dir, other = tmp_path / "bin", tmp_path / "gcc-11" / "bin"
+    bin_dir.mkdir()
+    other.mkdir(parents=True)
+    fake_cxx(bin_dir / "c++", b"c++ (GCC) 12.2.0\n", "12.2.0")
+    fake_cxx(bin_dir / "gcc", b"gcc (GCC) 13.3.0\n", "13.3.0")
+    fake_cxx(other / "gcc", b"gcc (GCC) 11.4.0\n", "11.4.0")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    for var in ("CXX", "CC", "NVCC_CCBIN"):
+        monkeypatch.delenv(var, raising=False)
+    if chosen == "CC":
+        monkeypatch.setenv("CC", str(other / "gcc"))
+    elif chosen == "NVCC_CCBIN folder":
+        monkeypatch.setenv("NVCC_CCBIN", str(other))
+    toolchain.find_nvcc_host.cache_clear()
+    try:
+        host = toolchain.find_nvcc_host()
+    finally:
+        toolchain.find_nvcc_host.cache_clear()
+    assert find_cxx().version_str == "12.2.0"
+    assert host is not None and host.name == "gcc"
+    assert host.version_str == ("13.3.0" if chosen == "gcc on PATH" else "11.4.0")

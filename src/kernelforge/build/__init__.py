@@ -58,6 +58,7 @@ from kernelforge.build.toolchain import (
     find_cxx,
     find_hipcc,
     find_nvcc,
+    find_nvcc_host,
     not_found_reason,
     resolve_dependency,
 )
@@ -706,6 +707,7 @@ def build_project(
     for backend in targets:
         started = time.monotonic()
         device = compilers.get(backend)
+        host = find_nvcc_host() if device is not None and device.name == "nvcc" else None
         deps = depends[backend]
         key = _fingerprint(
             {
@@ -721,6 +723,8 @@ def build_project(
                 "torch": [str(torch_install.path), torch_install.mtime_ns, torch_install.version],
                 "cxx": cxx.identity() if cxx else None,
                 "device": device.identity() if device else None,
+                # nvcc's host compiler, for cuda only (other builds' keys stay as they were)
+                **({"nvcc-host": host.identity()} if host else {}),
                 "deps": [d.provenance() for d in deps],
                 # --arch only changes the GPU backends' builds
                 "archs": (list(archs) if archs and backend in ARCH_BACKENDS and not manifest.noarch
@@ -775,7 +779,7 @@ def build_project(
                 )
             final = assemble_variant(
                 manifest, plan, extension=extension, out_dir=out,
-                provenance=_provenance(plan, source_id, torch_install, cxx, device),
+                provenance=_provenance(plan, source_id, torch_install, cxx, device, host),
             )
             # A project file written since it was hashed (an edit saved while this
             # compiled, even one undone since) may have been read in either version:
@@ -851,6 +855,7 @@ def _provenance(
     torch_install: TorchInstall,
     cxx: Tool | None,
     device: Tool | None,
+    host: Tool | None = None,
 ) -> dict[str, object]:
     prov: dict[str, object] = {"kernel-builder": builder_provenance()}
     if source_id.git_commit:
@@ -862,6 +867,9 @@ def _provenance(
         toolchain[cxx.name] = cxx.version_str
     if device is not None:
         toolchain[device.name] = device.version_str
+    if host is not None:
+        # what compiled the host side of the .cu sources: not $CXX, but $CC or gcc
+        toolchain["nvcc-host"] = f"{host.name} {host.version_str}"
     if toolchain:
         prov["toolchain"] = toolchain
     if plan.dependencies:

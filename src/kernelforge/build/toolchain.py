@@ -182,7 +182,11 @@ def find_cxx() -> Tool:
             f"no C++ compiler found (looked for '{name}'); install g++ or clang++, "
             "or point the CXX environment variable at one"
         )
-    path = Path(which)
+    return _host_compiler(Path(which), name)
+
+
+def _host_compiler(path: Path, name: str) -> Tool:
+    """A gcc or clang at ``path``, with its version."""
     text = _run_version([str(path), "--version"])
     first = text.strip().splitlines()[0] if text.strip() else name
     kind = "gcc" if ("GCC" in text or "Free Software Foundation" in text) else "clang"
@@ -194,6 +198,24 @@ def find_cxx() -> Tool:
                                  r"^(\d+(?:\.\d+)*)$")
     version = version or _parse_version(first, r"(\d+\.\d+(?:\.\d+)?)") or (0,)
     return Tool(kind, path, version, first)
+
+
+@functools.lru_cache(maxsize=None)
+def find_nvcc_host() -> Tool | None:
+    """The host compiler nvcc runs for the host side of ``.cu`` sources, which is not
+    ``$CXX``: ``$CC`` (torch's extension tooling passes it as ``-ccbin``), else
+    ``$NVCC_CCBIN`` (nvcc reads it; a folder means its ``gcc``), else ``gcc`` on PATH.
+    ``None`` when it cannot be found or asked (nvcc then reports the problem itself)."""
+    name = os.environ.get("CC") or os.environ.get("NVCC_CCBIN") or "gcc"
+    if os.path.isdir(name):
+        name = os.path.join(name, "gcc")
+    which = shutil.which(name)
+    if which is None:
+        return None
+    try:
+        return _host_compiler(Path(which), name)
+    except ToolchainError:
+        return None
 
 
 # --- kernel dependencies (`depends = [...]` in build.toml) --------------------------------
