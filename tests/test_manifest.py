@@ -1215,3 +1215,35 @@ def test_check_refuses_a_source_name_the_build_cannot_compile(tmp_path):
     # listed by two sections (cuda, rocm), each said once
     assert [e.key for e in info.value.errors if "$" in e.problem] == [
         "kernel.relu.src", "kernel.relu_rocm.src"]
+
+
+# A path longer than the file system takes (ENAMETOOLONG) is the manifest's problem, named
+# with its key, not an OSError of its own.
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ('"gemm/gemm_launcher.hip"', f'"gemm/{"x" * 300}.hip"', "kernel.gemm.src"),
+        ('include = ["include"]', f'include = ["{"i" * 300}"]', "kernel.gemm.include"),
+        ('name = "gemm"', f'name = "{"g" * 300}"', "general.name"),
+    ],
+)
+def test_check_project_names_a_path_too_long(tmp_path, old, new, key):
+    make_guide_project(tmp_path)
+    toml = tmp_path / "build.toml"
+    toml.write_text(replace(toml.read_text(), old, new))
+    with pytest.raises(ManifestError, match=r"cannot be looked up|cannot look up") as info:
+        check_project(tmp_path)
+    assert [e.key for e in info.value.errors] == [key]
+    assert "File name too long" in str(info.value)
+
+
+def test_cli_check_names_a_package_name_too_long(tmp_path, capsys):
+    from kernelforge.cli import main
+
+    make_guide_project(tmp_path)
+    toml = tmp_path / "build.toml"
+    toml.write_text(replace(toml.read_text(), 'name = "gemm"', f'name = "{"g" * 300}"'))
+    assert main(["check", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "key 'general.name'" in err and "cannot be looked up" in err
+    assert "Traceback" not in err

@@ -1325,9 +1325,15 @@ def check_project(path: str | Path) -> Manifest:
     for key, names, is_dir in lists:
         for name in names:
             target = m.root / name
-            ok = target.is_dir() if is_dir else target.is_file()
+            kind = "directory" if is_dir else "file"
+            try:
+                ok = target.is_dir() if is_dir else target.is_file()
+            except OSError as err:  # a name too long for the file system, say
+                r.flag(key, f"lists '{name}', which the file system cannot look up "
+                       f"({err.strerror or err})", expected=f"a {kind} relative to {m.root}",
+                       fix=f"correct or shorten '{name}' in {key}")
+                continue
             if not ok:
-                kind = "directory" if is_dir else "file"
                 near = _nearest_path(m.root, name, is_dir=is_dir)
                 fix = f"create {name} or remove it from {key}"
                 r.flag(key, f"lists '{name}', but {target} is not an existing {kind}",
@@ -1335,7 +1341,15 @@ def check_project(path: str | Path) -> Manifest:
                        fix=f"did you mean '{near}'? (paths are matched exactly, case "
                            f"included, with '/' between folders); or {fix}" if near else fix)
     package = m.root / "torch-ext" / m.python_name / "__init__.py"
-    if not package.is_file():
+    try:
+        missing = not package.is_file()
+    except OSError as err:  # a name too long for the file system
+        r.flag("general.name", f"the Python package of kernel '{m.name}', torch-ext/"
+               f"{m.python_name}/, cannot be looked up ({err.strerror or err})",
+               expected="a name the file system can hold as a folder name",
+               fix="shorten general.name")
+        missing = False
+    if missing:
         r.flag("general.name", f"the Python package of kernel '{m.name}' is missing: "
                f"{package} does not exist",
                expected=f"torch-ext/{m.python_name}/__init__.py (the package is named "

@@ -386,7 +386,10 @@ def _package_tree(root: Path, python_name: str) -> _PackageTree:
     holds what importing the source package finds. A link to a folder that contains it
     cannot be copied, and a dangling one has nothing to copy: both are reported."""
     package = root / "torch-ext" / python_name
-    if not package.is_dir():
+    try:
+        if not package.is_dir():
+            return _PackageTree()
+    except OSError:  # a name too long for the file system: check_project reports it
         return _PackageTree()
     files: list[tuple[PurePosixPath, Path]] = []
     loops: list[tuple[Path, str]] = []
