@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge import _durable
+from kernelforge._parse import json_loads
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import is_commit, spellings, validate_repo_id
 
@@ -401,7 +402,7 @@ class DownloadCache:
     @staticmethod
     def _read_json(path: Path) -> Any:
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return json_loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as err:
@@ -1198,7 +1199,7 @@ def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     used, and is fetched again); ``(None, None)`` when it is missing (no entry), or cannot
     be read for a reason that may pass (logged; not taken for damage it can be sure of)."""
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json_loads(path.read_bytes())
     except FileNotFoundError:
         return None, None
     except OSError as err:

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelforge._parse import json_loads
 from kernelforge.errors import LockError
 from kernelforge.hub.base import is_commit, validate_repo_id
 
@@ -385,10 +386,12 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
         import tomllib
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    from kernelforge._parse import toml_loads
+
     path = Path(project)
     path = path if path.name == "pyproject.toml" else path / "pyproject.toml"
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = toml_loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LockError(f"{path}: not found; 'kernelforge lock' reads the project's "
                         "pyproject.toml") from None
@@ -759,7 +762,7 @@ def _metadata_path(dist: Any, name: str) -> Path:
 def _parse_lock(text: str, p: Path) -> LockFile:
     """A lock file's text, read from ``p`` (named in its errors), parsed."""
     try:
-        doc = json.loads(text)
+        doc = json_loads(text)
     except ValueError as err:
         raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
     if isinstance(doc, list):  # Hugging Face's kernels.lock

@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from kernelforge import archs
+from kernelforge._parse import toml_loads
 from kernelforge.errors import ManifestError
 
 if sys.version_info >= (3, 11):
@@ -547,7 +548,7 @@ def _read_toml(file: Path) -> dict[str, Any]:
     # TOML parsers differ on it, and Hugging Face's builder reads such a file.
     text = text.removeprefix("\ufeff")
     try:
-        return tomllib.loads(text)
+        return toml_loads(text)
     except tomllib.TOMLDecodeError as err:
         if file.suffix != ".toml":
             # A source file or another file of the project, given instead of the project:

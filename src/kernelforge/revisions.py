@@ -96,8 +96,10 @@ def parse_status(text: str, where: str) -> Redirect | None:
         import tomllib
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    from kernelforge._parse import toml_loads
+
     try:
-        doc = tomllib.loads(text)
+        doc = toml_loads(text)
     except tomllib.TOMLDecodeError as err:
         raise HubError(f"{where}: not valid TOML ({err})") from err
     kind = doc.get("kind")

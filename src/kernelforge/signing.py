@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelforge._parse import json_loads
 from kernelforge.errors import KernelforgeError, TrustError
 
 __all__ = [
@@ -266,7 +267,7 @@ def parse_signature(data: bytes, where: str) -> Signature:
     from kernelforge.hub.base import validate_repo_id
 
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = json_loads(data.decode("utf-8"))
         ok = (
             isinstance(doc, dict)
             and doc.get("format") in (SIGNATURE_FORMAT, FORMAT_1)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernelforge._parse import json_loads
 from kernelforge.errors import TrustError
 from kernelforge.hub.base import validate_repo_id
 
@@ -260,7 +261,7 @@ def load_store(path: str | os.PathLike[str] | None = None) -> TrustStore:
     except OSError as err:
         raise TrustError(f"{p}: cannot read the trust store ({err.strerror})") from err
     try:
-        doc = json.loads(text)
+        doc = json_loads(text)
     except ValueError as err:
         raise TrustError(f"{p}: not valid JSON ({err}); fix or remove the file") from err
     return _parse_store(doc, p)

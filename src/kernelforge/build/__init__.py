@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from kernelforge import __version__, archs, digest
 from kernelforge._durable import replace_file
+from kernelforge._parse import json_loads
 from kernelforge.build.compile import (
     compile_plan,
     compiler_environment,
@@ -407,7 +408,7 @@ def _stamps(root: Path, backend: str) -> dict[str, dict[str, str]]:
     """The recent builds of ``backend``: fingerprint -> ``{"variant", "metadata"}`` (the
     variant directory written and the sha256 of its ``metadata.json``), oldest first."""
     try:
-        data = json.loads(_stamp_path(root, backend).read_text())
+        data = json_loads(_stamp_path(root, backend).read_text())
         builds = data["builds"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
@@ -435,7 +436,7 @@ def _up_to_date(root: Path, out_dir: Path, backend: str, key: str) -> Path | Non
         raw = (variant_dir / "metadata.json").read_bytes()
         if hashlib.sha256(raw).hexdigest() != entry["metadata"]:
             return None
-        meta = json.loads(raw)
+        meta = json_loads(raw)
         digest.verify_tree(variant_dir, meta["digest"]["files"])
     except (OSError, ValueError, KeyError, TypeError, IntegrityError):
         return None
@@ -537,7 +538,7 @@ def _drop_torch_universal(out: Path, name: str) -> str | None:
     if old.is_symlink() or not old.is_dir():
         return None
     try:
-        meta = json.loads((old / "metadata.json").read_text(encoding="utf-8"))
+        meta = json_loads((old / "metadata.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # whose build it is cannot be told: left as it is (publish checks it)
     if not isinstance(meta, dict) or meta.get("name") != name:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelforge._durable import LEFTOVER_NAME
+from kernelforge._parse import json_loads
 from kernelforge.digest import (
     ALGORITHMS,
     DEFAULT_ALGORITHM,
@@ -131,7 +131,7 @@ def parse_metadata(data: bytes, where: str) -> dict[str, Any]:
         HubError: not JSON, or without a usable ``id``/``name``/``digest``.
     """
     try:
-        meta = json.loads(data.decode("utf-8"))
+        meta = json_loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise HubError(f"{where}: not valid JSON ({err})") from err
     if not isinstance(meta, dict):

@@ -42,13 +42,13 @@ digests are (a link there is refused too).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from kernelforge import _durable
+from kernelforge._parse import json_loads
 from kernelforge.errors import HubError
 from kernelforge.hub import base
 from kernelforge.hub._local_write import (
@@ -431,7 +431,7 @@ class LocalHub(LocalHubWriter):
     def _record(self, repo_id: str, commit: str) -> dict[str, Any]:
         path = self._object_dir(repo_id, commit) / COMMIT_FILE
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            record = json_loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise HubError(f"{path}: unreadable commit record ({err}); {_DAMAGED}") from err
         problem = _record_problem(record)

@@ -1,0 +1,37 @@
+"""JSON and TOML parsing whose every failure is a ``ValueError``.
+
+The standard parsers recurse once per nesting level, so a document nested a few
+thousand levels deep (``[[[[...``) raises ``RecursionError`` rather than their own
+decode error. The files kernelforge reads come from users and hubs; each place that
+reads one turns a decode error into a kernelforge error naming the file, which these
+helpers let it do for that case too.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+#: Why a document too deeply nested is refused (the parsers give no position for it).
+TOO_DEEP = "values are nested too deeply to be read"
+
+
+def json_loads(data: str | bytes) -> Any:
+    """``json.loads``; a document nested too deeply raises ``ValueError`` too."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+
+
+def toml_loads(text: str) -> dict[str, Any]:
+    """``tomllib.loads``; a document nested too deeply raises ``TOMLDecodeError`` too."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(TOO_DEEP) from None

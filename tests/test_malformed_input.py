@@ -1,0 +1,98 @@
+"""Malformed files from users and hubs give kernelforge's errors, naming the file: never
+an exception of the parser or of the code that reads the parsed values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelforge.errors import HubError, LockError, ManifestError, TrustError
+
+#: Nested deeper than the standard parsers recurse (they raise RecursionError).
+DEEP = "[" * 100_000
+COMMIT = "a" * 40
+
+
+def _manifest(tmp_path: Path) -> None:
+    from kernelforge.manifest import load_manifest
+
+    (tmp_path / "build.toml").write_text(f'[general]\nname = "x"\nbackends = {DEEP}\n')
+    load_manifest(tmp_path)
+
+
+def _pyproject(tmp_path: Path) -> None:
+    from kernelforge.lock import read_requirements
+
+    (tmp_path / "pyproject.toml").write_text(f"[tool.kernelforge]\ndependencies = {DEEP}\n")
+    read_requirements(tmp_path)
+
+
+def _lock_file(tmp_path: Path) -> None:
+    from kernelforge.lock import read_lock
+
+    (tmp_path / "kernelforge.lock").write_text(DEEP)
+    read_lock(tmp_path / "kernelforge.lock")
+
+
+def _trust_store(tmp_path: Path) -> None:
+    from kernelforge.trust import load_store
+
+    (tmp_path / "trust.json").write_text(DEEP)
+    load_store(tmp_path / "trust.json")
+
+
+def _signature(tmp_path: Path) -> None:
+    from kernelforge.signing import parse_signature
+
+    parse_signature(DEEP.encode(), "build/torch-cpu.sig")
+
+
+def _metadata(tmp_path: Path) -> None:
+    from kernelforge.hub._staging import parse_metadata
+
+    parse_metadata(DEEP.encode(), "build/torch-cpu/metadata.json")
+
+
+def _kernel_status(tmp_path: Path) -> None:
+    from kernelforge.revisions import parse_status
+
+    parse_status(f"kind = {DEEP}", "kernel-status.toml")
+
+
+def _commit_record(tmp_path: Path) -> None:
+    from kernelforge.hub import LocalHub
+
+    repo = tmp_path / "hub" / "org" / "name"
+    (repo / "refs" / "heads").mkdir(parents=True)
+    (repo / "refs" / "heads" / "v1").write_text(COMMIT)
+    (repo / "objects" / COMMIT).mkdir(parents=True)
+    (repo / "objects" / COMMIT / ".commit.json").write_text(DEEP)
+    LocalHub(tmp_path / "hub").log("org/name", "v1")
+
+
+@pytest.mark.parametrize(
+    ("read", "error", "match"),
+    [
+        (_manifest, ManifestError, r"build\.toml: not valid TOML: values are nested too deeply"),
+        (_pyproject, LockError, r"pyproject\.toml: cannot be read as TOML \(values are nested"),
+        (_lock_file, LockError, r"kernelforge\.lock: not a readable JSON lock file \(values"),
+        (_trust_store, TrustError, r"trust\.json: not valid JSON \(values are nested too"),
+        (_signature, TrustError, r"torch-cpu\.sig: not a valid signature file"),
+        (_metadata, HubError, r"metadata\.json: not valid JSON \(values are nested too deeply"),
+        (_kernel_status, HubError, r"kernel-status\.toml: not valid TOML \(values are nested"),
+        (_commit_record, HubError, r"\.commit\.json: unreadable commit record \(values are"),
+    ],
+    ids=lambda v: getattr(v, "__name__", "").strip("_") or None,
+)
+def test_a_document_nested_too_deeply_is_refused_naming_the_file(
+        tmp_path: Path, read, error, match) -> None:
+    with pytest.raises(error, match=match):
+        read(tmp_path)
+
+
+def test_a_cache_entry_record_nested_too_deeply_is_damage(tmp_path: Path) -> None:
+    from kernelforge.cache import _entry_record
+
+    (tmp_path / "entry.json").write_text(DEEP)
+    assert _entry_record(tmp_path / "entry.json") == (None, "its entry.json is not valid JSON")
