@@ -96,3 +96,46 @@ def test_a_cache_entry_record_nested_too_deeply_is_damage(tmp_path: Path) -> Non
 
     (tmp_path / "entry.json").write_text(DEEP)
     assert _entry_record(tmp_path / "entry.json") == (None, "its entry.json is not valid JSON")
+
+
+def _trust_store_latin1(tmp_path: Path) -> None:
+    from kernelforge.trust import load_store
+
+    (tmp_path / "trust.json").write_bytes(b'{"format": 1, "allow": ["caf\xe9/x"]}')
+    load_store(tmp_path / "trust.json")
+
+
+def _owner_key_latin1(tmp_path: Path) -> None:
+    from kernelforge.trust import OWNER_KEY_FILE, _owner_key
+
+    (tmp_path / OWNER_KEY_FILE).write_bytes(b"\xe9" * 64)
+    (tmp_path / OWNER_KEY_FILE).chmod(0o600)
+    _owner_key(create=False)
+
+
+def _pyproject_latin1(tmp_path: Path) -> None:
+    from kernelforge.lock import read_requirements
+
+    (tmp_path / "pyproject.toml").write_bytes(
+        b'[tool.kernelforge.dependencies]\n"org/relu" = 1  # caf\xe9\n')
+    read_requirements(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("read", "error", "match"),
+    [
+        (_trust_store_latin1, TrustError, r"trust\.json: not a UTF-8 text file \(.*\); fix or "
+                                          r"remove the file"),
+        (_owner_key_latin1, TrustError, r"owner\.key: corrupt owner key; delete it"),
+        (_pyproject_latin1, LockError, r"pyproject\.toml: cannot be read as TOML \('utf-8' "
+                                       r"codec can't decode"),
+    ],
+    ids=lambda v: getattr(v, "__name__", "").strip("_") or None,
+)
+def test_a_file_that_is_not_utf8_is_refused_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read, error, match) -> None:
+    from kernelforge.trust import CONFIG_ENV
+
+    monkeypatch.setenv(CONFIG_ENV, str(tmp_path))
+    with pytest.raises(error, match=match):
+        read(tmp_path)

@@ -395,7 +395,7 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
     except FileNotFoundError:
         raise LockError(f"{path}: not found; 'kernelforge lock' reads the project's "
                         "pyproject.toml") from None
-    except (OSError, tomllib.TOMLDecodeError) as err:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise LockError(f"{path}: cannot be read as TOML ({err})") from err
     found: dict[str, Requirement] = {}
     problems: list[str] = []  # every entry's, reported together

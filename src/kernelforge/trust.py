@@ -260,6 +260,9 @@ def load_store(path: str | os.PathLike[str] | None = None) -> TrustStore:
         return TrustStore(path=p)
     except OSError as err:
         raise TrustError(f"{p}: cannot read the trust store ({err.strerror})") from err
+    except UnicodeDecodeError as err:
+        raise TrustError(f"{p}: not a UTF-8 text file ({err}); fix or remove the file"
+                         ) from err
     try:
         doc = json_loads(text)
     except ValueError as err:
@@ -597,6 +600,8 @@ def _owner_key(create: bool) -> bytes | None:
         return _owner_key(create=False)
     except OSError as err:
         raise TrustError(f"{path}: cannot read the owner key ({err.strerror})") from err
+    except UnicodeDecodeError:
+        text = ""  # not the hex digits written there: corrupt, as below
     if os.name == "posix" and path.stat().st_mode & 0o077:
         # whoever reads it can mark any revision in a local hub as published by you
         raise TrustError(f"{path}: the owner key is readable or writable by other users, "
