@@ -3,6 +3,7 @@ an exception of the parser or of the code that reads the parsed values."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,42 @@ def test_a_file_that_is_not_utf8_is_refused_naming_it(
     monkeypatch.setenv(CONFIG_ENV, str(tmp_path))
     with pytest.raises(error, match=match):
         read(tmp_path)
+
+
+# '~user' of a user this system does not have: pathlib's expanduser raises RuntimeError
+# for it, the shell and os.path leave it as written.
+NO_USER = "~no-such-user-kf/x"
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "code", "match"),
+    [
+        ({"KERNELFORGE_HUB": NO_USER}, ["info", "org/name"], 1,
+         f"KERNELFORGE_HUB={NO_USER} chose the local hub {NO_USER}: .*the hub directory "
+         f"{NO_USER} does not exist"),
+        ({}, ["versions", "org/name", "--hub", NO_USER], 1,
+         f"the hub directory {NO_USER} does not exist"),
+        ({"KERNELFORGE_CACHE": NO_USER}, ["cache", "list"], 0, ""),
+        ({}, ["cache", "list", "--cache", NO_USER], 0, ""),
+        ({"KERNELFORGE_CONFIG": NO_USER}, ["trust", "list"], 0, ""),
+        ({"LOCAL_KERNELS": f"org/name={NO_USER}"}, ["info", "org/name"], 1,
+         f"LOCAL_KERNELS entry org/name={NO_USER}: {NO_USER} does not exist"),
+    ],
+)
+def test_a_tilde_of_no_such_user_is_left_as_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        env: dict[str, str], argv: list[str], code: int, match: str) -> None:
+    from kernelforge.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for var in ("KERNELFORGE_HUB", "KERNELFORGE_CACHE", "KERNELFORGE_CONFIG"):
+        monkeypatch.setenv(var, str(tmp_path / var))
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    if match:
+        assert re.search(match, err), err
+    assert "Traceback" not in err

@@ -80,7 +80,7 @@ def default_cache_root() -> Path:
     """``$KERNELFORGE_CACHE``, else ``downloads`` in the user cache directory."""
     env = os.environ.get(CACHE_ENV)
     if env:
-        return Path(env).expanduser()
+        return Path(os.path.expanduser(env))
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("kernelforge")) / "downloads"
@@ -235,7 +235,7 @@ class DownloadCache:
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        self.root = Path(root).expanduser() if root is not None else default_cache_root()
+        self.root = Path(os.path.expanduser(root)) if root is not None else default_cache_root()
 
     def __repr__(self) -> str:
         return f"DownloadCache({str(self.root)!r})"

@@ -290,7 +290,7 @@ def _warn_stale(stale: list[tuple[str, str]], path: str, published: bool) -> Non
 def _read_card(spec: str, project: Path) -> str:
     """The README text ``--card`` names, a path from the current directory (as for any
     command-line path), with a hint where the ``project`` holds that file instead."""
-    path = Path(spec).expanduser()
+    path = Path(os.path.expanduser(spec))
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:

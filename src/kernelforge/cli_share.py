@@ -6,6 +6,7 @@ kernelforge errors into exit code 1.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -184,7 +185,7 @@ def load_signer(spec: str) -> Any:
     from kernelforge.signing import load_signing_key
     from kernelforge.trust import config_dir
 
-    path = here = Path(spec).expanduser()
+    path = here = Path(os.path.expanduser(spec))
     keys = config_dir() / "keys"
     name = spec[:-len(".pem")] if spec.endswith(".pem") else spec
     in_keys = keys / f"{name}.pem"
@@ -379,7 +380,7 @@ def _key_exists(path: Path) -> KernelforgeError:
 def _cmd_keygen(args: argparse.Namespace) -> int:
     from kernelforge import trust
 
-    path = Path(args.out).expanduser() if args.out else (
+    path = Path(os.path.expanduser(args.out)) if args.out else (
         trust.config_dir() / "keys" / f"{args.name}.pem")
     pub_file = path.with_suffix(".pub")
     repos = list(args.repo or ["*"])
@@ -494,7 +495,7 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
 def _public_key_text(spec: str) -> str:
     if spec.startswith("ed25519:"):
         return spec
-    path = Path(spec).expanduser()
+    path = Path(os.path.expanduser(spec))
     try:
         text = path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError) as err:

@@ -127,7 +127,7 @@ def _hub_key(hub: HubArg) -> Hashable:
         return _hf_key()
     if isinstance(hub, (str, os.PathLike)):
         # as LocalHub reads it; Path.absolute keeps '..', which may follow a link
-        return ("local", str(Path(hub).expanduser().absolute()))
+        return ("local", str(Path(os.path.expanduser(hub)).absolute()))
     key = getattr(hub, "cache_key", None)
     if is_hub(hub) and callable(key):
         return key()

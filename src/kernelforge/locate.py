@@ -164,7 +164,7 @@ def local_overrides() -> dict[str, Path]:
             validate_repo_id(repo)
         except ValueError as err:
             raise ValueError(f"{LOCAL_KERNELS_ENV}: malformed entry {entry!r}: {err}") from err
-        out[repo] = Path(path.strip()).expanduser()
+        out[repo] = Path(os.path.expanduser(path.strip()))
     return out
 
 
@@ -520,7 +520,7 @@ def locate_local(
     """
     from kernelforge import variants
 
-    root = Path(path).expanduser()
+    root = Path(os.path.expanduser(path))
     label = repo or str(root)
     said = f"{LOCAL_KERNELS_ENV} entry {repo}={path}" if repo else "path"
     if (root / "metadata.json").is_file():  # a variant directory itself

@@ -306,7 +306,7 @@ def load_signing_key(path: str | os.PathLike[str]) -> SigningKey:
     """
     from cryptography.hazmat.primitives import serialization
 
-    p = Path(path).expanduser()
+    p = Path(os.path.expanduser(path))
     try:
         data = p.read_bytes()
         mode = p.stat().st_mode
@@ -358,7 +358,7 @@ def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> Si
 
     from kernelforge._durable import fsync_dir, replace_file, write_temp
 
-    p = Path(path).expanduser()
+    p = Path(os.path.expanduser(path))
     if not overwrite and (p.exists() or p.is_symlink()):
         raise _key_exists(p)
     private = _crypto().Ed25519PrivateKey.generate()

@@ -73,7 +73,7 @@ def config_dir() -> Path:
     """
     env = os.environ.get(CONFIG_ENV)
     if env:
-        return Path(env).expanduser()
+        return Path(os.path.expanduser(env))
     import platformdirs
 
     return Path(platformdirs.user_config_dir("kernelforge"))
@@ -190,7 +190,7 @@ class TrustStore:
 
 
 def _store_path(path: str | os.PathLike[str] | None) -> Path:
-    return Path(path).expanduser() if path is not None else config_dir() / STORE_FILE
+    return Path(os.path.expanduser(path)) if path is not None else config_dir() / STORE_FILE
 
 
 def _parse_store(doc: Any, path: Path) -> TrustStore:

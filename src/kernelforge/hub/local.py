@@ -118,7 +118,7 @@ def default_root() -> Path:
     env = os.environ.get(HUB_ENV, "")
     # Empty (or blank) counts as unset; "hf" and "huggingface" name HfHub.
     if env.strip() and env.strip().lower() not in ("hf", "huggingface"):
-        return Path(env).expanduser()
+        return Path(os.path.expanduser(env))
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("kernelforge")) / "hub"
@@ -148,7 +148,7 @@ class LocalHub(LocalHubWriter):
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         if isinstance(root, str) and not root.strip():
             raise ValueError(EMPTY_HUB)
-        self.root = Path(root).expanduser() if root is not None else default_root()
+        self.root = Path(os.path.expanduser(root)) if root is not None else default_root()
 
     def __repr__(self) -> str:
         return f"LocalHub({str(self.root)!r})"
