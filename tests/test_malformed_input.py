@@ -179,3 +179,20 @@ def test_a_tilde_of_no_such_user_is_left_as_written(
     if match:
         assert re.search(match, err), err
     assert "Traceback" not in err
+
+
+def test_a_hub_path_too_long_in_the_environment_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelforge.cli import main
+
+    long = str(tmp_path / ("y" * 300))
+    monkeypatch.setenv("KERNELFORGE_HUB", long)
+    monkeypatch.setenv("KERNELFORGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "config"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    assert main(["info", "org/name"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: KERNELFORGE_HUB={long} chose the local hub {long}: the hub "
+                          f"path '{long}' cannot be used (File name too long)"), err

@@ -293,8 +293,13 @@ def _chosen_by_env(hub: HubArg, h: Hub, repo_id: str) -> str | None:
         also = (f" (the local hub {local.root} holds {repo_id}: unset {HUB_ENV} to load it "
                 "from there)" if held else "")
         return f"{HUB_ENV}={env} chose the Hugging Face Hub{also}"
-    if isinstance(h, LocalHub) and not h.root.is_dir():
-        return f"{HUB_ENV}={env} chose the local hub {h.root}"
+    if isinstance(h, LocalHub):
+        try:
+            missing = not h.root.is_dir()
+        except OSError:  # a name the system cannot take (too long): the error says so
+            missing = True
+        if missing:
+            return f"{HUB_ENV}={env} chose the local hub {h.root}"
     return None
 
 
