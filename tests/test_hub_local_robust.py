@@ -446,3 +446,23 @@ def test_a_hub_root_that_is_a_link_loads(tmp_path: Path, project: Path) -> None:
     LocalHub(tmp_path / "real").publish(REPO, project, version=1)
     (tmp_path / "linked").symlink_to(tmp_path / "real")
     assert get_kernel(REPO, version=1, hub=tmp_path / "linked").VALUE == 1
+
+
+@pytest.mark.parametrize("mac", ["\u00e9" * 64, "\udcff", "\U0001f600"])
+def test_an_owner_mark_of_other_characters_is_no_mark(hub: LocalHub, project: Path,
+                                                      mac: str) -> None:
+    """hmac.compare_digest raises TypeError for a str that is not ASCII: such a mark is
+    none (the revision needs a signature or an allow-list entry), not a crash."""
+    from kernelforge import get_kernel
+    from kernelforge.errors import TrustError
+
+    rev = hub.publish(REPO, project, version=1)
+    assert hub.owned(REPO, rev.commit)
+    path = hub.commit_path(REPO, rev.commit) / ".commit.json"
+    _writable(path)
+    record = json.loads(path.read_text())
+    record["owner"]["mac"] = mac
+    path.write_text(json.dumps(record))
+    assert not hub.owned(REPO, rev.commit)
+    with pytest.raises(TrustError, match=f"refusing to load {REPO}"):
+        get_kernel(REPO, version=1, hub=hub)

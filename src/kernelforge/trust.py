@@ -669,7 +669,9 @@ def check_owner_mark(
     Returns:
         ``True`` only if this user's owner key exists and the MAC matches.
     """
-    if not isinstance(mark, dict) or not isinstance(mark.get("mac"), str):
+    # compare_digest takes ASCII strings only (a MAC is hex): anything else is no mark
+    if not isinstance(mark, dict) or not isinstance(mark.get("mac"), str) \
+            or not mark["mac"].isascii():
         return False
     key = _owner_key(create=False)
     if key is None:
