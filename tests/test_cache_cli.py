@@ -5,6 +5,7 @@ from a directory that is not a download cache."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -254,6 +255,38 @@ def test_a_refs_file_naming_no_repository_is_not_read(env) -> None:
     assert cache.load_refs("org/relu") is None
     cache.save_refs("org/relu", {"v1": "c" * 40}, {})  # the next online load
     assert cache.load_refs("org/relu") == ({"v1": "c" * 40}, {})
+
+
+@pytest.mark.parametrize("change", [
+    {"branches": 5},
+    {"branches": ["v1"]},
+    {"branches": {"v1": 5}},
+    {"tags": {"t": "not-a-commit"}},
+])
+def test_a_damaged_refs_file_is_ignored_with_a_warning(env, caplog, change) -> None:
+    """Refs of the wrong shape count as none cached (an offline load says so, an online
+    one writes them again), rather than failing deep in the version choice."""
+    cache = DownloadCache(env["cache"])
+    cache.save_refs("org/relu", {"v1": "a" * 40}, {})
+    path = env["cache"] / "refs" / "org" / "relu.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        assert cache.load_refs("org/relu") is None
+    assert f"ignoring damaged cache file {path} (" in caplog.text
+    assert "is not a mapping of names to commit ids" in caplog.text
+    cache.save_refs("org/relu", {"v1": "c" * 40}, {})  # the next online load
+    assert cache.load_refs("org/relu") == ({"v1": "c" * 40}, {})
+
+
+@pytest.mark.parametrize("when", [10**400, 1e300, float("nan"), float("inf")],
+                         ids=["huge-int", "1e300", "nan", "inf"])
+def test_a_refs_time_no_date_can_be_given_for_is_none(env, when) -> None:
+    cache = DownloadCache(env["cache"])
+    cache.save_refs("org/relu", {"v1": "a" * 40}, {})
+    path = env["cache"] / "refs" / "org" / "relu.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "time": when}))
+    assert cache.refs_saved_at("org/relu") is None
+    assert cache.load_refs("org/relu") == ({"v1": "a" * 40}, {})
 
 
 def test_a_download_finishing_during_clear_is_reported_or_kept(env, monkeypatch) -> None:

@@ -429,7 +429,11 @@ class DownloadCache:
             doc = self._read_json(path)
             if (isinstance(doc, dict) and isinstance(doc.get("repo-id"), str)
                     and doc["repo-id"].lower() == repo_id.lower()):
-                docs.append(doc)
+                problem = _refs_problem(doc)
+                if problem is None:
+                    docs.append(doc)
+                else:  # damaged: as if none were cached (the next online load rewrites it)
+                    logger.warning("ignoring damaged cache file %s (%s)", path, problem)
         return max(docs, key=_saved_at) if docs else None
 
     def load_refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]] | None:
@@ -1062,9 +1066,27 @@ class DownloadCache:
 
 
 def _saved_at(doc: dict[str, Any]) -> float:
-    """When a cache record says it was written (0 where it says nothing usable)."""
+    """When a cache record says it was written (0 where it says nothing usable: not a
+    number, or one no date can be given for, such as NaN or a year past 9999)."""
     time_ = doc.get("time")
-    return float(time_) if isinstance(time_, (int, float)) else 0.0
+    if isinstance(time_, bool) or not isinstance(time_, (int, float)):
+        return 0.0
+    try:
+        time.localtime(time_)
+    except (OverflowError, ValueError, OSError):
+        return 0.0
+    return float(time_)
+
+
+def _refs_problem(doc: dict[str, Any]) -> str | None:
+    """What is wrong with a refs file's ``branches`` and ``tags``, if anything: each must
+    map names to commit ids."""
+    for kind in ("branches", "tags"):
+        refs = doc.get(kind, {})
+        if not isinstance(refs, dict) or not all(
+                isinstance(name, str) and is_commit(commit) for name, commit in refs.items()):
+            return f"'{kind}' is not a mapping of names to commit ids"
+    return None
 
 
 def _rename_into(src: Path, dst: Path) -> None:
