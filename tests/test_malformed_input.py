@@ -196,3 +196,23 @@ def test_a_hub_path_too_long_in_the_environment_is_named(
     err = capsys.readouterr().err
     assert err.startswith(f"error: KERNELFORGE_HUB={long} chose the local hub {long}: the hub "
                           f"path '{long}' cannot be used (File name too long)"), err
+
+
+@pytest.mark.parametrize("via", ["argument", "LOCAL_KERNELS"])
+def test_a_local_kernel_path_too_long_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], via: str) -> None:
+    from kernelforge import get_local_kernel
+    from kernelforge.cli import main
+
+    long = str(tmp_path / ("x" * 300))
+    if via == "argument":
+        with pytest.raises(HubError, match=rf"path: {re.escape(long)} cannot be used \(File "
+                                           r"name too long\)"):
+            get_local_kernel(long)
+        return
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/name={long}")
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "config"))
+    assert main(["info", "org/name"]) == 1
+    assert capsys.readouterr().err == (f"error: LOCAL_KERNELS entry org/name={long}: {long} "
+                                       "cannot be used (File name too long)\n")

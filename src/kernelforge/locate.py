@@ -528,6 +528,12 @@ def locate_local(
     root = Path(os.path.expanduser(path))
     label = repo or str(root)
     said = f"{LOCAL_KERNELS_ENV} entry {repo}={path}" if repo else "path"
+    try:
+        root.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # said below, with what was expected
+    except OSError as err:  # a name too long for the file system, a folder one may not read
+        raise HubError(f"{said}: {root} cannot be used ({err.strerror or err})") from err
     if (root / "metadata.json").is_file():  # a variant directory itself
         base, names = root.parent, [root.name]
         if not _parses(root.name):  # the caller chose it: only the GPU arch is checked
