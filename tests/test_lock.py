@@ -758,6 +758,50 @@ def test_a_kernels_lock_of_a_commit_the_local_hub_lacks_uses_the_hf_hub(
     assert isinstance(hub_for_lock(None, parsed.require(REPO)), HfHub)
 
 
+@pytest.mark.parametrize("where", ["typo", "other hub"])
+def test_a_kernels_lock_the_hf_hub_lacks_says_the_local_hub_was_looked_in_first(
+    hf: HfHub, tmp_path: Path, env, monkeypatch, capsys, where: str
+) -> None:
+    """A kernels.lock records no hub: an entry the default local hub lacks goes to the
+    Hugging Face Hub, whose error alone ('repository not found') hides that the kernel
+    was looked for in the local hub first, and which one ($KERNELFORGE_HUB mistyped)."""
+    hub = LocalHub(tmp_path / "team-hub")
+    commit, _ = publish(hub, REPO, tmp_path / "v1")
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
+                                 "lock": {"commit": commit}}]))
+    from kernelforge.hub import as_hub
+
+    monkeypatch.setattr("kernelforge.locate.as_hub",  # the Hugging Face Hub lacks REPO
+                        lambda h: hf if h == "hf" else as_hub(h))
+    default = tmp_path / "typo-hub" if where == "typo" else env["hub"]
+    if where == "other hub":  # the default local hub, holding another kernel
+        publish(LocalHub(default), OTHER, tmp_path / "other")
+    monkeypatch.setenv("KERNELFORGE_HUB", str(default))
+    missing = ", which does not exist" if where == "typo" else ""
+    said = (f"repository {REPO!r} is not in the local hub {default} (chosen by "
+            f"KERNELFORGE_HUB={default}{missing}), and a kernels.lock records no hub, so the "
+            "Hugging Face Hub was asked (name the hub the kernel was locked from: hub=DIR in "
+            "Python, --hub DIR on the command line, or $KERNELFORGE_HUB): ")
+    calls = [lambda: loader.get_locked_kernel(REPO, lockfile=lock),
+             lambda: loader.load_kernel(REPO, lockfile=lock),
+             lambda: loader.kernel_info(REPO, lockfile=lock),
+             lambda: download_locked(lock),
+             lambda: download_locked(lock, all_variants=True)]
+    for call in calls:
+        with pytest.raises(HubError) as info:
+            call()
+        assert str(info.value).startswith(said), str(info.value)
+    assert main(["download", str(lock)]) == 1
+    assert said in capsys.readouterr().err
+    # the hub named: its own error, nothing about a local hub
+    with pytest.raises(HubError) as info:
+        loader.get_locked_kernel(REPO, lockfile=lock, hub=hf)
+    assert "local hub" not in str(info.value)
+    # the right hub named: it loads
+    assert loader.get_locked_kernel(REPO, lockfile=lock, hub=hub).VALUE == 1
+
+
 # --- load_kernel never downloads, and says so ------------------------------------------------
 
 

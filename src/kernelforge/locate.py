@@ -16,7 +16,8 @@ does not hold the repository, and name those it holds). Errors of a hub that
 those of a ``LOCAL_KERNELS`` build name its entry. A locked load with ``None`` uses
 the kind of hub the lock records; a Hugging Face ``kernels.lock`` records none, so it uses
 the local hub when that holds the repository at the locked commit, else the Hugging Face
-Hub (:func:`hub_for_lock`).
+Hub (:func:`hub_for_lock`), whose errors then say that the local hub lacked it
+(:func:`lock_hub_explained`).
 """
 
 from __future__ import annotations
@@ -241,6 +242,48 @@ def hub_for_lock(hub: HubArg, locked: LockedKernel) -> Hub:
                 f"another one than this default, name it: hub=DIR in Python, --hub DIR on "
                 f"the command line, or ${HUB_ENV}")
     return h
+
+
+def _lock_fallback(hub: HubArg, locked: LockedKernel, h: Hub) -> str | None:
+    """Why :func:`hub_for_lock` sent a ``kernels.lock`` entry (which records no hub) to
+    the Hugging Face Hub where the user named no hub: the default local hub does not
+    hold the repository, or not at the locked commit (``$KERNELFORGE_HUB`` named, where
+    it chose that local hub). ``None`` where the user chose the hub (``hub=``,
+    ``$KERNELFORGE_HUB=hf``) or the entry records one."""
+    if hub is not None or locked.hub is not None or isinstance(h, LocalHub):
+        return None
+    env = os.environ.get(HUB_ENV, "").strip()
+    if env.lower() in HF_NAMES:
+        return None
+    local = LocalHub()
+    try:
+        held = local.has_repo(locked.repo)
+    except (OSError, HubError):
+        held = False
+    where = f"the local hub {local.root}"
+    if env:
+        missing = "" if local.root.is_dir() else ", which does not exist"
+        where += f" (chosen by {HUB_ENV}={env}{missing})"
+    what = (f"commit {locked.commit[:12]} of {locked.repo} is not in {where}" if held
+            else f"repository {locked.repo!r} is not in {where}")
+    return (f"{what}, and a kernels.lock records no hub, so the Hugging Face Hub was asked "
+            "(name the hub the kernel was locked from: hub=DIR in Python, --hub DIR on the "
+            f"command line, or ${HUB_ENV})")
+
+
+@contextlib.contextmanager
+def lock_hub_explained(hub: HubArg, locked: LockedKernel, h: Hub) -> Iterator[None]:
+    """Let a :class:`HubError` raised inside say why the hub ``h`` that
+    :func:`hub_for_lock` gave for ``locked`` is the Hugging Face Hub, where the user did
+    not choose it (see :func:`_lock_fallback`): its own error ("repository not found")
+    says nothing of the local hub the kernel was looked for in first."""
+    try:
+        yield
+    except HubError as err:
+        why = _lock_fallback(hub, locked, h)
+        if why is None:
+            raise
+        raise type(err)(f"{why}: {err}") from err
 
 
 def _not_in_local_hub(repo_id: str) -> str:
@@ -745,10 +788,12 @@ def locate_locked(
     if cache_only and hasattr(h, "cache_only"):
         h = h.cache_only(for_load_kernel=True)
     repo, commit = locked.repo, locked.commit
-    names = sorted(locked.variants) if locked.variants is not None else h.variants(repo, commit)
     what = f"{locked.repo_id} (locked revision {commit[:7]} in {lockfile})"
-    name, data, meta, trace = _choose(names, _hub_meta(h, repo, commit, locked), what,
-                                      backend, check_arch)
+    with lock_hub_explained(hub, locked, h):
+        names = (sorted(locked.variants) if locked.variants is not None
+                 else h.variants(repo, commit))
+        name, data, meta, trace = _choose(names, _hub_meta(h, repo, commit, locked), what,
+                                          backend, check_arch)
     pins = locked.variants[name].files if locked.variants is not None else None
     req, decision = trust_request(h, repo, commit, name, data, allow,
                            lockfile if pins is not None else None)

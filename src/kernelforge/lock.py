@@ -1407,14 +1407,16 @@ class _Download:
     def variants(self, h: Any, locked: LockedKernel) -> list[str]:
         """The variants of a locked kernel to fetch: all of them, or the one a load here
         chooses."""
-        from kernelforge.locate import locate_locked
+        from kernelforge.locate import locate_locked, lock_hub_explained
 
-        if self.all_variants:
-            return (sorted(locked.variants) if locked.variants is not None
-                    else h.variants(locked.repo, locked.commit))
-        plan = locate_locked(locked, lockfile=str(self.lock.path), backend=self.backend,
-                             hub=h, check_arch=True, allow=True, cache_only=False)
-        return [plan.info.variant]
+        # h is the hub hub_for_lock gave for self.hub: its errors say why where it chose
+        with lock_hub_explained(self.hub, locked, h):
+            if self.all_variants:
+                return (sorted(locked.variants) if locked.variants is not None
+                        else h.variants(locked.repo, locked.commit))
+            plan = locate_locked(locked, lockfile=str(self.lock.path), backend=self.backend,
+                                 hub=h, check_arch=True, allow=True, cache_only=False)
+            return [plan.info.variant]
 
     def listed_by(self, locked: LockedKernel, key: DependencyKey) -> list[str]:
         """The variants of the lock's other entries (``org/name (variant v)``, any
