@@ -136,7 +136,8 @@ def test_help_gives_defaults_and_describes_positionals(
 
     assert "path the project directory, holding pyproject.toml (default: .)" in _help(
         ["lock"], monkeypatch, capsys)
-    assert "path a lock file, or the project directory holding one (default: .)" in _help(
+    assert ("path a lock file, or the project directory holding one, or its pyproject.toml "
+            "(default: .)") in _help(
         ["download"], monkeypatch, capsys)
     assert "key the publisher's public key, 'ed25519:<base64>'" in _help(
         ["trust", "add"], monkeypatch, capsys)

@@ -1444,3 +1444,33 @@ def test_a_local_hub_lock_under_kernelforge_hub_hf_does_not_say_the_variable_cho
     assert ("(the local hub in the user cache: KERNELFORGE_HUB=hf names the Hugging Face Hub, "
             "and this lock entry records a local hub)") in said
     assert "name it: hub=DIR in Python, --hub DIR on the command line" in said
+
+
+def test_the_projects_pyproject_toml_names_its_lock_and_a_lock_file_is_no_project(
+    tmp_path: Path, env, capsys
+) -> None:
+    """'kernelforge lock' takes a project's pyproject.toml for the project: so do download
+    and the locked loads, rather than reading it as a JSON lock file; and lock given a
+    file that is not a pyproject.toml (the lock file) says so, not 'Not a directory'."""
+    hub = LocalHub(env["hub"])
+    commit, module_id = publish(hub, REPO, tmp_path / "v1")
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    pyproject = root / "pyproject.toml"
+    with pytest.raises(LockError, match=re.escape(
+            f"{root}: neither kernelforge.lock nor kernels.lock found")):
+        read_lock(pyproject)
+    assert lock_project(pyproject).path == root / "kernelforge.lock"
+    assert read_lock(pyproject).path == root / "kernelforge.lock"
+    assert [r for r, _v, _p in download_locked(pyproject)] == [REPO]
+    assert loader.get_locked_kernel(REPO, lockfile=pyproject).__name__ == module_id
+    assert loader.load_kernel(REPO, lockfile=pyproject).__name__ == module_id
+    assert loader.kernel_info(REPO, lockfile=pyproject).commit == commit
+    capsys.readouterr()
+    assert main(["download", str(pyproject)]) == 0
+    assert f"{REPO} torch-cpu: verified" in capsys.readouterr().out
+    assert main(["lock", str(root / "kernelforge.lock")]) == 1
+    err = capsys.readouterr().err
+    assert (f"{root / 'kernelforge.lock'}: a file, not a project; 'kernelforge lock' takes "
+            "the project directory (or its pyproject.toml)") in err, err
+    with pytest.raises(LockError, match="a file, not a project"):
+        lock_project(root / "kernelforge.lock")

@@ -797,7 +797,8 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser("download", help="fetch a project's locked kernels for offline use")
     p.add_argument("path", nargs="?", default=".",
-                   help="a lock file, or the project directory holding one (default: .)")
+                   help="a lock file, or the project directory holding one, or its "
+                   "pyproject.toml (default: .)")
     p.add_argument("--all-variants", action="store_true",
                    help="every locked variant, not only this system's")
     p.add_argument("--backend", help="choose for this backend instead of the system's "

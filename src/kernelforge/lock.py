@@ -389,6 +389,9 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
     from kernelforge._parse import toml_loads
 
     path = Path(project)
+    if path.name != "pyproject.toml" and path.is_file():  # a lock file, say: not the project
+        raise LockError(f"{path}: a file, not a project; 'kernelforge lock' takes the project "
+                        "directory (or its pyproject.toml), which lists the kernels to lock")
     path = path if path.name == "pyproject.toml" else path / "pyproject.toml"
     try:
         doc = toml_loads(path.read_text(encoding="utf-8"))
@@ -590,10 +593,13 @@ def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
 
 
 def lock_file_path(path: str | os.PathLike[str]) -> Path:
-    """The lock file ``path`` names: itself, or in a project directory its
+    """The lock file ``path`` names: itself, or in a project directory (or the directory
+    of a ``pyproject.toml`` named, as ``kernelforge lock`` takes it) its
     ``kernelforge.lock``, else its ``kernels.lock`` (``~`` is the home directory, as in
     ``hub=``)."""
     p = Path(os.path.expanduser(os.fspath(path)))
+    if p.name == "pyproject.toml" and p.is_file():
+        p = p.parent
     if p.is_dir():
         return p / LOCK_FILE if (p / LOCK_FILE).is_file() else p / HF_LOCK_FILE
     return p
@@ -604,7 +610,7 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
 
     Args:
         path: the lock file, or a project directory holding one (``kernelforge.lock``
-            preferred).
+            preferred), or that directory's ``pyproject.toml``.
 
     Returns:
         The :class:`LockFile`.
@@ -618,7 +624,7 @@ def read_lock(path: str | os.PathLike[str]) -> LockFile:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         where = (f"{p.parent}: neither {LOCK_FILE} nor {HF_LOCK_FILE} found"
-                 if Path(path).is_dir() else f"{p}: lock file not found"
+                 if p != Path(path) else f"{p}: lock file not found"
                  + ("" if p.is_absolute() else f" (looked for {p.absolute()})"))
         raise LockError(f"{where}; write it with 'kernelforge lock PROJECT'") from None
     except (OSError, ValueError) as err:
@@ -1509,7 +1515,8 @@ def download_locked(
     """Fetch every locked kernel into the download cache, for offline loads.
 
     Args:
-        lockfile: the lock file, or a project directory holding one.
+        lockfile: the lock file, or a project directory holding one (or its
+            ``pyproject.toml``).
         hub: the ``hub=`` argument; ``None`` uses the kind each lock entry records (a
             ``kernels.lock`` records none: the local hub when it holds the repository at
             the locked commit, else the Hugging Face Hub; see
