@@ -19,9 +19,10 @@ README = REPO / "README.md"
 
 
 def readme_section(title: str) -> str:
-    """The README's text under the heading ``### <title>``, up to the next heading."""
+    """The README's text under the heading ``### <title>``, its ``####`` subsections
+    included, up to the next heading of level 2 or 3 (or the end)."""
     text = README.read_text()
-    m = re.search(rf"^### {re.escape(title)}\n(.*?)(?=^##)", text, re.S | re.M)
+    m = re.search(rf"^### {re.escape(title)}\n(.*?)(?=^###? |\Z)", text, re.S | re.M)
     assert m, f"README.md has no section '{title}'"
     return m.group(1)
 
