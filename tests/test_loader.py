@@ -549,6 +549,40 @@ def test_a_signed_build_that_records_no_version_is_refused_on_a_version_branch(
     hub.publish("kernels-test/noversion-mine", tmp_path / "q", version=1)  # unsigned
     assert loader.get_kernel("kernels-test/noversion-mine", version=1, hub=hub).VALUE == 2
 
+def test_a_signed_build_that_records_no_version_is_not_locked_from_a_version_branch(
+    hub: LocalHub, tmp_path: Path, signer, monkeypatch
+) -> None:
+    """A load from branch v2 refuses a signed build that records no version (it may be
+    a build of v1 copied there); 'kernelforge lock' of version 2 refuses to pin it too,
+    since a locked load reads no branch and would then load it for good. Allowing the
+    repository pins it as it is."""
+    from kernelforge import trust
+    from kernelforge.errors import TrustError
+    from kernelforge.lock import lock_project
+
+    repo = "kernels-test/noversion-lock"
+    make_variant(tmp_path / "p", "torch-cpu", module_id=uid("nvl"), value=1, version=None)
+    commit = hub.publish(repo, tmp_path / "p", version=1).commit  # publish --sign refuses
+    meta = (hub.variant_path(repo, commit, "torch-cpu") / "metadata.json").read_bytes()
+    _add_to_revision(hub, repo, commit, "build/torch-cpu.sig",
+                     signer.sign_variant("torch-cpu", meta, repo_id=repo))
+    (hub.root / repo / "refs" / "heads" / "v2").write_text(commit + "\n")  # replayed as v2
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "other-config"))  # another user
+    trust.add_key(signer.public.text, name="alice", repos=("kernels-test/*",))
+    with pytest.raises(TrustError, match="records no version"):
+        loader.get_kernel(repo, version=2, hub=hub)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\nversion = "0"\n[tool.kernelforge.dependencies]\n"{repo}" = 2\n')
+    with pytest.raises(TrustError, match=r"records no version .* copied there from another "
+                       r"version.* refusing to lock it .* --allow kernels-test/noversion-lock"):
+        lock_project(project, hub=hub)
+    assert not (project / "kernelforge.lock").exists()
+    lock = lock_project(project, hub=hub, allow=[repo]).path  # pinned as it is, by choice
+    assert loader.load_kernel(repo, lockfile=lock, hub=hub).VALUE == 1
+
+
 def test_a_signed_build_copied_to_another_repository_is_refused(
     hub: LocalHub, tmp_path: Path, signer, monkeypatch
 ) -> None:

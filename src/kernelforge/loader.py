@@ -806,10 +806,8 @@ def _check_signed_build(plan: Plan) -> None:
     M served from branch ``vN`` was copied there (a rollback or replay). A locked load
     reads no branch (the lock pins the commit, and the branch it records is where that
     commit was when locked), so that check is not made for it: ``kernelforge lock`` makes
-    it before pinning (:func:`check_branch_version`).
+    it before pinning (:func:`check_branch_version`, :func:`records_no_version`).
     """
-    from kernelforge.hub.base import VERSION_BRANCH_RE
-
     info, decision, req = plan.info, plan.decision, plan.request
     if decision is None or req is None:
         return
@@ -822,23 +820,37 @@ def _check_signed_build(plan: Plan) -> None:
             "(ask the publisher to rebuild with kernelforge, which writes digests, and "
             f"republish; or pin it with a kernelforge.lock: kernelforge lock --allow {info.repo})"
         )
-    match = VERSION_BRANCH_RE.match(info.branch or "")
-    version = plan.metadata.get("version")
-    if (match and decision.signer is not None
-            and (not isinstance(version, int) or isinstance(version, bool))):
+    if decision.signer is not None and records_no_version(info.branch, plan.metadata):
         # Without it, the signed build could have been copied from any other version's
         # branch. (A build you published unsigned loads as before: Hugging Face's builds
         # of old may record no version, and publish takes them.)
         raise TrustError(
             f"{info.repo} (variant {info.variant}): its signed metadata.json records no "
-            f"version (metadata.json 'version': {version!r}), so nothing shows it was "
-            f"published as version {match.group(1)} rather than copied to branch "
-            f"{info.branch} from another; refusing to load it (ask the publisher to "
-            "rebuild with kernelforge, which records the version, and republish; or pin it "
-            "with a kernelforge.lock)"
+            f"version (metadata.json 'version': {plan.metadata.get('version')!r}), so "
+            f"nothing shows it was published as version {(info.branch or '')[1:]} rather "
+            f"than copied to branch {info.branch} from another; refusing to load it (ask "
+            "the publisher to rebuild with kernelforge, which records the version, and "
+            "republish; or pin it with a kernelforge.lock: kernelforge lock --allow "
+            f"{info.repo})"
         )
     check_branch_version(info.repo, info.variant, info.branch, plan.metadata,
                          decision.signer, req.owned)
+
+
+def records_no_version(branch: str | None, metadata: Mapping[str, Any]) -> bool:
+    """Whether a build served from a version branch ``vN`` records no version in its
+    ``metadata.json``: nothing then shows that it was published as version N rather than
+    copied there from another version's branch, which a signature does not cover.
+
+    Loads refuse such a signed build (:func:`_check_signed_build`), and ``kernelforge
+    lock`` pins one only where the repository is allowed without its signature
+    (:func:`kernelforge.lock.lock_project`).
+    """
+    from kernelforge.hub.base import VERSION_BRANCH_RE
+
+    version = metadata.get("version")
+    return (VERSION_BRANCH_RE.match(branch or "") is not None
+            and (not isinstance(version, int) or isinstance(version, bool)))
 
 
 def check_branch_version(repo: str, variant: str, branch: str | None,

@@ -1086,7 +1086,7 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
     from kernelforge.errors import HubError
     from kernelforge.hub._staging import parse_metadata
     from kernelforge.hub.base import signature_path, version_branches
-    from kernelforge.loader import check_branch_version
+    from kernelforge.loader import check_branch_version, records_no_version
     from kernelforge.locate import hub_choice_explained, hub_for
 
     h = hub_for(hub, req.repo_id)
@@ -1129,7 +1129,11 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
         check_branch_version(sel.repo_id, name, sel.branch, meta, decision.signer,
                              req_.owned, locking=True)
         if decision.signer is not None and not meta.get("digest"):
-            _check_unsigned_code(req_, allow)
+            _check_unsigned_code(req_, allow, _NO_DIGESTS)
+        if decision.signer is not None and records_no_version(sel.branch, meta):
+            # a load from the branch refuses it: nothing shows it is not a replay
+            _check_unsigned_code(req_, allow, _NO_VERSION.format(
+                version=meta.get("version"), branch=sel.branch))
         needs += [(key, f"{sel.repo_id} (variant {name})")
                   for key in _dependency_keys(meta, where)]
         block = meta.get("digest")
@@ -1147,11 +1151,25 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
                          req.to_json(), variants), needs)
 
 
-def _check_unsigned_code(req: Any, allow: Any) -> None:
-    """Refuse to pin a build whose signature covers no code (its metadata records no file
-    digests) unless the repository is allowed without one: the lock would pin whatever
-    files the hub holds now, which whoever can write the repository chose, and a load of
-    the pin trusts them (a load from the branch refuses such a build)."""
+#: Why a signed build whose metadata records no file digests is not pinned.
+_NO_DIGESTS = ("its signed metadata.json records no file digests, so the signature does "
+               "not cover the code, and a lock would pin the files the hub holds now, "
+               "whoever put them there; refusing to lock it (ask the publisher to rebuild "
+               "with kernelforge, which writes digests, and republish")
+#: Why a signed build that records no version is not pinned from a version branch.
+_NO_VERSION = ("its signed metadata.json records no version (metadata.json 'version': "
+               "{version!r}), so nothing shows it was published for branch {branch} rather "
+               "than copied there from another version, and a load from that branch "
+               "refuses it; refusing to lock it (ask the publisher to rebuild with "
+               "kernelforge, which records the version, and republish")
+
+
+def _check_unsigned_code(req: Any, allow: Any, problem: str) -> None:
+    """Refuse to pin a build its signature vouches for only in part (``problem`` says
+    how: its metadata records no file digests, or, on a version branch, no version)
+    unless the repository is allowed without the signature: the lock would pin what the
+    hub holds now, which whoever can write the repository chose, and a load of the pin
+    trusts it (a load from the branch refuses such a build)."""
     from kernelforge import policy
     from kernelforge.errors import TrustError
 
@@ -1159,12 +1177,9 @@ def _check_unsigned_code(req: Any, allow: Any) -> None:
     if policy.evaluate(unsigned, allow=allow).allowed:
         return
     raise TrustError(
-        f"{req.repo_id} (variant {req.variant}): its signed metadata.json records no file "
-        "digests, so the signature does not cover the code, and a lock would pin the "
-        "files the hub holds now, whoever put them there; refusing to lock it (ask the "
-        "publisher to rebuild with kernelforge, which writes digests, and republish; or, "
-        "to pin it as it is, allow it: kernelforge lock --allow "
-        f"{req.repo_id}, or trust_remote_code=[{req.repo_id!r}] in Python)"
+        f"{req.repo_id} (variant {req.variant}): {problem}; or, to pin it as it is, allow "
+        f"it: kernelforge lock --allow {req.repo_id}, or "
+        f"trust_remote_code=[{req.repo_id!r}] in Python)"
     )
 
 
