@@ -5,6 +5,7 @@ allowed, unsigned kernel runs; and a remote listing cannot name a file outside i
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,28 @@ def test_a_listing_with_a_path_outside_the_revision_is_refused(env, tmp_path, pl
     assert not list(tmp_path.rglob("escaped.txt"))
     listed = hub.cache.load_listing(REPO, commit)  # the refused listing is not kept
     assert listed is None or planted not in listed
+
+
+@pytest.mark.parametrize("kind", ["heads", "tags"])
+@pytest.mark.parametrize("target", ["../../../../escaped", "ABC", "0" * 39, "v1"])
+def test_refs_that_name_no_commit_are_refused(env, tmp_path, kind, target) -> None:
+    """A hub whose branch or tag points at something that is no commit id is refused as
+    damaged or hostile (not a ValueError, which says the caller's argument was wrong),
+    and its refs are not kept for offline loads."""
+    api = FakeHfApi(tmp_path / "remote")
+    hub = HfHub(api=api, cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=uid("refs"))
+    hub.publish(REPO, tmp_path / "p", version=1)
+    ref = tmp_path / "remote" / "repos" / REPO / "refs" / kind / ("v1" if kind == "heads"
+                                                                  else "t1")
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    ref.write_text(target)
+    with pytest.raises(HubError, match=rf"lists the (branch|tag) .* at '{re.escape(target)}', "
+                                       r"which is not a commit id; refusing"):
+        loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO])
+    kept = hub.cache.load_refs(REPO)  # those the publish saw, if any: not the bad ones
+    assert kept is None or target not in {**kept[0], **kept[1]}.values()
+    assert not list(tmp_path.rglob("escaped*"))
 
 
 @pytest.mark.parametrize("level", ["", "variants", "variants/victim-org",

@@ -456,6 +456,13 @@ class HfHub:
                           repo_type=REPO_TYPE, writing=writing)
         branches = {str(b.name): str(b.target_commit) for b in refs.branches}
         tags = {str(t.name): str(t.target_commit) for t in refs.tags}
+        for kind, found in (("branch", branches), ("tag", tags)):
+            for name, target in found.items():
+                if not is_commit(target):
+                    raise HubError(
+                        f"{repo_id} on the {self.describe()} lists the {kind} {name!r} at "
+                        f"{target!r}, which is not a commit id; refusing to use the "
+                        "repository (it is damaged or hostile)")
         main = branches.get(CARD_BRANCH)
         if main is not None:
             # Loads read the status (a redirect) on main: kept before the refs that name
