@@ -415,6 +415,35 @@ def test_verified_kernels_still_load_and_reload(env, tmp_path) -> None:
     assert importlib.reload(module.helper).double(3) == 6
 
 
+def test_a_source_changed_after_the_import_is_not_what_a_jit_compiles(env, tmp_path) -> None:
+    """Compilers that read a function's source back (TorchScript, Triton's @jit, through
+    inspect.getsource) get the verified text of a kernel module, not the file as it is
+    when they run: a helper.py rewritten after the load (by whoever can write the hub)
+    is not what a kernel scripting its helper at its first call compiles."""
+    import inspect
+
+    torch = pytest.importorskip("torch")
+    module_id = uid("jit")
+    hub = LocalHub(env["hub"])
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    (vdir / "helper.py").write_text(
+        "def double(x: int) -> int:\n    return 2 * x\n")
+    (vdir / "__init__.py").write_text(
+        "from . import helper\nVALUE = 1\n\n\ndef compiled():\n"
+        "    import torch\n    return torch.jit.script(helper.double)\n")
+    from kf_testutil import write_metadata
+
+    write_metadata(vdir, module_id)
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    published = hub.variant_path(REPO, commit, "torch-cpu")
+    _writable(published)
+    kernel = loader.get_kernel(REPO, version=1, hub=hub)
+    (published / "helper.py").write_text(
+        "def double(x: int) -> int:\n    return 666 + 0 * x\n")
+    assert kernel.compiled()(torch.tensor(3)) == 6
+    assert "return 2 * x" in inspect.getsource(kernel.helper.double)
+
+
 def _native_helper(tmp_path: Path, module_id: str, padding: int = 0) -> tuple[Path, Path]:
     """A variant whose ``helper`` is a real extension module (``padding`` zero bytes
     appended to it, which the dynamic loader ignores), and that extension's path."""

@@ -209,14 +209,31 @@ def _check_file(path: str) -> None:
         raise _refuse_changed(where)
 
 
+def _remember_source(path: str, data: bytes) -> None:
+    """Give :mod:`linecache` the checked source of a kernel module, as the text of
+    ``path``: what reads a function's source back (``inspect.getsource``, which
+    TorchScript and Triton's ``@jit`` compile from, and tracebacks) then reads the
+    verified text, not the file as it is by then. An entry with no modification time is
+    one that linecache never checks against the file."""
+    import linecache
+
+    lines = importlib.util.decode_source(data).splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    linecache.cache[path] = (len(data), None, lines, path)
+
+
 class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
     """Compiles a module from its verified source every time: it reads no bytecode from
     ``__pycache__``, which no digest covers, writes none into the variant, and compiles
-    the very bytes it checked against the digest."""
+    the very bytes it checked against the digest (which are also what
+    ``inspect.getsource`` gives for its functions: :func:`_remember_source`)."""
 
     def get_code(self, fullname: str) -> CodeType:
         path = self.get_filename(fullname)
-        return self.source_to_code(_checked_bytes(path), path)
+        data = _checked_bytes(path)
+        _remember_source(path, data)
+        return self.source_to_code(data, path)
 
 
 class _VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
