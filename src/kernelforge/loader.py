@@ -91,6 +91,28 @@ _resolving = threading.local()  # .chain: the kernels whose dependencies are bei
 _by_call: dict[Hashable, ModuleType] = {}
 _by_path: dict[str, _Loaded] = {}
 _by_id: dict[str, _Loaded] = {}
+_importing: dict[str, int] = {}  # module id -> the thread running its import
+
+
+def _after_fork_in_child() -> None:
+    """In a child made by ``os.fork``, where only the forking thread lives on: a new
+    lock, since one that another thread held at the fork would never be released, and
+    the imports other threads were running forgotten (their half-made modules taken out
+    of ``sys.modules``), so that a load here imports such a kernel afresh."""
+    global _lock
+    _lock = threading.RLock()
+    me = threading.get_ident()
+    for module_id, thread in list(_importing.items()):
+        if thread == me:
+            continue  # forked from inside that import: it goes on here
+        del _importing[module_id]
+        _finder.packages.pop(module_id, None)
+        for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
+            del sys.modules[name]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # --- arguments ---------------------------------------------------------------------------
@@ -461,6 +483,7 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
     _finder.packages[module_id] = (str(init), root)
     _guard_directories(root)
     sys.modules[module_id] = module
+    _importing[module_id] = threading.get_ident()
     try:
         with _dependency_context(deps):
             loader.exec_module(module)
@@ -470,6 +493,8 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
         del _finder.packages[module_id]
         _add_note(err, f"while importing kernel {meta['name']!r} ({variant_dir}) as {module_id}")
         raise
+    finally:
+        _importing.pop(module_id, None)
     return module
 
 

@@ -1,0 +1,58 @@
+"""Loading kernels in one process: threads, a forked child, reloads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kf_testutil import write_metadata
+
+
+def fabricate(vdir: Path, module_id: str, init: str) -> Path:
+    """A pure-Python variant directory (``__init__.py`` and ``metadata.json``)."""
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text(init)
+    write_metadata(vdir, module_id)
+    return vdir
+
+
+def test_a_forked_child_loads_while_a_parent_thread_was_loading(tmp_path: Path) -> None:
+    # A thread of the parent is inside a kernel's import when the process forks (a data
+    # loader's workers start, say): the child must still load kernels, that one included,
+    # and get it whole, not the half-imported module the dead thread left behind.
+    slow = fabricate(tmp_path / "slow", "_slow_fork_k1", textwrap.dedent("""\
+        import os, time
+        open(os.path.join(os.environ["KF_GATE"], "started"), "w").close()
+        while not os.path.exists(os.path.join(os.environ["KF_GATE"], "go")):
+            time.sleep(0.01)
+        VALUE = 1
+        """))
+    quick = fabricate(tmp_path / "quick", "_quick_fork_k2", "VALUE = 2\n")
+    script = textwrap.dedent(f"""\
+        import os, signal, threading, time
+        os.environ["KF_GATE"] = {str(tmp_path)!r}
+        from kernelforge import load_variant
+        thread = threading.Thread(target=load_variant, args=({str(slow)!r},))
+        thread.start()
+        while not os.path.exists(os.path.join({str(tmp_path)!r}, "started")):
+            time.sleep(0.01)
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(30)  # a deadlock ends the child with SIGALRM
+            try:
+                quick = load_variant({str(quick)!r}).VALUE
+                slow = load_variant({str(slow)!r})
+                print("child", quick, getattr(slow, "VALUE", "half-imported"), flush=True)
+            finally:
+                os._exit(0)
+        open(os.path.join({str(tmp_path)!r}, "go"), "w").close()
+        thread.join()
+        _, status = os.waitpid(pid, 0)
+        print("status", status)
+        """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["child 2 1", "status 0"], (out.stdout, out.stderr)
