@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from kf_testutil import write_metadata
+
+from kernelforge import get_local_kernel
 
 
 def fabricate(vdir: Path, module_id: str, init: str) -> Path:
@@ -56,3 +61,20 @@ def test_a_forked_child_loads_while_a_parent_thread_was_loading(tmp_path: Path) 
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["child 2 1", "status 0"], (out.stdout, out.stderr)
+
+
+def test_a_kernel_with_kernel_depends_reloads(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    # importlib.reload runs the package's __init__ again: its get_kernel_dep calls must
+    # find the kernel's dependencies there as at its import.
+    pytest.importorskip("kernels.deps")
+    dep = fabricate(tmp_path / "dep", "_dep_reload_k3", "VALUE = 7\n")
+    monkeypatch.setenv("LOCAL_KERNELS", f"kernels-test/dep={dep}")
+    main = fabricate(tmp_path / "main", "_main_reload_k4", "import kernels\n"
+                     "VALUE = 2 * kernels.get_kernel_dep('kernels-test/dep').VALUE\n")
+    meta = json.loads((main / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": "kernels-test/dep", "version": 1}]
+    (main / "metadata.json").write_text(json.dumps(meta))
+    module = get_local_kernel(main)
+    assert module.VALUE == 14
+    assert importlib.reload(module) is module and module.VALUE == 14

@@ -107,6 +107,7 @@ def _after_fork_in_child() -> None:
             continue  # forked from inside that import: it goes on here
         del _importing[module_id]
         _finder.packages.pop(module_id, None)
+        _finder.dependencies.pop(module_id, None)
         for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
             del sys.modules[name]
 
@@ -343,6 +344,7 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self) -> None:
         self.packages: dict[str, tuple[str, str]] = {}  # module id -> (__init__.py, root)
+        self.dependencies: dict[str, Mapping[str, ModuleType]] = {}  # its kernel-depends
         self._finders: dict[str, _VariantDirectory] = {}
 
     def find_spec(
@@ -354,7 +356,7 @@ class _KernelFinder(importlib.abc.MetaPathFinder):
             return None
         init, root = package
         if fullname == top:  # importlib.reload of the package itself
-            return _package_spec(fullname, Path(init))
+            return _package_spec(fullname, Path(init), self.dependencies.get(top, {}))
         portions: list[str] = []  # folders without __init__.py: a namespace package
         foreign = False
         for entry in path or ():
@@ -431,9 +433,24 @@ def _guard_directories(root: str) -> None:
             sys.path_importer_cache[key] = _finder.directory(where)
 
 
-def _package_spec(module_id: str, init: Path) -> importlib.machinery.ModuleSpec:
+class _PackageLoader(_SourceOnlyLoader):
+    """The loader of a kernel package's ``__init__.py``, which it runs where the kernel's
+    ``kernel-depends`` are visible (:func:`_dependency_context`): at its import and at an
+    ``importlib.reload``."""
+
+    def __init__(self, fullname: str, path: str, deps: Mapping[str, ModuleType]) -> None:
+        super().__init__(fullname, path)
+        self.deps = deps
+
+    def exec_module(self, module: ModuleType) -> None:
+        with _dependency_context(self.deps):
+            super().exec_module(module)
+
+
+def _package_spec(module_id: str, init: Path,
+                  deps: Mapping[str, ModuleType]) -> importlib.machinery.ModuleSpec:
     spec = importlib.util.spec_from_file_location(
-        module_id, init, loader=_SourceOnlyLoader(module_id, str(init)),
+        module_id, init, loader=_PackageLoader(module_id, str(init), deps),
         submodule_search_locations=[str(init.parent)],
     )
     if spec is None:  # pragma: no cover - a .py path always gives a spec
@@ -473,7 +490,7 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
     # From the absolute directory: a relative __path__ would name another directory once
     # the process changes its working directory, and the finder would not guard it.
     init = _package_init(Path(root), meta)
-    spec = _package_spec(module_id, init)
+    spec = _package_spec(module_id, init, deps)
     loader = spec.loader
     if loader is None:  # pragma: no cover - _package_spec always sets one
         raise ImportError(f"cannot import {init} as {module_id}")
@@ -481,16 +498,17 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
     _finder.packages[module_id] = (str(init), root)
+    _finder.dependencies[module_id] = deps
     _guard_directories(root)
     sys.modules[module_id] = module
     _importing[module_id] = threading.get_ident()
     try:
-        with _dependency_context(deps):
-            loader.exec_module(module)
+        loader.exec_module(module)
     except BaseException as err:
         for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
             del sys.modules[name]
         del _finder.packages[module_id]
+        del _finder.dependencies[module_id]
         _add_note(err, f"while importing kernel {meta['name']!r} ({variant_dir}) as {module_id}")
         raise
     finally:
