@@ -988,14 +988,13 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     (128, 2112, 7168, "nt", "fast", FN, "fp8_cluster_splitk"),
     (17, 576, 7168 + 64, "challenge", "fast", NUZ, "fp8_cluster_splitk"),
     (64, 3072, 4096, "guide", "fast", FN, "fp8_cluster_splitk"),
-    # ... and CUTLASS's split-K with a wider one
-    (64, 4096, 7168, "nt", "fast", FN, "fp8_pingpong_64x128_splitk"),
+    # ... and CUTLASS's split-K with a wider one (with up to 64 rows and K >= 7168 on the
+    # H100, the few-row kernel: test_plan_fast_follows_memory_bandwidth)
     (128, 3072, 7168, "nt", "fast", FN, "fp8_pingpong_64x128_splitk"),
     # up to 64 rows with B beyond the L2's size: the few-row kernel, B evict-first (v27)
     (64, 7168, 16384, "nt", "fast", FN, "fp8_fewrow"),
     (1, 4096, 32768, "challenge", "fast", FN, "fp8_fewrow"),
-    # ... not below it, nor with 128 rows
-    (64, 7168, 7168, "nt", "fast", FN, "fp8_pingpong_64x128"),
+    # ... not with 128 rows (below the L2's size: test_plan_fast_follows_memory_bandwidth)
     (128, 7168, 16384, "nt", "fast", FN, "fp8_pingpong_64x128"),
 ])
 def test_plan_follows_the_measured_choices(gemm_kernel, m, n, k, layout, precision, dtype, name):
@@ -1043,21 +1042,38 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     assert gemm_kernel.plan_nt(a, b, sa, sb, precision="exact").name == want, f"{gbs} GB/s"
 
 
-@pytest.mark.parametrize("m,n,k,below_4tbs,from_4tbs", [
+@pytest.mark.parametrize("m,n,k,layout,below_4tbs,from_4tbs", [
     # 65-128 rows, K <= 1024, a wave of 128x128 tiles or more: the hand-written kernel on
     # the H100, the ping-pong kernel on the H200 (v28)
-    (128, 32768, 512, "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
-    (80, 32768, 1024, "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
+    (128, 32768, 512, "nt", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
+    (80, 32768, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
     # ... not under a wave, with 64 rows or with longer K
-    (128, 8192, 512, "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
-    (64, 32768, 512, "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
-    (128, 24576, 1536, "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (128, 8192, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (64, 32768, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (128, 24576, 1536, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    # up to 64 rows, K >= 7168, B wider than the cluster split-K's range but below the
+    # L2's size: the few-row kernel on the H100 (v46), CUTLASS's kernels on the H200 (v27)
+    (64, 4096, 7168, "nt", "fp8_fewrow", "fp8_pingpong_64x128_splitk"),
+    (64, 7168, 7168, "nt", "fp8_fewrow", "fp8_pingpong_64x128"),
+    # ... not with shorter K
+    (64, 4096, 4096, "nt", "fp8_pingpong_64x128_splitk", "fp8_pingpong_64x128_splitk"),
+    # six or more waves, K <= 512, N >= 16384, nothing to prepare: CTA pairs sharing B on
+    # the H100 (v46) ...
+    (4096, 32768, 512, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128_overlap"),
+    # ... not with a narrower B
+    (6144, 4096, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    # after the preparation launch, K from 1024 to 2048, six to sixteen waves: CUTLASS's
+    # cooperative kernel on the H100 (v46) ...
+    (6144, 3072, 1536, "challenge", "fp8_coop_128x128", "fp8_coop_128x128_overlap"),
+    # ... not with nothing to prepare, nor from sixteen waves
+    (6144, 3072, 1536, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (6144, 7168, 2048, "challenge", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
 ])
-def test_plan_fast_follows_memory_bandwidth(gemm_kernel, m, n, k, below_4tbs, from_4tbs):
-    """Fast-mode choices measured apart on the H100 (under 4 TB/s) and the H200, NT
-    layout."""
+def test_plan_fast_follows_memory_bandwidth(gemm_kernel, m, n, k, layout, below_4tbs,
+                                            from_4tbs):
+    """Fast-mode choices measured apart on the H100 (under 4 TB/s) and the H200."""
     want, gbs = choice_by_bandwidth(below_4tbs, from_4tbs)
-    a, b, sa, sb = layout_inputs(m, n, k, "nt", fresh_seed())
+    a, b, sa, sb = layout_inputs(m, n, k, layout, fresh_seed())
     assert gemm_kernel.plan_nt(a, b, sa, sb).name == want, f"{gbs} GB/s"
 
 

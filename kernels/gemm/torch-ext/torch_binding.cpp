@@ -489,7 +489,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // 58.2, 59.2 vs 62.8, 35.6 vs 38.6, 53.2 vs 57.2, 62.4 vs 79.7 in the same order;
   // 64x8192x8192, exactly 64M, gains on both too but is left to the ping-pong kernel:
   // the rule keeps to a B beyond the L2; NOTES.md, v27).
-  if (M <= 64 && N * K > 64 * 1024 * 1024) return {V::kFp8FewRow, 0};
+  // On the H100 it also wins below the L2's size once K is long (K >= 7168) and B is
+  // wider than the cluster split-K kernel's range (interleaved, us, against the op's
+  // earlier choice, the ping-pong kernel with or without two slices: 64x4096x7168 22.4
+  // vs 23.3, 64x3584x7168 20.9 vs 22.0, 64x5120x7168 25.6 vs 26.7, 64x6144x7168 27.5 vs
+  // 28.6, 32x4096x7168 21.8 vs 22.9, 64x4096x16384 (exactly 64M) 36.3 vs 40.7; with
+  // shorter K it loses: 64x4096x4096 17.4 vs 17.0, 64x4096x3072 15.9 vs 14.6; and with
+  // more rows: 96x4096x7168 24.3 vs 23.8; NOTES.md, v46).
+  if (M <= 64 && (N * K > 64 * 1024 * 1024 || (slow_memory && K >= 7168 && N > 3072))) {
+    return {V::kFp8FewRow, 0};
+  }
   // Few rows, a small output with long K and a narrow B (up to 3072 columns with up to 64
   // rows, 2112 with more): the cluster split-K kernel, whose slices sum through
   // distributed shared memory in the same launch. On the GPU it ties with CUTLASS's
@@ -539,13 +548,31 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   if (M > 128 && slow_memory && in_place && K >= 4096 && waves >= 4) {
     return {V::kFp8Coop128x128OverlapCluster2, 0};
   }
+  // On the H100, after the preparation launch (the challenge's storage), with K from
+  // 1024 to 2048 over six to sixteen waves: CUTLASS's cooperative kernel (interleaved,
+  // us, against the hand-written kernel: challenge 6144x3072x1536 67.3 vs 71.0,
+  // 8192x3072x1536 86.7 vs 92.3, 6144x4096x1536 85.4 vs 88.7, 6144x3072x2048 83.9 vs
+  // 86.0, 6144x3072x1024 51.1 vs 52.1; at 20 waves they tie, 6144x7168x2048; with
+  // nothing to prepare the hand-written kernel stays ahead, NT 6144x3072x1536 55.9 vs
+  // 57.3; NOTES.md, v46).
+  if (M > 128 && slow_memory && !in_place && K >= 1024 && K <= 2048 && waves >= 6 &&
+      waves < 16) {
+    return {V::kFp8Coop128x128, 0};
+  }
   if (M > 128 && waves >= 6) {
     // On the H100 (3.35 TB/s) CTA pairs that load B once for both tiles (TMA multicast)
     // gain from K = 2304 on (interleaved, us: 4096x7168x16384 828 vs 865,
     // 6144x4608x7168 challenge 416 vs 457, 4096x4096x7168 206 vs 220, 6144x7168x2304
     // 209 vs 222) and lose 2-4% at K <= 2048; on the H200 (4.8 TB/s) they do not gain
     // (4096x7168x16384 857 vs 820, 4096x24576x1536 305 vs 281). NOTES.md, v12.
-    if (slow_memory && K >= 2304) return {V::kFp8Coop128x128OverlapCluster2, 0};
+    // They also gain with short K (<= 512) and a wide B (N >= 16384), nothing to prepare
+    // (interleaved, us: 4096x32768x512 154.7 vs 160.8, 2048x32768x512 79.6 vs 82.7,
+    // 8192x32768x512 322.3 vs 341.3, 4096x16384x512 80.1 vs 81.9, 4096x32768x256 116.5
+    // vs 122.3; with a narrow B they lose, 6144x4096x512 34.2 vs 33.4, and at K = 1024
+    // too, 4096x32768x1024 271.9 vs 266.3; NOTES.md, v46).
+    if (slow_memory && (K >= 2304 || (in_place && K <= 512 && N >= 16384))) {
+      return {V::kFp8Coop128x128OverlapCluster2, 0};
+    }
     return {V::kFp8Coop128x128Overlap, 0};
   }
   // 65-128 rows, K <= 1024, at least a wave of 128x128 tiles, nothing to prepare, on the
