@@ -1062,12 +1062,12 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     (4096, 32768, 512, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128_overlap"),
     # ... not with a narrower B
     (6144, 4096, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    # after the preparation launch, K from 1024 to 2048, six to sixteen waves: CUTLASS's
+    # after the preparation launch, K from 1024 to 2048, six to eleven waves: CUTLASS's
     # cooperative kernel on the H100 (v46) ...
     (6144, 3072, 1536, "challenge", "fp8_coop_128x128", "fp8_coop_128x128_overlap"),
-    # ... not with nothing to prepare, nor from sixteen waves
+    # ... not with nothing to prepare, nor from twelve waves
     (6144, 3072, 1536, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    (6144, 7168, 2048, "challenge", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (4096, 7168, 2048, "challenge", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
 ])
 def test_plan_fast_follows_memory_bandwidth(gemm_kernel, m, n, k, layout, below_4tbs,
                                             from_4tbs):

@@ -548,15 +548,17 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   if (M > 128 && slow_memory && in_place && K >= 4096 && waves >= 4) {
     return {V::kFp8Coop128x128OverlapCluster2, 0};
   }
-  // On the H100, after the preparation launch (the challenge's storage), with K from
-  // 1024 to 2048 over six to sixteen waves: CUTLASS's cooperative kernel (interleaved,
-  // us, against the hand-written kernel: challenge 6144x3072x1536 67.3 vs 71.0,
-  // 8192x3072x1536 86.7 vs 92.3, 6144x4096x1536 85.4 vs 88.7, 6144x3072x2048 83.9 vs
-  // 86.0, 6144x3072x1024 51.1 vs 52.1; at 20 waves they tie, 6144x7168x2048; with
-  // nothing to prepare the hand-written kernel stays ahead, NT 6144x3072x1536 55.9 vs
-  // 57.3; NOTES.md, v46).
+  // On the H100, after the preparation launch (the challenge's storage, the guide's),
+  // with K from 1024 to 2048 over six to eleven waves: CUTLASS's cooperative kernel
+  // (interleaved, us, against the hand-written kernel: challenge 6144x3072x1536 67.3 vs
+  // 71.0 and 67.4 vs 69.4 in another run, 8192x3072x1536 86.7 vs 92.3, 6144x4096x1536
+  // 85.4 vs 88.7, 6144x3072x2048 83.9 vs 86.0, 6144x3072x1024 51.1 vs 52.1; guide
+  // 6144x3072x1536 62.2 vs 63.9; from 13 waves it loses, 4096x7168x2048 126.9 vs 125.9,
+  // 8192x4096x2048 147.0 vs 143.3, and at 20 they tie, 6144x7168x2048; with nothing to
+  // prepare the hand-written kernel stays ahead, NT 6144x3072x1536 55.9 vs 57.3;
+  // NOTES.md, v46).
   if (M > 128 && slow_memory && !in_place && K >= 1024 && K <= 2048 && waves >= 6 &&
-      waves < 16) {
+      waves < 12) {
     return {V::kFp8Coop128x128, 0};
   }
   if (M > 128 && waves >= 6) {
