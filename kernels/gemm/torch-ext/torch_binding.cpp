@@ -287,7 +287,10 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //  - FP8 over six or more waves of 128x128 tiles (and M > 128): the hand-written
 //    kernel, whatever K, on CTA pairs that share B by multicast where memory is slower
 //    (see the end of this function); where memory is slower, with K >= 4096 and nothing
-//    to prepare, those CTA pairs from four waves on;
+//    to prepare, those CTA pairs from four waves on, and CUTLASS's cooperative kernel
+//    after a preparation launch with K from 1024 to 2048 under twelve waves (v46);
+//  - up to 64 rows with a B beyond the L2, or where memory is slower with K >= 7168 and
+//    more than 3072 columns: the few-row kernel (v27, v46);
 //  - exact mode (BF16) beyond the split-K and ping-pong shapes: the hand-written kernel
 //    on BF16 operands (v17);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
