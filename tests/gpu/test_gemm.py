@@ -1031,6 +1031,16 @@ def choice_by_bandwidth(below_4tbs: str, from_4tbs: str) -> tuple[str, int]:
     # under two waves, and K <= 2304 under five: converted in the kernel on both
     (6144, 576, 7168, "challenge", "fp8_coop_128x128_exact_amn", "fp8_coop_128x128_exact_amn"),
     (1024, 7168, 2304, "challenge", "fp8_coop_128x128_exact_amn", "fp8_coop_128x128_exact_amn"),
+    # 65-256 rows with a larger B: converted in the kernel on the H100, the few-row kernel
+    # on the H200 (v46) ...
+    (128, 32768, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
+    (128, 7168, 16384, "nt", "fp8_coop_128x128_exact_ak_splitk", "fp8_fewrow_exact"),
+    (96, 7168, 2048, "challenge", "fp8_coop_128x128_exact_amn", "fp8_fewrow_exact"),
+    # ... the few-row kernel on both with a smaller B (16M elements K-major, 4M MN-major)
+    # or up to 64 rows
+    (128, 7168, 2048, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
+    (128, 512, 7168, "challenge", "fp8_fewrow_exact", "fp8_fewrow_exact"),
+    (64, 24576, 1536, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
 ])
 def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n, k, layout,
                                                               below_4tbs, from_4tbs):
