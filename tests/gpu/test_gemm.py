@@ -1036,9 +1036,12 @@ def choice_by_bandwidth(below_4tbs: str, from_4tbs: str) -> tuple[str, int]:
     (128, 32768, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
     (128, 7168, 16384, "nt", "fp8_coop_128x128_exact_ak_splitk", "fp8_fewrow_exact"),
     (96, 7168, 2048, "challenge", "fp8_coop_128x128_exact_amn", "fp8_fewrow_exact"),
-    # ... the few-row kernel on both with a smaller B (16M elements K-major, 4M MN-major)
-    # or up to 64 rows
+    # ... and from 129 rows whatever B
+    (192, 7168, 2048, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
+    # ... the few-row kernel on both up to 128 rows with a smaller B (K-major: under 16M
+    # elements, under 24M with K >= 4096; MN-major: under 4M), and up to 64 rows
     (128, 7168, 2048, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
+    (128, 4096, 4096, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
     (128, 512, 7168, "challenge", "fp8_fewrow_exact", "fp8_fewrow_exact"),
     (64, 24576, 1536, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
 ])

@@ -401,19 +401,24 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // one run: 1.04-1.38x on the 12 few-row DeepSeek-V3 shapes and 256x4096x7168 64.4 vs
     // 54.8, 256x7168x16384 240.2 vs 225.8; at 512 rows it ties with the BF16 kernels
     // (512x4096x7168 102.8 vs 103.3) and from 1024 it loses; NOTES.md, v18 and v19).
-    // On the H100, from 65 rows on, the kernels converting both operands in the GEMM (20-23,
-    // below) are faster where B is larger: 16M elements and more with B K-major, 4M with B
-    // MN-major, which the few-row kernel has rewritten by a pass first (interleaved, us,
-    // against it: NT 128x32768x512 19.6 vs 24.9, 128x24576x1536 35.6 vs 40.0,
-    // 128x7168x16384 87.6 vs 110.4, 128x4096x7168 32.9 vs 35.1, 192x7168x16384 149.1 vs
-    // 214.5, 256x24576x1536 46.7 vs 72.8; challenge 96x4608x7168 39.9 vs 81.3,
-    // 96x7168x2048 25.6 vs 32.8, 128x7168x2304 27.9 vs 35.9; with a smaller B the few-row
-    // kernel stays ahead: NT 128x2112x7168 26.2 vs 27.8, 128x7168x2048 21.2 vs 22.1,
-    // challenge 128x512x7168 21.1 vs 41.7; and up to 64 rows, NT 64x24576x1536 33.2 vs
-    // 35.7, 64x7168x16384 66.6 vs 82.3; NOTES.md, v46).
-    const int64_t few_row_b = (t.b_k ? 16 : 4) * int64_t{1024 * 1024};
+    // On the H100 the kernels converting both operands in the GEMM (20-23, below) are
+    // faster from 129 rows on, and from 65 rows on where B is larger: with B K-major 16M
+    // elements and more (from 24M with K >= 4096), with B MN-major (which the few-row
+    // kernel has rewritten by a pass first) 4M (interleaved, us, against the few-row
+    // kernel: NT 128x32768x512 19.6 vs 24.9, 128x24576x1536 35.6 vs 40.0, 128x7168x16384
+    // 87.6 vs 110.4, 128x4096x7168 32.9 vs 35.1, 192x7168x2048 25.0 vs 34.8,
+    // 256x2112x7168 34.4 vs 51.2, 256x24576x1536 46.7 vs 72.8; challenge 96x4608x7168
+    // 39.9 vs 81.3, 96x7168x2048 25.6 vs 32.8, 128x1536x7168 28.6 vs 30.9; guide
+    // 128x7168x2048 24.9 vs 33.0. With a smaller B the few-row kernel stays ahead up to
+    // 128 rows: NT 128x2112x7168 26.2 vs 27.8, 128x7168x2048 21.2 vs 22.1, 128x4096x4096
+    // 24.3 vs 25.9; challenge 128x512x7168 21.1 vs 41.7; and up to 64 rows whatever B:
+    // NT 64x24576x1536 33.2 vs 35.7, 64x7168x16384 66.6 vs 82.3, challenge 64x1536x7168
+    // 26.7 vs 28.6; NOTES.md, v46).
+    const int64_t mi = 1024 * 1024;
+    const bool small_b = t.b_k ? (N * K < 16 * mi || (K >= 4096 && N * K < 24 * mi))
+                               : N * K < 4 * mi;
     if (fn_operands && M <= 256 &&
-        (M <= 64 || !slow_memory || !cvt_in_kernel || N * K < few_row_b)) {
+        (M <= 64 || !slow_memory || !cvt_in_kernel || (M <= 128 && small_b))) {
       return {V::kFp8FewRowExact, 0};
     }
     // Long K on at most half a wave of tiles: variant 20 or 22 with each tile's K cut
