@@ -420,6 +420,29 @@ def test_resolve_branch_tag_commit_and_prefix(hub: LocalHub, project: Path, tmp_
         hub.tag(REPO, "../evil", "v1")
 
 
+def test_history_looks_the_repository_up_once(hub: LocalHub, project: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A branch's history, and a commit prefix, are read with a fixed number of lookups
+    of the repository's folder, each of which lists the hub's and the organization's
+    folders: one per revision made ``kernelforge versions`` of a branch with hundreds of
+    revisions slow in an organization with many repositories."""
+    from kernelforge.hub import base
+
+    for i in range(6):
+        hub.publish(REPO, project, version=1, message=f"r{i}", card=f"# relu {i}\n")
+    listed: list[object] = []
+    spellings = base.spellings
+    monkeypatch.setattr(base, "spellings",
+                        lambda *a, **kw: listed.append(a) or spellings(*a, **kw))
+    log = hub.log(REPO, "v1")
+    assert [r.message for r in log] == [f"r{i}" for i in reversed(range(6))]
+    assert all(r.variants == ("torch-cpu",) for r in log)
+    assert len(listed) <= 4  # the branches, then the walk: the root and the org each
+    listed.clear()
+    assert hub.resolve(REPO, log[-1].commit[:8]) == log[-1].commit
+    assert len(listed) <= 8  # the branches, the tags, the repository, the walk
+
+
 def test_ambiguous_commit_prefix(hub: LocalHub, project: Path) -> None:
     rev = hub.publish(REPO, project, version=1)
     objects = hub.commit_path(REPO, rev.commit).parent

@@ -261,10 +261,12 @@ class LocalHub(LocalHubWriter):
             raise HubError(f"repository {repo_id!r} not found in hub {self.root}{hint}")
         return repo
 
-    def _object_dir(self, repo_id: str, commit: str) -> Path:
+    def _object_dir(self, repo_id: str, commit: str, repo: Path | None = None) -> Path:
+        """A commit's folder; ``repo`` is the repository's folder where the caller has
+        it from :meth:`_existing_repo` already (a walk over many commits)."""
         if not isinstance(commit, str) or not _COMMIT_RE.match(commit):
             raise ValueError(f"commit: expected a 40-hex commit id, got {commit!r}")
-        objects = self._existing_repo(repo_id) / "objects"
+        objects = (repo if repo is not None else self._existing_repo(repo_id)) / "objects"
         path = objects / commit
         refuse_link(objects, path, path / COMMIT_FILE)
         if not (path / COMMIT_FILE).is_file():
@@ -416,7 +418,8 @@ class LocalHub(LocalHubWriter):
         missing object or a corrupt record ends its chain: the damage is reported where
         that revision is used (its record is named then), and is no reason to refuse a
         prefix of another commit."""
-        objects = self._existing_repo(repo_id) / "objects"
+        repo = self._existing_repo(repo_id)
+        objects = repo / "objects"
         seen: set[str] = set()
         for head in heads:
             commit: str | None = head
@@ -425,13 +428,13 @@ class LocalHub(LocalHubWriter):
                     break
                 seen.add(commit)
                 try:
-                    commit = self._record(repo_id, commit).get("parent")
+                    commit = self._record(repo_id, commit, repo).get("parent")
                 except HubError:
                     break
         return seen
 
-    def _record(self, repo_id: str, commit: str) -> dict[str, Any]:
-        path = self._object_dir(repo_id, commit) / COMMIT_FILE
+    def _record(self, repo_id: str, commit: str, repo: Path | None = None) -> dict[str, Any]:
+        path = self._object_dir(repo_id, commit, repo) / COMMIT_FILE
         try:
             record = json_loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
@@ -451,7 +454,11 @@ class LocalHub(LocalHubWriter):
         Returns:
             The :class:`Revision`.
         """
-        rec = self._record(repo_id, commit)  # checked: parent and time have their types
+        return self._revision(repo_id, commit, None)
+
+    def _revision(self, repo_id: str, commit: str, repo: Path | None) -> Revision:
+        """:meth:`revision`, from one read of the commit's record."""
+        rec = self._record(repo_id, commit, repo)  # checked: parent and time have their types
         return Revision(
             repo_id=repo_id,
             commit=commit,
@@ -459,7 +466,7 @@ class LocalHub(LocalHubWriter):
             parent=rec.get("parent"),
             time=float(rec.get("time", 0.0)),
             message=str(rec.get("message", "")),
-            variants=tuple(self.variants(repo_id, commit)),
+            variants=tuple(_recorded_variants(self._files(rec))),
         )
 
     def log(self, repo_id: str, branch: str) -> list[Revision]:
@@ -481,12 +488,15 @@ class LocalHub(LocalHubWriter):
                 f"branch {branch!r} not found in {repo_id}; branches: "
                 f"{', '.join(branches) or 'none'}"
             )
+        # the repository's folder is looked up once, not once per revision: that lookup
+        # lists the hub's and the organization's folders (stored_id)
+        repo = self._existing_repo(repo_id)
         out: list[Revision] = []
         seen: set[str] = set()
         commit: str | None = branches[branch]
         while commit and commit not in seen:
             seen.add(commit)
-            rev = self.revision(repo_id, commit)
+            rev = self._revision(repo_id, commit, repo)
             out.append(rev)
             commit = rev.parent
         return out
