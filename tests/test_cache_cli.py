@@ -71,6 +71,32 @@ def test_list_shows_each_variant_with_its_size(env, filled, capsys) -> None:
         assert abs(v["fetched"] - time.time()) < 600
 
 
+def test_list_does_not_look_each_entry_up_again(env, monkeypatch) -> None:
+    """``cache list`` describes each entry where it found it: looking every entry up
+    again by its repository id lists the cache's and the organization's folders once per
+    entry, which made listing a cache of thousands of variants slow."""
+    from kernelforge.hub import base
+
+    cache = DownloadCache(env["cache"])
+    commits = [f"{i:040x}" for i in range(1, 4)]
+    for repo in ("org/a", "org/b", "Org/C"):
+        for commit in commits:
+            for variant in ("torch-cpu", "torch-cuda"):
+                cache.install(repo, commit, variant,
+                              lambda d: (d / "metadata.json").write_text('{"id": "_a", '
+                                                                         '"name": "a"}'),
+                              lambda d: {})
+    listed: list[object] = []
+    spellings = base.spellings
+    monkeypatch.setattr(cache_mod, "spellings",
+                        lambda *a, **kw: listed.append(a) or spellings(*a, **kw))
+    found = cache.variants()
+    assert len(found) == 18 and not any(v.damaged for v in found)
+    assert {v.repo_id for v in found} == {"org/a", "org/b", "Org/C"}
+    assert all(v.size > 0 for v in found)
+    assert listed == []
+
+
 def test_an_empty_cache_says_so(env, capsys) -> None:
     assert main(["cache", "list"]) == 0
     assert "is empty" in capsys.readouterr().out

@@ -665,6 +665,10 @@ class DownloadCache:
 
     def entries(self) -> list[tuple[str, str, str]]:
         """Every complete cached variant as ``(repo_id, commit, variant)``."""
+        return [named for named, _ in self._entries()]
+
+    def _entries(self) -> list[tuple[tuple[str, str, str], Path]]:
+        """:meth:`entries`, each with the folder it was found in."""
         base = self.root / "variants"
         out = []
         for entry in sorted(base.glob(f"*/*/*/*/{ENTRY_FILE}")) if base.is_dir() else []:
@@ -672,7 +676,7 @@ class DownloadCache:
             if named is None or self._reached_through_a_link(entry):
                 logger.warning("ignoring %s: not a download cache entry", entry.parent)
                 continue
-            out.append(named)
+            out.append((named, entry.parent))
         return out
 
     def install(
@@ -768,10 +772,14 @@ class DownloadCache:
     def variants(self) -> list[CachedVariant]:
         """Every complete cached variant with its size and fetch time, sorted by
         repository, commit and variant."""
-        return [self._described(*named) for named in self.entries()]
+        # described where each was found: looking each up again by its id lists the
+        # folders of its organization and of the cache's variants, once per entry
+        return [self._described(*named, where=where) for named, where in self._entries()]
 
-    def _described(self, repo_id: str, commit: str, variant: str) -> CachedVariant:
-        where = self._entry_dir(repo_id, commit, variant)
+    def _described(self, repo_id: str, commit: str, variant: str,
+                   where: Path | None = None) -> CachedVariant:
+        if where is None:
+            where = self._entry_dir(repo_id, commit, variant)
         doc, problem = _entry_record(where / ENTRY_FILE)
         fetched = doc.get("time") if doc is not None else None
         return CachedVariant(repo_id, commit, variant, _tree_size(where),
@@ -883,8 +891,10 @@ class DownloadCache:
         """Whether a folder between the cache root and ``path`` is a link (the cache
         makes none; removing through one would remove outside the cache). Logs it
         unless ``quiet``."""
+        if self.root not in path.parents:
+            return False
         for parent in path.parents:
-            if parent == self.root or self.root not in parent.parents:
+            if parent == self.root:
                 return False
             if parent.is_symlink():
                 if not quiet:
