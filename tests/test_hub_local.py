@@ -351,6 +351,32 @@ def test_publishing_the_same_build_again_makes_no_revision(hub: LocalHub, projec
         signed.commit
 
 
+def test_publishing_the_same_build_again_copies_nothing(hub: LocalHub, project: Path,
+                                                       monkeypatch) -> None:
+    """The build is compared with the head where it is, before anything is copied into
+    the hub: copying (and fsyncing) every file of a large build only to remove the copy
+    again made a publish that changes nothing slower than a real one. A changed file or
+    card still makes a revision, and a build whose files no longer match its metadata is
+    still refused."""
+    rev = hub.publish(REPO, project, version=1)
+    copied: list[Path] = []
+    copy_file = _durable.copy_file
+    monkeypatch.setattr(_durable, "copy_file",
+                        lambda src, dst: copied.append(src) or copy_file(src, dst))
+    again = hub.publish(REPO, project, version=1)
+    assert (again.commit, again.parent, copied) == (rev.commit, rev.commit, [])
+    assert not (hub.root / REPO / "tmp").exists() or not any(
+        (hub.root / REPO / "tmp").iterdir())
+    carded = hub.publish(REPO, project, version=1, card="# relu\n")
+    assert carded.parent == rev.commit and copied
+    copied.clear()
+    helper = project / "build" / "torch-cpu" / "helper.py"
+    helper.write_text("def double(x):\n    return 3 * x\n")
+    with pytest.raises(IntegrityError, match="refusing to publish"):
+        hub.publish(REPO, project, version=1)
+    assert hub.log(REPO, "v1")[0].commit == carded.commit
+
+
 def test_the_same_build_of_another_publisher_is_published_again(
     hub: LocalHub, project: Path, monkeypatch, tmp_path: Path
 ) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import filelock
 
 from kernelforge import _durable
+from kernelforge.digest import b64_sha256, hash_file
 from kernelforge.errors import HubError, IntegrityError
 from kernelforge.hub._staging import Staged, build_file_error, check_digests, stage_build
 from kernelforge.hub.base import (
@@ -309,6 +310,11 @@ class LocalHubWriter:
         _clean_leftovers(repo)
         head = repo / "refs" / "heads" / branch
         parent = read_ref(head)
+        if (parent is not None and staged is not None and signer is None
+                and self._published_already(repo_id, parent, staged, extra)):
+            # checked before anything is copied: a publish of the build the branch holds
+            # writes nothing (see the copy's own check below)
+            return replace(self.revision(repo_id, parent), parent=parent)
         objects = repo / "objects"
         _durable.make_dirs(objects)
 
@@ -391,6 +397,33 @@ class LocalHubWriter:
                         err)
             return {}
         return {} if data is None else {CARD_FILE: data}
+
+    def _published_already(self, repo_id: str, head: str, staged: Staged,
+                           extra: dict[str, bytes]) -> bool:
+        """Whether the revision at ``head`` holds exactly the files this publish would
+        write (:meth:`_unchanged`), found by reading the build where it is rather than
+        by copying it into the hub first. The files are hashed only when the head
+        records the same paths and the same bytes for each variant's ``metadata.json``
+        (which records the digest of every other file); a file that cannot be read is
+        left to the copy, which names it."""
+        try:
+            old = self._record(repo_id, head).get("files", {})
+        except HubError:
+            return False
+        if set(old) != {rel for _, rel in staged.files} | set(extra) or any(
+                b64_sha256(data) != old[rel] for rel, data in extra.items()):
+            return False
+        try:
+            metadata = [(src, rel) for src, rel in staged.files
+                        if rel.count("/") == 2 and rel.endswith("/metadata.json")]
+            if any(hash_file(src) != old[rel] for src, rel in metadata):
+                return False
+            recorded = {rel: hash_file(src) for src, rel in staged.files}
+        except OSError:
+            return False
+        recorded.update({rel: b64_sha256(data) for rel, data in extra.items()})
+        check_digests(None, staged, recorded)  # a build changed since: refused, as below
+        return self._unchanged(repo_id, head, recorded)
 
     def _unchanged(self, repo_id: str, head: str, recorded: dict[str, str]) -> bool:
         """Whether the revision at ``head`` records exactly ``recorded``, was published

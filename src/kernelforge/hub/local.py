@@ -21,6 +21,8 @@ never listed, and the next publish removes the ``tmp/`` leftovers. Such an objec
 no commit of the repository, as a failed push makes none on the Hugging Face Hub: a
 short commit id never finds it (nor makes another ambiguous); only its full id, which
 no one was told, does (as it does a revision that a ref moved by hand left behind).
+A publish of the very files the branch's head holds (published by this user, intact)
+writes nothing: the build is compared with the head where it lies, before any copy.
 
 A revision is what its record (``.commit.json``) lists: a folder added under
 ``build/`` later is no variant of it, and :meth:`LocalHub.read_file` reads only
