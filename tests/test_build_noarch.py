@@ -298,6 +298,18 @@ def test_files_left_out_of_the_package_are_named_once_per_build(tmp_path: Path) 
     assert not [ln for ln in lines if "not packaged" in ln], lines
 
 
+def test_a_pyext_without_py_still_ships_the_python_modules(tmp_path: Path) -> None:
+    """pyext lists the data files to ship besides the Python modules: Hugging Face's
+    builder always ships the .py files, so pyext = ["txt"] (a data extension alone) gives
+    a variant with its package and the .txt file, not one without __init__.py."""
+    project = noarch_project(tmp_path / "scale", EDITION5 + '    pyext = ["txt"]\n')
+    lines: list[str] = []
+    results = build_project(project, backends=["cpu"], progress=lines.append)
+    names = sorted(p.name for p in results[0].path.iterdir())
+    assert names == ["__init__.py", "_ops.py", "kernels.py", "metadata.json", "notes.txt"]
+    assert not [ln for ln in lines if "not packaged" in ln], lines
+
+
 def test_a_hub_branch_that_publish_ignores_is_noted_once(tmp_path: Path) -> None:
     project = noarch_project(tmp_path / "scale", EDITION5.replace(
         "[torch-noarch]", '[general.hub]\nbranch = "main"\n\n    [torch-noarch]'))

@@ -925,12 +925,20 @@ def _read_framework(r: _Reader, schema: _Schema, data: Mapping[str, Any],
         with r.unit():
             table = r.known(r.table(data["torch-noarch"], "torch-noarch"), "torch-noarch",
                             _NOARCH_KEYS)
-            pyext = r.get(lambda: r.strings(table, "torch-noarch", "pyext")) \
-                or DEFAULT_PYEXT
+            pyext = _pyext(r.get(lambda: r.strings(table, "torch-noarch", "pyext")))
             caps = r.get(lambda: _noarch_archs(r, table, "cuda-capabilities"))
             rocm = r.get(lambda: _noarch_archs(r, table, "rocm-archs"))
     return dict(torch=torch, noarch=torch is None, universal=universal is True, pyext=pyext,
                 noarch_cuda_capabilities=caps, noarch_rocm_archs=rocm)
+
+
+def _pyext(listed: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The suffixes of the package files a build ships, from a ``pyext`` list: the
+    Python modules always, as in Hugging Face's builder (``pyext`` adds data files to
+    them), so ``pyext = ["json"]`` ships the ``.py`` and ``.json`` files."""
+    if not listed:
+        return DEFAULT_PYEXT
+    return listed if "py" in (e.lstrip(".") for e in listed) else (*listed, "py")
 
 
 def _framework_rules(r: _Reader, data: Mapping[str, Any], universal: bool,
@@ -1187,7 +1195,7 @@ def _torch(r: _Reader, value: Any, schema: _Schema, declared: tuple[str, ...] | 
     return TorchSpec(
         src=r.get(lambda: r.paths(table, "torch", "src")) or (),
         include=r.get(lambda: r.paths(table, "torch", "include")) or (),
-        pyext=r.get(lambda: r.strings(table, "torch", "pyext")) or DEFAULT_PYEXT,
+        pyext=_pyext(r.get(lambda: r.strings(table, "torch", "pyext"))),
         minver=r.get(lambda: r.version(table, "torch", "minver")),
         maxver=r.get(lambda: r.version(table, "torch", "maxver")),
         cxx_flags=r.get(lambda: r.strings(table, "torch", "cxx-flags")) or (),
