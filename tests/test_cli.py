@@ -600,7 +600,8 @@ def _kernel(name: str, backend: str, src: str, depends: str = '["torch"]') -> st
      "key 'general.backends': lists 'cpu', but no [kernel.*] section has backend = \"cpu\""),
     ('["cpu"]', f'[torch]\n{_BINDING}\n',
      "key 'general.backends': lists 'cpu', but no [kernel.*] section"),
-    ('["cpu"]', '[torch]\nsrc = ["torch-ext/torch_binding.h"]\n' + _kernel("k", "cpu", "[]"),
+    ('["cpu"]', '[torch]\nsrc = ["torch-ext/torch_binding.h"]\n'
+     + _kernel("k", "cpu", '["k_cpu/k.h"]'),
      "key 'kernel.k.src': backend 'cpu' has nothing to compile"),
     ('["cuda"]', f'[torch]\n{_BINDING}\n'
      + _kernel("k", "cuda", '["k_cuda/k.cu"]', '["torch", "cutlass_3_9"]'),
@@ -619,7 +620,8 @@ def test_check_reports_what_build_refuses(backends: str, rest: str, message: str
                                           capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "k"
     for rel in ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h",
-                "torch-ext/kk/__init__.py", "k_cuda/k.cu", "k_cpu/k.cpp"):
+                "torch-ext/kk/__init__.py", "k_cuda/k.cu", "k_cpu/k.cpp",
+                "k_cpu/k.h"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("")
     (root / "build.toml").write_text(_GENERAL.format(backends=backends) + rest)

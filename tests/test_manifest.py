@@ -145,10 +145,13 @@ BAD = [
      "'cuda-capabilities' applies to cuda kernels.*backend = \"rocm\".*"
      "fix: use 'rocm-archs'"),
     ("rocm-key-on-cpu-kernel",
-     GOOD5 + '\n[kernel.relu_cpu]\nbackend = "cpu"\ndepends = []\nsrc = []\n'
+     GOOD5 + '\n[kernel.relu_cpu]\nbackend = "cpu"\ndepends = []\nsrc = ["k.cpp"]\n'
      'hip-flags = ["-O3"]\n', "kernel.relu_cpu.hip-flags", "applies to rocm kernels"),
     ("missing-kernel-src", replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', "", ),
      "kernel.relu.src", "missing required key 'src' for a cuda kernel"),
+    ("empty-kernel-src", replace(GOOD5, 'src = ["relu_cuda/relu.cu"]\n', "src = []\n"),
+     "kernel.relu.src", "is an empty list: a kernel section needs at least one source, "
+     "and Hugging Face's builder stops on one without"),
     ("missing-kernel-backend", replace(GOOD5, 'backend = "cuda"\n', ""),
      "kernel.relu.backend", "missing required key 'backend'"),
     ("src-not-a-list", replace(GOOD5, 'src = ["relu_cuda/relu.cu"]', 'src = "relu.cu"'),
@@ -208,7 +211,7 @@ BAD = [
      "general.version", "unknown key 'version' \\(legacy layout\\).*fix: 'version' is not "
      "part of the legacy layout"),
     ("bad-kernel-section-name",
-     GENERAL5 + TORCH + '\n[kernel."relu kernel"]\nbackend = "cuda"\ndepends = []\nsrc = []\n',
+     GENERAL5 + TORCH + '\n[kernel."relu kernel"]\nbackend = "cuda"\ndepends = []\nsrc = ["k"]\n',
      "kernel.relu kernel", "'relu kernel' is not a valid kernel section name"),
     ("noarch-in-legacy-layout", '[general]\nname = "norm"\n\n[torch-noarch]\n', "torch-noarch",
      "unknown key 'torch-noarch' \\(legacy layout\\).*fix: 'torch-noarch' is not part of "
@@ -216,7 +219,7 @@ BAD = [
     ("name-with-a-trailing-newline", replace(GOOD5, 'name = "relu"', 'name = "relu\\n"'),
      "general.name", "'relu\n' is not a valid kernel name"),
     ("kernel-name-with-a-trailing-newline",
-     GENERAL5 + TORCH + '\n[kernel."relu\\n"]\nbackend = "cuda"\ndepends = []\nsrc = []\n',
+     GENERAL5 + TORCH + '\n[kernel."relu\\n"]\nbackend = "cuda"\ndepends = []\nsrc = ["k"]\n',
      "kernel.relu\n", "'relu\n' is not a valid kernel section name"),
     ("repo-id-with-a-trailing-newline",
      GOOD5 + '\n[general.hub]\nrepo-id = "org/relu\\n"\n', "general.hub.repo-id",
@@ -679,7 +682,7 @@ def test_every_unknown_key_of_a_section_is_listed(tmp_path):
 
 def test_a_broken_kernel_section_does_not_hide_the_next(tmp_path):
     write(tmp_path, GENERAL5 + TORCH + '\n[kernel.a]\nbackend = "cuda"\ndepends = ["torch"]\n'
-          'src = "a.cu"\n\n[kernel.b]\nbackend = "cuda"\ndepends = ["troch"]\nsrc = []\n')
+          'src = "a.cu"\n\n[kernel.b]\nbackend = "cuda"\ndepends = ["troch"]\nsrc = ["b.cu"]\n')
     with pytest.raises(ManifestError) as info:
         load_manifest(tmp_path)
     assert [e.key for e in info.value.errors] == ["kernel.a.src", "kernel.b.depends"]
@@ -1098,6 +1101,18 @@ def test_git_urls_are_read_as_hugging_faces_metadata_reads_them(tmp_path, url, v
     except ValueError:
         theirs = False
     assert theirs == valid
+
+
+def test_an_empty_src_is_refused_only_in_a_section_that_is_built(tmp_path):
+    """Their builder stops on a kernel section without sources when it builds the
+    section's backend; a section of a backend general.backends does not list is not
+    built there, nor here."""
+    text = GOOD5[:GOOD5.rindex("src = ")] + "src = []\n"  # [kernel.relu_rocm]'s
+    with pytest.raises(ManifestError, match="is an empty list") as info:
+        load_manifest(write(tmp_path, text))
+    assert info.value.key == "kernel.relu_rocm.src"
+    m = load_manifest(write(tmp_path, replace(text, '"cpu", "cuda", "rocm"', '"cuda"')))
+    assert "relu_rocm" not in m.kernels
 
 
 def test_a_kernel_section_of_a_backend_not_listed_is_not_built(tmp_path):

@@ -1274,6 +1274,12 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
                    fix=f"use '{counterpart}'" if counterpart in allowed else "remove it")
     table = r.known({k: v for k, v in table.items() if k not in foreign}, prefix, allowed,
                     ("depends", "src"), what=f" for a {backend} kernel")
+    if table.get("src") == [] and (declared is None or backend in declared):
+        # Hugging Face's builder stops on it ("SOURCES argument is required").
+        r.flag(f"{prefix}.src", "is an empty list: a kernel section needs at least one "
+               "source, and Hugging Face's builder stops on one without",
+               expected="the kernel's source files",
+               fix=f"list the kernel's sources in {prefix}.src, or remove [{prefix}]")
     depends = r.get(lambda: r.strings(table, prefix, "depends")) or ()
     for dep in depends:
         if dep not in KNOWN_DEPENDS:
