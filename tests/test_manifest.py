@@ -186,7 +186,7 @@ BAD = [
      "a number and drops its trailing zeros.*fix: quote the version as you meant it, e\\.g\\. "
      "minver = \"2\\.1\" or minver = \"2\\.10\""),
     ("torch-minver-integer", replace(GOOD5, "[torch]\n", "[torch]\nminver = 2\n"),
-     "torch.minver", "2 is not a version.*fix: write minver = \"2\""),
+     "torch.minver", "2 is not a version.*fix: write minver = \"2\\.0\""),
     ("kernel-depends-needs-version",
      replace(GOOD5, "backends =", 'kernel-depends = [{repo-id = "org/a"}]\nbackends ='),
      "general.kernel-depends", "needs exactly one of 'version' and 'revision'"),
@@ -508,7 +508,8 @@ def test_check_buildable_passes_the_bundled_example_and_refuses_an_empty_range(
     # maxver bounds the torch major.minor (the build admits torch 2.8.1 with these)
     toml.write_text(toml.read_text().replace('minver = "2.8"\nmaxver = "2.7.1"',
                                              'minver = "2.8.1"\nmaxver = "2.8"'))
-    assert check_buildable(check_project(project)) == []
+    notes = check_buildable(check_project(project))
+    assert [n.partition(":")[0] for n in notes] == ["torch.minver"], notes  # not major.minor
 
 
 @pytest.mark.parametrize("typo", ["cutlass_9_9", "cutlass_3_7", "cutlas_3_9", "cutlass3_8",
@@ -1101,6 +1102,31 @@ def test_git_urls_are_read_as_hugging_faces_metadata_reads_them(tmp_path, url, v
     except ValueError:
         theirs = False
     assert theirs == valid
+
+
+@pytest.mark.parametrize(("old", "new", "key", "value"), [
+    ("[torch]\n", '[torch]\nminver = "2.7.1"\n', "torch.minver", "2.7.1"),
+    ("[torch]\n", '[torch]\nmaxver = "2"\n', "torch.maxver", "2"),
+    ("[torch]\n", '[torch]\nstable-abi = "2.11.0"\n', "torch.stable-abi", "2.11.0"),
+    ("[torch]\n", '[general.cuda]\nminver = "12.8.1"\n\n[torch]\n', "general.cuda.minver",
+     "12.8.1"),
+    ('src = ["relu_cuda/relu.cu"]\n', 'src = ["relu_cuda/relu.cu"]\ncuda-minver = "13"\n',
+     "kernel.relu.cuda-minver", "13"),
+])
+def test_a_version_that_is_not_major_minor_is_noted(tmp_path, old, new, key, value):
+    """Hugging Face's reader (kernels 0.17) refuses a version of other than two parts
+    ("Version has 3 components, expected 2"): kernelforge reads it, and says so."""
+    text = replace(GOOD5, old, new)
+    m = load_manifest(write(tmp_path, text))
+    parts = value.split(".")
+    two = ".".join((parts + ["0"])[:2])
+    assert [n for n in m.notes if n.startswith(f"{key}: ")] == [
+        f"{key}: '{value}' has {len(parts)} part{'s' if len(parts) > 1 else ''}: Hugging "
+        "Face's kernel-builder reads versions as major.minor and refuses it (kernelforge "
+        f"reads it as written); fix: write {key.split('.')[-1]} = \"{two}\" for a file "
+        "both build"], m.notes
+    text = replace(text, f'"{value}"', f'"{two}"')
+    assert not [n for n in load_manifest(write(tmp_path, text)).notes if key in n]
 
 
 def test_an_empty_src_is_refused_only_in_a_section_that_is_built(tmp_path):

@@ -485,11 +485,22 @@ class _Reader:
                       fix=f'quote the version as you meant it, e.g. {key} = "{value!r}" or '
                           f'{key} = "{value!r}0"')
         if not isinstance(value, str) or not _VERSION_RE.match(value.strip()):
-            example = f'"{value}"' if isinstance(value, int) else '"2.7"'
+            example = f'"{value}.0"' if isinstance(value, int) else '"2.7"'
             self.fail(f"{prefix}.{key}", f"{value!r} is not a version",
                       expected='a quoted version such as "2.7" or "12.8"',
                       fix=f"write {key} = {example}")
-        return value.strip()
+        version = value.strip()
+        parts = version.split(".")
+        if len(parts) != 2:
+            # kernelforge compares it as written; Hugging Face's reader (kernels 0.17)
+            # takes major.minor only ("Version has 3 components, expected 2").
+            two = ".".join((parts + ["0"])[:2])
+            self.notes.append(
+                f"{prefix}.{key}: '{version}' has {len(parts)} part"
+                f"{'' if len(parts) == 1 else 's'}: Hugging Face's kernel-builder reads "
+                f"versions as major.minor and refuses it (kernelforge reads it as "
+                f'written); fix: write {key} = "{two}" for a file both build')
+        return version
 
     def paths(self, table: Mapping[str, Any], prefix: str, key: str) -> tuple[str, ...]:
         """A list of project-relative paths (``src``, ``include``)."""
