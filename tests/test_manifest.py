@@ -449,6 +449,16 @@ def test_torch_noarch_accepts_the_builders_underscore_keys(tmp_path):
     text = GENERAL5 + '\n[torch-noarch]\ncuda_capabilities = ["8.0"]\nrocm_archs = ["gfx90a"]\n'
     m = load_manifest(write(tmp_path, text))
     assert (m.noarch_cuda_capabilities, m.noarch_rocm_archs) == (("8.0",), ("gfx90a",))
+    assert m.notes == ()
+    # The dashed keys are read too, with a note: their reader refuses them.
+    dashed = load_manifest(write(tmp_path, text.replace("_", "-")))
+    assert (dashed.noarch_cuda_capabilities, dashed.noarch_rocm_archs) == (
+        ("8.0",), ("gfx90a",))
+    assert dashed.notes == tuple(
+        f"torch-noarch.{key}: Hugging Face's kernel-builder refuses '{key}' in [torch-noarch] "
+        f"(it reads '{key.replace('-', '_')}', with '_', though its documentation writes "
+        f"'-'); kernelforge reads both; fix: write {key.replace('-', '_')} for a file both "
+        "build" for key in ("cuda-capabilities", "rocm-archs"))
     both = text + 'cuda-capabilities = ["8.0"]\n'
     with pytest.raises(ManifestError, match="both") as info:
         load_manifest(write(tmp_path, both))

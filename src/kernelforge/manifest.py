@@ -1168,6 +1168,11 @@ def _noarch_archs(r: _Reader, table: Mapping[str, Any], key: str
     if key in table and snake in table:
         r.fail(f"torch-noarch.{snake}", f"both '{key}' and '{snake}' are set",
                expected="one of the two spellings", fix=f"keep only '{key}'")
+    if key in table:  # their reader refuses it: "Unknown field cuda-capabilities"
+        r.notes.append(f"torch-noarch.{key}: Hugging Face's kernel-builder refuses "
+                       f"'{key}' in [torch-noarch] (it reads '{snake}', with '_', though "
+                       f"its documentation writes '-'); kernelforge reads both; fix: write "
+                       f"{snake} for a file both build")
     return _arch_list(r, table, "torch-noarch", snake if snake in table else key)
 
 
