@@ -365,6 +365,24 @@ CHOICES = [
         id="metal-needs-macos-26",
     ),
     pytest.param(
+        dataclasses.replace(MAC, macos_version=(25, 9)),
+        ["torch29-metal-aarch64-darwin", "torch-metal"],
+        "torch-metal",
+        id="metal-not-on-macos-25",
+    ),
+    pytest.param(
+        dataclasses.replace(MAC, macos_version=(26, 0)),
+        ["torch29-metal-aarch64-darwin", "torch-metal"],
+        "torch29-metal-aarch64-darwin",
+        id="metal-on-macos-26.0",
+    ),
+    pytest.param(
+        facts(backend_version=None),
+        ["torch211-cxx11-cu118-x86_64-linux", "torch-cuda"],
+        "torch-cuda",
+        id="cuda-version-unknown",
+    ),
+    pytest.param(
         facts(tvm_ffi_version=(0, 1)),
         ["tvm-ffi01-cu126-x86_64-linux", "tvm-ffi02-cu128-x86_64-linux"],
         "tvm-ffi01-cu126-x86_64-linux",
@@ -427,6 +445,8 @@ REJECTIONS = [
     (CUDA_129, "tvm-ffi01-cu126-x86_64-linux", ["tvm-ffi 0.1", "not installed"]),
     (dataclasses.replace(MAC, macos_version=None), "torch29-metal-aarch64-darwin", ["macOS 26.0"]),
     (CUDA_129, "not-a-variant", ["not a build variant name"]),
+    (facts(backend_version=None), "torch211-cxx11-cu118-x86_64-linux",
+     ["CUDA 11.8", "CUDA version here is unknown"]),
 ]
 
 
@@ -438,6 +458,21 @@ def test_rejection_reasons(system: SystemFacts, candidate: str, words: list[str]
     assert not decision.accepted
     for word in words:
         assert word in decision.reason
+
+
+def test_reasons_name_the_backend_chosen_and_the_tag_compared() -> None:
+    """A CUDA build rejected when choosing for cpu is rejected for its backend (not for a
+    CUDA version); a ROCm 6.10 build is accepted by its tag, which the reason names
+    instead of the ROCm 61.0 the tag also reads as."""
+    cuda = "torch211-cxx11-cu128-x86_64-linux"
+    (decision,) = resolve_variant([cuda], CUDA_129, backend="cpu").trace
+    assert not decision.accepted
+    assert "built for CUDA 12.8, the backend here is cpu" in decision.reason
+    rocm = "torch211-cxx11-rocm610-x86_64-linux"
+    (decision,) = resolve_variant([rocm], facts(backend="rocm", backend_version=(6, 10))).trace
+    assert decision.accepted
+    assert "rocm610 (the tag written for ROCm 6.10 too)" in decision.reason
+    assert "61.0" not in decision.reason
 
 
 def test_unparsable_candidates_do_not_raise_and_duplicates_fold() -> None:
@@ -567,6 +602,7 @@ def test_build_variant_errors() -> None:
         (["gfx90a", "gfx942"], ("gfx942",), "rocm", True),
         (["gfx90a"], ("gfx942",), "rocm", False),
         (["gfx90a:xnack-"], ("gfx90a",), "rocm", True),
+        (["gfx942"], ("gfx942", "gfx90a"), "rocm", False),  # every GPU, ROCm too
     ],
 )
 def test_arch_supported(
@@ -678,6 +714,25 @@ def test_cann_version_is_read_from_torch_npu(monkeypatch, reported: str, version
     names = ["torch29-cxx11-cann81-aarch64-linux", "torch-npu"]
     best = resolve_variant(names, found).chosen
     assert str(best) == (names[0] if version == (8, 1) else "torch-npu")
+
+
+@pytest.mark.parametrize(
+    ("reported", "version"),
+    [("20250200", (2025, 2)), ("20250101", (2025, 1)), ("2025.2", (2025, 2)), ("2025", None)],
+)
+def test_xpu_version_is_read_as_year_and_minor(reported: str, version) -> None:
+    """torch.version.xpu "20250200" is oneAPI 2025.2, the version xpu20252 builds are
+    named for."""
+    from kernelforge import variants as v
+
+    torch = _npu_torch()
+    torch.version.xpu = reported
+    torch._C = types.SimpleNamespace()
+    assert v._torch_backend(torch) == ("xpu", version)
+    found = facts(backend="xpu", backend_version=version, gpu_archs=())
+    names = ["torch211-cxx11-xpu20252-x86_64-linux", "torch-xpu"]
+    assert str(resolve_variant(names, found).chosen) == (
+        names[0] if version == (2025, 2) else "torch-xpu")
 
 
 def test_cann_version_unknown_without_torch_npu(monkeypatch) -> None:
