@@ -195,3 +195,79 @@ def test_the_files_hashed_are_those_hugging_faces_digest_hashes(tmp_path: Path) 
     theirs = rust.Digest.hash_variant(rust.DigestAlgorithm.SHA256, str(variant)).files
     ours = hash_tree(variant)
     assert set(ours) == set(theirs) == {".pyc", "sub/.pyc", "ok.py", "sub/x.py"}
+
+
+def test_hash_tree_is_sorted_by_path_across_directories(tmp_path: Path) -> None:
+    for rel in ("c.py", "a/x.py", "b/y.py", "a.py", "b/a/z.py"):
+        write(tmp_path / "v", rel, "x")
+    assert list(hash_tree(tmp_path / "v")) == ["a.py", "a/x.py", "b/a/z.py", "b/y.py", "c.py"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
+def test_a_special_file_is_refused_not_read(variant: Path, monkeypatch) -> None:
+    import socket
+
+    monkeypatch.chdir(variant / "sub")  # a short relative path: socket paths are limited
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock")
+        with pytest.raises(IntegrityError, match=r"refused: sub/sock \(not a regular file"):
+            hash_tree(variant)
+
+
+def test_verify_variant_checks_the_metadata_anchor(variant: Path) -> None:
+    """The sha256 of the metadata.json the trust policy saw must be what is on disk."""
+    from kernelforge.digest import b64_sha256, verify_variant
+
+    meta = {"digest": digest_block(variant)}
+    seen = b64_sha256((variant / "metadata.json").read_bytes())
+    verify_variant(variant, meta, metadata_sha256=seen)
+    write(variant, "metadata.json", '{"other": 1}')
+    with pytest.raises(IntegrityError) as info:
+        verify_variant(variant, meta, metadata_sha256=seen)
+    assert info.value.problems == ["changed: metadata.json"]
+    (variant / "metadata.json").unlink()
+    with pytest.raises(IntegrityError) as info:
+        verify_variant(variant, meta, metadata_sha256=seen)
+    assert info.value.problems == ["missing: metadata.json"]
+
+
+@pytest.mark.parametrize("anchor", ["recorded", "locked"])
+def test_verify_variant_checks_the_recorded_and_the_locked_digests(variant: Path,
+                                                                   anchor: str) -> None:
+    """Each record is checked on its own: a file that matches the metadata's digest but
+    not the lock's pin (or the hub's record) is refused, metadata.json included."""
+    from kernelforge.digest import b64_sha256, verify_variant
+
+    meta = {"digest": digest_block(variant)}
+    pins = {**hash_tree(variant),
+            "metadata.json": b64_sha256((variant / "metadata.json").read_bytes())}
+    verify_variant(variant, meta, **{anchor: pins})
+    other = {**pins, "_ops.py": b64_sha256(b"y"), "metadata.json": b64_sha256(b"{ }")}
+    with pytest.raises(IntegrityError) as info:
+        verify_variant(variant, meta, **{anchor: other})
+    assert info.value.problems == ["changed: _ops.py", "changed: metadata.json"]
+
+
+def test_a_file_that_differs_from_several_records_is_named_once(variant: Path) -> None:
+    from kernelforge.digest import b64_sha256, verify_variant
+
+    meta = {"digest": digest_block(variant)}
+    pins = {**hash_tree(variant),
+            "metadata.json": b64_sha256((variant / "metadata.json").read_bytes())}
+    write(variant, "_ops.py", "changed")
+    with pytest.raises(IntegrityError) as info:
+        verify_variant(variant, meta, recorded=pins, locked=pins)
+    assert info.value.problems == ["changed: _ops.py"]
+
+
+def test_verify_variant_with_a_sha512_digest(variant: Path) -> None:
+    """A metadata digest made with sha512 verifies against sha512 hashes of the files,
+    and the sha256 digests are still what the function returns."""
+    from kernelforge.digest import verify_variant
+
+    meta = {"digest": digest_block(variant, algorithm="sha512")}
+    assert verify_variant(variant, meta) == hash_tree(variant)
+    write(variant, "_ops.py", "changed")
+    with pytest.raises(IntegrityError) as info:
+        verify_variant(variant, meta)
+    assert info.value.problems == ["changed: _ops.py"]
