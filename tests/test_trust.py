@@ -68,6 +68,26 @@ def test_signature_binds_repository_metadata_bytes_and_variant(key: signing.Sign
         key.sign_variant("torch-cpu", META, repo_id="relu")
 
 
+def test_the_signed_message_is_the_documented_one() -> None:
+    """The bytes a signature covers are part of the file format: signatures written by
+    earlier releases (format 1 and 2) must go on verifying, so they are fixed here."""
+    assert signing.signed_message("torch-cpu", b"{}", "Org/Relu") == (
+        b"kernelforge-variant-signature-v2\0Org/Relu\0torch-cpu\0{}")
+    assert signing.signed_message("torch-cpu", b"{}") == (
+        b"kernelforge-variant-signature-v1\0torch-cpu\0{}")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620])
+def test_a_signing_key_its_group_or_others_can_access_is_refused(key: signing.SigningKey,
+                                                                  tmp_path: Path,
+                                                                  mode: int) -> None:
+    path = tmp_path / "keys" / "pub.pem"
+    path.chmod(mode)
+    with pytest.raises(TrustError, match="readable by other users; fix: chmod 600"):
+        signing.load_signing_key(path)
+
+
 def test_a_public_key_given_as_the_signing_key_is_named(key: signing.SigningKey,
                                                          tmp_path: Path) -> None:
     """The .pub file beside the key (or any other file) is named for what it is, before
@@ -182,6 +202,9 @@ _SIG64 = '"signature": "' + "A" * 86 + '=="'  # 64 bytes, well-formed
      + _SIG64 + "}").encode(),
     ('{"format": "kernelforge-signature/2", "algorithm": "ed25519", "key-id": "a", '
      '"repo-id": "no-slash", ' + _SIG64 + "}").encode(),
+    # another algorithm than the one the key is for
+    ('{"format": "kernelforge-signature/2", "algorithm": "rsa", "key-id": "a", '
+     '"repo-id": "org/x", ' + _SIG64 + "}").encode(),
 ])
 def test_malformed_signature_files_are_named(data: bytes) -> None:
     with pytest.raises(TrustError, match=r"org/x: build/torch-cpu.sig: not a valid signature"):
@@ -381,6 +404,38 @@ def test_owner_mark_verifies_only_for_its_owner_and_content(env: dict[str, Path]
     assert not trust.check_owner_mark(mark, "org/x", "c" * 40, files)
 
 
+def test_an_owner_mark_binds_the_commit_and_every_digit_of_its_mac(env: dict[str, Path]) -> None:
+    """A mark made for one commit does not vouch for another commit with the same files
+    (a record copied within the hub), nor does a MAC altered in its last digit."""
+    files = {"build/torch-cpu/__init__.py": "abc="}
+    mark = trust.owner_mark("org/x", "c" * 40, files)
+    assert mark is not None and trust.check_owner_mark(mark, "org/x", "c" * 40, files)
+    assert not trust.check_owner_mark(mark, "org/x", "d" * 40, files)
+    last = "0" if mark["mac"][-1] != "0" else "1"
+    assert not trust.check_owner_mark({**mark, "mac": mark["mac"][:-1] + last}, "org/x",
+                                      "c" * 40, files)
+
+
+@pytest.mark.parametrize("text", ["ab" * 16, "ab" * 33, "not hex"])
+def test_an_owner_key_of_the_wrong_length_is_corrupt(env: dict[str, Path], text: str) -> None:
+    key_file = env["config"] / "owner.key"
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    key_file.write_text(text + "\n")
+    key_file.chmod(0o600)
+    with pytest.raises(TrustError, match="corrupt owner key"):
+        trust.check_owner_mark({"mac": "00"}, "org/x", "c" * 40, {})
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("mode", [0o640, 0o620])
+def test_an_owner_key_its_group_can_access_is_refused(env: dict[str, Path], mode: int) -> None:
+    files = {"build/torch-cpu/__init__.py": "abc="}
+    mark = trust.owner_mark("org/x", "c" * 40, files)
+    (env["config"] / "owner.key").chmod(mode)
+    with pytest.raises(TrustError, match="owner key is readable or writable by other users"):
+        trust.check_owner_mark(mark, "org/x", "c" * 40, files)
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
 def test_an_owner_key_others_can_read_is_refused(env: dict[str, Path], caplog) -> None:
     files = {"build/torch-cpu/__init__.py": "abc="}
@@ -457,11 +512,53 @@ def test_sigstore_bundle_without_trusted_identity_is_only_a_note() -> None:
     assert not decision.allowed and "no sigstore identity is trusted" in str(decision)
 
 
+def test_a_sigstore_identity_vouches_only_for_the_repositories_it_is_trusted_for(
+    monkeypatch,
+) -> None:
+    """A bundle that verifies for a trusted identity allows the load only where that
+    identity is trusted for the repository (sigstore's verifier is replaced by one that
+    accepts any bundle, so only the trust store's scope decides)."""
+    pytest.importorskip("sigstore")
+    import sigstore.models
+    import sigstore.verify
+
+    checked: list[bytes] = []
+
+    class Verifier:
+        @classmethod
+        def production(cls, offline: bool = False) -> Verifier:
+            return cls()
+
+        def verify_artifact(self, data: bytes, bundle: object, check: object) -> None:
+            checked.append(data)
+
+    monkeypatch.setattr(sigstore.verify, "Verifier", Verifier)
+    monkeypatch.setattr(sigstore.models.Bundle, "from_json", staticmethod(lambda raw: object()))
+    workflow = "https://github.com/o/r/.github/workflows/b.yaml@refs/heads/main"
+    trust.add_sigstore_identity(workflow, repos=("elsewhere/*",))
+    decision = policy.evaluate(request(sigstore_bundle=b"{}"))
+    assert not decision.allowed and decision.signer is None, str(decision)
+    assert "no sigstore identity is trusted for org/relu" in str(decision)
+    assert checked == []
+    trust.add_sigstore_identity(workflow, repos=("org/*",))
+    decision = policy.evaluate(request(sigstore_bundle=b"{}"))
+    assert decision.allowed and decision.signer == workflow, str(decision)
+    assert checked == [META]
+
+
 def test_invalid_sigstore_bundle_is_reported() -> None:
     pytest.importorskip("sigstore")
     trust.add_sigstore_identity("https://github.com/o/r/.github/workflows/b.yaml@refs/heads/main")
     decision = policy.evaluate(request(sigstore_bundle=b'{"not": "a bundle"}'))
     assert not decision.allowed and "is not a valid bundle" in str(decision)
+
+
+def test_a_key_is_found_by_its_whole_id_only(key: signing.SigningKey) -> None:
+    """A signature file naming part of a trusted key's id (or none) names no trusted key."""
+    trust.add_key(key.public.text, name="alice")
+    store = trust.load_store()
+    assert store.key(key.public.key_id) is not None
+    assert store.key(key.public.key_id[:8]) is None and store.key("") is None
 
 
 def test_allow_argument_is_checked() -> None:
