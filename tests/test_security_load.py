@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from kf_sharing import isolate, make_variant, uid
+from kf_testutil import write_metadata
 
 from kernelforge import digest, loader, signing, trust
 from kernelforge.errors import IntegrityError, TrustError
@@ -86,6 +87,25 @@ def test_an_extension_planted_after_verification_is_not_imported(env, tmp_path, 
     _after_verification(monkeypatch, lambda: planted.write_bytes(b"\x7fELF not verified"))
     _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub),
              f"extra: {planted.name} (no digest covers it", module_id)
+
+
+def test_an_extension_changed_after_verification_is_not_loaded(env, tmp_path, monkeypatch):
+    """The extension a kernel imports is checked against its digest right before the
+    dynamic loader reads it: one rewritten after the digest check is refused, naming it."""
+    module_id = uid("ext")
+    ext = f"_ext{sysconfig.get_config_var('EXT_SUFFIX')}"
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    (vdir / "__init__.py").write_text("from . import _ext\nVALUE = 1\n")
+    (vdir / ext).write_bytes(b"\x7fELF verified, but not a library")
+    (vdir / "metadata.json").unlink()
+    write_metadata(vdir, module_id)
+    hub = LocalHub(env["hub"])
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    _writable(vdir)
+    _after_verification(monkeypatch, lambda: (vdir / ext).write_bytes(b"\x7fELF swapped"))
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub),
+             f"changed: {ext} (after the kernel was verified", module_id)
 
 
 def test_a_source_changed_after_verification_is_not_run(env, tmp_path, monkeypatch):
