@@ -216,6 +216,41 @@ def test_a_file_that_reads_differently_twice_is_checked_once_under_sha512(env, t
              module_id)
 
 
+def test_metadata_rewritten_after_the_trust_decision_is_refused(env, tmp_path, monkeypatch):
+    """A hostile hub rewrites a signed variant after the trust policy read its
+    metadata.json, consistently: evil files, a metadata.json listing their digests and a
+    commit record listing them all. Only the sha256 of the metadata the policy saw tells,
+    and the load must check it."""
+    key = signing.generate_key(tmp_path / "k.pem")
+    trust.add_key(key.public.text, name="publisher", repos=("victim-org/*",))
+    module_id = uid("resigned")
+    hub = LocalHub(env["hub"])
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hub.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    (env["config"] / "owner.key").unlink()  # the attacker's hub: not published by us
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    record = hub.commit_path(REPO, commit) / ".commit.json"
+    real_fetch = LocalHub.fetch_variant
+
+    def rewrite_then_fetch(self, *args, **kwargs):
+        _writable(vdir)
+        (vdir / "helper.py").write_text(EVIL)
+        meta = json.loads((vdir / "metadata.json").read_bytes())
+        meta["digest"] = digest.digest_block(vdir)
+        (vdir / "metadata.json").write_text(json.dumps(meta))
+        os.chmod(record, 0o644)
+        doc = json.loads(record.read_text())
+        doc["files"].update({f"build/torch-cpu/{rel}": sha for rel, sha in
+                             digest.hash_tree(vdir).items()})
+        doc["files"]["build/torch-cpu/metadata.json"] = digest.hash_file(vdir / "metadata.json")
+        record.write_text(json.dumps(doc))
+        return real_fetch(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalHub, "fetch_variant", rewrite_then_fetch)
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), "changed: metadata.json",
+             module_id)
+
+
 def test_a_commit_record_rewritten_after_the_trust_decision_is_refused(env, tmp_path,
                                                                         monkeypatch):
     """The owner mark is checked on the record whose digests the load then checks."""
