@@ -288,6 +288,39 @@ def test_an_offline_load_of_a_lock_the_cache_matches_but_the_lock_does_not_names
     assert "helper.py" in str(info.value) and "cache remove" not in str(info.value)
 
 
+def test_a_damaged_cached_copy_fetched_again_is_still_checked_against_the_lock(
+        tmp_path: Path, env, caplog) -> None:
+    """The cached copy fails verification and is fetched again; the hub now serves other
+    bytes for the pinned commit, which a build without a digest block cannot catch: the
+    lock's pins still apply to the second attempt."""
+    hf = _hf(tmp_path, env)
+    make_variant(tmp_path / "b", "torch-cpu", module_id=uid("p"), with_digest=False)
+    commit = hf.publish(REPO, tmp_path / "b", version=1).commit
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock_project(root, hub=hf, allow=True)
+    (_, _, path), = download_locked(root, hub=hf)
+    (path / "helper.py").chmod(0o644)
+    (path / "helper.py").write_text("x = 1\n")  # the cached copy is damaged
+    hf._api.tamper(REPO, commit, "build/torch-cpu/helper.py",
+                   b"def double(x):\n    return 3 * x\n")
+    with caplog.at_level(logging.WARNING), pytest.raises(IntegrityError) as info:
+        loader.get_locked_kernel(REPO, lockfile=root, hub=_hf(tmp_path, env))
+    said = str(info.value)
+    assert said.startswith(f"refusing to load {REPO} (variant torch-cpu) at commit "
+                           f"{commit[:12]} from the Hugging Face Hub: the files it serves "
+                           f"differ from those {root / 'kernelforge.lock'} pins:\n"
+                           "  changed: helper.py\n")
+    assert "run 'kernelforge lock' again" in said
+    assert any("failed verification" in r.getMessage() and "fetching it again"
+               in r.getMessage() for r in caplog.records)
+    assert (path / "helper.py").read_bytes() == b"def double(x):\n    return 3 * x\n"
+    (path / "helper.py").write_text("x = 1\n")  # damaged again: so says a download
+    with pytest.raises(IntegrityError, match=rf"^refusing to download {REPO} \(variant "
+                       rf"torch-cpu\) .* differ from those {root / 'kernelforge.lock'} "
+                       "pins:\n  changed: helper.py\n"):
+        download_locked(root, hub=_hf(tmp_path, env))
+
+
 # --- lock files: advice and validation -----------------------------------------------------
 
 

@@ -986,7 +986,9 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
     except IntegrityError as err:
         if (plan.hub.kind == "local" or fetched.fetched
                 or is_intact(fetched.path, fetched.recorded)):
-            raise  # a fresh or intact download differs from its anchors: fetching won't help
+            # a fresh or intact download differs from its anchors: fetching won't help
+            _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
+            raise
         if getattr(plan.hub, "offline", True):  # the cached copy changed since: say the fix
             cache = getattr(plan.hub, "cache", None)
             if isinstance(cache, DownloadCache):
@@ -995,9 +997,31 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
         logger.warning("%s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)
-    with _removed_while_loading(plan, fetched.path):
-        return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded,
-                                            plan.locked), deps)
+    try:
+        with _removed_while_loading(plan, fetched.path):
+            return _load(fetched.path, _Anchors(plan.metadata_sha256, fetched.recorded,
+                                                plan.locked), deps)
+    except IntegrityError as err:
+        _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
+        raise
+
+
+def _raise_if_unlike_lock(plan: Plan, path: Path, recorded: Mapping[str, str] | None,
+                          err: IntegrityError) -> None:
+    """Raise ``err`` restated to name the lock file where a locked load's copy at ``path``
+    is as the hub served it and differs from the lock's pins
+    (:func:`kernelforge.lock.differs_from_lock`); return where it is not so."""
+    from kernelforge.lock import differs_from_lock
+
+    if plan.locked is None or plan.hub is None or plan.request is None:
+        return
+    info = plan.info
+    where = (f"{info.repo} (variant {info.variant}) at commit {(info.commit or '')[:12]} "
+             f"from the {plan.hub.describe()}")
+    pinned = differs_from_lock(err, path, recorded, plan.locked,
+                               plan.request.pinned or "the lock file", where)
+    if pinned is not None:
+        raise pinned from err
 
 
 @contextlib.contextmanager

@@ -1332,7 +1332,46 @@ def _warn_stale_hf_lock(path: Path) -> None:
 # --- downloading ----------------------------------------------------------------------------
 
 
-def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
+def differs_from_lock(err: Any, path: Path, recorded: Mapping[str, str] | None,
+                      pins: Mapping[str, str] | None, lockfile: str, where: str,
+                      doing: str = "load") -> Any:
+    """``err`` (an :class:`~kernelforge.errors.IntegrityError` about a locked variant's
+    copy at ``path``) restated where that copy is as the hub served it (it matches
+    ``recorded``) and differs from the lock file's pins: the hub serves other files for
+    the locked commit than when it was locked, which fetching again cannot mend, so the
+    message names the lock file rather than leaving "recorded digests" to be read as a
+    damaged download. ``None`` where that is not so (the copy changed since it was
+    fetched, or nothing pins its files).
+
+    Args:
+        err: the error.
+        path, recorded: the copy and the digests recorded when it was fetched.
+        pins: the lock's digests of the variant.
+        lockfile: the lock file, for the message.
+        where: ``org/name (variant v) at commit c`` from ``hub``, for the message.
+        doing: ``"load"`` or ``"download"``.
+    """
+    from kernelforge.cache import is_intact
+    from kernelforge.digest import verify_variant
+    from kernelforge.errors import IntegrityError
+
+    if pins is None or not is_intact(path, dict(recorded or {})):
+        return None
+    try:
+        verify_variant(path, {}, locked=pins)
+    except IntegrityError:
+        return IntegrityError(
+            err.where, err.problems,
+            what=f"refusing to {doing} {where}: the files it serves differ from those "
+                 f"{lockfile} pins:",
+            fix="The hub serves other files for the locked commit than when it was locked "
+                "(or the lock file was edited); fetching them again does not help. Check "
+                "what changed, and if you trust the files served now, run 'kernelforge "
+                "lock' again")
+    return None
+
+
+def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Path:
     """Fetch one locked variant and verify it against the lock; re-fetch a bad copy once
     (offline, a cached copy changed since it was fetched is refused with the fix)."""
     from kernelforge.cache import DownloadCache, is_intact
@@ -1348,12 +1387,18 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
                        recorded=recorded, locked=pins)
         return path
 
+    where = (f"{locked.repo} (variant {name}) at commit {locked.commit[:12]} from the "
+             f"{h.describe()}")
     fetched = h.fetch_variant(locked.repo, locked.commit, name)
     try:
         return check(fetched.path, fetched.recorded)
     except IntegrityError as err:
         if fetched.fetched or h.kind == "local" or is_intact(fetched.path, fetched.recorded):
-            raise
+            pinned = differs_from_lock(err, fetched.path, fetched.recorded, pins, lockfile,
+                                       where, "download")
+            if pinned is None:
+                raise
+            raise pinned from err
         if getattr(h, "offline", True):  # the cached copy changed since: say the fix
             cache = getattr(h, "cache", None)
             if isinstance(cache, DownloadCache):
@@ -1362,7 +1407,14 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str) -> Path:
         logger.warning("%s: the cached copy of %s failed verification; fetching it again",
                        locked.repo_id, name)
     fetched = h.fetch_variant(locked.repo, locked.commit, name, refresh=True)
-    return check(fetched.path, fetched.recorded)
+    try:
+        return check(fetched.path, fetched.recorded)
+    except IntegrityError as err:
+        pinned = differs_from_lock(err, fetched.path, fetched.recorded, pins, lockfile,
+                                   where, "download")
+        if pinned is None:
+            raise
+        raise pinned from err
 
 
 def _cache_load_files(h: Any, repo: str, commit: str, name: str) -> None:
@@ -1491,7 +1543,7 @@ class _Download:
             self.seen.add(("lock", dep.repo, dep.commit))
             h = hub_for_lock(self.hub, dep)
             for name in self.variants(h, dep):
-                path = _fetch_checked(h, dep, name)
+                path = _fetch_checked(h, dep, name, str(self.lock.path))
                 _cache_load_files(h, dep.repo, dep.commit, name)
                 out.append((dep.repo_id, name, path))
                 out += self.dependencies(top, path, dep.repo_id)
@@ -1597,7 +1649,7 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool,
             unfit.append((locked, err))
             continue
         for name in names:
-            path = _fetch_checked(h, locked, name)
+            path = _fetch_checked(h, locked, name, str(lock.path))
             _cache_load_files(h, locked.repo, locked.commit, name)
             problem = _trust_problem(h, locked, name, path)
             if problem is not None:
