@@ -361,3 +361,27 @@ def test_lockfile_none_in_a_module_run_with_python_m_reads_its_packages_lock(
     for module in (f"{plain}.train", f"{namespace}.a.train"):
         ran = runpy.run_module(module, run_name="__main__", alter_sys=True)
         assert ran["VALUE"] == 1, module
+
+
+def test_a_locked_load_chooses_among_the_variants_the_lock_lists(
+        tmp_path: Path, env) -> None:
+    """The hub's commit holds a variant the lock does not list (a lock that pins a subset):
+    a locked load chooses among the lock's variants only, never the hub's other one."""
+    import json
+
+    hub = LocalHub(env["hub"])
+    ids = {name: uid(name[6:9]) for name in ("torch-cpu", "torch-universal")}
+    for value, (name, module_id) in enumerate(ids.items(), start=1):
+        make_variant(tmp_path / "b", name, module_id=module_id, value=value)
+    hub.publish(REPO, tmp_path / "b", version=1)
+    root = _project(tmp_path / "p", 1)
+    lock_project(root)
+    best = loader.kernel_info(REPO, lockfile=root, hub=hub).variant
+    other, = set(ids) - {best}
+    doc = json.loads((root / "kernelforge.lock").read_text())
+    del doc["kernels"][REPO]["variants"][best]
+    (root / "kernelforge.lock").write_text(json.dumps(doc))
+    info = loader.kernel_info(REPO, lockfile=root, hub=hub)
+    assert info.variant == other
+    assert not [line for line in info.trace if best in line]
+    assert loader.get_locked_kernel(REPO, lockfile=root, hub=hub).__name__ == ids[other]
