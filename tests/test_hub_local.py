@@ -575,6 +575,28 @@ def test_refuse_version_mismatch(hub: LocalHub, project: Path) -> None:
         hub.publish(REPO, project, version=True)
 
 
+@pytest.mark.parametrize("written", [True, 1.0])
+def test_refuse_a_metadata_version_that_is_not_an_integer(hub: LocalHub, tmp_path: Path,
+                                                         written: object) -> None:
+    """``"version": true`` (or 1.0) equals 1 to Python, but a load refuses a signed build
+    whose version is not an integer as recording none: publish refuses it, signed or not,
+    rather than publishing (and signing) a build that cannot be loaded."""
+    from kernelforge import signing
+
+    vdir = make_variant(tmp_path / "p", "torch-cpu", with_digest=False)
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["version"] = written
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    meta["digest"] = digest.digest_block(vdir)
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    key = signing.generate_key(tmp_path / "k.pem")
+    for signer in (None, key):
+        with pytest.raises(HubError, match=rf"metadata.json: key 'version' must be an integer "
+                           rf"\(the major version\), got {written!r}; .*rebuild"):
+            hub.publish(REPO, tmp_path / "p", version=1, signer=signer)
+    assert not hub.has_repo(REPO)  # nothing was written
+
+
 def test_metadata_without_version_or_digest_is_accepted(hub: LocalHub, tmp_path: Path) -> None:
     make_variant(tmp_path / "p", "torch-cpu", version=None, with_digest=False)
     rev = hub.publish(REPO, tmp_path / "p", version=3)

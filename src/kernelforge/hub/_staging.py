@@ -175,7 +175,7 @@ def stage_build(build_dir: Path, version: int) -> Staged:
         build_dir: ``build/`` (holding ``<variant>/`` directories) or the project
             directory containing it.
         version: the version being published; each ``metadata.json`` ``version`` must
-            equal it or be absent.
+            equal it (an integer: ``true`` and ``1.0`` are refused) or be absent.
 
     Returns:
         The :class:`Staged` build.
@@ -215,6 +215,16 @@ def stage_build(build_dir: Path, version: int) -> Staged:
         _check_name_matches_metadata(entry, variant, meta)
         _check_binaries_match_the_cpu(entry, variant)
         meta_version = meta.get("version")
+        if meta_version is not None and (isinstance(meta_version, bool)
+                                         or not isinstance(meta_version, int)):
+            # true and 1.0 equal 1, but a load reads them as no version (and refuses such
+            # a signed build): refused here rather than published as version 1
+            raise HubError(
+                f"{entry / 'metadata.json'}: key 'version' must be an integer (the major "
+                f"version), got {meta_version!r}; rebuild with 'kernelforge build', or "
+                f"write \"version\": {version} there (a load reads any other value as no "
+                "version, and refuses a signed build that records none)"
+            )
         if meta_version is not None and meta_version != version:
             raise HubError(
                 f"{entry / 'metadata.json'}: key 'version' is {meta_version!r} but the build "
