@@ -24,6 +24,7 @@ pytestmark = pytest.mark.usefixtures("cpu_system")
 pytest.importorskip("kernelforge.variants")
 
 REPO = "kernels-test/relu"
+OTHER_REPO = "kernels-test/other"
 
 
 def make_variant(
@@ -413,6 +414,53 @@ def test_pycache_is_not_published(hub: LocalHub, project: Path) -> None:
     (cache / "helper.cpython-311.pyc").write_bytes(b"\0")
     rev = hub.publish(REPO, project, version=1)
     assert not (hub.variant_path(REPO, rev.commit, "torch-cpu") / "__pycache__").exists()
+
+
+def test_a_pycache_beside_the_variants_is_not_taken_for_one(hub: LocalHub,
+                                                            project: Path) -> None:
+    """``build/__pycache__`` (a variant imported by its top-level name) is an import cache,
+    not a variant: publish skips it rather than refusing its name."""
+    cache = project / "build" / "__pycache__"
+    cache.mkdir()
+    (cache / "torch_cpu.cpython-311.pyc").write_bytes(b"\0")
+    rev = hub.publish(REPO, project, version=1)
+    assert rev.variants == ("torch-cpu",)
+    assert not any("__pycache__" in f for f in hub.recorded_files(REPO, rev.commit))
+
+
+@pytest.mark.timeout(60)  # a FIFO taken for a file blocks the copy that reads it
+def test_a_fifo_in_a_variant_is_refused(hub: LocalHub, project: Path) -> None:
+    os.mkfifo(project / "build" / "torch-cpu" / "pipe")
+    with pytest.raises(HubError, match="pipe: only regular files can be published"):
+        hub.publish(REPO, project, version=1)
+    assert hub.repos() == []
+
+
+def test_a_variant_directory_that_is_a_link_is_refused(hub: LocalHub, project: Path,
+                                                       tmp_path: Path) -> None:
+    """A link in build/ leads outside the build: publish takes no variant through one."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(project / "build" / "torch-cpu", elsewhere)
+    (project / "build" / "torch-cpu").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(HubError, match="torch-cpu: only variant directories belong in"):
+        hub.publish(REPO, project, version=1)
+    assert hub.repos() == []
+
+
+def test_a_build_with_sha512_digests_publishes_and_is_checked(hub: LocalHub,
+                                                             tmp_path: Path) -> None:
+    """A digest block may use sha512 (the hub records sha256): publish checks the files
+    against the sha512 digests, so a good build publishes and a changed one is refused."""
+    vdir = make_variant(tmp_path / "p", "torch-cpu", with_digest=False)
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["digest"] = digest.digest_block(vdir, algorithm="sha512")
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    rev = hub.publish(REPO, tmp_path / "p", version=1)
+    assert "build/torch-cpu/helper.py" in hub.recorded_files(REPO, rev.commit)
+    (vdir / "helper.py").write_text("tampered = True\n")
+    with pytest.raises(IntegrityError, match="changed: helper.py"):
+        hub.publish(OTHER_REPO, tmp_path / "p", version=1)
+    assert not hub.has_repo(OTHER_REPO)
 
 
 def test_card_goes_to_main(hub: LocalHub, project: Path) -> None:
