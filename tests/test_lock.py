@@ -1104,6 +1104,7 @@ def _with(path: list, value: object) -> dict:
     ({REPO: _with(["variants", "torch-cpu", "signer"], 5)},
      r"variant 'torch-cpu': 'signer' must be a string or null, got 5"),
     ({REPO: _with(["branch"], 5)}, r"'branch' must be a string or null, got 5"),
+    ({REPO: _with(["hub"], "lcoal")}, r"'hub' must be 'hf' or 'local', got 'lcoal'"),
     ({REPO: _with(["requested"], 5)}, r"'requested' must be an object.*got 5"),
     ({REPO: {**_valid_entry(), "depends": [{**_valid_entry(), "repo": "x",
                                             "requested": {"repo-id": OTHER, "version": 1}}]}},
