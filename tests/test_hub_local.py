@@ -599,6 +599,9 @@ def test_an_unbuilt_project_is_refused_in_one_text(hub: LocalHub, tmp_path: Path
         (lambda v: (v / "metadata.json").write_text("{nope"), "not valid JSON"),
         (lambda v: (v / "metadata.json").write_text('{"name": "relu", "id": "a-b"}'),
          "key 'id' must be a Python identifier"),
+        (lambda v: (v / "metadata.json").write_text(
+            '{"name": "relu", "id": "a_b", "digest": {"algorithm": "md5", "files": {}}}'),
+         r"metadata\.json: key 'digest' must be \{\"algorithm\": sha256 \| sha512"),
         (lambda v: (v / "link.py").symlink_to(v / "helper.py"), "link.py: only regular files"),
         (lambda v: (v / "ld").symlink_to(v), "ld: symbolic links cannot be published"),
         (lambda v: (v.parent / "notes.txt").write_text("x"), "notes.txt: only variant directories"),
