@@ -178,7 +178,7 @@ def test_the_test_command_takes_paths_from_where_it_is_run() -> None:
     # VENV, a name shells often export, is not taken for the environment
     env = dict(os.environ, KERNELFORGE_VENV=sys.prefix, VENV="/nonexistent")
     proc = subprocess.run([str(REPO / "scripts" / "test"), "-q", "-p", "no:cacheprovider",
-                           "test_digest.py", "-k", "sha512"],
+                           "test_digest.py", "-k", "test_sha512"],
                           capture_output=True, text=True, env=env, timeout=300,
                           cwd=REPO / "tests")
     assert proc.returncode == 0, proc.stdout + proc.stderr
