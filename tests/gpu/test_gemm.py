@@ -1081,6 +1081,14 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     # ... not with nothing to prepare, nor from twelve waves
     (6144, 3072, 1536, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
     (4096, 7168, 2048, "challenge", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    # K >= 4096 over one to four waves, nothing to prepare: the hand-written kernel on the
+    # H100 (v46) ...
+    (1024, 7168, 16384, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128"),
+    # ... and the ping-pong kernel where its 64x128 tiles fit in one wave, up to 1024 rows
+    (256, 4096, 7168, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128"),
+    (256, 4096, 7168, "challenge", "fp8_pingpong_64x128", "fp8_coop_128x128"),
+    # ... not beyond one wave of them
+    (384, 4096, 7168, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
 ])
 def test_plan_fast_follows_memory_bandwidth(gemm_kernel, m, n, k, layout, below_4tbs,
                                             from_4tbs):

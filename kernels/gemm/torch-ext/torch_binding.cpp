@@ -571,6 +571,15 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   if (M > 128 && slow_memory && in_place && K >= 4096 && waves >= 4) {
     return {V::kFp8Coop128x128OverlapCluster2, 0};
   }
+  // From one to four waves there, the hand-written kernel on single CTAs: faster than
+  // CUTLASS's kernels or as fast (interleaved, us, against the op's earlier choice:
+  // 1024x7168x16384 223.1 vs 248.5, 768x7168x16384 167.5 vs 187.5, 1024x4096x16384
+  // 116.1 vs 131.0, 1024x7168x4096 58.3 vs 64.7, 2048x2112x7168 69.7 vs 72.4 for
+  // stream-K; ties: 1024x7168x7168 98.0 vs 97.6, 1536x4096x7168 74.8 vs 74.6,
+  // 1024x6144x7168 75.0 vs 75.6; NOTES.md, v46).
+  if (M > 128 && slow_memory && in_place && K >= 4096 && tiles128 >= sms) {
+    return {V::kFp8Coop128x128Overlap, 0};
+  }
   // On the H100, after the preparation launch (the challenge's storage, the guide's),
   // with K from 1024 to 2048 over six to eleven waves: CUTLASS's cooperative kernel
   // (interleaved, us, against the hand-written kernel: challenge 6144x3072x1536 67.3 vs
@@ -612,6 +621,14 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   if (M > 64 && M <= 128 && K <= 1024 && slow_memory && in_place && tiles128 >= sms) {
     return {V::kFp8Coop128x128Overlap, 0};
   }
+  // On the H100, 129-1024 rows whose 64x128 tiles fit in one wave (where 128x128 tiles
+  // leave half the SMs idle): the ping-pong kernel (interleaved, us, against CUTLASS's
+  // cooperative kernel: 256x4096x7168 25.2 vs 29.7, 256x3072x7168 23.5 vs 27.8,
+  // 512x1536x7168 22.0 vs 26.1, 256x4096x2048 12.8 vs 13.3, challenge 256x4096x7168
+  // 44.4 vs 48.0; beyond one wave of 64x128 tiles it loses: 256x7168x7168 41.5 vs 36.3,
+  // 384x4096x7168 39.7 vs 31.3; NOTES.md, v46). Small outputs with long K keep their
+  // split-K kernels above.
+  if (M > 128 && M <= 1024 && slow_memory && tiles64 <= sms) return {V::kFp8Pingpong64x128, 0};
   if (K <= 512 || M <= 128 || (M <= 1024 && N <= 640)) return {V::kFp8Pingpong64x128, 0};
   if (K >= 4096 && waves >= 2 && waves < 5 && last_wave <= 25) {
     return {V::kFp8Coop128x128StreamK, 0};
