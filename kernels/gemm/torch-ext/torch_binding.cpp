@@ -291,6 +291,9 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    after a preparation launch with K from 1024 to 2048 under twelve waves (v46);
 //  - up to 64 rows with a B beyond the L2, or where memory is slower with K >= 7168 and
 //    more than 3072 columns: the few-row kernel (v27, v46);
+//  - where memory is slower, with nothing to prepare and K >= 4096 over one to four waves:
+//    the hand-written kernel; 129-1024 rows whose 64x128 tiles fit in one wave: the
+//    ping-pong kernel (v46);
 //  - exact mode (BF16) beyond the split-K and ping-pong shapes: the hand-written kernel
 //    on BF16 operands (v17);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
