@@ -1035,7 +1035,8 @@ def choice_by_bandwidth(below_4tbs: str, from_4tbs: str) -> tuple[str, int]:
     # on the H200 (v46) ...
     (128, 32768, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
     (128, 7168, 16384, "nt", "fp8_coop_128x128_exact_ak_splitk", "fp8_fewrow_exact"),
-    (96, 7168, 2048, "challenge", "fp8_coop_128x128_exact_amn", "fp8_fewrow_exact"),
+    (96, 7168, 2048, "challenge", "fp8_coop_128x128_exact_amn_splitk", "fp8_fewrow_exact"),
+    (128, 7168, 2304, "challenge", "fp8_coop_128x128_exact_amn_splitk", "fp8_fewrow_exact"),
     # ... and from 129 rows whatever B
     (192, 7168, 2048, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
     # ... the few-row kernel on both up to 128 rows with a smaller B (K-major: under 16M

@@ -427,7 +427,11 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // Long K on at most half a wave of tiles: variant 20 or 22 with each tile's K cut
     // into slices that fill one wave, summed in-kernel (v22; K-major, v23: 1024x576x7168
     // NT 34.3 vs 61.7 unsplit and 57.1 for the BF16 split-K kernel after the pass).
-    if (cvt_in_kernel && K >= 4096 && tiles128 * 2 <= sms) return {cvt_split, 0};
+    // On the H100 from K = 2048 too (interleaved, us, against variant 20 unsplit:
+    // challenge 96x7168x2048 24.3 vs 26.4, 128x7168x2304 25.4 vs 28.1; NOTES.md, v46).
+    if (cvt_in_kernel && (K >= 4096 || (slow_memory && K >= 2048)) && tiles128 * 2 <= sms) {
+      return {cvt_split, 0};
+    }
     // Between one and one and a half waves of tiles, two slices per tile: three waves of
     // half-length units finish in the time of one and a half tiles, where the unsplit
     // grid takes two. With K >= 7168 that pays (H100, interleaved, us, against variant 20
