@@ -106,10 +106,16 @@ def _after_fork_in_child() -> None:
         if thread == me:
             continue  # forked from inside that import: it goes on here
         del _importing[module_id]
-        _finder.packages.pop(module_id, None)
-        _finder.dependencies.pop(module_id, None)
-        for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
-            del sys.modules[name]
+        _forget_import(module_id)
+
+
+def _forget_import(module_id: str) -> None:
+    """Take a kernel package whose import did not finish out of ``sys.modules`` (its
+    submodules too) and out of the finder, so that a later load imports it afresh."""
+    for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
+        del sys.modules[name]
+    _finder.packages.pop(module_id, None)
+    _finder.dependencies.pop(module_id, None)
 
 
 if hasattr(os, "register_at_fork"):
@@ -505,10 +511,7 @@ def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
     try:
         loader.exec_module(module)
     except BaseException as err:
-        for name in [n for n in sys.modules if n == module_id or n.startswith(module_id + ".")]:
-            del sys.modules[name]
-        del _finder.packages[module_id]
-        del _finder.dependencies[module_id]
+        _forget_import(module_id)
         _add_note(err, f"while importing kernel {meta['name']!r} ({variant_dir}) as {module_id}")
         raise
     finally:
@@ -1010,18 +1013,16 @@ def _raise_if_unlike_lock(plan: Plan, path: Path, recorded: Mapping[str, str] | 
                           err: IntegrityError) -> None:
     """Raise ``err`` restated to name the lock file where a locked load's copy at ``path``
     is as the hub served it and differs from the lock's pins
-    (:func:`kernelforge.lock.differs_from_lock`); return where it is not so."""
-    from kernelforge.lock import differs_from_lock
+    (:func:`kernelforge.lock.raise_if_unlike_lock`); return where it is not so."""
+    from kernelforge.lock import raise_if_unlike_lock
 
     if plan.locked is None or plan.hub is None or plan.request is None:
         return
     info = plan.info
     where = (f"{info.repo} (variant {info.variant}) at commit {(info.commit or '')[:12]} "
              f"from the {plan.hub.describe()}")
-    pinned = differs_from_lock(err, path, recorded, plan.locked,
-                               plan.request.pinned or "the lock file", where)
-    if pinned is not None:
-        raise pinned from err
+    raise_if_unlike_lock(err, path, recorded, plan.locked,
+                         plan.request.pinned or "the lock file", where)
 
 
 @contextlib.contextmanager

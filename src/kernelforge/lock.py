@@ -1332,16 +1332,16 @@ def _warn_stale_hf_lock(path: Path) -> None:
 # --- downloading ----------------------------------------------------------------------------
 
 
-def differs_from_lock(err: Any, path: Path, recorded: Mapping[str, str] | None,
-                      pins: Mapping[str, str] | None, lockfile: str, where: str,
-                      doing: str = "load") -> Any:
-    """``err`` (an :class:`~kernelforge.errors.IntegrityError` about a locked variant's
-    copy at ``path``) restated where that copy is as the hub served it (it matches
-    ``recorded``) and differs from the lock file's pins: the hub serves other files for
-    the locked commit than when it was locked, which fetching again cannot mend, so the
-    message names the lock file rather than leaving "recorded digests" to be read as a
-    damaged download. ``None`` where that is not so (the copy changed since it was
-    fetched, or nothing pins its files).
+def raise_if_unlike_lock(err: Any, path: Path, recorded: Mapping[str, str] | None,
+                         pins: Mapping[str, str] | None, lockfile: str, where: str,
+                         doing: str = "load") -> None:
+    """Raise ``err`` (an :class:`~kernelforge.errors.IntegrityError` about a locked
+    variant's copy at ``path``) restated where that copy is as the hub served it (it
+    matches ``recorded``) and differs from the lock file's pins: the hub serves other
+    files for the locked commit than when it was locked, which fetching again cannot
+    mend, so the message names the lock file rather than leaving "recorded digests" to
+    be read as a damaged download. Return where that is not so (the copy changed since
+    it was fetched, or nothing pins its files): the caller raises ``err`` itself.
 
     Args:
         err: the error.
@@ -1356,19 +1356,18 @@ def differs_from_lock(err: Any, path: Path, recorded: Mapping[str, str] | None,
     from kernelforge.errors import IntegrityError
 
     if pins is None or not is_intact(path, dict(recorded or {})):
-        return None
+        return
     try:
         verify_variant(path, {}, locked=pins)
     except IntegrityError:
-        return IntegrityError(
+        raise IntegrityError(
             err.where, err.problems,
             what=f"refusing to {doing} {where}: the files it serves differ from those "
                  f"{lockfile} pins:",
             fix="The hub serves other files for the locked commit than when it was locked "
                 "(or the lock file was edited); fetching them again does not help. Check "
                 "what changed, and if you trust the files served now, run 'kernelforge "
-                "lock' again")
-    return None
+                "lock' again") from err
 
 
 def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Path:
@@ -1394,11 +1393,9 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Pa
         return check(fetched.path, fetched.recorded)
     except IntegrityError as err:
         if fetched.fetched or h.kind == "local" or is_intact(fetched.path, fetched.recorded):
-            pinned = differs_from_lock(err, fetched.path, fetched.recorded, pins, lockfile,
-                                       where, "download")
-            if pinned is None:
-                raise
-            raise pinned from err
+            raise_if_unlike_lock(err, fetched.path, fetched.recorded, pins, lockfile, where,
+                                 "download")
+            raise
         if getattr(h, "offline", True):  # the cached copy changed since: say the fix
             cache = getattr(h, "cache", None)
             if isinstance(cache, DownloadCache):
@@ -1410,11 +1407,9 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Pa
     try:
         return check(fetched.path, fetched.recorded)
     except IntegrityError as err:
-        pinned = differs_from_lock(err, fetched.path, fetched.recorded, pins, lockfile,
-                                   where, "download")
-        if pinned is None:
-            raise
-        raise pinned from err
+        raise_if_unlike_lock(err, fetched.path, fetched.recorded, pins, lockfile, where,
+                             "download")
+        raise
 
 
 def _cache_load_files(h: Any, repo: str, commit: str, name: str) -> None:
