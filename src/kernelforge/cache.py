@@ -54,7 +54,7 @@ from typing import Any
 from kernelforge import _durable
 from kernelforge._parse import json_loads
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
-from kernelforge.hub.base import is_commit, spellings, validate_repo_id
+from kernelforge.hub.base import is_commit, is_timestamp, spellings, validate_repo_id
 
 __all__ = ["CACHE_ENV", "CachedVariant", "DownloadCache", "Entry", "Removed",
            "default_cache_root", "is_intact"]
@@ -1079,13 +1079,7 @@ def _saved_at(doc: dict[str, Any]) -> float:
     """When a cache record says it was written (0 where it says nothing usable: not a
     number, or one no date can be given for, such as NaN or a year past 9999)."""
     time_ = doc.get("time")
-    if isinstance(time_, bool) or not isinstance(time_, (int, float)):
-        return 0.0
-    try:
-        time.localtime(time_)
-    except (OverflowError, ValueError, OSError):
-        return 0.0
-    return float(time_)
+    return float(time_) if is_timestamp(time_) else 0.0
 
 
 def _refs_problem(doc: dict[str, Any]) -> str | None:

@@ -33,6 +33,7 @@ __all__ = [
     "check_ref_name",
     "is_commit",
     "is_hub",
+    "is_timestamp",
     "signature_path",
     "spellings",
     "validate_repo_id",
@@ -189,6 +190,19 @@ class Revision:
     def when(self) -> datetime:
         """Publication time as an aware UTC datetime."""
         return datetime.fromtimestamp(self.time, tz=timezone.utc)
+
+
+def is_timestamp(value: object) -> TypeGuard[float]:
+    """Whether ``value``, read from a record, is a time in seconds since the epoch that
+    a date can be given for (:attr:`Revision.when`): a number, not a bool, not NaN or
+    infinite, not beyond the year 9999."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        datetime.fromtimestamp(value, tz=timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return False
+    return True
 
 
 @dataclass(frozen=True)

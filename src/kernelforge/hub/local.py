@@ -47,7 +47,6 @@ from __future__ import annotations
 import logging
 import os
 import reprlib
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -705,23 +704,12 @@ def _record_problem(record: object) -> str | None:
     if parent is not None and not (isinstance(parent, str) and _COMMIT_RE.match(parent)):
         return f"'parent' is {parent!r}, not a commit id or null"
     when = record.get("time", 0.0)
-    if isinstance(when, bool) or not isinstance(when, (int, float)) or not _a_time(when):
+    if not base.is_timestamp(when):
         return f"'time' is {reprlib.repr(when)}, not a number of seconds since the epoch"
     files = record.get("files", {})
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         return "'files' is not a mapping of paths to digests"
     return None
-
-
-def _a_time(when: float) -> bool:
-    """Whether ``when`` is a time a date can be given for (not NaN, not infinite, not
-    beyond the year 9999), as :attr:`Revision.when <kernelforge.hub.base.Revision.when>`
-    gives one."""
-    try:
-        datetime.fromtimestamp(when, tz=timezone.utc)
-    except (OverflowError, ValueError, OSError):
-        return False
-    return True
 
 
 def _plain_part(name: str) -> bool:
