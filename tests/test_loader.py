@@ -1164,3 +1164,8 @@ def test_a_path_given_as_a_repository_id_points_to_get_local_kernel(
     with pytest.raises(ValueError) as info:
         loader.get_kernel("no-such-dir")
     assert "get_local_kernel" not in str(info.value)
+    # an id no path lookup can take is refused as an id, not with the lookup's error
+    for given in ("~no-such-user-zq/org/name", "a" * 5000 + "/org/name"):
+        with pytest.raises(ValueError, match="is not a valid repository id") as info:
+            loader.get_kernel(given)
+        assert "get_local_kernel" not in str(info.value)

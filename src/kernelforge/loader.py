@@ -1208,8 +1208,9 @@ def _hub_repo_id(repo_id: object) -> None:
     try:
         validate_repo_id(repo_id)
     except ValueError as err:
+        # os.path: a '~user' of no such user, or a name too long to look up, is no path
         if isinstance(repo_id, (str, os.PathLike)) and str(repo_id) and \
-                Path(repo_id).expanduser().exists():
+                os.path.exists(os.path.expanduser(repo_id)):
             raise ValueError(f"{err}; {str(repo_id)!r} is a path here: to load a local build, "
                              f"use get_local_kernel({str(repo_id)!r})") from None
         raise
