@@ -291,9 +291,10 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    after a preparation launch with K from 1024 to 2048 under twelve waves (v46);
 //  - up to 64 rows with a B beyond the L2, or where memory is slower with K >= 7168 and
 //    more than 3072 columns: the few-row kernel (v27, v46);
-//  - where memory is slower, with nothing to prepare and K >= 4096 over one to four waves:
-//    the hand-written kernel; 129-1024 rows whose 64x128 tiles fit in one wave: the
-//    ping-pong kernel (v46);
+//  - where memory is slower, with nothing to prepare, K >= 4096 and N >= 1024 up to four
+//    waves (under one from 512 rows and more than a wave of 64x128 tiles): the
+//    hand-written kernel; 129-1024 rows whose 64x128 tiles fit in one wave: the ping-pong
+//    kernel (v46, v47);
 //  - exact mode (BF16) beyond the split-K and ping-pong shapes: the hand-written kernel
 //    on BF16 operands (v17);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
@@ -420,8 +421,19 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     const int64_t mi = 1024 * 1024;
     const bool small_b = t.b_k ? (N * K < 16 * mi || (K >= 4096 && N * K < 24 * mi))
                                : N * K < 4 * mi;
+    // Both operands K-major (the NT layout) up to 256 rows with B of up to 4096 columns and
+    // K from 1024 to 2048: the few-row kernel too (interleaved, us, against the kernels
+    // converting in the GEMM: 256x4096x2048 20.8 vs 22.0, 192x4096x2048 20.7 vs 21.9,
+    // 160x4096x2048 20.6 vs 21.8, 224x4096x2048 20.4 vs 22.1, 256x2048x2048 17.4 vs 19.8,
+    // 256x1024x2048 14.6 vs 20.7, 256x3072x2048 20.7 vs 21.4, 256x2048x1536 16.0 vs 18.7,
+    // 256x4096x1024 14.5 vs 15.5, 160x2048x1024 13.8 vs 15.4; with K = 512 it wins, ties
+    // or loses (256x4096x512 10.6 vs 12.0, 160x2048x512 11.6 vs 11.3, 256x2048x512 11.8 vs
+    // 11.0); with longer K or wider B it ties or loses: 256x4096x2304 23.0 vs 23.6, 256x4096x3072
+    // 26.4 vs 26.6, 256x2112x4096 32.4 vs 26.6, 256x4608x2048 34.4 vs 25.0, 256x7168x1024
+    // 21.5 vs 16.4; and with B MN-major: guide 256x4096x2048 28.5 vs 23.1; NOTES.md, v47).
+    const bool nt_small = t.ak_ok && t.b_k && N <= 4096 && K >= 1024 && K <= 2048;
     if (fn_operands && M <= 256 &&
-        (M <= 64 || !slow_memory || !cvt_in_kernel || (M <= 128 && small_b))) {
+        (M <= 64 || !slow_memory || !cvt_in_kernel || (M <= 128 && small_b) || nt_small)) {
       return {V::kFp8FewRowExact, 0};
     }
     // Long K on at most half a wave of tiles: variant 20 or 22 with each tile's K cut
@@ -541,7 +553,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // 9-10 us of host time instead of 15-17, and calls queued back to back run 10-40%
   // faster (64x2112x7168: 13.2 vs 17.6 us per call, 64x1024x7168 9.9 vs 16.4,
   // 128x2112x7168 15.1 vs 17.1; NOTES.md, v32).
-  if (few_rows && small_output && N * K <= 64 * 1024 * 1024 && N <= (M <= 64 ? 3072 : 2112)) {
+  // On the H100 that holds only with nothing to prepare: after the preparation launch
+  // (the challenge's storage, the guide's) CUTLASS's split-K ping-pong kernel below is
+  // 4-18% faster (interleaved, us, against the cluster split-K kernel: challenge
+  // 64x1536x7168 21.5 vs 24.1, 64x576x7168 15.6 vs 18.2, 128x512x7168 16.7 vs 20.0,
+  // 64x2112x7168 26.3 vs 29.9, 64x3072x7168 29.7 vs 34.7, 128x1536x7168 22.9 vs 25.9,
+  // 64x1024x7168 17.9 vs 21.1, 32x1536x7168 21.2 vs 24.2; guide 64x1536x7168 21.1 vs
+  // 23.5; NT, nothing to prepare, 64x1536x7168 14.5 vs 14.9; NOTES.md, v47). Where no
+  // slice count tiles K (K = 7168 + 64), the cluster kernel stays: it takes any K.
+  if (few_rows && small_output && N * K <= 64 * 1024 * 1024 && N <= (M <= 64 ? 3072 : 2112) &&
+      (in_place || !slow_memory || split_for(Kp, tiles64, 64) == 0)) {
     return {V::kFp8ClusterSplitK, 0};
   }
   const int64_t max_split_cols = slow_memory ? 32 : 40;
@@ -584,7 +605,22 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // 116.1 vs 131.0, 1024x7168x4096 58.3 vs 64.7, 2048x2112x7168 69.7 vs 72.4 for
   // stream-K; ties: 1024x7168x7168 98.0 vs 97.6, 1536x4096x7168 74.8 vs 74.6,
   // 1024x6144x7168 75.0 vs 75.6; NOTES.md, v46).
-  if (M > 128 && slow_memory && in_place && K >= 4096 && tiles128 >= sms) {
+  // Also under one wave, from 512 rows and more than one wave of 64x128 tiles (fewer: the
+  // ping-pong kernel below) (interleaved, us, against CUTLASS's cooperative kernel: 128
+  // tiles 1024x2048x4096 19.9 vs 21.2 and 19.9 vs 21.6 in another run, 120
+  // 1024x1920x4096 18.8 vs 20.7 and 768x2560x4096 19.5 vs 20.6, 112 896x2048x4096 18.7
+  // vs 20.2 and 19.2 vs 20.8, 1024x2048x7168 28.8 vs 29.3, 1024x2048x16384 57.5 vs 62.3,
+  // 96 768x2048x4096 19.0 vs 20.5 and 18.9 vs 20.4, 1024x1536x4096 18.2 vs 20.0 and 18.7
+  // vs 19.9, 1536x1024x4096 18.7 vs 20.4, 80 640x2048x4096 18.8 vs 19.9 and 18.6 vs
+  // 20.0; ties: 112 512x3584x4096 20.2 vs 20.8, 1024x1792x7168 27.8 vs 28.5, 96
+  // 512x3072x7168 28.3 vs 28.5; with fewer rows it ties or loses, 384x4096x7168 31.2 vs
+  // 30.9, 256x7168x7168 37.2 vs 36.4, 256x7168x4096 23.4 vs 23.1, though 384x4096x4096
+  // 19.9 vs 20.7).
+  // Neither holds with B narrower than 1024 columns (4096x512x4096 22.2 vs 21.4,
+  // 8192x256x4096 27.1 vs 25.1 under a wave; 16384x256x4096 43.7 vs 41.5, 8192x512x7168
+  // 57.9 vs 54.8, 8192x512x4096 36.6 vs 36.0 over one to two waves; NOTES.md, v47).
+  if (M > 128 && slow_memory && in_place && K >= 4096 && N >= 1024 &&
+      (tiles128 >= sms || (tiles64 > sms && M >= 512))) {
     return {V::kFp8Coop128x128Overlap, 0};
   }
   // On the H100, after the preparation launch (the challenge's storage, the guide's),
