@@ -346,6 +346,35 @@ def test_check_project_names_the_missing_file(tmp_path, missing, key):
     assert "fix: " in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("missing", "others", "suggested"),
+    [
+        # the binding's header is listed beside it: not a file to list in its place
+        ("torch-ext/torch_binding.cpp", (), None),
+        # a header where a source was meant would leave nothing to compile
+        ("gemm/gemm_launcher.hip", ("gemm/gemm_launcher.h",), None),
+        # a misspelt or miscased source is still suggested
+        ("gemm/gemm_launcher.hip", ("gemm/Gemm_launcher.hip",), "gemm/Gemm_launcher.hip"),
+        ("torch-ext/torch_binding.h", ("torch-ext/torch_bindings.h",),
+         "torch-ext/torch_bindings.h"),
+    ],
+)
+def test_a_missing_source_is_not_said_to_be_another_file(tmp_path, missing, others,
+                                                           suggested):
+    make_guide_project(tmp_path)
+    (tmp_path / missing).unlink()
+    for name in others:
+        (tmp_path / name).touch()
+    with pytest.raises(ManifestError) as info:
+        check_project(tmp_path)
+    fix = info.value.fix or ""
+    if suggested is None:
+        assert "did you mean" not in fix, fix
+        assert fix.startswith(f"create {missing} or remove it from "), fix
+    else:
+        assert fix.startswith(f"did you mean '{suggested}'?"), fix
+
+
 def test_check_project_needs_include_dirs(tmp_path):
     make_guide_project(tmp_path)
     for f in (tmp_path / "include").iterdir():

@@ -1366,6 +1366,9 @@ def check_project(path: str | Path) -> Manifest:
                 continue
             if not ok:
                 near = _nearest_path(m.root, name, is_dir=is_dir)
+                if near is not None and not is_dir and _suggests_another_file(name, near,
+                                                                               names):
+                    near = None
                 fix = f"create {name} or remove it from {key}"
                 r.flag(key, f"lists '{name}', but {target} is not an existing {kind}",
                        expected=f"a {kind} relative to {m.root}",
@@ -1389,6 +1392,22 @@ def check_project(path: str | Path) -> Manifest:
                    "general.name")
     r.done()
     return m
+
+
+def _suggests_another_file(name: str, near: str, listed: Iterable[str]) -> bool:
+    """Whether ``near``, the project file nearest the missing ``src`` entry ``name``, is
+    another file rather than the one meant: one the same list names already (the
+    binding's header beside a missing ``torch_binding.cpp``), or a header where ``name``
+    is a source that a backend compiles, which would leave nothing to compile in its
+    place."""
+    from kernelforge.build.plan import COMPILED_SUFFIXES
+
+    normal = posixpath.normpath(near)
+    if any(posixpath.normpath(n.replace("\\", "/")) == normal for n in listed if n != name):
+        return True
+    compiled = {s for suffixes in COMPILED_SUFFIXES.values() for s in suffixes}
+    return (PurePosixPath(name).suffix.lower() in compiled
+            and PurePosixPath(near).suffix.lower() not in compiled)
 
 
 def _nearest_path(root: Path, name: str, *, is_dir: bool) -> str | None:
