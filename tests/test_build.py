@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -152,6 +153,33 @@ def test_compiler_errors_name_file_and_line(tmp_path: Path) -> None:
     assert "k/k.cpp:3: error:" in message, message
     assert "build.log" in message
     # nothing half-written is left where a loader would look
+    assert not (project / "build").exists() or not any((project / "build").iterdir())
+
+
+def test_a_function_declared_but_defined_nowhere_fails_the_build(tmp_path: Path) -> None:
+    """The linker leaves a symbol that no source defines for the loader to find, so the
+    extension links; the build loads it as an import would and fails, naming the
+    symbol, the source that uses it and the fix, instead of writing a variant that
+    get_kernel cannot import."""
+    project = tiny_cpu_project(
+        tmp_path / "undefined",
+        BINDING + "int vmul(int);\nint use_vmul(int x) { return vmul(x); }\n",
+        """
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["k/k.cpp"]
+        """,
+        {"k/k.cpp": "int vadd(int x) { return x + 1; }\n"},
+    )
+    with pytest.raises(BuildError) as info:
+        build_project(project, backends=["cpu"], progress=lambda _: None)
+    message = str(info.value)
+    assert "cannot be loaded" in message, message
+    assert "undefined symbol" in message and "vmul" in message, message
+    if shutil.which("readelf"):
+        assert "used by torch-ext/torch_binding.cpp" in message, message
+    assert "fix: define it in a source" in message, message
     assert not (project / "build").exists() or not any((project / "build").iterdir())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -257,6 +258,77 @@ def _import_advice(err: ImportError) -> str:
             f"it failed: {err}; fix that installation (or reinstall it) and build again")
 
 
+#: What the dynamic loader says of a symbol that nothing loaded defines (glibc, macOS).
+_UNDEFINED_SYMBOL = re.compile(r"undefined symbol: (\S+)|symbol not found in flat namespace "
+                               r"'_?([^']+)'")
+
+
+def _demangled(symbol: str) -> str:
+    """``symbol`` as C++ writes it (``c++filt``), or as it is where that cannot be told."""
+    try:
+        out = subprocess.run(["c++filt", symbol], capture_output=True, text=True, timeout=30,
+                             check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return symbol
+    return out or symbol
+
+
+def _using(symbol: str, built_from: Mapping[str, str]) -> list[str]:
+    """The sources whose objects (``built_from``: object -> source) use ``symbol``
+    without defining it (``readelf``); none where that cannot be told."""
+    users = []
+    for obj, source in built_from.items():
+        try:
+            out = subprocess.run(["readelf", "-sW", obj], capture_output=True, text=True,
+                                 timeout=60, check=False).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        for line in out.splitlines():
+            fields = line.split()  # Num: Value Size Type Bind Vis Ndx Name
+            if len(fields) >= 8 and fields[6] == "UND" and fields[7] == symbol:
+                users.append(source)
+                break
+    return sorted(set(users))
+
+
+def _check_loads(extension: Path, spec: Mapping[str, Any],
+                 built_from: Mapping[str, str]) -> str | None:
+    """Load the linked ``extension`` as Python's import does (``sys.getdlopenflags()``,
+    torch imported), and say why it cannot be loaded when a symbol it uses is defined
+    nowhere: a function declared and called (an op's implementation) but defined in no
+    source compiled for this backend. The linker leaves such a symbol for the loader to
+    find, so without this the build would succeed and the kernel fail at its import
+    (``get_kernel``); Hugging Face's builder, which loads what it built, fails there too.
+    Any other failure to load (a library that this machine lacks but the one the kernel
+    runs on has) is left to the import."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(str(extension), mode=sys.getdlopenflags())
+    except OSError as err:
+        found = _UNDEFINED_SYMBOL.search(str(err))
+        if found is None:
+            return None
+        symbol = found[1] or found[2]
+    else:
+        return None
+    name = _demangled(symbol)
+    shown = f"{name} ({symbol})" if name != symbol else symbol
+    root = Path(spec["root"])
+    users = [str(Path(s).relative_to(root)) if Path(s).is_relative_to(root) else s
+             for s in _using(symbol, built_from)]
+    backend = spec["backend"]
+    return "\n".join([
+        f"{extension.name} was linked, but it cannot be loaded (get_kernel would fail on "
+        f"its import): undefined symbol {shown}",
+        (f"used by {', '.join(users)}; " if users else "")
+        + f"none of the sources compiled for {backend} defines it",
+        f"fix: define it in a source that build.toml lists for {backend} ([torch] src or a "
+        f"[kernel.*] section with backend = \"{backend}\"), or do not use it in the "
+        f"{backend} build",
+    ])
+
+
 def main(spec_path: str) -> int:
     _end_with_parent()
     spec = json.loads(Path(spec_path).read_text())
@@ -270,6 +342,8 @@ def main(spec_path: str) -> int:
         return 1
 
     backend = spec["backend"]
+    # each object file compiled, with its source (for an undefined symbol's users)
+    built_from: dict[str, str] = {}
     extension_cls = cpp_extension.CppExtension if backend == "cpu" else cpp_extension.CUDAExtension
     sources, include_dirs = list(spec["sources"]), list(spec["include_dirs"])
     cxx_flags, device_flags = list(spec["cxx_flags"]), list(spec["device_flags"])
@@ -332,6 +406,12 @@ def main(spec_path: str) -> int:
             common_dirs = _without(ext.include_dirs, len(common_includes), own["include_dirs"])
             deferred: list[str] = []
             run_ninja = cpp_extension._run_ninja_build
+            compile_sources = self.compiler.compile
+
+            def compile_recorded(sources: list[str], *args: Any, **kwargs: Any) -> list[str]:
+                objects: list[str] = compile_sources(sources, *args, **kwargs)
+                built_from.update(zip(objects, sources, strict=False))
+                return objects
 
             def defer(build_directory: str, verbose: bool, error_prefix: str) -> None:
                 deferred.append(build_directory)
@@ -345,6 +425,7 @@ def main(spec_path: str) -> int:
                 deferred.clear()
 
             try:
+                self.compiler.compile = compile_recorded
                 cpp_extension._run_ninja_build = defer
                 for group in groups:
                     args = {"cxx": base["cxx"] + group["cxx_flags"]}
@@ -365,6 +446,7 @@ def main(spec_path: str) -> int:
                 return super().build_extension(ext)
             finally:
                 cpp_extension._run_ninja_build = run_ninja
+                self.compiler.compile = compile_sources
 
     ext = extension_cls(
         name=spec["namespace"],
@@ -390,6 +472,12 @@ def main(spec_path: str) -> int:
         ],
     )
     _write_reads(spec)
+    built = [p for p in Path(spec["build_lib"]).glob("*.so")
+             if p.name.split(".", 1)[0] == spec["namespace"]]
+    problem = _check_loads(built[0], spec, built_from) if len(built) == 1 else None
+    if problem is not None:
+        print(problem, flush=True)
+        return 1
     return 0
 
 
