@@ -376,3 +376,38 @@ def test_a_terminated_build_stops_its_compilers(tmp_path: Path, signame: str) ->
     assert "not reached" not in out and "Traceback" not in err
     driver, ninja = map(int, pids.read_text().split())
     assert _gone(driver) and _gone(ninja)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_drivers_notes_are_shown_as_notes(tmp_path: Path, verbose: bool) -> None:
+    plan, python = fake_driver(tmp_path, """
+        out(f"[1/1] c++ -c {root}/k/k.cpp -o /obj/k.o")
+        out("kernelforge-note: the extension registers its ops under 'k'")
+        succeed()
+    """)
+    lines: list[str] = []
+    compile_with(tmp_path, plan, python, lines, verbose=verbose)
+    assert "  note: the extension registers its ops under 'k'" in lines, lines
+    assert not any("kernelforge-note" in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize(("registered", "noted"), [
+    (["vadd::vadd", "vadd::vmul"], True),  # TORCH_LIBRARY(vadd, ops): ops.vadd is not there
+    ([f"{NAMESPACE}::vadd"], False),  # TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)
+    ([f"{NAMESPACE}::vadd", "other::helper"], False),  # its own ops are there too
+    ([], False),  # no op defined (impls of existing ops only)
+])
+def test_ops_registered_under_another_namespace_are_noted(
+    capsys: pytest.CaptureFixture[str], registered: list[str], noted: bool
+) -> None:
+    from kernelforge.build import _driver
+
+    _driver._note_other_namespaces(registered, NAMESPACE)
+    out = capsys.readouterr().out
+    if not noted:
+        assert out == ""
+        return
+    assert out.startswith(compile_mod.NOTE_PREFIX), out
+    assert "under 'vadd' (vadd::vadd, vadd::vmul)" in out, out
+    assert f"not under the build's namespace {NAMESPACE}" in out, out
+    assert "fix: register them with TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)" in out

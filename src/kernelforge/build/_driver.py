@@ -21,7 +21,7 @@ from typing import Any
 
 # The package imports this module's parent's compile module anyway (running
 # ``-m kernelforge.build._driver`` imports ``kernelforge.build`` first).
-from kernelforge.build.compile import PARENT_VARIABLE, READS_FILE
+from kernelforge.build.compile import NOTE_PREFIX, PARENT_VARIABLE, READS_FILE
 
 #: Architecture flags: the extension's common device flags carry every kernel's; each
 #: kernel section's sources get only their own.
@@ -291,6 +291,26 @@ def _using(symbol: str, built_from: Mapping[str, str]) -> list[str]:
     return sorted(set(users))
 
 
+def _note_other_namespaces(registered: list[str], namespace: str) -> None:
+    """Say when the extension defined ops (``registered``, ``ns::name``) but none in
+    the build's ``namespace``, which ``_ops.py`` binds as ``ops``: a binding written with
+    ``TORCH_LIBRARY(name, ops)`` rather than ``TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME,
+    ops)``. ``ops.<op>`` then finds nothing, and two builds of the kernel cannot be loaded
+    in one process (torch takes a namespace once). A note, not an error: a package may
+    reach such ops through ``torch.ops.<name>`` itself."""
+    if not registered or any(op.split("::", 1)[0] == namespace for op in registered):
+        return
+    spaces = sorted({op.split("::", 1)[0] for op in registered})
+    shown = ", ".join(registered[:3]) + (f" and {len(registered) - 3} more"
+                                         if len(registered) > 3 else "")
+    print(f"{NOTE_PREFIX}the extension registers its ops under "
+          f"{', '.join(repr(n) for n in spaces)} ({shown}), not under the build's "
+          f"namespace {namespace}, which _ops.py binds as ops: ops.<name> will not find "
+          "them, and two builds of this kernel cannot be loaded in one process; fix: "
+          "register them with TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) from "
+          '"registration.h"', flush=True)
+
+
 def _check_loads(extension: Path, spec: Mapping[str, Any],
                  built_from: Mapping[str, str]) -> str | None:
     """Load the linked ``extension`` as Python's import does (``sys.getdlopenflags()``,
@@ -303,6 +323,10 @@ def _check_loads(extension: Path, spec: Mapping[str, Any],
     runs on has) is left to the import."""
     import ctypes
 
+    import torch
+
+    op_names = getattr(torch._C, "_dispatch_get_all_op_names", None)
+    before = set(op_names()) if op_names is not None else None
     try:
         ctypes.CDLL(str(extension), mode=sys.getdlopenflags())
     except OSError as err:
@@ -311,6 +335,8 @@ def _check_loads(extension: Path, spec: Mapping[str, Any],
             return None
         symbol = found[1] or found[2]
     else:
+        if op_names is not None and before is not None:
+            _note_other_namespaces(sorted(set(op_names()) - before), spec["namespace"])
         return None
     name = _demangled(symbol)
     shown = f"{name} ({symbol})" if name != symbol else symbol

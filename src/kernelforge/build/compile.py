@@ -359,6 +359,9 @@ COMPILER_VARIABLES = ("CC", "CXX", "AR", "NVCC_CCBIN", "CUDAHOSTCXX", "PYTORCH_N
 #: (``_driver._end_with_parent``).
 PARENT_VARIABLE = "KERNELFORGE_BUILD_PARENT"
 
+#: How a line of the driver's output that the build shows as a note begins.
+NOTE_PREFIX = "kernelforge-note: "
+
 #: Written by the driver next to the objects' folder: the files outside the project that
 #: the compilers read (``{"files": [...]}``, or ``{"files": null}`` when ninja could not
 #: tell); see :func:`reads_digest`.
@@ -593,7 +596,10 @@ def compile_plan(
             step = _NINJA_STEP.match(line.strip())
             if step:
                 done, total = int(step[1]), int(step[2])
-            if verbose:
+            if line.startswith(NOTE_PREFIX):
+                progress(f"  note: {line[len(NOTE_PREFIX):].rstrip()}")
+                shown = time.monotonic()
+            elif verbose:
                 progress(line.rstrip())
                 shown = time.monotonic()
             elif step:
