@@ -152,6 +152,31 @@ def test_help_gives_defaults_and_describes_positionals(
             f"{trust.GITHUB_ISSUER}, GitHub Actions)") in out
 
 
+@pytest.mark.parametrize("recorded", ["hf", "local"])
+def test_the_hub_help_of_download_and_info_lock_says_the_lock_decides(
+        recorded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With no --hub, a lock entry's recorded kind of hub decides where download and
+    info --lock look, whatever $KERNELFORGE_HUB says: the help says that, not the
+    default of a load by name ($KERNELFORGE_HUB first)."""
+    from kernelforge.hub.hf import HfHub
+    from kernelforge.locate import hub_for
+
+    # what hub_for_lock takes for an entry that records a hub
+    monkeypatch.setenv("KERNELFORGE_HUB", "hf" if recorded == "local" else str(tmp_path))
+    h = hub_for(None, "me/k", prefer=recorded)
+    assert isinstance(h, LocalHub if recorded == "local" else HfHub)
+    by_name = "(default: $KERNELFORGE_HUB, else the local hub when it holds the repository"
+    locked = ("the kind of hub the lock records for each kernel: hf, or the local hub "
+              "($KERNELFORGE_HUB when it names a directory, else the user cache's); a "
+              "kernels.lock records none: hf when $KERNELFORGE_HUB is hf, else the local hub "
+              "when it holds the locked commit, else hf)")
+    out = _help(["download"], monkeypatch, capsys)
+    assert f"(default: {locked}" in out and by_name not in out, out
+    out = _help(["info"], monkeypatch, capsys)
+    assert f"{by_name}, else hf; with --lock: {locked}" in out, out
+
+
 def test_build_help_lists_the_backends_build_takes(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from kernelforge.build import COMPILED_BACKENDS

@@ -20,6 +20,15 @@ __all__ = ["add_commands", "allow_arg", "hub_arg", "hub_from_args", "key_label_a
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
+#: ``--hub`` of the commands that read a lock file: with none given, a lock entry's
+#: recorded kind of hub decides, not ``$KERNELFORGE_HUB`` (:func:`kernelforge.locate.hub_for_lock`).
+LOCKED_HUB = ("the kind of hub the lock records for each kernel: hf, or the local hub "
+              "($KERNELFORGE_HUB when it names a directory, else the user cache's); a "
+              "kernels.lock records none: hf when $KERNELFORGE_HUB is hf, else the local hub "
+              "when it holds the locked commit, else hf")
+INFO_HUB_HELP = HUB_HELP[:-1] + f"; with --lock: {LOCKED_HUB})"
+DOWNLOAD_HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
+                     f"{LOCKED_HUB})")
 
 
 def repo_arg(text: str) -> str:
@@ -784,7 +793,7 @@ def add_commands(sub: Any) -> None:
     sel.add_argument("--lock", metavar="FILE", help="describe what this lock file pins")
     p.add_argument("--backend", help="choose for this backend instead of the system's "
                    "(one torch in this process supports: cpu, or its own backend)")
-    p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
+    p.add_argument("--hub", type=hub_arg, help=INFO_HUB_HELP)
     _trust_flags(p)
     p.set_defaults(func=_cmd_info)
 
@@ -804,7 +813,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--backend", help="choose for this backend instead of the system's "
                    "(one torch in this process supports: cpu, or its own backend; "
                    "--all-variants fetches the variants for any machine)")
-    p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
+    p.add_argument("--hub", type=hub_arg, help=DOWNLOAD_HUB_HELP)
     p.set_defaults(func=_cmd_download)
 
     cache_help = "the download cache (default: $KERNELFORGE_CACHE, else the user cache dir)"
