@@ -206,6 +206,20 @@ def test_an_empty_hub_says_leave_the_option_out(
     assert "Python" not in err and "None" not in err
 
 
+@pytest.mark.parametrize("argv", [["info", "me/k"], ["download", "."]])
+def test_an_unknown_backend_is_a_usage_error_naming_the_option(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """As every malformed argument: exit 2 with the command's usage, naming --backend
+    (not the Python argument 'backend'), before any hub or lock file is read."""
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--backend", "CPU"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"usage: kernelforge {argv[0]}" in err
+    assert ("argument --backend: unknown backend 'CPU'; expected one of cuda, rocm, xpu, "
+            "metal, cpu, cann, neuron, tpu (did you mean 'cpu'?)") in err, err
+
+
 @pytest.fixture
 def someone_elses_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                          cpu_system: None) -> Path:

@@ -15,8 +15,9 @@ from typing import Any
 
 from kernelforge.errors import KernelforgeError
 
-__all__ = ["add_commands", "allow_arg", "hub_arg", "hub_from_args", "key_label_arg", "key_name_arg",
-           "load_signer", "pattern_arg", "repo_arg", "revision_arg", "version_arg"]
+__all__ = ["add_commands", "allow_arg", "backend_arg", "hub_arg", "hub_from_args",
+           "key_label_arg", "key_name_arg", "load_signer", "pattern_arg", "repo_arg",
+           "revision_arg", "version_arg"]
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
@@ -88,6 +89,17 @@ def hub_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r}: {EMPTY_HUB_WHY}, or leave --hub out for the default hub (--help "
             "says which)")
+    return text
+
+
+def backend_arg(text: str) -> str:
+    """argparse type for ``info`` and ``download``'s ``--backend``: a backend's name. An
+    unknown one is bad usage, said naming the option; whether torch here supports a
+    known one is the command's to say."""
+    from kernelforge.variants import BACKENDS, _unknown_backend
+
+    if text not in BACKENDS:
+        raise argparse.ArgumentTypeError(_unknown_backend(text))
     return text
 
 
@@ -791,7 +803,8 @@ def add_commands(sub: Any) -> None:
     sel.add_argument("--revision", type=revision_arg, help="a branch, tag or commit")
     sel.add_argument("--version", type=version_arg, help="a major version (branch vN)")
     sel.add_argument("--lock", metavar="FILE", help="describe what this lock file pins")
-    p.add_argument("--backend", help="choose for this backend instead of the system's "
+    p.add_argument("--backend", type=backend_arg,
+                   help="choose for this backend instead of the system's "
                    "(one torch in this process supports: cpu, or its own backend)")
     p.add_argument("--hub", type=hub_arg, help=INFO_HUB_HELP)
     _trust_flags(p)
@@ -810,7 +823,8 @@ def add_commands(sub: Any) -> None:
                    "pyproject.toml (default: .)")
     p.add_argument("--all-variants", action="store_true",
                    help="every locked variant, not only this system's")
-    p.add_argument("--backend", help="choose for this backend instead of the system's "
+    p.add_argument("--backend", type=backend_arg,
+                   help="choose for this backend instead of the system's "
                    "(one torch in this process supports: cpu, or its own backend; "
                    "--all-variants fetches the variants for any machine)")
     p.add_argument("--hub", type=hub_arg, help=DOWNLOAD_HUB_HELP)
