@@ -930,3 +930,23 @@ def test_demo_refuses_a_hub_it_cannot_publish_to_before_building(
     with pytest.raises(HubError, match="cannot write to the hub"):
         demo.run_demo(hub=hub, workspace=tmp_path / "ws", say=lambda line: None)
     assert not (tmp_path / "ws").exists()
+
+
+def test_versions_gives_each_revision_one_line(tmp_path: Path, capsys) -> None:
+    """A message of several lines (as `git commit -m` takes them) or with control
+    characters stays on its revision's line: its first line, '...' for the rest, and an
+    escape sequence written out rather than sent to the terminal."""
+    from kf_sharing import make_variant, uid
+    from kf_testutil import write_noarch_project
+
+    project = write_noarch_project(tmp_path / "p")
+    make_variant(project, "torch-cpu", module_id=uid("ml"))
+    hub = str(tmp_path / "hub")
+    message = "Fix the\tkernel \x1b[31mnow\n\nA longer description.\nOver two lines."
+    assert main(["publish", str(project), "--repo", "me/k", "--hub", hub, "-m", message]) == 0
+    capsys.readouterr()
+    assert main(["versions", "me/k", "--hub", hub]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"me/k in {hub}" and lines[1] == "  v1"
+    assert lines[2].endswith("  Fix the\\tkernel \\x1b[31mnow ..."), lines
+    assert lines[3:] == ["      torch-cpu"]

@@ -388,11 +388,23 @@ def _versions(hub: Any, repo: str) -> int:
     for branch in sorted(branches, key=_branch_order):
         print(f"  {branch}")
         for rev in hub.log(repo, branch):
-            print(f"    {rev.commit[:12]}  {rev.when:%Y-%m-%d %H:%M:%S}  {rev.message}".rstrip())
+            print(f"    {rev.commit[:12]}  {rev.when:%Y-%m-%d %H:%M:%S}  "
+                  f"{_summary(rev.message)}".rstrip())
             for variant in rev.variants:
                 print(f"      {variant}")
     _print_tags(hub, repo)
     return 0
+
+
+def _summary(message: str) -> str:
+    """A revision message on the one line ``versions`` gives it: its first line, with
+    `` ...`` where more follow, and what the terminal would act on (a control character,
+    an escape sequence) written as an escape, as for a message another user of a shared
+    hub wrote."""
+    lines = message.strip().splitlines() or [""]
+    first = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                    for c in lines[0].strip())
+    return first + (" ..." if len(lines) > 1 else "")
 
 
 def _print_redirect(hub: Any, repo: str) -> None:
@@ -593,7 +605,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="repository id, org/name (default: [general.hub] repo-id in "
                         "build.toml)")
     p.add_argument("--hub", type=hub_arg, help=hub_help)
-    p.add_argument("-m", "--message", help="revision message")
+    p.add_argument("-m", "--message",
+                   help="revision message ('kernelforge versions' shows its first line)")
     p.add_argument("--sign", metavar="KEY",
                    help="sign every variant with this key (a file or a keygen name)")
     p.add_argument("--card", metavar="FILE",
