@@ -950,3 +950,16 @@ def test_versions_gives_each_revision_one_line(tmp_path: Path, capsys) -> None:
     assert lines[0] == f"me/k in {hub}" and lines[1] == "  v1"
     assert lines[2].endswith("  Fix the\\tkernel \\x1b[31mnow ..."), lines
     assert lines[3:] == ["      torch-cpu"]
+
+
+def test_versions_of_a_repository_with_no_revision_is_an_error_line(tmp_path: Path,
+                                                                     capsys) -> None:
+    """What a first publish killed before its revision leaves (the repository's folders,
+    no branch): a failure, said on stderr as every error is, not on stdout."""
+    hub = tmp_path / "hub"
+    (hub / "me" / "k" / "refs" / "heads").mkdir(parents=True)
+    (hub / "me" / "k" / "objects").mkdir()
+    assert main(["versions", "me/k", "--hub", str(hub)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"error: me/k: no versions published in {hub}\n"

@@ -380,9 +380,10 @@ def _versions(hub: Any, repo: str) -> int:
         _print_tags(hub, repo)
         return 0
     branches = hub.branches(repo)
-    if not branches:
-        print(f"{repo}: no versions published in {hub.root}")
-        return 1
+    if not branches:  # a first publish that died before its revision: said as an error
+        from kernelforge.errors import HubError
+
+        raise HubError(f"{_stored(hub, repo)}: no versions published in {hub.root}")
     print(f"{_stored(hub, repo)} in {hub.root}")
     _print_redirect(hub, repo)
     for branch in sorted(branches, key=_branch_order):
