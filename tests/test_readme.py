@@ -190,3 +190,27 @@ def test_the_test_command_takes_paths_from_where_it_is_run() -> None:
                           cwd=REPO / "tests")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"\b1 deselected\b", proc.stdout), proc.stdout
+
+
+def test_the_architecture_map_names_every_module() -> None:
+    """docs/architecture.md's folder map lists every module of the package, each under
+    its folder: a module added without a line there is a map that misleads."""
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    tree = re.search(r"^```\nsrc/kernelforge/\n(.*?)^```$", doc, re.S | re.M)
+    assert tree, "docs/architecture.md has no folder map of src/kernelforge/"
+    listed, folders = set(), []
+    for line in tree.group(1).splitlines():
+        m = re.match(r"( *)(\S+)", line)
+        if not m or not m.group(2).endswith((".py", "/")):
+            continue  # a description's second line
+        depth = len(m.group(1)) // 2 - 1
+        del folders[depth:]
+        if m.group(2).endswith("/"):
+            folders.append(m.group(2))
+        else:
+            listed.add("".join(folders) + m.group(2))
+    package = REPO / "src" / "kernelforge"
+    modules = {p.relative_to(package).as_posix() for p in package.rglob("*.py")
+               if "examples" not in p.relative_to(package).parts}
+    assert modules - listed == set(), "modules missing from docs/architecture.md"
+    assert listed - modules == set(), "docs/architecture.md names modules that do not exist"
