@@ -244,6 +244,36 @@ def test_quantizer_dtype_given_as_a_string_is_quoted(gemm):
         gemm.quantize_weight(x, torch.float8_e5m2)
 
 
+SPARSE = [torch.sparse_coo, torch.sparse_csr]
+
+
+@pytest.mark.parametrize("layout", SPARSE, ids=["coo", "csr"])
+@pytest.mark.parametrize("name", ["a_scale", "b_scale", "out"])
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_sparse_arguments_are_refused_by_name(gemm, layout, name):
+    # Before, a sparse COO out read "out must not have overlapping elements, got strides
+    # (0, 0)", a CSR one raised torch's "Sparse CSR tensors do not have strides", and a
+    # sparse scale passed every check, so on a GPU the dispatcher's "Could not run ...
+    # with arguments from the 'SparseCUDA' backend" reached the caller.
+    match = (rf"^{name} must be a dense \(strided\) tensor, got {layout}; "
+             rf"fix: pass {name}\.to_dense\(\)$")
+    for convention, make in (("nt", nt), ("kn", kn)):
+        args = make("cpu", out=torch.zeros(M, N, dtype=BF16))
+        args[name] = args[name].to_sparse(layout=layout)
+        with pytest.raises(TypeError, match=match):
+            call(gemm, convention, args)
+
+
+@pytest.mark.parametrize("layout", SPARSE, ids=["coo", "csr"])
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_sparse_quantizer_input_is_refused_by_name(gemm, layout):
+    x = torch.zeros(4, 300).to_sparse(layout=layout)
+    match = rf"^x must be a dense \(strided\) tensor, got {layout}; fix: pass x\.to_dense\(\)$"
+    for quantize in (gemm.quantize_activation, gemm.quantize_weight):
+        with pytest.raises(TypeError, match=match):
+            quantize(x)
+
+
 def test_fakes_of_the_other_ops_check_their_input(gemm):
     ops = gemm._ops.ops
     with pytest.raises(TypeError, match="x must be float32 or bfloat16, got float16"):

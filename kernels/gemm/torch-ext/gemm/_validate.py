@@ -1,7 +1,7 @@
 """Argument checks for the gemm entry points.
 
 Pure Python on tensor metadata: no kernel launch, no device synchronization, usable on a
-machine without a GPU. Every failure raises ``TypeError`` (wrong kind or dtype) or
+machine without a GPU. Every failure raises ``TypeError`` (wrong kind, layout or dtype) or
 ``ValueError`` (wrong shape, device, precision or memory layout) naming the argument.
 The fake implementations (``__init__.py``) run the same checks with ``fake=True``: on any
 device, meta and FakeTensor included, as long as every tensor is on ``a``'s.
@@ -32,6 +32,9 @@ def _ceil_div(a: int, b: int) -> int:
 def _require_tensor(x: object, name: str) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:  # sparse: no strides, no kernel of these ops
+        raise TypeError(f"{name} must be a dense (strided) tensor, got {x.layout}; "
+                        f"fix: pass {name}.to_dense()")
     return x
 
 
