@@ -307,6 +307,27 @@ def test_fakes_trace_with_symbolic_shapes(gemm):
             args["a"], args["b"], args["a_scale"], args["b_scale"], bad)
 
 
+def test_bad_input_under_torch_compile_names_the_argument(gemm):
+    # As the README says: without fullgraph the checks' own error reaches the caller;
+    # with fullgraph=True torch raises its Unsupported error, which quotes it.
+    args = nt("cpu")
+    args["a_scale"] = args["a_scale"].t()
+    message = r"a_scale must have shape \(4, 3\) \(M, ceil\(K/128\)\), got \(3, 4\)"
+
+    def f(a, b, a_scale, b_scale):
+        return gemm.gemm_nt(a, b, a_scale, b_scale)
+
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        torch.compile(f, backend="eager")(args["a"], args["b"], args["a_scale"],
+                                          args["b_scale"])
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=message):
+        torch.compile(f, backend="eager", fullgraph=True)(args["a"], args["b"],
+                                                          args["a_scale"], args["b_scale"])
+    torch._dynamo.reset()
+
+
 # --- the benchmark script ---
 
 
