@@ -235,6 +235,23 @@ def test_quantizers_on_meta_give_shapes(gemm):
         gemm.quantize_activation(torch.zeros(2, 128))
 
 
+def test_quantize_weight_beyond_its_grid_is_refused_on_meta(gemm):
+    # The compiled op refuses more than 65535 blocks of 128 rows; its fake (the Meta
+    # kernel, and what torch.compile traces) gave the results' shapes for them.
+    rows = 65535 * 128 + 1
+    x = torch.empty(rows, 1, device="meta")
+    match = (f"^x has {rows} rows; quantize_weight takes at most {rows - 1} "
+             r"\(65535 blocks of 128\); fix: quantize it in parts of at most that many rows$")
+    with pytest.raises(ValueError, match=match):
+        gemm.quantize_weight(x)
+    with pytest.raises(ValueError, match=match):
+        gemm._ops.ops.quantize_128x128(x, False)
+    q, s = gemm.quantize_weight(x[:rows - 1])
+    assert (q.shape, s.shape) == ((rows - 1, 1), (65535, 1))
+    q, s = gemm.quantize_activation(x)  # one group per row: no such limit
+    assert (q.shape, s.shape) == ((rows, 1), (rows, 1))
+
+
 def test_quantizer_dtype_given_as_a_string_is_quoted(gemm):
     # A string read "got float8_e4m3fnuz", as if that dtype itself were refused.
     x = torch.empty(2, 128, device="meta")

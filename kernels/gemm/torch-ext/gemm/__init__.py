@@ -95,7 +95,7 @@ def _quantize_1x128_fake(x, fnuz=False):
 @torch.library.register_fake(add_op_namespace_prefix("quantize_128x128"))
 def _quantize_128x128_fake(x, fnuz=False):
     dtype = _fp8_dtype(fnuz)
-    _validate.check_quantize_input(x, dtype, fake=True)
+    _validate.check_quantize_input(x, dtype, weight=True, fake=True)
     nb, kb = -(-x.shape[0] // 128), -(-x.shape[1] // 128)
     return x.new_empty(x.shape, dtype=dtype), x.new_empty((nb, kb), dtype=torch.float32)
 
@@ -267,6 +267,7 @@ def quantize_weight(
     """Per-128x128 quantization of a (N, K) float32/bfloat16 matrix.
 
     Returns ``(q, scale)``: q (N, K) in ``dtype``, scale (ceil(N/128), ceil(K/128)).
+    At most 65535 * 128 rows (the launch grid's limit; quantize more in parts).
     """
-    x = _validate.check_quantize_input(x, dtype)
+    x = _validate.check_quantize_input(x, dtype, weight=True)
     return ops.quantize_128x128(x, dtype == torch.float8_e4m3fnuz)

@@ -215,15 +215,26 @@ def check_fp8_operand(x: object, name: str) -> torch.Tensor:
     return x
 
 
-def check_quantize_input(x: object, dtype: object, *, fake: bool = False) -> torch.Tensor:
+# quantize_weight's launch grid holds at most 65535 blocks of 128 rows.
+WEIGHT_ROWS = 65535 * BLOCK
+
+
+def check_quantize_input(
+    x: object, dtype: object, *, weight: bool = False, fake: bool = False
+) -> torch.Tensor:
     """Validate a quantizer's input; ``fake=True`` (the fake implementations): any device.
 
     Otherwise CUDA or ``meta``: on ``meta`` the op's fake (its Meta kernel) gives the
     results' shapes, as an all-``meta`` call of the gemm entry points does.
+    ``weight=True``: the 128x128 quantizer, which takes at most ``WEIGHT_ROWS`` rows.
     """
     x = _require_tensor(x, "x")
     _require_dtype(x, "x", (torch.float32, torch.bfloat16))
     _require_2d(x, "x")
+    if weight and x.shape[0] > WEIGHT_ROWS:
+        raise ValueError(
+            f"x has {x.shape[0]} rows; quantize_weight takes at most {WEIGHT_ROWS} (65535 "
+            "blocks of 128); fix: quantize it in parts of at most that many rows")
     if dtype not in FP8_DTYPES:
         raise TypeError(
             f"dtype must be torch.float8_e4m3fn or torch.float8_e4m3fnuz, got {dtype!r}")
