@@ -977,6 +977,8 @@ std::tuple<Tensor, Tensor> quantize_impl(const Tensor& x, bool fnuz, bool weight
   constexpr int64_t kWeightRows = 65535 * kBlock;
   TORCH_CHECK_VALUE(!weight || R <= kWeightRows, cat("x has ", R, " rows; quantize_weight takes at most ", kWeightRows, " (65535 blocks of 128); fix: quantize it in parts of at most that many rows"));
   const c10::cuda::CUDAGuard guard(x.device());
+  // Built for sm_90a only, like the GEMM: elsewhere the launch finds no kernel image.
+  (void)hopper_info(x.get_device());
   Tensor xc = (x.stride(1) == 1 && x.stride(0) >= x.size(1)) ? x : x.contiguous();
   const auto qtype = fnuz ? at::kFloat8_e4m3fnuz : at::kFloat8_e4m3fn;
   Tensor q = at::empty({R, C}, x.options().dtype(qtype));
@@ -1011,6 +1013,7 @@ Tensor prepare_operand(const Tensor& x, bool to_bf16) {
   TORCH_CHECK_TYPE(is_fp8(x), cat("x must be float8_e4m3fn or float8_e4m3fnuz, got ", x.scalar_type()));
   TORCH_CHECK_VALUE(x.is_cuda(), cat("x must be on a CUDA device, got ", x.device()));
   const c10::cuda::CUDAGuard guard(x.device());
+  (void)hopper_info(x.get_device());
   const int64_t rows = x.size(0), K = x.size(1), Kp = round_up(K, 16);
   // FP8 output is e4m3fn whatever the input's kind (e4m3fnuz re-encoded).
   Tensor y = at::empty({rows, Kp}, x.options().dtype(to_bf16 ? at::kBFloat16 : at::kFloat8_e4m3fn));
