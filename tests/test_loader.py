@@ -921,6 +921,35 @@ def test_a_kernel_depends_cycle_is_refused(hub: LocalHub, tmp_path: Path) -> Non
         loader.get_kernel(REPO, version=1, hub=hub)
 
 
+def test_has_kernel_checks_the_kernel_depends_as_get_kernel_loads_them(
+    hub: LocalHub, tmp_path: Path
+) -> None:
+    """get_kernel loads a kernel's kernel-depends first, so has_kernel answers for them
+    too, as Hugging Face's kernels.has_kernel does: no when one has no build here, is
+    missing, or closes a cycle."""
+    main = make_variant(tmp_path / "main", "torch-cpu", module_id=uid("hkd"))
+    _depends_on(main, {"repo-id": DEP, "version": 1})
+    hub.publish(REPO, tmp_path / "main", version=1)
+    assert loader.has_kernel(REPO, version=1, hub=hub) is False  # DEP is not in the hub
+    make_variant(tmp_path / "cuda", "torch-cuda", module_id=uid("hkd"), backend="cuda")
+    hub.publish(DEP, tmp_path / "cuda", version=1)  # DEP version 1: a cuda build only
+    assert loader.has_kernel(DEP, version=1, hub=hub) is False
+    assert loader.has_kernel(REPO, version=1, hub=hub) is False
+    with pytest.raises(VariantNotFoundError):
+        loader.get_kernel(REPO, version=1, hub=hub)
+    back = make_variant(tmp_path / "back", "torch-cpu", module_id=uid("hkd"), version=2)
+    _depends_on(back, {"repo-id": REPO, "version": 1})
+    hub.publish(DEP, tmp_path / "back", version=2)
+    _depends_on(main, {"repo-id": DEP, "version": 2})
+    hub.publish(REPO, tmp_path / "main", version=1)  # REPO -> DEP@2 -> REPO@1: a cycle
+    assert loader.has_kernel(REPO, version=1, hub=hub) is False
+    _depends_on(back, {"repo-id": "kernels-test/leaf", "version": 1})
+    hub.publish(DEP, tmp_path / "back", version=2)
+    make_variant(tmp_path / "leaf", "torch-universal", module_id=uid("hkd"))
+    hub.publish("kernels-test/leaf", tmp_path / "leaf", version=1)
+    assert loader.has_kernel(REPO, version=1, hub=hub) is True  # REPO -> DEP@2 -> leaf
+
+
 @pytest.mark.parametrize("entry", [{"repo-id": DEP}, {"version": 1}, "kernels-test/dep",
                                    {"repo-id": DEP, "version": 1, "revision": "main"},
                                    {"repo-id": DEP, "version": "1"},

@@ -1578,20 +1578,33 @@ def has_kernel(
         variant: it is unreachable, or offline and the variant is not in the download
         cache. A local build (``LOCAL_KERNELS``), whose files are on disk, is also
         verified against its digests as :func:`get_kernel` verifies it: ``False`` when
-        the load would refuse its files. The reason is logged at INFO. It does not
-        import or judge trust, and does not download or verify a hub's variant.
+        the load would refuse its files. Also ``False`` when one of the kernels its
+        ``kernel-depends`` lists (and theirs) would be ``False``, since
+        :func:`get_kernel` loads them first, as Hugging Face's ``kernels.has_kernel``
+        checks them. The reason is logged at INFO. It does not import or judge trust,
+        and does not download or verify a hub's variant.
 
     Raises:
         ValueError: malformed arguments (both ``revision`` and ``version``, an unknown
             ``backend``, ...).
     """
-    from kernelforge import variants
-    from kernelforge.errors import VariantError
     from kernelforge.policy import allow_key
 
     _hub_repo_id(repo_id)
     _check_selector(revision, version)
     allow_key(trust_remote_code)  # a malformed one is refused as get_kernel refuses it
+    return _has_kernel((repo_id, version, revision), backend, hub, check_arch, [])
+
+
+def _has_kernel(wanted: Pin, backend: str | None, hub: HubArg, check_arch: bool,
+                chain: list[Pin]) -> bool:
+    """:func:`has_kernel` of ``wanted``, a kernel-depends entry of the kernels in
+    ``chain`` (none for the kernel asked for), whose own ``kernel-depends`` are checked
+    in turn."""
+    from kernelforge import variants
+    from kernelforge.errors import VariantError
+
+    repo_id, version, revision = wanted
     try:
         plan = _locate(repo_id, revision, version, backend, hub, check_arch, False,
                        announce=False)
@@ -1613,6 +1626,36 @@ def has_kernel(
             _verify_local(plan.info.path)
         except (HubError, IntegrityError) as err:
             logger.info("has_kernel(%r): no: %s", repo_id, err)
+            return False
+    return _has_dependencies(wanted, plan.metadata, backend, hub, check_arch, chain)
+
+
+def _has_dependencies(parent: Pin, meta: Mapping[str, Any], backend: str | None,
+                      hub: HubArg, check_arch: bool, chain: list[Pin]) -> bool:
+    """Whether every ``kernel-depends`` entry of ``meta`` (the metadata of ``parent``'s
+    chosen variant) has a build here, as :func:`_dependencies` would load them."""
+    from kernelforge.lock import dependency_key
+
+    entries = meta.get("kernel-depends") or []
+    if not isinstance(entries, list):
+        logger.info("has_kernel(%r): no: its metadata.json 'kernel-depends' is not a list",
+                    parent[0])
+        return False
+    chain = [*chain, parent]
+    for entry in entries:
+        try:
+            wanted = dependency_key(entry)
+        except ValueError as err:
+            logger.info("has_kernel(%r): no: its metadata.json 'kernel-depends' entry %r is "
+                        "not {repo-id, version | revision} (%s)", parent[0], entry, err)
+            return False
+        if any(_same_kernel(wanted, c) for c in chain):
+            logger.info("has_kernel(%r): no: cyclic kernel dependency: %s", parent[0],
+                        " -> ".join([c[0] for c in chain] + [wanted[0]]))
+            return False
+        if not _has_kernel(wanted, backend, hub, check_arch, chain):
+            logger.info("has_kernel(%r): no: its kernel-depends entry %s has no build that "
+                        "loads here", parent[0], wanted[0])
             return False
     return True
 
