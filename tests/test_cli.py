@@ -373,6 +373,34 @@ def test_publish_card(unbuilt: Path, tmp_path: Path,
     assert hub.read_file("me/k", main_commit, "README.md") == b"# k-one\n\nA kernel.\n"
 
 
+def test_publish_leaves_the_card_hugging_faces_builder_renders_in_build(
+        unbuilt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Hugging Face's kernel-builder build renders the project's CARD.md template to
+    build/CARD.md beside the variants (its upload publishes it as the README): such a
+    build publishes, the card left out with a note, or as the card with --card."""
+    _fake_build(unbuilt, None)
+    (unbuilt / "build" / "CARD.md").write_text("# k-one\n\nRendered.\n")
+    hub = LocalHub(tmp_path / "hub")
+    argv = ["publish", str(unbuilt), "--repo", "me/k", "--hub", str(hub.root)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "variants: torch-cpu" in captured.out
+    assert (f"note: {unbuilt / 'build' / 'CARD.md'} (the card Hugging Face's kernel-builder "
+            "renders) is not a variant and is not published; to publish it as the "
+            f"repository card, add --card {unbuilt / 'build' / 'CARD.md'}") in captured.err
+    commit = hub.branches("me/k")["v1"]
+    assert hub.variants("me/k", commit) == ["torch-cpu"]
+    assert "main" not in hub.branches("me/k")
+    assert main([*argv, "--card", str(unbuilt / "build" / "CARD.md")]) == 0
+    assert "note:" not in capsys.readouterr().err
+    card = hub.read_file("me/k", hub.branches("me/k")["main"], "README.md")
+    assert card == b"# k-one\n\nRendered.\n"
+    (unbuilt / "build" / "CARD.md").unlink()
+    (unbuilt / "build" / "CARD.md").mkdir()  # only the file is the builder's card
+    assert main(argv) == 1
+    assert "'CARD.md' is not a build variant name" in capsys.readouterr().err
+
+
 def test_publish_help_names_the_repo_default(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("COLUMNS", "250")  # no line breaks inside words

@@ -305,7 +305,7 @@ def _read_card(spec: str, project: Path) -> str:
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    from kernelforge.hub._staging import unbuilt_project
+    from kernelforge.hub._staging import BUILDER_CARD, unbuilt_project
     from kernelforge.manifest import load_manifest
 
     manifest = load_manifest(args.path)
@@ -328,6 +328,12 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         raise KernelforgeError(unbuilt_project(args.path))
     version = manifest.version if manifest.version is not None else 1
     card = _read_card(args.card, Path(args.path)) if args.card else None
+    builder_card = build_dir / BUILDER_CARD
+    if card is None and builder_card.is_file():
+        print(f"note: {builder_card} (the card Hugging Face's kernel-builder renders) is not "
+              "a variant and is not published; to publish it as the repository card, add "
+              f"--card {shlex.quote(str(Path(args.path) / 'build' / BUILDER_CARD))}",
+              file=sys.stderr)
     hub = _hub(args)
     signer = load_signer(args.sign) if args.sign else None
     stale = _stale_warnings(manifest, build_dir, args.path)

@@ -24,8 +24,13 @@ from kernelforge.errors import HubError, IntegrityError, VariantError
 if TYPE_CHECKING:  # pragma: no cover - variants is imported where a build is staged
     from kernelforge.variants import Variant
 
-__all__ = ["Staged", "build_file_error", "check_digests", "parse_metadata",
+__all__ = ["BUILDER_CARD", "Staged", "build_file_error", "check_digests", "parse_metadata",
            "publish_integrity_error", "read_metadata", "stage_build", "unbuilt_project"]
+
+#: The card Hugging Face's ``kernel-builder build`` renders into ``build/`` beside the
+#: variants (from the project's ``CARD.md`` template); its ``upload`` publishes it as the
+#: repository's README. Not a variant: publishing leaves it where it is.
+BUILDER_CARD = "CARD.md"
 
 
 @dataclass(frozen=True)
@@ -181,7 +186,8 @@ def stage_build(build_dir: Path, version: int) -> Staged:
         The :class:`Staged` build.
 
     Raises:
-        HubError: naming the offending path: no variants, a stray file, a link, a
+        HubError: naming the offending path: no variants, a stray file (but
+            :data:`BUILDER_CARD`, which is left out), a link, a
             ``.pyc``, a bad variant name, missing or mismatching metadata, or a variant
             directory whose name contradicts its metadata (see
             :func:`_check_name_matches_metadata`).
@@ -205,6 +211,8 @@ def stage_build(build_dir: Path, version: int) -> Staged:
     for entry in sorted(build_dir.iterdir()):
         # Dot-entries are not variants: a build's staging directories and editor state.
         if entry.name == "__pycache__" or entry.name.startswith("."):
+            continue
+        if entry.name == BUILDER_CARD and entry.is_file() and not entry.is_symlink():
             continue
         if entry.is_symlink() or not entry.is_dir():
             raise HubError(
