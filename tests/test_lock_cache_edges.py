@@ -9,6 +9,8 @@ import errno
 import json
 import logging
 import os
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -159,6 +161,27 @@ def test_a_metadata_json_the_hub_serves_unlike_the_lock_is_fetched_once(
     with pytest.raises(IntegrityError, match="it differs from the one the lock file pins"):
         loader.get_locked_kernel(REPO, lockfile=root, hub=_hf(tmp_path, env))
     assert len([f for f in api.fetches()[before:] if "metadata.json" in f]) == 1
+
+
+def test_a_metadata_json_the_hub_serves_unlike_the_lock_names_the_lock_file(
+        tmp_path: Path, env) -> None:
+    """As for the variant's other files: fetching it again cannot help, so the error says
+    that the hub serves it so and names the lock file, not a damaged download."""
+    hf, commit, root, _path = _locked_and_downloaded(tmp_path, env)
+    meta = hf._api.tree(REPO, commit) / "build" / "torch-cpu" / "metadata.json"
+    hf._api.tamper(REPO, commit, "build/torch-cpu/metadata.json", meta.read_bytes() + b"\n")
+    shutil.rmtree(env["cache"])
+    lockfile = root / "kernelforge.lock"
+    first = (rf"^refusing {REPO}@{commit[:12]}: build/torch-cpu/metadata.json: the Hugging "
+             rf"Face Hub serves another metadata.json for the locked commit than "
+             rf"{re.escape(str(lockfile))} pins:\n  changed: metadata.json .*\n"
+             r".*fetching them again does not help.*run 'kernelforge lock' again$")
+    with pytest.raises(IntegrityError, match=first):
+        loader.get_locked_kernel(REPO, lockfile=root, hub=_hf(tmp_path, env))
+    with pytest.raises(IntegrityError, match=first):  # its cached copy fetched again
+        loader.get_locked_kernel(REPO, lockfile=root, hub=_hf(tmp_path, env))
+    with pytest.raises(IntegrityError, match=first):
+        download_locked(root, hub=_hf(tmp_path, env))
 
 
 def test_an_unlocked_load_fetches_a_cached_metadata_json_that_does_not_parse_again(

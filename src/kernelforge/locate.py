@@ -464,24 +464,36 @@ def _disk_meta(base: Path) -> MetaReader:
     return read
 
 
-def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None) -> MetaReader:
+def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None,
+              lockfile: str = "the lock file") -> MetaReader:
     """Read each variant's ``metadata.json``, checked against the lock's pin (if any) and
     parsed. A copy from a remote hub's download cache that fails either check was damaged
     there since it was fetched (a revision's files never change): it is fetched again
-    once; offline, the error names the cached copy and the fix."""
+    once; offline, the error names the cached copy and the fix. One that the hub itself
+    serves unlike the pin is refused naming ``lockfile``, as the variant's other files
+    are (:func:`kernelforge.lock.raise_if_unlike_lock`)."""
     from kernelforge.cache import DownloadCache
     from kernelforge.digest import b64_sha256
     from kernelforge.hub._staging import parse_metadata
+    from kernelforge.lock import UNLIKE_LOCK_FIX
 
     cache = getattr(hub, "cache", None) if not isinstance(hub, LocalHub) else None
 
-    def check(name: str, where: str, data: bytes | None) -> tuple[bytes, dict[str, Any]]:
+    def check(name: str, where: str, data: bytes | None, served: bool
+              ) -> tuple[bytes, dict[str, Any]]:
+        """``served``: ``data`` is as the hub serves it (no copy kept since a fetch)."""
         if data is None:
             raise HubError(f"{where}: missing; every build variant needs its metadata.json")
         if locked is not None and locked.variants is not None:
             pinned = locked.variants[name].files.get("metadata.json")
             if pinned != b64_sha256(data):
                 problem = "changed: metadata.json (it differs from the one the lock file pins)"
+                if served:
+                    raise IntegrityError(
+                        where, [problem],
+                        what=f"refusing {where}: the {hub.describe()} serves another "
+                             f"metadata.json for the locked commit than {lockfile} pins:",
+                        fix=UNLIKE_LOCK_FIX)
                 raise IntegrityError(where, [problem])
         return data, parse_metadata(data, where)
 
@@ -493,7 +505,7 @@ def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None) 
                 else None)
         data = hub.read_file(repo_id, commit, path)
         try:
-            return check(name, where, data)
+            return check(name, where, data, copy is None)
         except (HubError, IntegrityError) as err:
             if copy is None or not isinstance(cache, DownloadCache):
                 raise
@@ -508,7 +520,7 @@ def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None) 
             logger.warning("%s: the download cache's copy %s failed its check (%s); "
                            "fetching it again", where, copy, why)
             cache.discard_file(repo_id, commit, path)
-        return check(name, where, hub.read_file(repo_id, commit, path))
+        return check(name, where, hub.read_file(repo_id, commit, path), True)
 
     return read
 
@@ -792,7 +804,7 @@ def locate_locked(
     with lock_hub_explained(hub, locked, h):
         names = (sorted(locked.variants) if locked.variants is not None
                  else h.variants(repo, commit))
-        name, data, meta, trace = _choose(names, _hub_meta(h, repo, commit, locked), what,
+        name, data, meta, trace = _choose(names, _hub_meta(h, repo, commit, locked, lockfile), what,
                                           backend, check_arch)
     pins = locked.variants[name].files if locked.variants is not None else None
     req, decision = trust_request(h, repo, commit, name, data, allow,

@@ -1332,6 +1332,13 @@ def _warn_stale_hf_lock(path: Path) -> None:
 # --- downloading ----------------------------------------------------------------------------
 
 
+#: The last line of an error about files a hub serves for a locked commit unlike the lock.
+UNLIKE_LOCK_FIX = ("The hub serves other files for the locked commit than when it was locked "
+                   "(or the lock file was edited); fetching them again does not help. Check "
+                   "what changed, and if you trust the files served now, run 'kernelforge "
+                   "lock' again")
+
+
 def raise_if_unlike_lock(err: Any, path: Path, recorded: Mapping[str, str] | None,
                          pins: Mapping[str, str] | None, lockfile: str, where: str,
                          doing: str = "load") -> None:
@@ -1364,10 +1371,7 @@ def raise_if_unlike_lock(err: Any, path: Path, recorded: Mapping[str, str] | Non
             err.where, err.problems,
             what=f"refusing to {doing} {where}: the files it serves differ from those "
                  f"{lockfile} pins:",
-            fix="The hub serves other files for the locked commit than when it was locked "
-                "(or the lock file was edited); fetching them again does not help. Check "
-                "what changed, and if you trust the files served now, run 'kernelforge "
-                "lock' again") from err
+            fix=UNLIKE_LOCK_FIX) from err
 
 
 def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Path:
