@@ -1017,6 +1017,20 @@ def test_missing_python_depends_are_named_before_the_import(hub: LocalHub,
     assert module_id not in sys.modules
 
 
+def test_a_missing_dotted_python_depends_is_named_with_its_pip_install(
+        hub: LocalHub, tmp_path: Path) -> None:
+    """A distribution named with a dot (``ruamel.yaml``, ``zope.interface``) whose top
+    package is absent: refused with the ``pip install``, not a bare ModuleNotFoundError
+    about the top package."""
+    vdir = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("pyd"))
+    _python_depends(vdir, ["kf-absent-ns.sub-pkg", "einops"])
+    hub.publish(REPO, tmp_path / "a", version=1)
+    with pytest.raises(ImportError, match=r"needs the Python package\(s\) "
+                                          r"kf-absent-ns.sub-pkg, einops .*fix: pip install "
+                                          r"kf-absent-ns.sub-pkg einops$"):
+        loader.get_kernel(REPO, version=1, hub=hub)
+
+
 def test_installed_python_depends_load(hub: LocalHub, tmp_path: Path) -> None:
     vdir = make_variant(tmp_path / "a", "torch-cpu", module_id=uid("pyd"))
     _python_depends(vdir, ["packaging"])  # not a listed name: taken as package and module

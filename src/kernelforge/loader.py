@@ -531,6 +531,15 @@ _PYTHON_DEPENDS = {
 }
 
 
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported; for a dotted one (``ruamel.yaml``), also
+    ``False`` when its top package is absent, where ``find_spec`` raises instead."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or an empty part
+        return False
+
+
 def _check_python_depends(variant_dir: Path, meta: Mapping[str, Any]) -> None:
     """Refuse, before importing anything, a kernel whose ``python-depends`` are not
     installed, naming the package to install."""
@@ -541,7 +550,7 @@ def _check_python_depends(variant_dir: Path, meta: Mapping[str, Any]) -> None:
     missing = []
     for name in names:
         package, module = _PYTHON_DEPENDS.get(name, (name, name.replace("-", "_")))
-        if module is not None and importlib.util.find_spec(module) is None:
+        if module is not None and not _installed(module):
             missing.append(package)
     if missing:
         raise ImportError(
