@@ -986,8 +986,14 @@ def test_plan_names_the_kernel_the_op_launches(gemm_kernel, m, n, k, layout, pre
     # few rows, long K, a narrow B: the cluster split-K kernel, one launch (v32) ...
     (64, 2112, 7168, "nt", "fast", FN, "fp8_cluster_splitk"),
     (128, 2112, 7168, "nt", "fast", FN, "fp8_cluster_splitk"),
-    # (and where no slice count tiles K, after a preparation launch too)
+    # (and where no slice count tiles K, after a preparation launch too) ...
     (17, 576, 7168 + 64, "challenge", "fast", NUZ, "fp8_cluster_splitk"),
+    # ... but otherwise, after a preparation launch, CUTLASS's split-K (v47)
+    (64, 1536, 7168, "challenge", "fast", FN, "fp8_pingpong_64x128_splitk"),
+    (128, 512, 7168, "challenge", "fast", FN, "fp8_pingpong_64x128_splitk"),
+    (64, 1536, 7168, "guide", "fast", FN, "fp8_pingpong_64x128_splitk"),
+    (64, 3072, 4096, "guide", "fast", FN, "fp8_pingpong_64x128_splitk"),
+    (64, 1536, 7168, "nt", "fast", FN, "fp8_cluster_splitk"),
     # ... and CUTLASS's split-K with a wider one (with up to 64 rows and K >= 7168 on the
     # H100, the few-row kernel: test_plan_fast_follows_memory_bandwidth)
     (128, 3072, 7168, "nt", "fast", FN, "fp8_pingpong_64x128_splitk"),
@@ -1079,14 +1085,6 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     (64, 7168, 7168, "nt", "fp8_fewrow", "fp8_pingpong_64x128"),
     # ... not with shorter K
     (64, 4096, 4096, "nt", "fp8_pingpong_64x128_splitk", "fp8_pingpong_64x128_splitk"),
-    # few rows, long K, a narrow B after a preparation launch: CUTLASS's split-K on the
-    # H100 (v47), the cluster split-K kernel on the H200 (v32) ...
-    (64, 1536, 7168, "challenge", "fp8_pingpong_64x128_splitk", "fp8_cluster_splitk"),
-    (128, 512, 7168, "challenge", "fp8_pingpong_64x128_splitk", "fp8_cluster_splitk"),
-    (64, 1536, 7168, "guide", "fp8_pingpong_64x128_splitk", "fp8_cluster_splitk"),
-    (64, 3072, 4096, "guide", "fp8_pingpong_64x128_splitk", "fp8_cluster_splitk"),
-    # ... and the cluster split-K kernel on both with nothing to prepare
-    (64, 1536, 7168, "nt", "fp8_cluster_splitk", "fp8_cluster_splitk"),
     # six or more waves, K <= 512, N >= 16384, nothing to prepare: CTA pairs sharing B on
     # the H100 (v46) ...
     (4096, 32768, 512, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128_overlap"),
@@ -1104,8 +1102,8 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     # ... and under one wave from 512 rows where the ping-pong kernel's tiles do not fit
     # one (v47: 80 to 128 tiles); not with a B narrower than 1024 columns (under a wave or
     # over it), nor after the preparation launch
-    (1024, 2048, 4096, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128"),
-    (640, 2048, 4096, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128"),
+    (1024, 2048, 4096, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (640, 2048, 4096, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
     (4096, 512, 4096, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
     (8192, 512, 7168, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
     (1024, 2048, 4096, "challenge", "fp8_coop_128x128", "fp8_coop_128x128"),

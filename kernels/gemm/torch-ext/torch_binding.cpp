@@ -291,10 +291,10 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    after a preparation launch with K from 1024 to 2048 under twelve waves (v46);
 //  - up to 64 rows with a B beyond the L2, or where memory is slower with K >= 7168 and
 //    more than 3072 columns: the few-row kernel (v27, v46);
-//  - where memory is slower, with nothing to prepare, K >= 4096 and N >= 1024 up to four
-//    waves (under one from 512 rows and more than a wave of 64x128 tiles): the
-//    hand-written kernel; 129-1024 rows whose 64x128 tiles fit in one wave: the ping-pong
-//    kernel (v46, v47);
+//  - with nothing to prepare, K >= 4096 and N >= 1024: the hand-written kernel under one
+//    wave from 512 rows and more than a wave of 64x128 tiles, and where memory is slower
+//    over one to four waves; there 129-1024 rows whose 64x128 tiles fit in one wave take
+//    the ping-pong kernel (v46, v47);
 //  - exact mode (BF16) beyond the split-K and ping-pong shapes: the hand-written kernel
 //    on BF16 operands (v17);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
@@ -553,16 +553,20 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // 9-10 us of host time instead of 15-17, and calls queued back to back run 10-40%
   // faster (64x2112x7168: 13.2 vs 17.6 us per call, 64x1024x7168 9.9 vs 16.4,
   // 128x2112x7168 15.1 vs 17.1; NOTES.md, v32).
-  // On the H100 that holds only with nothing to prepare: after the preparation launch
-  // (the challenge's storage, the guide's) CUTLASS's split-K ping-pong kernel below is
-  // 4-18% faster (interleaved, us, against the cluster split-K kernel: challenge
+  // That holds only with nothing to prepare: after the preparation launch (the
+  // challenge's storage, the guide's) CUTLASS's split-K ping-pong kernel below is 4-20%
+  // faster (H200, interleaved, us, against the cluster split-K kernel: challenge
+  // 64x1536x7168 19.0 vs 20.9, 64x576x7168 14.9 vs 16.6, 128x512x7168 15.2 vs 19.0,
+  // 64x3072x7168 26.2 vs 29.0, guide 64x1536x7168 18.4 vs 20.4; NT 64x1536x7168 12.9 vs
+  // 13.8; with the rule built, challenge 64x1536x7168 19.2 vs 21.1, 128x512x7168 15.8 vs
+  // 19.2; H100: challenge
   // 64x1536x7168 21.5 vs 24.1, 64x576x7168 15.6 vs 18.2, 128x512x7168 16.7 vs 20.0,
   // 64x2112x7168 26.3 vs 29.9, 64x3072x7168 29.7 vs 34.7, 128x1536x7168 22.9 vs 25.9,
   // 64x1024x7168 17.9 vs 21.1, 32x1536x7168 21.2 vs 24.2; guide 64x1536x7168 21.1 vs
   // 23.5; NT, nothing to prepare, 64x1536x7168 14.5 vs 14.9; NOTES.md, v47). Where no
   // slice count tiles K (K = 7168 + 64), the cluster kernel stays: it takes any K.
   if (few_rows && small_output && N * K <= 64 * 1024 * 1024 && N <= (M <= 64 ? 3072 : 2112) &&
-      (in_place || !slow_memory || split_for(Kp, tiles64, 64) == 0)) {
+      (in_place || split_for(Kp, tiles64, 64) == 0)) {
     return {V::kFp8ClusterSplitK, 0};
   }
   const int64_t max_split_cols = slow_memory ? 32 : 40;
@@ -619,8 +623,11 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // Neither holds with B narrower than 1024 columns (4096x512x4096 22.2 vs 21.4,
   // 8192x256x4096 27.1 vs 25.1 under a wave; 16384x256x4096 43.7 vs 41.5, 8192x512x7168
   // 57.9 vs 54.8, 8192x512x4096 36.6 vs 36.0 over one to two waves; NOTES.md, v47).
-  if (M > 128 && slow_memory && in_place && K >= 4096 && N >= 1024 &&
-      (tiles128 >= sms || (tiles64 > sms && M >= 512))) {
+  // Under one wave that holds on the H200 too (interleaved, us: 1024x2048x4096 19.5 vs
+  // 20.9, 640x2048x4096 18.4 vs 19.6, and with the rule built 896x2048x4096 18.9 vs 20.7,
+  // 1024x1536x4096 18.2 vs 20.4; NOTES.md, v47).
+  if (M > 128 && in_place && K >= 4096 && N >= 1024 &&
+      ((slow_memory && tiles128 >= sms) || (tiles128 < sms && tiles64 > sms && M >= 512))) {
     return {V::kFp8Coop128x128Overlap, 0};
   }
   // On the H100, after the preparation launch (the challenge's storage, the guide's),
