@@ -183,6 +183,45 @@ def test_a_function_declared_but_defined_nowhere_fails_the_build(tmp_path: Path)
     assert not (project / "build").exists() or not any((project / "build").iterdir())
 
 
+def test_an_extension_whose_static_initializer_aborts_here_still_builds(
+        tmp_path: Path) -> None:
+    """The load that looks for undefined symbols runs the extension's static
+    initializers. One that throws on this machine (as one that needs a GPU does on a
+    build machine without one) ended the build's driver with SIGABRT, and so the
+    build; the load runs in a process of its own now, and that is a note."""
+    project = tiny_cpu_project(
+        tmp_path / "initabort",
+        BINDING + textwrap.dedent("""
+            #include <cstdlib>
+            #include <stdexcept>
+            static int probed = [] {
+              if (!std::getenv("KF_TEST_DEVICE")) throw std::runtime_error("no device here");
+              return 1;
+            }();
+            """),
+        """
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["k/k.cpp"]
+        """,
+        {"k/k.cpp": "int vadd(int x) { return x + 1; }\n"},
+    )
+    lines: list[str] = []
+    build_project(project, backends=["cpu"], progress=lines.append)
+    notes = [ln for ln in lines if ln.startswith("  note: ") and "not checked" in ln]
+    assert len(notes) == 1, lines
+    assert "was ended by SIGABRT" in notes[0] and "no device here" in notes[0], notes
+    variant = cpu_variant(project)
+    script = ("import sys; from kernelforge import get_local_kernel; "
+              "print(get_local_kernel(sys.argv[1], backend='cpu').__name__)")
+    proc = subprocess.run([sys.executable, "-c", script, str(project)],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, KF_TEST_DEVICE="1"))
+    assert proc.returncode == 0, proc.stderr
+    assert variant.exists()
+
+
 def test_unbuildable_backend_is_explained(tmp_path: Path) -> None:
     if _has_cuda_torch():
         pytest.skip("the installed torch has CUDA support, so cuda is buildable here")

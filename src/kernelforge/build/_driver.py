@@ -311,6 +311,40 @@ def _note_other_namespaces(registered: list[str], namespace: str) -> None:
           '"registration.h"', flush=True)
 
 
+#: Run by :func:`_check_loads` in a process of its own: import torch, load the extension
+#: (``argv[1]``) as Python's import does, and write to ``argv[2]`` what the loader said
+#: (``{"error": ...}``) or the ops the load defined (``{"ops": [...]}``).
+_LOAD_SCRIPT = """
+import ctypes, json, sys
+import torch
+names = getattr(torch._C, "_dispatch_get_all_op_names", None)
+before = set(names()) if names is not None else set()
+try:
+    ctypes.CDLL(sys.argv[1], mode=sys.getdlopenflags())
+except OSError as err:
+    result = {"error": str(err)}
+else:
+    result = {"ops": sorted(set(names()) - before) if names is not None else []}
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    json.dump(result, f)
+"""
+
+#: How long the load may take (seconds): a static initializer that waits for a device
+#: that this machine lacks must not hold the build.
+LOAD_TIMEOUT_S = 300
+
+
+def _load_ended(extension: Path, how: str, said: str) -> None:
+    """Note that the load of ``extension`` ended (``how``) before it could tell anything:
+    nothing is checked, the build goes on."""
+    last = "; ".join(ln.strip() for ln in said.splitlines() if ln.strip())[-300:]
+    print(f"{NOTE_PREFIX}{extension.name} was not checked for undefined symbols: loading "
+          f"it as its import would (in a process of its own) {how}"
+          + (f" ({last})" if last else "")
+          + "; its static initializers may need what this machine lacks (a GPU?), and "
+          "get_kernel's import fails the same way where they do", flush=True)
+
+
 def _check_loads(extension: Path, spec: Mapping[str, Any],
                  built_from: Mapping[str, str]) -> str | None:
     """Load the linked ``extension`` as Python's import does (``sys.getdlopenflags()``,
@@ -320,24 +354,36 @@ def _check_loads(extension: Path, spec: Mapping[str, Any],
     find, so without this the build would succeed and the kernel fail at its import
     (``get_kernel``); Hugging Face's builder, which loads what it built, fails there too.
     Any other failure to load (a library that this machine lacks but the one the kernel
-    runs on has) is left to the import."""
-    import ctypes
-
-    import torch
-
-    op_names = getattr(torch._C, "_dispatch_get_all_op_names", None)
-    before = set(op_names()) if op_names is not None else None
+    runs on has) is left to the import. The load runs in a process of its own
+    (:data:`_LOAD_SCRIPT`), since it runs the extension's static initializers: one that
+    aborts or crashes here (it needs a GPU), or hangs past :data:`LOAD_TIMEOUT_S`, gets a
+    note, not a failed build."""
+    result_path = Path(spec["build_temp"]) / "load-check.json"
+    result_path.unlink(missing_ok=True)
     try:
-        ctypes.CDLL(str(extension), mode=sys.getdlopenflags())
-    except OSError as err:
-        found = _UNDEFINED_SYMBOL.search(str(err))
-        if found is None:
-            return None
-        symbol = found[1] or found[2]
-    else:
-        if op_names is not None and before is not None:
-            _note_other_namespaces(sorted(set(op_names()) - before), spec["namespace"])
+        proc = subprocess.run([sys.executable, "-c", _LOAD_SCRIPT, str(extension),
+                               str(result_path)], capture_output=True, text=True,
+                              errors="replace", timeout=LOAD_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        _load_ended(extension, f"did not end in {LOAD_TIMEOUT_S} s", "")
         return None
+    try:
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        code = proc.returncode
+        try:
+            how = f"was ended by {signal.Signals(-code).name}" if code < 0 else ""
+        except ValueError:
+            how = f"was ended by signal {-code}"
+        _load_ended(extension, how or f"exited with status {code}", proc.stderr)
+        return None
+    if "error" not in result:
+        _note_other_namespaces(list(result.get("ops") or []), spec["namespace"])
+        return None
+    found = _UNDEFINED_SYMBOL.search(str(result["error"]))
+    if found is None:
+        return None
+    symbol = found[1] or found[2]
     name = _demangled(symbol)
     shown = f"{name} ({symbol})" if name != symbol else symbol
     root = Path(spec["root"])
