@@ -991,3 +991,16 @@ def test_versions_of_a_repository_with_no_revision_is_an_error_line(tmp_path: Pa
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == f"error: me/k: no versions published in {hub}\n"
+
+
+def test_publish_of_a_build_toml_gives_the_builder_cards_path(
+        unbuilt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """publish takes the project's build.toml as it takes its directory; the --card the
+    note suggests named build.toml/build/CARD.md, a path that cannot exist."""
+    _fake_build(unbuilt, None)
+    card = unbuilt / "build" / "CARD.md"
+    card.write_text("# k-one\n\nRendered.\n")
+    hub = LocalHub(tmp_path / "hub")
+    assert main(["publish", str(unbuilt / "build.toml"), "--repo", "me/k", "--hub",
+                 str(hub.root)]) == 0
+    assert f"add --card {card}\n" in capsys.readouterr().err

@@ -332,7 +332,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     if card is None and builder_card.is_file():
         print(f"note: {builder_card} (the card Hugging Face's kernel-builder renders) is not "
               "a variant and is not published; to publish it as the repository card, add "
-              f"--card {shlex.quote(str(Path(args.path) / 'build' / BUILDER_CARD))}",
+              f"--card {shlex.quote(str(builder_card))}",
               file=sys.stderr)
     hub = _hub(args)
     signer = load_signer(args.sign) if args.sign else None
