@@ -13,6 +13,7 @@ import sys
 import uuid
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kf_testutil import write_metadata, write_noarch_project
@@ -948,6 +949,33 @@ def test_has_kernel_checks_the_kernel_depends_as_get_kernel_loads_them(
     make_variant(tmp_path / "leaf", "torch-universal", module_id=uid("hkd"))
     hub.publish("kernels-test/leaf", tmp_path / "leaf", version=1)
     assert loader.has_kernel(REPO, version=1, hub=hub) is True  # REPO -> DEP@2 -> leaf
+
+
+def test_has_kernel_looks_up_a_shared_kernel_depends_once(
+    hub: LocalHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two layers of kernels that each depend on both kernels of the next: get_kernel
+    locates each kernel once, has_kernel located the last one once per path to it (a
+    lookup on the hub each time), which doubles with every layer."""
+    layers = 4
+    for i in range(layers, -1, -1):
+        for n in "ab":
+            vdir = make_variant(tmp_path / f"{n}{i}", "torch-cpu", module_id=uid("hkd"))
+            if i < layers:
+                _depends_on(vdir, {"repo-id": f"kernels-test/a{i + 1}", "version": 1},
+                            {"repo-id": f"kernels-test/b{i + 1}", "version": 1})
+            hub.publish(f"kernels-test/{n}{i}", tmp_path / f"{n}{i}", version=1)
+    located: list[str] = []
+    locate = loader._locate
+
+    def counted(repo_id: str, *args: Any, **kwargs: Any) -> Any:
+        located.append(repo_id)
+        return locate(repo_id, *args, **kwargs)
+
+    monkeypatch.setattr(loader, "_locate", counted)
+    assert loader.has_kernel("kernels-test/a0", version=1, hub=hub) is True
+    assert sorted(located) == sorted({*located}), located
+    assert len(located) == 2 * layers + 1
 
 
 @pytest.mark.parametrize("entry", [{"repo-id": DEP}, {"version": 1}, "kernels-test/dep",

@@ -1602,14 +1602,23 @@ def has_kernel(
     _hub_repo_id(repo_id)
     _check_selector(revision, version)
     allow_key(trust_remote_code)  # a malformed one is refused as get_kernel refuses it
-    return _has_kernel((repo_id, version, revision), backend, hub, check_arch, [])
+    return _has_kernel((repo_id, version, revision), backend, hub, check_arch, [], {})
 
 
 def _has_kernel(wanted: Pin, backend: str | None, hub: HubArg, check_arch: bool,
-                chain: list[Pin]) -> bool:
+                chain: list[Pin], known: dict[Pin, bool]) -> bool:
     """:func:`has_kernel` of ``wanted``, a kernel-depends entry of the kernels in
     ``chain`` (none for the kernel asked for), whose own ``kernel-depends`` are checked
-    in turn."""
+    in turn. ``known``: the answers given so far in this call, so that a kernel that
+    several others depend on is looked up once, as :func:`get_kernel` loads it once."""
+    if wanted not in known:
+        known[wanted] = _has_kernel_once(wanted, backend, hub, check_arch, chain, known)
+    return known[wanted]
+
+
+def _has_kernel_once(wanted: Pin, backend: str | None, hub: HubArg, check_arch: bool,
+                     chain: list[Pin], known: dict[Pin, bool]) -> bool:
+    """The answer :func:`_has_kernel` keeps."""
     from kernelforge import variants
     from kernelforge.errors import VariantError
 
@@ -1636,11 +1645,12 @@ def _has_kernel(wanted: Pin, backend: str | None, hub: HubArg, check_arch: bool,
         except (HubError, IntegrityError) as err:
             logger.info("has_kernel(%r): no: %s", repo_id, err)
             return False
-    return _has_dependencies(wanted, plan.metadata, backend, hub, check_arch, chain)
+    return _has_dependencies(wanted, plan.metadata, backend, hub, check_arch, chain, known)
 
 
 def _has_dependencies(parent: Pin, meta: Mapping[str, Any], backend: str | None,
-                      hub: HubArg, check_arch: bool, chain: list[Pin]) -> bool:
+                      hub: HubArg, check_arch: bool, chain: list[Pin],
+                      known: dict[Pin, bool]) -> bool:
     """Whether every ``kernel-depends`` entry of ``meta`` (the metadata of ``parent``'s
     chosen variant) has a build here, as :func:`_dependencies` would load them."""
     from kernelforge.lock import dependency_key
@@ -1662,7 +1672,7 @@ def _has_dependencies(parent: Pin, meta: Mapping[str, Any], backend: str | None,
             logger.info("has_kernel(%r): no: cyclic kernel dependency: %s", parent[0],
                         " -> ".join([c[0] for c in chain] + [wanted[0]]))
             return False
-        if not _has_kernel(wanted, backend, hub, check_arch, chain):
+        if not _has_kernel(wanted, backend, hub, check_arch, chain, known):
             logger.info("has_kernel(%r): no: its kernel-depends entry %s has no build that "
                         "loads here", parent[0], wanted[0])
             return False
