@@ -4,6 +4,7 @@ the tests. The demo command is run here for real; CI runs the test command."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import re
 import shlex
@@ -63,6 +64,23 @@ def readme_commands() -> list[str]:
             if line.split("#", 1)[0].strip()]
 
 
+def _scripts_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment variables under which the scripts find an environment already set
+    up for this checkout: wrappers of the Python running the tests, with the scripts' install
+    stamp. Naming that Python's own environment (``sys.prefix``) instead would have the
+    scripts reinstall this checkout into it whenever its stamp names another checkout."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = shlex.quote(sys.executable)
+    for name, command in (("python", python), ("kernelforge", f"{python} -m kernelforge")):
+        (venv / "bin" / name).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        (venv / "bin" / name).chmod(0o755)
+    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    (venv / ".kernelforge-install").write_text(f"{REPO} {digest}\n")
+    path = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, KERNELFORGE_VENV=str(venv), PYTHONPATH=path, **extra)
+
+
 def test_readme_opens_with_the_two_commands() -> None:
     text = README.read_text()
     assert text.index("```bash") < text.index("## "), "the commands come before any section"
@@ -88,12 +106,8 @@ def test_demo_command_runs_the_main_job(tmp_path: Path, built_relu: Path) -> Non
     """
     cache = tmp_path / "cache"
     shutil.copytree(built_relu, cache / "kernelforge" / "demo" / "relu", symlinks=True)
-    env = dict(os.environ)
-    env.update(
-        KERNELFORGE_VENV=sys.prefix,
-        KERNELFORGE_HUB=str(tmp_path / "hub"),
-        XDG_CACHE_HOME=str(cache),
-    )
+    env = _scripts_env(tmp_path, KERNELFORGE_HUB=str(tmp_path / "hub"),
+                       XDG_CACHE_HOME=str(cache))
     proc = subprocess.run([str(REPO / "scripts" / "demo")], capture_output=True, text=True,
                           env=env, timeout=900, cwd=tmp_path)
     out = proc.stdout
@@ -172,11 +186,11 @@ def test_the_commands_refuse_a_python_older_than_3_10(tmp_path: Path, command: s
     assert f"fix: remove it (rm -rf {tmp_path / 'venv'})" in proc.stderr
 
 
-def test_the_test_command_takes_paths_from_where_it_is_run() -> None:
+def test_the_test_command_takes_paths_from_where_it_is_run(tmp_path: Path) -> None:
     """`../scripts/test test_x.py` from tests/ runs tests/test_x.py (the script itself
     runs in the repository root)."""
     # VENV, a name shells often export, is not taken for the environment
-    env = dict(os.environ, KERNELFORGE_VENV=sys.prefix, VENV="/nonexistent")
+    env = _scripts_env(tmp_path, VENV="/nonexistent")
     proc = subprocess.run([str(REPO / "scripts" / "test"), "-q", "-p", "no:cacheprovider",
                            "test_digest.py", "-k", "test_sha512"],
                           capture_output=True, text=True, env=env, timeout=300,
