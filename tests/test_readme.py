@@ -228,3 +228,16 @@ def test_the_architecture_map_names_every_module() -> None:
                if "examples" not in p.relative_to(package).parts}
     assert modules - listed == set(), "modules missing from docs/architecture.md"
     assert listed - modules == set(), "docs/architecture.md names modules that do not exist"
+
+
+@pytest.mark.parametrize("command", ["./scripts/demo", "./scripts/test"])
+def test_the_commands_run_through_a_link(tmp_path: Path, command: str) -> None:
+    """A link to a command (say in ~/bin) runs it: _env.sh is found beside the script the
+    link leads to, through a chain of links, relative or not."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "first").symlink_to(REPO / command)
+    (tmp_path / "bin" / "second").symlink_to("first")
+    proc = subprocess.run(["./second", "--help"], capture_output=True, text=True,
+                          env=_scripts_env(tmp_path), timeout=120, cwd=tmp_path / "bin")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "usage:" in proc.stdout, proc.stdout + proc.stderr
