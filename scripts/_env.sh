@@ -18,6 +18,20 @@ esac
 _python_ok() {
   "$1" -c 'import sys; v = sys.version_info; print(f"Python {v[0]}.{v[1]}"); sys.exit(v < (3, 10))'
 }
+# pip of the environment; a set-up cut short (Ctrl-C while venv ran ensurepip or pip
+# replaced itself) can leave an environment without one, which ensurepip puts back
+_pip() {
+  if [ -z "${_pip_checked:-}" ] && ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    echo "$VENV has no working pip (its set-up was cut short?): installing it" >&2
+    if ! "$VENV/bin/python" -m ensurepip --upgrade --default-pip >/dev/null; then
+      echo "error: $VENV has no pip and ensurepip could not install one;" \
+           "fix: remove it (rm -rf $VENV) and run again" >&2
+      exit 1
+    fi
+  fi
+  _pip_checked=1
+  "$VENV/bin/python" -m pip "$@"
+}
 if [ ! -x "$VENV/bin/python" ]; then
   py=${PYTHON:-python3}
   if ! have=$(_python_ok "$py" 2>/dev/null); then
@@ -27,7 +41,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   fi
   echo "setting up $VENV with $have (first run)" >&2
   "$py" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  _pip install -q --disable-pip-version-check --upgrade pip
 elif ! have=$(_python_ok "$VENV/bin/python" 2>/dev/null); then
   echo "error: $VENV holds ${have:-a Python that does not run}, and kernelforge needs >= 3.10;" \
        "fix: remove it (rm -rf $VENV) and run again, with PYTHON=/path/to/python3.10-or-newer" >&2
@@ -35,12 +49,12 @@ elif ! have=$(_python_ok "$VENV/bin/python" 2>/dev/null); then
 fi
 if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
   echo "installing ${TORCH_SPEC:-torch==2.13.0} (pip is quiet until it is done)" >&2
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${TORCH_SPEC:-torch==2.13.0}"
+  _pip install -q --disable-pip-version-check "${TORCH_SPEC:-torch==2.13.0}"
 fi
 stamp="$VENV/.kernelforge-install"
 want="$(pwd) $(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing kernelforge (editable) and its test dependencies into $VENV" >&2
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]"
+  _pip install -q --disable-pip-version-check -e ".[test]"
   echo "$want" > "$stamp"
 fi

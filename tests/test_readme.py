@@ -241,3 +241,26 @@ def test_the_commands_run_through_a_link(tmp_path: Path, command: str) -> None:
                           env=_scripts_env(tmp_path), timeout=120, cwd=tmp_path / "bin")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "usage:" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_set_up_cut_short_before_pip_is_taken_up_again(tmp_path: Path) -> None:
+    """An environment whose first set-up was stopped while venv installed pip (Ctrl-C, a
+    closed terminal) has a Python and no pip: the next run puts pip back and goes on,
+    instead of failing with 'No module named pip' on every run after."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    (tmp_path / "wheels").mkdir()
+    env = dict(os.environ, KERNELFORGE_VENV=str(venv), TORCH_SPEC="torch",
+               # offline, with nothing to install from: pip must run, then fail on torch
+               PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1",
+               PIP_FIND_LINKS=str(tmp_path / "wheels"))
+    proc = subprocess.run([str(REPO / "scripts" / "test"), "--version"], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "No module named pip" not in proc.stderr, proc.stderr
+    assert f"{venv} has no working pip (its set-up was cut short?): installing it" \
+        in proc.stderr, proc.stderr
+    assert "No matching distribution found for torch" in proc.stderr, proc.stderr
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--version"], check=True,
+                   capture_output=True, timeout=120)
