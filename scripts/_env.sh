@@ -3,7 +3,8 @@
 # pyproject.toml changed. Leaves the shell in the repository root, with CALLER_DIR the
 # directory the script was run from and VENV an absolute path.
 #   KERNELFORGE_VENV   where the environment lives (default: .venv in the repository;
-#                      a relative path is taken from the directory you run the script in)
+#                      a relative path is taken from the directory you run the script in;
+#                      a folder that does not exist yet, or an environment)
 #   PYTHON             interpreter to create it with (default: python3, >= 3.10)
 #   TORCH_SPEC         torch requirement installed when torch is missing (default: torch==2.13.0)
 set -euo pipefail
@@ -37,6 +38,15 @@ if [ ! -x "$VENV/bin/python" ]; then
   if ! have=$(_python_ok "$py" 2>/dev/null); then
     echo "error: kernelforge needs Python >= 3.10, and $py is ${have:-not Python 3.10+ (or does not run)};" \
          "fix: run again with PYTHON=/path/to/python3.10-or-newer" >&2
+    exit 1
+  fi
+  # a folder of other things is not set up in (venv would mix bin/, lib/ and include/
+  # into it); one that a set-up cut short left, with only those, is
+  if [ -e "$VENV" ] && { [ ! -d "$VENV" ] || { [ ! -e "$VENV/pyvenv.cfg" ] &&
+       [ -n "$(ls -A "$VENV" | grep -vxE 'bin|include|lib|lib64')" ]; }; }; then
+    echo "error: $VENV is not a virtual environment, and it is not an empty folder to make" \
+         "one in; fix: set KERNELFORGE_VENV to a folder that does not exist yet (or an" \
+         "environment)" >&2
     exit 1
   fi
   echo "setting up $VENV with $have (first run)" >&2

@@ -264,3 +264,27 @@ def test_a_set_up_cut_short_before_pip_is_taken_up_again(tmp_path: Path) -> None
     assert "No matching distribution found for torch" in proc.stderr, proc.stderr
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--version"], check=True,
                    capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_the_commands_set_up_nothing_among_other_files(tmp_path: Path, kind: str) -> None:
+    """KERNELFORGE_VENV naming a folder of other things (a parent folder, the project
+    itself) or a file is refused with the fix, and nothing is written there."""
+    target = tmp_path / "mine"
+    if kind == "folder":
+        target.mkdir()
+        (target / "notes.txt").write_text("mine\n")
+    else:
+        target.write_text("mine\n")
+    env = dict(os.environ, KERNELFORGE_VENV=str(target), PIP_CONFIG_FILE=os.devnull,
+               PIP_NO_INDEX="1")
+    proc = subprocess.run([str(REPO / "scripts" / "test"), "--version"], capture_output=True,
+                          text=True, env=env, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"error: {target} is not a virtual environment, and it is not an empty folder" \
+        in proc.stderr, proc.stderr
+    assert "fix: set KERNELFORGE_VENV to a folder that does not exist yet" in proc.stderr
+    if kind == "folder":
+        assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
+    else:
+        assert target.read_text() == "mine\n"
