@@ -33,6 +33,18 @@ _pip() {
   _pip_checked=1
   "$VENV/bin/python" -m pip "$@"
 }
+# one set-up of an environment at a time (where flock is there): a second run started
+# meanwhile waits for the first's to end, then finds what it made
+_lock() {
+  if command -v flock >/dev/null 2>&1; then
+    exec 9<"$VENV"
+    if ! flock -n 9; then
+      echo "waiting for another run that is setting up $VENV" >&2
+      flock 9
+    fi
+  fi
+}
+if [ -d "$VENV" ]; then _lock; fi
 if [ ! -x "$VENV/bin/python" ]; then
   py=${PYTHON:-python3}
   if ! have=$(_python_ok "$py" 2>/dev/null); then
@@ -49,9 +61,12 @@ if [ ! -x "$VENV/bin/python" ]; then
          "environment)" >&2
     exit 1
   fi
-  echo "setting up $VENV with $have (first run)" >&2
-  "$py" -m venv "$VENV"
-  _pip install -q --disable-pip-version-check --upgrade pip
+  if [ ! -d "$VENV" ]; then mkdir -p "$VENV"; _lock; fi
+  if [ ! -x "$VENV/bin/python" ]; then  # else made by a run this one waited for
+    echo "setting up $VENV with $have (first run)" >&2
+    "$py" -m venv "$VENV"
+    _pip install -q --disable-pip-version-check --upgrade pip
+  fi
 elif ! have=$(_python_ok "$VENV/bin/python" 2>/dev/null); then
   echo "error: $VENV holds ${have:-a Python that does not run}, and kernelforge needs >= 3.10;" \
        "fix: remove it (rm -rf $VENV) and run again, with PYTHON=/path/to/python3.10-or-newer" >&2
@@ -68,3 +83,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   _pip install -q --disable-pip-version-check -e ".[test]"
   echo "$want" > "$stamp"
 fi
+exec 9<&-  # the set-up is done: what the script runs next does not hold the lock

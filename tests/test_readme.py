@@ -288,3 +288,28 @@ def test_the_commands_set_up_nothing_among_other_files(tmp_path: Path, kind: str
         assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
     else:
         assert target.read_text() == "mine\n"
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="no flock(1) here")
+def test_a_second_run_waits_for_a_set_up_under_way(tmp_path: Path) -> None:
+    """Two first runs at once (two terminals, an editor's test runner) do not set up one
+    environment together: the second waits for the first's set-up, says so, then goes
+    on with what it made."""
+    import fcntl
+
+    env = _scripts_env(tmp_path)
+    fd = os.open(env["KERNELFORGE_VENV"], os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a set-up under way holds it
+        proc = subprocess.Popen([str(REPO / "scripts" / "test"), "--version"], env=env,
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line == f"waiting for another run that is setting up {env['KERNELFORGE_VENV']}\n"
+        assert proc.poll() is None, "the second run goes on only when the first is done"
+    finally:
+        os.close(fd)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert out.startswith("pytest "), out + err
