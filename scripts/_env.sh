@@ -45,7 +45,8 @@ _lock() {
   fi
 }
 if [ -d "$VENV" ]; then _lock; fi
-if [ ! -x "$VENV/bin/python" ]; then
+# (a link that leads nowhere is an environment whose Python is gone, not one to make)
+if [ ! -x "$VENV/bin/python" ] && [ ! -L "$VENV/bin/python" ]; then
   py=${PYTHON:-python3}
   if ! have=$(_python_ok "$py" 2>/dev/null); then
     echo "error: kernelforge needs Python >= 3.10, and $py is ${have:-not Python 3.10+ (or does not run)};" \
@@ -68,7 +69,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     _pip install -q --disable-pip-version-check --upgrade pip
   fi
 elif ! have=$(_python_ok "$VENV/bin/python" 2>/dev/null); then
-  echo "error: $VENV holds ${have:-a Python that does not run}, and kernelforge needs >= 3.10;" \
+  echo "error: $VENV holds ${have:-a Python that does not run (removed or upgraded away?)}," \
+       "and kernelforge needs >= 3.10;" \
        "fix: remove it (rm -rf $VENV) and run again, with PYTHON=/path/to/python3.10-or-newer" >&2
   exit 1
 fi

@@ -313,3 +313,22 @@ def test_a_second_run_waits_for_a_set_up_under_way(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
     assert out.startswith("pytest "), out + err
+
+
+def test_an_environment_whose_python_is_gone_is_named_with_the_fix(tmp_path: Path) -> None:
+    """An environment whose Python was removed (an upgrade took the old version away)
+    is named as such with the fix, rather than 'set up' again over its dangling link,
+    which venv leaves as it is, and then said to have no pip."""
+    env = _scripts_env(tmp_path, PYTHON=sys.executable, PIP_CONFIG_FILE=os.devnull,
+                       PIP_NO_INDEX="1")
+    venv = Path(env["KERNELFORGE_VENV"])
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").symlink_to(tmp_path / "gone" / "python3.9")
+    (venv / "pyvenv.cfg").write_text(f"home = {tmp_path / 'gone'}\n")
+    proc = subprocess.run([str(REPO / "scripts" / "test"), "--version"], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"error: {venv} holds a Python that does not run (removed or upgraded away?)" \
+        in proc.stderr, proc.stderr
+    assert f"fix: remove it (rm -rf {venv}) and run again" in proc.stderr, proc.stderr
+    assert "setting up" not in proc.stderr, proc.stderr
