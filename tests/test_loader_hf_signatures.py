@@ -269,3 +269,28 @@ def test_a_hub_of_the_callers_own_class_is_keyed_by_itself(tmp_path: Path) -> No
     del first
     gc.collect()
     assert alive() is not None  # held by the key: its id stays its own
+
+
+def test_no_fitting_variant_is_caught_as_their_file_not_found(tmp_path: Path) -> None:
+    """Hugging Face's ``kernels`` raises ``FileNotFoundError`` when no build fits, and code
+    written for it (``transformers`` among it) catches that to fall back: ours is caught
+    the same way, for a local build and for a hub's."""
+    from kernelforge.hub import LocalHub
+
+    project = tmp_path / "only-cuda"
+    make_variant(project, "torch-cuda", module_id=uid("nofit"))
+    loads = [lambda: kernelforge.get_local_kernel(project),
+             lambda: kernelforge.get_local_kernel(project / "build")]
+    hub = LocalHub(tmp_path / "hub")
+    hub.publish(REPO, project, version=1)
+    loads += [lambda: kernelforge.get_kernel(REPO, version=1, hub=hub),
+              lambda: kernelforge.get_kernel(REPO, version=1, backend="cpu", hub=hub)]
+    for load in loads:
+        with pytest.raises(FileNotFoundError) as caught:
+            load()
+        assert isinstance(caught.value, kernelforge.VariantNotFoundError)
+        assert "no build variant of" in str(caught.value)
+    assert not kernelforge.has_kernel(REPO, version=1, hub=hub)
+    theirs = pytest.importorskip("kernels")
+    with pytest.raises(FileNotFoundError):  # what the same call does with theirs
+        theirs.get_local_kernel(project, backend="cpu")

@@ -105,8 +105,12 @@ class VariantError(KernelforgeError, ValueError):
     """A variant name cannot be parsed."""
 
 
-class VariantNotFoundError(KernelforgeError, LookupError):
+class VariantNotFoundError(KernelforgeError, LookupError, FileNotFoundError):
     """No build variant of a kernel fits this process.
+
+    It is also a :class:`FileNotFoundError`, which Hugging Face's ``kernels`` raises in
+    this case, so that code written for it (``except FileNotFoundError:`` to fall back to
+    another implementation, as ``transformers`` does) catches it unchanged.
 
     ``trace`` holds one line per candidate variant with the reason it was rejected;
     ``fix``, when given, how to load one anyway (the message's last line).

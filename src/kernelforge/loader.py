@@ -1282,7 +1282,8 @@ def get_kernel(
         HubError: the repository, version or revision does not exist (or, offline, is
             not in the download cache).
         VariantNotFoundError: no variant fits this system; the message lists each
-            candidate and why it was rejected.
+            candidate and why it was rejected. It is a ``FileNotFoundError`` too, as
+            Hugging Face's ``kernels.get_kernel`` raises in this case.
         TrustError: not published by you, not signed by a trusted key, not allowed.
         IntegrityError: the files do not match their digests (each file named).
 
@@ -1442,7 +1443,8 @@ def get_local_kernel(
         HubError: ``repo_path`` does not exist, is a file, is a kernel project that was not
             built yet (no ``build/``: run ``kernelforge build PATH``), or holds no build
             variant (no subdirectory with a ``metadata.json``).
-        VariantNotFoundError: no variant fits this system (with the trace).
+        VariantNotFoundError: no variant fits this system (with the trace); a
+            ``FileNotFoundError`` too, as with Hugging Face's ``kernels``.
         IntegrityError: the files do not match their digests.
         TypeError: a ``user_agent`` that is not a string, a dict with string keys or
             ``None``.
