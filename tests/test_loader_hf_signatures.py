@@ -294,3 +294,59 @@ def test_no_fitting_variant_is_caught_as_their_file_not_found(tmp_path: Path) ->
     theirs = pytest.importorskip("kernels")
     with pytest.raises(FileNotFoundError):  # what the same call does with theirs
         theirs.get_local_kernel(project, backend="cpu")
+
+
+def _coming_from_kernels() -> str:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index("#### Coming from Hugging Face's `kernels`")
+    return text[start:text.index("\n#", start + 1)]
+
+
+def test_every_function_of_theirs_is_ours_or_named_in_the_readme() -> None:
+    """Each loading function ``kernels`` exports is either kernelforge's too, or the
+    README's section for users switching says what to use instead."""
+    theirs = pytest.importorskip("kernels")
+    section = _coming_from_kernels()
+    modules = ("kernels.load", "kernels.install", "kernels.variants", "kernels.importer",
+               "kernels.deps")
+    functions = [name for name in theirs.__all__
+                 if inspect.isfunction(getattr(theirs, name))
+                 and getattr(theirs, name).__module__ in modules]
+    assert "install_kernel" in functions and "get_kernel" in functions
+    for name in functions:
+        if hasattr(kernelforge, name):
+            assert f"{name}," in section or f"{name}\n" in section or f"{name}`" in section
+        else:
+            assert f"`{name}`" in section, f"README does not say what replaces {name}"
+    assert "kernelize" in section
+
+
+def test_kernelize_takes_a_layer_of_a_kernel_kernelforge_loaded(tmp_path: Path) -> None:
+    """The README's recipe: ``kernels.kernelize`` replaces a layer's forward with the layer
+    of a kernel kernelforge loaded, given an object whose ``load()`` returns it."""
+    torch = pytest.importorskip("torch")
+    theirs = pytest.importorskip("kernels")
+    from kf_testutil import write_metadata
+
+    variant = tmp_path / "p" / "build" / "torch-cpu"
+    variant.mkdir(parents=True)
+    (variant / "__init__.py").write_text("from . import layers\n")
+    (variant / "layers.py").write_text(
+        "import torch\n\n\nclass Twice(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return 2 * x\n")
+    write_metadata(variant, uid("layer"))
+    kernel = kernelforge.get_local_kernel(tmp_path / "p")
+
+    class Loaded:
+        def load(self) -> type:
+            return kernel.layers.Twice  # type: ignore[no-any-return]
+
+    @theirs.use_kernel_forward_from_hub("Twice")
+    class Same(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x
+
+    with theirs.use_kernel_mapping({"Twice": {"cpu": Loaded()}}, inherit_mapping=False):
+        model = theirs.kernelize(torch.nn.Sequential(Same()), mode=theirs.Mode.INFERENCE,
+                                 device="cpu")
+    assert model(torch.ones(2)).tolist() == [2.0, 2.0]
