@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import re
 import types
 from pathlib import Path
 from typing import Any
@@ -350,3 +351,27 @@ def test_kernelize_takes_a_layer_of_a_kernel_kernelforge_loaded(tmp_path: Path) 
         model = theirs.kernelize(torch.nn.Sequential(Same()), mode=theirs.Mode.INFERENCE,
                                  device="cpu")
     assert model(torch.ones(2)).tolist() == [2.0, 2.0]
+
+
+def _raises_section(fn: Any) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return doc[doc.index("Raises:"):]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_malformed_trust_remote_code_is_the_type_error_the_docstring_says(
+        name: str, tmp_path: Path) -> None:
+    """A single repository id where a list is wanted is refused as a TypeError, and
+    ``help()`` of each loader says so."""
+    fn = getattr(kernelforge, name)
+    make_variant(tmp_path / "p", module_id=uid("trust"))
+    first = tmp_path / "p" if name == "get_local_kernel" else REPO
+    extra: dict[str, Any] = {"lockfile": tmp_path / "kernels.lock"} if "lock" in name \
+        or name == "load_kernel" else {}
+    with pytest.raises(TypeError, match="trust_remote_code"):
+        fn(first, trust_remote_code=REPO, **extra)
+    raises = _raises_section(fn)
+    assert "TypeError" in raises, name
+    if name in ("get_kernel", "get_local_kernel", "has_kernel"):
+        typeerror = re.split(r"\n    (?! )", raises[raises.index("TypeError"):])[0]
+        assert "trust_remote_code" in typeerror, name

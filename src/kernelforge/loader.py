@@ -1275,10 +1275,12 @@ def get_kernel(
         installed).
 
     Raises:
-        ValueError: both ``revision`` and ``version``, a malformed ``repo_id`` or
-            ``LOCAL_KERNELS``.
+        ValueError: both ``revision`` and ``version``, a ``version`` that is not a
+            non-negative integer, an unknown ``backend`` or one this torch cannot use, a
+            malformed ``repo_id`` or ``LOCAL_KERNELS``.
         TypeError: a ``user_agent`` that is not a string, a dict with string keys or
-            ``None``.
+            ``None``; a ``trust_remote_code`` that is neither a bool nor a list of
+            repository ids; a ``hub`` of another type.
         HubError: the repository, version or revision does not exist (or, offline, is
             not in the download cache).
         VariantNotFoundError: no variant fits this system; the message lists each
@@ -1350,7 +1352,7 @@ def get_locked_kernel(
             and to pass the lock file's path instead).
         IntegrityError: a file of the kernel or of a pinned dependency differs from what
             the lock pins (each file named).
-        HubError, VariantNotFoundError, TrustError: as for :func:`get_kernel`.
+        HubError, VariantNotFoundError, TrustError, TypeError: as for :func:`get_kernel`.
     """
     from kernelforge.policy import allow_key
 
@@ -1392,7 +1394,8 @@ def load_kernel(
         HubError: the locked variant, or a dependency's, is not in the download cache of
             a remote hub (the message says to run ``kernelforge download``, or to use
             :func:`get_locked_kernel`, which downloads); a local hub is read directly.
-        LockError, IntegrityError, TrustError: as for :func:`get_locked_kernel`.
+        LockError, IntegrityError, VariantNotFoundError, TrustError, TypeError: as for
+            :func:`get_locked_kernel`.
 
     The kernel's ``kernel-depends`` load as for :func:`get_locked_kernel`, from the
     download cache alone (``kernelforge download`` fetches the commits the lock pins
@@ -1447,7 +1450,8 @@ def get_local_kernel(
             ``FileNotFoundError`` too, as with Hugging Face's ``kernels``.
         IntegrityError: the files do not match their digests.
         TypeError: a ``user_agent`` that is not a string, a dict with string keys or
-            ``None``.
+            ``None``; a ``trust_remote_code`` that is neither a bool nor a list of
+            repository ids.
     """
     from kernelforge.locate import locate_local
     from kernelforge.policy import allow_key
@@ -1598,6 +1602,8 @@ def has_kernel(
     Raises:
         ValueError: malformed arguments (both ``revision`` and ``version``, an unknown
             ``backend``, ...).
+        TypeError: a ``trust_remote_code`` that is neither a bool nor a list of
+            repository ids, as :func:`get_kernel` refuses it.
     """
     from kernelforge.policy import allow_key
 
