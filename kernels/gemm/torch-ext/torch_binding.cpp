@@ -276,33 +276,42 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
   TORCH_CHECK(st == kfgemm::Status::kOk, cat(what, " failed: ", why ? why : "unknown reason", " (", cudaGetErrorString(cudaGetLastError()), ")"));
 }
 
-// Kernel choice from the problem's shape. Measured on H100 and H200 (NOTES.md: sweeps
-// of every variant over the challenge and DeepSeek-V3 shapes, v2 and v6; the
-// hand-written kernel, v11):
-//  - long K with a small output (K >= 4096, M * N <= 600K) and, for FP8, a B of at
-//    most 64M elements (with M <= 128, of at most 32 or 40 column tiles): split-K, K
-//    cut into slices of whole 128-blocks, so that the few output tiles are worked on by
-//    enough SMs (FP32 partials, summed by a second kernel: only worth it while M * N is
-//    small); as many slices as K allows where none gives the wanted unit count (v17);
-//  - FP8 over six or more waves of 128x128 tiles (and M > 128): the hand-written
-//    kernel, whatever K, on CTA pairs that share B by multicast where memory is slower
-//    (see the end of this function); where memory is slower, with K >= 4096 and nothing
-//    to prepare, those CTA pairs from four waves on, and CUTLASS's cooperative kernel
-//    after a preparation launch with K from 1024 to 2048 under twelve waves (v46);
+// Kernel choice from the problem's shape, the operands' layout and the GPU. Measured on
+// H100 and H200 (NOTES.md: sweeps of every variant over the challenge and DeepSeek-V3
+// shapes, v2 and v6; the hand-written kernel, v11; each rule's own comment below).
+// "Where memory is slower": under 4 TB/s (the H100); "nothing to prepare": operands and
+// scales usable as stored (Traits::in_place). Fast mode, the first rule that applies:
 //  - up to 64 rows with a B beyond the L2, or where memory is slower with K >= 7168 and
 //    more than 3072 columns: the few-row kernel (v27, v46);
-//  - with nothing to prepare, K >= 4096 and N >= 1024: the hand-written kernel under one
-//    wave from 512 rows and more than a wave of 64x128 tiles, and where memory is slower
-//    over one to four waves; there 129-1024 rows whose 64x128 tiles fit in one wave take
-//    the ping-pong kernel (v46, v47);
-//  - exact mode (BF16) beyond the split-K and ping-pong shapes: the hand-written kernel
-//    on BF16 operands (v17);
+//  - long K with a small output (K >= 4096, M * N <= 600K) and a B of at most 64M
+//    elements: up to 128 rows with a narrow B (N <= 3072 up to 64 rows, 2112 beyond)
+//    and nothing to prepare, or where no slice count tiles K, the cluster split-K kernel
+//    (v32, v47); otherwise (with M <= 128, a B of at most 32 or 40 column tiles) split-K,
+//    K cut into slices of whole 128-blocks, so that the few output tiles are worked on
+//    by enough SMs (FP32 partials, summed by a second kernel: only worth it while M * N
+//    is small); as many slices as K allows where none gives the wanted unit count (v17);
+//  - A stored MN-major with N <= 640, M >= 2048, under six waves: the hand-written
+//    kernel reading A in place (v13, v14);
+//  - more than 128 rows, nothing to prepare, K >= 4096: where memory is slower, CTA
+//    pairs sharing B by multicast from four waves on, and with N >= 1024 the
+//    hand-written kernel over one to four waves; on every GPU, with N >= 1024, the
+//    hand-written kernel under one wave from 512 rows and more than a wave of 64x128
+//    tiles (v46, v47);
+//  - where memory is slower, more than 128 rows after a preparation launch with K from
+//    1024 to 2048 over six to eleven waves: CUTLASS's cooperative kernel (v46);
+//  - six or more waves of 128x128 tiles (and M > 128): the hand-written kernel, whatever
+//    K; where memory is slower on CTA pairs sharing B with K >= 2304, or with K <= 512,
+//    N >= 16384 and nothing to prepare (v11, v12, v46);
+//  - where memory is slower, 65-128 rows with K <= 1024 over a wave or more and nothing
+//    to prepare: the hand-written kernel (v28); 129-1024 rows whose 64x128 tiles fit in
+//    one wave, any K and layout: the ping-pong kernel (v46);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
 //  - long K (>= 4096) over two to five waves of 128x128 tiles whose last wave is at
-//    most a quarter full: CUTLASS's stream-K heuristic, which spreads that wave's work
-//    along K (4096x2112x7168: 122.6 vs 128.4 us; with more waves the tail matters less);
+//    most a quarter full (25% or less after rounding down to a whole percent): CUTLASS's
+//    stream-K heuristic, which spreads that wave's work along K (4096x2112x7168: 122.6
+//    vs 128.4 us; with more waves the tail matters less);
 //  - otherwise CUTLASS's cooperative 128x128 kernel under its plain persistent
 //    scheduler. It and the hand-written kernel start as a dependent launch after a
 //    transpose (4-15% faster than the stream-K build of the same tile in data-parallel
@@ -310,6 +319,15 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    4096x24576x1536 332 vs 375 us).
 // (Interleaved A/B timings on H200, kernels/gemm/dev/ab.py; NOTES.md, v8. A swizzled
 // tile order, `swizzle`, made no measurable difference and is left at CUTLASS's 1.)
+// Exact mode, in order: the few-row kernel converting e4m3fn operands itself, up to 256
+// rows (where memory is slower up to 64, to 128 with a small B, to 256 with both
+// operands K-major, N <= 4096 and K from 1024 to 2048, or where the kernels below cannot
+// read the operands in place; v19, v46, v47); the hand-written kernel converting e4m3fn operands read in place, split along K
+// on at most half a wave with long K or in two slices on one to one and a half waves
+// (v22, v23); CUTLASS's BF16 split-K after the pass for small outputs with long K (v17);
+// the hand-written kernel converting in place unsplit over a few waves (v20-v25); then
+// on BF16 operands from the pass, the ping-pong kernel for few rows or up to 1024 rows
+// with K <= 2304 or N <= 640, and the hand-written kernel beyond (v17).
 // The 2x1-cluster variant (B multicast) is 2-6% faster on 4 of the 36 benchmark shapes but is
 // left to explicit selection: compute-sanitizer's racecheck reports hazards on it
 // (block-scale cp.async writes against the consumers' scale reads, ordered through
@@ -529,8 +547,9 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // busy); below the L2's size it does not gain: 64x8192x4096 19.7 vs 18.2, 64x7168x7168
   // 25.1 vs 25.1; with 128 rows it loses: 128x7168x16384 47.9 vs 45.7; H100: 55.2 vs
   // 58.2, 59.2 vs 62.8, 35.6 vs 38.6, 53.2 vs 57.2, 62.4 vs 79.7 in the same order;
-  // 64x8192x8192, exactly 64M, gains on both too but is left to the ping-pong kernel:
-  // the rule keeps to a B beyond the L2; NOTES.md, v27).
+  // 64x8192x8192, exactly 64M, gains on both too but is left to the ping-pong kernel on
+  // the H200: the rule keeps to a B beyond the L2; on the H100 the K >= 7168 clause
+  // described next takes it; NOTES.md, v27).
   // On the H100 it also wins below the L2's size once K is long (K >= 7168) and B is
   // wider than the cluster split-K kernel's range (interleaved, us, against the op's
   // earlier choice, the ping-pong kernel with or without two slices: 64x4096x7168 22.4
