@@ -9,10 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 
 class KernelforgeError(Exception):
-    """Base class of all kernelforge errors."""
+    """Base class of all kernelforge errors.
+
+    Every kernelforge error pickles: one raised in a worker process
+    (``multiprocessing``, ``concurrent.futures.ProcessPoolExecutor``) reaches the parent
+    with its type, message and attributes (``trace``, ``fix``, ``errors``, ...).
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Python rebuilds an exception as ``type(err)(*err.args)``; the errors whose
+        # __init__ takes other arguments than their message would fail there. Rebuild
+        # from the message and the attributes instead.
+        return (_restore, (type(self), self.args), self.__dict__)
+
+
+def _restore(cls: type[KernelforgeError], args: tuple[Any, ...]) -> KernelforgeError:
+    """An error of type ``cls`` with ``args``, without its ``__init__`` (unpickling)."""
+    # An OSError (VariantNotFoundError is a FileNotFoundError) is laid out as one: only
+    # OSError's __new__ may make it, and ``cls.__new__`` would find LookupError's first.
+    base: Any = OSError if issubclass(cls, OSError) else Exception
+    err: KernelforgeError = base.__new__(cls, *args)
+    err.args = args
+    return err
 
 
 class ManifestError(KernelforgeError, ValueError):
