@@ -755,6 +755,17 @@ def test_malformed_local_kernels_is_an_error_line(monkeypatch: pytest.MonkeyPatc
     assert "fix: correct LOCAL_KERNELS or unset it" in err
 
 
+def test_local_kernels_naming_a_repo_twice_is_an_error_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    # entries that name me/k1 only in other cases, with different paths: ambiguous
+    monkeypatch.setenv("LOCAL_KERNELS", f"Me/k1={tmp_path / 'a'}:ME/K1={tmp_path / 'b'}")
+    assert main(["info", "me/k1", "--hub", str(tmp_path / "hub")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: LOCAL_KERNELS: me/k1 is named by several entries"), err
+    assert "fix: correct LOCAL_KERNELS or unset it" in err
+
+
 @pytest.mark.parametrize(("src", "message"), [
     ('["k_cpu/k.cpp", "k_cpu/k.cpp"]',
      "key 'kernel.k.src': lists the source 'k_cpu/k.cpp' twice"),

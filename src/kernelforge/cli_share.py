@@ -246,12 +246,15 @@ def _allow(args: argparse.Namespace) -> bool | list[str]:
     return list(args.allow or [])
 
 
-def _check_local_kernels() -> None:
-    """A malformed ``LOCAL_KERNELS`` is the user's to fix: an error line, not a traceback."""
-    from kernelforge.locate import LOCAL_KERNELS_ENV, local_overrides
+def _check_local_kernels(repo: str | None = None) -> None:
+    """A malformed ``LOCAL_KERNELS`` is the user's to fix: an error line, not a traceback.
+    With ``repo``, entries that name it only in other cases, with different paths, too."""
+    from kernelforge.locate import LOCAL_KERNELS_ENV, _override, local_overrides
 
     try:
-        local_overrides()
+        overrides = local_overrides()
+        if repo is not None:
+            _override(overrides, repo)
     except ValueError as err:
         raise KernelforgeError(f"{err}; fix: correct {LOCAL_KERNELS_ENV} or unset it") from err
 
@@ -259,7 +262,7 @@ def _check_local_kernels() -> None:
 def _cmd_info(args: argparse.Namespace) -> int:
     from kernelforge.loader import kernel_info
 
-    _check_local_kernels()
+    _check_local_kernels(args.repo)
 
     info = kernel_info(args.repo, revision=args.revision, version=args.version,
                        backend=args.backend, hub=hub_from_args(args),
