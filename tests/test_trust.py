@@ -706,6 +706,20 @@ def test_cli_keygen_out_a_directory_asks_for_a_file(env: dict[str, Path], tmp_pa
     assert list((tmp_path / "keys").iterdir()) == []
 
 
+@pytest.mark.parametrize("out", ["x.pem", "sub/x.pem"])
+def test_cli_keygen_out_under_a_file_names_the_file(env: dict[str, Path], tmp_path: Path,
+                                                    capsys, out: str) -> None:
+    """--out inside a path whose folder is a file: that file is named, not an errno
+    message ("File exists", "Not a directory") about a folder that was to be made."""
+    (tmp_path / "afile").write_text("x")
+    key = tmp_path / "afile" / out
+    assert main(["keygen", "--out", str(key), "--no-trust"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: --out {key}: {tmp_path / 'afile'} is a file, not a directory, "
+                   "so the key cannot be written there; give a path in a directory\n"), err
+    assert (tmp_path / "afile").read_text() == "x"
+
+
 @pytest.mark.parametrize("name", ["", "   ", "a\nb", "tab\there", "x" * 101])
 @pytest.mark.parametrize("out", [True, False])
 def test_cli_keygen_refuses_a_name_that_is_no_label(name: str, out: bool,

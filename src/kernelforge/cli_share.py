@@ -414,6 +414,14 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
             f"--out {path} is a directory; give the key's file path, e.g. --out "
             f"{shlex.quote(str(path / 'NAME.pem'))}"
         )
+    # The first folder above it that exists: a file there leaves no folder to write in
+    # (mkdir would say only "File exists" or "Not a directory")
+    above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
+    if above is not None and not above.is_dir():
+        raise KernelforgeError(
+            f"--out {path}: {above} is a file, not a directory, so the key cannot be "
+            "written there; give a path in a directory"
+        )
     if path.suffix == ".pub":
         raise KernelforgeError(
             f"--out {path}: the private key file must not end in .pub (the public key is "
