@@ -71,6 +71,40 @@ def test_local_redirect_is_followed_with_the_callers_version(hub: LocalHub, tmp_
     assert revisions.select(hub, REPO, version=1).repo_id == REPO
 
 
+def test_only_a_load_or_a_lock_logs_a_redirect(hub: LocalHub, tmp_path: Path, caplog,
+                                               capsys) -> None:
+    """kernel_info and has_kernel load nothing, so they log no WARNING about the redirect
+    (kernel_info's notes say it, and `kernelforge info` shows it once, among them); a load
+    and `kernelforge lock`, which shows no notes, still say it."""
+    from kernelforge.lock import lock_project
+
+    publish(hub, REPO, tmp_path / "old", 1, 1)
+    publish(hub, NEW, tmp_path / "new", 1, 7)
+    hub.set_status(REPO, f'kind = "redirect"\ndestination = "{NEW}"\n')
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    info = loader.kernel_info(REPO, version=1, hub=hub)
+    assert info.repo == NEW and f"{REPO} redirects to {NEW} (kernel-status.toml)" in info.notes
+    assert loader.has_kernel(REPO, version=1, hub=hub)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert main(["info", REPO, "--version", "1", "--hub", str(hub.root)]) == 0
+    out, err = capsys.readouterr()
+    assert f"  {REPO} redirects to {NEW} (kernel-status.toml)" in out, out
+    assert "redirect" not in err, err
+    redirected = f"{REPO} is redirected to {NEW} (kernel-status.toml on main)"
+    assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 7
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        redirected]
+    caplog.clear()
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "app"\nversion = "0"\n'
+        f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock_project(project, hub=hub)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        redirected]
+
+
 def test_redirect_revision_applies_when_none_is_asked(hub: LocalHub, tmp_path: Path) -> None:
     publish(hub, REPO, tmp_path / "old", 1, 1)
     c1 = publish(hub, NEW, tmp_path / "n1", 1, 1)

@@ -1104,8 +1104,9 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
                                f"{h.describe()}")
             version = max(fits)
         # nothing is loaded here: the loads' "loading version N" lines would mislead
+        # (but a redirect is said: the lock pins another repository than the one named)
         sel = revisions.select(h, req.repo_id, revision=req.revision, version=version,
-                               announce=False)
+                               announce=False, announce_redirects=True)
     _warn_offline_refs(h, req, sel.repo_id)
     variants: dict[str, LockedVariant] = {}
     needs: Needs = []

@@ -217,6 +217,7 @@ def select(
     version: int | None = None,
     follow_redirects: bool = True,
     announce: bool = True,
+    announce_redirects: bool | None = None,
 ) -> Selection:
     """Choose the repository, branch and commit a load uses.
 
@@ -232,6 +233,9 @@ def select(
         announce: log those WARNING lines, which say what a load takes; ``False`` for a
             caller that loads nothing (:func:`kernelforge.kernel_info`), whose
             :attr:`Selection.notes` say the same.
+        announce_redirects: log a WARNING for each redirect followed (``kernelforge
+            lock``, which shows no notes, wants it without the lines above); default:
+            ``announce``.
 
     Returns:
         The :class:`Selection`.
@@ -242,6 +246,7 @@ def select(
             said to be too short), a redirect is malformed, or redirects loop.
     """
     notes: list[str] = []
+    say_redirects = announce if announce_redirects is None else announce_redirects
     seen = [repo_id]
     while follow_redirects:
         target = _redirect(hub, repo_id, notes, revision=revision)
@@ -250,8 +255,9 @@ def select(
         if target.destination in seen or len(seen) > MAX_REDIRECTS:
             raise HubError(f"redirects of {seen[0]} loop or go too deep: "
                            f"{' -> '.join(seen + [target.destination])}")
-        logger.warning("%s is redirected to %s (%s on main)", repo_id, target.destination,
-                       STATUS_FILE)
+        if say_redirects:
+            logger.warning("%s is redirected to %s (%s on main)", repo_id,
+                           target.destination, STATUS_FILE)
         notes.append(f"{repo_id} redirects to {target.destination} ({STATUS_FILE})")
         if revision is None and version is None and target.revision not in (None, "main"):
             revision = target.revision
