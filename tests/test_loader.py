@@ -1156,10 +1156,11 @@ def test_kernelforge_hub_hf_is_named_when_the_local_hub_holds_the_repository(
 
 
 def test_a_local_kernels_build_of_another_version_than_asked_is_warned_about(
-    tmp_path: Path, monkeypatch, caplog
+    tmp_path: Path, monkeypatch, caplog, capsys
 ) -> None:
     """LOCAL_KERNELS stands in for every version: a version= pin it does not match is said
-    (a WARNING, and a note in kernel_info), not silently ignored."""
+    (a WARNING of the load, a note in kernel_info and `kernelforge info`), not silently
+    ignored."""
     module_id = uid("lkv")
     make_variant(tmp_path / "v2", "torch-cpu", module_id=module_id, version=2)
     monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={tmp_path / 'v2'}")
@@ -1168,8 +1169,19 @@ def test_a_local_kernels_build_of_another_version_than_asked_is_warned_about(
     said = ("version=1 was asked for, but LOCAL_KERNELS names a build whose metadata.json "
             "records version 2")
     assert said in caplog.text, caplog.text
-    info = loader.kernel_info(REPO, version=1)
+    caplog.clear()
+    # kernel_info and has_kernel load nothing: the note says it, no WARNING does
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        info = loader.kernel_info(REPO, version=1)
+        assert loader.has_kernel(REPO, version=1)
     assert any(note.startswith(said) for note in info.notes), info.notes
+    assert caplog.records == []
+    from kernelforge.cli import main
+
+    capsys.readouterr()
+    assert main(["info", REPO, "--version", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert f"  note: {said}" in out and said not in err, (out, err)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="kernelforge"):
         loader.get_kernel(REPO, version=2)

@@ -276,6 +276,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"path:       {info.path or '(not downloaded yet)'}")
     if local:
         print("revision:   - (a local build: its directory's files as they are now)")
+        for note in info.notes:  # a version= its metadata does not record
+            print(f"  note: {note}")
     elif not info.notes:
         print("revision:   -")
     else:

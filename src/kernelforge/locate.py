@@ -646,10 +646,10 @@ def locate_local(
         facts.describe(), fix=next((err.fix for _b, err in rejected if err.fix), ""))
 
 
-def _other_version_noted(plan: Plan, version: int | None) -> Plan:
-    """A ``LOCAL_KERNELS`` build's plan, with a WARNING log line and a note when its
-    metadata records another version than the ``version=`` asked for (the override
-    stands in for every version: the pin is not what is loaded)."""
+def _other_version_noted(plan: Plan, version: int | None, announce: bool) -> Plan:
+    """A ``LOCAL_KERNELS`` build's plan, with a note (and, with ``announce``, a WARNING
+    log line) when its metadata records another version than the ``version=`` asked for
+    (the override stands in for every version: the pin is not what is loaded)."""
     found = plan.info.version
     if version is None or (found == version and not isinstance(found, bool)):
         return plan
@@ -657,7 +657,8 @@ def _other_version_noted(plan: Plan, version: int | None) -> Plan:
     note = (f"version={version} was asked for, but {LOCAL_KERNELS_ENV} names a build whose "
             f"metadata.json records {records} ({plan.info.path}); a {LOCAL_KERNELS_ENV} entry "
             f"stands in for every version (remove it to load version {version} from the hub)")
-    logger.warning("%s: %s", plan.info.repo, note)
+    if announce:
+        logger.warning("%s: %s", plan.info.repo, note)
     return dataclasses.replace(plan, info=dataclasses.replace(
         plan.info, notes=(*plan.info.notes, note)))
 
@@ -747,7 +748,7 @@ def locate_hub(
     if override is not None:
         logger.info("%s: loading from %s (%s)", repo_id, override, LOCAL_KERNELS_ENV)
         plan = locate_local(override, backend, check_arch, repo=repo_id)
-        return _other_version_noted(plan, version)
+        return _other_version_noted(plan, version, announce)
     h = hub_for(hub, repo_id)
     with hub_choice_explained(hub, h, repo_id):
         sel = revisions.select(h, repo_id, revision=revision, version=version,
