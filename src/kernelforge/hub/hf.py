@@ -259,6 +259,9 @@ class HfHub:
         self.endpoint = endpoint
         self._offline = offline
         self._for_load_kernel = False  # cache_only(for_load_kernel=True)
+        # the repositories whose refs this hub could not keep, said once each (a load
+        # lists the refs more than once)
+        self._refs_unkept: set[str] = set()
 
     def __repr__(self) -> str:
         return f"HfHub(cache={str(self.cache.root)!r})"
@@ -477,8 +480,12 @@ class HfHub:
         try:
             self.cache.save_refs(repo_id, branches, tags)
         except HubError as err:  # a full disk, a read-only cache: the load goes on
-            logger.warning("%s: refs not kept in the download cache, so an offline load "
-                           "finds those kept before (%s)", repo_id, err)
+            if repo_id.lower() not in self._refs_unkept:
+                self._refs_unkept.add(repo_id.lower())
+                logger.warning("%s: refs not kept in the download cache, so an offline "
+                               "load finds those kept before (%s)", repo_id, err)
+        else:
+            self._refs_unkept.discard(repo_id.lower())
         return branches, tags
 
     def has_repo(self, repo_id: str) -> bool:
