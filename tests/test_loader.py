@@ -892,9 +892,12 @@ DEP = "kernels-test/dep"
 
 
 def test_kernel_depends_are_loaded_first_and_reach_the_import(
-    hub: LocalHub, tmp_path: Path
+    hub: LocalHub, tmp_path: Path, caplog
 ) -> None:
+    """The dependency loads at the version the kernel's metadata pins, and no WARNING
+    tells the caller, who asked for none, to pass version=2 for it."""
     pytest.importorskip("kernels.deps")
+    caplog.set_level(logging.INFO, logger="kernelforge")
     make_variant(tmp_path / "dep", "torch-cpu", module_id=uid("dep"), value=7)
     hub.publish(DEP, tmp_path / "dep", version=1)
     make_variant(tmp_path / "dep2", "torch-cpu", module_id=uid("dep"), value=8, version=2)
@@ -906,8 +909,30 @@ def test_kernel_depends_are_loaded_first_and_reach_the_import(
     hub.publish(REPO, tmp_path / "main", version=1)
     module = loader.get_kernel(REPO, version=1, hub=hub)
     assert module.VALUE == 14  # version 1 of the dependency, as pinned, not the newest
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert module.DEP is loader.get_kernel(DEP, version=1, hub=hub)
     assert loader.get_local_kernel(tmp_path / "main") is module  # the same files
+
+
+def test_a_redirected_kernel_depends_entry_is_said(hub: LocalHub, tmp_path: Path,
+                                                   caplog) -> None:
+    """A redirect of a dependency is still logged at WARNING: the load takes another
+    repository than the one the kernel's metadata names."""
+    pytest.importorskip("kernels.deps")
+    moved = "kernels-test/moved"
+    make_variant(tmp_path / "dep", "torch-cpu", module_id=uid("mv"), value=3)
+    hub.publish(moved, tmp_path / "dep", version=1)
+    make_variant(tmp_path / "old", "torch-cpu", module_id=uid("mvo"))
+    hub.publish(DEP, tmp_path / "old", version=1)
+    hub.set_status(DEP, f'kind = "redirect"\ndestination = "{moved}"\n')
+    main = make_variant(tmp_path / "main", "torch-cpu", module_id=uid("mvm"), init=(
+        "import kernels\nVALUE = kernels.get_kernel_dep('kernels-test/dep').VALUE\n"))
+    _depends_on(main, {"repo-id": DEP, "version": 1})
+    hub.publish(REPO, tmp_path / "main", version=1)
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 3
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        f"{DEP} is redirected to {moved} (kernel-status.toml on main)"]
 
 
 def test_a_kernel_depends_cycle_is_refused(hub: LocalHub, tmp_path: Path) -> None:

@@ -680,8 +680,8 @@ def _dependencies(parent: str, hub: HubArg, backend: str | None, check_arch: boo
             found = hub_for(hub, repo_id)
             dep_hub = (found.cache_only(for_load_kernel=True) if hasattr(found, "cache_only")
                        else found)
-        return get_kernel(repo_id, version=version, revision=revision, hub=dep_hub,
-                          backend=backend, check_arch=check_arch, trust_remote_code=allow)
+        return _get_kernel(repo_id, revision, version, backend, dep_hub, check_arch, allow,
+                           announce=False)
 
     return load
 
@@ -1105,13 +1105,15 @@ def _not_a_variant(path: Path) -> None:
 def _locate(
     repo_id: str, revision: str | None, version: int | None, backend: str | None,
     hub: HubArg, check_arch: bool, trust_remote_code: TrustArg, announce: bool = True,
+    loads: bool | None = None,
 ) -> Plan:
     """:func:`~kernelforge.locate.locate_hub`; ``announce=False`` for a caller that loads
-    nothing, so that no WARNING line says "loading"."""
+    nothing, so that no WARNING line says "loading" (``loads``: as there)."""
     from kernelforge.locate import locate_hub
 
     return locate_hub(repo_id, revision=revision, version=version, backend=backend, hub=hub,
-                      check_arch=check_arch, allow=trust_remote_code, announce=announce)
+                      check_arch=check_arch, allow=trust_remote_code, announce=announce,
+                      loads=loads)
 
 
 def _locate_locked(
@@ -1293,18 +1295,29 @@ def get_kernel(
         >>> relu = get_kernel("kernels-community/relu", version=1)  # doctest: +SKIP
         >>> y = relu.relu(x)  # doctest: +SKIP
     """
-    from kernelforge.policy import allow_key
-
     _hub_repo_id(repo_id)
     _check_selector(revision, version)
     with _sending(user_agent):  # the kernel-depends' downloads send it too
-        key = ("hub", repo_id, revision, version, backend, _hub_key(hub), check_arch,
-               allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV),
-               _override_identity(repo_id, backend, check_arch))
-        return _cached(key, lambda: _load_plan(
-            _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code),
-            _dependencies(repo_id, hub, backend, check_arch, trust_remote_code,
-                          pin=(repo_id, version, revision))))
+        return _get_kernel(repo_id, revision, version, backend, hub, check_arch,
+                           trust_remote_code)
+
+
+def _get_kernel(repo_id: str, revision: str | None, version: int | None,
+                backend: str | None, hub: HubArg, check_arch: bool,
+                trust_remote_code: TrustArg, announce: bool = True) -> ModuleType:
+    """:func:`get_kernel` of checked arguments; ``announce=False`` for a kernel-depends
+    entry, whose version the kernel's publisher chose: no WARNING line says which
+    version it takes or that a newer one exists (advice its loader cannot follow)."""
+    from kernelforge.policy import allow_key
+
+    key = ("hub", repo_id, revision, version, backend, _hub_key(hub), check_arch,
+           allow_key(trust_remote_code), os.environ.get(LOCAL_KERNELS_ENV),
+           _override_identity(repo_id, backend, check_arch))
+    return _cached(key, lambda: _load_plan(
+        _locate(repo_id, revision, version, backend, hub, check_arch, trust_remote_code,
+                announce=announce, loads=True),
+        _dependencies(repo_id, hub, backend, check_arch, trust_remote_code,
+                      pin=(repo_id, version, revision))))
 
 
 def get_locked_kernel(

@@ -719,6 +719,7 @@ def locate_hub(
     check_arch: bool,
     allow: AllowArg,
     announce: bool = True,
+    loads: bool | None = None,
 ) -> Plan:
     """Locate a kernel on a hub (or in ``LOCAL_KERNELS``).
 
@@ -733,6 +734,9 @@ def locate_hub(
         allow: ``trust_remote_code``.
         announce: log the WARNING lines that say which version a load takes
             (:func:`kernelforge.revisions.select`); ``False`` when nothing is loaded.
+        loads: a load follows (default: ``announce``): the redirects followed, and a
+            ``LOCAL_KERNELS`` build of another version than ``version``, are logged at
+            WARNING, also where ``announce`` is ``False`` (a kernel-depends entry).
 
     Returns:
         The :class:`Plan`; its trust decision is made but not enforced.
@@ -748,11 +752,11 @@ def locate_hub(
     if override is not None:
         logger.info("%s: loading from %s (%s)", repo_id, override, LOCAL_KERNELS_ENV)
         plan = locate_local(override, backend, check_arch, repo=repo_id)
-        return _other_version_noted(plan, version, announce)
+        return _other_version_noted(plan, version, announce if loads is None else loads)
     h = hub_for(hub, repo_id)
     with hub_choice_explained(hub, h, repo_id):
         sel = revisions.select(h, repo_id, revision=revision, version=version,
-                               announce=announce)
+                               announce=announce, announce_redirects=loads)
     names = h.variants(sel.repo_id, sel.commit)
     where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
              else f"revision {sel.commit[:7]}")
