@@ -53,13 +53,14 @@ repository at the locked commit, else from the Hugging Face Hub
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1288,16 +1289,30 @@ def lock_project(
         what was renamed before it); nothing is written when any kernel fails to lock.
         A lock file that exists keeps its permission bits, and one that is a symbolic
         link is written through (the file it leads to is replaced; the link stays).
+        Two runs on one project take turns under a file lock, ``.kernelforge.lock.lock``
+        beside ``kernelforge.lock`` (a WARNING says that one waits): each reads
+        ``pyproject.toml`` once it holds the lock, so the last to write locks the
+        project as it is then, never an older reading of it.
 
     Raises:
-        LockError: the project's dependencies are malformed, or a lock file cannot be
-            written (naming it and the reason).
+        LockError: the project's dependencies are malformed, a lock file cannot be
+            written (naming it and the reason), or another run held the project's file
+            lock for over :data:`WRITER_LOCK_TIMEOUT_S` seconds.
         HubError, TrustError, IntegrityError: as :func:`lock_kernel`.
     """
-    from kernelforge.hub.hf import used_for
-
     root = Path(project)
     root = root.parent if root.name == "pyproject.toml" else root
+    if not (root / "pyproject.toml").is_file():
+        read_requirements(root)  # refused, naming what is wrong, before any lock is taken
+    with _writer_lock(root):
+        return _lock_project(root, hub, allow)
+
+
+def _lock_project(root: Path, hub: Any, allow: Any) -> LockResult:
+    """:func:`lock_project` of a project directory, under its writer lock: the project
+    is read here, after any other lock of it has written its files."""
+    from kernelforge.hub.hf import used_for
+
     reqs = read_requirements(root)
     memo: _Memo = {}  # each dependency resolved once, however many kernels need it
     with used_for("lock"):  # offline, its errors do not send it to a lock file
@@ -1313,6 +1328,48 @@ def lock_project(
     if hf_path is None and (root / HF_LOCK_FILE).is_file():
         _warn_stale_hf_lock(root / HF_LOCK_FILE)
     return LockResult(root / LOCK_FILE, hf_path, kernels)
+
+
+#: How long :func:`lock_project` waits for another lock of the same project to finish.
+WRITER_LOCK_TIMEOUT_S = 600.0
+
+
+@contextlib.contextmanager
+def _writer_lock(root: Path) -> Iterator[None]:
+    """Hold the project's writer lock: ``.kernelforge.lock.lock`` beside the file its
+    ``kernelforge.lock`` leads to (the file itself, or a link's target), so that two
+    :func:`lock_project` runs of one project take turns; a run that has to wait says so.
+
+    Raises:
+        LockError: the lock file cannot be made (naming its directory, as for the lock
+            files), or another run held it for over :data:`WRITER_LOCK_TIMEOUT_S`.
+    """
+    import errno
+
+    import filelock
+
+    path = root / LOCK_FILE
+    target = Path(os.path.realpath(path))
+    lock = filelock.FileLock(str(target.with_name(f".{target.name}.lock")))
+    try:
+        if not target.parent.is_dir():  # not made here: the lock files cannot go there
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(target))
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            logger.warning("%s: another 'kernelforge lock' of this project is running (it "
+                           "holds %s); waiting for it to finish", root, lock.lock_file)
+            lock.acquire(timeout=WRITER_LOCK_TIMEOUT_S)
+    except filelock.Timeout as err:  # (a TimeoutError, so an OSError: first)
+        raise LockError(f"{root}: another 'kernelforge lock' of this project has held "
+                        f"{lock.lock_file} for over {WRITER_LOCK_TIMEOUT_S:.0f}s; wait for it "
+                        "to finish, then run 'kernelforge lock' again") from err
+    except OSError as err:
+        raise _cannot_write(path, target, err, "nothing was changed") from err
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _warn_stale_hf_lock(path: Path) -> None:
