@@ -5,6 +5,7 @@ stdin), so that the interleaving is the same on every run."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 from kf_sharing import TESTS, isolate, make_variant, uid
 
 from kernelforge.hub import LocalHub
-from kernelforge.lock import read_lock
+from kernelforge.lock import lock_project, read_lock
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
 
@@ -110,3 +111,28 @@ def test_a_second_lock_waits_for_the_first_and_reads_the_project_after_it(
     assert locked[OTHER].commit == other
     assert "another 'kernelforge lock' of this project is running" in said
 
+
+def test_a_temporary_a_killed_lock_left_is_removed_by_the_next_lock(
+        tmp_path: Path, env) -> None:
+    """Killed between writing the new lock file and renaming it over the old one: the old
+    file stays, with the temporary beside it; the next lock removes that temporary (and
+    nothing else)."""
+    _publish(env, tmp_path, REPO)
+    root = tmp_path / "project"
+    _project(root, REPO)
+    lock_project(root)
+    before = (root / "kernelforge.lock").read_bytes()
+    mine = [root / ".kernelforge.lock.notes.tmp", root / ".kernelforge.lock.0123456789ab"]
+    for path in mine:
+        path.write_text("the user's")
+    proc = _paused(root, "replace")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert (root / "kernelforge.lock").read_bytes() == before
+    assert len(list(root.glob(".kernelforge.lock.*.tmp"))) == 2  # the killed one's, and mine
+
+    lock_project(root)
+    assert sorted(root.glob(".kernelforge.lock.*")) == sorted(
+        [*mine, *root.glob(".kernelforge.lock.lock")])
+    assert read_lock(root).require(REPO).commit

@@ -19,11 +19,12 @@ from kernelforge.digest import DEFAULT_ALGORITHM
 
 __all__ = [
     "CARD_FILE", "LEFTOVER_NAME", "copy_file", "copy_tree", "fsync_dir", "make_dirs",
-    "replace_file", "write_file", "write_ref", "write_temp",
+    "replace_file", "temp_leftovers", "write_file", "write_ref", "write_temp",
 ]
 
 CARD_FILE = "README.md"
 _CHUNK = 1 << 20
+_TEMP_BYTES = 6  # random bytes in a temporary's name (:func:`write_temp`)
 
 #: What a build leaves beside ``build/<variant>/`` while it runs: its staging directory
 #: (``.<variant>.tmp-<owner>-<random>``) and, where the file system cannot exchange two
@@ -109,9 +110,21 @@ def write_temp(path: Path, data: bytes, *, mode: int = 0o644,
         chmod: exact permission bits to set instead (the umask aside), before any byte
             is written.
     """
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(_TEMP_BYTES)}.tmp")
     write_new(tmp, data, mode=mode, chmod=chmod)
     return tmp
+
+
+def temp_leftovers(path: Path) -> list[Path]:
+    """The temporaries :func:`write_temp` made for ``path`` that are still there (a
+    process killed before its rename leaves one): ``.<name>.<12 hex>.tmp`` beside it.
+    Only the process that writes ``path`` alone (under its lock) may remove them."""
+    name = re.compile(rf"^\.{re.escape(path.name)}\.[0-9a-f]{{{2 * _TEMP_BYTES}}}\.tmp$")
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:  # no folder, or not readable: whatever writes there next says why
+        return []
+    return sorted(p for p in entries if name.match(p.name))
 
 
 def write_new(path: Path, data: bytes, *, mode: int = 0o644,

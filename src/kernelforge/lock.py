@@ -1313,6 +1313,7 @@ def _lock_project(root: Path, hub: Any, allow: Any) -> LockResult:
     is read here, after any other lock of it has written its files."""
     from kernelforge.hub.hf import used_for
 
+    _remove_temp_leftovers(root)
     reqs = read_requirements(root)
     memo: _Memo = {}  # each dependency resolved once, however many kernels need it
     with used_for("lock"):  # offline, its errors do not send it to a lock file
@@ -1328,6 +1329,25 @@ def _lock_project(root: Path, hub: Any, allow: Any) -> LockResult:
     if hf_path is None and (root / HF_LOCK_FILE).is_file():
         _warn_stale_hf_lock(root / HF_LOCK_FILE)
     return LockResult(root / LOCK_FILE, hf_path, kernels)
+
+
+def _remove_temp_leftovers(root: Path) -> None:
+    """Remove the temporaries beside the lock files (or the files their links lead to)
+    that a run killed before its renames left: under the writer lock no other run is
+    writing them. One that cannot be removed is left (the write that follows reports a
+    directory it cannot write to)."""
+    from kernelforge._durable import temp_leftovers
+
+    for name in (LOCK_FILE, HF_LOCK_FILE):
+        for tmp in temp_leftovers(Path(os.path.realpath(root / name))):
+            try:
+                tmp.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                logger.debug("%s: not removed (%s)", tmp, err)
+                continue
+            logger.info("%s: removed, a temporary that a killed 'kernelforge lock' left", tmp)
 
 
 #: How long :func:`lock_project` waits for another lock of the same project to finish.
