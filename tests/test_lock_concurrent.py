@@ -133,6 +133,5 @@ def test_a_temporary_a_killed_lock_left_is_removed_by_the_next_lock(
     assert len(list(root.glob(".kernelforge.lock.*.tmp"))) == 2  # the killed one's, and mine
 
     lock_project(root)
-    assert sorted(root.glob(".kernelforge.lock.*")) == sorted(
-        [*mine, *root.glob(".kernelforge.lock.lock")])
+    assert sorted(root.glob(".kernelforge.lock.*")) == sorted(mine)  # and no lock file
     assert read_lock(root).require(REPO).commit

@@ -1289,14 +1289,14 @@ def lock_project(
         what was renamed before it); nothing is written when any kernel fails to lock.
         A lock file that exists keeps its permission bits, and one that is a symbolic
         link is written through (the file it leads to is replaced; the link stays).
-        Two runs on one project take turns under a file lock, ``.kernelforge.lock.lock``
-        beside ``kernelforge.lock`` (a WARNING says that one waits): each reads
+        Two runs on one project take turns under a ``flock`` of the folder that holds
+        ``kernelforge.lock`` (a WARNING says that one waits): each reads
         ``pyproject.toml`` once it holds the lock, so the last to write locks the
         project as it is then, never an older reading of it.
 
     Raises:
         LockError: the project's dependencies are malformed, a lock file cannot be
-            written (naming it and the reason), or another run held the project's file
+            written (naming it and the reason), or another run held the project's
             lock for over :data:`WRITER_LOCK_TIMEOUT_S` seconds.
         HubError, TrustError, IntegrityError: as :func:`lock_kernel`.
     """
@@ -1356,40 +1356,53 @@ WRITER_LOCK_TIMEOUT_S = 600.0
 
 @contextlib.contextmanager
 def _writer_lock(root: Path) -> Iterator[None]:
-    """Hold the project's writer lock: ``.kernelforge.lock.lock`` beside the file its
-    ``kernelforge.lock`` leads to (the file itself, or a link's target), so that two
-    :func:`lock_project` runs of one project take turns; a run that has to wait says so.
+    """Hold the project's writer lock, so that two :func:`lock_project` runs of one
+    project take turns; a run that has to wait says so. The lock is an exclusive
+    ``flock`` on the folder that holds the file ``kernelforge.lock`` leads to (the file
+    itself, or a link's target): it leaves no file behind in the project, and the
+    kernel lets it go when the process ends, however it ends. Where ``flock`` does not
+    exist (Windows) runs are not kept apart.
 
     Raises:
-        LockError: the lock file cannot be made (naming its directory, as for the lock
-            files), or another run held it for over :data:`WRITER_LOCK_TIMEOUT_S`.
+        LockError: that folder cannot be opened (naming it, as for the lock files), or
+            another run held it for over :data:`WRITER_LOCK_TIMEOUT_S`.
     """
-    import errno
-
-    import filelock
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock here
+        yield
+        return
+    import time
 
     path = root / LOCK_FILE
     target = Path(os.path.realpath(path))
-    lock = filelock.FileLock(str(target.with_name(f".{target.name}.lock")))
     try:
-        if not target.parent.is_dir():  # not made here: the lock files cannot go there
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(target))
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            logger.warning("%s: another 'kernelforge lock' of this project is running (it "
-                           "holds %s); waiting for it to finish", root, lock.lock_file)
-            lock.acquire(timeout=WRITER_LOCK_TIMEOUT_S)
-    except filelock.Timeout as err:  # (a TimeoutError, so an OSError: first)
-        raise LockError(f"{root}: another 'kernelforge lock' of this project has held "
-                        f"{lock.lock_file} for over {WRITER_LOCK_TIMEOUT_S:.0f}s; wait for it "
-                        "to finish, then run 'kernelforge lock' again") from err
+        fd = os.open(target.parent, os.O_RDONLY)
     except OSError as err:
         raise _cannot_write(path, target, err, "nothing was changed") from err
     try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.warning("%s: another 'kernelforge lock' of this project is running (it "
+                           "holds a lock on %s); waiting for it to finish", root,
+                           target.parent)
+            deadline = time.monotonic() + WRITER_LOCK_TIMEOUT_S
+            while True:
+                time.sleep(0.05)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise LockError(
+                            f"{root}: another 'kernelforge lock' of this project has held "
+                            f"a lock on {target.parent} for over "
+                            f"{WRITER_LOCK_TIMEOUT_S:.0f}s; wait for it to finish, then run "
+                            "'kernelforge lock' again") from None
         yield
     finally:
-        lock.release()
+        os.close(fd)  # lets the lock go
 
 
 def _warn_stale_hf_lock(path: Path) -> None:
