@@ -3,7 +3,9 @@ refs, downloading only the chosen variant, the cache, offline mode, errors."""
 
 from __future__ import annotations
 
+import collections
 import errno
+import functools
 import json
 import logging
 import os
@@ -971,3 +973,87 @@ def test_a_file_outside_the_cache_that_cannot_be_read_is_not_a_cache_write(
     assert str(token) in said, said
     assert "writing to the download cache" not in said, said
     assert "KERNELFORGE_CACHE" not in said, said
+
+
+# --- network round trips --------------------------------------------------------------
+
+DEP = "kernels-test/dep"
+
+
+class _Counted:
+    """A client passing every call on to ``api``, counting them as ``"method org/name"``."""
+
+    def __init__(self, api: FakeHfApi) -> None:
+        self.api = api
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def __getattr__(self, name: str):
+        method = getattr(self.api, name)
+
+        def call(*args, **kwargs):
+            self.calls[f"{name} {args[0]}"] += 1
+            return method(*args, **kwargs)
+
+        return call
+
+
+def _round_trips(repo: str, downloads: int = 1, **more: int) -> dict[str, int]:
+    """What one look at ``repo`` asks the Hub with an empty download cache: its refs once,
+    the file lists of main (for kernel-status.toml) and of the chosen commit, and
+    ``downloads`` files (the chosen variant's metadata.json; all four of its files for a
+    load)."""
+    return {f"list_repo_refs {repo}": 1, f"list_repo_files {repo}": 2,
+            f"hf_hub_download {repo}": downloads, **{f"{m} {repo}": n for m, n in more.items()}}
+
+
+def test_one_operation_lists_each_repositorys_refs_once(hf: HfHub, remote: FakeHfApi,
+                                                        tmp_path: Path, monkeypatch) -> None:
+    from kernelforge import cli
+    from kernelforge.lock import lock_project
+
+    make_variant(tmp_path / "dep", module_id=uid("dep"))
+    hf.publish(DEP, tmp_path / "dep", version=1)
+    vdir = make_variant(tmp_path / "main", module_id=uid("main"))
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": DEP, "version": 1}]
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    commit = hf.publish(REPO, tmp_path / "main", version=1).commit
+    caches = iter(range(100))
+
+    def calls(op, cache: Path | None = None, offline: bool = False) -> dict[str, int]:
+        api = _Counted(remote)
+        op(HfHub(api=api, cache=cache or tmp_path / f"cold{next(caches)}", offline=offline))
+        return dict(api.calls)
+
+    for selector, extra in (({"version": 1}, {}), ({"revision": "v1"}, {}), ({}, {}),
+                            ({"revision": commit[:8]}, {"repo_info": 1})):
+        info = functools.partial(loader.kernel_info, REPO, backend="cpu", **selector)
+        assert calls(lambda h, info=info: info(hub=h)) == _round_trips(REPO, **extra), selector
+    assert calls(lambda h: loader.has_kernel(REPO, version=1, hub=h, backend="cpu")) == {
+        **_round_trips(REPO), **_round_trips(DEP)}
+    warm = tmp_path / "warm"
+    assert calls(lambda h: loader.get_kernel(REPO, version=1, hub=h, backend="cpu",
+                                             trust_remote_code=True), warm) == {
+        **_round_trips(REPO, 4), **_round_trips(DEP, 4)}
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[tool.kernelforge.dependencies]\n"{REPO}" = ">=1"\n')
+    assert calls(lambda h: lock_project(project, hub=h, allow=True)) == {
+        **_round_trips(REPO), **_round_trips(DEP)}
+    counted = _Counted(remote)
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: HfHub(api=counted, cache=warm))
+    assert cli.main(["versions", REPO, "--hub", "hf"]) == 0
+    assert counted.calls == {f"list_repo_refs {REPO}": 1}  # main's and v1's lists are cached
+    # what the cache holds: the refs once online, nothing at all offline
+    assert calls(lambda h: loader.kernel_info(REPO, hub=h, backend="cpu"), warm) == {
+        f"list_repo_refs {REPO}": 1}
+    assert calls(lambda h: loader.kernel_info(REPO, hub=h, backend="cpu"), warm, True) == {}
+    # an answer is reused within one call only: the next call sees a branch that moved
+    api = _Counted(remote)
+    hub = HfHub(api=api, cache=warm)
+    assert loader.kernel_info(REPO, version=1, hub=hub, backend="cpu").commit == commit
+    make_variant(tmp_path / "again", module_id=uid("again"))
+    moved = hf.publish(REPO, tmp_path / "again", version=1).commit
+    assert loader.kernel_info(REPO, version=1, hub=hub, backend="cpu").commit == moved
+    assert api.calls[f"list_repo_refs {REPO}"] == 2

@@ -360,12 +360,14 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 
 def _cmd_versions(args: argparse.Namespace) -> int:
     from kernelforge.errors import HubError
+    from kernelforge.hub.hf import refs_listed_once
     from kernelforge.locate import hub_choice_explained
 
     hub = _hub(args)
     try:
-        # an error says when KERNELFORGE_HUB chose the hub, as a load's does
-        with hub_choice_explained(args.hub, hub, args.repo):
+        # an error says when KERNELFORGE_HUB chose the hub, as a load's does; the
+        # branches, the redirect and the tags shown come from one listing of the refs
+        with hub_choice_explained(args.hub, hub, args.repo), refs_listed_once():
             return _versions(hub, args.repo)
     except HubError as err:
         if args.hub is None and getattr(hub, "kind", None) == "local":

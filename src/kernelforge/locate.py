@@ -753,24 +753,27 @@ def locate_hub(
         logger.info("%s: loading from %s (%s)", repo_id, override, LOCAL_KERNELS_ENV)
         plan = locate_local(override, backend, check_arch, repo=repo_id)
         return _other_version_noted(plan, version, announce if loads is None else loads)
-    h = hub_for(hub, repo_id)
-    with hub_choice_explained(hub, h, repo_id):
-        sel = revisions.select(h, repo_id, revision=revision, version=version,
-                               announce=announce, announce_redirects=loads)
-    names = h.variants(sel.repo_id, sel.commit)
-    where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
-             else f"revision {sel.commit[:7]}")
-    if not names:
-        raise VariantNotFoundError(f"{sel.repo_id} ({where})", [],
-                                   (facts or variants.detect_system()).describe(),
-                                   fix=_no_build_fix(h, sel.repo_id))
-    name, data, meta, trace = _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None),
-                                      f"{sel.repo_id} ({where})", backend, check_arch, facts)
-    req, decision = trust_request(h, sel.repo_id, sel.commit, name, data, allow, None)
-    info = KernelInfo(sel.repo_id, sel.branch, sel.commit, name,
-                      _cached_path(h, sel.repo_id, sel.commit, name), trace, meta["id"],
-                      meta.get("version"), "hub", h.describe(), sel.notes, str(decision))
-    return Plan(info, h, req, decision, b64_sha256(data), None, meta)
+    from kernelforge.hub.hf import refs_listed_once
+
+    with refs_listed_once():  # a load lists each repository's refs once
+        h = hub_for(hub, repo_id)
+        with hub_choice_explained(hub, h, repo_id):
+            sel = revisions.select(h, repo_id, revision=revision, version=version,
+                                   announce=announce, announce_redirects=loads)
+        names = h.variants(sel.repo_id, sel.commit)
+        where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
+                 else f"revision {sel.commit[:7]}")
+        if not names:
+            raise VariantNotFoundError(f"{sel.repo_id} ({where})", [],
+                                       (facts or variants.detect_system()).describe(),
+                                       fix=_no_build_fix(h, sel.repo_id))
+        name, data, meta, trace = _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None),
+                                          f"{sel.repo_id} ({where})", backend, check_arch, facts)
+        req, decision = trust_request(h, sel.repo_id, sel.commit, name, data, allow, None)
+        info = KernelInfo(sel.repo_id, sel.branch, sel.commit, name,
+                          _cached_path(h, sel.repo_id, sel.commit, name), trace, meta["id"],
+                          meta.get("version"), "hub", h.describe(), sel.notes, str(decision))
+        return Plan(info, h, req, decision, b64_sha256(data), None, meta)
 
 
 def locate_locked(

@@ -1094,7 +1094,10 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
     version = req.version
     # as for a load: an error names how the hub was chosen where the user did not name it
     # (the local hub lacks a mistyped name, which the Hugging Face Hub was asked for)
-    with hub_choice_explained(hub, h, req.repo_id):
+    from kernelforge.hub.hf import refs_listed_once
+
+    # (each repository's refs are listed once for this requirement)
+    with hub_choice_explained(hub, h, req.repo_id), refs_listed_once():
         if req.min_version is not None:
             # The versions on offer are the ones of the repository a load ends up in.
             target = _redirect_target(h, req.repo_id)

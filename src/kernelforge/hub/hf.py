@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.hub._staging import Staged
     from kernelforge.signing import SigningKey
 
-__all__ = ["HfHub", "hf_offline", "used_for"]
+__all__ = ["HfHub", "hf_offline", "refs_listed_once", "used_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +132,29 @@ def used_for(purpose: str) -> Iterator[None]:
         yield
     finally:
         _purpose.reset(token)
+
+
+#: The refs each :class:`HfHub` listed on the Hub within the current
+#: :func:`refs_listed_once` block, by hub and repository; ``None`` outside one.
+_listed_refs: ContextVar[dict[tuple[Same, str], tuple[dict[str, str], dict[str, str]]] | None] = (
+    ContextVar("kernelforge_hf_listed_refs", default=None))
+
+
+@contextlib.contextmanager
+def refs_listed_once() -> Iterator[None]:
+    """Within the block (this thread or task), an :class:`HfHub` lists a repository's
+    refs on the Hub once and answers the block's later reads of them from that listing:
+    one operation (choosing the revision of a load, of a lock entry) asks for them
+    several times. Nothing is kept past the block; a nested block shares the outer one's
+    listings, and a publish always lists the refs anew."""
+    if _listed_refs.get() is not None:
+        yield
+        return
+    token = _listed_refs.set({})
+    try:
+        yield
+    finally:
+        _listed_refs.reset(token)
 
 
 #: How many download clients with a ``user_agent`` of its own one :class:`HfHub` keeps.
@@ -455,6 +478,23 @@ class HfHub:
                     "get_kernel needs), or pin it in a lock file, run 'kernelforge download' "
                     "and load it offline with load_kernel(repo_id, lockfile=...)")
             return cached
+        listed = _listed_refs.get()
+        key = (Same(self), repo_id)
+        if listed is not None:
+            if writing:  # a publish reads the refs as they are now
+                listed.pop(key, None)
+            elif key in listed:
+                branches, tags = listed[key]
+                return dict(branches), dict(tags)
+        branches, tags = self._list_refs(repo_id, writing)
+        if listed is not None and not writing:
+            listed[key] = (dict(branches), dict(tags))
+        return branches, tags
+
+    def _list_refs(self, repo_id: str, writing: bool
+                   ) -> tuple[dict[str, str], dict[str, str]]:
+        """:meth:`_refs` online: list them on the Hub, check them, and keep them (with the
+        status on ``main``) in the download cache."""
         refs = self._call("listing refs", repo_id, "list_repo_refs", repo_id,
                           repo_type=REPO_TYPE, writing=writing)
         branches = {str(b.name): str(b.target_commit) for b in refs.branches}
