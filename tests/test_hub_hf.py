@@ -1057,3 +1057,38 @@ def test_one_operation_lists_each_repositorys_refs_once(hf: HfHub, remote: FakeH
     moved = hf.publish(REPO, tmp_path / "again", version=1).commit
     assert loader.kernel_info(REPO, version=1, hub=hub, backend="cpu").commit == moved
     assert api.calls[f"list_repo_refs {REPO}"] == 2
+
+
+def test_download_all_variants_fetches_each_file_once(hf: HfHub, remote: FakeHfApi,
+                                                      tmp_path: Path) -> None:
+    # every variant's metadata.json is read (and kept for offline loads) before the
+    # variant is fetched, which takes that copy: no file is downloaded twice
+    from kernelforge.lock import download_locked, lock_project
+
+    for variant in ("torch-cpu", "torch-cuda"):
+        make_variant(tmp_path / "dep", variant, module_id=uid("dep"))
+    commits = {DEP: hf.publish(DEP, tmp_path / "dep", version=1).commit}
+    for variant in ("torch-cpu", "torch-cuda"):
+        vdir = make_variant(tmp_path / "p", variant, module_id=uid("main"))
+        meta = json.loads((vdir / "metadata.json").read_text())
+        meta["kernel-depends"] = [{"repo-id": DEP, "version": 1}]
+        (vdir / "metadata.json").write_text(json.dumps(meta))
+    commits[REPO] = hf.publish(REPO, tmp_path / "p", version=1).commit
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock_project(project, hub=hf, allow=True)
+    (remote.root / "fetch.log").unlink()
+    cold = HfHub(api=remote, cache=tmp_path / "cold")
+    got = download_locked(project, hub=cold, all_variants=True)
+    assert sorted((r, v) for r, v, _ in got) == [
+        (DEP, "torch-cpu"), (DEP, "torch-cuda"), (REPO, "torch-cpu"), (REPO, "torch-cuda")]
+    fetched = remote.fetches()
+    assert len(fetched) == len(set(fetched)) == 16, fetched  # 4 files in each variant
+    # an offline load finds the metadata.json copies, byte for byte those fetched
+    offline = HfHub(api=remote, cache=tmp_path / "cold", offline=True)
+    for repo, variant, path in got:
+        assert offline.read_file(repo, commits[repo], f"build/{variant}/metadata.json") == (
+            path / "metadata.json").read_bytes()
+    assert loader.kernel_info(REPO, lockfile=project, hub=offline,
+                              backend="cpu").variant == "torch-cpu"

@@ -1636,8 +1636,8 @@ class _Download:
             self.seen.add(("lock", dep.repo, dep.commit))
             h = hub_for_lock(self.hub, dep)
             for name in self.variants(h, dep):
+                _cache_load_files(h, dep.repo, dep.commit, name)  # first, as below
                 path = _fetch_checked(h, dep, name, str(self.lock.path))
-                _cache_load_files(h, dep.repo, dep.commit, name)
                 out.append((dep.repo_id, name, path))
                 out += self.dependencies(top, path, dep.repo_id)
         return out
@@ -1742,8 +1742,10 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool,
             unfit.append((locked, err))
             continue
         for name in names:
-            path = _fetch_checked(h, locked, name, str(lock.path))
+            # metadata.json first, as a load reads it: the fetch takes that copy (with
+            # all_variants, read after the fetch, it was downloaded a second time)
             _cache_load_files(h, locked.repo, locked.commit, name)
+            path = _fetch_checked(h, locked, name, str(lock.path))
             problem = _trust_problem(h, locked, name, path)
             if problem is not None:
                 logger.warning(
