@@ -1083,3 +1083,32 @@ def test_cli_trust_remove_takes_what_trust_list_shows(env: dict[str, Path], caps
         capsys.readouterr()
         assert main(["trust", "remove", what]) == 0
         assert capsys.readouterr().out == f"removed key {key_id} (ci)\n"
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("out", ["x.pem", "sub/x.pem"])
+def test_generate_key_under_a_file_names_the_file(tmp_path: Path, out: str,
+                                                  overwrite: bool) -> None:
+    """The Python API refuses as the CLI does: a TrustError naming the file in the way,
+    not a bare FileExistsError or NotADirectoryError about a folder to be made."""
+    (tmp_path / "afile").write_text("x")
+    key = tmp_path / "afile" / out
+    with pytest.raises(TrustError) as info:
+        signing.generate_key(key, overwrite=overwrite)
+    assert str(info.value) == (f"{key}: {tmp_path / 'afile'} is a file, not a directory, "
+                               "so the key cannot be written there; give a path in a "
+                               "directory")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_generate_key_into_a_directory_asks_for_a_file(tmp_path: Path,
+                                                       overwrite: bool) -> None:
+    """Neither "a key already exists" (it does not) nor, with overwrite, an
+    IsADirectoryError about a temporary file."""
+    (tmp_path / "keys").mkdir()
+    with pytest.raises(TrustError) as info:
+        signing.generate_key(tmp_path / "keys", overwrite=overwrite)
+    assert str(info.value) == (f"{tmp_path / 'keys'} is a directory; give the key's file "
+                               f"path, e.g. {tmp_path / 'keys' / 'NAME.pem'}")
+    assert list((tmp_path / "keys").iterdir()) == []

@@ -351,14 +351,15 @@ def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> Si
         trust store.
 
     Raises:
-        TrustError: ``path`` exists (or appears while the key is written) and
-            ``overwrite`` is false.
+        TrustError: ``path`` is a directory, or a folder above it is a file; ``path``
+            exists (or appears while the key is written) and ``overwrite`` is false.
     """
     from cryptography.hazmat.primitives import serialization
 
     from kernelforge._durable import fsync_dir, replace_file, write_temp
 
     p = Path(os.path.expanduser(path))
+    _check_key_path(p)
     if not overwrite and (p.exists() or p.is_symlink()):
         raise _key_exists(p)
     private = _crypto().Ed25519PrivateKey.generate()
@@ -385,6 +386,22 @@ def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> Si
         tmp.unlink(missing_ok=True)
     fsync_dir(p.parent)
     return SigningKey(private, p)
+
+
+def _check_key_path(path: Path) -> None:
+    """Refuse a private key path that names a directory, or that lies under a file (where
+    creating its folder would fail with only "File exists" or "Not a directory").
+
+    Raises:
+        TrustError: naming the directory, or the file in the way.
+    """
+    if path.is_dir():
+        raise TrustError(f"{path} is a directory; give the key's file path, e.g. "
+                         f"{shlex.quote(str(path / 'NAME.pem'))}")
+    above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
+    if above is not None and not above.is_dir():
+        raise TrustError(f"{path}: {above} is a file, not a directory, so the key cannot "
+                         "be written there; give a path in a directory")
 
 
 def _key_exists(path: Path) -> TrustError:
