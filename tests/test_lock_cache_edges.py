@@ -435,6 +435,36 @@ def test_download_of_a_lock_with_no_kernels_says_so(tmp_path: Path, capsys, text
         f"nothing is locked in {tmp_path / name}; nothing to download\n", "")
 
 
+@pytest.mark.parametrize("all_variants", [False, True])
+def test_download_failing_partway_says_what_it_fetched(tmp_path: Path, env, capsys,
+                                                       all_variants: bool) -> None:
+    """One variant of three kernels fails its check: the error says which variants were
+    fetched before it and which were not, not only the error."""
+    hub = LocalHub(env["hub"])
+    for name in ("a", "b", "c"):
+        make_variant(tmp_path / name, "torch-cpu", module_id=uid(name))
+        make_variant(tmp_path / name, "torch-cuda", module_id=uid(name))
+        hub.publish(f"kernels-test/{name}", tmp_path / name, version=1)
+    root = project(tmp_path, "[tool.kernelforge.dependencies]\n" + "".join(
+        f'"kernels-test/{name}" = 1\n' for name in ("a", "b", "c")))
+    lock_project(root, allow=True)
+    bad = "torch-cuda" if all_variants else "torch-cpu"
+    damaged = next(p for p in (env["hub"] / "kernels-test" / "b").rglob("helper.py")
+                   if p.parent.name == bad)
+    damaged.chmod(0o644)
+    damaged.write_text("changed\n")
+    assert main(["download", str(root), *(["--all-variants"] if all_variants else [])]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"error: refusing to load {damaged.parent}: ")
+    assert err.endswith(
+        "already fetched and verified: kernels-test/a (torch-cpu, torch-cuda), "
+        "kernels-test/b (torch-cpu); not fetched: kernels-test/b (torch-cuda), "
+        "kernels-test/c\n" if all_variants else
+        "already fetched and verified: kernels-test/a (torch-cpu); not fetched: "
+        "kernels-test/b (torch-cpu), kernels-test/c\n"), err
+
+
 def test_download_all_variants_checks_the_backend(tmp_path: Path, env, capsys,
                                                   monkeypatch) -> None:
     _hf_, _commit, root, _path = _locked_and_downloaded(tmp_path, env)

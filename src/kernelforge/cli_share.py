@@ -357,15 +357,30 @@ def _variants(variants: Any) -> str:
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
-    from kernelforge.lock import download_locked, read_lock
+    from kernelforge.lock import DownloadProgress, download_locked, read_lock
 
     _check_local_kernels()  # a kernel-depends the lock leaves unpinned reads it
     lock = read_lock(args.path)
     if not lock.kernels:  # as 'cache clear' of an empty cache: said, and not an error
         print(f"nothing is locked in {lock.path}; nothing to download")
         return 0
-    fetched = download_locked(lock.path, hub=hub_from_args(args),
-                              all_variants=args.all_variants, backend=args.backend)
+    progress = DownloadProgress()
+    try:
+        fetched = download_locked(lock.path, hub=hub_from_args(args),
+                                  all_variants=args.all_variants, backend=args.backend,
+                                  progress=progress)
+    except KernelforgeError as err:
+        if not progress.fetched:
+            raise
+        # what a partial download did: the variants it fetched stay in the cache
+        done: dict[str, list[str]] = {}
+        for repo_id, variant, _path in progress.fetched:
+            done.setdefault(repo_id, []).append(variant)
+        said = ", ".join(f"{r} ({', '.join(v)})" for r, v in done.items())
+        raise KernelforgeError(
+            f"{err}\nalready fetched and verified: {said}; "
+            f"not fetched: {', '.join(progress.left) or 'none'}"
+        ) from err
     for repo_id, variant, path in fetched:
         print(f"{repo_id} {variant}: verified -> {path}")
     return 0

@@ -73,6 +73,7 @@ __all__ = [
     "HF_LOCK_FILE",
     "LOCK_FILE",
     "DependencyKey",
+    "DownloadProgress",
     "LockFile",
     "LockedKernel",
     "LockedVariant",
@@ -1561,6 +1562,22 @@ def _request_of(locked: LockedKernel) -> DependencyKey | None:
 
 
 @dataclass
+class DownloadProgress:
+    """How far a :func:`download_locked` call got, kept up to date as it goes: what a
+    caller reads when it fails partway.
+
+    Attributes:
+        fetched: ``(repo_id, variant, path)`` of each variant fetched and verified so far
+            (those of a ``kernel-depends`` being fetched when it failed excepted).
+        left: what was not fetched yet, in order: ``org/name``, ``org/name (v1, v2)``
+            (those variants of it), or ``the kernel-depends of org/name variant``.
+    """
+
+    fetched: list[tuple[str, str, Path]] = dataclasses.field(default_factory=list)
+    left: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclass
 class _Download:
     """One :func:`download_locked` call: what it reads and what it fetched already."""
 
@@ -1671,6 +1688,7 @@ def download_locked(
     hub: Any = None,
     all_variants: bool = False,
     backend: str | None = None,
+    progress: DownloadProgress | None = None,
 ) -> list[tuple[str, str, Path]]:
     """Fetch every locked kernel into the download cache, for offline loads.
 
@@ -1683,6 +1701,8 @@ def download_locked(
             :func:`kernelforge.locate.hub_for_lock`).
         all_variants: every locked variant, not only the one this system loads.
         backend: choose for this backend instead of the system's.
+        progress: a :class:`DownloadProgress` to keep up to date, which says after an
+            error what was fetched (it stays in the download cache) and what was not.
 
     Returns:
         ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
@@ -1712,20 +1732,24 @@ def download_locked(
     variants.check_backend(backend)
     lock = read_lock(lockfile)
     with used_for("download"):  # its network errors do not send it to the download cache
-        return _download_locked(lock, hub, all_variants, backend)
+        return _download_locked(lock, hub, all_variants, backend,
+                                progress if progress is not None else DownloadProgress())
 
 
-def _download_locked(lock: LockFile, hub: Any, all_variants: bool,
-                     backend: str | None) -> list[tuple[str, str, Path]]:
+def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str | None,
+                     progress: DownloadProgress) -> list[tuple[str, str, Path]]:
     """:func:`download_locked` of a lock file read."""
     from kernelforge.errors import VariantNotFoundError
     from kernelforge.locate import hub_for_lock
     from kernelforge.policy import key_fix
 
-    out = []
+    out = progress.fetched
     run = _Download(lock, hub, backend, all_variants, set())  # each dependency fetched once
     unfit: list[tuple[LockedKernel, VariantNotFoundError]] = []
-    for repo_id, locked in sorted(lock.kernels.items()):
+    kernels = sorted(lock.kernels.items())
+    for i, (repo_id, locked) in enumerate(kernels):
+        later = [r for r, _ in kernels[i + 1:]]
+        progress.left = [repo_id, *later]
         h = hub_for_lock(hub, locked)
         marker = ("lock", locked.repo, locked.commit)
         new = marker not in run.seen
@@ -1741,7 +1765,8 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool,
                 run.seen.discard(marker)
             unfit.append((locked, err))
             continue
-        for name in names:
+        for j, name in enumerate(names):
+            progress.left = [f"{repo_id} ({', '.join(names[j:])})", *later]
             # metadata.json first, as a load reads it: the fetch takes that copy (with
             # all_variants, read after the fetch, it was downloaded a second time)
             _cache_load_files(h, locked.repo, locked.commit, name)
@@ -1755,11 +1780,15 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool,
                     "get_locked_kernel", repo_id, name, lock.path.name, problem,
                     key_fix(problem, "ORG/*"), locked.repo, locked.repo)
             out.append((repo_id, name, path))
+            rest = [f"{repo_id} ({', '.join(names[j + 1:])})"] if names[j + 1:] else []
+            progress.left = [f"the kernel-depends of {repo_id} {name}", *rest, *later]
             out += run.dependencies(locked, path)
+    progress.left = []
     for locked, refused in unfit:
         key = _request_of(locked)
         listed = run.listed_by(locked, key) if key is not None else []
         if key is None or not listed:  # a kernel of the project as far as the file tells
+            progress.left = [locked.repo_id]
             raise refused
         logger.info(
             "%s: %s is not fetched: no build variant of it fits this system, and it is only "
