@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from kf_testutil import EXAMPLE_RELU
 
+from kernelforge._parse import toml_loads
 from kernelforge.cli import main
 from kernelforge.hub import LocalHub
 
@@ -1015,3 +1016,33 @@ def test_publish_of_a_build_toml_gives_the_builder_cards_path(
     assert main(["publish", str(unbuilt / "build.toml"), "--repo", "me/k", "--hub",
                  str(hub.root)]) == 0
     assert f"add --card {card}\n" in capsys.readouterr().err
+
+
+_INTERRUPT_AT = """\
+import importlib.abc, os, signal, sys
+AT = sys.argv.pop(1)
+class Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == AT:  # Ctrl-C as this module starts importing
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Interrupt())
+# what the console script pip writes for [project.scripts] does
+from {module} import {function}
+sys.exit({function}())
+"""
+
+
+@pytest.mark.parametrize("at", ["kernelforge.cli", "kernelforge.cli_share",
+                                "kernelforge.hub.base"])
+def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(at: str) -> None:
+    """A Ctrl-C while the command's modules are imported (kernelforge.cli, .cli_share) or
+    its arguments read (repo_arg imports kernelforge.hub.base) says 'interrupted' and
+    exits 130, as one while the command runs does."""
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    entry = toml_loads(pyproject)["project"]["scripts"]["kernelforge"]
+    module, function = entry.split(":")
+    script = _INTERRUPT_AT.format(module=module, function=function)
+    proc = subprocess.run([sys.executable, "-c", script, at, "versions", "org/name"],
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "interrupted\n")
