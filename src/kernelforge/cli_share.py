@@ -419,7 +419,8 @@ def _key_exists(path: Path) -> KernelforgeError:
 
 
 def _cmd_keygen(args: argparse.Namespace) -> int:
-    from kernelforge import trust
+    from kernelforge import signing, trust
+    from kernelforge.errors import TrustError
 
     path = Path(os.path.expanduser(args.out)) if args.out else (
         trust.config_dir() / "keys" / f"{args.name}.pem")
@@ -431,14 +432,10 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
             f"--out {path} is a directory; give the key's file path, e.g. --out "
             f"{shlex.quote(str(path / 'NAME.pem'))}"
         )
-    # The first folder above it that exists: a file there leaves no folder to write in
-    # (mkdir would say only "File exists" or "Not a directory")
-    above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
-    if above is not None and not above.is_dir():
-        raise KernelforgeError(
-            f"--out {path}: {above} is a file, not a directory, so the key cannot be "
-            "written there; give a path in a directory"
-        )
+    try:  # a file above it leaves no folder to write in: signing says so, naming it
+        signing._check_key_path(path)
+    except TrustError as err:
+        raise KernelforgeError(f"--out {err}") from None
     if path.suffix == ".pub":
         raise KernelforgeError(
             f"--out {path}: the private key file must not end in .pub (the public key is "

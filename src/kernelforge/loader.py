@@ -1674,21 +1674,15 @@ def _has_dependencies(parent: Pin, meta: Mapping[str, Any], backend: str | None,
                       known: dict[Pin, bool]) -> bool:
     """Whether every ``kernel-depends`` entry of ``meta`` (the metadata of ``parent``'s
     chosen variant) has a build here, as :func:`_dependencies` would load them."""
-    from kernelforge.lock import dependency_key
+    from kernelforge.lock import _dependency_keys  # the one reading of such a list
 
-    entries = meta.get("kernel-depends") or []
-    if not isinstance(entries, list):
-        logger.info("has_kernel(%r): no: its metadata.json 'kernel-depends' is not a list",
-                    parent[0])
+    try:
+        entries = _dependency_keys(dict(meta), f"{parent[0]}: metadata.json")
+    except HubError as err:
+        logger.info("has_kernel(%r): no: %s", parent[0], err)
         return False
     chain = [*chain, parent]
-    for entry in entries:
-        try:
-            wanted = dependency_key(entry)
-        except ValueError as err:
-            logger.info("has_kernel(%r): no: its metadata.json 'kernel-depends' entry %r is "
-                        "not {repo-id, version | revision} (%s)", parent[0], entry, err)
-            return False
+    for wanted in entries:
         if any(_same_kernel(wanted, c) for c in chain):
             logger.info("has_kernel(%r): no: cyclic kernel dependency: %s", parent[0],
                         " -> ".join([c[0] for c in chain] + [wanted[0]]))

@@ -21,7 +21,7 @@ from typing import Any
 
 # The package imports this module's parent's compile module anyway (running
 # ``-m kernelforge.build._driver`` imports ``kernelforge.build`` first).
-from kernelforge.build.compile import NOTE_PREFIX, PARENT_VARIABLE, READS_FILE
+from kernelforge.build.compile import NOTE_PREFIX, PARENT_VARIABLE, READS_FILE, _killed_by
 
 #: Architecture flags: the extension's common device flags carry every kernel's; each
 #: kernel section's sources get only their own.
@@ -370,12 +370,9 @@ def _check_loads(extension: Path, spec: Mapping[str, Any],
     try:
         result = json.loads(result_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        code = proc.returncode
-        try:
-            how = f"was ended by {signal.Signals(-code).name}" if code < 0 else ""
-        except ValueError:
-            how = f"was ended by signal {-code}"
-        _load_ended(extension, how or f"exited with status {code}", proc.stderr)
+        killed = _killed_by(proc.returncode)
+        _load_ended(extension, f"was ended by {killed}" if killed
+                    else f"exited with status {proc.returncode}", proc.stderr)
         return None
     if "error" not in result:
         _note_other_namespaces(list(result.get("ops") or []), spec["namespace"])
