@@ -5,7 +5,8 @@
 Layouts: nt (A and B K-major, row-major scales), challenge (A and B MN-major, scales
 transposed views) and guide (the guide's convention with A (M, K) and B (K, N) stored
 row-major: A K-major, B MN-major, scales transposed views); amn: A MN-major (a transposed
-view, its scales too), B K-major. AB_FNUZ=1 passes our kernels e4m3fnuz operands.
+view, its scales too), B K-major; ntcs: A and B K-major, both scales column-major (A's a
+transposed view, B's a column-major copy). AB_FNUZ=1 passes our kernels e4m3fnuz operands.
 
 For each shape, the op's own choices (fast and exact), explicit (precision, variant,
 splits, swizzle) configurations and cuBLASLt are timed in rounds: every round runs each
@@ -85,6 +86,8 @@ def configurations(gk, m, n, k, layout, base=None):
         sb = sb_nb_kb.t().contiguous().t()
     elif layout == "amn":
         a, sa = a.t().contiguous().t(), sa_kb_m.t()
+    elif layout == "ntcs":
+        sa, sb = sa_kb_m.t(), sb_nb_kb.t().contiguous().t()
     csa, csb = bench_mod.cublas_scales(sa_kb_m, sb_nb_kb)
     cublas = bench_mod.cublas_fn(a.contiguous(), b.contiguous(), csa, csb)
     if FNUZ:
@@ -135,8 +138,9 @@ def main() -> int:
     for spec in specs:
         layout, _, dims = spec.partition(":")
         m, n, k = (int(x) for x in dims.split("x"))
-        if layout not in ("nt", "challenge", "guide", "amn"):
-            raise SystemExit(f"unknown layout {layout!r} in {spec!r}: nt, challenge, guide or amn")
+        if layout not in ("nt", "challenge", "guide", "amn", "ntcs"):
+            raise SystemExit(f"unknown layout {layout!r} in {spec!r}: "
+                             "nt, challenge, guide, amn or ntcs")
         fns = configurations(gk, m, n, k, layout, base)
         runnable = []
         ref = None
