@@ -1037,34 +1037,46 @@ def choice_by_bandwidth(below_4tbs: str, from_4tbs: str) -> tuple[str, int]:
     # under two waves, and K <= 2304 under five: converted in the kernel on both
     (6144, 576, 7168, "challenge", "fp8_coop_128x128_exact_amn", "fp8_coop_128x128_exact_amn"),
     (1024, 7168, 2304, "challenge", "fp8_coop_128x128_exact_amn", "fp8_coop_128x128_exact_amn"),
-    # 65-256 rows with a larger B: converted in the kernel on the H100, the few-row kernel
-    # on the H200 (v46) ...
-    (128, 32768, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
-    (128, 7168, 16384, "nt", "fp8_coop_128x128_exact_ak_splitk", "fp8_fewrow_exact"),
-    (96, 7168, 2048, "challenge", "fp8_coop_128x128_exact_amn_splitk", "fp8_fewrow_exact"),
-    (128, 7168, 2304, "challenge", "fp8_coop_128x128_exact_amn_splitk", "fp8_fewrow_exact"),
+    # 65-256 rows with a larger B: converted in the kernel, on the H100 since v46 and on
+    # the H200 since v48 (which took the few-row kernel up to 256 rows before) ...
+    (128, 32768, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
+    (128, 7168, 16384, "nt", "fp8_coop_128x128_exact_ak_splitk",
+     "fp8_coop_128x128_exact_ak_splitk"),
+    (96, 7168, 2048, "challenge", "fp8_coop_128x128_exact_amn_splitk",
+     "fp8_coop_128x128_exact_amn_splitk"),
+    (128, 7168, 2304, "challenge", "fp8_coop_128x128_exact_amn_splitk",
+     "fp8_coop_128x128_exact_amn_splitk"),
+    (96, 4608, 7168, "challenge", "fp8_coop_128x128_exact_amn_splitk",
+     "fp8_coop_128x128_exact_amn_splitk"),
     # ... and from 129 rows whatever B
-    (192, 7168, 2048, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
-    # ... the few-row kernel on both up to 128 rows with a smaller B (K-major: under 16M
-    # elements, under 24M with K >= 4096; MN-major: under 4M), and up to 64 rows
+    (192, 7168, 2048, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
+    (256, 24576, 1536, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
+    # ... the few-row kernel up to 128 rows with a smaller B (K-major: under 16M elements,
+    # under 24M with K >= 4096; MN-major: under 4M), and up to 64 rows
     (128, 7168, 2048, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
     (128, 4096, 4096, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
     (128, 512, 7168, "challenge", "fp8_fewrow_exact", "fp8_fewrow_exact"),
     (64, 24576, 1536, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
-    # ... and on both to 256 rows with both operands K-major, B of up to 4096 columns and K
-    # from 1024 to 2048 (v47), not with other K, a wider B nor B MN-major
+    # ... and to 256 rows with both operands K-major, B of up to 4096 columns and K from
+    # 1024 to 2048 (v47), not with other K, a wider B nor B MN-major
     (256, 4096, 2048, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
     (160, 2048, 1024, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
-    (256, 2048, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
-    (256, 4608, 2048, "nt", "fp8_coop_128x128_exact_ak", "fp8_fewrow_exact"),
-    (256, 4096, 3072, "nt", "fp8_coop_128x128_exact_ak_splitk", "fp8_fewrow_exact"),
-    (256, 4096, 2048, "guide", "fp8_coop_128x128_exact_ak_splitk", "fp8_fewrow_exact"),
+    (256, 2048, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
+    (256, 4608, 2048, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
+    (256, 4096, 3072, "nt", "fp8_coop_128x128_exact_ak_splitk",
+     "fp8_coop_128x128_exact_ak_splitk"),
+    (256, 4096, 2048, "guide", "fp8_coop_128x128_exact_ak_splitk",
+     "fp8_coop_128x128_exact_ak_splitk"),
+    # ... on half a wave or less with K from 2048 to 4096, in slices on both (v46, v48)
+    (128, 7168, 2048, "guide", "fp8_coop_128x128_exact_ak_splitk",
+     "fp8_coop_128x128_exact_ak_splitk"),
 ])
 def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n, k, layout,
                                                               below_4tbs, from_4tbs):
     """Exact mode converts e4m3fn operands inside the GEMM over a range of grids that
     depends on how much the conversion pass costs, so on the memory bandwidth (NOTES.md,
-    v24 on the H100, v25 on the H200)."""
+    v24 on the H100, v25 on the H200); on few rows the range is the same on both (v48),
+    though the split's row depends on the wave's size (132 SMs here)."""
     want, gbs = choice_by_bandwidth(below_4tbs, from_4tbs)
     a, b, sa, sb = layout_inputs(m, n, k, layout, fresh_seed())
     assert gemm_kernel.plan_nt(a, b, sa, sb, precision="exact").name == want, f"{gbs} GB/s"

@@ -319,11 +319,11 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 //    4096x24576x1536 332 vs 375 us).
 // (Interleaved A/B timings on H200, kernels/gemm/dev/ab.py; NOTES.md, v8. A swizzled
 // tile order, `swizzle`, made no measurable difference and is left at CUTLASS's 1.)
-// Exact mode, in order: the few-row kernel converting e4m3fn operands itself, up to 256
-// rows (where memory is slower up to 64, to 128 with a small B, to 256 with both
-// operands K-major, N <= 4096 and K from 1024 to 2048, or where the kernels below cannot
-// read the operands in place; v19, v46, v47); the hand-written kernel converting e4m3fn operands read in place, split along K
-// on at most half a wave with long K or in two slices on one to one and a half waves
+// Exact mode, in order: the few-row kernel converting e4m3fn operands itself, up to 64
+// rows, to 128 with a small B, to 256 with both operands K-major, N <= 4096 and K from
+// 1024 to 2048, or to 256 where the kernels below cannot read the operands in place (v19,
+// v46, v47, v48); the hand-written kernel converting e4m3fn operands read in place, split along K
+// on at most half a wave with K >= 2048 or in two slices on one to one and a half waves
 // (v22, v23); CUTLASS's BF16 split-K after the pass for small outputs with long K (v17);
 // the hand-written kernel converting in place unsplit over a few waves (v20-v25); then
 // on BF16 operands from the pass, the ping-pong kernel for few rows or up to 1024 rows
@@ -435,7 +435,15 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // 128 rows: NT 128x2112x7168 26.2 vs 27.8, 128x7168x2048 21.2 vs 22.1, 128x4096x4096
     // 24.3 vs 25.9; challenge 128x512x7168 21.1 vs 41.7; and up to 64 rows whatever B:
     // NT 64x24576x1536 33.2 vs 35.7, 64x7168x16384 66.6 vs 82.3, challenge 64x1536x7168
-    // 26.7 vs 28.6; NOTES.md, v46).
+    // 26.7 vs 28.6; NOTES.md, v46). The same holds on the H200, which took the few-row
+    // kernel up to 256 rows whatever B before v48 (interleaved, us, against it: NT
+    // 128x24576x1536 34.3 vs 40.0, 128x32768x512 17.9 vs 24.8, 128x7168x16384 86.9 vs
+    // 110.4, 128x4096x7168 31.2 vs 33.9, 96x24576x1536 33.8 vs 40.2, 256x4608x2048 24.7 vs
+    // 34.8, 192x7168x2048 24.9 vs 34.9, 256x2112x7168 34.8 vs 52.5, 256x24576x1536 46.8
+    // vs 73.4; challenge 96x4608x7168 37.9 vs 75.1, 96x7168x2048 23.7 vs 30.3; guide
+    // 128x7168x2048 22.1 vs 30.6; the few-row kernel ahead where the rule keeps it:
+    // 128x2112x7168 26.2 vs 26.9, 128x7168x2048 20.6 vs 21.6, 128x4096x4096 24.0 vs 24.9,
+    // 256x4096x2048 20.7 vs 22.2, 64x24576x1536 31.3 vs 34.2; NOTES.md, v48).
     const int64_t mi = 1024 * 1024;
     const bool small_b = t.b_k ? (N * K < 16 * mi || (K >= 4096 && N * K < 24 * mi))
                                : N * K < 4 * mi;
@@ -451,15 +459,16 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // 21.5 vs 16.4; and with B MN-major: guide 256x4096x2048 28.5 vs 23.1; NOTES.md, v47).
     const bool nt_small = t.ak_ok && t.b_k && N <= 4096 && K >= 1024 && K <= 2048;
     if (fn_operands && M <= 256 &&
-        (M <= 64 || !slow_memory || !cvt_in_kernel || (M <= 128 && small_b) || nt_small)) {
+        (M <= 64 || !cvt_in_kernel || (M <= 128 && small_b) || nt_small)) {
       return {V::kFp8FewRowExact, 0};
     }
     // Long K on at most half a wave of tiles: variant 20 or 22 with each tile's K cut
     // into slices that fill one wave, summed in-kernel (v22; K-major, v23: 1024x576x7168
     // NT 34.3 vs 61.7 unsplit and 57.1 for the BF16 split-K kernel after the pass).
-    // On the H100 from K = 2048 too (interleaved, us, against variant 20 unsplit:
-    // challenge 96x7168x2048 24.3 vs 26.4, 128x7168x2304 25.4 vs 28.1; NOTES.md, v46).
-    if (cvt_in_kernel && (K >= 4096 || (slow_memory && K >= 2048)) && tiles128 * 2 <= sms) {
+    // From K = 2048 too (interleaved, us, against variant 20 or 22 unsplit: H100
+    // challenge 96x7168x2048 24.3 vs 26.4, 128x7168x2304 25.4 vs 28.1, NOTES.md, v46;
+    // H200 challenge 96x7168x2048 23.7 vs 25.9, guide 128x7168x2048 22.1 vs 24.9, v48).
+    if (cvt_in_kernel && K >= 2048 && tiles128 * 2 <= sms) {
       return {cvt_split, 0};
     }
     // Between one and one and a half waves of tiles, two slices per tile: three waves of
