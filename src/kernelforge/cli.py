@@ -649,8 +649,21 @@ class _Labelled(logging.Handler):
             self.handleError(record)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kernelforge`` command."""
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Read a command line as :func:`main` does, without running it (the tests read the
+    documentation's command lines with it, so that they stay ones the command takes).
+
+    Args:
+        argv: the words after ``kernelforge`` (default: ``sys.argv[1:]``).
+
+    Returns:
+        The parsed arguments; ``args.func(args)`` runs the command.
+
+    Raises:
+        SystemExit: a usage error (exit 2), said with the usage line of the (sub)command
+            at fault: an argument it does not take, a malformed value, or arguments that
+            do not fit together; or ``--help`` / ``--version`` (exit 0).
+    """
     parser = build_parser()
     # Arguments a subcommand does not take are its usage error, not the top level's
     args, extra = parser.parse_known_args(argv)
@@ -663,6 +676,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_args = getattr(args, "check_args", None)
     if check_args is not None:
         check_args(args)  # checks of one argument against another; usage errors, exit 2
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kernelforge`` command."""
+    args = parse_args(argv)
     # With no handler anywhere, Python prints a library warning bare; with this one it
     # reads as the command's other lines do. A program that set up logging of its own
     # keeps it (no second copy of each warning), and the handler goes when the command
