@@ -619,8 +619,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sign", metavar="KEY",
                    help="sign every variant with this key (a file or a keygen name)")
     p.add_argument("--card", metavar="FILE",
-                   help="a README (markdown) to publish as the repository card, on branch "
-                        "main")
+                   help="a README (markdown) to publish as the repository card, on the "
+                        "version branch and on branch main")
     p.set_defaults(func=_cmd_publish)
 
     p = sub.add_parser("versions", help="list a kernel's versions, revisions and variants")
