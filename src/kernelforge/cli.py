@@ -15,13 +15,14 @@ kernelforge and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import logging
 import os
 import re
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -697,10 +698,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             library.removeHandler(handler)
 
 
+@contextlib.contextmanager
+def _each_line_written() -> Iterator[None]:
+    """Write each line of stdout as it is printed while the command runs, into a pipe or
+    a file too (a terminal gets that anyway). Held back in Python's buffer, a build's
+    progress reached ``| tee`` or a CI log only at its end, a log of both streams
+    (``> log 2>&1``) had the ``error:`` lines before the output that came first, and a
+    reader that went away (``| head``) before a failure was found only at exit, where
+    Python reports it with "Exception ignored" and exit code 120. The stream's own
+    setting comes back afterwards (``main`` may be called inside a program)."""
+    stream = sys.stdout
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is None or getattr(stream, "line_buffering", True):
+        yield  # not a text file Python opened (a StringIO), or line buffered already
+        return
+    reconfigure(line_buffering=True)
+    try:
+        yield
+    finally:
+        reconfigure(line_buffering=False)
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the parsed command; errors the user can act on become one ``error:`` line."""
     try:
-        code = int(args.func(args))
+        with _each_line_written():  # left before an error line is written, below
+            code = int(args.func(args))
         sys.stdout.flush()  # here, so that a closed pipe is handled below, not at exit
         return code
     except KernelforgeError as err:

@@ -1,0 +1,91 @@
+"""What the command line writes where, and its exit codes, as a script reads them:
+results on stdout, notes, warnings and errors on stderr; 0 success, 1 a failure, 2 bad
+usage, 130 interrupted, 141 output cut off."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kf_testutil import write_noarch_project
+
+from kernelforge.cli import main
+
+
+def buffered_env() -> dict[str, str]:
+    """The environment of a command run as scripts run it: stdout buffered by Python as
+    usual (the test runner may have set PYTHONUNBUFFERED)."""
+    env = dict(os.environ)
+    env.pop("PYTHONUNBUFFERED", None)
+    return env
+
+
+# --- stdout is written line by line ----------------------------------------------------------
+
+
+def test_a_log_of_both_streams_keeps_the_order_things_happened_in(tmp_path: Path) -> None:
+    """``kernelforge build ... > log 2>&1``: the variant built first is logged before the
+    error of the environment after it, not at the end, behind every error line."""
+    project = write_noarch_project(tmp_path / "na")
+    with open(tmp_path / "log", "w") as log:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kernelforge", "build", str(project),
+             "--python", sys.executable, "--python", "/bin/true"],
+            stdout=log, stderr=subprocess.STDOUT, env=buffered_env(), timeout=300)
+    assert proc.returncode == 1
+    lines = (tmp_path / "log").read_text().splitlines()
+    built = next(i for i, line in enumerate(lines) if line.startswith("torch-cpu: built in"))
+    failed = next(i for i, line in enumerate(lines) if line.startswith("error: --python "))
+    assert built < failed, lines
+    assert lines[-1] == "error: the build failed for 1 of 2 environments: /bin/true", lines
+
+
+def test_a_reader_gone_before_an_error_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``kernelforge versions ... | head -0`` where the listing fails after its first line:
+    exit 141 as for any closed pipe, not Python's "Exception ignored ... BrokenPipeError"
+    at exit with code 120."""
+    script = (
+        "import sys\n"
+        "import kernelforge.cli as cli\n"
+        "from kernelforge.errors import HubError\n"
+        "def listing(hub, repo):\n"
+        "    print(f'{repo} in a hub')\n"
+        "    raise HubError('the hub failed halfway')\n"
+        "cli._versions = listing\n"
+        f"sys.exit(cli.main(['versions', 'org/k', '--hub', {str(tmp_path / 'hub')!r}]))\n")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], stdout=write,
+                              stderr=subprocess.PIPE, text=True, env=buffered_env(),
+                              timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert "Exception ignored" not in proc.stderr and "BrokenPipeError" not in proc.stderr
+
+
+def test_the_callers_stdout_keeps_its_buffering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main`` inside a program writes each line as it prints it, and leaves the
+    program's stdout as it found it."""
+    import kernelforge.cli as cli
+
+    seen: list[bool] = []
+
+    def listing(hub: object, repo: str) -> int:
+        seen.append(sys.stdout.line_buffering)
+        print(f"{repo} listed")
+        return 0
+
+    monkeypatch.setattr(cli, "_versions", listing)
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", out)
+    assert main(["versions", "org/k", "--hub", "/nonexistent-hub"]) == 0
+    assert seen == [True]
+    assert out.line_buffering is False
+    out.seek(0)
+    assert out.read() == "org/k listed\n"
