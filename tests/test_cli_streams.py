@@ -89,3 +89,45 @@ def test_the_callers_stdout_keeps_its_buffering(monkeypatch: pytest.MonkeyPatch)
     assert out.line_buffering is False
     out.seek(0)
     assert out.read() == "org/k listed\n"
+
+
+# --- keygen ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [[], ["--force"]])
+def test_keygen_with_an_empty_out_writes_no_key(
+        extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """``keygen --out "$UNSET"`` is bad usage: it wrote keys/default.pem instead (with
+    --force replacing that key) and exited 0."""
+    from kernelforge.trust import config_dir
+
+    assert main(["keygen"]) == 0
+    default = config_dir() / "keys" / "default.pem"
+    before = default.read_bytes()
+    capsys.readouterr()
+    for blank in ("", " "):
+        with pytest.raises(SystemExit) as info:
+            main(["keygen", "--out", blank, *extra])
+        assert info.value.code == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert (f"kernelforge keygen: error: argument --out: {blank!r}: give the private "
+                "key's file path") in err, err
+    assert default.read_bytes() == before
+
+
+def test_keygen_says_its_note_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    """What keygen prints on stdout is the key and how to use it; a note about the key it
+    could not read goes to stderr with the other notes."""
+    from kernelforge.trust import config_dir
+
+    key = config_dir() / "keys" / "ci.pem"
+    key.parent.mkdir(parents=True)
+    key.write_text("not a key\n")
+    assert main(["keygen", "--name", "ci", "--force"]) == 0
+    out, err = capsys.readouterr()
+    assert "note:" not in out, out
+    assert out.startswith(f"private key: {key} (keep it secret)\npublic key:  ed25519:"), out
+    assert err == (f"note: the replaced key {key} could not be read, so it may still be in "
+                   "your trust store; check 'kernelforge trust list' and remove it with "
+                   "'kernelforge trust remove KEY_ID'\n")

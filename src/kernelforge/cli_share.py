@@ -16,8 +16,8 @@ from typing import Any
 from kernelforge.errors import KernelforgeError
 
 __all__ = ["add_commands", "allow_arg", "backend_arg", "hub_arg", "hub_from_args",
-           "key_label_arg", "key_name_arg", "load_signer", "pattern_arg", "repo_arg",
-           "revision_arg", "version_arg"]
+           "key_file_arg", "key_label_arg", "key_name_arg", "load_signer", "pattern_arg",
+           "repo_arg", "revision_arg", "version_arg"]
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
@@ -135,6 +135,18 @@ def key_name_arg(text: str) -> str:
             "file keys/NAME.pem in the config directory; pass --out FILE to write elsewhere, "
             "and the name is then only a label)"
         )
+    return text
+
+
+def key_file_arg(text: str) -> str:
+    """argparse type for ``keygen --out``: a file, never empty. An empty one (typically
+    ``--out "$UNSET_VARIABLE"``) would otherwise read as no ``--out`` at all, and the key
+    would go to ``keys/NAME.pem`` in the config directory, replacing the default key with
+    ``--force``."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the private key's file path, or leave --out out for "
+            "keys/NAME.pem in the config directory")
     return text
 
 
@@ -496,7 +508,7 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
     if replacing and not old:
         print(f"note: the replaced key {path} could not be read, so it may still be in your "
               "trust store; check 'kernelforge trust list' and remove it with "
-              "'kernelforge trust remove KEY_ID'")
+              "'kernelforge trust remove KEY_ID'", file=sys.stderr)
     # The first replaced key the store holds: the private key's, else (a keygen --force
     # interrupted before it changed the store) the one the .pub still names.
     entry = next((found for k in old if k.key_id != public.key_id and store is not None
@@ -878,7 +890,8 @@ def add_commands(sub: Any) -> None:
                    help="key name (default: default); without --out it names the file, "
                         "so only letters, digits, '.', '_' and '-'; with --out it is only "
                         "a label")
-    p.add_argument("--out", help="private key file (default: <config>/keys/NAME.pem)")
+    p.add_argument("--out", type=key_file_arg,
+                   help="private key file (default: <config>/keys/NAME.pem)")
     p.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="trust it yourself only for these repositories (org/*, repeatable; "
                         "default: *, or with --force the replaced key's)")
