@@ -55,17 +55,26 @@ def test_usage_error_exits_2() -> None:
     assert "unrecognized arguments" in proc.stderr
 
 
+def init_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``kernelforge init`` says of a name it refuses: bad usage (exit 2)."""
+    with pytest.raises(SystemExit) as info:
+        main(["init", *argv])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "kernelforge init: error: argument name: invalid kernel name" in err, err
+    return err
+
+
 def test_init_rejects_bad_names_and_existing_dirs(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["init", "Bad_Name", str(tmp_path / "a")]) == 1
-    assert "invalid kernel name 'Bad_Name'" in capsys.readouterr().err
+    assert "invalid kernel name 'Bad_Name'" in init_refused(["Bad_Name", str(tmp_path / "a")],
+                                                            capsys)
     for meant in ("MyRelu", "my_relu", "My Relu"):
-        assert main(["init", meant, str(tmp_path / "a")]) == 1
-        assert "(did you mean 'my-relu'?)" in capsys.readouterr().err
-    assert main(["init", "x", str(tmp_path / "a")]) == 1  # nothing to make of it
-    assert "(e.g. 'my-relu')" in capsys.readouterr().err
-    assert main(["init", "relu\n", str(tmp_path / "n")]) == 1  # a trailing newline too
-    assert "invalid kernel name" in capsys.readouterr().err
+        err = init_refused([meant, str(tmp_path / "a")], capsys)
+        assert "(did you mean 'my-relu'?)" in err
+    err = init_refused(["x", str(tmp_path / "a")], capsys)  # nothing to make of it
+    assert "(e.g. 'my-relu')" in err
+    init_refused(["relu\n", str(tmp_path / "n")], capsys)  # a trailing newline too
     assert not (tmp_path / "n").exists()
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "file").write_text("x")
@@ -153,10 +162,21 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
     (["trust", "allow", "badpattern"],
      "argument pattern: 'badpattern' is not a repository pattern; expected 'org/name', "
      "'org/*' or '*'"),
-    (["trust", "add", "ed25519:AAAA", "--repo", "bad"], "argument --repo: 'bad' is not a "
+    (["trust", "add", f"ed25519:{'A' * 43}=", "--repo", "bad"], "argument --repo: 'bad' is not a "
      "repository pattern"),
     (["trust", "add-sigstore", "https://x", "--repo", "a/b/c"], "'a/b/c' is not a repository"),
     (["keygen", "--no-trust", "--repo", "org"], "argument --repo: 'org' is not a repository"),
+    (["keygen", "--out", ""], "argument --out: '': give the private key's file path"),
+    (["init", "Bad_Name"], "argument name: invalid kernel name 'Bad_Name'"),
+    (["init", "class", "d"], "argument name: invalid kernel name 'class'"),
+    (["trust", "add", "ed25519:AAAA"], "argument key: public key: 'ed25519:AAAA' is not an "
+     "ed25519 public key"),
+    (["trust", "add-sigstore", "ci-bot"], "identity 'ci-bot': expected a sigstore certificate "
+     "identity"),
+    (["trust", "add-sigstore", ""], "identity '' / issuer "),
+    (["trust", "add-sigstore", "https://github.com/o/r/.github/workflows/b.yaml@refs/heads/main",
+      "--issuer", "http://issuer.example"], "expected a non-empty identity and an https:// "
+     "issuer URL"),
     (["info", "me/k1", "--revision="], "argument --revision: '' is not a revision; expected "
      "a branch, tag or commit"),
     (["info", "me/k1", "--version=-1"], "argument --version: '-1' is not a version; expected "
@@ -491,8 +511,8 @@ def test_a_closed_pipe_ends_quietly() -> None:
 def test_init_refuses_names_that_break_the_generated_code(
         name: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dest = tmp_path / "p"
-    assert main(["init", name, str(dest)]) == 1
-    err = capsys.readouterr().err
+    err = init_refused([name, str(dest)], capsys)
+    assert not dest.exists()
     python_name = name.replace("-", "_")
     assert f"invalid kernel name '{name}'" in err and f"named '{python_name}'" in err
     assert reason in err

@@ -465,6 +465,18 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def kernel_name_arg(text: str) -> str:
+    """argparse type for ``init``'s name: one :func:`~kernelforge.scaffold.init_project`
+    can use, so that a bad name is bad usage (exit 2), as any malformed argument is."""
+    from kernelforge.scaffold import check_name
+
+    try:
+        check_name(text)
+    except KernelforgeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return text
+
+
 def _init_error(error: Callable[[str], NoReturn]) -> Callable[[str], NoReturn]:
     """``init``'s usage errors: a missing name says how to give one. ``kernelforge init
     -x`` lands there too, as argparse reads ``-x`` as an option, so it says that a name
@@ -571,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("init", help="scaffold a kernel project in the guide's layout")
-    p.add_argument("name", help="kernel name, e.g. my-relu")
+    p.add_argument("name", type=kernel_name_arg, help="kernel name, e.g. my-relu")
     p.add_argument("directory", nargs="?", help="where to create it (default: ./NAME)")
     p.error = _init_error(p.error)  # type: ignore[method-assign,assignment]
     p.set_defaults(func=_cmd_init)

@@ -17,7 +17,7 @@ from kernelforge.errors import KernelforgeError
 
 __all__ = ["add_commands", "allow_arg", "backend_arg", "hub_arg", "hub_from_args",
            "key_file_arg", "key_label_arg", "key_name_arg", "load_signer", "pattern_arg",
-           "repo_arg", "revision_arg", "version_arg"]
+           "public_key_arg", "repo_arg", "revision_arg", "version_arg"]
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
@@ -158,6 +158,31 @@ def _check_keygen_args(parser: argparse.ArgumentParser, args: argparse.Namespace
             key_name_arg(args.name)
         except argparse.ArgumentTypeError as err:
             parser.error(f"argument --name: {err}")
+
+
+def _check_sigstore_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``trust add-sigstore``'s identity and issuer, checked together (an empty identity
+    and a plain http issuer are said in one message): a malformed one is a usage error
+    (exit 2) like the other argument checks."""
+    from kernelforge.trust import _check_identity
+
+    try:
+        _check_identity(args.identity, args.issuer)
+    except KernelforgeError as err:
+        parser.error(str(err))
+
+
+def public_key_arg(text: str) -> str:
+    """argparse type for ``trust add``'s key: ``ed25519:<base64>`` that does not read as
+    a key is bad usage; anything else names a key file, read by the command."""
+    from kernelforge.signing import PublicKey
+
+    if text.strip().startswith("ed25519:"):
+        try:
+            PublicKey.parse(text)
+        except KernelforgeError as err:
+            raise argparse.ArgumentTypeError(str(err)) from err
+    return text
 
 
 def revision_arg(text: str) -> str:
@@ -904,7 +929,8 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("trust", help="manage trusted publisher keys and allowed repositories")
     tsub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     t = tsub.add_parser("add", help="trust a publisher key (ed25519:... or a key file)")
-    t.add_argument("key", help="the publisher's public key, 'ed25519:<base64>' as "
+    t.add_argument("key", type=public_key_arg,
+                   help="the publisher's public key, 'ed25519:<base64>' as "
                    "'kernelforge keygen' prints it, or its .pub file")
     t.add_argument("--name", type=key_label_arg,
                    help="a label, 1 to 100 printable characters (default: a trusted key "
@@ -925,6 +951,7 @@ def add_commands(sub: Any) -> None:
                    help="only for these repositories: org/name or org/* (repeatable; "
                         "default: * for a new identity; a trusted identity gets these "
                         "added to its repositories, and keeps them when --repo is left out)")
+    t.set_defaults(check_args=lambda args, parser=t: _check_sigstore_args(parser, args))
     t = tsub.add_parser("allow", help="allow a repository (or org/*) without a signature")
     t.add_argument("pattern", type=pattern_arg,
                    help="org/name, org/* or * (every repository: no signature required "

@@ -160,6 +160,34 @@ def _realigned(original: list[str], renamed: list[str]) -> list[str]:
     return out
 
 
+def check_name(name: str) -> None:
+    """Refuse a kernel name :func:`init_project` cannot use, before anything is written
+    (``kernelforge init`` checks it as it reads its arguments).
+
+    Raises:
+        KernelforgeError: the name is not ``^[a-z][-a-z0-9]*[a-z0-9]$`` (with the name
+            meant, where one is close), or the code generated for it would not compile
+            or import (:func:`_name_problem`), with names that would.
+    """
+    if not _NAME.match(name):
+        near = suggest_name(name, default="")
+        raise KernelforgeError(
+            f"invalid kernel name {name!r}: use lowercase letters, digits and '-', at least "
+            "2 characters, starting with a letter and ending with a letter or digit "
+            + (f"(did you mean '{near}'?)" if _NAME.match(near) else "(e.g. 'my-relu')")
+        )
+    python_name = name.replace("-", "_")
+    problem = _name_problem(python_name)
+    if problem is not None:
+        fine = [n for n in (f"my-{name}", f"{name}-kernel")
+                if _name_problem(n.replace("-", "_")) is None]
+        raise KernelforgeError(
+            f"invalid kernel name {name!r}: the generated Python package, function and C++ "
+            f"op are named {python_name!r}, and {problem}; choose another name, e.g. "
+            + " or ".join(f"'{n}'" for n in fine)
+        )
+
+
 def init_project(name: str, directory: Path | None = None) -> Path:
     """Create a project for kernel ``name`` with a working relu-style op for cpu and cuda.
 
@@ -184,23 +212,8 @@ def init_project(name: str, directory: Path | None = None) -> Path:
         >>> init_project("my-relu", Path("/tmp/my-relu"))  # doctest: +SKIP
         PosixPath('/tmp/my-relu')
     """
-    if not _NAME.match(name):
-        near = suggest_name(name, default="")
-        raise KernelforgeError(
-            f"invalid kernel name {name!r}: use lowercase letters, digits and '-', at least "
-            "2 characters, starting with a letter and ending with a letter or digit "
-            + (f"(did you mean '{near}'?)" if _NAME.match(near) else "(e.g. 'my-relu')")
-        )
+    check_name(name)
     python_name = name.replace("-", "_")
-    problem = _name_problem(python_name)
-    if problem is not None:
-        fine = [n for n in (f"my-{name}", f"{name}-kernel")
-                if _name_problem(n.replace("-", "_")) is None]
-        raise KernelforgeError(
-            f"invalid kernel name {name!r}: the generated Python package, function and C++ "
-            f"op are named {python_name!r}, and {problem}; choose another name, e.g. "
-            + " or ".join(f"'{n}'" for n in fine)
-        )
     dest = Path(directory) if directory is not None else Path(name)
     if dest.exists() and not dest.is_dir():
         raise KernelforgeError(

@@ -399,6 +399,26 @@ def add_key(
     return stored[-1]
 
 
+def _check_identity(identity: str, issuer: str) -> str:
+    """``identity`` without surrounding space, if it and ``issuer`` can name a sigstore
+    signer (``kernelforge trust add-sigstore`` checks them as it reads its arguments).
+
+    Raises:
+        TrustError: an empty identity, an issuer that is not an https:// URL, or an
+            identity that is neither a URI nor an e-mail address.
+    """
+    if not identity.strip() or not issuer.startswith("https://"):
+        raise TrustError(f"identity {identity!r} / issuer {issuer!r}: expected a non-empty "
+                         "identity and an https:// issuer URL")
+    ident = identity.strip()
+    # A certificate identity is a URI (a CI workflow) or an e-mail address (a person).
+    if not (("://" in ident or "@" in ident) and not any(c.isspace() for c in ident)):
+        raise TrustError(f"identity {identity!r}: expected a sigstore certificate identity, "
+                         "a workflow URI such as https://github.com/ORG/REPO/.github/"
+                         "workflows/build.yaml@refs/heads/main, or an e-mail address")
+    return ident
+
+
 def add_sigstore_identity(
     identity: str,
     *,
@@ -430,15 +450,7 @@ def add_sigstore_identity(
         TrustError: an empty identity or an issuer that is not an https:// URL.
         ValueError: a malformed pattern, or an empty ``repos``.
     """
-    if not identity.strip() or not issuer.startswith("https://"):
-        raise TrustError(f"identity {identity!r} / issuer {issuer!r}: expected a non-empty "
-                         "identity and an https:// issuer URL")
-    ident = identity.strip()
-    # A certificate identity is a URI (a CI workflow) or an e-mail address (a person).
-    if not (("://" in ident or "@" in ident) and not any(c.isspace() for c in ident)):
-        raise TrustError(f"identity {identity!r}: expected a sigstore certificate identity, "
-                         "a workflow URI such as https://github.com/ORG/REPO/.github/"
-                         "workflows/build.yaml@refs/heads/main, or an e-mail address")
+    ident = _check_identity(identity, issuer)
     wanted = None if repos is None else _check_patterns(tuple(repos))
     stored: list[SigstoreIdentity] = []
 
