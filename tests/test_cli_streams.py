@@ -131,3 +131,54 @@ def test_keygen_says_its_note_on_stderr(capsys: pytest.CaptureFixture[str]) -> N
     assert err == (f"note: the replaced key {key} could not be read, so it may still be in "
                    "your trust store; check 'kernelforge trust list' and remove it with "
                    "'kernelforge trust remove KEY_ID'\n")
+
+
+# --- a failure says so on stderr -------------------------------------------------------------
+
+
+def test_info_of_a_kernel_the_trust_policy_refuses_fails_on_stderr_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_system: None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The report stays on stdout; the exit code 1 comes with an ``error:`` line, as for
+    every other failure, for a script that keeps stderr."""
+    from kf_testutil import write_metadata
+
+    from kernelforge.hub import LocalHub
+
+    vdir = tmp_path / "b" / "build" / "torch-cpu"
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text("VALUE = 1\n")
+    write_metadata(vdir, "_kstreams_cpu_0000001")
+    hub = LocalHub(tmp_path / "hub")
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "publisher"))
+    hub.publish("them/k", vdir.parent, version=1)
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "user"))
+    argv = ["info", "them/k", "--hub", str(hub.root)]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert "\ntrust: refused, not published by you" in out
+    assert "\nto load it: " in out and "error" not in out
+    assert err == ("error: a load of them/k (variant torch-cpu) would be refused, not "
+                   "published by you, not signed by a trusted key and not allowed; no "
+                   "signature (build/<variant>.sig)\n")
+    assert main([*argv, "--allow", "them/k"]) == 0
+    out, err = capsys.readouterr()
+    assert "\ntrust: allowed by --allow" in out and err == ""
+
+
+@pytest.mark.parametrize(("matched", "code"), [(True, 0), (False, 1)])
+def test_a_demo_that_fails_its_check_says_so_on_stderr(
+        matched: bool, code: int, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import kernelforge.demo
+
+    def demo(*, hub: Path | None) -> bool:
+        print("demo: " + ("all outputs match" if matched else "MISMATCH"))
+        return matched
+
+    monkeypatch.setattr(kernelforge.demo, "run_demo", demo)
+    assert main(["demo"]) == code
+    out, err = capsys.readouterr()
+    assert out == ("demo: all outputs match\n" if matched else "demo: MISMATCH\n")
+    assert err == ("" if matched else "error: the demo's kernel gave other outputs than "
+                   "torch.relu (the lines marked NO above say for which device and dtype)\n")

@@ -505,7 +505,12 @@ def _local_hub_dir(value: str) -> str:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kernelforge.demo import run_demo
 
-    return 0 if run_demo(hub=Path(args.hub) if args.hub else None) else 1
+    if run_demo(hub=Path(args.hub) if args.hub else None):
+        return 0
+    # its steps went to stdout; the failure goes to stderr, as every failure does
+    print("error: the demo's kernel gave other outputs than torch.relu (the lines marked NO "
+          "above say for which device and dtype)", file=sys.stderr)
+    return 1
 
 
 def arch_arg(text: str) -> str:

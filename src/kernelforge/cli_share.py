@@ -338,12 +338,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if info.trust.startswith("trust: refused"):
         from kernelforge.policy import NOT_ALLOWED, key_fix
 
-        if not info.trust.startswith(f"trust: refused, {NOT_ALLOWED}"):
-            return 1
-        org = info.repo.split("/")[0]
-        print(f"to load it: {key_fix(info.trust, f'{org}/*')}, allow the repository "
-              f"(kernelforge trust allow {info.repo}), or allow it for one command "
-              f"(--trust-remote-code, or --allow {info.repo})")
+        if info.trust.startswith(f"trust: refused, {NOT_ALLOWED}"):
+            org = info.repo.split("/")[0]
+            print(f"to load it: {key_fix(info.trust, f'{org}/*')}, allow the repository "
+                  f"(kernelforge trust allow {info.repo}), or allow it for one command "
+                  f"(--trust-remote-code, or --allow {info.repo})")
+        # the failure on stderr too, as every failure is: for a script that keeps that
+        # stream (or reads the report's lines off stdout)
+        print(f"error: a load of {info.repo} (variant {info.variant}) would be "
+              f"{info.trust.removeprefix('trust: ')}", file=sys.stderr)
         return 1
     return 0
 
