@@ -8,12 +8,14 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from kf_testutil import write_noarch_project
 
 from kernelforge.cli import main
+from kernelforge.errors import HubError
 
 
 def buffered_env() -> dict[str, str]:
@@ -182,3 +184,67 @@ def test_a_demo_that_fails_its_check_says_so_on_stderr(
     assert out == ("demo: all outputs match\n" if matched else "demo: MISMATCH\n")
     assert err == ("" if matched else "error: the demo's kernel gave other outputs than "
                    "torch.relu (the lines marked NO above say for which device and dtype)\n")
+
+
+# --- exit codes ------------------------------------------------------------------------------
+
+
+def failing_listing(error: BaseException) -> Callable[[object, str], int]:
+    """A ``versions`` listing that prints a line and then fails with ``error``."""
+    def listing(hub: object, repo: str) -> int:
+        print(f"{repo} in a hub")
+        raise error
+    return listing
+
+
+@pytest.mark.parametrize(("error", "code", "said"), [
+    (KeyboardInterrupt(), 130, "interrupted\n"),
+    (PermissionError(13, "Permission denied", "/hub/org/k"),
+     1, "error: [Errno 13] Permission denied: '/hub/org/k'\n"),
+    (HubError("the hub failed"), 1, "error: the hub failed\n"),
+])
+def test_exit_codes_of_failures(error: BaseException, code: int, said: str,
+                                monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A failure keeps what was printed before it on stdout, and says itself in one line
+    on stderr, with no traceback."""
+    import kernelforge.cli as cli
+
+    monkeypatch.setattr(cli, "_versions", failing_listing(error))
+    assert main(["versions", "org/k", "--hub", "/nonexistent-hub"]) == code
+    out, err = capsys.readouterr()
+    assert out == "org/k in a hub\n"
+    assert err == said
+
+
+def test_a_ctrl_c_while_the_command_starts_exits_130(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import kernelforge.__main__
+    import kernelforge.cli
+
+    def interrupted(argv: object = None) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kernelforge.cli, "main", interrupted)
+    assert kernelforge.__main__.main() == 130
+    assert capsys.readouterr() == ("", "interrupted\n")
+
+
+def test_cache_list_json_writes_only_the_json_on_stdout(tmp_path: Path) -> None:
+    """A warning about the cache (a folder no download makes) goes to stderr, so that
+    stdout still parses."""
+    import json
+
+    from kernelforge.cache import DownloadCache
+
+    root = tmp_path / "cache"
+    root.mkdir()
+    DownloadCache(root)._tag()  # as its first download leaves it
+    stray = root / "variants" / "org" / "relu" / "not-a-commit" / "torch-cpu"
+    stray.mkdir(parents=True)
+    (stray / "entry.json").write_text("{}")
+    proc = subprocess.run([sys.executable, "-m", "kernelforge", "cache", "list", "--json",
+                           "--cache", str(root)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []
+    assert proc.stderr == f"warning: ignoring {stray}: not a download cache entry\n"

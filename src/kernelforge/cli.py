@@ -1,9 +1,13 @@
 """The ``kernelforge`` command: a thin layer over the library.
 
-This is the only place that turns exceptions into exit codes: 0 success, 1 a
-kernelforge error (message printed, no traceback), 2 bad usage, 130 interrupted
-(Ctrl-C), 141 output cut off (a closed pipe, as in ``kernelforge info ... | head``:
-128 + SIGPIPE, what the shell reports for a program killed by it).
+This is the only place that turns exceptions into exit codes: 0 success, 1 a failure
+(a kernelforge error or the system's, message printed, no traceback), 2 bad usage, 130
+interrupted (Ctrl-C), 141 output cut off (a closed pipe, as in ``kernelforge info ... |
+head``: 128 + SIGPIPE, what the shell reports for a program killed by it).
+
+What a command reports (a listing, a result, a build's progress) goes to stdout, written
+line by line; errors, warnings and notes about the command go to stderr, one
+``error:``/``warning:``/``note:`` line each (README.md, "The command line").
 
 Arguments are checked by argparse (``type=`` functions), so a malformed one is bad
 usage: argparse prints ``kernelforge CMD: error: argument ...`` and exits 2. Values that
