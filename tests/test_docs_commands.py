@@ -34,6 +34,11 @@ SAMPLES = {
     "PATTERN": "my-org/*", "DAYS": "30", "N": "4",
     "IDENTITY": "https://github.com/my-org/my-relu/.github/workflows/build.yaml@refs/heads/main",
 }
+#: Values the documentation elides with "...", given a sample of their form.
+ELIDED = {"ed25519:...": "ed25519:" + "A" * 43 + "="}  # 32 bytes of base64
+#: Command lines the documentation shows as refused (README.md's exit codes): each must
+#: be a usage error, and none is checked as a command line the command takes.
+REFUSED = {"init Bad_Name"}
 PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(/[A-Z][A-Z0-9_]*)?")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
 SHELL = ("", "bash", "sh", "shell", "console")
@@ -92,7 +97,7 @@ def _words(text: str) -> tuple[str, ...] | None:
         words = words[1:]
     unknown = [w for w in words if PLACEHOLDER.fullmatch(w) and w not in SAMPLES]
     assert not unknown, f"{text}: add a sample value for {unknown} to SAMPLES"
-    return tuple(SAMPLES.get(w, w) for w in words)
+    return tuple(ELIDED.get(w, SAMPLES.get(w, w)) for w in words)
 
 
 def _spans(text: str) -> Iterator[str]:
@@ -118,6 +123,8 @@ def documented_lines() -> list[Line]:
                 if words is not None:
                     lines.append(Line(doc, row, words, mention=False))
         for span in _spans(text):
+            if ": error:" in span:  # an error line the command prints, not a command line
+                continue
             if len(span.split()) > 1 and span.split()[0] in TOP | {"kernelforge"}:
                 words = _words(span)
                 if words is not None:
@@ -177,9 +184,18 @@ def test_every_document_has_command_lines() -> None:
     assert any(line.words[:2] == ("cache", "clear") for line in readme)
 
 
-@pytest.mark.parametrize("line", LINES, ids=str)
+@pytest.mark.parametrize("line", [line for line in LINES if line.text not in REFUSED], ids=str)
 def test_documented_command_line_is_taken(line: Line) -> None:
     assert problems(line) == [], str(line)
+
+
+def test_documented_refusals_are_refused() -> None:
+    """What the documentation shows as bad usage is: each such line is found, and the
+    command refuses it."""
+    shown = {line.text: line for line in LINES if line.text in REFUSED}
+    assert set(shown) == REFUSED, f"no longer in the documentation: {REFUSED - set(shown)}"
+    for line in shown.values():
+        assert usage_error(line.words) is not None, f"{line}: taken, documented as refused"
 
 
 @pytest.mark.parametrize(("text", "mention", "expected"), [
