@@ -1098,8 +1098,13 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     # ... not with shorter K
     (64, 4096, 4096, "nt", "fp8_pingpong_64x128_splitk", "fp8_pingpong_64x128_splitk"),
     # six or more waves, K <= 512, N >= 16384, nothing to prepare: CTA pairs sharing B on
-    # the H100 (v46) ...
-    (4096, 32768, 512, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128_overlap"),
+    # the H100 (v46) and the H200 (v48) ...
+    (4096, 32768, 512, "nt", "fp8_coop_128x128_overlap_cluster2",
+     "fp8_coop_128x128_overlap_cluster2"),
+    (4096, 32768, 256, "nt", "fp8_coop_128x128_overlap_cluster2",
+     "fp8_coop_128x128_overlap_cluster2"),
+    # ... not at K = 1024
+    (4096, 32768, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
     # ... not with a narrower B
     (6144, 4096, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
     # after the preparation launch, K from 1024 to 2048, six to eleven waves: CUTLASS's

@@ -681,8 +681,11 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
     // (interleaved, us: 4096x32768x512 154.7 vs 160.8, 2048x32768x512 79.6 vs 82.7,
     // 8192x32768x512 322.3 vs 341.3, 4096x16384x512 80.1 vs 81.9, 4096x32768x256 116.5
     // vs 122.3; with a narrow B they lose, 6144x4096x512 34.2 vs 33.4, and at K = 1024
-    // too, 4096x32768x1024 271.9 vs 266.3; NOTES.md, v46).
-    if (slow_memory && (K >= 2304 || (in_place && K <= 512 && N >= 16384))) {
+    // too, 4096x32768x1024 271.9 vs 266.3; NOTES.md, v46), on the H200 as well (154.3 vs
+    // 160.9, 316.9 vs 327.9, 2048x32768x512 77.6 vs 80.8, 4096x16384x512 78.1 vs 80.9,
+    // 4096x32768x256 103.4 vs 111.6; 6144x4096x512 32.9 vs 33.1, 4096x32768x1024 280.3
+    // vs 276.0; NOTES.md, v48).
+    if ((slow_memory && K >= 2304) || (in_place && K <= 512 && N >= 16384)) {
       return {V::kFp8Coop128x128OverlapCluster2, 0};
     }
     return {V::kFp8Coop128x128Overlap, 0};
