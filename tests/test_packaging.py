@@ -179,6 +179,9 @@ def test_wheel_metadata_is_what_pyproject_declares(wheel: zipfile.ZipFile) -> No
     got = {str(Requirement(d)) for d in meta.get_all("Requires-Dist", [])}
     assert got == want
     assert "tomli>=2.0; python_version < \"3.11\"" in got
+    # the licence the expression names ships as its text
+    assert meta.get_all("License-File") == ["LICENSE"]
+    assert _metadata(wheel, "licenses/LICENSE") == (REPO / "LICENSE").read_text()
 
 
 def test_installed_wheel_runs_init_and_check_outside_the_checkout(
