@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 
 PACKAGE = REPO / "src" / "kernelforge"
 #: The files beside the package that building it reads.
-PROJECT_FILES = ("pyproject.toml", "README.md", "MANIFEST.in")
+PROJECT_FILES = ("pyproject.toml", "README.md", "MANIFEST.in", "LICENSE")
 #: What building or running the bundled example in place leaves in the package: a variant,
 #: the build's work folder, bytecode. None of it belongs in a distribution.
 LEFTOVERS = ("examples/relu/build/torch213-cxx11-cpu-x86_64-linux/_relu_cpu_0123abc.abi3.so",
