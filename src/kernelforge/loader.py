@@ -1071,7 +1071,8 @@ def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
             project or ``build/`` directory is named as such, with
             :func:`get_local_kernel` as the way to load it), or ``metadata.json`` or
             ``__init__.py`` is missing or malformed.
-        ImportError: another build already holds the module name.
+        ImportError: another build already holds the module name, or a package its
+            ``python-depends`` lists is not installed (as for :func:`get_kernel`).
     """
     path = Path(variant_dir)
     if not (path / "metadata.json").is_file():
@@ -1250,16 +1251,20 @@ def get_kernel(
         version: the kernel version ``N`` (branch ``vN``). With neither ``revision`` nor
             ``version`` the newest ``v<N>`` branch is used and a WARNING log line says
             which (pass ``version=`` to pin it); an older version than the newest is
-            logged as a WARNING too.
+            logged as a WARNING too. A ``kernel-status.toml`` on ``main`` that redirects
+            the repository is followed, with a WARNING naming the destination.
         backend: choose the variant for this backend (``"cpu"`` or torch's own)
             instead of the system's.
         user_agent: sent with the files downloaded from the Hugging Face Hub, besides
             kernelforge's own name (a string, or a dict sent as ``key/value`` pairs), as
-            ``huggingface_hub`` sends it. A local hub, a download already cached and an
+            ``huggingface_hub`` sends it, unless ``HF_HUB_DISABLE_TELEMETRY`` is set. A
+            local hub, a download already cached and an
             :class:`~kernelforge.hub.hf.HfHub` made with a client of its own (``api=``)
             send nothing more.
         trust_remote_code: load a kernel that is neither published by you nor signed by
-            a trusted key: ``True`` for any, or a list of repository ids.
+            a trusted key: ``True`` for any, or a list of repository ids (``org/name``,
+            each allowed as written; a pattern such as ``org/*`` belongs in the trust
+            store: ``kernelforge trust allow``).
         hub: a hub (:class:`~kernelforge.hub.LocalHub`, :class:`~kernelforge.hub.hf.HfHub`),
             ``"hf"``, a local hub directory, or ``None``: ``$KERNELFORGE_HUB``, else the
             local hub when it holds ``repo_id``, else the Hugging Face Hub.
@@ -1278,18 +1283,25 @@ def get_kernel(
 
     Raises:
         ValueError: both ``revision`` and ``version``, a ``version`` that is not a
-            non-negative integer, an unknown ``backend`` or one this torch cannot use, a
-            malformed ``repo_id`` or ``LOCAL_KERNELS``.
+            non-negative integer, a ``revision`` that is not a non-empty string, a
+            malformed ``repo_id`` or ``LOCAL_KERNELS``, a ``trust_remote_code`` entry
+            that is not a repository id (a pattern such as ``org/*``).
+        VariantError: an unknown ``backend`` or one this torch cannot use (a
+            ``ValueError`` too).
         TypeError: a ``user_agent`` that is not a string, a dict with string keys or
             ``None``; a ``trust_remote_code`` that is neither a bool nor a list of
             repository ids; a ``hub`` of another type.
         HubError: the repository, version or revision does not exist (or, offline, is
-            not in the download cache).
+            not in the download cache), or the hub cannot be read.
         VariantNotFoundError: no variant fits this system; the message lists each
             candidate and why it was rejected. It is a ``FileNotFoundError`` too, as
             Hugging Face's ``kernels.get_kernel`` raises in this case.
         TrustError: not published by you, not signed by a trusted key, not allowed.
         IntegrityError: the files do not match their digests (each file named).
+        ImportError: a package its ``python-depends`` lists is not installed (the
+            message gives the ``pip install``), or another build holds its module name.
+            What the kernel's own import raises reaches the caller as it is, with a note
+            naming the kernel.
 
     Example:
         >>> relu = get_kernel("kernels-community/relu", version=1)  # doctest: +SKIP
@@ -1365,7 +1377,8 @@ def get_locked_kernel(
             and to pass the lock file's path instead).
         IntegrityError: a file of the kernel or of a pinned dependency differs from what
             the lock pins (each file named).
-        HubError, VariantNotFoundError, TrustError, TypeError: as for :func:`get_kernel`.
+        HubError, VariantNotFoundError, TrustError: as for :func:`get_kernel`.
+        ValueError, VariantError, TypeError, ImportError: as for :func:`get_kernel`.
     """
     from kernelforge.policy import allow_key
 
@@ -1407,8 +1420,9 @@ def load_kernel(
         HubError: the locked variant, or a dependency's, is not in the download cache of
             a remote hub (the message says to run ``kernelforge download``, or to use
             :func:`get_locked_kernel`, which downloads); a local hub is read directly.
-        LockError, IntegrityError, VariantNotFoundError, TrustError, TypeError: as for
+        LockError, IntegrityError, VariantNotFoundError, TrustError: as for
             :func:`get_locked_kernel`.
+        ValueError, VariantError, TypeError, ImportError: as for :func:`get_kernel`.
 
     The kernel's ``kernel-depends`` load as for :func:`get_locked_kernel`, from the
     download cache alone (``kernelforge download`` fetches the commits the lock pins
@@ -1458,13 +1472,20 @@ def get_local_kernel(
     Raises:
         HubError: ``repo_path`` does not exist, is a file, is a kernel project that was not
             built yet (no ``build/``: run ``kernelforge build PATH``), or holds no build
-            variant (no subdirectory with a ``metadata.json``).
+            variant (no subdirectory with a ``metadata.json``); or a kernel its
+            ``kernel-depends`` list is not found, as for :func:`get_kernel`.
+        TrustError: a kernel its ``kernel-depends`` list is not trusted (the local
+            build itself always is).
         VariantNotFoundError: no variant fits this system (with the trace); a
             ``FileNotFoundError`` too, as with Hugging Face's ``kernels``.
         IntegrityError: the files do not match their digests.
+        VariantError: an unknown ``backend`` or one this torch cannot use (a
+            ``ValueError`` too).
+        ValueError: a ``trust_remote_code`` entry that is not a repository id.
         TypeError: a ``user_agent`` that is not a string, a dict with string keys or
             ``None``; a ``trust_remote_code`` that is neither a bool nor a list of
             repository ids.
+        ImportError: as for :func:`get_kernel`.
     """
     from kernelforge.locate import locate_local
     from kernelforge.policy import allow_key
@@ -1535,11 +1556,21 @@ def kernel_info(
         revision notes, the variant trace and the trust decision.
 
     Raises:
-        As :func:`get_kernel`, except for trust, integrity and import errors;
-        ValueError: ``lockfile`` with ``revision`` or ``version``.
+        ValueError: ``lockfile`` with ``revision`` or ``version``; otherwise as
+            :func:`get_kernel`, a malformed ``trust_remote_code`` included, whether or
+            not the decision needs it.
+        LockError: as for :func:`get_locked_kernel`, with ``lockfile``.
+        VariantError, TypeError, HubError, VariantNotFoundError: as for
+            :func:`get_kernel`. A refusal by the trust policy, or a local hub's damaged
+            copy, is no error: ``trust`` says it.
     """
+    from kernelforge.policy import allow_key
+
     _hub_repo_id(repo_id)
     _check_selector(revision, version)
+    # refused as get_kernel refuses it, also where the decision does not consult it (a
+    # kernel you published): a caller learns of the mistake before a load needs it
+    allow_key(trust_remote_code)
     if lockfile is not None and (revision is not None or version is not None):
         given = "revision" if revision is not None else "version"
         raise ValueError(f"lockfile: the lock file decides the revision; pass lockfile= "
@@ -1613,10 +1644,13 @@ def has_kernel(
         and does not download or verify a hub's variant.
 
     Raises:
-        ValueError: malformed arguments (both ``revision`` and ``version``, an unknown
-            ``backend``, ...).
+        ValueError: malformed arguments, as :func:`get_kernel` refuses them (both
+            ``revision`` and ``version``, a malformed ``repo_id``, an unknown ``backend``
+            (:class:`~kernelforge.errors.VariantError`), a ``trust_remote_code`` entry
+            that is not a repository id, ...).
         TypeError: a ``trust_remote_code`` that is neither a bool nor a list of
-            repository ids, as :func:`get_kernel` refuses it.
+            repository ids, or a ``hub`` of another type, as :func:`get_kernel` refuses
+            them.
     """
     from kernelforge.policy import allow_key
 

@@ -1280,10 +1280,14 @@ def lock_project(
     """Lock every kernel a project depends on.
 
     Args:
-        project: the project directory (holding ``pyproject.toml``).
-        hub: the ``hub=`` argument; ``None``: per repository, the local hub when it
-            holds it, else the Hugging Face Hub.
-        allow: ``trust_remote_code`` for kernels that are not signed by a trusted key.
+        project: the project directory (holding ``pyproject.toml``), or its
+            ``pyproject.toml``.
+        hub: as :func:`~kernelforge.get_kernel`'s ``hub=`` (a hub, ``"hf"`` or a local
+            hub directory); ``None``: ``$KERNELFORGE_HUB``, else per repository the
+            local hub when it holds it, else the Hugging Face Hub.
+        allow: as :func:`~kernelforge.get_kernel`'s ``trust_remote_code``, for the
+            kernels that are neither published by you nor signed by a trusted key:
+            ``True`` for any, or a list of repository ids.
 
     Returns:
         The :class:`LockResult`. Each kernel is locked with the kernels its variants
@@ -1303,7 +1307,16 @@ def lock_project(
             written (naming it and the reason), or another run held the project's
             lock for over :data:`WRITER_LOCK_TIMEOUT_S` seconds.
         HubError, TrustError, IntegrityError: as :func:`lock_kernel`.
+        TypeError: an ``allow`` that is neither a bool nor a list of repository ids, or
+            a ``hub`` of another type.
+        ValueError: an ``allow`` entry that is not a repository id (a pattern such as
+            ``org/*`` belongs in the trust store).
     """
+    from kernelforge.policy import allow_key
+
+    # refused before any lock is taken, also where no kernel needs it (all of them
+    # signed or yours), as a load refuses it
+    allow_key(allow)
     root = Path(project)
     root = root.parent if root.name == "pyproject.toml" else root
     if not (root / "pyproject.toml").is_file():
@@ -1700,7 +1713,9 @@ def download_locked(
             the locked commit, else the Hugging Face Hub; see
             :func:`kernelforge.locate.hub_for_lock`).
         all_variants: every locked variant, not only the one this system loads.
-        backend: choose for this backend instead of the system's.
+        backend: choose for this backend (``"cpu"`` or torch's own) instead of the
+            system's. With ``all_variants`` it chooses only the variants of the
+            dependencies the lock does not pin (every pinned variant is fetched).
         progress: a :class:`DownloadProgress` to keep up to date, which says after an
             error what was fetched (it stays in the download cache) and what was not.
 
@@ -1720,9 +1735,16 @@ def download_locked(
         here does not use, and is skipped with an INFO log line.
 
     Raises:
-        LockError, HubError, IntegrityError, VariantNotFoundError (a kernel the lock
-        lists has no variant that fits this system); VariantError: ``backend`` cannot
-        be chosen in this process (with ``all_variants`` too).
+        LockError: the lock file is missing or malformed.
+        HubError: a locked kernel cannot be fetched (the hub or the network is down,
+            the commit is gone, the download cache cannot be written).
+        IntegrityError: a fetched file differs from what the lock pins (or, for what
+            it pins no files of, from the variant's own metadata).
+        VariantNotFoundError: a kernel the lock lists has no variant that fits this
+            system.
+        VariantError: ``backend`` cannot be chosen in this process (with
+            ``all_variants`` too).
+        TypeError: a ``hub`` of another type.
     """
     from kernelforge import variants
     from kernelforge.hub.hf import used_for

@@ -83,7 +83,15 @@ ARCH_BACKENDS = ("cuda", "rocm")
 
 @dataclass(frozen=True)
 class BuildResult:
-    """One variant a build produced (or found up to date)."""
+    """One variant a build produced (or found up to date).
+
+    Attributes:
+        variant: the variant name (``torch213-cxx11-cpu-x86_64-linux``).
+        backend: the backend it was built for.
+        path: its directory (``<out_dir>/<variant>``).
+        up_to_date: whether it was found up to date, so nothing was compiled.
+        seconds: how long building (or checking) it took.
+    """
 
     variant: str
     backend: str
@@ -588,12 +596,17 @@ def build_project(
 
     Args:
         path: the project directory (or its ``build.toml``).
-        backends: backends to build; default: every backend of the project that this
-            environment can build (cpu always; cuda with a CUDA torch and nvcc; rocm
-            with a ROCm torch and hipcc). Noarch projects package every backend.
-        archs: CUDA capabilities or ROCm archs to build for (``--arch``): for CUDA, each
-            section that declares capabilities gets those of its own that serve them.
-        jobs: parallel compile jobs (default: ``$MAX_JOBS`` when set, else all cores).
+        backends: backends to build, a list such as ``["cpu"]``; default: every
+            backend of the project that this environment can build (cpu always; cuda
+            with a CUDA torch and nvcc; rocm with a ROCm torch and hipcc), the others
+            skipped with a progress line. A backend named here that cannot be built is
+            an error instead. Noarch projects package every backend.
+        archs: CUDA capabilities or ROCm archs to build for (``--arch``), a list such
+            as ``["9.0a"]`` or ``["gfx942"]``: for CUDA, each section that declares
+            capabilities gets those of its own that serve them. Only the GPU backends'
+            builds use them.
+        jobs: parallel compile jobs, at least 1 (default: ``$MAX_JOBS`` when set, else
+            all cores).
         out_dir: where variant directories go (default: ``<project>/build``). One
             inside the project is left out of the source hash and the git dirty check,
             as ``build/`` is; the project folder itself, or one above it, is refused.
@@ -601,24 +614,33 @@ def build_project(
             still reuses the object files in ``.kernelforge/<variant>/`` whose sources
             and flags are unchanged (delete that folder for a build from scratch).
         verbose: show every compiler line.
-        progress: receives progress lines.
+        progress: receives progress lines (default: :func:`print`).
         python: build for the torch of another Python environment (its interpreter's
             path), e.g. to make variants for several torch versions from one checkout.
 
     Returns:
-        One :class:`BuildResult` per variant.
+        One :class:`BuildResult` per variant: its name, backend, directory, whether it
+        was found up to date, and the seconds it took.
 
     Raises:
         ManifestError: the project is invalid, or a ``depends`` entry is one kernelforge
             cannot resolve.
-        ToolchainError: a needed compiler or dependency is missing.
+        ToolchainError: a needed compiler or dependency is missing, a backend named in
+            ``backends`` cannot be built here, or ``python`` is not a usable
+            interpreter (no such file, or no torch there).
         BuildError: compiling failed (the message lists errors with file and line), the
-            Python package holds a file the build cannot ship, or ``out_dir`` holds
-            the project.
+            Python package holds a file the build cannot ship, ``backends`` names a
+            backend the project does not have, none of the project's backends can be
+            built here, or ``out_dir`` holds the project or lies under a file.
+        TypeError: ``backends`` or ``archs`` is one string instead of a list.
+        ValueError: an ``archs`` entry is not a CUDA capability or ROCm arch (``sm_90``
+            is refused, with the spelling to use), or ``jobs`` is not a positive
+            integer.
 
     Example:
         >>> build_project("kernels/relu", backends=["cpu"])  # doctest: +SKIP
     """
+    archs = _checked_arguments(backends, archs, jobs)
     manifest = check_project(Path(path).resolve())
     root = manifest.root
     out = Path(out_dir) if out_dir is not None else root / "build"
@@ -798,6 +820,29 @@ def build_project(
             progress(f"{variant}: wrote {final}")
             results.append(BuildResult(variant, backend, final, False, elapsed))
     return results
+
+
+def _checked_arguments(backends: Sequence[str] | None, wanted: Sequence[str] | None,
+                   jobs: int | None) -> list[str] | None:
+    """Refuse the arguments of :func:`build_project` that the command line's parser
+    refuses, before anything is read: a string where a list belongs (read one letter
+    at a time), an architecture that is not one (``sm_90``, silently unused by a CPU
+    build otherwise) and a number of jobs below 1. Returns the archs ``wanted`` in the
+    spelling ``--arch`` gives them (``"9.0a"``, ``"gfx942"``)."""
+    for name, value in (("backends", backends), ("archs", wanted)):
+        if isinstance(value, (str, bytes)):
+            raise TypeError(f"{name}: expected a list, got the string {value!r}; fix: pass "
+                            f"[{value!r}]")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)
+                             or jobs < 1):
+        raise ValueError(f"jobs: expected a positive number of compile jobs, got {jobs!r}; "
+                         "fix: pass None for the default ($MAX_JOBS, else all cores)")
+    if wanted is None:
+        return None
+    try:
+        return [archs.parse_arch(a) for a in wanted]
+    except ValueError as err:
+        raise ValueError(f"archs: {err}") from err
 
 
 def _check_out_dir(root: Path, out: Path) -> None:

@@ -32,9 +32,10 @@ from kernelforge.hub.base import (
     COMMIT_RE,
     STATUS_FILE,
     Revision,
+    check_publish_arguments,
     check_ref_name,
+    check_text,
     signature_path,
-    validate_repo_id,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,25 +107,22 @@ class LocalHubWriter:
                 that others who trust the key can load it.
 
         Returns:
-            The new :class:`Revision`.
+            The new :class:`Revision`; where the branch's head, published by you, holds
+            the same files, that head (no new revision), with itself as its parent.
 
         Raises:
-            ValueError: a malformed ``repo_id`` or ``version``.
+            ValueError: a malformed ``repo_id`` or ``version``, a ``message`` or ``card``
+                that is not a string.
+            TypeError: a ``signer`` that is not a
+                :class:`~kernelforge.signing.SigningKey`.
             HubError: the build is unfit to publish (no variants, a ``.pyc``, a link,
-                missing or wrong metadata) or the hub cannot be written.
+                missing or wrong metadata, a ``metadata.json`` ``version`` other than
+                ``version``) or the hub cannot be written.
             IntegrityError: a variant's files do not match its recorded digest.
             TrustError: ``signer`` is given but a variant's ``metadata.json`` records
                 no file digests (a signature would not cover its code).
         """
-        validate_repo_id(repo_id)
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"version: expected a non-negative integer, got {version!r}")
-        if not isinstance(message, str):
-            raise ValueError(f"message: expected a string, got {type(message).__name__}")
-        if card is not None and not isinstance(card, str):
-            raise ValueError(f"card: expected README text, got {type(card).__name__}")
-        if signer is not None and not callable(getattr(signer, "sign_variant", None)):
-            raise TypeError(f"signer: expected a SigningKey, got {type(signer).__name__}")
+        check_publish_arguments(repo_id, version, message, card, signer)
         staged = stage_build(Path(build_dir), version)
         if signer is not None:
             from kernelforge.signing import check_signable
@@ -149,13 +147,22 @@ class LocalHubWriter:
         """Commit a repository card (``README.md``) on branch ``main``.
 
         Args:
-            repo_id: ``org/name``.
+            repo_id: ``org/name``; created when the hub does not hold it yet.
             card: the README text.
             message: the revision message.
 
         Returns:
-            The new :class:`Revision` on ``main``.
+            The new :class:`Revision` on ``main``; where ``main``'s head, published by
+            you, holds this card already, that head (no new revision), with itself as
+            its parent.
+
+        Raises:
+            ValueError: a malformed ``repo_id``, a ``card`` or ``message`` that is not a
+                string.
+            HubError: the hub cannot be written.
         """
+        check_text("card", card, "README text")
+        check_text("message", message, "a string")
         with self._locked(repo_id) as (repo_id, repo):
             return self._commit_main(repo_id, repo, message, {CARD_FILE: card})
 
@@ -169,14 +176,24 @@ class LocalHubWriter:
         and an optional ``revision``.
 
         Args:
-            repo_id: ``org/name``.
+            repo_id: ``org/name``; created when the hub does not hold it yet.
             status: the TOML text, or ``None`` to remove the file.
             message: the revision message.
 
         Returns:
-            The new :class:`Revision` on ``main``.
+            The new :class:`Revision` on ``main``; where ``main``'s head, published by
+            you, holds this status already, that head (no new revision), with itself as
+            its parent.
+
+        Raises:
+            ValueError: a malformed ``repo_id``, a ``status`` that is neither a string
+                nor ``None``, a ``message`` that is not a string.
+            HubError: ``status`` is not a valid ``kernel-status.toml``, or the hub
+                cannot be written.
         """
+        check_text("message", message, "a string")
         if status is not None:
+            check_text("status", status, "the text of kernel-status.toml, or None")
             from kernelforge.revisions import parse_status
 
             parse_status(status, f"{repo_id}: {STATUS_FILE}")
@@ -188,11 +205,16 @@ class LocalHubWriter:
 
         Args:
             repo_id: ``org/name``.
-            tag: the tag name.
-            revision: what to tag (branch, tag or commit).
+            tag: the tag name (letters, digits, ``.``, ``_`` and ``-``).
+            revision: what to tag (branch, tag or commit), as :meth:`resolve` reads it.
 
         Returns:
             The tagged commit id.
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``tag`` name.
+            HubError: the repository or ``revision`` does not exist, or the hub cannot
+                be written.
         """
         check_ref_name("tag", tag)
         self._existing_repo(repo_id)

@@ -30,7 +30,9 @@ __all__ = [
     "Fetched",
     "Hub",
     "Revision",
+    "check_publish_arguments",
     "check_ref_name",
+    "check_text",
     "is_commit",
     "is_hub",
     "is_timestamp",
@@ -93,6 +95,37 @@ def validate_repo_id(repo_id: object) -> tuple[str, str]:
             "made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/relu')"
         )
     return m.group(1), m.group(2)
+
+
+def check_text(name: str, value: object, what: str) -> None:
+    """Refuse a value that should be text (a message, a card, a status file).
+
+    Raises:
+        ValueError: ``value`` is not a string, naming the argument ``name`` and ``what``
+            it should be.
+    """
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: expected {what}, got {type(value).__name__}")
+
+
+def check_publish_arguments(repo_id: object, version: object, message: object,
+                            card: object, signer: object) -> None:
+    """Refuse what no hub can publish, before the build is read or the hub written, so
+    that both hubs refuse the same arguments the same way.
+
+    Raises:
+        ValueError: a malformed ``repo_id``, a ``version`` that is not a non-negative
+            integer, a ``message`` or ``card`` that is not text.
+        TypeError: a ``signer`` that is not a signing key.
+    """
+    validate_repo_id(repo_id)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"version: expected a non-negative integer, got {version!r}")
+    check_text("message", message, "a string")
+    if card is not None:
+        check_text("card", card, "README text")
+    if signer is not None and not callable(getattr(signer, "sign_variant", None)):
+        raise TypeError(f"signer: expected a SigningKey, got {type(signer).__name__}")
 
 
 def spellings(folder: Path, name: str, *, files: bool = False) -> list[str]:

@@ -37,6 +37,7 @@ from kernelforge.hub.base import (
     Fetched,
     Revision,
     Same,
+    check_publish_arguments,
     is_commit,
     signature_path,
     validate_repo_id,
@@ -247,6 +248,11 @@ def _huggingface_hub() -> Any:
 
 class HfHub:
     """Kernel repositories on the Hugging Face Hub.
+
+    Every method that takes a ``repo_id`` refuses a malformed one with ``ValueError``,
+    and raises ``HubError`` where ``huggingface_hub`` is not installed, where the Hub
+    cannot be reached or refuses the request, or where, offline, the download cache
+    lacks what is asked for.
 
     Args:
         api: an ``huggingface_hub.HfApi`` (or an object with the same methods);
@@ -544,15 +550,51 @@ class HfHub:
         return True
 
     def branches(self, repo_id: str) -> dict[str, str]:
-        """``{branch: commit}`` of a repository, sorted by name."""
+        """Branches of a repository (offline: as the download cache last saw them).
+
+        Args:
+            repo_id: ``org/name``.
+
+        Returns:
+            ``{branch: commit}`` sorted by branch name.
+
+        Raises:
+            ValueError: a malformed ``repo_id``.
+            HubError: the repository does not exist (or is private), the Hub cannot be
+                reached, or, offline, the download cache does not know it.
+        """
         return dict(sorted(self._refs(repo_id)[0].items()))
 
     def tags(self, repo_id: str) -> dict[str, str]:
-        """``{tag: commit}`` of a repository, sorted by name."""
+        """Tags of a repository (offline: as the download cache last saw them).
+
+        Args:
+            repo_id: ``org/name``.
+
+        Returns:
+            ``{tag: commit}`` sorted by tag name.
+
+        Raises:
+            ValueError: a malformed ``repo_id``.
+            HubError: the repository does not exist (or is private), the Hub cannot be
+                reached, or, offline, the download cache does not know it.
+        """
         return dict(sorted(self._refs(repo_id)[1].items()))
 
     def versions(self, repo_id: str) -> dict[int, str]:
-        """Published kernel versions, ``{N: commit}`` for each branch ``v<N>``."""
+        """Published kernel versions (branches ``v<N>``).
+
+        Args:
+            repo_id: ``org/name``.
+
+        Returns:
+            ``{N: commit}`` sorted by ``N``.
+
+        Raises:
+            ValueError: a malformed ``repo_id``.
+            HubError: the repository does not exist (or is private), the Hub cannot be
+                reached, or, offline, the download cache does not know it.
+        """
         from kernelforge.hub.base import version_branches
 
         return version_branches(self.branches(repo_id))
@@ -569,7 +611,10 @@ class HfHub:
             The 40-hex commit id.
 
         Raises:
-            HubError: nothing matches (offline: nothing in the cache matches).
+            ValueError: a malformed ``repo_id``; a ``revision`` that is not a non-empty
+                string.
+            HubError: the repository does not exist, or nothing matches (offline:
+                nothing in the cache matches).
         """
         if not isinstance(revision, str) or not revision:
             raise ValueError(f"revision: expected a branch, tag or commit, got {revision!r}")
@@ -630,8 +675,20 @@ class HfHub:
         return files
 
     def variants(self, repo_id: str, commit: str) -> list[str]:
-        """Variant names under ``build/`` at a commit (offline: the cached listing, else
-        the variants in the cache)."""
+        """Build variants held by a commit.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+
+        Returns:
+            Sorted variant names under ``build/`` at the commit (offline: from the
+            cached file list, else the variants of it in the download cache).
+
+        Raises:
+            HubError: the commit's file list cannot be fetched (offline: nothing of the
+                commit is cached), or it names a path outside the revision.
+        """
         try:
             files = self._listing(repo_id, commit)
         except HubError:
@@ -778,17 +835,25 @@ class HfHub:
         Args:
             repo_id: ``org/name``; created (as a kernel repository) when missing.
             build_dir: ``build/`` or the project directory holding it.
-            version: the major version (branch ``v<version>``).
+            version: the major version (branch ``v<version>``); every variant's
+                ``metadata.json`` ``version`` must equal it (or be absent).
             message: the commit message.
-            card: README text, committed on ``main`` too.
+            card: README text, committed on the version branch and on ``main``. Without
+                one the version branch keeps the card it has.
             signer: sign every variant (``build/<variant>.sig``).
 
         Returns:
-            The new :class:`~kernelforge.hub.base.Revision`.
+            The new :class:`~kernelforge.hub.base.Revision`; where the branch holds these
+            files already, the Hub makes no commit: the branch's head, with itself as
+            its parent.
 
         Raises:
-            HubError: the build is unfit to publish (or a file of it cannot be read)
-                or the Hub refused the commit.
+            ValueError: a malformed ``repo_id`` or ``version``, a ``message`` or ``card``
+                that is not a string.
+            TypeError: a ``signer`` that is not a
+                :class:`~kernelforge.signing.SigningKey`.
+            HubError: the build is unfit to publish (or a file of it cannot be read),
+                the hub is offline, or the Hub refused the commit.
             IntegrityError: a variant's files do not match its recorded digest
                 ("refusing to publish", as :meth:`LocalHub.publish
                 <kernelforge.hub.LocalHub.publish>` says).
@@ -799,9 +864,7 @@ class HfHub:
 
         hf = _huggingface_hub()
 
-        validate_repo_id(repo_id)
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"version: expected a non-negative integer, got {version!r}")
+        check_publish_arguments(repo_id, version, message, card, signer)
         if self.offline:
             raise HubError(f"cannot publish to the Hugging Face Hub offline "
                            f"({self._why_offline()})")

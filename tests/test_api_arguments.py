@@ -1,0 +1,111 @@
+"""Arguments the public API's documentation says are refused, which were once taken
+silently or failed far from the call: a malformed ``trust_remote_code`` where no kernel
+needed it, a string where ``build_project`` takes a list, a ``sm_90`` or zero jobs for a
+build that compiles nothing for a GPU, a card or message that is no text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kf_sharing import FakeHfApi, isolate, make_variant
+from kf_testutil import write_noarch_project
+
+import kernelforge
+from kernelforge.hub import LocalHub
+from kernelforge.hub.hf import HfHub
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def published(env: dict[str, Path], tmp_path: Path, cpu_system: None) -> str:
+    """A kernel you published to the local hub: loads, locks and trust decisions need no
+    ``trust_remote_code`` for it."""
+    make_variant(tmp_path / "proj")
+    LocalHub().publish("me/own", tmp_path / "proj", version=1)
+    return "me/own"
+
+
+@pytest.mark.parametrize("allow, error", [("me/own", TypeError), (["me/*"], ValueError)])
+def test_kernel_info_refuses_a_malformed_trust_argument_it_does_not_need(
+        published: str, allow: Any, error: type[Exception]) -> None:
+    assert kernelforge.kernel_info(published).trust == (
+        "trust: allowed, published to this local hub by you")
+    with pytest.raises(error, match="trust_remote_code"):
+        kernelforge.kernel_info(published, trust_remote_code=allow)
+    with pytest.raises(error, match="trust_remote_code"):  # as the load refuses it
+        kernelforge.get_kernel(published, version=1, trust_remote_code=allow)
+
+
+@pytest.mark.parametrize("allow, error", [("me/own", TypeError), (["me/*"], ValueError)])
+def test_lock_project_refuses_a_malformed_allow_it_does_not_need(
+        published: str, tmp_path: Path, allow: Any, error: type[Exception]) -> None:
+    root = tmp_path / "app"
+    root.mkdir()
+    (root / "pyproject.toml").write_text(
+        f'[project]\nname = "app"\nversion = "0"\n\n'
+        f'[tool.kernelforge.dependencies]\n"{published}" = 1\n')
+    with pytest.raises(error, match="trust_remote_code"):
+        kernelforge.lock_project(root, allow=allow)
+    assert not (root / "kernelforge.lock").exists()
+    assert kernelforge.lock_project(root, allow=[published]).kernels[0].repo_id == published
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"backends": "cpu"}, TypeError, r"backends: expected a list.*\['cpu'\]"),
+    ({"archs": "9.0a"}, TypeError, r"archs: expected a list"),
+    ({"archs": ["sm_90"]}, ValueError, r"archs: 'sm_90' is not a CUDA capability.*'9.0'"),
+    ({"jobs": 0}, ValueError, r"jobs: expected a positive number"),
+    ({"jobs": -4}, ValueError, r"jobs: expected a positive number"),
+])
+def test_build_project_refuses_what_the_command_line_refuses(
+        tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], message: str) -> None:
+    """Before: a string was read one letter at a time ("--backend c: unknown"), and a
+    CPU or noarch build took a malformed arch or no number of jobs without a word."""
+    project = write_noarch_project(tmp_path / "na")
+    with pytest.raises(error, match=message):
+        kernelforge.build_project(project, progress=lambda _: None, **kwargs)
+    assert not (project / "build").exists()
+    (result,) = kernelforge.build_project(project, backends=["cpu"], archs=[" 9.0a "],
+                                          jobs=1, progress=lambda _: None)
+    assert result.variant == "torch-cpu" and (result.path / "metadata.json").is_file()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda hub: hub.set_card("me/card", 3), "card: expected README text, got int"),
+    (lambda hub: hub.set_card("me/card", "# Card", message=3), "message: expected a string"),
+    (lambda hub: hub.set_status("me/card", 3), "status: expected the text of"),
+    (lambda hub: hub.set_status("me/card", None, message=None), "message: expected a string"),
+])
+def test_local_hub_refuses_a_card_or_status_that_is_no_text(
+        env: dict[str, Path], call: Callable[[LocalHub], Any], message: str) -> None:
+    hub = LocalHub()
+    with pytest.raises(ValueError, match=message):
+        call(hub)
+    assert not hub.has_repo("me/card")
+    assert hub.set_card("me/card", "# Card").branch == "main"
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"card": b"# Card"}, ValueError, "card: expected README text, got bytes"),
+    ({"message": None}, ValueError, "message: expected a string"),
+    ({"signer": "key.pem"}, TypeError, "signer: expected a SigningKey"),
+])
+def test_hf_hub_publish_refuses_arguments_as_the_local_hub_does(
+        env: dict[str, Path], tmp_path: Path, kwargs: dict[str, Any],
+        error: type[Exception], message: str) -> None:
+    pytest.importorskip("huggingface_hub")
+    remote = FakeHfApi(tmp_path / "remote")
+    make_variant(tmp_path / "proj")
+    hub = HfHub(api=remote, cache=env["cache"])
+    for publish in (hub.publish, LocalHub().publish):
+        with pytest.raises(error, match=message):
+            publish("me/hf", tmp_path / "proj", version=1, **kwargs)
+    assert not hub.has_repo("me/hf") and not LocalHub().has_repo("me/hf")
+    assert hub.publish("me/hf", tmp_path / "proj", version=1, card="# Card").branch == "v1"
