@@ -124,7 +124,9 @@ class ManifestError(KernelforgeError, ValueError):
 
 
 class VariantError(KernelforgeError, ValueError):
-    """A variant name cannot be parsed."""
+    """A variant name cannot be parsed, or a backend asked for (``backend=``) is unknown
+    or cannot be used by the torch of this process. It is a :class:`ValueError`: both
+    are malformed arguments."""
 
 
 class VariantNotFoundError(KernelforgeError, LookupError, FileNotFoundError):
@@ -134,8 +136,13 @@ class VariantNotFoundError(KernelforgeError, LookupError, FileNotFoundError):
     this case, so that code written for it (``except FileNotFoundError:`` to fall back to
     another implementation, as ``transformers`` does) catches it unchanged.
 
-    ``trace`` holds one line per candidate variant with the reason it was rejected;
-    ``fix``, when given, how to load one anyway (the message's last line).
+    Args:
+        what: the kernel asked for (``"org/name"``, a path), kept as ``what``.
+        trace: one line per candidate variant with the reason it was rejected, kept as
+            ``trace`` (a list).
+        facts: this system in words (:meth:`SystemFacts.describe
+            <kernelforge.variants.SystemFacts.describe>`), shown in the message.
+        fix: how to load one anyway (the message's last line), kept as ``fix``.
     """
 
     def __init__(self, what: str, trace: Sequence[str], facts: str = "", *,
@@ -157,15 +164,21 @@ class VariantNotFoundError(KernelforgeError, LookupError, FileNotFoundError):
 
 
 class BuildError(KernelforgeError, RuntimeError):
-    """Compiling or packaging a kernel failed."""
+    """Compiling or packaging a kernel failed, or the build cannot start: a backend
+    asked for that the project does not have, an ``out_dir`` that cannot hold the
+    variants, a package file the build cannot ship."""
 
 
 class ToolchainError(BuildError):
-    """A compiler or SDK the build needs is missing or unusable."""
+    """A compiler, SDK or Python environment (``--python``) the build needs is missing or
+    unusable."""
 
 
 class HubError(KernelforgeError, LookupError):
-    """A hub repository, revision or file does not exist or cannot be written."""
+    """A hub repository, revision, variant or file does not exist, cannot be read or
+    written, or is refused: a damaged hub or cache entry, a symbolic link where a hub
+    holds none, a build unfit to publish. Also a local build path that holds no
+    variant, and the Hugging Face Hub without ``huggingface_hub`` installed."""
 
 
 class NotCachedError(HubError):
@@ -175,8 +188,12 @@ class NotCachedError(HubError):
 class IntegrityError(KernelforgeError):
     """Files on disk do not match the digests recorded for them.
 
-    ``what`` replaces the message's first line (``refusing to load <where>: ...``) and
-    ``fix`` is its last, for a caller that knows better what the files are.
+    Args:
+        where: the directory whose files were checked, kept as ``where`` (a Path).
+        problems: one line per changed, missing or extra file, kept as ``problems``.
+        what: replaces the message's first line (``refusing to load <where>: ...``),
+            for a caller that knows better what the files are.
+        fix: what to do about it, the message's last line.
     """
 
     def __init__(self, where: Path | str, problems: Sequence[str], *, what: str = "",
@@ -190,7 +207,9 @@ class IntegrityError(KernelforgeError):
 
 
 class TrustError(KernelforgeError):
-    """A kernel is not signed by a trusted key and was not explicitly allowed."""
+    """A kernel is not published by you, not signed by a trusted key and not explicitly
+    allowed; or a signature does not verify, or covers no code (a build without digests);
+    or a signing key or the trust store cannot be used."""
 
 
 class LockError(KernelforgeError):

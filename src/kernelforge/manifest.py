@@ -232,7 +232,48 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class Manifest:
-    """A validated ``build.toml``, the same shape whatever its edition."""
+    """A validated ``build.toml``, the same shape whatever its edition.
+
+    :func:`load_manifest` makes one; its values are already checked.
+
+    Attributes:
+        path: the ``build.toml`` file.
+        root: the project directory (the folder holding it).
+        edition: 5 or 4, or 3 for the guide's older layout (``[general] universal``,
+            ``backend =`` per kernel).
+        name: the kernel's name as ``metadata.json`` writes it (lowercase letters,
+            digits and ``-``; an older layout's ``_`` is written ``-``).
+        python_name: the Python package name: ``name`` with ``-`` as ``_``.
+        version: ``[general] version``; ``None`` where an edition before 5 leaves it
+            out (a publish then uses 1).
+        license: ``[general] license``, or ``None``.
+        backends: ``general.backends``; in the older layout, the backends of its
+            kernel sections (every backend, where ``universal = true``).
+        noarch: a pure-Python kernel (``[torch-noarch]``, or ``universal = true``).
+        universal: the older layout's ``universal = true``: a pure-Python variant for
+            every backend.
+        torch: the ``[torch]`` section (binding sources, ``minver``, ``maxver``, ...);
+            ``None`` for a noarch kernel.
+        kernels: the ``[kernel.<name>]`` sections by name, in file order.
+        upstream: ``[general] upstream``, a git URL, or ``None``.
+        source: ``[general] source``, a git URL, or ``None``.
+        python_depends: ``[general] python-depends``.
+        kernel_depends: ``[general] kernel-depends``: other hub kernels this one needs.
+        hub_repo_id: ``[general.hub] repo-id`` (``kernelforge publish``'s default
+            ``--repo``), or ``None``.
+        hub_branch: ``[general.hub] branch``, read but not used for publishing.
+        cuda_minver: the oldest CUDA toolkit the cuda backend builds with, as written.
+        cuda_maxver: the newest CUDA toolkit the cuda backend builds with, as written.
+        pyext: the suffixes of the files shipped from ``torch-ext/<python_name>/``.
+        noarch_cuda_capabilities: ``[torch-noarch] cuda-capabilities``, written to the
+            noarch cuda variant's metadata; ``None``: all.
+        noarch_rocm_archs: ``[torch-noarch] rocm-archs``, likewise for rocm.
+        backend_python_depends: ``[general.<backend>] python-depends``, per backend.
+        backend_kernel_depends: ``[general.<backend>] kernel-depends``, per backend.
+        notes: what reading the manifest found worth saying that is not a problem (an
+            unknown architecture left out of a list that has known ones), one line
+            each.
+    """
 
     path: Path
     root: Path
@@ -254,21 +295,24 @@ class Manifest:
     hub_branch: str | None = None
     cuda_minver: str | None = None
     cuda_maxver: str | None = None
-    #: Extensions of the files shipped from ``torch-ext/<python_name>/``.
     pyext: tuple[str, ...] = DEFAULT_PYEXT
-    #: ``[torch-noarch]`` archs written to metadata (None: all).
     noarch_cuda_capabilities: tuple[str, ...] | None = None
     noarch_rocm_archs: tuple[str, ...] | None = None
-    #: ``[general.<backend>] python-depends`` / ``kernel-depends``.
     backend_python_depends: dict[str, tuple[str, ...]] = field(default_factory=dict)
     backend_kernel_depends: dict[str, tuple[KernelDependency, ...]] = field(
         default_factory=dict)
-    #: What reading the manifest found worth saying that is not a problem (an unknown
-    #: architecture left out of a list that has known ones), one line each.
     notes: tuple[str, ...] = ()
 
     def kernels_for(self, backend: str) -> tuple[KernelSpec, ...]:
-        """The kernel sections with ``backend = <backend>``, in file order."""
+        """The kernel sections of one backend.
+
+        Args:
+            backend: a backend name (``"cuda"``, ``"cpu"``, ...).
+
+        Returns:
+            The sections with ``backend = <backend>``, in file order; ``()`` for a
+            backend the project has no section for.
+        """
         return tuple(k for k in self.kernels.values() if k.backend == backend)
 
 

@@ -97,6 +97,24 @@ def _backend_label(backend: str | None, version: tuple[int, int] | None) -> str:
 class Variant:
     """A build variant name as a typed value; ``str(variant)`` is the canonical name.
 
+    Attributes:
+        kind: what the variant holds (:class:`VariantKind`; its string value is taken
+            too).
+        version: ``(major, minor)`` of torch (arch), of the stable ABI, or of tvm-ffi;
+            ``None`` if pure Python.
+        cxx11: ABI tag of a torch arch build: ``-cxx11`` ``True``, ``-cxx98`` ``False``,
+            no tag ``None``.
+        backend: one of ``BACKENDS`` (``"cuda"``, ``"rocm"``, ``"cpu"``, ...); ``None``
+            for ``torch-universal``.
+        backend_version: ``(12, 8)`` for ``cu128``, ``(2025, 2)`` for ``xpu20252``;
+            ``None`` for unversioned backends.
+        cpu: ``"x86_64"``, ``"aarch64"``, ...; ``None`` for pure-Python builds.
+        os: ``"linux"``, ``"darwin"``, ``"windows"``; ``None`` for pure-Python builds.
+
+    Raises:
+        VariantError: the values have no canonical name that reads back as them (a
+            compiled kind without a CPU, a backend that kind cannot have, ...).
+
     Example:
         >>> v = Variant.parse("torch29-cxx11-cu130-aarch64-linux")
         >>> v.torch_version, v.backend, v.backend_version
@@ -104,17 +122,11 @@ class Variant:
     """
 
     kind: VariantKind
-    #: (major, minor) of torch (arch), of the stable ABI, or of tvm-ffi; None if pure Python
     version: tuple[int, int] | None = None
-    #: ABI tag of a torch arch build: -cxx11 True, -cxx98 False, no tag None
     cxx11: bool | None = None
-    #: one of BACKENDS ("cuda", "rocm", "cpu", ...); None for torch-universal
     backend: str | None = None
-    #: (12, 8) for cu128, (2025, 2) for xpu20252; None for unversioned backends
     backend_version: tuple[int, int] | None = None
-    #: "x86_64", "aarch64", ...; None for pure-Python builds
     cpu: str | None = None
-    #: "linux", "darwin", "windows"; None for pure-Python builds
     os: str | None = None
 
     def __post_init__(self) -> None:
@@ -132,6 +144,13 @@ class Variant:
     @classmethod
     def parse(cls, name: str) -> Variant:
         """Parse a variant directory name.
+
+        Args:
+            name: a variant directory name, e.g. ``"torch213-cxx11-cu130-x86_64-linux"``
+                or ``"torch-cpu"``.
+
+        Returns:
+            The :class:`Variant`; ``str()`` of it gives ``name`` back.
 
         Raises:
             VariantError: ``name`` is not a variant name; the message lists the forms.
@@ -232,26 +251,46 @@ def _running_python() -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class SystemFacts:
-    """What variant choice needs to know about a process, as plain values."""
+    """What variant choice needs to know about a process, as plain values.
 
-    #: (major, minor, patch) of the installed torch; None when torch is not installed
+    :func:`detect_system` gives this process's; make one by hand (or with
+    ``dataclasses.replace``) to ask :func:`resolve_variant` about another system.
+
+    Attributes:
+        torch_version: ``(major, minor, patch)`` of the installed torch; ``None`` when
+            torch is not installed.
+        cxx11_abi: whether torch uses the C++11 ABI; ``None`` off Linux, where names
+            carry no ABI tag.
+        backend: one of ``BACKENDS``: the compute backend torch was built for (without
+            torch: cuda when a CUDA runtime library is found, else cpu).
+        backend_version: ``(12, 9)`` for CUDA 12.9, ``(6, 3)`` for ROCm 6.3,
+            ``(2025, 2)`` for XPU; ``None`` if unversioned.
+        cpu: the machine, as variant names spell it: ``"x86_64"``, ``"aarch64"``.
+        os: ``"linux"``, ``"darwin"`` or ``"windows"``.
+        gpu_archs: the GPU this process runs on (torch's current device) as a CUDA
+            capability (``"9.0"``) or ROCm arch (``"gfx942"``); ``()`` if none.
+        python_version: ``(major, minor)`` of the interpreter; by default the running
+            one's.
+        free_threaded: a free-threaded (no-GIL) interpreter.
+        macos_version: ``(major, minor)`` of macOS; ``None`` off macOS or when unknown.
+        tvm_ffi_version: ``(major, minor)`` of tvm-ffi; ``None`` when it is not
+            installed.
+
+    Raises:
+        VariantError: ``backend`` is not one of ``BACKENDS``.
+    """
+
     torch_version: tuple[int, int, int] | None
-    #: whether torch uses the C++11 ABI; None off Linux, where names carry no ABI tag
     cxx11_abi: bool | None
-    #: one of BACKENDS: the compute backend torch was built for (without torch: cuda when
-    #: a CUDA runtime library is found, else cpu)
     backend: str
-    #: (12, 9) for CUDA 12.9, (6, 3) for ROCm 6.3, (2025, 2) for XPU; None if unversioned
     backend_version: tuple[int, int] | None
-    cpu: str  #: "x86_64" or "aarch64"
-    os: str  #: "linux", "darwin" or "windows"
-    #: the GPU this process runs on (torch's current device) as a CUDA capability ("9.0")
-    #: or ROCm arch ("gfx942"); () if none
+    cpu: str
+    os: str
     gpu_archs: tuple[str, ...] = ()
     python_version: tuple[int, int] = field(default_factory=_running_python)
-    free_threaded: bool = False  #: a free-threaded (no-GIL) interpreter
-    macos_version: tuple[int, int] | None = None  #: None off macOS or when unknown
-    tvm_ffi_version: tuple[int, int] | None = None  #: None when tvm-ffi is not installed
+    free_threaded: bool = False
+    macos_version: tuple[int, int] | None = None
+    tvm_ffi_version: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -289,14 +328,22 @@ class Decision:
 
 @dataclass(frozen=True)
 class Resolution:
-    """The outcome of :func:`resolve_variant`."""
+    """The outcome of :func:`resolve_variant`.
 
-    chosen: Variant | None  #: the preferred accepted variant; None when nothing fits
-    ranked: tuple[Variant, ...]  #: every accepted variant, most preferred first
-    #: a Decision per distinct candidate: accepted ones first, in preference order
+    Attributes:
+        chosen: the preferred accepted variant; ``None`` when nothing fits.
+        ranked: every accepted variant, most preferred first.
+        trace: a :class:`Decision` per distinct candidate: accepted ones first, in
+            preference order.
+        facts: the facts the choice was made for.
+        backend: the backend chosen for: the system's, or the override.
+    """
+
+    chosen: Variant | None
+    ranked: tuple[Variant, ...]
     trace: list[Decision]
-    facts: SystemFacts  #: the facts the choice was made for
-    backend: str  #: the backend chosen for: the system's, or the override
+    facts: SystemFacts
+    backend: str
 
     def _facts_line(self) -> str:
         forced = "" if self.backend == self.facts.backend else f"; backend chosen: {self.backend}"
@@ -452,9 +499,16 @@ def resolve_variant(
         backend: choose for this backend instead of the system's; only ``"cpu"`` or the
             system's own backend are possible.
 
+    Returns:
+        The :class:`Resolution`: ``chosen`` (``None`` when nothing fits; its
+        ``require(what)`` raises :class:`~kernelforge.errors.VariantNotFoundError`
+        then), every accepted variant ``ranked``, and a ``trace`` with the reason for
+        each candidate.
+
     Raises:
         TypeError: ``candidates`` is one string (or a variant) instead of a collection.
-        VariantError: ``backend`` is neither cpu nor the system's backend.
+        VariantError: ``backend`` is not a known backend, or neither cpu nor the
+            system's backend.
     """
     if isinstance(candidates, (str, Variant)):
         # a string would be read one character at a time, each rejected
@@ -612,6 +666,9 @@ def detect_system() -> SystemFacts:
     Without torch ``torch_version`` is ``None`` and the backend is cuda when the dynamic
     loader finds a CUDA runtime library (its version), else cpu, as in their loader: a
     tvm-ffi CUDA build needs no torch.
+
+    Returns:
+        The :class:`SystemFacts` of this process, read anew on every call.
     """
     cpu, os_name = _host_platform()
     torch_version, cxx11, backend, bver, archs = None, None, "cpu", None, []

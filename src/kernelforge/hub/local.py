@@ -128,14 +128,20 @@ def default_root() -> Path:
 class LocalHub(LocalHubWriter):
     """Kernel repositories kept in a directory on this machine.
 
+    Every method that takes a ``repo_id`` refuses a malformed one with ``ValueError``
+    (and a ``commit`` that is not 40 hex digits), and raises ``HubError`` where the
+    repository or commit does not exist, where the hub cannot be read, or where it finds
+    a symbolic link or a damaged commit record.
+
     Args:
-        root: the hub directory; ``None`` means :func:`default_root` (``$KERNELFORGE_HUB``
-            or the user cache), resolved when the hub is created. It need not exist yet
-            (the first publish creates it), but an empty string is refused: it would
-            mean the current directory.
+        root: the hub directory (a leading ``~`` is the home directory); ``None`` means
+            :func:`default_root` (``$KERNELFORGE_HUB`` or the user cache), resolved when
+            the hub is created. It need not exist yet (the first publish creates it),
+            but an empty (or blank) string is refused: it would mean the current
+            directory.
 
     Raises:
-        ValueError: ``root`` is an empty string.
+        ValueError: ``root`` is an empty or blank string.
 
     Example:
         >>> hub = LocalHub("/tmp/hub")  # doctest: +SKIP
@@ -280,7 +286,11 @@ class LocalHub(LocalHubWriter):
         """All repositories in this hub.
 
         Returns:
-            Sorted ``org/name`` ids of the repositories that have refs.
+            Sorted ``org/name`` ids of the repositories that have refs; ``[]`` when the
+            hub directory does not exist yet.
+
+        Raises:
+            HubError: the hub directory cannot be listed.
         """
         self._check_path()
         if not self.root.is_dir():
@@ -311,6 +321,7 @@ class LocalHub(LocalHubWriter):
             ``True`` when the repository has refs here.
 
         Raises:
+            ValueError: a malformed ``repo_id``.
             HubError: the hub holds it under two spellings (:meth:`stored_id`).
         """
         return (self._repo_dir(repo_id) / "refs").is_dir()
@@ -339,6 +350,7 @@ class LocalHub(LocalHubWriter):
             ``{branch: commit}`` sorted by branch name.
 
         Raises:
+            ValueError: a malformed ``repo_id``.
             HubError: the repository does not exist.
         """
         return self._refs(repo_id, "heads")
@@ -351,6 +363,10 @@ class LocalHub(LocalHubWriter):
 
         Returns:
             ``{tag: commit}`` sorted by tag name.
+
+        Raises:
+            ValueError: a malformed ``repo_id``.
+            HubError: the repository does not exist.
         """
         return self._refs(repo_id, "tags")
 
@@ -362,6 +378,10 @@ class LocalHub(LocalHubWriter):
 
         Returns:
             ``{N: commit}`` sorted by ``N``.
+
+        Raises:
+            ValueError: a malformed ``repo_id``.
+            HubError: the repository does not exist.
         """
         return version_branches(self.branches(repo_id))
 
@@ -383,8 +403,10 @@ class LocalHub(LocalHubWriter):
             The 40-hex commit id.
 
         Raises:
-            ValueError: ``revision`` is not a non-empty string.
-            HubError: nothing matches, or a prefix matches several commits.
+            ValueError: a malformed ``repo_id``; a ``revision`` that is not a non-empty
+                string.
+            HubError: the repository does not exist, nothing matches, or a prefix
+                matches several commits.
         """
         if not isinstance(revision, str) or not revision:
             raise ValueError(f"revision: expected a branch, tag or commit, got {revision!r}")
@@ -454,6 +476,11 @@ class LocalHub(LocalHubWriter):
 
         Returns:
             The :class:`Revision`.
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``commit``.
+            HubError: the repository or the commit does not exist, or its record is
+                damaged.
         """
         return self._revision(repo_id, commit, None)
 
@@ -481,7 +508,9 @@ class LocalHub(LocalHubWriter):
             The revisions from the branch head back along the parent chain.
 
         Raises:
-            HubError: the repository or the branch does not exist.
+            ValueError: a malformed ``repo_id``.
+            HubError: the repository or the branch does not exist, or a record on the
+                way back is damaged.
         """
         branches = self.branches(repo_id)
         if branch not in branches:
@@ -513,7 +542,8 @@ class LocalHub(LocalHubWriter):
             ``<root>/<org>/<name>/objects/<commit>``.
 
         Raises:
-            HubError: the commit does not exist.
+            ValueError: a malformed ``repo_id`` or ``commit``.
+            HubError: the repository or the commit does not exist.
         """
         return self._object_dir(repo_id, commit)
 
@@ -529,6 +559,11 @@ class LocalHub(LocalHubWriter):
             ``build/<variant>/metadata.json``); a folder added under ``build/`` after
             the publish is none (the record, and the owner mark over it, do not cover
             its files).
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``commit``.
+            HubError: the repository or the commit does not exist, or its record is
+                damaged.
         """
         return _recorded_variants(self._files(self._record(repo_id, commit)))
 
@@ -544,8 +579,10 @@ class LocalHub(LocalHubWriter):
             ``<root>/<org>/<name>/objects/<commit>/build/<variant>``.
 
         Raises:
-            HubError: the commit's record lists no such variant (a folder added under
-                ``build/`` later is none), or its folder is missing.
+            ValueError: a malformed ``repo_id`` or ``commit``.
+            HubError: the repository or the commit does not exist, the commit's record
+                lists no such variant (a folder added under ``build/`` later is none),
+                or its folder is missing.
         """
         return self._variant_path(repo_id, commit, variant, self._record(repo_id, commit))
 
@@ -582,6 +619,11 @@ class LocalHub(LocalHubWriter):
         Returns:
             ``{relpath in the revision: base64 sha256}``, e.g.
             ``{"build/torch-cpu/__init__.py": "..."}``.
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``commit``.
+            HubError: the repository or the commit does not exist, or its record is
+                damaged.
         """
         return self._files(self._record(repo_id, commit))
 
@@ -599,9 +641,11 @@ class LocalHub(LocalHubWriter):
             Hub a revision serves only its own files), or it is gone.
 
         Raises:
-            ValueError: ``path`` is not a plain relative path (no empty, ``.`` or
-                ``..`` part), or names the commit record.
-            HubError: the file is there but cannot be read.
+            ValueError: a malformed ``repo_id`` or ``commit``; a ``path`` that is not a
+                plain relative path (no empty, ``.`` or ``..`` part), or that names the
+                commit record.
+            HubError: the repository or the commit does not exist, or the file is there
+                but cannot be read.
         """
         from kernelforge.cache import is_revision_path
 
@@ -630,6 +674,11 @@ class LocalHub(LocalHubWriter):
         Returns:
             ``True`` when the commit record carries a mark made with this user's owner
             key over exactly the recorded files (see :mod:`kernelforge.trust`).
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``commit``.
+            HubError: the repository or the commit does not exist, or its record is
+                damaged.
         """
         return self._owned(repo_id, commit, self._record(repo_id, commit))
 
@@ -664,6 +713,10 @@ class LocalHub(LocalHubWriter):
             digests recorded at publish time (``metadata.json`` included) and whether
             this user published it. Both come from one read of the commit record, so the
             digests the load checks are the ones the owner mark covers.
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``commit``.
+            HubError: as for :meth:`variant_path`.
         """
         record = self._record(repo_id, commit)
         path = self._variant_path(repo_id, commit, variant, record)
@@ -682,6 +735,9 @@ class LocalHub(LocalHubWriter):
         Raises:
             IntegrityError: naming each changed, missing or extra file (sourceless
                 ``*.pyc`` too; ``__pycache__`` is left out, as loads never read it).
+            ValueError: a malformed ``repo_id`` or ``commit``.
+            HubError: the repository or the commit does not exist, or its record is
+                damaged.
         """
         from kernelforge.digest import verify_tree
 

@@ -1,0 +1,185 @@
+"""The public API's documentation keeps up with its signatures: every callable that
+``kernelforge`` exports (and every public method of its classes) describes each of its
+parameters, and no other, in its docstring's Args section, so that a new or renamed
+parameter cannot go undocumented. The README's Python examples call what exists, with
+arguments the signatures take."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kf_testutil import REPO
+
+import kernelforge
+
+SECTION_RE = re.compile(r"^(?P<indent> *)(?P<title>[A-Z][a-z]+):$")
+#: ``name: ...``, ``name (type): ...`` or ``a, b, c: as for ...`` one level into a section
+ENTRY_RE = re.compile(r"^(?P<names>\w+(?:, \w+)*)(?: \([^)]*\))?:(?: |$)")
+
+
+def doc_section(doc: str, title: str) -> list[str] | None:
+    """The parameter names a Google-style docstring section (``Args:``, ``Attributes:``)
+    describes, in order; ``None`` when the docstring has no such section."""
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
+        m = SECTION_RE.match(line)
+        if m is None or m["title"] != title:
+            continue
+        header = len(m["indent"])
+        names: list[str] = []
+        entry_indent: int | None = None
+        for body in lines[i + 1:]:
+            if not body.strip():
+                continue
+            indent = len(body) - len(body.lstrip())
+            if indent <= header:
+                break
+            if entry_indent is None:
+                entry_indent = indent
+            if indent == entry_indent:
+                entry = ENTRY_RE.match(body.strip())
+                assert entry is not None, f"not a '{title}' entry: {body.strip()!r}"
+                names += entry["names"].split(", ")
+        return names
+    return None
+
+
+def parameters(fn: Callable[..., Any]) -> list[str]:
+    """The names a caller may pass, ``self`` and ``cls`` left out."""
+    return [p for p in inspect.signature(fn).parameters if p not in ("self", "cls")]
+
+
+def public_objects() -> dict[str, Any]:
+    return {name: getattr(kernelforge, name) for name in kernelforge.__all__
+            if name != "__version__"}
+
+
+def public_methods() -> Iterator[tuple[str, Callable[..., Any]]]:
+    """``Class.method`` of every public method and classmethod of the exported classes
+    (their errors aside), inherited ones included."""
+    for name, obj in public_objects().items():
+        if not inspect.isclass(obj) or issubclass(obj, BaseException):
+            continue
+        for attr in dir(obj):
+            if attr.startswith("_"):
+                continue
+            static = inspect.getattr_static(obj, attr)
+            if isinstance(static, (staticmethod, classmethod)) or inspect.isfunction(static):
+                yield f"{name}.{attr}", getattr(obj, attr)
+
+
+FUNCTIONS = sorted(n for n, o in public_objects().items() if inspect.isfunction(o))
+CLASSES = sorted(n for n, o in public_objects().items() if inspect.isclass(o))
+METHODS = dict(public_methods())
+
+
+def test_the_lists_cover_the_api() -> None:
+    """The parametrized tests below see every export and the methods of the classes."""
+    assert set(FUNCTIONS) | set(CLASSES) == set(kernelforge.__all__) - {"__version__"}
+    assert {"get_kernel", "build_project", "lock_project", "resolve_variant"} <= set(FUNCTIONS)
+    assert {"LocalHub.publish", "HfHub.publish", "Variant.parse",
+            "Manifest.kernels_for", "SystemFacts.describe"} <= set(METHODS)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_a_function_documents_exactly_its_parameters(name: str) -> None:
+    fn = getattr(kernelforge, name)
+    doc = inspect.getdoc(fn)
+    assert doc, f"{name} has no docstring"
+    documented = doc_section(doc, "Args") or []
+    assert sorted(documented) == sorted(parameters(fn)), (
+        f"{name}: its Args section names {documented}, its signature "
+        f"{parameters(fn)}")
+    assert len(documented) == len(set(documented)), f"{name}: a parameter named twice"
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_a_method_documents_exactly_its_parameters(name: str) -> None:
+    method = METHODS[name]
+    doc = inspect.getdoc(method)
+    assert doc, f"{name} has no docstring"
+    documented = doc_section(doc, "Args") or []
+    assert sorted(documented) == sorted(parameters(method)), (
+        f"{name}: its Args section names {documented}, its signature "
+        f"{parameters(method)}")
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_a_class_documents_what_it_is_made_of(name: str) -> None:
+    """A class's constructor parameters are its Args (a hub, an error) or, for a data
+    class, its Attributes, which may list more (an error's ``errors``)."""
+    cls = getattr(kernelforge, name)
+    doc = inspect.getdoc(cls)
+    assert doc, f"{name} has no docstring"
+    if issubclass(cls, BaseException) and "__init__" not in vars(cls):
+        return  # made from its message, as any exception
+    wanted = parameters(cls)
+    args = doc_section(doc, "Args")
+    if args is not None:
+        assert sorted(args) == sorted(wanted), (name, args, wanted)
+        return
+    attributes = doc_section(doc, "Attributes")
+    assert attributes is not None, f"{name} documents neither Args nor Attributes"
+    assert not set(wanted) - set(attributes), (
+        f"{name}: Attributes leaves out {sorted(set(wanted) - set(attributes))}")
+    if dataclasses.is_dataclass(cls):
+        fields = [f.name for f in dataclasses.fields(cls)]
+        assert not set(attributes) - set(fields), (
+            f"{name}: Attributes names {sorted(set(attributes) - set(fields))}, no field")
+
+
+def test_the_section_reader_reads_grouped_and_typed_entries() -> None:
+    doc = ("Summary.\n\nArgs:\n    a, b: as for f.\n    c (int): one\n        more "
+           "text: with a colon.\n\nReturns:\n    x: not an argument.\n")
+    assert doc_section(doc, "Args") == ["a", "b", "c"]
+    assert doc_section(doc, "Raises") is None
+
+
+def test_a_parameter_added_without_its_description_is_found() -> None:
+    """What the tests above would say of a function that gained a parameter."""
+    def f(repo_id: str, *, fresh: bool = False) -> None:
+        """Load it.
+
+        Args:
+            repo_id: ``org/name``.
+        """
+    assert doc_section(inspect.getdoc(f) or "", "Args") != parameters(f)
+
+
+# --- the README's Python examples --------------------------------------------------------
+
+
+def readme_calls() -> list[tuple[str, ast.Call]]:
+    """Each call of a kernelforge export in the README's ``python`` blocks, by name."""
+    text = (REPO / "README.md").read_text()
+    calls = []
+    for block in re.findall(r"^```python\n(.*?)^```$", text, re.S | re.M):
+        for node in ast.walk(ast.parse(block)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in kernelforge.__all__):
+                calls.append((node.func.id, node))
+    return calls
+
+
+def test_the_readme_examples_call_with_arguments_the_functions_take() -> None:
+    calls = readme_calls()
+    assert {name for name, _ in calls} >= {"get_kernel", "get_locked_kernel", "load_kernel"}
+    for name, call in calls:
+        args = [object() for _ in call.args]
+        kwargs = {k.arg: object() for k in call.keywords if k.arg is not None}
+        inspect.signature(getattr(kernelforge, name)).bind(*args, **kwargs)
+
+
+def test_the_readme_names_keyword_arguments_that_exist() -> None:
+    """Inline mentions such as ``LocalHub(...).publish(..., card=text)``."""
+    text = (REPO / "README.md").read_text()
+    mentions = re.findall(r"`(\w+)\((?:\.\.\.|[^`()]*)\)\.(\w+)\([^`]*?(\w+)=", text)
+    assert ("LocalHub", "publish", "card") in mentions
+    for cls, method, keyword in mentions:
+        assert keyword in parameters(getattr(getattr(kernelforge, cls), method))
