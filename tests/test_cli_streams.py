@@ -93,6 +93,29 @@ def test_the_callers_stdout_keeps_its_buffering(monkeypatch: pytest.MonkeyPatch)
     assert out.read() == "org/k listed\n"
 
 
+def test_the_callers_stdout_keeps_its_buffering_when_the_reader_went_away(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A closed pipe leaves the line unwritten in the stream, whose flush fails again when
+    the setting is put back: the setting still comes back (exit 141, as for any closed
+    pipe)."""
+    import kernelforge.cli as cli
+
+    def listing(hub: object, repo: str) -> int:
+        print(f"{repo} listed")
+        return 0
+
+    monkeypatch.setattr(cli, "_versions", listing)
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, "w", encoding="utf-8") as out:
+        assert out.line_buffering is False
+        monkeypatch.setattr(sys, "stdout", out)
+        assert main(["versions", "org/k", "--hub", "/nonexistent-hub"]) == 141
+        monkeypatch.undo()
+        assert out.line_buffering is False
+        print("written to /dev/null", file=out, flush=True)  # where its file points now
+
+
 # --- keygen ----------------------------------------------------------------------------------
 
 

@@ -28,7 +28,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kernelforge import __version__
 from kernelforge.cli_share import add_commands, hub_arg, load_signer, repo_arg
@@ -737,7 +737,26 @@ def _each_line_written() -> Iterator[None]:
     try:
         yield
     finally:
-        reconfigure(line_buffering=False)
+        try:
+            reconfigure(line_buffering=False)  # which flushes stdout first
+        except BrokenPipeError:
+            # The reader went away with output unwritten: the failed flush kept it, and
+            # the setting with it. Sent to /dev/null, it is written and the setting
+            # comes back; the error still ends the command (exit 141).
+            _stdout_to_devnull(stream)
+            reconfigure(line_buffering=False)
+            raise
+
+
+def _stdout_to_devnull(stream: TextIO) -> None:
+    """Point the file of ``stream`` (stdout) at /dev/null, after its reader went away
+    (``| head``): Python flushes stdout again at exit and would fail once more (the
+    recipe of the Python documentation, signal module, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -754,11 +773,8 @@ def _run(args: argparse.Namespace) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # The reader went away (``| head``): stop quietly. Python would flush stdout
-        # again at exit and fail once more, so point it at /dev/null first (the recipe
-        # of the Python documentation, signal module, "Note on SIGPIPE").
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # The reader went away (``| head``): stop quietly.
+        _stdout_to_devnull(sys.stdout)
         return 141
     except OSError as err:
         # What the system refused (a full disk, a folder one may not write, a file that
