@@ -733,6 +733,17 @@ def test_cli_keygen_refuses_a_name_that_is_no_label(name: str, out: bool,
     assert not (tmp_path / "k.pem").exists() and not env["config"].exists()
 
 
+@pytest.mark.parametrize("spaced", [" {key}", "{key}\n", "  {key}  "])
+def test_cli_trust_add_takes_a_key_with_space_around_it(spaced: str, env: dict[str, Path],
+                                                        key: signing.SigningKey,
+                                                        capsys) -> None:
+    """The key as pasted, or as ``"$(cat NAME.pub)"`` gives it: read as the key it is,
+    as its argument check reads it, not as the name of a key file."""
+    assert main(["trust", "add", spaced.format(key=key.public.text)]) == 0
+    assert f"key {key.public.key_id}" in capsys.readouterr().out
+    assert [k.key_id for k in trust.load_store().keys] == [key.public.key_id]
+
+
 @pytest.mark.parametrize("name", ["", "   ", "evil\n  deadbeefdeadbeef  default  repos *",
                                   "tab\there", "bell\a", "x" * 101])
 def test_cli_trust_add_refuses_a_name_that_is_no_label(name: str, env: dict[str, Path],

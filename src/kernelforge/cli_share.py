@@ -172,12 +172,19 @@ def _check_sigstore_args(parser: argparse.ArgumentParser, args: argparse.Namespa
         parser.error(str(err))
 
 
+def _is_key_text(spec: str) -> bool:
+    """Whether ``trust add``'s key is given as ``ed25519:<base64>`` (surrounding space
+    ignored, as a key file's is), not as a key file: the argument check and the command
+    decide it alike."""
+    return spec.strip().startswith("ed25519:")
+
+
 def public_key_arg(text: str) -> str:
     """argparse type for ``trust add``'s key: ``ed25519:<base64>`` that does not read as
     a key is bad usage; anything else names a key file, read by the command."""
     from kernelforge.signing import PublicKey
 
-    if text.strip().startswith("ed25519:"):
+    if _is_key_text(text):
         try:
             PublicKey.parse(text)
         except KernelforgeError as err:
@@ -579,8 +586,9 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
 
 
 def _public_key_text(spec: str) -> str:
-    if spec.startswith("ed25519:"):
-        return spec
+    """``trust add``'s key as ``ed25519:<base64>``: as given, or read from its file."""
+    if _is_key_text(spec):
+        return spec.strip()
     path = Path(os.path.expanduser(spec))
     try:
         text = path.read_text(encoding="ascii").strip()
