@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from kf_sharing import FakeHfApi, isolate, make_variant
-from kf_testutil import write_noarch_project
+from kf_testutil import copy_example, write_noarch_project
 
 import kernelforge
+from kernelforge.errors import BuildError
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
 
@@ -109,3 +110,28 @@ def test_hf_hub_publish_refuses_arguments_as_the_local_hub_does(
             publish("me/hf", tmp_path / "proj", version=1, **kwargs)
     assert not hub.has_repo("me/hf") and not LocalHub().has_repo("me/hf")
     assert hub.publish("me/hf", tmp_path / "proj", version=1, card="# Card").branch == "v1"
+
+
+def test_build_project_reads_backends_given_as_a_generator_once(tmp_path: Path) -> None:
+    """Before: the first check used the generator up, and the build said that none of
+    the project's backends could be built here, listing none."""
+    project = copy_example(tmp_path / "relu")
+    for backends in (["rocm"], ("rocm",), (b for b in ["rocm"])):
+        with pytest.raises(BuildError, match=r"backend rocm has no kernels in this "
+                                             r"project \(it has: cpu, cuda\)"):
+            kernelforge.build_project(project, backends=backends, progress=lambda _: None)
+    assert not (project / "build").exists()
+
+
+def test_build_project_takes_jobs_of_any_integer_type(tmp_path: Path) -> None:
+    """``jobs=np.int64(4)`` (a count worked out with numpy) builds, as it did before
+    the check; a float or a string is refused, naming the fix."""
+    numpy = pytest.importorskip("numpy")
+    project = write_noarch_project(tmp_path / "na")
+    (result,) = kernelforge.build_project(project, jobs=numpy.int64(4),
+                                          progress=lambda _: None)
+    assert result.variant == "torch-cpu" and (result.path / "metadata.json").is_file()
+    for jobs in (4.0, "4", True):
+        with pytest.raises(ValueError, match=r"jobs: expected a positive number of compile "
+                                             r"jobs, got .*; fix: pass a positive integer"):
+            kernelforge.build_project(project, jobs=jobs, progress=lambda _: None)

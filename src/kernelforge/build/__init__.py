@@ -14,11 +14,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import operator
 import os
 import shlex
 import subprocess
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -640,7 +641,7 @@ def build_project(
     Example:
         >>> build_project("kernels/relu", backends=["cpu"])  # doctest: +SKIP
     """
-    archs = _checked_arguments(backends, archs, jobs)
+    backends, archs, jobs = _checked_arguments(backends, archs, jobs)
     manifest = check_project(Path(path).resolve())
     root = manifest.root
     out = Path(out_dir) if out_dir is not None else root / "build"
@@ -822,27 +823,45 @@ def build_project(
     return results
 
 
-def _checked_arguments(backends: Sequence[str] | None, wanted: Sequence[str] | None,
-                   jobs: int | None) -> list[str] | None:
+def _checked_arguments(backends: Iterable[str] | None, wanted: Iterable[str] | None,
+                       jobs: int | None) -> tuple[list[str] | None, list[str] | None,
+                                                  int | None]:
     """Refuse the arguments of :func:`build_project` that the command line's parser
     refuses, before anything is read: a string where a list belongs (read one letter
     at a time), an architecture that is not one (``sm_90``, silently unused by a CPU
-    build otherwise) and a number of jobs below 1. Returns the archs ``wanted`` in the
-    spelling ``--arch`` gives them (``"9.0a"``, ``"gfx942"``)."""
+    build otherwise) and a number of jobs below 1.
+
+    Returns:
+        ``backends`` as a list (a generator or other one-pass iterable is read once
+        here, not once per check), the archs ``wanted`` in the spelling ``--arch``
+        gives them (``"9.0a"``, ``"gfx942"``), and ``jobs`` as an ``int`` (numpy's
+        integers are taken too, as any integer type).
+    """
     for name, value in (("backends", backends), ("archs", wanted)):
         if isinstance(value, (str, bytes)):
             raise TypeError(f"{name}: expected a list, got the string {value!r}; fix: pass "
                             f"[{value!r}]")
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)
-                             or jobs < 1):
-        raise ValueError(f"jobs: expected a positive number of compile jobs, got {jobs!r}; "
-                         "fix: pass None for the default ($MAX_JOBS, else all cores)")
+    count = None if jobs is None else _jobs_count(jobs)
+    listed = None if backends is None else list(backends)
     if wanted is None:
-        return None
+        return listed, None, count
     try:
-        return [archs.parse_arch(a) for a in wanted]
+        return listed, [archs.parse_arch(a) for a in wanted], count
     except ValueError as err:
         raise ValueError(f"archs: {err}") from err
+
+
+def _jobs_count(jobs: int) -> int:
+    """``build_project``'s ``jobs``, a positive integer (not a bool)."""
+    try:
+        count = None if isinstance(jobs, bool) else operator.index(jobs)
+    except TypeError:
+        count = None
+    if count is None or count < 1:
+        raise ValueError(f"jobs: expected a positive number of compile jobs, got {jobs!r}; "
+                         "fix: pass a positive integer such as 8, or None for the default "
+                         "($MAX_JOBS, else all cores)")
+    return count
 
 
 def _check_out_dir(root: Path, out: Path) -> None:
