@@ -64,6 +64,10 @@ def test_lock_project_refuses_a_malformed_allow_it_does_not_need(
     ({"archs": ["sm_90"]}, ValueError, r"archs: 'sm_90' is not a CUDA capability.*'9.0'"),
     ({"jobs": 0}, ValueError, r"jobs: expected a positive number"),
     ({"jobs": -4}, ValueError, r"jobs: expected a positive number"),
+    # not a number of jobs, though Python would compare or count with it
+    ({"jobs": True}, ValueError, r"jobs: expected a positive number.*got True"),
+    ({"jobs": "4"}, ValueError, r"jobs: expected a positive number.*got '4'"),
+    ({"jobs": 2.0}, ValueError, r"jobs: expected a positive number.*got 2\.0"),
 ])
 def test_build_project_refuses_what_the_command_line_refuses(
         tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], message: str) -> None:

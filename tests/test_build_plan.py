@@ -607,6 +607,37 @@ def test_a_cuda_variant_names_the_host_compiler_nvcc_ran(tmp_path: Path, monkeyp
     assert toolchain["nvcc"] == "13.0" and toolchain["nvcc-host"] == "gcc 11.4.0"
 
 
+@pytest.mark.parametrize("given", [[" 9.0a "], ["09.0a"], (" 9.0a ",)])
+def test_build_project_reads_archs_as_arch_reads_them(tmp_path: Path, monkeypatch,
+                                                      given: list[str]) -> None:
+    """``build_project(archs=[" 9.0a "])`` is the build ``archs=["9.0a"]`` (and ``--arch
+    9.0a``) made: found up to date, not compiled again for an arch written otherwise."""
+    from kernelforge import build
+    from kernelforge.build import build_project
+
+    _cuda_here(monkeypatch)
+    monkeypatch.setattr(build, "_variant_name",
+                        lambda m, backend, facts: "torch213-cxx11-cu130-x86_64-linux")
+    compiled = []
+
+    def compile_plan(plan, *, work_dir: Path, **kwargs: object) -> Path:
+        compiled.append(plan)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        extension = work_dir / f"{plan.namespace}.abi3.so"
+        extension.write_bytes(b"\x7fELF")
+        return extension
+
+    monkeypatch.setattr(build, "compile_plan", compile_plan)
+    root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
+    (first,) = build_project(root, backends=["cuda"], archs=["9.0a"], progress=lambda _: None)
+    (plan,) = compiled
+    assert [f for f in plan.device_flags if f.startswith("-gencode")] == [
+        "-gencode=arch=compute_90a,code=sm_90a"]
+    (again,) = build_project(root, backends=["cuda"], archs=given, progress=lambda _: None)
+    assert (again.up_to_date, again.path) == (True, first.path)
+    assert len(compiled) == 1
+
+
 def test_the_build_prints_the_compilers_note(tmp_path: Path, monkeypatch) -> None:
     from kernelforge import build
     from kernelforge.build import build_project
