@@ -101,6 +101,11 @@ def test_local_hub_refuses_a_card_or_status_that_is_no_text(
     ({"card": b"# Card"}, ValueError, "card: expected README text, got bytes"),
     ({"message": None}, ValueError, "message: expected a string"),
     ({"signer": "key.pem"}, TypeError, "signer: expected a SigningKey"),
+    ({"version": -1}, ValueError, "version: expected a non-negative integer, got -1"),
+    ({"version": "1"}, ValueError, "version: expected a non-negative integer, got '1'"),
+    ({"version": True}, ValueError, "version: expected a non-negative integer, got True"),
+    ({"repo_id": "me"}, ValueError, "repo_id: 'me' is not a valid repository id"),
+    ({"repo_id": "me/hf/x"}, ValueError, "repo_id: 'me/hf/x' is not a valid repository id"),
 ])
 def test_hf_hub_publish_refuses_arguments_as_the_local_hub_does(
         env: dict[str, Path], tmp_path: Path, kwargs: dict[str, Any],
@@ -109,10 +114,12 @@ def test_hf_hub_publish_refuses_arguments_as_the_local_hub_does(
     remote = FakeHfApi(tmp_path / "remote")
     make_variant(tmp_path / "proj")
     hub = HfHub(api=remote, cache=env["cache"])
+    arguments = {"repo_id": "me/hf", "version": 1, **kwargs}
     for publish in (hub.publish, LocalHub().publish):
         with pytest.raises(error, match=message):
-            publish("me/hf", tmp_path / "proj", version=1, **kwargs)
+            publish(build_dir=tmp_path / "proj", **arguments)
     assert not hub.has_repo("me/hf") and not LocalHub().has_repo("me/hf")
+    assert not (tmp_path / "remote" / "repos").exists()  # the Hub was not called
     assert hub.publish("me/hf", tmp_path / "proj", version=1, card="# Card").branch == "v1"
 
 
