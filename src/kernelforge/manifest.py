@@ -212,7 +212,23 @@ class TorchSpec:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """One ``[kernel.NAME]`` section."""
+    """One ``[kernel.NAME]`` section, as :attr:`Manifest.kernels` holds it.
+
+    Attributes:
+        name: the section's ``NAME``.
+        backend: the backend it compiles for (``cpu``, ``cuda``, ``rocm``, ...).
+        src: its source files, relative to the project directory.
+        depends: what it builds with (``torch``, ``cutlass_3_9``, ...).
+        include: its include directories, relative to the project directory.
+        cxx_flags: ``cxx-flags``, added to the C++ compiler's flags for its sources.
+        cuda_capabilities: ``cuda-capabilities`` in their canonical spelling
+            (``"9.0a"``), or ``None`` for the builder's defaults.
+        cuda_flags: ``cuda-flags``, added to nvcc's flags.
+        cuda_minver: ``cuda-minver``, the oldest CUDA that builds it, or ``None``.
+        rocm_archs: ``rocm-archs``, or ``None`` for the builder's defaults.
+        hip_flags: ``hip-flags``, added to hipcc's flags.
+        sycl_flags: ``sycl-flags`` (read and kept; kernelforge builds no ``xpu``).
+    """
 
     name: str
     backend: str
@@ -220,11 +236,9 @@ class KernelSpec:
     depends: tuple[str, ...]
     include: tuple[str, ...] = ()
     cxx_flags: tuple[str, ...] = ()
-    #: Normalised capabilities (``"9.0a"``), or None for the builder's defaults.
     cuda_capabilities: tuple[str, ...] | None = None
     cuda_flags: tuple[str, ...] = ()
     cuda_minver: str | None = None
-    #: ROCm archs, or None for the builder's defaults.
     rocm_archs: tuple[str, ...] | None = None
     hip_flags: tuple[str, ...] = ()
     sycl_flags: tuple[str, ...] = ()
