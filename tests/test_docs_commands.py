@@ -274,9 +274,9 @@ def test_the_command_table_names_every_command() -> None:
 
 
 def test_the_command_table_names_every_option() -> None:
-    """Each long option of a command is named in its row, and each option a row names is
-    one of its commands' (a renamed option fails here too, where no command line of the
-    documentation uses it)."""
+    """Each option of a command, its short spelling too (``-j``), is named in its row,
+    and each option a row names is one of its commands' (a renamed option fails here
+    too, where no command line of the documentation uses it)."""
     rows = command_table()
     for row in rows:
         parsers = [p for path, p in commands() if path[0] in row.words]
@@ -284,7 +284,7 @@ def test_the_command_table_names_every_option() -> None:
         assert row.options <= known, f"{row.text}: no option {sorted(row.options - known)}"
         for path, parser in commands():
             if path[0] in row.words:
-                missing = {o for o in _options(parser) if o.startswith("--")} - row.options
+                missing = _options(parser) - row.options
                 assert not missing, (f"the command table's row for {path[0]} does not name "
                                      f"the options of kernelforge {' '.join(path)}: "
                                      f"{sorted(missing)}")
