@@ -71,7 +71,17 @@ def test_a_reader_gone_before_an_error_ends_the_command_quietly(tmp_path: Path) 
     assert "Exception ignored" not in proc.stderr and "BrokenPipeError" not in proc.stderr
 
 
-def test_the_callers_stdout_keeps_its_buffering(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("stream", "during"), [
+    # a file or pipe, buffered by Python: each line is written as it is printed
+    (lambda: io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), True),
+    # a terminal, or a program's own line-buffered stream: it stays line buffered
+    (lambda: io.TextIOWrapper(io.BytesIO(), encoding="utf-8", line_buffering=True), True),
+    # contextlib.redirect_stdout(io.StringIO()): no buffer to set, written all the same
+    (io.StringIO, False),
+], ids=["buffered", "line-buffered", "StringIO"])
+def test_the_callers_stdout_keeps_its_buffering(
+        monkeypatch: pytest.MonkeyPatch, stream: Callable[[], io.TextIOWrapper | io.StringIO],
+        during: bool) -> None:
     """``main`` inside a program writes each line as it prints it, and leaves the
     program's stdout as it found it."""
     import kernelforge.cli as cli
@@ -84,11 +94,12 @@ def test_the_callers_stdout_keeps_its_buffering(monkeypatch: pytest.MonkeyPatch)
         return 0
 
     monkeypatch.setattr(cli, "_versions", listing)
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    out = stream()
+    before = out.line_buffering
     monkeypatch.setattr(sys, "stdout", out)
     assert main(["versions", "org/k", "--hub", "/nonexistent-hub"]) == 0
-    assert seen == [True]
-    assert out.line_buffering is False
+    assert seen == [during]
+    assert out.line_buffering is before
     out.seek(0)
     assert out.read() == "org/k listed\n"
 
