@@ -5,6 +5,7 @@ a command's error) and what to do."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -477,7 +478,6 @@ def test_a_library_warning_reads_as_the_commands_own_lines(tmp_path: Path) -> No
     the command's own lines, once; a program that set up logging itself keeps its own
     (one copy of each warning, in its format)."""
     import subprocess
-    import sys
 
     from kernelforge import cache
 
@@ -511,11 +511,16 @@ def test_a_library_warning_reads_as_the_commands_own_lines(tmp_path: Path) -> No
     (["--verion", "build"], "usage: kernelforge [-h]",
      "kernelforge: error: unrecognized arguments: --verion; did you mean --version?"),
 ])
+@pytest.mark.parametrize("from_sys_argv", [False, True], ids=["main(argv)", "sys.argv"])
 def test_a_misspelt_command_or_option_gets_its_commands_usage_and_a_suggestion(
-    capsys: pytest.CaptureFixture[str], argv: list[str], usage: str, said: str
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str],
+    usage: str, said: str, from_sys_argv: bool
 ) -> None:
+    """Also as the ``kernelforge`` command calls ``main``: with the words in sys.argv."""
+    monkeypatch.setattr(sys, "argv", ["kernelforge", *argv] if from_sys_argv
+                        else ["kernelforge"])
     with pytest.raises(SystemExit) as exit_info:
-        main(argv)
+        main(None if from_sys_argv else argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(usage), err
