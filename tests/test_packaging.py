@@ -170,6 +170,8 @@ def test_wheel_metadata_is_what_pyproject_declares(wheel: zipfile.ZipFile) -> No
     assert meta["Summary"] == project["description"]
     assert meta["Requires-Python"] == project["requires-python"]
     assert meta["License-Expression"] == project["license"]
+    assert meta.get_all("Classifier") == project["classifiers"]
+    assert meta["Keywords"].split(",") == project["keywords"]
     assert meta["Description-Content-Type"] == "text/markdown"
     assert str(meta.get_payload()).strip() == (REPO / "README.md").read_text().strip()
     extras = project["optional-dependencies"]
