@@ -68,6 +68,15 @@ def test_lock_project_refuses_a_malformed_allow_it_does_not_need(
     ({"jobs": True}, ValueError, r"jobs: expected a positive number.*got True"),
     ({"jobs": "4"}, ValueError, r"jobs: expected a positive number.*got '4'"),
     ({"jobs": 2.0}, ValueError, r"jobs: expected a positive number.*got 2\.0"),
+    ({"backends": ["cpu", 1]}, TypeError, r"backends: expected backend names .*got 1"),
+    # kernelforge build --arch 9.0 --arch gfx942, --backend cuda --arch gfx942, ...
+    ({"archs": ["9.0", "gfx942"]}, ValueError,
+     r"archs mixes CUDA capabilities \(9\.0\) and ROCm archs \(gfx942\); build one GPU "
+     r"backend at a time: backends=\['cuda'\] with capabilities, or backends=\['rocm'\]"),
+    ({"backends": ["cuda"], "archs": ["gfx942"]}, ValueError,
+     r"archs \['gfx942'\]: backends=\['cuda'\] takes CUDA capabilities such as 9\.0a"),
+    ({"backends": ["cpu", "rocm"], "archs": [" 9.0a"]}, ValueError,
+     r"archs \['9\.0a'\]: backends=\['rocm'\] takes ROCm archs such as gfx942"),
 ])
 def test_build_project_refuses_what_the_command_line_refuses(
         tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], message: str) -> None:

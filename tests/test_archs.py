@@ -186,3 +186,36 @@ def test_parse_arch_accepts_both_kinds(text: str, canonical: str) -> None:
 def test_parse_arch_names_the_value_and_the_forms(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         archs.parse_arch(text)
+
+
+@pytest.mark.parametrize(("given", "backends"), [
+    (["9.0a", "8.0"], []), (["gfx942"], []), (["9.0a"], ["cuda", "cpu"]),
+    (["gfx942", "gfx90a"], ["rocm"]), (["gfx942"], ["cpu"]), (["9.0"], ["cpu"]),
+])
+def test_arch_backend_problem_takes_archs_that_fit(given: list[str],
+                                                   backends: list[str]) -> None:
+    for python in (False, True):
+        assert archs.arch_backend_problem(given, backends, python=python) is None
+
+
+@pytest.mark.parametrize(("given", "backends", "option", "argument"), [
+    (["9.0", "gfx942"], [],
+     "--arch mixes CUDA capabilities (9.0) and ROCm archs (gfx942); build one GPU backend "
+     "at a time: --backend cuda with capabilities, or --backend rocm with archs",
+     "archs mixes CUDA capabilities (9.0) and ROCm archs (gfx942); build one GPU backend "
+     "at a time: backends=['cuda'] with capabilities, or backends=['rocm'] with archs"),
+    (["gfx942", "gfx90a"], ["cpu", "cuda"],
+     "--arch gfx942 gfx90a: --backend cuda takes CUDA capabilities such as 9.0a, not ROCm "
+     "archs",
+     "archs ['gfx942', 'gfx90a']: backends=['cuda'] takes CUDA capabilities such as 9.0a, "
+     "not ROCm archs"),
+    (["9.0a"], ["rocm"],
+     "--arch 9.0a: --backend rocm takes ROCm archs such as gfx942, not CUDA capabilities",
+     "archs ['9.0a']: backends=['rocm'] takes ROCm archs such as gfx942, not CUDA "
+     "capabilities"),
+])
+def test_arch_backend_problem_names_the_options_or_the_arguments(
+        given: list[str], backends: list[str], option: str, argument: str) -> None:
+    """One check for ``kernelforge build`` and ``build_project``, each in its own words."""
+    assert archs.arch_backend_problem(given, backends) == option
+    assert archs.arch_backend_problem(given, backends, python=True) == argument

@@ -350,6 +350,47 @@ def hipcc_offload_flags(archs: Iterable[str]) -> list[str]:
     return flags
 
 
+def arch_backend_problem(archs: Sequence[str], backends: Iterable[str], *,
+                         python: bool = False) -> str | None:
+    """Why the archs asked for do not fit the backends being built, if they do not: one
+    build takes CUDA capabilities or ROCm archs, not both, and only those of a GPU
+    backend it names. ``kernelforge build`` refuses them as it reads ``--arch`` and
+    ``--backend``, :func:`kernelforge.build.build_project` before it reads anything:
+    otherwise a build of the other backend (or of cpu only) takes them without a word.
+
+    Args:
+        archs: the archs as :func:`parse_arch` returns them.
+        backends: the backends named (none: every backend the build can make).
+        python: name ``build_project``'s arguments (``archs``, ``backends=[...]``) in
+            the message rather than the command line's options.
+
+    Returns:
+        The problem in words, naming the values at fault and what to pass instead.
+    """
+    rocm = [a for a in archs if is_known_rocm_arch(a)]
+    cuda = [a for a in archs if not is_known_rocm_arch(a)]
+    named = set(backends)
+
+    def given(values: list[str]) -> str:
+        return f"archs {values!r}" if python else f"--arch {' '.join(values)}"
+
+    def backend(name: str) -> str:
+        return f"backends=[{name!r}]" if python else f"--backend {name}"
+
+    if rocm and cuda:
+        return (f"{'archs' if python else '--arch'} mixes CUDA capabilities "
+                f"({', '.join(cuda)}) and ROCm archs ({', '.join(rocm)}); build one GPU "
+                f"backend at a time: {backend('cuda')} with capabilities, or "
+                f"{backend('rocm')} with archs")
+    if "cuda" in named and rocm:
+        return (f"{given(rocm)}: {backend('cuda')} takes CUDA capabilities such as 9.0a, "
+                "not ROCm archs")
+    if "rocm" in named and cuda:
+        return (f"{given(cuda)}: {backend('rocm')} takes ROCm archs such as gfx942, not "
+                "CUDA capabilities")
+    return None
+
+
 def parse_arch(text: str) -> str:
     """A ``--arch`` value: a CUDA capability or a ROCm arch, in its canonical spelling.
 

@@ -70,35 +70,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _arch_backend_problem(archs: Sequence[str], backends: Sequence[str]) -> str | None:
-    """Why the ``--arch`` values do not fit the GPU backend being built, if they do not."""
-    from kernelforge.archs import is_known_rocm_arch
-
-    rocm = [a for a in archs if is_known_rocm_arch(a)]
-    cuda = [a for a in archs if not is_known_rocm_arch(a)]
-    if rocm and cuda:
-        return (f"--arch mixes CUDA capabilities ({', '.join(cuda)}) and ROCm archs "
-                f"({', '.join(rocm)}); build one GPU backend at a time: --backend cuda with "
-                "capabilities, or --backend rocm with archs")
-    if "cuda" in backends and rocm:
-        return (f"--arch {' '.join(rocm)}: --backend cuda takes CUDA capabilities such as "
-                "9.0a, not ROCm archs")
-    if "rocm" in backends and cuda:
-        return (f"--arch {' '.join(cuda)}: --backend rocm takes ROCm archs such as gfx942, "
-                "not CUDA capabilities")
-    return None
-
-
 class _AppendArchOrBackend(argparse.Action):
     """``append`` for build's ``--arch`` and ``--backend``, refusing values that do not
-    fit together (:func:`_arch_backend_problem`) as a usage error of ``kernelforge
-    build`` (its usage line, exit 2) as soon as the option that breaks the fit is read."""
+    fit together (:func:`kernelforge.archs.arch_backend_problem`, which ``build_project``
+    applies too) as a usage error of ``kernelforge build`` (its usage line, exit 2) as
+    soon as the option that breaks the fit is read."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
+        from kernelforge.archs import arch_backend_problem
+
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
-        problem = _arch_backend_problem(getattr(namespace, "arch", None) or (),
-                                        getattr(namespace, "backend", None) or ())
+        problem = arch_backend_problem(getattr(namespace, "arch", None) or (),
+                                       getattr(namespace, "backend", None) or ())
         if problem:
             parser.error(problem)
 

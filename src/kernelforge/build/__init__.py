@@ -633,10 +633,13 @@ def build_project(
             Python package holds a file the build cannot ship, ``backends`` names a
             backend the project does not have, none of the project's backends can be
             built here, or ``out_dir`` holds the project or lies under a file.
-        TypeError: ``backends`` or ``archs`` is one string instead of a list.
+        TypeError: ``backends`` or ``archs`` is one string instead of a list, or a
+            backend is not a string.
         ValueError: an ``archs`` entry is not a CUDA capability or ROCm arch (``sm_90``
-            is refused, with the spelling to use), or ``jobs`` is not a positive
-            integer.
+            is refused, with the spelling to use), ``archs`` mixes CUDA capabilities
+            and ROCm archs or are not those of a GPU backend ``backends`` names
+            (``["gfx942"]`` with ``backends=["cuda"]``), as ``kernelforge build``
+            refuses them, or ``jobs`` is not a positive integer.
 
     Example:
         >>> build_project("kernels/relu", backends=["cpu"])  # doctest: +SKIP
@@ -828,8 +831,11 @@ def _checked_arguments(backends: Iterable[str] | None, wanted: Iterable[str] | N
                                                   int | None]:
     """Refuse the arguments of :func:`build_project` that the command line's parser
     refuses, before anything is read: a string where a list belongs (read one letter
-    at a time), an architecture that is not one (``sm_90``, silently unused by a CPU
-    build otherwise) and a number of jobs below 1.
+    at a time), a backend that is no name, an architecture that is not one (``sm_90``,
+    silently unused by a CPU build otherwise), archs that do not fit together or with
+    the backends named (:func:`~kernelforge.archs.arch_backend_problem`: CUDA
+    capabilities with ROCm archs, a ROCm arch for ``backends=["cuda"]``) and a number
+    of jobs below 1.
 
     Returns:
         ``backends`` as a list (a generator or other one-pass iterable is read once
@@ -843,12 +849,20 @@ def _checked_arguments(backends: Iterable[str] | None, wanted: Iterable[str] | N
                             f"[{value!r}]")
     count = None if jobs is None else _jobs_count(jobs)
     listed = None if backends is None else list(backends)
+    for name in listed or ():
+        if not isinstance(name, str):
+            raise TypeError(f"backends: expected backend names such as 'cpu' or 'cuda', "
+                            f"got {name!r}")
     if wanted is None:
         return listed, None, count
     try:
-        return listed, [archs.parse_arch(a) for a in wanted], count
+        parsed = [archs.parse_arch(a) for a in wanted]
     except ValueError as err:
         raise ValueError(f"archs: {err}") from err
+    problem = archs.arch_backend_problem(parsed, listed or (), python=True)
+    if problem:
+        raise ValueError(problem)
+    return listed, parsed, count
 
 
 def _jobs_count(jobs: int) -> int:
