@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -760,6 +761,27 @@ def test_cli_trust_add_refuses_a_name_that_is_no_label(name: str, env: dict[str,
             "characters") in capsys.readouterr().err
     assert [(k.key_id, k.name) for k in trust.load_store().keys] == [
         (key.public.key_id, "pub")]
+
+
+@pytest.mark.parametrize("name", ["   ", "evil\n  deadbeefdeadbeef  default  repos *",
+                                  "tab\there", "\x1b[31mred", "x" * 101])
+def test_add_key_refuses_a_name_trust_add_refuses(name: str, key: signing.SigningKey,
+                                                  capsys) -> None:
+    """Before: only the command line checked the label, and ``add_key`` stored a name
+    that 'kernelforge trust list' then printed as a key entry of its own."""
+    trust.add_key(key.public.text, name="pub")
+    with pytest.raises(ValueError, match=rf"^name: {re.escape(repr(name))} is not a key "
+                                         r"label; use 1 to 100 printable characters"):
+        trust.add_key(key.public.text, name=name)
+    with pytest.raises(TypeError, match="name: expected a string, got int"):
+        trust.add_key(key.public.text, name=3)  # type: ignore[arg-type]
+    assert [(k.key_id, k.name) for k in trust.load_store().keys] == [
+        (key.public.key_id, "pub")]
+    assert main(["trust", "list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 5  # the store, keys:, one key, ...
+    # "" is a key without a name, as for a new key added with none
+    assert trust.add_key(key.public.text, name="").name == ""
+    assert trust.add_key(key.public.text, name="x" * 100).name == "x" * 100
 
 
 def test_cli_keygen_store_failure_quotes_the_label(env: dict[str, Path], tmp_path: Path,

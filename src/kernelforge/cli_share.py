@@ -108,19 +108,19 @@ def backend_arg(text: str) -> str:
 _GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
 _KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
-_LABEL_MAX = 100
 
 
 def key_label_arg(text: str) -> str:
     """argparse type for ``keygen --name`` and ``trust add --name``: the key's label in
-    the trust store, one line that ``kernelforge trust list`` prints as it is. For
+    the trust store, one line that ``kernelforge trust list`` prints as it is
+    (:func:`kernelforge.trust.key_name_problem`, which ``add_key`` applies too). For
     ``keygen`` with ``--out`` that is all it is; without, it names the key file too,
     which :func:`key_name_arg` checks once all arguments are known."""
-    if not text.strip() or len(text) > _LABEL_MAX or not text.isprintable():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a key label; use 1 to {_LABEL_MAX} printable characters, "
-            "not only spaces (it is how 'kernelforge trust list' names the key)"
-        )
+    from kernelforge.trust import key_name_problem
+
+    problem = key_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

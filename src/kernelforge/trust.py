@@ -42,6 +42,7 @@ from kernelforge.hub.base import validate_repo_id
 
 __all__ = [
     "CONFIG_ENV",
+    "KEY_NAME_MAX",
     "SigstoreIdentity",
     "TrustStore",
     "TrustedKey",
@@ -50,6 +51,7 @@ __all__ = [
     "allow_repo",
     "check_owner_mark",
     "config_dir",
+    "key_name_problem",
     "load_store",
     "owner_mark",
     "remove",
@@ -77,6 +79,44 @@ def config_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_config_dir("kernelforge"))
+
+
+#: The longest key name the trust store takes: ``kernelforge trust list`` shows it on
+#: one line beside the key id.
+KEY_NAME_MAX = 100
+
+
+def key_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a key in the trust store, if it cannot.
+
+    ``kernelforge trust list`` prints a key's name as it is stored: a newline or an
+    escape sequence in it would print as lines or colours of its own (a key entry that
+    is not there, say), and a name of only spaces reads as none. ``trust add --name``
+    and ``keygen --name`` refuse such a name as they read it, :func:`add_key` when it
+    is called.
+
+    Returns:
+        The problem in words, naming the value and what a name may be.
+    """
+    if not name.strip() or len(name) > KEY_NAME_MAX or not name.isprintable():
+        return (f"{name!r} is not a key label; use 1 to {KEY_NAME_MAX} printable "
+                "characters, not only spaces (it is how 'kernelforge trust list' names the "
+                "key)")
+    return None
+
+
+def _check_key_name(name: object) -> None:
+    """:func:`add_key`'s ``name``: ``""`` (no name) or one :func:`key_name_problem` takes.
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: a name the trust store cannot show.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected a string, got {type(name).__name__}")
+    problem = key_name_problem(name) if name else None
+    if problem:
+        raise ValueError(f"name: {problem}; or pass '' for a key without a name")
 
 
 def _check_patterns(repos: tuple[str, ...]) -> tuple[str, ...]:
@@ -363,7 +403,9 @@ def add_key(
 
     Args:
         public_key: ``ed25519:<base64>`` as printed by ``kernelforge keygen``.
-        name: a label for people; ``None`` keeps the stored one (``""`` for a new key).
+        name: a label for people, up to :data:`KEY_NAME_MAX` printable characters
+            (:func:`key_name_problem`); ``None`` keeps the stored one (``""`` for a new
+            key).
         repos: the repository patterns it may sign for (``("*",)``: any); ``None`` keeps
             a stored key's patterns and means ``("*",)`` for a new key.
         path: the store file; ``None`` for the default.
@@ -376,10 +418,15 @@ def add_key(
 
     Raises:
         TrustError: the key cannot be read.
-        ValueError: a malformed pattern, or an empty ``repos``.
+        ValueError: a malformed pattern, an empty ``repos``, or a ``name`` that is not
+            one (a newline or other control character in it, more than
+            :data:`KEY_NAME_MAX` characters, only spaces).
+        TypeError: a ``name`` that is not a string.
     """
     from kernelforge.signing import PublicKey
 
+    if name is not None:
+        _check_key_name(name)
     key = PublicKey.parse(public_key)
     wanted = None if repos is None else _check_patterns(tuple(repos))
     stored: list[TrustedKey] = []
