@@ -1145,3 +1145,25 @@ def test_generate_key_into_a_directory_asks_for_a_file(tmp_path: Path,
     assert str(info.value) == (f"{tmp_path / 'keys'} is a directory; give the key's file "
                                f"path, e.g. {tmp_path / 'keys' / 'NAME.pem'}")
     assert list((tmp_path / "keys").iterdir()) == []
+
+
+@pytest.mark.parametrize("repos, error, message", [
+    ("me/*", TypeError, r"repos: expected a tuple of repository patterns, got the string "
+                        r"'me/\*'; fix: pass \('me/\*',\)"),
+    (["me/*", 3], TypeError, r"3 is not a repository pattern; expected a string"),
+    (("me",), ValueError, r"repo_id: 'me' is not a valid repository id"),
+])
+def test_trust_functions_refuse_repos_that_are_no_patterns(
+        repos: object, error: type[Exception], message: str,
+        key: signing.SigningKey) -> None:
+    """Before: a string was read one character at a time ("'m' is not a valid repository
+    id" for "me/*"), and a number failed with an AttributeError."""
+    for add in (lambda: trust.add_key(key.public.text, repos=repos),  # type: ignore[arg-type]
+                lambda: trust.add_sigstore_identity(WORKFLOW, repos=repos)):  # type: ignore[arg-type]
+        with pytest.raises(error, match=message):
+            add()
+    with pytest.raises(TypeError, match="3 is not a repository pattern"):
+        trust.allow_repo(3)  # type: ignore[arg-type]
+    store = trust.load_store()
+    assert (store.keys, store.sigstore, store.allow) == ((), (), ())
+    assert trust.add_key(key.public.text, repos=["me/*"]).repos == ("me/*",)

@@ -31,7 +31,7 @@ import os
 import secrets
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,9 @@ def _check_key_name(name: object) -> None:
 
 def _check_patterns(repos: tuple[str, ...]) -> tuple[str, ...]:
     for pattern in repos:
+        if not isinstance(pattern, str):
+            raise TypeError(f"{pattern!r} is not a repository pattern; expected a string, "
+                            "'org/name', 'org/*' or '*'")
         if pattern == "*" or pattern.endswith("/*"):
             if pattern != "*":
                 validate_repo_id(pattern[:-1] + "x")
@@ -358,6 +361,22 @@ def _covered(pattern: str, patterns: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p for p in patterns if _covers(pattern, p))
 
 
+def _wanted(repos: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The ``repos`` of :func:`add_key` and :func:`add_sigstore_identity`, checked.
+
+    Raises:
+        TypeError: one string (read one character at a time, it was refused as ``'m'``
+            for ``"me/*"``), or a pattern that is not a string.
+        ValueError: a malformed pattern.
+    """
+    if repos is None:
+        return None
+    if isinstance(repos, (str, bytes)):
+        raise TypeError(f"repos: expected a tuple of repository patterns, got the string "
+                        f"{repos!r}; fix: pass ({repos!r},)")
+    return _check_patterns(tuple(repos))
+
+
 def _scope(old: tuple[str, ...] | None, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
     """The patterns an entry is trusted for once ``wanted`` is added: the rule shared by
     keys and sigstore identities, so adding one twice never narrows or silently widens it.
@@ -421,14 +440,15 @@ def add_key(
         ValueError: a malformed pattern, an empty ``repos``, or a ``name`` that is not
             one (a newline or other control character in it, more than
             :data:`KEY_NAME_MAX` characters, only spaces).
-        TypeError: a ``name`` that is not a string.
+        TypeError: a ``name`` that is not a string, or ``repos`` given as one string
+            (``"org/*"`` for ``("org/*",)``) or holding one that is not a string.
     """
     from kernelforge.signing import PublicKey
 
     if name is not None:
         _check_key_name(name)
     key = PublicKey.parse(public_key)
-    wanted = None if repos is None else _check_patterns(tuple(repos))
+    wanted = _wanted(repos)
     stored: list[TrustedKey] = []
 
     def change(s: TrustStore) -> TrustStore:
@@ -496,9 +516,11 @@ def add_sigstore_identity(
     Raises:
         TrustError: an empty identity or an issuer that is not an https:// URL.
         ValueError: a malformed pattern, or an empty ``repos``.
+        TypeError: ``repos`` given as one string (``"org/*"`` for ``("org/*",)``) or
+            holding one that is not a string.
     """
     ident = _check_identity(identity, issuer)
-    wanted = None if repos is None else _check_patterns(tuple(repos))
+    wanted = _wanted(repos)
     stored: list[SigstoreIdentity] = []
 
     def change(s: TrustStore) -> TrustStore:
