@@ -42,7 +42,7 @@ def test_key_file_is_private_and_round_trips(key: signing.SigningKey, tmp_path: 
     again = signing.load_signing_key(path)
     assert again.public == key.public and len(key.public.key_id) == 16
     assert signing.PublicKey.parse(key.public.text) == key.public
-    with pytest.raises(TrustError, match="already exists; pass --force"):
+    with pytest.raises(TrustError, match="already exists; pass overwrite=True"):
         signing.generate_key(path)
     path.chmod(0o644)
     with pytest.raises(TrustError, match="readable by other users; fix: chmod 600"):
@@ -877,7 +877,8 @@ def test_generate_key_never_replaces_a_key_written_meanwhile(tmp_path: Path,
     path = tmp_path / "keys" / "k.pem"
     path.parent.mkdir()
     theirs = _another_key_appears_while_writing(monkeypatch, path)
-    with pytest.raises(TrustError, match="k.pem: a key already exists; pass --force"):
+    with pytest.raises(TrustError, match="k.pem: a key already exists; pass "
+                                         r"overwrite=True to replace it, or another path"):
         signing.generate_key(path)
     assert path.read_bytes() == theirs
     assert sorted(p.name for p in path.parent.iterdir()) == ["k.pem"]
@@ -1145,6 +1146,19 @@ def test_generate_key_into_a_directory_asks_for_a_file(tmp_path: Path,
     assert str(info.value) == (f"{tmp_path / 'keys'} is a directory; give the key's file "
                                f"path, e.g. {tmp_path / 'keys' / 'NAME.pem'}")
     assert list((tmp_path / "keys").iterdir()) == []
+
+
+def test_generate_key_over_a_key_names_its_own_argument(tmp_path: Path) -> None:
+    """Before: the refusal said "pass --force", an option of 'kernelforge keygen' (which
+    says it in a message of its own), not of ``generate_key``."""
+    path = tmp_path / "k.pem"
+    first = signing.generate_key(path)
+    with pytest.raises(TrustError) as info:
+        signing.generate_key(path)
+    assert str(info.value) == (f"{path}: a key already exists; pass overwrite=True to "
+                               "replace it, or another path")
+    assert signing.load_signing_key(path).public == first.public
+    assert signing.generate_key(path, overwrite=True).public != first.public
 
 
 @pytest.mark.parametrize("repos, error, message", [

@@ -405,7 +405,10 @@ def _check_key_path(path: Path) -> None:
 
 
 def _key_exists(path: Path) -> TrustError:
-    return TrustError(f"{path}: a key already exists; pass --force to replace it")
+    """:func:`generate_key`'s refusal of an existing file, in its own words (``keygen``
+    says its ``--force`` in a message of its own)."""
+    return TrustError(f"{path}: a key already exists; pass overwrite=True to replace it, "
+                      "or another path")
 
 
 #: What ``os.link`` raises where the file system has no hard links (FAT, some network
