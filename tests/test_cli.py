@@ -191,6 +191,13 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
      "--backend cuda takes CUDA capabilities"),
     (["build", ".", "--backend", "rocm", "--arch", "9.0a"], "--backend rocm takes ROCm archs"),
     (["build", ".", "-j", "0"], "argument -j/--jobs: '0' is not a number of jobs"),
+    # once published unsigned, or without the card, as if the option were left out
+    *(([*cmd, blank], f"argument {cmd[-1]}: {blank!r}: give the {what}")
+      for cmd, what in ((["publish", ".", "--sign"], "signing key's file or its 'kernelforge "
+                         "keygen' name, or leave --sign out to publish unsigned"),
+                        (["publish", ".", "--card"], "README file to publish as the "
+                         "repository card, or leave --card out to publish none"))
+      for blank in ("", " ")),
     (["demo", "--hub", "hf"], "argument --hub: the demo publishes to a local hub only"),
     (["demo", "--hub", "HuggingFace"], "argument --hub: the demo publishes to a local hub only"),
     *(([*cmd, "--hub", blank], f"argument --hub: {blank!r}: an empty path is not a hub (it "

@@ -511,6 +511,27 @@ def arch_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
+def sign_arg(text: str) -> str:
+    """argparse type for ``publish --sign``: a key, never empty. An empty one (typically
+    ``--sign "$UNSET_VARIABLE"``) would read as no ``--sign`` at all and publish the
+    build unsigned without a word, where a hub's ``publish(signer="")`` is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the signing key's file or its 'kernelforge keygen' name, or "
+            "leave --sign out to publish unsigned")
+    return text
+
+
+def card_arg(text: str) -> str:
+    """argparse type for ``publish --card``: a file, never empty. An empty one would
+    read as no ``--card`` at all and publish the build without the card asked for."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the README file to publish as the repository card, or leave "
+            "--card out to publish none")
+    return text
+
+
 def jobs_arg(text: str) -> int:
     """argparse type for ``-j``: a positive number of compile jobs."""
     try:
@@ -622,9 +643,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hub", type=hub_arg, help=hub_help)
     p.add_argument("-m", "--message",
                    help="revision message ('kernelforge versions' shows its first line)")
-    p.add_argument("--sign", metavar="KEY",
+    p.add_argument("--sign", metavar="KEY", type=sign_arg,
                    help="sign every variant with this key (a file or a keygen name)")
-    p.add_argument("--card", metavar="FILE",
+    p.add_argument("--card", metavar="FILE", type=card_arg,
                    help="a README (markdown) to publish as the repository card, on the "
                         "version branch and on branch main")
     p.set_defaults(func=_cmd_publish)
