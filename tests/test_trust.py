@@ -356,9 +356,22 @@ def test_corrupt_store_is_named(env: dict[str, Path]) -> None:
         trust.load_store()
 
 
-def test_bad_patterns_are_refused() -> None:
-    with pytest.raises(ValueError, match="repo_id"):
-        trust.allow_repo("not a repo")
+@pytest.mark.parametrize("pattern", ["not a repo", "org", "org/ab*", "*/x"])
+def test_bad_patterns_are_refused(pattern: str, key: signing.SigningKey) -> None:
+    """As 'kernelforge trust' refuses them, naming the argument and the patterns taken
+    (before: "repo_id: 'org/ab*' is not a valid repository id", of an argument that
+    takes patterns)."""
+    said = (f"{pattern!r} is not a repository pattern; expected 'org/name', 'org/*' or "
+            "'*', made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/*')")
+    with pytest.raises(ValueError) as info:
+        trust.allow_repo(pattern)
+    assert str(info.value) == f"pattern: {said}"
+    for add in (lambda: trust.add_key(key.public.text, repos=("me/*", pattern)),
+                lambda: trust.add_sigstore_identity(WORKFLOW, repos=(pattern,))):
+        with pytest.raises(ValueError) as info:
+            add()
+        assert str(info.value) == f"repos: {said}"
+    assert trust.load_store().allow == () and trust.load_store().keys == ()
 
 
 KEY_TEXT = "ed25519:" + "A" * 43 + "="
@@ -1164,8 +1177,8 @@ def test_generate_key_over_a_key_names_its_own_argument(tmp_path: Path) -> None:
 @pytest.mark.parametrize("repos, error, message", [
     ("me/*", TypeError, r"repos: expected a tuple of repository patterns, got the string "
                         r"'me/\*'; fix: pass \('me/\*',\)"),
-    (["me/*", 3], TypeError, r"3 is not a repository pattern; expected a string"),
-    (("me",), ValueError, r"repo_id: 'me' is not a valid repository id"),
+    (["me/*", 3], TypeError, r"repos: 3 is not a repository pattern; expected a string"),
+    (("me",), ValueError, r"repos: 'me' is not a repository pattern"),
 ])
 def test_trust_functions_refuse_repos_that_are_no_patterns(
         repos: object, error: type[Exception], message: str,

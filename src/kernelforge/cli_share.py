@@ -47,12 +47,10 @@ def allow_arg(text: str) -> str:
     """argparse type for ``--allow``: a repository id. A pattern (``org/*``) is refused
     saying where patterns go, as ``trust_remote_code=[...]`` refuses one in Python
     (:func:`kernelforge.policy.allow_key`): the trust store's allow list."""
-    from kernelforge.trust import _check_patterns
+    from kernelforge.trust import pattern_problem
 
     if "*" in text:
-        try:
-            _check_patterns((text,))
-        except ValueError:
+        if pattern_problem(text):
             return repo_arg(text)  # not a pattern either: the repository id's message
         fix = ("to allow every repository for this command, pass --trust-remote-code "
                "instead; to allow them for every load, add it to your trust store with: "
@@ -65,16 +63,13 @@ def allow_arg(text: str) -> str:
 
 
 def pattern_arg(text: str) -> str:
-    """argparse type for repository patterns: ``org/name``, ``org/*`` or ``*``."""
-    from kernelforge.trust import _check_patterns
+    """argparse type for repository patterns: ``org/name``, ``org/*`` or ``*``
+    (:func:`kernelforge.trust.pattern_problem`, which the trust functions apply too)."""
+    from kernelforge.trust import pattern_problem
 
-    try:
-        _check_patterns((text,))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a repository pattern; expected 'org/name', 'org/*' or '*', "
-            "made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/*')"
-        ) from err
+    problem = pattern_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "key_name_problem",
     "load_store",
     "owner_mark",
+    "pattern_problem",
     "remove",
 ]
 
@@ -119,16 +120,34 @@ def _check_key_name(name: object) -> None:
         raise ValueError(f"name: {problem}; or pass '' for a key without a name")
 
 
-def _check_patterns(repos: tuple[str, ...]) -> tuple[str, ...]:
+def pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is not a repository pattern (``org/name``, ``org/*`` or ``*``), if
+    it is not: ``kernelforge trust`` says it of its ``--repo`` and ``allow`` arguments,
+    :func:`add_key`, :func:`add_sigstore_identity` and :func:`allow_repo` of theirs."""
+    if pattern == "*":
+        return None
+    try:
+        validate_repo_id(pattern[:-1] + "x" if pattern.endswith("/*") else pattern)
+    except ValueError:
+        return (f"{pattern!r} is not a repository pattern; expected 'org/name', 'org/*' or "
+                "'*', made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/*')")
+    return None
+
+
+def _check_patterns(repos: tuple[str, ...], name: str = "repos") -> tuple[str, ...]:
+    """``repos`` if each is a repository pattern (:func:`pattern_problem`).
+
+    Raises:
+        TypeError: one is not a string; ValueError: one is no pattern, each naming the
+            argument ``name``.
+    """
     for pattern in repos:
         if not isinstance(pattern, str):
-            raise TypeError(f"{pattern!r} is not a repository pattern; expected a string, "
-                            "'org/name', 'org/*' or '*'")
-        if pattern == "*" or pattern.endswith("/*"):
-            if pattern != "*":
-                validate_repo_id(pattern[:-1] + "x")
-        else:
-            validate_repo_id(pattern)
+            raise TypeError(f"{name}: {pattern!r} is not a repository pattern; expected a "
+                            "string, 'org/name', 'org/*' or '*'")
+        problem = pattern_problem(pattern)
+        if problem:
+            raise ValueError(f"{name}: {problem}")
     return repos
 
 
@@ -554,7 +573,7 @@ def allow_repo(pattern: str, *, path: str | os.PathLike[str] | None = None) -> b
         ``False`` when ``pattern`` was on the allow list already (case aside), so
         nothing changed.
     """
-    _check_patterns((pattern,))
+    _check_patterns((pattern,), "pattern")
     before: list[tuple[str, ...]] = []
 
     def change(s: TrustStore) -> TrustStore:
