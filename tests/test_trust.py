@@ -1194,3 +1194,16 @@ def test_trust_functions_refuse_repos_that_are_no_patterns(
     store = trust.load_store()
     assert (store.keys, store.sigstore, store.allow) == ((), (), ())
     assert trust.add_key(key.public.text, repos=["me/*"]).repos == ("me/*",)
+
+
+@pytest.mark.parametrize("identity, issuer, message", [
+    (None, trust.GITHUB_ISSUER, "identity: expected a string, got NoneType"),
+    (WORKFLOW, None, "issuer: expected a string, got NoneType"),
+])
+def test_add_sigstore_identity_refuses_an_identity_or_issuer_that_is_no_text(
+        identity: object, issuer: object, message: str) -> None:
+    """Before: an AttributeError from inside the check ('NoneType' object has no
+    attribute 'strip')."""
+    with pytest.raises(TypeError, match=message):
+        trust.add_sigstore_identity(identity, issuer=issuer)  # type: ignore[arg-type]
+    assert trust.load_store().sigstore == ()

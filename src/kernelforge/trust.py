@@ -490,9 +490,13 @@ def _check_identity(identity: str, issuer: str) -> str:
     signer (``kernelforge trust add-sigstore`` checks them as it reads its arguments).
 
     Raises:
+        TypeError: ``identity`` or ``issuer`` is not a string.
         TrustError: an empty identity, an issuer that is not an https:// URL, or an
             identity that is neither a URI nor an e-mail address.
     """
+    for name, value in (("identity", identity), ("issuer", issuer)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name}: expected a string, got {type(value).__name__}")
     if not identity.strip() or not issuer.startswith("https://"):
         raise TrustError(f"identity {identity!r} / issuer {issuer!r}: expected a non-empty "
                          "identity and an https:// issuer URL")
@@ -535,8 +539,9 @@ def add_sigstore_identity(
     Raises:
         TrustError: an empty identity or an issuer that is not an https:// URL.
         ValueError: a malformed pattern, or an empty ``repos``.
-        TypeError: ``repos`` given as one string (``"org/*"`` for ``("org/*",)``) or
-            holding one that is not a string.
+        TypeError: ``identity`` or ``issuer`` is not a string, or ``repos`` is given as
+            one string (``"org/*"`` for ``("org/*",)``) or holds one that is not a
+            string.
     """
     ident = _check_identity(identity, issuer)
     wanted = _wanted(repos)
