@@ -207,6 +207,18 @@ def test_older_than_is_judged_again_under_the_lock(env, monkeypatch) -> None:
     assert cache.entry("org/a", A1, "torch-cpu") is not None
 
 
+@pytest.mark.parametrize("older_than", [-1, -0.5, float("nan"), float("inf"), True, "30"])
+def test_older_than_that_is_no_age_is_refused(env, older_than) -> None:
+    """As ``cache clear --older-than`` refuses it. Before: -1 removed every variant (each
+    was fetched more than -1 seconds ago), NaN and infinity only the undated ones."""
+    cache = _small_cache(env["cache"])
+    with pytest.raises(ValueError, match=r"^older_than: expected a number of seconds, 0 "
+                                         r"or more, got "):
+        cache.remove(older_than=older_than)
+    assert cache.entry("org/a", A1, "torch-cpu") is not None
+    assert cache.remove(older_than=0).variants[0].variant == "torch-cpu"
+
+
 @pytest.mark.parametrize(("link", "target", "commits"), [
     ("files/org-c", "relu", ["2" * 40]), ("refs", "org-c", None)])
 def test_no_empty_folder_outside_the_cache_is_pruned(env, tmp_path, link, target,

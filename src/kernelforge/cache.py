@@ -40,6 +40,8 @@ import errno
 import hashlib
 import json
 import logging
+import math
+import numbers
 import os
 import secrets
 import shlex
@@ -161,6 +163,16 @@ def _safe_rel(path: str) -> tuple[str, ...]:
     if not is_revision_path(path):
         raise ValueError(f"path: {path!r} is not a relative file path inside a revision")
     return tuple(path.split("/"))
+
+
+def _check_age(older_than: object) -> None:
+    """Refuse a :meth:`DownloadCache.remove` ``older_than`` that is no age, as ``cache
+    clear --older-than`` does: a negative one would remove every variant (each was
+    fetched more than -1 seconds ago), NaN or infinity only those with no fetch time."""
+    if (isinstance(older_than, bool) or not isinstance(older_than, numbers.Real)
+            or not 0 <= float(older_than) < math.inf):
+        raise ValueError(f"older_than: expected a number of seconds, 0 or more, got "
+                         f"{older_than!r}")
 
 
 @dataclass(frozen=True)
@@ -829,9 +841,14 @@ class DownloadCache:
         Raises:
             HubError: the directory is not a download cache (a mistyped cache path), or
                 a part of it cannot be removed (naming it); nothing more is removed.
+            ValueError: a malformed ``repo_id`` or commit, ``commits`` without
+                ``repo_id``, or an ``older_than`` that is not a number of seconds, 0 or
+                more (as ``kernelforge cache clear --older-than`` refuses it).
         """
         if repo_id is not None:
             validate_repo_id(repo_id)
+        if older_than is not None:
+            _check_age(older_than)
         for commit in commits or ():
             self._check_commit(commit)
         if commits is not None and repo_id is None:
