@@ -198,6 +198,11 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
                         (["publish", ".", "--card"], "README file to publish as the "
                          "repository card, or leave --card out to publish none"))
       for blank in ("", " ")),
+    # once the lock file of the current directory, as if "." were given
+    *(([*cmd, blank], f"argument {name}: {blank!r}: an empty path is not a lock file (it "
+       "would mean the current directory); pass the lock file, or the project directory")
+      for cmd, name in ((["info", "me/k1", "--lock"], "--lock"), (["download"], "path"))
+      for blank in ("", " ")),
     (["demo", "--hub", "hf"], "argument --hub: the demo publishes to a local hub only"),
     (["demo", "--hub", "HuggingFace"], "argument --hub: the demo publishes to a local hub only"),
     *(([*cmd, "--hub", blank], f"argument --hub: {blank!r}: an empty path is not a hub (it "

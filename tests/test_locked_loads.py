@@ -78,6 +78,36 @@ def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
     assert first.VALUE == 1 and load(REPO, lockfile=one / "kernelforge.lock") is first
 
 
+@pytest.mark.parametrize("blank", ["", " "])
+def test_an_empty_lock_path_is_refused_not_read_as_the_current_directory(
+        tmp_path: Path, env, monkeypatch, capsys, blank: str) -> None:
+    """``lockfile=os.environ.get("LOCK", "")`` with the variable unset loaded the lock of
+    whatever directory the process ran in. Refused as ``hub=""`` is, naming the argument;
+    ``"."`` (and ``kernelforge download`` with no PATH) still mean the current directory."""
+    from kernelforge.cli import main
+    from kernelforge.lock import download_locked
+
+    one, _two = _two_locked_projects(tmp_path, env)
+    monkeypatch.chdir(one)  # where an empty path would find a lock
+    refused = r"lockfile: an empty path is not a lock file \(it would mean the current directory\)"
+    for call in (lambda: loader.get_locked_kernel(REPO, lockfile=blank),
+                 lambda: loader.load_kernel(REPO, lockfile=blank),
+                 lambda: loader.kernel_info(REPO, lockfile=blank),
+                 lambda: download_locked(blank)):
+        with pytest.raises(ValueError, match=refused):
+            call()
+    for argv in (["info", REPO, "--lock", blank], ["download", blank]):
+        with pytest.raises(SystemExit) as usage:
+            main(argv)
+        assert usage.value.code == 2
+        err = capsys.readouterr().err
+        assert f": {blank!r}: an empty path is not a lock file" in err, err
+    assert loader.get_locked_kernel(REPO, lockfile=".").VALUE == 1
+    assert loader.kernel_info(REPO, lockfile=".").version == 1
+    assert main(["download"]) == 0
+    assert f"{REPO} torch-cpu" in capsys.readouterr().out
+
+
 def test_a_lock_path_through_a_link_and_dot_dot_loads_the_file_it_names(
         tmp_path: Path, env) -> None:
     """``links/deep/../kernelforge.lock`` names the lock beside the folder the link

@@ -87,6 +87,31 @@ def hub_arg(text: str) -> str:
     return text
 
 
+def lock_arg(text: str) -> str:
+    """argparse type for ``info --lock``: a lock file, never empty (an empty path would
+    be the current directory's, typically from ``--lock "$UNSET_VARIABLE"``). The
+    refusal says what the library's (:data:`kernelforge.lock.EMPTY_LOCK_WHY`, for
+    ``lockfile=""``) says, in the command line's words."""
+    if not text.strip():
+        from kernelforge.lock import EMPTY_LOCK_WHY
+
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {EMPTY_LOCK_WHY}, or leave --lock out to describe what a load "
+            "picks without a lock")
+    return text
+
+
+def lock_path_arg(text: str) -> str:
+    """argparse type for ``download``'s PATH: a lock file or project, never an empty
+    string. Left out it is the current directory (its default, ``.``); given empty
+    (``kernelforge download "$UNSET_VARIABLE"``) it is refused, as ``--lock ''`` is."""
+    if not text.strip():
+        from kernelforge.lock import EMPTY_LOCK_WHY
+
+        raise argparse.ArgumentTypeError(f"{text!r}: {EMPTY_LOCK_WHY}")
+    return text
+
+
 def backend_arg(text: str) -> str:
     """argparse type for ``info`` and ``download``'s ``--backend``: a backend's name. An
     unknown one is bad usage, said naming the option; whether torch here supports a
@@ -870,7 +895,8 @@ def add_commands(sub: Any) -> None:
     sel = p.add_mutually_exclusive_group()
     sel.add_argument("--revision", type=revision_arg, help="a branch, tag or commit")
     sel.add_argument("--version", type=version_arg, help="a major version (branch vN)")
-    sel.add_argument("--lock", metavar="FILE", help="describe what this lock file pins")
+    sel.add_argument("--lock", metavar="FILE", type=lock_arg,
+                     help="describe what this lock file pins")
     p.add_argument("--backend", type=backend_arg,
                    help="choose for this backend instead of the system's "
                    "(one torch in this process supports: cpu, or its own backend)")
@@ -886,7 +912,7 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=_cmd_lock)
 
     p = sub.add_parser("download", help="fetch a project's locked kernels for offline use")
-    p.add_argument("path", nargs="?", default=".",
+    p.add_argument("path", nargs="?", default=".", type=lock_path_arg,
                    help="a lock file, or the project directory holding one, or its "
                    "pyproject.toml (default: .)")
     p.add_argument("--all-variants", action="store_true",

@@ -1156,7 +1156,12 @@ def _lock_source(
     (:func:`_lock_identity`). ``None`` is the lock file in the installed metadata of the
     package that called ``caller``, as in Hugging Face's ``kernels``
     (:func:`~kernelforge.lock.installed_lock`), read now: remembered by its path and the
-    sha256 of its text, so that a reinstalled package loads what its new lock pins."""
+    sha256 of its text, so that a reinstalled package loads what its new lock pins. An
+    empty ``lockfile`` string is refused rather than read as the current directory."""
+    from kernelforge.lock import check_lockfile
+
+    check_lockfile(lockfile, ", or nothing (None in Python) for the lock file in the "
+                   "calling package's installed metadata")
     if lockfile is not None:
         return lockfile, _lock_identity(lockfile)
     from kernelforge.lock import installed_lock
@@ -1375,10 +1380,12 @@ def get_locked_kernel(
             with ``lockfile=None``, the calling package's metadata holds none, or the
             caller belongs to no installed package (the message says where it looked
             and to pass the lock file's path instead).
+        ValueError: an empty or blank ``lockfile`` string (it would mean the current
+            directory; pass ``"."`` for that); otherwise as for :func:`get_kernel`.
         IntegrityError: a file of the kernel or of a pinned dependency differs from what
             the lock pins (each file named).
         HubError, VariantNotFoundError, TrustError: as for :func:`get_kernel`.
-        ValueError, VariantError, TypeError, ImportError: as for :func:`get_kernel`.
+        VariantError, TypeError, ImportError: as for :func:`get_kernel`.
     """
     from kernelforge.policy import allow_key
 
@@ -1422,7 +1429,9 @@ def load_kernel(
             :func:`get_locked_kernel`, which downloads); a local hub is read directly.
         LockError, IntegrityError, VariantNotFoundError, TrustError: as for
             :func:`get_locked_kernel`.
-        ValueError, VariantError, TypeError, ImportError: as for :func:`get_kernel`.
+        ValueError: as for :func:`get_locked_kernel` (an empty ``lockfile`` string
+            included).
+        VariantError, TypeError, ImportError: as for :func:`get_kernel`.
 
     The kernel's ``kernel-depends`` load as for :func:`get_locked_kernel`, from the
     download cache alone (``kernelforge download`` fetches the commits the lock pins
@@ -1556,7 +1565,8 @@ def kernel_info(
         revision notes, the variant trace and the trust decision.
 
     Raises:
-        ValueError: ``lockfile`` with ``revision`` or ``version``; otherwise as
+        ValueError: ``lockfile`` with ``revision`` or ``version``, or an empty
+            ``lockfile`` string (it would mean the current directory); otherwise as
             :func:`get_kernel`, a malformed ``trust_remote_code`` included, whether or
             not the decision needs it.
         LockError: as for :func:`get_locked_kernel`, with ``lockfile``.
@@ -1571,6 +1581,11 @@ def kernel_info(
     # refused as get_kernel refuses it, also where the decision does not consult it (a
     # kernel you published): a caller learns of the mistake before a load needs it
     allow_key(trust_remote_code)
+    if lockfile is not None:
+        from kernelforge.lock import check_lockfile
+
+        check_lockfile(lockfile, ", or nothing (None in Python) to describe what a load "
+                       "picks without a lock")
     if lockfile is not None and (revision is not None or version is not None):
         given = "revision" if revision is not None else "version"
         raise ValueError(f"lockfile: the lock file decides the revision; pass lockfile= "

@@ -70,6 +70,7 @@ from kernelforge.errors import LockError
 from kernelforge.hub.base import is_commit, validate_repo_id
 
 __all__ = [
+    "EMPTY_LOCK_WHY",
     "HF_LOCK_FILE",
     "LOCK_FILE",
     "DependencyKey",
@@ -78,6 +79,7 @@ __all__ = [
     "LockedKernel",
     "LockedVariant",
     "Requirement",
+    "check_lockfile",
     "dependency_key",
     "describe_dependency",
     "download_locked",
@@ -592,6 +594,31 @@ def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
         if repo_id not in first or order < first[repo_id][0]:
             first[repo_id] = (order, entry)
     return {name: dataclasses.replace(k, depends=dict(pins)) for name, (_o, k) in first.items()}
+
+
+#: Why an empty lock file path is refused, and what to pass instead: the start of the
+#: refusals of ``lockfile=""`` (:func:`check_lockfile`) and of the command line's
+#: ``info --lock ''`` and ``download ''``.
+EMPTY_LOCK_WHY = ("an empty path is not a lock file (it would mean the current directory); "
+                  "pass the lock file, or the project directory holding one ('.' for the "
+                  "current directory)")
+
+
+def check_lockfile(lockfile: object, default: str = "") -> None:
+    """Refuse an empty (or blank) ``lockfile`` string, as ``hub=""`` is refused: read as
+    a path it names the current directory, so ``lockfile=os.environ.get("LOCK", "")``
+    with the variable unset would load whatever lock the working directory holds.
+
+    Args:
+        lockfile: the argument as given.
+        default: what leaving it out means, where it may be left out, ending the message
+            (``", or nothing (None in Python) for ..."``).
+
+    Raises:
+        ValueError: ``lockfile`` is an empty or blank string.
+    """
+    if isinstance(lockfile, str) and not lockfile.strip():
+        raise ValueError(f"lockfile: {EMPTY_LOCK_WHY}{default}")
 
 
 def lock_file_path(path: str | os.PathLike[str]) -> Path:
@@ -1736,6 +1763,8 @@ def download_locked(
 
     Raises:
         LockError: the lock file is missing or malformed.
+        ValueError: ``lockfile`` is an empty or blank string (it would mean the current
+            directory; pass ``"."`` for that).
         HubError: a locked kernel cannot be fetched (the hub or the network is down,
             the commit is gone, the download cache cannot be written).
         IntegrityError: a fetched file differs from what the lock pins (or, for what
@@ -1751,6 +1780,7 @@ def download_locked(
 
     # as a load refuses it, before anything is fetched (with all_variants it still
     # chooses the variants of the dependencies a lock leaves unpinned)
+    check_lockfile(lockfile)
     variants.check_backend(backend)
     lock = read_lock(lockfile)
     with used_for("download"):  # its network errors do not send it to the download cache
