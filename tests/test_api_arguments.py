@@ -5,6 +5,7 @@ build that compiles nothing for a GPU, a card or message that is no text."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,24 @@ def test_kernel_info_refuses_a_malformed_trust_argument_it_does_not_need(
         kernelforge.kernel_info(published, trust_remote_code=allow)
     with pytest.raises(error, match="trust_remote_code"):  # as the load refuses it
         kernelforge.get_kernel(published, version=1, trust_remote_code=allow)
+
+
+@pytest.mark.parametrize("selector, message", [
+    *(({"revision": blank},
+       f"revision: expected a branch, tag or commit, got {re.escape(repr(blank))}")
+      for blank in ("", " ", "\t")),
+    ({"version": ""}, r"version: expected a non-negative integer, got ''"),
+])
+@pytest.mark.parametrize("call", [kernelforge.get_kernel, kernelforge.has_kernel,
+                                  kernelforge.kernel_info])
+def test_a_blank_revision_or_version_is_refused_naming_it(
+        published: str, call: Callable[..., Any], selector: dict[str, Any],
+        message: str) -> None:
+    """Before: a blank revision went to the hub, where get_kernel said the repository
+    had no such revision and has_kernel answered False, as if it were missing."""
+    with pytest.raises(ValueError, match=message):
+        call(published, **selector)
+    assert call(published, revision="v1")
 
 
 @pytest.mark.parametrize("allow, error", [("me/own", TypeError), (["me/*"], ValueError)])

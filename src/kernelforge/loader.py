@@ -126,9 +126,13 @@ if hasattr(os, "register_at_fork"):
 
 
 def _check_selector(revision: object, version: object) -> None:
+    """Refuse a ``revision``/``version`` pair no load can use. A blank ``revision``
+    (``" "``, an unset variable quoted) names no branch, tag or commit: refused here as
+    an empty one is, rather than sent to the hub (where :func:`has_kernel` said ``False``
+    as if the repository lacked it)."""
     if revision is not None and version is not None:
         raise ValueError("revision and version: pass one of them, not both")
-    if revision is not None and (not isinstance(revision, str) or not revision):
+    if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise ValueError(f"revision: expected a branch, tag or commit, got {revision!r}")
     if version is not None and (
         isinstance(version, bool) or not isinstance(version, int) or version < 0
@@ -1288,7 +1292,7 @@ def get_kernel(
 
     Raises:
         ValueError: both ``revision`` and ``version``, a ``version`` that is not a
-            non-negative integer, a ``revision`` that is not a non-empty string, a
+            non-negative integer, a ``revision`` that is not a string or is blank, a
             malformed ``repo_id`` or ``LOCAL_KERNELS``, a ``trust_remote_code`` entry
             that is not a repository id (a pattern such as ``org/*``).
         VariantError: an unknown ``backend`` or one this torch cannot use (a
@@ -1660,9 +1664,9 @@ def has_kernel(
 
     Raises:
         ValueError: malformed arguments, as :func:`get_kernel` refuses them (both
-            ``revision`` and ``version``, a malformed ``repo_id``, an unknown ``backend``
-            (:class:`~kernelforge.errors.VariantError`), a ``trust_remote_code`` entry
-            that is not a repository id, ...).
+            ``revision`` and ``version``, an empty or blank ``revision``, a malformed
+            ``repo_id``, an unknown ``backend`` (:class:`~kernelforge.errors.VariantError`),
+            a ``trust_remote_code`` entry that is not a repository id, ...).
         TypeError: a ``trust_remote_code`` that is neither a bool nor a list of
             repository ids, or a ``hub`` of another type, as :func:`get_kernel` refuses
             them.
