@@ -134,18 +134,23 @@ def test_local_hub_refuses_a_card_or_status_that_is_no_text(
     ({"version": True}, ValueError, "version: expected a non-negative integer, got True"),
     ({"repo_id": "me"}, ValueError, "repo_id: 'me' is not a valid repository id"),
     ({"repo_id": "me/hf/x"}, ValueError, "repo_id: 'me/hf/x' is not a valid repository id"),
+    # once the current directory: here the project, published as if "." were given
+    *(({"build_dir": blank}, ValueError, r"build_dir: an empty path is not a build \(it "
+       r"would mean the current directory\); pass the project's build/ directory")
+      for blank in ("", " ")),
 ])
 def test_hf_hub_publish_refuses_arguments_as_the_local_hub_does(
-        env: dict[str, Path], tmp_path: Path, kwargs: dict[str, Any],
-        error: type[Exception], message: str) -> None:
+        env: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        kwargs: dict[str, Any], error: type[Exception], message: str) -> None:
     pytest.importorskip("huggingface_hub")
     remote = FakeHfApi(tmp_path / "remote")
     make_variant(tmp_path / "proj")
+    monkeypatch.chdir(tmp_path / "proj")
     hub = HfHub(api=remote, cache=env["cache"])
-    arguments = {"repo_id": "me/hf", "version": 1, **kwargs}
+    arguments = {"repo_id": "me/hf", "build_dir": tmp_path / "proj", "version": 1, **kwargs}
     for publish in (hub.publish, LocalHub().publish):
         with pytest.raises(error, match=message):
-            publish(build_dir=tmp_path / "proj", **arguments)
+            publish(**arguments)
     assert not hub.has_repo("me/hf") and not LocalHub().has_repo("me/hf")
     assert not (tmp_path / "remote" / "repos").exists()  # the Hub was not called
     assert hub.publish("me/hf", tmp_path / "proj", version=1, card="# Card").branch == "v1"

@@ -111,8 +111,8 @@ class LocalHubWriter:
             the same files, that head (no new revision), with itself as its parent.
 
         Raises:
-            ValueError: a malformed ``repo_id`` or ``version``, a ``message`` or ``card``
-                that is not a string.
+            ValueError: a malformed ``repo_id`` or ``version``, an empty or blank
+                ``build_dir`` string, a ``message`` or ``card`` that is not a string.
             TypeError: a ``signer`` that is not a
                 :class:`~kernelforge.signing.SigningKey`.
             HubError: the build is unfit to publish (no variants, a ``.pyc``, a link,
@@ -122,7 +122,7 @@ class LocalHubWriter:
             TrustError: ``signer`` is given but a variant's ``metadata.json`` records
                 no file digests (a signature would not cover its code).
         """
-        check_publish_arguments(repo_id, version, message, card, signer)
+        check_publish_arguments(repo_id, build_dir, version, message, card, signer)
         staged = stage_build(Path(build_dir), version)
         if signer is not None:
             from kernelforge.signing import check_signable

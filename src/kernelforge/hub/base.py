@@ -108,17 +108,24 @@ def check_text(name: str, value: object, what: str) -> None:
         raise ValueError(f"{name}: expected {what}, got {type(value).__name__}")
 
 
-def check_publish_arguments(repo_id: object, version: object, message: object,
-                            card: object, signer: object) -> None:
+def check_publish_arguments(repo_id: object, build_dir: object, version: object,
+                            message: object, card: object, signer: object) -> None:
     """Refuse what no hub can publish, before the build is read or the hub written, so
-    that both hubs refuse the same arguments the same way.
+    that both hubs refuse the same arguments the same way. An empty ``build_dir``
+    string would be the current directory, whose files the build check then calls
+    strays of a ``build/``, a message about the wrong folder.
 
     Raises:
-        ValueError: a malformed ``repo_id``, a ``version`` that is not a non-negative
-            integer, a ``message`` or ``card`` that is not text.
+        ValueError: a malformed ``repo_id``, an empty or blank ``build_dir`` string, a
+            ``version`` that is not a non-negative integer, a ``message`` or ``card``
+            that is not text.
         TypeError: a ``signer`` that is not a signing key.
     """
     validate_repo_id(repo_id)
+    if isinstance(build_dir, str) and not build_dir.strip():
+        raise ValueError("build_dir: an empty path is not a build (it would mean the "
+                         "current directory); pass the project's build/ directory, or "
+                         "the project directory holding it ('.' for the current directory)")
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError(f"version: expected a non-negative integer, got {version!r}")
     check_text("message", message, "a string")

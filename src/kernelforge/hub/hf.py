@@ -848,8 +848,8 @@ class HfHub:
             its parent.
 
         Raises:
-            ValueError: a malformed ``repo_id`` or ``version``, a ``message`` or ``card``
-                that is not a string.
+            ValueError: a malformed ``repo_id`` or ``version``, an empty or blank
+                ``build_dir`` string, a ``message`` or ``card`` that is not a string.
             TypeError: a ``signer`` that is not a
                 :class:`~kernelforge.signing.SigningKey`.
             HubError: the build is unfit to publish (or a file of it cannot be read),
@@ -864,7 +864,7 @@ class HfHub:
 
         hf = _huggingface_hub()
 
-        check_publish_arguments(repo_id, version, message, card, signer)
+        check_publish_arguments(repo_id, build_dir, version, message, card, signer)
         if self.offline:
             raise HubError(f"cannot publish to the Hugging Face Hub offline "
                            f"({self._why_offline()})")
