@@ -38,7 +38,7 @@ SAMPLES = {
 ELIDED = {"ed25519:...": "ed25519:" + "A" * 43 + "="}  # 32 bytes of base64
 #: Command lines the documentation shows as refused (README.md's exit codes): each must
 #: be a usage error, and none is checked as a command line the command takes.
-REFUSED = {"init Bad_Name"}
+REFUSED = {"init Bad_Name", "kernelforge download ''"}
 PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(/[A-Z][A-Z0-9_]*)?")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
 SHELL = ("", "bash", "sh", "shell", "console")
