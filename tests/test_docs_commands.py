@@ -36,7 +36,7 @@ SAMPLES = {
 }
 #: Values the documentation elides with "...", given a sample of their form.
 ELIDED = {"ed25519:...": "ed25519:" + "A" * 43 + "="}  # 32 bytes of base64
-#: Command lines the documentation shows as refused (README.md's exit codes): each must
+#: Command lines the documentation shows as refused (bad usage in README.md): each must
 #: be a usage error, and none is checked as a command line the command takes.
 REFUSED = {"init Bad_Name", "kernelforge download ''"}
 PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(/[A-Z][A-Z0-9_]*)?")
