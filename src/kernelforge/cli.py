@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kernelforge import __version__
-from kernelforge.cli_share import add_commands, hub_arg, load_signer, repo_arg
+from kernelforge.cli_share import add_commands, hub_arg, load_signer, refuse_empty, repo_arg
 from kernelforge.errors import KernelforgeError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -512,24 +512,18 @@ def arch_arg(text: str) -> str:
 
 
 def sign_arg(text: str) -> str:
-    """argparse type for ``publish --sign``: a key, never empty. An empty one (typically
-    ``--sign "$UNSET_VARIABLE"``) would read as no ``--sign`` at all and publish the
-    build unsigned without a word, where a hub's ``publish(signer="")`` is refused."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give the signing key's file or its 'kernelforge keygen' name, or "
-            "leave --sign out to publish unsigned")
-    return text
+    """argparse type for ``publish --sign``: a key, never empty. An empty one would read
+    as no ``--sign`` at all and publish the build unsigned without a word, where a hub's
+    ``publish(signer="")`` is refused."""
+    return refuse_empty(text, "give the signing key's file or its 'kernelforge keygen' "
+                              "name, or leave --sign out to publish unsigned")
 
 
 def card_arg(text: str) -> str:
     """argparse type for ``publish --card``: a file, never empty. An empty one would
     read as no ``--card`` at all and publish the build without the card asked for."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give the README file to publish as the repository card, or leave "
-            "--card out to publish none")
-    return text
+    return refuse_empty(text, "give the README file to publish as the repository card, "
+                              "or leave --card out to publish none")
 
 
 def jobs_arg(text: str) -> int:

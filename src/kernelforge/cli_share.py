@@ -17,7 +17,7 @@ from kernelforge.errors import KernelforgeError
 
 __all__ = ["add_commands", "allow_arg", "backend_arg", "hub_arg", "hub_from_args",
            "key_file_arg", "key_label_arg", "key_name_arg", "load_signer", "pattern_arg",
-           "public_key_arg", "repo_arg", "revision_arg", "version_arg"]
+           "public_key_arg", "refuse_empty", "repo_arg", "revision_arg", "version_arg"]
 
 HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
@@ -73,43 +73,42 @@ def pattern_arg(text: str) -> str:
     return text
 
 
-def hub_arg(text: str) -> str:
-    """argparse type for ``--hub``: a directory or ``hf``, never empty (an empty path
-    would be the current directory, typically from ``--hub "$UNSET_VARIABLE"``). The
-    refusal says what the library's (:data:`kernelforge.hub.local.EMPTY_HUB`, for
-    ``hub=""``) says, in the command line's words: leave ``--hub`` out, not ``None``."""
+def refuse_empty(text: str, advice: str) -> str:
+    """``text`` as given, unless it is empty or blank (typically ``"$UNSET_VARIABLE"``),
+    which an argparse type refuses: read as given, it would mean the current directory
+    or the option left out. ``advice`` says what to give instead."""
     if not text.strip():
-        from kernelforge.hub.local import EMPTY_HUB_WHY
-
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: {EMPTY_HUB_WHY}, or leave --hub out for the default hub (--help "
-            "says which)")
+        raise argparse.ArgumentTypeError(f"{text!r}: {advice}")
     return text
+
+
+def hub_arg(text: str) -> str:
+    """argparse type for ``--hub``: a directory or ``hf``, never empty. The refusal says
+    what the library's (:data:`kernelforge.hub.local.EMPTY_HUB`, for ``hub=""``) says,
+    in the command line's words: leave ``--hub`` out, not ``None``."""
+    from kernelforge.hub.local import EMPTY_HUB_WHY
+
+    return refuse_empty(text, f"{EMPTY_HUB_WHY}, or leave --hub out for the default hub "
+                              "(--help says which)")
 
 
 def lock_arg(text: str) -> str:
-    """argparse type for ``info --lock``: a lock file, never empty (an empty path would
-    be the current directory's, typically from ``--lock "$UNSET_VARIABLE"``). The
-    refusal says what the library's (:data:`kernelforge.lock.EMPTY_LOCK_WHY`, for
-    ``lockfile=""``) says, in the command line's words."""
-    if not text.strip():
-        from kernelforge.lock import EMPTY_LOCK_WHY
+    """argparse type for ``info --lock``: a lock file, never empty. The refusal says what
+    the library's (:data:`kernelforge.lock.EMPTY_LOCK_WHY`, for ``lockfile=""``) says,
+    in the command line's words."""
+    from kernelforge.lock import EMPTY_LOCK_WHY
 
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: {EMPTY_LOCK_WHY}, or leave --lock out to describe what a load "
-            "picks without a lock")
-    return text
+    return refuse_empty(text, f"{EMPTY_LOCK_WHY}, or leave --lock out to describe what a "
+                              "load picks without a lock")
 
 
 def lock_path_arg(text: str) -> str:
     """argparse type for ``download``'s PATH: a lock file or project, never an empty
-    string. Left out it is the current directory (its default, ``.``); given empty
-    (``kernelforge download "$UNSET_VARIABLE"``) it is refused, as ``--lock ''`` is."""
-    if not text.strip():
-        from kernelforge.lock import EMPTY_LOCK_WHY
+    string. Left out it is the current directory (its default, ``.``); given empty it is
+    refused, as ``--lock ''`` is."""
+    from kernelforge.lock import EMPTY_LOCK_WHY
 
-        raise argparse.ArgumentTypeError(f"{text!r}: {EMPTY_LOCK_WHY}")
-    return text
+    return refuse_empty(text, EMPTY_LOCK_WHY)
 
 
 def backend_arg(text: str) -> str:
@@ -159,15 +158,11 @@ def key_name_arg(text: str) -> str:
 
 
 def key_file_arg(text: str) -> str:
-    """argparse type for ``keygen --out``: a file, never empty. An empty one (typically
-    ``--out "$UNSET_VARIABLE"``) would otherwise read as no ``--out`` at all, and the key
-    would go to ``keys/NAME.pem`` in the config directory, replacing the default key with
-    ``--force``."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give the private key's file path, or leave --out out for "
-            "keys/NAME.pem in the config directory")
-    return text
+    """argparse type for ``keygen --out``: a file, never empty. An empty one would read
+    as no ``--out`` at all, and the key would go to ``keys/NAME.pem`` in the config
+    directory, replacing the default key with ``--force``."""
+    return refuse_empty(text, "give the private key's file path, or leave --out out for "
+                              "keys/NAME.pem in the config directory")
 
 
 def _check_keygen_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
