@@ -42,6 +42,7 @@ CONFIGS = [  # (label, exact, variant, splits, swizzle)
     ("v0 stream-K", False, 0, 0, 0), ("v0s2 stream-K-split", False, 0, 2, 0),
     ("v0s4 stream-K-split", False, 0, 4, 0), ("v0s8 stream-K-split", False, 0, 8, 0),
     ("v2 ping-pong", False, 2, 0, 0),
+] + [(f"v2z{z} ping-pong-swizzle", False, 2, 0, z) for z in (2, 4, 8)] + [
     ("v5s2 ping-pong-split", False, 5, 2, 0), ("v5s4 ping-pong-split", False, 5, 4, 0),
     ("v5s7 ping-pong-split", False, 5, 7, 0), ("v5s8 ping-pong-split", False, 5, 8, 0),
     ("v5s3 ping-pong-split", False, 5, 3, 0), ("v5s11 ping-pong-split", False, 5, 11, 0),
