@@ -422,8 +422,9 @@ def test_overlap_kernel(gemm_kernel, m, n, k, layout, variant):
     tails in every dimension, K of one block and
     of many (odd and even counts, for its two alternating accumulators), persistent CTAs
     with several tiles each (2000x2100: 272 tiles, whose epilogues overlap the next
-    tile's first MMAs), every operand and scale layout (column-major scales are copied
-    row-major in the preparation launch, alone for K-major operands)."""
+    tile's first MMAs), every operand and scale layout (column-major scales are read in
+    place by 10 and 12 up to four blocks of K, K <= 512, and otherwise copied row-major
+    in the preparation launch, alone for K-major operands)."""
     seed = fresh_seed()
     major, scales = {"nt": ("k", "row"), "challenge": ("mn", "col"),
                      "nt-col-scales": ("k", "col")}[layout]
@@ -924,6 +925,9 @@ PLAN_CASES = [  # m, n, k, layout, precision
     (1024, 1536, 7168, "a_mn", "exact"),
     (64, 7168, 16384, "nt", "fast"),
     (17, 4096, 16400, "challenge", "fast"),
+    (4096, 5120, 512, "nt_cs", "fast"),
+    (4096, 5120, 512, "challenge", "fast"),
+    (4096, 5120, 1024, "nt_cs", "fast"),
 ]
 
 
@@ -931,12 +935,16 @@ def layout_inputs(m, n, k, layout, seed, dtype=FN):
     """NT operands K-major with row-major scales; the challenge's storage: both operands
     MN-major, both scales transposed views; or the guide's convention with every tensor
     row-major as given (A (M, K), B (K, N), scales (KB, M) and (KB, NB)), seen as NT; or
-    A MN-major with B K-major ("a_mn")."""
+    A MN-major with B K-major ("a_mn"); or NT operands with both scales column-major
+    ("nt_cs")."""
     mn = layout == "challenge"
     guide = layout == "guide"
     if layout == "a_mn":  # A a transposed view, B K-major
         return make_nt(m, n, k, seed=seed, a_major="mn", dtype_a=dtype, dtype_b=dtype,
                        sa_layout="col")
+    if layout == "nt_cs":
+        return make_nt(m, n, k, seed=seed, dtype_a=dtype, dtype_b=dtype, sa_layout="col",
+                       sb_layout="col")
     return make_nt(m, n, k, seed=seed, a_major="mn" if mn else "k",
                    b_major="mn" if mn or guide else "k", dtype_a=dtype, dtype_b=dtype,
                    sa_layout="col" if mn or guide else "row",
@@ -1091,6 +1099,12 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     (128, 8192, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     (64, 32768, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     (128, 24576, 1536, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    # column-major scales count as nothing to prepare up to four blocks of K (read in
+    # place, v49), not beyond (copied row-major)
+    (128, 32768, 512, "nt_cs", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
+    (80, 32768, 1024, "nt_cs", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (4096, 32768, 512, "nt_cs", "fp8_coop_128x128_overlap_cluster2",
+     "fp8_coop_128x128_overlap_cluster2"),
     # up to 64 rows, K >= 7168, B wider than the cluster split-K's range but below the
     # L2's size: the few-row kernel on the H100 (v46), CUTLASS's kernels on the H200 (v27)
     (64, 4096, 7168, "nt", "fp8_fewrow", "fp8_pingpong_64x128_splitk"),

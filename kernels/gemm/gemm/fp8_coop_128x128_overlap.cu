@@ -19,7 +19,8 @@
 //    block into a ring of stages (128-byte swizzle, the layout wgmma reads);
 //  - warp groups 1 and 2: 64 rows of the tile each, wgmma m64n128k32; block scales read
 //    from global memory two blocks ahead of their use (row-major scales: a 32-byte
-//    sector serves 8 blocks from L1; the op copies other layouts row-major first);
+//    sector serves 8 blocks from L1; the op copies other layouts row-major first where
+//    K has more than four blocks);
 //  - a tile's last block is followed by the next tile's first MMAs, and only then by
 //    the last promotion and the epilogue (bf16 into shared memory with stmatrix, the
 //    whole 64x128 half tile at once, stored by TMA), so the tensor cores have work while

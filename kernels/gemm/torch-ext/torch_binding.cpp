@@ -238,6 +238,21 @@ bool fp8_in_place(const Tensor& x, int64_t rows_out) {
 // in place; the op copies other layouts for them).
 bool scales_row_major(const Tensor& s) { return s.size(1) <= 1 || s.stride(1) == 1; }
 
+// Whether the hand-written kernels read the block-scale matrix s in place: row-major
+// along K, or, on FP8 operands, any layout with at most four blocks along K (K <= 512).
+// Along K a column-major matrix misses L1 on every block; over a few blocks that costs
+// less than the copy, which lengthens the preparation launch or adds one (H100,
+// interleaved, us, in place against the copy: challenge 6144x7168x256 45.1 vs 46.8,
+// 4096x7168x256 33.9 vs 35.0, 8192x7168x256 56.1 vs 57.8, 6144x4096x512 41.1 vs 41.9,
+// 6144x7168x512 62.4 vs 61.9; guide 6144x7168x256 44.4 vs 45.8; A MN-major, B K-major
+// 6144x4096x512 39.1 vs 40.8; K-major operands, where the copy is the only preparation,
+// 6144x4096x512 34.3 vs 36.2, 4096x32768x512 161.1 vs 166.1 on CTA pairs, which that
+// now allows). Over many blocks the misses cost more (6144x7168x2048 206.5 vs 181.3,
+// 6144x4608x7168 465.0 vs 411.4, 1024x1536x7168 46.1 vs 44.3; NOTES.md, v49).
+bool scales_in_place(const Tensor& s, bool bf16) {
+  return scales_row_major(s) || (!bf16 && s.size(1) <= 4);
+}
+
 // Returns x itself when the kernel can read it in place, otherwise schedules a
 // rewrite into `job` and returns the destination.
 // kperm16: always rewrite, with each 16 of K in the order of the kernels that read A
@@ -280,7 +295,8 @@ void check_status(kfgemm::Status st, const char* what, const char* why) {
 // H100 and H200 (NOTES.md: sweeps of every variant over the challenge and DeepSeek-V3
 // shapes, v2 and v6; the hand-written kernel, v11; each rule's own comment below).
 // "Where memory is slower": under 4 TB/s (the H100); "nothing to prepare": operands and
-// scales usable as stored (Traits::in_place). Fast mode, the first rule that applies:
+// scales usable as stored (Traits::in_place; column-major scales with K <= 512 are, v49).
+// Fast mode, the first rule that applies:
 //  - up to 64 rows with a B beyond the L2, or where memory is slower with K >= 7168 and
 //    more than 3072 columns: the few-row kernel (v27, v46);
 //  - long K with a small output (K >= 4096, M * N <= 600K) and a B of at most 64M
@@ -699,6 +715,8 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
   // 12.9; under a wave it ties or loses: 128x16384x512 11.8 vs 11.8, 128x8192x512 10.1
   // vs 9.4, 128x4096x512 9.3 vs 9.1; with longer K it loses: 128x24576x1536 27.4 vs
   // 25.5). On the H200 it ties (128x32768x512 13.9 vs 14.0-14.5). NOTES.md, v28.
+  // With column-major scales read in place (K <= 512, scales_in_place) the two tie
+  // (128x32768x512 17.2 vs 16.7 and 16.9 vs 17.6 in another run; NOTES.md, v49).
   if (M > 64 && M <= 128 && K <= 1024 && slow_memory && in_place && tiles128 >= sms) {
     return {V::kFp8Coop128x128Overlap, 0};
   }
@@ -747,8 +765,9 @@ Tensor scales_for_kernel(const Tensor& s) { return scale_strides_fit(s) ? s : s.
 // The choice's inputs from the caller's tensors (scales as given: nothing is copied here).
 Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb,
                  int64_t M, int64_t N, bool exact) {
-  auto row_major_for_kernel = [](const Tensor& s) {
-    return !scale_strides_fit(s) || scales_row_major(s);
+  // Fast mode: scales the op would copy first are not read in place.
+  auto in_place_for_kernel = [](const Tensor& s) {
+    return !scale_strides_fit(s) || scales_in_place(s, false);
   };
   Traits t{};
   // Fast mode reads e4m3fnuz operands re-encoded as e4m3fn by the preparation pass
@@ -760,7 +779,7 @@ Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tenso
   t.b_k = k_major_ok(b);
   t.a_mn = !exact && a_mn_ok;
   t.in_place = !exact && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
-               row_major_for_kernel(sa) && row_major_for_kernel(sb);
+               in_place_for_kernel(sa) && in_place_for_kernel(sb);
   t.fn_operands =
       kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
   return t;
@@ -874,7 +893,8 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   // The hand-written kernel reads each thread's scales along K, two blocks ahead: with
   // row-major scales a 32-byte sector serves 8 blocks from L1, with the challenge's
   // column-major ones every block misses (NOTES.md, v10). Those are copied row-major in
-  // the preparation launch. Except A's for the builds that read A MN-major: there a
+  // the preparation launch, unless K has at most four blocks (FP8 operands;
+  // scales_in_place). Except A's for the builds that read A MN-major: there a
   // thread's two rows are adjacent and a warp's 16 rows share 64 bytes of a column-major
   // block, and reading them in place is faster than the copy (H100, interleaved, us:
   // 6144x576x7168 challenge 75.1 vs 87.0, 6144x512x7168 71.9 vs 76.3; NOTES.md, v16).
@@ -883,7 +903,7 @@ void run_nt(Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale
   if (wants_row_major_scales(v)) {
     for (Tensor* s : {&sa, &sb}) {
       if (s == &sa && amn) continue;
-      if (!scales_row_major(*s)) {
+      if (!scales_in_place(*s, variant_is_bf16(v))) {
         if (s->numel() > kfgemm::kMaxScaleElems / 2) {  // beyond the launch's indexing
           *s = s->contiguous();
           continue;
