@@ -266,16 +266,36 @@ def test_two_builds_of_one_kernel_load_side_by_side(tmp_path: Path, built_relu: 
     assert torch.equal(new.relu(x), torch.relu(x))
 
 
-def test_builds_are_reproducible_across_directories(tmp_path: Path, built_relu: Path) -> None:
-    """The same sources built in another folder give byte-identical variant files."""
-    project = copy_project(tmp_path / "elsewhere" / "relu")
-    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+def test_builds_are_reproducible_across_directories(
+    tmp_path: Path, built_relu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same sources built in another, deeper folder, from another working directory,
+    with other file times, umask, SOURCE_DATE_EPOCH, time zone and locale, give a
+    byte-identical variant directory with the same file modes."""
+    import stat
+
+    project = copy_project(tmp_path / "elsewhere" / "deeper" / "relu")
+    for path in project.rglob("*"):
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    monkeypatch.setenv("LC_ALL", "C")
+    old = os.umask(0o077)
+    try:
+        (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    finally:
+        os.umask(old)
     first = cpu_variant(built_relu)
     assert result.path.name == first.name
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in result.path.iterdir())
     for name in names:
         assert (first / name).read_bytes() == (result.path / name).read_bytes(), name
+    for variant in (first, result.path):
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [variant, *variant.iterdir()]}
+        assert modes == {variant.name: 0o755, **{n: 0o755 if n.endswith(".so") else 0o644
+                                                 for n in names}}, modes
 
 
 def test_kernel_sections_compile_with_their_own_flags(tmp_path: Path) -> None:

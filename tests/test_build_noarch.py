@@ -426,3 +426,28 @@ def test_the_build_lock_file_has_the_modes_the_umask_allows(tmp_path: Path,
         os.umask(old)
     mode = stat.S_IMODE((project / ".kernelforge" / "cpu.lock").stat().st_mode)
     assert mode == 0o666 & ~umask, oct(mode)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_variant_files_have_the_same_modes_under_any_umask(tmp_path: Path, umask: int) -> None:
+    """A variant's folders are 755 and its files 644 whatever the umask, so two builds of
+    the same sources give the same directory, permissions included (under 077 the files
+    were 600 below a folder that was 755)."""
+    import os
+    import stat
+
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    sub = project / "torch-ext" / "scale" / "sub"
+    sub.mkdir()
+    (sub / "__init__.py").write_text("")
+    old = os.umask(umask)
+    try:
+        results = build_project(project, backends=["cpu"], progress=lambda _: None)
+    finally:
+        os.umask(old)
+    (variant,) = [r.path for r in results]
+    modes = {p.relative_to(variant).as_posix(): stat.S_IMODE(p.stat().st_mode)
+             for p in [variant, *variant.rglob("*")]}
+    assert modes == {".": 0o755, "sub": 0o755, "sub/__init__.py": 0o644,
+                     "__init__.py": 0o644, "kernels.py": 0o644, "_ops.py": 0o644,
+                     "metadata.json": 0o644}, {k: oct(v) for k, v in modes.items()}

@@ -142,16 +142,35 @@ def assemble_variant(
         )
         if extension is not None:
             shutil.copyfile(extension, staging / f"{plan.namespace}.abi3.so")
-            os.chmod(staging / f"{plan.namespace}.abi3.so", 0o755)
         files = digest.hash_tree(staging)
         meta = metadata_for(manifest, plan, files, provenance)
         (staging / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
-        os.chmod(staging, 0o755)
+        _set_modes(staging, extension=f"{plan.namespace}.abi3.so" if extension else None)
         _swap_into_place(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return final
+
+
+#: The permission bits of a variant's files, folders and extension, whatever the umask.
+FILE_MODE = 0o644
+FOLDER_MODE = 0o755
+EXTENSION_MODE = 0o755
+
+
+def _set_modes(staging: Path, *, extension: str | None) -> None:
+    """Give the variant's folders and files fixed modes: the same sources build the same
+    directory, permissions included, under any umask (``mkdtemp`` makes the top folder
+    0700, and the files would otherwise follow the umask: 0600 under 077, below a
+    folder every user may read). The folders above it keep what the umask gave.
+    ``extension``: the name of the compiled extension at the top, if any."""
+    for dirpath, _dirnames, filenames in os.walk(staging):
+        os.chmod(dirpath, FOLDER_MODE)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), FILE_MODE)
+    if extension is not None:
+        os.chmod(staging / extension, EXTENSION_MODE)
 
 
 #: Linux ``renameat2`` arguments: the current directory, and "exchange the two paths".
