@@ -94,6 +94,31 @@ def test_unchanged_project_rebuilds_in_under_two_seconds(built_relu: Path) -> No
     assert elapsed < 2.0, f"no-op rebuild took {elapsed:.2f}s"
 
 
+def test_a_copied_project_is_up_to_date_whatever_its_file_times(
+    tmp_path: Path, built_relu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The up-to-date check compares contents, not paths, file times or unrelated
+    environment variables: a built project copied elsewhere with its .kernelforge/ is up
+    to date there, also once its sources are touched. Its next compile recompiles every
+    source, as ninja knows them by their old paths (the README says both)."""
+    project = tmp_path / "copied" / "relu"
+    shutil.copytree(built_relu, project, symlinks=True)  # file times kept, as by cp -a
+    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert result.up_to_date and result.path == cpu_variant(project)
+    lines: list[str] = []
+    (forced,) = build_project(project, backends=["cpu"], force=True, progress=lines.append)
+    assert not forced.up_to_date
+    compiled = sorted(line.split("] compiled ")[1] for line in lines if "] compiled " in line)
+    assert compiled == ["relu_cpu/relu_cpu.cpp", "torch-ext/torch_binding.cpp"], lines
+    for source in [*project.glob("relu_cpu/*"), *project.glob("torch-ext/*.*")]:
+        source.touch()
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setenv("KERNELFORGE_TEST_UNRELATED", "1")
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    (again,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert again.up_to_date
+
+
 def test_tampered_build_is_rebuilt(built_relu: Path) -> None:
     # In place, so ninja finds its objects up to date and only packaging reruns.
     project = built_relu
