@@ -256,6 +256,27 @@ def test_a_build_from_a_dirty_tree_warns_once_per_load(tmp_path: Path, caplog,
     assert len([r for r in caplog.records if "dirty git tree" in r.getMessage()]) == 1
 
 
+def test_the_warning_names_the_variant_of_a_downloaded_copy(tmp_path: Path, monkeypatch,
+                                                          caplog) -> None:
+    """The download cache keeps a variant's files in ``<variant>/files/``: the warning
+    names the variant, not that folder."""
+    from kf_sharing import FakeHfApi, isolate
+
+    from kernelforge.hub.hf import HfHub
+
+    env = isolate(monkeypatch, tmp_path)
+    make_variant(tmp_path / "p" / "build" / "torch-cpu", uid("dl"), provenance={
+        "kernel": {"commit": "d" * 40, "dirty": True}})
+    hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=env["cache"])
+    hub.publish("org/dirty", tmp_path / "p", version=1)
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    loader.get_kernel("org/dirty", version=1, hub=hub, trust_remote_code=True)
+    warned = [r.getMessage() for r in caplog.records if "dirty git tree" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "variant torch-cpu (" in warned[0] and "variant files" not in warned[0]
+    assert f"{env['cache']}{os.sep}" in warned[0]  # the path is still the copy's own
+
+
 def test_a_clean_build_does_not_warn(tmp_path: Path, caplog) -> None:
     make_variant(tmp_path / "p" / "build" / "torch-cpu", uid("clean"), provenance={
         "kernel-builder": {"version": "0.1.0"}, "kernel": {"commit": "c" * 40, "dirty": False}})

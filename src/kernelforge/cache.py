@@ -59,7 +59,7 @@ from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import is_commit, is_timestamp, spellings, validate_repo_id
 
 __all__ = ["CACHE_ENV", "CachedVariant", "DownloadCache", "Entry", "Removed",
-           "default_cache_root", "is_intact"]
+           "default_cache_root", "is_intact", "variant_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,15 @@ def default_cache_root() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("kernelforge")) / "downloads"
+
+
+def variant_name(variant_dir: Path) -> str:
+    """The variant a variant directory holds: its own name, but for the ``files/`` folder
+    of a download-cache entry (``.../<variant>/files``), the entry's, which messages must
+    name rather than ``files``."""
+    if variant_dir.name == FILES_DIR and (variant_dir.parent / ENTRY_FILE).is_file():
+        return variant_dir.parent.name
+    return variant_dir.name
 
 
 def _check_owner(path: Path, *, follow: bool = False) -> None:

@@ -751,7 +751,9 @@ def _dirty_warning(variant_dir: Path, meta: Mapping[str, Any]) -> str | None:
             dirty.append(f"{what}{at}")
     if not dirty:
         return None
-    return (f"kernelforge: kernel {meta.get('name')!r} variant {variant_dir.name} "
+    from kernelforge.cache import variant_name
+
+    return (f"kernelforge: kernel {meta.get('name')!r} variant {variant_name(variant_dir)} "
             f"({variant_dir}) was built from a dirty git tree ({' and '.join(dirty)} had "
             "uncommitted changes): its recorded git revision does not fully identify the "
             "sources it was built from, so the build may not be reproducible")
