@@ -97,7 +97,15 @@ def test_a_requirement_hugging_faces_lock_cannot_read_is_warned_about(
     assert ["'e/f'" in warned[0], "'g/h'" in warned[1]] == [True, True]
 
 @pytest.mark.parametrize(("text", "problem"), [
-    ("", "no kernel dependencies"),
+    ("", r"no kernel dependencies; add a \[tool.kernelforge.dependencies\] table"),
+    # a table that is there but empty is not missing: say so, not "add a table"
+    ("[tool.kernelforge.dependencies]\n",
+     r"\[tool.kernelforge.dependencies\] lists no kernel; add one to it, e.g. "),
+    ("[tool.kernels.dependencies]\n",
+     r"\[tool.kernels.dependencies\] lists no kernel; add one to it, e.g. "),
+    ("[tool.kernelforge.dependencies]\n[tool.kernels.dependencies]\n",
+     r"\[tool.kernelforge.dependencies\] and \[tool.kernels.dependencies\] list no kernel; "
+     r"add one to either"),
     ('[tool.kernelforge.dependencies]\n"x/y" = "latest"\n', "'latest' is not a version"),
     ('[tool.kernelforge.dependencies]\n"x/y" = { version = 1, revision = "v1" }\n',
      "exactly one of 'version' or 'revision'"),

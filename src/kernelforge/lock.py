@@ -383,8 +383,9 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
         The requirements, sorted by repository id.
 
     Raises:
-        LockError: no ``pyproject.toml``, no dependency table, a malformed entry, or
-            one kernel listed differently in both tables (every entry's problem, together).
+        LockError: no ``pyproject.toml``, no dependency table or only empty ones, a
+            malformed entry, or one kernel listed differently in both tables (every
+            entry's problem, together).
     """
     try:
         import tomllib
@@ -406,10 +407,14 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
         raise LockError(f"{path}: cannot be read as TOML ({err})") from err
     found: dict[str, Requirement] = {}
     problems: list[str] = []  # every entry's, reported together
+    present: list[str] = []  # the tables written, empty or not
     for table in _TABLES:
         node: Any = doc
         for part in table.split("."):
-            node = node.get(part, {}) if isinstance(node, dict) else {}
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        present.append(table)
         if not isinstance(node, dict):
             problems.append(f"{path}: [{table}] must be a table of 'org/name' = version")
             continue
@@ -434,9 +439,20 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
         raise LockError(f"{path}: {len(problems)} problems:\n" + "\n".join(
             f"  - {p.removeprefix(f'{path}: ')}" for p in problems))
     if not found:
-        raise LockError(f"{path}: no kernel dependencies; add a [{_TABLES[0]}] table, e.g. "
-                        '"kernels-community/relu" = 1')
+        raise LockError(_no_dependencies(path, present))
     return sorted(found.values(), key=lambda r: r.repo_id)
+
+
+def _no_dependencies(path: Path, present: list[str]) -> str:
+    """The error for a ``pyproject.toml`` that lists no kernel: an empty table is there
+    already, so the fix is an entry in it rather than a new table."""
+    example = '"kernels-community/relu" = 1'
+    if not present:
+        return f"{path}: no kernel dependencies; add a [{_TABLES[0]}] table, e.g. {example}"
+    if len(present) == 1:
+        return f"{path}: [{present[0]}] lists no kernel; add one to it, e.g. {example}"
+    tables = " and ".join(f"[{t}]" for t in present)
+    return f"{path}: {tables} list no kernel; add one to either, e.g. {example}"
 
 
 # --- reading and writing lock files -------------------------------------------------------
