@@ -90,15 +90,18 @@ for m, n, k, am, bm in [] if MODE in ALONE else cases:
         check(out, a, b, sa, sb, exact, f"{m}x{n}x{k} {am}/{bm} v{v} s{s}")
 
 # The hand-written kernel reads its scales row-major; other layouts are copied in the
-# preparation launch, alone when the operands need no preparation (K-major operands with
-# column-major scales). With more tiles than SMs, each CTA runs several tiles: its stage
-# ring wraps, its output staging is reused and each epilogue overlaps the next tile's
-# first MMAs, with an odd (17) and an even (16) block count.
+# preparation launch where K has more than four blocks, alone when the operands need no
+# preparation (K-major operands with column-major scales), and read in place through
+# their strides up to four blocks (K = 512 and the op's cases below). With more tiles
+# than SMs, each CTA runs several tiles: its stage ring wraps, its output staging is
+# reused and each epilogue overlaps the next tile's first MMAs, with an odd (17) and an
+# even (16) block count.
 V10 = (10, 12)
 # Variants 13 and 14 read MN-major A in place (rows of K 16-byte aligned: M a multiple
 # of 16 here) and B rewritten in their K order, transposed or row-copied.
 AMN = (13, 14)
 v10_runs = [(1100, 2100, 640, "k", "k", "row", V10), (1100, 2100, 640, "k", "k", "col", V10),
+            (1100, 2100, 512, "k", "k", "col", V10), (1100, 2100, 512, "mn", "mn", "col", V10),
             (1100, 2100, 2176, "mn", "mn", "col", V10), (1100, 2100, 2048, "mn", "k", "row", V10)]
 if ALL:
     v10_runs += [(*c, "col", V10) for c in cases]
