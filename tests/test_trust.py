@@ -865,6 +865,71 @@ def test_cli_keygen_checks_the_store_before_writing(env: dict[str, Path], monkey
     assert "--force" not in err and pub.is_file()
 
 
+def _refused_writes(monkeypatch, code: int) -> None:
+    """Make every new file fail as a full disk (naming no file) or a folder one may not
+    write (naming the temporary file) does; root writes anywhere, so chmod cannot."""
+    import errno
+
+    from kernelforge import _durable
+
+    def refuse(path: Path, data: bytes, **kwargs) -> None:
+        if code == errno.ENOSPC:
+            raise OSError(code, os.strerror(code))
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(_durable, "write_new", refuse)
+
+
+@pytest.mark.parametrize("code, fix", [
+    (28, "free space on its disk"),  # ENOSPC
+    (13, "make {config} writable"),  # EACCES
+])
+def test_cli_trust_store_that_cannot_be_written_is_named_with_the_fix(
+        env: dict[str, Path], monkeypatch, capsys, code: int, fix: str) -> None:
+    """A full disk or a read-only configuration directory: one error line naming the
+    store (not the temporary file, nor "[Errno 28]" with no file at all) and the fix."""
+    assert main(["trust", "allow", "me/a"]) == 0
+    capsys.readouterr()
+    store = env["config"] / "trust.json"
+    before = store.read_bytes()
+    _refused_writes(monkeypatch, code)
+    assert main(["trust", "allow", "me/b"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {store}: cannot write the trust store ("), err
+    assert err.endswith(f"); it is unchanged; fix: {fix.format(config=env['config'])}, or "
+                        "set KERNELFORGE_CONFIG to a directory you can write\n"), err
+    assert "[Errno" not in err and err.count("\n") == 1
+    assert store.read_bytes() == before
+    assert sorted(p.name for p in env["config"].iterdir()) == ["trust.json", "trust.json.lock"]
+
+
+def test_cli_keygen_that_cannot_write_its_key_says_none_was_written(
+        env: dict[str, Path], monkeypatch, capsys) -> None:
+    _refused_writes(monkeypatch, 28)
+    assert main(["keygen"]) == 1
+    pem = env["config"] / "keys" / "default.pem"
+    assert capsys.readouterr().err == (
+        f"error: {pem}: cannot write the new key (No space left on device); no key was "
+        "written; fix: free space on its disk, or set KERNELFORGE_CONFIG to a directory "
+        "you can write\n")
+    assert [p.name for p in pem.parent.iterdir()] == [".default.pem.lock"]
+    assert not (env["config"] / "trust.json").exists()
+
+
+def test_cli_keygen_under_a_file_by_default_points_at_the_config_variable(
+        env: dict[str, Path], monkeypatch, tmp_path: Path, capsys) -> None:
+    """Without --out the key goes to the configuration directory: an error about it does
+    not speak of an --out the user never gave."""
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "afile" / "config"))
+    assert main(["keygen"]) == 1
+    pem = tmp_path / "afile" / "config" / "keys" / "default.pem"
+    assert capsys.readouterr().err == (
+        f"error: {pem}: {tmp_path / 'afile'} is a file, not a directory, so the key cannot "
+        "be written there; fix: set KERNELFORGE_CONFIG to a directory, or give the key's "
+        "path with --out\n")
+
+
 def _another_key_appears_while_writing(monkeypatch, path: Path) -> bytes:
     """Make a second writer create ``path`` just after this one has written its key to
     a temporary file (the moment two concurrent keygens collide); return its bytes."""

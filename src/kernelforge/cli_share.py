@@ -495,9 +495,13 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
             f"{shlex.quote(str(path / 'NAME.pem'))}"
         )
     try:  # a file above it leaves no folder to write in: signing says so, naming it
-        signing._check_key_path(path)
+        if args.out:
+            signing._check_key_path(path)
+        else:  # the default place, in the configuration directory
+            signing._check_key_path(path, fix=f"fix: set {trust.CONFIG_ENV} to a directory, "
+                                              "or give the key's path with --out")
     except TrustError as err:
-        raise KernelforgeError(f"--out {err}") from None
+        raise KernelforgeError(f"--out {err}" if args.out else str(err)) from None
     if path.suffix == ".pub":
         raise KernelforgeError(
             f"--out {path}: the private key file must not end in .pub (the public key is "
@@ -509,9 +513,26 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     _keygen_state(args, path, pub_file)  # refused before the lock's folder and file exist
     # One keygen of a key file at a time: two at once (--force) would leave the private
     # key of one beside the public key of the other, and both trusted.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with filelock.FileLock(str(path.with_name(f".{path.name}.lock")), timeout=60):
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(str(path.with_name(f".{path.name}.lock")), timeout=60)
+        lock.acquire()
+    except TimeoutError:
+        raise  # another keygen holds it: not the file system's refusal
+    except OSError as err:
+        raise _key_write_error(err, path) from err
+    try:
         return _keygen(args, path, pub_file, repos)
+    finally:
+        lock.release()
+
+
+def _key_write_error(err: OSError, path: Path) -> KernelforgeError:
+    """``keygen``'s error for a key file it cannot write (a folder one may not write, a
+    full disk), which the system names by a folder or a temporary file, or not at all."""
+    from kernelforge import trust
+
+    return trust.config_write_error(err, path, "the new key", "no key was written")
 
 
 def _keygen_state(args: argparse.Namespace, path: Path, pub_file: Path
@@ -547,6 +568,8 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
     replacing, old, store = _keygen_state(args, path, pub_file)
     try:
         key = generate_key(path, overwrite=args.force)
+    except OSError as err:
+        raise _key_write_error(err, path) from err
     except TrustError as err:
         # Another keygen wrote the file since the check above: it keeps its key, and
         # nothing is written or trusted for this one.

@@ -388,9 +388,13 @@ def generate_key(path: str | os.PathLike[str], *, overwrite: bool = False) -> Si
     return SigningKey(private, p)
 
 
-def _check_key_path(path: Path) -> None:
+def _check_key_path(path: Path, fix: str = "give a path in a directory") -> None:
     """Refuse a private key path that names a directory, or that lies under a file (where
     creating its folder would fail with only "File exists" or "Not a directory").
+
+    Args:
+        path: the private key file.
+        fix: what to do about a file in the way (the place is the caller's to name).
 
     Raises:
         TrustError: naming the directory, or the file in the way.
@@ -401,7 +405,7 @@ def _check_key_path(path: Path) -> None:
     above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
     if above is not None and not above.is_dir():
         raise TrustError(f"{path}: {above} is a file, not a directory, so the key cannot "
-                         "be written there; give a path in a directory")
+                         f"be written there; {fix}")
 
 
 def _key_exists(path: Path) -> TrustError:

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import hmac
@@ -339,12 +340,40 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
     from kernelforge._durable import replace_file
 
     p = _store_path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with filelock.FileLock(str(p) + ".lock", timeout=60):
-        new = change(load_store(p))
-        data = json.dumps(new.to_json(), indent=1) + "\n"
-        replace_file(p, data.encode("utf-8"), mode=0o644)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with filelock.FileLock(str(p) + ".lock", timeout=60):
+            new = change(load_store(p))
+            data = json.dumps(new.to_json(), indent=1) + "\n"
+            replace_file(p, data.encode("utf-8"), mode=0o644)
+    except TimeoutError:
+        raise  # the lock held by another process too long: not the file system's refusal
+    except OSError as err:
+        raise config_write_error(err, p, "the trust store", "it is unchanged") from err
     return replace(new, path=p)
+
+
+def config_write_error(err: OSError, path: Path, what: str, outcome: str) -> TrustError:
+    """The error for ``err``, met writing ``what`` at ``path`` (the trust store, a key):
+    the system's message names a temporary file, a folder or, for a full disk, nothing,
+    so this one names the file, says what became of it and gives the fix.
+
+    Args:
+        err: what the file system said.
+        path: the file being written.
+        what: that file, in words (``"the trust store"``).
+        outcome: what was left (``"it is unchanged"``).
+    """
+    why = err.strerror or str(err)
+    if err.filename is not None and os.fsdecode(err.filename) != str(path):
+        why += f": {os.fsdecode(err.filename)}"
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space on its disk"
+    else:  # the folder that exists: the one to make writable, where the rest is made
+        fix = f"make {next((d for d in path.parents if d.is_dir()), path.parent)} writable"
+    if config_dir() in path.parents:  # the default place, which the variable moves
+        fix += f", or set {CONFIG_ENV} to a directory you can write"
+    return TrustError(f"{path}: cannot write {what} ({why}); {outcome}; fix: {fix}")
 
 
 def _merge_patterns(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
