@@ -683,3 +683,37 @@ def test_fixes_that_name_a_path_quote_it(tmp_path: Path, monkeypatch: pytest.Mon
         _read_card("build.toml", project)
     assert _command_after(str(info.value), "did you mean ", "?") == [
         "--card", str(project / "build.toml")]
+
+
+# --- no home directory ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, holds, variable, xdg", [
+    (["versions", "me/k"], "the local hub", "KERNELFORGE_HUB", "XDG_CACHE_HOME"),
+    (["cache", "list"], "the download cache", "KERNELFORGE_CACHE", "XDG_CACHE_HOME"),
+    (["trust", "list"], "the trust store and your keys", "KERNELFORGE_CONFIG",
+     "XDG_CONFIG_HOME"),
+])
+def test_no_home_directory_is_an_error_naming_the_variable_to_set(
+        argv: list[str], holds: str, variable: str, xdg: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A container run under a user id the user database does not know, with HOME unset:
+    one error line with the fix, not platformdirs' RuntimeError and its traceback (nor,
+    with older platformdirs, a hub in a folder named '~' of the current directory)."""
+    import os
+    import pwd
+
+    def unknown(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    for name in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "KERNELFORGE_HUB",
+                 "KERNELFORGE_CACHE", "KERNELFORGE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", unknown)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot tell which folder holds {holds}: the home directory is unknown (HOME "
+        f"is not set and user id {os.getuid()} has no home directory in the user database); "
+        f"fix: set {variable} to a directory, or set HOME (or {xdg}) to an absolute path\n")
+    assert list(tmp_path.iterdir()) == []

@@ -55,6 +55,7 @@ from typing import Any
 
 from kernelforge import _durable
 from kernelforge._parse import json_loads
+from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import is_commit, is_timestamp, spellings, validate_repo_id
 
@@ -83,9 +84,7 @@ def default_cache_root() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(os.path.expanduser(env))
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("kernelforge")) / "downloads"
+    return user_dir("cache", "the download cache", CACHE_ENV, HubError) / "downloads"
 
 
 def variant_name(variant_dir: Path) -> str:

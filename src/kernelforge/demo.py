@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kernelforge._userdirs import user_dir
+
 EXAMPLE = Path(__file__).with_name("examples") / "relu"
 # Not a repository of the Hugging Face Hub: with no hub named, a load prefers the local hub
 # when it holds the repository, and the demo's build must not stand in for a real one.
@@ -17,9 +19,8 @@ DEMO_REPO = "kernelforge-demo/relu"
 
 def _workspace() -> Path:
     """A writable copy of the bundled project (builds never write into site-packages)."""
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("kernelforge")) / "demo" / "relu"
+    return user_dir("cache", "the demo's copy of its project", "XDG_CACHE_HOME"
+                    ) / "demo" / "relu"
 
 
 def _sync_project(src: Path, dest: Path) -> None:

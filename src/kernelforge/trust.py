@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge._parse import json_loads
+from kernelforge._userdirs import user_dir
 from kernelforge.errors import TrustError
 from kernelforge.hub.base import validate_repo_id
 
@@ -78,9 +79,7 @@ def config_dir() -> Path:
     env = os.environ.get(CONFIG_ENV)
     if env:
         return Path(os.path.expanduser(env))
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("kernelforge"))
+    return user_dir("config", "the trust store and your keys", CONFIG_ENV, TrustError)
 
 
 #: The longest key name the trust store takes: ``kernelforge trust list`` shows it on

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelforge.errors import ToolchainError
+from kernelforge._userdirs import user_dir
+from kernelforge.errors import KernelforgeError, ToolchainError
 from kernelforge.variants import SystemFacts, TorchInstall
 
 #: This ``kernelforge`` package, which a foreign interpreter imports (alone) from here.
@@ -56,13 +57,13 @@ def package_path() -> Path:
     Raises:
         ToolchainError: neither can be written.
     """
-    import platformdirs
-
     key = hashlib.sha256(str(PACKAGE_DIR).encode()).hexdigest()[:16]
-    cached = Path(platformdirs.user_cache_dir("kernelforge")) / "pythonpath" / key
+    in_cache: Exception
     try:
+        cached = user_dir("cache", "kernelforge's link for other interpreters",
+                          "XDG_CACHE_HOME") / "pythonpath" / key
         return _link_package(cached)
-    except OSError as err:
+    except (OSError, KernelforgeError) as err:  # not writable; no home directory
         in_cache = err
     try:
         temporary = Path(tempfile.mkdtemp(prefix="kernelforge-pythonpath-"))

@@ -52,6 +52,7 @@ from typing import Any
 
 from kernelforge import _durable
 from kernelforge._parse import json_loads
+from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError
 from kernelforge.hub import base
 from kernelforge.hub._local_write import (
@@ -120,9 +121,7 @@ def default_root() -> Path:
     # Empty (or blank) counts as unset; "hf" and "huggingface" name HfHub.
     if env.strip() and env.strip().lower() not in ("hf", "huggingface"):
         return Path(os.path.expanduser(env))
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("kernelforge")) / "hub"
+    return user_dir("cache", "the local hub", HUB_ENV, HubError) / "hub"
 
 
 class LocalHub(LocalHubWriter):
