@@ -285,6 +285,67 @@ def test_an_out_dir_under_a_file_is_refused_before_anything_compiles(
     assert (project / "build").read_text() == "not a folder\n"
 
 
+def _deny_writes(monkeypatch, folder: Path) -> None:
+    """Make ``folder`` one this user may not write, as far as the build can tell (root
+    writes anywhere, so chmod cannot)."""
+    real = os.access
+
+    def access(path, mode, **kwargs) -> bool:
+        if Path(path) == folder and mode & os.W_OK:
+            return False
+        return real(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+
+
+@pytest.mark.parametrize("made", [True, False])
+def test_a_build_dir_that_cannot_be_written_is_refused_before_anything_compiles(
+        tmp_path: Path, monkeypatch, made: bool) -> None:
+    """A build/ another user made (a build under sudo), or a read-only project: refused
+    with the fix before the compile, not with "Permission denied" about a temporary
+    folder once it is done; a build that is up to date, which writes nothing, still is."""
+    project = write_noarch_project(tmp_path / "na")
+    (first,) = build_project(project, backends=["cpu"], progress=quiet)
+    if not made:
+        package._remove(project / "build")
+    denied = project / "build" if made else project
+    _deny_writes(monkeypatch, denied)
+    if made:
+        (again,) = build_project(project, backends=["cpu"], progress=quiet)
+        assert again.up_to_date
+    import kernelforge.build as kbuild
+
+    monkeypatch.setattr(kbuild, "assemble_variant", None)  # reached only past the check
+    fix = ("remove it if another user made it (a build run with sudo)" if made
+           else "build a copy of the project in a folder you can write")
+    with pytest.raises(BuildError) as info:
+        build_project(project, backends=["cpu"], progress=quiet, force=True)
+    assert str(info.value) == (
+        f"{project / 'build'}: {denied} may not be written by this user, so no variant can "
+        f"be written there; fix: make it writable (chmod u+w {denied}), or {fix}")
+
+
+def test_a_full_disk_while_writing_the_variant_keeps_the_old_one(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    import errno
+
+    project = write_noarch_project(tmp_path / "na")
+    (first,) = build_project(project, backends=["cpu"], progress=quiet)
+    before = sorted(p.name for p in first.path.iterdir())
+
+    def full(folder: Path) -> dict:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(package.digest, "hash_tree", full)
+    with pytest.raises(BuildError) as info:
+        build_project(project, backends=["cpu"], progress=quiet, force=True)
+    assert str(info.value) == (
+        f"{first.path}: writing the variant failed (No space left on device); what was "
+        f"there is left as it was; fix: free space on the disk of {project / 'build'}")
+    assert [p.name for p in (project / "build").iterdir()] == ["torch-cpu"]  # no leftover
+    assert sorted(p.name for p in first.path.iterdir()) == before
+
+
 # --- symlinks in the Python package (item 5) ----------------------------------------------
 
 

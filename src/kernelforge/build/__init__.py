@@ -648,7 +648,7 @@ def build_project(
     manifest = check_project(Path(path).resolve())
     root = manifest.root
     out = Path(out_dir) if out_dir is not None else root / "build"
-    _check_out_dir(root, out)
+    _check_out_dir(root, out, given=out_dir is not None)
     # What the package cannot ship is refused before anything is compiled.
     unshippable = package_error(manifest)
     if unshippable is not None:
@@ -777,6 +777,7 @@ def build_project(
             if found is not None:
                 results.append(found)
                 continue
+            _check_out_writable(out, given=out_dir is not None)
 
             if facts is None and not manifest.noarch:
                 facts = env.system()
@@ -878,10 +879,12 @@ def _jobs_count(jobs: int) -> int:
     return count
 
 
-def _check_out_dir(root: Path, out: Path) -> None:
+def _check_out_dir(root: Path, out: Path, *, given: bool) -> None:
     """Refuse an ``out_dir`` that is the project folder or a folder above it: the
     variants written there would be taken for the project's sources, and change its uid
-    at every build. One inside the project is left out of the hash like ``build/``."""
+    at every build. One inside the project is left out of the hash like ``build/``.
+    Also refuse, before the compile rather than when the first variant is written, an
+    ``out_dir`` (the project's ``build/`` unless ``given``) that lies under a file."""
     real_root, real_out = Path(os.path.realpath(root)), Path(os.path.realpath(out))
     if real_out == real_root or real_out in real_root.parents:
         raise BuildError(
@@ -889,14 +892,35 @@ def _check_out_dir(root: Path, out: Path) -> None:
             f"count as its sources; fix: write them to a folder of their own, such as "
             f"{root / 'build'} (the default)"
         )
-    # Found before the compile rather than when the first variant is written.
+    named = f"out_dir {out}" if given else str(out)
+    other = ", or pass another out_dir" if given else ""
     for where in (out, *out.parents):
         if where.exists() or where.is_symlink():
             if not where.is_dir():
                 raise BuildError(
-                    f"out_dir {out}: {where} is not a directory, so no variant can be "
-                    f"written there; fix: move or delete {where}, or pass another out_dir")
+                    f"{named}: {where} is not a directory, so no variant can be "
+                    f"written there; fix: move or delete {where}{other}")
             break
+
+
+def _check_out_writable(out: Path, *, given: bool) -> None:
+    """Refuse, before a compile rather than once it is done, an ``out_dir`` (the
+    project's ``build/`` unless ``given``) that this user may not write: a ``build/``
+    that a build under sudo made, a read-only checkout. Not asked of a build that is up
+    to date, which writes nothing there."""
+    where = next((d for d in (out, *out.parents) if d.exists()), out)
+    if os.access(where, os.W_OK | os.X_OK):
+        return
+    fix = f"make it writable (chmod u+w {shlex.quote(str(where))})"
+    if where == out:
+        fix += ", or remove it if another user made it (a build run with sudo)"
+    elif not given:
+        fix += ", or build a copy of the project in a folder you can write"
+    if given:
+        fix += ", or pass another out_dir"
+    named = f"out_dir {out}" if given else str(out)
+    raise BuildError(f"{named}: {where} may not be written by this user, so no variant can "
+                     f"be written there; fix: {fix}")
 
 
 def _dependencies(manifest: Manifest, backend: str, device: Tool | None

@@ -132,9 +132,16 @@ def assemble_variant(
         out_dir: the project's ``build/`` directory.
         provenance: the ``provenance`` object of ``metadata.json``.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / plan.variant
-    staging = Path(tempfile.mkdtemp(prefix=f".{plan.variant}.tmp-{_owner()}-", dir=out_dir))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{plan.variant}.tmp-{_owner()}-",
+                                        dir=out_dir))
+    except OSError as err:
+        refused = _write_error(err, final)
+        if refused is None:
+            raise
+        raise refused from err
     try:
         _copy_python_package(manifest, staging)
         (staging / "_ops.py").write_text(
@@ -147,8 +154,11 @@ def assemble_variant(
         (staging / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
         _set_modes(staging, extension=f"{plan.namespace}.abi3.so" if extension else None)
         _swap_into_place(staging, final)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
+        refused = _write_error(err, final) if isinstance(err, OSError) else None
+        if refused is not None:
+            raise refused from err
         raise
     return final
 
@@ -171,6 +181,31 @@ def _set_modes(staging: Path, *, extension: str | None) -> None:
             os.chmod(os.path.join(dirpath, name), FILE_MODE)
     if extension is not None:
         os.chmod(staging / extension, EXTENSION_MODE)
+
+
+#: What the file system says of a write to a full disk, or to a folder one may not write.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                           errno.EPERM})
+
+
+def _write_error(err: OSError, final: Path) -> BuildError | None:
+    """The error for ``err``, met writing the variant ``final``: a full disk or a
+    ``build/`` one may not write, said with the fix (the system's message names a
+    temporary folder, or, for a full disk, often no file at all), or ``None`` for another
+    error, such as a project file that cannot be read, which names its file itself."""
+    out = final.parent
+    names = [Path(os.fsdecode(n)) for n in (err.filename, err.filename2) if n is not None]
+    ours = not names or any(n == out or out in n.parents or n in out.parents for n in names)
+    if err.errno not in _WRITE_ERRNOS or not ours:
+        return None
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = f"free space on the disk of {out}"
+    else:
+        where = next((d for d in (out, *out.parents) if d.is_dir()), out)
+        fix = f"make {where} writable" + (", or remove it if another user made it (a build "
+                                          "run with sudo)" if where == out else "")
+    return BuildError(f"{final}: writing the variant failed ({err.strerror or err}); what "
+                      f"was there is left as it was; fix: {fix}")
 
 
 #: Linux ``renameat2`` arguments: the current directory, and "exchange the two paths".
