@@ -293,6 +293,27 @@ def test_the_compile_drivers_import_error_names_its_cause(tmp_path: Path, torch_
     assert "Traceback" not in proc.stderr
 
 
+def test_a_torch_whose_import_fails_is_named_in_one_line(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """`--python` of an environment whose torch is installed but does not import (a CUDA
+    library it links against is missing): one error line with the exception and the fix,
+    not the probe's traceback, whose frames are kernelforge's."""
+    from kernelforge.cli import main
+
+    python = fake_environment(tmp_path / "env", "2.13.0+cpu", None)
+    (tmp_path / "env" / "site" / "torch" / "__init__.py").write_text(
+        'raise OSError("libcudart.so.12: cannot open shared object file")\n')
+    assert main(["build", str(copy_example(tmp_path / "relu")), "--backend", "cpu",
+                 "--python", str(python)]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: --python {python} has torch installed, but importing it failed: OSError: "
+        f"libcudart.so.12: cannot open shared object file; fix that installation (or "
+        f"reinstall it: {python} -m pip install --force-reinstall torch), or point --python "
+        f"at another environment ({python} -c 'import torch' shows the whole error)\n"), err
+
+
 def test_an_interpreter_that_crashes_is_not_called_another_program(tmp_path: Path) -> None:
     """A torch that segfaults on import leaves no traceback: it is a crash, named so."""
     crashing = tmp_path / "python"

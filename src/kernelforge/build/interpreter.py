@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -157,6 +158,14 @@ class PythonEnv:
                 # no Python error at all: another program (`--python /bin/ls`)
                 last = said.splitlines()[-1][-300:] if said else "no output"
                 raise self._not_python(f"exit {proc.returncode}: {last}")
+            broken = _torch_import_error(said)
+            if broken is not None:
+                python = shlex.quote(self.executable)
+                raise ToolchainError(
+                    f"--python {self.executable} has torch installed, but importing it "
+                    f"failed: {broken}; fix that installation (or reinstall it: {python} -m "
+                    "pip install --force-reinstall torch), or point --python at another "
+                    f"environment ({python} -c 'import torch' shows the whole error)")
             raise ToolchainError(
                 f"{self.executable} could not report its torch installation "
                 f"(exit {proc.returncode}):\n{said[-2000:]}"
@@ -177,6 +186,16 @@ class PythonEnv:
             f"kernelforge's probe ({why}); fix: give the path of the python executable of "
             "the environment whose torch you want to build for"
         )
+
+
+def _torch_import_error(said: str) -> str | None:
+    """The exception, in one line, of a probe whose ``import torch`` failed (``OSError:
+    libcudart.so.12: cannot open shared object file``), or ``None`` for another failure:
+    the traceback says nothing the exception does not, and buries it at its end."""
+    if re.search(r"^\s+import torch\s*$", said, re.MULTILINE) is None:
+        return None
+    last = [line for line in said.splitlines() if line.strip() and not line[0].isspace()]
+    return last[-1][-500:] if last else None
 
 
 def _tuples(data: dict[str, Any]) -> dict[str, Any]:
