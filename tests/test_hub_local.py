@@ -135,6 +135,31 @@ def test_a_hub_that_cannot_be_written_is_a_hub_error(hub: LocalHub, project: Pat
         hub.publish(REPO, project, version=1)
 
 
+@pytest.mark.parametrize("code, fix", [
+    (28, "free space on its disk"),  # ENOSPC
+    (13, "make {hub} writable, or publish to a hub you can write (--hub on the command "
+         "line, hub= in Python)"),  # EACCES
+])
+def test_a_hub_that_cannot_be_written_says_how_to_fix_it(hub: LocalHub, project: Path,
+                                                         tmp_path: Path, monkeypatch,
+                                                         code: int, fix: str) -> None:
+    """The error says what is left (nothing of the refused revision) and what to do,
+    not only the system's reason."""
+    first = hub.publish(REPO, project, version=1)
+
+    def refused(src: Path, dst: Path) -> str:
+        raise OSError(code, os.strerror(code), str(dst))
+
+    monkeypatch.setattr(_durable, "copy_file", refused)
+    with pytest.raises(HubError) as info:
+        hub.publish(REPO, _second_build(tmp_path), version=1)
+    assert re.fullmatch(
+        re.escape(f"writing to the hub {hub.root} failed ({os.strerror(code)}: {hub.root}/")
+        + r"\S+" + re.escape(f"); its revisions are as they were; fix: "
+                             f"{fix.format(hub=hub.root)}"), str(info.value)), info.value
+    assert hub.branches(REPO) == {"v1": first.commit}
+
+
 @pytest.mark.parametrize("trouble", ["unreadable", "removed"])
 def test_an_unreadable_build_file_is_the_builds_problem_not_the_hubs(
         hub: LocalHub, project: Path, monkeypatch, trouble: str) -> None:

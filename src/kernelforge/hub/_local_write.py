@@ -8,6 +8,7 @@ it relies on the reading half for paths, refs and revisions.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -286,7 +287,21 @@ class LocalHubWriter:
             if err.filename is not None and not _in_tree(err.filename, self.root):
                 raise HubError(f"{err.filename}: {err.strerror or err} (a file outside the hub "
                                f"{self.root}; no revision was written)") from err
-            raise HubError(f"writing to the hub {self.root} failed ({what})") from err
+            raise HubError(f"writing to the hub {self.root} failed ({what}); its revisions "
+                           f"are as they were; fix: {self._write_fix(err)}") from err
+
+    def _write_fix(self, err: OSError) -> str:
+        """What to do about a write to this hub that the file system refused."""
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "free space on its disk"
+        if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            # the hub, with what it holds; where it does not exist yet, the folder it
+            # would be made in
+            where = next((d for d in (self.root, *self.root.parents) if d.is_dir()),
+                         self.root)
+            return (f"make {where} writable, or publish to a hub you can write (--hub on "
+                    "the command line, hub= in Python)")
+        return "remove the cause, then run it again"
 
     @staticmethod
     def _repo_lock(repo: Path) -> filelock.FileLock:
