@@ -291,6 +291,54 @@ def test_refs_are_saved_beside_a_removal_pruning_their_folder(env, monkeypatch) 
     assert cache.load_refs("org/b") == ({"main": A1}, {})
 
 
+def test_a_folder_pruned_while_its_subfolder_is_made_is_made_again(env,
+                                                                   monkeypatch) -> None:
+    """A removal prunes the commit's folder, empty, just after this download made it and
+    before it made the folder below: made again, not a "No such file or directory"
+    error that says the cache cannot be written."""
+    root = env["cache"]
+    cache = _small_cache(root)
+    real = os.mkdir
+    pruned = []
+
+    def mkdir(path, *args, **kwargs):
+        folder = Path(path)
+        if folder.name == "build" and folder.parent.name == A1 and not pruned:
+            pruned.append(True)
+            os.rmdir(folder.parent)  # another process's 'kernelforge cache clear'
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(cache_mod.os, "mkdir", mkdir)
+
+    def fetch(dest: Path) -> bool:
+        dest.write_bytes(b"signature")
+        return True
+
+    assert cache.get_file("org/a", A1, "build/torch-cpu.sig", fetch) == b"signature"
+    assert pruned
+    assert (root / "files" / "org" / "a" / A1 / "build" / "torch-cpu.sig").is_file()
+
+
+def test_a_cache_whose_folders_keep_vanishing_says_to_run_again(env, monkeypatch) -> None:
+    """What a removal in another process took away however often it is made again: the
+    fix is to run again, not to point KERNELFORGE_CACHE elsewhere."""
+    import errno
+
+    def vanished(path: Path, data: bytes, **kwargs) -> None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+
+    monkeypatch.setattr(cache_mod._durable, "replace_file", vanished)
+    root = env["cache"]
+    with pytest.raises(HubError) as info:
+        DownloadCache(root).save_refs("org/a", {"main": A1}, {})
+    assert str(info.value).startswith(f"writing to the download cache {root} failed (No such "
+                                      "file or directory: ")
+    assert str(info.value).endswith(
+        "); nothing was cached; fix: run it again: its folders were removed while this "
+        "wrote to them (by 'kernelforge cache remove' or 'clear' in another process, say), "
+        "and the next run fetches what it needs anew"), info.value
+
+
 def test_a_cache_deleted_by_hand_is_made_again(env, tmp_path) -> None:
     hub = HfHub(api=FakeHfApi(tmp_path / "remote"), cache=env["cache"])
     make_variant(tmp_path / "p", module_id=uid("m"))

@@ -390,6 +390,10 @@ class DownloadCache:
         elif err.errno in _NOT_WRITABLE:
             fix = (f"set {CACHE_ENV} to a directory you can write, or, to load only what "
                    "the cache holds without writing to it, set HF_HUB_OFFLINE=1")
+        elif err.errno == errno.ENOENT:  # the cache's own folders, made just before
+            fix = ("run it again: its folders were removed while this wrote to them (by "
+                   "'kernelforge cache remove' or 'clear' in another process, say), and the "
+                   "next run fetches what it needs anew")
         else:
             fix = f"remove the cause, or set {CACHE_ENV} to another directory"
         return HubError(f"{doing}{': ' if doing else ''}writing to the download cache "
@@ -410,9 +414,9 @@ class DownloadCache:
         data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
         with self._writing():
             self._make_root()
-            for attempt in range(3):  # a removal may prune the folder in between
-                make_dirs(path.parent)
+            for attempt in range(3):  # a removal may prune the folders in between
                 try:
+                    make_dirs(path.parent)
                     _durable.replace_file(path, data)
                     return
                 except FileNotFoundError:
@@ -1122,8 +1126,8 @@ def _rename_into(src: Path, dst: Path) -> None:
     """``os.rename`` into ``dst``'s folder, made first; made again if a concurrent
     removal pruned it in between (it removes only empty folders)."""
     for attempt in range(3):
-        make_dirs(dst.parent)
         try:
+            make_dirs(dst.parent)  # a folder it made may be pruned before the next one
             os.rename(src, dst)
             return
         except FileNotFoundError:
