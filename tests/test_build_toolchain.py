@@ -127,6 +127,34 @@ def test_a_cxx_with_arguments_is_refused_with_what_to_set(tmp_path: Path, monkey
     assert "point CXX at the compiler itself" in text and "install g++" not in text
 
 
+@pytest.mark.parametrize("cxx", ["{tmp}/missing/g++", "clang++-99", "{tmp}/notes.txt"])
+def test_a_cxx_naming_no_program_says_so(tmp_path: Path, monkeypatch, cxx: str) -> None:
+    """CXX naming a file that is not there, a command not on PATH or a file that cannot
+    run: the error blames CXX, not the machine ("no C++ compiler found; install g++")."""
+    from kernelforge.errors import ToolchainError
+
+    (tmp_path / "notes.txt").write_text("not a compiler\n")
+    cxx = cxx.format(tmp=tmp_path)
+    monkeypatch.setenv("CXX", cxx)
+    with pytest.raises(ToolchainError) as err:
+        find_cxx()
+    assert str(err.value) == (
+        f"CXX='{cxx}' names no program (no such executable file, nor a command on PATH); "
+        "fix: point CXX at an installed C++ compiler (CXX=g++ or CXX=clang++, or its full "
+        "path), or unset it to use c++ from PATH")
+
+
+def test_no_cxx_on_path_says_to_install_one(tmp_path: Path, monkeypatch) -> None:
+    from kernelforge.errors import ToolchainError
+
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ToolchainError) as err:
+        find_cxx()
+    assert str(err.value) == ("no C++ compiler found (looked for 'c++' on PATH); install "
+                              "g++ or clang++, or point the CXX environment variable at one")
+
+
 @pytest.mark.parametrize("chosen", ["gcc on PATH", "CC", "NVCC_CCBIN folder"])
 def test_nvcc_s_host_compiler_is_the_one_nvcc_runs(tmp_path: Path, monkeypatch,
                                                    chosen: str) -> None:

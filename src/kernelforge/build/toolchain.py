@@ -177,9 +177,16 @@ def find_cxx() -> Tool:
             "flags in build.toml (cxx-flags), and for ccache put its compiler links "
             "(such as /usr/lib/ccache) first on PATH instead"
         )
+    if which is None and "CXX" in os.environ:
+        # the user's choice names nothing: "install g++" would not help, g++ may be there
+        raise ToolchainError(
+            f"CXX={name!r} names no program (no such executable file, nor a command on "
+            "PATH); fix: point CXX at an installed C++ compiler (CXX=g++ or CXX=clang++, "
+            "or its full path), or unset it to use c++ from PATH"
+        )
     if which is None:
         raise ToolchainError(
-            f"no C++ compiler found (looked for '{name}'); install g++ or clang++, "
+            f"no C++ compiler found (looked for '{name}' on PATH); install g++ or clang++, "
             "or point the CXX environment variable at one"
         )
     return _host_compiler(Path(which), name)
