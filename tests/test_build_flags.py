@@ -8,6 +8,8 @@ they take well under a second; the one marked ``slow`` compiles a tiny project."
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,8 +23,10 @@ from test_build import BINDING, tiny_cpu_project
 from test_build_progress import NAMESPACE, compile_with, fake_driver
 
 from kernelforge.build import build_project
+from kernelforge.build import compile as compile_mod
 from kernelforge.build.compile import (
     FLAG_VARIABLES,
+    build_path,
     check_ninja_paths,
     compiler_environment,
     parse_diagnostics,
@@ -30,7 +34,7 @@ from kernelforge.build.compile import (
 )
 from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan, CompileGroup
-from kernelforge.errors import BuildError
+from kernelforge.errors import BuildError, ToolchainError
 
 #: The shell's include and library paths, which gcc and ld read on their own.
 PATH_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",
@@ -301,6 +305,66 @@ def test_an_include_directory_may_hold_a_colon_but_not_a_dollar(tmp_path: Path) 
     with pytest.raises(BuildError, match=r"the directory '.*/site\$packages/torch' contains "
                                          r"'\$'.*; fix: install it under a path without"):
         check_ninja_paths(_plan(root, prefix_maps=((torch_dir, "torch"),)), work)
+
+
+# -- ninja on the build's PATH ------------------------------------------------------------
+
+def _ninja_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A caller's PATH and an environment's bin/ (where the ninja package would put it)
+    that hold no ninja: the package uninstalled, a --python environment without it."""
+    callers, env_bin = tmp_path / "callers-bin", tmp_path / "env-bin"
+    callers.mkdir()
+    env_bin.mkdir()
+    monkeypatch.setenv("PATH", str(callers))
+    monkeypatch.setattr(compile_mod, "_ninja_dirs", lambda python: [str(env_bin)])
+    return callers, env_bin
+
+
+def test_no_ninja_is_refused_before_the_compile(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ninja, torch's extension tooling would fall back, without a word, to
+    compiling one source at a time, and the driver could not list the headers outside
+    the project the compile read, so an edit of one would pass as up to date."""
+    plan, python = fake_driver(tmp_path, """
+        open(os.environ["KF_DRIVER_RAN"], "w").close()
+        succeed()
+    """)
+    ran = tmp_path / "driver-ran"
+    plan = replace(plan, env={"KF_DRIVER_RAN": str(ran)})
+    callers, env_bin = _ninja_nowhere(tmp_path, monkeypatch)
+    with pytest.raises(ToolchainError) as info:
+        compile_with(tmp_path, plan, python, [])
+    assert str(info.value) == (
+        f"ninja was not found on the build's PATH (searched {callers}, {env_bin}); without "
+        "ninja torch's extension tooling compiles one source at a time and the build cannot "
+        "tell which headers outside the project the compile read; fix: "
+        f"{shlex.quote(sys.executable)} -m pip install ninja (into the environment that "
+        "runs kernelforge), or put a ninja on PATH")
+    assert not ran.exists()
+    assert not (tmp_path / "work").exists()
+
+
+def test_a_ninja_that_does_not_run_is_refused(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch decides with ``ninja --version``: one that fails there (a stale script, a
+    binary for another machine) would make it fall back just the same."""
+    _, env_bin = _ninja_nowhere(tmp_path, monkeypatch)
+    broken = env_bin / "ninja"
+    broken.write_text("#!/bin/sh\necho 'bad interpreter' >&2\nexit 126\n")
+    broken.chmod(0o755)
+    with pytest.raises(ToolchainError, match=(
+            rf"^the ninja on the build's PATH, {re.escape(str(broken))}, does not run "
+            r"\(exit status 126: bad interpreter\); .*pip install ninja")):
+        build_path(PythonEnv(sys.executable))
+
+
+def test_a_ninja_that_runs_goes_after_the_callers_path(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    callers, env_bin = _ninja_nowhere(tmp_path, monkeypatch)
+    ninja = env_bin / "ninja"
+    ninja.write_text("#!/bin/sh\necho 1.11.1\n")
+    ninja.chmod(0o755)
+    assert build_path(PythonEnv(sys.executable)) == f"{callers}{os.pathsep}{env_bin}"
 
 
 # -- the work directory's extensions (item 9) ---------------------------------------------

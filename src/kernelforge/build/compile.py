@@ -8,6 +8,8 @@ import json
 import os
 import queue
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -328,6 +330,52 @@ def _ninja_dirs(python: PythonEnv) -> list[str]:
     return [str(bin_dir), *dirs] if bin_dir else dirs
 
 
+def build_path(python: PythonEnv, environ_path: str | None = None) -> str:
+    """The ``PATH`` the compile runs with: the caller's (``environ_path``, default
+    ``$PATH``) first, so that the compilers the build runs are the ones the up-to-date
+    check and the metadata name (``find_cxx`` reads the caller's ``PATH``), not a ``c++``
+    that an environment's ``bin/`` directory happens to hold; then where ninja lives.
+
+    Raises:
+        ToolchainError: no ninja there that runs. torch's extension tooling would fall
+            back, without a word, to compiling one source at a time with no progress,
+            and the driver could not list the headers outside the project the compile
+            read (``ninja -t deps``), so a later edit of one would pass as up to date.
+    """
+    environ_path = os.environ.get("PATH", "") if environ_path is None else environ_path
+    path = os.pathsep.join(p for p in (environ_path, *_ninja_dirs(python)) if p)
+    searched = list(dict.fromkeys(d for d in path.split(os.pathsep) if d))
+    found = shutil.which("ninja", path=path)
+    if found is None:
+        problem = (f"ninja was not found on the build's PATH (searched "
+                   f"{', '.join(searched) or 'nothing'})")
+    else:
+        failure = _ninja_fails(found, path)
+        if failure is None:
+            return path
+        problem = f"the ninja on the build's PATH, {found}, does not run ({failure})"
+    raise ToolchainError(
+        f"{problem}; without ninja torch's extension tooling compiles one source at a "
+        "time and the build cannot tell which headers outside the project the compile "
+        f"read; fix: {shlex.quote(sys.executable)} -m pip install ninja (into the "
+        "environment that runs kernelforge), or put a ninja on PATH")
+
+
+def _ninja_fails(ninja: str, path: str) -> str | None:
+    """Why ``ninja --version`` fails, as torch's extension tooling runs it to decide
+    whether to use ninja; ``None`` when it runs."""
+    try:
+        proc = subprocess.run([ninja, "--version"], capture_output=True, text=True,
+                              errors="replace", timeout=60, check=False,
+                              env={**os.environ, "PATH": path})
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    if proc.returncode == 0:
+        return None
+    said = (proc.stderr or proc.stdout).strip().splitlines()
+    return f"exit status {proc.returncode}" + (f": {said[-1]}" if said else "")
+
+
 #: Environment variables through which setuptools, torch's extension tooling, nvcc,
 #: hipcc, the compilers gcc and clang and the linker add flags, include directories,
 #: library directories or a run path to every compile or link. They are cleared for the
@@ -519,10 +567,14 @@ def compile_plan(
 
     Raises:
         BuildError: the compiler failed; the message lists errors with file and line.
+        ToolchainError: no ninja that runs on the build's ``PATH`` (:func:`build_path`);
+            raised before anything compiles.
         KeyboardInterrupt: the build was interrupted (Ctrl-C), here or in the child; the
             child has ended when it is raised.
     """
     check_ninja_paths(plan, work_dir)
+    python = python or PythonEnv(sys.executable)
+    path = build_path(python)
     work_dir.mkdir(parents=True, exist_ok=True)
     build_lib = work_dir / "lib"
     # The driver's instructions: what the plan fingerprints, plus where to build.
@@ -535,7 +587,6 @@ def compile_plan(
     }
     spec_path = work_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2))
-    python = python or PythonEnv(sys.executable)
     log_path = work_dir / log_name(python)
     base, dropped = compile_environment(os.environ)
     if dropped:
@@ -548,10 +599,7 @@ def compile_plan(
                  "__DATE__ and __TIME__ are 1980-01-01 00:00:00 in every build")
     base["SOURCE_DATE_EPOCH"] = SOURCE_DATE_EPOCH
     env = python.env(base)
-    # After the caller's PATH, so that the compilers the build runs are the ones the
-    # up-to-date check and the metadata name (find_cxx reads the caller's PATH), not a
-    # c++ that an environment's bin/ directory happens to hold.
-    env["PATH"] = os.pathsep.join(p for p in (env.get("PATH", ""), *_ninja_dirs(python)) if p)
+    env["PATH"] = path
     env[PARENT_VARIABLE] = str(os.getpid())
     env["MAX_JOBS"] = str(jobs or _jobs_from_environment(progress) or os.cpu_count() or 1)
     env.update(plan.env)
