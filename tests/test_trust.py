@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import re
 import stat
@@ -466,6 +468,31 @@ def test_an_owner_key_others_can_read_is_refused(env: dict[str, Path], caplog) -
         trust.owner_mark("org/x", "d" * 40, files)
     key_file.chmod(0o600)
     assert trust.check_owner_mark(mark, "org/x", "c" * 40, files)
+
+
+def test_an_owner_key_the_disk_cannot_hold_leaves_nothing_behind(
+        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A full disk while the owner key is first written: no key and no hidden temporary
+    (``.owner.key.<hex>.tmp``) stay in the config folder, and the warning names the file,
+    what the publish does without it and the fix; the next publish makes the key."""
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    files = {"build/torch-cpu/__init__.py": "abc="}
+    key_file = env["config"] / "owner.key"
+    with monkeypatch.context() as patched, \
+            caplog.at_level(logging.WARNING, logger="kernelforge.trust"):
+        patched.setattr(os, "fsync", full)
+        assert trust.owner_mark("org/x", "c" * 40, files) is None
+    assert list(env["config"].iterdir()) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{key_file}: cannot write the owner key ({os.strerror(errno.ENOSPC)}); none was "
+        "made, so this revision will load only if signed or allowed; fix: free space on "
+        "its disk, or set KERNELFORGE_CONFIG to a directory you can write"]
+    mark = trust.owner_mark("org/x", "c" * 40, files)
+    assert mark is not None and trust.check_owner_mark(mark, "org/x", "c" * 40, files)
+    assert [p.name for p in env["config"].iterdir()] == ["owner.key"]
 
 
 # --- the policy ---------------------------------------------------------------------------

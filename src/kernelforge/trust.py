@@ -717,13 +717,11 @@ def _owner_key(create: bool) -> bytes | None:
     except FileNotFoundError:
         if not create:
             return None
+        from kernelforge._durable import write_temp
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{OWNER_KEY_FILE}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(secrets.token_hex(32) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        # removed again if the write fails (a full disk), so no key-like file is left
+        tmp = write_temp(path, (secrets.token_hex(32) + "\n").encode("ascii"), mode=0o600)
         try:
             os.link(tmp, path)  # never replaces: a key another process made first wins
         except FileExistsError:
@@ -777,10 +775,10 @@ def owner_mark(repo_id: str, commit: str, files: Mapping[str, str]) -> dict[str,
     """
     try:
         key = _owner_key(create=True)
-    except OSError as err:  # creating it: the configuration directory is not writable
-        logger.warning("cannot create the owner key in %s (%s); this revision will load "
-                       "only if signed or allowed (set %s to a writable directory)",
-                       config_dir(), err.strerror or err, CONFIG_ENV)
+    except OSError as err:  # creating it: a folder not writable, a full disk
+        logger.warning("%s", config_write_error(
+            err, config_dir() / OWNER_KEY_FILE, "the owner key",
+            "none was made, so this revision will load only if signed or allowed"))
         return None
     if key is None:  # pragma: no cover - create=True returns a key or raises
         return None
