@@ -230,6 +230,70 @@ def test_the_architecture_map_names_every_module() -> None:
     assert listed - modules == set(), "docs/architecture.md names modules that do not exist"
 
 
+#: What ends a file name written like a reference (``build.toml``, ``cache.py``).
+_FILE_SUFFIXES = frozenset({"py", "toml", "ninja", "lock", "json"})
+
+
+def _names_defined(tree: ast.Module) -> tuple[set[str], dict[str, set[str]]]:
+    """The top-level names of a module (functions, classes, assignments, imports), and
+    the members of each of its classes (methods, fields, class attributes)."""
+    names: set[str] = set()
+    classes: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names.add(node.name)
+            members = classes.setdefault(node.name, set())
+            for n in node.body:
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    members.add(n.name)
+                elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+                    members.add(n.target.id)
+                elif isinstance(n, ast.Assign):
+                    members |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names, classes
+
+
+def test_the_architecture_names_what_the_code_defines() -> None:
+    """Every ``module.name`` and ``Class.member`` that docs/architecture.md cites in
+    backticks (``compile.check_ninja_paths``, ``BuildPlan.path_free``) is defined there:
+    a renamed or removed function leaves no reference behind that sends a reader to
+    nothing. Modules are named by their file (``plan`` for build/plan.py)."""
+    package = REPO / "src" / "kernelforge"
+    modules: dict[str, set[str]] = {}
+    classes: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        if "examples" in path.relative_to(package).parts:
+            continue
+        name = path.parent.name if path.name == "__init__.py" else path.stem
+        names, members = _names_defined(ast.parse(path.read_text()))
+        modules.setdefault(name, set()).update(names)
+        for cls, found in members.items():
+            classes.setdefault(cls, set()).update(found)
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    cited = set(re.findall(r"`([A-Za-z_]\w*)\.([A-Za-z_]\w*)`", doc))
+    checked, missing = 0, []
+    for owner, name in sorted(cited):
+        if owner in modules and name not in _FILE_SUFFIXES:
+            known = modules[owner]
+        elif owner in classes:
+            known = classes[owner]
+        else:
+            continue  # not kernelforge's (sys.path, os.fork) or a file name
+        checked += 1
+        if name not in known:
+            missing.append(f"{owner}.{name}")
+    assert checked > 40, f"only {checked} references recognised: has the citation style changed?"
+    assert missing == [], f"docs/architecture.md cites names the code does not define: {missing}"
+
+
 @pytest.mark.parametrize("command", ["./scripts/demo", "./scripts/test"])
 def test_the_commands_run_through_a_link(tmp_path: Path, command: str) -> None:
     """A link to a command (say in ~/bin) runs it: _env.sh is found beside the script the
