@@ -401,7 +401,11 @@ def test_publish_card(unbuilt: Path, tmp_path: Path,
     assert not hub.has_repo("me/k")
     (tmp_path / "card.md").write_text("# k-one\n\nA kernel.\n")
     assert main([*argv, "--card", str(tmp_path / "card.md")]) == 0
-    assert f"card: {tmp_path / 'card.md'} (README.md on branch main)" in capsys.readouterr().out
+    assert f"card: {tmp_path / 'card.md'} (README.md on branch v1 and on branch main)" \
+        in capsys.readouterr().out
+    for branch in ("v1", "main"):
+        commit = hub.branches("me/k")[branch]
+        assert hub.read_file("me/k", commit, "README.md") == b"# k-one\n\nA kernel.\n"
     main_commit = hub.branches("me/k")["main"]
     assert hub.read_file("me/k", main_commit, "README.md") == b"# k-one\n\nA kernel.\n"
 

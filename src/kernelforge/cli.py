@@ -342,7 +342,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     if signer is not None:
         print(f"  signed with key {signer.public.key_id}")
     if card is not None:
-        print(f"  card: {args.card} (README.md on branch main)")
+        print(f"  card: {args.card} (README.md on branch v{version} and on branch main)")
     _warn_stale(stale, args.path, published=rev.commit != rev.parent)
     return 0
 

@@ -2,7 +2,8 @@
 
 Repositories are Hub repositories of type ``kernel`` with the same layout as the local
 hub: builds on branch ``v<version>`` under ``build/<variant>/``, signatures at
-``build/<variant>.sig``, the card (and ``kernel-status.toml``) on ``main``. Only the
+``build/<variant>.sig``, the card on the version branch and on ``main``, and
+``kernel-status.toml`` on ``main``. Only the
 chosen variant is downloaded, into the :class:`~kernelforge.cache.DownloadCache`,
 which also keeps the refs and file listings seen online so that ``HF_HUB_OFFLINE=1``
 loads work from the cache alone. The token is the one ``huggingface_hub`` finds (``hf
