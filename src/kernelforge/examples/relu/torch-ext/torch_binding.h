@@ -5,5 +5,6 @@
 #include <ATen/core/Tensor.h>
 
 // Writes max(input, 0) into `out`. One definition per backend build: the CPU
-// build links relu_cpu/relu_cpu.cpp, the CUDA build relu_cuda/relu_cuda.cu.
+// build links relu_cpu/relu_cpu.cpp, the CUDA (and ROCm) build relu_cuda/relu_cuda.cu.
+// A second op is declared here too, and defined in the same sources.
 void relu(at::Tensor &out, at::Tensor const &input);
