@@ -621,9 +621,10 @@ def test_init_renames_identifiers_and_leaves_prose_about_torch_alone(tmp_path: P
     assert set(files) == {"build.toml", "torch-ext/torch_binding.cpp",
                           "torch-ext/torch_binding.h", "torch-ext/fast_gelu/__init__.py",
                           "fast_gelu_cpu/fast_gelu_cpu.cpp", "fast_gelu_cuda/fast_gelu_cuda.cu",
-                          ".gitignore"}
-    # the build's outputs and bytecode stay out of git status
-    assert files[".gitignore"].splitlines()[1:] == ["/build/", "/.kernelforge/", "__pycache__/"]
+                          "tests/test_fast_gelu.py", ".gitignore"}
+    # the build's outputs, bytecode and pytest's cache stay out of git status
+    assert [line for line in files[".gitignore"].splitlines() if not line.startswith("#")] == [
+        "/build/", "/.kernelforge/", "__pycache__/", "/.pytest_cache/"]
     text = "\n".join(files.values())
     # arguments continued on the next line stay under the renamed function's parenthesis
     for rel, head in (("fast_gelu_cuda/fast_gelu_cuda.cu", "__global__ void fast_gelu_kernel("),

@@ -134,6 +134,9 @@ def test_quickstart_calls_what_init_generates(tmp_path: Path) -> None:
     project = tmp_path / name
     for rel in tree:
         assert (project / rel).exists(), f"README's tree shows {rel}; init did not create it"
+    written = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
+    left_out = written - set(tree)
+    assert not left_out, f"README's tree leaves out files init writes: {sorted(left_out)}"
 
     calls = ast.parse(code)
     loads = [n for n in ast.walk(calls) if isinstance(n, ast.Assign)

@@ -3,18 +3,19 @@ guidance in its files holds when followed."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from test_cli import run_cli
 
 from kernelforge.build.plan import plan_build
 from kernelforge.cli import main
 from kernelforge.manifest import load_manifest
-
-pytestmark = pytest.mark.filterwarnings("error")
 
 
 def _init(tmp_path: Path, name: str = "my-act") -> Path:
@@ -69,3 +70,32 @@ def test_the_binding_registers_the_op_for_each_backend_it_builds(
                          capture_output=True, text=True, check=True).stdout
     impls = re.findall(r'ops\.impl\("my_act", (\S+),', out)
     assert impls == [key], out
+
+
+def _pytest(project: Path) -> subprocess.CompletedProcess[str]:
+    """The project's own tests, run as its README says, on the CPU alone (the project is
+    built for cpu only, and a GPU here would have them load a cuda build)."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests"], cwd=project, capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.mark.slow
+def test_the_generated_tests_pass_on_the_build_and_catch_a_broken_kernel(
+        tmp_path: Path) -> None:
+    project = _init(tmp_path)
+    assert (project / "tests" / "test_my_act.py").is_file()
+    assert run_cli("build", str(project), "--backend", "cpu").returncode == 0
+    proc = _pytest(project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"\b6 passed\b", proc.stdout), proc.stdout
+    # a kernel that copies its input instead of clamping it fails them
+    source = project / "my_act_cpu" / "my_act_cpu.cpp"
+    text = source.read_text()
+    assert text.count("out[i] = x < zero ? zero : x;") == 1
+    source.write_text(text.replace("out[i] = x < zero ? zero : x;", "out[i] = x;"))
+    assert run_cli("build", str(project), "--backend", "cpu").returncode == 0
+    proc = _pytest(project)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"\b5 failed\b", proc.stdout), proc.stdout

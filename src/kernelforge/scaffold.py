@@ -254,15 +254,27 @@ def _blocking_entries(dest: Path) -> list[str]:
 
 
 #: The ``.gitignore`` of a new project, unless the template has its own: the build's
-#: outputs and Python's bytecode, which running the project's tests writes. Untracked,
-#: they would show in ``git status``; kernelforge's own dirty check leaves them out
-#: anyway, as its source hash does. (Hugging Face's template ignores ``build``.)
+#: outputs, and Python's bytecode and pytest's cache, which running the project's tests
+#: writes. Untracked, they would show in ``git status``; kernelforge's own dirty check
+#: leaves them out anyway, as its source hash does. (Hugging Face's template ignores
+#: ``build``.)
 GITIGNORE = """\
 # kernelforge build's outputs: the variants and its work folder
 /build/
 /.kernelforge/
+# what running the tests writes
 __pycache__/
+/.pytest_cache/
 """
+
+
+def _render_part(part: str, python_name: str) -> str:
+    """A file or folder name of the template for ``python_name``: as :func:`render` has
+    it, and ``test_relu.py`` as ``test_<python_name>.py`` (``relu`` after ``_`` is not an
+    identifier of its own to :func:`render`)."""
+    if part == "test_relu.py":
+        return f"test_{python_name}.py"
+    return render(part, python_name)
 
 
 def _copy_template(dest: Path, name: str, python_name: str) -> None:
@@ -273,7 +285,7 @@ def _copy_template(dest: Path, name: str, python_name: str) -> None:
         rel = path.relative_to(TEMPLATE)
         if "__pycache__" in rel.parts or rel.parts[0] in ("build", ".kernelforge"):
             continue
-        target = dest / Path(*(render(p, python_name) for p in rel.parts))
+        target = dest / Path(*(_render_part(p, python_name) for p in rel.parts))
         if path.is_dir():
             target.mkdir(parents=True, exist_ok=True)
             continue
