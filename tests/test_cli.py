@@ -621,7 +621,7 @@ def test_init_renames_identifiers_and_leaves_prose_about_torch_alone(tmp_path: P
     assert set(files) == {"build.toml", "torch-ext/torch_binding.cpp",
                           "torch-ext/torch_binding.h", "torch-ext/fast_gelu/__init__.py",
                           "fast_gelu_cpu/fast_gelu_cpu.cpp", "fast_gelu_cuda/fast_gelu_cuda.cu",
-                          "tests/test_fast_gelu.py", ".gitignore"}
+                          "tests/test_fast_gelu.py", "README.md", ".gitignore"}
     # the build's outputs, bytecode and pytest's cache stay out of git status
     assert [line for line in files[".gitignore"].splitlines() if not line.startswith("#")] == [
         "/build/", "/.kernelforge/", "__pycache__/", "/.pytest_cache/"]

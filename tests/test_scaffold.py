@@ -3,8 +3,10 @@ guidance in its files holds when followed."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -99,3 +101,65 @@ def test_the_generated_tests_pass_on_the_build_and_catch_a_broken_kernel(
     proc = _pytest(project)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert re.search(r"\b5 failed\b", proc.stdout), proc.stdout
+
+
+def _card_code(card: str, lang: str) -> str:
+    """The card's one fenced block of ``lang``."""
+    (block,) = re.findall(rf"(?ms)^```{lang}\n(.*?)^```$", card)
+    return str(block)
+
+
+def test_the_card_names_the_kernel_and_calls_what_the_package_exports(tmp_path: Path) -> None:
+    project = _init(tmp_path, "fast-gelu")
+    card = (project / "README.md").read_text()
+    parts = re.fullmatch(r"---\n(.*?)\n---\n(.*)", card, re.S)
+    assert parts, "the card opens with its metadata (YAML front matter)"
+    front, body = parts.groups()
+    from kernelforge._parse import toml_loads
+
+    license_ = toml_loads((project / "build.toml").read_text())["general"]["license"]
+    assert f"license: {license_.lower()}" in front.splitlines() and "  - kernel" in front
+    assert "\n# fast-gelu\n" in body
+    # repository ids keep the kernel's dashes; the function and package are fast_gelu
+    assert "<org>/fast_gelu" not in card
+    code = _card_code(card, "python")
+    assert 'fast_gelu = get_kernel("<org>/fast-gelu", version=1)' in code
+    package = ast.parse((project / "torch-ext" / "fast_gelu" / "__init__.py").read_text())
+    exported = next(ast.literal_eval(n.value) for n in package.body
+                    if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__")
+    called = {n.func.attr for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute)
+              and getattr(n.func.value, "id", "") == "fast_gelu"}
+    assert called and called <= set(exported), (called, exported)
+    assert "kernelforge publish . --repo <org>/fast-gelu --card README.md" in (
+        _card_code(card, "bash"))
+
+
+@pytest.mark.slow
+def test_the_card_publishes_and_its_example_runs(tmp_path: Path) -> None:
+    """The card's own commands publish it with the build, and its example loads the
+    published kernel (on the CPU: only that backend is built here)."""
+    project = _init(tmp_path)
+    hub = tmp_path / "hub"
+    assert run_cli("build", str(project), "--backend", "cpu").returncode == 0
+    card = (project / "README.md").read_text()
+    publish = next(shlex.split(line, comments=True) for line in
+                   _card_code(card, "bash").replace("<org>", "me").splitlines()
+                   if line.startswith("kernelforge publish"))
+    env = dict(os.environ, KERNELFORGE_HUB=str(hub))
+    proc = subprocess.run([sys.executable, "-m", "kernelforge", *publish[1:]], cwd=project,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "card: README.md (README.md on branch v1 and on branch main)" in proc.stdout
+    from kernelforge.hub import LocalHub
+
+    local = LocalHub(hub)
+    main_head = local.resolve("me/my-act", "main")
+    assert local.read_file("me/my-act", main_head, "README.md") == card.encode()
+    code = _card_code(card, "python").replace("<org>", "me").replace(
+        "version=1)", 'version=1, backend="cpu")')
+    check = "\nassert torch.equal(my_act.my_act(x), torch.relu(x))\nprint('ok')\n"
+    proc = subprocess.run([sys.executable, "-c", code + check], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == "ok"

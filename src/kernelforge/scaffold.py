@@ -277,6 +277,15 @@ def _render_part(part: str, python_name: str) -> str:
     return render(part, python_name)
 
 
+def _card(text: str, name: str, python_name: str) -> str:
+    """The template's card (``README.md``) for kernel ``name``: its title and the
+    repository ids in it (``<org>/relu``) take the kernel's name, dashes and all; the
+    rest is :func:`render`'s, the function and package named ``python_name``."""
+    text = render(text, python_name)
+    text = re.sub(rf"(?m)^# {python_name}$", f"# {name}", text, count=1)
+    return text.replace(f"<org>/{python_name}", f"<org>/{name}")
+
+
 def _copy_template(dest: Path, name: str, python_name: str) -> None:
     """Write the example project into ``dest`` for kernel ``name``, with a
     ``.gitignore`` (:data:`GITIGNORE`)."""
@@ -298,6 +307,8 @@ def _copy_template(dest: Path, name: str, python_name: str) -> None:
             # The table goes with the blank line after it: the one before it stays.
             text = re.sub(r"(?m)^\[general\.hub\]\n[^\[]*", "", text)
             target.write_text(text)
+        elif rel.name == "README.md":
+            target.write_text(_card(path.read_text(), name, python_name))
         elif path.suffix in _TEXT_SUFFIXES:
             target.write_text(render(path.read_text(), python_name))
         else:
