@@ -9,7 +9,8 @@ types, and its HTTP failures are made by ``huggingface_hub``'s own status handli
 response the Hub would send, so they are the exception classes the real client raises
 (tests/test_hub_hf_fidelity.py checks all of this against the installed package).
 Every downloaded file appends a line to ``fetch.log``; creating the file ``down`` in the
-root makes every call fail as an unreachable network does.
+root makes every call fail as an unreachable network does, and ``fail_next`` makes the next
+calls of one method fail (a busy Hub, a rate limit, a connection cut off mid-download).
 """
 
 from __future__ import annotations
@@ -80,11 +81,12 @@ _client = importlib.import_module(
 
 
 def hub_error(method: str, url: str, status: int, *, code: str | None = None,
-              message: str = "") -> HfHubHTTPError:
+              message: str = "", headers: dict[str, str] | None = None) -> HfHubHTTPError:
     """The exception ``huggingface_hub`` raises when the Hub answers ``status`` (with the
-    ``X-Error-Code`` header ``code`` and the error text ``message``) to ``method url``:
-    made by its own status handling, so the class and fields are the real ones."""
-    headers = {"X-Error-Code": code} if code else {}
+    ``X-Error-Code`` header ``code``, the error text ``message`` and any other
+    ``headers``, such as ``Retry-After``) to ``method url``: made by its own status
+    handling, so the class and fields are the real ones."""
+    headers = {**({"X-Error-Code": code} if code else {}), **(headers or {})}
     body = {"json": {"error": message}} if message else {}
     response = _client.Response(status, headers=headers, request=_client.Request(method, url),
                                 **body)
@@ -117,6 +119,7 @@ class FakeHfApi:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._failures: dict[str, list[tuple[BaseException, int | None]]] = {}
 
     # --- test controls -------------------------------------------------------------
 
@@ -125,6 +128,22 @@ class FakeHfApi:
 
     def come_up(self) -> None:
         (self.root / "down").unlink(missing_ok=True)
+
+    def fail_next(self, method: str, *errors: BaseException, written: int | None = None
+                  ) -> None:
+        """Make the next calls of ``method`` (``list_repo_refs``, ``list_repo_tree``, and so
+        ``list_repo_files``, ``repo_info`` or ``hf_hub_download``) in this process raise
+        ``errors``, one a call, as the client raises them once its own retries are spent;
+        the calls after them reach the fake Hub again. For ``hf_hub_download``,
+        ``written`` bytes of the file are first written where the real client keeps a
+        download in progress (``.cache/huggingface/download/<file>.incomplete`` in
+        ``local_dir``), as a download cut off halfway leaves them."""
+        self._failures.setdefault(method, []).extend((e, written) for e in errors)
+
+    def _injected(self, method: str) -> tuple[BaseException, int | None] | None:
+        """The failure :meth:`fail_next` queued for this call of ``method``, if any."""
+        queued = self._failures.get(method)
+        return queued.pop(0) if queued else None
 
     def fetches(self) -> list[str]:
         log = self.root / "fetch.log"
@@ -228,6 +247,8 @@ class FakeHfApi:
                        include_pull_requests: bool = False,
                        token: str | bool | None = None) -> GitRefs:
         url = self._api(repo_type, repo_id, "refs")
+        if (failure := self._injected("list_repo_refs")) is not None:
+            raise failure[0]
         self._request("GET", url)
         repo = self._existing(repo_id, repo_type, "GET", url)
 
@@ -246,6 +267,8 @@ class FakeHfApi:
         rev = quote(revision or constants.DEFAULT_REVISION, safe="")
         url = self._api(repo_type, repo_id, "tree", rev, *([path_in_repo] if path_in_repo
                                                             else []))
+        if (failure := self._injected("list_repo_tree")) is not None:
+            raise failure[0]
         self._request("GET", url)
         repo = self._existing(repo_id, repo_type, "GET", url)
         tree = repo / "commits" / self._resolve(repo, revision, "GET", url)
@@ -276,6 +299,8 @@ class FakeHfApi:
                                               if revision is not None else []))
         if repo_type not in constants.REPO_TYPES_WITH_KERNEL:
             raise ValueError("Unsupported repo type.")
+        if (failure := self._injected("repo_info")) is not None:
+            raise failure[0]
         self._request("GET", url)
         repo = self._existing(repo_id, repo_type, "GET", url)
         if _kind(repo_type) != "kernel":  # pragma: no cover - kernel repositories only
@@ -339,6 +364,9 @@ class FakeHfApi:
                     f"{filename} is not in the local cache and local_files_only=True")
             return str(found)
         url = self._web(repo_type, repo_id, "resolve", quote(revision, safe=""), filename)
+        failure = self._injected("hf_hub_download")
+        if failure is not None and failure[1] is None:
+            raise failure[0]
         try:
             self._request("HEAD", url)
         except (OfflineModeIsEnabled, _client.ConnectError) as err:
@@ -349,6 +377,14 @@ class FakeHfApi:
                 f"cannot reach the Hub for {filename} and it is not in the local cache") from err
         repo = self._existing(repo_id, repo_type, "HEAD", url)
         commit = self._resolve(repo, revision, "HEAD", url)
+        if failure is not None:  # cut off after ``written`` bytes
+            if local_dir is None:  # pragma: no cover - kernelforge downloads to local_dir
+                raise NotImplementedError("FakeHfApi.fail_next(written=): local_dir= only")
+            part = (Path(local_dir).resolve() / ".cache" / "huggingface" / "download"
+                    / f"{filename}.incomplete")
+            part.parent.mkdir(parents=True, exist_ok=True)
+            part.write_bytes((repo / "commits" / commit / filename).read_bytes()[:failure[1]])
+            raise failure[0]
         if local_dir is not None:
             base = Path(local_dir).resolve()
             dest = base / filename

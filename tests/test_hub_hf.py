@@ -33,6 +33,14 @@ def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
     return isolate(monkeypatch, tmp_path)
 
 
+@pytest.fixture(autouse=True)
+def waits(monkeypatch) -> list[float]:
+    """The waits between the tries of a read the Hub failed, recorded, not slept."""
+    slept: list[float] = []
+    monkeypatch.setattr("kernelforge.hub.hf._sleep", slept.append)
+    return slept
+
+
 @pytest.fixture
 def remote(tmp_path: Path) -> FakeHfApi:
     return FakeHfApi(tmp_path / "remote")
@@ -1092,3 +1100,132 @@ def test_download_all_variants_fetches_each_file_once(hf: HfHub, remote: FakeHfA
             path / "metadata.json").read_bytes()
     assert loader.kernel_info(REPO, lockfile=project, hub=offline,
                               backend="cpu").variant == "torch-cpu"
+
+
+# --- transient failures: what is tried again, how often, how long ------------------------
+
+
+def _refs_error(remote: FakeHfApi, status: int, **kw) -> Exception:
+    return hub_error("GET", f"{remote.endpoint}/api/kernels/{REPO}/refs", status, **kw)
+
+
+def _client_error(name: str, text: str) -> Exception:
+    """An error of the HTTP client huggingface_hub uses, by its class name."""
+    import importlib
+
+    from huggingface_hub import errors as hf_errors
+
+    client = importlib.import_module(hf_errors.HTTPError.__module__.split(".")[0])
+    return getattr(client, name)(text)
+
+
+@pytest.mark.parametrize(("make", "expected"), [
+    (lambda r: _refs_error(r, 503), [1.0, 2.0]),
+    (lambda r: _refs_error(r, 502), [1.0, 2.0]),
+    (lambda r: _refs_error(r, 429, headers={"Retry-After": "5"}), [5.0, 5.0]),
+    (lambda r: _client_error("ReadTimeout", "The read operation timed out"), [1.0, 2.0]),
+    (lambda r: _client_error("ReadError", "[Errno 104] Connection reset by peer"), [1.0, 2.0]),
+    (lambda r: ConnectionResetError(104, "Connection reset by peer"), [1.0, 2.0]),
+], ids=["503", "502", "429-retry-after", "timeout", "reset", "builtin-reset"])
+def test_a_transient_failure_listing_refs_is_tried_again(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, waits: list[float], make, expected,
+        caplog) -> None:
+    """huggingface_hub lists refs once (it retries file listings and downloads, not
+    this): a busy Hub, a rate limit (for as long as it asks), a timeout or a connection
+    cut off on the first request of every load is tried again, with a WARNING."""
+    module_id = uid("retry")
+    publish(hf, tmp_path / "p", torch_cpu={"module_id": module_id})
+    remote.fail_next("list_repo_refs", make(remote), make(remote))
+    with caplog.at_level(logging.WARNING, logger="kernelforge.hub.hf"):
+        cold = HfHub(api=remote, cache=tmp_path / "cold")
+        kernel = loader.get_kernel(REPO, version=1, hub=cold, trust_remote_code=True)
+    assert kernel.__name__ == module_id
+    assert waits == expected
+    said = [r.getMessage() for r in caplog.records if "trying again" in r.getMessage()]
+    assert len(said) == 2 and said[0].startswith(f"listing refs for {REPO} on the Hugging "
+                                                 "Face Hub failed ("), said
+    assert said[0].endswith(f"trying again in {expected[0]:.0f} s (try 2 of 6)"), said
+
+
+def test_a_refs_listing_that_keeps_failing_says_how_often_it_was_tried(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, waits: list[float], capsys,
+        monkeypatch) -> None:
+    """Six tries over 23 s, the waits doubling as huggingface_hub's do; then one error,
+    no traceback, and the next call starts afresh."""
+    from kernelforge import cli
+
+    publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("busy")})
+    remote.fail_next("list_repo_refs", *[_refs_error(remote, 503) for _ in range(6)])
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert cli.main(["versions", REPO, "--hub", "hf"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: listing refs for {REPO} on the Hugging Face Hub failed: "
+                          ), err
+    assert "(tried 6 times over 23 s); the Hub is busy" in err, err
+    assert "the Hub is busy or down: try again later" in err and "Traceback" not in err
+    assert waits == [1.0, 2.0, 4.0, 8.0, 8.0]
+    assert cli.main(["versions", REPO, "--hub", "hf"]) == 0
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda r: _client_error("ConnectError", "[Errno -3] Temporary failure in name "
+                                              "resolution"), "check the network, or set "
+                                                             "HF_HUB_OFFLINE=1"),
+    (lambda r: _refs_error(r, 404, code="RepoNotFound"), f"repository {REPO!r} not found"),
+    (lambda r: _refs_error(r, 401, code="RepoNotFound"), "log in with 'hf auth login'"),
+    (lambda r: _refs_error(r, 403, code="GatedRepo"), "is gated: ask for access"),
+    (lambda r: _refs_error(r, 403), "log in with 'hf auth login'"),
+    (lambda r: _refs_error(r, 429, headers={"Retry-After": "3600"}),
+     "try again later (it asks to wait 3600 s)"),
+], ids=["no-network", "404", "401", "gated", "403", "429-an-hour"])
+def test_what_trying_again_cannot_help_fails_at_once(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, waits: list[float], make,
+        said: str) -> None:
+    """No network (which HF_HUB_OFFLINE=1 answers), a missing, private or gated
+    repository, and a rate limit longer than a minute are not tried again."""
+    publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("once")})
+    remote.fail_next("list_repo_refs", make(remote))
+    with pytest.raises(HubError) as info:
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=remote, cache=tmp_path / "cold"))
+    assert said in str(info.value) and "tried" not in str(info.value), str(info.value)
+    assert waits == []
+
+
+def test_a_revision_looked_up_on_the_hub_is_tried_again(hf: HfHub, remote: FakeHfApi,
+                                                       tmp_path: Path,
+                                                       waits: list[float]) -> None:
+    """A commit prefix is looked up with repo_info, which huggingface_hub asks once too."""
+    commit = publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("prefix")})
+    remote.fail_next("repo_info", hub_error(
+        "GET", f"{remote.endpoint}/api/kernels/{REPO}/revision/{commit[:8]}", 500))
+    assert hf.resolve(REPO, commit[:8]) == commit
+    assert waits == [1.0]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), ConnectionResetError(104, "reset")],
+                         ids=["ctrl-c", "reset"])
+@pytest.mark.parametrize("looked_first", [False, True], ids=["metadata", "variant-file"])
+def test_a_download_cut_off_halfway_leaves_nothing_and_the_next_load_fetches_it(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, stop: BaseException,
+        looked_first: bool) -> None:
+    """Cut off after part of a file was written, as the single file (metadata.json) or as
+    a file of the variant: nothing half-written stays in the download cache, and the
+    next load fetches what it lacks with no cleaning up by hand."""
+    module_id = uid("cut")
+    commit = publish(hf, tmp_path / "p", torch_cpu={"module_id": module_id})
+    cold = HfHub(api=remote, cache=tmp_path / "cold")
+    if looked_first:  # metadata.json is cached: the next download is one of the variant
+        loader.kernel_info(REPO, version=1, hub=cold)
+    remote.fail_next("hf_hub_download", stop, written=100)
+    with pytest.raises((KeyboardInterrupt, HubError)) as info:
+        loader.get_kernel(REPO, version=1, hub=cold, trust_remote_code=True)
+    assert type(info.value) is (KeyboardInterrupt if isinstance(stop, KeyboardInterrupt)
+                                else HubError)
+    meta = "build/torch-cpu/metadata.json"
+    assert (cold.cache.cached_file(REPO, commit, meta) is not None) is looked_first
+    assert cold.cache.entries() == []
+    assert not any((cold.cache.root / "tmp").iterdir())
+    assert not [p for p in cold.cache.root.rglob("*") if "incomplete" in p.name]
+    assert loader.get_kernel(REPO, version=1, hub=cold,
+                             trust_remote_code=True).__name__ == module_id
+    assert cold.cache.entries() != [] and not any((cold.cache.root / "tmp").iterdir())

@@ -102,6 +102,54 @@ def _is_transport_error(err: BaseException, http_error: Any) -> bool:
                for cls in type(err).__mro__)
 
 
+#: The waits, in seconds, between the tries of a read that ``huggingface_hub`` makes only
+#: once (the refs listing, a revision's lookup) and that meets a transient failure: as
+#: ``huggingface_hub`` spaces the tries of the reads it retries itself (a file listing, a
+#: download), so that every read rides out the same outage, 23 s in all.
+_RETRY_WAITS = (1.0, 2.0, 4.0, 8.0, 8.0)
+#: The longest ``Retry-After`` a retry waits for; the Hub asking for longer ends the tries.
+_MAX_RETRY_AFTER = 60.0
+#: HTTP answers that say "not now" rather than "no": a timeout, a rate limit, a Hub error.
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+#: Errors of the HTTP clients (by class name, as for :data:`_TRANSPORT_MODULE`) raised when
+#: an established connection timed out or was cut off.
+_TRANSIENT_TRANSPORT = frozenset({"TimeoutException", "Timeout", "ReadError", "WriteError",
+                                  "RemoteProtocolError", "ChunkedEncodingError"})
+_sleep = time.sleep  # how a retry waits (tests do not)
+
+
+def _retry_after(err: BaseException) -> float | None:
+    """The seconds a ``Retry-After`` header of the error's answer asks to wait, if any."""
+    headers = getattr(getattr(err, "response", None), "headers", None) or {}
+    try:
+        value = float(headers.get("Retry-After", ""))
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
+
+
+def _retry_wait(err: BaseException, backoff: float) -> float | None:
+    """How long to wait before trying a read that failed with ``err`` again, or ``None``
+    when trying again will not help: an answer that is not transient, a connection that
+    could not be made (no network: that fails at once, with the advice to work offline),
+    or a ``Retry-After`` beyond :data:`_MAX_RETRY_AFTER`."""
+    status = getattr(getattr(err, "response", None), "status_code", None)
+    if isinstance(status, int):
+        if status not in _TRANSIENT_STATUS:
+            return None
+        after = _retry_after(err)
+        if after is None:
+            return backoff
+        return after if after <= _MAX_RETRY_AFTER else None
+    if isinstance(err, (TimeoutError, ConnectionResetError, ConnectionAbortedError)):
+        return backoff
+    clients = [cls.__name__ for cls in type(err).__mro__
+               if _TRANSPORT_MODULE.fullmatch(cls.__module__.split(".")[0])]
+    if not clients or clients[0].startswith("Connect"):  # ConnectError, ConnectTimeout
+        return None
+    return backoff if _TRANSIENT_TRANSPORT.intersection(clients) else None
+
+
 _OFFLINE_ADVICE = "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
 #: For a write, which the download cache cannot stand in for.
 _WRITE_ADVICE = "check the network and try again"
@@ -219,7 +267,9 @@ def _http_advice(err: BaseException, writing: bool = False) -> str:
     if status == 400:
         return "the Hub refused the request as invalid (its reason is above)"
     if status == 429 or (isinstance(status, int) and status >= 500):
+        after = _retry_after(err)
         return "the Hub is busy or down: try again later" + (
+            f" (it asks to wait {after:.0f} s)" if after else "") + (
             "" if writing or downloading
             else ", or set HF_HUB_OFFLINE=1 to use the download cache")
     return _network_advice(writing)
@@ -400,19 +450,36 @@ class HfHub:
         return self._agent_clients[key]
 
     def _call(self, what: str, repo_id: str, method: str, *args: Any, writing: bool = False,
-              client: Any = None, into_cache: bool = False, **kwargs: Any) -> Any:
+              client: Any = None, into_cache: bool = False, retry: bool = False,
+              **kwargs: Any) -> Any:
         """Call an ``HfApi`` method (of ``client``, by default this hub's), turning its
         errors into :class:`HubError`; a write (``writing``) gets advice that fits a
         write, and a download into the download cache (``into_cache``) that cannot write
-        it says so (:meth:`~kernelforge.cache.DownloadCache.write_error`)."""
+        it says so (:meth:`~kernelforge.cache.DownloadCache.write_error`). ``retry``: a
+        read that ``huggingface_hub`` makes once is tried again after a transient
+        failure (:func:`_retry_wait`), with a WARNING for each wait, as it retries the
+        others; the error then says how often it was tried."""
         fn = getattr(client if client is not None else self._client(), method)
-        try:
-            return fn(*args, **kwargs)
-        except Exception as err:
-            mapped = self._map_error(what, repo_id, err, writing, into_cache)
-            if mapped is None:
-                raise
-            raise mapped from err
+        waits = iter(_RETRY_WAITS if retry else ())
+        tries, waited = 1, 0.0
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as err:
+                backoff = next(waits, None)
+                wait = None if backoff is None else _retry_wait(err, backoff)
+                if wait is None:
+                    tried = f" (tried {tries} times over {waited:.0f} s)" if tries > 1 else ""
+                    mapped = self._map_error(what, repo_id, err, writing, into_cache, tried)
+                    if mapped is None:
+                        raise
+                    raise mapped from err
+                logger.warning("%s for %s on the %s failed (%s); trying again in %.0f s "
+                               "(try %d of %d)", what, repo_id, self.describe(),
+                               (str(err).strip().splitlines() or [type(err).__name__])[0],
+                               wait, tries + 1, len(_RETRY_WAITS) + 1)
+                _sleep(wait)
+                tries, waited = tries + 1, waited + wait
 
     def _in_cache(self, err: OSError) -> bool:
         """Whether ``err``, met by a download into the download cache, is about the cache:
@@ -423,16 +490,16 @@ class HfHub:
         named = Path(os.path.abspath(os.fsdecode(err.filename)))
         return named.is_relative_to(os.path.abspath(self.cache.root))
 
-    def _map_error(self, what: str, repo_id: str, err: Exception,
-                   writing: bool = False, into_cache: bool = False) -> HubError | None:
-        """A :class:`HubError` saying what failed and what to do, or ``None`` to let
-        an unexpected error through unchanged."""
+    def _map_error(self, what: str, repo_id: str, err: Exception, writing: bool = False,
+                   into_cache: bool = False, tried: str = "") -> HubError | None:
+        """A :class:`HubError` saying what failed (``tried``: how often, when more than
+        once) and what to do, or ``None`` to let an unexpected error through unchanged."""
         hf_errors: Any
         try:
             from huggingface_hub import errors as hf_errors
         except ImportError:  # pragma: no cover - a fake api without huggingface_hub
             hf_errors = None
-        failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}"
+        failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}{tried}"
         if (isinstance(err, OSError) and not isinstance(err, ConnectionError)
                 and err.errno in WRITE_ERRNOS and into_cache and self._in_cache(err)):
             return self.cache.write_error(err, f"{what} for {repo_id}")  # not the network
@@ -503,7 +570,7 @@ class HfHub:
         """:meth:`_refs` online: list them on the Hub, check them, and keep them (with the
         status on ``main``) in the download cache."""
         refs = self._call("listing refs", repo_id, "list_repo_refs", repo_id,
-                          repo_type=REPO_TYPE, writing=writing)
+                          repo_type=REPO_TYPE, writing=writing, retry=True)
         branches = {str(b.name): str(b.target_commit) for b in refs.branches}
         tags = {str(t.name): str(t.target_commit) for t in refs.tags}
         for kind, found in (("branch", branches), ("tag", tags)):
@@ -647,7 +714,7 @@ class HfHub:
                            f"{self.describe()}: not a branch ({', '.join(branches) or 'none'}), "
                            f"a tag ({', '.join(tags) or 'none'}) or a commit")
         info = self._call(f"revision {revision!r}", repo_id, "repo_info", repo_id,
-                          revision=revision, repo_type=REPO_TYPE)
+                          revision=revision, repo_type=REPO_TYPE, retry=True)
         sha = getattr(info, "sha", None)
         if not is_commit(sha):
             raise HubError(f"revision {revision!r} not found in {repo_id} on the "
