@@ -1229,3 +1229,33 @@ def test_a_download_cut_off_halfway_leaves_nothing_and_the_next_load_fetches_it(
     assert loader.get_kernel(REPO, version=1, hub=cold,
                              trust_remote_code=True).__name__ == module_id
     assert cold.cache.entries() != [] and not any((cold.cache.root / "tmp").iterdir())
+
+
+@pytest.mark.parametrize(("status", "headers", "said", "not_said"), [
+    (401, {"X-Error-Message": "Invalid credentials in Authorization header"},
+     "the Hub refused the token sent (invalid, expired or revoked): log in again with "
+     "'hf auth login' or pass a valid token=", "with access to this repository"),
+    (403, {"X-Error-Message": "Access to this resource is disabled."},
+     f"repository {REPO!r} on the Hugging Face Hub is disabled: the Hub serves none of its "
+     "files to anyone, so no token or login helps", "log in"),
+    (403, {}, "log in with 'hf auth login' or pass token=, with access to this repository",
+     "refused the token"),
+], ids=["bad-token", "disabled", "forbidden"])
+@pytest.mark.parametrize("method", ["list_repo_refs", "hf_hub_download"])
+def test_a_refused_token_and_a_disabled_repository_get_their_own_fix(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, waits: list[float], capsys,
+        monkeypatch, status: int, headers: dict[str, str], said: str, not_said: str,
+        method: str) -> None:
+    """A token the Hub does not accept is to be replaced (a stale HF_TOKEN wins over a
+    fresh login), and a disabled repository is served to no one: each says so, once, with
+    no traceback and no retry."""
+    from kernelforge import cli
+
+    publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("auth")})
+    cold = HfHub(api=remote, cache=tmp_path / "cold")
+    remote.fail_next(method, _refs_error(remote, status, headers=headers))
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: cold)
+    assert cli.main(["info", REPO, "--version", "1", "--hub", "hf"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and said in err and not_said not in err, err
+    assert "Traceback" not in err and waits == []

@@ -254,12 +254,31 @@ def sent_as(user_agent: str | dict[str, Any] | None) -> Iterator[None]:
         _user_agent.reset(token)
 
 
+#: What the Hub says (``X-Error-Message``) of a token it does not accept.
+_BAD_TOKEN = "Invalid credentials in Authorization header"
+
+
+def _error_message(response: Any) -> str | None:
+    """The ``X-Error-Message`` header of an answer from the Hub, if any."""
+    headers = getattr(response, "headers", None)
+    try:
+        value = headers.get("X-Error-Message") if headers is not None else None
+    except (AttributeError, TypeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def _http_advice(err: BaseException, writing: bool = False) -> str:
     """What to do about an HTTP error answer from the Hub, by its status code; a
     write (``writing``) or a download (:func:`used_for`) is not pointed to the download
     cache."""
-    status = getattr(getattr(err, "response", None), "status_code", None)
+    response = getattr(err, "response", None)
+    status = getattr(response, "status_code", None)
     downloading = _purpose.get() == "download"
+    if status == 401 and _error_message(response) == _BAD_TOKEN:
+        return ("the Hub refused the token sent (invalid, expired or revoked): log in again "
+                "with 'hf auth login' or pass a valid token= (an HF_TOKEN set in the "
+                "environment is used before the login)")
     if status in (401, 403):
         return "log in with 'hf auth login' or pass token=, with access to this repository"
     if status in (409, 412):
@@ -509,6 +528,12 @@ class HfHub:
                 return HubError(
                     f"{what}: repository {repo_id!r} on the {self.describe()} is gated: ask "
                     "for access on its page, then log in with 'hf auth login' or pass token=")
+            disabled = getattr(hf_errors, "DisabledRepoError", ())
+            if disabled and isinstance(err, disabled):
+                return HubError(
+                    f"{what}: repository {repo_id!r} on the {self.describe()} is disabled: "
+                    "the Hub serves none of its files to anyone, so no token or login "
+                    "helps; use another repository, or ask its owner")
             if isinstance(err, hf_errors.RepositoryNotFoundError):
                 return HubError(
                     f"repository {repo_id!r} not found on the {self.describe()} (or it is "
