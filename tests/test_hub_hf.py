@@ -1259,3 +1259,28 @@ def test_a_refused_token_and_a_disabled_repository_get_their_own_fix(
     err = capsys.readouterr().err
     assert err.startswith("error: ") and said in err and not_said not in err, err
     assert "Traceback" not in err and waits == []
+
+
+def test_a_metadata_json_damaged_on_its_way_is_fetched_anew_by_the_next_load(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    """A variant whose files do not match the metadata.json fetched for it is refused,
+    "nothing was cached; try again": and trying again works also when the damaged file
+    was metadata.json itself (kept as a single file to choose the variant), not only
+    when it was one of the variant's own."""
+    module_id = uid("transit")
+    commit = publish(hf, tmp_path / "p", torch_cpu={"module_id": module_id})
+    cold = HfHub(api=remote, cache=tmp_path / "cold")
+    loader.kernel_info(REPO, version=1, hub=cold)  # metadata.json fetched and kept
+    kept = cold.cache.cached_file(REPO, commit, "build/torch-cpu/metadata.json")
+    assert kept is not None
+    meta = json.loads(kept.read_text())  # still metadata.json, but one digest is off
+    files = meta["digest"]["files"]
+    files["helper.py"] = files["__init__.py"]
+    kept.chmod(0o644)
+    kept.write_text(json.dumps(meta))
+    with pytest.raises(IntegrityError, match="(?s)changed: helper.py\n"
+                                             "nothing was cached; try again"):
+        loader.get_kernel(REPO, version=1, hub=cold, trust_remote_code=True)
+    assert cold.cache.entries() == []
+    assert loader.get_kernel(REPO, version=1, hub=cold,
+                             trust_remote_code=True).__name__ == module_id

@@ -894,6 +894,10 @@ class HfHub:
             try:
                 return _check_download(files_dir)
             except IntegrityError as err:  # named by the temporary folder, gone at once
+                # The damaged file may be the metadata.json kept from choosing the
+                # variant, whose digests the others failed: dropped too, so that trying
+                # again fetches every file anew, as the error says.
+                self.cache.discard_file(repo_id, commit, f"{prefix}metadata.json")
                 raise IntegrityError(
                     err.where, err.problems,
                     what=f"{repo_id} variant {variant} at {commit[:12]}: the files the "
