@@ -30,6 +30,9 @@ from huggingface_hub.errors import (
     HfHubHTTPError,
     LocalEntryNotFoundError,
     OfflineModeIsEnabled,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
 )
 from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.hf_api import (
@@ -97,6 +100,27 @@ def hub_error(method: str, url: str, status: int, *, code: str | None = None,
     raise AssertionError(f"status {status} raised nothing")  # pragma: no cover
 
 
+def download_error(err: BaseException) -> BaseException:
+    """What ``hf_hub_download`` raises when its first request (the file's metadata) meets
+    ``err`` and no local copy stands in: a missing or gated repository, revision or file
+    and a 401 as they are; any other answer of the Hub (403, 429, 5xx) and a connection
+    that failed as "cannot find the requested files", raised from ``err``."""
+    if isinstance(err, (RepositoryNotFoundError, RevisionNotFoundError,
+                        RemoteEntryNotFoundError)):
+        return err
+    if isinstance(err, HfHubHTTPError) and err.response.status_code == 401:
+        return err
+    if not isinstance(err, (HfHubHTTPError, OfflineModeIsEnabled, _client.ConnectError,
+                            _client.TimeoutException)):
+        return err  # anything else is not caught by the client either
+    wrapped = LocalEntryNotFoundError(
+        "An error happened while trying to locate the file on the Hub and we cannot find "
+        "the requested files in the local cache. Please check your connection and try "
+        "again or make sure your Internet connection is on.")
+    wrapped.__cause__ = err
+    return wrapped
+
+
 def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
@@ -134,10 +158,12 @@ class FakeHfApi:
         """Make the next calls of ``method`` (``list_repo_refs``, ``list_repo_tree``, and so
         ``list_repo_files``, ``repo_info`` or ``hf_hub_download``) in this process raise
         ``errors``, one a call, as the client raises them once its own retries are spent;
-        the calls after them reach the fake Hub again. For ``hf_hub_download``,
-        ``written`` bytes of the file are first written where the real client keeps a
-        download in progress (``.cache/huggingface/download/<file>.incomplete`` in
-        ``local_dir``), as a download cut off halfway leaves them."""
+        the calls after them reach the fake Hub again. ``hf_hub_download`` raises what
+        the real client makes of them (:func:`download_error`); with ``written``, the
+        error is raised as it is after that many bytes of the file were written where
+        the real client keeps a download in progress
+        (``.cache/huggingface/download/<file>.incomplete`` in ``local_dir``), as a
+        download cut off halfway leaves them."""
         self._failures.setdefault(method, []).extend((e, written) for e in errors)
 
     def _injected(self, method: str) -> tuple[BaseException, int | None] | None:
@@ -366,7 +392,7 @@ class FakeHfApi:
         url = self._web(repo_type, repo_id, "resolve", quote(revision, safe=""), filename)
         failure = self._injected("hf_hub_download")
         if failure is not None and failure[1] is None:
-            raise failure[0]
+            raise download_error(failure[0])
         try:
             self._request("HEAD", url)
         except (OfflineModeIsEnabled, _client.ConnectError) as err:

@@ -1284,3 +1284,25 @@ def test_a_metadata_json_damaged_on_its_way_is_fetched_anew_by_the_next_load(
     assert cold.cache.entries() == []
     assert loader.get_kernel(REPO, version=1, hub=cold,
                              trust_remote_code=True).__name__ == module_id
+
+
+@pytest.mark.parametrize(("status", "advice"), [
+    (503, "the Hub is busy or down: try again later"),
+    (429, "the Hub is busy or down: try again later"),
+    (403, "log in with 'hf auth login' or pass token=, with access to this repository"),
+])
+def test_a_download_the_hub_answers_says_the_answer_not_check_the_network(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, status: int, advice: str) -> None:
+    """hf_hub_download raises a busy Hub's or a refusal's answer to its first request as
+    files it cannot find, "check your connection": the error is the Hub's answer, with
+    its own fix."""
+    publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("answer")})
+    cold = HfHub(api=remote, cache=tmp_path / "cold")
+    remote.fail_next("hf_hub_download", _refs_error(remote, status))
+    with pytest.raises(HubError) as info:
+        loader.get_kernel(REPO, version=1, hub=cold, trust_remote_code=True)
+    said = str(info.value)
+    assert said.startswith(f"downloading build/torch-cpu/metadata.json for {REPO} on the "
+                           f"Hugging Face Hub failed: "), said
+    assert advice in said and str(status) in said, said
+    assert "check the network" not in said and "Internet connection" not in said, said

@@ -311,6 +311,30 @@ def test_the_fake_raises_the_errors_huggingface_hub_raises(remote: FakeHfApi, hf
     assert type(err) is hf_errors.LocalEntryNotFoundError
 
 
+@pytest.mark.parametrize(("status", "code"), [
+    (401, None), (401, "RepoNotFound"), (403, "GatedRepo"), (403, None), (404, "RepoNotFound"),
+    (429, None), (500, None), (503, None),
+])
+def test_a_download_fails_as_the_real_client_makes_it_fail(status: int, code: str | None
+                                                           ) -> None:
+    """The fake's failed download raises what hf_hub_download makes of the Hub's answer to
+    its first request: some as they are, the rest as a file it cannot find. (A missing
+    revision or file is raised as it is before this step, as the fake does too.)"""
+    from huggingface_hub import file_download
+    from kf_sharing import download_error
+
+    real = getattr(file_download, "_raise_on_head_call_error", None)
+    if real is None:  # pragma: no cover - another huggingface_hub layout
+        pytest.skip("huggingface_hub has no _raise_on_head_call_error to compare with")
+    err = hub_error("HEAD", "https://huggingface.co/kernels/a/b/resolve/main/x", status,
+                    code=code)
+    with pytest.raises(Exception) as info:
+        real(err, False, False)
+    fake = download_error(err)
+    assert type(fake) is type(info.value)
+    assert fake.__cause__ is (info.value.__cause__ if fake is not err else fake.__cause__)
+
+
 def test_hub_error_is_the_real_clients_classification() -> None:
     url = "https://huggingface.co/api/kernels/a/b/revision/main"
     assert type(hub_error("GET", url, 403, code="GatedRepo")) is hf_errors.GatedRepoError

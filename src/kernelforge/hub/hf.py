@@ -518,6 +518,15 @@ class HfHub:
             from huggingface_hub import errors as hf_errors
         except ImportError:  # pragma: no cover - a fake api without huggingface_hub
             hf_errors = None
+        local_entry = getattr(hf_errors, "LocalEntryNotFoundError", ())
+        answer = err.__cause__
+        if (local_entry and isinstance(err, local_entry) and not _client_offline()
+                and isinstance(answer, Exception)
+                and isinstance(answer, hf_errors.HfHubHTTPError)):
+            # hf_hub_download words most answers of the Hub to its first request (403,
+            # 429, 5xx, a disabled repository) as a lost connection: the answer itself
+            # says what to do
+            err = answer
         failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}{tried}"
         if (isinstance(err, OSError) and not isinstance(err, ConnectionError)
                 and err.errno in WRITE_ERRNOS and into_cache and self._in_cache(err)):
@@ -547,7 +556,6 @@ class HfHub:
                 return HubError(f"{what}: no such file in {repo_id} on the {self.describe()} "
                                 f"({err})")
             offline_mode = getattr(hf_errors, "OfflineModeIsEnabled", ())
-            local_entry = getattr(hf_errors, "LocalEntryNotFoundError", ())
             # a download in offline mode fails as a file missing from its own cache
             if (offline_mode and isinstance(err, offline_mode)) or (
                     local_entry and isinstance(err, local_entry) and _client_offline()):
