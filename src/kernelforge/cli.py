@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kernelforge import __version__
 from kernelforge.cli_share import add_commands, hub_arg, load_signer, refuse_empty, repo_arg
-from kernelforge.errors import KernelforgeError
+from kernelforge.errors import KernelforgeError, one_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.build import BuildResult
@@ -371,9 +371,9 @@ def _versions(hub: Any, repo: str) -> int:
         print(f"{repo} on the {hub.describe()}")
         _print_redirect(hub, repo)
         for branch, commit in sorted(heads.items(), key=lambda bc: _branch_order(bc[0])):
-            print(f"  {branch}  {commit[:12]}")
+            print(f"  {one_line(branch)}  {commit[:12]}")
             for variant in hub.variants(repo, commit):
-                print(f"      {variant}")
+                print(f"      {one_line(variant)}")
         _print_tags(hub, repo)
         return 0
     branches = hub.branches(repo)
@@ -384,12 +384,12 @@ def _versions(hub: Any, repo: str) -> int:
     print(f"{_stored(hub, repo)} in {hub.root}")
     _print_redirect(hub, repo)
     for branch in sorted(branches, key=_branch_order):
-        print(f"  {branch}")
+        print(f"  {one_line(branch)}")
         for rev in hub.log(repo, branch):
             print(f"    {rev.commit[:12]}  {rev.when:%Y-%m-%d %H:%M:%S}  "
                   f"{_summary(rev.message)}".rstrip())
             for variant in rev.variants:
-                print(f"      {variant}")
+                print(f"      {one_line(variant)}")
     _print_tags(hub, repo)
     return 0
 
@@ -400,9 +400,7 @@ def _summary(message: str) -> str:
     an escape sequence) written as an escape, as for a message another user of a shared
     hub wrote."""
     lines = message.strip().splitlines() or [""]
-    first = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                    for c in lines[0].strip())
-    return first + (" ..." if len(lines) > 1 else "")
+    return one_line(lines[0].strip()) + (" ..." if len(lines) > 1 else "")
 
 
 def _print_redirect(hub: Any, repo: str) -> None:
@@ -415,7 +413,7 @@ def _print_redirect(hub: Any, repo: str) -> None:
         print(f"  note: {err}")
         return
     if target is not None:
-        at = f" at {target.revision}" if target.revision else ""
+        at = f" at {one_line(target.revision)}" if target.revision else ""
         print(f"  redirects to {target.destination}{at}: loads of {repo} take that "
               "repository (kernel-status.toml on main)")
 
@@ -426,7 +424,7 @@ def _print_tags(hub: Any, repo: str) -> None:
     if tags:
         print("  tags:")
         for tag, commit in sorted(tags.items()):
-            print(f"    {tag}  {commit[:12]}")
+            print(f"    {one_line(tag)}  {commit[:12]}")
 
 
 def _stored(hub: Any, repo: str) -> str:
@@ -659,13 +657,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _own_lines(message: str) -> str:
+    """An error's or a warning's message as the command writes it: its own lines kept,
+    and in each what the terminal would act on (a carriage return that lets the rest
+    overwrite the line, an escape sequence) from a name or text the hub chose written as
+    an escape (:func:`~kernelforge.errors.one_line`)."""
+    return "\n".join(one_line(line) for line in message.split("\n"))
+
+
 class _Labelled(logging.Handler):
     """Writes the library's warnings to stderr as the command's own lines are written,
     ``warning: <message>``, to the ``sys.stderr`` of the moment."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(f"{record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
+            print(f"{record.levelname.lower()}: {_own_lines(record.getMessage())}",
+                  file=sys.stderr)
         except Exception:  # noqa: BLE001 - logging's contract: report, never raise
             self.handleError(record)
 
@@ -766,7 +773,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.flush()  # here, so that a closed pipe is handled below, not at exit
         return code
     except KernelforgeError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_own_lines(str(err))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernelforge.errors import KernelforgeError
+from kernelforge.errors import KernelforgeError, one_line
 
 __all__ = ["add_commands", "allow_arg", "backend_arg", "hub_arg", "hub_from_args",
            "key_file_arg", "key_label_arg", "key_name_arg", "load_signer", "pattern_arg",
@@ -331,28 +331,30 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"hub:        {_local_override_words(info.repo) if local else info.hub or '-'}")
     print(f"branch:     {info.branch or '-'}")
     print(f"commit:     {info.commit or '-'}")
-    print(f"variant:    {info.variant} (module {info.id})")
+    # what the hub chose (variant names, the archs a metadata.json lists, a redirect's
+    # revision) is shown one line each, escaped: it cannot fake a line of this report
+    print(f"variant:    {one_line(info.variant)} (module {one_line(info.id)})")
     print(f"path:       {info.path or '(not downloaded yet)'}")
     if local:
         print("revision:   - (a local build: its directory's files as they are now)")
         for note in info.notes:  # a version= its metadata does not record
-            print(f"  note: {note}")
+            print(f"  note: {one_line(note)}")
     elif not info.notes:
         print("revision:   -")
     else:
         print("revision:")
         for note in info.notes:
-            print(f"  {note}")
+            print(f"  {one_line(note)}")
     print("variants:")
     for line in info.trace:
-        print(f"  {line}")
+        print(f"  {one_line(line)}")
     if local:
         # loader._load_plan: a plan without a hub loads its path with no trust decision
         print("trust: not checked, a local build is loaded without the trust policy (it "
               "applies to kernels from a hub; --trust-remote-code and --allow are not "
               "needed)")
         return 0
-    print(_trust_words(info.trust))
+    print(one_line(_trust_words(info.trust)))
     # A load that the trust policy would refuse fails: so does this, after saying why
     # and how to let it load, as the load's own error does. A refusal that no trust or
     # allowance lifts (a damaged hub, a tampered signature, a build copied to another
@@ -367,8 +369,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
                   f"(--trust-remote-code, or --allow {info.repo})")
         # the failure on stderr too, as every failure is: for a script that keeps that
         # stream (or reads the report's lines off stdout)
-        print(f"error: a load of {info.repo} (variant {info.variant}) would be "
-              f"{info.trust.removeprefix('trust: ')}", file=sys.stderr)
+        print(f"error: a load of {info.repo} (variant {one_line(info.variant)}) would be "
+              f"{one_line(info.trust.removeprefix('trust: '))}", file=sys.stderr)
         return 1
     return 0
 

@@ -27,6 +27,22 @@ class KernelforgeError(Exception):
         return (_restore, (type(self), self.args), self.__dict__)
 
 
+def one_line(text: str) -> str:
+    """``text`` with each character a terminal would act on (a newline, a carriage
+    return, the escape that starts a colour or a title change: whatever is not
+    printable) written as its Python escape (``\\n``, ``\\x1b``).
+
+    For names and text that a hub or a file supplies (a file or variant name, a
+    revision, a message) shown among kernelforge's own lines: written as they are, they
+    could start a line that reads as kernelforge's (``error: ...``), or clear, recolour
+    or retitle the terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 def _restore(cls: type[KernelforgeError], args: tuple[Any, ...]) -> KernelforgeError:
     """An error of type ``cls`` with ``args``, without its ``__init__`` (unpickling)."""
     # An OSError (VariantNotFoundError is a FileNotFoundError) is laid out as one: only
