@@ -70,6 +70,11 @@ def test_versions_and_info_show_a_planted_variant_name_on_one_line(env, tmp_path
     assert any(line.startswith(f"  {escaped}: rejected") for line in lines), lines
     assert not any(line.startswith("error: FAKE") for line in lines), lines
 
+    from kernelforge import kernel_info
+
+    lines = _own_lines(kernel_info(REPO, version=1, hub=hub).describe())
+    assert any(line.startswith(f"  {escaped}: rejected") for line in lines), lines
+
 
 def test_versions_shows_a_branch_and_tag_of_the_hf_hub_on_one_line(env, tmp_path: Path,
                                                                   monkeypatch, capsys) -> None:
@@ -104,3 +109,47 @@ def test_an_error_line_writes_what_the_terminal_would_act_on_as_escapes(capsys) 
     assert _run(Namespace(func=fail)) == 1
     assert _own_lines(capsys.readouterr().err) == [
         "error: variant 'x\\rerror: all good' not found", "branches: v1\\x1b[31m"]
+
+
+def test_a_file_name_the_hub_chose_is_one_line_of_the_integrity_error(env, tmp_path: Path
+                                                                       ) -> None:
+    from kernelforge import loader
+    from kernelforge.errors import IntegrityError
+
+    api = FakeHfApi(tmp_path / "remote")
+    hub = HfHub(api=api, cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=uid("text"))
+    commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    api.tamper(REPO, commit, f"build/torch-cpu/evil{FAKE}.py", b"")
+    with pytest.raises(IntegrityError) as info:
+        loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO])
+    lines = _own_lines(str(info.value))
+    assert "  extra: evil\\x1b[31m\\nerror: FAKE message\\x1b[0m.py" in lines, lines
+    assert not any(line.startswith("error:") for line in lines), lines
+    assert info.value.problems == [f"extra: evil{FAKE}.py"]  # as found, for programs
+
+
+def test_archs_a_metadata_json_lists_are_one_line_of_the_refusal(env, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """The GPU check names the archs a build's metadata.json lists in the error that
+    rejects the only variant: each line of it stays one line."""
+    import platform
+
+    from kf_testutil import write_metadata
+
+    from kernelforge import loader, variants
+    from kernelforge.errors import VariantNotFoundError
+
+    vdir = make_variant(tmp_path / "p", "torch-cuda", module_id=uid("text"))
+    write_metadata(vdir, uid("text"), archs=["9.0", f"10.0{FAKE}"])
+    hub = LocalHub(env["hub"])
+    hub.publish(REPO, tmp_path / "p", version=1)
+    gpu = variants.SystemFacts((2, 13, 0), True, "cuda", (12, 8), platform.machine(), "linux",
+                               gpu_archs=("8.0",))
+    monkeypatch.setattr(variants, "detect_system", lambda: gpu)
+    with pytest.raises(VariantNotFoundError) as info:
+        loader.get_kernel(REPO, version=1, hub=hub)
+    lines = _own_lines(str(info.value))
+    assert any("not covered by the build's archs (9.0, 10.0\\x1b[31m\\nerror: FAKE" in line
+               for line in lines), lines
+    assert not any(line.startswith("error:") for line in lines), lines

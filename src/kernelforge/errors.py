@@ -171,7 +171,9 @@ class VariantNotFoundError(KernelforgeError, LookupError, FileNotFoundError):
             lines.append(f"this system: {facts}")
         if self.trace:
             lines.append("candidates:")
-            lines.extend(f"  {line}" for line in self.trace)
+            # a line names a variant (and the archs its metadata lists) as the hub chose
+            # them: one line each, whatever they hold (:func:`one_line`)
+            lines.extend(f"  {one_line(line)}" for line in self.trace)
         else:
             lines.append(f"{what} holds no build variants (no build/<variant>/ folder)")
         if fix:
@@ -218,7 +220,8 @@ class IntegrityError(KernelforgeError):
         self.problems = list(problems)
         first = what or (f"refusing to load {self.where}: its files do not match their "
                          "recorded digests:")
-        super().__init__("\n".join([first, *(f"  {p}" for p in self.problems),
+        # a problem names a file as the hub chose its name: one line each, whatever it holds
+        super().__init__("\n".join([first, *(f"  {one_line(p)}" for p in self.problems),
                                      *([fix] if fix else [])]))
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError
+from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError, one_line
 from kernelforge.hub import HF_NAMES, LocalHub, as_hub, validate_repo_id
 from kernelforge.hub.base import Hub, signature_path
 from kernelforge.hub.local import HUB_ENV
@@ -105,10 +105,11 @@ class KernelInfo:
         lines = [f"{self.repo} ({where})"]
         if self.hub:
             lines.append(f"  hub {self.hub}")
-        lines.extend(f"  {note}" for note in self.notes)
-        lines += [f"  variant {self.variant} -> module {self.id}",
+        # the notes, the variant and the trace hold names the hub chose: one line each
+        lines.extend(f"  {one_line(note)}" for note in self.notes)
+        lines += [f"  variant {one_line(self.variant)} -> module {self.id}",
                   f"  path {self.path if self.path else '(not downloaded yet)'}"]
-        lines.extend(f"  {line}" for line in self.trace)
+        lines.extend(f"  {one_line(line)}" for line in self.trace)
         if self.trust:
             lines.append(f"  {self.trust}")
         return "\n".join(lines)
