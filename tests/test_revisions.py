@@ -123,7 +123,13 @@ def test_redirect_loops_and_bad_status_files(hub: LocalHub, tmp_path: Path) -> N
         revisions.select(hub, REPO)
     for text, problem in [("kind = 'moved'", "only kind known is 'redirect'"),
                           ("kind = 'redirect'", "'destination' must be a repository id"),
-                          ("not toml [", "not valid TOML")]:
+                          ("not toml [", "not valid TOML"),
+                          (f'kind = "redirect"\ndestination = "{NEW}"\nrevision = '
+                           '"v1\\u001b[2K\\rerror: all good"',
+                           r"'revision' must be a branch, tag or commit string \(no spaces or "
+                           r"control characters\), got 'v1\\x1b\[2K\\rerror: all good'"),
+                          (f'kind = "redirect"\ndestination = "{NEW}"\nrevision = "v1 main"',
+                           "'revision' must be a branch, tag or commit string")]:
         with pytest.raises(HubError, match=problem):
             hub.set_status(REPO, text)
 

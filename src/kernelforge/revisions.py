@@ -112,8 +112,13 @@ def parse_status(text: str, where: str) -> Redirect | None:
         raise HubError(f"{where}: key 'destination' must be a repository id 'org/name', "
                        f"got {destination!r}") from err
     revision = doc.get("revision")
-    if revision is not None and (not isinstance(revision, str) or not revision):
-        raise HubError(f"{where}: key 'revision' must be a branch, tag or commit string")
+    # a branch, tag or commit name holds no space or control character (git refuses them
+    # in refs); one that does is no revision, and loads and 'versions' would show it
+    if revision is not None and (not isinstance(revision, str) or not revision
+                                 or not revision.isprintable()
+                                 or any(c.isspace() for c in revision)):
+        raise HubError(f"{where}: key 'revision' must be a branch, tag or commit string "
+                       f"(no spaces or control characters), got {revision!r}")
     return Redirect(str(destination), revision)
 
 
