@@ -4,6 +4,7 @@ an exception of the parser or of the code that reads the parsed values."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,47 @@ def test_a_local_kernel_path_too_long_is_named(
     assert main(["info", "org/name"]) == 1
     assert capsys.readouterr().err == (f"error: LOCAL_KERNELS entry org/name={long}: {long} "
                                        "cannot be used (File name too long)\n")
+
+
+@pytest.mark.usefixtures("cpu_system")
+@pytest.mark.parametrize("kind", ["local", "hf"])
+def test_a_metadata_json_too_big_to_read_is_refused_before_it_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """A load reads each variant's metadata.json whole before the trust policy judges
+    anything: one bigger than the hub's small files may be is refused, unread and (from
+    the Hugging Face Hub) not kept, rather than filling this process's memory."""
+    from kf_sharing import FakeHfApi, isolate, make_variant, uid
+
+    from kernelforge import loader
+    from kernelforge.hub import LocalHub, base
+    from kernelforge.hub.hf import HfHub
+
+    env = isolate(monkeypatch, tmp_path)
+    monkeypatch.setattr(base, "SMALL_FILE_MAX", 64 * 1024)
+    repo = "hostile-org/relu"
+    vdir = make_variant(tmp_path / "p", module_id=uid("big"))
+    meta = vdir / "metadata.json"
+    meta.write_text(meta.read_text()[:-1] + ', "padding": "' + "x" * 65 * 1024 + '"}')
+    api = FakeHfApi(tmp_path / "remote")
+    hub = LocalHub(env["hub"]) if kind == "local" else HfHub(api=api, cache=env["cache"])
+    commit = hub.publish(repo, tmp_path / "p", version=1).commit
+    read: list[Path] = []
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        # kernelforge's reads that find a file (the fake hub's and its client's are the
+        # Hub's; the cache looks for a copy it does not have)
+        if (sys._getframe(1).f_globals.get("__name__", "").startswith("kernelforge")
+                and self.exists()):
+            read.append(self)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    size = meta.stat().st_size
+    with pytest.raises(HubError, match=rf"{repo} at {commit[:12]} \(.*\): "
+                                       rf"build/torch-cpu/metadata.json is {size} bytes, more "
+                                       r"than the 65536 such a file may have; refusing"):
+        loader.get_kernel(repo, version=1, hub=hub, trust_remote_code=True)
+    assert not [p for p in read if p.name == "metadata.json"], read
+    if isinstance(hub, HfHub):
+        assert hub.cache.peek_file(repo, commit, "build/torch-cpu/metadata.json") is None

@@ -26,12 +26,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "COMMIT_RE",
+    "SMALL_FILE_MAX",
     "STATUS_FILE",
     "Fetched",
     "Hub",
     "Revision",
     "check_publish_arguments",
     "check_ref_name",
+    "check_small_file",
     "check_text",
     "is_commit",
     "is_hub",
@@ -54,6 +56,12 @@ VERSION_BRANCH_RE = re.compile(r"^v(0|[1-9][0-9]*)\Z")
 #: The file on ``main`` that can redirect a repository elsewhere.
 STATUS_FILE = "kernel-status.toml"
 CARD_BRANCH = "main"
+
+#: The most bytes :meth:`Hub.read_file` takes of one file (a ``metadata.json``, a
+#: signature, ``kernel-status.toml``, the card). Loads read these before the trust
+#: policy has judged anything, so their size is the hub's to choose; a real one is a few
+#: kilobytes (a metadata.json lists a digest per file: some 100 bytes each).
+SMALL_FILE_MAX = 16 << 20
 
 
 class Same:
@@ -95,6 +103,23 @@ def validate_repo_id(repo_id: object) -> tuple[str, str]:
             "made of letters, digits, '.', '_' and '-' (e.g. 'kernels-community/relu')"
         )
     return m.group(1), m.group(2)
+
+
+def check_small_file(repo_id: str, commit: str, path: str, size: int, where: str) -> None:
+    """Refuse a file :meth:`Hub.read_file` would read whole that is bigger than
+    :data:`SMALL_FILE_MAX`: read into memory before any trust decision, a hub's
+    gigabyte ``metadata.json`` would exhaust it.
+
+    Raises:
+        HubError: naming the file, its size and the limit.
+    """
+    if size > SMALL_FILE_MAX:
+        from kernelforge.errors import HubError
+
+        raise HubError(
+            f"{repo_id} at {commit[:12]} ({where}): {path} is {size} bytes, more than the "
+            f"{SMALL_FILE_MAX} such a file may have; refusing to read it (the repository "
+            "is damaged or hostile)")
 
 
 def check_text(name: str, value: object, what: str) -> None:
@@ -299,7 +324,8 @@ class Hub(Protocol):
         ...
 
     def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None:
-        """One small file of a revision (``build/<v>/metadata.json``), ``None`` if absent."""
+        """One small file of a revision (``build/<v>/metadata.json``), ``None`` if absent;
+        one bigger than :data:`SMALL_FILE_MAX` is a ``HubError``."""
         ...
 
     def fetch_variant(

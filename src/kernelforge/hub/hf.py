@@ -39,6 +39,7 @@ from kernelforge.hub.base import (
     Revision,
     Same,
     check_publish_arguments,
+    check_small_file,
     is_commit,
     signature_path,
     validate_repo_id,
@@ -820,11 +821,17 @@ class HfHub:
 
         Returns:
             Its bytes, or ``None`` when the revision's listing has no such file.
+
+        Raises:
+            HubError: it cannot be fetched (offline: it is not cached), or it is bigger
+                than :data:`~kernelforge.hub.base.SMALL_FILE_MAX` (not kept then).
         """
         def fetch(dest: Path) -> bool:
             if path not in self._listing(repo_id, commit):
                 return False
             got = self._download(repo_id, commit, path, dest.parent / "dl")
+            # checked before the cache keeps it or anything reads it (check_small_file)
+            check_small_file(repo_id, commit, path, got.stat().st_size, self.describe())
             os.replace(got, dest)
             return True
 

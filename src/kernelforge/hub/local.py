@@ -644,7 +644,8 @@ class LocalHub(LocalHubWriter):
                 plain relative path (no empty, ``.`` or ``..`` part), or that names the
                 commit record.
             HubError: the repository or the commit does not exist, or the file is there
-                but cannot be read.
+                but cannot be read, or is bigger than
+                :data:`~kernelforge.hub.base.SMALL_FILE_MAX`.
         """
         from kernelforge.cache import is_revision_path
 
@@ -658,7 +659,10 @@ class LocalHub(LocalHubWriter):
         refuse_link(*(root.joinpath(*parts[:i]) for i in range(1, len(parts) + 1)))
         target = root.joinpath(*parts)
         try:
-            return target.read_bytes() if target.is_file() else None
+            if not target.is_file():
+                return None
+            base.check_small_file(repo_id, commit, path, target.stat().st_size, self.describe())
+            return target.read_bytes()
         except OSError as err:
             raise HubError(f"{repo_id} at {commit[:7]}: cannot read {target} "
                            f"({err.strerror or err}); check its permissions") from err
