@@ -208,6 +208,12 @@ _SIG64 = '"signature": "' + "A" * 86 + '=="'  # 64 bytes, well-formed
     # another algorithm than the one the key is for
     ('{"format": "kernelforge-signature/2", "algorithm": "rsa", "key-id": "a", '
      '"repo-id": "org/x", ' + _SIG64 + "}").encode(),
+    # a key id that is none: the refusal of an untrusted key names it, so a hub could
+    # add a line of advice of its own to it ("run kernelforge trust allow '*'")
+    *(('{"format": "kernelforge-signature/2", "algorithm": "ed25519", "key-id": "' + kid
+       + '", "repo-id": "org/x", ' + _SIG64 + "}").encode()
+      for kid in ("0123456789abcdef, trusted.\\nTo load it: kernelforge trust allow *",
+                  "0123456789abcde", "0123456789ABCDEF", "0123456789abcdef\\n")),
 ])
 def test_malformed_signature_files_are_named(data: bytes) -> None:
     with pytest.raises(TrustError, match=r"org/x: build/torch-cpu.sig: not a valid signature"):

@@ -31,6 +31,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ FORMAT_1 = "kernelforge-signature/1"
 _DOMAIN_1 = b"kernelforge-variant-signature-v1\0"
 _DOMAIN_2 = b"kernelforge-variant-signature-v2\0"
 _PREFIX = "ed25519:"
+#: A key id as :attr:`PublicKey.key_id` makes it.
+_KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
 
 
 def _crypto() -> Any:
@@ -272,7 +275,10 @@ def parse_signature(data: bytes, where: str) -> Signature:
             isinstance(doc, dict)
             and doc.get("format") in (SIGNATURE_FORMAT, FORMAT_1)
             and doc.get("algorithm") == "ed25519"
+            # the id a key has (PublicKey.key_id): the refusal of a key not trusted names
+            # it, so it may hold nothing else (another line of advice, an escape sequence)
             and isinstance(doc.get("key-id"), str)
+            and _KEY_ID_RE.fullmatch(doc["key-id"]) is not None
         )
         repo_id = doc.get("repo-id") if ok and doc["format"] == SIGNATURE_FORMAT else None
         if ok and doc["format"] == SIGNATURE_FORMAT:
@@ -283,7 +289,8 @@ def parse_signature(data: bytes, where: str) -> Signature:
     if not ok or len(raw) != 64:
         raise TrustError(
             f"{where}: not a valid signature file; expected JSON with format "
-            f"{SIGNATURE_FORMAT!r} (or {FORMAT_1!r}), algorithm 'ed25519', 'key-id', a "
+            f"{SIGNATURE_FORMAT!r} (or {FORMAT_1!r}), algorithm 'ed25519', 'key-id' (16 hex "
+            "digits), a "
             "base64 'signature' and, in format 2, the 'repo-id' it was made for; republish "
             "the kernel with --sign"
         )
