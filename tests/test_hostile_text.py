@@ -96,7 +96,7 @@ def test_versions_shows_a_branch_and_tag_of_the_hf_hub_on_one_line(env, tmp_path
 
 
 def test_an_error_line_writes_what_the_terminal_would_act_on_as_escapes(capsys) -> None:
-    """An error keeps its own lines; a carriage return or an escape sequence inside one
+    """An error keeps its own lines and tabs; a carriage return or an escape sequence in one
     (from a name the hub chose) is written out, so it cannot overwrite or hide the line."""
     from argparse import Namespace
 
@@ -104,11 +104,13 @@ def test_an_error_line_writes_what_the_terminal_would_act_on_as_escapes(capsys) 
     from kernelforge.errors import HubError
 
     def fail(args: Namespace) -> int:
-        raise HubError(f"variant 'x\rerror: all good' not found\nbranches: v1{FAKE[:5]}")
+        raise HubError(f"variant 'x\rerror: all good' not found\nbranches: v1{FAKE[:5]}"
+                       "\n  3 |\tint x;")
 
     assert _run(Namespace(func=fail)) == 1
     assert _own_lines(capsys.readouterr().err) == [
-        "error: variant 'x\\rerror: all good' not found", "branches: v1\\x1b[31m"]
+        "error: variant 'x\\rerror: all good' not found", "branches: v1\\x1b[31m",
+        "  3 |\tint x;"]
 
 
 def test_a_file_name_the_hub_chose_is_one_line_of_the_integrity_error(env, tmp_path: Path

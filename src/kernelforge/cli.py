@@ -658,11 +658,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _own_lines(message: str) -> str:
-    """An error's or a warning's message as the command writes it: its own lines kept,
-    and in each what the terminal would act on (a carriage return that lets the rest
-    overwrite the line, an escape sequence) from a name or text the hub chose written as
-    an escape (:func:`~kernelforge.errors.one_line`)."""
-    return "\n".join(one_line(line) for line in message.split("\n"))
+    """An error's or a warning's message as the command writes it: its own lines (and
+    tabs, which a compiler's quoted source holds) kept, and in each what the terminal
+    would act on (a carriage return that lets the rest overwrite the line, an escape
+    sequence) from a name or text the hub chose written as an escape
+    (:func:`~kernelforge.errors.one_line`)."""
+    return "\n".join("\t".join(one_line(part) for part in line.split("\t"))
+                     for line in message.split("\n"))
 
 
 class _Labelled(logging.Handler):
