@@ -122,7 +122,7 @@ def committed(tmp_path: Path) -> Path:
     """The relu project in a sub-folder of a git repository, committed with a test."""
     repo = tmp_path / "repo"
     project = copy_example(repo / "kernels" / "relu")
-    (project / "tests").mkdir()
+    (project / "tests").mkdir(exist_ok=True)  # the example may ship tests of its own
     (project / "tests" / "test_relu.py").write_text("def test_a():\n    pass\n")
     (repo / "NOTES.md").write_text("outside the project\n")
     commit_all(repo, "relu")

@@ -27,15 +27,20 @@ def _init(tmp_path: Path, name: str = "my-act") -> Path:
 
 
 def test_the_rocm_section_build_toml_shows_checks_and_plans(tmp_path: Path) -> None:
-    """Following build.toml's comment (uncomment the section, add "rocm" to backends)
-    gives a project that check accepts and whose ROCm build compiles the CUDA source."""
+    """Following build.toml's comment (add "rocm" to backends and the section it
+    describes) gives a project that check accepts and whose ROCm build compiles the CUDA
+    source."""
     project = _init(tmp_path)
     toml = project / "build.toml"
     text = toml.read_text()
-    shown = re.findall(r"(?m)^#   (.*)$", text)
-    assert shown[0] == "[kernel.my_act_rocm]", shown
+    comment = " ".join(re.findall(r"(?m)^# (.*)$", text))
+    for said in ('add "rocm" to `backends`', "[kernel.my_act_rocm]", 'backend "rocm"',
+                 "the same depends", "the CUDA source in src", "rocm-archs", "gfx942"):
+        assert said in comment, (said, comment)
     text = text.replace('    "cuda",\n]', '    "cuda",\n    "rocm",\n]', 1)
-    toml.write_text(text + "\n" + "\n".join(shown) + "\n")
+    section = ('[kernel.my_act_rocm]\nbackend = "rocm"\ndepends = ["torch"]\n'
+               'rocm-archs = ["gfx942"]\nsrc = ["my_act_cuda/my_act_cuda.cu"]\n')
+    toml.write_text(text + "\n" + section)
     assert main(["check", str(project)]) == 0
     m = load_manifest(project)
     assert "rocm" in m.backends
