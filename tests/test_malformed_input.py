@@ -261,3 +261,31 @@ def test_a_metadata_json_too_big_to_read_is_refused_before_it_is_read(
     assert not [p for p in read if p.name == "metadata.json"], read
     if isinstance(hub, HfHub):
         assert hub.cache.peek_file(repo, commit, "build/torch-cpu/metadata.json") is None
+
+
+@pytest.mark.parametrize(("extra", "refused"), [(0, False), (1, True)])
+def test_the_small_file_limit_is_16_mib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        extra: int, refused: bool) -> None:
+    """The limit as the README gives it: a metadata.json of 16 MiB is read, one byte more
+    is refused (the test above lowers the limit, so it cannot tell what the limit is)."""
+    import os
+
+    from kf_sharing import isolate, make_variant, uid
+
+    from kernelforge.hub import LocalHub
+
+    env = isolate(monkeypatch, tmp_path)
+    make_variant(tmp_path / "p", module_id=uid("limit"))
+    hub = LocalHub(env["hub"])
+    repo, rel = "org/relu", "build/torch-cpu/metadata.json"
+    commit = hub.publish(repo, tmp_path / "p", version=1).commit
+    stored = hub.commit_path(repo, commit) / rel
+    os.chmod(stored, 0o644)
+    os.truncate(stored, (16 << 20) + extra)  # sparse: nothing written but the size
+    if refused:
+        with pytest.raises(HubError, match=rf"{rel} is {(16 << 20) + 1} bytes, more than "
+                                           rf"the {16 << 20} such a file may have"):
+            hub.read_file(repo, commit, rel)
+    else:
+        data = hub.read_file(repo, commit, rel)
+        assert data is not None and len(data) == 16 << 20
