@@ -76,12 +76,15 @@ def test_versions_and_info_show_a_planted_variant_name_on_one_line(env, tmp_path
     assert any(line.startswith(f"  {escaped}: rejected") for line in lines), lines
 
 
-def test_versions_shows_a_branch_and_tag_of_the_hf_hub_on_one_line(env, tmp_path: Path,
-                                                                  monkeypatch, capsys) -> None:
+def test_versions_shows_a_branch_tag_and_variant_of_the_hf_hub_on_one_line(
+        env, tmp_path: Path, monkeypatch, capsys) -> None:
+    """The Hugging Face Hub's variants are the folders its file listing names under
+    build/, whatever they are called."""
     api = FakeHfApi(tmp_path / "remote")
     hub = HfHub(api=api, cache=env["cache"])
     make_variant(tmp_path / "p", module_id=uid("text"))
     commit = hub.publish(REPO, tmp_path / "p", version=1).commit
+    api.tamper(REPO, commit, f"build/torch-cpu{FAKE}/metadata.json", b"{}")
     refs = tmp_path / "remote" / "repos" / REPO / "refs"
     (refs / "heads" / f"v2{FAKE}").write_text(commit)
     (refs / "tags").mkdir()
@@ -92,6 +95,7 @@ def test_versions_shows_a_branch_and_tag_of_the_hf_hub_on_one_line(env, tmp_path
     lines = _own_lines(capsys.readouterr().out)
     assert f"  v2\\x1b[31m\\nerror: FAKE message\\x1b[0m  {commit[:12]}" in lines, lines
     assert f"    t\\x1b[31m\\nerror: FAKE message\\x1b[0m  {commit[:12]}" in lines, lines
+    assert "      torch-cpu\\x1b[31m\\nerror: FAKE message\\x1b[0m" in lines, lines
     assert not any(line.startswith("error:") for line in lines), lines
 
 
