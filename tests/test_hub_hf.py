@@ -1123,10 +1123,13 @@ def _client_error(name: str, text: str) -> Exception:
     (lambda r: _refs_error(r, 503), [1.0, 2.0]),
     (lambda r: _refs_error(r, 502), [1.0, 2.0]),
     (lambda r: _refs_error(r, 429, headers={"Retry-After": "5"}), [5.0, 5.0]),
+    # the longest wait it takes: a minute
+    (lambda r: _refs_error(r, 429, headers={"Retry-After": "60"}), [60.0, 60.0]),
     (lambda r: _client_error("ReadTimeout", "The read operation timed out"), [1.0, 2.0]),
     (lambda r: _client_error("ReadError", "[Errno 104] Connection reset by peer"), [1.0, 2.0]),
     (lambda r: ConnectionResetError(104, "Connection reset by peer"), [1.0, 2.0]),
-], ids=["503", "502", "429-retry-after", "timeout", "reset", "builtin-reset"])
+], ids=["503", "502", "429-retry-after", "429-a-minute", "timeout", "reset",
+        "builtin-reset"])
 def test_a_transient_failure_listing_refs_is_tried_again(
         hf: HfHub, remote: FakeHfApi, tmp_path: Path, waits: list[float], make, expected,
         caplog) -> None:
