@@ -717,3 +717,32 @@ def test_no_home_directory_is_an_error_naming_the_variable_to_set(
         f"is not set and user id {os.getuid()} has no home directory in the user database); "
         f"fix: set {variable} to a directory, or set HOME (or {xdg}) to an absolute path\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, finder, holds, variable, xdg", [
+    (["versions", "me/k"], "user_cache_dir", "the local hub", "KERNELFORGE_HUB",
+     "XDG_CACHE_HOME"),
+    (["trust", "list"], "user_config_dir", "the trust store and your keys",
+     "KERNELFORGE_CONFIG", "XDG_CONFIG_HOME"),
+])
+def test_a_tilde_path_from_older_platformdirs_is_no_home_directory(
+        argv: list[str], finder: str, holds: str, variable: str, xdg: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Older platformdirs releases do not raise without a home directory: they return a
+    path that starts with '~' (what expanduser leaves), which used as it is would put the
+    hub or the trust store in a folder named '~' of the current directory."""
+    import os
+
+    import platformdirs
+
+    for name in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "KERNELFORGE_HUB",
+                 "KERNELFORGE_CACHE", "KERNELFORGE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(platformdirs, finder, lambda *args, **kwargs: "~/.any/kernelforge")
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot tell which folder holds {holds}: the home directory is unknown (HOME "
+        f"is not set and user id {os.getuid()} has no home directory in the user database); "
+        f"fix: set {variable} to a directory, or set HOME (or {xdg}) to an absolute path\n")
+    assert list(tmp_path.iterdir()) == []
