@@ -395,6 +395,30 @@ def test_tampered_hub_files_are_refused(hub: LocalHub, tmp_path: Path, tamper, p
     assert module_id not in sys.modules
 
 
+def test_info_shows_a_damaged_local_hub_copy_on_one_readable_line(
+        hub: LocalHub, tmp_path: Path, capsys) -> None:
+    """The trust decision is one line of 'kernelforge info': a refusal listing several
+    files keeps them on it, separated, rather than as escaped line breaks."""
+    from kernelforge.cli import main
+
+    c = publish(hub, tmp_path / "p", 1, torch_cpu={"module_id": uid("t")})
+    vdir = hub.variant_path(REPO, c, "torch-cpu")
+    for f in vdir.iterdir():
+        f.chmod(0o644)
+    (vdir / "helper.py").write_text("evil = 1\n")
+    (vdir / "extra.py").write_text("x = 1\n")
+    said = loader.kernel_info(REPO, version=1, hub=hub).trust
+    assert said == (
+        f"trust: refused, refusing to load {vdir}: its files do not match their recorded "
+        "digests (extra: extra.py; changed: helper.py); the hub's copy of this revision is "
+        "damaged: publish the build again (or load another revision)")
+    assert main(["info", REPO, "--version", "1", "--hub", str(hub.root)]) == 1
+    out, err = capsys.readouterr()
+    assert f"{said}\n" in out and "\\n" not in out, out
+    assert err == (f"error: a load of {REPO} (variant torch-cpu) would be "
+                   f"{said.removeprefix('trust: ')}\n"), err
+
+
 def test_tampered_local_build_is_refused(tmp_path: Path) -> None:
     vdir = make_variant(tmp_path / "p", "torch-cpu", module_id=uid("lt"))
     (vdir / "helper.py").write_text("evil = 1\n")

@@ -1629,9 +1629,17 @@ def _local_hub_damage(plan: Plan) -> str | None:
                        recorded=fetched.recorded, locked=plan.locked,
                        bytecode="allow-pycache", metadata_data=data)
     except (HubError, IntegrityError) as err:
-        return (f"{err}; the hub's copy of this revision is damaged: publish the build "
-                "again (or load another revision)")
+        return (f"{_on_one_line(str(err))}; the hub's copy of this revision is damaged: "
+                "publish the build again (or load another revision)")
     return None
+
+
+def _on_one_line(text: str) -> str:
+    """An error of several lines (an :class:`IntegrityError` lists a file a line) as one,
+    its later lines in parentheses: the trust decision is one line of ``kernelforge
+    info``'s report, which writes a line break inside a line as ``\\n``."""
+    head, *rest = [line.strip() for line in text.splitlines() if line.strip()] or [""]
+    return head.rstrip(":") + (f" ({'; '.join(rest)})" if rest else "")
 
 
 def has_kernel(
