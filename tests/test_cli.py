@@ -399,7 +399,16 @@ def test_publish_card(unbuilt: Path, tmp_path: Path,
     assert f"fix: did you mean --card {unbuilt / 'CARD.md'}? (the path is taken from the " \
         "current directory)" in err, err
     assert not hub.has_repo("me/k")
+    from kernelforge.hub import base
+
     (tmp_path / "card.md").write_text("# k-one\n\nA kernel.\n")
+    with pytest.MonkeyPatch.context() as patch:  # a card the hub could not read back
+        patch.setattr(base, "SMALL_FILE_MAX", 18)
+        assert main([*argv, "--card", str(tmp_path / "card.md")]) == 1
+    assert capsys.readouterr().err == (
+        f"error: --card {tmp_path / 'card.md'}: 19 bytes, more than the 18 a hub reads of "
+        "one file; fix: shorten it (link large images rather than embedding them)\n")
+    assert not hub.has_repo("me/k")
     assert main([*argv, "--card", str(tmp_path / "card.md")]) == 0
     assert f"card: {tmp_path / 'card.md'} (README.md on branch v1 and on branch main)" \
         in capsys.readouterr().out

@@ -499,6 +499,27 @@ def test_card_goes_to_main(hub: LocalHub, project: Path) -> None:
     assert card.parent == main and hub.branches(REPO)["main"] == card.commit
 
 
+def test_a_card_too_big_to_read_back_is_refused_at_publish(hub: LocalHub, project: Path,
+                                                          tmp_path: Path,
+                                                          monkeypatch) -> None:
+    """A publish without a card keeps the branch's by reading it back, which refuses a
+    file over SMALL_FILE_MAX: a card that size is refused when given, not dropped from
+    the branch by the next publish."""
+    from kernelforge.hub import base
+
+    monkeypatch.setattr(base, "SMALL_FILE_MAX", 100)
+    with pytest.raises(ValueError) as info:
+        hub.publish(REPO, project, version=1, card="é" * 50 + "x")
+    assert str(info.value) == (
+        "card: 101 bytes, more than the 100 a hub reads of one file; fix: shorten "
+        "it (link large images rather than embedding them)")
+    assert not hub.has_repo(REPO)
+    hub.publish(REPO, project, version=1, card="é" * 50)  # 100 bytes: taken, and kept
+    make_variant(tmp_path / "p2", "torch-cpu", module_id="_relu_cpu_0000002")
+    rev = hub.publish(REPO, tmp_path / "p2", version=1)
+    assert hub.read_file(REPO, rev.commit, "README.md") == ("é" * 50).encode()
+
+
 def test_resolve_branch_tag_commit_and_prefix(hub: LocalHub, project: Path, tmp_path: Path) -> None:
     rev = hub.publish(REPO, project, version=1)
     make_variant(tmp_path / "p2", "torch-cpu", module_id="_relu_cpu_0000002")

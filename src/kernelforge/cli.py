@@ -281,7 +281,7 @@ def _read_card(spec: str, project: Path) -> str:
     command-line path), with a hint where the ``project`` holds that file instead."""
     path = Path(os.path.expanduser(spec))
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         why = err.strerror if isinstance(err, OSError) else f"not UTF-8 text ({err.reason})"
         there = project / spec
@@ -291,6 +291,13 @@ def _read_card(spec: str, project: Path) -> str:
                else "pass a README file, e.g. --card README.md")
         raise KernelforgeError(f"--card {spec}: cannot read the card {path.absolute()} "
                                f"({why}); fix: {fix}") from err
+    from kernelforge.hub.base import check_card
+
+    try:  # refused before the build is read, as the hub would refuse it
+        check_card(text)
+    except ValueError as err:
+        raise KernelforgeError(f"--card {spec}: {str(err).removeprefix('card: ')}") from None
+    return text
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ __all__ = [
     "Fetched",
     "Hub",
     "Revision",
+    "check_card",
     "check_publish_arguments",
     "check_ref_name",
     "check_small_file",
@@ -133,6 +134,23 @@ def check_text(name: str, value: object, what: str) -> None:
         raise ValueError(f"{name}: expected {what}, got {type(value).__name__}")
 
 
+def check_card(card: object) -> None:
+    """Refuse a card that is not text, or that is bigger than :data:`SMALL_FILE_MAX`: a
+    later publish without a card keeps the branch's by reading it back
+    (:meth:`Hub.read_file`), which refuses a file that large, so the card would then be
+    dropped from the branch without a word.
+
+    Raises:
+        ValueError: naming the argument, with its size and the fix.
+    """
+    check_text("card", card, "README text")
+    size = len(str(card).encode("utf-8", "surrogatepass"))
+    if size > SMALL_FILE_MAX:
+        raise ValueError(
+            f"card: {size} bytes, more than the {SMALL_FILE_MAX} a hub reads of one "
+            "file; fix: shorten it (link large images rather than embedding them)")
+
+
 def check_publish_arguments(repo_id: object, build_dir: object, version: object,
                             message: object, card: object, signer: object) -> None:
     """Refuse what no hub can publish, before the build is read or the hub written, so
@@ -143,7 +161,7 @@ def check_publish_arguments(repo_id: object, build_dir: object, version: object,
     Raises:
         ValueError: a malformed ``repo_id``, an empty or blank ``build_dir`` string, a
             ``version`` that is not a non-negative integer, a ``message`` or ``card``
-            that is not text.
+            that is not text, a card over :data:`SMALL_FILE_MAX` (:func:`check_card`).
         TypeError: a ``signer`` that is not a signing key.
     """
     validate_repo_id(repo_id)
@@ -155,7 +173,7 @@ def check_publish_arguments(repo_id: object, build_dir: object, version: object,
         raise ValueError(f"version: expected a non-negative integer, got {version!r}")
     check_text("message", message, "a string")
     if card is not None:
-        check_text("card", card, "README text")
+        check_card(card)
     if signer is not None and not callable(getattr(signer, "sign_variant", None)):
         raise TypeError(f"signer: expected a SigningKey, got {type(signer).__name__}")
 
