@@ -740,9 +740,60 @@ def test_a_tilde_path_from_older_platformdirs_is_no_home_directory(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(platformdirs, finder, lambda *args, **kwargs: "~/.any/kernelforge")
     monkeypatch.chdir(tmp_path)
+    # the user database is blamed only where it has no home directory for this user
+    from kernelforge._userdirs import _in_user_database
+
+    in_database = _in_user_database()
+    missing = f" and user id {os.getuid()} has no home directory in the user database"
     assert main(argv) == 1
     assert capsys.readouterr().err == (
         f"error: cannot tell which folder holds {holds}: the home directory is unknown (HOME "
-        f"is not set and user id {os.getuid()} has no home directory in the user database); "
+        f"is not set{'' if in_database else missing}); "
         f"fix: set {variable} to a directory, or set HOME (or {xdg}) to an absolute path\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("environ, said", [
+    # older platformdirs give "rel/.cache" or "~/.cache" here rather than raising; the
+    # user database, which HOME set takes precedence over, is not blamed
+    ({"HOME": "rel"}, "HOME='rel' is not an absolute path"),
+    ({"XDG_CACHE_HOME": "cache"}, "HOME is not set and XDG_CACHE_HOME='cache' is not an "
+                                  "absolute path"),
+])
+def test_no_home_directory_names_only_what_is_wrong(
+        environ: dict[str, str], said: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import platformdirs
+
+    from kernelforge._userdirs import user_dir
+    from kernelforge.errors import HubError
+
+    for name in ("HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda app: f"rel/.cache/{app}")
+    with pytest.raises(HubError) as info:
+        user_dir("cache", "the local hub", "KERNELFORGE_HUB", HubError)
+    assert str(info.value) == (
+        f"cannot tell which folder holds the local hub: the home directory is unknown "
+        f"({said}); fix: set KERNELFORGE_HUB to a directory, or set HOME (or "
+        "XDG_CACHE_HOME) to an absolute path")
+
+
+def test_no_home_directory_for_the_demo_names_the_variables_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's copy has no variable of its own: the fix names HOME and XDG_CACHE_HOME
+    once each."""
+    import platformdirs
+
+    from kernelforge import demo
+    from kernelforge.errors import KernelforgeError
+
+    monkeypatch.setenv("HOME", "rel")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda app: f"rel/.cache/{app}")
+    with pytest.raises(KernelforgeError) as info:
+        demo._workspace()
+    assert str(info.value).endswith(
+        "(HOME='rel' is not an absolute path); fix: set HOME or XDG_CACHE_HOME to an "
+        "absolute path")

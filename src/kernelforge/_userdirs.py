@@ -43,11 +43,38 @@ def user_dir(kind: str, what: str, variable: str,
         found = None
     if found is not None and os.path.isabs(found):
         return Path(found)
-    home = os.environ.get("HOME")
-    said = "HOME is not set" if home is None else f"HOME={home!r} is not an absolute path"
-    if hasattr(os, "getuid"):
-        said += f" and user id {os.getuid()} has no home directory in the user database"
     xdg = "XDG_CACHE_HOME" if kind == "cache" else "XDG_CONFIG_HOME"
+    fix = (f"set HOME or {xdg} to an absolute path" if variable == xdg else
+           f"set {variable} to a directory, or set HOME (or {xdg}) to an absolute path")
     raise error(f"cannot tell which folder holds {what}: the home directory is unknown "
-                f"({said}); fix: set {variable} to a directory, or set HOME (or {xdg}) to an "
-                "absolute path")
+                f"({_why_unknown(xdg, found)}); fix: {fix}")
+
+
+def _why_unknown(xdg: str, found: str | None) -> str:
+    """What, of what platformdirs reads, leaves no absolute folder: ``HOME``, the user
+    database (read where ``HOME`` is not set), the XDG variable."""
+    home = os.environ.get("HOME")
+    said = []
+    if home is None:
+        said.append("HOME is not set")
+    elif not os.path.isabs(home):
+        said.append(f"HOME={home!r} is not an absolute path")
+    if (home is None or not os.path.isabs(home)) and not _in_user_database():
+        said.append(f"user id {os.getuid()} has no home directory in the user database")
+    value = os.environ.get(xdg)
+    if value and not os.path.isabs(value):
+        said.append(f"{xdg}={value!r} is not an absolute path")
+    return " and ".join(said) or f"platformdirs gave {found!r}"
+
+
+def _in_user_database() -> bool:
+    """Whether the user database gives this user an absolute home directory (where there
+    is none, as on Windows, nothing is said of it)."""
+    try:
+        import pwd
+
+        return os.path.isabs(pwd.getpwuid(os.getuid()).pw_dir)
+    except ImportError:
+        return True
+    except KeyError:
+        return False
