@@ -949,6 +949,26 @@ def test_cli_keygen_that_cannot_write_its_key_says_none_was_written(
     assert not (env["config"] / "trust.json").exists()
 
 
+def test_cli_keygen_out_that_cannot_be_written_without_a_home_directory(
+        env: dict[str, Path], monkeypatch, tmp_path: Path, capsys) -> None:
+    """A key written where --out says, with no home directory (so no default
+    configuration folder): the error is about the key, not about the home directory."""
+    import pwd
+
+    def unknown(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    for name in ("HOME", "XDG_CONFIG_HOME", "KERNELFORGE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", unknown)
+    _refused_writes(monkeypatch, 13)
+    pem = tmp_path / "keys" / "k.pem"
+    assert main(["keygen", "--out", str(pem), "--no-trust"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {pem}: cannot write the new key (Permission denied"), err
+    assert err.endswith(f"); no key was written; fix: make {pem.parent} writable\n"), err
+
+
 def test_cli_keygen_under_a_file_by_default_points_at_the_config_variable(
         env: dict[str, Path], monkeypatch, tmp_path: Path, capsys) -> None:
     """Without --out the key goes to the configuration directory: an error about it does

@@ -9,6 +9,7 @@ old state stays as it was.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import os
 import re
@@ -18,11 +19,17 @@ from pathlib import Path
 from kernelforge.digest import DEFAULT_ALGORITHM
 
 __all__ = [
-    "CARD_FILE", "LEFTOVER_NAME", "copy_file", "copy_tree", "fsync_dir", "make_dirs",
-    "replace_file", "temp_leftovers", "write_file", "write_ref", "write_temp",
+    "CARD_FILE", "DISK_FULL", "LEFTOVER_NAME", "NOT_WRITABLE", "copy_file", "copy_tree",
+    "fsync_dir", "make_dirs", "nearest_folder", "replace_file", "temp_leftovers",
+    "write_file", "write_ref", "write_temp",
 ]
 
 CARD_FILE = "README.md"
+#: What the file system says of a write to a full disk (or quota), and of one to a place
+#: this user may not write (or a read-only file system): the two refusals whose fix the
+#: writers (build, hubs, cache, trust store) name rather than pass the system's words on.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 _CHUNK = 1 << 20
 _TEMP_BYTES = 6  # random bytes in a temporary's name (:func:`write_temp`)
 
@@ -194,3 +201,9 @@ def copy_tree(dst: Path, files: tuple[tuple[Path, str], ...], card: str | None) 
     for dirpath, _dirs, _files in os.walk(dst, topdown=False):
         fsync_dir(Path(dirpath))
     return recorded
+
+
+def nearest_folder(path: Path) -> Path:
+    """``path``, or the nearest folder above it that exists: the one to make writable
+    where a write under ``path`` is refused (a write makes the folders below it)."""
+    return next((d for d in (path, *path.parents) if d.is_dir()), path)

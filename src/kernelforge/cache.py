@@ -71,8 +71,8 @@ FILES_DIR = "files"
 LOCK_TIMEOUT_S = 1800.0
 #: What the file system says of a write to a full disk, and to a place this user may not
 #: write (:meth:`DownloadCache.write_error`); together, :data:`WRITE_ERRNOS`.
-_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-_NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_DISK_FULL = _durable.DISK_FULL
+_NOT_WRITABLE = _durable.NOT_WRITABLE
 WRITE_ERRNOS = _DISK_FULL | _NOT_WRITABLE
 _ABSENT = ".absent"
 #: What a cache root holds (see the module docstring).

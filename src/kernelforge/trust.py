@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import errno
 import fnmatch
 import hashlib
 import hmac
@@ -363,17 +362,28 @@ def config_write_error(err: OSError, path: Path, what: str, outcome: str) -> Tru
         what: that file, in words (``"the trust store"``).
         outcome: what was left (``"it is unchanged"``).
     """
+    from kernelforge._durable import DISK_FULL, nearest_folder
+
     why = err.strerror or str(err)
     if err.filename is not None and os.fsdecode(err.filename) != str(path):
         why += f": {os.fsdecode(err.filename)}"
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+    if err.errno in DISK_FULL:
         fix = "free space on its disk"
     else:  # the folder that exists: the one to make writable, where the rest is made
-        fix = f"make {next((d for d in path.parents if d.is_dir()), path.parent)} writable"
-    if config_dir() in path.parents:  # the default place, which the variable moves
+        fix = f"make {nearest_folder(path.parent)} writable"
+    if _in_config_dir(path):  # the default place, which the variable moves
         fix += f", or set {CONFIG_ENV} to a directory you can write"
     return TrustError(f"{path}: cannot write {what} ({why}); {outcome}; fix: {fix}")
 
+
+
+def _in_config_dir(path: Path) -> bool:
+    """Whether ``path`` lies in the configuration directory; ``False`` where there is
+    none (no home directory), so that an error about ``path`` is not replaced by that one."""
+    try:
+        return config_dir() in path.parents
+    except TrustError:
+        return False
 
 def _merge_patterns(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
     """``old`` plus the patterns of ``new`` it lacks; order is kept. Patterns compare

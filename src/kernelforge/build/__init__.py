@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kernelforge import __version__, archs, digest
-from kernelforge._durable import replace_file
+from kernelforge._durable import nearest_folder, replace_file
 from kernelforge._parse import json_loads
 from kernelforge.build.compile import (
     compile_plan,
@@ -908,7 +908,7 @@ def _check_out_writable(out: Path, *, given: bool) -> None:
     project's ``build/`` unless ``given``) that this user may not write: a ``build/``
     that a build under sudo made, a read-only checkout. Not asked of a build that is up
     to date, which writes nothing there."""
-    where = next((d for d in (out, *out.parents) if d.exists()), out)
+    where = nearest_folder(out)  # _check_out_dir refused a file on the way
     if os.access(where, os.W_OK | os.X_OK):
         return
     fix = f"make it writable (chmod u+w {shlex.quote(str(where))})"

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kernelforge import __version__, digest
-from kernelforge._durable import LEFTOVER_NAME
+from kernelforge._durable import DISK_FULL, LEFTOVER_NAME, NOT_WRITABLE, nearest_folder
 from kernelforge.build.plan import BuildPlan, manifest_package_files, package_problems
 from kernelforge.errors import BuildError
 from kernelforge.manifest import Manifest
@@ -183,11 +183,6 @@ def _set_modes(staging: Path, *, extension: str | None) -> None:
         os.chmod(staging / extension, EXTENSION_MODE)
 
 
-#: What the file system says of a write to a full disk, or to a folder one may not write.
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
-                           errno.EPERM})
-
-
 def _write_error(err: OSError, final: Path) -> BuildError | None:
     """The error for ``err``, met writing the variant ``final``: a full disk or a
     ``build/`` one may not write, said with the fix (the system's message names a
@@ -196,12 +191,12 @@ def _write_error(err: OSError, final: Path) -> BuildError | None:
     out = final.parent
     names = [Path(os.fsdecode(n)) for n in (err.filename, err.filename2) if n is not None]
     ours = not names or any(n == out or out in n.parents or n in out.parents for n in names)
-    if err.errno not in _WRITE_ERRNOS or not ours:
+    if err.errno not in DISK_FULL | NOT_WRITABLE or not ours:
         return None
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+    if err.errno in DISK_FULL:
         fix = f"free space on the disk of {out}"
     else:
-        where = next((d for d in (out, *out.parents) if d.is_dir()), out)
+        where = nearest_folder(out)
         fix = f"make {where} writable" + (", or remove it if another user made it (a build "
                                           "run with sudo)" if where == out else "")
     return BuildError(f"{final}: writing the variant failed ({err.strerror or err}); what "

@@ -8,7 +8,6 @@ it relies on the reading half for paths, refs and revisions.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
@@ -292,13 +291,12 @@ class LocalHubWriter:
 
     def _write_fix(self, err: OSError) -> str:
         """What to do about a write to this hub that the file system refused."""
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        if err.errno in _durable.DISK_FULL:
             return "free space on its disk"
-        if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if err.errno in _durable.NOT_WRITABLE:
             # the hub, with what it holds; where it does not exist yet, the folder it
             # would be made in
-            where = next((d for d in (self.root, *self.root.parents) if d.is_dir()),
-                         self.root)
+            where = _durable.nearest_folder(self.root)
             return (f"make {where} writable, or publish to a hub you can write (--hub on "
                     "the command line, hub= in Python)")
         return "remove the cause, then run it again"
