@@ -763,7 +763,8 @@ def test_cli_keygen_out_under_a_file_names_the_file(env: dict[str, Path], tmp_pa
     assert main(["keygen", "--out", str(key), "--no-trust"]) == 1
     err = capsys.readouterr().err
     assert err == (f"error: --out {key}: {tmp_path / 'afile'} is a file, not a directory, "
-                   "so the key cannot be written there; give a path in a directory\n"), err
+                   "so the key cannot be written there; fix: give a path in a directory\n"
+                   ), err
     assert (tmp_path / "afile").read_text() == "x"
 
 
@@ -1261,8 +1262,8 @@ def test_generate_key_under_a_file_names_the_file(tmp_path: Path, out: str,
     with pytest.raises(TrustError) as info:
         signing.generate_key(key, overwrite=overwrite)
     assert str(info.value) == (f"{key}: {tmp_path / 'afile'} is a file, not a directory, "
-                               "so the key cannot be written there; give a path in a "
-                               "directory")
+                               "so the key cannot be written there; fix: give a path "
+                               "in a directory")
     assert (tmp_path / "afile").read_text() == "x"
 
 

@@ -500,8 +500,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
         if args.out:
             signing._check_key_path(path)
         else:  # the default place, in the configuration directory
-            signing._check_key_path(path, fix=f"fix: set {trust.CONFIG_ENV} to a directory, "
-                                              "or give the key's path with --out")
+            signing._check_key_path(path, fix=f"set {trust.CONFIG_ENV} to a directory, or "
+                                              "give the key's path with --out")
     except TrustError as err:
         raise KernelforgeError(f"--out {err}" if args.out else str(err)) from None
     if path.suffix == ".pub":

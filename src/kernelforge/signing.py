@@ -412,7 +412,7 @@ def _check_key_path(path: Path, fix: str = "give a path in a directory") -> None
     above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
     if above is not None and not above.is_dir():
         raise TrustError(f"{path}: {above} is a file, not a directory, so the key cannot "
-                         f"be written there; {fix}")
+                         f"be written there; fix: {fix}")
 
 
 def _key_exists(path: Path) -> TrustError:
