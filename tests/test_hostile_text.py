@@ -159,3 +159,15 @@ def test_archs_a_metadata_json_lists_are_one_line_of_the_refusal(env, tmp_path: 
     assert any("not covered by the build's archs (9.0, 10.0\\x1b[31m\\nerror: FAKE" in line
                for line in lines), lines
     assert not any(line.startswith("error:") for line in lines), lines
+
+
+@pytest.mark.parametrize("text", ["relu-é", "カーネル/relu", "naïve café ✓", "ß∑ü 😀"])
+def test_printable_text_of_any_script_is_shown_as_it_is(text: str) -> None:
+    """Only what a terminal would act on is escaped: a name or message in another script
+    is shown as written, in a value line and in an error's or warning's lines."""
+    from kernelforge.cli import _own_lines as written
+    from kernelforge.errors import one_line
+
+    assert one_line(text) == text
+    assert written(f"{text}:\n\t{text}") == f"{text}:\n\t{text}"
+    assert one_line(f"{text}\u202e") == f"{text}\\u202e"  # a direction override is not
