@@ -84,6 +84,64 @@ def test_loads_with_hugging_face_kernels(built_relu: Path) -> None:
     assert "OK _relu_cpu_" in proc.stdout
 
 
+#: Run by Hugging Face's loader: it chooses our variant by itself (no backend=), reads our
+#: metadata.json with its own parser, and loads the build from every place a user may
+#: point it at: the project, its build/, a published local-hub revision (laid out as a
+#: Hub repository) and a LOCAL_KERNELS entry standing in for a repository.
+_THEIR_LOADS = """
+import os, sys, torch, kernels
+from pathlib import Path
+from kernels._rust import Metadata
+from kernels.variants import get_variants_local, resolve_variant
+
+project, revision, expected = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+variant, trace = resolve_variant(get_variants_local(project / "build"))
+assert variant is not None and variant.variant_str == expected, trace
+meta = Metadata.read_from_file(project / "build" / expected / "metadata.json")
+ops = (project / "build" / expected / "_ops.py").read_text()
+assert f"ops = torch.ops.{meta.id}" in ops, (meta.id, ops)
+x = torch.randn(64, 33)
+for path in (project, project / "build", revision):
+    relu = kernels.get_local_kernel(path)
+    assert relu.__name__ == meta.id, (path, relu.__name__)
+    assert Path(relu.__file__).parent.name == expected, relu.__file__
+    assert torch.equal(relu.relu(x), torch.relu(x)), path
+repo = os.environ["LOCAL_KERNELS"].split("=")[0]
+assert kernels.has_kernel(repo, version=1)
+relu = kernels.get_kernel(repo, version=1)
+assert torch.equal(relu.relu(-x), torch.relu(-x))
+print("OK", meta.name, meta.version, meta.backend.backend_type)
+"""
+
+
+def test_hugging_face_kernels_chooses_and_loads_our_build_everywhere(
+    built_relu: Path, tmp_path: Path
+) -> None:
+    """Without backend=, their loader picks the variant kernelforge named for this
+    machine, and loads it from the project, build/, a local-hub revision and
+    LOCAL_KERNELS alike."""
+    kernels = pytest.importorskip("kernels", reason="needs PyPI kernels==0.17.2")
+    if not hasattr(kernels, "get_local_kernel"):
+        pytest.skip("needs PyPI kernels==0.17.2; only the repository's kernels/ folder imports")
+    from kernelforge import kernel_info
+    from kernelforge.hub.local import LocalHub
+
+    hub = LocalHub(tmp_path / "hub")
+    hub.publish("kernels-test/relu", built_relu, version=1)
+    published = kernel_info("kernels-test/relu", version=1, hub=hub).path
+    assert published is not None
+    revision = published.parents[1]  # <hub>/<org>/<name>/objects/<commit>
+    assert published == revision / "build" / cpu_variant(built_relu).name
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1",
+               LOCAL_KERNELS=f"kernels-test/relu={built_relu}")
+    proc = subprocess.run(
+        [sys.executable, "-c", _THEIR_LOADS, str(built_relu), str(revision),
+         cpu_variant(built_relu).name],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == ["OK", "relu", "1", "cpu"], proc.stdout
+
+
 def test_unchanged_project_rebuilds_in_under_two_seconds(built_relu: Path) -> None:
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "kernelforge", "build", str(built_relu),
