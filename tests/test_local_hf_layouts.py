@@ -9,8 +9,13 @@
   level first, then ``build/`` (``kernels/resolver.py``, ``resolve_local_kernel``).
 - A build whose provenance says it came from a dirty git tree: they log a warning
   (``kernels/validate.py``, ``DirtyValidator``).
+- A build/ as their builder fills it for a release (other torch versions, the other C++
+  ABI, CUDA/ROCm/XPU/Metal builds, noarch and ``torch-universal``), with the oldest
+  metadata.json their loader reads: this process's variant is picked, the others are
+  named with their reason.
 
-The layouts are made here by hand, so these tests need no ``kernels`` package.
+The layouts are made here by hand, so these tests need no ``kernels`` package, but the
+last, which puts the same directories to their loader's ``resolve_local_kernel``.
 """
 
 from __future__ import annotations
@@ -283,3 +288,143 @@ def test_a_clean_build_does_not_warn(tmp_path: Path, caplog) -> None:
     caplog.set_level(logging.INFO, logger="kernelforge")
     loader.get_local_kernel(tmp_path / "p")
     assert "dirty" not in caplog.text
+
+
+# --- a build/ as their builder fills it, for several torch versions and backends ----------
+
+
+def _this_torch() -> tuple[str, str]:
+    """This machine's torch as variant names write it (``torch213``) and its platform
+    (``x86_64-linux``)."""
+    from kernelforge import variants
+
+    facts = variants.detect_system()
+    if facts.torch_version is None or facts.os != "linux":
+        pytest.skip("needs torch on Linux, where variant names carry the cxx11 tag")
+    major, minor = facts.torch_version[:2]
+    return f"torch{major}{minor}", f"{facts.cpu}-{facts.os}"
+
+
+def _their_build_names() -> dict[str, str]:
+    """Variant name -> why kernelforge passes it over here: a build/ their builder makes
+    for a release matrix (other torch versions, the other C++ ABI, every backend),
+    ``torch-universal`` from builders before noarch variants."""
+    torch, here = _this_torch()
+    major, minor = int(torch[5]), int(torch[6:])
+    return {
+        f"torch{major}{minor - 1}-cxx11-cpu-{here}": "built for torch",
+        f"torch{major}{minor + 1}-cxx11-cpu-{here}": "built for torch",
+        f"{torch}-cxx98-cpu-{here}": "built with the cxx98 C++ ABI",
+        f"{torch}-cxx11-cu130-{here}": "built for CUDA 13.0",
+        f"{torch}-cxx11-rocm71-{here}": "built for ROCm 7.1",
+        f"{torch}-cxx11-xpu20252-{here}": "built for XPU 2025.2",
+        f"{torch}-metal-aarch64-darwin": "built for CPU aarch64",
+        f"torch-stable-abi{major}{minor + 1}-cpu-{here}": "built for torch stable ABI",
+        "torch-cuda": "pure-Python build for cuda",
+        "torch-rocm": "pure-Python build for rocm",
+    }
+
+
+def their_variant(vdir: Path, module_id: str, backend: str, value: int = 1) -> Path:
+    """A variant with the metadata.json of the oldest builds their loader 0.17 reads: the
+    fields its parser requires, no digest, no provenance, no archs."""
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text(f"VALUE = {value}\n")
+    (vdir / "metadata.json").write_text(json.dumps({
+        "id": module_id, "name": "relu", "version": 1, "license": "Apache-2.0",
+        "python-depends": [], "backend": {"type": backend}}))
+    return vdir
+
+
+def _backend_of(name: str) -> str:
+    for tag, backend in (("-cu", "cuda"), ("-rocm", "rocm"), ("-xpu", "xpu"),
+                         ("-metal", "metal")):
+        if tag in name:
+            return backend
+    return "cpu"
+
+
+def test_this_torchs_variant_is_picked_from_their_release_build(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    torch, here = _this_torch()
+    others = _their_build_names()
+    for name in [*others, "torch-universal", "torch-cpu"]:
+        their_variant(tmp_path / "p" / "build" / name, uid("other"), _backend_of(name))
+    mine = uid("mine")
+    their_variant(tmp_path / "p" / "build" / f"{torch}-cxx11-cpu-{here}", mine, "cpu", 7)
+
+    info = locate_local(tmp_path / "p", None, True).info
+    assert info.variant == f"{torch}-cxx11-cpu-{here}"
+    # the pure-Python builds that fit too rank after it, noarch before universal
+    accepted = [line.split(":")[0] for line in info.trace if ": accepted" in line]
+    assert accepted == [info.variant, "torch-cpu", "torch-universal"], info.trace
+    for name, why in others.items():
+        (line,) = [t for t in info.trace if t.startswith(f"{name}: ")]
+        assert line.startswith(f"{name}: rejected, {why}"), line
+    assert loader.get_local_kernel(tmp_path / "p").__name__ == mine
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/release={tmp_path / 'p'}")
+    assert loader.get_kernel("org/release", version=1).VALUE == 7
+
+
+def test_noarch_is_picked_before_universal_when_no_compiled_build_fits(tmp_path: Path) -> None:
+    noarch = uid("noarch")
+    for name in [*_their_build_names(), "torch-universal"]:
+        their_variant(tmp_path / "build" / name, uid("other"), _backend_of(name))
+    their_variant(tmp_path / "build" / "torch-cpu", noarch, "cpu")
+    assert loader.get_local_kernel(tmp_path).__name__ == noarch
+    shutil.rmtree(tmp_path / "build" / "torch-cpu")
+    assert locate_local(tmp_path, None, True).info.variant == "torch-universal"
+
+
+def test_when_no_build_of_theirs_fits_each_is_named_with_its_reason(tmp_path: Path) -> None:
+    others = _their_build_names()
+    for name in others:
+        their_variant(tmp_path / "build" / name, uid("none"), _backend_of(name))
+    with pytest.raises(VariantNotFoundError) as info:
+        loader.get_local_kernel(tmp_path)
+    assert len(info.value.trace) == len(others), info.value.trace
+    for name, why in others.items():
+        assert f"  {name}: rejected, {why}" in str(info.value), str(info.value)
+
+
+# --- both loaders on the same directory ---------------------------------------------------
+
+
+LAYOUTS = ("release matrix", "untagged beside tagged", "noarch and universal",
+           "universal only fits", "top level fits", "top level does not fit", "nothing fits")
+
+
+def _layouts() -> dict[str, tuple[list[str], list[str]]]:
+    """Named layouts: (variants at the top level, variants in build/)."""
+    torch, here = _this_torch()
+    mine, others = f"{torch}-cxx11-cpu-{here}", list(_their_build_names())
+    return {
+        "release matrix": ([], [*others, mine, "torch-cpu", "torch-universal"]),
+        "untagged beside tagged": ([], [mine, f"{torch}-cpu-{here}", "torch-cpu"]),
+        "noarch and universal": ([], [*others, "torch-universal", "torch-cpu"]),
+        "universal only fits": ([], [*others, "torch-universal"]),
+        "top level fits": (["torch-cpu"], [mine]),
+        "top level does not fit": ([*others[:3]], [mine, "torch-universal"]),
+        "nothing fits": (["torch-cuda"], others),
+    }
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_both_loaders_pick_the_same_variant_of_a_directory(tmp_path: Path, layout: str) -> None:
+    """Their ``resolve_local_kernel`` and our ``locate_local`` on one directory, for the
+    cpu backend (which any torch can choose for): the same variant, or both refuse."""
+    resolver = pytest.importorskip("kernels.resolver")
+    top, in_build = _layouts()[layout]
+    for base, names in ((tmp_path, top), (tmp_path / "build", in_build)):
+        for name in names:
+            their_variant(base / name, uid("both"), _backend_of(name))
+    try:
+        theirs: Path | None = resolver.resolve_local_kernel(tmp_path, backend="cpu").variant_path
+    except FileNotFoundError:
+        theirs = None
+    try:
+        ours: Path | None = locate_local(tmp_path, "cpu", True).info.path
+    except VariantNotFoundError:
+        ours = None
+    assert ours == theirs
+    assert (ours is None) == (layout == "nothing fits")
