@@ -85,19 +85,22 @@ def test_loads_with_hugging_face_kernels(built_relu: Path) -> None:
 
 
 #: Run by Hugging Face's loader: it chooses our variant by itself (no backend=), reads our
-#: metadata.json with its own parser, and loads the build from every place a user may
-#: point it at: the project, its build/, a published local-hub revision (laid out as a
-#: Hub repository) and a LOCAL_KERNELS entry standing in for a repository.
+#: metadata.json with its own parser, finds its digest right, and loads the build from
+#: every place a user may point it at: the project, its build/, a published local-hub
+#: revision (laid out as a Hub repository) and a LOCAL_KERNELS entry standing in for a
+#: repository.
 _THEIR_LOADS = """
 import os, sys, torch, kernels
 from pathlib import Path
-from kernels._rust import Metadata
+from kernels._rust import Digest, Metadata
 from kernels.variants import get_variants_local, resolve_variant
 
 project, revision, expected = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 variant, trace = resolve_variant(get_variants_local(project / "build"))
 assert variant is not None and variant.variant_str == expected, trace
 meta = Metadata.read_from_file(project / "build" / expected / "metadata.json")
+# the digest their verification recomputes (kernels.verify) matches the one we wrote
+meta.digest.validate(Digest.hash_variant(meta.digest.algorithm, project / "build" / expected))
 ops = (project / "build" / expected / "_ops.py").read_text()
 assert f"ops = torch.ops.{meta.id}" in ops, (meta.id, ops)
 x = torch.randn(64, 33)
