@@ -147,6 +147,69 @@ def test_an_empty_list_of_commits_removes_nothing(env) -> None:
     assert len(cache.variants()) == 2
 
 
+
+class _Killed(BaseException):
+    """The process dying at this point: nothing after it runs, no cleanup either."""
+
+
+def _dies_deleting_what_it_renamed_away(monkeypatch) -> None:
+    """Make the cache stop dead where it deletes a folder of ``tmp/`` (what it renamed
+    away, or a fetch's temporary once its file is in place), as a process killed then."""
+    remove = cache_mod._remove
+
+    def dying(path: Path) -> None:
+        if path.parent.name == "tmp":
+            raise _Killed
+        remove(path)
+
+    monkeypatch.setattr(cache_mod, "_remove", dying)
+
+
+def test_a_removal_killed_halfway_is_finished_by_running_it_again(env, monkeypatch,
+                                                                  capsys) -> None:
+    """Killed after the entry was renamed away, before it was deleted: the entry is gone
+    at once, and the same command run again deletes what it left in ``tmp/`` rather
+    than saying there is nothing to remove."""
+    _small_cache(env["cache"])
+    remove = cache_mod._remove
+    _dies_deleting_what_it_renamed_away(monkeypatch)
+    with pytest.raises(_Killed):
+        main(["cache", "remove", "org/a"])
+    monkeypatch.setattr(cache_mod, "_remove", remove)
+    assert DownloadCache(env["cache"]).variants() == []
+    (left,) = (env["cache"] / "tmp").iterdir()
+    assert (left / "old" / "files" / "x.py").is_file()
+    capsys.readouterr()
+
+    assert main(["cache", "remove", "org/a"]) == 0, capsys.readouterr().err
+    assert "removed 0 variants of org/a" in capsys.readouterr().out
+    assert list((env["cache"] / "tmp").iterdir()) == []
+
+
+def test_what_a_killed_fetch_left_goes_with_the_next_write_but_a_running_ones_stays(
+        env, monkeypatch) -> None:
+    """A fetch of a single file killed once the file is in place leaves its temporary
+    folder, and no later fetch of that file comes to remove it: the next write of any
+    key does, leaving the folder of a write that is still running (its lock held)."""
+    import filelock
+
+    cache = _small_cache(env["cache"])
+    remove = cache_mod._remove
+    _dies_deleting_what_it_renamed_away(monkeypatch)
+    with pytest.raises(_Killed):
+        cache.get_file("org/a", A1, "README.md", lambda p: p.write_bytes(b"# a") or True)
+    monkeypatch.setattr(cache_mod, "_remove", remove)
+    assert cache.peek_file("org/a", A1, "README.md") == b"# a"
+    (dead,) = (env["cache"] / "tmp").iterdir()
+    running = env["cache"] / "tmp" / f"{'b' * 32}.beef02"
+    running.mkdir()
+
+    with filelock.FileLock(str(env["cache"] / "locks" / f"{'b' * 32}.lock")):
+        cache.install("org/a", "2" * 40, "torch-cpu", _fill, lambda d: {})
+    assert [p.name for p in (env["cache"] / "tmp").iterdir()] == [running.name]
+    assert not dead.exists()
+
+
 def test_an_untagged_cache_with_an_interrupted_write_is_still_recognised(env) -> None:
     root = env["cache"]
     cache = _small_cache(root)

@@ -22,9 +22,10 @@ Entries are addressed by commit (itself a content hash) and variant, and every f
 them is checked by its sha256: nothing under a commit ever changes, so an entry is
 written once and read many times. Each one is written under ``tmp/``, checked, and
 published with an atomic rename while holding a file lock: a process killed at any
-point leaves at most a ``tmp/`` directory (removed by the next writer of that entry)
-and never a partial entry, and eight processes asking for the same cold entry fetch it
-once. The file lock is released by the kernel when its holder dies.
+point leaves at most a ``tmp/`` directory (removed by the next write or removal of the
+cache, once no one holds its lock) and never a partial entry, and eight processes asking
+for the same cold entry fetch it once. The file lock is released by the kernel when its
+holder dies.
 
 ``locks/`` keeps one small, empty lock file for every key ever written (each variant,
 single file and removal): a removal cannot tell whether another process is about to take
@@ -306,9 +307,12 @@ class DownloadCache:
         return filelock.FileLock(str(locks / f"{digest}.lock"), timeout=LOCK_TIMEOUT_S)
 
     def _tmp(self, key: str) -> Path:
-        """A fresh temporary directory for ``key``; removes leftovers of crashed writers.
+        """A fresh temporary directory for ``key``; removes what crashed writers left.
 
-        Only called with the key's lock held, so no live writer owns a leftover.
+        Only called with the key's lock held, so no live writer owns a leftover of
+        ``key``. Those of other keys go too where no one holds their lock: a writer
+        killed after its rename (a fetched file in place, an entry thrown away) leaves
+        its folder, and nothing would write that key again to remove it.
         """
         tmp_root = self.root / "tmp"
         make_dirs(tmp_root)
@@ -316,6 +320,11 @@ class DownloadCache:
         for old in tmp_root.glob(f"{prefix}.*"):
             logger.info("removing %s, left behind by an interrupted download", old)
             _remove(old)
+        try:
+            self._remove_leftovers(skip=prefix)
+        except OSError as err:  # not this write's own: the next writer tries again
+            logger.info("kept a leftover of an interrupted download in %s (%s)", tmp_root,
+                        err.strerror or err)
         path = tmp_root / f"{prefix}.{secrets.token_hex(6)}"
         make_dirs(path, exist_ok=False)
         return path
@@ -836,7 +845,8 @@ class DownloadCache:
         fetches what it needs anew). Nothing is followed through a link: the cache makes
         none, so a link found in it is removed itself, or skipped (with a warning) where
         it stands between the cache and what was asked for. A remove never touches the
-        hubs.
+        hubs. Whatever the scope, what interrupted downloads and removals left in
+        ``tmp/`` goes too (a running one's stays).
 
         Args:
             repo_id: only this repository's; ``None``: every repository's.
@@ -880,6 +890,9 @@ class DownloadCache:
                     removed.append(entry)
             if variant is None and older_than is None:
                 other = self._remove_rest(repo_id, commits, removed)
+            # whatever the scope: a removal killed halfway left the entry it was throwing
+            # away there, and running it again finds nothing else to remove
+            other += self._remove_leftovers()
         except OSError as err:
             raise HubError(f"{self.root}: cannot remove {err.filename or 'a cache file'} "
                            f"({err.strerror or err}); what was removed before stays removed "
@@ -889,9 +902,8 @@ class DownloadCache:
     def _remove_rest(self, repo_id: str | None, commits: list[str] | None,
                      removed: list[CachedVariant]) -> int:
         """After the listed variants: what is left of the scope under ``variants/``
-        (entries that appeared since, under their locks, and leftovers), the scope's
-        single files, listings and refs, and for a whole clear the leftovers of
-        interrupted downloads. Returns the bytes removed besides ``removed``."""
+        (entries that appeared since, under their locks, and leftovers), and the scope's
+        single files, listings and refs. Returns the bytes removed besides ``removed``."""
         base = self.root / "variants"
         if repo_id is None:
             scopes = [base]
@@ -912,8 +924,6 @@ class DownloadCache:
             freed += self._sweep_variants(scope, removed)
         for path in paths:
             freed += self._discard_path(path)  # prunes its emptied folders
-        if repo_id is None:
-            freed += self._remove_leftovers()
         return freed
 
     def _reached_through_a_link(self, path: Path, *, quiet: bool = False) -> bool:
@@ -1079,10 +1089,10 @@ class DownloadCache:
         self._prune_empty(path.parent)
         return size
 
-    def _remove_leftovers(self) -> int:
-        """Remove what interrupted downloads left in ``tmp/`` (names the cache makes
-        there only); a directory whose download is still running (its lock is held)
-        stays."""
+    def _remove_leftovers(self, *, skip: str | None = None) -> int:
+        """Remove what interrupted downloads and removals left in ``tmp/`` (names the
+        cache makes there only), but those of the key whose lock digest is ``skip``; a
+        directory whose writer is still running (its lock is held) stays."""
         import filelock
 
         tmp_root = self.root / "tmp"
@@ -1090,7 +1100,7 @@ class DownloadCache:
             return 0  # (a link or a file there is refused before anything is removed)
         freed = 0
         for leftover in sorted(tmp_root.iterdir()):
-            if not _is_leftover(leftover):
+            if not _is_leftover(leftover) or leftover.name.split(".")[0] == skip:
                 continue
             lock = filelock.FileLock(
                 str(self.root / "locks" / f"{leftover.name.split('.')[0]}.lock"), timeout=0)
