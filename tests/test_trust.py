@@ -1132,6 +1132,79 @@ def test_cli_keygen_force_killed_midway_then_run_again_untrusts_the_replaced_key
     assert pem.with_suffix(".pub").read_text().strip() == on_disk.text
 
 
+
+class _Killed(BaseException):
+    """The process dying at this point: nothing after it runs, no cleanup either."""
+
+
+def _dies_after_its_temporary(monkeypatch, target: Path) -> None:
+    """Make the write of ``target`` stop dead once its hidden temporary is written, as a
+    process killed before its rename: the temporary stays."""
+    from kernelforge import _durable
+
+    write_temp = _durable.write_temp
+
+    def dying(path: Path, data: bytes, **kwargs):
+        tmp = write_temp(path, data, **kwargs)
+        if path == target:
+            raise _Killed
+        return tmp
+
+    monkeypatch.setattr(_durable, "write_temp", dying)
+
+
+def test_a_temporary_a_killed_trust_change_left_is_removed_by_the_next(
+        env: dict[str, Path], monkeypatch, tmp_path: Path) -> None:
+    """A change of the trust store killed before its rename leaves the store as it was
+    and a hidden temporary beside it; the next change removes that temporary (and no
+    file of the user's)."""
+    from kernelforge import _durable
+
+    first = signing.generate_key(tmp_path / "a.pem").public
+    second = signing.generate_key(tmp_path / "b.pem").public
+    store = env["config"] / "trust.json"
+    write_temp = _durable.write_temp
+    _dies_after_its_temporary(monkeypatch, store)
+    with pytest.raises(_Killed):
+        trust.add_key(first.text, name="a")
+    monkeypatch.setattr(_durable, "write_temp", write_temp)
+    assert not store.exists() and len(_durable.temp_leftovers(store)) == 1
+    mine = env["config"] / ".trust.json.notes.tmp"
+    mine.write_text("the user's")
+
+    trust.add_key(second.text, name="b")
+    assert _durable.temp_leftovers(store) == []
+    assert mine.read_text() == "the user's"
+    assert [k.key_id for k in trust.load_store().keys] == [second.key_id]
+
+
+@pytest.mark.parametrize("dies_writing", ["default.pem", "default.pub"])
+def test_a_temporary_a_killed_keygen_left_is_removed_by_the_next(
+        env: dict[str, Path], monkeypatch, capsys, dies_writing: str) -> None:
+    """A keygen killed before the rename of its private key (whose temporary holds a
+    private key) or of its .pub: run again (with --force where the private key is in
+    place), it leaves a matching, trusted pair and no temporary."""
+    from kernelforge import _durable
+
+    keys = env["config"] / "keys"
+    write_temp = _durable.write_temp
+    _dies_after_its_temporary(monkeypatch, keys / dies_writing)
+    with pytest.raises(_Killed):
+        main(["keygen"])
+    monkeypatch.setattr(_durable, "write_temp", write_temp)
+    assert len(_durable.temp_leftovers(keys / dies_writing)) == 1
+    capsys.readouterr()
+
+    again = ["keygen"] if dies_writing.endswith(".pem") else ["keygen", "--force"]
+    assert main(again) == 0, capsys.readouterr().err
+    pem = keys / "default.pem"
+    on_disk = signing.load_signing_key(pem).public
+    assert pem.with_suffix(".pub").read_text().strip() == on_disk.text
+    assert [k.key_id for k in trust.load_store().keys] == [on_disk.key_id]
+    assert sorted(p.name for p in keys.iterdir()) == [
+        ".default.pem.lock", "default.pem", "default.pub"]
+
+
 def test_importing_stays_light() -> None:
     code = ("import sys, kernelforge, kernelforge.cli, kernelforge.loader, kernelforge.lock, "
             "kernelforge.policy, kernelforge.hub.hf, kernelforge.trust\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
+import logging
 import os
 import re
 import secrets
@@ -18,10 +19,12 @@ from pathlib import Path
 
 from kernelforge.digest import DEFAULT_ALGORITHM
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "CARD_FILE", "DISK_FULL", "LEFTOVER_NAME", "NOT_WRITABLE", "copy_file", "copy_tree",
-    "fsync_dir", "make_dirs", "nearest_folder", "replace_file", "temp_leftovers",
-    "write_file", "write_ref", "write_temp",
+    "fsync_dir", "make_dirs", "nearest_folder", "remove_temp_leftovers", "replace_file",
+    "temp_leftovers", "write_file", "write_ref", "write_temp",
 ]
 
 CARD_FILE = "README.md"
@@ -132,6 +135,27 @@ def temp_leftovers(path: Path) -> list[Path]:
     except OSError:  # no folder, or not readable: whatever writes there next says why
         return []
     return sorted(p for p in entries if name.match(p.name))
+
+
+def remove_temp_leftovers(path: Path, writer: str) -> None:
+    """Remove the temporaries of ``path`` that a process killed before its rename left
+    (:func:`temp_leftovers`). Call it only under the lock every writer of ``path``
+    holds, where no other process is writing one. One that cannot be removed is left:
+    the write that follows reports a folder it cannot write to.
+
+    Args:
+        path: the file the temporaries were for.
+        writer: what wrote them, for the log (``'kernelforge trust'``).
+    """
+    for tmp in temp_leftovers(path):
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            logger.debug("%s: not removed (%s)", tmp, err)
+            continue
+        logger.info("%s: removed, a temporary that a killed %s left", tmp, writer)
 
 
 def write_new(path: Path, data: bytes, *, mode: int = 0o644,

@@ -524,6 +524,12 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     except OSError as err:
         raise _key_write_error(err, path) from err
     try:
+        # A keygen killed before its renames left a temporary of the key file (a private
+        # key) or of its .pub; under this lock no other keygen is writing one.
+        from kernelforge._durable import remove_temp_leftovers
+
+        for written in (path, pub_file):
+            remove_temp_leftovers(written, "'kernelforge keygen'")
         return _keygen(args, path, pub_file, repos)
     finally:
         lock.release()

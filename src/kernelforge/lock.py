@@ -1394,20 +1394,11 @@ def _lock_project(root: Path, hub: Any, allow: Any) -> LockResult:
 def _remove_temp_leftovers(root: Path) -> None:
     """Remove the temporaries beside the lock files (or the files their links lead to)
     that a run killed before its renames left: under the writer lock no other run is
-    writing them. One that cannot be removed is left (the write that follows reports a
-    directory it cannot write to)."""
-    from kernelforge._durable import temp_leftovers
+    writing them."""
+    from kernelforge._durable import remove_temp_leftovers
 
     for name in (LOCK_FILE, HF_LOCK_FILE):
-        for tmp in temp_leftovers(Path(os.path.realpath(root / name))):
-            try:
-                tmp.unlink()
-            except FileNotFoundError:
-                continue
-            except OSError as err:
-                logger.debug("%s: not removed (%s)", tmp, err)
-                continue
-            logger.info("%s: removed, a temporary that a killed 'kernelforge lock' left", tmp)
+        remove_temp_leftovers(Path(os.path.realpath(root / name)), "'kernelforge lock'")
 
 
 #: How long :func:`lock_project` waits for another lock of the same project to finish.

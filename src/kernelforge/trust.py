@@ -335,12 +335,15 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
     """Read, change and atomically rewrite the store under its lock."""
     import filelock
 
-    from kernelforge._durable import replace_file
+    from kernelforge._durable import remove_temp_leftovers, replace_file
 
     p = _store_path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         with filelock.FileLock(str(p) + ".lock", timeout=60):
+            # every change of the store holds this lock, so the temporaries there are
+            # those of changes killed before their rename
+            remove_temp_leftovers(p, "change of the trust store")
             new = change(load_store(p))
             data = json.dumps(new.to_json(), indent=1) + "\n"
             replace_file(p, data.encode("utf-8"), mode=0o644)
