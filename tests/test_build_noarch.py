@@ -451,3 +451,39 @@ def test_variant_files_have_the_same_modes_under_any_umask(tmp_path: Path, umask
     assert modes == {".": 0o755, "sub": 0o755, "sub/__init__.py": 0o644,
                      "__init__.py": 0o644, "kernels.py": 0o644, "_ops.py": 0o644,
                      "metadata.json": 0o644}, {k: oct(v) for k, v in modes.items()}
+
+
+class _Killed(BaseException):
+    """The process dying at this point: nothing after it runs, no cleanup either."""
+
+
+def test_a_stamp_temporary_a_killed_build_left_is_removed_by_the_next_build(
+        tmp_path: Path, monkeypatch) -> None:
+    """A build killed between writing its up-to-date stamp's temporary and renaming it
+    leaves that temporary in .kernelforge/; the next build that writes the stamp removes
+    it (and no file of the user's)."""
+    from kernelforge import _durable
+    from kernelforge import build as build_mod
+
+    project = noarch_project(tmp_path / "scale", EDITION5)
+    stamp = project / ".kernelforge" / "cpu.stamp.json"
+    replace_file = _durable.replace_file
+
+    def dying(path: Path, data: bytes, **kwargs) -> None:
+        if path == stamp:
+            _durable.write_temp(path, data)
+            raise _Killed
+        replace_file(path, data, **kwargs)
+
+    monkeypatch.setattr(build_mod, "replace_file", dying)
+    with pytest.raises(_Killed):
+        build_project(project, backends=["cpu"], progress=lambda _: None)
+    monkeypatch.setattr(build_mod, "replace_file", replace_file)
+    assert not stamp.exists() and len(_durable.temp_leftovers(stamp)) == 1
+    mine = stamp.with_name(".cpu.stamp.json.notes.tmp")
+    mine.write_text("the user's")
+
+    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert not result.up_to_date and stamp.is_file()
+    assert _durable.temp_leftovers(stamp) == []
+    assert mine.read_text() == "the user's"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kernelforge import __version__, archs, digest
-from kernelforge._durable import nearest_folder, replace_file
+from kernelforge._durable import nearest_folder, remove_temp_leftovers, replace_file
 from kernelforge._parse import json_loads
 from kernelforge.build.compile import (
     compile_plan,
@@ -509,6 +509,9 @@ def _build_lock(root: Path, backend: str, progress: Callable[[str], None]) -> It
 
 
 def _write_stamp(root: Path, backend: str, key: str, final: Path, reads: str | None) -> None:
+    """Record the build just made among the backend's up-to-date entries. Called under
+    the backend's build lock, which every writer of the stamp holds: the temporaries of
+    the stamp found there are those of builds killed before their rename, removed."""
     builds = _stamps(root, backend)
     builds.pop(key, None)
     builds[key] = {
@@ -520,6 +523,7 @@ def _write_stamp(root: Path, backend: str, key: str, final: Path, reads: str | N
     kept = dict(list(builds.items())[-STAMP_ENTRIES:])
     path = _stamp_path(root, backend)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_temp_leftovers(path, "'kernelforge build'")
     replace_file(path, json.dumps({"builds": kept}, indent=1).encode())
 
 
