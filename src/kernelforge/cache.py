@@ -70,11 +70,9 @@ CACHE_ENV = "KERNELFORGE_CACHE"
 ENTRY_FILE = "entry.json"
 FILES_DIR = "files"
 LOCK_TIMEOUT_S = 1800.0
-#: What the file system says of a write to a full disk, and to a place this user may not
-#: write (:meth:`DownloadCache.write_error`); together, :data:`WRITE_ERRNOS`.
-_DISK_FULL = _durable.DISK_FULL
-_NOT_WRITABLE = _durable.NOT_WRITABLE
-WRITE_ERRNOS = _DISK_FULL | _NOT_WRITABLE
+#: What the file system says of a write the download cache cannot make
+#: (:meth:`DownloadCache.write_error`): a full disk, or a place this user may not write.
+WRITE_ERRNOS = _durable.DISK_FULL | _durable.NOT_WRITABLE
 _ABSENT = ".absent"
 #: What a cache root holds (see the module docstring).
 _CACHE_PARTS = frozenset({"variants", "files", "listings", "refs", "locks", "tmp"})
@@ -394,9 +392,9 @@ class DownloadCache:
             doing: what failed (``downloading build/...``), for the start of the message.
         """
         what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
-        if err.errno in _DISK_FULL:
+        if err.errno in _durable.DISK_FULL:
             fix = f"free space on its disk, or set {CACHE_ENV} to a directory on another one"
-        elif err.errno in _NOT_WRITABLE:
+        elif err.errno in _durable.NOT_WRITABLE:
             fix = (f"set {CACHE_ENV} to a directory you can write, or, to load only what "
                    "the cache holds without writing to it, set HF_HUB_OFFLINE=1")
         elif err.errno == errno.ENOENT:  # the cache's own folders, made just before

@@ -379,7 +379,6 @@ def config_write_error(err: OSError, path: Path, what: str, outcome: str) -> Tru
     return TrustError(f"{path}: cannot write {what} ({why}); {outcome}; fix: {fix}")
 
 
-
 def _in_config_dir(path: Path) -> bool:
     """Whether ``path`` lies in the configuration directory; ``False`` where there is
     none (no home directory), so that an error about ``path`` is not replaced by that one."""
@@ -387,6 +386,7 @@ def _in_config_dir(path: Path) -> bool:
         return config_dir() in path.parents
     except TrustError:
         return False
+
 
 def _merge_patterns(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
     """``old`` plus the patterns of ``new`` it lacks; order is kept. Patterns compare
