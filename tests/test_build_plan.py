@@ -579,6 +579,25 @@ def test_cuda_toolkit_inside_the_manifest_range_passes_the_check(
         build_project(root, backends=["cuda"], progress=lambda _: None)
 
 
+
+def _fake_compile(monkeypatch) -> list:
+    """Stand in for the compile: each plan's extension is a few bytes in its work
+    folder. Returns the list the compiled plans are appended to."""
+    from kernelforge import build
+
+    compiled: list = []
+
+    def compile_plan(plan, *, work_dir: Path, **kwargs: object) -> Path:
+        compiled.append(plan)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        extension = work_dir / f"{plan.namespace}.abi3.so"
+        extension.write_bytes(b"\x7fELF")
+        return extension
+
+    monkeypatch.setattr(build, "compile_plan", compile_plan)
+    return compiled
+
+
 def test_a_cuda_variant_names_the_host_compiler_nvcc_ran(tmp_path: Path, monkeypatch) -> None:
     """nvcc compiles the host side of .cu sources with $CC or the gcc on PATH, not with
     $CXX: metadata.json names that compiler and its version beside c++ and nvcc, so a
@@ -593,14 +612,7 @@ def test_a_cuda_variant_names_the_host_compiler_nvcc_ran(tmp_path: Path, monkeyp
                         lambda m, backend, facts: "torch213-cxx11-cu130-x86_64-linux")
     host = Tool("gcc", Path("/opt/gcc-11/bin/gcc"), (11, 4, 0), "gcc (GCC) 11.4.0")
     monkeypatch.setattr(build, "find_nvcc_host", lambda: host)
-
-    def compile_plan(plan, *, work_dir: Path, **kwargs: object) -> Path:
-        work_dir.mkdir(parents=True, exist_ok=True)
-        extension = work_dir / f"{plan.namespace}.abi3.so"
-        extension.write_bytes(b"\x7fELF")
-        return extension
-
-    monkeypatch.setattr(build, "compile_plan", compile_plan)
+    _fake_compile(monkeypatch)
     root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
     (result,) = build_project(root, backends=["cuda"], progress=lambda _: None)
     toolchain = json.loads((result.path / "metadata.json").read_text())["provenance"]["toolchain"]
@@ -618,16 +630,7 @@ def test_build_project_reads_archs_as_arch_reads_them(tmp_path: Path, monkeypatc
     _cuda_here(monkeypatch)
     monkeypatch.setattr(build, "_variant_name",
                         lambda m, backend, facts: "torch213-cxx11-cu130-x86_64-linux")
-    compiled = []
-
-    def compile_plan(plan, *, work_dir: Path, **kwargs: object) -> Path:
-        compiled.append(plan)
-        work_dir.mkdir(parents=True, exist_ok=True)
-        extension = work_dir / f"{plan.namespace}.abi3.so"
-        extension.write_bytes(b"\x7fELF")
-        return extension
-
-    monkeypatch.setattr(build, "compile_plan", compile_plan)
+    compiled = _fake_compile(monkeypatch)
     root = write_project(tmp_path, KERNELS, 'backends = ["cpu", "cuda", "rocm"]')
     (first,) = build_project(root, backends=["cuda"], archs=["9.0a"], progress=lambda _: None)
     (plan,) = compiled

@@ -688,6 +688,25 @@ def test_fixes_that_name_a_path_quote_it(tmp_path: Path, monkeypatch: pytest.Mon
 # --- no home directory ------------------------------------------------------------------------
 
 
+def _no_home_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No HOME, XDG or kernelforge location variable: the default places are asked for."""
+    for name in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "KERNELFORGE_HUB",
+                 "KERNELFORGE_CACHE", "KERNELFORGE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _no_home_error(holds: str, variable: str, xdg: str, *, in_database: bool) -> str:
+    """The error line of a command that needs the default place of ``holds`` with HOME
+    unset (and, unless ``in_database``, no home directory in the user database)."""
+    import os
+
+    missing = ("" if in_database else
+               f" and user id {os.getuid()} has no home directory in the user database")
+    return (f"error: cannot tell which folder holds {holds}: the home directory is unknown "
+            f"(HOME is not set{missing}); fix: set {variable} to a directory, or set HOME "
+            f"(or {xdg}) to an absolute path\n")
+
+
 @pytest.mark.parametrize("argv, holds, variable, xdg", [
     (["versions", "me/k"], "the local hub", "KERNELFORGE_HUB", "XDG_CACHE_HOME"),
     (["cache", "list"], "the download cache", "KERNELFORGE_CACHE", "XDG_CACHE_HOME"),
@@ -700,22 +719,16 @@ def test_no_home_directory_is_an_error_naming_the_variable_to_set(
     """A container run under a user id the user database does not know, with HOME unset:
     one error line with the fix, not platformdirs' RuntimeError and its traceback (nor,
     with older platformdirs, a hub in a folder named '~' of the current directory)."""
-    import os
     import pwd
 
     def unknown(uid: int) -> pwd.struct_passwd:
         raise KeyError(f"getpwuid(): uid not found: {uid}")
 
-    for name in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "KERNELFORGE_HUB",
-                 "KERNELFORGE_CACHE", "KERNELFORGE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+    _no_home_variables(monkeypatch)
     monkeypatch.setattr(pwd, "getpwuid", unknown)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 1
-    assert capsys.readouterr().err == (
-        f"error: cannot tell which folder holds {holds}: the home directory is unknown (HOME "
-        f"is not set and user id {os.getuid()} has no home directory in the user database); "
-        f"fix: set {variable} to a directory, or set HOME (or {xdg}) to an absolute path\n")
+    assert capsys.readouterr().err == _no_home_error(holds, variable, xdg, in_database=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -731,25 +744,17 @@ def test_a_tilde_path_from_older_platformdirs_is_no_home_directory(
     """Older platformdirs releases do not raise without a home directory: they return a
     path that starts with '~' (what expanduser leaves), which used as it is would put the
     hub or the trust store in a folder named '~' of the current directory."""
-    import os
-
     import platformdirs
 
-    for name in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "KERNELFORGE_HUB",
-                 "KERNELFORGE_CACHE", "KERNELFORGE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+    _no_home_variables(monkeypatch)
     monkeypatch.setattr(platformdirs, finder, lambda *args, **kwargs: "~/.any/kernelforge")
     monkeypatch.chdir(tmp_path)
     # the user database is blamed only where it has no home directory for this user
     from kernelforge._userdirs import _in_user_database
 
-    in_database = _in_user_database()
-    missing = f" and user id {os.getuid()} has no home directory in the user database"
     assert main(argv) == 1
-    assert capsys.readouterr().err == (
-        f"error: cannot tell which folder holds {holds}: the home directory is unknown (HOME "
-        f"is not set{'' if in_database else missing}); "
-        f"fix: set {variable} to a directory, or set HOME (or {xdg}) to an absolute path\n")
+    assert capsys.readouterr().err == _no_home_error(holds, variable, xdg,
+                                                     in_database=_in_user_database())
     assert list(tmp_path.iterdir()) == []
 
 
