@@ -4,8 +4,9 @@ Per shape: our op in fast and exact mode, cuBLASLt through
 ``torch.nn.functional.scaled_mm`` (BlockWise1x128 x BlockWise128x128) given K-major
 operands and its preferred scale layouts for free, and, for the challenge's MN-major
 storage, cuBLASLt preceded by the ``.t().contiguous()`` copies it needs. Times are
-medians of ``triton.testing.do_bench`` (L2 flushed before every run), in microseconds,
-taken in three interleaved rounds (the median of the rounds is reported).
+medians of GPU time (L2 flushed before every call; the calls queued behind a spin
+kernel, so that host time never enters them, see ``bench``), in microseconds, taken in
+three interleaved rounds (the median of the rounds is reported).
 
     python benchmarks/gemm.py [--suite challenge|deepseek|all] [--sweep] [--out DIR]
 
@@ -37,6 +38,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -108,7 +110,7 @@ ROUNDS = 3
 
 
 def interleaved(fns: dict, rep_ms: int, rounds: int = ROUNDS,
-                per_round: dict | None = None) -> dict:
+                per_round: dict | None = None, host_us: dict | None = None) -> dict:
     """Median over `rounds` rounds of each function's time; every round times each
     function once, so that clock or thermal drift during the run affects ours and
     cuBLASLt alike instead of whichever happens to run later. The order is shuffled per
@@ -116,14 +118,19 @@ def interleaved(fns: dict, rep_ms: int, rounds: int = ROUNDS,
     followed the same one, and on long kernels at the power limit the clock a function
     inherits from its predecessor biased it (the op and the same kernel forced
     explicitly measured 892 and 838 us, NOTES.md, v21). `per_round`, if given, receives
-    every function's time in each round, in round order."""
+    every function's time in each round, in round order; `host_us` each function's
+    host microseconds per queued call, per round."""
     names = list(fns)
     times = {name: [] for name in names}
     for r in range(rounds):
         order = names[:]
         random.Random(r).shuffle(order)
         for name in order:
-            times[name].append(bench(fns[name], max(10, rep_ms // rounds)))
+            rep = max(10, rep_ms // rounds)
+            if host_us is None:
+                times[name].append(bench(fns[name], rep))
+            else:
+                times[name].append(bench(fns[name], rep, host=host_us.setdefault(name, [])))
     if per_round is not None:
         per_round.update(times)
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
@@ -140,10 +147,93 @@ def retime_slow_baseline(row: dict, fn, rep_ms: int, factor: float = 2.0) -> Non
         row["cublas_us"] = min(row["cublas_us"], row["cublas_retimed_us"])
 
 
-def bench(fn, rep_ms: int) -> float:
-    from triton.testing import do_bench
+# The L2 flush before every timed call: zeroing a buffer larger than any Hopper L2
+# (as triton.testing.do_bench does), which also leaves the L2 full of dirty lines.
+FLUSH_BYTES = 256 << 20
+# Calls queued per batch behind one spin kernel, and the spin's cycles per microsecond
+# (above any Hopper SM clock, so the spin lasts at least as long as asked).
+BATCH = 50
+SPIN_CYCLES_PER_US = 2000
+_flush_buffer: torch.Tensor | None = None
 
-    return do_bench(fn, warmup=max(5, rep_ms // 4), rep=rep_ms, return_mode="median") * 1e3
+
+class HostBoundError(RuntimeError):
+    """The GPU ran out of queued work during a timed batch, so the times include host time."""
+
+
+def _flush() -> torch.Tensor:
+    global _flush_buffer
+    if _flush_buffer is None:
+        _flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    return _flush_buffer
+
+
+def bench(fn, rep_ms: int, host: list | None = None) -> float:
+    """Median GPU time of `fn` in microseconds over about `rep_ms` ms of calls, the L2
+    flushed before each.
+
+    Each batch of calls is queued behind a spin kernel long enough to cover the host's
+    time to queue the whole batch, so the GPU never waits for the host between the
+    start and end events. Without that, a call whose host path takes longer than the
+    flush (torch's `scaled_mm` on a slow host CPU measured twice cuBLASLt's GPU time on
+    the small shapes) is timed with its host time in it. An event after the spin
+    checks that the spin was still running when the last call was queued; if not, the
+    batch is queued again behind a longer spin. `host`, if given, receives the host's
+    microseconds per queued call (the flush and the events included; the median over
+    the batches)."""
+    flush = _flush()
+    fn()
+    torch.cuda.synchronize()
+    host_us, gpu_us = _estimate(fn, flush)
+    count = max(10, int(rep_ms * 1e3 / max(gpu_us, 1.0)))
+    times: list[float] = []
+    queued_us: list[float] = []
+    spin_us = 2.0 * host_us * min(BATCH, count) + 100.0
+    tries = 0
+    while len(times) < count:
+        size = min(BATCH, count - len(times))
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(size)]
+        spun = torch.cuda.Event()
+        torch.cuda._sleep(int(spin_us * SPIN_CYCLES_PER_US))
+        spun.record()
+        t0 = time.perf_counter()
+        for start, end in events:
+            flush.zero_()
+            start.record()
+            fn()
+            end.record()
+        queued_us.append((time.perf_counter() - t0) * 1e6 / size)
+        late = spun.query()  # the spin is over: the GPU may have waited for the host
+        torch.cuda.synchronize()
+        if late:
+            tries += 1
+            if tries > 5:
+                raise HostBoundError(
+                    f"the host could not queue {size} calls within a {spin_us:.0f} us spin")
+            spin_us *= 4
+            continue
+        times.extend(start.elapsed_time(end) * 1e3 for start, end in events)
+    if host is not None:
+        queued_us.sort()
+        host.append(queued_us[len(queued_us) // 2])
+    times.sort()
+    return times[len(times) // 2]
+
+
+def _estimate(fn, flush: torch.Tensor, calls: int = 5) -> tuple[float, float]:
+    """(host us per queued call, GPU us per call and flush) over a few calls."""
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(calls):
+        flush.zero_()
+        fn()
+    end.record()
+    host_us = (time.perf_counter() - t0) * 1e6 / calls
+    torch.cuda.synchronize()
+    return host_us, start.elapsed_time(end) * 1e3 / calls
 
 
 def geomean(xs):
@@ -283,8 +373,10 @@ def run_shape(gk, m, n, k, challenge, gpu, rep, sweep):
             row[f"kernel_{mode}"] = {"variant": p.variant, "splits": p.splits, "name": p.name}
 
     rounds: dict = {}
-    row.update(interleaved(timed, rep, per_round=rounds))
+    host: dict = {}
+    row.update(interleaved(timed, rep, per_round=rounds, host_us=host))
     row["rounds_us"] = rounds
+    row["host_us"] = host
     retime_slow_baseline(row, cub, rep)
     if challenge:
         ops = gk._ops.ops

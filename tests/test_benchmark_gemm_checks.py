@@ -126,7 +126,7 @@ def on_cpu(bench_module, reference, monkeypatch):
     make_inputs = bench_module.make_inputs
     monkeypatch.setattr(bench_module, "make_inputs",
                         lambda *args, **kw: make_inputs(*args, device="cpu", **kw))
-    monkeypatch.setattr(bench_module, "bench", lambda fn, rep_ms: (fn(), 1.0)[1])
+    monkeypatch.setattr(bench_module, "bench", lambda fn, rep_ms, host=None: (fn(), 1.0)[1])
     return cublas
 
 

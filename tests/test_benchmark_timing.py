@@ -82,3 +82,97 @@ def test_slow_baseline_is_timed_again_and_only_lowered(gemm_benchmark, monkeypat
     assert row["cublas_us"] == kept
     assert (calls == ["cublas"]) == retimed
     assert ("cublas_interleaved_us" in row) == retimed
+
+
+class FakeCuda:
+    """Enough of torch.cuda for `bench`: every call takes `call_us` of GPU time and the
+    spin's event reports the spin over (the GPU waiting for the host) in the batches
+    listed in `late`."""
+
+    def __init__(self, call_us: list[float], late: set[int]) -> None:
+        self.call_us, self.late = iter(call_us), late
+        self.spins: list[int] = []
+        self.batches = 0
+        self.clock = 0.0
+
+    def synchronize(self) -> None:
+        pass
+
+    def _sleep(self, cycles: int) -> None:
+        self.spins.append(cycles)
+
+    def Event(self, enable_timing: bool = False):  # noqa: N802 (torch's name)
+        cuda = self
+
+        class Event:
+            def record(self) -> None:
+                self.at = cuda.clock
+                if not enable_timing:  # the spin's event opens a batch
+                    cuda.batches += 1
+                    self.batch = cuda.batches
+
+            def query(self) -> bool:
+                return self.batch in cuda.late
+
+            def elapsed_time(self, end) -> float:
+                return (end.at - self.at) / 1e3
+
+        return Event()
+
+
+class FakeTorch:
+    int8 = "int8"
+
+    def __init__(self, cuda: FakeCuda) -> None:
+        self.cuda = cuda
+
+    def empty(self, *args, **kwargs):
+        return type("Flush", (), {"zero_": lambda self: None})()
+
+
+def fake_bench(module, monkeypatch, call_us: list[float], late: set[int]):
+    """`bench` on a fake GPU: its estimate sees 1 ms calls with 30 us of host time each,
+    then every timed call lasts the next of `call_us`."""
+    cuda = FakeCuda(call_us, late)
+    monkeypatch.setattr(module, "torch", FakeTorch(cuda))
+    monkeypatch.setattr(module, "_flush_buffer", None)
+    monkeypatch.setattr(module, "_estimate", lambda fn, flush: (30.0, 1000.0))
+
+    def fn() -> None:
+        if cuda.batches:  # the first call, before any batch, is the warm-up
+            cuda.clock += next(cuda.call_us)
+
+    return cuda, fn
+
+
+def test_bench_reports_the_median_call(gemm_benchmark, monkeypatch) -> None:
+    cuda, fn = fake_bench(gemm_benchmark, monkeypatch, [9.0, 1.0, 5.0] + [2.0] * 7, set())
+    assert gemm_benchmark.bench(fn, rep_ms=10) == 2.0
+    assert cuda.batches == 1
+
+
+def test_bench_discards_a_batch_the_host_could_not_keep_ahead_of(gemm_benchmark,
+                                                                  monkeypatch) -> None:
+    # The first batch's spin ended before the host had queued every call: its times may
+    # hold host time, so they are dropped and the batch runs again behind a longer spin.
+    cuda, fn = fake_bench(gemm_benchmark, monkeypatch, [50.0] * 10 + [2.0] * 10, {1})
+    host: list = []
+    assert gemm_benchmark.bench(fn, rep_ms=10, host=host) == 2.0
+    assert cuda.batches == 2
+    assert cuda.spins[1] == 4 * cuda.spins[0]
+    assert len(host) == 1 and host[0] >= 0
+
+
+def test_bench_gives_up_on_a_host_that_never_keeps_ahead(gemm_benchmark, monkeypatch) -> None:
+    cuda, fn = fake_bench(gemm_benchmark, monkeypatch, [1.0] * 100, set(range(1, 10)))
+    with pytest.raises(gemm_benchmark.HostBoundError, match="could not queue 10 calls"):
+        gemm_benchmark.bench(fn, rep_ms=10)
+    assert cuda.batches == 6
+
+
+def test_bench_spin_covers_the_host_time_of_a_batch(gemm_benchmark, monkeypatch) -> None:
+    cuda, fn = fake_bench(gemm_benchmark, monkeypatch, [1.0] * 200, set())
+    gemm_benchmark.bench(fn, rep_ms=120)  # 120 calls of 1 ms: batches of 50, 50, 20
+    assert cuda.batches == 3
+    # 30 us of host time per call, 50 calls: the spin lasts at least twice that.
+    assert cuda.spins[0] >= 2 * 30 * 50 * 1000
