@@ -1137,6 +1137,16 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     (640, 2048, 4096, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
     (4096, 512, 4096, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
     (8192, 512, 7168, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
+    # ... but on the H200 with B of 256 to 1023 columns, K = 4096, two to five waves
+    # (v50); not under two waves, nor with a narrower B, nor from K = 5120, nor after the
+    # preparation launch
+    (18432, 512, 4096, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128_overlap"),
+    (24576, 256, 4096, "nt", "fp8_coop_128x128", "fp8_coop_128x128_overlap"),
+    (16384, 256, 4096, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
+    (36864, 128, 4096, "nt", "fp8_coop_128x128_streamk", "fp8_coop_128x128_streamk"),
+    (36864, 256, 5120, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128"),
+    (36864, 256, 7168, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128"),
+    (24576, 256, 4096, "guide", "fp8_coop_128x128", "fp8_coop_128x128"),
     (1024, 2048, 4096, "challenge", "fp8_coop_128x128", "fp8_coop_128x128"),
     # ... and the ping-pong kernel where its 64x128 tiles fit in one wave, up to 1024 rows
     (256, 4096, 7168, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128"),

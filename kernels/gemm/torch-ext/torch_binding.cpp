@@ -674,6 +674,18 @@ Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_cou
       ((slow_memory && tiles128 >= sms) || (tiles128 < sms && tiles64 > sms && M >= 512))) {
     return {V::kFp8Coop128x128Overlap, 0};
   }
+  // On the H200 (4 TB/s and more), B of 256 to 1023 columns, K = 4096 (to 5119), two to
+  // five waves, nothing to prepare: the hand-written kernel too (interleaved, us, against
+  // the op's earlier choice, CUTLASS's kernels: 18432x512x4096 72.8 vs 81.0,
+  // 24576x512x4096 89.0 vs 98.2, 16384x512x4096 59.4 vs 64.9, 36864x256x4096 79.6 vs
+  // 85.5, 24576x256x4096 49.6 vs 51.3). It loses with a narrower B (36864x128x4096 62.1
+  // vs 60.4), under two waves (16384x256x4096 36.1 vs 36.8) and from K = 5120
+  // (36864x256x5120 101.9 vs 100.1; 18432x512x6144 108.0 vs 108.8, 36864x256x7168 136.2
+  // vs 133.2); NOTES.md, v50. The H100 keeps the rules above (v47).
+  if (M > 128 && mem_gbs >= 4000 && in_place && N >= 256 && N < 1024 && K >= 4096 &&
+      K < 5120 && waves >= 2 && waves < 6) {
+    return {V::kFp8Coop128x128Overlap, 0};
+  }
   // On the H100, after the preparation launch (the challenge's storage, the guide's),
   // with K from 1024 to 2048 over six to eleven waves: CUTLASS's cooperative kernel
   // (interleaved, us, against the hand-written kernel: challenge 6144x3072x1536 67.3 vs
