@@ -10,10 +10,10 @@ transposed view, B's a column-major copy). AB_FNUZ=1 passes our kernels e4m3fnuz
 
 For each shape, the op's own choices (fast and exact), explicit (precision, variant,
 splits, swizzle) configurations and cuBLASLt are timed in rounds: every round runs each
-configuration once (median of a short do_bench, L2 flushed), in a shuffled order, and the
-table reports each configuration's median over the rounds. Clock or thermal drift during
-the run then affects all configurations alike. The kernel comes from GEMM_KERNEL_PATH or
-GEMM_KERNEL_REPO as for benchmarks/gemm.py.
+configuration once (the benchmark's `bench`: GPU time, L2 flushed), in a shuffled
+order, and the table reports each configuration's median over the rounds. Clock or
+thermal drift during the run then affects all configurations alike. The kernel comes
+from GEMM_KERNEL_PATH or GEMM_KERNEL_REPO as for benchmarks/gemm.py.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def _own_bench(fn, rep_ms: int, write: bool) -> float:
 def main() -> int:
     import os
 
-    benches = {"full of dirty lines (the benchmark's do_bench)": bench_mod.bench}
+    benches = {"full of dirty lines (the benchmark's bench)": bench_mod.bench}
     if os.environ.get("FLOOR_FLUSH") == "both":
         benches["full of dirty lines (256 MB written, the loop below)"] = (
             lambda fn, rep_ms: _own_bench(fn, rep_ms, write=True))
