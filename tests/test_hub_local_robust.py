@@ -466,3 +466,48 @@ def test_an_owner_mark_of_other_characters_is_no_mark(hub: LocalHub, project: Pa
     assert not hub.owned(REPO, rev.commit)
     with pytest.raises(TrustError, match=f"refusing to load {REPO}"):
         get_kernel(REPO, version=1, hub=hub)
+
+
+# --- records written by other versions of kernelforge ----------------------------------
+
+
+def test_a_commit_record_of_a_newer_format_is_refused_naming_the_upgrade(
+        hub: LocalHub, project: Path) -> None:
+    """A newer kernelforge sharing the hub may write records this version would misread:
+    refused, naming the record and the upgrade, rather than read as format 1."""
+    rev = hub.publish(REPO, project, version=1)
+    path = hub.commit_path(REPO, rev.commit) / ".commit.json"
+    _writable(path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 2, "new": [1]}))
+    said = (f"{path}: this commit record is of format 2, written by a newer kernelforge "
+            "\\(this version reads format 1 and older\\); upgrade kernelforge")
+    for call in (hub.revision, hub.variants, hub.owned):
+        with pytest.raises(HubError, match=said):
+            call(REPO, rev.commit)
+    with pytest.raises(HubError, match=said):
+        hub.fetch_variant(REPO, rev.commit, "torch-cpu")
+
+
+@pytest.mark.parametrize("change", [{"added-later": {"x": 1}}, {"format": None}])
+def test_a_record_with_unknown_fields_or_without_a_format_is_read(
+        hub: LocalHub, project: Path, change: dict) -> None:
+    """Fields a newer version adds within format 1 are ignored, and a record without
+    ``format`` is one of format 1."""
+    rev = hub.publish(REPO, project, version=1)
+    path = hub.commit_path(REPO, rev.commit) / ".commit.json"
+    _writable(path)
+    record = {**json.loads(path.read_text()), **change}
+    path.write_text(json.dumps({k: v for k, v in record.items() if v is not None}))
+    assert hub.variants(REPO, rev.commit) == ["torch-cpu"]
+    assert hub.owned(REPO, rev.commit)
+
+
+@pytest.mark.parametrize("value", ["2", True, 0, 1.5])
+def test_a_record_whose_format_is_no_number_is_corrupt(hub: LocalHub, project: Path,
+                                                       value: object) -> None:
+    rev = hub.publish(REPO, project, version=1)
+    path = hub.commit_path(REPO, rev.commit) / ".commit.json"
+    _writable(path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": value}))
+    with pytest.raises(HubError, match=f"{path}: corrupt commit record \\('format' is "):
+        hub.revision(REPO, rev.commit)

@@ -41,12 +41,18 @@ from kernelforge.hub.base import (
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.signing import SigningKey
 
-__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "LocalHubWriter", "read_ref", "refuse_link"]
+__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "RECORD_FORMAT", "LocalHubWriter", "read_ref",
+           "refuse_link"]
 
 logger = logging.getLogger("kernelforge.hub.local")
 
 LOCK_TIMEOUT_S = 600.0
 COMMIT_FILE = ".commit.json"
+#: The format of the commit records this version writes, and the newest it reads (a
+#: record without ``format`` is one of format 1). A change that an older reader would
+#: misread raises it: an older version then refuses such a revision, naming it, rather
+#: than loading it wrongly.
+RECORD_FORMAT = 1
 #: The hub-wide lock under which a new repository's folder is made.
 CREATE_LOCK = ".create.lock"
 CARD_FILE = _durable.CARD_FILE
@@ -396,7 +402,7 @@ class LocalHubWriter:
             commit = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:40]
             from kernelforge.trust import owner_mark
 
-            record = {"format": 1, "repo-id": repo_id, **fields, "files": recorded,
+            record = {"format": RECORD_FORMAT, "repo-id": repo_id, **fields, "files": recorded,
                       "owner": owner_mark(repo_id, commit, recorded)}
             _durable.write_file(
                 tmp / COMMIT_FILE, json.dumps(record, indent=1, sort_keys=True).encode()

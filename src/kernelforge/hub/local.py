@@ -5,7 +5,7 @@ Layout of a hub root::
     <root>/<org>/<name>/
         .lock                         file lock taken by writers (readers never lock)
         objects/<commit>/             one immutable revision, named by its commit id
-            .commit.json              parent, time, message, branch, per-file digests
+            .commit.json              format, parent, time, message, branch, per-file digests
             build/<variant>/...       the variant packages, as published
             README.md                 the card, when one was given
         refs/heads/<branch>           a text file holding a commit id (v1, v2, main)
@@ -57,6 +57,7 @@ from kernelforge.errors import HubError
 from kernelforge.hub import base
 from kernelforge.hub._local_write import (
     COMMIT_FILE,
+    RECORD_FORMAT,
     LocalHubWriter,
     _not_a_hub,
     read_ref,
@@ -461,6 +462,12 @@ class LocalHub(LocalHubWriter):
             record = json_loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise HubError(f"{path}: unreadable commit record ({err}); {_DAMAGED}") from err
+        newer = _newer_format(record)
+        if newer is not None:
+            raise HubError(
+                f"{path}: this commit record is of format {newer}, written by a newer "
+                f"kernelforge (this version reads format {RECORD_FORMAT} and older); "
+                "upgrade kernelforge to use this revision (pip install -U kernelforge)")
         problem = _record_problem(record)
         if problem is not None:
             raise HubError(f"{path}: corrupt commit record ({problem}); {_DAMAGED}")
@@ -754,11 +761,26 @@ _DAMAGED = ("the hub's copy of this revision is damaged: do not load it; publish
             "again, or restore the file from a backup")
 
 
+def _newer_format(record: object) -> int | None:
+    """The format of a commit record that a newer kernelforge wrote (above
+    :data:`RECORD_FORMAT`), which this version must not read as its own; ``None`` for
+    any other record (a bad ``format`` is :func:`_record_problem`'s)."""
+    if not isinstance(record, dict):
+        return None
+    found = record.get("format", 1)
+    if isinstance(found, int) and not isinstance(found, bool) and found > RECORD_FORMAT:
+        return found
+    return None
+
+
 def _record_problem(record: object) -> str | None:
     """What is wrong with a commit record's shape, if anything: a value of the wrong
     type would otherwise surface as a ``ValueError`` far from the file that holds it."""
     if not isinstance(record, dict):
         return "not a JSON object"
+    found = record.get("format", 1)
+    if isinstance(found, bool) or not isinstance(found, int) or found < 1:
+        return f"'format' is {reprlib.repr(found)}, not a format number"
     parent = record.get("parent")
     if parent is not None and not (isinstance(parent, str) and _COMMIT_RE.match(parent)):
         return f"'parent' is {parent!r}, not a commit id or null"
