@@ -359,9 +359,55 @@ def test_corrupt_store_is_named(env: dict[str, Path]) -> None:
     path.write_text("{ not json")
     with pytest.raises(TrustError, match=f"{path}: not valid JSON"):
         trust.load_store()
-    path.write_text('{"format": 99}')
+    path.write_text('{"format": 0}')
     with pytest.raises(TrustError, match="not a trust store"):
         trust.load_store()
+
+
+def test_a_store_of_a_newer_format_is_refused_and_left_as_it_is(
+        key: signing.SigningKey, env: dict[str, Path]) -> None:
+    """A newer kernelforge sharing the config folder may write a format this version
+    cannot read: the error says so and names the upgrade (not "re-add your keys"), and a
+    change made here does not replace the file."""
+    path = env["config"] / "trust.json"
+    path.parent.mkdir(parents=True)
+    text = '{"format": 2, "keys": {"new": "layout"}}'
+    path.write_text(text)
+    said = (f"{path}: this trust store is of format 2, written by a newer kernelforge "
+            "\\(this version reads format 1\\); upgrade kernelforge")
+    with pytest.raises(TrustError, match=said):
+        trust.load_store()
+    with pytest.raises(TrustError, match=said):
+        trust.add_key(key.public.text)
+    assert path.read_text() == text
+
+
+def test_a_change_keeps_the_fields_a_newer_version_added(key: signing.SigningKey,
+                                                         env: dict[str, Path]) -> None:
+    """Fields this version does not know, at the top and in each key and identity, are
+    ignored when read and kept when the store is rewritten (a downgrade's 'trust add'
+    must not drop what the newer version relies on); a removed entry takes its own."""
+    trust.add_key(key.public.text, repos=("org/a",))
+    trust.add_sigstore_identity(WORKFLOW, repos=("o/*",))
+    path = env["config"] / "trust.json"
+    doc = json.loads(path.read_text())
+    doc["revoked"] = ["0123456789abcdef"]
+    doc["keys"][0]["expires"] = "2030-01-01"
+    doc["sigstore"][0]["transparency-log"] = "rekor"
+    path.write_text(json.dumps(doc))
+    assert trust.load_store().key(key.public.key_id).repos == ("org/a",)
+    trust.add_key(key.public.text, repos=("org/b",))
+    trust.allow_repo("other/kernel")
+    other = signing.generate_key(env["config"].parent / "other.pem")
+    trust.add_key(other.public.text)
+    doc = json.loads(path.read_text())
+    assert doc["revoked"] == ["0123456789abcdef"] and doc["allow"] == ["other/kernel"]
+    assert doc["keys"][0]["expires"] == "2030-01-01"
+    assert doc["keys"][0]["repos"] == ["org/a", "org/b"]
+    assert "expires" not in doc["keys"][1]
+    assert doc["sigstore"][0]["transparency-log"] == "rekor"
+    trust.remove(key.public.key_id)
+    assert [k["key-id"] for k in json.loads(path.read_text())["keys"]] == [other.public.key_id]
 
 
 @pytest.mark.parametrize("pattern", ["not a repo", "org", "org/ab*", "*/x"])

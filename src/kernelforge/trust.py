@@ -279,7 +279,13 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
                           "same)") from err
         return tuple(value)
 
-    if not isinstance(doc, dict) or doc.get("format") != STORE_FORMAT:
+    found = doc.get("format") if isinstance(doc, dict) else None
+    if isinstance(found, int) and not isinstance(found, bool) and found > STORE_FORMAT:
+        raise TrustError(f"{path}: this trust store is of format {found}, written by a newer "
+                         f"kernelforge (this version reads format {STORE_FORMAT}); upgrade "
+                         "kernelforge (pip install -U kernelforge) to use it; the file is "
+                         "left as it is")
+    if not isinstance(doc, dict) or found != STORE_FORMAT:
         raise bad(f"not a trust store (expected a JSON object with \"format\": {STORE_FORMAT})")
     try:
         keys = tuple(TrustedKey(str(k["key-id"]), str(k["public-key"]), str(k.get("name", "")),
@@ -315,20 +321,51 @@ def load_store(path: str | os.PathLike[str] | None = None) -> TrustStore:
         TrustError: the file exists but is not a valid store (names the file).
     """
     p = _store_path(path)
+    doc = _read_store(p)
+    return TrustStore(path=p) if doc is None else _parse_store(doc, p)
+
+
+def _read_store(p: Path) -> Any:
+    """The JSON document in the store file ``p``, ``None`` when there is no such file.
+
+    Raises:
+        TrustError: it cannot be read, or is not JSON text (names the file).
+    """
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return TrustStore(path=p)
+        return None
     except OSError as err:
         raise TrustError(f"{p}: cannot read the trust store ({err.strerror})") from err
     except UnicodeDecodeError as err:
         raise TrustError(f"{p}: not a UTF-8 text file ({err}); fix or remove the file"
                          ) from err
     try:
-        doc = json_loads(text)
+        return json_loads(text)
     except ValueError as err:
         raise TrustError(f"{p}: not valid JSON ({err}); fix or remove the file") from err
-    return _parse_store(doc, p)
+
+
+def _kept_unknown(old: Any, new: dict[str, Any]) -> dict[str, Any]:
+    """``new``, the store this version writes, with the fields of ``old`` (the file it
+    replaces) that this version does not know: top-level ones, and those of each key
+    and sigstore identity that ``new`` still holds. A newer kernelforge sharing the
+    config folder may have added them within format 1; a change made here must not
+    drop them."""
+    if not isinstance(old, dict):
+        return new
+    out = {**new, **{k: v for k, v in old.items() if k not in new}}
+    for section, ident in (("keys", ("key-id",)), ("sigstore", ("identity", "issuer"))):
+        entries = old.get(section)
+        before: dict[tuple[Any, ...], dict[str, Any]] = {}
+        if isinstance(entries, list):
+            before = {tuple(e.get(f) for f in ident): e for e in entries if isinstance(e, dict)}
+        kept = []
+        for entry in new[section]:
+            known = before.get(tuple(entry[f] for f in ident), {})
+            kept.append({**entry, **{k: v for k, v in known.items() if k not in entry}})
+        out[section] = kept
+    return out
 
 
 def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
@@ -344,8 +381,9 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
             # every change of the store holds this lock, so the temporaries there are
             # those of changes killed before their rename
             remove_temp_leftovers(p, "change of the trust store")
-            new = change(load_store(p))
-            data = json.dumps(new.to_json(), indent=1) + "\n"
+            old = _read_store(p)
+            new = change(TrustStore(path=p) if old is None else _parse_store(old, p))
+            data = json.dumps(_kept_unknown(old, new.to_json()), indent=1) + "\n"
             replace_file(p, data.encode("utf-8"), mode=0o644)
     except TimeoutError:
         raise  # the lock held by another process too long: not the file system's refusal
