@@ -1483,3 +1483,35 @@ def test_the_projects_pyproject_toml_names_its_lock_and_a_lock_file_is_no_projec
             "the project directory (or its pyproject.toml)") in err, err
     with pytest.raises(LockError, match="a file, not a project"):
         lock_project(root / "kernelforge.lock")
+
+
+def _lock_doc(fmt: str = "kernelforge-lock/1", **extra: object) -> dict:
+    entry = {"hub": "local", "repo": REPO, "branch": "v1", "commit": "a" * 40,
+             "variants": {"torch-cpu": {"files": {"metadata.json": "x"}, "signer": None}}}
+    return {"format": fmt, "kernels": {REPO: {**entry, **extra}}}
+
+
+def test_a_lock_of_a_newer_format_names_the_upgrade(tmp_path: Path) -> None:
+    """A lock written by a newer kernelforge is not "not a lock file": the error says
+    which version wrote it and what to do."""
+    path = tmp_path / "kernelforge.lock"
+    path.write_text(json.dumps(_lock_doc("kernelforge-lock/2")))
+    with pytest.raises(LockError, match=re.escape(
+            f"{path}: this lock file is of format 'kernelforge-lock/2', written by a newer "
+            "kernelforge (this version reads 'kernelforge-lock/1'); upgrade kernelforge "
+            "(pip install -U kernelforge), or run 'kernelforge lock' with this version")):
+        read_lock(path)
+    for other in ("kernelforge-lock/0", "kernelforge-lock/x", "kernelforge-lock/²", "other/2"):
+        path.write_text(json.dumps(_lock_doc(other)))
+        with pytest.raises(LockError, match="not a lock file"):
+            read_lock(path)
+
+
+def test_fields_a_newer_version_adds_to_a_lock_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "kernelforge.lock"
+    doc = _lock_doc(**{"added-later": {"x": 1}})
+    doc["generator"] = "kernelforge 9"
+    doc["kernels"][REPO]["variants"]["torch-cpu"]["size"] = 5
+    path.write_text(json.dumps(doc))
+    entry = read_lock(path).require(REPO)
+    assert (entry.commit, list(entry.variants)) == ("a" * 40, ["torch-cpu"])

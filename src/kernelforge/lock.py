@@ -818,6 +818,12 @@ def _parse_lock(text: str, p: Path) -> LockFile:
         raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
     if isinstance(doc, list):  # Hugging Face's kernels.lock
         return LockFile(p, "kernels", _kernels_lock_entries(doc, p))
+    newer = _newer_format(doc)
+    if newer is not None:
+        raise LockError(f"{p}: this lock file is of format {newer!r}, written by a newer "
+                        f"kernelforge (this version reads {FORMAT!r}); upgrade kernelforge "
+                        "(pip install -U kernelforge), or run 'kernelforge lock' with this "
+                        "version to rewrite it in its format")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise LockError(f"{p}: not a lock file (expected \"format\": {FORMAT!r}, or Hugging "
                         "Face's kernels.lock list)")
@@ -833,6 +839,17 @@ def _parse_lock(text: str, p: Path) -> LockFile:
                             "project's dependencies and run 'kernelforge lock' again")
     return LockFile(p, "kernelforge",
                     {k: _kernel_from_json(k, v, p) for k, v in entries.items()})
+
+
+def _newer_format(doc: object) -> str | None:
+    """The ``format`` of a lock file that a newer kernelforge wrote
+    (``kernelforge-lock/<N>`` with ``N`` above this version's), else ``None``."""
+    found = doc.get("format") if isinstance(doc, dict) else None
+    prefix, _, number = FORMAT.rpartition("/")
+    if not isinstance(found, str) or not found.startswith(f"{prefix}/"):
+        return None
+    newer = found[len(prefix) + 1:]
+    return found if newer.isdigit() and newer.isascii() and int(newer) > int(number) else None
 
 
 @dataclass
