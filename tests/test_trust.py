@@ -600,6 +600,34 @@ def test_refusal_message_names_the_fixes() -> None:
         assert fix in text
 
 
+def test_a_signature_of_a_newer_format_is_a_note_that_names_the_upgrade(
+        key: signing.SigningKey) -> None:
+    """A newer kernelforge publishing to a shared hub may sign in a format this version
+    cannot check: that is no tampering, so the load is decided as for an unsigned
+    variant (the allow list, a pin), and a refusal says to upgrade, not to republish."""
+    trust.add_key(key.public.text, repos=("org/*",))
+    doc = json.loads(key.sign_variant("torch-cpu", META, repo_id="org/relu"))
+    newer = json.dumps({**doc, "format": "kernelforge-signature/3"}).encode()
+    with pytest.raises(TrustError, match="format 'kernelforge-signature/3', written by a "
+                                         "newer kernelforge .*; upgrade kernelforge"):
+        signing.parse_signature(newer, "org/relu: build/torch-cpu.sig")
+    req = policy.TrustRequest("org/relu", "torch-cpu", META, signature=newer)
+    decision = policy.evaluate(req)
+    assert not decision.allowed
+    assert "signed in format kernelforge-signature/3, which only a newer kernelforge " \
+           "reads; upgrade kernelforge" in str(decision)
+    with pytest.raises(TrustError, match="To load it: upgrade kernelforge .* to check it "
+                                         "against a key you trust"):
+        policy.require(decision, req)
+    assert policy.evaluate(req, allow=["org/relu"]).allowed
+    assert policy.evaluate(replace(req, pinned="kernelforge.lock")).allowed
+    # a format that is no newer kernelforge's stays a malformed file
+    for fmt in ("kernelforge-signature/x", "kernelforge-signature/0", "other/3"):
+        bad = json.dumps({**doc, "format": fmt}).encode()
+        with pytest.raises(TrustError, match="not a valid signature file"):
+            policy.evaluate(replace(req, signature=bad))
+
+
 def test_sigstore_bundle_without_trusted_identity_is_only_a_note() -> None:
     decision = policy.evaluate(request(sigstore_bundle=b"{}"))
     assert not decision.allowed and "no sigstore identity is trusted" in str(decision)

@@ -56,7 +56,11 @@ def key_fix(refusal: str, pattern: str) -> str:
     """The way out of a refusal (its text) through a publisher's key: trusting the key,
     when the variant is signed; when it carries no signature (no ``.sig`` and no
     sigstore bundle), no key vouches for it until its publisher signs it."""
+    from kernelforge.signing import UPGRADE_TO_CHECK
+
     trust = f"kernelforge trust add KEY --repo '{pattern}'"
+    if UPGRADE_TO_CHECK in refusal:  # its signature is one this version cannot check
+        return f"{UPGRADE_TO_CHECK} against a key you trust ({trust})"
     if NO_SIGNATURE in refusal and "sigstore" not in refusal:
         return (f"have its publisher sign it (kernelforge publish --sign) and trust that "
                 f"key ({trust})")
@@ -147,10 +151,21 @@ def _check_key_signature(
     req: TrustRequest, store: TrustStore, notes: list[str]
 ) -> TrustDecision | None:
     from kernelforge.hub.base import signature_path
-    from kernelforge.signing import FORMAT_1, PublicKey, parse_signature
+    from kernelforge.signing import (
+        FORMAT_1,
+        UPGRADE_TO_CHECK,
+        PublicKey,
+        newer_format,
+        parse_signature,
+    )
 
     if req.signature is None:
         notes.append(NO_SIGNATURE)
+        return None
+    newer = newer_format(req.signature)
+    if newer is not None:  # no means of trust here, but no tampering either
+        notes.append(f"signed in format {newer}, which only a newer kernelforge reads; "
+                     f"{UPGRADE_TO_CHECK}")
         return None
     where = f"{req.repo_id}: {signature_path(req.variant)}"
     sig = parse_signature(req.signature, where)

@@ -48,10 +48,13 @@ __all__ = [
     "check_signable",
     "generate_key",
     "load_signing_key",
+    "newer_format",
     "parse_signature",
 ]
 
 SIGNATURE_FORMAT = "kernelforge-signature/2"
+#: What to do about a signature of a newer format (:func:`newer_format`).
+UPGRADE_TO_CHECK = "upgrade kernelforge (pip install -U kernelforge) to check it"
 FORMAT_1 = "kernelforge-signature/1"
 _DOMAIN_1 = b"kernelforge-variant-signature-v1\0"
 _DOMAIN_2 = b"kernelforge-variant-signature-v2\0"
@@ -254,6 +257,22 @@ class Signature:
     repo_id: str | None = None
 
 
+def newer_format(data: bytes) -> str | None:
+    """The ``format`` of a signature file that a newer kernelforge wrote
+    (``kernelforge-signature/<N>`` with ``N`` above this version's), else ``None``: such
+    a signature cannot be checked here, which is no sign that it was tampered with."""
+    try:
+        doc = json_loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    found = doc.get("format") if isinstance(doc, dict) else None
+    prefix, _, number = SIGNATURE_FORMAT.rpartition("/")
+    if not isinstance(found, str) or not found.startswith(f"{prefix}/"):
+        return None
+    newer = found[len(prefix) + 1:]
+    return found if newer.isdigit() and newer.isascii() and int(newer) > int(number) else None
+
+
 def parse_signature(data: bytes, where: str) -> Signature:
     """Read a ``build/<variant>.sig`` file.
 
@@ -265,9 +284,16 @@ def parse_signature(data: bytes, where: str) -> Signature:
         The :class:`Signature`.
 
     Raises:
-        TrustError: the file is not a kernelforge signature (names ``where``).
+        TrustError: the file is not a kernelforge signature, or is one of a newer
+            format (:func:`newer_format`); names ``where``.
     """
     from kernelforge.hub.base import validate_repo_id
+
+    newer = newer_format(data)
+    if newer is not None:
+        raise TrustError(f"{where}: a signature of format {newer!r}, written by a newer "
+                         f"kernelforge (this version reads {SIGNATURE_FORMAT!r} and "
+                         f"{FORMAT_1!r}); {UPGRADE_TO_CHECK}")
 
     try:
         doc = json_loads(data.decode("utf-8"))
