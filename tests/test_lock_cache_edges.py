@@ -280,6 +280,50 @@ def test_an_entry_json_without_files_is_damaged(tmp_path: Path, env, capsys) -> 
     assert "torch-cpu: its entry.json records no files" in capsys.readouterr().out
 
 
+def test_an_entry_of_a_newer_format_is_refused_never_replaced(tmp_path: Path, env,
+                                                              capsys) -> None:
+    """A newer kernelforge sharing the cache may write entries this version cannot read:
+    a load refuses one, naming it and the fixes, rather than taking it for damage and
+    fetching it again over the newer version's own; 'cache list' says whose it is, and
+    'cache remove' removes it."""
+    hf, commit, root, path = _locked_and_downloaded(tmp_path, env)
+    record = path.parent / "entry.json"
+    record.chmod(0o644)
+    text = json.dumps({"format": 2, "blobs": {}})
+    record.write_text(text)
+    said = (f"{record}: this download cache entry is of format 2, written by a newer "
+            "kernelforge sharing the cache \\(this version reads format 1\\); upgrade "
+            f"kernelforge .*, or, to have this version fetch it again in its own format, "
+            f"{_fix(commit)}")
+    for load in (lambda: loader.get_locked_kernel(REPO, lockfile=root, hub=hf),
+                 lambda: loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True),
+                 lambda: download_locked(root, hub=hf)):
+        with pytest.raises(HubError, match=said):
+            load()
+    assert record.read_text() == text
+    assert main(["cache", "list", "--cache", str(env["cache"])]) == 0
+    assert ("torch-cpu: its entry.json is of format 2, written by a newer kernelforge"
+            in capsys.readouterr().out)
+    assert main(["cache", "remove", REPO, "--cache", str(env["cache"])]) == 0
+    assert loader.get_locked_kernel(REPO, lockfile=root, hub=hf).VALUE == 1
+    assert json.loads(record.read_text())["format"] == 1
+
+
+def test_an_entry_without_a_format_or_with_unknown_fields_is_used(tmp_path: Path,
+                                                                  env) -> None:
+    """Entries written before ``format`` was recorded, and fields added within format 1,
+    are read as they are, not fetched again."""
+    hf, commit, root, path = _locked_and_downloaded(tmp_path, env)
+    record = path.parent / "entry.json"
+    record.chmod(0o644)
+    doc = json.loads(record.read_text())
+    del doc["format"]
+    record.write_text(json.dumps({**doc, "added-later": [1]}))
+    before = record.stat().st_mtime_ns
+    assert loader.get_locked_kernel(REPO, lockfile=root, hub=hf).VALUE == 1
+    assert record.stat().st_mtime_ns == before and "format" not in record.read_text()
+
+
 @pytest.mark.parametrize("how", ["change", "delete"])
 def test_an_offline_load_of_a_changed_cached_file_names_the_fix(
         tmp_path: Path, env, monkeypatch, how: str) -> None:

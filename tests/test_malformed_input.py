@@ -97,7 +97,8 @@ def test_a_cache_entry_record_nested_too_deeply_is_damage(tmp_path: Path) -> Non
     from kernelforge.cache import _entry_record
 
     (tmp_path / "entry.json").write_text(DEEP)
-    assert _entry_record(tmp_path / "entry.json") == (None, "its entry.json is not valid JSON")
+    assert _entry_record(tmp_path / "entry.json") == (None, "its entry.json is not valid JSON",
+                                                      None)
 
 
 def _trust_store_latin1(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ directory)::
 
     <root>/
         variants/<org>/<name>/<commit>/<variant>/   one complete, checked variant
-            entry.json                             what was fetched: sha256 of every file
+            entry.json                             what was fetched: format, sha256 of every file
             files/...                              the variant directory (read-only files)
         files/<org>/<name>/<commit>/<path>         single files (metadata.json, .sig, ...)
         files/<org>/<name>/<commit>/<path>.absent  "the revision has no such file"
@@ -68,6 +68,10 @@ logger = logging.getLogger(__name__)
 #: Environment variable naming the cache root; read at call time.
 CACHE_ENV = "KERNELFORGE_CACHE"
 ENTRY_FILE = "entry.json"
+#: The format of the ``entry.json`` this version writes, and the newest it reads (one
+#: without ``format`` is of format 1). An entry of a newer format is refused, never
+#: taken for damage and replaced: the newer kernelforge sharing the cache needs it.
+ENTRY_FORMAT = 1
 FILES_DIR = "files"
 LOCK_TIMEOUT_S = 1800.0
 #: What the file system says of a write the download cache cannot make
@@ -666,7 +670,14 @@ class DownloadCache:
             self._check_owners(where)
             for path in (where / ENTRY_FILE, where / FILES_DIR):
                 _check_owner(path)
-            doc, problem = _entry_record(where / ENTRY_FILE)
+            doc, problem, newer = _entry_record(where / ENTRY_FILE)
+            if newer is not None:
+                raise HubError(
+                    f"{where / ENTRY_FILE}: this download cache entry is of format {newer}, "
+                    "written by a newer kernelforge sharing the cache (this version reads "
+                    f"format {ENTRY_FORMAT}); upgrade kernelforge (pip install -U "
+                    "kernelforge), or, to have this version fetch it again in its own format, "
+                    f"{self.damaged_entry_fix(repo_id, commit)}")
             if doc is not None:
                 return Entry(where / FILES_DIR,
                              {str(k): str(v) for k, v in doc["files"].items()},
@@ -756,8 +767,8 @@ class DownloadCache:
                 make_dirs(files_dir, exist_ok=False)
                 fill(files_dir)
                 files = check(files_dir)
-                doc = {"repo-id": repo_id, "commit": commit, "variant": variant,
-                       "files": files, "time": time.time()}
+                doc = {"format": ENTRY_FORMAT, "repo-id": repo_id, "commit": commit,
+                       "variant": variant, "files": files, "time": time.time()}
                 _seal(files_dir)
                 _durable.write_file(tmp / ENTRY_FILE, json.dumps(doc, indent=1,
                                                                  sort_keys=True).encode())
@@ -811,7 +822,7 @@ class DownloadCache:
                    where: Path | None = None) -> CachedVariant:
         if where is None:
             where = self._entry_dir(repo_id, commit, variant)
-        doc, problem = _entry_record(where / ENTRY_FILE)
+        doc, problem, _newer = _entry_record(where / ENTRY_FILE)
         fetched = doc.get("time") if doc is not None else None
         return CachedVariant(repo_id, commit, variant, _tree_size(where),
                              float(fetched) if isinstance(fetched, (int, float)) else None,
@@ -1256,23 +1267,29 @@ def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:
     return True
 
 
-def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """An entry's ``entry.json``: ``(record, None)`` when it records the entry's files;
-    ``(None, why)`` when it is damaged (not JSON, or no such record: the entry cannot be
-    used, and is fetched again); ``(None, None)`` when it is missing (no entry), or cannot
+def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None, int | None]:
+    """An entry's ``entry.json``: ``(record, None, None)`` when it records the entry's
+    files; ``(None, why, None)`` when it is damaged (not JSON, or no such record: the
+    entry cannot be used, and is fetched again); ``(None, why, format)`` when a newer
+    kernelforge wrote it (of a format above :data:`ENTRY_FORMAT`: not this version's to
+    use, nor to replace); ``(None, None, None)`` when it is missing (no entry), or cannot
     be read for a reason that may pass (logged; not taken for damage it can be sure of)."""
     try:
         doc = json_loads(path.read_bytes())
     except FileNotFoundError:
-        return None, None
+        return None, None, None
     except OSError as err:
         logger.warning("ignoring unreadable cache file %s (%s)", path, err)
-        return None, None
+        return None, None, None
     except ValueError:
-        return None, f"its {ENTRY_FILE} is not valid JSON"
+        return None, f"its {ENTRY_FILE} is not valid JSON", None
+    found = doc.get("format", 1) if isinstance(doc, dict) else None
+    if isinstance(found, int) and not isinstance(found, bool) and found > ENTRY_FORMAT:
+        return None, (f"its {ENTRY_FILE} is of format {found}, written by a newer "
+                      "kernelforge"), found
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
-        return None, f"its {ENTRY_FILE} records no files"
-    return doc, None
+        return None, f"its {ENTRY_FILE} records no files", None
+    return doc, None, None
 
 
 def _damage(files_dir: Path) -> str | None:
