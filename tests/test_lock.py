@@ -1501,7 +1501,8 @@ def test_a_lock_of_a_newer_format_names_the_upgrade(tmp_path: Path) -> None:
             "kernelforge (this version reads 'kernelforge-lock/1'); upgrade kernelforge "
             "(pip install -U kernelforge), or run 'kernelforge lock' with this version")):
         read_lock(path)
-    for other in ("kernelforge-lock/0", "kernelforge-lock/x", "kernelforge-lock/²", "other/2"):
+    for other in ("kernelforge-lock/0", "kernelforge-lock/x", "kernelforge-lock/²", "other/2",
+                  "kernelforge-lock/" + "9" * 5000):
         path.write_text(json.dumps(_lock_doc(other)))
         with pytest.raises(LockError, match="not a lock file"):
             read_lock(path)

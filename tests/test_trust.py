@@ -622,7 +622,9 @@ def test_a_signature_of_a_newer_format_is_a_note_that_names_the_upgrade(
     assert policy.evaluate(req, allow=["org/relu"]).allowed
     assert policy.evaluate(replace(req, pinned="kernelforge.lock")).allowed
     # a format that is no newer kernelforge's stays a malformed file
-    for fmt in ("kernelforge-signature/x", "kernelforge-signature/0", "other/3"):
+    # (a hub may write thousands of digits, which int() refuses: no version either)
+    for fmt in ("kernelforge-signature/x", "kernelforge-signature/0", "other/3",
+                "kernelforge-signature/" + "9" * 5000, "kernelforge-signature/٣"):
         bad = json.dumps({**doc, "format": fmt}).encode()
         with pytest.raises(TrustError, match="not a valid signature file"):
             policy.evaluate(replace(req, signature=bad))

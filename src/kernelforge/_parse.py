@@ -35,3 +35,17 @@ def toml_loads(text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except RecursionError:
         raise tomllib.TOMLDecodeError(TOO_DEEP) from None
+
+
+def newer_format(doc: object, current: str) -> str | None:
+    """The ``format`` of ``doc`` (a parsed JSON document) where it names a later
+    version of ``current`` (``<name>/<N>`` with a higher ``N``: a file that a newer
+    kernelforge wrote), else ``None``. ``N`` has at most nine digits: a longer one is
+    no version (and ``int`` refuses strings of thousands of digits)."""
+    found = doc.get("format") if isinstance(doc, dict) else None
+    prefix, _, number = current.rpartition("/")
+    if not isinstance(found, str) or not found.startswith(f"{prefix}/"):
+        return None
+    version = found[len(prefix) + 1:]
+    ok = version.isascii() and version.isdigit() and len(version) <= 9
+    return found if ok and int(version) > int(number) else None

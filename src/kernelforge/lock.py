@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelforge._parse import json_loads
+from kernelforge._parse import json_loads, newer_format
 from kernelforge.errors import LockError
 from kernelforge.hub.base import is_commit, validate_repo_id
 
@@ -818,7 +818,7 @@ def _parse_lock(text: str, p: Path) -> LockFile:
         raise LockError(f"{p}: not a readable JSON lock file ({err})") from err
     if isinstance(doc, list):  # Hugging Face's kernels.lock
         return LockFile(p, "kernels", _kernels_lock_entries(doc, p))
-    newer = _newer_format(doc)
+    newer = newer_format(doc, FORMAT)
     if newer is not None:
         raise LockError(f"{p}: this lock file is of format {newer!r}, written by a newer "
                         f"kernelforge (this version reads {FORMAT!r}); upgrade kernelforge "
@@ -839,17 +839,6 @@ def _parse_lock(text: str, p: Path) -> LockFile:
                             "project's dependencies and run 'kernelforge lock' again")
     return LockFile(p, "kernelforge",
                     {k: _kernel_from_json(k, v, p) for k, v in entries.items()})
-
-
-def _newer_format(doc: object) -> str | None:
-    """The ``format`` of a lock file that a newer kernelforge wrote
-    (``kernelforge-lock/<N>`` with ``N`` above this version's), else ``None``."""
-    found = doc.get("format") if isinstance(doc, dict) else None
-    prefix, _, number = FORMAT.rpartition("/")
-    if not isinstance(found, str) or not found.startswith(f"{prefix}/"):
-        return None
-    newer = found[len(prefix) + 1:]
-    return found if newer.isdigit() and newer.isascii() and int(newer) > int(number) else None
 
 
 @dataclass

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge._parse import json_loads
+from kernelforge._parse import newer_format as _newer_format
 from kernelforge.errors import KernelforgeError, TrustError
 
 __all__ = [
@@ -265,12 +266,7 @@ def newer_format(data: bytes) -> str | None:
         doc = json_loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
-    found = doc.get("format") if isinstance(doc, dict) else None
-    prefix, _, number = SIGNATURE_FORMAT.rpartition("/")
-    if not isinstance(found, str) or not found.startswith(f"{prefix}/"):
-        return None
-    newer = found[len(prefix) + 1:]
-    return found if newer.isdigit() and newer.isascii() and int(newer) > int(number) else None
+    return _newer_format(doc, SIGNATURE_FORMAT)
 
 
 def parse_signature(data: bytes, where: str) -> Signature:
