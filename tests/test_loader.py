@@ -822,6 +822,21 @@ def test_importing_the_loader_does_not_import_torch() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_a_load_from_the_local_hub_imports_no_writing_or_lock_file_code(
+        hub: LocalHub, tmp_path: Path) -> None:
+    """Reading a local hub takes no file lock and a load without a lock file reads none:
+    filelock (whose import takes as long as the loader's own) and the lock-file module
+    are imported only where a publish or a locked load needs them."""
+    module_id = uid("light")
+    publish(hub, tmp_path / "p", torch_universal={"module_id": module_id, "value": 3})
+    code = ("import sys, kernelforge\n"
+            f"k = kernelforge.get_kernel({REPO!r}, version=1, hub={str(hub.root)!r})\n"
+            "print(k.VALUE, [m for m in ('filelock', 'kernelforge.lock') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "3 []"
+
+
 def test_has_kernel_answers_for_a_backend_this_torch_cannot_use(
     hub: LocalHub, tmp_path: Path
 ) -> None:

@@ -476,7 +476,6 @@ def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None,
     from kernelforge.cache import DownloadCache
     from kernelforge.digest import b64_sha256
     from kernelforge.hub._staging import parse_metadata
-    from kernelforge.lock import UNLIKE_LOCK_FIX
 
     cache = getattr(hub, "cache", None) if not isinstance(hub, LocalHub) else None
 
@@ -490,6 +489,10 @@ def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None,
             if pinned != b64_sha256(data):
                 problem = "changed: metadata.json (it differs from the one the lock file pins)"
                 if served:
+                    # imported for this refusal only: a load without a lock needs
+                    # nothing else of the lock module
+                    from kernelforge.lock import UNLIKE_LOCK_FIX
+
                     raise IntegrityError(
                         where, [problem],
                         what=f"refusing {where}: the {hub.describe()} serves another "

@@ -21,8 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import filelock
-
 from kernelforge import _durable
 from kernelforge.digest import b64_sha256, hash_file
 from kernelforge.errors import HubError, IntegrityError
@@ -39,6 +37,8 @@ from kernelforge.hub.base import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    import filelock
+
     from kernelforge.signing import SigningKey
 
 __all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "RECORD_FORMAT", "LocalHubWriter", "read_ref",
@@ -248,6 +248,10 @@ class LocalHubWriter:
         of space) blame the hub; an ``OSError`` about a file elsewhere, which the body
         should have reported itself (:func:`~kernelforge.hub._staging.build_file_error`),
         names that file and says the hub is not at fault."""
+        # Imported here, not with the module: reading the hub (every load) takes no
+        # lock, and filelock takes about as long to import as the loader itself.
+        import filelock
+
         self.check_publishable()
         try:
             repo = self._repo_dir(repo_id)
@@ -310,6 +314,8 @@ class LocalHubWriter:
     @staticmethod
     def _repo_lock(repo: Path) -> filelock.FileLock:
         """The write lock of a repository folder (its ``.lock``, never a link)."""
+        import filelock
+
         refuse_link(repo / ".lock")
         return filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S)
 
