@@ -1067,6 +1067,23 @@ def test_a_python_depends_name_of_another_backend_is_noted_per_backend(tmp_path)
     )
 
 
+def test_a_manifest_without_python_depends_is_read_without_the_loader(tmp_path):
+    """The python-depends table is the loader's; a project that lists no names is read,
+    as every check and build reads it, without importing the loader and the hub code it
+    brings."""
+    import subprocess
+    import sys
+
+    path = write(tmp_path, _with_python_depends(None, xpu='["anything"]'))  # xpu: not built
+    code = ("import sys\n"
+            "from kernelforge.manifest import load_manifest\n"
+            f"m = load_manifest({str(path)!r})\n"
+            "print(m.name, m.notes, 'kernelforge.loader' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "relu () False"
+
+
 def test_the_python_depends_table_is_hugging_faces():
     """The loader's names, with the backends of manifest.py, are those of Hugging Face's
     kernels (their python_depends.json, where `kernels` is installed)."""

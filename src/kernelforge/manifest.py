@@ -900,15 +900,19 @@ def _python_depends_notes(general: Sequence[str], per_backend: Mapping[str, Sequ
     general names, and those of the variant's backend. A variant lists ``[general]
     python-depends`` and its backend's ``[general.<backend>] python-depends``.
     """
+    lists = [("general.python-depends", general, tuple(backends))]
+    # A [general.<backend>] table of a backend not built is in no build's metadata.
+    lists += [(f"general.{b}.python-depends", names, (b,))
+              for b, names in per_backend.items() if b in backends]
+    if not any(names for _, names, _ in lists):
+        # most projects list none; the table's module (the loader, with the hub) would
+        # be imported by every check and build for nothing
+        return []
     from kernelforge.loader import _PYTHON_DEPENDS
 
     known = [n for n in _PYTHON_DEPENDS if n not in _PYTHON_DEPENDS_BACKEND]
     table = ", ".join(known) + "; " + ", ".join(
         f"{n} for {b}" for n, b in _PYTHON_DEPENDS_BACKEND.items())
-    lists = [("general.python-depends", general, tuple(backends))]
-    # A [general.<backend>] table of a backend not built is in no build's metadata.
-    lists += [(f"general.{b}.python-depends", names, (b,))
-              for b, names in per_backend.items() if b in backends]
     notes = []
     for key, names, applies in lists:
         unique = list(dict.fromkeys(names))
