@@ -167,6 +167,32 @@ def test_info_of_a_lock_shows_the_branch_it_records(tmp_path: Path, env, capsys)
     assert "branch:     v1\n" in capsys.readouterr().out
 
 
+def test_info_of_a_lock_unlike_the_local_hubs_files_names_the_lock_not_damage(
+        tmp_path: Path, env) -> None:
+    """A lock whose digests differ from an intact local hub's files (edited, or written
+    for other files) is what ``kernelforge info --lock`` names, as the load does: the
+    hub's copy is not damaged, and publishing again would not help. A copy changed in
+    the hub is still its damage."""
+    import json
+
+    hub = LocalHub(env["hub"])
+    commit = _publish(hub, tmp_path / "b1", 1)
+    lock = lock_project(_project(tmp_path / "p", 1)).path
+    doc = json.loads(lock.read_text())
+    doc["kernels"][REPO]["variants"]["torch-cpu"]["files"]["helper.py"] = "AAAA"
+    lock.write_text(json.dumps(doc))
+    said = loader.kernel_info(REPO, lockfile=lock).trust
+    assert said.startswith("trust: refused") and "changed: helper.py" in said, said
+    assert f"differ from those {lock} pins" in said, said
+    assert "damaged" not in said, said
+    lock = lock_project(_project(tmp_path / "p2", 1)).path
+    vdir = hub.variant_path(REPO, commit, "torch-cpu")
+    (vdir / "helper.py").chmod(0o644)
+    (vdir / "helper.py").write_text("evil = 1\n")
+    said = loader.kernel_info(REPO, lockfile=lock).trust
+    assert "the hub's copy of this revision is damaged" in said, said
+
+
 def test_a_locked_load_reads_no_branch_from_the_branch_the_lock_records(
         tmp_path: Path, env) -> None:
     """The lock's branch is shown, not judged: branch v1 moved to a build published as

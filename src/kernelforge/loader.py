@@ -1625,13 +1625,25 @@ def _local_hub_damage(plan: Plan) -> str | None:
     try:
         fetched = plan.hub.fetch_variant(info.repo, info.commit, info.variant)
         data, meta = _read_metadata_once(fetched.path)
-        verify_variant(fetched.path, meta, metadata_sha256=plan.metadata_sha256,
-                       recorded=fetched.recorded, locked=plan.locked,
-                       bytecode="allow-pycache", metadata_data=data)
+        try:
+            verify_variant(fetched.path, meta, metadata_sha256=plan.metadata_sha256,
+                           recorded=fetched.recorded, locked=plan.locked,
+                           bytecode="allow-pycache", metadata_data=data)
+        except IntegrityError as err:
+            try:  # an intact copy unlike the lock's pins: the lock differs, not the hub
+                _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
+            except IntegrityError as unlike:
+                return _on_one_line(str(unlike))
+            raise
     except (HubError, IntegrityError) as err:
-        return (f"{_on_one_line(str(err))}; the hub's copy of this revision is damaged: "
-                "publish the build again (or load another revision)")
+        return _damaged(err)
     return None
+
+
+def _damaged(err: Exception) -> str:
+    """``kernelforge info``'s line for a local hub's copy that a load would refuse."""
+    return (f"{_on_one_line(str(err))}; the hub's copy of this revision is damaged: "
+            "publish the build again (or load another revision)")
 
 
 def _on_one_line(text: str) -> str:
