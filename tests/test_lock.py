@@ -118,6 +118,13 @@ def test_a_requirement_hugging_faces_lock_cannot_read_is_warned_about(
     ('[tool.kernelforge.dependencies]\n"x/y" = 1\n[tool.kernels.dependencies]\n"x/y" = 2\n',
      "keep one"),
     ("not toml [", "cannot be read as TOML"),
+    # a misspelt table holds the kernels: named, with the spelling that is read
+    ('[tool.kernelforge.dependecies]\n"x/y" = 1\n',
+     r"no kernel dependencies; .*; \[tool.kernelforge.dependecies\] is read by neither "
+     r"tool: did you mean \[tool.kernelforge.dependencies\]\?$"),
+    ('[tool.kernels.dependencies]\n[tool.kernel.dependencies]\n"x/y" = 1\n[tool.black]\n',
+     r"\[tool.kernels.dependencies\] lists no kernel; .*; \[tool.kernel.dependencies\] is "
+     r"read by neither tool: did you mean \[tool.kernels.dependencies\]\?$"),
 ])
 def test_bad_requirements_name_the_key(tmp_path: Path, text: str, problem: str) -> None:
     with pytest.raises(LockError, match=problem):

@@ -439,7 +439,7 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
         raise LockError(f"{path}: {len(problems)} problems:\n" + "\n".join(
             f"  - {p.removeprefix(f'{path}: ')}" for p in problems))
     if not found:
-        raise LockError(_no_dependencies(path, present))
+        raise LockError(_no_dependencies(path, present) + _misspelt_tables(doc))
     return sorted(found.values(), key=lambda r: r.repo_id)
 
 
@@ -453,6 +453,28 @@ def _no_dependencies(path: Path, present: list[str]) -> str:
         return f"{path}: [{present[0]}] lists no kernel; add one to it, e.g. {example}"
     tables = " and ".join(f"[{t}]" for t in present)
     return f"{path}: {tables} list no kernel; add one to either, e.g. {example}"
+
+
+def _misspelt_tables(doc: Mapping[str, Any]) -> str:
+    """The tables of ``doc`` that look like a misspelling of a dependency table
+    (``[tool.kernelforge.dependecies]``, ``[tool.kernel.dependencies]``), for the error
+    of a project that lists no kernel: its kernels are likely there, read by no one."""
+    from kernelforge.archs import closest
+
+    tool = doc.get("tool")
+    if not isinstance(tool, dict):
+        return ""
+    meant: list[str] = []
+    for name, table in tool.items():
+        owner = name if name in ("kernelforge", "kernels") else closest(
+            name, ("kernelforge", "kernels"))
+        if owner is None or not isinstance(table, dict):
+            continue
+        for key in table:
+            if (key, name) != ("dependencies", owner) and closest(key, ("dependencies",)):
+                meant.append(f"; [tool.{name}.{key}] is read by neither tool: did you "
+                             f"mean [tool.{owner}.dependencies]?")
+    return "".join(meant)
 
 
 # --- reading and writing lock files -------------------------------------------------------
