@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelforge.errors import ManifestError
+from kernelforge.errors import ManifestError, one_line
 from kernelforge.manifest import Manifest, check_project, load_manifest
 
 PROJECTS = Path(__file__).resolve().parents[1] / "src" / "kernelforge" / "examples"
@@ -217,13 +217,13 @@ BAD = [
      "unknown key 'torch-noarch' \\(legacy layout\\).*fix: 'torch-noarch' is not part of "
      "the legacy layout"),
     ("name-with-a-trailing-newline", replace(GOOD5, 'name = "relu"', 'name = "relu\\n"'),
-     "general.name", "'relu\n' is not a valid kernel name"),
+     "general.name", r"'relu\\n' is not a valid kernel name"),
     ("kernel-name-with-a-trailing-newline",
      GENERAL5 + TORCH + '\n[kernel."relu\\n"]\nbackend = "cuda"\ndepends = []\nsrc = ["k"]\n',
-     "kernel.relu\n", "'relu\n' is not a valid kernel section name"),
+     "kernel.relu\n", r"'relu\\n' is not a valid kernel section name"),
     ("repo-id-with-a-trailing-newline",
      GOOD5 + '\n[general.hub]\nrepo-id = "org/relu\\n"\n', "general.hub.repo-id",
-     "'org/relu\n' is not a hub repository id"),
+     r"'org/relu\\n' is not a hub repository id"),
     ("legacy-kernels-without-torch",
      GUIDE_BUILD_TOML.replace('[torch]\nsrc = [\n  "torch-ext/torch_binding.cpp",\n'
                               '  "torch-ext/torch_binding.h",\n]\n', ""),
@@ -255,10 +255,11 @@ def test_bad_manifest(tmp_path, text, key, match):
     assert err.file == path
     assert err.key == key
     assert str(path) in str(err)
-    if key is not None:
-        assert f"key '{key}'" in str(err)
+    if key is not None:  # shown on one line, as the attributes are not
+        assert one_line(f"key '{key}'") in str(err)
     assert err.problem and err.expected and err.fix
-    assert f"expected {err.expected}" in str(err) and f"fix: {err.fix}" in str(err)
+    assert one_line(f"expected {err.expected}") in str(err)
+    assert one_line(f"fix: {err.fix}") in str(err)
     # One mistake, one problem: none reported only because of another (a misspelt
     # required key is not also reported missing, a section that cannot be read does
     # not make a rule about missing sections fire).
@@ -761,6 +762,23 @@ def test_the_message_of_a_single_problem_is_one_line(tmp_path):
         f"{path}: key 'kernel.relu_rocm.backend': unknown kernel backend 'rcom'; expected one "
         "of cpu, cuda, metal, rocm, xpu; fix: did you mean 'rocm'?")
     assert info.value.errors == [info.value]
+
+
+def test_a_line_break_in_a_key_or_value_stays_inside_its_problems_line(tmp_path):
+    """A newline or tab in a quoted name of build.toml is written as an escape: each
+    problem keeps its one line, and a value cannot start a line that reads as another."""
+    text = replace(GOOD5, '"rocm"]', '"rocm", "c\\nerror: all good"]')
+    write(tmp_path, text)
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    assert "\n" not in str(info.value)
+    assert "unknown backend 'c\\nerror: all good'" in str(info.value)
+    write(tmp_path, text + '\n[kernel."a\\tb"]\nbackend = "cpu"\ndepends = []\nsrc = ["k.cpp"]\n')
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 3 and lines[0].endswith("2 problems:"), lines
+    assert "fix: rename [kernel.a\\tb], e.g. to [kernel.a_b]" in lines[2], lines
 
 
 def test_check_project_lists_every_missing_file(tmp_path):

@@ -91,13 +91,15 @@ class ManifestError(KernelforgeError, ValueError):
         super().__init__(f"{self.file}: {self._detail()}")
 
     def _detail(self) -> str:
-        """The message without the file: ``key 'x': problem; expected ...; fix: ...``."""
+        """The message without the file: ``key 'x': problem; expected ...; fix: ...``,
+        on one line whatever a key or value of the file holds (a newline in a quoted
+        name would start a line that reads as another problem)."""
         parts = [f"key '{self.key}': {self.problem}" if self.key else self.problem]
         if self.expected:
             parts.append(f"expected {self.expected}")
         if self.fix:
             parts.append(f"fix: {self.fix}")
-        return "; ".join(parts)
+        return one_line("; ".join(parts))
 
     @classmethod
     def combine(cls, errors: Iterable[ManifestError]) -> ManifestError:
