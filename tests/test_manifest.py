@@ -348,6 +348,32 @@ def test_check_project_names_the_missing_file(tmp_path, missing, key):
 
 
 @pytest.mark.parametrize(
+    ("listed", "key", "problem", "fix"),
+    [
+        # a folder where a source is meant: it exists, so "create it" would mislead
+        ("gemm", "kernel.gemm.src", "is a directory, not a file",
+         "list the source files themselves (kernel.gemm.src takes files, not folders), or "
+         "remove 'gemm' from it"),
+        ("gemm/gemm_kernel.h", "kernel.gemm.include", "is not a directory",
+         "list the folder that holds the headers (include takes folders), or remove "
+         "'gemm/gemm_kernel.h' from kernel.gemm.include"),
+    ],
+)
+def test_a_listed_path_of_the_wrong_kind_is_said_to_be_so(tmp_path, listed, key, problem,
+                                                          fix):
+    make_guide_project(tmp_path)
+    text = GUIDE_BUILD_TOML.replace('"gemm/gemm_launcher.hip",', f'"{listed}",')
+    if key.endswith("include"):
+        text = GUIDE_BUILD_TOML.replace('include = ["include"]', f'include = ["{listed}"]')
+    (tmp_path / "build.toml").write_text(text)
+    with pytest.raises(ManifestError) as info:
+        check_project(tmp_path)
+    assert info.value.key == key
+    assert info.value.problem == f"lists '{listed}', but {tmp_path / listed} {problem}"
+    assert info.value.fix == fix
+
+
+@pytest.mark.parametrize(
     ("missing", "others", "suggested"),
     [
         # the binding's header is listed beside it: not a file to list in its place

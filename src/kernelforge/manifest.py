@@ -1426,7 +1426,16 @@ def check_project(path: str | Path) -> Manifest:
                        f"({err.strerror or err})", expected=f"a {kind} relative to {m.root}",
                        fix=f"correct or shorten '{name}' in {key}")
                 continue
-            if not ok:
+            if not ok and _exists(target):
+                what = ("not a directory" if is_dir else "a directory, not a file"
+                        if target.is_dir() else "not a regular file")
+                r.flag(key, f"lists '{name}', but {target} is {what}",
+                       expected=f"a {kind} relative to {m.root}",
+                       fix=(f"list the folder that holds the headers (include takes "
+                            f"folders), or remove '{name}' from {key}" if is_dir else
+                            f"list the source files themselves ({key} takes files, not "
+                            f"folders), or remove '{name}' from it"))
+            elif not ok:
                 near = _nearest_path(m.root, name, is_dir=is_dir)
                 if near is not None and not is_dir and _suggests_another_file(name, near,
                                                                                names):
@@ -1454,6 +1463,15 @@ def check_project(path: str | Path) -> Manifest:
                    "general.name")
     r.done()
     return m
+
+
+def _exists(path: Path) -> bool:
+    """Whether something is at ``path``, a link followed (False where it cannot be
+    looked up)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _suggests_another_file(name: str, near: str, listed: Iterable[str]) -> bool:
