@@ -382,32 +382,22 @@ def test_a_store_of_a_newer_format_is_refused_and_left_as_it_is(
     assert path.read_text() == text
 
 
-def test_a_change_keeps_the_fields_a_newer_version_added(key: signing.SigningKey,
-                                                         env: dict[str, Path]) -> None:
-    """Fields this version does not know, at the top and in each key and identity, are
-    ignored when read and kept when the store is rewritten (a downgrade's 'trust add'
-    must not drop what the newer version relies on); a removed entry takes its own."""
+def test_a_field_this_version_does_not_know_is_refused_and_the_store_left_as_is(
+        key: signing.SigningKey, env: dict[str, Path]) -> None:
+    """Within one format the fields are fixed: a field an older version passed over
+    could narrow the trust ("expires", a misspelt "repo"), so ignoring it would trust
+    more than the file says. Reading refuses it, and a change leaves the file alone."""
     trust.add_key(key.public.text, repos=("org/a",))
-    trust.add_sigstore_identity(WORKFLOW, repos=("o/*",))
     path = env["config"] / "trust.json"
     doc = json.loads(path.read_text())
-    doc["revoked"] = ["0123456789abcdef"]
     doc["keys"][0]["expires"] = "2030-01-01"
-    doc["sigstore"][0]["transparency-log"] = "rekor"
     path.write_text(json.dumps(doc))
-    assert trust.load_store().key(key.public.key_id).repos == ("org/a",)
-    trust.add_key(key.public.text, repos=("org/b",))
-    trust.allow_repo("other/kernel")
-    other = signing.generate_key(env["config"].parent / "other.pem")
-    trust.add_key(other.public.text)
-    doc = json.loads(path.read_text())
-    assert doc["revoked"] == ["0123456789abcdef"] and doc["allow"] == ["other/kernel"]
-    assert doc["keys"][0]["expires"] == "2030-01-01"
-    assert doc["keys"][0]["repos"] == ["org/a", "org/b"]
-    assert "expires" not in doc["keys"][1]
-    assert doc["sigstore"][0]["transparency-log"] == "rekor"
-    trust.remove(key.public.key_id)
-    assert [k["key-id"] for k in json.loads(path.read_text())["keys"]] == [other.public.key_id]
+    before = path.read_bytes()
+    with pytest.raises(TrustError, match=r"keys\[0\]: unknown field 'expires'"):
+        trust.load_store()
+    with pytest.raises(TrustError, match="unknown field 'expires'"):
+        trust.add_key(key.public.text, repos=("org/b",))
+    assert path.read_bytes() == before
 
 
 @pytest.mark.parametrize("pattern", ["not a repo", "org", "org/ab*", "*/x"])
@@ -447,6 +437,45 @@ KEY_TEXT = "ed25519:" + "A" * 43 + "="
 ])
 def test_store_entries_must_be_lists_of_valid_patterns(env: dict[str, Path], doc: dict,
                                                        problem: str) -> None:
+    path = env["config"] / "trust.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"format": 1, **doc}))
+    with pytest.raises(TrustError, match=f"{path}: {problem}.*fix the file"):
+        trust.load_store()
+
+
+KEY_ID = signing.PublicKey.parse(KEY_TEXT).key_id
+
+
+@pytest.mark.parametrize("doc, problem", [
+    # a misspelt field would be passed over: "repo" would trust the key for everything
+    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": "", "repo": ["a/*"]}]},
+     r"keys\[0\]: unknown field 'repo' \(did you mean 'repos'\?\)"),
+    ({"allows": ["a/*"]}, r"the store: unknown field 'allows' \(did you mean 'allow'\?\)"),
+    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "repos": []}]},
+     rf'keys\[0\] \(key {KEY_ID}\) "repos": an empty list trusts for nothing'),
+    # a key is found by the id a signature names, and verified with its public key
+    ({"keys": [{"key-id": "0123456789abcdef", "public-key": KEY_TEXT}]},
+     rf'keys\[0\] \(key 0123456789abcdef\) "key-id": the id of its "public-key" is '
+     rf"{KEY_ID}"),
+    ({"keys": [{"key-id": KEY_ID, "public-key": "ed25519:AAAA"}]},
+     rf"keys\[0\] \(key {KEY_ID}\) \"public-key\": public key: 'ed25519:AAAA' is not an "
+     "ed25519 public key"),
+    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": None}]},
+     rf'keys\[0\] \(key {KEY_ID}\): "name" must be a string, got None'),
+    ({"keys": [{"name": "me", "public-key": KEY_TEXT}]}, r'keys\[0\]: "key-id" is missing'),
+    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": 7}]},
+     rf'keys\[0\] \(key {KEY_ID}\): "name" must be a string, got 7'),
+    ({"keys": [[KEY_ID, KEY_TEXT]]}, r"keys\[0\]: expected an object with 'key-id'"),
+    ({"sigstore": [{"identity": "me"}]}, r'sigstore\[0\] \(me\): "issuer" is missing'),
+    ({"sigstore": [{"identity": True, "issuer": "https://x"}]},
+     r'sigstore\[0\]: "identity" must be a string, got True'),
+])
+def test_a_store_entry_of_the_wrong_shape_is_named(env: dict[str, Path], doc: dict,
+                                                    problem: str) -> None:
+    """Each entry's fields are checked as the command line writes them, naming the entry
+    and the field, rather than read as whatever str() makes of them or met as a
+    KeyError."""
     path = env["config"] / "trust.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"format": 1, **doc}))

@@ -259,6 +259,18 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
         return TrustError(f"{path}: {problem}; fix the file or remove it and re-add your "
                           "keys with 'kernelforge trust add'")
 
+    def known(entry: str, item: dict[str, Any], names: tuple[str, ...]) -> None:
+        # a misspelt field would be passed over: "repo" for "repos" trusts a key for
+        # every repository, "allows" allows none
+        from kernelforge.archs import closest
+
+        for name in item:
+            if name not in names:
+                meant = closest(str(name), names)
+                raise bad(f"{entry}: unknown field {name!r} ("
+                          + (f"did you mean {meant!r}?" if meant else
+                             f"expected {', '.join(map(repr, names))}") + ")")
+
     def entries(name: str) -> list[Any]:
         value = doc.get(name, [])
         if not isinstance(value, list):
@@ -279,6 +291,49 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
                           "same)") from err
         return tuple(value)
 
+    def text(entry: str, item: dict[str, Any], field: str, default: str | None = None) -> str:
+        value = item[field] if field in item else default
+        if field not in item and value is None:
+            raise bad(f'{entry}: "{field}" is missing')
+        if not isinstance(value, str):
+            raise bad(f'{entry}: "{field}" must be a string, got {value!r}')
+        return value
+
+    def fields(entry: str, item: Any, required: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(item, dict):
+            raise bad(f"{entry}: expected an object with {', '.join(map(repr, required))} "
+                      f"and 'repos', got {item!r}")
+        known(entry, item, (*required, "repos"))
+        return item
+
+    def scope(entry: str, item: dict[str, Any]) -> tuple[str, ...]:
+        if item.get("repos") == []:  # as add_key refuses repos=()
+            raise bad(f'{entry} "repos": an empty list trusts for nothing; list the '
+                      'repositories (\'org/*\', or \'*\' for every one)')
+        return patterns(f'{entry} "repos"', item.get("repos", ["*"]))
+
+    def trusted_key(i: int, item: Any) -> TrustedKey:
+        from kernelforge.signing import PublicKey
+
+        k = fields(f"keys[{i}]", item, ("key-id", "public-key", "name"))
+        key_id = text(f"keys[{i}]", k, "key-id")
+        entry = f"keys[{i}] (key {key_id})"
+        repos = scope(entry, k)
+        public = text(entry, k, "public-key")
+        try:
+            real = PublicKey.parse(public).key_id
+        except TrustError as err:
+            raise bad(f'{entry} "public-key": {err}') from None
+        if key_id != real:  # signatures name the key by its id: this one would not verify
+            raise bad(f'{entry} "key-id": the id of its "public-key" is {real}')
+        return TrustedKey(key_id, public, text(entry, k, "name", ""), repos)
+
+    def identity(i: int, item: Any) -> SigstoreIdentity:
+        s = fields(f"sigstore[{i}]", item, ("identity", "issuer"))
+        who = text(f"sigstore[{i}]", s, "identity")
+        entry = f"sigstore[{i}] ({who})"
+        return SigstoreIdentity(who, text(entry, s, "issuer"), scope(entry, s))
+
     found = doc.get("format") if isinstance(doc, dict) else None
     if isinstance(found, int) and not isinstance(found, bool) and found > STORE_FORMAT:
         raise TrustError(f"{path}: this trust store is of format {found}, written by a newer "
@@ -287,18 +342,10 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
                          "left as it is")
     if not isinstance(doc, dict) or found != STORE_FORMAT:
         raise bad(f"not a trust store (expected a JSON object with \"format\": {STORE_FORMAT})")
-    try:
-        keys = tuple(TrustedKey(str(k["key-id"]), str(k["public-key"]), str(k.get("name", "")),
-                                patterns(f"keys[{i}] (key {k['key-id']}) \"repos\"",
-                                         k.get("repos", ["*"])))
-                     for i, k in enumerate(entries("keys")))
-        sig = tuple(SigstoreIdentity(str(s["identity"]), str(s["issuer"]),
-                                     patterns(f"sigstore[{i}] ({s['identity']}) \"repos\"",
-                                              s.get("repos", ["*"])))
-                    for i, s in enumerate(entries("sigstore")))
-        allow = patterns('"allow"', doc.get("allow", []))
-    except (KeyError, TypeError, AttributeError) as err:
-        raise bad(f"malformed entry ({err!r})") from err
+    known("the store", doc, ("format", "keys", "sigstore", "allow"))
+    keys = tuple(trusted_key(i, k) for i, k in enumerate(entries("keys")))
+    sig = tuple(identity(i, s) for i, s in enumerate(entries("sigstore")))
+    allow = patterns('"allow"', doc.get("allow", []))
     ids = [k.key_id for k in keys]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
@@ -346,28 +393,6 @@ def _read_store(p: Path) -> Any:
         raise TrustError(f"{p}: not valid JSON ({err}); fix or remove the file") from err
 
 
-def _kept_unknown(old: Any, new: dict[str, Any]) -> dict[str, Any]:
-    """``new``, the store this version writes, with the fields of ``old`` (the file it
-    replaces) that this version does not know: top-level ones, and those of each key
-    and sigstore identity that ``new`` still holds. A newer kernelforge sharing the
-    config folder may have added them within format 1; a change made here must not
-    drop them."""
-    if not isinstance(old, dict):
-        return new
-    out = {**new, **{k: v for k, v in old.items() if k not in new}}
-    for section, ident in (("keys", ("key-id",)), ("sigstore", ("identity", "issuer"))):
-        entries = old.get(section)
-        before: dict[tuple[Any, ...], dict[str, Any]] = {}
-        if isinstance(entries, list):
-            before = {tuple(e.get(f) for f in ident): e for e in entries if isinstance(e, dict)}
-        kept = []
-        for entry in new[section]:
-            known = before.get(tuple(entry[f] for f in ident), {})
-            kept.append({**entry, **{k: v for k, v in known.items() if k not in entry}})
-        out[section] = kept
-    return out
-
-
 def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
     """Read, change and atomically rewrite the store under its lock."""
     import filelock
@@ -383,7 +408,7 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
             remove_temp_leftovers(p, "change of the trust store")
             old = _read_store(p)
             new = change(TrustStore(path=p) if old is None else _parse_store(old, p))
-            data = json.dumps(_kept_unknown(old, new.to_json()), indent=1) + "\n"
+            data = json.dumps(new.to_json(), indent=1) + "\n"
             replace_file(p, data.encode("utf-8"), mode=0o644)
     except TimeoutError:
         raise  # the lock held by another process too long: not the file system's refusal
