@@ -897,6 +897,17 @@ def test_cli_trust_add_takes_a_key_with_space_around_it(spaced: str, env: dict[s
     assert [k.key_id for k in trust.load_store().keys] == [key.public.key_id]
 
 
+@pytest.mark.parametrize("text", ["garbage", "", "ed25519:AAAA"])
+def test_cli_trust_add_of_a_key_file_holding_no_key_names_the_file(
+        text: str, env: dict[str, Path], tmp_path: Path, capsys) -> None:
+    pub = tmp_path / "colleague.pub"
+    pub.write_text(text)
+    assert main(["trust", "add", str(pub), "--repo", "org/*"]) == 1
+    assert (f"error: {pub}: public key: {text!r} is not an ed25519 public key"
+            in capsys.readouterr().err)
+    assert not (env["config"] / "trust.json").exists()
+
+
 @pytest.mark.parametrize("name", ["", "   ", "evil\n  deadbeefdeadbeef  default  repos *",
                                   "tab\there", "bell\a", "x" * 101])
 def test_cli_trust_add_refuses_a_name_that_is_no_label(name: str, env: dict[str, Path],

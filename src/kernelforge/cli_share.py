@@ -649,7 +649,12 @@ def _public_key_text(spec: str) -> str:
               "let others trust it, give them the public key, never this file)",
               file=sys.stderr)
         return public.text
-    return text
+    from kernelforge.signing import PublicKey
+
+    try:
+        return PublicKey.parse(text).text
+    except KernelforgeError as err:  # the file holds something else: name it
+        raise KernelforgeError(f"{spec}: {err}") from None
 
 
 def _say_scope(label: str, old: tuple[str, ...] | None, new: tuple[str, ...],
