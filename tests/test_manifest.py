@@ -348,6 +348,31 @@ def test_check_project_names_the_missing_file(tmp_path, missing, key):
 
 
 @pytest.mark.parametrize(
+    ("folders", "fix"),
+    [
+        # the package under another name: the rename, or the name that matches it
+        (["gemm2"], "rename torch-ext/gemm2/ to torch-ext/gemm/, or set general.name = "
+                    '"gemm2"'),
+        (["Gemm"], "rename torch-ext/Gemm/ to torch-ext/gemm/"),
+        (["a", "b"], "create torch-ext/gemm/__init__.py, or correct general.name"),
+    ],
+)
+def test_a_package_not_named_after_the_kernel_is_pointed_at(tmp_path, folders, fix):
+    make_guide_project(tmp_path)
+    (tmp_path / "torch-ext" / "gemm" / "__init__.py").unlink()
+    for folder in folders:
+        (tmp_path / "torch-ext" / folder).mkdir()
+        (tmp_path / "torch-ext" / folder / "__init__.py").touch()
+    (tmp_path / "torch-ext" / "csrc").mkdir()  # a folder that is no package: not named
+    with pytest.raises(ManifestError) as info:
+        check_project(tmp_path)
+    assert info.value.key == "general.name"
+    holds = ", ".join(f"{f}/" for f in folders)
+    assert info.value.problem.endswith(f"does not exist (torch-ext/ holds {holds})")
+    assert info.value.fix == fix
+
+
+@pytest.mark.parametrize(
     ("listed", "key", "problem", "fix"),
     [
         # a folder where a source is meant: it exists, so "create it" would mislead

@@ -1455,14 +1455,30 @@ def check_project(path: str | Path) -> Manifest:
                fix="shorten general.name")
         missing = False
     if missing:
+        others = _other_packages(m.root / "torch-ext", m.python_name)
+        fix = (f"create torch-ext/{m.python_name}/__init__.py, or correct general.name"
+               if len(others) != 1 else
+               f"rename torch-ext/{others[0]}/ to torch-ext/{m.python_name}/"
+               + (f", or set general.name = \"{others[0].replace('_', '-')}\""
+                  if _NAME_RE.match(others[0].replace("_", "-")) else ""))
         r.flag("general.name", f"the Python package of kernel '{m.name}' is missing: "
-               f"{package} does not exist",
+               f"{package} does not exist"
+               + (f" (torch-ext/ holds {', '.join(f'{o}/' for o in others)})"
+                  if others else ""),
                expected=f"torch-ext/{m.python_name}/__init__.py (the package is named "
-                        "after general.name, with '-' as '_')",
-               fix=f"create torch-ext/{m.python_name}/__init__.py, or correct "
-                   "general.name")
+                        "after general.name, with '-' as '_')", fix=fix)
     r.done()
     return m
+
+
+def _other_packages(folder: Path, meant: str) -> list[str]:
+    """The Python packages in ``folder`` (``torch-ext``), sorted: where ``meant``'s is
+    missing, the one there is likely it under another name."""
+    try:
+        return sorted(e.name for e in os.scandir(folder) if e.name != meant
+                      and e.is_dir() and (Path(e.path) / "__init__.py").is_file())
+    except OSError:
+        return []
 
 
 def _exists(path: Path) -> bool:
