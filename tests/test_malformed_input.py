@@ -124,14 +124,26 @@ def _pyproject_latin1(tmp_path: Path) -> None:
     read_requirements(tmp_path)
 
 
+def _manifest_latin1(tmp_path: Path) -> None:
+    from kernelforge.manifest import load_manifest
+
+    (tmp_path / "build.toml").write_bytes(b'[general]\nname = "relu"\n# caf\xe9 au lait\n')
+    load_manifest(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("read", "error", "match"),
     [
         (_trust_store_latin1, TrustError, r"trust\.json: not a UTF-8 text file \(.*\); fix or "
                                           r"remove the file"),
         (_owner_key_latin1, TrustError, r"owner\.key: corrupt owner key; delete it"),
+        # hand-written files: where the byte is, as an editor counts lines and columns
         (_pyproject_latin1, LockError, r"pyproject\.toml: cannot be read as TOML \('utf-8' "
-                                       r"codec can't decode"),
+                                       r"codec can't decode.*; at line 2, column 22\); save "
+                                       r"it as UTF-8$"),
+        (_manifest_latin1, ManifestError, r"build\.toml: not UTF-8 text at line 3, column 6 "
+                                          r"\('utf-8' codec can't decode.*fix: save the file "
+                                          r"as UTF-8"),
     ],
     ids=lambda v: getattr(v, "__name__", "").strip("_") or None,
 )

@@ -49,3 +49,13 @@ def newer_format(doc: object, current: str) -> str | None:
     version = found[len(prefix) + 1:]
     ok = version.isascii() and version.isdigit() and len(version) <= 9
     return found if ok and int(version) > int(number) else None
+
+
+def undecodable_at(err: UnicodeDecodeError) -> str:
+    """Where in its text ``err`` met the bytes it could not decode, as an editor counts:
+    ``line 3, column 7`` (the decoder's ``position`` is a byte offset in the file)."""
+    before = err.object[:err.start]
+    line_start = before.rfind(b"\n") + 1
+    line = before.count(b"\n") + 1
+    column = len(before[line_start:].decode(err.encoding, errors="replace")) + 1
+    return f"line {line}, column {column}"

@@ -391,7 +391,7 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
         import tomllib
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
-    from kernelforge._parse import toml_loads
+    from kernelforge._parse import toml_loads, undecodable_at
 
     path = Path(project)
     if path.name != "pyproject.toml" and path.is_file():  # a lock file, say: not the project
@@ -403,7 +403,10 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
     except FileNotFoundError:
         raise LockError(f"{path}: not found; 'kernelforge lock' reads the project's "
                         "pyproject.toml") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+    except UnicodeDecodeError as err:
+        raise LockError(f"{path}: cannot be read as TOML ({err}; at {undecodable_at(err)}); "
+                        "save it as UTF-8") from err
+    except (OSError, tomllib.TOMLDecodeError) as err:
         raise LockError(f"{path}: cannot be read as TOML ({err})") from err
     found: dict[str, Requirement] = {}
     problems: list[str] = []  # every entry's, reported together

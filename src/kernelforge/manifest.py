@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from kernelforge import archs
-from kernelforge._parse import toml_loads
+from kernelforge._parse import toml_loads, undecodable_at
 from kernelforge.errors import ManifestError
 
 if sys.version_info >= (3, 11):
@@ -610,6 +610,11 @@ def _read_toml(file: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         if isinstance(err, UnicodeDecodeError) and file.name != "build.toml":
             raise _not_a_manifest(file, f"it is not a text file ({err})") from err
+        if isinstance(err, UnicodeDecodeError):
+            raise ManifestError(file, None, f"not UTF-8 text at {undecodable_at(err)} "
+                                f"({err})", expected="a UTF-8 text file, as TOML is",
+                                fix="save the file as UTF-8, or retype the character at "
+                                    "that position") from err
         raise ManifestError(file, None, f"cannot read it: {err}",
                             expected="a readable UTF-8 text file",
                             fix="check the file's permissions and encoding") from err
