@@ -216,6 +216,12 @@ BAD = [
     ("noarch-in-legacy-layout", '[general]\nname = "norm"\n\n[torch-noarch]\n', "torch-noarch",
      "unknown key 'torch-noarch' \\(legacy layout\\).*fix: 'torch-noarch' is not part of "
      "the legacy layout"),
+    # a flag the compile line cannot hold as written: an empty argument (read as a file
+    # name), a line break (ends the ninja file's line)
+    ("empty-flag", GOOD5 + 'cxx-flags = ["-O2", " "]\n', "kernel.relu_rocm.cxx-flags",
+     r"entry 2 \(' '\) is empty.*fix: remove the empty entry"),
+    ("flag-with-a-newline", replace(GOOD5, "[torch]\n", '[torch]\ncxx-flags = ["-DA\\n-DB"]\n'),
+     "torch.cxx-flags", r"entry 1 \('-DA\\n-DB'\) holds a line break"),
     ("name-with-a-trailing-newline", replace(GOOD5, 'name = "relu"', 'name = "relu\\n"'),
      "general.name", r"'relu\\n' is not a valid kernel name"),
     ("kernel-name-with-a-trailing-newline",

@@ -530,6 +530,23 @@ class _Reader:
             "a list of strings", '["...", "..."]')
         return None if value is None else tuple(value)
 
+    def flags(self, table: Mapping[str, Any], prefix: str, key: str
+              ) -> tuple[str, ...] | None:
+        """A list of compiler flags: strings, each one a word the compile line can hold."""
+        value = self.strings(table, prefix, key)
+        for i, flag in enumerate(value or ()):
+            if not flag.strip():
+                # passed on as an empty argument, which the compiler reads as a file name
+                self.fail(f"{prefix}.{key}", f"entry {i + 1} ({flag!r}) is empty",
+                          expected="compiler flags such as \"-O3\"",
+                          fix=f"remove the empty entry from {prefix}.{key}")
+            elif "\n" in flag or "\r" in flag:
+                self.fail(f"{prefix}.{key}", f"entry {i + 1} ({flag!r}) holds a line break, "
+                          "which the build's ninja file cannot hold",
+                          expected="one flag per entry, on one line",
+                          fix="write each flag as an entry of its own")
+        return value
+
     def version(self, table: Mapping[str, Any], prefix: str, key: str) -> str | None:
         value = table.get(key)
         if value is None:
@@ -1281,7 +1298,7 @@ def _torch(r: _Reader, value: Any, schema: _Schema, declared: tuple[str, ...] | 
         pyext=_pyext(r.get(lambda: r.strings(table, "torch", "pyext"))),
         minver=r.get(lambda: r.version(table, "torch", "minver")),
         maxver=r.get(lambda: r.version(table, "torch", "maxver")),
-        cxx_flags=r.get(lambda: r.strings(table, "torch", "cxx-flags")) or (),
+        cxx_flags=r.get(lambda: r.flags(table, "torch", "cxx-flags")) or (),
         stable_abi=stable_abi,
     )
 
@@ -1378,13 +1395,13 @@ def _kernel(r: _Reader, name: str, table: Any, declared: tuple[str, ...] | None
         name=name, backend=backend, depends=depends,
         src=r.get(lambda: r.paths(table, prefix, "src")) or (),
         include=r.get(lambda: r.paths(table, prefix, "include")) or (),
-        cxx_flags=r.get(lambda: r.strings(table, prefix, "cxx-flags")) or (),
+        cxx_flags=r.get(lambda: r.flags(table, prefix, "cxx-flags")) or (),
         cuda_capabilities=r.get(lambda: _arch_list(r, table, prefix, "cuda-capabilities")),
-        cuda_flags=r.get(lambda: r.strings(table, prefix, "cuda-flags")) or (),
+        cuda_flags=r.get(lambda: r.flags(table, prefix, "cuda-flags")) or (),
         cuda_minver=r.get(lambda: r.version(table, prefix, "cuda-minver")),
         rocm_archs=r.get(lambda: _arch_list(r, table, prefix, "rocm-archs")),
-        hip_flags=r.get(lambda: r.strings(table, prefix, "hip-flags")) or (),
-        sycl_flags=r.get(lambda: r.strings(table, prefix, "sycl-flags")) or (),
+        hip_flags=r.get(lambda: r.flags(table, prefix, "hip-flags")) or (),
+        sycl_flags=r.get(lambda: r.flags(table, prefix, "sycl-flags")) or (),
     )
 
 
