@@ -234,6 +234,27 @@ def test_when_neither_fits_both_are_listed(tmp_path: Path) -> None:
     assert "torch-cuda: rejected" in text and "build/torch-rocm: rejected" in text
 
 
+def test_cuda_archs_of_a_universal_build_do_not_refuse_it_on_a_rocm_gpu(
+        tmp_path: Path, monkeypatch) -> None:
+    """The GPU is checked against a build's archs only when its metadata names the GPU's
+    backend, as Hugging Face's loader does: it loads this build on a ROCm GPU too."""
+    from kernelforge import variants
+
+    rocm = variants.SystemFacts((2, 11, 0), True, "rocm", (6, 3), "x86_64", "linux",
+                                gpu_archs=("gfx942",))
+    monkeypatch.setattr(variants, "detect_system", lambda: rocm)
+    vdir = tmp_path / "build" / "torch-universal"
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text("VALUE = 1\n")
+    write_metadata(vdir, uid("univ"), backend="cuda", archs=["9.0"])
+    info = locate_local(tmp_path, None, True).info
+    assert info.variant == "torch-universal"
+    # archs for ROCm are still checked
+    write_metadata(vdir, uid("univ"), backend="rocm", archs=["gfx90a"])
+    with pytest.raises(VariantNotFoundError, match="GPU gfx942 not covered"):
+        locate_local(tmp_path, None, True)
+
+
 # --- D8: builds from a dirty git tree -------------------------------------------------------
 
 

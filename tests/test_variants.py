@@ -614,6 +614,21 @@ def test_arch_supported(
         assert "not covered" in reason and all(a in reason for a in archs or [])
 
 
+def test_arch_supported_leaves_archs_of_another_backend_unchecked() -> None:
+    """A build's archs are checked against the GPU only when its metadata names the GPU's
+    backend: CUDA capabilities in a ``torch-universal`` build say nothing about a ROCm
+    GPU (Hugging Face's loader checks them only on a CUDA torch, too)."""
+    rocm = facts(backend="rocm", backend_version=(6, 3), gpu_archs=("gfx942",))
+    ok, reason = arch_supported(["9.0"], rocm, build_backend="cuda")
+    assert ok and "archs are for CUDA" in reason and "ROCm GPU" in reason
+    assert not arch_supported(["gfx90a"], rocm, build_backend="rocm")[0]
+    assert not arch_supported(["9.0"], rocm)[0]  # backend not given: the GPU's is assumed
+    cuda = facts(gpu_archs=("9.0",))
+    assert arch_supported(["gfx942"], cuda, build_backend="rocm")[0]
+    assert arch_supported(["8.0"], cuda, build_backend="cpu")[0]
+    assert not arch_supported(["8.0"], cuda, build_backend="cuda")[0]
+
+
 # ---------------------------------------------------------------------------- this machine
 
 

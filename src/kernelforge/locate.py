@@ -395,6 +395,17 @@ def _archs(meta: Mapping[str, Any]) -> list[str] | None:
     return [str(a) for a in archs] if isinstance(archs, list) else None
 
 
+def _arch_check(meta: Mapping[str, Any], facts: SystemFacts) -> tuple[bool, str]:
+    """Whether the build ``meta`` describes covers the GPU of ``facts``, judged by its
+    ``backend.archs`` for the backend its ``backend.type`` names."""
+    from kernelforge import variants
+
+    backend = meta.get("backend")
+    kind = backend.get("type") if isinstance(backend, dict) else None
+    return variants.arch_supported(_archs(meta), facts,
+                                   build_backend=kind.lower() if isinstance(kind, str) else None)
+
+
 MetaReader = Callable[[str], tuple[bytes, dict[str, Any]]]
 
 # The way out of a refusal by the GPU check alone.
@@ -430,7 +441,7 @@ def _choose(
         data, meta = read_meta(name)
         if not check_arch:
             return name, data, meta, tuple(trace)
-        ok, reason = variants.arch_supported(_archs(meta), facts)
+        ok, reason = _arch_check(meta, facts)
         if ok:
             return name, data, meta, tuple(trace)
         trace.append(f"{name}: rejected after all, {reason}")
@@ -603,7 +614,7 @@ def locate_local(
             )
             if check_arch:
                 facts = variants.detect_system()
-                ok, reason = variants.arch_supported(_archs(meta), facts)
+                ok, reason = _arch_check(meta, facts)
                 if not ok:
                     raise VariantNotFoundError(str(root), [f"{root.name}: rejected, {reason}"],
                                                facts.describe(), fix=_ARCH_FIX)

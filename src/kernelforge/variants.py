@@ -604,7 +604,9 @@ def _cuda_arch_covers(parsed: tuple[int, int, str, bool], cap: tuple[int, int]) 
     return cap[0] == major and cap[1] >= minor  # SASS (and family "f"): same major
 
 
-def arch_supported(archs: Sequence[str] | None, facts: SystemFacts) -> tuple[bool, str]:
+def arch_supported(
+    archs: Sequence[str] | None, facts: SystemFacts, *, build_backend: str | None = None
+) -> tuple[bool, str]:
     """Whether the GPU (every one in ``facts.gpu_archs``) is covered by a build's
     ``backend.archs``.
 
@@ -614,6 +616,14 @@ def arch_supported(archs: Sequence[str] | None, facts: SystemFacts) -> tuple[boo
     (``"gfx942"``) must name the GPU's arch. No archs, no GPU, a backend without archs,
     or CUDA archs none of which can be read (a newer format) count as supported.
 
+    Args:
+        archs: the build's ``backend.archs``.
+        facts: the system, whose ``gpu_archs`` are checked.
+        build_backend: the build's ``backend.type``, when known. Archs declared for
+            another backend than the GPU's (CUDA capabilities in the metadata of a
+            ``torch-universal`` build, on a ROCm GPU) say nothing about this GPU, so
+            they count as supported, as in Hugging Face's loader.
+
     Returns:
         ``(supported, reason)``; the reason names the uncovered GPUs.
     """
@@ -621,6 +631,9 @@ def arch_supported(archs: Sequence[str] | None, facts: SystemFacts) -> tuple[boo
         return True, "the build declares no GPU architectures"
     if not facts.gpu_archs or facts.backend not in ("cuda", "rocm"):
         return True, "no GPU to check"
+    if build_backend is not None and build_backend != facts.backend:
+        return True, (f"the build's archs are for {_backend_label(build_backend, None)}, "
+                      f"the GPU here is a {_backend_label(facts.backend, None)} GPU")
     listed = ", ".join(archs)
     if facts.backend == "rocm":
         names = {a.split(":")[0] for a in archs}
