@@ -36,6 +36,7 @@ import json
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -215,10 +216,10 @@ def bench(fn, rep_ms: int, host: list | None = None) -> float:
             continue
         times.extend(start.elapsed_time(end) * 1e3 for start, end in events)
     if host is not None:
-        queued_us.sort()
-        host.append(queued_us[len(queued_us) // 2])
-    times.sort()
-    return times[len(times) // 2]
+        host.append(statistics.median(queued_us))
+    # the mean of the two middle times where their number is even, as do_bench's median
+    # was: the upper one alone would lean towards the slower calls
+    return statistics.median(times)
 
 
 def _estimate(fn, flush: torch.Tensor, calls: int = 5) -> tuple[float, float]:

@@ -151,6 +151,16 @@ def test_bench_reports_the_median_call(gemm_benchmark, monkeypatch) -> None:
     assert cuda.batches == 1
 
 
+def test_bench_reports_the_middle_of_an_even_number_of_calls(gemm_benchmark,
+                                                            monkeypatch) -> None:
+    # Ten calls, five of 1 us and five of 3 us: the median is 2 us, neither the faster
+    # nor the slower half's; the host's time per call is a median over batches too.
+    cuda, fn = fake_bench(gemm_benchmark, monkeypatch, [1.0, 3.0] * 5, set())
+    host: list = []
+    assert gemm_benchmark.bench(fn, rep_ms=10, host=host) == 2.0
+    assert cuda.batches == 1 and len(host) == 1
+
+
 def test_bench_discards_a_batch_the_host_could_not_keep_ahead_of(gemm_benchmark,
                                                                   monkeypatch) -> None:
     # The first batch's spin ended before the host had queued every call: its times may
