@@ -468,6 +468,11 @@ KEY_ID = signing.PublicKey.parse(KEY_TEXT).key_id
      rf'keys\[0\] \(key {KEY_ID}\): "name" must be a string, got 7'),
     ({"keys": [[KEY_ID, KEY_TEXT]]}, r"keys\[0\]: expected an object with 'key-id'"),
     ({"sigstore": [{"identity": "me"}]}, r'sigstore\[0\] \(me\): "issuer" is missing'),
+    # a sigstore identity is read as strictly as a key
+    ({"sigstore": [{"identity": "me", "issuer": "https://x", "repo": ["a/*"]}]},
+     r"sigstore\[0\]: unknown field 'repo' \(did you mean 'repos'\?\)"),
+    ({"sigstore": [{"identity": "me", "issuer": "https://x", "repos": []}]},
+     r'sigstore\[0\] \(me\) "repos": an empty list trusts for nothing'),
     ({"sigstore": [{"identity": True, "issuer": "https://x"}]},
      r'sigstore\[0\]: "identity" must be a string, got True'),
 ])
