@@ -468,6 +468,11 @@ KEY_ID = signing.PublicKey.parse(KEY_TEXT).key_id
      rf'keys\[0\] \(key {KEY_ID}\): "name" must be a string, got 7'),
     ({"keys": [[KEY_ID, KEY_TEXT]]}, r"keys\[0\]: expected an object with 'key-id'"),
     ({"sigstore": [{"identity": "me"}]}, r'sigstore\[0\] \(me\): "issuer" is missing'),
+    # the entry is named on the error's one line, whatever the file holds
+    ({"keys": [{"key-id": "ab\nerror: cd", "public-key": KEY_TEXT}]},
+     r'keys\[0\] \(key ab\\nerror: cd\) "key-id": the id of its "public-key" is'),
+    ({"sigstore": [{"identity": "me\x1b[2J", "issuer": 3}]},
+     r'sigstore\[0\] \(me\\x1b\[2J\): "issuer" must be a string, got 3'),
     # a sigstore identity is read as strictly as a key
     ({"sigstore": [{"identity": "me", "issuer": "https://x", "repo": ["a/*"]}]},
      r"sigstore\[0\]: unknown field 'repo' \(did you mean 'repos'\?\)"),

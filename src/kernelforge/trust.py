@@ -38,7 +38,7 @@ from typing import Any
 
 from kernelforge._parse import json_loads
 from kernelforge._userdirs import user_dir
-from kernelforge.errors import TrustError
+from kernelforge.errors import TrustError, one_line
 from kernelforge.hub.base import validate_repo_id
 
 __all__ = [
@@ -317,7 +317,8 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
 
         k = fields(f"keys[{i}]", item, ("key-id", "public-key", "name"))
         key_id = text(f"keys[{i}]", k, "key-id")
-        entry = f"keys[{i}] (key {key_id})"
+        # read, not yet checked: a line break in it would start a line of its own
+        entry = f"keys[{i}] (key {one_line(key_id)})"
         repos = scope(entry, k)
         public = text(entry, k, "public-key")
         try:
@@ -331,7 +332,7 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
     def identity(i: int, item: Any) -> SigstoreIdentity:
         s = fields(f"sigstore[{i}]", item, ("identity", "issuer"))
         who = text(f"sigstore[{i}]", s, "identity")
-        entry = f"sigstore[{i}] ({who})"
+        entry = f"sigstore[{i}] ({one_line(who)})"
         return SigstoreIdentity(who, text(entry, s, "issuer"), scope(entry, s))
 
     found = doc.get("format") if isinstance(doc, dict) else None
