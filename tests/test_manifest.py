@@ -821,6 +821,37 @@ def test_the_message_of_a_single_problem_is_one_line(tmp_path):
     assert info.value.errors == [info.value]
 
 
+XPU_KERNEL = """
+[kernel.relu_xpu]
+backend = "xpu"
+depends = ["torch"]
+src = ["relu_xpu/relu.cpp"]
+"""
+
+
+@pytest.mark.parametrize("flag, problem", [
+    ("", r"entry 2 \(''\) is empty"),
+    ("-DA\r-DB", r"entry 2 \('-DA\\r-DB'\) holds a line break"),
+])
+@pytest.mark.parametrize("section, key", [
+    ("relu", "cxx-flags"), ("relu", "cuda-flags"), ("relu_rocm", "hip-flags"),
+    ("relu_xpu", "sycl-flags"),
+])
+def test_every_flag_list_refuses_an_entry_the_compile_line_cannot_hold(
+        tmp_path, section, key, flag, problem):
+    """Each compiler's flag list is checked as cxx-flags is: an empty entry would reach
+    the compiler as a file name, a carriage return ends the ninja file's line as a
+    newline does."""
+    text = replace(GENERAL5, '"rocm"]', '"rocm", "xpu"]') + TORCH + KERNELS + XPU_KERNEL
+    value = f'{key} = ["-O2", "{flag}"]\n'
+    text = replace(text, f"[kernel.{section}]\n", f"[kernel.{section}]\n{value}")
+    write(tmp_path, text.replace("\r", "\\r"))
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    assert info.value.key == f"kernel.{section}.{key}"
+    assert re.search(problem, info.value.problem), info.value.problem
+
+
 def test_a_line_break_in_a_key_or_value_stays_inside_its_problems_line(tmp_path):
     """A newline or tab in a quoted name of build.toml is written as an escape: each
     problem keeps its one line, and a value cannot start a line that reads as another."""
