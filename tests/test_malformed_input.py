@@ -131,6 +131,14 @@ def _manifest_latin1(tmp_path: Path) -> None:
     load_manifest(tmp_path)
 
 
+def _manifest_latin1_after_utf8(tmp_path: Path) -> None:
+    from kernelforge.manifest import load_manifest
+
+    # 'naïve' in UTF-8 (its 'ï' two bytes), then a Latin-1 'é' (one byte)
+    (tmp_path / "build.toml").write_bytes(b'[general]\n# na\xc3\xafve caf\xe9\n')
+    load_manifest(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("read", "error", "match"),
     [
@@ -144,6 +152,9 @@ def _manifest_latin1(tmp_path: Path) -> None:
         (_manifest_latin1, ManifestError, r"build\.toml: not UTF-8 text at line 3, column 6 "
                                           r"\('utf-8' codec can't decode.*fix: save the file "
                                           r"as UTF-8"),
+        # columns are characters, not bytes: the 'ï' before the byte counts once
+        (_manifest_latin1_after_utf8, ManifestError, r"build\.toml: not UTF-8 text at line "
+                                                     r"2, column 12 "),
     ],
     ids=lambda v: getattr(v, "__name__", "").strip("_") or None,
 )
