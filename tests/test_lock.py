@@ -98,11 +98,14 @@ def test_a_requirement_hugging_faces_lock_cannot_read_is_warned_about(
 
 @pytest.mark.parametrize(("text", "problem"), [
     ("", r"no kernel dependencies; add a \[tool.kernelforge.dependencies\] table"),
-    # a table that is there but empty is not missing: say so, not "add a table"
+    # a table that is there but empty is not missing: say so, not "add a table" (nor
+    # that it is a misspelling of itself)
     ("[tool.kernelforge.dependencies]\n",
-     r"\[tool.kernelforge.dependencies\] lists no kernel; add one to it, e.g. "),
+     r"\[tool.kernelforge.dependencies\] lists no kernel; add one to it, e.g. "
+     r"\"kernels-community/relu\" = 1$"),
     ("[tool.kernels.dependencies]\n",
-     r"\[tool.kernels.dependencies\] lists no kernel; add one to it, e.g. "),
+     r"\[tool.kernels.dependencies\] lists no kernel; add one to it, e.g. "
+     r"\"kernels-community/relu\" = 1$"),
     ("[tool.kernelforge.dependencies]\n[tool.kernels.dependencies]\n",
      r"\[tool.kernelforge.dependencies\] and \[tool.kernels.dependencies\] list no kernel; "
      r"add one to either"),
