@@ -128,6 +128,13 @@ def test_a_requirement_hugging_faces_lock_cannot_read_is_warned_about(
     ('[tool.kernels.dependencies]\n[tool.kernel.dependencies]\n"x/y" = 1\n[tool.black]\n',
      r"\[tool.kernels.dependencies\] lists no kernel; .*; \[tool.kernel.dependencies\] is "
      r"read by neither tool: did you mean \[tool.kernels.dependencies\]\?$"),
+    # the names of such tables are shown on the error's one line, escapes written out
+    ('[tool.kernelforge."dependencies\\n"]\n"x/y" = 1\n',
+     r"; \[tool.kernelforge.dependencies\\n\] is read by neither tool: did you mean "
+     r"\[tool.kernelforge.dependencies\]\?$"),
+    ('[tool."kernel\\u001b[2J".dependencies]\n"x/y" = 1\n',
+     r"; \[tool.kernel\\x1b\[2J.dependencies\] is read by neither tool: did you mean "
+     r"\[tool.kernels.dependencies\]\?$"),
 ])
 def test_bad_requirements_name_the_key(tmp_path: Path, text: str, problem: str) -> None:
     with pytest.raises(LockError, match=problem):

@@ -463,6 +463,7 @@ def _misspelt_tables(doc: Mapping[str, Any]) -> str:
     (``[tool.kernelforge.dependecies]``, ``[tool.kernel.dependencies]``), for the error
     of a project that lists no kernel: its kernels are likely there, read by no one."""
     from kernelforge.archs import closest
+    from kernelforge.errors import one_line
 
     tool = doc.get("tool")
     if not isinstance(tool, dict):
@@ -475,8 +476,9 @@ def _misspelt_tables(doc: Mapping[str, Any]) -> str:
             continue
         for key in table:
             if (key, name) != ("dependencies", owner) and closest(key, ("dependencies",)):
-                meant.append(f"; [tool.{name}.{key}] is read by neither tool: did you "
-                             f"mean [tool.{owner}.dependencies]?")
+                # a quoted key may hold a line break: the error stays on its one line
+                meant.append(f"; [tool.{one_line(name)}.{one_line(key)}] is read by neither "
+                             f"tool: did you mean [tool.{owner}.dependencies]?")
     return "".join(meant)
 
 
