@@ -480,7 +480,8 @@ def test_a_commit_record_of_a_newer_format_is_refused_naming_the_upgrade(
     _writable(path)
     path.write_text(json.dumps({**json.loads(path.read_text()), "format": 2, "new": [1]}))
     said = (f"{path}: this commit record is of format 2, written by a newer kernelforge "
-            "\\(this version reads format 1 and older\\); upgrade kernelforge")
+            "\\(this version reads format 1\\); upgrade kernelforge \\(pip install -U "
+            "kernelforge\\) to use this revision$")
     for call in (hub.revision, hub.variants, hub.owned):
         with pytest.raises(HubError, match=said):
             call(REPO, rev.commit)

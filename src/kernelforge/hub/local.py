@@ -466,8 +466,8 @@ class LocalHub(LocalHubWriter):
         if newer is not None:
             raise HubError(
                 f"{path}: this commit record is of format {newer}, written by a newer "
-                f"kernelforge (this version reads format {RECORD_FORMAT} and older); "
-                "upgrade kernelforge to use this revision (pip install -U kernelforge)")
+                f"kernelforge (this version reads format {RECORD_FORMAT}); upgrade "
+                "kernelforge (pip install -U kernelforge) to use this revision")
         problem = _record_problem(record)
         if problem is not None:
             raise HubError(f"{path}: corrupt commit record ({problem}); {_DAMAGED}")
