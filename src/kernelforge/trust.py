@@ -65,6 +65,9 @@ logger = logging.getLogger(__name__)
 CONFIG_ENV = "KERNELFORGE_CONFIG"
 STORE_FILE = "trust.json"
 OWNER_KEY_FILE = "owner.key"
+#: The format of ``trust.json`` this version writes, and the only one it reads: its
+#: fields are fixed, so a version that adds one raises it (older ones then refuse the
+#: store, naming the upgrade, rather than pass over a field that narrows the trust).
 STORE_FORMAT = 1
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
@@ -407,8 +410,7 @@ def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:
             # every change of the store holds this lock, so the temporaries there are
             # those of changes killed before their rename
             remove_temp_leftovers(p, "change of the trust store")
-            old = _read_store(p)
-            new = change(TrustStore(path=p) if old is None else _parse_store(old, p))
+            new = change(load_store(p))
             data = json.dumps(new.to_json(), indent=1) + "\n"
             replace_file(p, data.encode("utf-8"), mode=0o644)
     except TimeoutError:
