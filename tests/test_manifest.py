@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -402,6 +403,19 @@ def test_a_listed_path_of_the_wrong_kind_is_said_to_be_so(tmp_path, listed, key,
     assert info.value.key == key
     assert info.value.problem == f"lists '{listed}', but {tmp_path / listed} {problem}"
     assert info.value.fix == fix
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_source_that_is_a_pipe_is_not_said_to_be_a_folder(tmp_path):
+    make_guide_project(tmp_path)
+    (tmp_path / "gemm" / "gemm_launcher.hip").unlink()
+    os.mkfifo(tmp_path / "gemm" / "gemm_launcher.hip")
+    with pytest.raises(ManifestError) as info:
+        check_project(tmp_path)
+    assert info.value.key == "kernel.gemm.src"
+    assert info.value.problem.endswith("gemm_launcher.hip is not a regular file")
+    assert info.value.fix == ("replace gemm/gemm_launcher.hip with the source file it stands "
+                              "for, or remove it from kernel.gemm.src")
 
 
 @pytest.mark.parametrize(

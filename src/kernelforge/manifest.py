@@ -1449,14 +1449,9 @@ def check_project(path: str | Path) -> Manifest:
                        fix=f"correct or shorten '{name}' in {key}")
                 continue
             if not ok and _exists(target):
-                what = ("not a directory" if is_dir else "a directory, not a file"
-                        if target.is_dir() else "not a regular file")
-                r.flag(key, f"lists '{name}', but {target} is {what}",
+                r.flag(key, f"lists '{name}', but {target} is {_wrong_kind(target, is_dir)}",
                        expected=f"a {kind} relative to {m.root}",
-                       fix=(f"list the folder that holds the headers (include takes "
-                            f"folders), or remove '{name}' from {key}" if is_dir else
-                            f"list the source files themselves ({key} takes files, not "
-                            f"folders), or remove '{name}' from it"))
+                       fix=_wrong_kind_fix(target, name, key, is_dir))
             elif not ok:
                 near = _nearest_path(m.root, name, is_dir=is_dir)
                 if near is not None and not is_dir and _suggests_another_file(name, near,
@@ -1491,6 +1486,26 @@ def check_project(path: str | Path) -> Manifest:
                         "after general.name, with '-' as '_')", fix=fix)
     r.done()
     return m
+
+
+def _wrong_kind(target: Path, is_dir: bool) -> str:
+    """What ``target``, listed as a folder (``is_dir``) or a file, is instead."""
+    if is_dir:
+        return "not a directory"
+    return "a directory, not a file" if target.is_dir() else "not a regular file"
+
+
+def _wrong_kind_fix(target: Path, name: str, key: str, is_dir: bool) -> str:
+    """The fix for :func:`_wrong_kind`: a source list names files, an include list
+    folders; a pipe or device where a source is meant is neither, and no listing fixes
+    it (the compiler would wait on a pipe for ever)."""
+    if is_dir:
+        return (f"list the folder that holds the headers (include takes folders), or "
+                f"remove '{name}' from {key}")
+    if target.is_dir():
+        return (f"list the source files themselves ({key} takes files, not folders), or "
+                f"remove '{name}' from it")
+    return f"replace {name} with the source file it stands for, or remove it from {key}"
 
 
 def _other_packages(folder: Path, meant: str) -> list[str]:
