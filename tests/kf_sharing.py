@@ -121,6 +121,29 @@ def download_error(err: BaseException) -> BaseException:
     return wrapped
 
 
+def upload_error(path_in_repo: str, err: BaseException) -> BaseException:
+    """What ``create_commit`` raises when the upload of a large file (an ``.so``, which
+    ``.gitattributes`` puts in LFS) to the Hub's storage fails with ``err`` once the
+    client's own retries are spent: made by ``huggingface_hub``'s own LFS upload code,
+    so the class, the message and where it is raised are the real ones."""
+    from unittest import mock
+
+    from huggingface_hub import _commit_api
+
+    def failing(**kwargs: Any) -> None:
+        raise err
+
+    op = CommitOperationAdd(path_in_repo=path_in_repo, path_or_fileobj=b"\x7fELF")
+    oid = op.upload_info.sha256.hex()
+    with mock.patch.object(_commit_api, "lfs_upload", failing):
+        try:
+            _commit_api._upload_lfs_files(actions=[{"oid": oid, "actions": {"upload": {}}}],
+                                          oid2addop={oid: op}, headers={}, endpoint=ENDPOINT)
+        except Exception as raised:  # noqa: BLE001 - the error is what this makes
+            return raised
+    raise AssertionError("the upload raised nothing")  # pragma: no cover
+
+
 def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
@@ -156,8 +179,9 @@ class FakeHfApi:
     def fail_next(self, method: str, *errors: BaseException, written: int | None = None
                   ) -> None:
         """Make the next calls of ``method`` (``list_repo_refs``, ``list_repo_tree``, and so
-        ``list_repo_files``, ``repo_info`` or ``hf_hub_download``) in this process raise
-        ``errors``, one a call, as the client raises them once its own retries are spent;
+        ``list_repo_files``, ``repo_info``, ``hf_hub_download`` or ``create_commit``) in this
+        process raise ``errors``, one a call, as the client raises them once its own retries
+        are spent (for a commit, :func:`upload_error` makes what a failed upload raises);
         the calls after them reach the fake Hub again. ``hf_hub_download`` raises what
         the real client makes of them (:func:`download_error`); with ``written``, the
         error is raised as it is after that many bytes of the file were written where
@@ -559,6 +583,8 @@ class FakeHfApi:
                 raise ValueError(f"{op} was committed already and cannot be reused")
         branch = revision or constants.DEFAULT_REVISION
         url = self._api(repo_type, repo_id, "preupload", quote(branch, safe=""))
+        if (failure := self._injected("create_commit")) is not None:
+            raise failure[0]
         self._request("POST", url)
         repo = self._existing(repo_id, repo_type, "POST", url)
         with self._lock(repo):

@@ -16,7 +16,15 @@ from unittest import mock
 
 import pytest
 from huggingface_hub.errors import OfflineModeIsEnabled
-from kf_sharing import SO_NAME, FakeHfApi, hub_error, isolate, make_variant, uid
+from kf_sharing import (
+    SO_NAME,
+    FakeHfApi,
+    hub_error,
+    isolate,
+    make_variant,
+    uid,
+    upload_error,
+)
 
 from kernelforge import loader, revisions, signing, trust
 from kernelforge.errors import HubError, IntegrityError, TrustError
@@ -454,14 +462,14 @@ def test_cache_entry_record(hf: HfHub, tmp_path: Path, key, caplog) -> None:
     assert not hf.fetch_variant(REPO, c, "torch-cpu").fetched
 
 
-def _cli_project(tmp_path: Path) -> Path:
-    root = tmp_path / "cli-relu"
+def _cli_project(tmp_path: Path, version: int = 1, folder: str = "cli-relu") -> Path:
+    root = tmp_path / folder
     (root / "torch-ext" / "relu").mkdir(parents=True)
     (root / "torch-ext" / "relu" / "__init__.py").write_text("")
-    (root / "build.toml").write_text('[general]\nname = "relu"\nversion = 1\n'
+    (root / "build.toml").write_text(f'[general]\nname = "relu"\nversion = {version}\n'
                                      'license = "Apache-2.0"\nbackends = ["cpu"]\n\n'
                                      "[torch-noarch]\n")
-    make_variant(root, "torch-cpu", module_id=uid("cli"))
+    make_variant(root, "torch-cpu", module_id=uid("cli"), version=version)
     return root
 
 
@@ -586,6 +594,37 @@ def test_a_failed_publish_of_a_new_version_leaves_no_empty_version_branch(
     monkeypatch.setattr(remote, "create_commit", commit)
     c2 = publish(hf, tmp_path / "p2", version=2)
     assert revisions.select(hf, REPO, announce=False).commit == c2
+
+
+@pytest.mark.parametrize(("cause", "advice"), [
+    (lambda: hub_error("PUT", "https://storage.example/part", 503),
+     "the Hub is busy or down: try again later"),
+    (lambda: _client_error("ReadTimeout", "The write operation timed out"),
+     "check the network and try again"),
+], ids=["503", "timeout"])
+def test_a_failed_upload_of_a_large_file_is_a_hub_error_and_publishes_nothing(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, cause, advice, capsys,
+        monkeypatch) -> None:
+    """huggingface_hub raises a bare RuntimeError (the HTTP or network error as its
+    cause) when the upload of an LFS file (the .so) fails: it is the publish's error,
+    naming the repository, the branch and the file, not a traceback; the new version's
+    branch goes, and the same publish run again completes."""
+    from kernelforge import cli
+
+    c1 = publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("lfs")})
+    project = _cli_project(tmp_path, version=2)
+    so = f"build/torch-cpu/{SO_NAME}"
+    remote.fail_next("create_commit", upload_error(so, cause()))
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert cli.main(["publish", str(project), "--repo", REPO, "--hub", "hf"]) == 1
+    out, err = capsys.readouterr()
+    assert "published" not in out and "Traceback" not in err
+    assert re.match(rf"error: publishing for {REPO} on the Hugging Face Hub failed: "
+                    rf"Error while uploading '{re.escape(so)}' to the Hub\. \(.+\); "
+                    rf"{re.escape(advice)}", err), err
+    assert set(hf.branches(REPO)) == {"main", "v1"} and hf.branches(REPO)["v1"] == c1
+    assert cli.main(["publish", str(project), "--repo", REPO, "--hub", "hf"]) == 0
+    assert hf.variants(REPO, hf.branches(REPO)["v2"]) == ["torch-cpu"]
 
 
 def test_a_branch_that_a_token_may_not_create_but_exists_is_published_to(

@@ -119,6 +119,24 @@ _TRANSIENT_TRANSPORT = frozenset({"TimeoutException", "Timeout", "ReadError", "W
 _sleep = time.sleep  # how a retry waits (tests do not)
 
 
+def _first_line(err: BaseException) -> str:
+    """The first line of an error's message (its class name when it has none)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def _raised_by_client(err: BaseException) -> bool:
+    """Whether ``err`` was raised inside ``huggingface_hub`` or its storage client
+    ``hf_xet``, rather than passing through them: a failed upload of a commit's large
+    files comes as a plain ``RuntimeError`` (the HTTP error, if any, as its cause), which
+    would otherwise pass for a bug."""
+    tb = err.__traceback__
+    module = None
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__")
+        tb = tb.tb_next
+    return isinstance(module, str) and module.split(".")[0] in ("huggingface_hub", "hf_xet")
+
+
 def _retry_after(err: BaseException) -> float | None:
     """The seconds a ``Retry-After`` header of the error's answer asks to wait, if any."""
     headers = getattr(getattr(err, "response", None), "headers", None) or {}
@@ -496,7 +514,7 @@ class HfHub:
                     raise mapped from err
                 logger.warning("%s for %s on the %s failed (%s); trying again in %.0f s "
                                "(try %d of %d)", what, repo_id, self.describe(),
-                               (str(err).strip().splitlines() or [type(err).__name__])[0],
+                               _first_line(err),
                                wait, tries + 1, len(_RETRY_WAITS) + 1)
                 _sleep(wait)
                 tries, waited = tries + 1, waited + wait
@@ -568,6 +586,15 @@ class HfHub:
                 return HubError(f"{failed}; {_http_advice(err, writing)}")
         if _is_transport_error(err, getattr(hf_errors, "HTTPError", None)):
             return HubError(f"{failed}; {_network_advice(writing)}")
+        if writing and isinstance(err, RuntimeError) and _raised_by_client(err):
+            # an upload to the Hub's storage that failed: what failed it says what to do
+            cause = err.__cause__
+            if cause is None:
+                return HubError(f"{failed}; {_WRITE_ADVICE}")
+            failed = f"{failed} ({_first_line(cause)})"
+            if hf_errors is not None and isinstance(cause, hf_errors.HfHubHTTPError):
+                return HubError(f"{failed}; {_http_advice(cause, writing)}")
+            return HubError(f"{failed}; {_WRITE_ADVICE}")
         return None
 
     # --- reading -------------------------------------------------------------------
