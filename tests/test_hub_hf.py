@@ -627,6 +627,74 @@ def test_a_failed_upload_of_a_large_file_is_a_hub_error_and_publishes_nothing(
     assert hf.variants(REPO, hf.branches(REPO)["v2"]) == ["torch-cpu"]
 
 
+def test_a_card_that_main_refuses_says_the_build_is_published_and_a_rerun_finishes(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, capsys, monkeypatch) -> None:
+    """The card's commit on main comes after the build's on the version branch (the Hub
+    commits to one branch at a time): where it fails, the error says that the version
+    holds the build, and the same publish run again updates main without a second
+    commit of the build."""
+    from kernelforge import cli
+
+    project = _cli_project(tmp_path)
+    (project / "README.md").write_text("# relu, new\n")
+    commit = remote.create_commit
+
+    def main_down(repo_id, operations, **kwargs):
+        if kwargs.get("revision") == "main":
+            raise hub_error("POST", f"{remote.endpoint}/api/kernels/{repo_id}/commit/main", 503)
+        return commit(repo_id, operations, **kwargs)
+
+    monkeypatch.setattr(remote, "create_commit", main_down)
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    argv = ["publish", str(project), "--repo", REPO, "--hub", "hf",
+            "--card", str(project / "README.md")]
+    assert cli.main(argv) == 1
+    out, err = capsys.readouterr()
+    v1 = hf.branches(REPO)["v1"]
+    assert out == "" and err.startswith(
+        f"error: {REPO} v1 holds the build and its card (revision {v1[:12]}), but the card "
+        f"on main was not updated: updating the card on main for {REPO} on the Hugging Face "
+        "Hub failed: ")
+    assert "the Hub is busy or down" in err and "run the same publish again" in err
+    assert hf.read_file(REPO, v1, "README.md") == b"# relu, new\n"
+    assert hf.read_file(REPO, hf.branches(REPO)["main"], "README.md") is None
+    monkeypatch.setattr(remote, "create_commit", commit)
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"unchanged: {REPO} version 1 (branch v1) already holds this build")
+    assert hf.branches(REPO)["v1"] == v1
+    assert hf.read_file(REPO, hf.branches(REPO)["main"], "README.md") == b"# relu, new\n"
+
+
+def test_refs_that_cannot_be_listed_after_the_commit_do_not_fail_the_publish(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, caplog, monkeypatch) -> None:
+    """The last step of a publish lists the refs again for the download cache: its
+    failure is a warning, since the version holds the build already."""
+    commit, refs = remote.create_commit, remote.list_repo_refs
+    committed: list[str] = []
+
+    def record(repo_id, operations, **kwargs):
+        info = commit(repo_id, operations, **kwargs)
+        committed.append(info.oid)
+        return info
+
+    def list_refs(*args, **kwargs):
+        if committed:
+            raise _client_connect_error()
+        return refs(*args, **kwargs)
+
+    monkeypatch.setattr(remote, "create_commit", record)
+    monkeypatch.setattr(remote, "list_repo_refs", list_refs)
+    with caplog.at_level(logging.WARNING, logger="kernelforge"):
+        rev = hf.publish(REPO, make_variant(tmp_path / "p", module_id=uid("rr")).parent.parent,
+                         version=1)
+    assert committed == [rev.commit]
+    assert (f"{REPO}: published v1 at {rev.commit[:12]}, but the refs kept in the download "
+            "cache could not be refreshed") in caplog.text
+    monkeypatch.setattr(remote, "list_repo_refs", refs)
+    assert hf.branches(REPO)["v1"] == rev.commit
+
+
 def test_a_branch_that_a_token_may_not_create_but_exists_is_published_to(
         hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch) -> None:
     """The Hub answers 403 to a branch creation the token may not make: a branch that

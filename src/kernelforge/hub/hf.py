@@ -1053,15 +1053,35 @@ class HfHub:
         if commit == parent:  # the Hub makes no commit that would change nothing
             logger.info("%s %s already holds this build: no new commit", repo_id, branch)
         if card is not None:
-            self._call("updating the card", repo_id, "create_commit", repo_id,
+            self._update_card(repo_id, branch, commit, card, message)
+        try:
+            self._refs(repo_id, writing=True)  # refresh the cached refs
+        except HubError as err:  # the build is published: only the cache is behind
+            logger.warning("%s: published %s at %s, but the refs kept in the download cache "
+                           "could not be refreshed (%s); the next online load lists them anew",
+                           repo_id, branch, commit[:12], err)
+        logger.info("published %s %s at %s (%s)", repo_id, branch, commit[:7],
+                    ", ".join(staged.variants))
+        return Revision(repo_id, commit, branch, parent, time.time(), message, staged.variants)
+
+    def _update_card(self, repo_id: str, branch: str, commit: str, card: str,
+                     message: str) -> None:
+        """Commit the card on ``main`` after the build's commit on ``branch`` (at
+        ``commit``), which holds it too. The Hub has no commit across branches: where this
+        one fails, the build is published all the same, and the error says so, since
+        the same publish run again only updates the card."""
+        hf = _huggingface_hub()
+        try:
+            self._call("updating the card on main", repo_id, "create_commit", repo_id,
                        operations=[hf.CommitOperationAdd(path_in_repo="README.md",
                                                          path_or_fileobj=card.encode("utf-8"))],
                        commit_message=message or "Update card", repo_type=REPO_TYPE,
                        revision=CARD_BRANCH, writing=True)
-        self._refs(repo_id, writing=True)  # refresh the cached refs
-        logger.info("published %s %s at %s (%s)", repo_id, branch, commit[:7],
-                    ", ".join(staged.variants))
-        return Revision(repo_id, commit, branch, parent, time.time(), message, staged.variants)
+        except HubError as err:
+            raise HubError(
+                f"{repo_id} {branch} holds the build and its card (revision {commit[:12]}), "
+                f"but the card on main was not updated: {err}; run the same publish again "
+                "to update it (it makes no second commit of the build)") from err
 
     def _create_branch(self, repo_id: str, branch: str) -> bool:
         """Create ``branch`` (from ``main``, as the Hub does); ``True`` when this call
