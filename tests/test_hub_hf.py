@@ -582,7 +582,7 @@ def test_a_failed_publish_of_a_new_version_leaves_no_empty_version_branch(
         raise _client_connect_error()
 
     monkeypatch.setattr(remote, "create_commit", fail)
-    with pytest.raises(HubError, match="publishing for .* check the network"):
+    with pytest.raises(HubError, match="publishing branch v2 for .* check the network"):
         publish(hf, tmp_path / "p2", version=2, torch_cpu={"module_id": uid("nb2")})
     assert set(hf.branches(REPO)) == {"main", "v1"}
     assert revisions.select(hf, REPO, announce=False).commit == c1
@@ -619,7 +619,7 @@ def test_a_failed_upload_of_a_large_file_is_a_hub_error_and_publishes_nothing(
     assert cli.main(["publish", str(project), "--repo", REPO, "--hub", "hf"]) == 1
     out, err = capsys.readouterr()
     assert "published" not in out and "Traceback" not in err
-    assert re.match(rf"error: publishing for {REPO} on the Hugging Face Hub failed: "
+    assert re.match(rf"error: publishing branch v2 for {REPO} on the Hugging Face Hub failed: "
                     rf"Error while uploading '{re.escape(so)}' to the Hub\. \(.+\); "
                     rf"{re.escape(advice)}", err), err
     assert set(hf.branches(REPO)) == {"main", "v1"} and hf.branches(REPO)["v1"] == c1
@@ -693,6 +693,29 @@ def test_refs_that_cannot_be_listed_after_the_commit_do_not_fail_the_publish(
             "cache could not be refreshed") in caplog.text
     monkeypatch.setattr(remote, "list_repo_refs", refs)
     assert hf.branches(REPO)["v1"] == rev.commit
+
+
+@pytest.mark.parametrize("version", [1, 2], ids=["existing-branch", "new-branch"])
+def test_a_token_that_may_not_write_is_told_to_use_one_that_may(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, version: int) -> None:
+    """A read-only token gets its commit refused (403): the error names the repository and
+    the branch, and says that publishing needs a token with write access; the version
+    branch stays as it was, and a branch the publish made goes."""
+    c1 = publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("ro")})
+    remote.fail_next("create_commit", hub_error(
+        "POST", f"{remote.endpoint}/api/kernels/{REPO}/preupload/v{version}", 403,
+        message="You don't have the rights to create a commit on this repository"))
+    with pytest.raises(HubError) as info:
+        publish(hf, tmp_path / "p2", version=version,
+                torch_cpu={"module_id": uid("ro2")})
+    message = str(info.value)
+    assert message.startswith(f"publishing branch v{version} for {REPO} on the Hugging Face "
+                              "Hub failed: ")
+    assert message.endswith("publishing needs a token with write access to the repository "
+                            "(a read-only token loads but cannot publish): log in with 'hf "
+                            "auth login' with a write token, or pass one as token= (HF_TOKEN, "
+                            "when set, is used before the login)")
+    assert hf.branches(REPO) == {"main": hf.branches(REPO)["main"], "v1": c1}
 
 
 def test_a_branch_that_a_token_may_not_create_but_exists_is_published_to(

@@ -381,8 +381,9 @@ def test_a_concurrent_publish_is_refused_with_advice_to_retry(remote: FakeHfApi,
 
     monkeypatch.setattr(remote, "create_commit", racing)
     make_variant(tmp_path / "p2", "torch-cpu", module_id=uid("b"))
-    with pytest.raises(HubError, match=r"(?s)publishing for kernels-test/relu on the Hugging Face "
-                                       r"Hub failed: .*A commit has happened since.*; the "
+    with pytest.raises(HubError, match=r"(?s)publishing branch v1 for kernels-test/relu on "
+                                       r"the Hugging Face Hub failed: .*A commit has "
+                                       r"happened since.*; the "
                                        r"branch moved while this ran .*try again") as info:
         hf.publish(REPO, tmp_path / "p2", version=1)
     assert "check the network" not in str(info.value)

@@ -298,6 +298,10 @@ def _http_advice(err: BaseException, writing: bool = False) -> str:
         return ("the Hub refused the token sent (invalid, expired or revoked): log in again "
                 "with 'hf auth login' or pass a valid token= (an HF_TOKEN set in the "
                 "environment is used before the login)")
+    if status in (401, 403) and writing:
+        return ("publishing needs a token with write access to the repository (a read-only "
+                "token loads but cannot publish): log in with 'hf auth login' with a write "
+                "token, or pass one as token= (HF_TOKEN, when set, is used before the login)")
     if status in (401, 403):
         return "log in with 'hf auth login' or pass token=, with access to this repository"
     if status in (409, 412):
@@ -1038,7 +1042,8 @@ class HfHub:
             old = self._listing(repo_id, parent, writing=True) if parent else []
             ops.extend(hf.CommitOperationDelete(path_in_repo=p) for p in old
                        if p.startswith("build/") and p not in new_paths)
-            info = self._call("publishing", repo_id, "create_commit", repo_id, operations=ops,
+            info = self._call(f"publishing branch {branch}", repo_id, "create_commit",
+                              repo_id, operations=ops,
                               commit_message=message or f"Publish version {version}",
                               repo_type=REPO_TYPE, revision=branch, parent_commit=parent,
                               writing=True)
