@@ -4,6 +4,7 @@ refs, downloading only the chosen variant, the cache, offline mode, errors."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import errno
 import functools
 import json
@@ -108,7 +109,7 @@ def test_publish_calls_the_hub_api_as_documented(tmp_path: Path, env) -> None:
     rev = HfHub(api=api, cache=env["cache"]).publish(REPO, tmp_path / "p", version=3,
                                                      message="m")
     assert rev.commit == "c" * 40 and rev.parent == "b" * 40 and rev.branch == "v3"
-    api.create_repo.assert_called_once_with(REPO, repo_type="kernel", exist_ok=True)
+    api.create_repo.assert_called_once_with(REPO, repo_type="kernel")
     api.create_branch.assert_called_once_with(REPO, branch="v3", repo_type="kernel")
     kwargs = api.create_commit.call_args.kwargs
     assert (kwargs["revision"], kwargs["parent_commit"], kwargs["repo_type"]) == (
@@ -695,6 +696,55 @@ def test_refs_that_cannot_be_listed_after_the_commit_do_not_fail_the_publish(
     assert hf.branches(REPO)["v1"] == rev.commit
 
 
+def test_a_publish_that_creates_the_repository_says_so_and_whether_it_is_public(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, caplog, monkeypatch) -> None:
+    """The Hub makes a new repository public unless its owner's default is private: the
+    publish that created it says so (a typo in the name, or a repository meant to be
+    private, is then seen); one that exists is not created again, nor said to be."""
+    created = (f"{REPO} did not exist: created it on the Hugging Face Hub as a public "
+               "repository (its owner's default), which anyone can see and load from; to "
+               "keep it private, make it private in its settings on the Hub")
+    with caplog.at_level(logging.INFO, logger="kernelforge"):
+        publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("cr")})
+    assert [r.levelname for r in caplog.records if created in r.getMessage()] == ["WARNING"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="kernelforge"):
+        publish(hf, tmp_path / "p2", torch_cpu={"module_id": uid("cr2")})
+    assert "did not exist" not in caplog.text
+    # a repository its owner makes private by default is created without a warning
+    info = remote.repo_info
+    monkeypatch.setattr(remote, "repo_info", lambda *a, **kw: dataclasses.replace(
+        info(*a, **kw), private=True))
+    other = "kernels-test/private"
+    make_variant(tmp_path / "p3", module_id=uid("cr3"))
+    with caplog.at_level(logging.INFO, logger="kernelforge"):
+        hf.publish(other, tmp_path / "p3", version=1)
+    [record] = [r for r in caplog.records if "did not exist" in r.getMessage()]
+    assert record.levelname == "INFO" and "(private: True)" in record.getMessage()
+
+
+def test_a_token_that_may_not_create_a_repository_publishes_to_one_that_exists(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch) -> None:
+    """The Hub answers 403 to a repository the token may not create in that namespace,
+    whether or not it exists: an existing one is published to, and for a missing one
+    the refusal is the error, with the fix."""
+    publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("nc")})
+
+    def forbidden(repo_id, **kwargs):
+        raise hub_error("POST", f"{remote.endpoint}/api/repos/create", 403,
+                        message="You don't have the rights to create a kernel under this "
+                                "namespace")
+
+    monkeypatch.setattr(remote, "create_repo", forbidden)
+    c2 = publish(hf, tmp_path / "p2", torch_cpu={"module_id": uid("nc2")})
+    assert hf.branches(REPO)["v1"] == c2
+    make_variant(tmp_path / "p3", module_id=uid("nc3"))
+    with pytest.raises(HubError, match=r"(?s)^creating the repository for kernels-test/new "
+                                       r"on the Hugging Face Hub failed: .*publishing needs "
+                                       r"a token with write access"):
+        hf.publish("kernels-test/new", tmp_path / "p3", version=1)
+
+
 @pytest.mark.parametrize("version", [1, 2], ids=["existing-branch", "new-branch"])
 def test_a_token_that_may_not_write_is_told_to_use_one_that_may(
         hf: HfHub, remote: FakeHfApi, tmp_path: Path, version: int) -> None:
@@ -1078,6 +1128,7 @@ def test_online_a_read_only_cache_loads_what_it_holds(
     monkeypatch.setattr(os, "open", open_)
     monkeypatch.setattr(os, "mkdir", mkdir)
     again = HfHub(api=FakeHfApi(remote.root), cache=hf.cache.root)  # another process
+    caplog.clear()  # the publish's own
     with caplog.at_level(logging.WARNING, logger="kernelforge"):
         module = loader.get_kernel(REPO, version=1, hub=again, trust_remote_code=True)
     assert module.__name__ == module_id

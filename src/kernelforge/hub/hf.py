@@ -976,7 +976,8 @@ class HfHub:
         concurrent publish.
 
         Args:
-            repo_id: ``org/name``; created (as a kernel repository) when missing.
+            repo_id: ``org/name``; created (as a kernel repository, with the Hub's
+                default visibility, which a WARNING names when public) when missing.
             build_dir: ``build/`` or the project directory holding it.
             version: the major version (branch ``v<version>``); every variant's
                 ``metadata.json`` ``version`` must equal it (or be absent).
@@ -1033,8 +1034,7 @@ class HfHub:
         if card is not None:
             ops.append(hf.CommitOperationAdd(path_in_repo="README.md",
                                              path_or_fileobj=card.encode("utf-8")))
-        self._call("creating the repository", repo_id, "create_repo", repo_id,
-                   repo_type=REPO_TYPE, exist_ok=True, writing=True)
+        self._create_repo(repo_id)
         created = self._create_branch(repo_id, branch)
         parent: str | None = None
         try:
@@ -1087,6 +1087,45 @@ class HfHub:
                 f"{repo_id} {branch} holds the build and its card (revision {commit[:12]}), "
                 f"but the card on main was not updated: {err}; run the same publish again "
                 "to update it (it makes no second commit of the build)") from err
+
+    def _create_repo(self, repo_id: str) -> None:
+        """Create the repository where it is missing, and say so with its visibility (the
+        Hub makes it public unless its owner's default is private): a publish that made a
+        public repository by a typo of the name, or where a private one was meant, is
+        then seen. A repository that exists is left as it is: the Hub answers 409, or
+        401/402/403 to a token that may not create one there (then its refs are read, as
+        ``create_repo(exist_ok=True)`` reads them)."""
+        try:
+            self._call("creating the repository", repo_id, "create_repo", repo_id,
+                       repo_type=REPO_TYPE, writing=True)
+        except HubError as err:
+            status = getattr(getattr(err.__cause__, "response", None), "status_code", None)
+            if status == 409:
+                return
+            if status in (401, 402, 403):
+                try:
+                    self._refs(repo_id, writing=True)
+                except HubError:
+                    raise err from err.__cause__
+                return
+            raise
+        try:
+            info = self._call("reading the new repository's visibility", repo_id, "repo_info",
+                              repo_id, repo_type=REPO_TYPE, writing=True)
+            private = getattr(info, "private", None)
+        except HubError as err:
+            logger.warning("%s did not exist: created it on the %s, but could not read whether "
+                           "it is public (%s); check its settings on the Hub", repo_id,
+                           self.describe(), err)
+            return
+        if private is False:
+            logger.warning("%s did not exist: created it on the %s as a public repository (its "
+                           "owner's default), which anyone can see and load from; to keep it "
+                           "private, make it private in its settings on the Hub (or create it "
+                           "private before publishing)", repo_id, self.describe())
+        else:
+            logger.info("%s did not exist: created it on the %s (private: %s)", repo_id,
+                        self.describe(), private)
 
     def _create_branch(self, repo_id: str, branch: str) -> bool:
         """Create ``branch`` (from ``main``, as the Hub does); ``True`` when this call
