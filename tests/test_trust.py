@@ -452,24 +452,30 @@ KEY_ID = signing.PublicKey.parse(KEY_TEXT).key_id
     ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": "", "repo": ["a/*"]}]},
      r"keys\[0\]: unknown field 'repo' \(did you mean 'repos'\?\)"),
     ({"allows": ["a/*"]}, r"the store: unknown field 'allows' \(did you mean 'allow'\?\)"),
+    # ... and so would a missing one: it is not taken as every repository
+    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": ""}]},
+     rf'keys\[0\] \(key {KEY_ID}\): "repos" is missing; list the repositories it is '
+     r"trusted for \('org/\*', or '\*' for every one\)"),
+    ({"sigstore": [{"identity": "me", "issuer": "https://x"}]},
+     r'sigstore\[0\] \(me\): "repos" is missing'),
     ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "repos": []}]},
      rf'keys\[0\] \(key {KEY_ID}\) "repos": an empty list trusts for nothing'),
     # a key is found by the id a signature names, and verified with its public key
-    ({"keys": [{"key-id": "0123456789abcdef", "public-key": KEY_TEXT}]},
+    ({"keys": [{"key-id": "0123456789abcdef", "public-key": KEY_TEXT, "repos": ["*"]}]},
      rf'keys\[0\] \(key 0123456789abcdef\) "key-id": the id of its "public-key" is '
      rf"{KEY_ID}"),
-    ({"keys": [{"key-id": KEY_ID, "public-key": "ed25519:AAAA"}]},
+    ({"keys": [{"key-id": KEY_ID, "public-key": "ed25519:AAAA", "repos": ["*"]}]},
      rf"keys\[0\] \(key {KEY_ID}\) \"public-key\": public key: 'ed25519:AAAA' is not an "
      "ed25519 public key"),
-    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": None}]},
+    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": None, "repos": ["*"]}]},
      rf'keys\[0\] \(key {KEY_ID}\): "name" must be a string, got None'),
     ({"keys": [{"name": "me", "public-key": KEY_TEXT}]}, r'keys\[0\]: "key-id" is missing'),
-    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": 7}]},
+    ({"keys": [{"key-id": KEY_ID, "public-key": KEY_TEXT, "name": 7, "repos": ["*"]}]},
      rf'keys\[0\] \(key {KEY_ID}\): "name" must be a string, got 7'),
     ({"keys": [[KEY_ID, KEY_TEXT]]}, r"keys\[0\]: expected an object with 'key-id'"),
     ({"sigstore": [{"identity": "me"}]}, r'sigstore\[0\] \(me\): "issuer" is missing'),
     # the entry is named on the error's one line, whatever the file holds
-    ({"keys": [{"key-id": "ab\nerror: cd", "public-key": KEY_TEXT}]},
+    ({"keys": [{"key-id": "ab\nerror: cd", "public-key": KEY_TEXT, "repos": ["*"]}]},
      r'keys\[0\] \(key ab\\nerror: cd\) "key-id": the id of its "public-key" is'),
     ({"sigstore": [{"identity": "me\x1b[2J", "issuer": 3}]},
      r'sigstore\[0\] \(me\\x1b\[2J\): "issuer" must be a string, got 3'),

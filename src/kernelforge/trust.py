@@ -310,10 +310,15 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
         return item
 
     def scope(entry: str, item: dict[str, Any]) -> tuple[str, ...]:
-        if item.get("repos") == []:  # as add_key refuses repos=()
+        # Every kernelforge writes "repos"; a hand-written entry without it is not taken
+        # to mean every repository, the broadest trust there is.
+        if "repos" not in item:
+            raise bad(f'{entry}: "repos" is missing; list the repositories it is trusted '
+                      'for (\'org/*\', or \'*\' for every one)')
+        if item["repos"] == []:  # as add_key refuses repos=()
             raise bad(f'{entry} "repos": an empty list trusts for nothing; list the '
                       'repositories (\'org/*\', or \'*\' for every one)')
-        return patterns(f'{entry} "repos"', item.get("repos", ["*"]))
+        return patterns(f'{entry} "repos"', item["repos"])
 
     def trusted_key(i: int, item: Any) -> TrustedKey:
         from kernelforge.signing import PublicKey
