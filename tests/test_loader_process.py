@@ -63,6 +63,49 @@ def test_a_forked_child_loads_while_a_parent_thread_was_loading(tmp_path: Path) 
     assert out.stdout.split("\n")[:2] == ["child 2 1", "status 0"], (out.stdout, out.stderr)
 
 
+def test_a_forked_child_loads_while_a_parent_thread_imported_a_kernel_submodule(
+        tmp_path: Path) -> None:
+    # The parent's thread is inside the import of a kernel's submodule (its _ops.py, which
+    # loads the extension) when the process forks: Python's lock of that submodule is held
+    # by a thread the child does not have, and the child's own load of the kernel must
+    # not wait on it forever.
+    vdir = tmp_path / "sub"
+    vdir.mkdir()
+    (vdir / "__init__.py").write_text("from ._ops import VALUE\n")
+    (vdir / "_ops.py").write_text(textwrap.dedent("""\
+        import os, time
+        open(os.path.join(os.environ["KF_GATE"], "started"), "w").close()
+        while not os.path.exists(os.path.join(os.environ["KF_GATE"], "go")):
+            time.sleep(0.01)
+        VALUE = 3
+        """))
+    write_metadata(vdir, "_sub_fork_k5")
+    script = textwrap.dedent(f"""\
+        import os, signal, threading, time
+        os.environ["KF_GATE"] = {str(tmp_path)!r}
+        from kernelforge import load_variant
+        thread = threading.Thread(target=load_variant, args=({str(vdir)!r},))
+        thread.start()
+        while not os.path.exists(os.path.join({str(tmp_path)!r}, "started")):
+            time.sleep(0.01)
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a deadlock ends the child with SIGALRM
+            try:
+                open(os.path.join({str(tmp_path)!r}, "go"), "w").close()
+                print("child", load_variant({str(vdir)!r}).VALUE, flush=True)
+            finally:
+                os._exit(0)
+        thread.join()
+        _, status = os.waitpid(pid, 0)
+        print("status", status, load_variant({str(vdir)!r}).VALUE)
+        """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["child 3", "status 0 3"], (out.stdout, out.stderr)
+
+
 def test_a_kernel_with_kernel_depends_reloads(monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
     # importlib.reload runs the package's __init__ again: its get_kernel_dep calls must

@@ -98,7 +98,8 @@ def _after_fork_in_child() -> None:
     """In a child made by ``os.fork``, where only the forking thread lives on: a new
     lock, since one that another thread held at the fork would never be released, and
     the imports other threads were running forgotten (their half-made modules taken out
-    of ``sys.modules``), so that a load here imports such a kernel afresh."""
+    of ``sys.modules``, and Python's import locks of their modules dropped), so that a
+    load here imports such a kernel afresh."""
     global _lock
     _lock = threading.RLock()
     me = threading.get_ident()
@@ -107,6 +108,21 @@ def _after_fork_in_child() -> None:
             continue  # forked from inside that import: it goes on here
         del _importing[module_id]
         _forget_import(module_id)
+        _forget_module_locks(module_id)
+
+
+def _forget_module_locks(module_id: str) -> None:
+    """Drop Python's import locks of a kernel package's modules in a forked child: the
+    parent's thread that was importing one of them (its ``_ops.py``, say) holds its lock
+    and is gone here, so the child's import of the kernel would wait on it forever.
+    Python makes a new lock for a name that has none."""
+    import importlib._bootstrap as bootstrap
+
+    locks = getattr(bootstrap, "_module_locks", None)  # name -> weakref to its lock
+    if not isinstance(locks, dict):
+        return
+    for name in [n for n in locks if n == module_id or n.startswith(module_id + ".")]:
+        locks.pop(name, None)
 
 
 def _forget_import(module_id: str) -> None:
