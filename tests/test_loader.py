@@ -284,6 +284,29 @@ def test_repeated_call_does_not_touch_the_disk(hub: LocalHub, tmp_path: Path, mo
     assert again is first and pinned_again is first
 
 
+def test_a_publish_while_loaded_leaves_the_module_and_loads_beside_it(
+        hub: LocalHub, tmp_path: Path) -> None:
+    # A long-running process: the branch it loaded from moves. The same call keeps its
+    # module; the new revision, asked for by commit, loads beside it; a build with the
+    # loaded one's module id but other files is refused rather than swapped in.
+    first_id = uid("live")
+    publish(hub, tmp_path / "a", 1, torch_cpu={"module_id": first_id, "value": 1})
+    first = loader.get_kernel(REPO, version=1, hub=hub)
+    newer = publish(hub, tmp_path / "b", 1, torch_cpu={"module_id": uid("live"), "value": 2})
+
+    assert loader.get_kernel(REPO, version=1, hub=hub) is first
+    assert loader.kernel_info(REPO, version=1, hub=hub).commit == newer
+    second = loader.get_kernel(REPO, revision=newer, hub=hub)
+    assert (first.VALUE, second.VALUE) == (1, 2)
+    assert sys.modules[first.__name__] is first and sys.modules[second.__name__] is second
+
+    clash = publish(hub, tmp_path / "c", 1, torch_cpu={"module_id": first_id, "value": 3})
+    with pytest.raises(ImportError, match="a different build with the same id is already "
+                                          "loaded"):
+        loader.get_kernel(REPO, revision=clash, hub=hub)
+    assert first.VALUE == 1
+
+
 @pytest.mark.parametrize("given", ["path", "LocalHub", "KERNELFORGE_HUB"])
 def test_a_relative_hub_in_another_directory_loads_that_hubs_kernel(
         tmp_path: Path, monkeypatch, given: str) -> None:

@@ -1300,7 +1300,8 @@ def get_kernel(
     Returns:
         The kernel package, imported under its metadata ``id``. A repeated call with the
         same arguments (``user_agent`` aside) returns the same module without touching
-        the disk (with
+        the disk, also after a publish moved the branch it took (``revision=`` the new
+        commit loads that one beside it) (with
         ``LOCAL_KERNELS`` naming this repository, it reads the local build's
         ``metadata.json`` again, so that a rebuild is loaded). The kernels
         its metadata lists in ``kernel-depends`` are loaded first, with the same
