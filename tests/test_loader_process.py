@@ -7,12 +7,16 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from kf_testutil import write_metadata
 
-from kernelforge import get_local_kernel
+from kernelforge import get_kernel, get_local_kernel, has_kernel
+from kernelforge.hub import LocalHub
 
 
 def fabricate(vdir: Path, module_id: str, init: str) -> Path:
@@ -21,6 +25,53 @@ def fabricate(vdir: Path, module_id: str, init: str) -> Path:
     (vdir / "__init__.py").write_text(init)
     write_metadata(vdir, module_id)
     return vdir
+
+
+@pytest.mark.usefixtures("cpu_system")
+def test_sixteen_threads_loading_at_once_import_each_kernel_once(tmp_path: Path) -> None:
+    # Threads of a server or a data pipeline asking for kernels at the same moment, cold
+    # and then warm: each gets a working module, one per build, imported once.
+    hub = LocalHub(tmp_path / "hub")
+    log = tmp_path / "imports.log"
+    tag = uuid.uuid4().hex[:8]
+    ids = {}
+    for repo, version in (("kernels-test/a", 1), ("kernels-test/a", 2), ("kernels-test/b", 1)):
+        module_id = ids[repo, version] = f"_{repo[-1]}{version}_threads_{tag}"
+        vdir = tmp_path / module_id / "build" / "torch-cpu"
+        vdir.mkdir(parents=True)
+        (vdir / "__init__.py").write_text(textwrap.dedent(f"""\
+            import time
+            with open({str(log)!r}, "a") as f:
+                f.write(__name__ + "\\n")
+            time.sleep(0.05)  # other threads arrive meanwhile
+            VALUE = {version}
+            """))
+        write_metadata(vdir, module_id, version=version)
+        hub.publish(repo, tmp_path / module_id / "build", version=version)
+    local = tmp_path / ids["kernels-test/a", 1]  # the same build, from its project
+    calls = [
+        lambda: get_kernel("kernels-test/a", version=1, hub=hub),
+        lambda: get_kernel("kernels-test/a", version=2, hub=hub),
+        lambda: get_kernel("kernels-test/b", version=1, hub=hub),
+        lambda: get_local_kernel(local),
+        lambda: has_kernel("kernels-test/b", version=1, hub=hub),
+    ]
+    start = threading.Barrier(16)
+
+    def one(i: int) -> tuple[object, object]:
+        start.wait(timeout=30)
+        got = calls[i % len(calls)]()
+        return got, getattr(got, "VALUE", None)  # read at once: a whole module, not a half
+
+    for _ in ("cold", "warm"):
+        with ThreadPoolExecutor(16) as pool:
+            got = [f.result(timeout=60) for f in [pool.submit(one, i) for i in range(16)]]
+        assert all(answer == (True, None) for answer in got[4::5])
+        modules = {id(m): (m, value) for m, value in got if m is not True}
+        assert sorted(m.__name__ for m, _ in modules.values()) == sorted(ids.values())
+        assert {m.__name__: value for m, value in modules.values()} == {
+            module_id: version for (_, version), module_id in ids.items()}
+    assert sorted(log.read_text().split()) == sorted(ids.values())  # each imported once
 
 
 def test_a_forked_child_loads_while_a_parent_thread_was_loading(tmp_path: Path) -> None:
