@@ -13,6 +13,7 @@ import random
 import threading
 
 import pytest
+from gemm_choice_table import EXACT_BY_BANDWIDTH, FAST_BY_BANDWIDTH
 
 torch = pytest.importorskip("torch")
 
@@ -1036,49 +1037,7 @@ def choice_by_bandwidth(below_4tbs: str, from_4tbs: str) -> tuple[str, int]:
     return (below_4tbs if gbs < 4000 else from_4tbs), gbs
 
 
-@pytest.mark.parametrize("m,n,k,layout,below_4tbs,from_4tbs", [
-    # long K over two to five waves: converted in the kernel on the H100, the pass and
-    # the BF16 kernel on the H200 (v25)
-    (4096, 2112, 7168, "guide", "fp8_coop_128x128_exact_ak", "bf16_coop_128x128_overlap"),
-    # K <= 2304 over five to nine waves: the same split
-    (6144, 3072, 1536, "challenge", "fp8_coop_128x128_exact_amn", "bf16_coop_128x128_overlap"),
-    # under two waves, and K <= 2304 under five: converted in the kernel on both
-    (6144, 576, 7168, "challenge", "fp8_coop_128x128_exact_amn", "fp8_coop_128x128_exact_amn"),
-    (1024, 7168, 2304, "challenge", "fp8_coop_128x128_exact_amn", "fp8_coop_128x128_exact_amn"),
-    # 65-256 rows with a larger B: converted in the kernel, on the H100 since v46 and on
-    # the H200 since v48 (which took the few-row kernel up to 256 rows before) ...
-    (128, 32768, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
-    (128, 7168, 16384, "nt", "fp8_coop_128x128_exact_ak_splitk",
-     "fp8_coop_128x128_exact_ak_splitk"),
-    (96, 7168, 2048, "challenge", "fp8_coop_128x128_exact_amn_splitk",
-     "fp8_coop_128x128_exact_amn_splitk"),
-    (128, 7168, 2304, "challenge", "fp8_coop_128x128_exact_amn_splitk",
-     "fp8_coop_128x128_exact_amn_splitk"),
-    (96, 4608, 7168, "challenge", "fp8_coop_128x128_exact_amn_splitk",
-     "fp8_coop_128x128_exact_amn_splitk"),
-    # ... and from 129 rows whatever B
-    (192, 7168, 2048, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
-    (256, 24576, 1536, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
-    # ... the few-row kernel up to 128 rows with a smaller B (K-major: under 16M elements,
-    # under 24M with K >= 4096; MN-major: under 4M), and up to 64 rows
-    (128, 7168, 2048, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
-    (128, 4096, 4096, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
-    (128, 512, 7168, "challenge", "fp8_fewrow_exact", "fp8_fewrow_exact"),
-    (64, 24576, 1536, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
-    # ... and to 256 rows with both operands K-major, B of up to 4096 columns and K from
-    # 1024 to 2048 (v47), not with other K, a wider B nor B MN-major
-    (256, 4096, 2048, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
-    (160, 2048, 1024, "nt", "fp8_fewrow_exact", "fp8_fewrow_exact"),
-    (256, 2048, 512, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
-    (256, 4608, 2048, "nt", "fp8_coop_128x128_exact_ak", "fp8_coop_128x128_exact_ak"),
-    (256, 4096, 3072, "nt", "fp8_coop_128x128_exact_ak_splitk",
-     "fp8_coop_128x128_exact_ak_splitk"),
-    (256, 4096, 2048, "guide", "fp8_coop_128x128_exact_ak_splitk",
-     "fp8_coop_128x128_exact_ak_splitk"),
-    # ... on half a wave or less with K from 2048 to 4096, in slices on both (v46, v48)
-    (128, 7168, 2048, "guide", "fp8_coop_128x128_exact_ak_splitk",
-     "fp8_coop_128x128_exact_ak_splitk"),
-])
+@pytest.mark.parametrize("m,n,k,layout,below_4tbs,from_4tbs", EXACT_BY_BANDWIDTH)
 def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n, k, layout,
                                                               below_4tbs, from_4tbs):
     """Exact mode converts e4m3fn operands inside the GEMM over a range of grids that
@@ -1090,70 +1049,7 @@ def test_plan_exact_conversion_range_follows_memory_bandwidth(gemm_kernel, m, n,
     assert gemm_kernel.plan_nt(a, b, sa, sb, precision="exact").name == want, f"{gbs} GB/s"
 
 
-@pytest.mark.parametrize("m,n,k,layout,below_4tbs,from_4tbs", [
-    # 65-128 rows, K <= 1024, a wave of 128x128 tiles or more: the hand-written kernel on
-    # the H100, the ping-pong kernel on the H200 (v28)
-    (128, 32768, 512, "nt", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
-    (80, 32768, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
-    # ... not under a wave, with 64 rows or with longer K
-    (128, 8192, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
-    (64, 32768, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
-    (128, 24576, 1536, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
-    # column-major scales count as nothing to prepare up to four blocks of K (read in
-    # place, v49), not beyond (copied row-major)
-    (128, 32768, 512, "nt_cs", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
-    (80, 32768, 1024, "nt_cs", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
-    (4096, 32768, 512, "nt_cs", "fp8_coop_128x128_overlap_cluster2",
-     "fp8_coop_128x128_overlap_cluster2"),
-    # up to 64 rows, K >= 7168, B wider than the cluster split-K's range but below the
-    # L2's size: the few-row kernel on the H100 (v46), CUTLASS's kernels on the H200 (v27)
-    (64, 4096, 7168, "nt", "fp8_fewrow", "fp8_pingpong_64x128_splitk"),
-    (64, 7168, 7168, "nt", "fp8_fewrow", "fp8_pingpong_64x128"),
-    # ... not with shorter K
-    (64, 4096, 4096, "nt", "fp8_pingpong_64x128_splitk", "fp8_pingpong_64x128_splitk"),
-    # six or more waves, K <= 512, N >= 16384, nothing to prepare: CTA pairs sharing B on
-    # the H100 (v46) and the H200 (v48) ...
-    (4096, 32768, 512, "nt", "fp8_coop_128x128_overlap_cluster2",
-     "fp8_coop_128x128_overlap_cluster2"),
-    (4096, 32768, 256, "nt", "fp8_coop_128x128_overlap_cluster2",
-     "fp8_coop_128x128_overlap_cluster2"),
-    # ... not at K = 1024
-    (4096, 32768, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    # ... not with a narrower B
-    (6144, 4096, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    # after the preparation launch, K from 1024 to 2048, six to eleven waves: CUTLASS's
-    # cooperative kernel on the H100 (v46) ...
-    (6144, 3072, 1536, "challenge", "fp8_coop_128x128", "fp8_coop_128x128_overlap"),
-    # ... not with nothing to prepare, nor from twelve waves
-    (6144, 3072, 1536, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    (4096, 7168, 2048, "challenge", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    # K >= 4096 over one to four waves, nothing to prepare: the hand-written kernel on the
-    # H100 (v46) ...
-    (1024, 7168, 16384, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128"),
-    # ... and under one wave from 512 rows where the ping-pong kernel's tiles do not fit
-    # one (v47: 80 to 128 tiles); not with a B narrower than 1024 columns (under a wave or
-    # over it), nor after the preparation launch
-    (1024, 2048, 4096, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    (640, 2048, 4096, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    (4096, 512, 4096, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
-    (8192, 512, 7168, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
-    # ... but on the H200 with B of 256 to 1023 columns, K = 4096, two to five waves
-    # (v50); not under two waves, nor with a narrower B, nor from K = 5120, nor after the
-    # preparation launch
-    (18432, 512, 4096, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128_overlap"),
-    (24576, 256, 4096, "nt", "fp8_coop_128x128", "fp8_coop_128x128_overlap"),
-    (16384, 256, 4096, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
-    (36864, 128, 4096, "nt", "fp8_coop_128x128_streamk", "fp8_coop_128x128_streamk"),
-    (36864, 256, 5120, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128"),
-    (36864, 256, 7168, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128"),
-    (24576, 256, 4096, "guide", "fp8_coop_128x128", "fp8_coop_128x128"),
-    (1024, 2048, 4096, "challenge", "fp8_coop_128x128", "fp8_coop_128x128"),
-    # ... and the ping-pong kernel where its 64x128 tiles fit in one wave, up to 1024 rows
-    (256, 4096, 7168, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128"),
-    (256, 4096, 7168, "challenge", "fp8_pingpong_64x128", "fp8_coop_128x128"),
-    # ... not beyond one wave of them (and up to 384 rows not the hand-written kernel either)
-    (384, 4096, 7168, "nt", "fp8_coop_128x128", "fp8_coop_128x128"),
-])
+@pytest.mark.parametrize("m,n,k,layout,below_4tbs,from_4tbs", FAST_BY_BANDWIDTH)
 def test_plan_fast_follows_memory_bandwidth(gemm_kernel, m, n, k, layout, below_4tbs,
                                             from_4tbs):
     """Fast-mode choices measured apart on the H100 (under 4 TB/s) and the H200."""
