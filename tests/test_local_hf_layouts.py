@@ -253,6 +253,10 @@ def test_cuda_archs_of_a_universal_build_do_not_refuse_it_on_a_rocm_gpu(
     write_metadata(vdir, uid("univ"), backend="rocm", archs=["gfx90a"])
     with pytest.raises(VariantNotFoundError, match="GPU gfx942 not covered"):
         locate_local(tmp_path, None, True)
+    # ... also where the metadata spells the backend in capitals
+    write_metadata(vdir, uid("univ"), backend="ROCm", archs=["gfx90a"])
+    with pytest.raises(VariantNotFoundError, match="GPU gfx942 not covered"):
+        locate_local(tmp_path, None, True)
 
 
 # --- D8: builds from a dirty git tree -------------------------------------------------------

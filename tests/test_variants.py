@@ -627,6 +627,9 @@ def test_arch_supported_leaves_archs_of_another_backend_unchecked() -> None:
     assert arch_supported(["gfx942"], cuda, build_backend="rocm")[0]
     assert arch_supported(["8.0"], cuda, build_backend="cpu")[0]
     assert not arch_supported(["8.0"], cuda, build_backend="cuda")[0]
+    # the backend named in another case is the same backend: checked, not let through
+    assert not arch_supported(["8.0"], cuda, build_backend="CUDA")[0]
+    assert not arch_supported(["gfx90a"], rocm, build_backend="ROCm")[0]
 
 
 # ---------------------------------------------------------------------------- this machine

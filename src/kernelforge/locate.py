@@ -403,7 +403,7 @@ def _arch_check(meta: Mapping[str, Any], facts: SystemFacts) -> tuple[bool, str]
     backend = meta.get("backend")
     kind = backend.get("type") if isinstance(backend, dict) else None
     return variants.arch_supported(_archs(meta), facts,
-                                   build_backend=kind.lower() if isinstance(kind, str) else None)
+                                   build_backend=kind if isinstance(kind, str) else None)
 
 
 MetaReader = Callable[[str], tuple[bytes, dict[str, Any]]]

@@ -622,7 +622,9 @@ def arch_supported(
         build_backend: the build's ``backend.type``, when known. Archs declared for
             another backend than the GPU's (CUDA capabilities in the metadata of a
             ``torch-universal`` build, on a ROCm GPU) say nothing about this GPU, so
-            they count as supported, as in Hugging Face's loader.
+            they count as supported, as in Hugging Face's loader. Its case does not
+            matter: a build whose metadata says ``"CUDA"`` is checked on a CUDA GPU,
+            not let through unchecked.
 
     Returns:
         ``(supported, reason)``; the reason names the uncovered GPUs.
@@ -631,8 +633,9 @@ def arch_supported(
         return True, "the build declares no GPU architectures"
     if not facts.gpu_archs or facts.backend not in ("cuda", "rocm"):
         return True, "no GPU to check"
-    if build_backend is not None and build_backend != facts.backend:
-        return True, (f"the build's archs are for {_backend_label(build_backend, None)}, "
+    built_for = build_backend.lower() if build_backend is not None else None
+    if built_for is not None and built_for != facts.backend:
+        return True, (f"the build's archs are for {_backend_label(built_for, None)}, "
                       f"the GPU here is a {_backend_label(facts.backend, None)} GPU")
     listed = ", ".join(archs)
     if facts.backend == "rocm":
