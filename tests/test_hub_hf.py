@@ -723,6 +723,33 @@ def test_a_publish_that_creates_the_repository_says_so_and_whether_it_is_public(
     assert record.levelname == "INFO" and "(private: True)" in record.getMessage()
 
 
+@pytest.mark.parametrize("answer", ["failed", "silent"])
+def test_a_created_repository_whose_visibility_is_unknown_is_a_warning(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, caplog, monkeypatch, answer: str) -> None:
+    """Where the Hub's answer does not say whether the new repository is private (the read
+    fails, or leaves ``private`` out), it may be public: a WARNING sends the user to its
+    settings, and the build is published all the same."""
+    if answer == "failed":
+        remote.fail_next("repo_info", hub_error(
+            "GET", f"{remote.endpoint}/api/kernels/{REPO}", 503))
+        why = "the Hub is busy or down"
+    else:
+        info = remote.repo_info
+        monkeypatch.setattr(remote, "repo_info", lambda *a, **kw: dataclasses.replace(
+            info(*a, **kw), private=None))
+        why = "the Hub's answer does not say"
+    with caplog.at_level(logging.INFO, logger="kernelforge"):
+        c1 = publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("vis")})
+    [record] = [r for r in caplog.records if "did not exist" in r.getMessage()]
+    assert record.levelname == "WARNING", record.getMessage()
+    assert record.getMessage().startswith(
+        f"{REPO} did not exist: created it on the Hugging Face Hub, but could not read "
+        "whether it is public (")
+    assert why in record.getMessage() and record.getMessage().endswith(
+        "); check its settings on the Hub")
+    assert hf.branches(REPO)["v1"] == c1
+
+
 def test_a_token_that_may_not_create_a_repository_publishes_to_one_that_exists(
         hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch) -> None:
     """The Hub answers 403 to a repository the token may not create in that namespace,

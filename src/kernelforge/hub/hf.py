@@ -1114,9 +1114,10 @@ class HfHub:
                               repo_id, repo_type=REPO_TYPE, writing=True)
             private = getattr(info, "private", None)
         except HubError as err:
-            logger.warning("%s did not exist: created it on the %s, but could not read whether "
-                           "it is public (%s); check its settings on the Hub", repo_id,
-                           self.describe(), err)
+            self._unknown_visibility(repo_id, str(err))
+            return
+        if not isinstance(private, bool):  # an answer without it says nothing either way
+            self._unknown_visibility(repo_id, "the Hub's answer does not say")
             return
         if private is False:
             logger.warning("%s did not exist: created it on the %s as a public repository (its "
@@ -1126,6 +1127,13 @@ class HfHub:
         else:
             logger.info("%s did not exist: created it on the %s (private: %s)", repo_id,
                         self.describe(), private)
+
+    def _unknown_visibility(self, repo_id: str, why: str) -> None:
+        """The WARNING of a repository created without learning whether it is public: it
+        may be, so the user is sent to look."""
+        logger.warning("%s did not exist: created it on the %s, but could not read whether "
+                       "it is public (%s); check its settings on the Hub", repo_id,
+                       self.describe(), why)
 
     def _create_branch(self, repo_id: str, branch: str) -> bool:
         """Create ``branch`` (from ``main``, as the Hub does); ``True`` when this call
