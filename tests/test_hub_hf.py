@@ -602,7 +602,12 @@ def test_a_failed_publish_of_a_new_version_leaves_no_empty_version_branch(
      "the Hub is busy or down: try again later"),
     (lambda: _client_error("ReadTimeout", "The write operation timed out"),
      "check the network and try again"),
-], ids=["503", "timeout"])
+    # the storage's refusal of a signed address (expired): the token is not at fault
+    (lambda: hub_error("PUT", "https://storage.example/part", 403,
+                       message="Request has expired"),
+     "the Hub's storage refused the upload the Hub had allowed (its signed upload address "
+     "may have expired): run the same publish again"),
+], ids=["503", "timeout", "403"])
 def test_a_failed_upload_of_a_large_file_is_a_hub_error_and_publishes_nothing(
         hf: HfHub, remote: FakeHfApi, tmp_path: Path, cause, advice, capsys,
         monkeypatch) -> None:

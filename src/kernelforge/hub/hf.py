@@ -172,6 +172,11 @@ def _retry_wait(err: BaseException, backoff: float) -> float | None:
 _OFFLINE_ADVICE = "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
 #: For a write, which the download cache cannot stand in for.
 _WRITE_ADVICE = "check the network and try again"
+#: For an upload of a large file that the storage refused (401, 403): the Hub accepted the
+#: token when it handed out the upload's signed address, so a write token is not what is
+#: missing; the address may have expired during a long upload.
+_STORAGE_REFUSED = ("the Hub's storage refused the upload the Hub had allowed (its signed "
+                    "upload address may have expired): run the same publish again")
 #: For a download (``kernelforge download``), which fills the download cache: offline
 #: mode cannot help it.
 _DOWNLOAD_ADVICE = ("check the network and run the download again (the variants it "
@@ -597,6 +602,9 @@ class HfHub:
                 return HubError(f"{failed}; {_WRITE_ADVICE}")
             failed = f"{failed} ({_first_line(cause)})"
             if hf_errors is not None and isinstance(cause, hf_errors.HfHubHTTPError):
+                status = getattr(getattr(cause, "response", None), "status_code", None)
+                if status in (401, 403):
+                    return HubError(f"{failed}; {_STORAGE_REFUSED}")
                 return HubError(f"{failed}; {_http_advice(cause, writing)}")
             return HubError(f"{failed}; {_WRITE_ADVICE}")
         return None
