@@ -778,14 +778,16 @@ def test_a_token_that_may_not_create_a_repository_publishes_to_one_that_exists(
 
 
 @pytest.mark.parametrize("version", [1, 2], ids=["existing-branch", "new-branch"])
+@pytest.mark.parametrize("status", [403, 401])
 def test_a_token_that_may_not_write_is_told_to_use_one_that_may(
-        hf: HfHub, remote: FakeHfApi, tmp_path: Path, version: int) -> None:
-    """A read-only token gets its commit refused (403): the error names the repository and
-    the branch, and says that publishing needs a token with write access; the version
-    branch stays as it was, and a branch the publish made goes."""
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, version: int, status: int) -> None:
+    """A read-only token gets its commit refused (403; 401 for none, or one without the
+    scope, that the Hub does not call invalid): the error names the repository and the
+    branch, and says that publishing needs a token with write access; the version branch
+    stays as it was, and a branch the publish made goes."""
     c1 = publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("ro")})
     remote.fail_next("create_commit", hub_error(
-        "POST", f"{remote.endpoint}/api/kernels/{REPO}/preupload/v{version}", 403,
+        "POST", f"{remote.endpoint}/api/kernels/{REPO}/preupload/v{version}", status,
         message="You don't have the rights to create a commit on this repository"))
     with pytest.raises(HubError) as info:
         publish(hf, tmp_path / "p2", version=version,
