@@ -38,7 +38,7 @@ int main() {
     kfgemm_choice::Traits t{};
     t.exact = exact; t.fn_operands = fn; t.a_mn = a_mn; t.amn_ok = amn_ok;
     t.ak_ok = ak_ok; t.b_k = b_k; t.in_place = in_place;
-    const kfgemm_choice::Choice c = kfgemm_choice::pick_variant(m, n, k, t, 132, gbs);
+    const kfgemm_choice::Choice c = kfgemm_choice::pick_variant(m, n, k, t, SMS, gbs);
     std::printf("%d %d\n", static_cast<int>(c.variant), c.splits);
   }
   return 0;
@@ -113,7 +113,7 @@ def choose(tmp_path_factory):
     if cxx is None or include is None:
         pytest.skip("needs a C++ compiler and the CUDA runtime headers (CUDA_HOME)")
     work = tmp_path_factory.mktemp("kernel_choice")
-    (work / "driver.cpp").write_text(DRIVER)
+    (work / "driver.cpp").write_text(f"#define SMS {SMS}\n" + DRIVER)
     exe = work / "driver"
     subprocess.run([cxx, "-std=c++17", "-Wall", "-Werror", "-o", str(exe), str(work / "driver.cpp"),
                     f"-I{GEMM / 'torch-ext'}", f"-I{include}"], check=True, capture_output=True,
@@ -166,3 +166,22 @@ def test_traits_follow_the_layouts() -> None:
     assert traits(80, 32768, 1024, "nt_cs", False).in_place is False
     with pytest.raises(ValueError, match="multiple of 16"):
         traits(64, 64, 200, "nt", False)
+
+
+def test_traits_follow_the_bindings_rules_beyond_the_tables_rows() -> None:
+    """Each of traits_of's conditions, where the table's rows do not reach it (so a row
+    added there is read as the binding reads it): an MN-major operand needs a 16-byte
+    multiple of rows (mn_major_ok), B read in place N a multiple of 8 (fp8_in_place of
+    round_up(N, 8) rows), and column-major scales with more than four blocks of K are
+    copied, for A and for B each (scales_in_place), unless one block of rows or of K
+    makes them row-major."""
+    assert traits(6152, 3072, 1536, "challenge", False).a_mn is False
+    assert traits(6144, 3080, 1536, "challenge", False).amn_ok is False  # B neither way
+    assert traits(6144, 3076, 1536, "nt", False).in_place is False
+    assert traits(6144, 3080, 1536, "nt", False).in_place is True
+    # B's scales alone in place (one block of N): A's, over eight blocks of K, are copied
+    assert traits(4096, 128, 1024, "nt_cs", False).in_place is False
+    # A's scales alone in place (one row): B's are copied
+    assert traits(1, 4096, 1024, "nt_cs", False).in_place is False
+    assert traits(1, 128, 1024, "nt_cs", False).in_place is True
+    assert traits(4096, 4096, 128, "nt_cs", False).in_place is True  # one block of K
