@@ -1766,7 +1766,7 @@ def _has_dependencies(parent: Pin, meta: Mapping[str, Any], backend: str | None,
                       known: dict[Pin, bool]) -> bool:
     """Whether every ``kernel-depends`` entry of ``meta`` (the metadata of ``parent``'s
     chosen variant) has a build here, as :func:`_dependencies` would load them."""
-    from kernelforge.lock import _dependency_keys  # the one reading of such a list
+    from kernelforge.lock._model import _dependency_keys  # the one reading of such a list
 
     try:
         entries = _dependency_keys(dict(meta), f"{parent[0]}: metadata.json")
