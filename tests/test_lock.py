@@ -18,6 +18,7 @@ from kernelforge.cli import main
 from kernelforge.errors import HubError, IntegrityError, LockError, TrustError, VariantNotFoundError
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
+from kernelforge.lock import _pin as pin_module
 from kernelforge.lock import (
     download_locked,
     lock_project,
@@ -601,8 +602,8 @@ def test_transitive_dependencies_are_pinned_once_each(
                                                   {"repo-id": LEAF, "version": 1}],
                     uses(OTHER, LEAF), key=key)
     pinned: list[str] = []
-    real = lock_module._pin_revision
-    monkeypatch.setattr(lock_module, "_pin_revision",
+    real = pin_module._pin_revision
+    monkeypatch.setattr(pin_module, "_pin_revision",
                         lambda req, *a: pinned.append(req.repo_id) or real(req, *a))
     lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
                         hub=hf).path

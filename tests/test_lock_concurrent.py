@@ -23,15 +23,17 @@ REPO = "kernels-test/relu"
 OTHER = "kernels-test/other"
 
 # lock_project(argv[1]), paused (PAUSED on stdout, then a line read from stdin) at the
-# first call of kernelforge.lock.<argv[2]>, or of os.<argv[2]> on the lock file.
+# first call of kernelforge.lock._pin.<argv[2]> (the module that locks), or of
+# os.<argv[2]> on the lock file.
 _PAUSED_LOCK = textwrap.dedent(
     """
     import os, sys
     from kf_sharing import cpu_only
     cpu_only()
     from kernelforge import lock
+    from kernelforge.lock import _pin
     root, point = sys.argv[1], sys.argv[2]
-    owner = os if point == "replace" else lock
+    owner = os if point == "replace" else _pin
     orig, seen = getattr(owner, point), []
     def paused(*args, **kwargs):
         if not seen and (point != "replace" or str(args[1]).endswith("kernelforge.lock")):
