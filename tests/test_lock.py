@@ -13,11 +13,11 @@ from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
 from kf_testutil import write_metadata
 
 from kernelforge import loader, signing, trust
-from kernelforge import lock as lock_module
 from kernelforge.cli import main
 from kernelforge.errors import HubError, IntegrityError, LockError, TrustError, VariantNotFoundError
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
+from kernelforge.lock import _download as download_module
 from kernelforge.lock import _pin as pin_module
 from kernelforge.lock import (
     download_locked,
@@ -462,7 +462,7 @@ def test_load_kernel_does_not_download_kernel_depends(
     cold = HfHub(api=api, cache=tmp_path / "cold")
     commit = read_lock(lock).require(REPO).commit
     cold.fetch_variant(REPO, commit, "torch-cpu")  # the kernel cached, its dependency not
-    lock_module._cache_load_files(cold, REPO, commit, "torch-cpu")
+    download_module._cache_load_files(cold, REPO, commit, "torch-cpu")
     with pytest.raises(HubError, match=f"{OTHER}.*not in the download cache"):
         loader.load_kernel(REPO, lockfile=lock, hub=cold)
 

@@ -1,0 +1,410 @@
+"""Downloading: fetch what a lock file pins into the download cache, each variant verified
+against the lock, with the kernels its ``kernel-depends`` name, for offline loads
+(:func:`download_locked`); and the error that says a hub now serves other files for a
+locked commit than the lock pins (:func:`raise_if_unlike_lock`), which loads raise too."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelforge.lock._model import (
+    DependencyKey,
+    LockedKernel,
+    LockFile,
+    _dependency_keys,
+    dependency_key,
+    describe_dependency,
+    warn_unpinned,
+)
+from kernelforge.lock._read import check_lockfile, read_lock
+
+# the package's name, as before it was split into modules: what users' logging filters on
+logger = logging.getLogger("kernelforge.lock")
+
+
+#: The last line of an error about files a hub serves for a locked commit unlike the lock.
+UNLIKE_LOCK_FIX = ("The hub serves other files for the locked commit than when it was locked "
+                   "(or the lock file was edited); fetching them again does not help. Check "
+                   "what changed, and if you trust the files served now, run 'kernelforge "
+                   "lock' again")
+
+
+def raise_if_unlike_lock(err: Any, path: Path, recorded: Mapping[str, str] | None,
+                         pins: Mapping[str, str] | None, lockfile: str, where: str,
+                         doing: str = "load") -> None:
+    """Raise ``err`` (an :class:`~kernelforge.errors.IntegrityError` about a locked
+    variant's copy at ``path``) restated where that copy is as the hub served it (it
+    matches ``recorded``) and differs from the lock file's pins: the hub serves other
+    files for the locked commit than when it was locked, which fetching again cannot
+    mend, so the message names the lock file rather than leaving "recorded digests" to
+    be read as a damaged download. Return where that is not so (the copy changed since
+    it was fetched, or nothing pins its files): the caller raises ``err`` itself.
+
+    Args:
+        err: the error.
+        path, recorded: the copy and the digests recorded when it was fetched.
+        pins: the lock's digests of the variant.
+        lockfile: the lock file, for the message.
+        where: ``org/name (variant v) at commit c`` from ``hub``, for the message.
+        doing: ``"load"`` or ``"download"``.
+    """
+    from kernelforge.cache import is_intact
+    from kernelforge.digest import verify_variant
+    from kernelforge.errors import IntegrityError
+
+    if pins is None or not is_intact(path, dict(recorded or {})):
+        return
+    try:
+        verify_variant(path, {}, locked=pins)
+    except IntegrityError:
+        raise IntegrityError(
+            err.where, err.problems,
+            what=f"refusing to {doing} {where}: the files it serves differ from those "
+                 f"{lockfile} pins:",
+            fix=UNLIKE_LOCK_FIX) from err
+
+
+def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Path:
+    """Fetch one locked variant and verify it against the lock; re-fetch a bad copy once
+    (offline, a cached copy changed since it was fetched is refused with the fix)."""
+    from kernelforge.cache import DownloadCache, is_intact
+    from kernelforge.digest import verify_variant
+    from kernelforge.errors import IntegrityError
+    from kernelforge.hub._staging import read_metadata
+
+    pins = locked.variants[name].files if locked.variants is not None else None
+
+    def check(path: Path, recorded: dict[str, str] | None) -> Path:
+        verify_variant(path, read_metadata(path),
+                       metadata_sha256=pins.get("metadata.json") if pins else None,
+                       recorded=recorded, locked=pins)
+        return path
+
+    where = (f"{locked.repo} (variant {name}) at commit {locked.commit[:12]} from the "
+             f"{h.describe()}")
+    fetched = h.fetch_variant(locked.repo, locked.commit, name)
+    try:
+        return check(fetched.path, fetched.recorded)
+    except IntegrityError as err:
+        if fetched.fetched or h.kind == "local" or is_intact(fetched.path, fetched.recorded):
+            raise_if_unlike_lock(err, fetched.path, fetched.recorded, pins, lockfile, where,
+                                 "download")
+            raise
+        if getattr(h, "offline", True):  # the cached copy changed since: say the fix
+            cache = getattr(h, "cache", None)
+            if isinstance(cache, DownloadCache):
+                raise cache.damaged_copy(err, locked.repo, locked.commit) from err
+            raise
+        logger.warning("%s: the cached copy of %s failed verification; fetching it again",
+                       locked.repo_id, name)
+    fetched = h.fetch_variant(locked.repo, locked.commit, name, refresh=True)
+    try:
+        return check(fetched.path, fetched.recorded)
+    except IntegrityError as err:
+        raise_if_unlike_lock(err, fetched.path, fetched.recorded, pins, lockfile, where,
+                             "download")
+        raise
+
+
+def _cache_load_files(h: Any, repo: str, commit: str, name: str) -> None:
+    """Read the files an offline load reads besides the variant's own, so that a remote
+    hub keeps them in its download cache: the variant's ``metadata.json`` and its
+    signature and sigstore bundle (or the record that they are absent)."""
+    from kernelforge.hub.base import signature_path
+
+    for path in (f"build/{name}/metadata.json", signature_path(name),
+                 f"build/{name}/metadata.json.sigstore"):
+        h.read_file(repo, commit, path)
+
+
+def _fetch_dependency(hub: Any, key: DependencyKey, backend: str | None,
+                      seen: set[tuple[Any, ...]]) -> list[tuple[str, str, Path]]:
+    """Fetch a ``kernel-depends`` request the lock does not pin, and its dependencies, as a
+    load would choose them (verified against their own metadata), for offline loads."""
+    from kernelforge.locate import locate_hub
+
+    plan = locate_hub(key[0], revision=key[2], version=key[1], backend=backend, hub=hub,
+                      check_arch=True, allow=True)  # trust is the load's decision
+    info = plan.info
+    if plan.hub is None or info.commit is None:  # a LOCAL_KERNELS override: on disk
+        return []
+    fetched = plan.hub.fetch_variant(info.repo, info.commit, info.variant)
+    _cache_load_files(plan.hub, info.repo, info.commit, info.variant)
+    return [(key[0], info.variant, fetched.path),  # named as requested, as pinned ones are
+            *_fetch_dependencies(hub, fetched.path, backend, seen)]
+
+
+def _fetch_dependencies(hub: Any, variant_dir: Path, backend: str | None,
+                        seen: set[tuple[Any, ...]]) -> list[tuple[str, str, Path]]:
+    """:func:`_fetch_dependency` for each ``kernel-depends`` entry of a fetched variant
+    (below a dependency the lock does not pin, a load pins none either)."""
+    from kernelforge.hub._staging import read_metadata
+
+    out: list[tuple[str, str, Path]] = []
+    for key in _dependency_keys(read_metadata(variant_dir), None):
+        if key not in seen:
+            seen.add(key)
+            out += _fetch_dependency(hub, key, backend, seen)
+    return out
+
+
+def _request_of(locked: LockedKernel) -> DependencyKey | None:
+    """The exact request a ``kernels.lock`` entry pins, or ``None`` (``">=2"``)."""
+    try:
+        return dependency_key({"repo-id": locked.repo_id, **(locked.requested or {})})
+    except ValueError:
+        return None
+
+
+@dataclass
+class DownloadProgress:
+    """How far a :func:`download_locked` call got, kept up to date as it goes: what a
+    caller reads when it fails partway.
+
+    Attributes:
+        fetched: ``(repo_id, variant, path)`` of each variant fetched and verified so far
+            (those of a ``kernel-depends`` being fetched when it failed excepted).
+        left: what was not fetched yet, in order: ``org/name``, ``org/name (v1, v2)``
+            (those variants of it), or ``the kernel-depends of org/name variant``.
+    """
+
+    fetched: list[tuple[str, str, Path]] = dataclasses.field(default_factory=list)
+    left: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclass
+class _Download:
+    """One :func:`download_locked` call: what it reads and what it fetched already."""
+
+    lock: LockFile
+    hub: Any
+    backend: str | None
+    all_variants: bool
+    seen: set[tuple[Any, ...]]  # requests and (repo, commit): each fetched once
+
+    def variants(self, h: Any, locked: LockedKernel) -> list[str]:
+        """The variants of a locked kernel to fetch: all of them, or the one a load here
+        chooses."""
+        from kernelforge.locate import locate_locked, lock_hub_explained
+
+        # h is the hub hub_for_lock gave for self.hub: its errors say why where it chose
+        with lock_hub_explained(self.hub, locked, h):
+            if self.all_variants:
+                return (sorted(locked.variants) if locked.variants is not None
+                        else h.variants(locked.repo, locked.commit))
+            plan = locate_locked(locked, lockfile=str(self.lock.path), backend=self.backend,
+                                 hub=h, check_arch=True, allow=True, cache_only=False)
+            return [plan.info.variant]
+
+    def listed_by(self, locked: LockedKernel, key: DependencyKey) -> list[str]:
+        """The variants of the lock's other entries (``org/name (variant v)``, any
+        system's) whose ``kernel-depends`` make the request ``key`` that ``locked`` pins
+        (repository ids ignore case)."""
+        from kernelforge.errors import HubError
+        from kernelforge.hub._staging import parse_metadata
+        from kernelforge.locate import hub_for_lock
+
+        want = (key[0].lower(), key[1], key[2])
+        entries = {(k.repo.lower(), k.commit): k
+                   for k in [*self.lock.kernels.values(), *(locked.depends or {}).values()]}
+        entries.pop((locked.repo.lower(), locked.commit), None)
+        out = []
+        for _where, other in sorted(entries.items()):
+            h = hub_for_lock(self.hub, other)
+            names = (sorted(other.variants) if other.variants is not None
+                     else h.variants(other.repo, other.commit))
+            for name in names:
+                where = f"{other.repo}@{other.commit[:12]}: build/{name}/metadata.json"
+                data = h.read_file(other.repo, other.commit, f"build/{name}/metadata.json")
+                try:
+                    meta = parse_metadata(data, where) if data is not None else {}
+                except HubError:
+                    continue  # a load of that variant refuses it, naming it
+                if any((k[0].lower(), k[1], k[2]) == want
+                       for k in _dependency_keys(meta, None)):
+                    out.append(f"{other.repo_id} (variant {name})")
+        return out
+
+    def dependencies(self, top: LockedKernel, variant_dir: Path,
+                     parent: str | None = None) -> list[tuple[str, str, Path]]:
+        """Fetch the ``kernel-depends`` of a fetched variant (of ``parent``, by default
+        ``top``, a kernel the lock lists), and theirs: as the lock pins them in ``top``'s
+        ``depends`` (verified against the lock), else as a load would choose them (with
+        a warning)."""
+        from kernelforge.hub._staging import read_metadata
+        from kernelforge.locate import hub_for_lock
+
+        out: list[tuple[str, str, Path]] = []
+        for key in _dependency_keys(read_metadata(variant_dir), None):
+            dep = top.depends.get(key) if top.depends is not None else None
+            if dep is None:
+                if key not in self.seen:
+                    self.seen.add(key)
+                    warn_unpinned(logger, self.lock, top, key, parent or top.repo_id)
+                    out += _fetch_dependency(self.hub, key, self.backend, self.seen)
+                continue
+            if ("lock", dep.repo, dep.commit) in self.seen:
+                continue
+            self.seen.add(("lock", dep.repo, dep.commit))
+            h = hub_for_lock(self.hub, dep)
+            for name in self.variants(h, dep):
+                _cache_load_files(h, dep.repo, dep.commit, name)  # first, as below
+                path = _fetch_checked(h, dep, name, str(self.lock.path))
+                out.append((dep.repo_id, name, path))
+                out += self.dependencies(top, path, dep.repo_id)
+        return out
+
+
+def _trust_problem(h: Any, locked: LockedKernel, name: str, path: Path) -> str | None:
+    """Why a fetched variant of a lock without digests would be refused at load, if it
+    would (a lock with digests pins the files, which is trust enough)."""
+    from kernelforge.errors import TrustError
+    from kernelforge.hub._staging import read_metadata
+    from kernelforge.locate import trust_request
+
+    if locked.variants is not None:
+        return None
+    data = (path / "metadata.json").read_bytes()
+    try:
+        _req, decision = trust_request(h, locked.repo, locked.commit, name, data, False, None)
+    except TrustError as err:
+        return str(err)
+    if not decision.allowed:
+        return str(decision)
+    if decision.signer is not None and not read_metadata(path).get("digest"):
+        return ("its signed metadata.json records no file digests, so the signature does "
+                "not cover the code")
+    return None
+
+
+def download_locked(
+    lockfile: str | os.PathLike[str],
+    *,
+    hub: Any = None,
+    all_variants: bool = False,
+    backend: str | None = None,
+    progress: DownloadProgress | None = None,
+) -> list[tuple[str, str, Path]]:
+    """Fetch every locked kernel into the download cache, for offline loads.
+
+    Args:
+        lockfile: the lock file, or a project directory holding one (or its
+            ``pyproject.toml``).
+        hub: the ``hub=`` argument; ``None`` uses the kind each lock entry records (a
+            ``kernels.lock`` records none: the local hub when it holds the repository at
+            the locked commit, else the Hugging Face Hub; see
+            :func:`kernelforge.locate.hub_for_lock`).
+        all_variants: every locked variant, not only the one this system loads.
+        backend: choose for this backend (``"cpu"`` or torch's own) instead of the
+            system's. With ``all_variants`` it chooses only the variants of the
+            dependencies the lock does not pin (every pinned variant is fetched).
+        progress: a :class:`DownloadProgress` to keep up to date, which says after an
+            error what was fetched (it stays in the download cache) and what was not.
+
+    Returns:
+        ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
+        verified against the lock. A variant a load would refuse (a lock without
+        digests, for a kernel neither signed by a trusted key nor allowed) is fetched
+        all the same, with a WARNING log line saying how to allow it. Each one is
+        followed by the kernels its ``kernel-depends`` name (and theirs): the commits
+        the lock pins for them, verified against the lock (every variant of them with
+        ``all_variants``, else the one a load here chooses), each fetched once per call.
+        A dependency the lock does not pin (a lock written before kernelforge pinned
+        dependencies, or a ``kernels.lock``) is fetched as a load would choose it,
+        verified against its own metadata, with a WARNING log line. A ``kernels.lock``
+        lists the kernels and their dependencies alike: an entry that no variant here
+        fits but that other entries' variants list in ``kernel-depends`` is one a load
+        here does not use, and is skipped with an INFO log line.
+
+    Raises:
+        LockError: the lock file is missing or malformed.
+        ValueError: ``lockfile`` is an empty or blank string (it would mean the current
+            directory; pass ``"."`` for that).
+        HubError: a locked kernel cannot be fetched (the hub or the network is down,
+            the commit is gone, the download cache cannot be written).
+        IntegrityError: a fetched file differs from what the lock pins (or, for what
+            it pins no files of, from the variant's own metadata).
+        VariantNotFoundError: a kernel the lock lists has no variant that fits this
+            system.
+        VariantError: ``backend`` cannot be chosen in this process (with
+            ``all_variants`` too).
+        TypeError: a ``hub`` of another type.
+    """
+    from kernelforge import variants
+    from kernelforge.hub.hf import used_for
+
+    # as a load refuses it, before anything is fetched (with all_variants it still
+    # chooses the variants of the dependencies a lock leaves unpinned)
+    check_lockfile(lockfile)
+    variants.check_backend(backend)
+    lock = read_lock(lockfile)
+    with used_for("download"):  # its network errors do not send it to the download cache
+        return _download_locked(lock, hub, all_variants, backend,
+                                progress if progress is not None else DownloadProgress())
+
+
+def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str | None,
+                     progress: DownloadProgress) -> list[tuple[str, str, Path]]:
+    """:func:`download_locked` of a lock file read."""
+    from kernelforge.errors import VariantNotFoundError
+    from kernelforge.locate import hub_for_lock
+    from kernelforge.policy import key_fix
+
+    out = progress.fetched
+    run = _Download(lock, hub, backend, all_variants, set())  # each dependency fetched once
+    unfit: list[tuple[LockedKernel, VariantNotFoundError]] = []
+    kernels = sorted(lock.kernels.items())
+    for i, (repo_id, locked) in enumerate(kernels):
+        later = [r for r, _ in kernels[i + 1:]]
+        progress.left = [repo_id, *later]
+        h = hub_for_lock(hub, locked)
+        marker = ("lock", locked.repo, locked.commit)
+        new = marker not in run.seen
+        run.seen.add(marker)  # a dependency cycle back to it
+        try:
+            names = run.variants(h, locked)
+        except VariantNotFoundError as err:
+            if lock.kind != "kernels":
+                raise
+            # A kernels.lock lists the dependencies of its kernels beside them: decided
+            # below, once the kernels that fit are fetched with what they need here.
+            if new:
+                run.seen.discard(marker)
+            unfit.append((locked, err))
+            continue
+        for j, name in enumerate(names):
+            progress.left = [f"{repo_id} ({', '.join(names[j:])})", *later]
+            # metadata.json first, as a load reads it: the fetch takes that copy (with
+            # all_variants, read after the fetch, it was downloaded a second time)
+            _cache_load_files(h, locked.repo, locked.commit, name)
+            path = _fetch_checked(h, locked, name, str(lock.path))
+            problem = _trust_problem(h, locked, name, path)
+            if problem is not None:
+                logger.warning(
+                    "%s (variant %s): %s pins only its commit, and a load will refuse it: "
+                    "%s. To load it: %s, allow the repository ('kernelforge trust allow "
+                    "%s'), or pass trust_remote_code=[%r] to load_kernel / "
+                    "get_locked_kernel", repo_id, name, lock.path.name, problem,
+                    key_fix(problem, "ORG/*"), locked.repo, locked.repo)
+            out.append((repo_id, name, path))
+            rest = [f"{repo_id} ({', '.join(names[j + 1:])})"] if names[j + 1:] else []
+            progress.left = [f"the kernel-depends of {repo_id} {name}", *rest, *later]
+            out += run.dependencies(locked, path)
+    progress.left = []
+    for locked, refused in unfit:
+        key = _request_of(locked)
+        listed = run.listed_by(locked, key) if key is not None else []
+        if key is None or not listed:  # a kernel of the project as far as the file tells
+            progress.left = [locked.repo_id]
+            raise refused
+        logger.info(
+            "%s: %s is not fetched: no build variant of it fits this system, and it is only "
+            "a kernel-depends entry of %s, which a load here does not use",
+            lock.path, describe_dependency(key), ", ".join(listed))
+    return out
