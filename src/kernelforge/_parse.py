@@ -51,6 +51,16 @@ def newer_format(doc: object, current: str) -> str | None:
     return found if ok and int(version) > int(number) else None
 
 
+def newer_format_number(doc: object, current: int, missing: int | None = 1) -> int | None:
+    """The numeric ``format`` of ``doc`` (a parsed JSON document) where it is above
+    ``current`` (a file that a newer kernelforge wrote), else ``None``. A document
+    without one is of format ``missing``; a bool is no format."""
+    found = doc.get("format", missing) if isinstance(doc, dict) else None
+    if isinstance(found, int) and not isinstance(found, bool) and found > current:
+        return found
+    return None
+
+
 def undecodable_at(err: UnicodeDecodeError) -> str:
     """Where in its text ``err`` met the bytes it could not decode, as an editor counts:
     ``line 3, column 7`` (the decoder's ``position`` is a byte offset in the file)."""

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge import _durable
-from kernelforge._parse import json_loads
+from kernelforge._parse import json_loads, newer_format_number
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import is_commit, is_timestamp, spellings, validate_repo_id
@@ -1283,8 +1283,8 @@ def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None, int | 
         return None, None, None
     except ValueError:
         return None, f"its {ENTRY_FILE} is not valid JSON", None
-    found = doc.get("format", 1) if isinstance(doc, dict) else None
-    if isinstance(found, int) and not isinstance(found, bool) and found > ENTRY_FORMAT:
+    found = newer_format_number(doc, ENTRY_FORMAT)
+    if found is not None:
         return None, (f"its {ENTRY_FILE} is of format {found}, written by a newer "
                       "kernelforge"), found
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):

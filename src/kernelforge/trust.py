@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelforge._parse import json_loads
+from kernelforge._parse import json_loads, newer_format_number
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import TrustError, one_line
 from kernelforge.hub.base import validate_repo_id
@@ -343,13 +343,13 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
         entry = f"sigstore[{i}] ({one_line(who)})"
         return SigstoreIdentity(who, text(entry, s, "issuer"), scope(entry, s))
 
-    found = doc.get("format") if isinstance(doc, dict) else None
-    if isinstance(found, int) and not isinstance(found, bool) and found > STORE_FORMAT:
+    found = newer_format_number(doc, STORE_FORMAT, missing=None)
+    if found is not None:
         raise TrustError(f"{path}: this trust store is of format {found}, written by a newer "
                          f"kernelforge (this version reads format {STORE_FORMAT}); upgrade "
                          "kernelforge (pip install -U kernelforge) to use it; the file is "
                          "left as it is")
-    if not isinstance(doc, dict) or found != STORE_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != STORE_FORMAT:
         raise bad(f"not a trust store (expected a JSON object with \"format\": {STORE_FORMAT})")
     known("the store", doc, ("format", "keys", "sigstore", "allow"))
     keys = tuple(trusted_key(i, k) for i, k in enumerate(entries("keys")))
@@ -377,29 +377,20 @@ def load_store(path: str | os.PathLike[str] | None = None) -> TrustStore:
         TrustError: the file exists but is not a valid store (names the file).
     """
     p = _store_path(path)
-    doc = _read_store(p)
-    return TrustStore(path=p) if doc is None else _parse_store(doc, p)
-
-
-def _read_store(p: Path) -> Any:
-    """The JSON document in the store file ``p``, ``None`` when there is no such file.
-
-    Raises:
-        TrustError: it cannot be read, or is not JSON text (names the file).
-    """
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return None
+        return TrustStore(path=p)
     except OSError as err:
         raise TrustError(f"{p}: cannot read the trust store ({err.strerror})") from err
     except UnicodeDecodeError as err:
         raise TrustError(f"{p}: not a UTF-8 text file ({err}); fix or remove the file"
                          ) from err
     try:
-        return json_loads(text)
+        doc = json_loads(text)
     except ValueError as err:
         raise TrustError(f"{p}: not valid JSON ({err}); fix or remove the file") from err
+    return _parse_store(doc, p)
 
 
 def _update(path: str | os.PathLike[str] | None, change: Any) -> TrustStore:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge import _durable
-from kernelforge._parse import json_loads
+from kernelforge._parse import json_loads, newer_format_number
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError
 from kernelforge.hub import base
@@ -765,12 +765,7 @@ def _newer_format(record: object) -> int | None:
     """The format of a commit record that a newer kernelforge wrote (above
     :data:`RECORD_FORMAT`), which this version must not read as its own; ``None`` for
     any other record (a bad ``format`` is :func:`_record_problem`'s)."""
-    if not isinstance(record, dict):
-        return None
-    found = record.get("format", 1)
-    if isinstance(found, int) and not isinstance(found, bool) and found > RECORD_FORMAT:
-        return found
-    return None
+    return newer_format_number(record, RECORD_FORMAT)
 
 
 def _record_problem(record: object) -> str | None:
