@@ -681,6 +681,20 @@ def child_script(remote: Path, cache: Path, body: str) -> str:
     )
 
 
+def without_token(monkeypatch: Any, tmp_path: Path) -> Path:
+    """Leave ``huggingface_hub`` no token to find (no HF_TOKEN, no login, no OIDC
+    exchange); return the path of the login's token file, which does not exist."""
+    from huggingface_hub import constants
+
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    login = tmp_path / "hf-home" / "token"
+    login.parent.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(login))
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", False)
+    return login
+
+
 def isolate(monkeypatch: Any, tmp_path: Path) -> dict[str, Path]:
     """Point config, hub and cache at fresh directories; no offline mode, no overrides."""
     dirs = {name: tmp_path / name for name in ("config", "hub", "cache")}

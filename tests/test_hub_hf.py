@@ -25,6 +25,7 @@ from kf_sharing import (
     make_variant,
     uid,
     upload_error,
+    without_token,
 )
 
 from kernelforge import loader, revisions, signing, trust
@@ -780,11 +781,14 @@ def test_a_token_that_may_not_create_a_repository_publishes_to_one_that_exists(
 @pytest.mark.parametrize("version", [1, 2], ids=["existing-branch", "new-branch"])
 @pytest.mark.parametrize("status", [403, 401])
 def test_a_token_that_may_not_write_is_told_to_use_one_that_may(
-        hf: HfHub, remote: FakeHfApi, tmp_path: Path, version: int, status: int) -> None:
-    """A read-only token gets its commit refused (403; 401 for none, or one without the
-    scope, that the Hub does not call invalid): the error names the repository and the
-    branch, and says that publishing needs a token with write access; the version branch
-    stays as it was, and a branch the publish made goes."""
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, version: int, status: int,
+        monkeypatch) -> None:
+    """A read-only token gets its commit refused (403; 401 for one without the scope,
+    that the Hub does not call invalid): the error names the repository and the branch,
+    and says that publishing needs a token with write access; the version branch stays
+    as it was, and a branch the publish made goes."""
+    without_token(monkeypatch, tmp_path)
+    monkeypatch.setenv("HF_TOKEN", "hf_read_only_token")
     c1 = publish(hf, tmp_path / "p1", torch_cpu={"module_id": uid("ro")})
     remote.fail_next("create_commit", hub_error(
         "POST", f"{remote.endpoint}/api/kernels/{REPO}/preupload/v{version}", status,
@@ -800,6 +804,82 @@ def test_a_token_that_may_not_write_is_told_to_use_one_that_may(
                             "auth login' with a write token, or pass one as token= (HF_TOKEN, "
                             "when set, is used before the login)")
     assert hf.branches(REPO) == {"main": hf.branches(REPO)["main"], "v1": c1}
+
+
+def _refuse(remote: FakeHfApi, method: str, status: int, monkeypatch) -> None:
+    """Make ``method`` (create_repo, create_branch or create_commit) answer ``status``, as
+    the Hub answers a write without the rights to it."""
+    url = f"{remote.endpoint}/api/kernels/{REPO}/{method}"
+    if method == "create_commit":
+        remote.fail_next(method, hub_error("POST", url, status))
+        return
+
+    def refused(*args, **kwargs):
+        raise hub_error("POST", url, status, message="You must be authenticated")
+
+    monkeypatch.setattr(remote, method, refused)
+
+
+@pytest.mark.parametrize(("method", "what"), [
+    ("create_repo", "creating the repository"), ("create_branch", "creating branch v1"),
+    ("create_commit", "publishing branch v1")])
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_publish_without_any_token_says_no_token_was_found(
+        remote: FakeHfApi, tmp_path: Path, env, method: str, what: str, status: int,
+        monkeypatch, capsys) -> None:
+    """With no HF_TOKEN and no login, the Hub refuses the publish's first write: the
+    error says that no token was found and how to give one, not that the token is
+    read-only; that is found from what huggingface_hub would send, with no request of
+    its own (the fake answers nothing else)."""
+    from kernelforge import cli
+
+    without_token(monkeypatch, tmp_path)
+    _refuse(remote, method, status, monkeypatch)
+    hub = HfHub(api=_Counted(remote), cache=env["cache"])
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda h: hub)
+    assert cli.main(["publish", str(_cli_project(tmp_path)), "--repo", REPO,
+                     "--hub", "hf"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {what} for {REPO} on the Hugging Face Hub failed: "), err
+    assert err.rstrip().endswith(
+        "; no Hugging Face token was found (HF_TOKEN is not set and 'hf auth login' was not "
+        "run), and publishing needs a token with write access to the repository: log in "
+        "with 'hf auth login' with a write token, set HF_TOKEN to one, or pass one as "
+        "token="), err
+    assert "read-only" not in err and "Traceback" not in err
+    assert {c.split()[0] for c in hub._api.calls} <= {
+        "create_repo", "create_branch", "create_commit", "list_repo_refs", "list_repo_files",
+        "hf_hub_download", "delete_branch", "repo_info"}
+
+
+@pytest.mark.parametrize(("token", "said", "not_said"), [
+    ("login", "a read-only token loads but cannot publish", "no Hugging Face token"),
+    ("disabled", "no token was sent: HF_HUB_DISABLE_IMPLICIT_TOKEN is set, so neither "
+                 "HF_TOKEN nor the login of 'hf auth login' is used, and publishing needs a "
+                 "token with write access to the repository: pass one as token=, or unset "
+                 "HF_HUB_DISABLE_IMPLICIT_TOKEN", "read-only"),
+    ("given", "a read-only token loads but cannot publish", "no token"),
+], ids=["login-file", "implicit-token-off", "token-given"])
+def test_where_the_token_came_from_decides_the_fix_for_a_refused_publish(
+        remote: FakeHfApi, tmp_path: Path, env, token: str, said: str, not_said: str,
+        monkeypatch) -> None:
+    """A token from the login's file or given to the client is one that was sent (and
+    lacks write access); HF_HUB_DISABLE_IMPLICIT_TOKEN sends none even with a login."""
+    from huggingface_hub import constants
+
+    login = without_token(monkeypatch, tmp_path)
+    login.write_text("hf_login_token\n")
+    if token == "disabled":
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True)
+    if token == "given":
+        login.unlink()
+        monkeypatch.setattr(remote, "token", "hf_given_token", raising=False)
+    remote.fail_next("create_commit", hub_error(
+        "POST", f"{remote.endpoint}/api/kernels/{REPO}/preupload/v1", 403))
+    with pytest.raises(HubError) as info:
+        publish(HfHub(api=remote, cache=env["cache"]), tmp_path / "p",
+                torch_cpu={"module_id": uid("tok")})
+    assert said in str(info.value) and not_said not in str(info.value), str(info.value)
 
 
 def test_a_branch_that_a_token_may_not_create_but_exists_is_published_to(

@@ -292,10 +292,27 @@ def _error_message(response: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _http_advice(err: BaseException, writing: bool = False) -> str:
+#: Why no token was sent with a request, as :meth:`HfHub._no_token` finds it.
+_NO_LOGIN = "no Hugging Face token was found (HF_TOKEN is not set and 'hf auth login' was not run)"
+_IMPLICIT_OFF = ("no token was sent: HF_HUB_DISABLE_IMPLICIT_TOKEN is set, so neither HF_TOKEN "
+                 "nor the login of 'hf auth login' is used")
+_NO_TOKEN_GIVEN = "no token was sent: this HfHub's client was made with token=False"
+
+
+def _refused_write(err: BaseException) -> bool:
+    """Whether the Hub refused a request for want of rights (401, 403), other than for a
+    token it does not accept."""
+    response = getattr(err, "response", None)
+    return (getattr(response, "status_code", None) in (401, 403)
+            and _error_message(response) != _BAD_TOKEN)
+
+
+def _http_advice(err: BaseException, writing: bool = False, no_token: str | None = None
+                 ) -> str:
     """What to do about an HTTP error answer from the Hub, by its status code; a
     write (``writing``) or a download (:func:`used_for`) is not pointed to the download
-    cache."""
+    cache. ``no_token``: why the refused write carried no token, which is then the fix,
+    rather than a token with more rights."""
     response = getattr(err, "response", None)
     status = getattr(response, "status_code", None)
     downloading = _purpose.get() == "download"
@@ -303,6 +320,13 @@ def _http_advice(err: BaseException, writing: bool = False) -> str:
         return ("the Hub refused the token sent (invalid, expired or revoked): log in again "
                 "with 'hf auth login' or pass a valid token= (an HF_TOKEN set in the "
                 "environment is used before the login)")
+    if status in (401, 403) and writing and no_token == _IMPLICIT_OFF:
+        return (f"{no_token}, and publishing needs a token with write access to the "
+                "repository: pass one as token=, or unset HF_HUB_DISABLE_IMPLICIT_TOKEN")
+    if status in (401, 403) and writing and no_token is not None:
+        return (f"{no_token}, and publishing needs a token with write access to the "
+                "repository: log in with 'hf auth login' with a write token, set HF_TOKEN "
+                "to one, or pass one as token=")
     if status in (401, 403) and writing:
         return ("publishing needs a token with write access to the repository (a read-only "
                 "token loads but cannot publish): log in with 'hf auth login' with a write "
@@ -528,6 +552,30 @@ class HfHub:
                 _sleep(wait)
                 tries, waited = tries + 1, waited + wait
 
+    def _no_token(self) -> str | None:
+        """Why this hub's requests carry no token, or ``None`` where they carry one (or
+        that cannot be told): asked once the Hub refused a write for want of rights, so
+        that a missing token is not taken for a read-only one. It follows
+        ``huggingface_hub``'s own choice of the token to send (the client's, else none
+        under ``HF_HUB_DISABLE_IMPLICIT_TOKEN``, else :func:`huggingface_hub.get_token`:
+        HF_TOKEN, then the login's file) and asks the Hub nothing; ``get_token`` reaches
+        the network only to exchange or refresh a token that is set up, which the
+        refused request did a moment before and ``huggingface_hub`` keeps."""
+        token = getattr(self._api, "token", None) if self._api_given else self.token
+        if isinstance(token, str) or token is True:
+            return None
+        if token is False:
+            return _NO_TOKEN_GIVEN
+        try:
+            hf = _huggingface_hub()
+            if hf.constants.HF_HUB_DISABLE_IMPLICIT_TOKEN:
+                return _IMPLICIT_OFF
+            found = hf.get_token()
+        except Exception as err:  # noqa: BLE001 - the Hub's refusal is the error to report
+            logger.debug("could not tell whether a token was sent: %s", err)
+            return None
+        return None if found else _NO_LOGIN
+
     def _in_cache(self, err: OSError) -> bool:
         """Whether ``err``, met by a download into the download cache, is about the cache:
         it names no file (a write to a full disk) or one in the cache. Another file (the
@@ -592,7 +640,8 @@ class HfHub:
                                 "HfHub(offline=True) to load from the download cache, or "
                                 "start the process without HF_HUB_OFFLINE")
             if isinstance(err, hf_errors.HfHubHTTPError):
-                return HubError(f"{failed}; {_http_advice(err, writing)}")
+                no_token = self._no_token() if writing and _refused_write(err) else None
+                return HubError(f"{failed}; {_http_advice(err, writing, no_token)}")
         if _is_transport_error(err, getattr(hf_errors, "HTTPError", None)):
             return HubError(f"{failed}; {_network_advice(writing)}")
         if writing and isinstance(err, RuntimeError) and _raised_by_client(err):
