@@ -8,6 +8,8 @@ several processes can share one fake remote. It behaves as the Hub does as seen 
 types, and its HTTP failures are made by ``huggingface_hub``'s own status handling from a
 response the Hub would send, so they are the exception classes the real client raises
 (tests/test_hub_hf_fidelity.py checks all of this against the installed package).
+Files that ``.gitattributes`` puts in LFS (the ``.so``) are listed as the Hub lists
+them, by the blob id of their pointer and the sha256 of their contents.
 Every downloaded file appends a line to ``fetch.log``; creating the file ``down`` in the
 root makes every call fail as an unreachable network does, and ``fail_next`` makes the next
 calls of one method fail (a busy Hub, a rate limit, a connection cut off mid-download).
@@ -15,6 +17,7 @@ calls of one method fail (a busy Hub, a rate limit, a connection cut off mid-dow
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import importlib
 import os
@@ -146,6 +149,22 @@ def upload_error(path_in_repo: str, err: BaseException) -> BaseException:
 
 def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _repo_file(tree: Path, rel: str, data: bytes) -> RepoFile:
+    """A file of a commit as the Hub lists it: one that the commit's ``.gitattributes``
+    puts in LFS (an ``.so``) by the git blob id of its pointer, with the sha256 of its
+    contents in ``lfs``; any other by the git blob id of its contents."""
+    attributes = tree / ".gitattributes"
+    patterns = [line.split()[0] for line in attributes.read_text().splitlines()
+                if "filter=lfs" in line.split()[1:]] if attributes.is_file() else []
+    if any(fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern) for pattern in patterns):
+        sha256 = hashlib.sha256(data).hexdigest()
+        pointer = (f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\n"
+                   f"size {len(data)}\n").encode()
+        return RepoFile(path=rel, size=len(data), oid=git_blob_id(pointer),
+                        lfs={"size": len(data), "oid": sha256, "pointerSize": len(pointer)})
+    return RepoFile(path=rel, size=len(data), oid=git_blob_id(data))
 
 
 def _kind(repo_type: str | None) -> str:
@@ -331,8 +350,7 @@ class FakeHfApi:
             if p.is_dir():
                 yield RepoFolder(path=rel, oid=hashlib.sha1(rel.encode()).hexdigest())
             else:
-                data = p.read_bytes()
-                yield RepoFile(path=rel, size=len(data), oid=git_blob_id(data))
+                yield _repo_file(tree, rel, p.read_bytes())
 
     def list_repo_files(self, repo_id: str, *, revision: str | None = None,
                         repo_type: str | None = None,

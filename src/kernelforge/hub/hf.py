@@ -10,21 +10,22 @@ loads work from the cache alone. The token is the one ``huggingface_hub`` finds 
 auth login``, ``HF_TOKEN``) unless one is given.
 
 The ``api`` argument takes any object with the few ``HfApi`` methods used here
-(``list_repo_refs``, ``list_repo_files``, ``repo_info``, ``hf_hub_download``,
-``create_repo``, ``create_branch``, ``delete_branch``, ``create_commit``); tests pass a
-fake one.
+(``list_repo_refs``, ``list_repo_files``, ``list_repo_tree``, ``repo_info``,
+``hf_hub_download``, ``create_repo``, ``create_branch``, ``delete_branch``,
+``create_commit``); tests pass a fake one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,6 +168,35 @@ def _retry_wait(err: BaseException, backoff: float) -> float | None:
     if not clients or clients[0].startswith("Connect"):  # ConnectError, ConnectTimeout
         return None
     return backoff if _TRANSIENT_TRANSPORT.intersection(clients) else None
+
+
+def _answer_lost(err: BaseException) -> bool:
+    """Whether a write that failed with ``err`` may have been done all the same, its
+    answer lost: the Hub answered 5xx (a gateway may give up on a commit that the Hub
+    goes on to make), or the request timed out or its connection was cut off once made.
+    A refusal (4xx, a rate limit among them) and a connection that could not be made
+    did nothing."""
+    status = getattr(getattr(err, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return status >= 500
+    return _retry_wait(err, 0.0) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Landed:
+    """What a commit whose answer was lost is taken to have answered, once its branch's
+    head is found to be it: ``oid``, the commit, as ``CommitInfo.oid`` names it."""
+
+    oid: str
+
+
+def _holds(entry: tuple[str, str | None], data: bytes) -> bool:
+    """Whether a file the Hub lists as ``entry`` (its git blob id and, for a large file,
+    the sha256 of its contents) holds ``data``."""
+    blob, lfs_sha256 = entry
+    if lfs_sha256 is not None:
+        return lfs_sha256 == hashlib.sha256(data).hexdigest()
+    return blob == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 _OFFLINE_ADVICE = "check the network, or set HF_HUB_OFFLINE=1 to use the download cache"
@@ -522,6 +552,7 @@ class HfHub:
 
     def _call(self, what: str, repo_id: str, method: str, *args: Any, writing: bool = False,
               client: Any = None, into_cache: bool = False, retry: bool = False,
+              landed: Callable[[Exception, str], Any] | None = None, whole: bool = False,
               **kwargs: Any) -> Any:
         """Call an ``HfApi`` method (of ``client``, by default this hub's), turning its
         errors into :class:`HubError`; a write (``writing``) gets advice that fits a
@@ -529,18 +560,28 @@ class HfHub:
         it says so (:meth:`~kernelforge.cache.DownloadCache.write_error`). ``retry``: a
         read that ``huggingface_hub`` makes once is tried again after a transient
         failure (:func:`_retry_wait`), with a WARNING for each wait, as it retries the
-        others; the error then says how often it was tried."""
+        others; the error then says how often it was tried. ``landed``: for a write
+        whose failure may hide its success (:func:`_answer_lost`), called with the error
+        and how often it was tried (as the error says it): it returns what to take as
+        the call's answer where the write was done all the same, ``None`` where it was
+        not, and raises a :class:`HubError` where it cannot tell. ``whole``: the method
+        answers with an iterator, read to the end here, where its requests are made."""
         fn = getattr(client if client is not None else self._client(), method)
         waits = iter(_RETRY_WAITS if retry else ())
         tries, waited = 1, 0.0
         while True:
             try:
-                return fn(*args, **kwargs)
+                answer = fn(*args, **kwargs)
+                return list(answer) if whole else answer
             except Exception as err:
+                tried = f" (tried {tries} times over {waited:.0f} s)" if tries > 1 else ""
+                if landed is not None and _answer_lost(err):
+                    done = landed(err, tried)
+                    if done is not None:
+                        return done
                 backoff = next(waits, None)
                 wait = None if backoff is None else _retry_wait(err, backoff)
                 if wait is None:
-                    tried = f" (tried {tries} times over {waited:.0f} s)" if tries > 1 else ""
                     mapped = self._map_error(what, repo_id, err, writing, into_cache, tried)
                     if mapped is None:
                         raise
@@ -1076,34 +1117,33 @@ class HfHub:
             check_signable(staged.digests, build_dir, staged.unversioned)
         contents = _read_staged(staged)  # checked, then uploaded: the same bytes
         branch = f"v{version}"
-        ops: list[Any] = []
-        new_paths = set()
+        files: dict[str, bytes] = {}  # what the commit adds, by path in the repository
         for _src, rel in staged.files:
             data = contents[rel]
             if signer is not None and rel.endswith("/metadata.json") and rel.count("/") == 2:
                 variant = rel.split("/")[1]
-                sig = signer.sign_variant(variant, data, repo_id=repo_id)
-                ops.append(hf.CommitOperationAdd(path_in_repo=signature_path(variant),
-                                                 path_or_fileobj=sig))
-                new_paths.add(signature_path(variant))
-            ops.append(hf.CommitOperationAdd(path_in_repo=rel, path_or_fileobj=data))
-            new_paths.add(rel)
+                files[signature_path(variant)] = signer.sign_variant(variant, data,
+                                                                     repo_id=repo_id)
+            files[rel] = data
         if card is not None:
-            ops.append(hf.CommitOperationAdd(path_in_repo="README.md",
-                                             path_or_fileobj=card.encode("utf-8")))
+            files["README.md"] = card.encode("utf-8")
+        ops: list[Any] = [hf.CommitOperationAdd(path_in_repo=p, path_or_fileobj=d)
+                          for p, d in files.items()]
         self._create_repo(repo_id)
         created = self._create_branch(repo_id, branch)
         parent: str | None = None
         try:
             parent = self._refs(repo_id, writing=True)[0].get(branch)
             old = self._listing(repo_id, parent, writing=True) if parent else []
-            ops.extend(hf.CommitOperationDelete(path_in_repo=p) for p in old
-                       if p.startswith("build/") and p not in new_paths)
-            info = self._call(f"publishing branch {branch}", repo_id, "create_commit",
+            gone = [p for p in old if p.startswith("build/") and p not in files]
+            ops.extend(hf.CommitOperationDelete(path_in_repo=p) for p in gone)
+            what = f"publishing branch {branch}"
+            info = self._call(what, repo_id, "create_commit",
                               repo_id, operations=ops,
                               commit_message=message or f"Publish version {version}",
                               repo_type=REPO_TYPE, revision=branch, parent_commit=parent,
-                              writing=True)
+                              writing=True, landed=lambda err, tried: self._landed_commit(
+                                  repo_id, branch, parent, files, gone, what, err, tried))
         except BaseException:
             # A new branch left without the build would be the newest version.
             if created:
@@ -1125,6 +1165,64 @@ class HfHub:
         logger.info("published %s %s at %s (%s)", repo_id, branch, commit[:7],
                     ", ".join(staged.variants))
         return Revision(repo_id, commit, branch, parent, time.time(), message, staged.variants)
+
+    def _landed_commit(self, repo_id: str, branch: str, parent: str | None,
+                       files: dict[str, bytes], gone: list[str], what: str,
+                       err: Exception, tried: str) -> _Landed | None:
+        """After a commit on ``branch`` whose answer was lost (``err``, after ``tried``,
+        as :meth:`_call` words them), look at the branch's head once. A new commit whose
+        files are exactly ``parent``'s with this publish's changes (``files`` added,
+        ``gone`` deleted), by their digests, is this publish's commit: it is taken as the
+        answer, with a WARNING (the commit message is not looked at: any publisher may
+        write it). ``None``: the head is still ``parent``, so nothing was committed.
+
+        Raises:
+            HubError: it cannot be told (the head cannot be read, or it is a commit that
+                holds other files: another publish's, perhaps made on top of this one);
+                the same publish run again finishes either way.
+        """
+        failed = f"{what} for {repo_id} on the {self.describe()} failed: {err}{tried}"
+
+        def unknown(why: str) -> HubError:
+            return HubError(f"{failed}; the Hub's answer was lost, so the commit may have "
+                            f"been made all the same, and {why}: run the same publish again "
+                            "(it makes no second commit of what the branch holds)")
+
+        if parent is None:  # pragma: no cover - read before every commit
+            raise unknown("the branch's head before it is not known")
+        try:
+            head = self._refs(repo_id, writing=True)[0].get(branch)
+            if head is None or head == parent:  # no commit removes a branch
+                return None
+            now = self._tree(repo_id, head)
+            before = self._tree(repo_id, parent)
+        except HubError as lookup:
+            raise unknown(f"the branch's head could not be read to tell ({lookup})") from err
+        expected = {p: e for p, e in before.items() if p not in files and p not in gone}
+        if (set(now) != set(expected) | set(files)
+                or any(now[p] != e for p, e in expected.items())
+                or not all(_holds(now[p], data) for p, data in files.items())):
+            raise unknown(f"the branch's head is now {head[:12]}, which holds other files "
+                          "than this publish's (another publish's, made after it or "
+                          "instead of it)")
+        logger.warning("%s: the Hub's answer to the commit on %s was lost (%s), but the "
+                       "branch's head %s holds exactly this publish's files: it is this "
+                       "publish's commit", repo_id, branch, _first_line(err), head[:12])
+        return _Landed(head)
+
+    def _tree(self, repo_id: str, commit: str) -> dict[str, tuple[str, str | None]]:
+        """Every file of ``commit``: its git blob id and, for a large file (LFS), the
+        sha256 of its contents."""
+        entries = self._call(f"listing the files of {commit[:12]}", repo_id, "list_repo_tree",
+                             repo_id, recursive=True, revision=commit, repo_type=REPO_TYPE,
+                             writing=True, whole=True)
+        tree: dict[str, tuple[str, str | None]] = {}
+        for entry in entries:
+            blob = getattr(entry, "blob_id", None)
+            if isinstance(blob, str):  # a file, not a folder
+                sha256 = getattr(getattr(entry, "lfs", None), "sha256", None)
+                tree[str(entry.path)] = (blob, sha256 if isinstance(sha256, str) else None)
+        return tree
 
     def _update_card(self, repo_id: str, branch: str, commit: str, card: str,
                      message: str) -> None:
