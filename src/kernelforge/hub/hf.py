@@ -190,6 +190,19 @@ class _Landed:
     oid: str
 
 
+class _AnswerLost:
+    """A :meth:`HfHub._call` ``landed`` hook for a write that may be tried again whatever
+    became of a try whose answer was lost (creating a repository or a branch): it notes
+    that one was, so that a later try's "exists already" (409) is known to be, perhaps,
+    this publish's own doing."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, err: Exception, tried: str) -> None:
+        self.seen = True
+
+
 def _holds(entry: tuple[str, str | None], data: bytes) -> bool:
     """Whether a file the Hub lists as ``entry`` (its git blob id and, for a large file,
     the sha256 of its contents) holds ``data``."""
@@ -558,14 +571,15 @@ class HfHub:
         errors into :class:`HubError`; a write (``writing``) gets advice that fits a
         write, and a download into the download cache (``into_cache``) that cannot write
         it says so (:meth:`~kernelforge.cache.DownloadCache.write_error`). ``retry``: a
-        read that ``huggingface_hub`` makes once is tried again after a transient
-        failure (:func:`_retry_wait`), with a WARNING for each wait, as it retries the
-        others; the error then says how often it was tried. ``landed``: for a write
-        whose failure may hide its success (:func:`_answer_lost`), called with the error
-        and how often it was tried (as the error says it): it returns what to take as
-        the call's answer where the write was done all the same, ``None`` where it was
-        not, and raises a :class:`HubError` where it cannot tell. ``whole``: the method
-        answers with an iterator, read to the end here, where its requests are made."""
+        read that ``huggingface_hub`` makes once, or a write, is tried again after a
+        transient failure (:func:`_retry_wait`), with a WARNING for each wait, as it
+        retries the others; the error then says how often it was tried. ``landed``: for
+        a write whose failure may hide its success (:func:`_answer_lost`), called with
+        the error and how often it was tried (as the error says it), before any other
+        try: it returns what to take as the call's answer where the write was done all
+        the same, ``None`` where it was not (only then is it tried again), and raises a
+        :class:`HubError` where it cannot tell. ``whole``: the method answers with an
+        iterator, read to the end here, where its requests are made."""
         fn = getattr(client if client is not None else self._client(), method)
         waits = iter(_RETRY_WAITS if retry else ())
         tries, waited = 1, 0.0
@@ -1071,7 +1085,11 @@ class HfHub:
         The commit adds every variant (and its signature when ``signer`` is given) and
         deletes the files of variants no longer built; the Hub applies a commit
         atomically, and ``parent_commit`` makes it fail rather than overwrite a
-        concurrent publish.
+        concurrent publish. Creating the repository, the branch and the commit are tried
+        again after a transient failure (a busy Hub, a rate limit, a timeout, a
+        connection cut off), the commit only once the branch's head shows that the
+        failed try made no commit: a head holding exactly this publish's files is taken
+        as its commit, with a WARNING.
 
         Args:
             repo_id: ``org/name``; created (as a kernel repository, with the Hub's
@@ -1142,7 +1160,8 @@ class HfHub:
                               repo_id, operations=ops,
                               commit_message=message or f"Publish version {version}",
                               repo_type=REPO_TYPE, revision=branch, parent_commit=parent,
-                              writing=True, landed=lambda err, tried: self._landed_commit(
+                              writing=True, retry=parent is not None,
+                              landed=lambda err, tried: self._landed_commit(
                                   repo_id, branch, parent, files, gone, what, err, tried))
         except BaseException:
             # A new branch left without the build would be the newest version.
@@ -1229,14 +1248,16 @@ class HfHub:
         """Commit the card on ``main`` after the build's commit on ``branch`` (at
         ``commit``), which holds it too. The Hub has no commit across branches: where this
         one fails, the build is published all the same, and the error says so, since
-        the same publish run again only updates the card."""
+        the same publish run again only updates the card. It is tried again after a
+        transient failure whatever became of the failed try: a card that landed makes
+        the next try a commit of nothing, which the Hub does not make."""
         hf = _huggingface_hub()
         try:
             self._call("updating the card on main", repo_id, "create_commit", repo_id,
                        operations=[hf.CommitOperationAdd(path_in_repo="README.md",
                                                          path_or_fileobj=card.encode("utf-8"))],
                        commit_message=message or "Update card", repo_type=REPO_TYPE,
-                       revision=CARD_BRANCH, writing=True)
+                       revision=CARD_BRANCH, writing=True, retry=True)
         except HubError as err:
             raise HubError(
                 f"{repo_id} {branch} holds the build and its card (revision {commit[:12]}), "
@@ -1250,58 +1271,67 @@ class HfHub:
         then seen. A repository that exists is left as it is: the Hub answers 409, or
         401/402/403 to a token that may not create one there (then its refs are read, as
         ``create_repo(exist_ok=True)`` reads them)."""
+        lost = _AnswerLost()
+        made = "did not exist: created it"
         try:
             self._call("creating the repository", repo_id, "create_repo", repo_id,
-                       repo_type=REPO_TYPE, writing=True)
+                       repo_type=REPO_TYPE, writing=True, retry=True, landed=lost)
         except HubError as err:
             status = getattr(getattr(err.__cause__, "response", None), "status_code", None)
-            if status == 409:
+            if status == 409 and not lost.seen:
                 return
-            if status in (401, 402, 403):
+            if status == 409:  # most likely made by the try whose answer was lost
+                made = ("did not exist, as far as can be told (the Hub's answer to creating "
+                        "it was lost, and trying again found it): created it")
+            elif status in (401, 402, 403):
                 try:
                     self._refs(repo_id, writing=True)
                 except HubError:
                     raise err from err.__cause__
                 return
-            raise
+            else:
+                raise
         try:
             info = self._call("reading the new repository's visibility", repo_id, "repo_info",
                               repo_id, repo_type=REPO_TYPE, writing=True)
             private = getattr(info, "private", None)
         except HubError as err:
-            self._unknown_visibility(repo_id, str(err))
+            self._unknown_visibility(repo_id, made, str(err))
             return
         if not isinstance(private, bool):  # an answer without it says nothing either way
-            self._unknown_visibility(repo_id, "the Hub's answer does not say")
+            self._unknown_visibility(repo_id, made, "the Hub's answer does not say")
             return
         if private is False:
-            logger.warning("%s did not exist: created it on the %s as a public repository (its "
-                           "owner's default), which anyone can see and load from; to keep it "
-                           "private, make it private in its settings on the Hub (or create it "
-                           "private before publishing)", repo_id, self.describe())
+            logger.warning("%s %s on the %s as a public repository (its owner's default), "
+                           "which anyone can see and load from; to keep it private, make it "
+                           "private in its settings on the Hub (or create it private before "
+                           "publishing)", repo_id, made, self.describe())
         else:
-            logger.info("%s did not exist: created it on the %s (private: %s)", repo_id,
-                        self.describe(), private)
+            logger.info("%s %s on the %s (private: %s)", repo_id, made, self.describe(),
+                        private)
 
-    def _unknown_visibility(self, repo_id: str, why: str) -> None:
-        """The WARNING of a repository created without learning whether it is public: it
-        may be, so the user is sent to look."""
-        logger.warning("%s did not exist: created it on the %s, but could not read whether "
-                       "it is public (%s); check its settings on the Hub", repo_id,
-                       self.describe(), why)
+    def _unknown_visibility(self, repo_id: str, made: str, why: str) -> None:
+        """The WARNING of a repository created (``made`` says how surely) without learning
+        whether it is public: it may be, so the user is sent to look."""
+        logger.warning("%s %s on the %s, but could not read whether it is public (%s); "
+                       "check its settings on the Hub", repo_id, made, self.describe(), why)
 
     def _create_branch(self, repo_id: str, branch: str) -> bool:
         """Create ``branch`` (from ``main``, as the Hub does); ``True`` when this call
         made it, ``False`` when it was there already (the Hub answers 409, or 403 to a
         token that may commit to a branch but not create one, as ``exist_ok=True``
-        takes them)."""
+        takes them). A try whose answer was lost is tried again; a 409 after it is taken
+        as this call's branch, so that a failed commit deletes it again (only while it
+        holds no commit: :meth:`_drop_new_branch`)."""
+        lost = _AnswerLost()
         try:
             self._call(f"creating branch {branch}", repo_id, "create_branch", repo_id,
-                       branch=branch, repo_type=REPO_TYPE, writing=True)
+                       branch=branch, repo_type=REPO_TYPE, writing=True, retry=True,
+                       landed=lost)
         except HubError as err:
             status = getattr(getattr(err.__cause__, "response", None), "status_code", None)
             if status == 409:
-                return False
+                return lost.seen
             if status == 403:
                 try:
                     exists = branch in self._refs(repo_id, writing=True)[0]
