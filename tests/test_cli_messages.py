@@ -530,6 +530,32 @@ def test_a_misspelt_command_or_option_gets_its_commands_usage_and_a_suggestion(
         assert err.rstrip().endswith(f"; did you mean '{meant}'?"), err
 
 
+@pytest.mark.parametrize(("argv", "listed", "said"), [
+    ([], ["init", "build", "publish", "versions"],
+     "kernelforge: error: no command given: choose one of the commands above, e.g. "
+     "'kernelforge init my-relu' ('kernelforge COMMAND --help' shows what one takes)\n"),
+    (["cache"], ["list", "remove", "clear"],
+     "kernelforge cache: error: no action given: choose one of the actions above, e.g. "
+     "'kernelforge cache list' ('kernelforge cache ACTION --help' shows what one takes)\n"),
+    (["trust"], ["add", "allow", "list"], "e.g. 'kernelforge trust list'"),
+])
+def test_a_missing_command_lists_the_commands_with_what_each_does(
+    capsys: pytest.CaptureFixture[str], argv: list[str], listed: list[str], said: str
+) -> None:
+    """`kernelforge` alone: the usage line names no command, so the help that lists them
+    (with a line each) comes first, then one error line with a command to start with."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    for command in listed:
+        assert re.search(rf"^    {command} +\S", captured.err, re.M), captured.err
+    assert captured.err.endswith(said) if said.endswith("\n") else said in captured.err
+    assert captured.err.count("usage: ") == 1, captured.err
+    assert "the following arguments are required" not in captured.err
+
+
 def test_the_demo_says_that_it_does_not_follow_kernelforge_hub_hf(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

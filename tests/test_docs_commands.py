@@ -42,10 +42,11 @@ REFUSED = {"init Bad_Name", "kernelforge download ''"}
 PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(/[A-Z][A-Z0-9_]*)?")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
 SHELL = ("", "bash", "sh", "shell", "console")
-#: argparse's complaints about an operand left out: what a mention of a command in the
-#: text (``kernelforge info --lock``) may leave out, where a command line may not.
+#: argparse's complaints about an operand left out, and the command's own about a
+#: subcommand left out: what a mention of a command in the text (``kernelforge info
+#: --lock``, ``kernelforge cache``) may leave out, where a command line may not.
 MISSING = re.compile(r"the following arguments are required: |argument \S+: expected one "
-                     r"argument$")
+                     r"argument$|: error: no (command|action) given: ")
 
 
 @dataclass(frozen=True)

@@ -547,11 +547,33 @@ def jobs_arg(text: str) -> int:
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
 
 
+#: An example for the error that no command was given, where its first subcommand would
+#: not do (the others show their ``list``, else their first).
+_FIRST_STEPS = {"kernelforge": "kernelforge init my-relu"}
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with "did you mean" for a misspelt command or option (Python 3.14's
-    ``suggest_on_error``, for every Python this package runs on)."""
+    ``suggest_on_error``, for every Python this package runs on), and the list of
+    commands where none was given."""
+
+    def _subcommands(self) -> argparse._SubParsersAction | None:
+        return next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)),
+                    None)
 
     def error(self, message: str) -> NoReturn:
+        sub = self._subcommands()
+        if (sub is not None and sub.metavar
+                and message == f"the following arguments are required: {sub.metavar}"):
+            # `kernelforge` alone (or `kernelforge cache`): the usage line alone names no
+            # command to run, the help lists them with what each does
+            word = str(sub.metavar).lower()
+            first = "list" if "list" in sub.choices else next(iter(sub.choices))
+            example = _FIRST_STEPS.get(self.prog, f"{self.prog} {first}")
+            self.print_help(sys.stderr)
+            self.exit(2, f"{self.prog}: error: no {word} given: choose one of the "
+                         f"{word}s above, e.g. '{example}' ('{self.prog} {word.upper()} "
+                         "--help' shows what one takes)\n")
         m = _INVALID_CHOICE.search(message)
         if m:
             choices = [c.strip().strip("'") for c in m.group("choices").split(",")]
