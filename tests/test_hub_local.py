@@ -597,6 +597,42 @@ def test_missing_things_raise_hub_errors(hub: LocalHub, project: Path) -> None:
         hub.variants(REPO, "0" * 40)
 
 
+def test_a_load_before_the_first_publish_names_the_publish(hub: LocalHub) -> None:
+    """A hub named (or set in KERNELFORGE_HUB) that nothing was published to yet: the
+    error gives the command that publishes the repository there."""
+    publish = f"'kernelforge publish PROJECT --repo {REPO} --hub {hub.root}'"
+    with pytest.raises(HubError) as info:
+        hub.branches(REPO)
+    assert str(info.value) == (f"repository {REPO!r} not found: the hub directory "
+                               f"{hub.root} does not exist; check the path, or publish to it "
+                               f"first ({publish}, which creates it)")
+    hub.root.mkdir()
+    with pytest.raises(HubError) as info:
+        hub.branches(REPO)
+    assert str(info.value).endswith(f"; it is empty (publish to it with {publish})")
+
+
+def test_a_repository_not_found_gets_a_did_you_mean(hub: LocalHub, project: Path) -> None:
+    """A typo in the name, or the name under another organization: the error suggests
+    the repository meant, and lists ten of the hub's repositories at most."""
+    for n in range(12):
+        hub.publish(f"org{n:02d}/kernel-{n:02d}", project, version=1)
+    hub.publish("kernels-test/my-relu", project, version=1)
+    for asked in ("kernels-test/my-rleu", "my-org/my-relu"):
+        with pytest.raises(HubError) as info:
+            hub.branches(asked)
+        said = str(info.value)
+        assert said.endswith("; did you mean 'kernels-test/my-relu'?"), said
+        assert said.startswith(f"repository {asked!r} not found in hub {hub.root}; "
+                               "repositories in this hub: kernels-test/my-relu, "
+                               "org00/kernel-00, "), said
+        assert "org08/kernel-08, ... (3 more)" in said and "org09" not in said, said
+    with pytest.raises(HubError) as info:  # nothing close: the listing alone
+        hub.branches("kernels-test/gemm")
+    assert "did you mean" not in str(info.value)
+    assert "kernels-test/my-relu" in str(info.value)
+
+
 # --- refusals ----------------------------------------------------------------------------
 
 

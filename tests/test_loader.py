@@ -781,7 +781,9 @@ def test_a_repository_not_in_the_default_local_hub_says_so_in_the_hub_error(
     assert "local hub" not in str(info.value)
     monkeypatch.setattr(local_hub, "default_root", lambda: tmp_path / "empty-hub")
     with pytest.raises(HubError, match=r"is not in the local hub .*empty-hub \(it holds no "
-                                       r"repositories\), so the Hugging Face Hub was asked"):
+                                       r"repositories: 'kernelforge publish PROJECT --repo "
+                                       r"kernels-test/relx' publishes a build there\), so "
+                                       r"the Hugging Face Hub was asked"):
         loader.get_kernel("kernels-test/relx")
 
 

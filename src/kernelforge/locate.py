@@ -291,7 +291,7 @@ def _not_in_local_hub(repo_id: str) -> str:
     """That the default local hub does not hold ``repo_id``: where it is, the names it
     holds (the first ten) and those close to ``repo_id``, for the error of a load that then
     went to the Hugging Face Hub."""
-    import difflib
+    from kernelforge.hub.local import held_repos
 
     local = LocalHub()
     where = f"repository {repo_id!r} is not in the local hub {local.root}"
@@ -299,20 +299,10 @@ def _not_in_local_hub(repo_id: str) -> str:
         held = local.repos()
     except (OSError, HubError):  # an unusable default hub: the error being said comes first
         held = []
-    if not held:
-        return f"{where} (it holds no repositories)"
-    # by the name after the organization: a shared organization alone makes ids look alike
-    def name(repo: str) -> str:
-        return repo.partition("/")[2].lower()
-
-    by_name: dict[str, list[str]] = {}
-    for repo in held:
-        by_name.setdefault(name(repo), []).append(repo)
-    close = [repo for match in difflib.get_close_matches(name(repo_id), list(by_name), n=3)
-             for repo in by_name[match]][:3]
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    shown = held[:10] + ([f"... ({len(held) - 10} more)"] if len(held) > 10 else [])
-    return f"{where} (it holds: {', '.join(shown)}{hint})"
+    if not held:  # a load before the first publish, most often
+        return (f"{where} (it holds no repositories: 'kernelforge publish PROJECT --repo "
+                f"{repo_id}' publishes a build there)")
+    return f"{where} (it holds: {held_repos(repo_id, held)})"
 
 
 def _chosen_by_env(hub: HubArg, h: Hub, repo_id: str) -> str | None:

@@ -125,6 +125,25 @@ def default_root() -> Path:
     return user_dir("cache", "the local hub", HUB_ENV, HubError) / "hub"
 
 
+def held_repos(repo_id: str, held: list[str]) -> str:
+    """The repositories ``held`` by a hub that lacks ``repo_id``, for its error: the first
+    ten, and a "did you mean" for those whose name (after the organization) is close to
+    ``repo_id``'s, as a typo or another organization gives."""
+    import difflib
+
+    def name(repo: str) -> str:  # a shared organization alone makes ids look alike
+        return repo.partition("/")[2].lower()
+
+    by_name: dict[str, list[str]] = {}
+    for repo in held:
+        by_name.setdefault(name(repo), []).append(repo)
+    close = [repo for match in difflib.get_close_matches(name(repo_id), list(by_name), n=3)
+             for repo in by_name[match]][:3]
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    shown = held[:10] + ([f"... ({len(held) - 10} more)"] if len(held) > 10 else [])
+    return ", ".join(shown) + hint
+
+
 class LocalHub(LocalHubWriter):
     """Kernel repositories kept in a directory on this machine.
 
@@ -257,16 +276,26 @@ class LocalHub(LocalHubWriter):
                 meant = ("; for the default local hub, leave the hub out"
                          if str(self.root) in ("local", "default") else "")
                 raise HubError(f"repository {repo_id!r} not found: the hub directory "
-                               f"{self.root} does not exist; check the path (the first "
-                               f"publish to a hub creates it){meant}")
+                               f"{self.root} does not exist; check the path, or publish "
+                               f"to it first ({self._publish_hint(repo_id)}, which creates "
+                               f"it){meant}")
             known = self.repos()
             if not known:  # a project directory given as the hub, say: not "empty"
                 stray = _not_a_hub(self.root)
                 if stray is not None:
                     raise HubError(f"repository {repo_id!r} not found: {stray}")
-            hint = f"; repositories in this hub: {', '.join(known)}" if known else "; it is empty"
+            hint = (f"; repositories in this hub: {held_repos(repo_id, known)}" if known
+                    else f"; it is empty (publish to it with {self._publish_hint(repo_id)})")
             raise HubError(f"repository {repo_id!r} not found in hub {self.root}{hint}")
         return repo
+
+    def _publish_hint(self, repo_id: str) -> str:
+        """The command that publishes ``repo_id`` to this hub, for the error of a load
+        made before any publish."""
+        import shlex
+
+        return (f"'kernelforge publish PROJECT --repo {repo_id} --hub "
+                f"{shlex.quote(str(self.root))}'")
 
     def _object_dir(self, repo_id: str, commit: str, repo: Path | None = None) -> Path:
         """A commit's folder; ``repo`` is the repository's folder where the caller has
