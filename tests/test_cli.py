@@ -622,6 +622,33 @@ def test_init_names_what_keeps_it_from_a_directory(
     assert sorted(p.name for p in dest.iterdir()) == sorted([".git", *entries])
 
 
+def test_init_over_a_project_says_how_to_build_it_or_start_another(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's `kernelforge init my-relu` run twice: the project is left alone, and
+    the error gives the commands meant (run from the project too)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "my-relu"]) == 0
+    toml = (tmp_path / "my-relu" / "build.toml").read_text()
+    capsys.readouterr()
+    for argv, dest, build, beside in (
+            (["init", "my-relu"], "my-relu", "my-relu", "my-relu-2"),
+            (["init", "my-relu", str(tmp_path / "my-relu")], str(tmp_path / "my-relu"),
+             str(tmp_path / "my-relu"), str(tmp_path / "my-relu-2")),
+            (["init", "my-relu", "."], ".", ".", "../my-relu-2")):
+        if dest == ".":
+            monkeypatch.chdir(tmp_path / "my-relu")
+        assert main(argv) == 1
+        assert capsys.readouterr().err == (
+            f"error: {dest} exists and is not empty: it holds a kernel project already (its "
+            "build.toml), which init leaves as it is; to build that project, run "
+            f"'kernelforge build {build}'; to start another, give init a new directory, "
+            f"e.g. 'kernelforge init my-relu {beside}'\n")
+    assert (tmp_path / "my-relu" / "build.toml").read_text() == toml
+    assert main(["init", "my-relu", "../my-relu-2"]) == 0  # the example given works
+    assert (tmp_path / "my-relu-2" / "build.toml").is_file()
+
+
 def test_init_renames_identifiers_and_leaves_prose_about_torch_alone(tmp_path: Path) -> None:
     dest = tmp_path / "gelu"
     assert main(["init", "fast-gelu", str(dest)]) == 0

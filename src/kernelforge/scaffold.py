@@ -220,6 +220,8 @@ def init_project(name: str, directory: Path | None = None) -> Path:
             f"{dest} exists and is not a directory; choose another directory"
         )
     blocking = _blocking_entries(dest)
+    if "build.toml" in blocking:
+        raise KernelforgeError(_already_a_project(dest, name))
     if blocking:
         more = len(blocking) - 1
         raise KernelforgeError(
@@ -243,6 +245,23 @@ def init_project(name: str, directory: Path | None = None) -> Path:
 #: (``.git``, a folder, or a file in a worktree or submodule), as ``git init`` or a clone
 #: of an empty repository leaves it.
 _VCS_ENTRIES = frozenset({".git"})
+
+
+def _already_a_project(dest: Path, name: str) -> str:
+    """The error for ``init`` run over a kernel project (a second run of the same
+    ``kernelforge init``, most often): the project is left as it is, and the commands for
+    what was likely meant, its build or a new project elsewhere."""
+    import os
+    import shlex
+
+    beside = dest.absolute()  # of '.' too, which has no name to add to
+    beside = beside.with_name(f"{beside.name}-2")
+    if not dest.is_absolute():
+        beside = Path(os.path.relpath(beside))
+    return (f"{dest} exists and is not empty: it holds a kernel project already (its "
+            "build.toml), which init leaves as it is; to build that project, run "
+            f"'kernelforge build {shlex.quote(str(dest))}'; to start another, give init a "
+            f"new directory, e.g. 'kernelforge init {name} {shlex.quote(str(beside))}'")
 
 
 def _blocking_entries(dest: Path) -> list[str]:
