@@ -308,7 +308,32 @@ def test_a_folder_inside_a_project_names_the_project(tmp_path, monkeypatch):
     (tmp_path / "elsewhere").mkdir()
     with pytest.raises(ManifestError) as info:
         load_manifest("elsewhere")
-    assert info.value.fix == "pass a kernel project directory that holds build.toml"
+    assert info.value.fix == ("pass a kernel project directory that holds build.toml (to "
+                              "start one, run 'kernelforge init NAME')")
+
+
+def test_the_folder_above_projects_names_them(tmp_path, monkeypatch):
+    """`kernelforge build` run where `kernelforge init` was, a folder above the project:
+    the fix names the projects of its subfolders (hidden ones left out)."""
+    for name in ("b-proj", "a-proj", ".hidden"):
+        (tmp_path / name).mkdir()
+        make_guide_project(tmp_path / name)
+    (tmp_path / "notes").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ManifestError, match="no such file") as info:
+        load_manifest(".")
+    assert info.value.fix == ("pass a kernel project directory that holds build.toml (in "
+                              "the current directory: a-proj, b-proj)")
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    assert info.value.fix.endswith(f"build.toml (in {tmp_path}: a-proj, b-proj)")
+    for n in range(5):
+        (tmp_path / f"k{n}").mkdir()
+        (tmp_path / f"k{n}" / "build.toml").touch()
+    with pytest.raises(ManifestError) as info:
+        load_manifest(".")
+    assert info.value.fix.endswith("(in the current directory: a-proj, b-proj, k0, k1, k2 "
+                                   "and 2 more)")
 
 
 def make_guide_project(root: Path) -> Path:

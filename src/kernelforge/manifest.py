@@ -622,6 +622,8 @@ def _read_toml(file: Path) -> dict[str, Any]:
             # a folder inside a project (torch-ext/, build/): the project is above it
             folder = "the current directory" if file.parent == Path() else file.parent
             fix = f"{folder} is inside a kernel project: {_project_to_pass(file)}"
+        elif file.name == "build.toml" and file.parent.is_dir():
+            fix += _projects_below(file.parent)
         raise ManifestError(file, None, "no such file", expected="a build.toml",
                             fix=fix) from None
     except (OSError, UnicodeDecodeError) as err:
@@ -716,6 +718,22 @@ def _defined_twice(message: str, text: str) -> tuple[str | None, str, str] | Non
     return key, f"line {start + 1} sets '{name}' in {where}, which already has it", (
         f"keep one '{name}' in {where} (TOML allows a key once per table); merge the "
         "two values if both are wanted")
+
+
+def _projects_below(folder: Path) -> str:
+    """The end of the fix for a ``folder`` that is no kernel project: the projects in its
+    subfolders (the folder that ``kernelforge init`` made, run from the one above it), or
+    how to make one."""
+    try:
+        found = sorted(d.name for d in folder.iterdir()
+                       if not d.name.startswith(".") and (d / "build.toml").is_file())
+    except OSError:
+        found = []
+    if not found:
+        return " (to start one, run 'kernelforge init NAME')"
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return (f" (in {'the current directory' if folder == Path() else folder}: "
+            f"{', '.join(found[:5])}{more})")
 
 
 def _project_to_pass(file: Path) -> str:
