@@ -429,8 +429,36 @@ def test_a_directory_that_is_no_hub_is_not_written(hub: LocalHub, project: Path)
     assert sorted(p.relative_to(project) for p in project.rglob("*")) == sorted(
         [*before, Path("notes.txt")])
     hub.root.mkdir()
+    (hub.root / "notes.txt").write_text("x")  # a folder of other files: no project named
+    with pytest.raises(HubError) as info:
+        hub.publish(REPO, project, version=1)
+    assert str(info.value) == (
+        f"cannot write to the hub: {hub.root} is not a hub directory: it holds "
+        f"{hub.root / 'notes.txt'}, and a hub holds only <org>/<name>/ folders; name an "
+        "empty directory or an existing hub (hub= in Python, --hub on the command line, or "
+        "$KERNELFORGE_HUB), or leave it out for the default")
+    (hub.root / "notes.txt").unlink()
     (hub.root / ".DS_Store").write_text("")  # dot-entries are not the hub's concern
     hub.publish(REPO, project, version=1)
+
+
+def test_a_project_given_as_the_hub_is_named_as_one(project: Path, tmp_path: Path) -> None:
+    """`--hub my-relu` where `my-relu` is the project: the error says that the project is
+    the command's PATH, for the project and for its build/ folder alike."""
+    (project / "build.toml").write_text("")
+    said = "the project is the PATH of 'kernelforge publish PATH --repo ORG/NAME', not the hub"
+    for root, what in ((project, "a kernel project"),
+                       (project / "build", "a kernel project's build/ folder")):
+        with pytest.raises(HubError) as published:
+            LocalHub(root).publish(REPO, project, version=1)
+        with pytest.raises(HubError) as read:
+            LocalHub(root).branches(REPO)
+        for info in (published, read):
+            assert f" ({what}: {said}), and a hub holds only" in str(info.value)
+    (project / "build.toml").unlink()  # a build/ folder of no project: not named one
+    with pytest.raises(HubError) as info:
+        LocalHub(project / "build").branches(REPO)
+    assert "kernel project" not in str(info.value)
 
 
 def test_pycache_is_not_published(hub: LocalHub, project: Path) -> None:

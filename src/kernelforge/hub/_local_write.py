@@ -559,11 +559,28 @@ def _not_a_hub(root: Path) -> str | None:
             return (f"cannot list {org} in the hub {root} ({err.strerror or err}); check "
                     "its permissions")
         if stray is not None:
-            return (f"{root} is not a hub directory: it holds {stray}, and a hub holds only "
-                    "<org>/<name>/ folders; name an empty directory or an existing hub "
-                    "(hub= in Python, --hub on the command line), or leave it out for "
-                    "the default")
+            return (f"{root} is not a hub directory: it holds {stray}{_project_part(root)}, "
+                    "and a hub holds only <org>/<name>/ folders; name an empty directory "
+                    "or an existing hub (hub= in Python, --hub on the command line, or "
+                    "$KERNELFORGE_HUB), or leave it out for the default")
     return None
+
+
+def _project_part(root: Path) -> str:
+    """What ``root``, given as a hub, is where it is a kernel project or its ``build/``
+    folder (a project passed as ``--hub`` rather than as the command's PATH), for
+    :func:`_not_a_hub`'s error; empty otherwise."""
+    try:
+        if (root / "build.toml").is_file():
+            what = "a kernel project"
+        elif root.name == "build" and (root.parent / "build.toml").is_file():
+            what = "a kernel project's build/ folder"
+        else:
+            return ""
+    except OSError:
+        return ""
+    return (f" ({what}: the project is the PATH of 'kernelforge publish PATH --repo "
+            "ORG/NAME', not the hub)")
 
 
 def _in_tree(filename: str | bytes | int, root: Path) -> bool:
