@@ -54,6 +54,19 @@ def test_a_publish_of_a_build_of_other_files_warns_after_it(
     assert ": the hub already holds torch-cpu as it was built;" in captured.err
 
 
+def test_a_publish_without_a_repository_shows_the_command_with_one(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _fake_build(project, _current_sources(project))
+    monkeypatch.chdir(project.parent)
+    assert main(["publish", project.name, "--hub", str(tmp_path / "h")]) == 1
+    assert capsys.readouterr().err == (
+        "error: publish needs a repository: pass --repo org/name, e.g. 'kernelforge "
+        f"publish {project.name} --repo <org>/k-one' (or set [general.hub] repo-id in "
+        "build.toml)\n")
+    assert not (tmp_path / "h").exists()
+
+
 # --- init ----------------------------------------------------------------------------------
 
 

@@ -308,8 +308,9 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     repo = args.repo or manifest.hub_repo_id
     if not repo:
         raise KernelforgeError(
-            "publish needs a repository: pass --repo org/name "
-            "(or set [general.hub] repo-id in build.toml)"
+            "publish needs a repository: pass --repo org/name, e.g. 'kernelforge publish "
+            f"{shlex.quote(args.path)} --repo <org>/{manifest.name}' (or set [general.hub] "
+            "repo-id in build.toml)"
         )
     if not args.repo:
         from kernelforge.hub.base import validate_repo_id
