@@ -173,6 +173,77 @@ def test_cached_copy_that_fails_verification_is_fetched_again_online(
     assert len(api.fetches()) > before
 
 
+def _cached_as_served_damaged(env, tmp_path: Path, key, other: Path, *, signed: bool
+                              ) -> tuple[FakeHfApi, str, str]:
+    """A variant whose copy in the download cache is what a proxy served in its place
+    (another build's files with their own metadata.json, fetched before anything read
+    the variant's metadata.json, as ``kernelforge download`` fetches): the cached files
+    match what was recorded when they were fetched, not the digests of the metadata.json
+    the hub publishes. The hub serves the real build again afterwards. Returns the fake
+    API, the commit and the real build's module id."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("transit")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key if signed else None).commit
+    served = api.tree(REPO, commit) / "build" / "torch-cpu"
+    real = {p.name: p.read_bytes() for p in served.iterdir()}
+    for name in real:
+        api.tamper(REPO, commit, f"build/torch-cpu/{name}", (other / name).read_bytes())
+    hf.fetch_variant(REPO, commit, "torch-cpu")
+    for name, data in real.items():
+        api.tamper(REPO, commit, f"build/torch-cpu/{name}", data)
+    return api, commit, module_id
+
+
+@pytest.mark.parametrize("signed", [True, False], ids=["signed", "allowed"])
+def test_a_copy_cached_as_a_proxy_served_it_is_fetched_again_online(
+        env, tmp_path: Path, key, other: Path, caplog, signed: bool) -> None:
+    """The cached files match the digests recorded when they were fetched, so they did
+    not change in the cache; they fail the digests of the metadata.json the trust policy
+    saw because they were damaged before they were recorded. Online, the load fetches
+    a fresh copy once, signed or not, rather than refusing what the cache holds on every
+    load."""
+    api, commit, module_id = _cached_as_served_damaged(env, tmp_path, key, other,
+                                                       signed=signed)
+    before = len(api.fetches())
+    hf = HfHub(api=api, cache=env["cache"])
+    assert loader.get_kernel(REPO, version=1, hub=hf,
+                             trust_remote_code=not signed).__name__ == module_id
+    assert "failed verification" in caplog.text and "fetching it again" in caplog.text
+    assert f"{REPO}@{commit[:12]}/build/torch-cpu/{SO_NAME}" in api.fetches()[before:]
+
+
+@pytest.mark.parametrize("signed", [True, False], ids=["signed", "allowed"])
+def test_a_copy_cached_as_a_proxy_served_it_is_refused_when_the_fresh_copy_fails_too(
+        env, tmp_path: Path, key, other: Path, signed: bool) -> None:
+    """Fetched again, the copy must pass every check: a hub still serving other bytes is
+    refused, and what it served is not kept."""
+    api, commit, module_id = _cached_as_served_damaged(env, tmp_path, key, other,
+                                                       signed=signed)
+    api.tamper(REPO, commit, f"build/torch-cpu/{SO_NAME}", b"\x7fELF damaged")
+    hf = HfHub(api=api, cache=env["cache"])
+    _refused(lambda: loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=not signed),
+             f"changed: {SO_NAME}", module_id)
+    assert hf.cache.entries() == []
+
+
+def test_a_copy_cached_as_a_proxy_served_it_offline_names_the_fix(
+        env, tmp_path: Path, key, other: Path, monkeypatch) -> None:
+    api, commit, module_id = _cached_as_served_damaged(env, tmp_path, key, other, signed=True)
+    loader.kernel_info(REPO, version=1, hub=HfHub(api=api, cache=env["cache"]))
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(IntegrityError) as info:
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=api, cache=env["cache"]))
+    said = str(info.value)
+    assert "changed: metadata.json" in said, said
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    assert "holds the files as they were served, damaged on their way, and offline it is " \
+           "not fetched again" in said, said
+    assert module_id not in sys.modules
+
+
 def test_a_local_hub_revision_published_by_someone_else_needs_trust(
     env, tmp_path: Path, monkeypatch
 ) -> None:

@@ -695,14 +695,21 @@ class DownloadCache:
                 "'kernelforge download' on a locked project, or a load while online")
 
     def damaged_copy(self, err: IntegrityError, repo_id: str, commit: str,
-                     copy: Path | None = None) -> IntegrityError:
-        """``err``, about a cached copy of ``repo_id`` at ``commit`` that changed since it
-        was fetched and that cannot be fetched again offline, with a last line naming the
-        fix (and the copy, when given); its ``problems`` stay those of the files."""
+                     copy: Path | None = None, *, changed: bool = True) -> IntegrityError:
+        """``err``, about a cached copy of ``repo_id`` at ``commit`` that cannot be
+        fetched again offline, with a last line naming the fix (and the copy, when
+        given); its ``problems`` stay those of the files.
+
+        Args:
+            changed: the copy changed since it was fetched; ``False``: it is as it was
+                served, so it was damaged on its way (or by whatever served it).
+        """
         what = f"the download cache's copy{f' {copy}' if copy is not None else ''}"
+        how = ("was changed since it was fetched" if changed
+               else "holds the files as they were served, damaged on their way")
         damaged = IntegrityError(err.where, err.problems)
-        damaged.args = (f"{damaged}\n{what} was changed since it was fetched, and offline it "
-                        f"is not fetched again; fix: {self.damaged_entry_fix(repo_id, commit)}",)
+        damaged.args = (f"{damaged}\n{what} {how}, and offline it is not fetched again; "
+                        f"fix: {self.damaged_entry_fix(repo_id, commit)}",)
         return damaged
 
     def entries(self) -> list[tuple[str, str, str]]:

@@ -1019,15 +1019,21 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
             return _load(fetched.path, anchors, deps)
     except IntegrityError as err:
         if (plan.hub.kind == "local" or fetched.fetched
-                or is_intact(fetched.path, fetched.recorded)):
-            # a fresh or intact download differs from its anchors: fetching won't help
+                or _as_published(fetched.path, plan.metadata_sha256, fetched.recorded)):
+            # the hub's own files, a copy fetched just now, or one whose only fault is to
+            # differ from the lock file: fetching won't help
             _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
             raise
-        if getattr(plan.hub, "offline", True):  # the cached copy changed since: say the fix
+        if getattr(plan.hub, "offline", True):  # not fetched again offline: say the fix
             cache = getattr(plan.hub, "cache", None)
             if isinstance(cache, DownloadCache):
-                raise cache.damaged_copy(err, info.repo, commit) from err
+                raise cache.damaged_copy(err, info.repo, commit,
+                                         changed=not is_intact(fetched.path,
+                                                               fetched.recorded)) from err
             raise
+        # Changed in the cache since, or damaged before it was recorded (a copy that
+        # matches what was fetched can still differ from the metadata.json the trust
+        # policy saw): either way a fresh copy may pass, and must pass every check.
         logger.warning("%s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)
@@ -1038,6 +1044,24 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
     except IntegrityError as err:
         _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
         raise
+
+
+def _as_published(path: Path, metadata_sha256: str | None,
+                  recorded: Mapping[str, str] | None) -> bool:
+    """Whether a cached copy at ``path`` holds what the hub publishes: the
+    ``metadata.json`` the trust policy saw (``metadata_sha256``), the files its digests
+    record, and the bytes recorded when it was fetched. A copy that fails a load's check
+    but passes these differs from the lock file alone, which a fresh copy cannot mend;
+    one that fails them changed in the cache, or was damaged before it was recorded."""
+    from kernelforge.digest import verify_variant
+    from kernelforge.hub._staging import read_metadata
+
+    try:
+        verify_variant(path, read_metadata(path), metadata_sha256=metadata_sha256,
+                       recorded=recorded)
+    except (HubError, IntegrityError):
+        return False
+    return True
 
 
 def _raise_if_unlike_lock(plan: Plan, path: Path, recorded: Mapping[str, str] | None,
