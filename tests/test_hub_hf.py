@@ -16,6 +16,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from huggingface_hub import RepoFile
 from huggingface_hub.errors import OfflineModeIsEnabled
 from kf_sharing import (
     SO_NAME,
@@ -104,7 +105,8 @@ def test_publish_calls_the_hub_api_as_documented(tmp_path: Path, env) -> None:
         tags=[])
     api.list_repo_refs.return_value.branches[0].name = "main"
     api.list_repo_refs.return_value.branches[1].name = "v3"
-    api.list_repo_files.return_value = ["build/torch-cuda/x.py", "README.md"]
+    api.list_repo_tree.return_value = [RepoFile(path=p, size=1, oid="0" * 40)
+                                       for p in ("build/torch-cuda/x.py", "README.md")]
     api.create_commit.return_value = mock.Mock(oid="c" * 40)
     make_variant(tmp_path / "p", "torch-cpu", version=3)
     rev = HfHub(api=api, cache=env["cache"]).publish(REPO, tmp_path / "p", version=3,
@@ -1305,7 +1307,7 @@ def _round_trips(repo: str, downloads: int = 1, **more: int) -> dict[str, int]:
     the file lists of main (for kernel-status.toml) and of the chosen commit, and
     ``downloads`` files (the chosen variant's metadata.json; all four of its files for a
     load)."""
-    return {f"list_repo_refs {repo}": 1, f"list_repo_files {repo}": 2,
+    return {f"list_repo_refs {repo}": 1, f"list_repo_tree {repo}": 2,
             f"hf_hub_download {repo}": downloads, **{f"{m} {repo}": n for m, n in more.items()}}
 
 
@@ -1604,3 +1606,18 @@ def test_a_download_the_hub_answers_says_the_answer_not_check_the_network(
                            f"Hugging Face Hub failed: "), said
     assert advice in said and str(status) in said, said
     assert "check the network" not in said and "Internet connection" not in said, said
+
+
+def test_a_file_listing_the_hub_fails_partway_is_said_as_a_listing_error(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    """The file list is read page by page as it is iterated: a failure there is the
+    listing's error with its advice, not the client's exception, and nothing is kept."""
+    commit = publish(hf, tmp_path / "p", torch_cpu={"module_id": uid("pages")})
+    cold = HfHub(api=remote, cache=tmp_path / "cold")
+    remote.fail_next("list_repo_tree", hub_error(
+        "GET", f"{remote.endpoint}/api/kernels/{REPO}/tree/{commit}", 503))
+    with pytest.raises(HubError, match=rf"^listing files for {REPO} on the Hugging Face Hub "
+                                       r"failed: (?s:.*)503(?s:.*)the Hub is busy or down"):
+        cold.variants(REPO, commit)
+    assert cold.cache.load_listing(REPO, commit) is None
+    assert cold.variants(REPO, commit) == ["torch-cpu"]

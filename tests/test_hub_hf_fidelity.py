@@ -121,7 +121,7 @@ def _binds(fn: Any, n_positional: int, keywords: list[str], *, method: bool) -> 
 
 def test_every_hfapi_call_in_hf_py_exists_on_the_real_api_and_the_fake() -> None:
     calls = _calls_in_source()
-    assert {m for m, *_ in calls} >= {"list_repo_refs", "list_repo_files", "repo_info",
+    assert {m for m, *_ in calls} >= {"list_repo_refs", "list_repo_tree", "repo_info",
                                       "hf_hub_download", "create_repo", "create_branch",
                                       "create_commit"}
     problems = []
@@ -184,7 +184,7 @@ def test_every_call_hf_hub_makes_binds_to_the_real_signature(remote: FakeHfApi, 
     assert hub.read_file(REPO, commit, "README.md") == b"# relu\n"
     assert hub.resolve(REPO, commit[:8]) == commit
     used = {name for name, *_ in rec.calls}
-    assert used == {"create_repo", "create_branch", "list_repo_refs", "list_repo_files",
+    assert used == {"create_repo", "create_branch", "list_repo_refs", "list_repo_tree",
                     "create_commit", "hf_hub_download", "repo_info"}, used
     for name, args, kwargs in rec.calls:
         real = inspect.signature(getattr(HfApi, name))

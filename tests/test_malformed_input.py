@@ -285,6 +285,42 @@ def test_a_metadata_json_too_big_to_read_is_refused_before_it_is_read(
     assert not [p for p in read if p.name == "metadata.json"], read
     if isinstance(hub, HfHub):
         assert hub.cache.peek_file(repo, commit, "build/torch-cpu/metadata.json") is None
+        # the Hub's file list gave its size: it was not even downloaded
+        assert not [f for f in api.fetches() if f.endswith("/metadata.json")], api.fetches()
+
+
+@pytest.mark.parametrize("path", ["build/torch-cpu/metadata.json", "build/torch-cpu.sig",
+                                  "kernel-status.toml"])
+def test_a_small_file_the_hubs_listing_shows_too_big_is_refused_before_its_download(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Each file a load reads whole: refused, with the words of a refusal after the
+    download, on the size the Hub's file list gives (the list a load fetches anyway), so
+    the Hub sends none of it. Where the list came from the download cache (an earlier
+    process fetched it), the size is known only once the file is downloaded."""
+    from kf_sharing import FakeHfApi, isolate, make_variant, uid
+
+    from kernelforge.hub import base
+    from kernelforge.hub.hf import HfHub
+
+    env = isolate(monkeypatch, tmp_path)
+    monkeypatch.setattr(base, "SMALL_FILE_MAX", 64 * 1024)
+    repo = "hostile-org/relu"
+    make_variant(tmp_path / "p", module_id=uid("listed"))
+    api = FakeHfApi(tmp_path / "remote")
+    commit = HfHub(api=api, cache=tmp_path / "publisher").publish(
+        repo, tmp_path / "p", version=1).commit
+    api.tamper(repo, commit, path, b"x" * (64 * 1024 + 1))
+    refusal = (rf"^{repo} at {commit[:12]} \(Hugging Face Hub\): {path} is 65537 bytes, more "
+               r"than the 65536 such a file may have; refusing to read it")
+    hub = HfHub(api=api, cache=env["cache"])
+    with pytest.raises(HubError, match=refusal):
+        hub.read_file(repo, commit, path)
+    assert not [f for f in api.fetches() if f.endswith(path)], api.fetches()
+    assert hub.cache.peek_file(repo, commit, path) is None
+    with pytest.raises(HubError, match=refusal):  # the listing now from the cache
+        HfHub(api=api, cache=env["cache"]).read_file(repo, commit, path)
+    assert [f for f in api.fetches() if f.endswith(path)] == [f"{repo}@{commit[:12]}/{path}"]
+    assert hub.cache.peek_file(repo, commit, path) is None
 
 
 @pytest.mark.parametrize(("extra", "refused"), [(0, False), (1, True)])

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from huggingface_hub import RepoFile
 from kf_sharing import FakeHfApi, isolate, make_variant, uid
 
 from kernelforge import loader
@@ -87,12 +88,13 @@ def test_a_listing_with_a_path_outside_the_revision_is_refused(env, tmp_path, pl
     hub = HfHub(api=api, cache=env["cache"])
     make_variant(tmp_path / "p", module_id=uid("listing"))
     commit = hub.publish(REPO, tmp_path / "p", version=1).commit
-    real = api.list_repo_files
+    real = api.list_repo_tree
 
     def listing(*args, **kwargs):
-        return [*real(*args, **kwargs), planted]
+        yield from real(*args, **kwargs)
+        yield RepoFile(path=planted, size=1, oid="0" * 40)
 
-    api.list_repo_files = listing  # type: ignore[method-assign]
+    api.list_repo_tree = listing  # type: ignore[method-assign]
     with pytest.raises(HubError, match=r"lists the file .* not a plain path inside the "
                                        r"revision; refusing"):
         loader.get_kernel(REPO, version=1, hub=hub, trust_remote_code=[REPO])

@@ -10,9 +10,9 @@ loads work from the cache alone. The token is the one ``huggingface_hub`` finds 
 auth login``, ``HF_TOKEN``) unless one is given.
 
 The ``api`` argument takes any object with the few ``HfApi`` methods used here
-(``list_repo_refs``, ``list_repo_files``, ``list_repo_tree``, ``repo_info``,
-``hf_hub_download``, ``create_repo``, ``create_branch``, ``delete_branch``,
-``create_commit``); tests pass a fake one.
+(``list_repo_refs``, ``list_repo_tree``, ``repo_info``, ``hf_hub_download``,
+``create_repo``, ``create_branch``, ``delete_branch``, ``create_commit``); tests pass a
+fake one.
 """
 
 from __future__ import annotations
@@ -276,6 +276,8 @@ def refs_listed_once() -> Iterator[None]:
 
 #: How many download clients with a ``user_agent`` of its own one :class:`HfHub` keeps.
 _AGENT_CLIENTS = 8
+#: Of how many commits one :class:`HfHub` keeps the file sizes its listings gave.
+_LISTED_SIZES = 16
 
 #: The ``user_agent`` that downloads from the Hugging Face Hub send in this context, as
 #: ``get_kernel(user_agent=...)`` gives it (see :func:`sent_as`).
@@ -456,6 +458,9 @@ class HfHub:
         # the repositories whose refs this hub could not keep, said once each (a load
         # lists the refs more than once)
         self._refs_unkept: set[str] = set()
+        # the file sizes of the commits this hub listed on the Hub, by repository (lower
+        # case) and commit: a file read whole is refused on them before its download
+        self._listed_sizes: dict[tuple[str, str], dict[str, int]] = {}
 
     def __repr__(self) -> str:
         return f"HfHub(cache={str(self.cache.root)!r})"
@@ -907,15 +912,23 @@ class HfHub:
                 f"{repo_id} at {commit[:12]}: its file list",
                 "load it once with get_kernel while online, or, for a locked project, run "
                 "'kernelforge download' while online")
-        files = [str(p) for p in self._call("listing files", repo_id, "list_repo_files",
-                                            repo_id, revision=commit, repo_type=REPO_TYPE,
-                                            writing=writing)]
+        # list_repo_tree, as list_repo_files makes its one request, for the sizes too
+        entries = self._call("listing files", repo_id, "list_repo_tree", repo_id,
+                             recursive=True, revision=commit, repo_type=REPO_TYPE,
+                             writing=writing, whole=True)
+        # the folders (with a tree id) left out, as list_repo_files leaves them out
+        sizes = {str(e.path): _listed_size(e) for e in entries if not hasattr(e, "tree_id")}
+        files = list(sizes)
         for path in files:
             if not is_revision_path(path):
                 raise HubError(
                     f"{repo_id} at {commit[:12]} on the {self.describe()} lists the file "
                     f"{path!r}, which is not a plain path inside the revision; refusing to "
                     "use the repository (it is damaged or hostile)")
+        if len(self._listed_sizes) >= _LISTED_SIZES:
+            self._listed_sizes.pop(next(iter(self._listed_sizes)))
+        self._listed_sizes[(repo_id.lower(), commit)] = {
+            p: n for p, n in sizes.items() if n is not None}
         self.cache.save_listing(repo_id, commit, files)
         return files
 
@@ -967,11 +980,15 @@ class HfHub:
 
         Raises:
             HubError: it cannot be fetched (offline: it is not cached), or it is bigger
-                than :data:`~kernelforge.hub.base.SMALL_FILE_MAX` (not kept then).
+                than :data:`~kernelforge.hub.base.SMALL_FILE_MAX` (not kept then; not
+                downloaded either where the file list this hub fetched gives its size).
         """
         def fetch(dest: Path) -> bool:
             if path not in self._listing(repo_id, commit):
                 return False
+            listed = self._listed_sizes.get((repo_id.lower(), commit), {}).get(path)
+            if listed is not None:  # the Hub's file list says: none of it is downloaded
+                check_small_file(repo_id, commit, path, listed, self.describe())
             got = self._download(repo_id, commit, path, dest.parent / "dl")
             # checked before the cache keeps it or anything reads it (check_small_file)
             check_small_file(repo_id, commit, path, got.stat().st_size, self.describe())
@@ -1389,6 +1406,16 @@ def _read_staged(staged: Staged) -> dict[str, bytes]:
             raise build_file_error(src, err, staged) from err
     check_digests(None, staged, {rel: b64_sha256(data) for rel, data in contents.items()})
     return contents
+
+
+def _listed_size(entry: Any) -> int | None:
+    """A file's size in bytes as the Hub's file list gives it (its large-file storage's
+    for a file kept there), ``None`` where the list gives none that is a size."""
+    lfs = getattr(entry, "lfs", None)
+    for size in (getattr(lfs, "size", None), getattr(entry, "size", None)):
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+            return size
+    return None
 
 
 def _check_download(files_dir: Path) -> dict[str, str]:
