@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -411,14 +412,38 @@ def test_a_cache_of_no_variants_shows_no_table_header(env, filled, capsys) -> No
     assert "REPOSITORY" not in out and out.startswith("0 variants, "), out
 
 
-def test_list_marks_a_damaged_entry(env, filled, capsys) -> None:
+def _unlink_metadata(entry: Path) -> None:
+    (entry / "files" / "metadata.json").unlink()
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    path.chmod(0o644)
+    path.write_bytes(data)
+
+
+# each damage the README's "Damaged copies" says `cache list` marks
+DAMAGES = [
+    ("metadata-gone", _unlink_metadata, "its files/metadata.json is missing"),
+    ("files-gone", lambda e: shutil.rmtree(e / "files"), "its files/ directory is missing"),
+    ("metadata-unparsable", lambda e: _rewrite(e / "files" / "metadata.json", b"{trunc"),
+     "its files/metadata.json"),
+    ("entry-json-unparsable", lambda e: _rewrite(e / "entry.json", b"{trunc"),
+     "its entry.json is not valid JSON"),
+    ("entry-json-without-files", lambda e: _rewrite(e / "entry.json", b'{"format": 1}'),
+     "its entry.json records no files"),
+]
+
+
+@pytest.mark.parametrize(("damage", "said"), [d[1:] for d in DAMAGES],
+                         ids=[d[0] for d in DAMAGES])
+def test_list_marks_a_damaged_entry(env, filled, capsys, damage, said) -> None:
     commit = filled[B][0]
-    (env["cache"] / "variants" / B / commit / "torch-cpu" / "files" / "metadata.json").unlink()
+    damage(env["cache"] / "variants" / B / commit / "torch-cpu")
     capsys.readouterr()
     assert main(["cache", "list"]) == 0
     out = capsys.readouterr().out
-    assert (f"damaged: {B} {commit[:12]} torch-cpu: its files/metadata.json is missing; a "
-            "load online fetches it again") in out, out
+    assert f"damaged: {B} {commit[:12]} torch-cpu: {said}" in out, out
+    assert "a load online fetches it again" in out, out
     listed = {(v["repo-id"], v["commit"]): v["damaged"] for v in _listed(capsys)}
-    assert listed[(B, commit)] == "its files/metadata.json is missing"
+    assert listed[(B, commit)].startswith(said)
     assert all(d is None for key, d in listed.items() if key != (B, commit))
