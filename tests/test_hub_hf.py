@@ -850,7 +850,7 @@ def test_a_publish_without_any_token_says_no_token_was_found(
         "token="), err
     assert "read-only" not in err and "Traceback" not in err
     assert {c.split()[0] for c in hub._api.calls} <= {
-        "create_repo", "create_branch", "create_commit", "list_repo_refs", "list_repo_files",
+        "create_repo", "create_branch", "create_commit", "list_repo_refs", "list_repo_tree",
         "hf_hub_download", "delete_branch", "repo_info"}
 
 
