@@ -18,6 +18,7 @@ from kernelforge.errors import (
     LockError,
     ManifestError,
     NotCachedError,
+    SignatureMismatchError,
     ToolchainError,
     TrustError,
     VariantError,
@@ -63,6 +64,8 @@ def _samples(tmp_path: Path) -> list[KernelforgeError]:
         IntegrityError(tmp_path, ["x"], what="refusing to publish it:"),
         publish_integrity_error(tmp_path / "build" / "torch-cpu", ["a.py: missing"]),
         TrustError("org/relu is not signed by a trusted key"),
+        SignatureMismatchError("org/relu: the signature build/torch-cpu.sig by trusted key "
+                               "3f2a9c1d5e7b8a06 does not verify", "torch-cpu"),
         LockError("kernels.lock: no entry for org/relu"),
     ]
 

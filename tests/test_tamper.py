@@ -4,6 +4,7 @@ tampering happened (the local hub, the remote, the download cache, a locked load
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -14,7 +15,7 @@ import pytest
 from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
 
 from kernelforge import loader, signing, trust
-from kernelforge.errors import IntegrityError, TrustError
+from kernelforge.errors import IntegrityError, SignatureMismatchError, TrustError
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
 from kernelforge.lock import lock_project
@@ -242,6 +243,135 @@ def test_a_copy_cached_as_a_proxy_served_it_offline_names_the_fix(
     assert "holds the files as they were served, damaged on their way, and offline it is " \
            "not fetched again" in said, said
     assert module_id not in sys.modules
+
+
+# --- a signature over copies damaged on their way ----------------------------------------
+
+SIGNED = {"metadata": "build/torch-cpu/metadata.json", "sig": "build/torch-cpu.sig"}
+#: a load's warning where both were kept (read by an earlier call)
+BOTH_FETCHED_AGAIN = ("the signature of variant torch-cpu does not verify over the download "
+                      "cache's copies of build/torch-cpu/metadata.json and "
+                      "build/torch-cpu.sig; fetching again")
+
+
+def _damaged(path: str, data: bytes) -> bytes:
+    """``data`` as a damaged transfer could deliver it, still well-formed: a metadata.json
+    with a byte more, a signature with one bit of its signature flipped."""
+    if path.endswith("metadata.json"):
+        return data + b"\n"
+    doc = json.loads(data)
+    raw = bytearray(base64.b64decode(doc["signature"]))
+    raw[0] ^= 0x01
+    doc["signature"] = base64.b64encode(bytes(raw)).decode("ascii")
+    return json.dumps(doc).encode()
+
+
+def _signed_copy_damaged_on_its_way(env, tmp_path: Path, key, path: str
+                                    ) -> tuple[FakeHfApi, str, str]:
+    """A signed variant whose file ``path`` (its metadata.json or signature) the hub
+    served damaged to a ``kernel_info``, which kept it in the download cache and was
+    refused; the hub serves the real file again afterwards. Returns the fake API, the
+    commit and the module id."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("sigway")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    real = (api.tree(REPO, commit) / path).read_bytes()
+    api.tamper(REPO, commit, path, _damaged(path, real))
+    with pytest.raises(SignatureMismatchError, match="does not verify"):
+        loader.kernel_info(REPO, version=1, hub=hf)
+    # fetched by that very call: refused as it came, not fetched again
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{path}") == 1
+    api.tamper(REPO, commit, path, real)
+    return api, commit, module_id
+
+
+@pytest.mark.parametrize("path", SIGNED.values(), ids=SIGNED.keys())
+def test_a_signed_copy_damaged_on_its_way_is_fetched_again_online(
+        env, tmp_path: Path, key, caplog, path: str) -> None:
+    """The signature fails over the cached copies, not over what the hub serves: a load
+    online fetches them again once and loads, rather than refusing on every load."""
+    api, commit, module_id = _signed_copy_damaged_on_its_way(env, tmp_path, key, path)
+    hf = HfHub(api=api, cache=env["cache"])
+    assert loader.get_kernel(REPO, version=1, hub=hf).__name__ == module_id
+    assert BOTH_FETCHED_AGAIN in caplog.text
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{path}") == 2
+    assert hf.cache.peek_file(REPO, commit, path) == (api.tree(REPO, commit) / path
+                                                      ).read_bytes()
+
+
+@pytest.mark.parametrize("path", SIGNED.values(), ids=SIGNED.keys())
+def test_a_signed_copy_damaged_on_its_way_is_refused_when_the_fresh_copy_fails_too(
+        env, tmp_path: Path, key, path: str) -> None:
+    """Fetched again, the files must pass the signature: a hub still serving them damaged
+    (or a forgery) is refused as before, after one download more."""
+    api, commit, module_id = _signed_copy_damaged_on_its_way(env, tmp_path, key, path)
+    api.tamper(REPO, commit, path, _damaged(path, (api.tree(REPO, commit) / path).read_bytes()))
+    hf = HfHub(api=api, cache=env["cache"])
+    with pytest.raises(SignatureMismatchError) as info:
+        loader.get_kernel(REPO, version=1, hub=hf)
+    said = str(info.value)
+    assert "does not verify" in said and "cache remove" not in said, said
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{path}") == 2
+    assert module_id not in sys.modules and hf.cache.entries() == []
+
+
+def test_a_locked_load_fetches_a_signature_damaged_on_its_way_again(
+        env, tmp_path: Path, key, caplog) -> None:
+    """A lock pins the metadata.json, not the signature, which a trusted key's failure
+    refuses all the same: a locked load online fetches a kept copy of it again too."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("siglock")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(project, hub=hf).path
+    path = SIGNED["sig"]
+    real = (api.tree(REPO, commit) / path).read_bytes()
+    hf.cache.discard_file(REPO, commit, path)
+    api.tamper(REPO, commit, path, _damaged(path, real))
+    assert hf.read_file(REPO, commit, path) != real  # kept as it came
+    api.tamper(REPO, commit, path, real)
+    assert loader.get_locked_kernel(REPO, lockfile=lock, hub=hf).__name__ == module_id
+    assert BOTH_FETCHED_AGAIN in caplog.text
+
+
+def test_a_signed_copy_damaged_on_its_way_offline_names_the_fix(
+        env, tmp_path: Path, key, monkeypatch) -> None:
+    api, commit, module_id = _signed_copy_damaged_on_its_way(env, tmp_path, key,
+                                                             SIGNED["sig"])
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SignatureMismatchError) as info:
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=api, cache=env["cache"]))
+    said = str(info.value)
+    assert "does not verify" in said, said
+    assert ("the download cache's copies of build/torch-cpu/metadata.json and "
+            "build/torch-cpu.sig, kept from an earlier fetch, may be damaged (on their way, "
+            "or in the cache), and offline they are not fetched again" in said), said
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    assert module_id not in sys.modules
+
+
+def test_a_key_not_trusted_is_no_damage_and_not_fetched_again(env, tmp_path: Path) -> None:
+    """Only a signature that does not verify may come from damage: a refusal for a key
+    the trust store lacks stands without fetching anything again."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("sigkey")
+    make_variant(tmp_path / "p", module_id=module_id)
+    stranger = signing.generate_key(tmp_path / "stranger.pem")
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=stranger).commit
+    loader.kernel_info(REPO, version=1, hub=hf)
+    before = api.fetches()
+    with pytest.raises(TrustError, match="not in the trust store"):
+        loader.get_kernel(REPO, version=1, hub=hf)
+    assert [f for f in api.fetches()[len(before):] if f.startswith(f"{REPO}@{commit[:12]}")
+            ] == []
 
 
 def test_a_local_hub_revision_published_by_someone_else_needs_trust(

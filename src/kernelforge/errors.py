@@ -233,5 +233,21 @@ class TrustError(KernelforgeError):
     or a signing key or the trust store cannot be used."""
 
 
+class SignatureMismatchError(TrustError):
+    """A signature by a trusted key does not verify over the ``metadata.json`` it came
+    with: one of the two was changed after signing, or damaged on its way (by the hub, a
+    proxy, a disk). A load online fetches again, once, the copies of them it took from the
+    download cache before it refuses.
+
+    Args:
+        message: the refusal.
+        variant: the build variant whose signature it is, kept as ``variant``.
+    """
+
+    def __init__(self, message: str, variant: str) -> None:
+        super().__init__(message)
+        self.variant = variant
+
+
 class LockError(KernelforgeError):
     """A lock file is missing, malformed or does not cover the requested kernel."""

@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelforge.errors import HubError, IntegrityError, VariantNotFoundError, one_line
+from kernelforge.errors import (
+    HubError,
+    IntegrityError,
+    SignatureMismatchError,
+    VariantNotFoundError,
+    one_line,
+)
 from kernelforge.hub import HF_NAMES, LocalHub, as_hub, validate_repo_id
 from kernelforge.hub.base import Hub, signature_path
 from kernelforge.hub.local import HUB_ENV
@@ -397,6 +403,8 @@ def _arch_check(meta: Mapping[str, Any], facts: SystemFacts) -> tuple[bool, str]
 
 
 MetaReader = Callable[[str], tuple[bytes, dict[str, Any]]]
+#: ``(variant name, metadata bytes, metadata, trace lines)``: what :func:`_choose` chose.
+Chosen = tuple[str, bytes, dict[str, Any], tuple[str, ...]]
 
 # The way out of a refusal by the GPU check alone.
 _ARCH_FIX = ("the architectures a build declares can be incomplete (a kernel with a "
@@ -407,7 +415,7 @@ _ARCH_FIX = ("the architectures a build declares can be incomplete (a kernel wit
 def _choose(
     names: list[str], read_meta: MetaReader, what: str, backend: str | None, check_arch: bool,
     facts: SystemFacts | None = None,
-) -> tuple[str, bytes, dict[str, Any], tuple[str, ...]]:
+) -> Chosen:
     """Resolve a variant among ``names`` for ``facts`` (detected when not given); check
     GPU archs in preference order.
 
@@ -467,13 +475,14 @@ def _disk_meta(base: Path) -> MetaReader:
 
 
 def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None,
-              lockfile: str = "the lock file") -> MetaReader:
+              lockfile: str = "the lock file", kept: set[str] | None = None) -> MetaReader:
     """Read each variant's ``metadata.json``, checked against the lock's pin (if any) and
     parsed. A copy from a remote hub's download cache that fails either check was damaged
     there since it was fetched (a revision's files never change): it is fetched again
     once; offline, the error names the cached copy and the fix. One that the hub itself
     serves unlike the pin is refused naming ``lockfile``, as the variant's other files
-    are (:func:`kernelforge.lock.raise_if_unlike_lock`)."""
+    are (:func:`kernelforge.lock.raise_if_unlike_lock`). The path of each one taken from
+    a copy the download cache kept is added to ``kept`` (see :func:`_choose_trusted`)."""
     from kernelforge.cache import DownloadCache
     from kernelforge.digest import b64_sha256
     from kernelforge.hub._staging import parse_metadata
@@ -510,7 +519,7 @@ def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None,
                 else None)
         data = hub.read_file(repo_id, commit, path)
         try:
-            return check(name, where, data, copy is None)
+            found = check(name, where, data, copy is None)
         except (HubError, IntegrityError) as err:
             if copy is None or not isinstance(cache, DownloadCache):
                 raise
@@ -525,7 +534,10 @@ def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None,
             logger.warning("%s: the download cache's copy %s failed its check (%s); "
                            "fetching it again", where, copy, why)
             cache.discard_file(repo_id, commit, path)
-        return check(name, where, hub.read_file(repo_id, commit, path), True)
+            return check(name, where, hub.read_file(repo_id, commit, path), True)
+        if copy is not None and kept is not None:
+            kept.add(path)
+        return found
 
     return read
 
@@ -677,7 +689,7 @@ def _prefixed(trace: Sequence[str], base: Path, root: Path) -> tuple[str, ...]:
 
 def trust_request(
     h: Hub, repo_id: str, commit: str, name: str, data: bytes, allow: AllowArg,
-    pinned: str | None,
+    pinned: str | None, *, kept: set[str] | None = None,
 ) -> tuple[TrustRequest, TrustDecision]:
     """What the trust policy is shown for one variant of a hub revision, and its decision.
 
@@ -687,21 +699,95 @@ def trust_request(
         data: the exact bytes of the variant's ``metadata.json``.
         allow: ``trust_remote_code``.
         pinned: the lock file that pins the variant's files, if any.
+        kept: where the path of the signature goes when it is read from a copy the
+            download cache kept (not fetched by this call); ``None``: not noted.
 
     Returns:
         ``(request, decision)``; the decision is made, not enforced.
+
+    Raises:
+        SignatureMismatchError: a trusted key's signature does not verify.
+        TrustError: the signature file or the trust store is malformed.
     """
     from kernelforge import policy
 
     owned = isinstance(h, LocalHub) and h.owned(repo_id, commit)
     req = policy.TrustRequest(
         repo_id, name, data,
-        signature=None if owned else h.read_file(repo_id, commit, signature_path(name)),
+        signature=None if owned else _read_noted(h, repo_id, commit, signature_path(name),
+                                                 kept),
         sigstore_bundle=None if owned else h.read_file(
             repo_id, commit, f"build/{name}/metadata.json.sigstore"),
         owned=owned, pinned=pinned, where=h.describe(),
     )
     return req, policy.evaluate(req, allow=allow)
+
+
+def _read_noted(h: Hub, repo_id: str, commit: str, path: str, kept: set[str] | None
+                ) -> bytes | None:
+    """``h.read_file``, adding ``path`` to ``kept`` where a copy the download cache kept
+    answers it (one fetched before this call, which may have been damaged on its way)."""
+    from kernelforge.cache import DownloadCache
+
+    cache = getattr(h, "cache", None)
+    if (kept is not None and not isinstance(h, LocalHub) and isinstance(cache, DownloadCache)
+            and cache.cached_file(repo_id, commit, path) is not None):
+        kept.add(path)
+    return h.read_file(repo_id, commit, path)
+
+
+def _choose_trusted(h: Hub, repo_id: str, commit: str, choose: Callable[[set[str]], Chosen],
+                    allow: AllowArg, pinned: str | None
+                    ) -> tuple[Chosen, TrustRequest, TrustDecision]:
+    """A variant chosen by ``choose`` and the trust policy's decision on it.
+
+    ``choose(kept)`` reads the variants' ``metadata.json`` and adds to ``kept`` the
+    paths it took from copies the download cache kept; so does the signature's read. A
+    trusted key's signature that does not verify over such copies may be the fault of
+    the copies alone: damaged on their way (by the hub, a proxy, a disk) and kept as they
+    came, they would fail every later load. Online, the variant's ``metadata.json`` and
+    signature are dropped from the cache and the choice and the decision are made once
+    more on fresh copies, with every check: only their failure is a refusal, so a forged
+    signature is still refused, after one download more. Offline, the refusal says the
+    kept copies may be damaged and names the fix. Other refusals (an untrusted key, no
+    signature, a lock file's pin) are no damage and are not fetched again.
+    """
+    kept: set[str] = set()
+    try:
+        chosen = choose(kept)
+        return (chosen, *trust_request(h, repo_id, commit, chosen[0], chosen[1], allow,
+                                       pinned, kept=kept))
+    except SignatureMismatchError as err:
+        _drop_signed_copies(h, repo_id, commit, err, kept)
+    chosen = choose(set())
+    return (chosen, *trust_request(h, repo_id, commit, chosen[0], chosen[1], allow, pinned))
+
+
+def _drop_signed_copies(h: Hub, repo_id: str, commit: str, err: SignatureMismatchError,
+                        kept: set[str]) -> None:
+    """Drop from the download cache the copies of the variant's ``metadata.json`` and
+    signature behind ``err``, where one of them was kept there (see
+    :func:`_choose_trusted`); raise ``err`` where nothing kept is to blame, and offline
+    raise it with the fix."""
+    from kernelforge.cache import DownloadCache
+
+    signed = [f"build/{err.variant}/metadata.json", signature_path(err.variant)]
+    cache = getattr(h, "cache", None)
+    copies = [path for path in signed if path in kept]
+    if not copies or not isinstance(cache, DownloadCache):
+        raise err
+    named = (f"the download cache's {'copies' if len(copies) > 1 else 'copy'} of "
+             f"{' and '.join(copies)}")
+    if getattr(h, "offline", True):
+        its, are = ("their", "they are") if len(copies) > 1 else ("its", "it is")
+        raise SignatureMismatchError(
+            f"{err}\n{named}, kept from an earlier fetch, may be damaged (on {its} way, or "
+            f"in the cache), and offline {are} not fetched again; fix: "
+            f"{cache.damaged_entry_fix(repo_id, commit)}", err.variant) from err
+    logger.warning("%s: the signature of variant %s does not verify over %s; fetching "
+                   "again", repo_id, err.variant, named)
+    for path in signed:
+        cache.discard_file(repo_id, commit, path)
 
 
 def _cached_path(h: Hub, repo_id: str, commit: str, name: str) -> Path | None:
@@ -772,9 +858,13 @@ def locate_hub(
             raise VariantNotFoundError(f"{sel.repo_id} ({where})", [],
                                        (facts or variants.detect_system()).describe(),
                                        fix=_no_build_fix(h, sel.repo_id))
-        name, data, meta, trace = _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None),
-                                          f"{sel.repo_id} ({where})", backend, check_arch, facts)
-        req, decision = trust_request(h, sel.repo_id, sel.commit, name, data, allow, None)
+
+        def choose(kept: set[str]) -> Chosen:
+            return _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None, kept=kept),
+                           f"{sel.repo_id} ({where})", backend, check_arch, facts)
+
+        (name, data, meta, trace), req, decision = _choose_trusted(
+            h, sel.repo_id, sel.commit, choose, allow, None)
         info = KernelInfo(sel.repo_id, sel.branch, sel.commit, name,
                           _cached_path(h, sel.repo_id, sel.commit, name), trace, meta["id"],
                           meta.get("version"), "hub", h.describe(), sel.notes, str(decision))
@@ -817,11 +907,17 @@ def locate_locked(
     with lock_hub_explained(hub, locked, h):
         names = (sorted(locked.variants) if locked.variants is not None
                  else h.variants(repo, commit))
-        name, data, meta, trace = _choose(names, _hub_meta(h, repo, commit, locked, lockfile), what,
-                                          backend, check_arch)
+
+    def choose(kept: set[str]) -> Chosen:
+        with lock_hub_explained(hub, locked, h):
+            return _choose(names, _hub_meta(h, repo, commit, locked, lockfile, kept), what,
+                           backend, check_arch)
+
+    # a lock with digests pins every variant's files, a lock without them none
+    pinned = lockfile if locked.variants is not None else None
+    (name, data, meta, trace), req, decision = _choose_trusted(h, repo, commit, choose,
+                                                               allow, pinned)
     pins = locked.variants[name].files if locked.variants is not None else None
-    req, decision = trust_request(h, repo, commit, name, data, allow,
-                           lockfile if pins is not None else None)
     notes: tuple[str, ...] = (f"pinned by {lockfile}: commit {commit[:12]}"
              + ("" if pins is not None else " (a lock without digests: files are checked "
                 "against their metadata only)"),)

@@ -12,7 +12,9 @@ imported (and, for a remote hub, before the variant is downloaded). In order:
    only from a key trusted for this one repository: from a key trusted for several,
    such a signature may have been made for another of them. A
    signature by a trusted key that does *not* verify is refused outright, whatever else
-   allows the repository: it means ``metadata.json`` changed after signing.
+   allows the repository: it means ``metadata.json`` changed after signing (a
+   :class:`~kernelforge.errors.SignatureMismatchError`; a load fetches the copies it took
+   from the download cache again once first, as they may have been damaged on their way).
 3. **Signed through sigstore.** ``build/<variant>/metadata.json.sigstore`` (Hugging
    Face's bundles) verifies against a sigstore identity the trust store holds for the
    repository. Verification uses the ``sigstore`` package with its embedded trust root,
@@ -34,7 +36,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kernelforge.errors import TrustError
+from kernelforge.errors import SignatureMismatchError, TrustError
 from kernelforge.hub.base import validate_repo_id
 from kernelforge.trust import SigstoreIdentity, TrustStore, load_store
 
@@ -175,13 +177,12 @@ def _check_key_signature(
         return None
     if not PublicKey.parse(key.public_key).verify(sig.signature, req.variant, req.metadata,
                                                   sig.repo_id):
-        raise TrustError(
+        raise SignatureMismatchError(
             f"{req.repo_id}: the signature {signature_path(req.variant)} by trusted key "
             f"{sig.key_id} ({key.name or 'unnamed'}) does not verify: "
             f"build/{req.variant}/metadata.json, or the signature file itself, was changed "
             "after it was signed; refusing to load it (republish the kernel, or remove the "
-            "tampered copy)"
-        )
+            "tampered copy)", req.variant)
     # Repository ids compare without regard to case, as the hubs resolve them.
     if sig.repo_id is not None and sig.repo_id.lower() != req.repo_id.lower():
         notes.append(f"signed by trusted key {sig.key_id} for {sig.repo_id}, not for "
@@ -269,7 +270,8 @@ def evaluate(
         The :class:`TrustDecision` (allowed or not, and why).
 
     Raises:
-        TrustError: a signature by a trusted key does not verify (tampering), or the
+        TrustError: a signature by a trusted key does not verify (tampering, or damage
+            on the way: a :class:`~kernelforge.errors.SignatureMismatchError`), or the
             signature file or the trust store is malformed.
     """
     if req.owned:
