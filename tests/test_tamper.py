@@ -18,7 +18,7 @@ from kernelforge import loader, signing, trust
 from kernelforge.errors import IntegrityError, SignatureMismatchError, TrustError
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
-from kernelforge.lock import lock_project
+from kernelforge.lock import download_locked, lock_project
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
 
@@ -243,6 +243,64 @@ def test_a_copy_cached_as_a_proxy_served_it_offline_names_the_fix(
     assert "holds the files as they were served, damaged on their way, and offline it is " \
            "not fetched again" in said, said
     assert module_id not in sys.modules
+
+
+def _locked_as_served_damaged(env, tmp_path: Path, key, other: Path
+                              ) -> tuple[FakeHfApi, str, str, Path]:
+    """:func:`_cached_as_served_damaged` of an unsigned build, then locked while the hub
+    serves the real build: the lock pins the real files, the cache holds the other
+    build as it was served. Returns the fake API, the commit, the real build's module id
+    and the lock file."""
+    api, commit, module_id = _cached_as_served_damaged(env, tmp_path, key, other,
+                                                       signed=False)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    hf = HfHub(api=api, cache=env["cache"])
+    return api, commit, module_id, lock_project(project, hub=hf, allow=True).path
+
+
+def test_download_fetches_a_copy_cached_as_a_proxy_served_it_again(
+        env, tmp_path: Path, key, other: Path, caplog, monkeypatch) -> None:
+    """``kernelforge download`` judges a cached copy as loads do: kept as it was served
+    but unlike the metadata.json the lock pins, it was damaged on its way, and a fresh
+    copy is fetched once (rather than blaming the lock file)."""
+    api, commit, module_id, lock = _locked_as_served_damaged(env, tmp_path, key, other)
+    before = len(api.fetches())
+    (fetched,) = download_locked(lock, hub=HfHub(api=api, cache=env["cache"]))
+    assert fetched[:2] == (REPO, "torch-cpu")
+    assert ("the cached copy of variant torch-cpu failed verification (changed: "
+            "metadata.json" in caplog.text and "fetching it again" in caplog.text)
+    assert f"{REPO}@{commit[:12]}/build/torch-cpu/{SO_NAME}" in api.fetches()[before:]
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
+
+
+def test_download_refuses_a_copy_cached_as_a_proxy_served_it_when_the_fresh_copy_fails_too(
+        env, tmp_path: Path, key, other: Path) -> None:
+    api, commit, _module_id, lock = _locked_as_served_damaged(env, tmp_path, key, other)
+    api.tamper(REPO, commit, f"build/torch-cpu/{SO_NAME}", b"\x7fELF damaged")
+    hf = HfHub(api=api, cache=env["cache"])
+    with pytest.raises(IntegrityError, match=f"changed: {SO_NAME}"):
+        download_locked(lock, hub=hf)
+    assert hf.cache.entries() == []
+
+
+def test_download_offline_of_a_copy_cached_as_a_proxy_served_it_names_the_fix(
+        env, tmp_path: Path, key, other: Path, monkeypatch) -> None:
+    api, commit, _module_id, lock = _locked_as_served_damaged(env, tmp_path, key, other)
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(IntegrityError) as info:
+        download_locked(lock, hub=HfHub(api=api, cache=env["cache"]))
+    said = str(info.value)
+    assert "changed: metadata.json" in said, said
+    assert "holds the files as they were served, damaged on their way, and offline it is " \
+           "not fetched again" in said, said
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    assert "kernelforge lock' again" not in said, said
 
 
 # --- a signature over copies damaged on their way ----------------------------------------

@@ -49,7 +49,7 @@ import shlex
 import shutil
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import is_commit, is_timestamp, spellings, validate_repo_id
 
 __all__ = ["CACHE_ENV", "CachedVariant", "DownloadCache", "Entry", "Removed",
-           "default_cache_root", "is_intact", "variant_name"]
+           "as_published", "default_cache_root", "is_intact", "variant_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -1270,6 +1270,34 @@ def is_intact(path: Path, recorded: dict[str, str] | None) -> bool:
     try:
         verify_variant(path, {}, recorded=recorded)
     except IntegrityError:
+        return False
+    return True
+
+
+def as_published(path: Path, metadata_sha256: str | None,
+                 recorded: Mapping[str, str] | None) -> bool:
+    """Whether a cached variant holds what the hub publishes: the ``metadata.json``
+    whose sha256 is ``metadata_sha256`` (the one the trust policy or the lock judged;
+    ``None``: any), the files its digests record, and the bytes ``recorded`` when it was
+    fetched.
+
+    A copy that fails a check but passes these differs from the lock file alone, which a
+    fresh copy cannot mend. One that fails them changed in the cache since, or was
+    damaged before it was recorded (on its way, as :func:`is_intact` cannot tell): a
+    fresh copy may pass, and is fetched once.
+
+    Args:
+        path: the entry's variant directory.
+        metadata_sha256: the base64 sha256 its ``metadata.json`` must have, if any.
+        recorded: its recorded ``{relpath: base64 sha256}``.
+    """
+    from kernelforge.digest import verify_variant
+    from kernelforge.hub._staging import read_metadata
+
+    try:
+        verify_variant(path, read_metadata(path), metadata_sha256=metadata_sha256,
+                       recorded=recorded)
+    except (HubError, IntegrityError):
         return False
     return True
 

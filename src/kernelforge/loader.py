@@ -989,7 +989,7 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
     """Enforce the trust decision, fetch, verify and import a located kernel (its
     ``kernel-depends`` loaded by ``deps``)."""
     from kernelforge import policy
-    from kernelforge.cache import DownloadCache, is_intact
+    from kernelforge.cache import DownloadCache, as_published, is_intact
 
     info = plan.info
     if plan.hub is None or plan.request is None or plan.decision is None:
@@ -1019,7 +1019,7 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
             return _load(fetched.path, anchors, deps)
     except IntegrityError as err:
         if (plan.hub.kind == "local" or fetched.fetched
-                or _as_published(fetched.path, plan.metadata_sha256, fetched.recorded)):
+                or as_published(fetched.path, plan.metadata_sha256, fetched.recorded)):
             # the hub's own files, a copy fetched just now, or one whose only fault is to
             # differ from the lock file: fetching won't help
             _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
@@ -1044,24 +1044,6 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
     except IntegrityError as err:
         _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
         raise
-
-
-def _as_published(path: Path, metadata_sha256: str | None,
-                  recorded: Mapping[str, str] | None) -> bool:
-    """Whether a cached copy at ``path`` holds what the hub publishes: the
-    ``metadata.json`` the trust policy saw (``metadata_sha256``), the files its digests
-    record, and the bytes recorded when it was fetched. A copy that fails a load's check
-    but passes these differs from the lock file alone, which a fresh copy cannot mend;
-    one that fails them changed in the cache, or was damaged before it was recorded."""
-    from kernelforge.digest import verify_variant
-    from kernelforge.hub._staging import read_metadata
-
-    try:
-        verify_variant(path, read_metadata(path), metadata_sha256=metadata_sha256,
-                       recorded=recorded)
-    except (HubError, IntegrityError):
-        return False
-    return True
 
 
 def _raise_if_unlike_lock(plan: Plan, path: Path, recorded: Mapping[str, str] | None,

@@ -71,18 +71,21 @@ def raise_if_unlike_lock(err: Any, path: Path, recorded: Mapping[str, str] | Non
 
 
 def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Path:
-    """Fetch one locked variant and verify it against the lock; re-fetch a bad copy once
-    (offline, a cached copy changed since it was fetched is refused with the fix)."""
-    from kernelforge.cache import DownloadCache, is_intact
+    """Fetch one locked variant and verify it against the lock. A cached copy that fails
+    is fetched again once, as a load fetches it: one changed in the cache since it was
+    fetched, or one kept as it was served that does not match the ``metadata.json`` the
+    lock pins (or its own digests, for a lock without them): damaged on its way.
+    Offline, such a copy is refused with the fix."""
+    from kernelforge.cache import DownloadCache, as_published, is_intact
     from kernelforge.digest import verify_variant
     from kernelforge.errors import IntegrityError
     from kernelforge.hub._staging import read_metadata
 
     pins = locked.variants[name].files if locked.variants is not None else None
+    pinned_metadata = pins.get("metadata.json") if pins else None
 
     def check(path: Path, recorded: dict[str, str] | None) -> Path:
-        verify_variant(path, read_metadata(path),
-                       metadata_sha256=pins.get("metadata.json") if pins else None,
+        verify_variant(path, read_metadata(path), metadata_sha256=pinned_metadata,
                        recorded=recorded, locked=pins)
         return path
 
@@ -92,17 +95,22 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Pa
     try:
         return check(fetched.path, fetched.recorded)
     except IntegrityError as err:
-        if fetched.fetched or h.kind == "local" or is_intact(fetched.path, fetched.recorded):
+        if (fetched.fetched or h.kind == "local"
+                or as_published(fetched.path, pinned_metadata, fetched.recorded)):
+            # the hub's own files, a copy fetched just now, or one whose only fault is to
+            # differ from the lock file: fetching won't help
             raise_if_unlike_lock(err, fetched.path, fetched.recorded, pins, lockfile, where,
                                  "download")
             raise
-        if getattr(h, "offline", True):  # the cached copy changed since: say the fix
+        if getattr(h, "offline", True):  # not fetched again offline: say the fix
             cache = getattr(h, "cache", None)
             if isinstance(cache, DownloadCache):
-                raise cache.damaged_copy(err, locked.repo, locked.commit) from err
+                raise cache.damaged_copy(err, locked.repo, locked.commit,
+                                         changed=not is_intact(fetched.path,
+                                                               fetched.recorded)) from err
             raise
-        logger.warning("%s: the cached copy of %s failed verification; fetching it again",
-                       locked.repo_id, name)
+        logger.warning("%s: the cached copy of variant %s failed verification (%s); "
+                       "fetching it again", locked.repo, name, "; ".join(err.problems))
     fetched = h.fetch_variant(locked.repo, locked.commit, name, refresh=True)
     try:
         return check(fetched.path, fetched.recorded)
