@@ -304,6 +304,30 @@ def test_a_branch_made_by_a_try_whose_answer_was_lost_is_the_publishs_own(
     assert hf.branches(REPO)["v2"] == rev.commit
 
 
+def test_an_existing_version_branch_is_kept_when_a_lost_answer_comes_before_its_409(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, waits: list[float],
+        monkeypatch) -> None:
+    """Publishing a version again: the answer to creating its branch, which exists, is
+    lost, and the next try's "exists already" is the branch published before, not this
+    publish's: a commit that then fails leaves it, and the version it holds, in place."""
+    c1 = hf.publish(REPO, _project(tmp_path / "p1", "torch-cpu", tag="e1"), version=1).commit
+    create_branch = remote.create_branch
+    tries: list[str] = []
+
+    def lost_once(*args: Any, **kwargs: Any) -> Any:
+        tries.append("create_branch")
+        if len(tries) == 1:
+            raise _client_error("ReadTimeout", "The read operation timed out")
+        return create_branch(*args, **kwargs)
+
+    monkeypatch.setattr(remote, "create_branch", lost_once)
+    remote.fail_next("create_commit", _commit_error(remote, 400))
+    with pytest.raises(HubError, match="publishing branch v1"):
+        hf.publish(REPO, _project(tmp_path / "p2", "torch-cpu", tag="e2"), version=1)
+    assert tries == ["create_branch"] * 2 and waits == [1.0]
+    assert hf.branches(REPO) == {"main": hf.branches(REPO)["main"], "v1": c1}
+
+
 def test_a_repository_made_by_a_try_whose_answer_was_lost_is_said_to_be_created(
         hf: HfHub, remote: FakeHfApi, tmp_path: Path, waits: list[float], monkeypatch,
         caplog) -> None:
@@ -340,3 +364,4 @@ def test_the_card_on_main_is_tried_again(hf: HfHub, remote: FakeHfApi, tmp_path:
     assert failed == ["main"] and waits == [1.0]
     assert hf.read_file(REPO, hf.branches(REPO)["main"], "README.md") == b"# relu\n"
     assert hf.read_file(REPO, rev.commit, "README.md") == b"# relu\n"
+

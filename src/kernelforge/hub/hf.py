@@ -1338,8 +1338,9 @@ class HfHub:
         made it, ``False`` when it was there already (the Hub answers 409, or 403 to a
         token that may commit to a branch but not create one, as ``exist_ok=True``
         takes them). A try whose answer was lost is tried again; a 409 after it is taken
-        as this call's branch, so that a failed commit deletes it again (only while it
-        holds no commit: :meth:`_drop_new_branch`)."""
+        as this call's branch where the branch points at ``main``'s head, as one just
+        made does, so that a failed commit deletes it again (:meth:`_drop_new_branch`);
+        a branch elsewhere was there before (a version published earlier) and is kept."""
         lost = _AnswerLost()
         try:
             self._call(f"creating branch {branch}", repo_id, "create_branch", repo_id,
@@ -1348,7 +1349,7 @@ class HfHub:
         except HubError as err:
             status = getattr(getattr(err.__cause__, "response", None), "status_code", None)
             if status == 409:
-                return lost.seen
+                return lost.seen and self._at_main(repo_id, branch)
             if status == 403:
                 try:
                     exists = branch in self._refs(repo_id, writing=True)[0]
@@ -1358,6 +1359,17 @@ class HfHub:
                     return False
             raise
         return True
+
+    def _at_main(self, repo_id: str, branch: str) -> bool:
+        """Whether ``branch`` points at ``main``'s head, where the Hub creates a branch:
+        ``False`` where the refs cannot be read (a branch is then never taken as new,
+        since deleting one that holds a published version would lose it)."""
+        try:
+            branches = self._refs(repo_id, writing=True)[0]
+        except HubError:
+            return False
+        return branches.get(branch) is not None and branches.get(branch) == branches.get(
+            CARD_BRANCH)
 
     def _drop_new_branch(self, repo_id: str, branch: str, start: str | None) -> None:
         """Delete ``branch``, which this publish created at ``start`` (``None``: not
