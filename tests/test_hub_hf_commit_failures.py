@@ -86,7 +86,8 @@ def _answer_lost(remote: FakeHfApi, monkeypatch, err: Exception, *,
     """Make the next commit on a version branch land on the fake Hub and then fail with
     ``err``, as a commit whose answer was lost; ``change``: the commit that lands holds
     something else than was sent (``.so``: another library; ``.py``: another source;
-    ``extra``: one more file), as another publish's would. Returns the commits made."""
+    ``extra``: one more file; ``kept``: another ``.gitattributes``, a file the publish
+    leaves as it is), as another publish's would. Returns the commits made."""
     commit = remote.create_commit
     made: list[str] = []
 
@@ -102,6 +103,10 @@ def _answer_lost(remote: FakeHfApi, monkeypatch, err: Exception, *,
         if change == "extra":
             operations.append(CommitOperationAdd(path_in_repo="build/extra.txt",
                                                  path_or_fileobj=b"extra"))
+        if change == "kept":
+            operations.append(CommitOperationAdd(
+                path_in_repo=".gitattributes",
+                path_or_fileobj=b"*.so filter=lfs diff=lfs merge=lfs -text\n*.bin -text\n"))
         made.append(commit(repo_id, operations, **kwargs).oid)
         raise err
 
@@ -136,14 +141,15 @@ def test_a_commit_whose_answer_was_lost_but_that_landed_is_published(
     assert again.commit == again.parent == rev.commit
 
 
-@pytest.mark.parametrize("change", [".so", ".py", "extra"])
+@pytest.mark.parametrize("change", [".so", ".py", "extra", "kept"])
 def test_a_lost_answer_and_a_head_holding_other_files_says_it_cannot_tell(
         hf: HfHub, remote: FakeHfApi, tmp_path: Path, change: str, waits: list[float],
         monkeypatch) -> None:
     """A head that differs from what was sent in one large file (compared by the sha256
-    the Hub keeps for it), one small file (by its git blob id) or one file more is not
-    this publish's commit: the error says the commit may have been made and to run the
-    publish again, which then commits the build."""
+    the Hub keeps for it), one small file (by its git blob id), one file more or a file
+    the publish did not change is not this publish's commit: the error says the commit
+    may have been made and to run the publish again, which then commits the build where
+    the head lacks it."""
     c1 = hf.publish(REPO, _project(tmp_path / "p1", "torch-cpu", tag="o1"), version=1).commit
     project = _project(tmp_path / "p2", "torch-cpu", tag="o2")
     made = _answer_lost(remote, monkeypatch, _commit_error(remote, 502), change=change)
@@ -157,8 +163,8 @@ def test_a_lost_answer_and_a_head_holding_other_files_says_it_cannot_tell(
         "other files than this publish's (another publish's, made after it or instead of "
         "it): run the same publish again (it makes no second commit of what the branch "
         "holds)")
-    rev = hf.publish(REPO, project, version=1)
-    assert rev.parent == made[0] and rev.commit != made[0]
+    rev = hf.publish(REPO, project, version=1)  # a head holding the build is kept
+    assert rev.parent == made[0] and (rev.commit == made[0]) == (change == "kept")
     assert hf.read_file(REPO, rev.commit, f"build/torch-cpu/{SO_NAME}") == (
         project / "build" / "torch-cpu" / SO_NAME).read_bytes()
 
