@@ -861,12 +861,16 @@ def test_a_publish_without_any_token_says_no_token_was_found(
                  "token with write access to the repository: pass one as token=, or unset "
                  "HF_HUB_DISABLE_IMPLICIT_TOKEN", "read-only"),
     ("given", "a read-only token loads but cannot publish", "no token"),
-], ids=["login-file", "implicit-token-off", "token-given"])
+    ("false", "no token was sent: this HfHub's client was made with token=False, and "
+              "publishing needs a token with write access to the repository: make the "
+              "client with one (HfApi(token=...)), not token=False", "hf auth login"),
+], ids=["login-file", "implicit-token-off", "token-given", "token-false"])
 def test_where_the_token_came_from_decides_the_fix_for_a_refused_publish(
         remote: FakeHfApi, tmp_path: Path, env, token: str, said: str, not_said: str,
         monkeypatch) -> None:
     """A token from the login's file or given to the client is one that was sent (and
-    lacks write access); HF_HUB_DISABLE_IMPLICIT_TOKEN sends none even with a login."""
+    lacks write access); HF_HUB_DISABLE_IMPLICIT_TOKEN, or a client made with
+    token=False, sends none even with a login, and logging in is then no fix."""
     from huggingface_hub import constants
 
     login = without_token(monkeypatch, tmp_path)
@@ -876,6 +880,8 @@ def test_where_the_token_came_from_decides_the_fix_for_a_refused_publish(
     if token == "given":
         login.unlink()
         monkeypatch.setattr(remote, "token", "hf_given_token", raising=False)
+    if token == "false":  # sends none, the login there notwithstanding
+        monkeypatch.setattr(remote, "token", False, raising=False)
     remote.fail_next("create_commit", hub_error(
         "POST", f"{remote.endpoint}/api/kernels/{REPO}/preupload/v1", 403))
     with pytest.raises(HubError) as info:

@@ -368,6 +368,10 @@ def _http_advice(err: BaseException, writing: bool = False, no_token: str | None
     if status in (401, 403) and writing and no_token == _IMPLICIT_OFF:
         return (f"{no_token}, and publishing needs a token with write access to the "
                 "repository: pass one as token=, or unset HF_HUB_DISABLE_IMPLICIT_TOKEN")
+    if status in (401, 403) and writing and no_token == _NO_TOKEN_GIVEN:
+        # huggingface_hub sends no token at all then: a login or HF_TOKEN would not help
+        return (f"{no_token}, and publishing needs a token with write access to the "
+                "repository: make the client with one (HfApi(token=...)), not token=False")
     if status in (401, 403) and writing and no_token is not None:
         return (f"{no_token}, and publishing needs a token with write access to the "
                 "repository: log in with 'hf auth login' with a write token, set HF_TOKEN "
