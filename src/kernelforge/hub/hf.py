@@ -916,12 +916,8 @@ class HfHub:
                 f"{repo_id} at {commit[:12]}: its file list",
                 "load it once with get_kernel while online, or, for a locked project, run "
                 "'kernelforge download' while online")
-        # list_repo_tree, as list_repo_files makes its one request, for the sizes too
-        entries = self._call("listing files", repo_id, "list_repo_tree", repo_id,
-                             recursive=True, revision=commit, repo_type=REPO_TYPE,
-                             writing=writing, whole=True)
-        # the folders (with a tree id) left out, as list_repo_files leaves them out
-        sizes = {str(e.path): _listed_size(e) for e in entries if not hasattr(e, "tree_id")}
+        sizes = {str(e.path): _listed_size(e)
+                 for e in self._files_listed("listing files", repo_id, commit, writing)}
         files = list(sizes)
         for path in files:
             if not is_revision_path(path):
@@ -935,6 +931,17 @@ class HfHub:
             p: n for p, n in sizes.items() if n is not None}
         self.cache.save_listing(repo_id, commit, files)
         return files
+
+    def _files_listed(self, what: str, repo_id: str, commit: str, writing: bool
+                      ) -> list[Any]:
+        """The files of ``commit`` as the Hub lists them (path, size, git blob id, and
+        large-file storage's size and sha256), read whole here; the folders, which have a
+        tree id, are left out, as ``list_repo_files`` leaves them out. It is the one
+        request that ``list_repo_files`` makes, and gives the sizes and digests too."""
+        entries = self._call(what, repo_id, "list_repo_tree", repo_id, recursive=True,
+                             revision=commit, repo_type=REPO_TYPE, writing=writing,
+                             whole=True)
+        return [e for e in entries if not hasattr(e, "tree_id")]
 
     def variants(self, repo_id: str, commit: str) -> list[str]:
         """Build variants held by a commit.
@@ -1252,16 +1259,14 @@ class HfHub:
 
     def _tree(self, repo_id: str, commit: str) -> dict[str, tuple[str, str | None]]:
         """Every file of ``commit``: its git blob id and, for a large file (LFS), the
-        sha256 of its contents."""
-        entries = self._call(f"listing the files of {commit[:12]}", repo_id, "list_repo_tree",
-                             repo_id, recursive=True, revision=commit, repo_type=REPO_TYPE,
-                             writing=True, whole=True)
+        sha256 of its contents (a file listed without a blob id matches no contents)."""
         tree: dict[str, tuple[str, str | None]] = {}
-        for entry in entries:
+        for entry in self._files_listed(f"listing the files of {commit[:12]}", repo_id,
+                                        commit, writing=True):
             blob = getattr(entry, "blob_id", None)
-            if isinstance(blob, str):  # a file, not a folder
-                sha256 = getattr(getattr(entry, "lfs", None), "sha256", None)
-                tree[str(entry.path)] = (blob, sha256 if isinstance(sha256, str) else None)
+            sha256 = getattr(getattr(entry, "lfs", None), "sha256", None)
+            tree[str(entry.path)] = (blob if isinstance(blob, str) else "",
+                                     sha256 if isinstance(sha256, str) else None)
         return tree
 
     def _update_card(self, repo_id: str, branch: str, commit: str, card: str,
