@@ -336,6 +336,34 @@ def test_the_folder_above_projects_names_them(tmp_path, monkeypatch):
                                    "and 2 more)")
 
 
+def test_the_projects_named_are_found_past_an_unreadable_folder_and_few_are_looked_at(
+        tmp_path, monkeypatch):
+    """A subfolder this user may not enter leaves the projects beside it named; a folder
+    of many entries is looked at in part, so that its error comes at once."""
+    from kernelforge import manifest
+
+    for name in ("a-proj", "locked", "z-proj"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "build.toml").touch()
+    is_file = Path.is_file
+
+    def refused(path: Path) -> bool:
+        if path.parent.name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", refused)
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    assert info.value.fix.endswith(f"build.toml (in {tmp_path}: a-proj, z-proj)")
+    monkeypatch.setattr(manifest, "_PROJECTS_LOOKED_AT", 2)
+    looked_at: list[Path] = []
+    monkeypatch.setattr(Path, "is_file", lambda p: looked_at.append(p) or is_file(p))
+    with pytest.raises(ManifestError):
+        load_manifest(tmp_path)
+    assert len([p for p in looked_at if p.parent.parent == tmp_path]) == 2, looked_at
+
+
 def make_guide_project(root: Path) -> Path:
     (root / "build.toml").write_text(GUIDE_BUILD_TOML)
     listed = re.findall(r'"([\w/.-]+\.(?:h|hip|cpp))"', GUIDE_BUILD_TOML)

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import os
 import posixpath
 import re
@@ -720,13 +721,25 @@ def _defined_twice(message: str, text: str) -> tuple[str | None, str, str] | Non
         "two values if both are wanted")
 
 
+#: How many entries of a folder that is no kernel project are looked at for projects in
+#: its subfolders, so that the error of a command run in a home or data folder holding
+#: many thousands of entries comes at once.
+_PROJECTS_LOOKED_AT = 1000
+
+
 def _projects_below(folder: Path) -> str:
     """The end of the fix for a ``folder`` that is no kernel project: the projects in its
     subfolders (the folder that ``kernelforge init`` made, run from the one above it), or
     how to make one."""
+    def project(entry: Path) -> bool:
+        try:
+            return not entry.name.startswith(".") and (entry / "build.toml").is_file()
+        except OSError:  # a subfolder this user may not enter hides none of the others
+            return False
+
     try:
-        found = sorted(d.name for d in folder.iterdir()
-                       if not d.name.startswith(".") and (d / "build.toml").is_file())
+        found = sorted(d.name for d in itertools.islice(folder.iterdir(), _PROJECTS_LOOKED_AT)
+                       if project(d))
     except OSError:
         found = []
     if not found:
