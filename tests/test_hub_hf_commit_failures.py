@@ -351,6 +351,32 @@ def test_a_repository_made_by_a_try_whose_answer_was_lost_is_said_to_be_created(
         "repository")
 
 
+def test_a_repository_published_to_before_is_not_said_created_after_a_lost_answer(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, waits: list[float], monkeypatch,
+        caplog) -> None:
+    """The answer to creating a repository that exists is lost, and the next try's
+    "exists already" is of a repository holding a version: it was there before, so no
+    WARNING says that this publish created it, public."""
+    hf.publish(REPO, _project(tmp_path / "p1", "torch-cpu", tag="x1"), version=1)
+    create_repo = remote.create_repo
+    tries: list[str] = []
+
+    def lost_once(*args: Any, **kwargs: Any) -> Any:
+        tries.append("create_repo")
+        if len(tries) == 1:
+            raise _client_error("ReadTimeout", "The read operation timed out")
+        return create_repo(*args, **kwargs)
+
+    monkeypatch.setattr(remote, "create_repo", lost_once)
+    caplog.clear()  # the first publish did create it
+    with caplog.at_level(logging.INFO, logger="kernelforge"):
+        rev = hf.publish(REPO, _project(tmp_path / "p2", "torch-cpu", tag="x2", version=2),
+                         version=2)
+    assert tries == ["create_repo"] * 2 and waits == [1.0]
+    assert hf.branches(REPO)["v2"] == rev.commit
+    assert not [r for r in caplog.records if "created it" in r.getMessage()], caplog.text
+
+
 def test_the_card_on_main_is_tried_again(hf: HfHub, remote: FakeHfApi, tmp_path: Path,
                                         waits: list[float], monkeypatch) -> None:
     """The card's commit on main is tried again after a busy Hub: a card that landed

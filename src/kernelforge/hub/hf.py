@@ -1296,7 +1296,9 @@ class HfHub:
         public repository by a typo of the name, or where a private one was meant, is
         then seen. A repository that exists is left as it is: the Hub answers 409, or
         401/402/403 to a token that may not create one there (then its refs are read, as
-        ``create_repo(exist_ok=True)`` reads them)."""
+        ``create_repo(exist_ok=True)`` reads them). A 409 after a try whose answer was
+        lost is taken as that try's repository unless the repository holds a version
+        branch or a tag: then it was there before."""
         lost = _AnswerLost()
         made = "did not exist: created it"
         try:
@@ -1304,7 +1306,7 @@ class HfHub:
                        repo_type=REPO_TYPE, writing=True, retry=True, landed=lost)
         except HubError as err:
             status = getattr(getattr(err.__cause__, "response", None), "status_code", None)
-            if status == 409 and not lost.seen:
+            if status == 409 and (not lost.seen or self._published_to(repo_id)):
                 return
             if status == 409:  # most likely made by the try whose answer was lost
                 made = ("did not exist, as far as can be told (the Hub's answer to creating "
@@ -1335,6 +1337,17 @@ class HfHub:
         else:
             logger.info("%s %s on the %s (private: %s)", repo_id, made, self.describe(),
                         private)
+
+    def _published_to(self, repo_id: str) -> bool:
+        """Whether ``repo_id`` holds a branch other than ``main`` or a tag, which a
+        repository created a moment ago by a try whose answer was lost does not: it was
+        there before, and is not said to be created. ``False`` where its refs cannot be
+        read (the publish's next read of them says why)."""
+        try:
+            branches, tags = self._refs(repo_id, writing=True)
+        except HubError:
+            return False
+        return bool(tags) or any(b != CARD_BRANCH for b in branches)
 
     def _unknown_visibility(self, repo_id: str, made: str, why: str) -> None:
         """The WARNING of a repository created (``made`` says how surely) without learning
