@@ -219,6 +219,15 @@ def test_variant_rejects_values_without_a_canonical_name(kwargs: dict) -> None:
         Variant(**kwargs)
 
 
+@pytest.mark.parametrize("kind", ["torch-cpu", "ARCH", 5, None])
+def test_variant_refuses_an_unknown_kind_as_its_other_values(kind: object) -> None:
+    """Before: the enum's own ValueError, which ``except VariantError`` missed."""
+    with pytest.raises(VariantError, match=r"kind: .* is not a variant kind; expected one "
+                       r"of 'arch', 'stable-abi', 'tvm-ffi', 'noarch', 'universal'"):
+        Variant(kind, backend="cpu")  # type: ignore[arg-type]
+    assert Variant("noarch", backend="cpu") == Variant(VariantKind.NOARCH, backend="cpu")
+
+
 def test_noarch_variant() -> None:
     assert str(noarch_variant("cuda")) == "torch-cuda"
     assert str(noarch_variant("cann")) == str(noarch_variant("npu")) == "torch-npu"

@@ -76,6 +76,18 @@ class VariantKind(str, enum.Enum):
 _COMPILED = (VariantKind.ARCH, VariantKind.STABLE_ABI, VariantKind.TVM_FFI)
 
 
+def _variant_kind(kind: object) -> VariantKind:
+    """``kind`` as a :class:`VariantKind`, refused as the other values of a
+    :class:`Variant` are: with a :class:`VariantError`, which the enum's own
+    ``ValueError`` is not, naming the kinds there are."""
+    try:
+        return VariantKind(kind)
+    except ValueError:
+        kinds = ", ".join(repr(k.value) for k in VariantKind)
+        raise VariantError(f"kind: {kind!r} is not a variant kind; expected one of "
+                           f"{kinds} (or the VariantKind itself)") from None
+
+
 def _ver(v: tuple[int, ...] | None) -> str:
     return "?" if v is None else ".".join(str(x) for x in v)
 
@@ -130,7 +142,7 @@ class Variant:
     os: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", VariantKind(self.kind))
+        object.__setattr__(self, "kind", _variant_kind(self.kind))
         # A value is valid exactly when its canonical name reads back as the same value.
         name = str(self)
         parsed, problem = _parse(name)
