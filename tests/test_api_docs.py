@@ -156,6 +156,43 @@ def test_a_class_documents_what_it_is_made_of(name: str) -> None:
             f"{name}: Attributes names {sorted(set(attributes) - set(fields))}, no field")
 
 
+def alias_names(fn: Callable[..., Any]) -> list[str]:
+    """The names in ``fn``'s annotations that its module binds to a type alias rather
+    than to a class: ``help()`` shows such a name (``TrustArg``) where the reader wants
+    the types, and no documentation says what it stands for."""
+    sig = inspect.signature(fn)
+    annotations = [p.annotation for p in sig.parameters.values()] + [sig.return_annotation]
+    found = []
+    for annotation in annotations:
+        if annotation is inspect.Parameter.empty:
+            continue
+        # preceded by no dot: ``os.PathLike`` is looked up as ``os``
+        for word in re.findall(r"(?<![.\w])[A-Za-z_]\w*", str(annotation)):
+            obj = fn.__globals__.get(word)  # a class imported for type checking only: absent
+            if obj is not None and obj is not Any and not (
+                    inspect.isclass(obj) or inspect.ismodule(obj)):
+                found.append(word)
+    return found
+
+
+@pytest.mark.parametrize("name", [*FUNCTIONS, *sorted(METHODS)])
+def test_help_shows_the_types_of_the_parameters_not_an_alias(name: str) -> None:
+    fn = getattr(kernelforge, name) if name in FUNCTIONS else METHODS[name]
+    assert not alias_names(fn), (
+        f"{name}: its signature names {alias_names(fn)}, a type alias; write the types")
+
+
+def test_an_alias_in_a_signature_is_found() -> None:
+    """What the test above would say of a function annotated with an alias."""
+    namespace: dict[str, Any] = {}
+    exec("from __future__ import annotations\n"
+         "from collections.abc import Sequence\n"
+         "TrustArg = bool | Sequence[str]\n"
+         "def f(trust: TrustArg = False, n: int | None = None) -> Sequence[str]: ...\n",
+         namespace)
+    assert alias_names(namespace["f"]) == ["TrustArg"]
+
+
 def test_the_section_reader_reads_grouped_and_typed_entries() -> None:
     doc = ("Summary.\n\nArgs:\n    a, b: as for f.\n    c (int): one\n        more "
            "text: with a colon.\n\nReturns:\n    x: not an argument.\n")

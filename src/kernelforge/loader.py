@@ -47,7 +47,7 @@ from kernelforge.errors import (
 )
 from kernelforge.hub import LocalHub
 from kernelforge.hub._staging import read_metadata
-from kernelforge.hub.base import Same, is_hub, validate_repo_id
+from kernelforge.hub.base import Hub, Same, is_hub, validate_repo_id
 from kernelforge.locate import LOCAL_KERNELS_ENV, HubArg, KernelInfo, Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -1267,9 +1267,9 @@ def get_kernel(
     version: int | None = None,
     backend: str | None = None,
     user_agent: str | dict[str, Any] | None = None,
-    trust_remote_code: TrustArg = False,
+    trust_remote_code: bool | Sequence[str] = False,
     *,
-    hub: HubArg = None,
+    hub: Hub | str | os.PathLike[str] | None = None,
     check_arch: bool = True,
 ) -> ModuleType:
     """Load a kernel from a hub (or from ``LOCAL_KERNELS``) and return its module.
@@ -1371,9 +1371,9 @@ def get_locked_kernel(
     *,
     lockfile: str | os.PathLike[str] | None,
     backend: str | None = None,
-    hub: HubArg = None,
+    hub: Hub | str | os.PathLike[str] | None = None,
     check_arch: bool = True,
-    trust_remote_code: TrustArg = False,
+    trust_remote_code: bool | Sequence[str] = False,
     user_agent: str | dict[str, Any] | None = None,
 ) -> ModuleType:
     """Load exactly the revision and files a lock file pins, downloading if needed.
@@ -1432,9 +1432,9 @@ def load_kernel(
     *,
     lockfile: str | os.PathLike[str] | None,
     backend: str | None = None,
-    hub: HubArg = None,
+    hub: Hub | str | os.PathLike[str] | None = None,
     check_arch: bool = True,
-    trust_remote_code: TrustArg = False,
+    trust_remote_code: bool | Sequence[str] = False,
 ) -> ModuleType:
     """Load a locked kernel without any network access (``kernelforge download`` first).
 
@@ -1479,7 +1479,7 @@ def load_kernel(
 def get_local_kernel(
     repo_path: str | os.PathLike[str], backend: str | None = None, *,
     check_arch: bool = True,
-    trust_remote_code: TrustArg = False,
+    trust_remote_code: bool | Sequence[str] = False,
     user_agent: str | dict[str, Any] | None = None,
 ) -> ModuleType:
     """Load a kernel from a local build.
@@ -1573,9 +1573,9 @@ def kernel_info(
     revision: str | None = None,
     version: int | None = None,
     backend: str | None = None,
-    hub: HubArg = None,
+    hub: Hub | str | os.PathLike[str] | None = None,
     check_arch: bool = True,
-    trust_remote_code: TrustArg = False,
+    trust_remote_code: bool | Sequence[str] = False,
     lockfile: str | os.PathLike[str] | None = None,
 ) -> KernelInfo:
     """Say which build :func:`get_kernel` would load and whether it would be trusted,
@@ -1683,9 +1683,9 @@ def has_kernel(
     version: int | None = None,
     backend: str | None = None,
     *,
-    hub: HubArg = None,
+    hub: Hub | str | os.PathLike[str] | None = None,
     check_arch: bool = True,
-    trust_remote_code: TrustArg = False,
+    trust_remote_code: bool | Sequence[str] = False,
 ) -> bool:
     """Whether :func:`get_kernel` would find a build for this system.
 
