@@ -250,4 +250,8 @@ class SignatureMismatchError(TrustError):
 
 
 class LockError(KernelforgeError):
-    """A lock file is missing, malformed or does not cover the requested kernel."""
+    """A lock file is missing, malformed, of a newer format, or does not cover the
+    requested kernel (with ``lockfile=None``: the calling package's metadata holds none);
+    or locking failed: the project's ``pyproject.toml`` or its dependency tables are
+    missing or malformed, a lock file cannot be written, or another ``kernelforge lock``
+    of the project held its lock too long."""

@@ -1275,7 +1275,8 @@ def get_kernel(
     """Load a kernel from a hub (or from ``LOCAL_KERNELS``) and return its module.
 
     The arguments Hugging Face's ``kernels.get_kernel`` takes come first, in its order,
-    and may be given by position as some of its versions allow.
+    and may be given by position as some of its versions allow; ``check_arch``, which
+    it takes by keyword only, comes after ``hub``.
 
     Args:
         repo_id: ``org/name``.

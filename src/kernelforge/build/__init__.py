@@ -600,7 +600,8 @@ def build_project(
     """Build a kernel project for this environment.
 
     Args:
-        path: the project directory (or its ``build.toml``).
+        path: the project directory (or its ``build.toml``); default: the current
+            directory.
         backends: backends to build, a list such as ``["cpu"]``; default: every
             backend of the project that this environment can build (cpu always; cuda
             with a CUDA torch and nvcc; rocm with a ROCm torch and hipcc), the others

@@ -118,7 +118,9 @@ class LocalHubWriter:
 
         Raises:
             ValueError: a malformed ``repo_id`` or ``version``, an empty or blank
-                ``build_dir`` string, a ``message`` or ``card`` that is not a string.
+                ``build_dir`` string, a ``message`` or ``card`` that is not a string,
+                a ``card`` bigger than :data:`~kernelforge.hub.base.SMALL_FILE_MAX`
+                (16 MiB: a later publish without a card could not read it back).
             TypeError: a ``signer`` that is not a
                 :class:`~kernelforge.signing.SigningKey`.
             HubError: the build is unfit to publish (no variants, a ``.pyc``, a link,

@@ -1137,7 +1137,9 @@ class HfHub:
 
         Raises:
             ValueError: a malformed ``repo_id`` or ``version``, an empty or blank
-                ``build_dir`` string, a ``message`` or ``card`` that is not a string.
+                ``build_dir`` string, a ``message`` or ``card`` that is not a string,
+                a ``card`` bigger than :data:`~kernelforge.hub.base.SMALL_FILE_MAX`
+                (16 MiB: a later publish without a card could not read it back).
             TypeError: a ``signer`` that is not a
                 :class:`~kernelforge.signing.SigningKey`.
             HubError: the build is unfit to publish (or a file of it cannot be read),

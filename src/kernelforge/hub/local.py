@@ -115,8 +115,15 @@ def default_root() -> Path:
     """The hub root used when none is given.
 
     Returns:
-        ``$KERNELFORGE_HUB`` when set (read now, not at import), else ``hub`` under the
-        user's cache directory (``~/.cache/kernelforge/hub`` on Linux).
+        ``$KERNELFORGE_HUB`` when it names a directory (read now, not at import; a
+        leading ``~`` is the home directory), else ``hub`` under the user's cache
+        directory (``~/.cache/kernelforge/hub`` on Linux). An empty or blank
+        ``$KERNELFORGE_HUB`` counts as unset, and so does ``hf`` (or ``huggingface``),
+        which names the Hugging Face Hub for :func:`~kernelforge.hub.as_hub`.
+
+    Raises:
+        HubError: the user cache directory is needed but no home directory can be
+            found (the message names the variable to set instead).
     """
     env = os.environ.get(HUB_ENV, "")
     # Empty (or blank) counts as unset; "hf" and "huggingface" name HfHub.
