@@ -1,12 +1,14 @@
 """The public API's documentation keeps up with its signatures: every callable that
-``kernelforge`` exports (and every public method of its classes) describes each of its
-parameters, and no other, in its docstring's Args section, so that a new or renamed
-parameter cannot go undocumented. The README's Python examples call what exists, with
-arguments the signatures take."""
+``kernelforge`` exports, or ``kernelforge.hub`` and ``kernelforge.lock`` (and every public
+method of their classes), describes each of its parameters, and no other, in its
+docstring's Args section, so that a new or renamed parameter cannot go undocumented; its
+Raises section names exceptions that exist. The README's Python examples call what
+exists, with arguments the signatures take."""
 
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import inspect
 import re
@@ -17,6 +19,9 @@ import pytest
 from kf_testutil import REPO
 
 import kernelforge
+import kernelforge.errors
+import kernelforge.hub
+import kernelforge.lock
 
 SECTION_RE = re.compile(r"^(?P<indent> *)(?P<title>[A-Z][a-z]+):$")
 #: ``name: ...``, ``name (type): ...`` or ``a, b, c: as for ...`` one level into a section
@@ -60,10 +65,21 @@ def public_objects() -> dict[str, Any]:
             if name != "__version__"}
 
 
-def public_methods() -> Iterator[tuple[str, Callable[..., Any]]]:
-    """``Class.method`` of every public method and classmethod of the exported classes
-    (their errors aside), inherited ones included."""
-    for name, obj in public_objects().items():
+def subpackage_objects() -> dict[str, Any]:
+    """``package.name`` of what ``kernelforge.hub`` and ``kernelforge.lock`` export beside
+    ``kernelforge``'s own exports. A protocol (``Hub``) is left out: its methods are
+    documented where a hub implements them (``LocalHub``, ``HfHub``)."""
+    top = [id(obj) for obj in public_objects().values()]
+    return {f"{package.__name__}.{name}": obj
+            for package in (kernelforge.hub, kernelforge.lock) for name in package.__all__
+            if id(obj := getattr(package, name)) not in top
+            and not getattr(obj, "_is_protocol", False)}
+
+
+def public_methods(objects: dict[str, Any]) -> Iterator[tuple[str, Callable[..., Any]]]:
+    """``Class.method`` of every public method and classmethod of the classes among
+    ``objects`` (their errors aside), inherited ones included."""
+    for name, obj in objects.items():
         if not inspect.isclass(obj) or issubclass(obj, BaseException):
             continue
         for attr in dir(obj):
@@ -75,7 +91,9 @@ def public_methods() -> Iterator[tuple[str, Callable[..., Any]]]:
 
 
 FUNCTIONS = sorted(n for n, o in public_objects().items() if inspect.isfunction(o))
-METHODS = dict(public_methods())
+METHODS = dict(public_methods(public_objects()))
+SUBPACKAGE_FUNCTIONS = {n: o for n, o in subpackage_objects().items() if inspect.isfunction(o)}
+SUBPACKAGE_METHODS = dict(public_methods(subpackage_objects()))
 
 
 def returned_classes() -> dict[str, type]:
@@ -96,6 +114,8 @@ def returned_classes() -> dict[str, type]:
 #: The classes whose documentation is checked: the exports, and what they return.
 CLASS_OBJECTS = {**{n: o for n, o in public_objects().items() if inspect.isclass(o)},
                  **returned_classes()}
+CLASS_OBJECTS.update({n: o for n, o in subpackage_objects().items()
+                      if inspect.isclass(o) and o not in CLASS_OBJECTS.values()})
 CLASSES = sorted(CLASS_OBJECTS)
 
 
@@ -107,11 +127,14 @@ def test_the_lists_cover_the_api() -> None:
     assert {"get_kernel", "build_project", "lock_project", "resolve_variant"} <= set(FUNCTIONS)
     assert {"LocalHub.publish", "HfHub.publish", "Variant.parse",
             "Manifest.kernels_for", "SystemFacts.describe"} <= set(METHODS)
+    assert {"kernelforge.hub.as_hub", "kernelforge.lock.read_lock"} <= set(SUBPACKAGE_FUNCTIONS)
+    assert "kernelforge.lock.LockFile.require" in SUBPACKAGE_METHODS
+    assert {"kernelforge.lock.LockFile", "kernelforge.lock.Requirement"} <= set(CLASSES)
 
 
-@pytest.mark.parametrize("name", FUNCTIONS)
+@pytest.mark.parametrize("name", [*FUNCTIONS, *sorted(SUBPACKAGE_FUNCTIONS)])
 def test_a_function_documents_exactly_its_parameters(name: str) -> None:
-    fn = getattr(kernelforge, name)
+    fn = SUBPACKAGE_FUNCTIONS.get(name) or getattr(kernelforge, name)
     doc = inspect.getdoc(fn)
     assert doc, f"{name} has no docstring"
     documented = doc_section(doc, "Args") or []
@@ -121,9 +144,9 @@ def test_a_function_documents_exactly_its_parameters(name: str) -> None:
     assert len(documented) == len(set(documented)), f"{name}: a parameter named twice"
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+@pytest.mark.parametrize("name", sorted({**METHODS, **SUBPACKAGE_METHODS}))
 def test_a_method_documents_exactly_its_parameters(name: str) -> None:
-    method = METHODS[name]
+    method = {**METHODS, **SUBPACKAGE_METHODS}[name]
     doc = inspect.getdoc(method)
     assert doc, f"{name} has no docstring"
     documented = doc_section(doc, "Args") or []
@@ -154,6 +177,21 @@ def test_a_class_documents_what_it_is_made_of(name: str) -> None:
         fields = [f.name for f in dataclasses.fields(cls)]
         assert not set(attributes) - set(fields), (
             f"{name}: Attributes names {sorted(set(attributes) - set(fields))}, no field")
+
+
+def test_a_raises_section_names_exceptions_that_exist() -> None:
+    """``HubError``, ``ValueError``: a builtin or one of :mod:`kernelforge.errors`, so
+    that a renamed error, or a misspelt one, cannot stay in the documentation."""
+    documented = {**{n: getattr(kernelforge, n) for n in FUNCTIONS}, **SUBPACKAGE_FUNCTIONS,
+                  **METHODS, **SUBPACKAGE_METHODS, **CLASS_OBJECTS}
+    seen = set()
+    for name, obj in documented.items():
+        for exc in doc_section(inspect.getdoc(obj) or "", "Raises") or []:
+            cls = getattr(kernelforge.errors, exc, None) or getattr(builtins, exc, None)
+            assert inspect.isclass(cls) and issubclass(cls, BaseException), (
+                f"{name}: its Raises section names {exc!r}, which is no exception")
+            seen.add(exc)
+    assert {"HubError", "ValueError", "TypeError", "LockError"} <= seen
 
 
 def alias_names(fn: Callable[..., Any]) -> list[str]:

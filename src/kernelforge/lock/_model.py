@@ -53,7 +53,11 @@ def dependency_key(entry: object) -> DependencyKey:
 
 
 def describe_dependency(key: DependencyKey) -> str:
-    """``org/name version 1`` or ``org/name revision 'main'``, for messages."""
+    """``org/name version 1`` or ``org/name revision 'main'``, for messages.
+
+    Args:
+        key: the request, as :func:`dependency_key` makes it.
+    """
     repo_id, version, revision = key
     if revision is None:
         return f"{repo_id} version {version}"
@@ -180,6 +184,12 @@ class LockFile:
         refuses two). A ``kernels.lock`` may list two spellings (a kernel and another's
         ``kernel-depends`` request): the exact one is taken, as Hugging Face's loader
         takes it, and another spelling of the id is refused as ambiguous.
+
+        Args:
+            repo_id: ``org/name``, in any case.
+
+        Returns:
+            The :class:`LockedKernel` the lock pins for it.
 
         Raises:
             LockError: the lock does not list it, or lists it under several spellings
