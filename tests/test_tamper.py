@@ -15,10 +15,16 @@ import pytest
 from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
 
 from kernelforge import loader, signing, trust
-from kernelforge.errors import IntegrityError, SignatureMismatchError, TrustError
+from kernelforge.digest import b64_sha256
+from kernelforge.errors import (
+    HubError,
+    IntegrityError,
+    SignatureMismatchError,
+    TrustError,
+)
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
-from kernelforge.lock import download_locked, lock_project
+from kernelforge.lock import download_locked, lock_project, read_lock
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
 
@@ -413,6 +419,100 @@ def test_a_signed_copy_damaged_on_its_way_offline_names_the_fix(
             "or in the cache), and offline they are not fetched again" in said), said
     assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
     assert module_id not in sys.modules
+
+
+# --- kernelforge lock and download over copies damaged on their way ----------------------
+
+
+def _project(tmp_path: Path) -> Path:
+    """A project that depends on version 1 of the test's kernel."""
+    root = tmp_path / "project"
+    root.mkdir(exist_ok=True)
+    (root / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    return root
+
+
+@pytest.mark.parametrize("path", SIGNED.values(), ids=SIGNED.keys())
+def test_lock_fetches_a_signed_copy_damaged_on_its_way_again(
+        env, tmp_path: Path, key, caplog, path: str) -> None:
+    """``kernelforge lock`` applies the trust policy to the copies the download cache
+    kept, as a load does, and as a load it fetches them again once online where a trusted
+    key's signature fails over them, rather than failing every lock."""
+    api, commit, _module_id = _signed_copy_damaged_on_its_way(env, tmp_path, key, path)
+    hf = HfHub(api=api, cache=env["cache"])
+    locked = read_lock(lock_project(_project(tmp_path), hub=hf).path).require(REPO)
+    assert BOTH_FETCHED_AGAIN in caplog.text
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{path}") == 2
+    served = (api.tree(REPO, commit) / SIGNED["metadata"]).read_bytes()
+    pinned = locked.variants["torch-cpu"] if locked.variants is not None else None
+    assert pinned is not None and pinned.signer is not None
+    assert pinned.files["metadata.json"] == b64_sha256(served)
+    assert hf.cache.peek_file(REPO, commit, path) == (api.tree(REPO, commit) / path
+                                                      ).read_bytes()
+
+
+def test_lock_refuses_a_signed_copy_that_fails_again_when_fetched_again(
+        env, tmp_path: Path, key) -> None:
+    """The fresh copies must pass: a hub serving a signature that does not verify is
+    refused after one download more, with no advice about the cache."""
+    path = SIGNED["sig"]
+    api, commit, _module_id = _signed_copy_damaged_on_its_way(env, tmp_path, key, path)
+    api.tamper(REPO, commit, path, _damaged(path, (api.tree(REPO, commit) / path).read_bytes()))
+    root = _project(tmp_path)
+    with pytest.raises(SignatureMismatchError) as info:
+        lock_project(root, hub=HfHub(api=api, cache=env["cache"]))
+    said = str(info.value)
+    assert "does not verify" in said and "cache remove" not in said, said
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{path}") == 2
+    assert not (root / "kernelforge.lock").exists()
+
+
+def test_lock_offline_of_a_signed_copy_damaged_on_its_way_names_the_fix(
+        env, tmp_path: Path, key, monkeypatch) -> None:
+    api, commit, _module_id = _signed_copy_damaged_on_its_way(env, tmp_path, key,
+                                                              SIGNED["sig"])
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root = _project(tmp_path)
+    with pytest.raises(SignatureMismatchError) as info:
+        lock_project(root, hub=HfHub(api=api, cache=env["cache"]))
+    said = str(info.value)
+    assert "does not verify" in said, said
+    assert "kept from an earlier fetch, may be damaged" in said, said
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    assert not (root / "kernelforge.lock").exists()
+
+
+def test_lock_fetches_a_cached_metadata_json_that_does_not_parse_again(
+        env, tmp_path: Path, caplog, monkeypatch) -> None:
+    """A kept metadata.json that does not parse is fetched again by a lock as by a load;
+    offline, the error names the copy and the fix."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=uid("lockparse"))
+    commit = hf.publish(REPO, tmp_path / "p", version=1).commit
+    loader.kernel_info(REPO, version=1, hub=hf)
+    kept = hf.cache.cached_file(REPO, commit, SIGNED["metadata"])
+    assert kept is not None
+    good = kept.read_bytes()
+    for damage in ("online", "offline"):
+        kept.chmod(0o644)
+        kept.write_bytes(b"{trunc")
+        if damage == "offline":
+            api.go_down()
+            monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+            with pytest.raises(HubError) as info:
+                lock_project(_project(tmp_path), hub=HfHub(api=api, cache=env["cache"]),
+                             allow=True)
+            said = str(info.value)
+            assert f"read from the download cache's copy {kept}" in said, said
+            assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+            continue
+        locked = read_lock(lock_project(_project(tmp_path), hub=hf, allow=True).path)
+        assert "failed its check" in caplog.text and "fetching it again" in caplog.text
+        assert kept.read_bytes() == good
+        assert locked.require(REPO).variants["torch-cpu"].files["metadata.json"] == \
+            b64_sha256(good)
 
 
 def test_a_key_not_trusted_is_no_damage_and_not_fetched_again(env, tmp_path: Path) -> None:

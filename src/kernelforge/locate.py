@@ -763,6 +763,57 @@ def _choose_trusted(h: Hub, repo_id: str, commit: str, choose: Callable[[set[str
     return (chosen, *trust_request(h, repo_id, commit, chosen[0], chosen[1], allow, pinned))
 
 
+def variant_metadata(h: Hub, repo_id: str, commit: str, name: str,
+                     locked: LockedKernel | None = None, lockfile: str = "the lock file"
+                     ) -> tuple[bytes, dict[str, Any]]:
+    """One variant's ``metadata.json``, bytes and parsed, read as a load reads it: checked
+    against ``locked``'s pin, if any, a copy the download cache kept that fails fetched
+    again once (offline, refused with the fix; see :func:`_hub_meta`). For what reads a
+    variant without choosing it (``kernelforge download --all-variants``)."""
+    return _hub_meta(h, repo_id, commit, locked, lockfile)(name)
+
+
+def judge_variant(
+    h: Hub, repo_id: str, commit: str, name: str, allow: AllowArg, *,
+    locked: LockedKernel | None = None, lockfile: str = "the lock file",
+    pinned: str | None = None,
+) -> tuple[bytes, dict[str, Any], TrustRequest, TrustDecision]:
+    """One variant's ``metadata.json`` and the trust policy's decision on it, made as a
+    load makes them, for what judges a variant without choosing it (``kernelforge lock``
+    judges every variant it pins). Copies the download cache kept that fail a check are
+    fetched again once online, and offline refused with the fix: a ``metadata.json``
+    unlike ``locked``'s pin or that does not parse (:func:`variant_metadata`), and a
+    ``metadata.json`` and signature that a trusted key's signature does not verify over
+    (:func:`_choose_trusted`).
+
+    Args:
+        h: the hub.
+        repo_id, commit, name: the repository, commit and variant.
+        allow: ``trust_remote_code``.
+        locked: the lock file's entry that pins the variant, if any.
+        lockfile: the lock file, for messages.
+        pinned: the lock file that pins the variant's files, if any.
+
+    Returns:
+        ``(metadata bytes, metadata, request, decision)``; the decision is made, not
+        enforced.
+
+    Raises:
+        HubError, IntegrityError: the ``metadata.json`` is missing, does not parse or
+            differs from the pin.
+        SignatureMismatchError: a trusted key's signature does not verify, over fresh
+            copies or offline.
+        TrustError: the signature file or the trust store is malformed.
+    """
+    def choose(kept: set[str]) -> Chosen:
+        data, meta = _hub_meta(h, repo_id, commit, locked, lockfile, kept)(name)
+        return name, data, meta, ()
+
+    (_name, data, meta, _trace), req, decision = _choose_trusted(h, repo_id, commit, choose,
+                                                                 allow, pinned)
+    return data, meta, req, decision
+
+
 def _drop_signed_copies(h: Hub, repo_id: str, commit: str, err: SignatureMismatchError,
                         kept: set[str]) -> None:
     """Drop from the download cache the copies of the variant's ``metadata.json`` and

@@ -98,10 +98,9 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
     from kernelforge import policy, revisions
     from kernelforge.digest import b64_sha256, verify_variant
     from kernelforge.errors import HubError
-    from kernelforge.hub._staging import parse_metadata
-    from kernelforge.hub.base import signature_path, version_branches
+    from kernelforge.hub.base import version_branches
     from kernelforge.loader import check_branch_version, records_no_version
-    from kernelforge.locate import hub_choice_explained, hub_for
+    from kernelforge.locate import hub_choice_explained, hub_for, judge_variant
 
     h = hub_for(hub, req.repo_id)
     version = req.version
@@ -129,18 +128,9 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
     needs: Needs = []
     for name in h.variants(sel.repo_id, sel.commit):
         where = f"{sel.repo_id}@{sel.commit[:12]}: build/{name}/metadata.json"
-        data = h.read_file(sel.repo_id, sel.commit, f"build/{name}/metadata.json")
-        if data is None:
-            raise HubError(f"{where}: missing; every build variant needs its metadata.json")
-        meta = parse_metadata(data, where)
-        req_ = policy.TrustRequest(
-            sel.repo_id, name, data,
-            signature=h.read_file(sel.repo_id, sel.commit, signature_path(name)),
-            sigstore_bundle=h.read_file(sel.repo_id, sel.commit,
-                                        f"build/{name}/metadata.json.sigstore"),
-            owned=bool(getattr(h, "owned", lambda *_: False)(sel.repo_id, sel.commit)),
-            where=h.describe())
-        decision = policy.evaluate(req_, allow=allow)
+        # judged as a load judges it: copies the download cache kept that fail a check
+        # (damaged on their way) are fetched again once, and offline refused with the fix
+        data, meta, req_, decision = judge_variant(h, sel.repo_id, sel.commit, name, allow)
         policy.require(decision, req_)
         # A locked load reads no branch (the lock pins the commit), so a signed build
         # copied onto another version's branch is refused here, as a load refuses it.
