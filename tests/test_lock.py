@@ -3,6 +3,7 @@ load, refusing anything the lock does not pin, and Hugging Face's kernels.lock."
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -14,7 +15,14 @@ from kf_testutil import write_metadata
 
 from kernelforge import loader, signing, trust
 from kernelforge.cli import main
-from kernelforge.errors import HubError, IntegrityError, LockError, TrustError, VariantNotFoundError
+from kernelforge.errors import (
+    HubError,
+    IntegrityError,
+    LockError,
+    SignatureMismatchError,
+    TrustError,
+    VariantNotFoundError,
+)
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
 from kernelforge.lock import _download as download_module
@@ -726,6 +734,29 @@ def test_locking_a_dependency_that_cannot_be_found_names_who_needs_it(
     leaf = read_lock(root).require(REPO).depends[(LEAF, 2, None)]
     assert (f"  needs {LEAF} version 2: branch v2, commit {leaf.commit[:12]} (hf), 2 variants"
             in capsys.readouterr().out)
+
+
+def test_a_dependency_whose_signature_does_not_verify_is_refused_naming_who_needs_it(
+    hf: HfHub, tmp_path: Path, key
+) -> None:
+    """The refusal of a trusted key's signature that does not verify keeps its type (and
+    the variant it names), and says which kernel needs the dependency."""
+    commit, _module_id = publish(hf, OTHER, tmp_path / "dep", key=key)
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER, "version": 1}],
+                    uses(OTHER), key=key)
+    sig = hf._api.tree(OTHER, commit) / "build" / "torch-cpu.sig"
+    doc = json.loads(sig.read_text())
+    raw = bytearray(base64.b64decode(doc["signature"]))
+    raw[0] ^= 0x01  # still well-formed, no longer the key's signature
+    doc["signature"] = base64.b64encode(bytes(raw)).decode("ascii")
+    hf._api.tamper(OTHER, commit, "build/torch-cpu.sig", json.dumps(doc).encode())
+    root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    with pytest.raises(SignatureMismatchError, match=rf"^{OTHER} version 1, a kernel-depends "
+                       rf"entry of {REPO} \(variant torch-c\w+\): {OTHER}: the signature "
+                       r"build/torch-cpu.sig by trusted key .* does not verify") as info:
+        lock_project(root, hub=hf)
+    assert info.value.variant == "torch-cpu"
+    assert not (root / "kernelforge.lock").exists()
 
 
 # --- Hugging Face's kernels.lock records no hub ---------------------------------------------

@@ -195,14 +195,21 @@ def _check_unsigned_code(req: Any, allow: Any, problem: str) -> None:
 
 def _pin_dependency(key: DependencyKey, parent: str, hub: Any,
                     allow: Any) -> tuple[LockedKernel, Needs]:
-    """:func:`_pin_revision` for a ``kernel-depends`` request; errors say who asked."""
-    from kernelforge.errors import HubError, TrustError
+    """:func:`_pin_revision` for a ``kernel-depends`` request; errors say who asked (and
+    keep their type, a signature's refusal the variant it names)."""
+    from kernelforge.errors import HubError, SignatureMismatchError, TrustError
 
     try:
         return _pin_revision(Requirement(key[0], version=key[1], revision=key[2]), hub, allow)
+    except SignatureMismatchError as err:
+        raise SignatureMismatchError(f"{_asked_by(key, parent)}: {err}", err.variant) from err
     except (HubError, TrustError) as err:
-        raise type(err)(f"{describe_dependency(key)}, a kernel-depends entry of {parent}: "
-                        f"{err}") from err
+        raise type(err)(f"{_asked_by(key, parent)}: {err}") from err
+
+
+def _asked_by(key: DependencyKey, parent: str) -> str:
+    """The dependency ``key`` and the variant whose ``kernel-depends`` asks for it."""
+    return f"{describe_dependency(key)}, a kernel-depends entry of {parent}"
 
 
 def _pin_depends(needs: Needs, hub: Any, allow: Any,
