@@ -432,6 +432,17 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
+def _kept_damaged(hf: HfHub, api: FakeHfApi, commit: str, path: str) -> bytes:
+    """Keep in the download cache the file ``path`` as a damaged transfer delivered it,
+    the hub serving the real one again afterwards; returns the real one."""
+    real = (api.tree(REPO, commit) / path).read_bytes()
+    hf.cache.discard_file(REPO, commit, path)
+    api.tamper(REPO, commit, path, _damaged(path, real))
+    assert hf.read_file(REPO, commit, path) != real  # kept as it came
+    api.tamper(REPO, commit, path, real)
+    return real
+
+
 @pytest.mark.parametrize("path", SIGNED.values(), ids=SIGNED.keys())
 def test_lock_fetches_a_signed_copy_damaged_on_its_way_again(
         env, tmp_path: Path, key, caplog, path: str) -> None:
@@ -513,6 +524,51 @@ def test_lock_fetches_a_cached_metadata_json_that_does_not_parse_again(
         assert kept.read_bytes() == good
         assert locked.require(REPO).variants["torch-cpu"].files["metadata.json"] == \
             b64_sha256(good)
+
+
+def _unsigned_locked(env, tmp_path: Path) -> tuple[FakeHfApi, HfHub, str, str, Path]:
+    """An unsigned variant published to a fake Hugging Face Hub and locked (allowed):
+    the fake API, the hub, the commit, the module id and the lock file."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("dlall")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1).commit
+    return api, hf, commit, module_id, lock_project(_project(tmp_path), hub=hf,
+                                                    allow=True).path
+
+
+def test_download_all_variants_fetches_a_metadata_json_unlike_the_lock_again(
+        env, tmp_path: Path, caplog, monkeypatch) -> None:
+    """With --all-variants no variant is chosen, so no load's check read the variant's
+    kept metadata.json: the download checks it against the lock's pin itself, and a copy
+    damaged on its way is fetched again once, before the variant's fetch takes it (the
+    error would otherwise blame the lock file)."""
+    api, hf, commit, module_id, lock = _unsigned_locked(env, tmp_path)
+    real = _kept_damaged(hf, api, commit, SIGNED["metadata"])
+    ((repo, name, path),) = download_locked(lock, hub=hf, all_variants=True)
+    assert (repo, name) == (REPO, "torch-cpu")
+    assert "failed its check" in caplog.text and "fetching it again" in caplog.text
+    assert (path / "metadata.json").read_bytes() == real
+    assert hf.cache.peek_file(REPO, commit, SIGNED["metadata"]) == real
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
+
+
+def test_download_all_variants_offline_of_a_metadata_json_unlike_the_lock_names_the_fix(
+        env, tmp_path: Path, monkeypatch) -> None:
+    api, hf, commit, _module_id, lock = _unsigned_locked(env, tmp_path)
+    _kept_damaged(hf, api, commit, SIGNED["metadata"])
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(IntegrityError) as info:
+        download_locked(lock, hub=HfHub(api=api, cache=env["cache"]), all_variants=True)
+    said = str(info.value)
+    assert "it differs from the one the lock file pins" in said, said
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    assert "kernelforge lock' again" not in said, said
 
 
 def test_a_key_not_trusted_is_no_damage_and_not_fetched_again(env, tmp_path: Path) -> None:

@@ -120,6 +120,21 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Pa
         raise
 
 
+def _fetch_judged(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Path:
+    """Fetch one locked variant as a load takes it. Its ``metadata.json`` first, read as
+    a load reads it, which ``--all-variants`` does not do otherwise (no variant is
+    chosen): checked against the lock's pin, a copy the download cache kept that fails
+    is fetched again once (offline, refused with the fix), so that the variant's fetch,
+    which takes that copy, does not inherit a damaged one. Then the other files an
+    offline load reads, and the variant's files, verified against the lock
+    (:func:`_fetch_checked`)."""
+    from kernelforge.locate import variant_metadata
+
+    variant_metadata(h, locked.repo, locked.commit, name, locked, lockfile)
+    _cache_load_files(h, locked.repo, locked.commit, name)
+    return _fetch_checked(h, locked, name, lockfile)
+
+
 def _cache_load_files(h: Any, repo: str, commit: str, name: str) -> None:
     """Read the files an offline load reads besides the variant's own, so that a remote
     hub keeps them in its download cache: the variant's ``metadata.json`` and its
@@ -262,8 +277,7 @@ class _Download:
             self.seen.add(("lock", dep.repo, dep.commit))
             h = hub_for_lock(self.hub, dep)
             for name in self.variants(h, dep):
-                _cache_load_files(h, dep.repo, dep.commit, name)  # first, as below
-                path = _fetch_checked(h, dep, name, str(self.lock.path))
+                path = _fetch_judged(h, dep, name, str(self.lock.path))
                 out.append((dep.repo_id, name, path))
                 out += self.dependencies(top, path, dep.repo_id)
         return out
@@ -390,8 +404,7 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
             progress.left = [f"{repo_id} ({', '.join(names[j:])})", *later]
             # metadata.json first, as a load reads it: the fetch takes that copy (with
             # all_variants, read after the fetch, it was downloaded a second time)
-            _cache_load_files(h, locked.repo, locked.commit, name)
-            path = _fetch_checked(h, locked, name, str(lock.path))
+            path = _fetch_judged(h, locked, name, str(lock.path))
             problem = _trust_problem(h, locked, name, path)
             if problem is not None:
                 logger.warning(
