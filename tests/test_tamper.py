@@ -571,6 +571,86 @@ def test_download_all_variants_offline_of_a_metadata_json_unlike_the_lock_names_
     assert "kernelforge lock' again" not in said, said
 
 
+def _commit_locked(env, tmp_path: Path, key) -> tuple[FakeHfApi, HfHub, str, str, Path]:
+    """A signed variant published to a fake Hugging Face Hub and pinned by a Hugging Face
+    ``kernels.lock`` (its commit only): the fake API, the hub, the commit, the module id
+    and the lock file."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("dlsig")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
+                                 "lock": {"commit": commit}}]))
+    return api, hf, commit, module_id, lock
+
+
+@pytest.mark.parametrize("all_variants", [False, True], ids=["chosen", "all-variants"])
+def test_download_of_a_lock_without_digests_fetches_a_damaged_signature_again(
+        env, tmp_path: Path, key, caplog, monkeypatch, all_variants: bool) -> None:
+    """A lock without digests leaves the variant to the trust policy, as a load does: a
+    kept signature that fails a trusted key's check is fetched again once, and the
+    download warns only about a fresh copy that fails too (never about the kept one,
+    which a load online fetches again itself)."""
+    api, hf, commit, module_id, lock = _commit_locked(env, tmp_path, key)
+    hf.read_file(REPO, commit, SIGNED["metadata"])
+    _kept_damaged(hf, api, commit, SIGNED["sig"])
+    download_locked(lock, hub=hf, all_variants=all_variants)
+    assert "a load will refuse it" not in caplog.text
+    assert BOTH_FETCHED_AGAIN in caplog.text
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGNED['sig']}") == 2
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
+
+
+def test_download_of_a_lock_without_digests_refetches_a_variant_holding_a_damaged_metadata_json(
+        env, tmp_path: Path, key, caplog, monkeypatch) -> None:
+    """A variant fetched while the kept metadata.json was damaged took that copy: once
+    the trust policy had the metadata.json fetched again, the variant is checked against
+    the fresh one and fetched again too, so that an offline load finds what it judges."""
+    api, hf, commit, module_id, lock = _commit_locked(env, tmp_path, key)
+    _kept_damaged(hf, api, commit, SIGNED["metadata"])
+    hf.fetch_variant(REPO, commit, "torch-cpu")
+    download_locked(lock, hub=hf, all_variants=True)
+    assert ("does not verify over the download cache's copy of "
+            "build/torch-cpu/metadata.json; fetching again") in caplog.text
+    assert "the cached copy of variant torch-cpu failed verification" in caplog.text
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
+
+
+def test_download_of_a_lock_without_digests_warns_when_the_fresh_signature_fails_too(
+        env, tmp_path: Path, key, caplog) -> None:
+    api, hf, commit, _module_id, lock = _commit_locked(env, tmp_path, key)
+    hf.read_file(REPO, commit, SIGNED["metadata"])
+    real = _kept_damaged(hf, api, commit, SIGNED["sig"])
+    api.tamper(REPO, commit, SIGNED["sig"], _damaged(SIGNED["sig"], real))
+    download_locked(lock, hub=hf, all_variants=True)
+    assert "kernels.lock pins only its commit, and a load will refuse it" in caplog.text
+    assert "does not verify" in caplog.text and "cache remove" not in caplog.text
+    # no key trusted and no allowance lifts that refusal: none is offered
+    assert "trust allow" not in caplog.text and "trust_remote_code" not in caplog.text
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGNED['sig']}") == 2
+
+
+def test_download_offline_of_a_lock_without_digests_names_the_fix_for_a_damaged_signature(
+        env, tmp_path: Path, key, caplog, monkeypatch) -> None:
+    api, hf, commit, _module_id, lock = _commit_locked(env, tmp_path, key)
+    download_locked(lock, hub=hf)
+    _kept_damaged(hf, api, commit, SIGNED["sig"])
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    download_locked(lock, hub=HfHub(api=api, cache=env["cache"]), all_variants=True)
+    assert "kernels.lock pins only its commit, and a load will refuse it" in caplog.text
+    assert "kept from an earlier fetch, may be damaged" in caplog.text
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in caplog.text
+
+
 def test_a_key_not_trusted_is_no_damage_and_not_fetched_again(env, tmp_path: Path) -> None:
     """Only a signature that does not verify may come from damage: a refusal for a key
     the trust store lacks stands without fetching anything again."""

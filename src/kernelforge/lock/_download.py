@@ -70,19 +70,21 @@ def raise_if_unlike_lock(err: Any, path: Path, recorded: Mapping[str, str] | Non
             fix=UNLIKE_LOCK_FIX) from err
 
 
-def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Path:
+def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str,
+                   metadata_sha256: str | None = None) -> Path:
     """Fetch one locked variant and verify it against the lock. A cached copy that fails
     is fetched again once, as a load fetches it: one changed in the cache since it was
     fetched, or one kept as it was served that does not match the ``metadata.json`` the
-    lock pins (or its own digests, for a lock without them): damaged on its way.
-    Offline, such a copy is refused with the fix."""
+    lock pins (for a lock without digests, ``metadata_sha256``: the one the trust policy
+    judged, if given; or its own digests): damaged on its way. Offline, such a copy is
+    refused with the fix."""
     from kernelforge.cache import DownloadCache, as_published, is_intact
     from kernelforge.digest import verify_variant
     from kernelforge.errors import IntegrityError
     from kernelforge.hub._staging import read_metadata
 
     pins = locked.variants[name].files if locked.variants is not None else None
-    pinned_metadata = pins.get("metadata.json") if pins else None
+    pinned_metadata = pins.get("metadata.json") if pins else metadata_sha256
 
     def check(path: Path, recorded: dict[str, str] | None) -> Path:
         verify_variant(path, read_metadata(path), metadata_sha256=pinned_metadata,
@@ -120,19 +122,65 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Pa
         raise
 
 
-def _fetch_judged(h: Any, locked: LockedKernel, name: str, lockfile: str) -> Path:
+def _fetch_judged(h: Any, locked: LockedKernel, name: str, lockfile: str
+                  ) -> tuple[Path, str | None]:
     """Fetch one locked variant as a load takes it. Its ``metadata.json`` first, read as
     a load reads it, which ``--all-variants`` does not do otherwise (no variant is
     chosen): checked against the lock's pin, a copy the download cache kept that fails
     is fetched again once (offline, refused with the fix), so that the variant's fetch,
-    which takes that copy, does not inherit a damaged one. Then the other files an
-    offline load reads, and the variant's files, verified against the lock
-    (:func:`_fetch_checked`)."""
+    which takes that copy, does not inherit a damaged one. A lock without digests leaves
+    the variant to the trust policy, which judges it here as a load does
+    (:func:`_load_refusal`). Then the other files an offline load reads, and the
+    variant's files, verified against the lock and the ``metadata.json`` read
+    (:func:`_fetch_checked`).
+
+    Returns:
+        The variant's path, and for a lock without digests why a load would refuse the
+        variant and how to load it (``None``: it would not; a lock with digests pins
+        the files, which is trust enough).
+    """
+    from kernelforge.digest import b64_sha256
     from kernelforge.locate import variant_metadata
 
-    variant_metadata(h, locked.repo, locked.commit, name, locked, lockfile)
+    if locked.variants is not None:
+        data, _meta = variant_metadata(h, locked.repo, locked.commit, name, locked, lockfile)
+        refusal = None
+    else:
+        data, refusal = _load_refusal(h, locked, name)
     _cache_load_files(h, locked.repo, locked.commit, name)
-    return _fetch_checked(h, locked, name, lockfile)
+    return _fetch_checked(h, locked, name, lockfile, b64_sha256(data)), refusal
+
+
+def _load_refusal(h: Any, locked: LockedKernel, name: str) -> tuple[bytes, str | None]:
+    """A variant of a lock without digests judged by the trust policy as a load judges
+    it (:func:`kernelforge.locate.judge_variant`): kept copies of its ``metadata.json``
+    and signature that a trusted key's signature does not verify over are fetched again
+    once first, since a load online fetches them again too, so only a refusal that fresh
+    copies earn is reported. Returns the ``metadata.json`` judged and why a load would
+    refuse the variant, with how to load it where trusting a key or allowing the
+    repository would (``None``: a load would not refuse it)."""
+    from kernelforge.errors import TrustError
+    from kernelforge.locate import judge_variant, variant_metadata
+    from kernelforge.policy import key_fix
+
+    try:
+        data, meta, _req, decision = judge_variant(h, locked.repo, locked.commit, name,
+                                                   False, locked=locked)
+    except TrustError as err:
+        # a signature that does not verify or cannot be read: no key trusted and no
+        # allowance lifts it, and its text says what does (offline, with the cache's fix)
+        data, _meta = variant_metadata(h, locked.repo, locked.commit, name, locked)
+        return data, str(err)
+    if not decision.allowed:
+        problem = str(decision)
+    elif decision.signer is not None and not meta.get("digest"):
+        problem = ("its signed metadata.json records no file digests, so the signature "
+                   "does not cover the code")
+    else:
+        return data, None
+    return data, (f"{problem}. To load it: {key_fix(problem, 'ORG/*')}, allow the "
+                  f"repository ('kernelforge trust allow {locked.repo}'), or pass "
+                  f"trust_remote_code=[{locked.repo!r}] to load_kernel / get_locked_kernel")
 
 
 def _cache_load_files(h: Any, repo: str, commit: str, name: str) -> None:
@@ -277,32 +325,10 @@ class _Download:
             self.seen.add(("lock", dep.repo, dep.commit))
             h = hub_for_lock(self.hub, dep)
             for name in self.variants(h, dep):
-                path = _fetch_judged(h, dep, name, str(self.lock.path))
+                path, _refusal = _fetch_judged(h, dep, name, str(self.lock.path))
                 out.append((dep.repo_id, name, path))
                 out += self.dependencies(top, path, dep.repo_id)
         return out
-
-
-def _trust_problem(h: Any, locked: LockedKernel, name: str, path: Path) -> str | None:
-    """Why a fetched variant of a lock without digests would be refused at load, if it
-    would (a lock with digests pins the files, which is trust enough)."""
-    from kernelforge.errors import TrustError
-    from kernelforge.hub._staging import read_metadata
-    from kernelforge.locate import trust_request
-
-    if locked.variants is not None:
-        return None
-    data = (path / "metadata.json").read_bytes()
-    try:
-        _req, decision = trust_request(h, locked.repo, locked.commit, name, data, False, None)
-    except TrustError as err:
-        return str(err)
-    if not decision.allowed:
-        return str(decision)
-    if decision.signer is not None and not read_metadata(path).get("digest"):
-        return ("its signed metadata.json records no file digests, so the signature does "
-                "not cover the code")
-    return None
 
 
 def download_locked(
@@ -333,10 +359,13 @@ def download_locked(
         ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
         verified against the lock. A variant a load would refuse (a lock without
         digests, for a kernel neither signed by a trusted key nor allowed) is fetched
-        all the same, with a WARNING log line saying how to allow it. Each one is
-        followed by the kernels its ``kernel-depends`` name (and theirs): the commits
-        the lock pins for them, verified against the lock (every variant of them with
-        ``all_variants``, else the one a load here chooses), each fetched once per call.
+        all the same, with a WARNING log line saying why and, where that helps, how to
+        allow it (judged as a load judges it: kept copies of its ``metadata.json`` and
+        signature that a trusted key's signature does not verify over are fetched
+        again once first). Each one is followed by the kernels its ``kernel-depends``
+        name (and theirs): the commits the lock pins for them, verified against the
+        lock (every variant of them with ``all_variants``, else the one a load here
+        chooses), each fetched once per call.
         A dependency the lock does not pin (a lock written before kernelforge pinned
         dependencies, or a ``kernels.lock``) is fetched as a load would choose it,
         verified against its own metadata, with a WARNING log line. A ``kernels.lock``
@@ -376,7 +405,6 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
     """:func:`download_locked` of a lock file read."""
     from kernelforge.errors import VariantNotFoundError
     from kernelforge.locate import hub_for_lock
-    from kernelforge.policy import key_fix
 
     out = progress.fetched
     run = _Download(lock, hub, backend, all_variants, set())  # each dependency fetched once
@@ -404,15 +432,10 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
             progress.left = [f"{repo_id} ({', '.join(names[j:])})", *later]
             # metadata.json first, as a load reads it: the fetch takes that copy (with
             # all_variants, read after the fetch, it was downloaded a second time)
-            path = _fetch_judged(h, locked, name, str(lock.path))
-            problem = _trust_problem(h, locked, name, path)
-            if problem is not None:
-                logger.warning(
-                    "%s (variant %s): %s pins only its commit, and a load will refuse it: "
-                    "%s. To load it: %s, allow the repository ('kernelforge trust allow "
-                    "%s'), or pass trust_remote_code=[%r] to load_kernel / "
-                    "get_locked_kernel", repo_id, name, lock.path.name, problem,
-                    key_fix(problem, "ORG/*"), locked.repo, locked.repo)
+            path, refusal = _fetch_judged(h, locked, name, str(lock.path))
+            if refusal is not None:
+                logger.warning("%s (variant %s): %s pins only its commit, and a load will "
+                               "refuse it: %s", repo_id, name, lock.path.name, refusal)
             out.append((repo_id, name, path))
             rest = [f"{repo_id} ({', '.join(names[j + 1:])})"] if names[j + 1:] else []
             progress.left = [f"the kernel-depends of {repo_id} {name}", *rest, *later]
