@@ -571,6 +571,29 @@ def test_download_all_variants_offline_of_a_metadata_json_unlike_the_lock_names_
     assert "kernelforge lock' again" not in said, said
 
 
+def test_download_all_variants_fetches_a_signature_damaged_on_its_way_again(
+        env, tmp_path: Path, key, caplog, monkeypatch) -> None:
+    """A lock with digests pins the metadata.json, not the signature, which a load
+    judges all the same: --all-variants has a kept signature that does not verify fetched
+    again once, as the download of the variant a load here chooses does, so that an
+    offline load does not refuse it."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("dlallsig")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    lock = lock_project(_project(tmp_path), hub=hf).path
+    _kept_damaged(hf, api, commit, SIGNED["sig"])
+    before = len(api.fetches())
+    download_locked(lock, hub=hf, all_variants=True)
+    assert BOTH_FETCHED_AGAIN in caplog.text
+    assert api.fetches()[before:].count(f"{REPO}@{commit[:12]}/{SIGNED['sig']}") == 1
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
+
+
 def _commit_locked(env, tmp_path: Path, key) -> tuple[FakeHfApi, HfHub, str, str, Path]:
     """A signed variant published to a fake Hugging Face Hub and pinned by a Hugging Face
     ``kernels.lock`` (its commit only): the fake API, the hub, the commit, the module id

@@ -769,7 +769,7 @@ def variant_metadata(h: Hub, repo_id: str, commit: str, name: str,
     """One variant's ``metadata.json``, bytes and parsed, read as a load reads it: checked
     against ``locked``'s pin, if any, a copy the download cache kept that fails fetched
     again once (offline, refused with the fix; see :func:`_hub_meta`). For what reads a
-    variant without choosing it (``kernelforge download --all-variants``)."""
+    variant's ``metadata.json`` without choosing the variant."""
     return _hub_meta(h, repo_id, commit, locked, lockfile)(name)
 
 

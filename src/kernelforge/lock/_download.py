@@ -124,26 +124,34 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str,
 
 def _fetch_judged(h: Any, locked: LockedKernel, name: str, lockfile: str
                   ) -> tuple[Path, str | None]:
-    """Fetch one locked variant as a load takes it. Its ``metadata.json`` first, read as
-    a load reads it, which ``--all-variants`` does not do otherwise (no variant is
-    chosen): checked against the lock's pin, a copy the download cache kept that fails
-    is fetched again once (offline, refused with the fix), so that the variant's fetch,
-    which takes that copy, does not inherit a damaged one. A lock without digests leaves
-    the variant to the trust policy, which judges it here as a load does
-    (:func:`_load_refusal`). Then the other files an offline load reads, and the
-    variant's files, verified against the lock and the ``metadata.json`` read
-    (:func:`_fetch_checked`).
+    """Fetch one locked variant as a load takes it. Its ``metadata.json`` and signature
+    first, judged as a load judges them, which ``--all-variants`` does not do otherwise
+    (no variant is chosen): the ``metadata.json`` checked against the lock's pin, and
+    copies the download cache kept that fail that or a trusted key's signature fetched
+    again once (offline, refused with the fix), so that the variant's fetch, which takes
+    that ``metadata.json``, does not inherit a damaged one, and an offline load finds
+    copies it accepts. A signature that fresh copies fail is refused, as a load refuses
+    it, where the lock pins the files; a lock without digests leaves the variant to the
+    trust policy, whose refusal is returned (:func:`_load_refusal`). Then the other
+    files an offline load reads, and the variant's files, verified against the lock and
+    the ``metadata.json`` judged (:func:`_fetch_checked`).
 
     Returns:
         The variant's path, and for a lock without digests why a load would refuse the
         variant and how to load it (``None``: it would not; a lock with digests pins
         the files, which is trust enough).
+
+    Raises:
+        TrustError: a lock with digests, and a signature by a trusted key that does not
+            verify (over fresh copies, or offline) or cannot be read.
     """
     from kernelforge.digest import b64_sha256
-    from kernelforge.locate import variant_metadata
+    from kernelforge.locate import judge_variant
 
     if locked.variants is not None:
-        data, _meta = variant_metadata(h, locked.repo, locked.commit, name, locked, lockfile)
+        data, _meta, _req, _decision = judge_variant(
+            h, locked.repo, locked.commit, name, False, locked=locked, lockfile=lockfile,
+            pinned=lockfile)
         refusal = None
     else:
         data, refusal = _load_refusal(h, locked, name)
