@@ -672,6 +672,45 @@ def test_download_offline_of_a_lock_without_digests_names_the_fix_for_a_damaged_
     assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in caplog.text
 
 
+@pytest.mark.parametrize("all_variants", [False, True], ids=["chosen", "all-variants"])
+@pytest.mark.parametrize("table", ["kernelforge", "kernels"])
+def test_lock_and_download_of_sound_copies_fetch_each_file_once(
+        env, tmp_path: Path, key, monkeypatch, table: str, all_variants: bool) -> None:
+    """The checks that fetch damaged copies again cost nothing where nothing is damaged:
+    ``kernelforge lock`` then ``kernelforge download`` (of a ``kernelforge.lock``, and of a
+    ``kernels.lock``, whose variants the trust policy judges) fetch each file of the
+    revision once, and a download into an empty cache likewise, each enough for an
+    offline load."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("sound")
+    make_variant(tmp_path / "p", module_id=module_id)
+    make_variant(tmp_path / "p", "torch-cuda", module_id=uid("sound"))
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    root = _project(tmp_path)
+    (root / "pyproject.toml").write_text(f'[tool.{table}.dependencies]\n"{REPO}" = 1\n')
+    written = lock_project(root, hub=hf)
+    lock = written.path if table == "kernelforge" else written.hf_path
+    assert lock is not None
+    at = f"{REPO}@{commit[:12]}/build/"
+    signed = {f"{at}{v}{end}" for v in ("torch-cpu", "torch-cuda")
+              for end in ("/metadata.json", ".sig")}
+    assert sorted(api.fetches()) == sorted(signed)  # locking reads those alone
+    fetched = ["torch-cpu", "torch-cuda"] if all_variants else ["torch-cpu"]
+    files = {f"{at}{v}/{f}" for v in fetched for f in ("__init__.py", "helper.py", SO_NAME)}
+    download_locked(lock, hub=hf, all_variants=all_variants)
+    assert sorted(api.fetches()) == sorted(signed | files)
+    env["cache"].rename(tmp_path / "earlier-cache")
+    before = len(api.fetches())
+    download_locked(lock, hub=HfHub(api=api, cache=env["cache"]), all_variants=all_variants)
+    assert sorted(api.fetches()[before:]) == sorted(
+        files | {f for f in signed if any(f"/{v}" in f for v in fetched)})
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
+
+
 def test_a_key_not_trusted_is_no_damage_and_not_fetched_again(env, tmp_path: Path) -> None:
     """Only a signature that does not verify may come from damage: a refusal for a key
     the trust store lacks stands without fetching anything again."""
