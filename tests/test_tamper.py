@@ -432,14 +432,15 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
-def _kept_damaged(hf: HfHub, api: FakeHfApi, commit: str, path: str) -> bytes:
-    """Keep in the download cache the file ``path`` as a damaged transfer delivered it,
-    the hub serving the real one again afterwards; returns the real one."""
-    real = (api.tree(REPO, commit) / path).read_bytes()
-    hf.cache.discard_file(REPO, commit, path)
-    api.tamper(REPO, commit, path, _damaged(path, real))
-    assert hf.read_file(REPO, commit, path) != real  # kept as it came
-    api.tamper(REPO, commit, path, real)
+def _kept_damaged(hf: HfHub, api: FakeHfApi, commit: str, path: str, repo: str = REPO
+                  ) -> bytes:
+    """Keep in the download cache the file ``path`` of ``repo`` as a damaged transfer
+    delivered it, the hub serving the real one again afterwards; returns the real one."""
+    real = (api.tree(repo, commit) / path).read_bytes()
+    hf.cache.discard_file(repo, commit, path)
+    api.tamper(repo, commit, path, _damaged(path, real))
+    assert hf.read_file(repo, commit, path) != real  # kept as it came
+    api.tamper(repo, commit, path, real)
     return real
 
 
@@ -586,6 +587,37 @@ def test_download_all_variants_fetches_a_signature_damaged_on_its_way_again(
     download_locked(lock, hub=hf, all_variants=True)
     assert BOTH_FETCHED_AGAIN in caplog.text
     assert api.fetches()[before:].count(f"{REPO}@{commit[:12]}/{SIGNED['sig']}") == 1
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
+
+
+@pytest.mark.parametrize("path", SIGNED.values(), ids=SIGNED.keys())
+def test_download_all_variants_fetches_a_dependency_s_damaged_copy_again(
+        env, tmp_path: Path, key, caplog, monkeypatch, path: str) -> None:
+    """The kernels a locked kernel's ``kernel-depends`` name are fetched as it is: with
+    --all-variants, a kept metadata.json or signature of a pinned dependency that fails
+    the lock's pin or a trusted key's signature is fetched again once, so that an
+    offline load of the kernel, which loads the dependency, does not refuse it."""
+    pytest.importorskip("kernels.deps")
+    dep = "kernels-test/dep"
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    make_variant(tmp_path / "dep", module_id=uid("dep"))
+    dep_commit = hf.publish(dep, tmp_path / "dep", version=1, signer=key).commit
+    module_id = uid("needsdep")
+    vdir = make_variant(tmp_path / "p", module_id=module_id)
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": dep, "version": 1}]
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    hf.publish(REPO, tmp_path / "p", version=1, signer=key)
+    lock = lock_project(_project(tmp_path), hub=hf).path
+    _kept_damaged(hf, api, dep_commit, path, repo=dep)
+    before = len(api.fetches())
+    got = download_locked(lock, hub=hf, all_variants=True)
+    assert [(r, v) for r, v, _ in got] == [(REPO, "torch-cpu"), (dep, "torch-cpu")]
+    assert api.fetches()[before:].count(f"{dep}@{dep_commit[:12]}/{path}") == 1
     api.go_down()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
