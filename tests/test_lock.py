@@ -275,6 +275,37 @@ def test_kernels_lock_download_warns_and_load_kernel_takes_trust_remote_code(
     assert "pins only its commit" not in caplog.text
 
 
+def test_kernels_lock_download_of_a_signed_build_without_digests_says_the_fix_that_works(
+    hf: HfHub, tmp_path: Path, key, caplog
+) -> None:
+    """A trusted key's signature over a metadata.json that records no file digests covers
+    none of the code, so a load of a kernels.lock, which pins no files, refuses the build
+    whatever is trusted or allowed: the download's warning says the fix the load's refusal
+    names (a rebuild, or a kernelforge.lock that pins it by choice), not a key to trust or
+    a repository to allow, which would not help."""
+    commit, _module_id = publish(hf, REPO, tmp_path / "v1", value=4, with_digest=False)
+    meta = hf._api.tree(REPO, commit) / "build" / "torch-cpu" / "metadata.json"
+    hf._api.tamper(REPO, commit, "build/torch-cpu.sig",  # signed some other way
+                   key.sign_variant("torch-cpu", meta.read_bytes(), repo_id=REPO))
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
+                                 "lock": {"commit": commit}}]))
+    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
+        fetched = download_locked(lock, hub=hf)  # fetched all the same
+    assert [(r, v) for r, v, _ in fetched] == [(REPO, "torch-cpu")]
+    assert ("kernels.lock pins only its commit, and a load will refuse it: its signed "
+            "metadata.json records no file digests, so the signature does not cover the "
+            "code. To load it: ask the publisher to rebuild with kernelforge, which writes "
+            f"digests, and republish; or pin it with a kernelforge.lock: kernelforge lock "
+            f"--allow {REPO}") in caplog.text
+    assert "trust add" not in caplog.text and "trust allow" not in caplog.text
+    assert "trust_remote_code" not in caplog.text
+    trust.allow_repo(REPO)
+    with pytest.raises(TrustError, match="records no file digests") as info:
+        loader.load_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=[REPO])
+    assert f"kernelforge lock --allow {REPO}" in str(info.value)
+
+
 def test_lock_errors(hf: HfHub, tmp_path: Path) -> None:
     publish(hf, REPO, tmp_path / "v1")
     root = project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')

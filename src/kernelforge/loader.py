@@ -891,6 +891,15 @@ def _still_there(loaded: _Loaded) -> bool:
     return bool(digest) and digest == loaded.metadata_sha256
 
 
+def no_digests_fix(repo: str) -> str:
+    """How to load a signed build whose ``metadata.json`` records no file digests without
+    pinning it: a load refuses it whatever key is trusted or repository allowed (the
+    signature covers none of the code), so only a rebuild or a ``kernelforge.lock`` that
+    pins its files by choice lifts the refusal."""
+    return ("ask the publisher to rebuild with kernelforge, which writes digests, and "
+            f"republish; or pin it with a kernelforge.lock: kernelforge lock --allow {repo}")
+
+
 def _check_signed_build(plan: Plan) -> None:
     """Refuse what a signature (or owner mark) vouches for only in part.
 
@@ -911,8 +920,7 @@ def _check_signed_build(plan: Plan) -> None:
         raise TrustError(
             f"{info.repo} (variant {info.variant}): its signed metadata.json records no "
             "file digests, so the signature does not cover the code; refusing to load it "
-            "(ask the publisher to rebuild with kernelforge, which writes digests, and "
-            f"republish; or pin it with a kernelforge.lock: kernelforge lock --allow {info.repo})"
+            f"({no_digests_fix(info.repo)})"
         )
     if decision.signer is not None and records_no_version(info.branch, plan.metadata):
         # Without it, the signed build could have been copied from any other version's

@@ -166,8 +166,10 @@ def _load_refusal(h: Any, locked: LockedKernel, name: str) -> tuple[bytes, str |
     once first, since a load online fetches them again too, so only a refusal that fresh
     copies earn is reported. Returns the ``metadata.json`` judged and why a load would
     refuse the variant, with how to load it where trusting a key or allowing the
-    repository would (``None``: a load would not refuse it)."""
+    repository would, else the fix the load's refusal names (``None``: a load would not
+    refuse it)."""
     from kernelforge.errors import TrustError
+    from kernelforge.loader import no_digests_fix
     from kernelforge.locate import judge_variant, variant_metadata
     from kernelforge.policy import key_fix
 
@@ -182,8 +184,11 @@ def _load_refusal(h: Any, locked: LockedKernel, name: str) -> tuple[bytes, str |
     if not decision.allowed:
         problem = str(decision)
     elif decision.signer is not None and not meta.get("digest"):
-        problem = ("its signed metadata.json records no file digests, so the signature "
-                   "does not cover the code")
+        # a trusted key's signature: neither trusting a key nor allowing the repository
+        # lifts the load's refusal, so its own fix is the one said
+        return data, ("its signed metadata.json records no file digests, so the "
+                      "signature does not cover the code. To load it: "
+                      f"{no_digests_fix(locked.repo)}")
     else:
         return data, None
     return data, (f"{problem}. To load it: {key_fix(problem, 'ORG/*')}, allow the "
@@ -366,9 +371,11 @@ def download_locked(
     Returns:
         ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
         verified against the lock. A variant a load would refuse (a lock without
-        digests, for a kernel neither signed by a trusted key nor allowed) is fetched
-        all the same, with a WARNING log line saying why and, where that helps, how to
-        allow it (judged as a load judges it: kept copies of its ``metadata.json`` and
+        digests, for a kernel neither signed by a trusted key nor allowed, or signed
+        over a metadata.json that records no file digests) is fetched all the same,
+        with a WARNING log line saying why and how to load it: trusting a key or
+        allowing the repository where that helps, else the fix the load's refusal
+        names (judged as a load judges it: kept copies of its ``metadata.json`` and
         signature that a trusted key's signature does not verify over are fetched
         again once first). Each one is followed by the kernels its ``kernel-depends``
         name (and theirs): the commits the lock pins for them, verified against the
