@@ -593,6 +593,35 @@ def test_download_all_variants_fetches_a_signature_damaged_on_its_way_again(
                               ).__name__ == module_id
 
 
+@pytest.mark.parametrize("online", [True, False], ids=["online", "offline"])
+def test_download_all_variants_refuses_a_signature_that_does_not_verify(
+        env, tmp_path: Path, key, monkeypatch, online: bool) -> None:
+    """A lock with digests pins the files, but a trusted key's signature that does not
+    verify is refused by a load all the same: --all-variants refuses it too, where the
+    hub serves it so (after one fetch more) and, offline, over a kept copy (naming the
+    fix), rather than filling the cache with what every load refuses."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    make_variant(tmp_path / "p", module_id=uid("dlallbad"))
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    lock = lock_project(_project(tmp_path), hub=hf).path
+    real = _kept_damaged(hf, api, commit, SIGNED["sig"])
+    if online:
+        api.tamper(REPO, commit, SIGNED["sig"], _damaged(SIGNED["sig"], real))
+    else:
+        api.go_down()
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    before = len(api.fetches())
+    with pytest.raises(SignatureMismatchError, match="does not verify") as info:
+        download_locked(lock, hub=HfHub(api=api, cache=env["cache"]), all_variants=True)
+    said = str(info.value)
+    assert ("cache remove" not in said) if online else (
+        f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said), said
+    assert api.fetches()[before:] == ([f"{REPO}@{commit[:12]}/{p}" for p in SIGNED.values()]
+                                      if online else [])
+    assert hf.cache.entries() == []
+
+
 @pytest.mark.parametrize("path", SIGNED.values(), ids=SIGNED.keys())
 def test_download_all_variants_fetches_a_dependency_s_damaged_copy_again(
         env, tmp_path: Path, key, caplog, monkeypatch, path: str) -> None:
