@@ -249,16 +249,23 @@ def test_hf_kernels_lock_pins_the_commit_only(hf: HfHub, tmp_path: Path) -> None
     assert (module.__name__, module.VALUE) == (module_id, 1)
 
 
-def test_kernels_lock_download_warns_and_load_kernel_takes_trust_remote_code(
-    hf: HfHub, tmp_path: Path, caplog
-) -> None:
-    commit, module_id = publish(hf, REPO, tmp_path / "v1", value=3)
+def _download_kernels_lock(hf: HfHub, tmp_path: Path, commit: str, caplog) -> Path:
+    """Write a Hugging Face ``kernels.lock`` pinning ``commit`` of REPO version 1 and
+    download it, its WARNING lines in ``caplog``; the variant is fetched all the same."""
     lock = tmp_path / "kernels.lock"
     lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
                                  "lock": {"commit": commit}}]))
     with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
-        fetched = download_locked(lock, hub=hf)  # fetched all the same
+        fetched = download_locked(lock, hub=hf)
     assert [(r, v) for r, v, _ in fetched] == [(REPO, "torch-cpu")]
+    return lock
+
+
+def test_kernels_lock_download_warns_and_load_kernel_takes_trust_remote_code(
+    hf: HfHub, tmp_path: Path, caplog
+) -> None:
+    commit, module_id = publish(hf, REPO, tmp_path / "v1", value=3)
+    lock = _download_kernels_lock(hf, tmp_path, commit, caplog)
     assert "kernels.lock pins only its commit, and a load will refuse it" in caplog.text
     assert f"kernelforge trust allow {REPO}" in caplog.text
     assert "have its publisher sign it" in caplog.text  # it is unsigned
@@ -287,12 +294,7 @@ def test_kernels_lock_download_of_a_signed_build_without_digests_says_the_fix_th
     meta = hf._api.tree(REPO, commit) / "build" / "torch-cpu" / "metadata.json"
     hf._api.tamper(REPO, commit, "build/torch-cpu.sig",  # signed some other way
                    key.sign_variant("torch-cpu", meta.read_bytes(), repo_id=REPO))
-    lock = tmp_path / "kernels.lock"
-    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
-                                 "lock": {"commit": commit}}]))
-    with caplog.at_level(logging.WARNING, logger="kernelforge.lock"):
-        fetched = download_locked(lock, hub=hf)  # fetched all the same
-    assert [(r, v) for r, v, _ in fetched] == [(REPO, "torch-cpu")]
+    lock = _download_kernels_lock(hf, tmp_path, commit, caplog)
     assert ("kernels.lock pins only its commit, and a load will refuse it: its signed "
             "metadata.json records no file digests, so the signature does not cover the "
             "code. To load it: ask the publisher to rebuild with kernelforge, which writes "

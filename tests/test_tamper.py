@@ -394,12 +394,7 @@ def test_a_locked_load_fetches_a_signature_damaged_on_its_way_again(
     project.mkdir()
     (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
     lock = lock_project(project, hub=hf).path
-    path = SIGNED["sig"]
-    real = (api.tree(REPO, commit) / path).read_bytes()
-    hf.cache.discard_file(REPO, commit, path)
-    api.tamper(REPO, commit, path, _damaged(path, real))
-    assert hf.read_file(REPO, commit, path) != real  # kept as it came
-    api.tamper(REPO, commit, path, real)
+    _kept_damaged(hf, api, commit, SIGNED["sig"])
     assert loader.get_locked_kernel(REPO, lockfile=lock, hub=hf).__name__ == module_id
     assert BOTH_FETCHED_AGAIN in caplog.text
 
