@@ -184,3 +184,34 @@ def test_nvcc_s_host_compiler_is_the_one_nvcc_runs(tmp_path: Path, monkeypatch,
     assert find_cxx().version_str == "12.2.0"
     assert host is not None and host.name == "gcc"
     assert host.version_str == ("13.3.0" if chosen == "gcc on PATH" else "11.4.0")
+
+
+@pytest.mark.parametrize(("script", "answer"), [
+    ("echo 'false (GNU coreutils) 9.1'; exit 1",
+     "exits with status 1: false (GNU coreutils) 9.1"),
+    ("exit 0", "prints nothing"),
+])
+@pytest.mark.parametrize("chosen", ["CXX", "c++ on PATH"])
+def test_a_cxx_that_is_no_compiler_is_refused_before_the_build(
+        tmp_path: Path, monkeypatch, script: str, answer: str, chosen: str) -> None:
+    """A program that fails ``--version`` or says nothing (``CXX=/bin/false``) is no
+    compiler: the error names it and the fix, instead of torch's extension tooling
+    failing on it with a traceback, or a build whose compiler did nothing."""
+    from kernelforge.errors import ToolchainError
+
+    program = tmp_path / "c++"
+    program.write_text(f"#!/bin/sh\n{script}\n")
+    program.chmod(0o755)
+    if chosen == "CXX":
+        monkeypatch.setenv("CXX", str(program))
+        named = f"CXX='{program}'"
+        fix = "fix: point CXX at an installed C++ compiler"
+    else:
+        monkeypatch.delenv("CXX", raising=False)
+        monkeypatch.setenv("PATH", str(tmp_path))
+        named = f"the C++ compiler 'c++' on PATH ({program})"
+        fix = "fix: install g++ or clang++, or point the CXX environment variable at one"
+    with pytest.raises(ToolchainError) as err:
+        find_cxx()
+    assert str(err.value).startswith(
+        f"{named} is not a C++ compiler: '{program} --version' {answer}; {fix}")

@@ -48,6 +48,11 @@ class Tool:
 
 
 def _run_version(cmd: Sequence[str]) -> str:
+    return _ask(cmd)[1]
+
+
+def _ask(cmd: Sequence[str]) -> tuple[int, str]:
+    """The exit status of ``cmd`` and what it wrote (stdout, then stderr)."""
     try:
         # a compiler may answer in its locale's encoding (a translated copyright line)
         proc = subprocess.run(
@@ -55,7 +60,7 @@ def _run_version(cmd: Sequence[str]) -> str:
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise ToolchainError(f"could not run '{' '.join(cmd)}': {err}") from err
-    return proc.stdout + proc.stderr
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def _parse_version(text: str, pattern: str) -> tuple[int, ...] | None:
@@ -189,13 +194,34 @@ def find_cxx() -> Tool:
             f"no C++ compiler found (looked for '{name}' on PATH); install g++ or clang++, "
             "or point the CXX environment variable at one"
         )
-    return _host_compiler(Path(which), name)
+    if "CXX" in os.environ:
+        fix = ("point CXX at an installed C++ compiler (CXX=g++ or CXX=clang++, or its full "
+               "path), or unset it to use c++ from PATH")
+        chosen = f"CXX={name!r} ({which})" if which != name else f"CXX={name!r}"
+    else:
+        fix = "install g++ or clang++, or point the CXX environment variable at one"
+        chosen = f"the C++ compiler '{name}' on PATH ({which})"
+    return _host_compiler(Path(which), name, chosen=chosen, fix=fix)
 
 
-def _host_compiler(path: Path, name: str) -> Tool:
-    """A gcc or clang at ``path``, with its version."""
-    text = _run_version([str(path), "--version"])
-    first = text.strip().splitlines()[0] if text.strip() else name
+def _host_compiler(path: Path, name: str, *, chosen: str = "", fix: str = "") -> Tool:
+    """A gcc or clang at ``path``, with its version.
+
+    Raises:
+        ToolchainError: ``path --version`` fails or says nothing, so it is no compiler
+            (``CXX=/bin/false``); torch's extension tooling would otherwise fail on it
+            with a traceback, or a program that does nothing would "compile" nothing.
+            The message names the program as ``chosen`` and ends with ``fix``.
+    """
+    code, text = _ask([str(path), "--version"])
+    if code != 0 or not text.strip():
+        said = text.strip().splitlines()[0][:300] if text.strip() else ""
+        answer = (f"exits with status {code}" + (f": {said}" if said else "")
+                  if code != 0 else "prints nothing")
+        raise ToolchainError(
+            f"{chosen or path} is not a C++ compiler: '{path} --version' {answer}"
+            + (f"; fix: {fix}" if fix else ""))
+    first = text.strip().splitlines()[0]
     kind = "gcc" if ("GCC" in text or "Free Software Foundation" in text) else "clang"
     version = None
     if kind == "gcc":
