@@ -223,6 +223,37 @@ def test_a_compiler_error_is_still_a_build_error_with_file_and_line(tmp_path: Pa
 
 
 
+def test_a_driver_that_fails_before_compiling_shows_its_exception_not_its_traceback(
+        tmp_path: Path) -> None:
+    """torch's extension tooling may raise before ninja runs (no CUDA toolkit where it
+    looks, a compiler it cannot ask): the error shows the exception that ended the
+    driver, a message of several lines whole, and leaves the frames to the log."""
+    plan, python = fake_driver(tmp_path, """
+        out("running build_ext",
+            "Traceback (most recent call last):",
+            '  File "/venv/setuptools/x.py", line 1, in run',
+            "    raise KeyError('inner')",
+            "KeyError: 'inner'",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            *[f'  File "/venv/torch/cpp_extension_{i}.py", line {i}, in f' for i in range(30)],
+            "    raise OSError('CUDA_HOME environment variable is not set. '",
+            "OSError: CUDA_HOME environment variable is not set.",
+            "Please set it to your CUDA install root.")
+        sys.exit(1)
+    """)
+    with pytest.raises(BuildError) as info:
+        compile_with(tmp_path, plan, python, [])
+    message = str(info.value)
+    detail = message.split("\n")[1:]
+    assert detail == ["  OSError: CUDA_HOME environment variable is not set.",
+                      "  Please set it to your CUDA install root.",
+                      f"full compiler output: {tmp_path / 'work' / 'build.log'}"], message
+    assert "cpp_extension_29.py" in (tmp_path / "work" / "build.log").read_text()
+
+
 def test_another_interpreters_log_is_its_own(tmp_path: Path) -> None:
     """``build --python A --python B`` of one variant: the log A's error names is still
     A's after B builds that variant in the same work directory."""

@@ -113,13 +113,29 @@ def _compiler_lines(lines: list[str]) -> list[str]:
             i += 1
     if not shown:
         last_step = max((i for i, ln in enumerate(own) if _NINJA_STEP.match(ln)), default=-1)
-        shown = own[last_step + 1:]
+        # no step at all: the driver failed before ninja ran, and what it raised says why
+        shown = (_raised(lines) if last_step < 0 else []) or own[last_step + 1:]
     shown = [ln for ln in shown if ln.strip()]
     if not shown:  # the driver failed before any of that: its own last words
         shown = [ln.rstrip() for ln in lines if ln.strip()][-SHOWN_LINES:]
     if len(shown) > SHOWN_LINES:
         shown = shown[:SHOWN_LINES] + [f"... and {len(shown) - SHOWN_LINES} more lines"]
     return shown
+
+
+def _raised(lines: list[str]) -> list[str]:
+    """The exception that ended the driver, as its last traceback ends with it
+    (``OSError: CUDA_HOME environment variable is not set. ...``, a message of several
+    lines whole); none when it wrote no traceback. The frames above it are the workings
+    of setuptools and torch's extension tooling, which the log keeps."""
+    own = [ln.rstrip() for ln in lines]
+    if _TRACEBACK not in own:
+        return []
+    start = len(own) - own[::-1].index(_TRACEBACK)
+    # the frames are indented; the exception starts at the first line that is not
+    first = next((i for i in range(start, len(own)) if own[i] and not own[i][0].isspace()),
+                 len(own))
+    return [ln for ln in own[first:] if ln.strip()]
 
 
 def _describe_step(command: str, root: Path, *, failed: bool = False) -> str:
