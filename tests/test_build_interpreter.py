@@ -315,10 +315,38 @@ def test_a_torch_whose_import_fails_is_named_in_one_line(tmp_path: Path,
 
 
 def test_an_interpreter_that_crashes_is_not_called_another_program(tmp_path: Path) -> None:
-    """A torch that segfaults on import leaves no traceback: it is a crash, named so."""
+    """A torch that segfaults on import leaves no traceback: it is a crash, named so.
+    The first question, which imports no torch, is asked of an interpreter that crashes
+    whatever it runs: that is said instead, with how to see why."""
     crashing = tmp_path / "python"
     crashing.write_text("#!/bin/sh\nkill -SEGV $$\n")
     crashing.chmod(0o755)
     with pytest.raises(ToolchainError, match=r"could not report its torch installation: it "
                        r"was killed by signal 11 \(torch crashed while importing\?\)"):
+        python_env(crashing).system()
+    with pytest.raises(ToolchainError) as info:
         python_env(crashing).torch_install()
+    assert str(info.value) == (
+        f"--python {crashing} cannot start: it was killed by SIGSEGV; fix: {crashing} -c "
+        "pass shows the whole error (a PYTHONHOME or PYTHONPATH meant for another Python, "
+        "or a damaged installation), or point --python at another environment")
+
+
+def test_a_python_that_cannot_start_says_why_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A PYTHONHOME meant for another Python: the interpreter prints its whole path
+    configuration, then the one line that matters; the error gives that line and the
+    exception under it, not 2000 characters of configuration."""
+    from kernelforge.cli import main
+
+    broken = tmp_path / "python"
+    broken.write_text(f"#!/bin/sh\nPYTHONHOME={tmp_path / 'nowhere'} exec {sys.executable} "
+                      '"$@"\n')
+    broken.chmod(0o755)
+    project = write_noarch_project(tmp_path / "na")
+    assert main(["build", str(project), "--python", str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: --python {broken} cannot start: Fatal Python error: "), err
+    assert "(ModuleNotFoundError: No module named 'encodings'); fix: " in err, err
+    assert err.count("\n") == 1 and "sys.path" not in err, err

@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -149,11 +150,13 @@ class PythonEnv:
                 from err
         if proc.returncode != 0:
             said = proc.stderr.strip()
-            if proc.returncode < 0:  # killed by a signal: a crash inside torch's import, say
+            if proc.returncode < 0 and what == "system":  # torch is imported for this one
                 raise ToolchainError(
                     f"{self.executable} could not report its torch installation: it was "
                     f"killed by signal {-proc.returncode} (torch crashed while importing?)"
                     + (f":\n{said[-2000:]}" if said else ""))
+            if proc.returncode < 0 or (_FATAL in said and what != "system"):
+                raise self._cannot_start(proc.returncode, said)
             if "Traceback (most recent call last)" not in said and "No module named" not in said:
                 # no Python error at all: another program (`--python /bin/ls`)
                 last = said.splitlines()[-1][-300:] if said else "no output"
@@ -180,12 +183,43 @@ class PythonEnv:
             raise self._not_python(f"it printed: {lines[-1][-500:]}")
         return data
 
+    def _cannot_start(self, code: int, said: str) -> ToolchainError:
+        """The error for an interpreter that dies before it runs any of kernelforge's
+        probe, which reads files only: a crash (``code`` < 0), or Python's own ``Fatal
+        Python error`` (a ``PYTHONHOME`` of another Python), whose report of its
+        configuration would bury the one line that says why."""
+        if code < 0:
+            why = f"it was killed by {_signal_name(-code)}"
+        else:
+            lines = said.splitlines()
+            at = next(i for i, line in enumerate(lines) if line.startswith(_FATAL))
+            cause = next((line for line in lines[at + 1:] if line and not line[0].isspace()
+                          and "Error" in line.split(":", 1)[0]), "")
+            why = lines[at][:300] + (f" ({cause[:300]})" if cause else "")
+        python = shlex.quote(self.executable)
+        return ToolchainError(
+            f"--python {self.executable} cannot start: {why}; fix: {python} -c pass shows "
+            "the whole error (a PYTHONHOME or PYTHONPATH meant for another Python, or a "
+            "damaged installation), or point --python at another environment")
+
     def _not_python(self, why: str) -> ToolchainError:
         return ToolchainError(
             f"--python {self.executable} did not answer like a Python interpreter running "
             f"kernelforge's probe ({why}); fix: give the path of the python executable of "
             "the environment whose torch you want to build for"
         )
+
+
+#: How Python says it could not start (an unusable standard library, say).
+_FATAL = "Fatal Python error: "
+
+
+def _signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11, and so on; ``signal N`` for a number without a name here."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _torch_import_error(said: str) -> str | None:
