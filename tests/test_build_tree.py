@@ -325,6 +325,32 @@ def test_a_build_dir_that_cannot_be_written_is_refused_before_anything_compiles(
         f"be written there; fix: make it writable (chmod u+w {denied}), or {fix}")
 
 
+def test_a_build_dir_on_a_read_only_file_system_is_not_told_to_chmod(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """On a read-only mount (a container's volume), chmod would fail too: the error
+    says what refuses the write and the fix that works."""
+    project = write_noarch_project(tmp_path / "na")
+    (project / "build").mkdir()
+    _deny_writes(monkeypatch, project / "build")
+    real = os.statvfs
+
+    class ReadOnly:
+        def __init__(self, path) -> None:
+            self.f_flag = real(path).f_flag | os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly(path) if Path(path) == project
+                        / "build" else real(path))
+    import kernelforge.build as kbuild
+
+    monkeypatch.setattr(kbuild, "assemble_variant", None)  # reached only past the check
+    with pytest.raises(BuildError) as info:
+        build_project(project, backends=["cpu"], progress=quiet)
+    assert str(info.value) == (
+        f"{project / 'build'}: {project / 'build'} is on a read-only file system, so no "
+        "variant can be written there; fix: build a copy of the project on a writable "
+        "file system")
+
+
 def test_a_full_disk_while_writing_the_variant_keeps_the_old_one(tmp_path: Path,
                                                                  monkeypatch) -> None:
     import errno

@@ -916,6 +916,12 @@ def _check_out_writable(out: Path, *, given: bool) -> None:
     where = nearest_folder(out)  # _check_out_dir refused a file on the way
     if os.access(where, os.W_OK | os.X_OK):
         return
+    named = f"out_dir {out}" if given else str(out)
+    if _read_only_mount(where):  # no chmod helps there
+        raise BuildError(
+            f"{named}: {where} is on a read-only file system, so no variant can be written "
+            "there; fix: build a copy of the project on a writable file system"
+            + (", or pass another out_dir" if given else ""))
     fix = f"make it writable (chmod u+w {shlex.quote(str(where))})"
     if where == out:
         fix += ", or remove it if another user made it (a build run with sudo)"
@@ -923,9 +929,17 @@ def _check_out_writable(out: Path, *, given: bool) -> None:
         fix += ", or build a copy of the project in a folder you can write"
     if given:
         fix += ", or pass another out_dir"
-    named = f"out_dir {out}" if given else str(out)
     raise BuildError(f"{named}: {where} may not be written by this user, so no variant can "
                      f"be written there; fix: {fix}")
+
+
+def _read_only_mount(folder: Path) -> bool:
+    """Whether ``folder`` lies on a file system mounted read-only (a container's volume,
+    a checkout on a read-only share), where no permission is what refuses a write."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # not POSIX: no statvfs
+        return False
 
 
 def _dependencies(manifest: Manifest, backend: str, device: Tool | None
