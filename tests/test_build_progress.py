@@ -254,6 +254,31 @@ def test_a_driver_that_fails_before_compiling_shows_its_exception_not_its_traceb
     assert "cpp_extension_29.py" in (tmp_path / "work" / "build.log").read_text()
 
 
+def test_a_compile_a_full_disk_stopped_says_to_free_space(tmp_path: Path, monkeypatch) -> None:
+    """The assembler's "No space left on device" names an object file, not a source
+    line to correct: the error adds where to free space."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # as TMPDIR=tmp_path makes it
+    plan, python = fake_driver(tmp_path, """
+        out(f"[1/1] c++ -c {root}/k/k.cpp -o /obj/k.o",
+            "FAILED: [code=1] /obj/k.o",
+            f"c++ -c {root}/k/k.cpp -o /obj/k.o",
+            "/tmp/cc1.s: Fatal error: can't write 42 bytes to section .text of /obj/k.o: "
+            "'No space left on device'",
+            "ninja: build stopped: subcommand failed.")
+        sys.exit(1)
+    """)
+    with pytest.raises(BuildError) as info:
+        compile_with(tmp_path, plan, python, [])
+    work = tmp_path / "work"
+    assert str(info.value).endswith(
+        "'No space left on device'\n"
+        f"fix: free space on the disk of {work} or of the temporary folder ({tmp_path}; "
+        "TMPDIR chooses another), then build again\n"
+        f"full compiler output: {work / 'build.log'}"), str(info.value)
+
+
 def test_another_interpreters_log_is_its_own(tmp_path: Path) -> None:
     """``build --python A --python B`` of one variant: the log A's error names is still
     A's after B builds that variant in the same work directory."""

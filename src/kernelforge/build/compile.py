@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -543,6 +544,16 @@ def _remove_other_extensions(build_lib: Path, namespace: str) -> None:
                 path.unlink()
 
 
+def _disk_full_fix(output: str, work_dir: Path) -> str:
+    """A line with the fix, for a compile that a full disk stopped (the compiler or the
+    assembler says so among its errors, which name no source line to correct); ``""``
+    otherwise. The compilers write to the work directory and to the temporary folder."""
+    if "No space left on device" not in output:  # as the C library says it
+        return ""
+    return (f"fix: free space on the disk of {work_dir} or of the temporary folder "
+            f"({tempfile.gettempdir()}; TMPDIR chooses another), then build again\n")
+
+
 def log_name(python: PythonEnv) -> str:
     """The name of a compile's log in its work directory: ``build.log`` for this
     interpreter's torch, ``build-<hash>.log`` for another interpreter (``build --python``),
@@ -691,7 +702,7 @@ def compile_plan(
                       "error)" + (f"\n{detail}" if detail.strip() else ""))
         raise BuildError(
             f"compiling {plan.variant} failed after {elapsed:.1f}s:\n{detail}\n"
-            f"full compiler output: {log_path}"
+            + _disk_full_fix(output, work_dir) + f"full compiler output: {log_path}"
         )
     # <namespace>.<tag>.so exactly: <namespace>_dirty.abi3.so is another build's
     built = sorted(p for p in build_lib.glob("*.so") if p.name.split(".", 1)[0] == plan.namespace)
