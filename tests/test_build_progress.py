@@ -279,6 +279,30 @@ def test_a_compile_a_full_disk_stopped_says_to_free_space(tmp_path: Path, monkey
         f"full compiler output: {work / 'build.log'}"), str(info.value)
 
 
+def test_a_compile_that_writes_nothing_does_not_pass_off_the_last_extension(
+        tmp_path: Path, monkeypatch) -> None:
+    """A "compiler" that exits 0 and writes nothing (CXX=/bin/true) after a real build
+    of the same namespace (--force): the extension that build left is not taken for
+    this one's, which setuptools, finding it newer than the objects, would not link."""
+    plan, python = fake_driver(tmp_path, """
+        if not os.environ.get("CXX"):
+            succeed()
+        out("[1/1] c++ -c k.cpp -o k.o")
+    """)
+    monkeypatch.delenv("CXX", raising=False)
+    earlier = compile_with(tmp_path, plan, python, [])
+    assert earlier.is_file()
+    monkeypatch.setenv("CXX", "/bin/true")
+    with pytest.raises(BuildError) as info:
+        compile_with(tmp_path, plan, python, [])
+    assert str(info.value) == (
+        f"compiling {VARIANT} reported success but wrote no extension ({NAMESPACE}.*.so "
+        f"in {tmp_path / 'work' / 'lib'}): the C++ compiler that links it, '/bin/true', "
+        "did not write it; fix: point CXX at a working g++ or clang++ (or unset it), then "
+        f"build again; see {tmp_path / 'work' / 'build.log'}")
+    assert not earlier.exists()
+
+
 def test_another_interpreters_log_is_its_own(tmp_path: Path) -> None:
     """``build --python A --python B`` of one variant: the log A's error names is still
     A's after B builds that variant in the same work directory."""

@@ -528,6 +528,20 @@ def check_ninja_paths(plan: BuildPlan, work_dir: Path) -> None:
         )
 
 
+def _remove_extension(build_lib: Path, namespace: str) -> None:
+    """Remove the extension an earlier compile of ``namespace`` left in ``build_lib``
+    (``--force``, a variant directory to write again), so that the one found afterwards
+    is this compile's: setuptools skips a link whose output is newer than its objects, so
+    a compiler that writes nothing and exits 0 (``CXX=/bin/true``) would pass the old
+    extension off as built with it. The link this costs is short beside the compile."""
+    if not build_lib.is_dir():
+        return
+    for path in build_lib.iterdir():
+        if path.name.split(".", 1)[0] == namespace and path.name.endswith(".so"):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
 def _remove_other_extensions(build_lib: Path, namespace: str) -> None:
     """Remove the extensions that earlier builds of this variant left in ``build_lib``,
     one per uid (``<namespace less its uid><other uid>.*.so``): a CUDA extension can
@@ -614,6 +628,7 @@ def compile_plan(
     }
     spec_path = work_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2))
+    _remove_extension(build_lib, plan.namespace)
     log_path = work_dir / log_name(python)
     base, dropped = compile_environment(os.environ)
     if dropped:
@@ -706,6 +721,13 @@ def compile_plan(
         )
     # <namespace>.<tag>.so exactly: <namespace>_dirty.abi3.so is another build's
     built = sorted(p for p in build_lib.glob("*.so") if p.name.split(".", 1)[0] == plan.namespace)
+    if not built:
+        raise BuildError(
+            f"compiling {plan.variant} reported success but wrote no extension "
+            f"({plan.namespace}.*.so in {build_lib}): the C++ compiler that links it, "
+            f"{os.environ.get('CXX', 'c++')!r}, did not write it; fix: point CXX at a "
+            f"working g++ or clang++ (or unset it), then build again; see {log_path}"
+        )
     if len(built) != 1:
         raise BuildError(
             f"the compiler reported success but produced {len(built)} extension files "
