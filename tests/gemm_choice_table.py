@@ -59,15 +59,23 @@ EXACT_BY_BANDWIDTH = [
 # Fast mode.
 FAST_BY_BANDWIDTH = [
     # 65-128 rows, K <= 1024, a wave of 128x128 tiles or more: the hand-written kernel on
-    # the H100, the ping-pong kernel on the H200 (v28)
-    (128, 32768, 512, "nt", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
-    (80, 32768, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
+    # the H100 (v28), on the H200 with row-major scales where the last wave is at least
+    # 60% full (v52) ...
+    (128, 32768, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (80, 32768, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (128, 65536, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (128, 33792, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (128, 28672, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    # ... and the ping-pong kernel on the H200 with a last wave under 60% full
+    (128, 24576, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
+    (96, 40960, 512, "nt", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
     # ... not under a wave, with 64 rows or with longer K
     (128, 8192, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     (64, 32768, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     (128, 24576, 1536, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     # column-major scales count as nothing to prepare up to four blocks of K (read in
-    # place, v49), not beyond (copied row-major)
+    # place, v49), not beyond (copied row-major); the H200 keeps the ping-pong kernel with
+    # them (v52)
     (128, 32768, 512, "nt_cs", "fp8_coop_128x128_overlap", "fp8_pingpong_64x128"),
     (80, 32768, 1024, "nt_cs", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     (4096, 32768, 512, "nt_cs", "fp8_coop_128x128_overlap_cluster2",
@@ -86,8 +94,13 @@ FAST_BY_BANDWIDTH = [
      "fp8_coop_128x128_overlap_cluster2"),
     # ... not at K = 1024
     (4096, 32768, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    # ... not with a narrower B
+    # ... not with a narrower B; on the H200 with K <= 512 and B of 7168 columns or more,
+    # whatever the layout (v52)
     (6144, 4096, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (6144, 7168, 256, "challenge", "fp8_coop_128x128_overlap",
+     "fp8_coop_128x128_overlap_cluster2"),
+    (6144, 7168, 512, "guide", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap_cluster2"),
+    (4096, 4096, 256, "challenge", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
     # after the preparation launch, K from 1024 to 2048, six to eleven waves: CUTLASS's
     # cooperative kernel on the H100 (v46) ...
     (6144, 3072, 1536, "challenge", "fp8_coop_128x128", "fp8_coop_128x128_overlap"),

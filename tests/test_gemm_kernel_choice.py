@@ -32,12 +32,12 @@ DRIVER = r"""
 
 int main() {
   long long m, n, k;
-  int gbs, exact, fn, a_mn, amn_ok, ak_ok, b_k, in_place;
-  while (std::scanf("%lld %lld %lld %d %d %d %d %d %d %d %d", &m, &n, &k, &gbs, &exact, &fn,
-                    &a_mn, &amn_ok, &ak_ok, &b_k, &in_place) == 11) {
+  int gbs, exact, fn, a_mn, amn_ok, ak_ok, b_k, in_place, scales_rm;
+  while (std::scanf("%lld %lld %lld %d %d %d %d %d %d %d %d %d", &m, &n, &k, &gbs, &exact,
+                    &fn, &a_mn, &amn_ok, &ak_ok, &b_k, &in_place, &scales_rm) == 12) {
     kfgemm_choice::Traits t{};
     t.exact = exact; t.fn_operands = fn; t.a_mn = a_mn; t.amn_ok = amn_ok;
-    t.ak_ok = ak_ok; t.b_k = b_k; t.in_place = in_place;
+    t.ak_ok = ak_ok; t.b_k = b_k; t.in_place = in_place; t.scales_rm = scales_rm;
     const kfgemm_choice::Choice c = kfgemm_choice::pick_variant(m, n, k, t, SMS, gbs);
     std::printf("%d %d\n", static_cast<int>(c.variant), c.splits);
   }
@@ -56,9 +56,11 @@ class Traits:
     ak_ok: bool
     b_k: bool
     in_place: bool
+    scales_rm: bool
 
     def line(self, m: int, n: int, k: int, gbs: int) -> str:
-        flags = (self.exact, True, self.a_mn, self.amn_ok, self.ak_ok, self.b_k, self.in_place)
+        flags = (self.exact, True, self.a_mn, self.amn_ok, self.ak_ok, self.b_k, self.in_place,
+                 self.scales_rm)
         return " ".join(map(str, (m, n, k, gbs, *map(int, flags))))
 
 
@@ -67,7 +69,9 @@ def traits(m: int, n: int, k: int, layout: str, exact: bool) -> Traits:
     (tightly packed storage): ``mn_major_ok`` wants more than one row and a 16-byte
     multiple of them, ``k_major_ok`` K a multiple of 16, ``fp8_in_place`` also N a
     multiple of 8 for B, and the hand-written kernels read column-major scales in place
-    only with at most four blocks of K (``scales_in_place``)."""
+    only with at most four blocks of K (``scales_in_place``). Scales count as row-major
+    (``scales_row_major``) when stored so or with one block of K (or, for A's, one row;
+    for B's, one block of N)."""
     if k % 16:
         raise ValueError(f"K = {k}: the table's shapes keep K a multiple of 16")
     kb, nb = math.ceil(k / 128), math.ceil(n / 128)
@@ -80,6 +84,8 @@ def traits(m: int, n: int, k: int, layout: str, exact: bool) -> Traits:
     sa_ok = not col_scales or kb <= 4 or m == 1 or kb == 1
     sb_ok = not col_scales or kb <= 4 or nb == 1 or kb == 1
     operands_in_place = a_k_ok and b_k_ok and n % 8 == 0
+    sa_rm = not col_scales or kb == 1 or m == 1
+    sb_rm = not col_scales or kb == 1 or nb == 1
     return Traits(
         exact=exact,
         a_mn=not exact and a_mn_ok,
@@ -87,6 +93,7 @@ def traits(m: int, n: int, k: int, layout: str, exact: bool) -> Traits:
         ak_ok=a_k_ok and (b_k_ok or b_mn_ok),
         b_k=b_k_ok,
         in_place=not exact and operands_in_place and sa_ok and sb_ok,
+        scales_rm=sa_rm and sb_rm,
     )
 
 
@@ -147,22 +154,25 @@ def test_the_driver_answers_for_what_it_is_asked(choose) -> None:
     """A change of the bandwidth alone moves a choice the table says moves (so the driver
     passes its inputs through), and the few-row split-K kernels report their slices."""
     names = variant_names()
-    nt = traits(128, 32768, 512, "nt", exact=False)
-    (h100, _), (h200, _) = choose([nt.line(128, 32768, 512, H100_GBS),
-                                   nt.line(128, 32768, 512, H200_GBS)])
+    nt = traits(128, 24576, 512, "nt", exact=False)
+    (h100, _), (h200, _) = choose([nt.line(128, 24576, 512, H100_GBS),
+                                   nt.line(128, 24576, 512, H200_GBS)])
     assert (names[h100], names[h200]) == ("fp8_coop_128x128_overlap", "fp8_pingpong_64x128")
     (v, splits), = choose([traits(64, 4096, 4096, "nt", False).line(64, 4096, 4096, H100_GBS)])
     assert names[v] == "fp8_pingpong_64x128_splitk" and splits >= 2
 
 
 def test_traits_follow_the_layouts() -> None:
-    assert traits(4096, 7168, 2048, "nt", False) == Traits(False, False, False, True, True, True)
+    assert traits(4096, 7168, 2048, "nt", False) == Traits(False, False, False, True, True, True,
+                                                          True)
     assert traits(4096, 7168, 2048, "nt", True).in_place is False
     assert traits(6144, 3072, 1536, "challenge", False) == Traits(False, True, True, False,
-                                                                  False, False)
+                                                                  False, False, False)
     assert traits(4096, 2112, 7168, "guide", True) == Traits(True, False, False, True, False,
-                                                             False)
+                                                             False, False)
     assert traits(128, 32768, 512, "nt_cs", False).in_place is True
+    assert traits(128, 32768, 512, "nt_cs", False).scales_rm is False
+    assert traits(128, 32768, 128, "nt_cs", False).scales_rm is True  # one block of K
     assert traits(80, 32768, 1024, "nt_cs", False).in_place is False
     with pytest.raises(ValueError, match="multiple of 16"):
         traits(64, 64, 200, "nt", False)

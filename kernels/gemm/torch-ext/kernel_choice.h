@@ -44,11 +44,14 @@ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 //  - where memory is slower, more than 128 rows after a preparation launch with K from
 //    1024 to 2048 over six to eleven waves: CUTLASS's cooperative kernel (v46);
 //  - six or more waves of 128x128 tiles (and M > 128): the hand-written kernel, whatever
-//    K; where memory is slower on CTA pairs sharing B with K >= 2304, or with K <= 512,
-//    N >= 16384 and nothing to prepare (v11, v12, v46);
-//  - where memory is slower, 65-128 rows with K <= 1024 over a wave or more and nothing
-//    to prepare: the hand-written kernel (v28); 129-1024 rows whose 64x128 tiles fit in
-//    one wave, any K and layout: the ping-pong kernel (v46);
+//    K; on CTA pairs sharing B where memory is slower with K >= 2304, on every GPU with
+//    K <= 512, N >= 16384 and nothing to prepare, and where memory is faster with
+//    K <= 512 and N >= 7168 (v11, v12, v46, v52);
+//  - 65-128 rows with K <= 1024 over a wave or more and nothing to prepare: the
+//    hand-written kernel where memory is slower (v28), and where it is faster with
+//    row-major scales and a last wave at least 60% full (v52); where memory is slower,
+//    129-1024 rows whose 64x128 tiles fit in one wave, any K and layout: the ping-pong
+//    kernel (v46);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
@@ -112,6 +115,8 @@ struct Traits {
   bool b_k;          // B readable K-major in place (k_major_ok)
   bool in_place;     // operands and scales usable by the GEMM as they are: no
                      // preparation launch precedes it
+  bool scales_rm;    // both block-scale matrices row-major along K (scales_row_major):
+                     // the hand-written kernels read them without column-major misses
 };
 
 inline Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int sm_count, int mem_gbs) {
@@ -416,7 +421,17 @@ inline Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int
     // 160.9, 316.9 vs 327.9, 2048x32768x512 77.6 vs 80.8, 4096x16384x512 78.1 vs 80.9,
     // 4096x32768x256 103.4 vs 111.6; 6144x4096x512 32.9 vs 33.1, 4096x32768x1024 280.3
     // vs 276.0; NOTES.md, v48).
-    if ((slow_memory && K >= 2304) || (in_place && K <= 512 && N >= 16384)) {
+    // On the H200 the CTA pairs gain with short K (<= 512) and B of 7168 columns or
+    // more whatever the layout (interleaved, us, against the hand-written kernel on
+    // single CTAs: challenge 6144x7168x256 42.2 vs 43.8, 42.4 vs 43.8 and 42.4 vs 43.6 in
+    // other runs, guide 42.4 vs 43.5, NT 37.1 vs 38.8, 8192x7168x256 47.0 vs 49.4,
+    // 12288x7168x256 66.8 vs 70.4, 8192x8192x256 52.3 vs 55.2, 4096x7168x256 27.6 vs
+    // 28.2, 6144x7168x512 51.1 vs 52.9, 6144x10240x512 71.2 vs 74.6, 2048x16384x256 30.9
+    // vs 32.0). With B of 4096 columns they tie or lose (challenge 6144x4096x512 39.7 vs
+    // 39.7 and 39.8 vs 39.4, 4096x4096x256 23.9 vs 23.5; NT 6144x4096x512 32.7 vs 33.1,
+    // 6144x4096x256 25.0 vs 25.2; guide 8192x4096x512 47.8 vs 47.8); NOTES.md, v52.
+    if ((slow_memory && K >= 2304) || (in_place && K <= 512 && N >= 16384) ||
+        (!slow_memory && K <= 512 && N >= 7168)) {
       return {V::kFp8Coop128x128OverlapCluster2, 0};
     }
     return {V::kFp8Coop128x128Overlap, 0};
@@ -433,6 +448,25 @@ inline Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int
   // With column-major scales read in place (K <= 512, scales_in_place) the two tie
   // (128x32768x512 17.2 vs 16.7 and 16.9 vs 17.6 in another run; NOTES.md, v49).
   if (M > 64 && M <= 128 && K <= 1024 && slow_memory && in_place && tiles128 >= sms) {
+    return {V::kFp8Coop128x128Overlap, 0};
+  }
+  // On the H200 the hand-written kernel gains there only with row-major scales and a
+  // last wave at least 60% full (or none left partial), where the SMs share the tiles
+  // more evenly (interleaved, us, against the ping-pong kernel: 256 tiles, 94% of a
+  // second wave, 128x32768x512 13.6 vs 14.3, 13.5 vs 14.1 and 13.5 vs 14.1 in other
+  // runs, 96x32768x512 13.3 vs 13.8, 80x32768x512 13.3 vs 13.8, 128x32768x256 11.0 vs
+  // 11.5, 128x32768x1024 19.3 vs 19.8, 128x32768x384 12.6 vs 12.6; 224 tiles (70%)
+  // 128x28672x512 13.0 vs 13.7; 240 (82%) 128x30720x512 13.2 vs 13.6; 264 (two waves)
+  // 128x33792x512 13.6 vs 14.5; 384 (91%) 128x49152x512 17.2 vs 17.9; 512 (88%)
+  // 128x65536x512 20.8 vs 21.6, though 96x65536x256 15.6 vs 15.2). With a last wave
+  // under half full it loses (192 tiles, 45%: 100x24576x384 11.8 vs 10.9,
+  // 128x24576x1024 17.4 vs 16.7, 128x24576x512 12.8 vs 12.2; 320 tiles, 42%:
+  // 128x40960x512 16.4 vs 16.2), and so it does with column-major scales read in place
+  // (128x32768x512 14.8 vs 14.2). The 60% line lies between 45% and 70%, where nothing
+  // was measured; NOTES.md, v52.
+  const int64_t partial = tiles128 % sms;
+  if (M > 64 && M <= 128 && K <= 1024 && !slow_memory && in_place && t.scales_rm &&
+      tiles128 >= sms && (partial == 0 || partial * 100 >= sms * 60)) {
     return {V::kFp8Coop128x128Overlap, 0};
   }
   // On the H100, 129-1024 rows whose 64x128 tiles fit in one wave (where 128x128 tiles

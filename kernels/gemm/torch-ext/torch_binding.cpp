@@ -369,6 +369,7 @@ Traits traits_of(const Tensor& a, const Tensor& b, const Tensor& sa, const Tenso
   t.a_mn = !exact && a_mn_ok;
   t.in_place = !exact && fp8_in_place(a, M) && fp8_in_place(b, round_up(N, 8)) &&
                in_place_for_kernel(sa) && in_place_for_kernel(sb);
+  t.scales_rm = scales_row_major(sa) && scales_row_major(sb);
   t.fn_operands =
       kind_of(a) == kfgemm::Fp8Kind::kE4M3FN && kind_of(b) == kfgemm::Fp8Kind::kE4M3FN;
   return t;
