@@ -128,6 +128,15 @@ FAST_BY_BANDWIDTH = [
     (36864, 256, 7168, "nt", "fp8_coop_128x128_overlap_cluster2", "fp8_coop_128x128"),
     (24576, 256, 4096, "guide", "fp8_coop_128x128", "fp8_coop_128x128"),
     (1024, 2048, 4096, "challenge", "fp8_coop_128x128", "fp8_coop_128x128"),
+    # more than 128 rows, K <= 512, one to six waves, nothing to prepare, row-major
+    # scales: the hand-written kernel on the H200 (v52), the ping-pong kernel on the H100;
+    # not after the preparation launch, nor under a wave
+    (4096, 2048, 512, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128_overlap"),
+    (1024, 7168, 256, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128_overlap"),
+    (1024, 7168, 256, "challenge", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (4096, 2048, 512, "guide", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (4096, 2048, 512, "nt_cs", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (1024, 2048, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     # ... and the ping-pong kernel where its 64x128 tiles fit in one wave, up to 1024 rows
     (256, 4096, 7168, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128"),
     (256, 4096, 7168, "challenge", "fp8_pingpong_64x128", "fp8_coop_128x128"),

@@ -52,6 +52,8 @@ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 //    row-major scales and a last wave at least 60% full (v52); where memory is slower,
 //    129-1024 rows whose 64x128 tiles fit in one wave, any K and layout: the ping-pong
 //    kernel (v46);
+//  - where memory is faster, more than 128 rows with K <= 512 over one to six waves,
+//    nothing to prepare and row-major scales: the hand-written kernel (v52);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
@@ -467,6 +469,16 @@ inline Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int
   const int64_t partial = tiles128 % sms;
   if (M > 64 && M <= 128 && K <= 1024 && !slow_memory && in_place && t.scales_rm &&
       tiles128 >= sms && (partial == 0 || partial * 100 >= sms * 60)) {
+    return {V::kFp8Coop128x128Overlap, 0};
+  }
+  // On the H200, short K (<= 512) over one to six waves with nothing to prepare and
+  // row-major scales: the hand-written kernel, where the ping-pong kernel below was the
+  // choice (interleaved, us: 6144x2048x512 19.7 vs 22.6, 4096x2048x512 15.3 vs 17.6,
+  // 2048x4096x512 15.3 vs 17.8, 3072x4096x256 15.6 vs 17.1, 1536x7168x256 15.3 vs 16.0,
+  // 1024x7168x256 12.2 vs 12.6, 2048x2048x512 10.9 vs 12.5). After the preparation
+  // launch it loses (challenge 1024x7168x256 16.9 vs 15.1, 1024x4096x512 16.3 vs 14.8;
+  // guide 4096x2048x512 20.1 vs 19.8); NOTES.md, v52.
+  if (M > 128 && !slow_memory && in_place && t.scales_rm && K <= 512 && tiles128 >= sms) {
     return {V::kFp8Coop128x128Overlap, 0};
   }
   // On the H100, 129-1024 rows whose 64x128 tiles fit in one wave (where 128x128 tiles
