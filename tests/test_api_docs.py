@@ -3,7 +3,8 @@
 method of their classes), describes each of its parameters, and no other, in its
 docstring's Args section, so that a new or renamed parameter cannot go undocumented; its
 Raises section names exceptions that exist. The README's Python examples call what
-exists, with arguments the signatures take."""
+exists, with arguments the signatures take. ``help()`` of a hub shows its own methods
+and no private base class."""
 
 from __future__ import annotations
 
@@ -248,6 +249,61 @@ def test_a_parameter_added_without_its_description_is_found() -> None:
         """
     assert doc_section(inspect.getdoc(f) or "", "Args") != parameters(f)
 
+
+
+# --- help() of the hubs --------------------------------------------------------------------
+
+
+def undocumented_bases(cls: type) -> list[str]:
+    """The classes in ``cls``'s method resolution order, itself aside, that ``help(cls)``
+    would show a user but the public API does not document: a kernelforge class other
+    than the public :class:`~kernelforge.hub.base.Hub`, or one from a private module (a
+    mixin whose methods pydoc lists as inherited from it). Python's own (``typing``,
+    ``builtins``) come with any protocol and are no part of kernelforge's API."""
+    return [f"{base.__module__}.{base.__qualname__}" for base in cls.__mro__[1:]
+            if base is not kernelforge.hub.Hub
+            and (base.__module__.split(".")[0] == "kernelforge"
+                 or any(part.startswith("_") for part in base.__module__.split(".")))]
+
+
+def hub_classes() -> dict[str, type]:
+    from kernelforge.hub.hf import HfHub
+
+    return {"LocalHub": kernelforge.hub.LocalHub, "HfHub": HfHub}
+
+
+@pytest.mark.parametrize("name", sorted(hub_classes()))
+def test_help_of_a_hub_shows_its_own_methods_and_the_public_hub_base(name: str) -> None:
+    """``help(LocalHub)`` lists every public method as the hub's own, with its
+    documentation, and names no private class or module among its bases."""
+    import pydoc
+
+    cls = hub_classes()[name]
+    assert undocumented_bases(cls) == []
+    assert kernelforge.hub.Hub in cls.__mro__
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    assert f"class {name}(kernelforge.hub.base.Hub)" in text
+    assert not re.findall(r"kernelforge(?:\.\w+)*\._\w+", text), text
+    inherited = set(re.findall(r"inherited from ([\w.]+):", text))
+    assert inherited <= {"kernelforge.hub.base.Hub", "typing.Protocol", "typing.Generic",
+                         "builtins.object"}, inherited
+    methods = [a for a in inspect.classify_class_attrs(cls)
+               if not a.name.startswith("_") and a.kind == "method"]
+    assert {"publish", "fetch_variant", "resolve"} <= {a.name for a in methods}
+    for attr in methods:
+        assert attr.defining_class is cls, f"{name}.{attr.name} is {attr.defining_class}'s"
+        assert inspect.getdoc(getattr(cls, attr.name)), f"{name}.{attr.name}: no docstring"
+    if cls is kernelforge.hub.LocalHub:
+        assert {"set_card", "set_status", "tag", "check_publishable"} <= {
+            a.name for a in methods}
+
+
+def test_a_private_base_is_found() -> None:
+    """What the test above would say of a hub that takes methods from a private mixin."""
+    mixin = type("LocalHubWriter", (), {"__module__": "kernelforge.hub._local_write"})
+    hub = type("LocalHub", (mixin,), {"__module__": "kernelforge.hub.local"})
+    assert undocumented_bases(hub) == ["kernelforge.hub._local_write.LocalHubWriter"]
+    assert undocumented_bases(kernelforge.hub.LocalHub) == []
 
 # --- the README's Python examples --------------------------------------------------------
 

@@ -474,11 +474,14 @@ def test_versions_lists_a_repository_whose_status_it_cannot_read(
     note, and the versions are still listed."""
     from kf_sharing import make_variant, uid
 
+    from kernelforge.hub import _local_write
+
     hub = LocalHub(tmp_path / "hub")
     make_variant(tmp_path / "p", "torch-cpu", module_id=uid("vs"))
     hub.publish("org/k", tmp_path / "p", version=1)
-    with hub._locked("org/k") as (repo_id, repo):
-        hub._commit_main(repo_id, repo, "status", {"kernel-status.toml": 'kind = "new"\n'})
+    with _local_write.locked(hub, "org/k") as (repo_id, repo):  # past set_status's check
+        _local_write.commit_main(hub, repo_id, repo, "status",
+                                 {"kernel-status.toml": 'kind = "new"\n'})
     capsys.readouterr()
     assert main(["versions", "org/k", "--hub", str(hub.root)]) == 0
     out = capsys.readouterr().out

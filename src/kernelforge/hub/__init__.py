@@ -3,8 +3,8 @@
 A hub holds repositories ``org/name`` laid out like a Hugging Face kernel repository:
 builds on branch ``v<version>`` under ``build/<variant>/``, the card on ``main``. The
 embedded :class:`LocalHub` keeps them in a directory on this machine; :class:`HfHub`
-(module :mod:`kernelforge.hub.hf`) talks to the Hugging Face Hub. Both implement the
-:class:`~kernelforge.hub.base.Hub` protocol.
+(module :mod:`kernelforge.hub.hf`) talks to the Hugging Face Hub. Both subclass the
+:class:`~kernelforge.hub.base.Hub` protocol (any class with its methods is a hub too).
 """
 
 from __future__ import annotations

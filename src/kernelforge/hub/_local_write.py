@@ -1,8 +1,10 @@
 """Writing to the embedded local hub: publish, cards, status, tags (see
 :mod:`kernelforge.hub.local` for the layout and the crash-safety argument).
 
-:class:`LocalHubWriter` is the writing half of :class:`~kernelforge.hub.local.LocalHub`;
-it relies on the reading half for paths, refs and revisions.
+The writing half of :class:`~kernelforge.hub.local.LocalHub`, as functions of the hub:
+its methods (``publish``, ``set_card``, ...) are documented there and call these, which
+rely on the reading half for paths, refs and revisions. Kept apart so that each module
+reads in one sitting; not a base class, so that ``help(LocalHub)`` shows one class.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kernelforge import _durable
 from kernelforge.digest import b64_sha256, hash_file
@@ -39,10 +41,12 @@ from kernelforge.hub.base import (
 if TYPE_CHECKING:  # pragma: no cover
     import filelock
 
+    from kernelforge.hub.local import LocalHub
     from kernelforge.signing import SigningKey
 
-__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "RECORD_FORMAT", "LocalHubWriter", "read_ref",
-           "refuse_link"]
+__all__ = ["COMMIT_FILE", "LOCK_TIMEOUT_S", "RECORD_FORMAT", "check_publishable",
+           "commit_main", "locked", "publish", "read_ref", "refuse_link", "set_card",
+           "set_status", "set_tag"]
 
 logger = logging.getLogger("kernelforge.hub.local")
 
@@ -59,436 +63,341 @@ CARD_FILE = _durable.CARD_FILE
 _COMMIT_RE = COMMIT_RE
 
 
-class LocalHubWriter:
-    """The writing half of a local hub (mixed into ``LocalHub``)."""
+def check_publishable(hub: LocalHub) -> None:
+    """:meth:`LocalHub.check_publishable <kernelforge.hub.local.LocalHub.check_publishable>`."""
+    problem = hub._root_problem() or _not_a_hub(hub.root)
+    if problem is not None:
+        raise HubError(f"cannot write to the hub: {problem}")
 
-    root: Path
 
-    if TYPE_CHECKING:  # provided by LocalHub, the reading half
-        def _repo_dir(self, repo_id: str) -> Path: ...
-        def _existing_repo(self, repo_id: str) -> Path: ...
-        def resolve(self, repo_id: str, revision: str) -> str: ...
-        def revision(self, repo_id: str, commit: str) -> Revision: ...
-        def _root_problem(self) -> str | None: ...
-        def _record(self, repo_id: str, commit: str) -> dict[str, Any]: ...
-        def _owned(self, repo_id: str, commit: str, record: dict[str, Any]) -> bool: ...
-        def verify(self, repo_id: str, commit: str) -> None: ...
-        def read_file(self, repo_id: str, commit: str, path: str) -> bytes | None: ...
+def publish(
+    hub: LocalHub,
+    repo_id: str,
+    build_dir: str | os.PathLike[str],
+    *,
+    version: int,
+    message: str = "",
+    card: str | None = None,
+    signer: SigningKey | None = None,
+) -> Revision:
+    """:meth:`LocalHub.publish <kernelforge.hub.local.LocalHub.publish>`: the arguments
+    are checked and the build staged before the hub is locked or written."""
+    check_publish_arguments(repo_id, build_dir, version, message, card, signer)
+    staged = stage_build(Path(build_dir), version)
+    if signer is not None:
+        from kernelforge.signing import check_signable
 
-    def check_publishable(self) -> None:
-        """Refuse, before any work, a root that cannot hold a hub: a file, a path that
-        cannot be used, or a directory holding something other than ``<org>/<name>/``
-        folders (a project given as the hub by mistake).
+        check_signable(staged.digests, build_dir, staged.unversioned)
+    branch = f"v{version}"
+    with locked(hub, repo_id) as (repo_id, repo):
+        # Without a card the branch keeps the one it has, as on the Hugging Face Hub,
+        # where a publish replaces only build/: the same build published with and
+        # without --card is then one revision, not a new one each time.
+        extra = ({CARD_FILE: card.encode("utf-8")} if card is not None
+                 else _branch_card(hub, repo_id, repo, branch))
+        rev = _commit(hub, repo_id, repo, branch, staged, message, extra, signer)
+        if card is not None:
+            commit_main(hub, repo_id, repo, message or "Update card", {CARD_FILE: card})
+    logger.info(
+        "published %s %s at %s (%s)", repo_id, branch, rev.short, ", ".join(rev.variants)
+    )
+    return rev
 
-        Raises:
-            HubError: naming the hub and what is wrong with it.
-        """
-        problem = self._root_problem() or _not_a_hub(self.root)
-        if problem is not None:
-            raise HubError(f"cannot write to the hub: {problem}")
 
-    def publish(
-        self,
-        repo_id: str,
-        build_dir: str | os.PathLike[str],
-        *,
-        version: int,
-        message: str = "",
-        card: str | None = None,
-        signer: SigningKey | None = None,
-    ) -> Revision:
-        """Publish a project's builds as a new revision on branch ``v<version>``.
+def set_card(hub: LocalHub, repo_id: str, card: str, *, message: str) -> Revision:
+    """:meth:`LocalHub.set_card <kernelforge.hub.local.LocalHub.set_card>`."""
+    check_text("card", card, "README text")
+    check_text("message", message, "a string")
+    with locked(hub, repo_id) as (repo_id, repo):
+        return commit_main(hub, repo_id, repo, message, {CARD_FILE: card})
 
-        Args:
-            repo_id: ``org/name``; created on first publish.
-            build_dir: the ``build/`` directory holding ``<variant>/`` directories, or
-                the project directory that contains it.
-            version: the kernel's major version; the branch is ``v<version>`` and every
-                variant's ``metadata.json`` ``version`` must equal it (or be absent).
-            message: the revision message.
-            card: the repository card (README) text; when given it is stored in the
-                revision and committed on branch ``main`` too. Without one the revision
-                keeps the card of the branch's head, as a Hugging Face Hub publish does.
-            signer: sign every variant with this key (``build/<variant>.sig``), so
-                that others who trust the key can load it.
 
-        Returns:
-            The new :class:`Revision`; where the branch's head, published by you, holds
-            the same files, that head (no new revision), with itself as its parent.
+def set_status(hub: LocalHub, repo_id: str, status: str | None, *, message: str) -> Revision:
+    """:meth:`LocalHub.set_status <kernelforge.hub.local.LocalHub.set_status>`: the text
+    is parsed before the hub is locked."""
+    check_text("message", message, "a string")
+    if status is not None:
+        check_text("status", status, "the text of kernel-status.toml, or None")
+        from kernelforge.revisions import parse_status
 
-        Raises:
-            ValueError: a malformed ``repo_id`` or ``version``, an empty or blank
-                ``build_dir`` string, a ``message`` or ``card`` that is not a string,
-                a ``card`` bigger than :data:`~kernelforge.hub.base.SMALL_FILE_MAX`
-                (16 MiB: a later publish without a card could not read it back).
-            TypeError: a ``signer`` that is not a
-                :class:`~kernelforge.signing.SigningKey`.
-            HubError: the build is unfit to publish (no variants, a ``.pyc``, a link,
-                missing or wrong metadata, a ``metadata.json`` ``version`` other than
-                ``version``) or the hub cannot be written.
-            IntegrityError: a variant's files do not match its recorded digest.
-            TrustError: ``signer`` is given but a variant's ``metadata.json`` records
-                no file digests (a signature would not cover its code).
-        """
-        check_publish_arguments(repo_id, build_dir, version, message, card, signer)
-        staged = stage_build(Path(build_dir), version)
-        if signer is not None:
-            from kernelforge.signing import check_signable
+        parse_status(status, f"{repo_id}: {STATUS_FILE}")
+    with locked(hub, repo_id) as (repo_id, repo):
+        return commit_main(hub, repo_id, repo, message, {STATUS_FILE: status})
 
-            check_signable(staged.digests, build_dir, staged.unversioned)
-        branch = f"v{version}"
-        with self._locked(repo_id) as (repo_id, repo):
-            # Without a card the branch keeps the one it has, as on the Hugging Face Hub,
-            # where a publish replaces only build/: the same build published with and
-            # without --card is then one revision, not a new one each time.
-            extra = ({CARD_FILE: card.encode("utf-8")} if card is not None
-                     else self._branch_card(repo_id, repo, branch))
-            rev = self._commit(repo_id, repo, branch, staged, message, extra, signer)
-            if card is not None:
-                self._commit_main(repo_id, repo, message or "Update card", {CARD_FILE: card})
-        logger.info(
-            "published %s %s at %s (%s)", repo_id, branch, rev.short, ", ".join(rev.variants)
-        )
-        return rev
 
-    def set_card(self, repo_id: str, card: str, *, message: str = "Update card") -> Revision:
-        """Commit a repository card (``README.md``) on branch ``main``.
+def set_tag(hub: LocalHub, repo_id: str, tag: str, revision: str) -> str:
+    """:meth:`LocalHub.tag <kernelforge.hub.local.LocalHub.tag>`."""
+    check_ref_name("tag", tag)
+    hub._existing_repo(repo_id)
+    with locked(hub, repo_id) as (repo_id, repo):
+        commit = hub.resolve(repo_id, revision)
+        refuse_link(repo / "refs" / "tags")
+        _durable.write_ref(repo / "refs" / "tags" / tag, commit)
+    return commit
 
-        Args:
-            repo_id: ``org/name``; created when the hub does not hold it yet.
-            card: the README text.
-            message: the revision message.
 
-        Returns:
-            The new :class:`Revision` on ``main``; where ``main``'s head, published by
-            you, holds this card already, that head (no new revision), with itself as
-            its parent.
+@contextlib.contextmanager
+def locked(hub: LocalHub, repo_id: str) -> Iterator[tuple[str, Path]]:
+    """Hold the write lock of ``repo_id``'s folder (creating it), giving the id as the
+    hub stores it (:meth:`~kernelforge.hub.local.LocalHub.stored_id`) and the folder.
 
-        Raises:
-            ValueError: a malformed ``repo_id``, a ``card`` or ``message`` that is not a
-                string.
-            HubError: the hub cannot be written.
-        """
-        check_text("card", card, "README text")
-        check_text("message", message, "a string")
-        with self._locked(repo_id) as (repo_id, repo):
-            return self._commit_main(repo_id, repo, message, {CARD_FILE: card})
+    A repository not published yet (no ``refs/``) is written under the hub-wide
+    lock too, held until the body ends: its folder is looked up and made under it,
+    so that two first publishes under spellings that differ in case make one
+    folder, and a body that fails (a refused build) takes away again the folders
+    it made while nothing else can be using them, so that the first publish that
+    succeeds decides the spelling. The hub's files cannot be written (the root is
+    a file, no permission, no space, the lock is held too long): a
+    :class:`HubError` naming the hub, never an ``OSError``.
 
-    def set_status(
-        self, repo_id: str, status: str | None, *, message: str = "Update kernel status"
-    ) -> Revision:
-        """Commit (or remove, with ``None``) ``kernel-status.toml`` on branch ``main``.
+    Only errors about the hub's own paths (or about no path: a write that ran out
+    of space) blame the hub; an ``OSError`` about a file elsewhere, which the body
+    should have reported itself (:func:`~kernelforge.hub._staging.build_file_error`),
+    names that file and says the hub is not at fault."""
+    # Imported here, not with the module: reading the hub (every load) takes no
+    # lock, and filelock takes about as long to import as the loader itself.
+    import filelock
 
-        The file can redirect loads to another repository, in the format Hugging
-        Face's ``kernels`` reads: ``kind = "redirect"``, ``destination = "org/name"``
-        and an optional ``revision``.
-
-        Args:
-            repo_id: ``org/name``; created when the hub does not hold it yet.
-            status: the TOML text, or ``None`` to remove the file.
-            message: the revision message.
-
-        Returns:
-            The new :class:`Revision` on ``main``; where ``main``'s head, published by
-            you, holds this status already, that head (no new revision), with itself as
-            its parent.
-
-        Raises:
-            ValueError: a malformed ``repo_id``, a ``status`` that is neither a string
-                nor ``None``, a ``message`` that is not a string.
-            HubError: ``status`` is not a valid ``kernel-status.toml``, or the hub
-                cannot be written.
-        """
-        check_text("message", message, "a string")
-        if status is not None:
-            check_text("status", status, "the text of kernel-status.toml, or None")
-            from kernelforge.revisions import parse_status
-
-            parse_status(status, f"{repo_id}: {STATUS_FILE}")
-        with self._locked(repo_id) as (repo_id, repo):
-            return self._commit_main(repo_id, repo, message, {STATUS_FILE: status})
-
-    def tag(self, repo_id: str, tag: str, revision: str) -> str:
-        """Create or move a tag.
-
-        Args:
-            repo_id: ``org/name``.
-            tag: the tag name (letters, digits, ``.``, ``_`` and ``-``).
-            revision: what to tag (branch, tag or commit), as :meth:`resolve` reads it.
-
-        Returns:
-            The tagged commit id.
-
-        Raises:
-            ValueError: a malformed ``repo_id`` or ``tag`` name.
-            HubError: the repository or ``revision`` does not exist, or the hub cannot
-                be written.
-        """
-        check_ref_name("tag", tag)
-        self._existing_repo(repo_id)
-        with self._locked(repo_id) as (repo_id, repo):
-            commit = self.resolve(repo_id, revision)
-            refuse_link(repo / "refs" / "tags")
-            _durable.write_ref(repo / "refs" / "tags" / tag, commit)
-        return commit
-
-    @contextlib.contextmanager
-    def _locked(self, repo_id: str) -> Iterator[tuple[str, Path]]:
-        """Hold the write lock of ``repo_id``'s folder (creating it), giving the id as the
-        hub stores it (:meth:`~kernelforge.hub.local.LocalHub.stored_id`) and the folder.
-
-        A repository not published yet (no ``refs/``) is written under the hub-wide
-        lock too, held until the body ends: its folder is looked up and made under it,
-        so that two first publishes under spellings that differ in case make one
-        folder, and a body that fails (a refused build) takes away again the folders
-        it made while nothing else can be using them, so that the first publish that
-        succeeds decides the spelling. The hub's files cannot be written (the root is
-        a file, no permission, no space, the lock is held too long): a
-        :class:`HubError` naming the hub, never an ``OSError``.
-
-        Only errors about the hub's own paths (or about no path: a write that ran out
-        of space) blame the hub; an ``OSError`` about a file elsewhere, which the body
-        should have reported itself (:func:`~kernelforge.hub._staging.build_file_error`),
-        names that file and says the hub is not at fault."""
-        # Imported here, not with the module: reading the hub (every load) takes no
-        # lock, and filelock takes about as long to import as the loader itself.
-        import filelock
-
-        self.check_publishable()
-        try:
-            repo = self._repo_dir(repo_id)
-            if (repo / "refs").is_dir():  # published: never removed, no hub-wide lock
-                with self._repo_lock(repo):
-                    yield f"{repo.parent.name}/{repo.name}", repo
-                return
-            # New folders (the root, <org>/, <org>/<name>/) are fsynced into their
-            # parents: a revision fsynced below a folder whose name a power loss drops
-            # is lost with it.
-            _durable.make_dirs(self.root)
-            refuse_link(self.root / CREATE_LOCK)
-            with filelock.FileLock(str(self.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
-                repo = self._repo_dir(repo_id)  # looked up again under the lock
-                if repo.is_dir() and not (repo / "refs").is_dir():
-                    # No publish is writing it (a first publish holds this lock until it
-                    # ends): a first publish killed outright (kill -9, a power loss) left
-                    # it. Taken away if it holds no revision, so that it decides no
-                    # spelling either.
-                    with self._repo_lock(repo):
-                        _clean_leftovers(repo)
-                    org_alone = [p.name for p in repo.parent.iterdir()] == [repo.name]
-                    _remove_unpublished([repo, repo.parent] if org_alone else [repo])
-                    repo = self._repo_dir(repo_id)
-                made = [p for p in (repo, repo.parent) if not p.is_dir()]
-                _durable.make_dirs(repo)
-                try:
-                    with self._repo_lock(repo):
-                        yield f"{repo.parent.name}/{repo.name}", repo
-                except BaseException:
-                    _remove_unpublished(made)
-                    raise
-        except filelock.Timeout as err:
-            raise HubError(
-                f"{Path(err.lock_file).parent}: another process has held its lock "
-                f"{err.lock_file} for over "
-                f"{LOCK_TIMEOUT_S:.0f}s; wait for it to finish, or remove the lock file if "
-                "no kernelforge process is running"
-            ) from err
-        except OSError as err:
-            what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
-            if err.filename is not None and not _in_tree(err.filename, self.root):
-                raise HubError(f"{err.filename}: {err.strerror or err} (a file outside the hub "
-                               f"{self.root}; no revision was written)") from err
-            raise HubError(f"writing to the hub {self.root} failed ({what}); its revisions "
-                           f"are as they were; fix: {self._write_fix(err)}") from err
-
-    def _write_fix(self, err: OSError) -> str:
-        """What to do about a write to this hub that the file system refused."""
-        if err.errno in _durable.DISK_FULL:
-            return "free space on its disk"
-        if err.errno in _durable.NOT_WRITABLE:
-            # the hub, with what it holds; where it does not exist yet, the folder it
-            # would be made in
-            where = _durable.nearest_folder(self.root)
-            return (f"make {where} writable, or publish to a hub you can write (--hub on "
-                    "the command line, hub= in Python)")
-        return "remove the cause, then run it again"
-
-    @staticmethod
-    def _repo_lock(repo: Path) -> filelock.FileLock:
-        """The write lock of a repository folder (its ``.lock``, never a link)."""
-        import filelock
-
-        refuse_link(repo / ".lock")
-        return filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S)
-
-    def _commit_main(
-        self, repo_id: str, repo: Path, message: str, changes: dict[str, str | None]
-    ) -> Revision:
-        """Commit on ``main``: its card and status files, with ``changes`` applied."""
-        head = read_ref(repo / "refs" / "heads" / CARD_BRANCH)
-        files: dict[str, bytes] = {}
-        if head is not None:
-            old = repo / "objects" / head
-            for name in (CARD_FILE, STATUS_FILE):
-                if (old / name).is_file():
-                    files[name] = (old / name).read_bytes()
-        for name, text in changes.items():
-            if text is None:
-                files.pop(name, None)
-            else:
-                files[name] = text.encode("utf-8")
-        return self._commit(repo_id, repo, CARD_BRANCH, None, message, files, None)
-
-    def _commit(
-        self,
-        repo_id: str,
-        repo: Path,
-        branch: str,
-        staged: Staged | None,
-        message: str,
-        extra: dict[str, bytes],
-        signer: SigningKey | None,
-    ) -> Revision:
-        """Write one revision and move ``branch`` to it. The caller holds the lock.
-
-        ``extra`` files (card, status) are written as given; with a ``signer`` every
-        staged variant's copied ``metadata.json`` is signed into ``build/<v>.sig``.
-        """
-        # what this publish writes into is the hub's own (tmp/: _clean_leftovers checks)
-        refuse_link(repo / "objects", repo / "refs", repo / "refs" / "heads")
-        _clean_leftovers(repo)
-        head = repo / "refs" / "heads" / branch
-        parent = read_ref(head)
-        if (parent is not None and staged is not None and signer is None
-                and self._published_already(repo_id, parent, staged, extra)):
-            # checked before anything is copied: a publish of the build the branch holds
-            # writes nothing (see the copy's own check below)
-            return replace(self.revision(repo_id, parent), parent=parent)
-        objects = repo / "objects"
-        _durable.make_dirs(objects)
-
-        tmp = repo / "tmp" / secrets.token_hex(8)
-        tmp.mkdir(parents=True)
-        try:
+    check_publishable(hub)
+    try:
+        repo = hub._repo_dir(repo_id)
+        if (repo / "refs").is_dir():  # published: never removed, no hub-wide lock
+            with _repo_lock(repo):
+                yield f"{repo.parent.name}/{repo.name}", repo
+            return
+        # New folders (the root, <org>/, <org>/<name>/) are fsynced into their
+        # parents: a revision fsynced below a folder whose name a power loss drops
+        # is lost with it.
+        _durable.make_dirs(hub.root)
+        refuse_link(hub.root / CREATE_LOCK)
+        with filelock.FileLock(str(hub.root / CREATE_LOCK), timeout=LOCK_TIMEOUT_S):
+            repo = hub._repo_dir(repo_id)  # looked up again under the lock
+            if repo.is_dir() and not (repo / "refs").is_dir():
+                # No publish is writing it (a first publish holds this lock until it
+                # ends): a first publish killed outright (kill -9, a power loss) left
+                # it. Taken away if it holds no revision, so that it decides no
+                # spelling either.
+                with _repo_lock(repo):
+                    _clean_leftovers(repo)
+                org_alone = [p.name for p in repo.parent.iterdir()] == [repo.name]
+                _remove_unpublished([repo, repo.parent] if org_alone else [repo])
+                repo = hub._repo_dir(repo_id)
+            made = [p for p in (repo, repo.parent) if not p.is_dir()]
+            _durable.make_dirs(repo)
             try:
-                recorded = _durable.copy_tree(tmp, staged.files if staged else (), None)
-            except OSError as err:
-                # A file of the build that cannot be read is the build's problem, not
-                # the hub's: say which file (the copy under tmp/ is removed below).
-                source = _failed_source(err, staged)
-                if source is None or staged is None:
-                    raise
-                raise build_file_error(source, err, staged) from err
-            if staged is not None:
-                check_digests(tmp, staged, recorded)
-                if signer is not None:
-                    for variant in staged.variants:
-                        meta = (tmp / "build" / variant / "metadata.json").read_bytes()
-                        extra = {**extra, signature_path(variant): signer.sign_variant(
-                            variant, meta, repo_id=repo_id)}
-            for rel, data in sorted(extra.items()):
-                recorded[rel] = _durable.write_file(tmp / rel, data)
-            # copy_tree fsynced the folders before these files were added to them (a
-            # signature to build/, the card to the top): flush those entries again
-            # below, before the rename publishes the revision.
-            extra_dirs = {(tmp / rel).parent for rel in extra} - {tmp}
-            if parent is not None and self._unchanged(repo_id, parent, recorded):
-                # The branch holds these very files, published by this user: no new
-                # revision (as the Hugging Face Hub makes no commit that changes
-                # nothing). The returned revision is the head, with itself as parent.
-                shutil.rmtree(tmp)
-                return replace(self.revision(repo_id, parent), parent=parent)
-            fields = {
-                "tree": hashlib.sha256(
-                    "".join(f"{k}\0{v}\n" for k, v in sorted(recorded.items())).encode()
-                ).hexdigest(),
-                "parent": parent,
-                "time": time.time(),
-                "message": message,
-                "branch": branch,
-            }
-            commit = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:40]
-            from kernelforge.trust import owner_mark
-
-            record = {"format": RECORD_FORMAT, "repo-id": repo_id, **fields, "files": recorded,
-                      "owner": owner_mark(repo_id, commit, recorded)}
-            _durable.write_file(
-                tmp / COMMIT_FILE, json.dumps(record, indent=1, sort_keys=True).encode()
-            )
-            for folder in sorted(extra_dirs, key=lambda d: len(d.parts), reverse=True):
-                _durable.fsync_dir(folder)
-            _durable.fsync_dir(tmp)
-            target = objects / commit
-            if target.exists():  # this very revision was published already: reuse it
-                shutil.rmtree(tmp)
-            else:
-                os.rename(tmp, target)
-            _durable.fsync_dir(objects)
-        except BaseException:
-            # A failure (not a crash) cleans up at once; a crash leaves tmp/ for the
-            # next publish to remove.
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        _durable.write_ref(head, commit)
-        return self.revision(repo_id, commit)
+                with _repo_lock(repo):
+                    yield f"{repo.parent.name}/{repo.name}", repo
+            except BaseException:
+                _remove_unpublished(made)
+                raise
+    except filelock.Timeout as err:
+        raise HubError(
+            f"{Path(err.lock_file).parent}: another process has held its lock "
+            f"{err.lock_file} for over "
+            f"{LOCK_TIMEOUT_S:.0f}s; wait for it to finish, or remove the lock file if "
+            "no kernelforge process is running"
+        ) from err
+    except OSError as err:
+        what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+        if err.filename is not None and not _in_tree(err.filename, hub.root):
+            raise HubError(f"{err.filename}: {err.strerror or err} (a file outside the hub "
+                           f"{hub.root}; no revision was written)") from err
+        raise HubError(f"writing to the hub {hub.root} failed ({what}); its revisions "
+                       f"are as they were; fix: {_write_fix(hub, err)}") from err
 
 
-    def _branch_card(self, repo_id: str, repo: Path, branch: str) -> dict[str, bytes]:
-        """The card the head of ``branch`` holds, as ``extra`` files for its next revision
-        (none when the branch is new, has no card, or its card cannot be read)."""
-        head = read_ref(repo / "refs" / "heads" / branch)
-        if head is None:
-            return {}
+def _write_fix(hub: LocalHub, err: OSError) -> str:
+    """What to do about a write to this hub that the file system refused."""
+    if err.errno in _durable.DISK_FULL:
+        return "free space on its disk"
+    if err.errno in _durable.NOT_WRITABLE:
+        # the hub, with what it holds; where it does not exist yet, the folder it
+        # would be made in
+        where = _durable.nearest_folder(hub.root)
+        return (f"make {where} writable, or publish to a hub you can write (--hub on "
+                "the command line, hub= in Python)")
+    return "remove the cause, then run it again"
+
+
+def _repo_lock(repo: Path) -> filelock.FileLock:
+    """The write lock of a repository folder (its ``.lock``, never a link)."""
+    import filelock
+
+    refuse_link(repo / ".lock")
+    return filelock.FileLock(str(repo / ".lock"), timeout=LOCK_TIMEOUT_S)
+
+
+def commit_main(
+    hub: LocalHub, repo_id: str, repo: Path, message: str, changes: dict[str, str | None]
+) -> Revision:
+    """Commit on ``main``: its card and status files, with ``changes`` applied."""
+    head = read_ref(repo / "refs" / "heads" / CARD_BRANCH)
+    files: dict[str, bytes] = {}
+    if head is not None:
+        old = repo / "objects" / head
+        for name in (CARD_FILE, STATUS_FILE):
+            if (old / name).is_file():
+                files[name] = (old / name).read_bytes()
+    for name, text in changes.items():
+        if text is None:
+            files.pop(name, None)
+        else:
+            files[name] = text.encode("utf-8")
+    return _commit(hub, repo_id, repo, CARD_BRANCH, None, message, files, None)
+
+
+def _commit(
+    hub: LocalHub,
+    repo_id: str,
+    repo: Path,
+    branch: str,
+    staged: Staged | None,
+    message: str,
+    extra: dict[str, bytes],
+    signer: SigningKey | None,
+) -> Revision:
+    """Write one revision and move ``branch`` to it. The caller holds the lock.
+
+    ``extra`` files (card, status) are written as given; with a ``signer`` every
+    staged variant's copied ``metadata.json`` is signed into ``build/<v>.sig``.
+    """
+    # what this publish writes into is the hub's own (tmp/: _clean_leftovers checks)
+    refuse_link(repo / "objects", repo / "refs", repo / "refs" / "heads")
+    _clean_leftovers(repo)
+    head = repo / "refs" / "heads" / branch
+    parent = read_ref(head)
+    if (parent is not None and staged is not None and signer is None
+            and _published_already(hub, repo_id, parent, staged, extra)):
+        # checked before anything is copied: a publish of the build the branch holds
+        # writes nothing (see the copy's own check below)
+        return replace(hub.revision(repo_id, parent), parent=parent)
+    objects = repo / "objects"
+    _durable.make_dirs(objects)
+
+    tmp = repo / "tmp" / secrets.token_hex(8)
+    tmp.mkdir(parents=True)
+    try:
         try:
-            data = self.read_file(repo_id, head, CARD_FILE)
-        except HubError as err:
-            logger.info("the card of %s %s cannot be read (%s); not kept", repo_id, branch,
-                        err)
-            return {}
-        return {} if data is None else {CARD_FILE: data}
+            recorded = _durable.copy_tree(tmp, staged.files if staged else (), None)
+        except OSError as err:
+            # A file of the build that cannot be read is the build's problem, not
+            # the hub's: say which file (the copy under tmp/ is removed below).
+            source = _failed_source(err, staged)
+            if source is None or staged is None:
+                raise
+            raise build_file_error(source, err, staged) from err
+        if staged is not None:
+            check_digests(tmp, staged, recorded)
+            if signer is not None:
+                for variant in staged.variants:
+                    meta = (tmp / "build" / variant / "metadata.json").read_bytes()
+                    extra = {**extra, signature_path(variant): signer.sign_variant(
+                        variant, meta, repo_id=repo_id)}
+        for rel, data in sorted(extra.items()):
+            recorded[rel] = _durable.write_file(tmp / rel, data)
+        # copy_tree fsynced the folders before these files were added to them (a
+        # signature to build/, the card to the top): flush those entries again
+        # below, before the rename publishes the revision.
+        extra_dirs = {(tmp / rel).parent for rel in extra} - {tmp}
+        if parent is not None and _unchanged(hub, repo_id, parent, recorded):
+            # The branch holds these very files, published by this user: no new
+            # revision (as the Hugging Face Hub makes no commit that changes
+            # nothing). The returned revision is the head, with itself as parent.
+            shutil.rmtree(tmp)
+            return replace(hub.revision(repo_id, parent), parent=parent)
+        fields = {
+            "tree": hashlib.sha256(
+                "".join(f"{k}\0{v}\n" for k, v in sorted(recorded.items())).encode()
+            ).hexdigest(),
+            "parent": parent,
+            "time": time.time(),
+            "message": message,
+            "branch": branch,
+        }
+        commit = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:40]
+        from kernelforge.trust import owner_mark
 
-    def _published_already(self, repo_id: str, head: str, staged: Staged,
-                           extra: dict[str, bytes]) -> bool:
-        """Whether the revision at ``head`` holds exactly the files this publish would
-        write (:meth:`_unchanged`), found by reading the build where it is rather than
-        by copying it into the hub first. The files are hashed only when the head
-        records the same paths and the same bytes for each variant's ``metadata.json``
-        (which records the digest of every other file); a file that cannot be read is
-        left to the copy, which names it."""
-        try:
-            old = self._record(repo_id, head).get("files", {})
-        except HubError:
-            return False
-        if set(old) != {rel for _, rel in staged.files} | set(extra) or any(
-                b64_sha256(data) != old[rel] for rel, data in extra.items()):
-            return False
-        try:
-            metadata = [(src, rel) for src, rel in staged.files
-                        if rel.count("/") == 2 and rel.endswith("/metadata.json")]
-            if any(hash_file(src) != old[rel] for src, rel in metadata):
-                return False
-            recorded = {rel: hash_file(src) for src, rel in staged.files}
-        except OSError:
-            return False
-        recorded.update({rel: b64_sha256(data) for rel, data in extra.items()})
-        check_digests(None, staged, recorded)  # a build changed since: refused, as below
-        return self._unchanged(repo_id, head, recorded)
+        record = {"format": RECORD_FORMAT, "repo-id": repo_id, **fields, "files": recorded,
+                  "owner": owner_mark(repo_id, commit, recorded)}
+        _durable.write_file(
+            tmp / COMMIT_FILE, json.dumps(record, indent=1, sort_keys=True).encode()
+        )
+        for folder in sorted(extra_dirs, key=lambda d: len(d.parts), reverse=True):
+            _durable.fsync_dir(folder)
+        _durable.fsync_dir(tmp)
+        target = objects / commit
+        if target.exists():  # this very revision was published already: reuse it
+            shutil.rmtree(tmp)
+        else:
+            os.rename(tmp, target)
+        _durable.fsync_dir(objects)
+    except BaseException:
+        # A failure (not a crash) cleans up at once; a crash leaves tmp/ for the
+        # next publish to remove.
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _durable.write_ref(head, commit)
+    return hub.revision(repo_id, commit)
 
-    def _unchanged(self, repo_id: str, head: str, recorded: dict[str, str]) -> bool:
-        """Whether the revision at ``head`` records exactly ``recorded``, was published
-        by this user and is intact on disk. A damaged head (a corrupt record, a file
-        changed, removed or added) is not the same: publishing the build again is the
-        fix the damage messages give, so it must make a new revision."""
-        try:
-            old = self._record(repo_id, head)
-            if old.get("files") != recorded or not self._owned(repo_id, head, old):
-                return False
-            self.verify(repo_id, head)
-        except (HubError, IntegrityError) as err:
-            logger.info("the head %s of %s is damaged (%s); publishing a new revision",
-                        head[:12], repo_id, err)
+
+def _branch_card(hub: LocalHub, repo_id: str, repo: Path, branch: str) -> dict[str, bytes]:
+    """The card the head of ``branch`` holds, as ``extra`` files for its next revision
+    (none when the branch is new, has no card, or its card cannot be read)."""
+    head = read_ref(repo / "refs" / "heads" / branch)
+    if head is None:
+        return {}
+    try:
+        data = hub.read_file(repo_id, head, CARD_FILE)
+    except HubError as err:
+        logger.info("the card of %s %s cannot be read (%s); not kept", repo_id, branch,
+                    err)
+        return {}
+    return {} if data is None else {CARD_FILE: data}
+
+
+def _published_already(hub: LocalHub, repo_id: str, head: str, staged: Staged,
+                       extra: dict[str, bytes]) -> bool:
+    """Whether the revision at ``head`` holds exactly the files this publish would
+    write (:meth:`_unchanged`), found by reading the build where it is rather than
+    by copying it into the hub first. The files are hashed only when the head
+    records the same paths and the same bytes for each variant's ``metadata.json``
+    (which records the digest of every other file); a file that cannot be read is
+    left to the copy, which names it."""
+    try:
+        old = hub._record(repo_id, head).get("files", {})
+    except HubError:
+        return False
+    if set(old) != {rel for _, rel in staged.files} | set(extra) or any(
+            b64_sha256(data) != old[rel] for rel, data in extra.items()):
+        return False
+    try:
+        metadata = [(src, rel) for src, rel in staged.files
+                    if rel.count("/") == 2 and rel.endswith("/metadata.json")]
+        if any(hash_file(src) != old[rel] for src, rel in metadata):
             return False
-        return True
+        recorded = {rel: hash_file(src) for src, rel in staged.files}
+    except OSError:
+        return False
+    recorded.update({rel: b64_sha256(data) for rel, data in extra.items()})
+    check_digests(None, staged, recorded)  # a build changed since: refused, as below
+    return _unchanged(hub, repo_id, head, recorded)
+
+
+def _unchanged(hub: LocalHub, repo_id: str, head: str, recorded: dict[str, str]) -> bool:
+    """Whether the revision at ``head`` records exactly ``recorded``, was published
+    by this user and is intact on disk. A damaged head (a corrupt record, a file
+    changed, removed or added) is not the same: publishing the build again is the
+    fix the damage messages give, so it must make a new revision."""
+    try:
+        old = hub._record(repo_id, head)
+        if old.get("files") != recorded or not hub._owned(repo_id, head, old):
+            return False
+        hub.verify(repo_id, head)
+    except (HubError, IntegrityError) as err:
+        logger.info("the head %s of %s is damaged (%s); publishing a new revision",
+                    head[:12], repo_id, err)
+        return False
+    return True
 
 
 def read_ref(path: Path) -> str | None:

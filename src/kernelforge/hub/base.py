@@ -4,7 +4,8 @@ A hub holds repositories ``org/name`` laid out like a Hugging Face kernel reposi
 builds on branch ``v<version>`` under ``build/<variant>/``, the card on ``main``. Two
 backends implement :class:`Hub`: the embedded :class:`~kernelforge.hub.local.LocalHub`
 (a directory) and :class:`~kernelforge.hub.hf.HfHub` (the Hugging Face Hub, through
-``huggingface_hub``). The loader, the lock files and the command line talk to this
+``huggingface_hub``), each a subclass of it; a class of the caller's own with the same
+methods is a hub too. The loader, the lock files and the command line talk to this
 protocol only, so one code path resolves both.
 
 A variant may be signed: its signature lives next to it, at ``build/<variant>.sig``,

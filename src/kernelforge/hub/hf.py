@@ -37,6 +37,7 @@ from kernelforge.hub.base import (
     PREFIX_RE,
     STATUS_FILE,
     Fetched,
+    Hub,
     Revision,
     Same,
     check_publish_arguments,
@@ -417,8 +418,9 @@ def _huggingface_hub() -> Any:
         ) from err
     return huggingface_hub
 
-class HfHub:
-    """Kernel repositories on the Hugging Face Hub.
+class HfHub(Hub):
+    """Kernel repositories on the Hugging Face Hub: the
+    :class:`~kernelforge.hub.base.Hub` that talks to it through ``huggingface_hub``.
 
     Every method that takes a ``repo_id`` refuses a malformed one with ``ValueError``,
     and raises ``HubError`` where ``huggingface_hub`` is not installed, where the Hub

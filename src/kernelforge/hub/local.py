@@ -48,27 +48,30 @@ import logging
 import os
 import reprlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelforge import _durable
 from kernelforge._parse import json_loads, newer_format_number
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError
-from kernelforge.hub import base
+from kernelforge.hub import _local_write, base
 from kernelforge.hub._local_write import (
     COMMIT_FILE,
     RECORD_FORMAT,
-    LocalHubWriter,
     _not_a_hub,
     read_ref,
     refuse_link,
 )
 from kernelforge.hub.base import (
     Fetched,
+    Hub,
     Revision,
     validate_repo_id,
     version_branches,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelforge.signing import SigningKey
 
 __all__ = ["EMPTY_HUB", "LocalHub", "Revision", "default_root", "validate_repo_id"]
 
@@ -151,8 +154,9 @@ def held_repos(repo_id: str, held: list[str]) -> str:
     return ", ".join(shown) + hint
 
 
-class LocalHub(LocalHubWriter):
-    """Kernel repositories kept in a directory on this machine.
+class LocalHub(Hub):
+    """Kernel repositories kept in a directory on this machine: the embedded
+    :class:`~kernelforge.hub.base.Hub`.
 
     Every method that takes a ``repo_id`` refuses a malformed one with ``ValueError``
     (and a ``commit`` that is not 40 hex digits), and raises ``HubError`` where the
@@ -790,6 +794,130 @@ class LocalHub(LocalHubWriter):
         root = self._object_dir(repo_id, commit)
         verify_tree(root, self.recorded_files(repo_id, commit), ignore=(COMMIT_FILE,),
                     bytecode="allow-pycache")
+
+
+    # --- writing (kernelforge.hub._local_write) ------------------------------------
+
+    def check_publishable(self) -> None:
+        """Refuse, before any work, a root that cannot hold a hub: a file, a path that
+        cannot be used, or a directory holding something other than ``<org>/<name>/``
+        folders (a project given as the hub by mistake).
+
+        Raises:
+            HubError: naming the hub and what is wrong with it.
+        """
+        _local_write.check_publishable(self)
+
+    def publish(
+        self,
+        repo_id: str,
+        build_dir: str | os.PathLike[str],
+        *,
+        version: int,
+        message: str = "",
+        card: str | None = None,
+        signer: SigningKey | None = None,
+    ) -> Revision:
+        """Publish a project's builds as a new revision on branch ``v<version>``.
+
+        Args:
+            repo_id: ``org/name``; created on first publish.
+            build_dir: the ``build/`` directory holding ``<variant>/`` directories, or
+                the project directory that contains it.
+            version: the kernel's major version; the branch is ``v<version>`` and every
+                variant's ``metadata.json`` ``version`` must equal it (or be absent).
+            message: the revision message.
+            card: the repository card (README) text; when given it is stored in the
+                revision and committed on branch ``main`` too. Without one the revision
+                keeps the card of the branch's head, as a Hugging Face Hub publish does.
+            signer: sign every variant with this key (``build/<variant>.sig``), so
+                that others who trust the key can load it.
+
+        Returns:
+            The new :class:`Revision`; where the branch's head, published by you, holds
+            the same files, that head (no new revision), with itself as its parent.
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``version``, an empty or blank
+                ``build_dir`` string, a ``message`` or ``card`` that is not a string,
+                a ``card`` bigger than :data:`~kernelforge.hub.base.SMALL_FILE_MAX`
+                (16 MiB: a later publish without a card could not read it back).
+            TypeError: a ``signer`` that is not a
+                :class:`~kernelforge.signing.SigningKey`.
+            HubError: the build is unfit to publish (no variants, a ``.pyc``, a link,
+                missing or wrong metadata, a ``metadata.json`` ``version`` other than
+                ``version``) or the hub cannot be written.
+            IntegrityError: a variant's files do not match its recorded digest.
+            TrustError: ``signer`` is given but a variant's ``metadata.json`` records
+                no file digests (a signature would not cover its code).
+        """
+        return _local_write.publish(self, repo_id, build_dir, version=version,
+                                    message=message, card=card, signer=signer)
+
+    def set_card(self, repo_id: str, card: str, *, message: str = "Update card") -> Revision:
+        """Commit a repository card (``README.md``) on branch ``main``.
+
+        Args:
+            repo_id: ``org/name``; created when the hub does not hold it yet.
+            card: the README text.
+            message: the revision message.
+
+        Returns:
+            The new :class:`Revision` on ``main``; where ``main``'s head, published by
+            you, holds this card already, that head (no new revision), with itself as
+            its parent.
+
+        Raises:
+            ValueError: a malformed ``repo_id``, a ``card`` or ``message`` that is not a
+                string.
+            HubError: the hub cannot be written.
+        """
+        return _local_write.set_card(self, repo_id, card, message=message)
+
+    def set_status(
+        self, repo_id: str, status: str | None, *, message: str = "Update kernel status"
+    ) -> Revision:
+        """Commit (or remove, with ``None``) ``kernel-status.toml`` on branch ``main``.
+
+        The file can redirect loads to another repository, in the format Hugging
+        Face's ``kernels`` reads: ``kind = "redirect"``, ``destination = "org/name"``
+        and an optional ``revision``.
+
+        Args:
+            repo_id: ``org/name``; created when the hub does not hold it yet.
+            status: the TOML text, or ``None`` to remove the file.
+            message: the revision message.
+
+        Returns:
+            The new :class:`Revision` on ``main``; where ``main``'s head, published by
+            you, holds this status already, that head (no new revision), with itself as
+            its parent.
+
+        Raises:
+            ValueError: a malformed ``repo_id``, a ``status`` that is neither a string
+                nor ``None``, a ``message`` that is not a string.
+            HubError: ``status`` is not a valid ``kernel-status.toml``, or the hub
+                cannot be written.
+        """
+        return _local_write.set_status(self, repo_id, status, message=message)
+
+    def tag(self, repo_id: str, tag: str, revision: str) -> str:
+        """Create or move a tag.
+
+        Args:
+            repo_id: ``org/name``.
+            tag: the tag name (letters, digits, ``.``, ``_`` and ``-``).
+            revision: what to tag (branch, tag or commit), as :meth:`resolve` reads it.
+
+        Returns:
+            The tagged commit id.
+
+        Raises:
+            ValueError: a malformed ``repo_id`` or ``tag`` name.
+            HubError: the repository or ``revision`` does not exist, or the hub cannot
+                be written.
+        """
+        return _local_write.set_tag(self, repo_id, tag, revision)
 
 
 #: What to do about a damaged commit record (anyone who can write the hub can change it).
