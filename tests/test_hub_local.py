@@ -548,6 +548,48 @@ def test_a_card_too_big_to_read_back_is_refused_at_publish(hub: LocalHub, projec
     assert hub.read_file(REPO, rev.commit, "README.md") == ("é" * 50).encode()
 
 
+
+def test_set_card_refuses_a_card_too_big_to_read_back_as_publish_does(
+        hub: LocalHub, project: Path, monkeypatch) -> None:
+    """``set_card`` writes the card ``publish(card=...)`` writes, and the next publish
+    without a card reads it back the same way: refused with the same words, and nothing
+    written; one at the limit is taken and read back."""
+    from kernelforge.hub import base
+
+    monkeypatch.setattr(base, "SMALL_FILE_MAX", 100)
+    too_big = "é" * 50 + "x"
+    with pytest.raises(ValueError) as by_publish:
+        hub.publish(REPO, project, version=1, card=too_big)
+    with pytest.raises(ValueError) as by_set_card:
+        hub.set_card(REPO, too_big)
+    assert str(by_set_card.value) == str(by_publish.value) == (
+        "card: 101 bytes, more than the 100 a hub reads of one file; fix: shorten "
+        "it (link large images rather than embedding them)")
+    assert not hub.has_repo(REPO) and not (hub.root / REPO).exists()
+    rev = hub.set_card(REPO, "é" * 50)
+    assert hub.read_file(REPO, rev.commit, "README.md") == ("é" * 50).encode()
+
+
+def test_set_status_refuses_a_status_file_no_load_could_read(
+        hub: LocalHub, project: Path, monkeypatch) -> None:
+    """Every load of a repository reads its ``kernel-status.toml`` first, refusing one
+    over SMALL_FILE_MAX as damaged: ``set_status`` refuses to write such a file, so that
+    the repository stays loadable."""
+    from kernelforge.hub import base
+
+    first = hub.publish(REPO, project, version=1)
+    monkeypatch.setattr(base, "SMALL_FILE_MAX", 64)
+    status = 'kind = "redirect"\ndestination = "org/x"\n'  # 40 bytes
+    with pytest.raises(ValueError) as info:
+        hub.set_status(REPO, status + "#" * 30 + "\n")
+    assert str(info.value) == (
+        "status: 71 bytes, more than the 64 a hub reads of one file (every load of the "
+        "repository would be refused); fix: shorten it (a kernel-status.toml needs a "
+        "few lines)")
+    assert hub.branches(REPO) == {"v1": first.commit}
+    rev = hub.set_status(REPO, status)
+    assert hub.read_file(REPO, rev.commit, "kernel-status.toml") == status.encode()
+
 def test_resolve_branch_tag_commit_and_prefix(hub: LocalHub, project: Path, tmp_path: Path) -> None:
     rev = hub.publish(REPO, project, version=1)
     make_variant(tmp_path / "p2", "torch-cpu", module_id="_relu_cpu_0000002")

@@ -32,8 +32,10 @@ from kernelforge.hub.base import (
     COMMIT_RE,
     STATUS_FILE,
     Revision,
+    check_card,
     check_publish_arguments,
     check_ref_name,
+    check_status,
     check_text,
     signature_path,
 )
@@ -105,8 +107,9 @@ def publish(
 
 
 def set_card(hub: LocalHub, repo_id: str, card: str, *, message: str) -> Revision:
-    """:meth:`LocalHub.set_card <kernelforge.hub.local.LocalHub.set_card>`."""
-    check_text("card", card, "README text")
+    """:meth:`LocalHub.set_card <kernelforge.hub.local.LocalHub.set_card>`: the card is
+    checked as :meth:`publish` checks one."""
+    check_card(card)
     check_text("message", message, "a string")
     with locked(hub, repo_id) as (repo_id, repo):
         return commit_main(hub, repo_id, repo, message, {CARD_FILE: card})
@@ -117,7 +120,7 @@ def set_status(hub: LocalHub, repo_id: str, status: str | None, *, message: str)
     is parsed before the hub is locked."""
     check_text("message", message, "a string")
     if status is not None:
-        check_text("status", status, "the text of kernel-status.toml, or None")
+        check_status(status)
         from kernelforge.revisions import parse_status
 
         parse_status(status, f"{repo_id}: {STATUS_FILE}")

@@ -36,6 +36,7 @@ __all__ = [
     "check_publish_arguments",
     "check_ref_name",
     "check_small_file",
+    "check_status",
     "check_text",
     "is_commit",
     "is_hub",
@@ -145,11 +146,31 @@ def check_card(card: object) -> None:
         ValueError: naming the argument, with its size and the fix.
     """
     check_text("card", card, "README text")
-    size = len(str(card).encode("utf-8", "surrogatepass"))
+    _check_readable_size("card", str(card), "",
+                         "shorten it (link large images rather than embedding them)")
+
+
+def check_status(status: object) -> None:
+    """Refuse a ``kernel-status.toml`` that is not text, or that is bigger than
+    :data:`SMALL_FILE_MAX`: every load of the repository reads it first
+    (:meth:`Hub.read_file`), which refuses a file that large, so no load of the
+    repository would succeed.
+
+    Raises:
+        ValueError: naming the argument, with its size and the fix.
+    """
+    check_text("status", status, "the text of kernel-status.toml, or None")
+    _check_readable_size("status", str(status), " (every load of the repository would be "
+                         "refused)", "shorten it (a kernel-status.toml needs a few lines)")
+
+
+def _check_readable_size(name: str, text: str, consequence: str, fix: str) -> None:
+    """Refuse text that, written to a hub as one file, :meth:`Hub.read_file` would refuse
+    to read back (over :data:`SMALL_FILE_MAX` bytes as UTF-8)."""
+    size = len(text.encode("utf-8", "surrogatepass"))
     if size > SMALL_FILE_MAX:
-        raise ValueError(
-            f"card: {size} bytes, more than the {SMALL_FILE_MAX} a hub reads of one "
-            "file; fix: shorten it (link large images rather than embedding them)")
+        raise ValueError(f"{name}: {size} bytes, more than the {SMALL_FILE_MAX} a hub reads "
+                         f"of one file{consequence}; fix: {fix}")
 
 
 def check_publish_arguments(repo_id: object, build_dir: object, version: object,

@@ -869,7 +869,9 @@ class LocalHub(Hub):
 
         Raises:
             ValueError: a malformed ``repo_id``, a ``card`` or ``message`` that is not a
-                string.
+                string, a ``card`` bigger than
+                :data:`~kernelforge.hub.base.SMALL_FILE_MAX` (16 MiB: a later publish
+                without a card could not read it back), as :meth:`publish` refuses it.
             HubError: the hub cannot be written.
         """
         return _local_write.set_card(self, repo_id, card, message=message)
@@ -895,7 +897,10 @@ class LocalHub(Hub):
 
         Raises:
             ValueError: a malformed ``repo_id``, a ``status`` that is neither a string
-                nor ``None``, a ``message`` that is not a string.
+                nor ``None`` or that is bigger than
+                :data:`~kernelforge.hub.base.SMALL_FILE_MAX` (16 MiB: every load of the
+                repository reads it, and would refuse it), a ``message`` that is not a
+                string.
             HubError: ``status`` is not a valid ``kernel-status.toml``, or the hub
                 cannot be written.
         """
