@@ -1,6 +1,7 @@
 """Crash safety: a publish and a download, each killed with SIGKILL at every rename,
-flush, link or permission change; afterwards the last good revision loads and no partial
-state is visible. And eight processes cold-loading one kernel fetch it once."""
+flush, link or permission change; afterwards the last good revision loads, no partial
+state is visible, and the next publish leaves no revision that no ref reaches. And
+eight processes cold-loading one kernel fetch it once."""
 
 from __future__ import annotations
 
@@ -82,9 +83,12 @@ def test_publish_killed_at_every_step_leaves_the_last_good_revision(
         module = loader.get_kernel(REPO, version=1, hub=hub)  # no allowance needed
         expected = (new_id, 2) if head != good else (old_id, 1)
         assert (module.__name__, module.VALUE) == expected
-        # the next publish clears whatever the crash left in tmp/
+        # the next publish clears whatever the crash left in tmp/, and a revision it
+        # wrote that no ref names
         hub.publish(REPO, tmp_path / "old", version=1)
         assert not list((hub.root / REPO / "tmp").iterdir())
+        reached = {r.commit for branch in hub.branches(REPO) for r in hub.log(REPO, branch)}
+        assert {p.name for p in (hub.root / REPO / "objects").iterdir()} == reached
         if proc.returncode == 0:
             steps = n
             break

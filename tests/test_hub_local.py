@@ -879,7 +879,8 @@ def test_what_a_killed_first_publish_left_decides_no_spelling(
     assert hub.publish("zed/failed", project, version=1).repo_id == "zed/failed"
     assert sorted(p.name for p in hub.root.iterdir() if not p.name.startswith(".")) == ["zed"]
     assert hub.repos() == ["zed/failed"]
-    # one that holds a revision (killed after writing it, before its ref) is kept
+    # one that holds a revision that no pending note names (put there by hand, or by a
+    # kernelforge that wrote none) is kept
     kept = hub.root / "Kept" / "Repo" / "objects" / ("0" * 40)
     kept.mkdir(parents=True)
     (kept / "file").write_text("x")
@@ -941,8 +942,9 @@ def test_a_first_publish_waiting_on_a_refused_one_makes_its_own_folder(
 
 def test_a_first_publish_whose_ref_cannot_be_written_keeps_its_revision(
         hub: LocalHub, project: Path, monkeypatch) -> None:
-    """A folder that holds a revision is never taken away, even one no ref reaches: only
-    the empty folders of a publish that wrote nothing are."""
+    """A failed publish takes away only the empty folders of a publish that wrote
+    nothing: a revision whose ref could not be written is kept, unlisted, until the next
+    publish, which removes it (its pending note names it) as what a killed one left."""
     def no_space(path: Path, commit: str) -> None:
         raise OSError(28, "No space left on device", str(path))
 
@@ -952,7 +954,8 @@ def test_a_first_publish_whose_ref_cannot_be_written_keeps_its_revision(
     monkeypatch.undo()
     objects = hub.root / "kernels-test" / "relu" / "objects"
     assert len(list(objects.iterdir())) == 1 and not hub.has_repo(REPO)
-    assert hub.publish(REPO, project, version=1).repo_id == REPO
+    rev = hub.publish(REPO, project, version=1)
+    assert rev.repo_id == REPO and [p.name for p in objects.iterdir()] == [rev.commit]
 
 
 # --- atomicity ---------------------------------------------------------------------------
@@ -1090,6 +1093,94 @@ def test_sigkill_mid_publish(hub: LocalHub, project: Path, tmp_path: Path, point
     assert list((repo / "tmp").iterdir()) == []
     assert not list((repo / "refs" / "heads").glob(".*"))
 
+
+
+# Publishes sys.argv[2] to sys.argv[3] in the hub sys.argv[1], pausing (for the parent's
+# SIGKILL) once the revision is in objects/: before its ref is written ("ref"), or with
+# the ref's folders made but not its file ("ref-file").
+_KILL_AT_REF_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from kernelforge import _durable
+    from kernelforge.hub import LocalHub
+
+    hub_root, build, repo_id, point = sys.argv[1:5]
+
+    def pause():
+        print("PAUSED", flush=True)
+        time.sleep(600)
+
+    real_write_ref, real_replace = _durable.write_ref, os.replace
+
+    def write_ref(path, commit):
+        if point == "ref":
+            pause()
+        real_write_ref(path, commit)
+
+    def replace(src, dst):
+        if point == "ref-file" and os.path.basename(dst) == "v1":
+            pause()
+        real_replace(src, dst)
+
+    _durable.write_ref = write_ref
+    os.replace = replace
+    LocalHub(hub_root).publish(repo_id, build, version=1)
+    print("DONE", flush=True)
+    """
+)
+
+
+def _kill_at(hub: LocalHub, build: Path, repo_id: str, point: str) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_AT_REF_SCRIPT, str(hub.root),
+                             str(build), repo_id, point], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "PAUSED"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("point", ["ref", "ref-file"])
+def test_what_publishes_killed_before_their_ref_left_goes_with_the_next_publish(
+        hub: LocalHub, project: Path, tmp_path: Path, point: str) -> None:
+    """A publish killed once its revision is in ``objects/`` but before its branch names
+    it leaves a complete revision no ref reaches, which no one was told of. The next
+    publish, under the repository's lock, removes it (the next killed one too): repeated
+    kills (a CI time limit) do not pile up copies of the build, and every revision left
+    is one a ref reaches."""
+    first = hub.publish(REPO, project, version=1)
+    objects = hub.root / REPO / "objects"
+    for i in range(3):
+        make_variant(tmp_path / f"killed{i}", "torch-cpu", module_id=f"_relu_cpu_000001{i}")
+        _kill_at(hub, tmp_path / f"killed{i}", REPO, point)
+        assert hub.branches(REPO) == {"v1": first.commit}  # never a half-moved branch
+        # the head, and the last dead publish's revision (unreachable), not one per kill
+        assert len(list(objects.iterdir())) == 2
+    rev = hub.publish(REPO, _second_build(tmp_path), version=1)
+    assert rev.parent == first.commit
+    assert sorted(p.name for p in objects.iterdir()) == sorted([first.commit, rev.commit])
+    assert list((hub.root / REPO / "tmp").iterdir()) == []
+    for commit in (first.commit, rev.commit):
+        hub.verify(REPO, commit)
+
+
+@pytest.mark.parametrize("point", ["ref", "ref-file"])
+def test_a_first_publish_killed_before_its_ref_leaves_no_repository(
+        hub: LocalHub, project: Path, tmp_path: Path, point: str) -> None:
+    """Killed at its ref, a first publish published nothing: the hub lists no repository
+    (a load with no hub given goes on to the Hugging Face Hub, rather than finding a
+    repository here with no versions), and the next first publish, under any spelling,
+    finds nothing of it: its own spelling is the repository's."""
+    _kill_at(hub, project, REPO, point)
+    assert hub.repos() == [] and not hub.has_repo(REPO)
+    rev = hub.publish("Kernels-Test/Relu", _second_build(tmp_path), version=1)
+    assert rev.repo_id == "Kernels-Test/Relu" and hub.repos() == ["Kernels-Test/Relu"]
+    repo = hub.root / "Kernels-Test" / "Relu"
+    assert [p.name for p in (repo / "objects").iterdir()] == [rev.commit]
+    assert sorted(p.name for p in hub.root.iterdir() if not p.name.startswith(".")) == [
+        "Kernels-Test"]
 
 _CONCURRENT_SCRIPT = textwrap.dedent(
     """

@@ -152,8 +152,10 @@ def test_every_new_entry_is_fsynced_into_its_folder_before_it_counts(tmp_path: P
     """A power loss may drop a directory entry not fsynced in its folder. So: every file
     and folder of a revision is flushed into its folder after it is written and before
     the rename that makes the revision visible; every folder new outside it (the hub
-    root, <org>/, <org>/<name>/, objects/, refs/, refs/heads/) and the revision itself
-    before the ref that reaches it moves; the ref file, before the publish returns."""
+    root, <org>/, <org>/<name>/, objects/) and the revision itself before the ref that
+    reaches it moves; the ref file, before the publish returns. A repository's first
+    ref is written in a refs/ folder under tmp/ (refs/heads/ and the ref file flushed
+    like a revision's) that is renamed into place, and flushed there."""
     from kernelforge.signing import generate_key
 
     key = generate_key(tmp_path / "k.pem")
@@ -201,9 +203,13 @@ def test_every_new_entry_is_fsynced_into_its_folder_before_it_counts(tmp_path: P
     monkeypatch.undo()
 
     renames = [(i, src) for i, (what, src, _) in enumerate(events) if what == "rename"]
-    refs = [i for i, (what, _, dst) in enumerate(events)
-            if what == "replace" and dst is not None and dst.parent.name in ("heads", "tags")]
-    assert len(renames) == 2 and len(refs) == 2  # two revisions, two ref moves
+    staging = hub.root / REPO / "tmp"
+    # a ref moves where a ref file replaces another in refs/, or where refs/ comes
+    refs = [i for i, (what, _, dst) in enumerate(events) if dst is not None and (
+        (what == "replace" and dst.parent.name in ("heads", "tags")
+         and not dst.is_relative_to(staging)) or (what == "rename" and dst.name == "refs"))]
+    # two revisions and the first refs/ folder, two ref moves (v1's folder, then main)
+    assert len(renames) == 3 and len(refs) == 2 and events[refs[0]][0] == "rename"
 
     def fsynced(folder: Path, after: int, before: int) -> bool:
         return any(what == "fsync" and path == folder
@@ -220,11 +226,16 @@ def test_every_new_entry_is_fsynced_into_its_folder_before_it_counts(tmp_path: P
         elif what == "new" and path.parent.name != "tmp" and path.name != "tmp":
             until = next(r for r in refs if r > i)
             assert fsynced(path.parent, i, until), f"{path} not flushed before the ref moved"
+        elif what == "rename" and i in refs:
+            assert dst is not None
+            assert fsynced(dst.parent, i, len(events)), f"{dst} not flushed"
+            path = dst  # refs/, checked below
         elif what == "rename":
             assert dst is not None
             until = next(r for r in refs if r > i)
             assert fsynced(dst.parent, i, until), f"{dst} not flushed before the ref moved"
-        elif what == "replace" and i in refs:
+        elif what == "replace" and (i in refs or dst is not None
+                                    and dst.is_relative_to(staging)):
             assert dst is not None
             assert fsynced(dst.parent, i, len(events)), f"{dst} not flushed"
         else:
@@ -275,6 +286,38 @@ def test_an_object_no_ref_reaches_is_no_commit_of_the_repository(hub: LocalHub,
     with pytest.raises(HubError, match="ambiguous"):
         hub.resolve(REPO, first.commit[:6])
 
+
+
+def test_a_dead_publishs_revision_that_a_ref_names_since_is_kept(hub: LocalHub,
+                                                                 project: Path,
+                                                                 tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """The next publish removes a revision that a publish which failed before its ref
+    left, unless a ref reaches it by then (tagged by its full id, say): then it is a
+    commit of the repository, and stays."""
+    first = hub.publish(REPO, project, version=1)
+
+    def die(path: Path, commit: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    for i in (2, 3):
+        monkeypatch.setattr(_durable, "write_ref", die)
+        make_variant(tmp_path / f"p{i}", value=i)
+        with pytest.raises(HubError, match="No space left"):
+            hub.publish(REPO, tmp_path / f"p{i}", version=1)
+        monkeypatch.undo()
+        if i == 2:
+            objects = hub.commit_path(REPO, first.commit).parent
+            tagged = next(p.name for p in objects.iterdir() if p.name != first.commit)
+            hub.tag(REPO, "kept", tagged)
+    # the failed publish of p3 removed nothing a ref reaches; its own revision is left
+    assert len(list(objects.iterdir())) == 3
+    make_variant(tmp_path / "p4", value=4)
+    last = hub.publish(REPO, tmp_path / "p4", version=1)
+    assert sorted(p.name for p in objects.iterdir()) == sorted(
+        [first.commit, tagged, last.commit])
+    assert hub.resolve(REPO, "kept") == tagged
+    hub.verify(REPO, tagged)
 
 def test_a_prefix_finds_older_commits_along_the_parent_chain(hub: LocalHub, project: Path,
                                                              tmp_path: Path) -> None:

@@ -61,6 +61,11 @@ COMMIT_FILE = ".commit.json"
 RECORD_FORMAT = 1
 #: The hub-wide lock under which a new repository's folder is made.
 CREATE_LOCK = ".create.lock"
+#: The suffix of the note ``tmp/<name>.pending`` that a publish writes, naming its
+#: commit, before it renames the revision ``tmp/<name>`` into ``objects/``, and removes
+#: once its ref names the commit: what a publish that died between the two left in
+#: ``objects/`` is found by it, and removed by the next writer.
+PENDING_SUFFIX = ".pending"
 CARD_FILE = _durable.CARD_FILE
 _COMMIT_RE = COMMIT_RE
 
@@ -178,10 +183,11 @@ def locked(hub: LocalHub, repo_id: str) -> Iterator[tuple[str, Path]]:
             if repo.is_dir() and not (repo / "refs").is_dir():
                 # No publish is writing it (a first publish holds this lock until it
                 # ends): a first publish killed outright (kill -9, a power loss) left
-                # it. Taken away if it holds no revision, so that it decides no
-                # spelling either.
+                # it. Taken away if it holds no revision once what that publish left is
+                # removed (a revision it wrote but no ref names, too), so that it
+                # decides no spelling either.
                 with _repo_lock(repo):
-                    _clean_leftovers(repo)
+                    _clean_leftovers(hub, repo_id, repo)
                 org_alone = [p.name for p in repo.parent.iterdir()] == [repo.name]
                 _remove_unpublished([repo, repo.parent] if org_alone else [repo])
                 repo = hub._repo_dir(repo_id)
@@ -266,7 +272,7 @@ def _commit(
     """
     # what this publish writes into is the hub's own (tmp/: _clean_leftovers checks)
     refuse_link(repo / "objects", repo / "refs", repo / "refs" / "heads")
-    _clean_leftovers(repo)
+    _clean_leftovers(hub, repo_id, repo)
     head = repo / "refs" / "heads" / branch
     parent = read_ref(head)
     if (parent is not None and staged is not None and signer is None
@@ -329,18 +335,50 @@ def _commit(
             _durable.fsync_dir(folder)
         _durable.fsync_dir(tmp)
         target = objects / commit
+        pending = None
         if target.exists():  # this very revision was published already: reuse it
             shutil.rmtree(tmp)
         else:
+            pending = _note_pending(tmp, commit)
             os.rename(tmp, target)
         _durable.fsync_dir(objects)
     except BaseException:
         # A failure (not a crash) cleans up at once; a crash leaves tmp/ for the
-        # next publish to remove.
+        # next publish to remove. From the rename on, the pending note stays: the
+        # next writer removes the revision unless a ref names it by then.
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _durable.write_ref(head, commit)
+    _write_ref(repo, head, commit)
+    if pending is not None:
+        pending.unlink()
     return hub.revision(repo_id, commit)
+
+
+def _note_pending(tmp: Path, commit: str) -> Path:
+    """Write, durably and before ``tmp`` is renamed to ``objects/<commit>``, the note
+    (:data:`PENDING_SUFFIX`) by which the next writer finds that revision if this
+    publish dies before a ref names it (:func:`_drop_unreferenced`)."""
+    note = tmp.with_name(tmp.name + PENDING_SUFFIX)
+    _durable.write_file(note, f"{commit}\n".encode("ascii"))
+    _durable.fsync_dir(tmp.parent)
+    return note
+
+
+def _write_ref(repo: Path, head: Path, commit: str) -> None:
+    """Point the branch ``head`` at ``commit``. A repository's first ref is written in a
+    ``refs/`` folder made under ``tmp/`` and renamed into place: ``refs/`` is what makes
+    a folder a published repository (:meth:`~kernelforge.hub.local.LocalHub.has_repo`),
+    so it never shows without a branch, which a publish killed between making
+    ``refs/heads/`` and writing its file would otherwise leave (a repository with no
+    versions, which a load with no hub given would take for this hub's)."""
+    refs = repo / "refs"
+    if refs.is_dir():
+        _durable.write_ref(head, commit)
+        return
+    staged = repo / "tmp" / f"{secrets.token_hex(8)}.refs"
+    _durable.write_ref(staged / head.relative_to(refs), commit)
+    os.rename(staged, refs)
+    _durable.fsync_dir(repo)
 
 
 def _branch_card(hub: LocalHub, repo_id: str, repo: Path, branch: str) -> dict[str, bytes]:
@@ -522,9 +560,10 @@ def _remove_unpublished(made: list[Path]) -> None:
     spelt. Nothing else can be using them: every writer of a repository without refs
     holds that lock. Only what a failed publish leaves is removed (the lock file, an
     empty ``tmp/`` and ``objects/``); a folder that holds anything more (a revision
-    whose ref could not be written, a file another program put there) is kept, as a
-    repository without refs, which loads and listings ignore. Best effort: the
-    publish's own error is what the caller sees."""
+    whose ref could not be written, with its pending note, until the next publish
+    removes both; a file another program put there) is kept, as a repository without
+    refs, which loads and listings ignore. Best effort: the publish's own error is what
+    the caller sees."""
     if not made:
         return
     repo = made[0]
@@ -542,8 +581,10 @@ def _remove_unpublished(made: list[Path]) -> None:
                     err.strerror or err)
 
 
-def _clean_leftovers(repo: Path) -> None:
-    """Remove what crashed publishes left behind. Only called under the repo lock.
+def _clean_leftovers(hub: LocalHub, repo_id: str, repo: Path) -> None:
+    """Remove what crashed publishes left behind: ``tmp/``'s entries, the revisions
+    they renamed into ``objects/`` that no ref names (:func:`_drop_unreferenced`), and
+    the temporaries of refs. Only called under the repo lock.
 
     Raises:
         HubError: ``tmp/`` is a symbolic link (whose target is not the hub's to empty).
@@ -551,6 +592,7 @@ def _clean_leftovers(repo: Path) -> None:
     tmp_root = repo / "tmp"
     refuse_link(tmp_root)
     if tmp_root.is_dir():
+        _drop_unreferenced(hub, repo_id, repo)
         for entry in tmp_root.iterdir():
             logger.info("removing %s, left behind by an interrupted publish", entry)
             if entry.is_dir() and not entry.is_symlink():
@@ -564,3 +606,47 @@ def _clean_leftovers(repo: Path) -> None:
                 entry.unlink()
 
 
+
+
+def _drop_unreferenced(hub: LocalHub, repo_id: str, repo: Path) -> None:
+    """Move back into ``tmp/`` (whose entries the caller removes) each revision that a
+    publish renamed into ``objects/`` and then died before a ref named it, as its
+    pending note (:func:`_note_pending`) says: complete, but no commit of the
+    repository, and its id was never given out, so nothing else would remove it and
+    every such kill would leave a copy of the build behind. One that a ref reaches
+    (the publish died after its ref was written, or a tag was set on it since) is kept.
+    Called under the repo lock, where no publish is under way."""
+    notes = sorted((repo / "tmp").glob(f"*{PENDING_SUFFIX}"))
+    if not notes:
+        return
+    reached = _reached(hub, repo_id, repo)
+    if reached is None:
+        return  # a ref cannot be read: its error is the next read's to report
+    objects = repo / "objects"
+    dropped = False
+    for note in notes:
+        try:
+            commit = note.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        revision = objects / commit
+        if (_COMMIT_RE.match(commit) and commit not in reached and revision.is_dir()
+                and not revision.is_symlink()):
+            logger.info("removing revision %s of %s, which a publish that did not finish "
+                        "wrote but no ref names", commit[:12], repo_id)
+            os.rename(revision, repo / "tmp" / secrets.token_hex(8))
+            dropped = True
+    if dropped:
+        _durable.fsync_dir(objects)
+
+
+def _reached(hub: LocalHub, repo_id: str, repo: Path) -> set[str] | None:
+    """The commits the repository's refs reach (none before its first ref), or ``None``
+    where a ref cannot be read (corrupt, a link), which could name any commit."""
+    if not (repo / "refs").is_dir():
+        return set()
+    try:
+        heads = [*hub.branches(repo_id).values(), *hub.tags(repo_id).values()]
+        return hub._reachable(repo_id, heads)
+    except HubError:
+        return None

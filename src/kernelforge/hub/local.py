@@ -11,16 +11,22 @@ Layout of a hub root::
         refs/heads/<branch>           a text file holding a commit id (v1, v2, main)
         refs/tags/<tag>               likewise, for tags
         tmp/<random>/                 a revision being written (ignored by readers)
+        tmp/<random>.pending          the commit it will be, once renamed into objects/
 
-Writers hold the lock, copy the new revision into ``tmp/``, fsync it, rename it to
-``objects/<commit>`` and only then move the branch ref with an atomic replace. A
-reader either sees the old ref (and the old, untouched revision) or the new ref (and a
-complete revision): a crash at any point leaves the previous revision loadable. What a
-crash leaves behind (a ``tmp/`` directory, at worst an object that no ref reaches) is
-never listed, and the next publish removes the ``tmp/`` leftovers. Such an object is
-no commit of the repository, as a failed push makes none on the Hugging Face Hub: a
-short commit id never finds it (nor makes another ambiguous); only its full id, which
-no one was told, does (as it does a revision that a ref moved by hand left behind).
+Writers hold the lock, copy the new revision into ``tmp/``, fsync it, note its commit
+beside it (``.pending``), rename it to ``objects/<commit>`` and only then move the
+branch ref with an atomic replace, and drop the note. A reader either sees the old ref
+(and the old, untouched revision) or the new ref (and a complete revision): a crash at
+any point leaves the previous revision loadable. A repository's first ref comes with
+its ``refs/`` folder, renamed into place whole, so a repository never shows without a
+branch. What a crash leaves behind (a ``tmp/`` entry, an object that no ref reaches)
+is never listed, and the next writer of the repository (a publish, a card or status
+update) removes it under the lock: the ``tmp/`` leftovers, and each object a pending
+note names that no ref reaches by then, so killed publishes never pile up copies of a
+build. Until then such an object is no commit of the repository, as a failed push
+makes none on the Hugging Face Hub: a short commit id never finds it (nor makes another
+ambiguous); only its full id, which no one was told, does (as it does a revision that
+a ref moved by hand left behind, which no note names and which is kept).
 A publish of the very files the branch's head holds (published by this user, intact)
 writes nothing: the build is compared with the head where it lies, before any copy.
 
