@@ -319,6 +319,26 @@ def test_a_dead_publishs_revision_that_a_ref_names_since_is_kept(hub: LocalHub,
     assert hub.resolve(REPO, "kept") == tagged
     hub.verify(REPO, tagged)
 
+
+def test_only_a_pending_note_a_publish_wrote_removes_a_revision(hub: LocalHub,
+                                                                project: Path,
+                                                                tmp_path: Path) -> None:
+    """A link in ``tmp/`` named like a pending note is no note: it is removed with the
+    rest of ``tmp/``, and neither what it leads to nor the object it would name is."""
+    first = hub.publish(REPO, project, version=1)
+    objects = hub.commit_path(REPO, first.commit).parent
+    stray = "ab" * 20
+    (objects / stray).mkdir()
+    (objects / stray / "file").write_text("kept")
+    outside = tmp_path / "outside"
+    outside.write_text(stray + "\n")
+    (objects.parent / "tmp" / "0123456789abcdef.pending").symlink_to(outside)
+    make_variant(tmp_path / "p2", value=2)
+    hub.publish(REPO, tmp_path / "p2", version=1)
+    assert (objects / stray / "file").read_text() == "kept"
+    assert outside.read_text() == stray + "\n"
+    assert list((objects.parent / "tmp").iterdir()) == []
+
 def test_a_prefix_finds_older_commits_along_the_parent_chain(hub: LocalHub, project: Path,
                                                              tmp_path: Path) -> None:
     first = hub.publish(REPO, project, version=1)

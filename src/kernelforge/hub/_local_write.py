@@ -625,8 +625,11 @@ def _drop_unreferenced(hub: LocalHub, repo_id: str, repo: Path) -> None:
     objects = repo / "objects"
     dropped = False
     for note in notes:
+        if note.is_symlink() or not note.is_file():
+            continue  # no note a publish writes: left to the removal of tmp/'s entries
         try:
-            commit = note.read_text(encoding="ascii").strip()
+            with open(note, "rb") as f:
+                commit = f.read(64).decode("ascii").strip()
         except (OSError, UnicodeDecodeError):
             continue
         revision = objects / commit
