@@ -307,6 +307,83 @@ def test_an_include_directory_may_hold_a_colon_but_not_a_dollar(tmp_path: Path) 
         check_ninja_paths(_plan(root, prefix_maps=((torch_dir, "torch"),)), work)
 
 
+# -- `$` in build.toml's flags ---------------------------------------------------------------
+
+#: Kernel flags whose ``$`` ninja read as a variable (``$b``, ``${HOME}``: empty) or
+#: refused (``$(``), and a flag already written as ninja's escape (``$$``).
+DOLLAR_FLAGS = ['-DGREETING="a$b"', "-DPLAIN=x$y$$z", "-DBRACED=${HOME}$(pwd)"]
+
+#: A kernel source that puts what the flags defined into the extension, between markers.
+DOLLAR_SOURCE = textwrap.dedent("""
+    #define KF_TEXT(x) #x
+    #define KF_STR(x) KF_TEXT(x)
+    extern "C" const char kf_kernel_flags[] =
+        "<kernel:" GREETING "|" KF_STR(PLAIN) "|" KF_STR(BRACED) ">";
+""")
+
+
+@pytest.mark.slow
+def test_a_dollar_in_the_flags_reaches_the_compiler_as_written(tmp_path: Path) -> None:
+    """torch's tooling writes flags into build.ninja as they are, where ``$`` starts a
+    ninja variable: ``-DGREETING="a$b"`` compiled as ``"a"``. The build escapes it, as
+    CMake's ninja files (Hugging Face's builder) do, for a kernel section's flags and for
+    the binding's ([torch] cxx-flags) alike."""
+    binding = BINDING + textwrap.dedent("""
+        #define KF_TEXT(x) #x
+        #define KF_STR(x) KF_TEXT(x)
+        extern "C" const char kf_binding_flags[] = "<binding:" KF_STR(BINDING_VALUE) ">";
+    """)
+    project = tiny_cpu_project(
+        tmp_path / "dollar", binding,
+        f"""
+        cxx-flags = ["-DBINDING_VALUE=$ORIGIN"]
+
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["k/k.cpp"]
+        cxx-flags = {DOLLAR_FLAGS!r}
+        """,
+        {"k/k.cpp": DOLLAR_SOURCE},
+    )
+    (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
+    (extension,) = result.path.glob("*.abi3.so")
+    binary = extension.read_bytes()
+    assert b"<kernel:a$b|x$y$$z|${HOME}$(pwd)>" in binary
+    assert b"<binding:$ORIGIN>" in binary
+
+
+def test_only_builds_whose_flags_hold_a_dollar_get_a_new_up_to_date_key(
+        tmp_path: Path) -> None:
+    """A build made before the escape compiled a flag's ``$`` away: such builds are
+    compiled again, any other stays up to date (no term in its key)."""
+    from kernelforge.build import _dollar_flags
+    from kernelforge.manifest import load_manifest
+
+    project = tiny_cpu_project(tmp_path / "keyed", BINDING, """
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["k/k.cpp"]
+        cxx-flags = ["-DA=1"]
+
+        [kernel.g]
+        backend = "cuda"
+        depends = ["torch"]
+        src = ["g/g.cu"]
+        cuda-flags = ["-Xlinker=-rpath,$ORIGIN"]
+        """, {"k/k.cpp": "", "g/g.cu": ""})
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace('backends = ["cpu"]', 'backends = ["cpu", "cuda"]'))
+    manifest = load_manifest(toml)
+    assert _dollar_flags("cpu", manifest) == {}
+    assert _dollar_flags("cuda", manifest) == {"dollar-flags": 1}
+    toml.write_text(toml.read_text().replace(
+        'src = ["torch-ext/torch_binding.cpp"]',
+        'src = ["torch-ext/torch_binding.cpp"]\ncxx-flags = ["-DX=$Y"]'))
+    assert _dollar_flags("cpu", load_manifest(toml)) == {"dollar-flags": 1}
+
+
 # -- ninja on the build's PATH ------------------------------------------------------------
 
 def _ninja_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:

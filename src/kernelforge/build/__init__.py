@@ -390,6 +390,18 @@ def _pinned_names(backend: str, manifest: Manifest, device: Tool | None) -> dict
     return {}
 
 
+def _dollar_flags(backend: str, manifest: Manifest) -> dict[str, int]:
+    """The up-to-date key's term for a build whose flags hold ``$``, which reaches the
+    compiler as written since the driver escapes it for ninja (before, ninja read
+    ``$ORIGIN`` as an empty variable): present only for such builds, so that one made
+    before is compiled again and other builds stay up to date."""
+    flags = [*(manifest.torch.cxx_flags if manifest.torch else ())]
+    for kernel in manifest.kernels.values():
+        if kernel.backend == backend:
+            flags += [*kernel.cxx_flags, *kernel.cuda_flags, *kernel.hip_flags]
+    return {"dollar-flags": 1} if any("$" in flag for flag in flags) else {}
+
+
 def _arch_terms(backend: str, manifest: Manifest,
                 archs: Sequence[str] | None) -> dict[str, int]:
     """The up-to-date key's term for ``--arch`` matched with each section's capabilities
@@ -766,6 +778,7 @@ def build_project(
                 "setuptools": None if manifest.noarch else setuptools_version(env),
                 **_pinned_names(backend, manifest, device),
                 **_arch_terms(backend, manifest, archs),
+                **_dollar_flags(backend, manifest),
             }
         )
         # Checked before the lock too, so that an unchanged project needs no write (a

@@ -129,6 +129,22 @@ def _fixed_commands(compiler: Any, environ: Mapping[str, str]) -> None:
             compiler.set_executable(key, command)
 
 
+def ninja_escaped(flags: Any) -> Any:
+    """``flags`` (a list, or torch's ``{"cxx": [...], "nvcc": [...]}``) with each ``$``
+    written ``$$``, so that the compiler receives them as build.toml writes them.
+
+    torch's extension tooling quotes each flag for the shell but writes it into its
+    ``build.ninja`` as it is, where ``$`` starts a ninja variable: ``-DGREETING="a$b"``
+    reached the compiler as ``-DGREETING="a"``, and ``${`` or ``$(`` stopped ninja.
+    ``$$`` is ninja's literal ``$``, which the shell quoting then keeps literal too, as
+    CMake's ninja files (Hugging Face's builder) pass ``$`` in compile options."""
+    if isinstance(flags, dict):
+        return {key: ninja_escaped(value) for key, value in flags.items()}
+    if isinstance(flags, (list, tuple)):
+        return [flag.replace("$", "$$") if isinstance(flag, str) else flag for flag in flags]
+    return flags
+
+
 def _ninja_path(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
@@ -477,8 +493,15 @@ def main(spec_path: str) -> int:
             run_ninja = cpp_extension._run_ninja_build
             compile_sources = self.compiler.compile
 
-            def compile_recorded(sources: list[str], *args: Any, **kwargs: Any) -> list[str]:
-                objects: list[str] = compile_sources(sources, *args, **kwargs)
+            def compile_recorded(sources: list[str], output_dir: str | None = None,
+                                 macros: Any = None, include_dirs: Any = None, debug: int = 0,
+                                 extra_preargs: Any = None, extra_postargs: Any = None,
+                                 depends: Any = None) -> list[str]:
+                # setuptools' compile(), whose extra_postargs torch writes to build.ninja
+                objects: list[str] = compile_sources(
+                    sources, output_dir=output_dir, macros=macros, include_dirs=include_dirs,
+                    debug=debug, extra_preargs=extra_preargs,
+                    extra_postargs=ninja_escaped(extra_postargs), depends=depends)
                 built_from.update(zip(objects, sources, strict=False))
                 return objects
 
