@@ -157,6 +157,40 @@ def test_another_environment_of_the_same_base_python_is_foreign(tmp_path: Path) 
         build_project(project, backends=["cpu"], python=str(python), progress=lambda _: None)
 
 
+def test_an_environment_without_setuptools_is_refused_before_the_compile(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A virtual environment given torch alone (here through a .pth file, as a stub):
+    one line naming the interpreter and the fix, before any backend starts to compile,
+    not a failed compile per backend. A pure-Python (noarch) build needs no setuptools."""
+    import venv
+
+    from kernelforge.cli import main
+
+    venv.create(tmp_path / "env", with_pip=False, symlinks=True)
+    python = tmp_path / "env" / "bin" / "python"
+    (site,) = (tmp_path / "env" / "lib").glob("python*/site-packages")
+    torch_only = tmp_path / "torch-only"
+    (torch_only / "torch").mkdir(parents=True)
+    (torch_only / "torch" / "__init__.py").write_text("")
+    (torch_only / "torch" / "version.py").write_text(
+        "__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n")
+    (site / "torch_only.pth").write_text(f"{torch_only}\n")
+    env = python_env(python)
+    assert env.torch_install() is not None and env.setuptools_version() is None
+
+    project = copy_example(tmp_path / "relu")
+    assert main(["build", str(project), "--backend", "cpu", "--python", str(python)]) == 1
+    out, err = capsys.readouterr()
+    assert err == (f"error: --python {python} has torch but not setuptools, which torch's "
+                   f"extension tooling needs to compile; fix: {python} -m pip install "
+                   "setuptools\n"), err
+    assert "building" not in out and not (project / ".kernelforge").exists(), out
+
+    noarch = write_noarch_project(tmp_path / "na")
+    assert main(["build", str(noarch), "--python", str(python)]) == 0
+    assert (noarch / "build" / "torch-cpu").is_dir()
+
+
 def test_only_kernelforge_is_put_on_a_foreign_path(tmp_path: Path) -> None:
     """Installed from a wheel, kernelforge sits in the host's site-packages next to the
     host's torch: the other environment must still see its own torch first."""

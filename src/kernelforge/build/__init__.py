@@ -30,7 +30,6 @@ from kernelforge.build.compile import (
     compile_plan,
     compiler_environment,
     reads_digest,
-    setuptools_version,
 )
 from kernelforge.build.interpreter import PythonEnv, python_env
 from kernelforge.build.package import (
@@ -370,6 +369,25 @@ def _torch_install(env: PythonEnv) -> TorchInstall:
     return inst
 
 
+def _setuptools_version(env: PythonEnv) -> str:
+    """The version of setuptools in the environment built for, which torch's extension
+    tooling compiles with. Asked right after its torch, so that an environment without
+    it (a ``--python`` one made with torch alone) is refused before any backend starts
+    to compile, in one line, rather than when the compile imports it.
+
+    Raises:
+        ToolchainError: setuptools is not installed there, naming the interpreter and
+            the fix.
+    """
+    version = env.setuptools_version()
+    if version is None:
+        named = f"--python {env.executable}" if env.foreign else env.executable
+        raise ToolchainError(
+            f"{named} has torch but not setuptools, which torch's extension tooling needs "
+            f"to compile; fix: {shlex.quote(env.executable)} -m pip install setuptools")
+    return version
+
+
 #: Raised whenever a change to the builder changes what a build makes from the same
 #: project and toolchain (2: `[torch] cxx-flags` reach the binding's sources only, and a
 #: source shared by kernel sections compiles once; 3: the compile and link commands are
@@ -645,7 +663,8 @@ def build_project(
             cannot resolve.
         ToolchainError: a needed compiler or dependency is missing, a backend named in
             ``backends`` cannot be built here, or ``python`` is not a usable
-            interpreter (no such file, or no torch there).
+            interpreter (no such file, or no torch there), or the interpreter built for
+            has no setuptools and the project compiles.
         BuildError: compiling failed (the message lists errors with file and line), the
             Python package holds a file the build cannot ship, ``backends`` names a
             backend the project does not have, none of the project's backends can be
@@ -674,6 +693,8 @@ def build_project(
     source_id = source_identity(root, manifest, out_dir=out)
     env = python_env(python)
     torch_install = _torch_install(env)
+    # asked once, with torch: the up-to-date key of every backend holds it
+    setuptools = None if manifest.noarch else _setuptools_version(env)
 
     if manifest.noarch:
         candidates = list(manifest.backends)
@@ -775,7 +796,7 @@ def build_project(
                           else None),
                 "compilers": compiler_environment(),
                 # it writes the compile and link options (noarch builds compile nothing)
-                "setuptools": None if manifest.noarch else setuptools_version(env),
+                "setuptools": setuptools,
                 **_pinned_names(backend, manifest, device),
                 **_arch_terms(backend, manifest, archs),
                 **_dollar_flags(backend, manifest),
