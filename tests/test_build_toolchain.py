@@ -215,3 +215,50 @@ def test_a_cxx_that_is_no_compiler_is_refused_before_the_build(
         find_cxx()
     assert str(err.value).startswith(
         f"{named} is not a C++ compiler: '{program} --version' {answer}; {fix}")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie no parent reaped does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.parametrize("chosen", ["CXX", "c++ on PATH"])
+def test_a_cxx_that_hangs_is_named_with_how_long_and_the_fix(
+        tmp_path: Path, monkeypatch, chosen: str) -> None:
+    """A compiler that never answers ``--version`` (a wrapper that waits, a compiler
+    waiting for its license server): the error says what hung, for how long, and where
+    to look, and the wrapper's child is not left running."""
+    import shutil
+    import sys
+
+    from kernelforge.build import toolchain
+    from kernelforge.errors import ToolchainError
+
+    pid_file = tmp_path / "child.pid"
+    program = tmp_path / "c++"
+    sleep = shutil.which("sleep")  # before PATH holds only the program
+    program.write_text(f"#!/bin/sh\n{sleep} 30 &\necho $! > '{pid_file}'\nwait\n")
+    program.chmod(0o755)
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+    if chosen == "CXX":
+        monkeypatch.setenv("CXX", str(program))
+        named = f"CXX='{program}'"
+        fix = "point CXX at another C++ compiler (CXX=g++ or CXX=clang++)"
+    else:
+        monkeypatch.delenv("CXX", raising=False)
+        monkeypatch.setenv("PATH", str(tmp_path))
+        named = f"the C++ compiler 'c++' on PATH ({program})"
+        fix = "point the CXX environment variable at another C++ compiler"
+    with pytest.raises(ToolchainError) as err:
+        find_cxx()
+    assert str(err.value) == (
+        f"{named} hung: '{program} --version' did not end within 0.5 s, so the build "
+        f"stopped before compiling; fix: run '{program} --version' to see it wait (a "
+        "wrapper script that waits, or a compiler waiting for its license server) and fix "
+        f"that, or {fix}")
+    if sys.platform.startswith("linux"):
+        assert not _alive(int(pid_file.read_text()))

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,20 +48,58 @@ class Tool:
             return f"{self.path}:{said}"
 
 
+#: How long a compiler may take to say its version (``--version``, gcc's
+#: ``-dumpfullversion``), in seconds. One that takes longer hangs (a wrapper script that
+#: waits, a licensed compiler waiting for its license server): the build stops, naming
+#: it, rather than wait for ever.
+VERSION_TIMEOUT_S: float = 60
+
+
+class _NoAnswer(ToolchainError):
+    """A command that did not end within :data:`VERSION_TIMEOUT_S`."""
+
+
 def _run_version(cmd: Sequence[str]) -> str:
     return _ask(cmd)[1]
 
 
 def _ask(cmd: Sequence[str]) -> tuple[int, str]:
-    """The exit status of ``cmd`` and what it wrote (stdout, then stderr)."""
+    """The exit status of ``cmd`` and what it wrote (stdout, then stderr).
+
+    ``cmd`` runs in a process group of its own, which is killed whole when it does not
+    end in time (or the wait is interrupted): a wrapper script's compiler, its child,
+    would otherwise outlive it.
+
+    Raises:
+        _NoAnswer: it did not end within :data:`VERSION_TIMEOUT_S`.
+        ToolchainError: it could not be started.
+    """
+    shown = " ".join(cmd)
     try:
         # a compiler may answer in its locale's encoding (a translated copyright line)
-        proc = subprocess.run(
-            list(cmd), capture_output=True, text=True, errors="replace", timeout=60, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise ToolchainError(f"could not run '{' '.join(cmd)}': {err}") from err
-    return proc.returncode, proc.stdout + proc.stderr
+        proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace",
+                                start_new_session=True)
+    except OSError as err:
+        raise ToolchainError(f"could not run '{shown}': {err}") from err
+    with proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=VERSION_TIMEOUT_S)
+        except BaseException as stopped:
+            _kill_group(proc)
+            if isinstance(stopped, subprocess.TimeoutExpired):
+                raise _NoAnswer(f"'{shown}' did not end within {VERSION_TIMEOUT_S:g} s") \
+                    from None
+            raise
+    return proc.returncode, stdout + stderr
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """Kill ``proc`` and the processes it started (its process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (OSError, AttributeError):  # gone already; no process groups (Windows)
+        proc.kill()
 
 
 def _parse_version(text: str, pattern: str) -> tuple[int, ...] | None:
@@ -194,25 +233,43 @@ def find_cxx() -> Tool:
             f"no C++ compiler found (looked for '{name}' on PATH); install g++ or clang++, "
             "or point the CXX environment variable at one"
         )
+    # what to look at when it hangs: the wrapper or licensed compiler behind the name
+    hung = (f"run '{which} --version' to see it wait (a wrapper script that waits, or a "
+            "compiler waiting for its license server) and fix that, or ")
     if "CXX" in os.environ:
         fix = ("point CXX at an installed C++ compiler (CXX=g++ or CXX=clang++, or its full "
                "path), or unset it to use c++ from PATH")
         chosen = f"CXX={name!r} ({which})" if which != name else f"CXX={name!r}"
+        hung += "point CXX at another C++ compiler (CXX=g++ or CXX=clang++)"
     else:
         fix = "install g++ or clang++, or point the CXX environment variable at one"
         chosen = f"the C++ compiler '{name}' on PATH ({which})"
-    return _host_compiler(Path(which), name, chosen=chosen, fix=fix)
+        hung += "point the CXX environment variable at another C++ compiler"
+    return _host_compiler(Path(which), name, chosen=chosen, fix=fix, hung_fix=hung)
 
 
-def _host_compiler(path: Path, name: str, *, chosen: str = "", fix: str = "") -> Tool:
+def _host_compiler(path: Path, name: str, *, chosen: str = "", fix: str = "",
+                   hung_fix: str = "") -> Tool:
     """A gcc or clang at ``path``, with its version.
 
     Raises:
         ToolchainError: ``path --version`` fails or says nothing, so it is no compiler
             (``CXX=/bin/false``); torch's extension tooling would otherwise fail on it
             with a traceback, or a program that does nothing would "compile" nothing.
-            The message names the program as ``chosen`` and ends with ``fix``.
+            The message names the program as ``chosen`` and ends with ``fix``. Or the
+            compiler did not answer within :data:`VERSION_TIMEOUT_S`: the message says
+            so and ends with ``hung_fix``.
     """
+    try:
+        return _asked_host_compiler(path, chosen=chosen, fix=fix)
+    except _NoAnswer as err:
+        raise ToolchainError(
+            f"{chosen or path} hung: {err}, so the build stopped before compiling"
+            + (f"; fix: {hung_fix}" if hung_fix else "")) from None
+
+
+def _asked_host_compiler(path: Path, *, chosen: str, fix: str) -> Tool:
+    """:func:`_host_compiler`'s questions to the compiler and what they tell."""
     code, text = _ask([str(path), "--version"])
     if code != 0 or not text.strip():
         said = text.strip().splitlines()[0][:300] if text.strip() else ""
