@@ -94,13 +94,16 @@ FAST_BY_BANDWIDTH = [
      "fp8_coop_128x128_overlap_cluster2"),
     # ... not at K = 1024
     (4096, 32768, 1024, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
-    # ... not with a narrower B; on the H200 with K <= 512 and B of 7168 columns or more,
-    # whatever the layout (v52)
+    # ... not with a narrower B; on the H200 with K <= 512 and B of 7168 columns or more
+    # from ten waves, whatever the layout (v52); not under ten waves
     (6144, 4096, 512, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
     (6144, 7168, 256, "challenge", "fp8_coop_128x128_overlap",
      "fp8_coop_128x128_overlap_cluster2"),
     (6144, 7168, 512, "guide", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap_cluster2"),
     (4096, 4096, 256, "challenge", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (2048, 7168, 384, "nt", "fp8_coop_128x128_overlap", "fp8_coop_128x128_overlap"),
+    (4096, 7168, 512, "challenge", "fp8_coop_128x128_overlap",
+     "fp8_coop_128x128_overlap_cluster2"),
     # after the preparation launch, K from 1024 to 2048, six to eleven waves: CUTLASS's
     # cooperative kernel on the H100 (v46) ...
     (6144, 3072, 1536, "challenge", "fp8_coop_128x128", "fp8_coop_128x128_overlap"),

@@ -46,7 +46,7 @@ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 //  - six or more waves of 128x128 tiles (and M > 128): the hand-written kernel, whatever
 //    K; on CTA pairs sharing B where memory is slower with K >= 2304, on every GPU with
 //    K <= 512, N >= 16384 and nothing to prepare, and where memory is faster with
-//    K <= 512 and N >= 7168 (v11, v12, v46, v52);
+//    K <= 512 and N >= 7168 from ten waves (v11, v12, v46, v52);
 //  - 65-128 rows with K <= 1024 over a wave or more and nothing to prepare: the
 //    hand-written kernel where memory is slower (v28), and where it is faster with
 //    row-major scales and a last wave at least 60% full (v52); where memory is slower,
@@ -423,17 +423,20 @@ inline Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int
     // 160.9, 316.9 vs 327.9, 2048x32768x512 77.6 vs 80.8, 4096x16384x512 78.1 vs 80.9,
     // 4096x32768x256 103.4 vs 111.6; 6144x4096x512 32.9 vs 33.1, 4096x32768x1024 280.3
     // vs 276.0; NOTES.md, v48).
-    // On the H200 the CTA pairs gain with short K (<= 512) and B of 7168 columns or
-    // more whatever the layout (interleaved, us, against the hand-written kernel on
-    // single CTAs: challenge 6144x7168x256 42.2 vs 43.8, 42.4 vs 43.8 and 42.4 vs 43.6 in
-    // other runs, guide 42.4 vs 43.5, NT 37.1 vs 38.8, 8192x7168x256 47.0 vs 49.4,
-    // 12288x7168x256 66.8 vs 70.4, 8192x8192x256 52.3 vs 55.2, 4096x7168x256 27.6 vs
-    // 28.2, 6144x7168x512 51.1 vs 52.9, 6144x10240x512 71.2 vs 74.6, 2048x16384x256 30.9
-    // vs 32.0). With B of 4096 columns they tie or lose (challenge 6144x4096x512 39.7 vs
-    // 39.7 and 39.8 vs 39.4, 4096x4096x256 23.9 vs 23.5; NT 6144x4096x512 32.7 vs 33.1,
-    // 6144x4096x256 25.0 vs 25.2; guide 8192x4096x512 47.8 vs 47.8); NOTES.md, v52.
+    // On the H200 the CTA pairs gain with short K (<= 512), B of 7168 columns or more and
+    // ten waves or more, whatever the layout (interleaved, us, against the hand-written
+    // kernel on single CTAs: challenge 6144x7168x256 (20 waves) 42.2 vs 43.8, 42.4 vs
+    // 43.8, 42.4 vs 43.6 and 42.2 vs 44.0 in other runs, guide 42.4 vs 43.5, NT 37.1 vs
+    // 38.8, 8192x7168x256 47.0 vs 49.4 and 46.8 vs 49.4, 12288x7168x256 66.8 vs 70.4,
+    // 8192x8192x256 52.3 vs 55.2, 6144x7168x512 51.1 vs 52.9, guide 58.1 vs 59.7,
+    // 6144x10240x512 71.2 vs 74.6; 13.6 waves: 4096x7168x256 27.6 vs 28.2, challenge
+    // 4096x7168x512 44.3 vs 45.0). At 6.8 waves they lose (2048x7168x384 20.7 vs 20.0;
+    // nothing was measured between 6.8 and 13.6 waves), and with B of 4096 columns they
+    // tie or lose (challenge 6144x4096x512 39.7 vs 39.7 and 39.8 vs 39.4, 4096x4096x256
+    // 23.9 vs 23.5; NT 6144x4096x512 32.7 vs 33.1, 6144x4096x256 25.0 vs 25.2; guide
+    // 8192x4096x512 47.8 vs 47.8); NOTES.md, v52.
     if ((slow_memory && K >= 2304) || (in_place && K <= 512 && N >= 16384) ||
-        (!slow_memory && K <= 512 && N >= 7168)) {
+        (!slow_memory && K <= 512 && N >= 7168 && waves >= 10)) {
       return {V::kFp8Coop128x128OverlapCluster2, 0};
     }
     return {V::kFp8Coop128x128Overlap, 0};
