@@ -97,6 +97,34 @@ def test_publish_killed_at_every_step_leaves_the_last_good_revision(
 
 
 @pytest.mark.slow
+def test_a_new_version_killed_at_every_step_never_leaves_a_branch_without_a_build(
+    tmp_path: Path, env
+) -> None:
+    # the local hub moves a version branch only to a revision it has written whole, so
+    # it never holds the empty version branch a Hugging Face Hub publish can leave
+    # (kernelforge.revisions.holds_build takes a local hub at its word)
+    make_variant(tmp_path / "old", module_id=uid("old"), value=1)
+    steps = 0
+    for n in range(1, 200):
+        hub = LocalHub(tmp_path / f"hub{n}")
+        hub.publish(REPO, tmp_path / "old", version=1, card="# relu")
+        new = tmp_path / f"new{n}"
+        make_variant(new, module_id=uid("new"), value=2, version=2)
+        proc = run(KILLER + (
+            "from kernelforge.hub import LocalHub\n"
+            f"LocalHub({str(hub.root)!r}).publish({REPO!r}, {str(new)!r}, version=2, "
+            "card='# relu v2')\n"), str(n))
+        versions = hub.versions(REPO)
+        assert all(hub.variants(REPO, commit) for commit in versions.values()), n
+        assert loader.kernel_info(REPO, hub=hub).branch == f"v{max(versions)}"
+        if proc.returncode == 0:
+            steps = n
+            break
+        assert proc.returncode == -9, proc.stderr
+    assert steps > 10, "the publish was killed at too few points to mean anything"
+
+
+@pytest.mark.slow
 def test_download_killed_at_every_step_leaves_no_partial_entry(tmp_path: Path, env) -> None:
     key = signing.generate_key(tmp_path / "k.pem")
     trust.add_key(key.public.text, name="ci")
