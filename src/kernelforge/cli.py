@@ -379,8 +379,10 @@ def _versions(hub: Any, repo: str) -> int:
         print(f"{repo} on the {hub.describe()}")
         _print_redirect(hub, repo)
         for branch, commit in sorted(heads.items(), key=lambda bc: _branch_order(bc[0])):
-            print(f"  {one_line(branch)}  {commit[:12]}")
-            for variant in hub.variants(repo, commit):
+            names = hub.variants(repo, commit)
+            remark = _no_build(hub, repo, branch, commit, names)
+            print(f"  {one_line(branch)}  {commit[:12]}{remark}")
+            for variant in names:
                 print(f"      {one_line(variant)}")
         _print_tags(hub, repo)
         return 0
@@ -400,6 +402,19 @@ def _versions(hub: Any, repo: str) -> int:
                 print(f"      {one_line(variant)}")
     _print_tags(hub, repo)
     return 0
+
+
+def _no_build(hub: Any, repo: str, branch: str, commit: str, names: list[str]) -> str:
+    """What ``versions`` adds to a version branch of a remote hub whose commit holds no
+    file under ``build/`` (read from the file list it just read for the variants): the
+    Hub needs a version's branch before the commit that fills it."""
+    from kernelforge.hub.base import VERSION_BRANCH_RE
+    from kernelforge.revisions import holds_build
+
+    if names or not VERSION_BRANCH_RE.match(branch) or holds_build(hub, repo, commit):
+        return ""
+    return ("  (no build: a publish of this version may be under way, or one that failed "
+            "left the branch; loads that pin no version pass over it)")
 
 
 def _summary(message: str) -> str:

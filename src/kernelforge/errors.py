@@ -161,13 +161,22 @@ class VariantNotFoundError(KernelforgeError, LookupError, FileNotFoundError):
         facts: this system in words (:meth:`SystemFacts.describe
             <kernelforge.variants.SystemFacts.describe>`), shown in the message.
         fix: how to load one anyway (the message's last line), kept as ``fix``.
+        problem: why nothing could fit, where that is not this system (a version
+            branch that holds no build at all), kept as ``problem``: the message then
+            says ``<what> <problem>`` instead of "no build variant ... fits this
+            system", and no trace or system line, which would say nothing.
     """
 
     def __init__(self, what: str, trace: Sequence[str], facts: str = "", *,
-                 fix: str = "") -> None:
+                 fix: str = "", problem: str = "") -> None:
         self.what = what
         self.trace = list(trace)
         self.fix = fix
+        self.problem = problem
+        if problem:
+            lines = [f"{what} {problem}"] + ([f"fix: {fix}"] if fix else [])
+            super().__init__("\n".join(lines))
+            return
         lines = [f"no build variant of {what} fits this system"]
         if facts:
             lines.append(f"this system: {facts}")

@@ -446,13 +446,16 @@ def _choose(
     raise VariantNotFoundError(what, trace, facts.describe(), fix=_ARCH_FIX)
 
 
-def _no_build_fix(h: Hub, repo_id: str) -> str:
-    """How to load a build when the revision asked for holds none (``main``, which holds
-    the card, or a tag or commit of it): the version branches the builds are on."""
+def _no_build_fix(h: Hub, repo_id: str, commit: str) -> str:
+    """How to load a build when the revision asked for, at ``commit``, holds none
+    (``main``, which holds the card, or a tag or commit of it): the version branches the
+    builds are on (not those at ``commit``, which hold none either: a version branch a
+    publish made from ``main`` before its commit)."""
     from kernelforge.hub.base import version_branches
 
     try:
-        versions = list(version_branches(h.branches(repo_id)))
+        versions = [n for n, at in version_branches(h.branches(repo_id)).items()
+                    if at != commit]
     except HubError:
         versions = []
     if not versions:
@@ -906,9 +909,11 @@ def locate_hub(
         where = (f"branch {sel.branch}, revision {sel.commit[:7]}" if sel.branch
                  else f"revision {sel.commit[:7]}")
         if not names:
-            raise VariantNotFoundError(f"{sel.repo_id} ({where})", [],
-                                       (facts or variants.detect_system()).describe(),
-                                       fix=_no_build_fix(h, sel.repo_id))
+            # a version branch whose publish has not committed (yet) says so
+            raise (revisions.empty_branch_error(h, sel.repo_id, sel.branch, sel.commit)
+                   or VariantNotFoundError(f"{sel.repo_id} ({where})", [],
+                                           (facts or variants.detect_system()).describe(),
+                                           fix=_no_build_fix(h, sel.repo_id, sel.commit)))
 
         def choose(kept: set[str]) -> Chosen:
             return _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None, kept=kept),

@@ -2,7 +2,9 @@
 
 A load asks for ``version=N`` (branch ``vN``), for ``revision=`` (a branch, a tag or a
 commit, or a unique prefix of a commit of at least :data:`MIN_COMMIT_PREFIX` hex digits),
-or for neither (the newest ``v<N>`` branch). Before that, the repository's
+or for neither (the newest ``v<N>`` branch that holds a build: the Hub needs a version's
+branch before the commit that fills it, so a publish under way, or one that failed,
+leaves a branch without one, which is passed over). Before that, the repository's
 ``kernel-status.toml`` on ``main`` may redirect it elsewhere, in the format Hugging
 Face's ``kernels`` defines::
 
@@ -25,18 +27,19 @@ import logging
 import re
 from dataclasses import dataclass
 
-from kernelforge.errors import HubError, NotCachedError
+from kernelforge.errors import HubError, NotCachedError, VariantNotFoundError
 from kernelforge.hub.base import (
     CARD_BRANCH,
     STATUS_FILE,
+    VERSION_BRANCH_RE,
     Hub,
     is_commit,
     validate_repo_id,
     version_branches,
 )
 
-__all__ = ["MAX_REDIRECTS", "MIN_COMMIT_PREFIX", "Redirect", "Selection", "parse_status",
-           "select"]
+__all__ = ["MAX_REDIRECTS", "MIN_COMMIT_PREFIX", "Redirect", "Selection", "empty_branch_error",
+           "holds_build", "newest_built", "parse_status", "select"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +156,132 @@ def _redirect(hub: Hub, repo_id: str, notes: list[str] | None = None, *,
     return parse_status(data.decode("utf-8", errors="replace"), f"{repo_id}: {STATUS_FILE}")
 
 
+#: Why a version branch can hold no file under ``build/``.
+_EMPTY_WHY = ("a publish makes a version's branch a moment before the commit that fills it, "
+              "so one may be under way, or one that failed or was killed left the branch "
+              "behind")
+
+
+def holds_build(hub: Hub, repo_id: str, commit: str) -> bool:
+    """Whether ``commit`` holds any file under ``build/``, where the hub can tell
+    (:meth:`HfHub.holds_build <kernelforge.hub.hf.HfHub.holds_build>`, from the file list
+    a load reads anyway). A hub without that check is taken to hold one: a local hub
+    moves a version branch only to a revision it has written whole, with a build."""
+    check = getattr(hub, "holds_build", None)
+    return True if check is None else bool(check(repo_id, commit))
+
+
+def _empty_fix(hub: Hub, repo_id: str, versions: list[int]) -> str:
+    """What to do about the version branches ``versions`` if they stay without a build:
+    publish again, or delete the branch (with the commands for the Hugging Face Hub)."""
+    on_hf = getattr(hub, "kind", None) == "hf"
+    publish = f"kernelforge publish PROJECT --repo {repo_id}" + (" --hub hf" if on_hf else "")
+    branch = f"v{versions[0]}" if len(versions) == 1 else "BRANCH"
+    delete = (f" (hf repos branch delete {repo_id} {branch} --repo-type kernel)" if on_hf
+              else "")
+    if len(versions) == 1:
+        return (f"if branch {branch} stays so, publish version {versions[0]} again "
+                f"({publish}) or delete the branch{delete}")
+    return (f"for a branch that stays so, publish its version again ({publish}) or delete "
+            f"the branch{delete}")
+
+
+def _passed_over(hub: Hub, repo_id: str, passed: list[int], versions: dict[int, str]) -> str:
+    """The version branches ``passed`` (newest first), which hold no build, in words:
+    which, why, and the fix, for a load that takes an older version instead."""
+    named = " and ".join(f"v{n} (revision {versions[n][:7]})" for n in passed)
+    if len(passed) == 1:
+        which = f"not version {passed[0]}: its branch {named} holds"
+    else:
+        which = (f"not versions {', '.join(str(n) for n in passed)}: their branches "
+                 f"{named} hold")
+    return f"{which} no build (no build/ file): {_EMPTY_WHY}; {_empty_fix(hub, repo_id, passed)}"
+
+
+def newest_built(hub: Hub, repo_id: str, versions: dict[int, str]) -> tuple[int, str]:
+    """The newest of ``versions`` whose branch holds a build, passing over the newer ones
+    whose commit holds no file under ``build/`` (:func:`holds_build`), as a load that
+    pins no version and ``kernelforge lock`` of ``">=N"`` choose a version. Where the
+    newest holds one, its file list (which the load reads next anyway) is all it reads.
+
+    Args:
+        hub: the hub.
+        repo_id: the repository.
+        versions: ``{N: commit}`` to choose from (not empty).
+
+    Returns:
+        ``(version, passed)``: ``passed`` says which newer branches were passed over, why
+        and what to do (``"not version 2: its branch v2 ... holds no build ..."``), for a
+        WARNING and the notes; ``""`` where none was.
+
+    Raises:
+        VariantNotFoundError: no branch of ``versions`` holds a build (the message names
+            them, why and what to do).
+        HubError: a commit's file list cannot be read.
+    """
+    passed: list[int] = []
+    for n in sorted(versions, reverse=True):
+        if holds_build(hub, repo_id, versions[n]):
+            return n, _passed_over(hub, repo_id, passed, versions) if passed else ""
+        passed.append(n)
+    named = " and ".join(f"v{n} (revision {versions[n][:7]})" for n in passed)
+    where = f"the {hub.describe()}" if getattr(hub, "kind", None) == "hf" else hub.describe()
+    raise VariantNotFoundError(
+        f"{repo_id} in {where}", [],
+        problem=(f"has no version branch that holds a build: {named} "
+                 f"{'holds' if len(passed) == 1 else 'hold'} no build (no build/ file); "
+                 f"{_EMPTY_WHY}"),
+        fix=(f"if a publish is under way, try again once it is done; "
+             f"{_empty_fix(hub, repo_id, passed)}"))
+
+
+def _older_built(hub: Hub, repo_id: str, version: int, commit: str) -> int | None:
+    """The newest version older than ``version`` whose branch holds a build, for the fix
+    of a load of ``version``, whose ``commit`` holds none; ``None`` where there is none
+    or the hub cannot tell now (the error being said comes first)."""
+    try:
+        older = {n: c for n, c in version_branches(hub.branches(repo_id)).items()
+                 if n < version and c != commit}
+        for n in sorted(older, reverse=True):
+            if holds_build(hub, repo_id, older[n]):
+                return n
+    except HubError:
+        return None
+    return None
+
+
+def empty_branch_error(hub: Hub, repo_id: str, branch: str | None, commit: str
+                       ) -> VariantNotFoundError | None:
+    """The error of a load (or a lock) of a version branch whose commit holds no file
+    under ``build/``: what the branch is, why, and what to do, rather than that no
+    variant fits this system.
+
+    Args:
+        hub: the hub.
+        repo_id: the repository.
+        branch: the branch the load took (``v2``), if any.
+        commit: its commit.
+
+    Returns:
+        The :class:`VariantNotFoundError` (a ``FileNotFoundError``, as Hugging Face's
+        loader raises for a revision without the build), or ``None`` where ``branch`` is
+        no version branch or the commit holds a file under ``build/``.
+    """
+    found = VERSION_BRANCH_RE.match(branch or "")
+    if found is None or holds_build(hub, repo_id, commit):
+        return None
+    version = int(found.group(1))
+    fix = (f"if a publish is under way, try again once it is done; "
+           f"{_empty_fix(hub, repo_id, [version])}")
+    older = _older_built(hub, repo_id, version, commit)
+    if older is not None:
+        fix += (f"; meanwhile version {older} holds a build: load it with version={older} "
+                f"(--version {older} on the command line)")
+    return VariantNotFoundError(
+        f"{repo_id} version {version} (branch {branch}, revision {commit[:7]})", [],
+        problem=f"holds no build (no build/ file): {_EMPTY_WHY}", fix=fix)
+
+
 def _resolve(hub: Hub, repo_id: str, revision: str) -> str:
     """``hub.resolve``; a revision that is not found and looks like a commit prefix too
     short to be one says how many digits a prefix needs."""
@@ -167,12 +296,31 @@ def _resolve(hub: Hub, repo_id: str, revision: str) -> str:
             "more of them ('kernelforge versions ORG/NAME' lists the commits)") from err
 
 
+def _offered(hub: Hub, repo_id: str, versions: dict[int, str], main: str | None
+             ) -> dict[int, str]:
+    """``versions`` less the branches at ``main``'s head where it holds no build (branches
+    a publish made, its commit still to come): not offered as a newer version to a load
+    of an older one. ``main``'s file list is read already (for its status file), so this
+    asks the hub nothing; a branch elsewhere is taken as it is, since telling would. Where
+    it cannot be told (offline, main's list not kept), nothing is left out: the remark
+    is no reason to fail the load."""
+    if main is None or main not in versions.values():
+        return versions
+    try:
+        if holds_build(hub, repo_id, main):
+            return versions
+    except HubError:
+        return versions
+    return {n: c for n, c in versions.items() if c != main} or versions
+
+
 def _pick(
     hub: Hub, repo_id: str, revision: str | None, version: int | None, notes: list[str],
-    announce: bool,
+    announce: bool, say_skips: bool,
 ) -> tuple[str | None, str]:
     """``(branch or None, commit)`` for the selector in one repository; ``announce``: log
-    the WARNING lines of a load."""
+    the WARNING lines of a load; ``say_skips``: else, log a WARNING where newer version
+    branches that hold no build were passed over (``kernelforge lock``)."""
     branches = _branches(hub, repo_id, revision) or {}
     versions = version_branches(branches)
     if revision is not None:
@@ -188,16 +336,27 @@ def _pick(
         )
     newest = max(versions)
     if version is None:
+        # a branch whose publish has not committed yet (or never will) is passed over:
+        # a load says so in its one line below, a lock (say_skips) in a line of its own
+        newest, passed = newest_built(hub, repo_id, versions)
         # WARNING level, so that it shows without any logging set up: a load that is
         # not pinned should say what it took.
         if announce:
             # (no command of the command line loads a kernel: the remark is for Python)
             logger.warning(
                 "kernelforge: loading %s version %d (branch v%d, revision %s) — pass "
-                "version=%d to pin it", repo_id, newest, newest, versions[newest][:7], newest,
+                "version=%d to pin it%s", repo_id, newest, newest, versions[newest][:7],
+                newest, f"; {passed}" if passed else "",
             )
-        notes.append(f"no version requested: newest version {newest} (branch v{newest}) -> "
-                     f"commit {versions[newest][:12]}")
+        elif passed and say_skips:
+            logger.warning("%s: version %d is taken, %s", repo_id, newest, passed)
+        if not passed:
+            notes.append(f"no version requested: newest version {newest} (branch "
+                         f"v{newest}) -> commit {versions[newest][:12]}")
+        else:
+            notes += [f"no version requested: version {newest} (branch v{newest}), the "
+                      f"newest that holds a build -> commit {versions[newest][:12]}",
+                      f"version {newest} is taken, {passed}"]
         return f"v{newest}", versions[newest]
     if version not in versions:
         raise HubError(
@@ -206,6 +365,7 @@ def _pick(
         )
     notes.append(f"version {version} requested: branch v{version} -> commit "
                  f"{versions[version][:12]}")
+    newest = max(_offered(hub, repo_id, versions, branches.get(CARD_BRANCH)))
     if version < newest:
         if announce:
             logger.warning("%s: loading version %d as requested; version %d is available "
@@ -232,15 +392,18 @@ def select(
         revision: a branch, a tag or a commit (a unique prefix of at least
             :data:`MIN_COMMIT_PREFIX` hex digits will do).
         version: the major version ``N`` (branch ``vN``); at most one of the two.
-            With neither, the newest version is used and a WARNING log line says which;
-            an older ``version`` than the newest is logged as a WARNING too.
+            With neither, the newest version whose branch holds a build is used (a
+            newer branch whose commit holds no file under ``build/``, which a publish
+            under way or one that failed leaves, is passed over: :func:`newest_built`)
+            and a WARNING log line says which, and what was passed over; an older
+            ``version`` than the newest is logged as a WARNING too.
         follow_redirects: read ``kernel-status.toml`` on ``main`` and follow it.
         announce: log those WARNING lines, which say what a load takes; ``False`` for a
             caller that loads nothing (:func:`kernelforge.kernel_info`), whose
             :attr:`Selection.notes` say the same.
-        announce_redirects: log a WARNING for each redirect followed (``kernelforge
-            lock``, which shows no notes, wants it without the lines above); default:
-            ``announce``.
+        announce_redirects: log a WARNING for each redirect followed, and one for the
+            version branches without a build passed over (``kernelforge lock``, which
+            shows no notes, wants them without the lines above); default: ``announce``.
 
     Returns:
         The :class:`Selection`.
@@ -249,6 +412,8 @@ def select(
         HubError: the repository, version or revision does not exist (a revision that
             looks like a commit prefix shorter than :data:`MIN_COMMIT_PREFIX` digits is
             said to be too short), a redirect is malformed, or redirects loop.
+        VariantNotFoundError: with neither ``version`` nor ``revision``, no version
+            branch holds a build.
     """
     notes: list[str] = []
     say_redirects = announce if announce_redirects is None else announce_redirects
@@ -269,5 +434,5 @@ def select(
             notes.append(f"the redirect names revision {revision!r}")
         repo_id = target.destination
         seen.append(repo_id)
-    branch, commit = _pick(hub, repo_id, revision, version, notes, announce)
+    branch, commit = _pick(hub, repo_id, revision, version, notes, announce, say_redirects)
     return Selection(repo_id, branch, commit, tuple(notes))

@@ -973,6 +973,36 @@ class HfHub(Hub):
         return sorted({p.split("/")[1] for p in files
                        if p.startswith("build/") and p.count("/") >= 2})
 
+    def holds_build(self, repo_id: str, commit: str) -> bool:
+        """Whether a commit holds any file under ``build/``.
+
+        The Hub needs a version's branch before the commit that fills it, so a branch
+        whose commit holds none is one a publish made a moment ago (its commit still to
+        come) or one a publish that failed or was killed left behind: loads that pin no
+        version pass over it (:func:`kernelforge.revisions.select`). It is told from the
+        commit's file list, which the load reads anyway (it names the variants), so it
+        costs no request of its own.
+
+        Args:
+            repo_id: ``org/name``.
+            commit: the full commit id.
+
+        Returns:
+            ``True`` when a file of the commit is under ``build/`` (offline, where the
+            download cache has no file list of the commit: when it holds a variant of
+            it).
+
+        Raises:
+            HubError: as :meth:`variants`.
+        """
+        try:
+            files = self._listing(repo_id, commit)
+        except HubError:
+            if not self.offline:
+                raise
+            return bool(self.variants(repo_id, commit))  # raises what the cache lacks
+        return any(p.startswith("build/") for p in files)
+
     def _download(self, repo_id: str, commit: str, path: str, dest_dir: Path) -> Path:
         """Download one file into ``dest_dir`` (its relative path kept); return it."""
         got = self._call(f"downloading {path}", repo_id, "hf_hub_download", repo_id,
@@ -1400,11 +1430,12 @@ class HfHub(Hub):
     def _drop_new_branch(self, repo_id: str, branch: str, start: str | None) -> None:
         """Delete ``branch``, which this publish created at ``start`` (``None``: not
         read; the Hub creates a branch at ``main``'s head) and whose commit failed, while
-        it still points there: a version branch without a build would be the newest
-        version that every load pinning none takes. A branch that moved (a concurrent
-        publish committed to it) is kept. Best effort: the publish's own error is what
-        the caller sees; where the branch cannot be deleted, or was not read when made
-        and no longer matches ``main``, a WARNING says so."""
+        it still points there: a version branch without a build is passed over, with a
+        WARNING, by every load that pins no version, and fails every load that pins it.
+        A branch that moved (a concurrent publish committed to it) is kept. Best effort:
+        the publish's own error is what the caller sees; where the branch cannot be
+        deleted, or was not read when made and no longer matches ``main``, a WARNING
+        says so."""
         try:
             branches = self._refs(repo_id, writing=True)[0]
             at = branches.get(branch)
@@ -1420,9 +1451,9 @@ class HfHub(Hub):
         except Exception as err:
             logger.warning(
                 "%s: branch %s, created by this failed publish, may hold no build and "
-                "could not be deleted (%s); loads that pin no version take it as the "
-                "newest: publish again, or delete the branch on the Hub", repo_id, branch,
-                err)
+                "could not be deleted (%s); loads that pin no version pass over it with a "
+                "warning, and a load of that version fails: publish again, or delete the "
+                "branch on the Hub", repo_id, branch, err)
 
 
 def _read_staged(staged: Staged) -> dict[str, bytes]:

@@ -113,12 +113,16 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
         if req.min_version is not None:
             # The versions on offer are the ones of the repository a load ends up in.
             target = _redirect_target(h, req.repo_id)
-            fits = [v for v in version_branches(h.branches(target)) if v >= req.min_version]
+            fits = {v: commit for v, commit in version_branches(h.branches(target)).items()
+                    if v >= req.min_version}
             if not fits:
                 moved = f" (redirected from {req.repo_id})" if target != req.repo_id else ""
                 raise HubError(f"{target}{moved}: no version >= {req.min_version} in "
                                f"{h.describe()}")
-            version = max(fits)
+            # the newest that holds a build, as a load that pins no version takes it
+            version, passed = revisions.newest_built(h, target, fits)
+            if passed:
+                logger.warning("%s: version %d is taken, %s", target, version, passed)
         # nothing is loaded here: the loads' "loading version N" lines would mislead
         # (but a redirect is said: the lock pins another repository than the one named)
         sel = revisions.select(h, req.repo_id, revision=req.revision, version=version,
@@ -126,7 +130,13 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
     _warn_offline_refs(h, req, sel.repo_id)
     variants: dict[str, LockedVariant] = {}
     needs: Needs = []
-    for name in h.variants(sel.repo_id, sel.commit):
+    names = h.variants(sel.repo_id, sel.commit)
+    if not names:
+        # a version branch whose publish has not committed (yet) says so, as for a load
+        empty = revisions.empty_branch_error(h, sel.repo_id, sel.branch, sel.commit)
+        if empty is not None:
+            raise empty
+    for name in names:
         where = f"{sel.repo_id}@{sel.commit[:12]}: build/{name}/metadata.json"
         # judged as a load judges it: copies the download cache kept that fail a check
         # (damaged on their way) are fetched again once, and offline refused with the fix
@@ -197,12 +207,20 @@ def _pin_dependency(key: DependencyKey, parent: str, hub: Any,
                     allow: Any) -> tuple[LockedKernel, Needs]:
     """:func:`_pin_revision` for a ``kernel-depends`` request; errors say who asked (and
     keep their type, a signature's refusal the variant it names)."""
-    from kernelforge.errors import HubError, SignatureMismatchError, TrustError
+    from kernelforge.errors import (
+        HubError,
+        SignatureMismatchError,
+        TrustError,
+        VariantNotFoundError,
+    )
 
     try:
         return _pin_revision(Requirement(key[0], version=key[1], revision=key[2]), hub, allow)
     except SignatureMismatchError as err:
         raise SignatureMismatchError(f"{_asked_by(key, parent)}: {err}", err.variant) from err
+    except VariantNotFoundError as err:  # a version branch without a build: pinning chose none
+        raise VariantNotFoundError(f"{_asked_by(key, parent)}: {err.what}", err.trace,
+                                   fix=err.fix, problem=err.problem) from err
     except (HubError, TrustError) as err:
         raise type(err)(f"{_asked_by(key, parent)}: {err}") from err
 

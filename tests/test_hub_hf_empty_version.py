@@ -1,0 +1,276 @@
+"""A version branch that holds no build on the Hugging Face Hub (against a fake HfApi).
+
+The Hub needs a version's branch before the commit that fills it, so for a few seconds
+while a publish runs, and for good after one killed in between, branch ``v<N>`` points at
+``main``'s head and holds its card only. A load that pins no version passes over it with
+one WARNING; a load of that version says what the branch is; ``kernelforge versions``,
+``kernelforge info`` and ``kernelforge lock`` say the same."""
+
+from __future__ import annotations
+
+import collections
+import logging
+from pathlib import Path
+
+import pytest
+from huggingface_hub import CommitOperationAdd
+from kf_sharing import FakeHfApi, isolate, make_variant, uid
+
+from kernelforge import cli, loader
+from kernelforge.errors import VariantNotFoundError
+from kernelforge.hub.hf import HfHub
+
+pytestmark = pytest.mark.usefixtures("cpu_system")
+
+REPO = "kernels-test/relu"
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
+    return isolate(monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> FakeHfApi:
+    return FakeHfApi(tmp_path / "remote")
+
+
+@pytest.fixture
+def hf(remote: FakeHfApi, env: dict[str, Path]) -> HfHub:
+    return HfHub(api=remote, cache=env["cache"])
+
+
+def publish(hf: HfHub, root: Path, version: int, value: int) -> str:
+    make_variant(root, version=version, value=value, module_id=uid(f"v{version}"))
+    return hf.publish(REPO, root, version=version, card="# relu\n").commit
+
+
+def branch_without_build(remote: FakeHfApi, version: int) -> str:
+    """What a publish of ``version`` leaves between making its branch and its commit
+    (or for good, killed there): the branch, at main's head; its commit."""
+    remote.create_branch(REPO, branch=f"v{version}", repo_type="kernel")
+    return remote.list_repo_refs(REPO, repo_type="kernel").branches[-1].target_commit
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+class Counted:
+    """A client passing every call on to ``api``, counting them by method."""
+
+    def __init__(self, api: FakeHfApi) -> None:
+        self.api = api
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def __getattr__(self, name: str):
+        method = getattr(self.api, name)
+
+        def call(*args, **kwargs):
+            self.calls[name] += 1
+            return method(*args, **kwargs)
+
+        return call
+
+
+def test_an_unpinned_load_passes_over_a_branch_without_a_build(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, caplog) -> None:
+    c1 = publish(hf, tmp_path / "p1", 1, 1)
+    empty = branch_without_build(remote, 2)
+    assert remote.list_repo_files(REPO, revision="v2", repo_type="kernel") == [
+        ".gitattributes", "README.md"]  # main's card only
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    caplog.clear()  # the publish's own lines
+    assert loader.get_kernel(REPO, hub=hf, trust_remote_code=True).VALUE == 1
+    said = warnings_of(caplog)
+    assert len(said) == 1, said  # the usual line, saying what was passed over too
+    assert said[0].startswith(f"kernelforge: loading {REPO} version 1 (branch v1, revision "
+                              f"{c1[:7]}) \u2014 pass version=1 to pin it; not version 2: "
+                              f"its branch v2 (revision {empty[:7]}) holds no build"), said
+    assert "a publish makes a version's branch a moment before the commit" in said[0]
+    assert "one that failed or was killed left the branch behind" in said[0]
+    assert (f"if branch v2 stays so, publish version 2 again (kernelforge publish PROJECT "
+            f"--repo {REPO} --hub hf) or delete the branch (hf repos branch delete {REPO} v2 "
+            "--repo-type kernel)") in said[0]
+    caplog.clear()
+    info = loader.kernel_info(REPO, hub=hf, trust_remote_code=True)
+    assert (info.branch, info.commit) == ("v1", c1)
+    assert any(note.startswith("version 1 is taken, not version 2: its branch v2")
+               for note in info.notes), info.notes
+    assert loader.has_kernel(REPO, hub=hf)
+    assert warnings_of(caplog) == []  # neither loads anything: the notes say it
+    # offline, from what the download cache kept: the same choice
+    assert loader.kernel_info(REPO, hub=hf.cache_only(), trust_remote_code=True).commit == c1
+
+
+def test_a_load_of_that_version_says_the_branch_holds_no_build(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    publish(hf, tmp_path / "p1", 1, 1)
+    empty = branch_without_build(remote, 2)
+    for selector in ({"version": 2}, {"revision": "v2"}):
+        with pytest.raises(VariantNotFoundError) as raised:
+            loader.get_kernel(REPO, hub=hf, trust_remote_code=True, **selector)
+        said = str(raised.value)
+        assert said.startswith(f"{REPO} version 2 (branch v2, revision {empty[:7]}) holds no "
+                               "build (no build/ file): a publish makes"), said
+        assert "fits this system" not in said and "this system:" not in said, said
+        assert raised.value.fix.startswith("if a publish is under way, try again once it "
+                                           "is done; if branch v2 stays so, publish version "
+                                           "2 again"), said
+        assert raised.value.fix.endswith("meanwhile version 1 holds a build: load it with "
+                                         "version=1 (--version 1 on the command line)"), said
+        # still a FileNotFoundError, as Hugging Face's loader raises for a missing build
+        assert isinstance(raised.value, FileNotFoundError)
+    assert not loader.has_kernel(REPO, version=2, hub=hf)
+
+
+def test_main_without_a_build_does_not_send_to_a_branch_at_its_head(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    publish(hf, tmp_path / "p1", 1, 1)
+    branch_without_build(remote, 2)  # at main's head: it holds no build either
+    with pytest.raises(VariantNotFoundError) as raised:
+        loader.get_kernel(REPO, revision="main", hub=hf, trust_remote_code=True)
+    assert "builds are published on the version branches (v1); load one with version=1" in (
+        raised.value.fix), raised.value.fix
+
+
+def test_no_branch_with_a_build_is_an_error_naming_them(
+        hf: HfHub, remote: FakeHfApi) -> None:
+    # a first publish killed between its branch and its commit: the only version is empty
+    remote.create_repo(REPO, repo_type="kernel")
+    empty = branch_without_build(remote, 1)
+    with pytest.raises(VariantNotFoundError) as raised:
+        loader.get_kernel(REPO, hub=hf, trust_remote_code=True)
+    said = str(raised.value)
+    assert said.startswith(f"{REPO} in the Hugging Face Hub has no version branch that holds "
+                           f"a build: v1 (revision {empty[:7]}) holds no build (no build/ "
+                           "file); a publish makes"), said
+    assert "if branch v1 stays so, publish version 1 again" in said, said
+
+
+def test_a_branch_with_other_files_under_build_is_not_passed_over(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    # not what a publish leaves: it fails as before rather than being skipped unseen
+    publish(hf, tmp_path / "p1", 1, 1)
+    branch_without_build(remote, 2)
+    remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="build/notes.txt",
+                                                   path_or_fileobj=b"x")],
+                         commit_message="notes", repo_type="kernel", revision="v2")
+    with pytest.raises(VariantNotFoundError, match="no build variant of .* fits this system"):
+        loader.get_kernel(REPO, hub=hf, trust_remote_code=True)
+
+
+def test_passing_over_asks_the_hub_nothing_more(remote: FakeHfApi, tmp_path: Path) -> None:
+    hf = HfHub(api=remote, cache=tmp_path / "publisher")
+    publish(hf, tmp_path / "p1", 1, 1)
+    publish(hf, tmp_path / "p2", 2, 2)
+    caches = iter(range(100))
+
+    def calls(**selector) -> dict[str, int]:
+        api = Counted(remote)
+        hub = HfHub(api=api, cache=tmp_path / f"cold{next(caches)}")
+        loader.get_kernel(REPO, hub=hub, trust_remote_code=True, **selector)
+        return dict(api.calls)
+
+    # the newest branch holds a build: its file list, read to choose the variant anyway,
+    # is all the check reads (the refs once, main's list and v2's list, its four files)
+    pinned = calls(version=2)
+    assert pinned == {"list_repo_refs": 1, "list_repo_tree": 2, "hf_hub_download": 4}
+    assert calls() == pinned
+    # a branch without a build at main's head: main's list, read for kernel-status.toml,
+    # says so, and the load asks what a load of version 1 asks
+    branch_without_build(remote, 3)
+    assert calls() == calls(version=2)
+    # once main moved on (a card published since), that branch's own list is read
+    remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="README.md",
+                                                   path_or_fileobj=b"# relu, new card\n")],
+                         commit_message="card", repo_type="kernel", revision="main")
+    assert calls() == {**pinned, "list_repo_tree": 3}
+
+
+def test_versions_and_info_show_the_branch(hf: HfHub, remote: FakeHfApi, tmp_path: Path,
+                                           monkeypatch, capsys) -> None:
+    c1 = publish(hf, tmp_path / "p1", 1, 1)
+    empty = branch_without_build(remote, 2)
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert cli.main(["versions", REPO, "--hub", "hf"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"  v2  {empty[:12]}  (no build: a publish of this version may be under way, or one " \
+           "that failed left the branch; loads that pin no version pass over it)" in out, out
+    assert f"  main  {empty[:12]}" in out, out  # main holds no build by design: no remark
+    assert cli.main(["info", REPO, "--hub", "hf", "--trust-remote-code"]) == 0
+    out, err = capsys.readouterr()
+    assert "branch:     v1\n" in out and f"commit:     {c1}\n" in out, out
+    assert (f"  no version requested: version 1 (branch v1), the newest that holds a build "
+            f"-> commit {c1[:12]}\n  version 1 is taken, not version 2: its branch v2 "
+            f"(revision {empty[:7]}) holds no build (no build/ file)") in out, out
+    assert err == "", err
+    assert cli.main(["info", REPO, "--hub", "hf", "--version", "2"]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith(f"error: {REPO} version 2 (branch v2, revision {empty[:7]}) holds "
+                          "no build"), err
+
+
+def test_lock_takes_the_version_a_load_takes(hf: HfHub, remote: FakeHfApi, tmp_path: Path,
+                                             caplog) -> None:
+    from kernelforge.lock import lock_project, read_lock
+
+    c1 = publish(hf, tmp_path / "p1", 1, 1)
+    branch_without_build(remote, 2)
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[tool.kernelforge.dependencies]\n"{REPO}" = ">=1"\n')
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    caplog.clear()  # the publish's own lines
+    lock_project(project, hub=hf, allow=True)
+    locked = read_lock(project / "kernelforge.lock").kernels[REPO]
+    assert (locked.branch, locked.commit) == ("v1", c1)
+    assert loader.kernel_info(REPO, hub=hf, trust_remote_code=True).commit == c1
+    said = warnings_of(caplog)
+    assert len(said) == 1 and said[0].startswith(
+        f"{REPO}: version 1 is taken, not version 2: its branch v2"), said
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 2\n')
+    with pytest.raises(VariantNotFoundError, match=r"version 2 \(branch v2, revision \w+\) "
+                                                   r"holds no build"):
+        lock_project(project, hub=hf, allow=True)
+
+
+def test_a_load_of_an_older_version_is_not_sent_to_the_branch(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, caplog) -> None:
+    publish(hf, tmp_path / "p1", 1, 1)
+    publish(hf, tmp_path / "p2", 2, 2)
+    branch_without_build(remote, 3)
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    caplog.clear()  # the publishes' own lines
+    info = loader.kernel_info(REPO, version=1, hub=hf, trust_remote_code=True)
+    assert "a newer version exists: 2" in info.notes, info.notes  # not 3, which holds none
+    assert loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True).VALUE == 1
+    assert warnings_of(caplog) == [f"{REPO}: loading version 1 as requested; version 2 is "
+                                   "available (pass version=2 to use it)"]
+
+
+def test_lock_of_a_dependency_on_that_version_names_who_asks(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    import json
+
+    from kernelforge.lock import lock_project
+
+    dep = "kernels-test/dep"
+    make_variant(tmp_path / "dep", module_id=uid("dep"))
+    hf.publish(dep, tmp_path / "dep", version=1)
+    remote.create_branch(dep, branch="v2", repo_type="kernel")
+    vdir = make_variant(tmp_path / "main", module_id=uid("main"))
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": dep, "version": 2}]
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    hf.publish(REPO, tmp_path / "main", version=1)
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    with pytest.raises(VariantNotFoundError) as raised:
+        lock_project(project, hub=hf, allow=True)
+    said = str(raised.value)
+    assert said.startswith(f"{dep} version 2, a kernel-depends entry of {REPO} (variant "
+                           f"torch-cpu): {dep} version 2 (branch v2, revision "), said
+    assert "holds no build (no build/ file)" in said and "meanwhile version 1" in said, said
