@@ -250,6 +250,39 @@ def test_every_new_entry_is_fsynced_into_its_folder_before_it_counts(tmp_path: P
 # --- F5: what a publish killed before its ref moved left behind --------------------------
 
 
+def test_a_revision_reaches_objects_only_once_its_pending_note_is_flushed(
+        hub: LocalHub, project: Path, tmp_path: Path, monkeypatch) -> None:
+    """A publish killed just after renaming its revision into ``objects/`` leaves it
+    to the next writer only if the note naming it is there: the note is written, and
+    ``tmp/`` flushed, before that rename, for a first publish and a later one alike."""
+    tmp = hub.root / REPO / "tmp"
+    flushed: list[set[str]] = []  # the notes in tmp/ at each flush of tmp/
+    entered: list[tuple[str, int]] = []  # (commit, flushes so far) at each rename
+    real_fsync, real_rename = _durable.fsync_dir, os.rename
+
+    def fsync_dir(path):
+        real_fsync(path)
+        if Path(path) == tmp:
+            flushed.append({n.read_text() for n in tmp.glob("*.pending")})
+
+    def rename(src, dst):
+        if Path(dst).parent.name == "objects":
+            entered.append((Path(dst).name, len(flushed)))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(_durable, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(os, "rename", rename)
+    first = hub.publish(REPO, project, version=1)
+    make_variant(tmp_path / "p2", value=2)
+    second = hub.publish(REPO, tmp_path / "p2", version=1)
+    monkeypatch.undo()
+    assert [commit for commit, _ in entered] == [first.commit, second.commit]
+    for commit, flushes in entered:
+        assert any(commit + "\n" in notes for notes in flushed[:flushes]), commit
+    assert list(tmp.iterdir()) == []  # each note went once its ref named the commit
+
+
+
 def test_an_object_no_ref_reaches_is_no_commit_of_the_repository(hub: LocalHub,
                                                                  project: Path,
                                                                  tmp_path: Path,
@@ -338,6 +371,74 @@ def test_only_a_pending_note_a_publish_wrote_removes_a_revision(hub: LocalHub,
     assert (objects / stray / "file").read_text() == "kept"
     assert outside.read_text() == stray + "\n"
     assert list((objects.parent / "tmp").iterdir()) == []
+
+def _publish_without_ref(hub: LocalHub, build: Path, monkeypatch) -> str:
+    """The commit of a revision a publish wrote into ``objects/`` but could not name in
+    a ref (no space left), which its pending note names."""
+    objects = hub.root / REPO / "objects"
+    before = {p.name for p in objects.iterdir()}
+
+    def die(path: Path, commit: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(_durable, "write_ref", die)
+        with pytest.raises(HubError, match="No space left"):
+            hub.publish(REPO, build, version=1)
+    (orphan,) = {p.name for p in objects.iterdir()} - before
+    return orphan
+
+
+@pytest.mark.parametrize("damage", [None, "newer format", "no record"])
+def test_no_revision_a_ref_reaches_is_removed_whatever_a_note_names(
+        hub: LocalHub, project: Path, tmp_path: Path, damage: str | None) -> None:
+    """Only a revision no ref reaches goes, whatever a pending note in ``tmp/`` names:
+    not a branch's head, nor a revision behind it, nor one behind a record this version
+    cannot read (a newer kernelforge's, or a damaged one), whose parent it cannot know."""
+    first = hub.publish(REPO, project, version=1)
+    make_variant(tmp_path / "p2", value=2)
+    head = hub.publish(REPO, tmp_path / "p2", version=1)
+    record = hub.commit_path(REPO, head.commit) / ".commit.json"
+    if damage == "newer format":
+        _writable(record)
+        record.write_text(json.dumps({**json.loads(record.read_text()), "format": 2}))
+    elif damage == "no record":
+        record.unlink()
+    tmp = hub.root / REPO / "tmp"
+    for i, commit in enumerate((first.commit, head.commit)):
+        (tmp / f"{i:016x}.pending").write_text(commit + "\n")
+    make_variant(tmp_path / "p3", value=3)
+    hub.publish(REPO, tmp_path / "p3", version=1)
+    objects = hub.root / REPO / "objects"
+    for commit in (first.commit, head.commit):
+        assert (objects / commit / "build").is_dir(), commit
+    hub.verify(REPO, first.commit)
+
+
+def test_while_a_ref_cannot_be_read_the_pending_notes_wait(hub: LocalHub, project: Path,
+                                                           tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """A ref that cannot be read could name any commit: the revision a dead publish
+    left stays while it is so, and so does the note that names it, so that the first
+    publish after the ref is repaired removes it rather than keep it for ever."""
+    hub.publish(REPO, project, version=1)
+    make_variant(tmp_path / "p2", value=2)
+    orphan = _publish_without_ref(hub, tmp_path / "p2", monkeypatch)
+    broken = hub.root / REPO / "refs" / "tags" / "broken"
+    broken.parent.mkdir()
+    broken.write_text("not a commit\n")
+    make_variant(tmp_path / "p3", value=3)
+    hub.publish(REPO, tmp_path / "p3", version=1)
+    objects, tmp = hub.root / REPO / "objects", hub.root / REPO / "tmp"
+    assert (objects / orphan).is_dir()
+    assert [p.read_text() for p in tmp.iterdir()] == [orphan + "\n"]
+    broken.unlink()
+    make_variant(tmp_path / "p4", value=4)
+    last = hub.publish(REPO, tmp_path / "p4", version=1)
+    assert not (objects / orphan).exists() and list(tmp.iterdir()) == []
+    assert {p.name for p in objects.iterdir()} == {r.commit for r in hub.log(REPO, "v1")}
+    assert hub.log(REPO, "v1")[0].commit == last.commit
+
 
 def test_a_prefix_finds_older_commits_along_the_parent_chain(hub: LocalHub, project: Path,
                                                              tmp_path: Path) -> None:

@@ -583,8 +583,9 @@ def _remove_unpublished(made: list[Path]) -> None:
 
 def _clean_leftovers(hub: LocalHub, repo_id: str, repo: Path) -> None:
     """Remove what crashed publishes left behind: ``tmp/``'s entries, the revisions
-    they renamed into ``objects/`` that no ref names (:func:`_drop_unreferenced`), and
-    the temporaries of refs. Only called under the repo lock.
+    they renamed into ``objects/`` that no ref reaches (:func:`_drop_unreferenced`; their
+    notes stay where that cannot be told), and the temporaries of refs. Only called
+    under the repo lock.
 
     Raises:
         HubError: ``tmp/`` is a symbolic link (whose target is not the hub's to empty).
@@ -592,8 +593,10 @@ def _clean_leftovers(hub: LocalHub, repo_id: str, repo: Path) -> None:
     tmp_root = repo / "tmp"
     refuse_link(tmp_root)
     if tmp_root.is_dir():
-        _drop_unreferenced(hub, repo_id, repo)
+        kept = _drop_unreferenced(hub, repo_id, repo)
         for entry in tmp_root.iterdir():
+            if entry in kept:
+                continue
             logger.info("removing %s, left behind by an interrupted publish", entry)
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
@@ -608,25 +611,32 @@ def _clean_leftovers(hub: LocalHub, repo_id: str, repo: Path) -> None:
 
 
 
-def _drop_unreferenced(hub: LocalHub, repo_id: str, repo: Path) -> None:
+def _drop_unreferenced(hub: LocalHub, repo_id: str, repo: Path) -> list[Path]:
     """Move back into ``tmp/`` (whose entries the caller removes) each revision that a
     publish renamed into ``objects/`` and then died before a ref named it, as its
     pending note (:func:`_note_pending`) says: complete, but no commit of the
     repository, and its id was never given out, so nothing else would remove it and
     every such kill would leave a copy of the build behind. One that a ref reaches
     (the publish died after its ref was written, or a tag was set on it since) is kept.
-    Called under the repo lock, where no publish is under way."""
-    notes = sorted((repo / "tmp").glob(f"*{PENDING_SUFFIX}"))
+    Called under the repo lock, where no publish is under way.
+
+    Returns:
+        The notes to keep: all of them where what the refs reach cannot be told
+        (:func:`_reached`), so that a writer that can tell removes their revisions
+        later; none otherwise.
+    """
+    notes = [note for note in sorted((repo / "tmp").glob(f"*{PENDING_SUFFIX}"))
+             if not note.is_symlink() and note.is_file()]  # a link is no note
     if not notes:
-        return
+        return []
     reached = _reached(hub, repo_id, repo)
     if reached is None:
-        return  # a ref cannot be read: its error is the next read's to report
+        logger.info("not removing what interrupted publishes left in %s: what its refs "
+                    "reach cannot be told", repo_id)
+        return notes
     objects = repo / "objects"
     dropped = False
     for note in notes:
-        if note.is_symlink() or not note.is_file():
-            continue  # no note a publish writes: left to the removal of tmp/'s entries
         try:
             with open(note, "rb") as f:
                 commit = f.read(64).decode("ascii").strip()
@@ -641,15 +651,29 @@ def _drop_unreferenced(hub: LocalHub, repo_id: str, repo: Path) -> None:
             dropped = True
     if dropped:
         _durable.fsync_dir(objects)
+    return []
 
 
 def _reached(hub: LocalHub, repo_id: str, repo: Path) -> set[str] | None:
-    """The commits the repository's refs reach (none before its first ref), or ``None``
-    where a ref cannot be read (corrupt, a link), which could name any commit."""
+    """The commits the repository's refs reach along their parent chains (none before
+    its first ref), or ``None`` where that cannot be told: a ref that cannot be read
+    (corrupt, a link) could name any commit, and a revision on the way whose record
+    cannot be read (damaged, missing, or of a newer format) any parent. A revision that
+    is not there at all ends its chain: nothing of it is left to remove, and no record
+    names a parent."""
     if not (repo / "refs").is_dir():
         return set()
+    objects = repo / "objects"
+    reached: set[str] = set()
     try:
         heads = [*hub.branches(repo_id).values(), *hub.tags(repo_id).values()]
-        return hub._reachable(repo_id, heads)
+        for head in heads:
+            commit: str | None = head
+            while commit is not None and commit not in reached:
+                reached.add(commit)
+                if not os.path.lexists(objects / commit):
+                    break
+                commit = hub._record(repo_id, commit, repo).get("parent")
     except HubError:
         return None
+    return reached
