@@ -310,15 +310,16 @@ def test_an_include_directory_may_hold_a_colon_but_not_a_dollar(tmp_path: Path) 
 # -- `$` in build.toml's flags ---------------------------------------------------------------
 
 #: Kernel flags whose ``$`` ninja read as a variable (``$b``, ``${HOME}``: empty) or
-#: refused (``$(``), and a flag already written as ninja's escape (``$$``).
-DOLLAR_FLAGS = ['-DGREETING="a$b"', "-DPLAIN=x$y$$z", "-DBRACED=${HOME}$(pwd)"]
+#: refused (``$(``, a ``$`` that ends the flag), and a flag already written as ninja's
+#: escape (``$$``).
+DOLLAR_FLAGS = ['-DGREETING="a$b"', "-DPLAIN=x$y$$z", "-DBRACED=${HOME}$(pwd)", "-DTAIL=t$"]
 
 #: A kernel source that puts what the flags defined into the extension, between markers.
 DOLLAR_SOURCE = textwrap.dedent("""
     #define KF_TEXT(x) #x
     #define KF_STR(x) KF_TEXT(x)
     extern "C" const char kf_kernel_flags[] =
-        "<kernel:" GREETING "|" KF_STR(PLAIN) "|" KF_STR(BRACED) ">";
+        "<kernel:" GREETING "|" KF_STR(PLAIN) "|" KF_STR(BRACED) "|" KF_STR(TAIL) ">";
 """)
 
 
@@ -349,7 +350,7 @@ def test_a_dollar_in_the_flags_reaches_the_compiler_as_written(tmp_path: Path) -
     (result,) = build_project(project, backends=["cpu"], progress=lambda _: None)
     (extension,) = result.path.glob("*.abi3.so")
     binary = extension.read_bytes()
-    assert b"<kernel:a$b|x$y$$z|${HOME}$(pwd)>" in binary
+    assert b"<kernel:a$b|x$y$$z|${HOME}$(pwd)|t$>" in binary
     assert b"<binding:$ORIGIN>" in binary
 
 
@@ -382,6 +383,77 @@ def test_only_builds_whose_flags_hold_a_dollar_get_a_new_up_to_date_key(
         'src = ["torch-ext/torch_binding.cpp"]',
         'src = ["torch-ext/torch_binding.cpp"]\ncxx-flags = ["-DX=$Y"]'))
     assert _dollar_flags("cpu", load_manifest(toml)) == {"dollar-flags": 1}
+
+
+@pytest.mark.parametrize(("backend", "key", "flag"), [
+    ("cpu", "cxx-flags", "-DX=a$"), ("cuda", "cxx-flags", "-DX=$$"),
+    ("cuda", "cuda-flags", "-DX=$Y"), ("rocm", "hip-flags", "-DX=${Y}")])
+def test_a_dollar_in_any_flag_of_a_backends_sections_is_in_its_key(
+        tmp_path: Path, backend: str, key: str, flag: str) -> None:
+    """Every list the driver escapes counts (a kernel section's ``cxx-flags`` and its
+    ``cuda-flags`` or ``hip-flags``), for its own backend only."""
+    from kernelforge.build import _dollar_flags
+    from kernelforge.manifest import load_manifest
+
+    project = tiny_cpu_project(tmp_path / "keyed", BINDING, f"""
+        [kernel.k]
+        backend = "{backend}"
+        depends = ["torch"]
+        src = ["k/k.cpp"]
+        {key} = [{flag!r}]
+        """, {"k/k.cpp": ""})
+    toml = project / "build.toml"
+    toml.write_text(toml.read_text().replace(
+        'backends = ["cpu"]', 'backends = ["cpu", "cuda", "rocm"]'))
+    manifest = load_manifest(toml)
+    for other in ("cpu", "cuda", "rocm"):
+        expected = {"dollar-flags": 1} if other == backend else {}
+        assert _dollar_flags(other, manifest) == expected, other
+
+
+def test_the_dollar_term_reaches_the_up_to_date_key(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """build_project puts the term in the key it looks up, for a cpu build whose flags
+    hold a ``$`` and not for one without (stopped at the key, before anything compiles)."""
+    import kernelforge.build as build_mod
+
+    keys: list[dict[str, object]] = []
+
+    class Stop(Exception):
+        pass
+
+    def fingerprint(data: dict[str, object]) -> str:
+        keys.append(data)
+        raise Stop
+
+    monkeypatch.setattr(build_mod, "_fingerprint", fingerprint)
+    for name, flags in (("plain", ["-DA=1"]), ("dollar", ["-DA=$B"])):
+        project = tiny_cpu_project(tmp_path / name, BINDING, f"""
+            [kernel.k]
+            backend = "cpu"
+            depends = ["torch"]
+            src = ["k/k.cpp"]
+            cxx-flags = {flags!r}
+            """, {"k/k.cpp": ""})
+        with pytest.raises(Stop):
+            build_project(project, backends=["cpu"], progress=lambda _: None)
+    assert [key.get("dollar-flags") for key in keys] == [None, 1]
+
+
+def test_ninja_escaped_writes_each_dollar_of_every_flag_list_twice() -> None:
+    """torch's tooling hands ``extra_postargs`` as a list or as a dict of lists (``cxx``,
+    ``nvcc``, ``nvcc_dlink``): each string flag in each gets ``$$`` for ``$``, one that
+    ends in ``$`` or holds ``$$`` already too; what is not a string is left as it is."""
+    from kernelforge.build._driver import ninja_escaped
+
+    assert ninja_escaped(["-DA=$B", "-DT=t$", "-DD=$$", "-O3"]) == [
+        "-DA=$$B", "-DT=t$$", "-DD=$$$$", "-O3"]
+    assert ninja_escaped(("-D$",)) == ["-D$$"]
+    assert ninja_escaped({"cxx": ["-DA=$B"], "nvcc": ["-Xcompiler", "-DB=$C"],
+                          "nvcc_dlink": ["-DL=$"]}) == {
+        "cxx": ["-DA=$$B"], "nvcc": ["-Xcompiler", "-DB=$$C"], "nvcc_dlink": ["-DL=$$"]}
+    assert ninja_escaped(["-DA=$B", None]) == ["-DA=$$B", None]
+    assert ninja_escaped(None) is None
 
 
 # -- ninja on the build's PATH ------------------------------------------------------------
