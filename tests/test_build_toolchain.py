@@ -3,6 +3,9 @@ its version, and an identity that changes with the compiler that really runs."""
 
 from __future__ import annotations
 
+import signal
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -226,6 +229,17 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _ends(pid: int, within: float = 5) -> bool:
+    """Whether process ``pid`` has ended, or does within ``within`` seconds: a process
+    sent SIGKILL may still be running for a moment before it ends."""
+    deadline = time.monotonic() + within
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @pytest.mark.parametrize("chosen", ["CXX", "c++ on PATH"])
 def test_a_cxx_that_hangs_is_named_with_how_long_and_the_fix(
         tmp_path: Path, monkeypatch, chosen: str) -> None:
@@ -233,7 +247,6 @@ def test_a_cxx_that_hangs_is_named_with_how_long_and_the_fix(
     waiting for its license server): the error says what hung, for how long, and where
     to look, and the wrapper's child is not left running."""
     import shutil
-    import sys
 
     from kernelforge.build import toolchain
     from kernelforge.errors import ToolchainError
@@ -253,12 +266,47 @@ def test_a_cxx_that_hangs_is_named_with_how_long_and_the_fix(
         monkeypatch.setenv("PATH", str(tmp_path))
         named = f"the C++ compiler 'c++' on PATH ({program})"
         fix = "point the CXX environment variable at another C++ compiler"
+    started = time.monotonic()
     with pytest.raises(ToolchainError) as err:
         find_cxx()
+    assert time.monotonic() - started < 15  # not the 30 s of the wrapper's child
     assert str(err.value) == (
         f"{named} hung: '{program} --version' did not end within 0.5 s, so the build "
         f"stopped before compiling; fix: run '{program} --version' to see it wait (a "
         "wrapper script that waits, or a compiler waiting for its license server) and fix "
         f"that, or {fix}")
     if sys.platform.startswith("linux"):
-        assert not _alive(int(pid_file.read_text()))
+        assert _ends(int(pid_file.read_text()))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_an_interrupted_version_probe_stops_the_compiler_and_its_children(
+        tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C while the compiler is asked its version ends the wait at once, and the
+    wrapper's child is stopped with it rather than left running."""
+    import shutil
+
+    from kernelforge.build import toolchain
+
+    pid_file = tmp_path / "child.pid"
+    program = tmp_path / "c++"
+    program.write_text(f"#!/bin/sh\n{shutil.which('sleep')} 30 &\n"
+                       f"echo $! > '{pid_file}'\nwait\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("CXX", str(program))
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 30)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    started = time.monotonic()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(KeyboardInterrupt):
+            find_cxx()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - started < 15
+    assert _ends(int(pid_file.read_text()))
