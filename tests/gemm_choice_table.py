@@ -137,7 +137,11 @@ FAST_BY_BANDWIDTH = [
     (4096, 2048, 512, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128_overlap"),
     (1024, 7168, 256, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128_overlap"),
     (1024, 7168, 256, "challenge", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
-    (4096, 2048, 512, "guide", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    (2048, 4096, 256, "guide", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    # ... where after it, with K from 257 to 512, the H200 takes CUTLASS's cooperative
+    # kernel (v52)
+    (4096, 2048, 512, "guide", "fp8_pingpong_64x128", "fp8_coop_128x128"),
+    (1024, 4096, 512, "challenge", "fp8_pingpong_64x128", "fp8_coop_128x128"),
     (4096, 2048, 512, "nt_cs", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     (1024, 2048, 512, "nt", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     # ... and the ping-pong kernel where its 64x128 tiles fit in one wave, up to 1024 rows

@@ -53,7 +53,8 @@ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 //    129-1024 rows whose 64x128 tiles fit in one wave, any K and layout: the ping-pong
 //    kernel (v46);
 //  - where memory is faster, more than 128 rows with K <= 512 over one to six waves,
-//    nothing to prepare and row-major scales: the hand-written kernel (v52);
+//    nothing to prepare and row-major scales: the hand-written kernel (v52); after the
+//    preparation launch with K from 257 to 512: CUTLASS's cooperative kernel (v52);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
@@ -483,6 +484,15 @@ inline Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int
   // guide 4096x2048x512 20.1 vs 19.8); NOTES.md, v52.
   if (M > 128 && !slow_memory && in_place && t.scales_rm && K <= 512 && tiles128 >= sms) {
     return {V::kFp8Coop128x128Overlap, 0};
+  }
+  // After the preparation launch the H200 takes CUTLASS's cooperative kernel there with
+  // K from 257 to 512 (measured at 512) over one to six waves (interleaved, us, against
+  // the ping-pong kernel: challenge 1024x4096x512 14.3 vs 14.9 and 14.5 vs 14.9 in
+  // another run, 2048x4096x512 20.3 vs 20.8; guide 4096x2048x512 19.4 vs 19.8 in two
+  // runs). With K = 256 the ping-pong kernel stays ahead (challenge 1024x7168x256 15.1
+  // vs 16.5, guide 2048x4096x256 15.6 vs 16.1; NOTES.md, v52).
+  if (M > 128 && !slow_memory && !in_place && K > 256 && K <= 512 && tiles128 >= sms) {
+    return {V::kFp8Coop128x128, 0};
   }
   // On the H100, 129-1024 rows whose 64x128 tiles fit in one wave (where 128x128 tiles
   // leave half the SMs idle): the ping-pong kernel (interleaved, us, against CUTLASS's
