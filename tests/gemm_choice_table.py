@@ -138,7 +138,8 @@ FAST_BY_BANDWIDTH = [
     (1024, 7168, 256, "nt", "fp8_pingpong_64x128", "fp8_coop_128x128_overlap"),
     (1024, 7168, 256, "challenge", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
     (2048, 4096, 256, "guide", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
-    # ... where after it, with K from 257 to 512, the H200 takes CUTLASS's cooperative
+    (1536, 4096, 384, "challenge", "fp8_pingpong_64x128", "fp8_pingpong_64x128"),
+    # ... where after it, with K from 385 to 512, the H200 takes CUTLASS's cooperative
     # kernel (v52)
     (4096, 2048, 512, "guide", "fp8_pingpong_64x128", "fp8_coop_128x128"),
     (1024, 4096, 512, "challenge", "fp8_pingpong_64x128", "fp8_coop_128x128"),

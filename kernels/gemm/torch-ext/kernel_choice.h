@@ -54,7 +54,7 @@ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 //    kernel (v46);
 //  - where memory is faster, more than 128 rows with K <= 512 over one to six waves,
 //    nothing to prepare and row-major scales: the hand-written kernel (v52); after the
-//    preparation launch with K from 257 to 512: CUTLASS's cooperative kernel (v52);
+//    preparation launch with K from 385 to 512: CUTLASS's cooperative kernel (v52);
 //  - short K (<= 512), few rows (M <= 128), or M <= 1024 with N <= 640: ping-pong 64x128
 //    tiles, whose two consumer warp groups overlap one tile's epilogue with the next
 //    tile's mainloop;
@@ -486,12 +486,13 @@ inline Choice pick_variant(int64_t M, int64_t N, int64_t K, const Traits& t, int
     return {V::kFp8Coop128x128Overlap, 0};
   }
   // After the preparation launch the H200 takes CUTLASS's cooperative kernel there with
-  // K from 257 to 512 (measured at 512) over one to six waves (interleaved, us, against
-  // the ping-pong kernel: challenge 1024x4096x512 14.3 vs 14.9 and 14.5 vs 14.9 in
-  // another run, 2048x4096x512 20.3 vs 20.8; guide 4096x2048x512 19.4 vs 19.8 in two
-  // runs). With K = 256 the ping-pong kernel stays ahead (challenge 1024x7168x256 15.1
-  // vs 16.5, guide 2048x4096x256 15.6 vs 16.1; NOTES.md, v52).
-  if (M > 128 && !slow_memory && !in_place && K > 256 && K <= 512 && tiles128 >= sms) {
+  // K from 385 to 512 (measured at 512) over one to six waves (interleaved, us, against
+  // the ping-pong kernel: challenge 1024x4096x512 14.3 vs 14.9, 14.5 vs 14.9 and 14.5
+  // vs 15.0 in other runs, 2048x4096x512 20.3 vs 20.8 in two runs; guide 4096x2048x512
+  // 19.4 vs 19.8 in two runs and 19.6 vs 19.9). With shorter K the ping-pong kernel
+  // stays ahead (challenge 1536x4096x384 16.4 vs 16.0, 1024x7168x256 16.5 vs 15.1,
+  // guide 2048x4096x256 16.1 vs 15.6 and 16.4 vs 15.9; NOTES.md, v52).
+  if (M > 128 && !slow_memory && !in_place && K > 384 && K <= 512 && tiles128 >= sms) {
     return {V::kFp8Coop128x128, 0};
   }
   // On the H100, 129-1024 rows whose 64x128 tiles fit in one wave (where 128x128 tiles
