@@ -170,6 +170,30 @@ def test_clear_older_than_keeps_what_was_fetched_since(env, filled, capsys,
     assert (env["cache"] / "files" / A).is_dir()  # the small files stay
 
 
+@pytest.mark.parametrize("when", [float("nan"), float("inf"), 1e300, True],
+                         ids=["nan", "inf", "1e300", "bool"])
+def test_an_entry_time_no_date_can_be_given_for_counts_as_unrecorded(env, filled, capsys,
+                                                                     when) -> None:
+    """An entry.json whose time is no date (edited by hand, or damaged still as JSON) is
+    listed without one, as an entry that records none, and ``--older-than`` counts it as
+    old, as it counts those. Before, ``cache list`` stopped with a traceback on NaN
+    (``time.localtime``) and wrote ``NaN``, which is no JSON, with ``--json``."""
+    first = DownloadCache(env["cache"]).variants()[0]
+    entry = env["cache"] / "variants" / first.repo_id / first.commit / first.variant
+    record = entry / "entry.json"
+    _rewrite(record, json.dumps({**json.loads(record.read_text()), "time": when}).encode())
+    capsys.readouterr()
+    assert main(["cache", "list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if first.commit[:12] in line)
+    assert row.rstrip().endswith("-"), row
+    fetched = {v["commit"]: v["fetched"] for v in _listed(capsys)}
+    assert fetched[first.commit] is None
+    assert main(["cache", "clear", "--older-than", "30"]) == 0
+    assert "removed 1 variant fetched more than 30 days ago" in capsys.readouterr().out
+    assert first.commit not in {v["commit"] for v in _listed(capsys)}
+
+
 def test_clear_empties_the_cache_but_not_a_download_in_progress(env, filled,
                                                                 capsys) -> None:
     root = env["cache"]

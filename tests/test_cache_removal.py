@@ -4,10 +4,12 @@ than asked, break a download running beside it, or hang or crash on odd on-disk 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -280,6 +282,76 @@ def test_older_than_that_is_no_age_is_refused(env, older_than) -> None:
         cache.remove(older_than=older_than)
     assert cache.entry("org/a", A1, "torch-cpu") is not None
     assert cache.remove(older_than=0).variants[0].variant == "torch-cpu"
+
+
+def _by_a_newer_kernelforge(root: Path, commit: str, when: float | None) -> Path:
+    """Cache ``org/a`` at ``commit`` and rewrite its entry.json as a newer kernelforge
+    writes it: a higher format, fields this version does not know, and ``time`` only where
+    ``when`` is given. Returns the entry.json."""
+    DownloadCache(root).install("org/a", commit, "torch-cpu", _fill, lambda d: {})
+    record = root / "variants" / "org" / "a" / commit / "torch-cpu" / "entry.json"
+    record.chmod(0o644)
+    doc: dict[str, object] = {"format": 2, "blobs": {"x.py": "sha256-..."}}
+    if when is not None:
+        doc["time"] = when
+    record.write_text(json.dumps(doc))
+    return record
+
+
+def test_cache_list_shows_a_newer_kernelforge_s_entry_as_its_own(env, capsys) -> None:
+    """Not as damaged, which said that a load online fetches it again (a load refuses
+    it), and with the fetch time it records where this version can read one."""
+    root = env["cache"]
+    _by_a_newer_kernelforge(root, "a" * 40, None)
+    _by_a_newer_kernelforge(root, "b" * 40, 1.0)
+    capsys.readouterr()
+    assert main(["cache", "list", "--cache", str(root)]) == 0
+    listed = capsys.readouterr().out
+    assert "damaged:" not in listed, listed
+    for commit in ("a" * 12, "b" * 12):
+        assert (f"newer: org/a {commit} torch-cpu: its entry.json is of format 2, written "
+                "by a newer kernelforge; this version cannot use it and leaves it as it is: "
+                "a load here refuses it" in listed), listed
+    assert main(["cache", "list", "--json", "--cache", str(root)]) == 0
+    rows = {v["commit"][0]: v for v in json.loads(capsys.readouterr().out)}
+    assert {c: (v["newer-format"], v["damaged"], v["fetched"]) for c, v in rows.items()} == {
+        "a": (2, None, None), "b": (2, None, 1.0)}
+
+
+def test_older_than_keeps_a_newer_kernelforge_s_entries_it_cannot_date(env,
+                                                                       capsys) -> None:
+    """An entry a newer kernelforge wrote is not this version's to judge: ``cache clear
+    --older-than`` removes it only where it records a fetch time this version can read
+    that is that old, and keeps one that records none, saying so and how to remove it.
+    Before, every such entry counted as undated, so as old: one fetched a minute earlier
+    by the newer version sharing the cache was removed as "fetched more than 30 days
+    ago"."""
+    root = env["cache"]
+    undated = _by_a_newer_kernelforge(root, "a" * 40, None)
+    expired = _by_a_newer_kernelforge(root, "b" * 40, 1.0)  # 1970: plainly old
+    recent = _by_a_newer_kernelforge(root, "c" * 40, time.time() - 60)
+    kept_text = undated.read_text()
+    capsys.readouterr()
+    assert main(["cache", "clear", "--older-than", "30", "--cache", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert undated.read_text() == kept_text and recent.is_file()
+    assert not expired.parent.exists()
+    assert ("removed 1 variant fetched more than 30 days ago" in out
+            and f"  org/a  {'b' * 12}  torch-cpu  " in out
+            and "(written by a newer kernelforge: entry format 2)" in out), out
+    assert ("kept 1 variant written by a newer kernelforge, whose entry records no fetch "
+            "time this version can read" in out), out
+    assert f"  org/a  {'a' * 12}  torch-cpu  " in out.split("kept 1 variant")[1], out
+    # (the cache of $KERNELFORGE_CACHE, so no --cache)
+    assert f"or name it: 'kernelforge cache remove org/a --revision {'a' * 12}'" in out, out
+    assert "c" * 12 not in out  # fetched a minute ago: kept without a word, as any
+
+    # the API says the same; naming the repository removes it, as the message says
+    removed = DownloadCache(root).remove(older_than=0)
+    assert [v.commit for v in removed.variants] == ["c" * 40]
+    assert [(v.commit, v.newer_format) for v in removed.kept] == [("a" * 40, 2)]
+    assert [v.commit for v in DownloadCache(root).remove("org/a").variants] == ["a" * 40]
+    assert not undated.exists()
 
 
 @pytest.mark.parametrize(("link", "target", "commits"), [

@@ -37,6 +37,7 @@ two writers could run at once), so they stay, and ``kernelforge cache clear`` le
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
@@ -216,10 +217,15 @@ class CachedVariant:
         commit: the full commit id.
         variant: the variant name.
         size: bytes of its files on disk.
-        fetched: when it was fetched (seconds since the epoch), ``None`` if not recorded.
+        fetched: when it was fetched (seconds since the epoch), ``None`` if not recorded
+            (or not as a time this version can read).
         damaged: why its copy cannot be used (a load online fetches it again), if so:
             as :attr:`Entry.damaged` says it, its files not hashed (a changed file is
             found by the load that verifies it).
+        newer_format: the format of its ``entry.json`` where a newer kernelforge wrote it
+            (above :data:`ENTRY_FORMAT`), else ``None``. Such an entry is not damaged:
+            this version cannot use it, and a load here refuses it rather than fetch it
+            again over the newer version's own.
     """
 
     repo_id: str
@@ -228,6 +234,7 @@ class CachedVariant:
     size: int
     fetched: float | None
     damaged: str | None = None
+    newer_format: int | None = None
 
 
 @dataclass(frozen=True)
@@ -239,10 +246,15 @@ class Removed:
         other_bytes: bytes of the other files removed with them: single files (metadata,
             signatures), file listings, remembered refs and leftovers of interrupted
             downloads.
+        kept: the variants an ``older_than`` removal left in place because a newer
+            kernelforge wrote them and they record no fetch time this version can read:
+            their age is unknown here, and the newer version sharing the cache may need
+            them.
     """
 
     variants: list[CachedVariant]
     other_bytes: int
+    kept: list[CachedVariant] = dataclasses.field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:
@@ -686,13 +698,19 @@ class DownloadCache:
                 damaged = Entry(where / FILES_DIR, {}, damaged=problem)
         return damaged
 
+    def remove_command(self, repo_id: str, commit: str) -> str:
+        """The command that removes what this cache holds of ``repo_id`` at ``commit``
+        (for messages), quoted: ``'kernelforge cache remove ORG/NAME --revision C'``,
+        naming the cache where it is not the default one."""
+        where = ("" if self.root == default_cache_root()
+                 else f" --cache {shlex.quote(str(self.root))}")
+        return f"'kernelforge cache remove {repo_id} --revision {commit[:12]}{where}'"
+
     def damaged_entry_fix(self, repo_id: str, commit: str) -> str:
         """The commands that replace a damaged entry of ``repo_id`` at ``commit``: remove
         it, then fetch it again (for messages)."""
-        where = ("" if self.root == default_cache_root()
-                 else f" --cache {shlex.quote(str(self.root))}")
-        return (f"'kernelforge cache remove {repo_id} --revision {commit[:12]}{where}', then "
-                "'kernelforge download' on a locked project, or a load while online")
+        return (f"{self.remove_command(repo_id, commit)}, then 'kernelforge download' on a "
+                "locked project, or a load while online")
 
     def damaged_copy(self, err: IntegrityError, repo_id: str, commit: str,
                      copy: Path | None = None, *, changed: bool = True) -> IntegrityError:
@@ -829,10 +847,13 @@ class DownloadCache:
                    where: Path | None = None) -> CachedVariant:
         if where is None:
             where = self._entry_dir(repo_id, commit, variant)
-        doc, problem, _newer = _entry_record(where / ENTRY_FILE)
+        doc, problem, newer = _entry_record(where / ENTRY_FILE)
         fetched = doc.get("time") if doc is not None else None
-        return CachedVariant(repo_id, commit, variant, _tree_size(where),
-                             float(fetched) if isinstance(fetched, (int, float)) else None,
+        when = float(fetched) if is_timestamp(fetched) else None
+        size = _tree_size(where)
+        if newer is not None:  # not this version's to judge: no damage it can be sure of
+            return CachedVariant(repo_id, commit, variant, size, when, newer_format=newer)
+        return CachedVariant(repo_id, commit, variant, size, when,
                              problem or _damage(where / FILES_DIR))
 
     def other_size(self) -> int:
@@ -871,10 +892,16 @@ class DownloadCache:
             variant: only this variant.
             older_than: only variants fetched more than this many seconds ago (those
                 with no recorded time count as old), judged again under each variant's
-                lock; the small files of the repositories and commits are kept.
+                lock; the small files of the repositories and commits are kept. An entry
+                a newer kernelforge wrote (:attr:`CachedVariant.newer_format`) goes only
+                where it records a fetch time this version can read that is that old;
+                one that records none is kept (:attr:`Removed.kept`), since a version
+                that cannot read an entry cannot tell it is old, and the newer version
+                sharing the cache may need it. Naming the repository without
+                ``older_than``, or emptying the whole cache, removes such entries too.
 
         Returns:
-            What was removed.
+            What was removed, and what ``older_than`` kept of a newer kernelforge's.
 
         Raises:
             HubError: the directory is not a download cache (a mistyped cache path), or
@@ -893,12 +920,16 @@ class DownloadCache:
             raise ValueError("commits: give the repository whose commits they are")
         self.check_is_cache()
         removed: list[CachedVariant] = []
+        kept: list[CachedVariant] = []
         other = 0
         try:
             for cached in self.variants():
                 if ((repo_id is not None and cached.repo_id.lower() != repo_id.lower())
                         or (commits is not None and cached.commit not in commits)
                         or (variant is not None and cached.variant != variant)):
+                    continue
+                if older_than is not None and _age_unknown(cached):
+                    kept.append(cached)
                     continue
                 entry = self._discard_entry(cached.repo_id, cached.commit, cached.variant,
                                             older_than)
@@ -913,7 +944,7 @@ class DownloadCache:
             raise HubError(f"{self.root}: cannot remove {err.filename or 'a cache file'} "
                            f"({err.strerror or err}); what was removed before stays removed "
                            "and the rest is untouched") from err
-        return Removed(removed, other)
+        return Removed(removed, other, kept)
 
     def _remove_rest(self, repo_id: str | None, commits: list[str] | None,
                      removed: list[CachedVariant]) -> int:
@@ -975,7 +1006,8 @@ class DownloadCache:
                        older_than: float | None = None) -> CachedVariant | None:
         """Remove a variant's directory under its lock; what it was, if it was an entry
         (``None`` for a leftover that was not, one already gone, one reached through a
-        link, or one fetched less than ``older_than`` seconds ago)."""
+        link, or, with ``older_than``, one fetched less than that many seconds ago or
+        of a newer kernelforge's whose age this version cannot read)."""
         final = self._entry_dir(repo_id, commit, variant)
         if self._reached_through_a_link(final):
             return None
@@ -984,8 +1016,10 @@ class DownloadCache:
             if not (final.exists() or final.is_symlink()):
                 return None
             cached = self._described(repo_id, commit, variant)
-            if (older_than is not None and cached.fetched is not None
-                    and time.time() - cached.fetched <= older_than):
+            if older_than is not None and (
+                    _age_unknown(cached)
+                    or (cached.fetched is not None
+                        and time.time() - cached.fetched <= older_than)):
                 return None  # fetched again since it was listed
             was_entry = (final / ENTRY_FILE).is_file() and not final.is_symlink()
             self._throw_away(key, final)
@@ -1305,10 +1339,11 @@ def as_published(path: Path, metadata_sha256: str | None,
 def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None, int | None]:
     """An entry's ``entry.json``: ``(record, None, None)`` when it records the entry's
     files; ``(None, why, None)`` when it is damaged (not JSON, or no such record: the
-    entry cannot be used, and is fetched again); ``(None, why, format)`` when a newer
+    entry cannot be used, and is fetched again); ``(document, why, format)`` when a newer
     kernelforge wrote it (of a format above :data:`ENTRY_FORMAT`: not this version's to
-    use, nor to replace); ``(None, None, None)`` when it is missing (no entry), or cannot
-    be read for a reason that may pass (logged; not taken for damage it can be sure of)."""
+    use, nor to replace; the document as read, for the fetch time a removal by age may
+    still read in it); ``(None, None, None)`` when it is missing (no entry), or cannot be
+    read for a reason that may pass (logged; not taken for damage it can be sure of)."""
     try:
         doc = json_loads(path.read_bytes())
     except FileNotFoundError:
@@ -1320,11 +1355,17 @@ def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None, int | 
         return None, f"its {ENTRY_FILE} is not valid JSON", None
     found = newer_format_number(doc, ENTRY_FORMAT)
     if found is not None:
-        return None, (f"its {ENTRY_FILE} is of format {found}, written by a newer "
-                      "kernelforge"), found
+        return doc, (f"its {ENTRY_FILE} is of format {found}, written by a newer "
+                     "kernelforge"), found
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
         return None, f"its {ENTRY_FILE} records no files", None
     return doc, None, None
+
+
+def _age_unknown(cached: CachedVariant) -> bool:
+    """Whether a removal by age must keep ``cached``: a newer kernelforge wrote it and it
+    records no fetch time this version can read, so nothing here says it is old."""
+    return cached.newer_format is not None and cached.fetched is None
 
 
 def _damage(files_dir: Path) -> str | None:

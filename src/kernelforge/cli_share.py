@@ -823,12 +823,40 @@ def _when(t: float | None) -> str:
     return "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
+def _newer_note(v: Any) -> str:
+    """What a listed variant's line adds for an entry a newer kernelforge wrote."""
+    if v.newer_format is None:
+        return ""
+    return f"  (written by a newer kernelforge: entry format {v.newer_format})"
+
+
 def _say_removed(removed: Any, cache: Any, what: str) -> None:
     n = len(removed.variants)
     print(f"removed {n} variant{'s' if n != 1 else ''} {what}, "
           f"{_size_text(removed.total_bytes)} in all, from {cache.root}")
     for v in removed.variants:
-        print(f"  {v.repo_id}  {v.commit[:12]}  {v.variant}  {_size_text(v.size)}")
+        print(f"  {v.repo_id}  {v.commit[:12]}  {v.variant}  {_size_text(v.size)}"
+              f"{_newer_note(v)}")
+    _say_kept(removed.kept, cache)
+
+
+def _say_kept(kept: list[Any], cache: Any) -> None:
+    """Name the variants a removal by age left because a newer kernelforge wrote them and
+    this version cannot read when they were fetched, with how to remove them."""
+    if not kept:
+        return
+    n = len(kept)
+    one = n == 1
+    print(f"kept {n} variant{'' if one else 's'} written by a newer kernelforge, whose "
+          f"{'entry records' if one else 'entries record'} no fetch time this version can "
+          f"read ({'its age is' if one else 'their age is'} unknown here, and the newer "
+          f"version sharing the cache may need {'it' if one else 'them'}):")
+    for v in kept:
+        print(f"  {v.repo_id}  {v.commit[:12]}  {v.variant}  {_size_text(v.size)}  "
+              f"(entry format {v.newer_format})")
+    first = cache.remove_command(kept[0].repo_id, kept[0].commit)
+    print(f"  to remove {'it' if one else 'them'} anyway: run this with the newer "
+          f"kernelforge, or {'name it: ' if one else 'name each one, as in '}{first}")
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
@@ -853,7 +881,8 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         variants = cache.variants()
         if args.json:
             print(json.dumps([{"repo-id": v.repo_id, "commit": v.commit, "variant": v.variant,
-                               "size": v.size, "fetched": v.fetched, "damaged": v.damaged}
+                               "size": v.size, "fetched": v.fetched, "damaged": v.damaged,
+                               "newer-format": v.newer_format}
                               for v in variants], indent=1))
             return 0
         other = cache.other_size()
@@ -871,6 +900,13 @@ def _cmd_cache(args: argparse.Namespace) -> int:
             if v.damaged:
                 print(f"damaged: {v.repo_id} {v.commit[:12]} {v.variant}: {v.damaged}; a load "
                       "online fetches it again ('kernelforge cache remove' drops it)")
+            elif v.newer_format is not None:
+                print(f"newer: {v.repo_id} {v.commit[:12]} {v.variant}: its entry.json is of "
+                      f"format {v.newer_format}, written by a newer kernelforge; this version "
+                      "cannot use it and leaves it as it is: a load here refuses it "
+                      "(upgrade kernelforge, or 'kernelforge cache remove' it to have this "
+                      "version fetch it again), and 'cache clear --older-than' removes it "
+                      "only by a fetch time it can read")
         total = sum(v.size for v in variants) + other
         print(f"{len(variants)} variant{'s' if len(variants) != 1 else ''}, "
               f"{_size_text(total)} in all ({_size_text(other)} of metadata, listings and "
