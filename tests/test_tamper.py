@@ -15,6 +15,8 @@ import pytest
 from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
 
 from kernelforge import loader, signing, trust
+from kernelforge.cache import DownloadCache
+from kernelforge.cli import main
 from kernelforge.digest import b64_sha256
 from kernelforge.errors import (
     HubError,
@@ -701,31 +703,155 @@ def test_download_of_a_lock_without_digests_refetches_a_variant_holding_a_damage
                               ).__name__ == module_id
 
 
-def test_download_of_a_lock_without_digests_warns_when_the_fresh_signature_fails_too(
+#: how a download says it fails on the variant a load here takes (torch-cpu, this CPU)
+NOT_FETCHED_HERE = (f"{REPO} (variant torch-cpu): not fetched: it is the variant a load on "
+                    "this machine takes, and a load refuses it, offline as online: ")
+
+
+def test_download_of_a_lock_without_digests_fails_when_the_fresh_signature_fails_too(
         env, tmp_path: Path, key, caplog) -> None:
+    """The variant a load here takes, with a trusted key's signature that fresh copies
+    fail too: no key trusted and no allowance lifts the load's refusal, so the download
+    fails naming it, and fetches none of its files (before, --all-variants fetched it
+    with a warning and exited 0, leaving an offline load that fails)."""
     api, hf, commit, _module_id, lock = _commit_locked(env, tmp_path, key)
     hf.read_file(REPO, commit, SIGNED["metadata"])
     real = _kept_damaged(hf, api, commit, SIGNED["sig"])
     api.tamper(REPO, commit, SIGNED["sig"], _damaged(SIGNED["sig"], real))
-    download_locked(lock, hub=hf, all_variants=True)
-    assert "kernels.lock pins only its commit, and a load will refuse it" in caplog.text
-    assert "does not verify" in caplog.text and "cache remove" not in caplog.text
-    # no key trusted and no allowance lifts that refusal: none is offered
-    assert "trust allow" not in caplog.text and "trust_remote_code" not in caplog.text
+    with pytest.raises(SignatureMismatchError) as info:
+        download_locked(lock, hub=hf, all_variants=True)
+    said = str(info.value)
+    assert said.startswith(NOT_FETCHED_HERE) and "does not verify" in said, said
+    assert "cache remove" not in said
+    # none is offered
+    assert "trust allow" not in said and "trust_remote_code" not in said
+    assert "a load will refuse it" not in caplog.text
     assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGNED['sig']}") == 2
+    assert hf.cache.entries() == []
 
 
 def test_download_offline_of_a_lock_without_digests_names_the_fix_for_a_damaged_signature(
-        env, tmp_path: Path, key, caplog, monkeypatch) -> None:
+        env, tmp_path: Path, key, monkeypatch) -> None:
     api, hf, commit, _module_id, lock = _commit_locked(env, tmp_path, key)
     download_locked(lock, hub=hf)
     _kept_damaged(hf, api, commit, SIGNED["sig"])
     api.go_down()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    download_locked(lock, hub=HfHub(api=api, cache=env["cache"]), all_variants=True)
-    assert "kernels.lock pins only its commit, and a load will refuse it" in caplog.text
-    assert "kept from an earlier fetch, may be damaged" in caplog.text
-    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in caplog.text
+    with pytest.raises(SignatureMismatchError) as info:
+        download_locked(lock, hub=HfHub(api=api, cache=env["cache"]), all_variants=True)
+    said = str(info.value)
+    assert said.startswith(NOT_FETCHED_HERE), said
+    assert "kept from an earlier fetch, may be damaged" in said
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said
+
+
+def _served_tampered(api: FakeHfApi, repo: str, commit: str, variant: str) -> None:
+    """Have the hub serve ``variant``'s signature with one bit flipped, from now on."""
+    path = f"build/{variant}.sig"
+    api.tamper(repo, commit, path, _damaged(path, (api.tree(repo, commit) / path
+                                                   ).read_bytes()))
+
+
+def _use(monkeypatch, api: FakeHfApi, env) -> None:
+    """``--hub hf`` on the command line gets the fake Hugging Face Hub."""
+    monkeypatch.setattr("kernelforge.hub.as_hub",
+                        lambda hub: HfHub(api=api, cache=env["cache"]))
+
+
+@pytest.mark.parametrize("all_variants", [False, True], ids=["chosen", "all-variants"])
+def test_download_of_a_kernels_lock_fails_alike_on_the_variant_a_load_here_refuses(
+        env, tmp_path: Path, key, capsys, monkeypatch, all_variants: bool) -> None:
+    """A kernels.lock's only variant is the one this machine loads, and the hub serves
+    a signature by a trusted key that does not verify over it. ``kernelforge download``
+    stopped on it while ``download --all-variants`` fetched it with a warning and exited
+    0, leaving an offline load that fails: both now fail (exit 1), naming the variant
+    and why, and fetch none of its files."""
+    api, _hf, commit, _module_id, lock = _commit_locked(env, tmp_path, key)
+    _served_tampered(api, REPO, commit, "torch-cpu")
+    _use(monkeypatch, api, env)
+    argv = ["download", str(lock), "--hub", "hf", *(["--all-variants"] if all_variants
+                                                    else [])]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"error: {NOT_FETCHED_HERE}{REPO}: the signature "
+                          "build/torch-cpu.sig by trusted key"), err
+    assert "does not verify" in err, err
+    assert DownloadCache(env["cache"]).entries() == []
+
+
+@pytest.mark.parametrize("table", ["kernelforge", "kernels"])
+def test_download_all_variants_skips_a_refused_variant_this_machine_does_not_load(
+        env, tmp_path: Path, key, capsys, caplog, monkeypatch, table: str) -> None:
+    """One rule for both lock kinds: with --all-variants, a variant whose signature by a
+    trusted key does not verify, and that a load here does not take (torch-cuda on this
+    CPU), is skipped, not fetched: the download goes on, exits 0 and says which one it
+    skipped and why; this machine's variant is fetched and loads offline. A kernel whose
+    variant a load here takes is refused that way fails the download, which then names
+    what it fetched, what it skipped and what it did not fetch."""
+    other = "kernels-test/zz-other"  # fetched after REPO
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=tmp_path / "lockers-cache")  # locked on another machine
+    module_id = uid("skip")
+    make_variant(tmp_path / "p", module_id=module_id)
+    make_variant(tmp_path / "p", "torch-cuda", module_id=uid("skip"))
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    make_variant(tmp_path / "q", module_id=uid("skip"))
+    other_commit = hf.publish(other, tmp_path / "q", version=1, signer=key).commit
+    root = _project(tmp_path)
+    (root / "pyproject.toml").write_text(
+        f'[tool.{table}.dependencies]\n"{REPO}" = 1\n"{other}" = 1\n')
+    written = lock_project(root, hub=hf)  # sound when locked
+    lock = written.path if table == "kernelforge" else written.hf_path
+    assert lock is not None
+    _served_tampered(api, REPO, commit, "torch-cuda")
+    _use(monkeypatch, api, env)
+    capsys.readouterr()
+    assert main(["download", str(lock), "--hub", "hf", "--all-variants"]) == 0
+    out, err = capsys.readouterr()
+    assert f"{REPO} torch-cpu: verified -> " in out and f"{other} torch-cpu: verified" in out
+    skipped = (f"{REPO} torch-cuda: skipped, not fetched: a load refuses it ({REPO}: the "
+               "signature build/torch-cuda.sig by trusted key")
+    assert skipped in out and "does not verify" in out, out
+    assert out.rstrip().endswith("and a load on this machine takes variant torch-cpu"), out
+    assert err == ""  # (the warning goes to the log pytest captures, not to stderr)
+    assert (f"{REPO} (variant torch-cuda): skipped, not fetched: a load refuses it ("
+            in caplog.text and "the download goes on" in caplog.text), caplog.text
+    assert sorted((r, v) for r, _c, v in DownloadCache(env["cache"]).entries()) == [
+        (REPO, "torch-cpu"), (other, "torch-cpu")]
+    assert main(["download", str(lock), "--hub", "hf"]) == 0  # this machine's only: fine
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
+
+    # the variant a load here takes of the kernel fetched second, refused too: it fails
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    api.come_up()
+    _served_tampered(api, other, other_commit, "torch-cpu")
+    DownloadCache(env["cache"]).remove(other)
+    capsys.readouterr()
+    assert main(["download", str(lock), "--hub", "hf", "--all-variants"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {other} (variant torch-cpu): not fetched: it is the variant" in err, err
+    assert (f"already fetched and verified: {REPO} (torch-cpu); skipped (a load refuses "
+            f"them, and this machine loads none of them): {REPO} (torch-cuda); not fetched: "
+            f"{other} (torch-cpu)" in err), err
+    assert main(["download", str(lock), "--hub", "hf"]) == 1
+    assert f"error: {other} (variant torch-cpu): not fetched" in capsys.readouterr().err
+
+
+def test_download_all_variants_of_a_kernels_lock_with_an_unreadable_trust_store_fails(
+        env, tmp_path: Path, key) -> None:
+    """A trust store that cannot be read refuses every variant, and is no variant's
+    fault: the download fails naming it before anything is fetched, rather than skip (or,
+    before, fetch with a warning and exit 0) each variant in turn."""
+    api, hf, _commit, _module_id, lock = _commit_locked(env, tmp_path, key)
+    store = trust.load_store().path
+    store.write_text("{not json")
+    with pytest.raises(TrustError, match=f"^{store}: not valid JSON"):
+        download_locked(lock, hub=hf, all_variants=True)
+    assert hf.cache.entries() == []
 
 
 @pytest.mark.parametrize("all_variants", [False, True], ids=["chosen", "all-variants"])

@@ -434,20 +434,30 @@ def _cmd_download(args: argparse.Namespace) -> int:
                                   all_variants=args.all_variants, backend=args.backend,
                                   progress=progress)
     except KernelforgeError as err:
-        if not progress.fetched:
+        if not progress.fetched and not progress.skipped:
             raise
         # what a partial download did: the variants it fetched stay in the cache
-        done: dict[str, list[str]] = {}
-        for repo_id, variant, _path in progress.fetched:
-            done.setdefault(repo_id, []).append(variant)
-        said = ", ".join(f"{r} ({', '.join(v)})" for r, v in done.items())
+        said = _by_kernel([(r, v) for r, v, _path in progress.fetched]) or "none"
+        skipped = (f"skipped (a load refuses them, and this machine loads none of them): "
+                   f"{_by_kernel([(r, v) for r, v, _why in progress.skipped])}; "
+                   if progress.skipped else "")
         raise KernelforgeError(
-            f"{err}\nalready fetched and verified: {said}; "
+            f"{err}\nalready fetched and verified: {said}; {skipped}"
             f"not fetched: {', '.join(progress.left) or 'none'}"
         ) from err
     for repo_id, variant, path in fetched:
         print(f"{repo_id} {variant}: verified -> {path}")
+    for repo_id, variant, why in progress.skipped:
+        print(f"{repo_id} {variant}: skipped, not fetched: {why}")
     return 0
+
+
+def _by_kernel(variants: list[tuple[str, str]]) -> str:
+    """``org/a (v1, v2), org/b (v1)``: variants listed by kernel, in the order given."""
+    done: dict[str, list[str]] = {}
+    for repo_id, variant in variants:
+        done.setdefault(repo_id, []).append(variant)
+    return ", ".join(f"{r} ({', '.join(v)})" for r, v in done.items())
 
 
 def _replaced_keys(path: Path, pub_file: Path) -> list[Any]:

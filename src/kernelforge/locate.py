@@ -927,6 +927,49 @@ def locate_hub(
         return Plan(info, h, req, decision, b64_sha256(data), None, meta)
 
 
+def _locked_chooser(h: Hub, locked: LockedKernel, *, hub: HubArg, lockfile: str,
+                    backend: str | None, check_arch: bool) -> Callable[[set[str]], Chosen]:
+    """How a load chooses among the variants ``locked`` pins on the hub ``h``
+    (:func:`hub_for_lock` gave it for ``hub``), for :func:`_choose_trusted`; the
+    variants are listed at once."""
+    repo, commit = locked.repo, locked.commit
+    what = f"{locked.repo_id} (locked revision {commit[:7]} in {lockfile})"
+    with lock_hub_explained(hub, locked, h):
+        names = (sorted(locked.variants) if locked.variants is not None
+                 else h.variants(repo, commit))
+
+    def choose(kept: set[str]) -> Chosen:
+        with lock_hub_explained(hub, locked, h):
+            return _choose(names, _hub_meta(h, repo, commit, locked, lockfile, kept), what,
+                           backend, check_arch)
+
+    return choose
+
+
+def locked_variant_here(h: Hub, locked: LockedKernel, *, hub: HubArg, lockfile: str,
+                        backend: str | None) -> str:
+    """The variant of what a lock file pins that a load here takes, chosen as
+    :func:`locate_locked` chooses it (GPU archs checked) but without the trust decision:
+    for ``kernelforge download``, which judges each variant it fetches itself and must
+    know whether a variant it cannot fetch is the one this machine loads.
+
+    Args:
+        h: the hub :func:`hub_for_lock` gave for ``hub`` and ``locked``.
+        locked: the lock file's entry.
+        hub: the ``hub=`` argument, for what its errors say.
+        lockfile: the lock file, for messages.
+        backend: choose for this backend instead of the system's.
+
+    Raises:
+        VariantNotFoundError: no variant fits here.
+        HubError, IntegrityError: a ``metadata.json`` read to choose is missing, does not
+            parse or differs from the lock's pin.
+    """
+    choose = _locked_chooser(h, locked, hub=hub, lockfile=lockfile, backend=backend,
+                             check_arch=True)
+    return choose(set())[0]
+
+
 def locate_locked(
     locked: LockedKernel,
     *,
@@ -959,16 +1002,8 @@ def locate_locked(
     if cache_only and hasattr(h, "cache_only"):
         h = h.cache_only(for_load_kernel=True)
     repo, commit = locked.repo, locked.commit
-    what = f"{locked.repo_id} (locked revision {commit[:7]} in {lockfile})"
-    with lock_hub_explained(hub, locked, h):
-        names = (sorted(locked.variants) if locked.variants is not None
-                 else h.variants(repo, commit))
-
-    def choose(kept: set[str]) -> Chosen:
-        with lock_hub_explained(hub, locked, h):
-            return _choose(names, _hub_meta(h, repo, commit, locked, lockfile, kept), what,
-                           backend, check_arch)
-
+    choose = _locked_chooser(h, locked, hub=hub, lockfile=lockfile, backend=backend,
+                             check_arch=check_arch)
     # a lock with digests pins every variant's files, a lock without them none
     pinned = lockfile if locked.variants is not None else None
     (name, data, meta, trace), req, decision = _choose_trusted(h, repo, commit, choose,

@@ -131,10 +131,12 @@ def _fetch_judged(h: Any, locked: LockedKernel, name: str, lockfile: str
     again once (offline, refused with the fix), so that the variant's fetch, which takes
     that ``metadata.json``, does not inherit a damaged one, and an offline load finds
     copies it accepts. A signature that fresh copies fail is refused, as a load refuses
-    it, where the lock pins the files; a lock without digests leaves the variant to the
-    trust policy, whose refusal is returned (:func:`_load_refusal`). Then the other
-    files an offline load reads, and the variant's files, verified against the lock and
-    the ``metadata.json`` judged (:func:`_fetch_checked`).
+    it whatever it trusts or allows, before any of the variant's files is fetched (the
+    caller decides whether that fails the download: :meth:`_Download.fetch`); a lock
+    without digests leaves the rest to the trust policy, whose refusal is returned
+    (:func:`_load_refusal`). Then the other files an offline load reads, and the
+    variant's files, verified against the lock and the ``metadata.json`` judged
+    (:func:`_fetch_checked`).
 
     Returns:
         The variant's path, and for a lock without digests why a load would refuse the
@@ -142,8 +144,9 @@ def _fetch_judged(h: Any, locked: LockedKernel, name: str, lockfile: str
         the files, which is trust enough).
 
     Raises:
-        TrustError: a lock with digests, and a signature by a trusted key that does not
-            verify (over fresh copies, or offline) or cannot be read.
+        TrustError: a signature by a trusted key that does not verify (over fresh
+            copies, or offline over kept ones: a :class:`SignatureMismatchError`), a
+            signature file that cannot be read, or a trust store that cannot be.
     """
     from kernelforge.digest import b64_sha256
     from kernelforge.locate import judge_variant
@@ -167,20 +170,15 @@ def _load_refusal(h: Any, locked: LockedKernel, name: str) -> tuple[bytes, str |
     copies earn is reported. Returns the ``metadata.json`` judged and why a load would
     refuse the variant, with how to load it where trusting a key or allowing the
     repository would, else the fix the load's refusal names (``None``: a load would not
-    refuse it)."""
-    from kernelforge.errors import TrustError
+    refuse it). A refusal that no key trusted and no allowance lifts (a signature that
+    does not verify or cannot be read) is raised, as for a lock with digests: the
+    variant is not fetched (:meth:`_Download.fetch`)."""
     from kernelforge.loader import no_digests_fix
-    from kernelforge.locate import judge_variant, variant_metadata
+    from kernelforge.locate import judge_variant
     from kernelforge.policy import key_fix
 
-    try:
-        data, meta, _req, decision = judge_variant(h, locked.repo, locked.commit, name,
-                                                   False, locked=locked)
-    except TrustError as err:
-        # a signature that does not verify or cannot be read: no key trusted and no
-        # allowance lifts it, and its text says what does (offline, with the cache's fix)
-        data, _meta = variant_metadata(h, locked.repo, locked.commit, name, locked)
-        return data, str(err)
+    data, meta, _req, decision = judge_variant(h, locked.repo, locked.commit, name, False,
+                                               locked=locked)
     if not decision.allowed:
         problem = str(decision)
     elif decision.signer is not None and not meta.get("digest"):
@@ -256,10 +254,16 @@ class DownloadProgress:
             (those of a ``kernel-depends`` being fetched when it failed excepted).
         left: what was not fetched yet, in order: ``org/name``, ``org/name (v1, v2)``
             (those variants of it), or ``the kernel-depends of org/name variant``.
+        skipped: ``(repo_id, variant, why)`` of each variant left out because a load
+            refuses it whatever it trusts or allows (its signature by a trusted key does
+            not verify, or cannot be read), and it is not the one a load here takes
+            (with ``all_variants`` only; that one fails the download instead). ``why``
+            is one line: the refusal, and which variant a load here takes.
     """
 
     fetched: list[tuple[str, str, Path]] = dataclasses.field(default_factory=list)
     left: list[str] = dataclasses.field(default_factory=list)
+    skipped: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
 
 
 @dataclass
@@ -271,20 +275,76 @@ class _Download:
     backend: str | None
     all_variants: bool
     seen: set[tuple[Any, ...]]  # requests and (repo, commit): each fetched once
+    progress: DownloadProgress
+    # (repo, commit) -> the variant a load here takes, None where none fits
+    here: dict[tuple[str, str], str | None] = dataclasses.field(default_factory=dict)
 
     def variants(self, h: Any, locked: LockedKernel) -> list[str]:
         """The variants of a locked kernel to fetch: all of them, or the one a load here
-        chooses."""
-        from kernelforge.locate import locate_locked, lock_hub_explained
+        chooses (chosen as a load chooses it; :meth:`fetch` judges its trust)."""
+        from kernelforge.locate import lock_hub_explained
 
+        if not self.all_variants:
+            name = self.taken_here(h, locked)  # raises where none fits
+            return [name] if name is not None else []
         # h is the hub hub_for_lock gave for self.hub: its errors say why where it chose
         with lock_hub_explained(self.hub, locked, h):
-            if self.all_variants:
-                return (sorted(locked.variants) if locked.variants is not None
-                        else h.variants(locked.repo, locked.commit))
-            plan = locate_locked(locked, lockfile=str(self.lock.path), backend=self.backend,
-                                 hub=h, check_arch=True, allow=True, cache_only=False)
-            return [plan.info.variant]
+            return (sorted(locked.variants) if locked.variants is not None
+                    else h.variants(locked.repo, locked.commit))
+
+    def taken_here(self, h: Any, locked: LockedKernel) -> str | None:
+        """The variant of ``locked`` a load here takes (for ``--backend``, where given),
+        once per kernel. With ``all_variants``, ``None`` where none fits (a machine that
+        prepares the download for others); else that raises VariantNotFoundError."""
+        from kernelforge.errors import VariantNotFoundError
+        from kernelforge.locate import locked_variant_here
+
+        key = (locked.repo, locked.commit)
+        if key not in self.here:
+            try:
+                self.here[key] = locked_variant_here(h, locked, hub=self.hub,
+                                                     lockfile=str(self.lock.path),
+                                                     backend=self.backend)
+            except VariantNotFoundError:
+                if not self.all_variants:
+                    raise
+                self.here[key] = None
+        return self.here[key]
+
+    def fetch(self, h: Any, locked: LockedKernel, name: str
+              ) -> tuple[Path | None, str | None]:
+        """:func:`_fetch_judged`, with one rule for a variant a load refuses whatever it
+        trusts or allows (a trusted key's signature that does not verify over fresh
+        copies, or offline over kept ones; one that cannot be read): its files are not
+        fetched. Where it is the variant a load here takes, the download fails, naming
+        it: exiting 0 would leave this machine an offline load that fails. Any other
+        (with ``all_variants``) is skipped, with a WARNING and in
+        :attr:`DownloadProgress.skipped`: a machine that loads it refuses it online as
+        offline, so it is noise here, not a reason to stop.
+
+        Returns:
+            The variant's path (``None``: skipped), and the trust policy's refusal that
+            :func:`_fetch_judged` returns.
+
+        Raises:
+            TrustError: the refusal of the variant a load here takes, restated to say so
+                (a :class:`SignatureMismatchError` stays one).
+        """
+        from kernelforge.errors import TrustError
+
+        try:
+            return _fetch_judged(h, locked, name, str(self.lock.path))
+        except TrustError as err:
+            here = self.taken_here(h, locked)
+            if here == name:
+                raise _refused_here(err, locked.repo_id, name, self.backend) from err
+            taken = f"variant {here}" if here is not None else "none of its variants"
+            why = (f"a load refuses it ({_as_one_line(err)}), and a load on this machine "
+                   f"takes {taken}")
+            self.progress.skipped.append((locked.repo_id, name, why))
+            logger.warning("%s (variant %s): skipped, not fetched: %s; the download goes on",
+                           locked.repo_id, name, why)
+            return None, None
 
     def listed_by(self, locked: LockedKernel, key: DependencyKey) -> list[str]:
         """The variants of the lock's other entries (``org/name (variant v)``, any
@@ -338,10 +398,30 @@ class _Download:
             self.seen.add(("lock", dep.repo, dep.commit))
             h = hub_for_lock(self.hub, dep)
             for name in self.variants(h, dep):
-                path, _refusal = _fetch_judged(h, dep, name, str(self.lock.path))
-                out.append((dep.repo_id, name, path))
-                out += self.dependencies(top, path, dep.repo_id)
+                path, _refusal = self.fetch(h, dep, name)
+                if path is not None:
+                    out.append((dep.repo_id, name, path))
+                    out += self.dependencies(top, path, dep.repo_id)
         return out
+
+
+def _as_one_line(err: Exception) -> str:
+    """An error's message as one line, for a list of what was skipped and why."""
+    return " ".join(str(err).split())
+
+
+def _refused_here(err: Exception, repo_id: str, name: str, backend: str | None
+                  ) -> Exception:
+    """``err``, a refusal of ``repo_id``'s variant ``name`` that nothing lifts, restated
+    as the failure of a download of the variant a load here takes (of the same type)."""
+    from kernelforge.errors import SignatureMismatchError, TrustError
+
+    for_what = f" for backend {backend}" if backend else ""
+    message = (f"{repo_id} (variant {name}): not fetched: it is the variant a load on this "
+               f"machine{for_what} takes, and a load refuses it, offline as online: {err}")
+    if isinstance(err, SignatureMismatchError):
+        return SignatureMismatchError(message, err.variant)
+    return TrustError(message)
 
 
 def download_locked(
@@ -364,23 +444,28 @@ def download_locked(
         all_variants: every locked variant, not only the one this system loads.
         backend: choose for this backend (``"cpu"`` or torch's own) instead of the
             system's. With ``all_variants`` it chooses only the variants of the
-            dependencies the lock does not pin (every pinned variant is fetched).
+            dependencies the lock does not pin (every pinned variant is fetched), and
+            which variant of a kernel is the one a load here takes (see Returns).
         progress: a :class:`DownloadProgress` to keep up to date, which says after an
             error what was fetched (it stays in the download cache) and what was not.
 
     Returns:
         ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
-        verified against the lock. A variant a load would refuse (a lock without
-        digests, for a kernel neither signed by a trusted key nor allowed, or signed
-        over a metadata.json that records no file digests) is fetched all the same,
-        with a WARNING log line saying why and how to load it: trusting a key or
-        allowing the repository where that helps, else the fix the load's refusal
-        names (judged as a load judges it: kept copies of its ``metadata.json`` and
-        signature that a trusted key's signature does not verify over are fetched
-        again once first). Each one is followed by the kernels its ``kernel-depends``
-        name (and theirs): the commits the lock pins for them, verified against the
-        lock (every variant of them with ``all_variants``, else the one a load here
-        chooses), each fetched once per call.
+        verified against the lock. A variant a load would refuse unless told otherwise
+        (a lock without digests, for a kernel neither signed by a trusted key nor
+        allowed, or signed over a metadata.json that records no file digests) is
+        fetched all the same, with a WARNING log line saying why and how to load it:
+        trusting a key or allowing the repository where that helps, else the fix the
+        load's refusal names. A variant a load refuses whatever it trusts or allows (a
+        signature by a trusted key that does not verify, or cannot be read) is not
+        fetched: the one a load here takes fails the download (TrustError), any other
+        (with ``all_variants``) is skipped with a WARNING log line and listed in
+        ``progress.skipped``. Both are judged as a load judges them: kept copies of a
+        ``metadata.json`` and signature that a trusted key's signature does not verify
+        over are fetched again once first. Each variant fetched is followed by the
+        kernels its ``kernel-depends`` name (and theirs): the commits the lock pins
+        for them, verified against the lock (every variant of them with
+        ``all_variants``, else the one a load here chooses), each fetched once per call.
         A dependency the lock does not pin (a lock written before kernelforge pinned
         dependencies, or a ``kernels.lock``) is fetched as a load would choose it,
         verified against its own metadata, with a WARNING log line. A ``kernels.lock``
@@ -396,13 +481,18 @@ def download_locked(
             the commit is gone, the download cache cannot be written).
         IntegrityError: a fetched file differs from what the lock pins (or, for what
             it pins no files of, from the variant's own metadata).
+        TrustError: the variant a load here takes (for ``backend``, where given) is one
+            a load refuses whatever it trusts or allows: its signature by a trusted key
+            does not verify (a SignatureMismatchError) or cannot be read. The message
+            names the variant and says why. Or the trust store cannot be read (before
+            anything is fetched).
         VariantNotFoundError: a kernel the lock lists has no variant that fits this
             system.
         VariantError: ``backend`` cannot be chosen in this process (with
             ``all_variants`` too).
         TypeError: a ``hub`` of another type.
     """
-    from kernelforge import variants
+    from kernelforge import trust, variants
     from kernelforge.hub.hf import used_for
 
     # as a load refuses it, before anything is fetched (with all_variants it still
@@ -410,6 +500,9 @@ def download_locked(
     check_lockfile(lockfile)
     variants.check_backend(backend)
     lock = read_lock(lockfile)
+    # Every variant is judged with it: one that cannot be read fails the run here, once,
+    # rather than pass for a refusal of each variant that --all-variants may skip.
+    trust.load_store()
     with used_for("download"):  # its network errors do not send it to the download cache
         return _download_locked(lock, hub, all_variants, backend,
                                 progress if progress is not None else DownloadProgress())
@@ -422,7 +515,7 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
     from kernelforge.locate import hub_for_lock
 
     out = progress.fetched
-    run = _Download(lock, hub, backend, all_variants, set())  # each dependency fetched once
+    run = _Download(lock, hub, backend, all_variants, set(), progress)  # each dependency once
     unfit: list[tuple[LockedKernel, VariantNotFoundError]] = []
     kernels = sorted(lock.kernels.items())
     for i, (repo_id, locked) in enumerate(kernels):
@@ -447,10 +540,12 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
             progress.left = [f"{repo_id} ({', '.join(names[j:])})", *later]
             # metadata.json first, as a load reads it: the fetch takes that copy (with
             # all_variants, read after the fetch, it was downloaded a second time)
-            path, refusal = _fetch_judged(h, locked, name, str(lock.path))
+            path, refusal = run.fetch(h, locked, name)
             if refusal is not None:
                 logger.warning("%s (variant %s): %s pins only its commit, and a load will "
                                "refuse it: %s", repo_id, name, lock.path.name, refusal)
+            if path is None:  # skipped: said, and neither it nor what it needs is fetched
+                continue
             out.append((repo_id, name, path))
             rest = [f"{repo_id} ({', '.join(names[j + 1:])})"] if names[j + 1:] else []
             progress.left = [f"the kernel-depends of {repo_id} {name}", *rest, *later]
