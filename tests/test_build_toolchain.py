@@ -279,6 +279,75 @@ def test_a_cxx_that_hangs_is_named_with_how_long_and_the_fix(
         assert _ends(int(pid_file.read_text()))
 
 
+def _toolkit(home: Path, name: str, body: str) -> Path:
+    """A toolkit folder for ``name`` (nvcc or hipcc) whose compiler runs ``body``."""
+    marker = "include/cuda_runtime.h" if name == "nvcc" else "include/hip/hip_runtime.h"
+    (home / marker).parent.mkdir(parents=True)
+    (home / marker).write_text("")
+    (home / "bin").mkdir()
+    (home / "bin" / name).write_text(f"#!/bin/sh\n{body}\n")
+    (home / "bin" / name).chmod(0o755)
+    return home
+
+
+@pytest.mark.parametrize(("name", "chooser"), [
+    ("nvcc", "CUDA_HOME"), ("nvcc", "CUDA_PATH"), ("nvcc", "PATH"), ("hipcc", "ROCM_HOME"),
+])
+def test_a_gpu_compiler_that_hangs_is_named_with_what_chose_it_and_the_fix(
+        tmp_path: Path, monkeypatch, name: str, chooser: str) -> None:
+    """An nvcc or hipcc that never answers ``--version`` (a wrapper waiting for input, a
+    broken toolkit): the error names it and the variable that chose it, says how long it
+    waited, and gives a fix that works; the wrapper's child is not left running."""
+    import shutil
+
+    from kernelforge.build import toolchain
+    from kernelforge.errors import ToolchainError
+
+    pid_file = tmp_path / "child.pid"
+    sleep = shutil.which("sleep")  # before PATH holds only the toolkit
+    hung = _toolkit(tmp_path / "hung", name,
+                    f"{sleep} 30 &\necho $! > '{pid_file}'\nwait")
+    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    if chooser == "PATH":
+        monkeypatch.setenv("PATH", str(hung / "bin"))
+        where = "found on PATH"
+    else:
+        monkeypatch.setenv(chooser, str(hung))
+        where = f"named by {chooser}={hung}"
+    # the fix names the variable that chose it; CUDA_HOME where none did
+    var = chooser if chooser != "PATH" else "CUDA_HOME"
+    toolkit, marker = (("CUDA toolkit", "include/cuda_runtime.h") if name == "nvcc"
+                       else ("ROCm installation", "include/hip/hip_runtime.h"))
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+    find = toolchain.find_nvcc if name == "nvcc" else toolchain.find_hipcc
+    find.cache_clear()
+    try:
+        started = time.monotonic()
+        with pytest.raises(ToolchainError) as err:
+            find()
+        assert time.monotonic() - started < 15  # not the 30 s of the wrapper's child
+        program = hung / "bin" / name
+        assert str(err.value) == (
+            f"{name} {program} ({where}) hung: '{program} --version' did not end within "
+            f"0.5 s, so the build stopped before compiling; fix: run '{program} --version' "
+            f"to see it wait (a wrapper script waiting for input, or a broken {toolkit}: "
+            f"reinstall it) and fix that, or point {var} at another {toolkit} (the folder "
+            f"holding bin/{name} and {marker})")
+        if sys.platform.startswith("linux"):
+            assert _ends(int(pid_file.read_text()))
+        # the fix it gives gets past the hung compiler
+        said = ("Cuda compilation tools, release 12.8, V12.8.93" if name == "nvcc"
+                else "HIP version: 6.2.41133-dd7f95766")
+        good = _toolkit(tmp_path / "good", name, f"echo '{said}'")
+        monkeypatch.setenv(var, str(good))
+        find.cache_clear()
+        tool = find()
+        assert tool is not None and tool.path == (good / "bin" / name).resolve()
+    finally:
+        find.cache_clear()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_an_interrupted_version_probe_stops_the_compiler_and_its_children(
         tmp_path: Path, monkeypatch) -> None:

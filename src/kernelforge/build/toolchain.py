@@ -111,16 +111,19 @@ def _parse_version(text: str, pattern: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in found.split("."))
 
 
-def _first_existing(candidates: Sequence[Path | None], marker: str | None = None) -> Path | None:
-    """The first executable candidate; with ``marker``, only one whose toolkit home (the
-    grandparent of the resolved file) holds that file, which skips wrapper scripts such as
-    a /usr/local/bin/nvcc that execs the real one."""
-    for cand in candidates:
+def _first_existing(candidates: Sequence[tuple[str, Path | None]],
+                    marker: str | None = None) -> tuple[str, Path] | None:
+    """The first executable candidate, resolved, with what chose it. Each candidate is
+    ``(chooser, path)``, the chooser being the variable naming it, ``PATH``, or "" for the
+    default location. With ``marker``, only one whose toolkit home (the grandparent of the
+    resolved file) holds that file, which skips wrapper scripts such as a
+    /usr/local/bin/nvcc that execs the real one."""
+    for chooser, cand in candidates:
         if cand is None or not cand.is_file() or not os.access(cand, os.X_OK):
             continue
         real = cand.resolve()
         if marker is None or (real.parent.parent / marker).is_file():
-            return real
+            return chooser, real
     return None
 
 
@@ -138,22 +141,36 @@ _DEVICE_COMPILERS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
 }
 
 
+#: What each GPU compiler's installation is called in messages.
+_TOOLKITS: dict[str, str] = {"nvcc": "CUDA toolkit", "hipcc": "ROCm installation"}
+
+
 def _find_device_compiler(name: str) -> Tool | None:
     """A GPU compiler: ``$<env>/bin/<name>`` for each env var, then ``PATH``, then the
     default installation; its version read from ``<name> --version``. A toolkit an
-    environment variable names but that is passed over is explained in ``Tool.note``."""
+    environment variable names but that is passed over is explained in ``Tool.note``.
+
+    Raises:
+        ToolchainError: ``<name> --version`` did not end within
+            :data:`VERSION_TIMEOUT_S` (:func:`_device_hung` says what to do), or its
+            answer holds no version.
+    """
     env_vars, default_home, version_pattern, marker = _DEVICE_COMPILERS[name]
-    candidates: list[Path | None] = [
-        Path(os.environ[var]) / "bin" / name for var in env_vars if os.environ.get(var)
+    candidates: list[tuple[str, Path | None]] = [
+        (var, Path(os.environ[var]) / "bin" / name) for var in env_vars if os.environ.get(var)
     ]
     which = shutil.which(name)
-    candidates.append(Path(which) if which else None)
-    candidates.append(Path(default_home) / "bin" / name)
+    candidates.append(("PATH", Path(which) if which else None))
+    candidates.append(("", Path(default_home) / "bin" / name))
     # a real toolkit first; a lone wrapper script only when nothing else exists
-    path = _first_existing(candidates, marker) or _first_existing(candidates)
-    if path is None:
+    found = _first_existing(candidates, marker) or _first_existing(candidates)
+    if found is None:
         return None
-    text = _run_version([str(path), "--version"])
+    chooser, path = found
+    try:
+        text = _run_version([str(path), "--version"])
+    except _NoAnswer as err:
+        raise _device_hung(name, path, chooser, err) from None
     version = _parse_version(text, version_pattern)
     if version is None:
         raise ToolchainError(f"cannot read the version from '{path} --version':\n{text}")
@@ -164,6 +181,26 @@ def _find_device_compiler(name: str) -> Tool | None:
         note = (f"{problem}, so {path} is used; fix: point {var} at the toolkit's folder "
                 f"(the one holding bin/{name} and {marker}), or unset it")
     return Tool(name, path, version, text.strip().splitlines()[-1], note)
+
+
+def _device_hung(name: str, path: Path, chooser: str, err: _NoAnswer) -> ToolchainError:
+    """The error for a GPU compiler that did not answer ``--version`` in time: which one,
+    what chose it (``chooser``: the variable naming its toolkit, ``PATH``, or "" for the
+    default location), and the ways out. A toolkit variable is looked at before ``PATH``
+    and the default, so pointing one at another toolkit gets past a hung compiler
+    wherever it was found."""
+    env_vars, default_home, _, marker = _DEVICE_COMPILERS[name]
+    if chooser in env_vars:
+        where, var = f"named by {chooser}={os.environ.get(chooser, '')}", chooser
+    else:
+        where = "found on PATH" if chooser == "PATH" else f"found in {default_home}"
+        var = env_vars[0]
+    toolkit = _TOOLKITS[name]
+    return ToolchainError(
+        f"{name} {path} ({where}) hung: {err}, so the build stopped before "
+        f"compiling; fix: run '{path} --version' to see it wait (a wrapper script waiting "
+        f"for input, or a broken {toolkit}: reinstall it) and fix that, or point {var} at "
+        f"another {toolkit} (the folder holding bin/{name} and {marker})")
 
 
 def _home_problem(name: str) -> tuple[str, str] | None:
