@@ -372,6 +372,81 @@ def test_only_a_pending_note_a_publish_wrote_removes_a_revision(hub: LocalHub,
     assert outside.read_text() == stray + "\n"
     assert list((objects.parent / "tmp").iterdir()) == []
 
+def _pending_notes_stay(monkeypatch) -> None:
+    """Make every removal of a pending note fail, as a file system that refuses it
+    (no permission, an I/O error) does."""
+    unlink = pathlib.Path.unlink
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        if self.name.endswith(".pending"):
+            raise PermissionError(13, "Permission denied", str(self))
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(pathlib.Path, "unlink", refuse)
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first publish", "later publish"])
+def test_a_pending_note_that_cannot_be_removed_leaves_the_publish_done(
+        hub: LocalHub, project: Path, tmp_path: Path, monkeypatch, caplog, first: bool) -> None:
+    """The note is removed after the ref moved: the publish has landed, so a note that
+    cannot be removed is a warning, never an error saying the revisions are as they
+    were. The next publish removes the note and keeps the revision it names."""
+    import logging
+
+    if not first:
+        hub.publish(REPO, project, version=1)
+        project = make_variant(tmp_path / "p2", value=2).parent.parent
+    with monkeypatch.context() as patched, \
+            caplog.at_level(logging.WARNING, logger="kernelforge"):
+        _pending_notes_stay(patched)
+        rev = hub.publish(REPO, project, version=1)
+    assert hub.branches(REPO) == {"v1": rev.commit}
+    tmp = hub.root / REPO / "tmp"
+    [note] = tmp.iterdir()
+    assert note.read_text() == rev.commit + "\n"
+    [said] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == (
+        f"{REPO}: v1 was published at {rev.short}, but its pending note {note} could not "
+        f"be removed (Permission denied); it does no harm, and the next publish, card or "
+        f"status change of {REPO} removes it")
+    hub.verify(REPO, rev.commit)
+
+    make_variant(tmp_path / "p3", value=3)
+    last = hub.publish(REPO, tmp_path / "p3", version=1)
+    assert list(tmp.iterdir()) == []
+    assert [r.commit for r in hub.log(REPO, "v1")][:2] == [last.commit, rev.commit]
+    hub.verify(REPO, rev.commit)
+
+
+def test_a_card_that_cannot_follow_the_build_says_the_build_was_published(
+        hub: LocalHub, project: Path, tmp_path: Path, monkeypatch) -> None:
+    """A publish with a card writes the build's branch, then ``main``. Where ``main``
+    cannot be written after the branch moved (here the note of the branch's revision
+    cannot be removed, which the card's commit tries again), the error says the build
+    was published, and publishing it again with the card sets the card."""
+    first = hub.publish(REPO, project, version=1)
+    make_variant(tmp_path / "p2", value=2)
+    with monkeypatch.context() as patched:
+        _pending_notes_stay(patched)
+        with pytest.raises(HubError) as err:
+            hub.publish(REPO, tmp_path / "p2", version=1, card="# relu\n")
+    head = hub.branches(REPO)["v1"]
+    assert head != first.commit and "main" not in hub.branches(REPO)
+    [note] = (hub.root / REPO / "tmp").iterdir()
+    assert str(err.value) == (
+        f"{REPO} v1 was published at {head[:7]}, but its card was not written to main: "
+        f"writing to the hub {hub.root} failed (Permission denied: {note}); fix: make "
+        f"{hub.root} writable, or publish to a hub you can write (--hub on the command "
+        "line, hub= in Python), then publish it again with the card")
+    assert "as they were" not in str(err.value)
+
+    again = hub.publish(REPO, tmp_path / "p2", version=1, card="# relu\n")
+    assert again.commit == head
+    main = hub.branches(REPO)["main"]
+    assert hub.read_file(REPO, main, "README.md") == b"# relu\n"
+    assert list((hub.root / REPO / "tmp").iterdir()) == []
+
+
 def _publish_without_ref(hub: LocalHub, build: Path, monkeypatch) -> str:
     """The commit of a revision a publish wrote into ``objects/`` but could not name in
     a ref (no space left), which its pending note names."""

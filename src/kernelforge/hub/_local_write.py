@@ -104,11 +104,25 @@ def publish(
                  else _branch_card(hub, repo_id, repo, branch))
         rev = _commit(hub, repo_id, repo, branch, staged, message, extra, signer)
         if card is not None:
-            commit_main(hub, repo_id, repo, message or "Update card", {CARD_FILE: card})
+            _card_after(hub, repo_id, repo, rev, message or "Update card", card)
     logger.info(
         "published %s %s at %s (%s)", repo_id, branch, rev.short, ", ".join(rev.variants)
     )
     return rev
+
+
+def _card_after(hub: LocalHub, repo_id: str, repo: Path, rev: Revision, message: str,
+                card: str) -> None:
+    """Write ``card`` to ``main`` once ``rev`` is published on its branch. A failure here
+    says that the build was published: :func:`locked` would otherwise report the
+    revisions as they were, though the branch has moved."""
+    try:
+        commit_main(hub, repo_id, repo, message, {CARD_FILE: card})
+    except (OSError, HubError) as err:
+        why = (f"{_write_failed(hub, err)}; fix: {_write_fix(hub, err)}, then publish "
+               "it again with the card" if isinstance(err, OSError) else str(err))
+        raise HubError(f"{repo_id} {rev.branch} was published at {rev.short}, but its "
+                       f"card was not written to {CARD_BRANCH}: {why}") from err
 
 
 def set_card(hub: LocalHub, repo_id: str, card: str, *, message: str) -> Revision:
@@ -207,12 +221,17 @@ def locked(hub: LocalHub, repo_id: str) -> Iterator[tuple[str, Path]]:
             "no kernelforge process is running"
         ) from err
     except OSError as err:
-        what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
         if err.filename is not None and not _in_tree(err.filename, hub.root):
             raise HubError(f"{err.filename}: {err.strerror or err} (a file outside the hub "
                            f"{hub.root}; no revision was written)") from err
-        raise HubError(f"writing to the hub {hub.root} failed ({what}); its revisions "
-                       f"are as they were; fix: {_write_fix(hub, err)}") from err
+        raise HubError(f"{_write_failed(hub, err)}; its revisions are as they were; "
+                       f"fix: {_write_fix(hub, err)}") from err
+
+
+def _write_failed(hub: LocalHub, err: OSError) -> str:
+    """What a write to this hub that the file system refused was refused with."""
+    what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+    return f"writing to the hub {hub.root} failed ({what})"
 
 
 def _write_fix(hub: LocalHub, err: OSError) -> str:
@@ -350,7 +369,7 @@ def _commit(
         raise
     _write_ref(repo, head, commit)
     if pending is not None:
-        pending.unlink()
+        _drop_note(pending, repo_id, branch, commit)
     return hub.revision(repo_id, commit)
 
 
@@ -362,6 +381,21 @@ def _note_pending(tmp: Path, commit: str) -> Path:
     _durable.write_file(note, f"{commit}\n".encode("ascii"))
     _durable.fsync_dir(tmp.parent)
     return note
+
+
+def _drop_note(note: Path, repo_id: str, branch: str, commit: str) -> None:
+    """Remove the pending ``note`` of ``commit``, which the ref ``branch`` names now. The
+    publish has landed by then, so a note that cannot be removed (no permission, an I/O
+    error) is a warning, not an error saying the revisions are as they were. Left, it
+    does no harm: the next writer of the repository finds a ref reaching its commit, so
+    it keeps the revision and removes the note (:func:`_clean_leftovers`)."""
+    try:
+        note.unlink()
+    except OSError as err:
+        logger.warning(
+            "%s: %s was published at %s, but its pending note %s could not be removed "
+            "(%s); it does no harm, and the next publish, card or status change of %s "
+            "removes it", repo_id, branch, commit[:7], note, err.strerror or err, repo_id)
 
 
 def _write_ref(repo: Path, head: Path, commit: str) -> None:
