@@ -15,7 +15,6 @@ import subprocess
 import sys
 import textwrap
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,6 @@ from kernelforge.build.compile import (
     check_ninja_paths,
     compiler_environment,
     parse_diagnostics,
-    setuptools_version,
 )
 from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan, CompileGroup
@@ -148,18 +146,6 @@ def test_ldshared_is_dropped_and_gcc_s_own_paths_are_in_the_fingerprint() -> Non
                "CXX": "g++", "CPATH": "/x"}
     assert compiler_environment(environ) == {"CXX": "g++",
                                              "GCC_EXEC_PREFIX": "/opt/gcc/lib/gcc/"}
-
-
-def test_setuptools_version_is_that_of_the_environment_built_for(tmp_path: Path) -> None:
-    """The fingerprint's setuptools version, for this interpreter (read in-process) and
-    for another one (asked): setuptools still writes part of the command lines."""
-    installed = metadata.version("setuptools")
-    assert setuptools_version() == installed
-    assert setuptools_version(PythonEnv(sys.executable, foreign=True)) == installed
-    broken = tmp_path / "broken-python"
-    broken.write_text("#!/bin/sh\nexit 3\n")
-    broken.chmod(0o755)
-    assert setuptools_version(PythonEnv(str(broken), foreign=True)) is None
 
 
 # -- compile errors (item 3) --------------------------------------------------------------

@@ -113,11 +113,17 @@ def test_a_foreign_interpreter_reports_its_own_torch(tmp_path: Path) -> None:
 
 
 def test_the_probe_agrees_with_this_process() -> None:
+    from importlib import metadata
+
     from kernelforge.variants import detect_system, torch_install_facts
 
     foreign = PythonEnv(sys.executable, foreign=True)  # asked through a child process
     assert foreign.torch_install() == torch_install_facts()
     assert foreign.system() == detect_system()
+    # the setuptools version the build fingerprint records, read in-process and asked
+    installed = metadata.version("setuptools")
+    assert PythonEnv(sys.executable).setuptools_version() == installed
+    assert foreign.setuptools_version() == installed
 
 
 def test_backends_are_judged_by_the_foreign_torch(tmp_path: Path) -> None:

@@ -467,19 +467,6 @@ def _jobs_from_environment(progress: Callable[[str], None]) -> int | None:
     return None
 
 
-def setuptools_version(python: PythonEnv | None = None) -> str | None:
-    """The version of setuptools in ``python``'s environment (default: this one), for the
-    build fingerprint, or ``None`` when it cannot be told (the build then says why).
-
-    setuptools still writes the include and define options of every compile and the
-    object and library options of the link (the driver fixes the commands they follow,
-    see ``_driver._fixed_commands``), so another version may give other bytes."""
-    try:
-        return (python or PythonEnv(sys.executable)).setuptools_version()
-    except ToolchainError:  # a build asks that interpreter for its torch first, and says why
-        return None
-
-
 #: Characters that ninja cannot read in the ``build.ninja`` files torch's extension
 #: tooling writes, which escape only spaces: in a flag (an include directory), ``$``
 #: starts a variable and a line ends at a newline or carriage return; in the path of a
