@@ -4,6 +4,7 @@ load, refusing anything the lock does not pin, and Hugging Face's kernels.lock."
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 import re
@@ -790,6 +791,32 @@ def test_a_dependency_whose_signature_does_not_verify_is_refused_naming_who_need
         lock_project(root, hub=hf)
     assert info.value.variant == "torch-cpu"
     assert not (root / "kernelforge.lock").exists()
+
+
+def _on_a_gpu(monkeypatch) -> None:
+    """Present this process as a CUDA 12.8 one with a GPU of compute capability 8.0."""
+    from kernelforge import variants
+
+    gpu = dataclasses.replace(variants.detect_system(), backend="cuda",
+                              backend_version=(12, 8), gpu_archs=("8.0",))
+    monkeypatch.setattr(variants, "detect_system", lambda: gpu)
+
+
+def test_a_locked_load_checks_gpu_archs_unless_told_not_to(
+    hf: HfHub, tmp_path: Path, key, monkeypatch
+) -> None:
+    """A locked load chooses as any load does: a CUDA build whose archs do not cover this
+    GPU is passed over for one that fits, and taken with check_arch=False."""
+    _on_a_gpu(monkeypatch)
+    make_variant(tmp_path / "p", "torch-universal", module_id=uid("arch"))
+    cuda = make_variant(tmp_path / "p", "torch-cuda", module_id=uid("arch"))
+    write_metadata(cuda, uid("arch"), archs=["9.0"])
+    hf.publish(REPO, tmp_path / "p", version=1, signer=key)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    assert loader.kernel_info(REPO, lockfile=lock, hub=hf).variant == "torch-universal"
+    assert loader.kernel_info(REPO, lockfile=lock, hub=hf, check_arch=False
+                              ).variant == "torch-cuda"
 
 
 # --- Hugging Face's kernels.lock records no hub ---------------------------------------------

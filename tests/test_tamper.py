@@ -5,6 +5,7 @@ tampering happened (the local hub, the remote, the download cache, a locked load
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from kf_sharing import SO_NAME, FakeHfApi, isolate, make_variant, uid
+from kf_testutil import write_metadata
 
 from kernelforge import loader, signing, trust
 from kernelforge.cache import DownloadCache
@@ -852,6 +854,115 @@ def test_download_all_variants_of_a_kernels_lock_with_an_unreadable_trust_store_
     with pytest.raises(TrustError, match=f"^{store}: not valid JSON"):
         download_locked(lock, hub=hf, all_variants=True)
     assert hf.cache.entries() == []
+
+
+#: what a failed download's error says of the variants it skipped
+SKIPPED_THEM = "skipped (a load refuses them, and this machine loads none of them): "
+
+
+@pytest.mark.parametrize("table", ["kernelforge", "kernels"])
+def test_download_all_variants_skips_a_refused_kernel_no_variant_here_fits(
+        env, tmp_path: Path, key, capsys, monkeypatch, table: str) -> None:
+    """--all-variants fetches a kernel none of whose variants fits here (a torch-cuda
+    build on this CPU) for other machines; one refused whatever is trusted is skipped,
+    saying that a load here takes none of its variants. A run that then fails having
+    fetched nothing still names what it skipped, and what it did not fetch."""
+    cuda_only = "kernels-test/a-cuda-only"  # fetched before REPO
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=tmp_path / "lockers-cache")  # locked on another machine
+    make_variant(tmp_path / "c", "torch-cuda", module_id=uid("skip"))
+    cuda_commit = hf.publish(cuda_only, tmp_path / "c", version=1, signer=key).commit
+    make_variant(tmp_path / "p", module_id=uid("skip"))
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    root = _project(tmp_path)
+    (root / "pyproject.toml").write_text(
+        f'[tool.{table}.dependencies]\n"{cuda_only}" = 1\n"{REPO}" = 1\n')
+    written = lock_project(root, hub=hf)
+    lock = written.path if table == "kernelforge" else written.hf_path
+    assert lock is not None
+    _served_tampered(api, cuda_only, cuda_commit, "torch-cuda")
+    _use(monkeypatch, api, env)
+    capsys.readouterr()
+    assert main(["download", str(lock), "--hub", "hf", "--all-variants"]) == 0
+    out = capsys.readouterr().out
+    assert f"{REPO} torch-cpu: verified -> " in out, out
+    assert f"{cuda_only} torch-cuda: skipped, not fetched: a load refuses it (" in out, out
+    assert out.rstrip().endswith("and a load on this machine takes none of its variants"), out
+    assert [(r, v) for r, _c, v in DownloadCache(env["cache"]).entries()] == [
+        (REPO, "torch-cpu")]
+
+    _served_tampered(api, REPO, commit, "torch-cpu")
+    DownloadCache(env["cache"]).remove(REPO)
+    assert main(["download", str(lock), "--hub", "hf", "--all-variants"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {NOT_FETCHED_HERE}" in err, err
+    assert err.rstrip().endswith(
+        f"already fetched and verified: none; {SKIPPED_THEM}{cuda_only} (torch-cuda); not "
+        f"fetched: {REPO} (torch-cpu)"), err
+    assert DownloadCache(env["cache"]).entries() == []
+
+
+def _on_a_gpu(monkeypatch, arch: str) -> None:
+    """Present this process as a CUDA 12.8 one with a GPU of compute capability ``arch``."""
+    from kernelforge import variants
+
+    gpu = dataclasses.replace(variants.detect_system(), backend="cuda",
+                              backend_version=(12, 8), gpu_archs=(arch,))
+    monkeypatch.setattr(variants, "detect_system", lambda: gpu)
+
+
+def test_download_takes_the_variant_a_load_here_takes_by_gpu_and_backend(
+        env, tmp_path: Path, key, capsys, monkeypatch) -> None:
+    """Whether a refused variant fails the download or is skipped depends on the variant a
+    load here takes, chosen as a load chooses it: a CUDA build whose archs do not cover
+    this GPU is passed over (ARCH loads torch-universal here), and --backend cpu chooses
+    for cpu (REPO's torch-cpu, not its torch-cuda). Both kernels' torch-cuda builds carry
+    a signature by a trusted key that does not verify."""
+    arch = "kernels-test/arch"  # fetched before REPO
+    _on_a_gpu(monkeypatch, "8.0")
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=tmp_path / "lockers-cache")
+    commits = {}
+    for repo, variants, archs in ((arch, ("torch-cuda", "torch-universal"), ["9.0"]),
+                                  (REPO, ("torch-cpu", "torch-cuda"), ["8.0"])):
+        project = tmp_path / repo.replace("/", "-")
+        for variant in variants:
+            vdir = make_variant(project, variant, module_id=uid("gpu"))
+            if variant == "torch-cuda":
+                write_metadata(vdir, uid("gpu"), archs=archs)
+        commits[repo] = hf.publish(repo, project, version=1, signer=key).commit
+    root = _project(tmp_path)
+    (root / "pyproject.toml").write_text(
+        f'[tool.kernelforge.dependencies]\n"{arch}" = 1\n"{REPO}" = 1\n')
+    lock = lock_project(root, hub=hf).path  # sound when locked
+    for repo, commit in commits.items():
+        _served_tampered(api, repo, commit, "torch-cuda")
+    _use(monkeypatch, api, env)
+    capsys.readouterr()
+
+    # this GPU: ARCH's torch-cuda is skipped (not this GPU's), REPO's fails the download
+    assert main(["download", str(lock), "--hub", "hf", "--all-variants"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {REPO} (variant torch-cuda): not fetched: it is the "
+                          "variant a load on this machine takes"), err
+    assert err.rstrip().endswith(
+        f"already fetched and verified: {arch} (torch-universal), {REPO} (torch-cpu); "
+        f"{SKIPPED_THEM}{arch} (torch-cuda); not fetched: {REPO} (torch-cuda)"), err
+    assert main(["download", str(lock), "--hub", "hf"]) == 1
+    assert f"error: {REPO} (variant torch-cuda): not fetched" in capsys.readouterr().err
+
+    # for cpu: neither torch-cuda is the variant a load takes, so both are skipped
+    assert main(["download", str(lock), "--hub", "hf", "--all-variants",
+                 "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    for repo, here in ((arch, "torch-universal"), (REPO, "torch-cpu")):
+        assert f"{repo} {here}: verified -> " in out, out
+        line = next(line for line in out.splitlines()
+                    if line.startswith(f"{repo} torch-cuda: skipped, not fetched: "))
+        assert line.endswith(f"and a load on this machine for backend cpu takes variant "
+                             f"{here}"), line
+    assert main(["download", str(lock), "--hub", "hf", "--backend", "cpu"]) == 0
+    assert "skipped" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("all_variants", [False, True], ids=["chosen", "all-variants"])

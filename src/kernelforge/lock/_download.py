@@ -339,8 +339,8 @@ class _Download:
             if here == name:
                 raise _refused_here(err, locked.repo_id, name, self.backend) from err
             taken = f"variant {here}" if here is not None else "none of its variants"
-            why = (f"a load refuses it ({_as_one_line(err)}), and a load on this machine "
-                   f"takes {taken}")
+            why = (f"a load refuses it ({_as_one_line(err)}), and a load on this machine"
+                   f"{_for_backend(self.backend)} takes {taken}")
             self.progress.skipped.append((locked.repo_id, name, why))
             logger.warning("%s (variant %s): skipped, not fetched: %s; the download goes on",
                            locked.repo_id, name, why)
@@ -410,15 +410,21 @@ def _as_one_line(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
+def _for_backend(backend: str | None) -> str:
+    """`` for backend B`` where ``--backend`` was given, so that what a message says a
+    load here takes is true of the choice made for it."""
+    return f" for backend {backend}" if backend else ""
+
+
 def _refused_here(err: Exception, repo_id: str, name: str, backend: str | None
                   ) -> Exception:
     """``err``, a refusal of ``repo_id``'s variant ``name`` that nothing lifts, restated
     as the failure of a download of the variant a load here takes (of the same type)."""
     from kernelforge.errors import SignatureMismatchError, TrustError
 
-    for_what = f" for backend {backend}" if backend else ""
     message = (f"{repo_id} (variant {name}): not fetched: it is the variant a load on this "
-               f"machine{for_what} takes, and a load refuses it, offline as online: {err}")
+               f"machine{_for_backend(backend)} takes, and a load refuses it, offline as "
+               f"online: {err}")
     if isinstance(err, SignatureMismatchError):
         return SignatureMismatchError(message, err.variant)
     return TrustError(message)
