@@ -26,14 +26,15 @@ from kernelforge.errors import (
 )
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
-from kernelforge.lock import _download as download_module
-from kernelforge.lock import _pin as pin_module
 from kernelforge.lock import (
+    DownloadProgress,
     download_locked,
     lock_project,
     read_lock,
     read_requirements,
 )
+from kernelforge.lock import _download as download_module
+from kernelforge.lock import _pin as pin_module
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
 
@@ -791,6 +792,148 @@ def test_a_dependency_whose_signature_does_not_verify_is_refused_naming_who_need
         lock_project(root, hub=hf)
     assert info.value.variant == "torch-cpu"
     assert not (root / "kernelforge.lock").exists()
+
+
+def _bad_signature(api: FakeHfApi, repo: str, commit: str, variant: str) -> None:
+    """Have the hub serve ``variant``'s signature still well-formed but no longer the
+    key's, from now on."""
+    path = f"build/{variant}.sig"
+    doc = json.loads((api.tree(repo, commit) / path).read_text())
+    raw = bytearray(base64.b64decode(doc["signature"]))
+    raw[0] ^= 0x01
+    doc["signature"] = base64.b64encode(bytes(raw)).decode("ascii")
+    api.tamper(repo, commit, path, json.dumps(doc).encode())
+
+
+def test_download_all_variants_skips_a_dependency_s_refused_variant_no_load_here_takes(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """A pinned dependency's variant follows the rule the lock's kernels follow: with
+    --all-variants, one whose signature by a trusted key does not verify and that a load
+    here does not take (OTHER's torch-cuda, on this CPU) is skipped, reported and not
+    fetched, and the download goes on; REPO then loads offline. Where it is the variant
+    a load here takes, the download fails naming it."""
+    pytest.importorskip("kernels.deps")
+    dep_commit, _ = publish(hf, OTHER, tmp_path / "dep", key=key)
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER, "version": 1}],
+                    uses(OTHER), key=key)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path  # sound when locked
+    _bad_signature(api, OTHER, dep_commit, "torch-cuda")
+    progress = DownloadProgress()
+    got = download_locked(lock, hub=HfHub(api=api, cache=tmp_path / "cold"),
+                          all_variants=True, progress=progress)
+    assert [(r, v) for r, v, _path in got] == [
+        (REPO, "torch-cpu"), (OTHER, "torch-cpu"), (REPO, "torch-cuda")]
+    [(repo, variant, why)] = progress.skipped
+    assert (repo, variant) == (OTHER, "torch-cuda")
+    assert why.endswith("and a load on this machine takes variant torch-cpu"), why
+    assert "does not verify" in why, why
+    cuda = f"{OTHER}@{dep_commit[:12]}/build/torch-cuda/"
+    # judged by its metadata.json and signature; none of its files fetched
+    assert {f for f in api.fetches() if f.startswith(cuda)} == {f"{cuda}metadata.json"}
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = HfHub(api=api, cache=tmp_path / "cold")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=offline).VALUE == 10
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    api.come_up()
+    _bad_signature(api, OTHER, dep_commit, "torch-cpu")
+    with pytest.raises(SignatureMismatchError, match=rf"^{OTHER} \(variant torch-cpu\): not "
+                       "fetched: it is the variant a load on this machine takes"):
+        download_locked(lock, hub=HfHub(api=api, cache=tmp_path / "fresh"), all_variants=True)
+
+
+def _needing_on_cuda_only(hf: HfHub, repo: str, root: Path, key, dep: str) -> str:
+    """Publish ``repo`` version 1 whose torch-cuda build lists ``dep`` version 1 in
+    ``kernel-depends`` and whose torch-cpu build needs nothing; returns the commit."""
+    for variant in ("torch-cpu", "torch-cuda"):
+        vdir = make_variant(root, variant, module_id=uid("needs"))
+        if variant == "torch-cuda":
+            meta = json.loads((vdir / "metadata.json").read_text())
+            meta["kernel-depends"] = [{"repo-id": dep, "version": 1}]
+            (vdir / "metadata.json").write_text(json.dumps(meta))
+    return hf.publish(repo, root, version=1, signer=key).commit
+
+
+def test_download_all_variants_skips_a_dependency_no_variant_loaded_here_needs(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key
+) -> None:
+    """Only REPO's torch-cuda build needs OTHER, and this CPU loads REPO's torch-cpu: a
+    refused OTHER torch-cpu is no variant a load here takes, so --all-variants skips it
+    and exits 0, as the download without it does. Before, it failed, saying it was the
+    variant a load on this machine takes."""
+    dep_commit, _ = publish(hf, OTHER, tmp_path / "dep", key=key)
+    _needing_on_cuda_only(hf, REPO, tmp_path / "main", key, OTHER)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    _bad_signature(api, OTHER, dep_commit, "torch-cpu")
+    progress = DownloadProgress()
+    got = download_locked(lock, hub=HfHub(api=api, cache=tmp_path / "cold"),
+                          all_variants=True, progress=progress)
+    assert [(r, v) for r, v, _path in got] == [
+        (REPO, "torch-cpu"), (REPO, "torch-cuda"), (OTHER, "torch-cuda")]
+    [(repo, variant, why)] = progress.skipped
+    assert (repo, variant) == (OTHER, "torch-cpu")
+    assert why.endswith("and a load on this machine takes no variant that depends on it"), why
+    assert [(r, v) for r, v, _path in download_locked(
+        lock, hub=HfHub(api=api, cache=tmp_path / "cold"))] == [(REPO, "torch-cpu")]
+
+
+def test_download_all_variants_skips_a_transitive_dependency_no_load_here_needs(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key
+) -> None:
+    """REPO's torch-cpu, which this CPU loads, needs OTHER; only OTHER's torch-cuda,
+    which no load here takes, needs LEAF. A refused LEAF torch-cpu is skipped: what no
+    variant a load here takes reaches, two steps down too, never fails the download."""
+    leaf_commit, _ = publish(hf, LEAF, tmp_path / "leaf", key=key)
+    _needing_on_cuda_only(hf, OTHER, tmp_path / "mid", key, LEAF)
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER, "version": 1}],
+                    uses(OTHER), key=key)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    _bad_signature(api, LEAF, leaf_commit, "torch-cpu")
+    progress = DownloadProgress()
+    got = download_locked(lock, hub=HfHub(api=api, cache=tmp_path / "cold"),
+                          all_variants=True, progress=progress)
+    assert [(r, v) for r, v, _path in got] == [
+        (REPO, "torch-cpu"), (OTHER, "torch-cpu"), (OTHER, "torch-cuda"), (LEAF, "torch-cuda"),
+        (REPO, "torch-cuda")]
+    assert [(r, v) for r, v, _why in progress.skipped] == [(LEAF, "torch-cpu")]
+
+
+def test_download_all_variants_judges_a_dependency_again_where_a_load_here_needs_it(
+    hf: HfHub, api: FakeHfApi, tmp_path: Path, key, monkeypatch
+) -> None:
+    """On a GPU, REPO's torch-cpu build, which no load here takes, comes first and
+    reaches OTHER first; REPO's torch-cuda, which a load here takes, needs OTHER too. A
+    refused OTHER torch-cuda, skipped where only torch-cpu needed it, fails the download
+    once this machine's variant reaches it, and is not listed as skipped."""
+    _on_a_gpu(monkeypatch)
+    dep_commit, _ = publish(hf, OTHER, tmp_path / "dep", key=key)
+    publish_needing(hf, REPO, tmp_path / "main", [{"repo-id": OTHER, "version": 1}],
+                    uses(OTHER), key=key)
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'),
+                        hub=hf).path
+    # sound, each variant is fetched and listed once
+    got = download_locked(lock, hub=HfHub(api=api, cache=tmp_path / "sound"),
+                          all_variants=True)
+    assert [(r, v) for r, v, _path in got] == [
+        (REPO, "torch-cpu"), (OTHER, "torch-cpu"), (OTHER, "torch-cuda"), (REPO, "torch-cuda")]
+    _bad_signature(api, OTHER, dep_commit, "torch-cuda")
+    progress = DownloadProgress()
+    with pytest.raises(SignatureMismatchError, match=rf"^{OTHER} \(variant torch-cuda\): not "
+                       "fetched: it is the variant a load on this machine takes"):
+        download_locked(lock, hub=HfHub(api=api, cache=tmp_path / "cold"),
+                        all_variants=True, progress=progress)
+    assert [(r, v) for r, v, _path in progress.fetched] == [
+        (REPO, "torch-cpu"), (OTHER, "torch-cpu"), (REPO, "torch-cuda")]
+    assert progress.skipped == []
+    assert progress.left == [f"the kernel-depends of {REPO} torch-cuda"]
+    with pytest.raises(SignatureMismatchError, match=rf"^{OTHER} \(variant torch-cuda\): not "
+                       "fetched: it is the variant a load on this machine takes"):
+        download_locked(lock, hub=HfHub(api=api, cache=tmp_path / "cold"))
 
 
 def _on_a_gpu(monkeypatch) -> None:

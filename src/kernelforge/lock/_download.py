@@ -256,9 +256,10 @@ class DownloadProgress:
             (those variants of it), or ``the kernel-depends of org/name variant``.
         skipped: ``(repo_id, variant, why)`` of each variant left out because a load
             refuses it whatever it trusts or allows (its signature by a trusted key does
-            not verify, or cannot be read), and it is not the one a load here takes
-            (with ``all_variants`` only; that one fails the download instead). ``why``
-            is one line: the refusal, and which variant a load here takes.
+            not verify, or cannot be read), and it is not the one a load here takes (nor,
+            of a dependency, one that a variant a load here takes needs); with
+            ``all_variants`` only, since that one fails the download instead. ``why`` is
+            one line: the refusal, and which variant a load here takes.
     """
 
     fetched: list[tuple[str, str, Path]] = dataclasses.field(default_factory=list)
@@ -278,6 +279,10 @@ class _Download:
     progress: DownloadProgress
     # (repo, commit) -> the variant a load here takes, None where none fits
     here: dict[tuple[str, str], str | None] = dataclasses.field(default_factory=dict)
+    # the markers of ``seen`` reached from a variant a load here takes: their own such
+    # variant was judged as this machine's (with all_variants, a dependency reached
+    # first from another variant is reached again from this machine's)
+    seen_here: set[tuple[Any, ...]] = dataclasses.field(default_factory=set)
 
     def variants(self, h: Any, locked: LockedKernel) -> list[str]:
         """The variants of a locked kernel to fetch: all of them, or the one a load here
@@ -311,7 +316,12 @@ class _Download:
                 self.here[key] = None
         return self.here[key]
 
-    def fetch(self, h: Any, locked: LockedKernel, name: str
+    def loads(self, h: Any, locked: LockedKernel, name: str) -> bool:
+        """Whether a load here takes variant ``name`` of ``locked`` (without
+        ``all_variants``, every variant fetched is one)."""
+        return not self.all_variants or self.taken_here(h, locked) == name
+
+    def fetch(self, h: Any, locked: LockedKernel, name: str, *, loads_here: bool = True
               ) -> tuple[Path | None, str | None]:
         """:func:`_fetch_judged`, with one rule for a variant a load refuses whatever it
         trusts or allows (a trusted key's signature that does not verify over fresh
@@ -320,7 +330,12 @@ class _Download:
         it: exiting 0 would leave this machine an offline load that fails. Any other
         (with ``all_variants``) is skipped, with a WARNING and in
         :attr:`DownloadProgress.skipped`: a machine that loads it refuses it online as
-        offline, so it is noise here, not a reason to stop.
+        offline, so it is noise here, not a reason to stop. So is the variant a load
+        here would take of a dependency that only variants no load here takes need.
+
+        Args:
+            loads_here: whether a variant a load here takes needs ``locked`` (always so
+                for a kernel the lock lists); where not, no variant of it fails the run.
 
         Returns:
             The variant's path (``None``: skipped), and the trust policy's refusal that
@@ -336,9 +351,13 @@ class _Download:
             return _fetch_judged(h, locked, name, str(self.lock.path))
         except TrustError as err:
             here = self.taken_here(h, locked)
-            if here == name:
+            if here == name and loads_here:
+                # skipped before, where only a variant no load here takes needed it
+                self.progress.skipped[:] = [s for s in self.progress.skipped
+                                            if s[:2] != (locked.repo_id, name)]
                 raise _refused_here(err, locked.repo_id, name, self.backend) from err
-            taken = f"variant {here}" if here is not None else "none of its variants"
+            taken = ("no variant that depends on it" if here == name
+                     else f"variant {here}" if here is not None else "none of its variants")
             why = (f"a load refuses it ({_as_one_line(err)}), and a load on this machine"
                    f"{_for_backend(self.backend)} takes {taken}")
             self.progress.skipped.append((locked.repo_id, name, why))
@@ -375,12 +394,14 @@ class _Download:
                     out.append(f"{other.repo_id} (variant {name})")
         return out
 
-    def dependencies(self, top: LockedKernel, variant_dir: Path,
-                     parent: str | None = None) -> list[tuple[str, str, Path]]:
+    def dependencies(self, top: LockedKernel, variant_dir: Path, parent: str | None = None,
+                     *, loads_here: bool = True) -> list[tuple[str, str, Path]]:
         """Fetch the ``kernel-depends`` of a fetched variant (of ``parent``, by default
         ``top``, a kernel the lock lists), and theirs: as the lock pins them in ``top``'s
         ``depends`` (verified against the lock), else as a load would choose them (with
-        a warning)."""
+        a warning). ``loads_here``: a load here takes that variant, so a pinned
+        dependency's variant a load here takes is this machine's too (:meth:`fetch`);
+        one fetched before from a variant no load here takes is judged again as such."""
         from kernelforge.hub._staging import read_metadata
         from kernelforge.locate import hub_for_lock
 
@@ -393,15 +414,24 @@ class _Download:
                     warn_unpinned(logger, self.lock, top, key, parent or top.repo_id)
                     out += _fetch_dependency(self.hub, key, self.backend, self.seen)
                 continue
-            if ("lock", dep.repo, dep.commit) in self.seen:
+            marker = ("lock", dep.repo, dep.commit)
+            if marker in (self.seen_here if loads_here else self.seen):
                 continue
-            self.seen.add(("lock", dep.repo, dep.commit))
+            again = marker in self.seen  # fetched already, for other machines only
+            self.seen.add(marker)
+            if loads_here:
+                self.seen_here.add(marker)
             h = hub_for_lock(self.hub, dep)
-            for name in self.variants(h, dep):
-                path, _refusal = self.fetch(h, dep, name)
+            names = self.variants(h, dep) if not again else [
+                n for n in [self.taken_here(h, dep)] if n is not None]
+            for name in names:
+                path, _refusal = self.fetch(h, dep, name, loads_here=loads_here)
                 if path is not None:
-                    out.append((dep.repo_id, name, path))
-                    out += self.dependencies(top, path, dep.repo_id)
+                    if not again:
+                        out.append((dep.repo_id, name, path))
+                    out += self.dependencies(
+                        top, path, dep.repo_id,
+                        loads_here=loads_here and self.loads(h, dep, name))
         return out
 
 
@@ -464,7 +494,8 @@ def download_locked(
         trusting a key or allowing the repository where that helps, else the fix the
         load's refusal names. A variant a load refuses whatever it trusts or allows (a
         signature by a trusted key that does not verify, or cannot be read) is not
-        fetched: the one a load here takes fails the download (TrustError), any other
+        fetched: the one a load here takes fails the download (TrustError), of a kernel
+        the lock lists or of a dependency a variant a load here takes needs; any other
         (with ``all_variants``) is skipped with a WARNING log line and listed in
         ``progress.skipped``. Both are judged as a load judges them: kept copies of a
         ``metadata.json`` and signature that a trusted key's signature does not verify
@@ -529,8 +560,9 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
         progress.left = [repo_id, *later]
         h = hub_for_lock(hub, locked)
         marker = ("lock", locked.repo, locked.commit)
-        new = marker not in run.seen
+        new, new_here = marker not in run.seen, marker not in run.seen_here
         run.seen.add(marker)  # a dependency cycle back to it
+        run.seen_here.add(marker)  # its own variant a load here takes is judged below
         try:
             names = run.variants(h, locked)
         except VariantNotFoundError as err:
@@ -540,6 +572,8 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
             # below, once the kernels that fit are fetched with what they need here.
             if new:
                 run.seen.discard(marker)
+            if new_here:
+                run.seen_here.discard(marker)
             unfit.append((locked, err))
             continue
         for j, name in enumerate(names):
@@ -555,7 +589,7 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
             out.append((repo_id, name, path))
             rest = [f"{repo_id} ({', '.join(names[j + 1:])})"] if names[j + 1:] else []
             progress.left = [f"the kernel-depends of {repo_id} {name}", *rest, *later]
-            out += run.dependencies(locked, path)
+            out += run.dependencies(locked, path, loads_here=run.loads(h, locked, name))
     progress.left = []
     for locked, refused in unfit:
         key = _request_of(locked)
