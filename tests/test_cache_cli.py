@@ -68,8 +68,12 @@ def test_list_shows_each_variant_with_its_size(env, filled, capsys) -> None:
     assert sorted((v["repo-id"], v["commit"]) for v in listed) == sorted(
         (r, c) for r, cs in filled.items() for c in cs)
     for v in listed:
+        # the fields README.md names, in its order (a script reads them)
+        assert list(v) == ["repo-id", "commit", "variant", "size", "fetched", "damaged",
+                           "newer-format"], v
         assert v["size"] == _variant_bytes(env["cache"], v["repo-id"], v["commit"]) > 0
         assert abs(v["fetched"] - time.time()) < 600
+        assert v["damaged"] is None and v["newer-format"] is None
 
 
 def test_list_does_not_look_each_entry_up_again(env, monkeypatch) -> None:

@@ -354,6 +354,23 @@ def test_older_than_keeps_a_newer_kernelforge_s_entries_it_cannot_date(env,
     assert not undated.exists()
 
 
+def test_older_than_judges_a_newer_kernelforge_s_entry_again_under_its_lock(
+        env, monkeypatch) -> None:
+    """What a removal by age lists can be stale by the time it takes an entry's lock: an
+    entry listed as fetched long ago that the newer kernelforge sharing the cache has
+    fetched again meanwhile, recording no time this version can read, is kept, as it is
+    when listed so."""
+    root = env["cache"]
+    record = _by_a_newer_kernelforge(root, "a" * 40, 1.0)  # 1970: old, as listed
+    cache = DownloadCache(root)
+    listed = cache.variants()
+    assert [v.fetched for v in listed] == [1.0]
+    monkeypatch.setattr(DownloadCache, "variants", lambda self: listed)
+    record.write_text(json.dumps({"format": 2, "blobs": {}}))  # its time gone since
+    assert cache.remove(older_than=0).variants == []
+    assert json.loads(record.read_text()) == {"format": 2, "blobs": {}}
+
+
 @pytest.mark.parametrize(("link", "target", "commits"), [
     ("files/org-c", "relu", ["2" * 40]), ("refs", "org-c", None)])
 def test_no_empty_folder_outside_the_cache_is_pruned(env, tmp_path, link, target,
