@@ -149,7 +149,7 @@ def test_no_branch_with_a_build_is_an_error_naming_them(
 
 
 def test_a_branch_with_other_files_under_build_is_not_passed_over(
-        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, capsys) -> None:
     # not what a publish leaves: it fails as before rather than being skipped unseen
     publish(hf, tmp_path / "p1", 1, 1)
     branch_without_build(remote, 2)
@@ -158,6 +158,9 @@ def test_a_branch_with_other_files_under_build_is_not_passed_over(
                          commit_message="notes", repo_type="kernel", revision="v2")
     with pytest.raises(VariantNotFoundError, match="no build variant of .* fits this system"):
         loader.get_kernel(REPO, hub=hf, trust_remote_code=True)
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert cli.main(["versions", REPO, "--hub", "hf"]) == 0
+    assert "no build" not in capsys.readouterr().out  # not marked as one loads pass over
 
 
 def test_passing_over_asks_the_hub_nothing_more(remote: FakeHfApi, tmp_path: Path) -> None:
@@ -274,3 +277,128 @@ def test_lock_of_a_dependency_on_that_version_names_who_asks(
     assert said.startswith(f"{dep} version 2, a kernel-depends entry of {REPO} (variant "
                            f"torch-cpu): {dep} version 2 (branch v2, revision "), said
     assert "holds no build (no build/ file)" in said and "meanwhile version 1" in said, said
+
+
+def test_the_fixes_named_work(hf: HfHub, remote: FakeHfApi, tmp_path: Path, caplog) -> None:
+    publish(hf, tmp_path / "p1", 1, 1)
+    branch_without_build(remote, 2)
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    # publishing that version again fills the branch the killed publish left
+    c2 = publish(hf, tmp_path / "p2", 2, 2)
+    caplog.clear()
+    assert loader.get_kernel(REPO, hub=hf, trust_remote_code=True).VALUE == 2
+    assert warnings_of(caplog) == [f"kernelforge: loading {REPO} version 2 (branch v2, "
+                                   f"revision {c2[:7]}) \u2014 pass version=2 to pin it"]
+    # so does deleting the branch a killed publish left (kernel_info: get_kernel keeps
+    # the module it loaded for the same call)
+    branch_without_build(remote, 3)
+    info = loader.kernel_info(REPO, hub=hf, trust_remote_code=True)
+    assert info.commit == c2 and any("not version 3: its branch v3" in note
+                                     for note in info.notes), info.notes
+    remote.delete_branch(REPO, branch="v3", repo_type="kernel")
+    info = loader.kernel_info(REPO, hub=hf, trust_remote_code=True)
+    assert info.commit == c2 and not any("holds no build" in note for note in info.notes)
+
+
+def test_two_branches_without_a_build_are_named_together(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, caplog) -> None:
+    c1 = publish(hf, tmp_path / "p1", 1, 1)
+    empty = branch_without_build(remote, 2)
+    assert branch_without_build(remote, 3) == empty  # both at main's head
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    caplog.clear()
+    assert loader.get_kernel(REPO, hub=hf, trust_remote_code=True).VALUE == 1
+    said = warnings_of(caplog)
+    assert len(said) == 1, said
+    assert said[0].startswith(
+        f"kernelforge: loading {REPO} version 1 (branch v1, revision {c1[:7]}) \u2014 pass "
+        f"version=1 to pin it; not versions 3, 2: their branches v3 (revision {empty[:7]}) "
+        f"and v2 (revision {empty[:7]}) hold no build (no build/ file)"), said
+    assert said[0].endswith(
+        f"for a branch that stays so, publish its version again (kernelforge publish PROJECT "
+        f"--repo {REPO} --hub hf) or delete the branch (hf repos branch delete {REPO} BRANCH "
+        "--repo-type kernel)"), said
+    with pytest.raises(VariantNotFoundError) as raised:
+        loader.get_kernel(REPO, version=3, hub=hf, trust_remote_code=True)
+    assert raised.value.fix.endswith("meanwhile version 1 holds a build: load it with "
+                                     "version=1 (--version 1 on the command line)")
+
+
+def test_a_load_of_that_version_is_sent_to_the_older_version(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    # v2's publish was killed between its branch and its commit; v3 was published since
+    publish(hf, tmp_path / "p1", 1, 1)
+    branch_without_build(remote, 2)
+    publish(hf, tmp_path / "p3", 3, 3)
+    assert loader.get_kernel(REPO, hub=hf, trust_remote_code=True).VALUE == 3
+    with pytest.raises(VariantNotFoundError) as raised:
+        loader.get_kernel(REPO, version=2, hub=hf, trust_remote_code=True)
+    # the newest version older than the one asked for, not the newest of all
+    assert raised.value.fix.endswith("meanwhile version 1 holds a build: load it with "
+                                     "version=1 (--version 1 on the command line)")
+
+
+def test_an_older_version_that_cannot_be_read_is_left_out_of_the_fix(
+        remote: FakeHfApi, tmp_path: Path) -> None:
+    c1 = publish(HfHub(api=remote, cache=tmp_path / "publisher"), tmp_path / "p1", 1, 1)
+    branch_without_build(remote, 2)
+
+    class Failing(Counted):
+        def __getattr__(self, name: str):
+            if name == "list_repo_tree":
+                def listing(*args, revision: str, **kwargs):
+                    if revision == c1:
+                        raise remote_error("list_repo_tree")
+                    return self.api.list_repo_tree(*args, revision=revision, **kwargs)
+                return listing
+            return super().__getattr__(name)
+
+    def remote_error(method: str) -> BaseException:
+        from kf_sharing import hub_error
+        return hub_error(method, f"https://huggingface.co/api/kernels/{REPO}/tree", 500)
+
+    hub = HfHub(api=Failing(remote), cache=tmp_path / "cold")
+    # the error of the load asked for is said, not the one of the look for its fix
+    with pytest.raises(VariantNotFoundError) as raised:
+        loader.get_kernel(REPO, version=2, hub=hub, trust_remote_code=True)
+    assert "holds no build" in str(raised.value) and "meanwhile" not in raised.value.fix
+
+
+def test_the_only_version_without_a_build_pinned(hf: HfHub, remote: FakeHfApi) -> None:
+    # a first publish killed between its branch and its commit, loaded by its version
+    remote.create_repo(REPO, repo_type="kernel")
+    empty = branch_without_build(remote, 1)
+    with pytest.raises(VariantNotFoundError) as raised:
+        loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True)
+    assert str(raised.value).startswith(f"{REPO} version 1 (branch v1, revision {empty[:7]}) "
+                                        "holds no build (no build/ file)"), raised.value
+    assert "meanwhile" not in raised.value.fix
+    assert not loader.has_kernel(REPO, hub=hf) and not loader.has_kernel(REPO, version=1, hub=hf)
+
+
+def test_offline_without_the_file_lists(hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    import shutil
+
+    publish(hf, tmp_path / "p1", 1, 1)
+    publish(hf, tmp_path / "p2", 2, 2)
+    # a cache without the file lists (lost): what it holds of a commit says it holds a build
+    online = HfHub(api=remote, cache=tmp_path / "loaded")
+    assert loader.get_kernel(REPO, hub=online, trust_remote_code=True).VALUE == 2
+    shutil.rmtree(online.cache.root / "listings")
+    assert loader.get_kernel(REPO, hub=online.cache_only(), trust_remote_code=True).VALUE == 2
+    # a card published since moved main on; then v3's publish was killed at main's head
+    remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="README.md",
+                                                   path_or_fileobj=b"# relu, new card\n")],
+                         commit_message="card", repo_type="kernel", revision="main")
+    branch_without_build(remote, 3)
+    # online, the user loaded version 1 only: main's list (v3's) is kept, v2's is not
+    user = HfHub(api=remote, cache=tmp_path / "user")
+    assert loader.get_kernel(REPO, version=1, hub=user, trust_remote_code=True).VALUE == 1
+    offline = user.cache_only()
+    with pytest.raises(VariantNotFoundError) as raised:
+        loader.get_kernel(REPO, version=3, hub=offline, trust_remote_code=True)
+    # offline, whether v2 holds a build cannot be told: the fix does not claim it
+    assert raised.value.fix.endswith("--repo-type kernel)"), raised.value.fix
+    # nor, without main's list, whether v3 does: version 1 loads all the same
+    shutil.rmtree(user.cache.root / "listings")
+    assert loader.get_kernel(REPO, version=1, hub=offline, trust_remote_code=True).VALUE == 1
