@@ -402,3 +402,22 @@ def test_offline_without_the_file_lists(hf: HfHub, remote: FakeHfApi, tmp_path: 
     # nor, without main's list, whether v3 does: version 1 loads all the same
     shutil.rmtree(user.cache.root / "listings")
     assert loader.get_kernel(REPO, version=1, hub=offline, trust_remote_code=True).VALUE == 1
+
+
+def test_lock_of_a_range_that_only_a_branch_without_a_build_meets(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    from kernelforge.lock import lock_project
+
+    publish(hf, tmp_path / "p1", 1, 1)
+    empty = branch_without_build(remote, 2)
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[tool.kernelforge.dependencies]\n"{REPO}" = ">=2"\n')
+    with pytest.raises(VariantNotFoundError) as raised:
+        lock_project(project, hub=hf, allow=True)
+    # version 1 holds a build: the repository is not said to have none
+    assert str(raised.value).startswith(
+        f"{REPO} in the Hugging Face Hub has no version >= 2 that holds a build: v2 (revision "
+        f"{empty[:7]}) holds no build (no build/ file)"), raised.value
+    assert not (project / "kernelforge.lock").exists()

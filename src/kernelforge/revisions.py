@@ -198,7 +198,8 @@ def _passed_over(hub: Hub, repo_id: str, passed: list[int], versions: dict[int, 
     return f"{which} no build (no build/ file): {_EMPTY_WHY}; {_empty_fix(hub, repo_id, passed)}"
 
 
-def newest_built(hub: Hub, repo_id: str, versions: dict[int, str]) -> tuple[int, str]:
+def newest_built(hub: Hub, repo_id: str, versions: dict[int, str], *,
+                 at_least: int | None = None) -> tuple[int, str]:
     """The newest of ``versions`` whose branch holds a build, passing over the newer ones
     whose commit holds no file under ``build/`` (:func:`holds_build`), as a load that
     pins no version and ``kernelforge lock`` of ``">=N"`` choose a version. Where the
@@ -208,6 +209,9 @@ def newest_built(hub: Hub, repo_id: str, versions: dict[int, str]) -> tuple[int,
         hub: the hub.
         repo_id: the repository.
         versions: ``{N: commit}`` to choose from (not empty).
+        at_least: the lowest version ``versions`` was cut to (``kernelforge lock`` of
+            ``">=N"``), so that the error where none of them holds a build says "no
+            version >= N" rather than that no branch holds one: an older one may.
 
     Returns:
         ``(version, passed)``: ``passed`` says which newer branches were passed over, why
@@ -226,9 +230,10 @@ def newest_built(hub: Hub, repo_id: str, versions: dict[int, str]) -> tuple[int,
         passed.append(n)
     named = " and ".join(f"v{n} (revision {versions[n][:7]})" for n in passed)
     where = f"the {hub.describe()}" if getattr(hub, "kind", None) == "hf" else hub.describe()
+    wanted = "version branch" if at_least is None else f"version >= {at_least}"
     raise VariantNotFoundError(
         f"{repo_id} in {where}", [],
-        problem=(f"has no version branch that holds a build: {named} "
+        problem=(f"has no {wanted} that holds a build: {named} "
                  f"{'holds' if len(passed) == 1 else 'hold'} no build (no build/ file); "
                  f"{_EMPTY_WHY}"),
         fix=(f"if a publish is under way, try again once it is done; "

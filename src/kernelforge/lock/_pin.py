@@ -120,7 +120,8 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
                 raise HubError(f"{target}{moved}: no version >= {req.min_version} in "
                                f"{h.describe()}")
             # the newest that holds a build, as a load that pins no version takes it
-            version, passed = revisions.newest_built(h, target, fits)
+            version, passed = revisions.newest_built(h, target, fits,
+                                                     at_least=req.min_version)
             if passed:
                 logger.warning("%s: version %d is taken, %s", target, version, passed)
         # nothing is loaded here: the loads' "loading version N" lines would mislead
