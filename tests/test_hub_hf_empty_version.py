@@ -421,3 +421,48 @@ def test_lock_of_a_range_that_only_a_branch_without_a_build_meets(
         f"{REPO} in the Hugging Face Hub has no version >= 2 that holds a build: v2 (revision "
         f"{empty[:7]}) holds no build (no build/ file)"), raised.value
     assert not (project / "kernelforge.lock").exists()
+
+
+def test_a_kernels_lock_of_a_commit_without_a_build(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, monkeypatch, capsys) -> None:
+    import json
+
+    from kernelforge.lock import download_locked
+
+    publish(hf, tmp_path / "p1", 1, 1)
+    empty = branch_without_build(remote, 2)
+    # Hugging Face's 'kernels lock' pins the newest branch, built or not
+    project = tmp_path / "app"
+    project.mkdir()
+    lock = project / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 2},
+                                 "lock": {"commit": empty}}]))
+    said = (f"{REPO} (locked revision {empty[:7]} in {lock}) holds no build (no build/ file): "
+            "a publish makes a version's branch a moment before the commit that fills it, "
+            "and the lock was written from such a branch")
+    fix = "lock the project again once the publish is done ('kernelforge lock' passes over"
+    loads = [lambda: loader.get_locked_kernel(REPO, lockfile=lock, hub=hf,
+                                              trust_remote_code=True),
+             lambda: loader.kernel_info(REPO, lockfile=lock, hub=hf),
+             # a download fetches nothing rather than report success
+             lambda: download_locked(lock, hub=hf, all_variants=True),
+             lambda: download_locked(lock, hub=hf),
+             lambda: loader.load_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)]
+    for load in loads:
+        with pytest.raises(VariantNotFoundError) as raised:
+            load()
+        assert str(raised.value).startswith(said), raised.value
+        assert "fits this system" not in str(raised.value), raised.value
+        assert raised.value.fix.startswith(fix), raised.value.fix
+    monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
+    assert cli.main(["download", str(project), "--all-variants", "--hub", "hf"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error: {said}"), (out, err)
+    # other files under build/ are no publish's doing: said as before
+    other = remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="build/notes.txt",
+                                                           path_or_fileobj=b"x")],
+                                 commit_message="notes", repo_type="kernel", revision="v2")
+    lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 2},
+                                 "lock": {"commit": other.oid}}]))
+    with pytest.raises(VariantNotFoundError, match="no build variant of .* fits this system"):
+        loader.get_locked_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)

@@ -927,16 +927,40 @@ def locate_hub(
         return Plan(info, h, req, decision, b64_sha256(data), None, meta)
 
 
+def locked_what(locked: LockedKernel, lockfile: str) -> str:
+    """A locked kernel in words, for messages: ``org/name (locked revision c in FILE)``."""
+    return f"{locked.repo_id} (locked revision {locked.commit[:7]} in {lockfile})"
+
+
+def locked_variant_names(h: Hub, locked: LockedKernel, lockfile: str) -> list[str]:
+    """The variants a lock entry offers: those it pins, else (a ``kernels.lock``, which
+    pins none) those ``h`` holds at the locked commit. A commit that holds no file under
+    ``build/`` at all (a version branch locked between its publish's two steps) is an
+    error that says so (:func:`kernelforge.revisions.empty_lock_error`), for a load and
+    a download alike, rather than a load's "fits this system" or a download of nothing.
+    """
+    from kernelforge import revisions
+
+    if locked.variants is not None:
+        return sorted(locked.variants)
+    names = h.variants(locked.repo, locked.commit)
+    if not names:
+        empty = revisions.empty_lock_error(h, locked.repo, locked.commit,
+                                           locked_what(locked, lockfile))
+        if empty is not None:
+            raise empty
+    return names
+
+
 def _locked_chooser(h: Hub, locked: LockedKernel, *, hub: HubArg, lockfile: str,
                     backend: str | None, check_arch: bool) -> Callable[[set[str]], Chosen]:
     """How a load chooses among the variants ``locked`` pins on the hub ``h``
     (:func:`hub_for_lock` gave it for ``hub``), for :func:`_choose_trusted`; the
     variants are listed at once."""
     repo, commit = locked.repo, locked.commit
-    what = f"{locked.repo_id} (locked revision {commit[:7]} in {lockfile})"
+    what = locked_what(locked, lockfile)
     with lock_hub_explained(hub, locked, h):
-        names = (sorted(locked.variants) if locked.variants is not None
-                 else h.variants(repo, commit))
+        names = locked_variant_names(h, locked, lockfile)
 
     def choose(kept: set[str]) -> Chosen:
         with lock_hub_explained(hub, locked, h):

@@ -39,7 +39,7 @@ from kernelforge.hub.base import (
 )
 
 __all__ = ["MAX_REDIRECTS", "MIN_COMMIT_PREFIX", "Redirect", "Selection", "empty_branch_error",
-           "holds_build", "newest_built", "parse_status", "select"]
+           "empty_lock_error", "holds_build", "newest_built", "parse_status", "select"]
 
 logger = logging.getLogger(__name__)
 
@@ -285,6 +285,37 @@ def empty_branch_error(hub: Hub, repo_id: str, branch: str | None, commit: str
     return VariantNotFoundError(
         f"{repo_id} version {version} (branch {branch}, revision {commit[:7]})", [],
         problem=f"holds no build (no build/ file): {_EMPTY_WHY}", fix=fix)
+
+
+def empty_lock_error(hub: Hub, repo_id: str, commit: str, what: str
+                     ) -> VariantNotFoundError | None:
+    """The error of a locked load of a commit that holds no file under ``build/``: a
+    ``kernels.lock`` (which pins no variants, so the hub's list of them is all there is)
+    written from a version branch between its publish's two steps, rather than that no
+    variant fits this system. ``kernelforge lock`` passes over such a branch, or refuses
+    it, so its own lock files never pin one.
+
+    Args:
+        hub: the hub.
+        repo_id: the repository the lock pins (after redirects).
+        commit: the commit it pins.
+        what: the locked kernel in words (``org/name (locked revision c in kernels.lock)``).
+
+    Returns:
+        The :class:`VariantNotFoundError`, or ``None`` where the commit holds a file
+        under ``build/``.
+    """
+    if holds_build(hub, repo_id, commit):
+        return None
+    return VariantNotFoundError(
+        what, [],
+        problem=("holds no build (no build/ file): a publish makes a version's branch a "
+                 "moment before the commit that fills it, and the lock was written from such "
+                 "a branch, while a publish was under way or after one that failed or was "
+                 "killed left the branch behind"),
+        fix=("lock the project again once the publish is done ('kernelforge lock' passes "
+             "over a version branch that holds no build, or says so where the requirement "
+             "names that version)"))
 
 
 def _resolve(hub: Hub, repo_id: str, revision: str) -> str:

@@ -287,15 +287,14 @@ class _Download:
     def variants(self, h: Any, locked: LockedKernel) -> list[str]:
         """The variants of a locked kernel to fetch: all of them, or the one a load here
         chooses (chosen as a load chooses it; :meth:`fetch` judges its trust)."""
-        from kernelforge.locate import lock_hub_explained
+        from kernelforge.locate import lock_hub_explained, locked_variant_names
 
         if not self.all_variants:
             name = self.taken_here(h, locked)  # raises where none fits
             return [name] if name is not None else []
         # h is the hub hub_for_lock gave for self.hub: its errors say why where it chose
         with lock_hub_explained(self.hub, locked, h):
-            return (sorted(locked.variants) if locked.variants is not None
-                    else h.variants(locked.repo, locked.commit))
+            return locked_variant_names(h, locked, str(self.lock.path))
 
     def taken_here(self, h: Any, locked: LockedKernel) -> str | None:
         """The variant of ``locked`` a load here takes (for ``--backend``, where given),
