@@ -134,6 +134,41 @@ def test_main_without_a_build_does_not_send_to_a_branch_at_its_head(
         raised.value.fix), raised.value.fix
 
 
+def test_main_without_a_build_does_not_send_to_a_branch_made_from_an_older_main(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path) -> None:
+    publish(hf, tmp_path / "p1", 1, 1)
+    branch_without_build(remote, 2)  # at main's head then
+    remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="README.md",
+                                                   path_or_fileobj=b"# relu, new card\n")],
+                         commit_message="card", repo_type="kernel", revision="main")
+    head = remote.list_repo_refs(REPO, repo_type="kernel").branches
+    remote.create_tag(REPO, tag="card", revision=next(b.target_commit for b in head
+                                                      if b.name == "main"),
+                      repo_type="kernel")
+    for revision in ("main", "card"):
+        with pytest.raises(VariantNotFoundError) as raised:
+            loader.get_kernel(REPO, revision=revision, hub=hf, trust_remote_code=True)
+        assert raised.value.fix.startswith(
+            "builds are published on the version branches (v1); load one with version=1"), (
+            raised.value.fix)
+
+
+def test_main_without_a_build_where_no_version_holds_one(
+        hf: HfHub, remote: FakeHfApi) -> None:
+    # a first publish killed between its branch and its commit; a card on main since
+    remote.create_repo(REPO, repo_type="kernel")
+    branch_without_build(remote, 1)
+    remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="README.md",
+                                                   path_or_fileobj=b"# relu\n")],
+                         commit_message="card", repo_type="kernel", revision="main")
+    with pytest.raises(VariantNotFoundError) as raised:
+        loader.get_kernel(REPO, revision="main", hub=hf, trust_remote_code=True)
+    # the revision asked for is what the error is about; no version is offered instead
+    assert str(raised.value).startswith(f"no build variant of {REPO} (branch main, "), (
+        raised.value)
+    assert raised.value.fix == ""
+
+
 def test_no_branch_with_a_build_is_an_error_naming_them(
         hf: HfHub, remote: FakeHfApi) -> None:
     # a first publish killed between its branch and its commit: the only version is empty

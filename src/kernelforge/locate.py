@@ -450,18 +450,26 @@ def _no_build_fix(h: Hub, repo_id: str, commit: str) -> str:
     """How to load a build when the revision asked for, at ``commit``, holds none
     (``main``, which holds the card, or a tag or commit of it): the version branches the
     builds are on (not those at ``commit``, which hold none either: a version branch a
-    publish made from ``main`` before its commit)."""
+    publish made from ``main`` before its commit), and the newest that holds a build to
+    load (a branch elsewhere may hold none too: one made from an older ``main``)."""
+    from kernelforge import revisions
     from kernelforge.hub.base import version_branches
 
     try:
-        versions = [n for n, at in version_branches(h.branches(repo_id)).items()
-                    if at != commit]
+        versions = {n: at for n, at in version_branches(h.branches(repo_id)).items()
+                    if at != commit}
     except HubError:
-        versions = []
+        versions = {}
     if not versions:
         return ""
-    newest = versions[-1]
-    branches = ", ".join(f"v{n}" for n in versions)
+    try:
+        newest = revisions.newest_built(h, repo_id, versions)[0]
+    except VariantNotFoundError:
+        return ""  # none holds a build: no version to send the load to
+    except HubError:
+        newest = max(versions)  # cannot be told now (offline): the newest, as before
+    # those newer than it hold none: newest_built passed over them
+    branches = ", ".join(f"v{n}" for n in versions if n <= newest)
     return (f"builds are published on the version branches ({branches}); load one with "
             f"version={newest} (--version {newest} on the command line), or leave the revision "
             "out for the newest")
