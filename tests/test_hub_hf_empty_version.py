@@ -490,9 +490,10 @@ def test_a_kernels_lock_of_a_commit_without_a_build(
         assert "fits this system" not in str(raised.value), raised.value
         assert raised.value.fix.startswith(fix), raised.value.fix
     monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: hf)
-    assert cli.main(["download", str(project), "--all-variants", "--hub", "hf"]) == 1
-    out, err = capsys.readouterr()
-    assert out == "" and err.startswith(f"error: {said}"), (out, err)
+    for every in (["--all-variants"], []):
+        assert cli.main(["download", str(project), *every, "--hub", "hf"]) == 1, every
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"error: {said}"), (every, out, err)
     # other files under build/ are no publish's doing: said as before
     other = remote.create_commit(REPO, [CommitOperationAdd(path_in_repo="build/notes.txt",
                                                            path_or_fileobj=b"x")],
@@ -501,3 +502,49 @@ def test_a_kernels_lock_of_a_commit_without_a_build(
                                  "lock": {"commit": other.oid}}]))
     with pytest.raises(VariantNotFoundError, match="no build variant of .* fits this system"):
         loader.get_locked_kernel(REPO, lockfile=lock, hub=hf, trust_remote_code=True)
+
+
+@pytest.mark.parametrize("needs", ["torch-cpu", "torch-cuda"])
+@pytest.mark.parametrize("all_variants", [False, True], ids=["here", "all variants"])
+def test_a_kernels_lock_dependency_entry_of_a_commit_without_a_build(
+        hf: HfHub, remote: FakeHfApi, tmp_path: Path, caplog, needs: str,
+        all_variants: bool) -> None:
+    """A kernels.lock lists the kernel-depends of its kernels beside them. Where the
+    entry of one pins a commit that holds no build, a download that would fetch it fails
+    saying so; one for this machine (a CPU) whose load takes no variant that needs it
+    goes on, and its warning says the commit holds no build, not that nothing fits."""
+    import json
+
+    from kernelforge.lock import download_locked
+
+    main = "kernels-test/uses-relu"
+    publish(hf, tmp_path / "p1", 1, 1)
+    empty = branch_without_build(remote, 2)
+    other = "torch-cuda" if needs == "torch-cpu" else "torch-cpu"
+    make_variant(tmp_path / "m", other, module_id=uid("other"))
+    vdir = make_variant(tmp_path / "m", needs, module_id=uid("needs"))
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": REPO, "version": 2}]
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    commit = hf.publish(main, tmp_path / "m", version=1, card="# uses relu\n").commit
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([
+        {"dependency": {"repo-id": REPO, "version": 2}, "lock": {"commit": empty}},
+        {"dependency": {"repo-id": main, "version": 1}, "lock": {"commit": commit}}]))
+    said = (f"{REPO} (locked revision {empty[:7]} in {lock}) holds no build (no build/ "
+            "file): a publish makes a version's branch a moment before the commit")
+    caplog.set_level(logging.INFO, logger="kernelforge")
+    if needs == "torch-cpu" or all_variants:  # a variant fetched needs it
+        with pytest.raises(VariantNotFoundError) as raised:
+            download_locked(lock, hub=hf, all_variants=all_variants)
+        assert str(raised.value).startswith(said), raised.value
+        return
+    got = download_locked(lock, hub=hf)
+    assert [(r, v) for r, v, _ in got] == [(main, "torch-cpu")]
+    [line] = [r for r in caplog.records if "is not fetched" in r.getMessage()]
+    assert line.levelno == logging.WARNING
+    assert line.getMessage().startswith(f"{lock}: {REPO} version 2 is not fetched: {said}")
+    assert (f"it is only a kernel-depends entry of {main} (variant torch-cuda), which a "
+            "load here does not use, but a load of those fails; fix: lock the project "
+            "again") in line.getMessage()
+    assert "fits this system" not in line.getMessage()

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelforge.lock._model import (
     DependencyKey,
@@ -23,6 +23,9 @@ from kernelforge.lock._model import (
     warn_unpinned,
 )
 from kernelforge.lock._read import check_lockfile, read_lock
+
+if TYPE_CHECKING:
+    from kernelforge.errors import VariantNotFoundError
 
 # the package's name, as before it was split into modules: what users' logging filters on
 logger = logging.getLogger("kernelforge.lock")
@@ -507,7 +510,8 @@ def download_locked(
         verified against its own metadata, with a WARNING log line. A ``kernels.lock``
         lists the kernels and their dependencies alike: an entry that no variant here
         fits but that other entries' variants list in ``kernel-depends`` is one a load
-        here does not use, and is skipped with an INFO log line.
+        here does not use, and is skipped with an INFO log line (a WARNING where its
+        locked commit holds no build, which fails a load of those variants).
 
     Raises:
         LockError: the lock file is missing or malformed.
@@ -596,8 +600,23 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
         if key is None or not listed:  # a kernel of the project as far as the file tells
             progress.left = [locked.repo_id]
             raise refused
-        logger.info(
-            "%s: %s is not fetched: no build variant of it fits this system, and it is only "
-            "a kernel-depends entry of %s, which a load here does not use",
-            lock.path, describe_dependency(key), ", ".join(listed))
+        _say_unused(lock, describe_dependency(key), listed, refused)
     return out
+
+
+def _say_unused(lock: LockFile, what: str, listed: list[str],
+                refused: VariantNotFoundError) -> None:
+    """Say why a ``kernels.lock`` entry that only the variants ``listed`` (of other
+    entries) depend on, none of which a load here takes, is not fetched. Where no
+    variant of it fits here, that is all (INFO). Where its locked commit holds no build
+    at all (``refused.problem``), a load of those variants fails on any machine: a
+    WARNING says so, with the fix, rather than that nothing fits this system."""
+    users = ", ".join(listed)
+    if not refused.problem:
+        logger.info("%s: %s is not fetched: no build variant of it fits this system, and "
+                    "it is only a kernel-depends entry of %s, which a load here does not "
+                    "use", lock.path, what, users)
+        return
+    logger.warning("%s: %s is not fetched: %s %s; it is only a kernel-depends entry of %s, "
+                   "which a load here does not use, but a load of those fails; fix: %s",
+                   lock.path, what, refused.what, refused.problem, users, refused.fix)
