@@ -291,7 +291,8 @@ def _toolkit(home: Path, name: str, body: str) -> Path:
 
 
 @pytest.mark.parametrize(("name", "chooser"), [
-    ("nvcc", "CUDA_HOME"), ("nvcc", "CUDA_PATH"), ("nvcc", "PATH"), ("hipcc", "ROCM_HOME"),
+    ("nvcc", "CUDA_HOME"), ("nvcc", "CUDA_PATH"), ("nvcc", "PATH"), ("nvcc", "default"),
+    ("hipcc", "ROCM_HOME"), ("hipcc", "default"),
 ])
 def test_a_gpu_compiler_that_hangs_is_named_with_what_chose_it_and_the_fix(
         tmp_path: Path, monkeypatch, name: str, chooser: str) -> None:
@@ -312,11 +313,18 @@ def test_a_gpu_compiler_that_hangs_is_named_with_what_chose_it_and_the_fix(
     if chooser == "PATH":
         monkeypatch.setenv("PATH", str(hung / "bin"))
         where = "found on PATH"
+    elif chooser == "default":  # no variable, nothing on PATH: the default folder
+        entry = toolchain._DEVICE_COMPILERS[name]
+        monkeypatch.setitem(toolchain._DEVICE_COMPILERS, name,
+                            (entry[0], str(hung), *entry[2:]))
+        monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+        where = f"found in {hung}"
     else:
         monkeypatch.setenv(chooser, str(hung))
         where = f"named by {chooser}={hung}"
-    # the fix names the variable that chose it; CUDA_HOME where none did
-    var = chooser if chooser != "PATH" else "CUDA_HOME"
+    # the fix names the variable that chose it; CUDA_HOME (ROCM_HOME) where none did
+    var = (chooser if chooser not in ("PATH", "default")
+           else "CUDA_HOME" if name == "nvcc" else "ROCM_HOME")
     toolkit, marker = (("CUDA toolkit", "include/cuda_runtime.h") if name == "nvcc"
                        else ("ROCm installation", "include/hip/hip_runtime.h"))
     monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
