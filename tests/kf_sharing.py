@@ -17,6 +17,7 @@ calls of one method fail (a busy Hub, a rate limit, a connection cut off mid-dow
 
 from __future__ import annotations
 
+import collections
 import fnmatch
 import hashlib
 import importlib
@@ -169,6 +170,31 @@ def _repo_file(tree: Path, rel: str, data: bytes) -> RepoFile:
 
 def _kind(repo_type: str | None) -> str:
     return repo_type or constants.REPO_TYPE_MODEL
+
+
+class CountingApi:
+    """A client passing every call on to ``api`` (a :class:`FakeHfApi`), counting them as
+    ``"method org/name"`` in ``calls``."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.api, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[f"{name} {args[0]}"] += 1
+            return method(*args, **kwargs)
+
+        return call
+
+    def by_method(self) -> dict[str, int]:
+        """The calls counted by method alone."""
+        counted: collections.Counter[str] = collections.Counter()
+        for key, n in self.calls.items():
+            counted[key.split()[0]] += n
+        return dict(counted)
 
 
 class FakeHfApi:

@@ -3,7 +3,6 @@ refs, downloading only the chosen variant, the cache, offline mode, errors."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import errno
 import functools
@@ -20,6 +19,7 @@ from huggingface_hub import RepoFile
 from huggingface_hub.errors import OfflineModeIsEnabled
 from kf_sharing import (
     SO_NAME,
+    CountingApi,
     FakeHfApi,
     hub_error,
     isolate,
@@ -837,7 +837,7 @@ def test_a_publish_without_any_token_says_no_token_was_found(
 
     without_token(monkeypatch, tmp_path)
     _refuse(remote, method, status, monkeypatch)
-    hub = HfHub(api=_Counted(remote), cache=env["cache"])
+    hub = HfHub(api=CountingApi(remote), cache=env["cache"])
     monkeypatch.setattr("kernelforge.hub.as_hub", lambda h: hub)
     assert cli.main(["publish", str(_cli_project(tmp_path)), "--repo", REPO,
                      "--hub", "hf"]) == 1
@@ -1291,23 +1291,6 @@ def test_a_file_outside_the_cache_that_cannot_be_read_is_not_a_cache_write(
 DEP = "kernels-test/dep"
 
 
-class _Counted:
-    """A client passing every call on to ``api``, counting them as ``"method org/name"``."""
-
-    def __init__(self, api: FakeHfApi) -> None:
-        self.api = api
-        self.calls: collections.Counter[str] = collections.Counter()
-
-    def __getattr__(self, name: str):
-        method = getattr(self.api, name)
-
-        def call(*args, **kwargs):
-            self.calls[f"{name} {args[0]}"] += 1
-            return method(*args, **kwargs)
-
-        return call
-
-
 def _round_trips(repo: str, downloads: int = 1, **more: int) -> dict[str, int]:
     """What one look at ``repo`` asks the Hub with an empty download cache: its refs once,
     the file lists of main (for kernel-status.toml) and of the chosen commit, and
@@ -1332,7 +1315,7 @@ def test_one_operation_lists_each_repositorys_refs_once(hf: HfHub, remote: FakeH
     caches = iter(range(100))
 
     def calls(op, cache: Path | None = None, offline: bool = False) -> dict[str, int]:
-        api = _Counted(remote)
+        api = CountingApi(remote)
         op(HfHub(api=api, cache=cache or tmp_path / f"cold{next(caches)}", offline=offline))
         return dict(api.calls)
 
@@ -1352,7 +1335,7 @@ def test_one_operation_lists_each_repositorys_refs_once(hf: HfHub, remote: FakeH
         f'[tool.kernelforge.dependencies]\n"{REPO}" = ">=1"\n')
     assert calls(lambda h: lock_project(project, hub=h, allow=True)) == {
         **_round_trips(REPO), **_round_trips(DEP)}
-    counted = _Counted(remote)
+    counted = CountingApi(remote)
     monkeypatch.setattr("kernelforge.hub.as_hub", lambda hub: HfHub(api=counted, cache=warm))
     assert cli.main(["versions", REPO, "--hub", "hf"]) == 0
     assert counted.calls == {f"list_repo_refs {REPO}": 1}  # main's and v1's lists are cached
@@ -1361,7 +1344,7 @@ def test_one_operation_lists_each_repositorys_refs_once(hf: HfHub, remote: FakeH
         f"list_repo_refs {REPO}": 1}
     assert calls(lambda h: loader.kernel_info(REPO, hub=h, backend="cpu"), warm, True) == {}
     # an answer is reused within one call only: the next call sees a branch that moved
-    api = _Counted(remote)
+    api = CountingApi(remote)
     hub = HfHub(api=api, cache=warm)
     assert loader.kernel_info(REPO, version=1, hub=hub, backend="cpu").commit == commit
     make_variant(tmp_path / "again", module_id=uid("again"))

@@ -8,13 +8,12 @@ one WARNING; a load of that version says what the branch is; ``kernelforge versi
 
 from __future__ import annotations
 
-import collections
 import logging
 from pathlib import Path
 
 import pytest
 from huggingface_hub import CommitOperationAdd
-from kf_sharing import FakeHfApi, isolate, make_variant, uid
+from kf_sharing import CountingApi, FakeHfApi, isolate, make_variant, uid
 
 from kernelforge import cli, loader
 from kernelforge.errors import VariantNotFoundError
@@ -56,21 +55,6 @@ def warnings_of(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-class Counted:
-    """A client passing every call on to ``api``, counting them by method."""
-
-    def __init__(self, api: FakeHfApi) -> None:
-        self.api = api
-        self.calls: collections.Counter[str] = collections.Counter()
-
-    def __getattr__(self, name: str):
-        method = getattr(self.api, name)
-
-        def call(*args, **kwargs):
-            self.calls[name] += 1
-            return method(*args, **kwargs)
-
-        return call
 
 
 def test_an_unpinned_load_passes_over_a_branch_without_a_build(
@@ -205,10 +189,10 @@ def test_passing_over_asks_the_hub_nothing_more(remote: FakeHfApi, tmp_path: Pat
     caches = iter(range(100))
 
     def calls(**selector) -> dict[str, int]:
-        api = Counted(remote)
+        api = CountingApi(remote)
         hub = HfHub(api=api, cache=tmp_path / f"cold{next(caches)}")
         loader.get_kernel(REPO, hub=hub, trust_remote_code=True, **selector)
-        return dict(api.calls)
+        return api.by_method()
 
     # the newest branch holds a build: its file list, read to choose the variant anyway,
     # is all the check reads (the refs once, main's list and v2's list, its four files)
@@ -378,7 +362,7 @@ def test_an_older_version_that_cannot_be_read_is_left_out_of_the_fix(
     c1 = publish(HfHub(api=remote, cache=tmp_path / "publisher"), tmp_path / "p1", 1, 1)
     branch_without_build(remote, 2)
 
-    class Failing(Counted):
+    class Failing(CountingApi):
         def __getattr__(self, name: str):
             if name == "list_repo_tree":
                 def listing(*args, revision: str, **kwargs):
