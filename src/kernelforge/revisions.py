@@ -186,10 +186,15 @@ def _empty_fix(hub: Hub, repo_id: str, versions: list[int]) -> str:
             f"the branch{delete}")
 
 
+def _named(passed: list[int], versions: dict[int, str]) -> str:
+    """The version branches ``passed`` with their revisions: ``v3 (revision c) and ...``."""
+    return " and ".join(f"v{n} (revision {versions[n][:7]})" for n in passed)
+
+
 def _passed_over(hub: Hub, repo_id: str, passed: list[int], versions: dict[int, str]) -> str:
     """The version branches ``passed`` (newest first), which hold no build, in words:
     which, why, and the fix, for a load that takes an older version instead."""
-    named = " and ".join(f"v{n} (revision {versions[n][:7]})" for n in passed)
+    named = _named(passed, versions)
     if len(passed) == 1:
         which = f"not version {passed[0]}: its branch {named} holds"
     else:
@@ -228,7 +233,7 @@ def newest_built(hub: Hub, repo_id: str, versions: dict[int, str], *,
         if holds_build(hub, repo_id, versions[n]):
             return n, _passed_over(hub, repo_id, passed, versions) if passed else ""
         passed.append(n)
-    named = " and ".join(f"v{n} (revision {versions[n][:7]})" for n in passed)
+    named = _named(passed, versions)
     where = f"the {hub.describe()}" if getattr(hub, "kind", None) == "hf" else hub.describe()
     wanted = "version branch" if at_least is None else f"version >= {at_least}"
     raise VariantNotFoundError(
