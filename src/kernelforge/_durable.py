@@ -1,9 +1,15 @@
-"""Durable file writes for the local hub: copy, fsync, atomic ref replace.
+"""Durable file writes: copy, fsync, atomic file and ref replacement.
 
-A revision is written under ``tmp/`` (which readers never look at), every file and
-directory fsynced, before the rename that makes it visible; a ref is written to a
-hidden temporary file and swapped in with ``os.replace``. Either step completes or the
-old state stays as it was.
+The local hub, the download cache, the trust store and publisher keys, the lock files
+and the build's up-to-date stamps all write through these helpers, so that a crash
+leaves either the old state or the new one. A local-hub revision is written under
+``tmp/`` (which readers never look at), every file and directory fsynced, before the
+rename that makes it visible; a ref or a file replaced in place is written to a hidden
+temporary file and swapped in with ``os.replace``. The temporaries a writer killed
+before its rename left are removed by the next writer under the same lock
+(:func:`remove_temp_leftovers`). :data:`DISK_FULL` and :data:`NOT_WRITABLE` are the
+refused writes whose fix the writers name, and :func:`nearest_folder` the folder they
+name.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""Every exception kernelforge raises on purpose lives here.
+"""The exceptions of kernelforge's own failures: :class:`KernelforgeError` and its kinds.
 
 Each error carries enough context to act on: the file, the key or argument, what was
 expected and how to fix it. The command line turns these into exit codes; library users
-catch :class:`KernelforgeError` or one of its subclasses.
+catch :class:`KernelforgeError` or one of its subclasses. A bad argument raises
+``ValueError`` or ``TypeError`` instead (``archs.UnknownArchError`` is a ``ValueError``),
+and a kernel that cannot be imported ``ImportError``.
 """
 
 from __future__ import annotations

@@ -16,8 +16,10 @@ A cached remote variant that fails verification is fetched again once, and so is
 damaged cache entry (its ``files/`` or ``metadata.json`` gone); everything else that
 fails verification is refused with the files named. Loaded modules are cached
 in-process twice: by the call's arguments (consulted before anything touches the disk,
-so a repeated call is a dictionary look-up) and by variant directory. Importing this
-module imports neither torch nor any kernel.
+so a repeated call is a dictionary look-up; a local build, from ``get_local_kernel`` or
+``LOCAL_KERNELS``, has its chosen variant's ``metadata.json`` read and hashed again, so
+that a rebuild is loaded) and by variant directory. Importing this module imports
+neither torch nor any kernel.
 """
 
 from __future__ import annotations

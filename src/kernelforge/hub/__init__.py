@@ -1,10 +1,11 @@
 """Hub backends: where published kernel builds live.
 
 A hub holds repositories ``org/name`` laid out like a Hugging Face kernel repository:
-builds on branch ``v<version>`` under ``build/<variant>/``, the card on ``main``. The
-embedded :class:`LocalHub` keeps them in a directory on this machine; :class:`HfHub`
-(module :mod:`kernelforge.hub.hf`) talks to the Hugging Face Hub. Both subclass the
-:class:`~kernelforge.hub.base.Hub` protocol (any class with its methods is a hub too).
+builds on branch ``v<version>`` under ``build/<variant>/``, the card on the version
+branch and on ``main``. The embedded :class:`LocalHub` keeps them in a directory on this
+machine; :class:`HfHub` (module :mod:`kernelforge.hub.hf`) talks to the Hugging Face Hub.
+Both subclass the :class:`~kernelforge.hub.base.Hub` protocol (any class with its
+methods is a hub too).
 """
 
 from __future__ import annotations

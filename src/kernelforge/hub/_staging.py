@@ -1,4 +1,6 @@
-"""Checking a build directory before it is published to a hub."""
+"""Checking a build directory before it is published to a hub, and reading a variant's
+``metadata.json`` (:func:`read_metadata`, :func:`parse_metadata`), which loads,
+downloads, the download cache and the command line use too."""
 
 from __future__ import annotations
 

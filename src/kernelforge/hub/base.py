@@ -1,12 +1,13 @@
 """What every hub backend offers, and the names and values they share.
 
 A hub holds repositories ``org/name`` laid out like a Hugging Face kernel repository:
-builds on branch ``v<version>`` under ``build/<variant>/``, the card on ``main``. Two
-backends implement :class:`Hub`: the embedded :class:`~kernelforge.hub.local.LocalHub`
-(a directory) and :class:`~kernelforge.hub.hf.HfHub` (the Hugging Face Hub, through
-``huggingface_hub``), each a subclass of it; a class of the caller's own with the same
-methods is a hub too. The loader, the lock files and the command line talk to this
-protocol only, so one code path resolves both.
+builds on branch ``v<version>`` under ``build/<variant>/``, the card on the version
+branch and on ``main``. Two backends implement :class:`Hub`: the embedded
+:class:`~kernelforge.hub.local.LocalHub` (a directory) and
+:class:`~kernelforge.hub.hf.HfHub` (the Hugging Face Hub, through ``huggingface_hub``),
+each a subclass of it; a class of the caller's own with the same methods is a hub too.
+The loader, the lock files and the command line talk to this protocol only, so one code
+path resolves both.
 
 A variant may be signed: its signature lives next to it, at ``build/<variant>.sig``,
 so the variant directory itself stays byte for byte what other tools expect (their
