@@ -1338,8 +1338,13 @@ def test_a_temporary_a_killed_keygen_left_is_removed_by_the_next(
 
 
 def test_importing_stays_light() -> None:
-    code = ("import sys, kernelforge, kernelforge.cli, kernelforge.loader, kernelforge.lock, "
-            "kernelforge.policy, kernelforge.hub.hf, kernelforge.trust\n"
+    """Importing kernelforge, or any module the command line or a load reaches (the
+    builder and signing among them), imports none of the heavy or optional packages:
+    they are imported where they are used."""
+    code = ("import sys, kernelforge, kernelforge.__main__, kernelforge.cli, "
+            "kernelforge.loader, kernelforge.lock, kernelforge.policy, kernelforge.hub.hf, "
+            "kernelforge.trust, kernelforge.signing, kernelforge.build, kernelforge.manifest, "
+            "kernelforge.variants, kernelforge.scaffold, kernelforge.demo\n"
             "heavy = {'torch', 'huggingface_hub', 'cryptography', 'sigstore', 'httpx'}\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
