@@ -174,13 +174,22 @@ def test_clear_older_than_keeps_what_was_fetched_since(env, filled, capsys,
     assert (env["cache"] / "files" / A).is_dir()  # the small files stay
 
 
+def _age(entry: Path, days: float) -> None:
+    """Set the modification time of an entry's folder and of everything in it ``days``
+    back, as if nothing had written it since."""
+    when = time.time() - days * 86400
+    for path in [entry, *entry.rglob("*")]:
+        os.utime(path, (when, when), follow_symlinks=False)
+
+
 @pytest.mark.parametrize("when", [float("nan"), float("inf"), 1e300, True],
                          ids=["nan", "inf", "1e300", "bool"])
 def test_an_entry_time_no_date_can_be_given_for_counts_as_unrecorded(env, filled, capsys,
                                                                      when) -> None:
     """An entry.json whose time is no date (edited by hand, or damaged still as JSON) is
-    listed without one, as an entry that records none, and ``--older-than`` counts it as
-    old, as it counts those. Before, ``cache list`` stopped with a traceback on NaN
+    listed without one, as an entry that records none, and ``--older-than`` dates it as
+    it dates those, by its files' modification time: kept while that is recent, removed
+    once it is old. Before, ``cache list`` stopped with a traceback on NaN
     (``time.localtime``) and wrote ``NaN``, which is no JSON, with ``--json``."""
     first = DownloadCache(env["cache"]).variants()[0]
     entry = env["cache"] / "variants" / first.repo_id / first.commit / first.variant
@@ -193,8 +202,16 @@ def test_an_entry_time_no_date_can_be_given_for_counts_as_unrecorded(env, filled
     assert row.rstrip().endswith("-"), row
     fetched = {v["commit"]: v["fetched"] for v in _listed(capsys)}
     assert fetched[first.commit] is None
+    capsys.readouterr()
     assert main(["cache", "clear", "--older-than", "30"]) == 0
-    assert "removed 1 variant fetched more than 30 days ago" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "removed 0 variants" in out and "kept 1 variant whose entry records no " in out
+    assert "a load online fetches" not in out, out  # not damaged: a load uses it as it is
+    _age(entry, 40)
+    assert main(["cache", "clear", "--older-than", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "removed 1 variant fetched more than 30 days ago" in out, out
+    assert "(no fetch time recorded; files last modified " in out, out
     assert first.commit not in {v["commit"] for v in _listed(capsys)}
 
 
@@ -475,3 +492,64 @@ def test_list_marks_a_damaged_entry(env, filled, capsys, damage, said) -> None:
     listed = {(v["repo-id"], v["commit"]): v["damaged"] for v in _listed(capsys)}
     assert listed[(B, commit)].startswith(said)
     assert all(d is None for key, d in listed.items() if key != (B, commit))
+
+
+# each way an entry.json can fail to give a fetch time a removal by age could read
+UNDATED = [
+    ("not-json", b"{trunc", "its entry.json is not valid JSON"),
+    ("empty", b"", "its entry.json is not valid JSON"),
+    ("cut-short", None, "its entry.json is not valid JSON"),  # the first half of the file
+    ("records-no-files", b'{"format": 1, "time": 1}', "its entry.json records no files"),
+]
+
+
+@pytest.mark.parametrize(("data", "said"), [u[1:] for u in UNDATED],
+                         ids=[u[0] for u in UNDATED])
+def test_clear_older_than_dates_a_damaged_entry_by_its_files(env, filled, capsys, data,
+                                                             said) -> None:
+    """An entry whose entry.json cannot be read was removed by ``--older-than`` as if it
+    were old, even one written a minute before (by another program writing into the
+    cache, or left so by a crash). It is dated by the newest modification time of its
+    folder and files instead: kept while that is recent, saying so and how to remove it
+    now, and removed once it is old, saying by what it was dated."""
+    root = env["cache"]
+    commit = filled[B][0]
+    entry = root / "variants" / B / commit / "torch-cpu"
+    record = entry / "entry.json"
+    damaged = data if data is not None else record.read_bytes()[:40]
+    _rewrite(record, damaged)
+    _age(entry / "files", 40)  # only the entry.json is new: the newest time counts
+    capsys.readouterr()
+    assert main(["cache", "clear", "--older-than", "30"]) == 0
+    out = capsys.readouterr().out
+    assert record.read_bytes() == damaged and (entry / "files" / "metadata.json").is_file()
+    assert "removed 0 variants fetched more than 30 days ago" in out, out
+    assert ("kept 1 variant whose entry records no fetch time, dated instead by its "
+            "files' last modification, less than 30 days ago (another program may be "
+            "writing it now):") in out, out
+    kept_line = next(line for line in out.splitlines() if commit[:12] in line
+                     and line.startswith("  "))
+    assert f"  {B}  {commit[:12]}  torch-cpu  " in kept_line, out
+    assert "(no fetch time recorded; files last modified " in kept_line, kept_line
+    assert f"damaged: {said}" in kept_line, kept_line
+    assert (f"to remove it now, name it: 'kernelforge cache remove {B} --revision "
+            f"{commit[:12]}' (a load online fetches a damaged entry again)") in out, out
+    assert len(_listed(capsys)) == 3  # nothing else went either
+
+    # the API reports it as kept, with the time it was dated by
+    removed = DownloadCache(root).remove(older_than=30 * 86400)
+    assert removed.variants == []
+    [kept] = removed.kept
+    assert (kept.repo_id, kept.commit, kept.fetched, kept.newer_format) == (B, commit,
+                                                                          None, None)
+    assert kept.damaged is not None and kept.damaged.startswith(said)
+    assert kept.modified is not None and abs(kept.modified - time.time()) < 600
+
+    _age(entry, 40)  # untouched since: now it is old
+    assert main(["cache", "clear", "--older-than", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "removed 1 variant fetched more than 30 days ago" in out, out
+    assert "(no fetch time recorded; files last modified " in out and said in out, out
+    assert "kept" not in out, out
+    assert not entry.exists()
+    assert sorted(v["commit"] for v in _listed(capsys)) == sorted(filled[A])

@@ -272,6 +272,59 @@ def test_older_than_is_judged_again_under_the_lock(env, monkeypatch) -> None:
     assert cache.entry("org/a", A1, "torch-cpu") is not None
 
 
+def _age(entry: Path, days: float) -> None:
+    """Set the modification time of an entry's folder and everything in it ``days`` back."""
+    when = time.time() - days * 86400
+    for path in [entry, *entry.rglob("*")]:
+        os.utime(path, (when, when), follow_symlinks=False)
+
+
+@pytest.mark.parametrize("written", ["damaged-again", "fetched-again"])
+def test_older_than_waits_for_an_entry_being_written_and_judges_what_was_written(
+        env, written) -> None:
+    """An entry whose lock another process holds is being written now: a removal by age
+    waits for the lock and judges the entry by what it holds then. A damaged entry.json
+    written meanwhile is dated by its modification time, so kept (and reported); before,
+    it counted as old and went the moment the writer let go. A fresh, whole record is
+    kept without a word, as any entry fetched within the age."""
+    import threading
+
+    root = env["cache"]
+    cache = _small_cache(root)
+    entry = root / "variants" / "org" / "a" / A1 / "torch-cpu"
+    record = entry / "entry.json"
+    sound = json.loads(record.read_text())
+    record.chmod(0o644)
+    record.write_bytes(b'{"format": 1, "fi')  # left cut short, long ago
+    _age(entry, 40)
+    assert record.stat().st_mtime < time.time() - 30 * 86400
+
+    done: list[cache_mod.Removed] = []
+    remover = threading.Thread(target=lambda: done.append(
+        DownloadCache(root).remove(older_than=30 * 86400)))
+    with DownloadCache(root)._lock(DownloadCache._key("variant", "org/a",
+                                                      f"{A1}/torch-cpu")):
+        remover.start()
+        remover.join(1.0)
+        assert remover.is_alive() and record.is_file()  # it waits for the writer
+        if written == "damaged-again":
+            record.write_bytes(b'{"format": 1, "files": {"x.py": "')
+        else:
+            record.write_text(json.dumps({**sound, "time": time.time()}))
+    remover.join(60)
+    assert not remover.is_alive()
+    [removed] = done
+    assert removed.variants == [] and record.is_file()
+    if written == "damaged-again":
+        [kept] = removed.kept
+        assert kept.damaged == "its entry.json is not valid JSON"
+        assert kept.modified is not None and abs(kept.modified - time.time()) < 600
+    else:
+        assert removed.kept == []
+        [listed] = cache.variants()
+        assert listed.fetched is not None and abs(listed.fetched - time.time()) < 600
+
+
 @pytest.mark.parametrize("older_than", [-1, -0.5, float("nan"), float("inf"), True, "30"])
 def test_older_than_that_is_no_age_is_refused(env, older_than) -> None:
     """As ``cache clear --older-than`` refuses it. Before: -1 removed every variant (each

@@ -226,6 +226,11 @@ class CachedVariant:
             (above :data:`ENTRY_FORMAT`), else ``None``. Such an entry is not damaged:
             this version cannot use it, and a load here refuses it rather than fetch it
             again over the newer version's own.
+        modified: where it records no fetch time this version can read and is not a
+            newer kernelforge's (its ``entry.json`` damaged, or without a time), the
+            newest modification time of its folder and of what that holds: what a
+            removal by age dates it by, since such an entry may be one another program is
+            writing now. ``None`` otherwise.
     """
 
     repo_id: str
@@ -235,6 +240,7 @@ class CachedVariant:
     fetched: float | None
     damaged: str | None = None
     newer_format: int | None = None
+    modified: float | None = None
 
 
 @dataclass(frozen=True)
@@ -246,10 +252,13 @@ class Removed:
         other_bytes: bytes of the other files removed with them: single files (metadata,
             signatures), file listings, remembered refs and leftovers of interrupted
             downloads.
-        kept: the variants an ``older_than`` removal left in place because a newer
-            kernelforge wrote them and they record no fetch time this version can read:
-            their age is unknown here, and the newer version sharing the cache may need
-            them.
+        kept: the variants an ``older_than`` removal left in place although they
+            record no fetch time this version can read: those a newer kernelforge wrote
+            (:attr:`CachedVariant.newer_format` set), whose age is unknown here and which
+            the newer version sharing the cache may need; and the others (a damaged
+            ``entry.json``, or one without a time) whose files were modified within
+            ``older_than`` (:attr:`CachedVariant.modified`), which another program may be
+            writing now. Variants whose recorded fetch time is recent are not listed.
     """
 
     variants: list[CachedVariant]
@@ -854,7 +863,8 @@ class DownloadCache:
         if newer is not None:  # not this version's to judge: no damage it can be sure of
             return CachedVariant(repo_id, commit, variant, size, when, newer_format=newer)
         return CachedVariant(repo_id, commit, variant, size, when,
-                             problem or _damage(where / FILES_DIR))
+                             problem or _damage(where / FILES_DIR),
+                             modified=_newest_mtime(where) if when is None else None)
 
     def other_size(self) -> int:
         """Bytes of everything but the variants: single files, listings, refs and
@@ -890,18 +900,25 @@ class DownloadCache:
             commits: only these full commit ids (see :meth:`commits_matching`; an empty
                 list removes nothing).
             variant: only this variant.
-            older_than: only variants fetched more than this many seconds ago (those
-                with no recorded time count as old), judged again under each variant's
-                lock; the small files of the repositories and commits are kept. An entry
-                a newer kernelforge wrote (:attr:`CachedVariant.newer_format`) goes only
-                where it records a fetch time this version can read that is that old;
-                one that records none is kept (:attr:`Removed.kept`), since a version
-                that cannot read an entry cannot tell it is old, and the newer version
-                sharing the cache may need it. Naming the repository without
-                ``older_than``, or emptying the whole cache, removes such entries too.
+            older_than: only variants fetched more than this many seconds ago, judged
+                again under each variant's lock (so once a download of it that is running
+                has ended, by what that wrote); the small files of the repositories and
+                commits are kept. An entry that records no fetch time this version can
+                read (its ``entry.json`` damaged, or without a time) is dated by the
+                newest modification time of its folder and files
+                (:attr:`CachedVariant.modified`) instead: another program may be writing
+                it now, so it goes only once that is as old, and is kept
+                (:attr:`Removed.kept`) until then. An entry a newer kernelforge wrote
+                (:attr:`CachedVariant.newer_format`) goes only where it records a fetch
+                time this version can read that is that old; one that records none is
+                kept (:attr:`Removed.kept`), since a version that cannot read an entry
+                cannot tell it is old, and the newer version sharing the cache may need
+                it. Naming the repository without ``older_than``, or emptying the whole
+                cache, removes such entries too.
 
         Returns:
-            What was removed, and what ``older_than`` kept of a newer kernelforge's.
+            What was removed, and what ``older_than`` kept of the entries that record no
+            fetch time this version can read.
 
         Raises:
             HubError: the directory is not a download cache (a mistyped cache path), or
@@ -928,11 +945,12 @@ class DownloadCache:
                         or (commits is not None and cached.commit not in commits)
                         or (variant is not None and cached.variant != variant)):
                     continue
-                if older_than is not None and _age_unknown(cached):
-                    kept.append(cached)
-                    continue
+                if older_than is not None and not _old_enough(cached, older_than):
+                    if cached.fetched is None:  # said, with why: no recorded time
+                        kept.append(cached)
+                    continue  # keeping needs no lock: only a removal waits for one
                 entry = self._discard_entry(cached.repo_id, cached.commit, cached.variant,
-                                            older_than)
+                                            older_than, kept)
                 if entry is not None:
                     removed.append(entry)
             if variant is None and older_than is None:
@@ -1003,11 +1021,13 @@ class DownloadCache:
             path = path.parent
 
     def _discard_entry(self, repo_id: str, commit: str, variant: str,
-                       older_than: float | None = None) -> CachedVariant | None:
+                       older_than: float | None = None,
+                       kept: list[CachedVariant] | None = None) -> CachedVariant | None:
         """Remove a variant's directory under its lock; what it was, if it was an entry
         (``None`` for a leftover that was not, one already gone, one reached through a
-        link, or, with ``older_than``, one fetched less than that many seconds ago or
-        of a newer kernelforge's whose age this version cannot read)."""
+        link, or, with ``older_than``, one :func:`_old_enough` does not find that old,
+        judged under the lock; of those, the ones that record no fetch time are added to
+        ``kept``)."""
         final = self._entry_dir(repo_id, commit, variant)
         if self._reached_through_a_link(final):
             return None
@@ -1016,11 +1036,10 @@ class DownloadCache:
             if not (final.exists() or final.is_symlink()):
                 return None
             cached = self._described(repo_id, commit, variant)
-            if older_than is not None and (
-                    _age_unknown(cached)
-                    or (cached.fetched is not None
-                        and time.time() - cached.fetched <= older_than)):
-                return None  # fetched again since it was listed
+            if older_than is not None and not _old_enough(cached, older_than):
+                if kept is not None and cached.fetched is None:
+                    kept.append(cached)
+                return None  # fetched or written again since it was listed
             was_entry = (final / ENTRY_FILE).is_file() and not final.is_symlink()
             self._throw_away(key, final)
         self._prune_empty(final.parent)
@@ -1362,10 +1381,34 @@ def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None, int | 
     return doc, None, None
 
 
-def _age_unknown(cached: CachedVariant) -> bool:
-    """Whether a removal by age must keep ``cached``: a newer kernelforge wrote it and it
-    records no fetch time this version can read, so nothing here says it is old."""
-    return cached.newer_format is not None and cached.fetched is None
+def _old_enough(cached: CachedVariant, older_than: float) -> bool:
+    """Whether a removal by age takes ``cached``: its recorded fetch time is more than
+    ``older_than`` seconds ago, or, where it records none this version can read, so is
+    the newest modification time of its files. A damaged ``entry.json`` may be one that
+    another program is writing now (not this version's downloads, which write under
+    ``tmp/`` and rename), so it is not taken for old. An entry a newer kernelforge
+    wrote that records no time is never old here: this version cannot tell its age."""
+    when = cached.fetched
+    if when is None and cached.newer_format is None:
+        when = cached.modified
+    return when is not None and time.time() - when > older_than
+
+
+def _newest_mtime(path: Path) -> float | None:
+    """The newest modification time of ``path`` and of everything below it, links not
+    followed (``None`` when ``path`` is gone). What a folder this user may not list
+    holds is passed over; the folder's own time still counts."""
+    try:
+        newest = os.lstat(path).st_mtime
+    except OSError:
+        return None
+    for dirpath, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            try:
+                newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+            except OSError:  # removed meanwhile
+                continue
+    return newest
 
 
 def _damage(files_dir: Path) -> str | None:

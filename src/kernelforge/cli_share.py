@@ -840,14 +840,50 @@ def _newer_note(v: Any) -> str:
     return f"  (written by a newer kernelforge: entry format {v.newer_format})"
 
 
-def _say_removed(removed: Any, cache: Any, what: str) -> None:
+def _undated_note(v: Any) -> str:
+    """What a variant's line adds for an entry that records no fetch time, which a
+    removal by age dates by its files' modification time instead."""
+    if v.fetched is not None or v.newer_format is not None:
+        return ""
+    parts = ["no fetch time recorded"]
+    if v.modified is not None:
+        parts.append(f"files last modified {_when(v.modified)}")
+    if v.damaged:
+        parts.append(f"damaged: {v.damaged}")
+    return f"  ({'; '.join(parts)})"
+
+
+def _say_removed(removed: Any, cache: Any, what: str, age: str = "") -> None:
     n = len(removed.variants)
     print(f"removed {n} variant{'s' if n != 1 else ''} {what}, "
           f"{_size_text(removed.total_bytes)} in all, from {cache.root}")
     for v in removed.variants:
         print(f"  {v.repo_id}  {v.commit[:12]}  {v.variant}  {_size_text(v.size)}"
-              f"{_newer_note(v)}")
-    _say_kept(removed.kept, cache)
+              f"{_newer_note(v) or (_undated_note(v) if age else '')}")
+    _say_kept([v for v in removed.kept if v.newer_format is not None], cache)
+    _say_kept_undated([v for v in removed.kept if v.newer_format is None], cache, age)
+
+
+def _say_kept_undated(kept: list[Any], cache: Any, age: str) -> None:
+    """Name the variants a removal by age left because they record no fetch time (a
+    damaged entry.json, or one without a time) and their files were modified within
+    ``age``: another program may be writing them now. Says how to remove them anyway."""
+    if not kept:
+        return
+    n = len(kept)
+    one = n == 1
+    print(f"kept {n} variant{'' if one else 's'} whose "
+          f"{'entry records' if one else 'entries record'} no fetch time, dated instead by "
+          f"{'its' if one else 'their'} files' last modification, less than {age} ago "
+          f"(another program may be writing {'it' if one else 'them'} now):")
+    for v in kept:
+        print(f"  {v.repo_id}  {v.commit[:12]}  {v.variant}  {_size_text(v.size)}"
+              f"{_undated_note(v)}")
+    first = cache.remove_command(kept[0].repo_id, kept[0].commit)
+    refetched = " (a load online fetches a damaged entry again)" if any(
+        v.damaged for v in kept) else ""
+    print(f"  to remove {'it' if one else 'them'} now, "
+          f"{'name it: ' if one else 'name each one, as in '}{first}{refetched}")
 
 
 def _say_kept(kept: list[Any], cache: Any) -> None:
@@ -950,7 +986,8 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         _say_removed(removed, cache, "and every other cached file")
     else:
         removed = cache.remove(older_than=args.older_than * 86400)
-        _say_removed(removed, cache, f"fetched more than {args.older_than:g} days ago")
+        age = f"{args.older_than:g} day{'' if args.older_than == 1 else 's'}"
+        _say_removed(removed, cache, f"fetched more than {age} ago", age)
     return 0
 
 
@@ -1015,7 +1052,9 @@ def add_commands(sub: Any) -> None:
     c.add_argument("--cache", metavar="DIR", type=cache_dir_arg, help=cache_help)
     c = csub.add_parser("clear", help="empty the download cache")
     c.add_argument("--older-than", metavar="DAYS", type=days_arg,
-                   help="only variants fetched more than DAYS days ago")
+                   help="only variants fetched more than DAYS days ago; one whose entry "
+                   "records no fetch time (a damaged one, say) is dated by its files' last "
+                   "modification")
     c.add_argument("--cache", metavar="DIR", type=cache_dir_arg, help=cache_help)
     p.set_defaults(func=_cmd_cache)
 
