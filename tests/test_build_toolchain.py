@@ -356,6 +356,155 @@ def test_a_gpu_compiler_that_hangs_is_named_with_what_chose_it_and_the_fix(
         find.cache_clear()
 
 
+def _counting(path: Path, count: Path, then: str) -> Path:
+    """A program that adds a line to ``count`` each time it starts, then runs ``then``."""
+    path.write_text(f"#!/bin/sh\necho started >> '{count}'\n{then}\n")
+    path.chmod(0o755)
+    return path
+
+
+def _starts(count: Path) -> int:
+    return len(count.read_text().splitlines()) if count.exists() else 0
+
+
+def test_several_environments_wait_once_for_a_cxx_that_hangs(
+        tmp_path: Path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``kernelforge build --python A --python B --python C`` with a ``$CXX`` that hangs:
+    the first environment waits for it and fails; the others fail at once with the same
+    error, saying it was not asked again. The next run asks it again."""
+    import shutil
+
+    from kf_testutil import copy_example
+
+    from kernelforge.build import toolchain
+    from kernelforge.cli import main
+
+    count = tmp_path / "starts"
+    cxx = _counting(tmp_path / "c++", count, f"exec {shutil.which('sleep')} 30")
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+    project = copy_example(tmp_path / "relu")
+    pythons = []
+    for env in ("a", "b", "c"):  # three paths to this environment
+        python = tmp_path / env / "python"
+        python.parent.mkdir()
+        python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+        python.chmod(0o755)
+        pythons += ["--python", str(python)]
+    command = ["build", str(project), "--backend", "cpu", *pythons]
+
+    assert main(command) == 1
+    assert _starts(count) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines()
+              if line.startswith("error: --python ")]
+    hung = (f"CXX='{cxx}' hung: '{cxx} --version' {{}}, so the build stopped before "
+            f"compiling; fix: run '{cxx} --version' to see it wait")
+    assert len(errors) == 3
+    assert errors[0].startswith(f"error: --python {tmp_path / 'a' / 'python'}: "
+                                + hung.format("did not end within 0.5 s"))
+    for env, line in zip("bc", errors[1:], strict=True):
+        assert line.startswith(f"error: --python {tmp_path / env / 'python'}: " + hung.format(
+            "was already found not to answer within 0.5 s earlier in this run (not asked "
+            "again)")), line
+
+    assert main(command) == 1  # a run of its own: the compiler may have been fixed since
+    assert _starts(count) == 2
+
+
+def test_a_gpu_compiler_that_hangs_is_asked_once_in_a_build_run(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """``build_run`` makes several ``build_project`` calls one run, as the command line
+    does for its environments: an nvcc that hung for the first is not waited for again."""
+    import shutil
+
+    from kf_testutil import copy_example
+
+    from kernelforge.build import build_project, build_run, toolchain
+    from kernelforge.errors import ToolchainError
+
+    count = tmp_path / "starts"
+    home = _toolkit(tmp_path / "cuda", "nvcc", "true")
+    _counting(home / "bin" / "nvcc", count, f"exec {shutil.which('sleep')} 30")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+    project = copy_example(tmp_path / "relu")
+    pythons = [_cuda_environment(tmp_path / env) for env in ("a", "b")]
+    toolchain.find_nvcc.cache_clear()
+    try:
+        said = []
+        with build_run():
+            for python in pythons:
+                with pytest.raises(ToolchainError) as err:
+                    build_project(project, backends=["cuda"], python=python,
+                                  progress=lambda line: None)
+                said.append(str(err.value))
+        assert _starts(count) == 1
+        assert "--version' did not end within 0.5 s" in said[0]
+        assert said[1] == said[0].replace(
+            "did not end within 0.5 s", "was already found not to answer within 0.5 s "
+            "earlier in this run (not asked again)")
+    finally:
+        toolchain.find_nvcc.cache_clear()
+
+
+def _cuda_environment(root: Path) -> Path:
+    """An interpreter whose torch is a CUDA one as far as a build's probe sees: a stub
+    holding only ``torch/version.py``."""
+    torch_dir = root / "site" / "torch"
+    torch_dir.mkdir(parents=True)
+    (torch_dir / "__init__.py").write_text("")
+    (torch_dir / "version.py").write_text(
+        "__version__ = '2.9.1+cu128'\ncuda = '12.8'\nhip = None\ngit_version = 'abc'\n")
+    python = root / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{root / "site"}:$PYTHONPATH" '
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return python
+
+
+def test_a_run_remembers_only_the_questions_that_hung(tmp_path: Path, monkeypatch) -> None:
+    """Within a run, a program that answered is asked again as usual, and one that hung
+    is still asked by another name (ccache's links run other compilers by their names)
+    or another question; a run inside a run keeps its memory; outside one, nothing is
+    remembered."""
+    import shutil
+
+    from kernelforge.build import toolchain
+
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+    answers, hangs = tmp_path / "answers", tmp_path / "hangs"
+    good = _counting(tmp_path / "good", answers, "echo 'g++ 12.2.0'")
+    hung = _counting(tmp_path / "hung", hangs, f"exec {shutil.which('sleep')} 30")
+    alias = tmp_path / "alias"
+    alias.symlink_to(hung)
+    with toolchain.build_run():
+        assert toolchain._ask([str(good), "--version"]) == (0, "g++ 12.2.0\n")
+        assert toolchain._ask([str(good), "--version"]) == (0, "g++ 12.2.0\n")
+        assert _starts(answers) == 2
+        for cmd in ([str(hung), "--version"], [str(alias), "--version"],
+                    [str(hung), "-dumpfullversion"]):
+            with pytest.raises(toolchain._NoAnswer, match="did not end within 0.5 s"):
+                toolchain._ask(cmd)
+        assert _starts(hangs) == 3
+        with toolchain.build_run():
+            with pytest.raises(toolchain._NoAnswer, match="already found not to answer"):
+                toolchain._ask([str(hung), "--version"])
+        same = tmp_path / "links" / "hung"  # the same file by the same name
+        same.parent.mkdir()
+        same.symlink_to(hung)
+        with pytest.raises(toolchain._NoAnswer, match="already found not to answer"):
+            toolchain._ask([str(same), "--version"])
+        assert _starts(hangs) == 3
+    with pytest.raises(toolchain._NoAnswer, match="did not end within 0.5 s"):
+        toolchain._ask([str(hung), "--version"])
+    with pytest.raises(toolchain._NoAnswer, match="did not end within 0.5 s"):
+        toolchain._ask([str(hung), "--version"])
+    assert _starts(hangs) == 5
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_an_interrupted_version_probe_stops_the_compiler_and_its_children(
         tmp_path: Path, monkeypatch) -> None:

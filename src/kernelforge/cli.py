@@ -92,9 +92,43 @@ _UP_TO_DATE = re.compile(r"^(?P<variant>\S+): up to date$")
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from kernelforge.errors import ManifestError
+    from kernelforge.build import build_run
 
     pythons = list(dict.fromkeys(args.python or [None]))
+    # one run: a compiler that did not answer for one environment is not waited for again
+    with build_run():
+        results, failed = _build_each(args, pythons)
+    if args.arch and results:
+        from kernelforge.manifest import load_manifest
+
+        manifest = load_manifest(args.path)
+        arch = f"note: --arch {' '.join(args.arch)} had no effect"
+        if manifest.noarch:
+            print(f"{arch}: the project is noarch (nothing is compiled; its [torch-noarch] "
+                  "archs go to the metadata)", file=sys.stderr)
+        elif not any(_gpu_variant(r.variant) for r in results):
+            gpu = [b for b in manifest.backends if b in ("cuda", "rocm")]
+            if args.backend:
+                why = f"--backend {' '.join(args.backend)} builds no CUDA or ROCm variant"
+            elif not gpu:
+                why = "the project has no CUDA or ROCm kernels"
+            else:
+                why = ("no CUDA or ROCm variant was built (the skipped backends above say "
+                       "why)")
+            print(f"{arch}: {why}", file=sys.stderr)
+    if failed:
+        print(f"error: the build failed for {len(failed)} of {len(pythons)} environments: "
+              + ", ".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _build_each(args: argparse.Namespace, pythons: list[str | None]
+                ) -> tuple[list[BuildResult], list[str]]:
+    """``build`` for each environment in turn: the variants built, and the environments
+    that failed (each reported as it fails, with the others still built)."""
+    from kernelforge.errors import ManifestError
+
     results: list[BuildResult] = []
     failed: list[str] = []
     noted: set[str] = set()  # notes about the project: said for the first environment
@@ -119,29 +153,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
                   "environment before it did (the same torch and CUDA/ROCm versions); "
                   "build/ holds this build", file=sys.stderr)
         results += built
-    if args.arch and results:
-        from kernelforge.manifest import load_manifest
-
-        manifest = load_manifest(args.path)
-        arch = f"note: --arch {' '.join(args.arch)} had no effect"
-        if manifest.noarch:
-            print(f"{arch}: the project is noarch (nothing is compiled; its [torch-noarch] "
-                  "archs go to the metadata)", file=sys.stderr)
-        elif not any(_gpu_variant(r.variant) for r in results):
-            gpu = [b for b in manifest.backends if b in ("cuda", "rocm")]
-            if args.backend:
-                why = f"--backend {' '.join(args.backend)} builds no CUDA or ROCm variant"
-            elif not gpu:
-                why = "the project has no CUDA or ROCm kernels"
-            else:
-                why = ("no CUDA or ROCm variant was built (the skipped backends above say "
-                       "why)")
-            print(f"{arch}: {why}", file=sys.stderr)
-    if failed:
-        print(f"error: the build failed for {len(failed)} of {len(pythons)} environments: "
-              + ", ".join(failed), file=sys.stderr)
-        return 1
-    return 0
+    return results, failed
 
 
 def _build_for(args: argparse.Namespace, python: str | None,

@@ -56,6 +56,7 @@ from kernelforge.build.plan import (
 from kernelforge.build.toolchain import (
     Dependency,
     Tool,
+    build_run,
     find_cxx,
     find_hipcc,
     find_nvcc,
@@ -74,7 +75,7 @@ from kernelforge.manifest import (
 )
 from kernelforge.variants import BACKEND_LABELS, TorchInstall
 
-__all__ = ["BuildResult", "build_project", "source_identity"]
+__all__ = ["BuildResult", "build_project", "build_run", "source_identity"]
 
 COMPILED_BACKENDS = ("cpu", "cuda", "rocm")
 #: Backends whose builds ``--arch`` (CUDA capabilities, ROCm archs) changes.

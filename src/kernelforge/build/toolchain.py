@@ -1,11 +1,14 @@
 """Compilers and SDKs a build needs: finding them, their versions, and kernel dependencies.
 
 Everything here runs without importing torch. Results are cached per process because
-probing a compiler means starting it.
+probing a compiler means starting it; a compiler that did not answer is remembered for
+the run under way only (:func:`build_run`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib.metadata
 import importlib.util
@@ -14,7 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +62,45 @@ class _NoAnswer(ToolchainError):
     """A command that did not end within :data:`VERSION_TIMEOUT_S`."""
 
 
+#: The commands that did not answer in the run under way (:func:`build_run`), by
+#: :func:`_question`, with what to say when one is asked again; None outside a run.
+_UNANSWERED: contextvars.ContextVar[dict[tuple[str, ...], str] | None] = \
+    contextvars.ContextVar("kernelforge_unanswered", default=None)
+
+
+@contextlib.contextmanager
+def build_run() -> Iterator[None]:
+    """Make the builds inside it one run, as ``kernelforge build --python A --python B``
+    is: a compiler that did not answer within :data:`VERSION_TIMEOUT_S` is not asked
+    again in it, so each further environment fails at once with the error naming it
+    instead of waiting as long again. Answers are cached per process anyway; a hang is
+    remembered for the run only, since the compiler may be fixed before the next one.
+    Inside a run already, the outer run's memory is kept.
+
+    Example:
+        >>> from kernelforge.build import build_project, build_run
+        >>> with build_run():  # doctest: +SKIP
+        ...     for python in ["/envs/a/bin/python", "/envs/b/bin/python"]:
+        ...         build_project("my-relu", python=python)
+    """
+    if _UNANSWERED.get() is not None:
+        yield
+        return
+    token = _UNANSWERED.set({})
+    try:
+        yield
+    finally:
+        _UNANSWERED.reset(token)
+
+
+def _question(cmd: Sequence[str]) -> tuple[str, ...]:
+    """What identifies ``cmd`` as a question to one program: the file it runs (links
+    resolved), the name it runs it by (ccache's links and clang's driver are other
+    compilers by other names) and the arguments."""
+    program = Path(cmd[0])
+    return (str(program.resolve()), program.name, *cmd[1:])
+
+
 def _run_version(cmd: Sequence[str]) -> str:
     return _ask(cmd)[1]
 
@@ -70,11 +112,18 @@ def _ask(cmd: Sequence[str]) -> tuple[int, str]:
     end in time (or the wait is interrupted): a wrapper script's compiler, its child,
     would otherwise outlive it.
 
+    Within a :func:`build_run`, a command that did not end in time is not started again.
+
     Raises:
-        _NoAnswer: it did not end within :data:`VERSION_TIMEOUT_S`.
+        _NoAnswer: it did not end within :data:`VERSION_TIMEOUT_S`, now or earlier in
+            the run.
         ToolchainError: it could not be started.
     """
     shown = " ".join(cmd)
+    unanswered = _UNANSWERED.get()
+    question = _question(cmd)
+    if unanswered is not None and question in unanswered:
+        raise _NoAnswer(unanswered[question])
     try:
         # a compiler may answer in its locale's encoding (a translated copyright line)
         proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -88,6 +137,10 @@ def _ask(cmd: Sequence[str]) -> tuple[int, str]:
         except BaseException as stopped:
             _kill_group(proc)
             if isinstance(stopped, subprocess.TimeoutExpired):
+                if unanswered is not None:
+                    unanswered[question] = (
+                        f"'{shown}' was already found not to answer within "
+                        f"{VERSION_TIMEOUT_S:g} s earlier in this run (not asked again)")
                 raise _NoAnswer(f"'{shown}' did not end within {VERSION_TIMEOUT_S:g} s") \
                     from None
             raise
