@@ -1155,6 +1155,37 @@ def test_a_kernels_lock_in_their_order_pins_the_dependency(
 
 
 
+#: a dependency whose name sorts after REPO's, so that REPO's kernel-depends reach it first
+ZETA = "kernels-test/zeta"
+
+
+@pytest.mark.parametrize("table", ["kernels", "kernelforge"])
+def test_download_says_a_locked_dependency_sorted_after_its_user_once(
+    tmp_path: Path, env, capsys, table: str
+) -> None:
+    """REPO needs ZETA, and the lock lists both (a kernels.lock always does; a project
+    may list both). The download reaches ZETA first through REPO's kernel-depends, then
+    as a kernel of the lock: each variant is listed once, where it was fetched first,
+    with --all-variants too, and the command prints one line for it."""
+    hub = LocalHub(env["hub"])
+    publish(hub, ZETA, tmp_path / "zeta")
+    publish_needing(hub, REPO, tmp_path / "main", [{"repo-id": ZETA, "version": 1}],
+                    uses(ZETA))
+    result = lock_project(project(tmp_path, f'[tool.{table}.dependencies]\n"{REPO}" = 1\n'
+                                  f'"{ZETA}" = 1\n'), hub=hub)
+    lock = result.hf_path if table == "kernels" else result.path
+    assert lock is not None and sorted(read_lock(lock).kernels) == [REPO, ZETA]
+    got = download_locked(lock, hub=hub)
+    assert [(r, v) for r, v, _path in got] == [(REPO, "torch-cpu"), (ZETA, "torch-cpu")]
+    assert len({path for _r, _v, path in got}) == 2
+    every = download_locked(lock, hub=hub, all_variants=True)
+    assert [(r, v) for r, v, _path in every] == [
+        (REPO, "torch-cpu"), (ZETA, "torch-cpu"), (ZETA, "torch-cuda"), (REPO, "torch-cuda")]
+    assert main(["download", str(lock)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"{REPO} torch-cpu", f"{ZETA} torch-cpu"]
+
+
 def test_a_project_kernel_shadowed_by_a_dependency_in_the_kernels_lock_is_said(
     hf: HfHub, tmp_path: Path, key, caplog
 ) -> None:

@@ -489,12 +489,14 @@ def download_locked(
 
     Returns:
         ``(repo_id, variant, path)`` for each variant fetched (or already cached), all
-        verified against the lock. A variant a load would refuse unless told otherwise
-        (a lock without digests, for a kernel neither signed by a trusted key nor
-        allowed, or signed over a metadata.json that records no file digests) is
-        fetched all the same, with a WARNING log line saying why and how to load it:
-        trusting a key or allowing the repository where that helps, else the fix the
-        load's refusal names. A variant a load refuses whatever it trusts or allows (a
+        verified against the lock, each once: the lock's kernels by name, each variant
+        followed by the kernel-depends it brought in first (a kernel the lock lists that
+        one sorted before it needs comes there, not again). A variant a load would
+        refuse unless told otherwise (a lock without digests, for a kernel neither
+        signed by a trusted key nor allowed, or signed over a metadata.json that records
+        no file digests) is fetched all the same, with a WARNING log line saying why and
+        how to load it: trusting a key or allowing the repository where that helps, else
+        the fix the load's refusal names. A variant a load refuses whatever it trusts or allows (a
         signature by a trusted key that does not verify, or cannot be read) is not
         fetched: the one a load here takes fails the download (TrustError), of a kernel
         the lock lists or of a dependency a variant a load here takes needs; any other
@@ -589,10 +591,10 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
                                "refuse it: %s", repo_id, name, lock.path.name, refusal)
             if path is None:  # skipped: said, and neither it nor what it needs is fetched
                 continue
-            out.append((repo_id, name, path))
+            _add_new(out, [(repo_id, name, path)])
             rest = [f"{repo_id} ({', '.join(names[j + 1:])})"] if names[j + 1:] else []
             progress.left = [f"the kernel-depends of {repo_id} {name}", *rest, *later]
-            out += run.dependencies(locked, path, loads_here=run.loads(h, locked, name))
+            _add_new(out, run.dependencies(locked, path, loads_here=run.loads(h, locked, name)))
     progress.left = []
     for locked, refused in unfit:
         key = _request_of(locked)
@@ -602,6 +604,19 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
             raise refused
         _say_unused(lock, describe_dependency(key), listed, refused)
     return out
+
+
+def _add_new(out: list[tuple[str, str, Path]], fetched: list[tuple[str, str, Path]]) -> None:
+    """Append to ``out`` each of ``fetched`` whose variant directory it does not hold yet.
+    A kernel the lock lists is also fetched, and judged, as such where a kernel sorted
+    before it brought it in through ``kernel-depends`` (a ``kernels.lock`` lists the
+    dependencies beside the kernels; a project may list a kernel that another needs):
+    that variant is one directory, said once, where it was fetched first."""
+    listed = {path for _repo, _name, path in out}
+    for item in fetched:
+        if item[2] not in listed:
+            listed.add(item[2])
+            out.append(item)
 
 
 def _say_unused(lock: LockFile, what: str, listed: list[str],
