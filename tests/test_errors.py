@@ -21,6 +21,7 @@ from kernelforge.errors import (
     SignatureMismatchError,
     ToolchainError,
     TrustError,
+    UnreadableSignatureError,
     VariantError,
     VariantNotFoundError,
 )
@@ -69,6 +70,8 @@ def _samples(tmp_path: Path) -> list[KernelforgeError]:
         TrustError("org/relu is not signed by a trusted key"),
         SignatureMismatchError("org/relu: the signature build/torch-cpu.sig by trusted key "
                                "3f2a9c1d5e7b8a06 does not verify", "torch-cpu"),
+        UnreadableSignatureError("org/relu: build/torch-cpu.sig: not a valid signature "
+                                 "file", "torch-cpu"),
         LockError("kernels.lock: no entry for org/relu"),
     ]
 

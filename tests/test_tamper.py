@@ -25,6 +25,7 @@ from kernelforge.errors import (
     IntegrityError,
     SignatureMismatchError,
     TrustError,
+    UnreadableSignatureError,
 )
 from kernelforge.hub import LocalHub
 from kernelforge.hub.hf import HfHub
@@ -418,6 +419,125 @@ def test_a_signed_copy_damaged_on_its_way_offline_names_the_fix(
             "or in the cache), and offline they are not fetched again" in said), said
     assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
     assert module_id not in sys.modules
+
+
+# --- a kept signature file that no longer parses -----------------------------------------
+
+#: ways a kept signature file stops being one: cut short, or its signature field lost
+UNREADABLE: dict[str, Callable[[bytes], bytes]] = {
+    "truncated": lambda real: real[:len(real) // 2],
+    "no-signature": lambda real: json.dumps({**json.loads(real), "signature": None}).encode(),
+}
+
+
+def _signature_kept_unreadable(env, tmp_path: Path, key, damage: Callable[[bytes], bytes]
+                               ) -> tuple[FakeHfApi, str, str, bytes]:
+    """A signed variant whose signature an earlier ``kernel_info`` kept in the download
+    cache, that copy then damaged by ``damage`` (the hub still serves the real one).
+    Returns the fake API, the commit, the module id and the real signature."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("sigparse")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    loader.kernel_info(REPO, version=1, hub=hf, trust_remote_code=True)
+    _damage_kept_signature(hf, commit, damage)
+    return api, commit, module_id, (api.tree(REPO, commit) / SIGNED["sig"]).read_bytes()
+
+
+def _damage_kept_signature(hf: HfHub, commit: str, damage: Callable[[bytes], bytes]) -> None:
+    kept = hf.cache.cached_file(REPO, commit, SIGNED["sig"])
+    assert kept is not None
+    real = kept.read_bytes()
+    kept.chmod(0o644)
+    kept.write_bytes(damage(real))
+    with pytest.raises(TrustError, match="not a valid signature file"):
+        signing.parse_signature(kept.read_bytes(), "kept")
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted-key", "allowed"])
+@pytest.mark.parametrize("damage", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_an_unreadable_kept_signature_is_fetched_again_online(
+        env, tmp_path: Path, caplog, damage, trusted: bool) -> None:
+    """A damaged kept signature is the copy's fault, as a damaged kept metadata.json is: a
+    load online fetches it again once and judges the fresh one, signed by a trusted key or
+    allowed, rather than failing every load with advice to republish."""
+    key = signing.generate_key(tmp_path / "k.pem")
+    if trusted:
+        trust.add_key(key.public.text, name="ci")
+    api, commit, module_id, real = _signature_kept_unreadable(env, tmp_path, key, damage)
+    hf = HfHub(api=api, cache=env["cache"])
+    assert loader.get_kernel(REPO, version=1, hub=hf,
+                             trust_remote_code=not trusted).__name__ == module_id
+    assert ("the download cache's copy of build/torch-cpu.sig is not a signature file "
+            "kernelforge can read; fetching again") in caplog.text
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGNED['sig']}") == 2
+    assert hf.cache.peek_file(REPO, commit, SIGNED["sig"]) == real
+    info = loader.kernel_info(REPO, version=1, hub=hf, trust_remote_code=not trusted)
+    assert ("signed by trusted key" if trusted else "allowed by trust_remote_code") in info.trust
+
+
+def test_an_unreadable_signature_the_hub_serves_too_is_refused_never_taken_as_unsigned(
+        env, tmp_path: Path, key) -> None:
+    """Fetched again, the signature must parse: one the hub serves unreadable is refused
+    after one download more, even with trust_remote_code=True, which would load an
+    unsigned build."""
+    api, commit, module_id, real = _signature_kept_unreadable(
+        env, tmp_path, key, UNREADABLE["truncated"])
+    api.tamper(REPO, commit, SIGNED["sig"], real[:10])
+    with pytest.raises(UnreadableSignatureError) as info:
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=api, cache=env["cache"]),
+                          trust_remote_code=True)
+    said = str(info.value)
+    assert "build/torch-cpu.sig: not a valid signature file" in said, said
+    assert "cache remove" not in said and info.value.variant == "torch-cpu", said
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGNED['sig']}") == 2
+    assert module_id not in sys.modules
+
+
+def test_an_unreadable_kept_signature_offline_names_the_fix(
+        env, tmp_path: Path, key, monkeypatch) -> None:
+    api, commit, module_id, _real = _signature_kept_unreadable(
+        env, tmp_path, key, UNREADABLE["truncated"])
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UnreadableSignatureError) as info:
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=api, cache=env["cache"]),
+                          trust_remote_code=True)
+    said = str(info.value)
+    assert "not a valid signature file" in said, said
+    assert ("the download cache's copy of build/torch-cpu.sig, kept from an earlier fetch, "
+            "may be damaged (on its way, or in the cache), and offline it is not fetched "
+            "again" in said), said
+    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    assert module_id not in sys.modules
+
+
+@pytest.mark.parametrize("lockfile", ["kernelforge.lock", "kernels.lock"])
+def test_lock_and_download_fetch_an_unreadable_kept_signature_again(
+        env, tmp_path: Path, key, caplog, monkeypatch, lockfile: str) -> None:
+    """``kernelforge lock`` and ``kernelforge download`` judge the signature as a load
+    does: a kept copy that does not parse is fetched again, and the offline load the
+    download prepares for then finds a signature it reads."""
+    api, commit, module_id, real = _signature_kept_unreadable(
+        env, tmp_path, key, UNREADABLE["truncated"])
+    hf = HfHub(api=api, cache=env["cache"])
+    lock = lock_project(_project(tmp_path), hub=hf).path
+    assert hf.cache.peek_file(REPO, commit, SIGNED["sig"]) == real
+    if lockfile == "kernels.lock":  # Hugging Face's, which pins the commit only
+        lock = lock.with_name(lockfile)
+        lock.write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
+                                     "lock": {"commit": commit}}]))
+    _damage_kept_signature(hf, commit, UNREADABLE["truncated"])
+    caplog.clear()
+    ((repo, name, _path),) = download_locked(lock, hub=hf)
+    assert (repo, name) == (REPO, "torch-cpu")
+    assert "build/torch-cpu.sig is not a signature file kernelforge can read" in caplog.text
+    assert hf.cache.peek_file(REPO, commit, SIGNED["sig"]) == real
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loader.load_kernel(REPO, lockfile=lock, hub=HfHub(api=api, cache=env["cache"])
+                              ).__name__ == module_id
 
 
 # --- kernelforge lock and download over copies damaged on their way ----------------------

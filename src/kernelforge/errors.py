@@ -260,6 +260,22 @@ class SignatureMismatchError(TrustError):
         self.variant = variant
 
 
+class UnreadableSignatureError(TrustError):
+    """A variant's signature file is not a signature kernelforge can read (not JSON, or a
+    field missing or malformed): written so by its publisher, or damaged on its way or in
+    the download cache. It is never taken for an unsigned build. A load online fetches
+    again, once, a copy it took from the download cache before it refuses.
+
+    Args:
+        message: the refusal.
+        variant: the build variant whose signature it is, kept as ``variant``.
+    """
+
+    def __init__(self, message: str, variant: str) -> None:
+        super().__init__(message)
+        self.variant = variant
+
+
 class LockError(KernelforgeError):
     """A lock file is missing, malformed, of a newer format, or does not cover the
     requested kernel (with ``lockfile=None``: the calling package's metadata holds none);

@@ -35,6 +35,7 @@ from kernelforge.errors import (
     HubError,
     IntegrityError,
     SignatureMismatchError,
+    UnreadableSignatureError,
     VariantNotFoundError,
     one_line,
 )
@@ -718,7 +719,8 @@ def trust_request(
 
     Raises:
         SignatureMismatchError: a trusted key's signature does not verify.
-        TrustError: the signature file or the trust store is malformed.
+        UnreadableSignatureError: the signature file is malformed.
+        TrustError: the trust store is malformed.
     """
     from kernelforge import policy
 
@@ -759,16 +761,18 @@ def _choose_trusted(h: Hub, repo_id: str, commit: str, choose: Callable[[set[str
     came, they would fail every later load. Online, the variant's ``metadata.json`` and
     signature are dropped from the cache and the choice and the decision are made once
     more on fresh copies, with every check: only their failure is a refusal, so a forged
-    signature is still refused, after one download more. Offline, the refusal says the
-    kept copies may be damaged and names the fix. Other refusals (an untrusted key, no
-    signature, a lock file's pin) are no damage and are not fetched again.
+    signature is still refused, after one download more. The same goes for a kept
+    signature file that does not parse (truncated, say): only that copy is to blame, and
+    it is never taken for an absent signature. Offline, the refusal says the kept copies
+    may be damaged and names the fix. Other refusals (an untrusted key, no signature, a
+    lock file's pin) are no damage and are not fetched again.
     """
     kept: set[str] = set()
     try:
         chosen = choose(kept)
         return (chosen, *trust_request(h, repo_id, commit, chosen[0], chosen[1], allow,
                                        pinned, kept=kept))
-    except SignatureMismatchError as err:
+    except (SignatureMismatchError, UnreadableSignatureError) as err:
         _drop_signed_copies(h, repo_id, commit, err, kept)
     chosen = choose(set())
     return (chosen, *trust_request(h, repo_id, commit, chosen[0], chosen[1], allow, pinned))
@@ -814,7 +818,8 @@ def judge_variant(
             differs from the pin.
         SignatureMismatchError: a trusted key's signature does not verify, over fresh
             copies or offline.
-        TrustError: the signature file or the trust store is malformed.
+        UnreadableSignatureError: the signature file is malformed, fresh or offline.
+        TrustError: the trust store is malformed.
     """
     def choose(kept: set[str]) -> Chosen:
         data, meta = _hub_meta(h, repo_id, commit, locked, lockfile, kept)(name)
@@ -825,29 +830,37 @@ def judge_variant(
     return data, meta, req, decision
 
 
-def _drop_signed_copies(h: Hub, repo_id: str, commit: str, err: SignatureMismatchError,
+def _drop_signed_copies(h: Hub, repo_id: str, commit: str,
+                        err: SignatureMismatchError | UnreadableSignatureError,
                         kept: set[str]) -> None:
     """Drop from the download cache the copies of the variant's ``metadata.json`` and
-    signature behind ``err``, where one of them was kept there (see
-    :func:`_choose_trusted`); raise ``err`` where nothing kept is to blame, and offline
-    raise it with the fix."""
+    signature behind ``err``, where one to blame was kept there (see
+    :func:`_choose_trusted`: either, for a signature that does not verify; the signature,
+    for one that does not parse); raise ``err`` where nothing kept is to blame, and
+    offline raise it with the fix. Both are dropped, so that the next decision is made
+    on a pair fetched together."""
     from kernelforge.cache import DownloadCache
 
     signed = [f"build/{err.variant}/metadata.json", signature_path(err.variant)]
+    unreadable = isinstance(err, UnreadableSignatureError)
     cache = getattr(h, "cache", None)
-    copies = [path for path in signed if path in kept]
+    copies = [path for path in (signed[1:] if unreadable else signed) if path in kept]
     if not copies or not isinstance(cache, DownloadCache):
         raise err
     named = (f"the download cache's {'copies' if len(copies) > 1 else 'copy'} of "
              f"{' and '.join(copies)}")
     if getattr(h, "offline", True):
         its, are = ("their", "they are") if len(copies) > 1 else ("its", "it is")
-        raise SignatureMismatchError(
+        raise type(err)(
             f"{err}\n{named}, kept from an earlier fetch, may be damaged (on {its} way, or "
             f"in the cache), and offline {are} not fetched again; fix: "
             f"{cache.damaged_entry_fix(repo_id, commit)}", err.variant) from err
-    logger.warning("%s: the signature of variant %s does not verify over %s; fetching "
-                   "again", repo_id, err.variant, named)
+    if unreadable:
+        logger.warning("%s: %s is not a signature file kernelforge can read; fetching "
+                       "again", repo_id, named)
+    else:
+        logger.warning("%s: the signature of variant %s does not verify over %s; fetching "
+                       "again", repo_id, err.variant, named)
     for path in signed:
         cache.discard_file(repo_id, commit, path)
 

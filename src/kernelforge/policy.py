@@ -15,6 +15,9 @@ imported (and, for a remote hub, before the variant is downloaded). In order:
    allows the repository: it means ``metadata.json`` changed after signing (a
    :class:`~kernelforge.errors.SignatureMismatchError`; a load fetches the copies it took
    from the download cache again once first, as they may have been damaged on their way).
+   So is a signature file that cannot be read as one (an
+   :class:`~kernelforge.errors.UnreadableSignatureError`, after the same one fetch of a
+   kept copy): it is never taken for an unsigned build.
 3. **Signed through sigstore.** ``build/<variant>/metadata.json.sigstore`` (Hugging
    Face's bundles) verifies against a sigstore identity the trust store holds for the
    repository. Verification uses the ``sigstore`` package with its embedded trust root,
@@ -36,7 +39,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kernelforge.errors import SignatureMismatchError, TrustError
+from kernelforge.errors import SignatureMismatchError, TrustError, UnreadableSignatureError
 from kernelforge.hub.base import validate_repo_id
 from kernelforge.trust import SigstoreIdentity, TrustStore, load_store
 
@@ -170,7 +173,10 @@ def _check_key_signature(
                      f"{UPGRADE_TO_CHECK}")
         return None
     where = f"{req.repo_id}: {signature_path(req.variant)}"
-    sig = parse_signature(req.signature, where)
+    try:
+        sig = parse_signature(req.signature, where)
+    except TrustError as err:  # typed, so that a load can fetch a damaged kept copy again
+        raise UnreadableSignatureError(str(err), req.variant) from err
     key = store.key(sig.key_id)
     if key is None:
         notes.append(f"signed by key {sig.key_id}, which is not in the trust store")
@@ -271,8 +277,9 @@ def evaluate(
 
     Raises:
         TrustError: a signature by a trusted key does not verify (tampering, or damage
-            on the way: a :class:`~kernelforge.errors.SignatureMismatchError`), or the
-            signature file or the trust store is malformed.
+            on the way: a :class:`~kernelforge.errors.SignatureMismatchError`), the
+            signature file is malformed (whoever signed it: an
+            :class:`~kernelforge.errors.UnreadableSignatureError`), or the trust store is.
     """
     if req.owned:
         return TrustDecision(True, "published to this local hub by you")

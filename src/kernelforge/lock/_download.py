@@ -149,7 +149,8 @@ def _fetch_judged(h: Any, locked: LockedKernel, name: str, lockfile: str
     Raises:
         TrustError: a signature by a trusted key that does not verify (over fresh
             copies, or offline over kept ones: a :class:`SignatureMismatchError`), a
-            signature file that cannot be read, or a trust store that cannot be.
+            signature file that cannot be read (an :class:`UnreadableSignatureError`,
+            fresh, or offline kept), or a trust store that cannot be.
     """
     from kernelforge.digest import b64_sha256
     from kernelforge.locate import judge_variant
@@ -345,7 +346,8 @@ class _Download:
 
         Raises:
             TrustError: the refusal of the variant a load here takes, restated to say so
-                (a :class:`SignatureMismatchError` stays one).
+                (a :class:`SignatureMismatchError` or :class:`UnreadableSignatureError`
+                stays one).
         """
         from kernelforge.errors import TrustError
 
@@ -452,13 +454,13 @@ def _refused_here(err: Exception, repo_id: str, name: str, backend: str | None
                   ) -> Exception:
     """``err``, a refusal of ``repo_id``'s variant ``name`` that nothing lifts, restated
     as the failure of a download of the variant a load here takes (of the same type)."""
-    from kernelforge.errors import SignatureMismatchError, TrustError
+    from kernelforge.errors import SignatureMismatchError, TrustError, UnreadableSignatureError
 
     message = (f"{repo_id} (variant {name}): not fetched: it is the variant a load on this "
                f"machine{_for_backend(backend)} takes, and a load refuses it, offline as "
                f"online: {err}")
-    if isinstance(err, SignatureMismatchError):
-        return SignatureMismatchError(message, err.variant)
+    if isinstance(err, (SignatureMismatchError, UnreadableSignatureError)):
+        return type(err)(message, err.variant)
     return TrustError(message)
 
 
@@ -503,10 +505,11 @@ def download_locked(
         (with ``all_variants``) is skipped with a WARNING log line and listed in
         ``progress.skipped``. Both are judged as a load judges them: kept copies of a
         ``metadata.json`` and signature that a trusted key's signature does not verify
-        over are fetched again once first. Each variant fetched is followed by the
-        kernels its ``kernel-depends`` name (and theirs): the commits the lock pins
-        for them, verified against the lock (every variant of them with
-        ``all_variants``, else the one a load here chooses), each fetched once per call.
+        over, or of a signature that does not parse, are fetched again once first.
+        Each variant fetched is followed by the kernels its ``kernel-depends`` name
+        (and theirs): the commits the lock pins for them, verified against the lock
+        (every variant of them with ``all_variants``, else the one a load here
+        chooses), each fetched once per call.
         A dependency the lock does not pin (a lock written before kernelforge pinned
         dependencies, or a ``kernels.lock``) is fetched as a load would choose it,
         verified against its own metadata, with a WARNING log line. A ``kernels.lock``
@@ -525,9 +528,9 @@ def download_locked(
             it pins no files of, from the variant's own metadata).
         TrustError: the variant a load here takes (for ``backend``, where given) is one
             a load refuses whatever it trusts or allows: its signature by a trusted key
-            does not verify (a SignatureMismatchError) or cannot be read. The message
-            names the variant and says why. Or the trust store cannot be read (before
-            anything is fetched).
+            does not verify (a SignatureMismatchError) or cannot be read (an
+            UnreadableSignatureError). The message names the variant and says why. Or the
+            trust store cannot be read (before anything is fetched).
         VariantNotFoundError: a kernel the lock lists has no variant that fits this
             system.
         VariantError: ``backend`` cannot be chosen in this process (with

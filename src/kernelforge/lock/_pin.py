@@ -212,13 +212,14 @@ def _pin_dependency(key: DependencyKey, parent: str, hub: Any,
         HubError,
         SignatureMismatchError,
         TrustError,
+        UnreadableSignatureError,
         VariantNotFoundError,
     )
 
     try:
         return _pin_revision(Requirement(key[0], version=key[1], revision=key[2]), hub, allow)
-    except SignatureMismatchError as err:
-        raise SignatureMismatchError(f"{_asked_by(key, parent)}: {err}", err.variant) from err
+    except (SignatureMismatchError, UnreadableSignatureError) as err:
+        raise type(err)(f"{_asked_by(key, parent)}: {err}", err.variant) from err
     except VariantNotFoundError as err:  # a version branch without a build: pinning chose none
         raise VariantNotFoundError(f"{_asked_by(key, parent)}: {err.what}", err.trace,
                                    fix=err.fix, problem=err.problem) from err
