@@ -536,3 +536,118 @@ def test_an_interrupted_version_probe_stops_the_compiler_and_its_children(
         signal.signal(signal.SIGALRM, previous)
     assert time.monotonic() - started < 15
     assert _ends(int(pid_file.read_text()))
+
+
+def test_a_cxx_set_between_two_lookups_is_the_one_found(tmp_path: Path, monkeypatch) -> None:
+    """A process that builds twice (a notebook, a service) and sets CXX in between gets
+    the compiler CXX names now, not the first one; each compiler is asked its version
+    once however often the choice comes back to it."""
+    count = tmp_path / "starts"
+    old = fake_cxx(tmp_path / "g++-12", b"g++ (GCC) 12.2.0\n" + GCC_COPYRIGHT, "12.2.0")
+    new = fake_cxx(tmp_path / "g++-13", b"g++ (GCC) 13.1.0\n" + GCC_COPYRIGHT, "13.1.0")
+    (tmp_path / "counted").mkdir()
+    counted = _counting(tmp_path / "counted" / "g++", count, f'exec {new} "$@"')
+    monkeypatch.setenv("CXX", str(old))
+    assert find_cxx().version == (12, 2, 0)
+    monkeypatch.setenv("CXX", str(counted))
+    assert (find_cxx().path, find_cxx().version) == (counted, (13, 1, 0))
+    asked = _starts(count)  # --version, then -dumpfullversion
+    monkeypatch.setenv("CXX", str(old))
+    assert find_cxx().version == (12, 2, 0)
+    monkeypatch.setenv("CXX", str(counted))
+    assert find_cxx().version == (13, 1, 0)
+    assert _starts(count) == asked == 2
+
+
+def test_a_c_compiler_put_first_on_path_between_two_lookups_is_found(
+        tmp_path: Path, monkeypatch) -> None:
+    """With CXX unset, the ``c++`` on PATH is the compiler: a PATH changed between two
+    lookups (an environment activated in a notebook) is followed, for nvcc's host
+    compiler too."""
+    from kernelforge.build import toolchain
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, version in ((first, "12.2.0"), (second, "13.1.0")):
+        folder.mkdir()
+        for name in ("c++", "gcc"):
+            fake_cxx(folder / name, f"{name} (GCC) {version}\n".encode() + GCC_COPYRIGHT,
+                     version)
+    for var in ("CXX", "CC", "NVCC_CCBIN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", f"{first}:/usr/bin:/bin")
+    host = toolchain.find_nvcc_host()
+    assert find_cxx().version == (12, 2, 0) and host is not None and host.version == (12, 2, 0)
+    monkeypatch.setenv("PATH", f"{second}:{first}:/usr/bin:/bin")
+    host = toolchain.find_nvcc_host()
+    assert find_cxx().version == (13, 1, 0) and host is not None and host.version == (13, 1, 0)
+    # CC names nvcc's host compiler before PATH does
+    monkeypatch.setenv("CC", str(first / "gcc"))
+    host = toolchain.find_nvcc_host()
+    assert host is not None and host.path == first / "gcc"
+
+
+@pytest.mark.parametrize(("name", "variable"), [("nvcc", "CUDA_HOME"), ("nvcc", "CUDA_PATH"),
+                                                ("hipcc", "ROCM_HOME"), ("hipcc", "ROCM_PATH")])
+def test_a_toolkit_named_between_two_lookups_is_the_one_found(
+        tmp_path: Path, monkeypatch, name: str, variable: str) -> None:
+    """CUDA_HOME (or ROCM_HOME, ...) pointed at another toolkit between two builds of one
+    process: the second builds with that toolkit's compiler, and one not named any more
+    is not taken either."""
+    from kernelforge.build import toolchain
+
+    said = {"nvcc": "echo 'Cuda compilation tools, release {0}, V{0}.1'",
+            "hipcc": "echo 'HIP version: {0}.41133-dd7f95766'"}[name]
+    first = _toolkit(tmp_path / "first", name, said.format("12.8"))
+    second = _toolkit(tmp_path / "second", name, said.format("13.0"))
+    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    entry = toolchain._DEVICE_COMPILERS[name]  # no default installation to fall back to
+    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, name,
+                        (entry[0], str(tmp_path / "nowhere"), *entry[2:]))
+    find = toolchain.find_nvcc if name == "nvcc" else toolchain.find_hipcc
+    find.cache_clear()
+    try:
+        monkeypatch.setenv(variable, str(first))
+        tool = find()
+        assert tool is not None and tool.path == first / "bin" / name
+        monkeypatch.setenv(variable, str(second))
+        tool = find()
+        assert tool is not None and tool.path == second / "bin" / name
+        assert tool.version[:2] == (13, 0)
+        monkeypatch.delenv(variable)
+        assert find() is None
+    finally:
+        find.cache_clear()
+
+
+def test_a_build_after_cuda_home_changed_uses_the_toolkit_it_names(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """Two ``build_project`` calls of one process with CUDA_HOME pointed elsewhere in
+    between: the second judges (and would compile with) the toolkit CUDA_HOME names
+    now. A minimum CUDA version neither toolkit meets stops each build before it
+    compiles, naming the nvcc it found."""
+    from kf_testutil import copy_example
+
+    from kernelforge.build import build_project, toolchain
+    from kernelforge.errors import ToolchainError
+
+    said = "echo 'Cuda compilation tools, release {0}, V{0}.1'"
+    first = _toolkit(tmp_path / "cuda-12.8", "nvcc", said.format("12.8"))
+    second = _toolkit(tmp_path / "cuda-12.9", "nvcc", said.format("12.9"))
+    project = copy_example(tmp_path / "relu")
+    manifest = project / "build.toml"
+    manifest.write_text(manifest.read_text().replace(
+        "[general.hub]", '[general.cuda]\nminver = "13.0"\n\n[general.hub]'))
+    python = _cuda_environment(tmp_path / "env")
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    toolchain.find_nvcc.cache_clear()
+    try:
+        for home, version in ((first, "12.8.1"), (second, "12.9.1")):
+            monkeypatch.setenv("CUDA_HOME", str(home))
+            with pytest.raises(ToolchainError) as err:
+                build_project(project, backends=["cuda"], python=python,
+                              progress=lambda line: None)
+            assert f"nvcc {version} ({home / 'bin' / 'nvcc'}) is installed" in str(err.value)
+    finally:
+        toolchain.find_nvcc.cache_clear()

@@ -1,8 +1,11 @@
 """Compilers and SDKs a build needs: finding them, their versions, and kernel dependencies.
 
-Everything here runs without importing torch. Results are cached per process because
-probing a compiler means starting it; a compiler that did not answer is remembered for
-the run under way only (:func:`build_run`).
+Everything here runs without importing torch. A lookup's answer is cached for the
+process, per the values of the environment variables it reads (``CXX`` and ``PATH`` for
+:func:`find_cxx`), because probing a compiler means starting it: a process that sets one
+between two builds (a notebook, a service) gets the compiler it names now, while a
+compiler is asked its version once for each set of values that chooses it. A compiler
+that did not answer is remembered for the run under way only (:func:`build_run`).
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar, cast
 
 from kernelforge.errors import ToolchainError
 
@@ -73,8 +77,9 @@ def build_run() -> Iterator[None]:
     """Make the builds inside it one run, as ``kernelforge build --python A --python B``
     is: a compiler that did not answer within :data:`VERSION_TIMEOUT_S` is not asked
     again in it, so each further environment fails at once with the error naming it
-    instead of waiting as long again. Answers are cached per process anyway; a hang is
-    remembered for the run only, since the compiler may be fixed before the next one.
+    instead of waiting as long again. Answers are cached per process anyway (per the
+    values of the variables that choose the compiler); a hang is remembered for the run
+    only, since the compiler may be fixed before the next one.
     Inside a run already, the outer run's memory is kept.
 
     Example:
@@ -198,10 +203,14 @@ _DEVICE_COMPILERS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
 _TOOLKITS: dict[str, str] = {"nvcc": "CUDA toolkit", "hipcc": "ROCm installation"}
 
 
-def _find_device_compiler(name: str) -> Tool | None:
-    """A GPU compiler: ``$<env>/bin/<name>`` for each env var, then ``PATH``, then the
-    default installation; its version read from ``<name> --version``. A toolkit an
-    environment variable names but that is passed over is explained in ``Tool.note``.
+@functools.lru_cache(maxsize=None)
+def _find_device_compiler(name: str, homes: tuple[str | None, ...],
+                          search_path: str | None) -> Tool | None:
+    """A GPU compiler: ``<home>/bin/<name>`` for each home its environment variables name
+    (``homes``: their values, in :data:`_DEVICE_COMPILERS`' order), then the
+    ``search_path`` (``$PATH``), then the default installation; its version read from
+    ``<name> --version``. A toolkit a variable names but that is passed over is explained
+    in ``Tool.note``. Cached per those values, which :func:`_device_lookup` reads.
 
     Raises:
         ToolchainError: ``<name> --version`` did not end within
@@ -209,10 +218,11 @@ def _find_device_compiler(name: str) -> Tool | None:
             answer holds no version.
     """
     env_vars, default_home, version_pattern, marker = _DEVICE_COMPILERS[name]
+    named = {var: home for var, home in zip(env_vars, homes, strict=True) if home}
     candidates: list[tuple[str, Path | None]] = [
-        (var, Path(os.environ[var]) / "bin" / name) for var in env_vars if os.environ.get(var)
+        (var, Path(home) / "bin" / name) for var, home in named.items()
     ]
-    which = shutil.which(name)
+    which = shutil.which(name, path=search_path)
     candidates.append(("PATH", Path(which) if which else None))
     candidates.append(("", Path(default_home) / "bin" / name))
     # a real toolkit first; a lone wrapper script only when nothing else exists
@@ -223,28 +233,29 @@ def _find_device_compiler(name: str) -> Tool | None:
     try:
         text = _run_version([str(path), "--version"])
     except _NoAnswer as err:
-        raise _device_hung(name, path, chooser, err) from None
+        raise _device_hung(name, path, chooser, err, named) from None
     version = _parse_version(text, version_pattern)
     if version is None:
         raise ToolchainError(f"cannot read the version from '{path} --version':\n{text}")
     note = ""
-    named = _home_problem(name)
-    if named is not None and (Path(os.environ[named[0]]) / "bin" / name).resolve() != path:
-        var, problem = named
+    passed_over = _home_problem(name, named)
+    if passed_over is not None and (Path(named[passed_over[0]]) / "bin" / name).resolve() != path:
+        var, problem = passed_over
         note = (f"{problem}, so {path} is used; fix: point {var} at the toolkit's folder "
                 f"(the one holding bin/{name} and {marker}), or unset it")
     return Tool(name, path, version, text.strip().splitlines()[-1], note)
 
 
-def _device_hung(name: str, path: Path, chooser: str, err: _NoAnswer) -> ToolchainError:
+def _device_hung(name: str, path: Path, chooser: str, err: _NoAnswer,
+                 named: Mapping[str, str]) -> ToolchainError:
     """The error for a GPU compiler that did not answer ``--version`` in time: which one,
     what chose it (``chooser``: the variable naming its toolkit, ``PATH``, or "" for the
-    default location), and the ways out. A toolkit variable is looked at before ``PATH``
-    and the default, so pointing one at another toolkit gets past a hung compiler
-    wherever it was found."""
+    default location; ``named``: the toolkit variables set, with their values), and the
+    ways out. A toolkit variable is looked at before ``PATH`` and the default, so
+    pointing one at another toolkit gets past a hung compiler wherever it was found."""
     env_vars, default_home, _, marker = _DEVICE_COMPILERS[name]
     if chooser in env_vars:
-        where, var = f"named by {chooser}={os.environ.get(chooser, '')}", chooser
+        where, var = f"named by {chooser}={named.get(chooser, '')}", chooser
     else:
         where = "found on PATH" if chooser == "PATH" else f"found in {default_home}"
         var = env_vars[0]
@@ -256,15 +267,15 @@ def _device_hung(name: str, path: Path, chooser: str, err: _NoAnswer) -> Toolcha
         f"another {toolkit} (the folder holding bin/{name} and {marker})")
 
 
-def _home_problem(name: str) -> tuple[str, str] | None:
-    """The first environment variable naming ``name``'s toolkit that is set, and why that
-    toolkit is not a usable one (no ``bin/<name>``, or no toolkit around it); None when it
-    is usable or no variable is set."""
+def _home_problem(name: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The first environment variable naming ``name``'s toolkit that is set in
+    ``environ``, and why that toolkit is not a usable one (no ``bin/<name>``, or no
+    toolkit around it); None when it is usable or no variable is set."""
     env_vars, _, _, marker = _DEVICE_COMPILERS[name]
-    var = next((v for v in env_vars if os.environ.get(v)), None)
+    var = next((v for v in env_vars if environ.get(v)), None)
     if var is None:
         return None
-    value = os.environ[var]
+    value = environ[var]
     exe = Path(value) / "bin" / name
     if not exe.is_file() or not os.access(exe, os.X_OK):
         return var, f"{var}={value} has no bin/{name}"
@@ -276,31 +287,69 @@ def _home_problem(name: str) -> tuple[str, str] | None:
 def not_found_reason(name: str) -> str:
     """Why ``find_nvcc()``/``find_hipcc()`` found nothing, with the fix."""
     env_vars, default_home, _, _ = _DEVICE_COMPILERS[name]
-    named = _home_problem(name)
-    if named is None:
+    passed_over = _home_problem(name, os.environ)
+    if passed_over is None:
         return f"{name} was not found (set {env_vars[0]} or put {name} on PATH)"
-    var, problem = named
+    var, problem = passed_over
     return (f"{name} was not found: {problem}, and none is on PATH or in {default_home}; "
             f"fix: point {var} at the toolkit's folder (the one holding bin/{name})")
 
 
-@functools.lru_cache(maxsize=None)
+_T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class _Lookup(Protocol[_T_co]):
+    """A compiler lookup: called without arguments, it reads the environment variables
+    that choose the compiler; ``cache_clear()`` forgets every answer cached for them."""
+
+    def __call__(self) -> _T_co: ...
+
+    def cache_clear(self) -> None: ...
+
+
+def _clears(cache_clear: Callable[[], None]) -> Callable[[Callable[[], _T]], _Lookup[_T]]:
+    """Give a lookup the ``cache_clear()`` of the cache behind it, as it had when it was
+    cached itself: callers clear it when a compiler changed behind a file that did not
+    (a wrapper script running another compiler), which no variable tells."""
+    def give(find: Callable[[], _T]) -> _Lookup[_T]:
+        find.cache_clear = cache_clear  # type: ignore[attr-defined]
+        return cast("_Lookup[_T]", find)
+    return give
+
+
+def _device_lookup(name: str) -> Tool | None:
+    """:func:`_find_device_compiler` for the values the variables it reads have now."""
+    env_vars = _DEVICE_COMPILERS[name][0]
+    return _find_device_compiler(name, tuple(os.environ.get(v) for v in env_vars),
+                                 os.environ.get("PATH"))
+
+
+@_clears(_find_device_compiler.cache_clear)
 def find_nvcc() -> Tool | None:
-    """The CUDA compiler: ``$CUDA_HOME``/``$CUDA_PATH``, then ``PATH``, then /usr/local/cuda."""
-    return _find_device_compiler("nvcc")
+    """The CUDA compiler: ``$CUDA_HOME``/``$CUDA_PATH``, then ``PATH``, then /usr/local/cuda.
+
+    Cached per the values of these variables: values not seen before in this process
+    are looked at (and the compiler found asked its version), values seen before get
+    the answer they got then."""
+    return _device_lookup("nvcc")
 
 
-@functools.lru_cache(maxsize=None)
+@_clears(_find_device_compiler.cache_clear)
 def find_hipcc() -> Tool | None:
-    """The HIP compiler: ``$ROCM_HOME``/``$ROCM_PATH``, then ``PATH``, then /opt/rocm."""
-    return _find_device_compiler("hipcc")
+    """The HIP compiler: ``$ROCM_HOME``/``$ROCM_PATH``, then ``PATH``, then /opt/rocm.
+
+    Cached per the values of these variables: values not seen before in this process
+    are looked at (and the compiler found asked its version), values seen before get
+    the answer they got then."""
+    return _device_lookup("hipcc")
 
 
 @functools.lru_cache(maxsize=None)
-def find_cxx() -> Tool:
-    """The host C++ compiler torch's extension tooling will use (``$CXX`` or ``c++``)."""
-    name = os.environ.get("CXX", "c++")
-    which = shutil.which(name)
+def _find_cxx(cxx: str | None, search_path: str | None) -> Tool:
+    """:func:`find_cxx` for the values of ``CXX`` (``None``: not set) and ``PATH``."""
+    name = "c++" if cxx is None else cxx
+    which = shutil.which(name, path=search_path)
     if which is None and len(name.split()) > 1:
         # a launcher ("ccache g++") or flags ("g++ -m32"): torch's ninja files would
         # split it, but the link, the version probe and the up-to-date check run $CXX as
@@ -311,7 +360,7 @@ def find_cxx() -> Tool:
             "flags in build.toml (cxx-flags), and for ccache put its compiler links "
             "(such as /usr/lib/ccache) first on PATH instead"
         )
-    if which is None and "CXX" in os.environ:
+    if which is None and cxx is not None:
         # the user's choice names nothing: "install g++" would not help, g++ may be there
         raise ToolchainError(
             f"CXX={name!r} names no program (no such executable file, nor a command on "
@@ -326,7 +375,7 @@ def find_cxx() -> Tool:
     # what to look at when it hangs: the wrapper or licensed compiler behind the name
     hung = (f"run '{which} --version' to see it wait (a wrapper script that waits, or a "
             "compiler waiting for its license server) and fix that, or ")
-    if "CXX" in os.environ:
+    if cxx is not None:
         fix = ("point CXX at an installed C++ compiler (CXX=g++ or CXX=clang++, or its full "
                "path), or unset it to use c++ from PATH")
         chosen = f"CXX={name!r} ({which})" if which != name else f"CXX={name!r}"
@@ -336,6 +385,21 @@ def find_cxx() -> Tool:
         chosen = f"the C++ compiler '{name}' on PATH ({which})"
         hung += "point the CXX environment variable at another C++ compiler"
     return _host_compiler(Path(which), name, chosen=chosen, fix=fix, hung_fix=hung)
+
+
+@_clears(_find_cxx.cache_clear)
+def find_cxx() -> Tool:
+    """The host C++ compiler torch's extension tooling will use (``$CXX`` or ``c++``).
+
+    Cached per the values of ``CXX`` and ``PATH``: values not seen before in this
+    process are looked at (and the compiler found asked its version), values seen
+    before get the answer they got then.
+
+    Raises:
+        ToolchainError: none is found, ``CXX`` names no single program, or the program
+            is no C++ compiler or does not answer.
+    """
+    return _find_cxx(os.environ.get("CXX"), os.environ.get("PATH"))
 
 
 def _host_compiler(path: Path, name: str, *, chosen: str = "", fix: str = "",
@@ -381,21 +445,33 @@ def _asked_host_compiler(path: Path, *, chosen: str, fix: str) -> Tool:
 
 
 @functools.lru_cache(maxsize=None)
-def find_nvcc_host() -> Tool | None:
-    """The host compiler nvcc runs for the host side of ``.cu`` sources, which is not
-    ``$CXX``: ``$CC`` (torch's extension tooling passes it as ``-ccbin``), else
-    ``$NVCC_CCBIN`` (nvcc reads it; a folder means its ``gcc``), else ``gcc`` on PATH.
-    ``None`` when it cannot be found or asked (nvcc then reports the problem itself)."""
-    name = os.environ.get("CC") or os.environ.get("NVCC_CCBIN") or "gcc"
+def _find_nvcc_host(cc: str | None, nvcc_ccbin: str | None,
+                    search_path: str | None) -> Tool | None:
+    """:func:`find_nvcc_host` for the values of ``CC``, ``NVCC_CCBIN`` and ``PATH``."""
+    name = cc or nvcc_ccbin or "gcc"
     if os.path.isdir(name):
         name = os.path.join(name, "gcc")
-    which = shutil.which(name)
+    which = shutil.which(name, path=search_path)
     if which is None:
         return None
     try:
         return _host_compiler(Path(which), name)
     except ToolchainError:
         return None
+
+
+@_clears(_find_nvcc_host.cache_clear)
+def find_nvcc_host() -> Tool | None:
+    """The host compiler nvcc runs for the host side of ``.cu`` sources, which is not
+    ``$CXX``: ``$CC`` (torch's extension tooling passes it as ``-ccbin``), else
+    ``$NVCC_CCBIN`` (nvcc reads it; a folder means its ``gcc``), else ``gcc`` on PATH.
+    ``None`` when it cannot be found or asked (nvcc then reports the problem itself).
+
+    Cached per the values of these variables: values not seen before in this process
+    are looked at (and the compiler found asked its version), values seen before get
+    the answer they got then."""
+    return _find_nvcc_host(os.environ.get("CC"), os.environ.get("NVCC_CCBIN"),
+                           os.environ.get("PATH"))
 
 
 # --- kernel dependencies (`depends = [...]` in build.toml) --------------------------------
