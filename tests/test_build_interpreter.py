@@ -390,3 +390,57 @@ def test_a_python_that_cannot_start_says_why_in_one_line(
         f"error: --python {broken} cannot start: Fatal Python error: "), err
     assert "(ModuleNotFoundError: No module named 'encodings'); fix: " in err, err
     assert err.count("\n") == 1 and "sys.path" not in err, err
+
+
+def test_the_link_for_other_interpreters_follows_the_user_cache(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """A process that builds for another environment more than once (a notebook) while
+    its user cache is cleaned, or XDG_CACHE_HOME set, in between: kernelforge is linked
+    again where the cache is now, rather than the other interpreter being sent to a
+    folder that is gone."""
+    import shutil
+
+    from kernelforge.build import interpreter
+
+    foreign = PythonEnv(sys.executable, foreign=True)
+    for cache in (tmp_path / "cache-a", tmp_path / "cache-b"):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+        for _ in range(2):  # the second time after the cache was cleaned
+            linked = interpreter.package_path()
+            assert linked.is_relative_to(cache)
+            assert (linked / "kernelforge").resolve() == interpreter.PACKAGE_DIR
+            assert foreign.env({})["PYTHONPATH"] == str(linked)
+            shutil.rmtree(cache)
+
+
+def test_the_temporary_link_folder_is_made_once_and_again_when_gone(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """Where the user cache cannot be written, kernelforge is linked from a temporary
+    folder: one per process, not one per build; one removed meanwhile (a cleaner of the
+    temporary folder), or found to be a link, is replaced by a new one, not made again by
+    its name, which another user could hold by then."""
+    import shutil
+    import tempfile
+
+    from kernelforge.build import interpreter
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))  # holds no folders
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(interpreter, "_TEMPORARY", None, raising=False)  # none made yet
+
+    first = interpreter.package_path()
+    assert first.parent == tmp_path / "tmp" and interpreter.package_path() == first
+    assert list((tmp_path / "tmp").iterdir()) == [first]
+    shutil.rmtree(first)
+    second = interpreter.package_path()
+    assert second != first and not first.exists()
+    assert (second / "kernelforge").resolve() == interpreter.PACKAGE_DIR
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(second)
+    second.symlink_to(elsewhere, target_is_directory=True)  # the name taken meanwhile
+    third = interpreter.package_path()
+    assert third not in (first, second) and not (elsewhere / "kernelforge").exists()
+    assert (third / "kernelforge").resolve() == interpreter.PACKAGE_DIR

@@ -12,7 +12,6 @@ site-packages, whose torch and setuptools would shadow the other environment's o
 from __future__ import annotations
 
 import atexit
-import functools
 import hashlib
 import json
 import os
@@ -20,6 +19,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -50,11 +50,15 @@ def _link_package(directory: Path) -> Path:
     return directory
 
 
-@functools.lru_cache(maxsize=1)
 def package_path() -> Path:
     """A directory that holds only a link to this ``kernelforge`` package, for the front
     of a foreign interpreter's path: in the user cache directory, else (not writable) in a
     temporary directory removed at exit.
+
+    Looked at on each call, which costs a few system calls: the user cache directory is
+    the one ``XDG_CACHE_HOME`` and ``HOME`` name now, and a link removed since (the cache
+    cleaned while a notebook keeps running) is made again, where a remembered answer
+    would send the next build's interpreter to a folder that is gone.
 
     Raises:
         ToolchainError: neither can be written.
@@ -68,15 +72,42 @@ def package_path() -> Path:
     except (OSError, KernelforgeError) as err:  # not writable; no home directory
         in_cache = err
     try:
-        temporary = Path(tempfile.mkdtemp(prefix="kernelforge-pythonpath-"))
-        atexit.register(shutil.rmtree, temporary, ignore_errors=True)
-        return _link_package(temporary)
+        return _link_package(_temporary_directory())
     except OSError as err:
         raise ToolchainError(
             f"cannot make kernelforge importable by another Python interpreter: {in_cache}; "
             f"and in a temporary directory: {err}; fix: make the user cache directory or "
             "the temporary directory writable"
         ) from err
+
+
+#: The temporary directory :func:`package_path` fell back to in this process, if any.
+_TEMPORARY: Path | None = None
+
+
+def _temporary_directory() -> Path:
+    """A temporary directory of this process, removed at exit: the one made before while
+    it is still there and this user's, else a new one. One removed (by a cleaner of the
+    temporary folder) is not made again by its name, which another user may have taken
+    meanwhile, so that the interpreter does not import from a folder someone else holds.
+    """
+    global _TEMPORARY
+    if _TEMPORARY is not None and _own_directory(_TEMPORARY):
+        return _TEMPORARY
+    made = Path(tempfile.mkdtemp(prefix="kernelforge-pythonpath-"))
+    atexit.register(shutil.rmtree, made, ignore_errors=True)
+    _TEMPORARY = made
+    return made
+
+
+def _own_directory(path: Path) -> bool:
+    """Whether ``path`` is a directory (not a link to one) that this user owns."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    getuid = getattr(os, "getuid", None)  # no owners to compare on Windows
+    return stat.S_ISDIR(st.st_mode) and (getuid is None or st.st_uid == getuid())
 
 
 @dataclass(frozen=True)
