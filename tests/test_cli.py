@@ -166,7 +166,6 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
      "repository pattern"),
     (["trust", "add-sigstore", "https://x", "--repo", "a/b/c"], "'a/b/c' is not a repository"),
     (["keygen", "--no-trust", "--repo", "org"], "argument --repo: 'org' is not a repository"),
-    (["keygen", "--out", ""], "argument --out: '': give the private key's file path"),
     (["init", "Bad_Name"], "argument name: invalid kernel name 'Bad_Name'"),
     (["init", "class", "d"], "argument name: invalid kernel name 'class'"),
     (["trust", "add", "ed25519:AAAA"], "argument key: public key: 'ed25519:AAAA' is not an "
@@ -191,24 +190,9 @@ def test_scaffolded_project_builds_publishes_and_loads(tmp_path: Path) -> None:
      "--backend cuda takes CUDA capabilities"),
     (["build", ".", "--backend", "rocm", "--arch", "9.0a"], "--backend rocm takes ROCm archs"),
     (["build", ".", "-j", "0"], "argument -j/--jobs: '0' is not a number of jobs"),
-    # once published unsigned, or without the card, as if the option were left out
-    *(([*cmd, blank], f"argument {cmd[-1]}: {blank!r}: give the {what}")
-      for cmd, what in ((["publish", ".", "--sign"], "signing key's file or its 'kernelforge "
-                         "keygen' name, or leave --sign out to publish unsigned"),
-                        (["publish", ".", "--card"], "README file to publish as the "
-                         "repository card, or leave --card out to publish none"))
-      for blank in ("", " ")),
-    # once the lock file of the current directory, as if "." were given
-    *(([*cmd, blank], f"argument {name}: {blank!r}: an empty path is not a lock file (it "
-       "would mean the current directory); pass the lock file, or the project directory")
-      for cmd, name in ((["info", "me/k1", "--lock"], "--lock"), (["download"], "path"))
-      for blank in ("", " ")),
     (["demo", "--hub", "hf"], "argument --hub: the demo publishes to a local hub only"),
     (["demo", "--hub", "HuggingFace"], "argument --hub: the demo publishes to a local hub only"),
-    *(([*cmd, "--hub", blank], f"argument --hub: {blank!r}: an empty path is not a hub (it "
-       "would mean the current directory); pass a hub directory, 'hf' for the Hugging Face Hub")
-      for cmd in (["publish", "."], ["versions", "me/k1"], ["info", "me/k1"], ["lock"],
-                  ["download"], ["demo"]) for blank in ("", " ")),
+    # empty paths: tests/test_empty_paths.py
 ])
 def test_bad_arguments_are_usage_errors(argv: list[str], message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:

@@ -215,8 +215,9 @@ def test_an_empty_hub_says_leave_the_option_out(
         main([*argv, "--hub", ""])
     err = capsys.readouterr().err
     assert ("argument --hub: '': an empty path is not a hub (it would mean the current "
-            "directory); pass a hub directory, 'hf' for the Hugging Face Hub, or leave --hub "
-            "out for the default hub (--help says which)\n") in err, err
+            "directory); pass a hub directory ('.' for the current directory), 'hf' for the "
+            "Hugging Face Hub, or leave --hub out for the default hub (--help says which)\n"
+            ) in err, err
     assert "Python" not in err and "None" not in err
 
 

@@ -147,8 +147,9 @@ def test_keygen_with_an_empty_out_writes_no_key(
         assert info.value.code == 2
         out, err = capsys.readouterr()
         assert out == ""
-        assert (f"kernelforge keygen: error: argument --out: {blank!r}: give the private "
-                "key's file path") in err, err
+        assert (f"kernelforge keygen: error: argument --out: {blank!r}: an empty path is "
+                "not a key file (it would read as --out left out); pass the private key's "
+                "file path") in err, err
     assert default.read_bytes() == before
 
 

@@ -83,7 +83,8 @@ def test_an_empty_hub_path_is_refused_and_an_empty_environment_is_unset(
     argument; an empty (or blank) $KERNELFORGE_HUB counts as unset, as in most tools."""
     for make in (LocalHub, as_hub):
         with pytest.raises(ValueError, match="hub: an empty path is not a hub .*current "
-                                             "directory.*pass a hub directory, 'hf'"):
+                                             r"directory.*pass a hub directory \('\.' for "
+                                             r"the current directory\), 'hf'"):
             make(blank)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("KERNELFORGE_HUB", blank)

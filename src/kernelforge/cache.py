@@ -57,6 +57,7 @@ from typing import Any
 
 from kernelforge import _durable
 from kernelforge._parse import json_loads, newer_format_number
+from kernelforge._paths import HERE, env_path, refuse_empty_path
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import is_commit, is_timestamp, spellings, validate_repo_id
@@ -68,6 +69,9 @@ logger = logging.getLogger(__name__)
 
 #: Environment variable naming the cache root; read at call time.
 CACHE_ENV = "KERNELFORGE_CACHE"
+#: What to pass instead of an empty download cache path (``cache=""``).
+EMPTY_CACHE_GIVE = (f"the download cache's directory ({HERE}), or nothing (None in Python) "
+                    f"for the default: ${CACHE_ENV}, else downloads in the user cache")
 ENTRY_FILE = "entry.json"
 #: The format of the ``entry.json`` this version writes, and the newest it reads (one
 #: without ``format`` is of format 1). An entry of a newer format is refused, never
@@ -84,10 +88,11 @@ _CACHE_PARTS = frozenset({"variants", "files", "listings", "refs", "locks", "tmp
 
 
 def default_cache_root() -> Path:
-    """``$KERNELFORGE_CACHE``, else ``downloads`` in the user cache directory."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(os.path.expanduser(env))
+    """``$KERNELFORGE_CACHE``, else ``downloads`` in the user cache directory (an empty
+    or blank ``$KERNELFORGE_CACHE`` counts as unset, as ``$KERNELFORGE_HUB`` does)."""
+    env = env_path(CACHE_ENV)
+    if env is not None:
+        return env
     return user_dir("cache", "the download cache", CACHE_ENV, HubError) / "downloads"
 
 
@@ -275,10 +280,16 @@ class DownloadCache:
     """A download cache root (see the module docstring for the layout).
 
     Args:
-        root: the directory; ``None`` for :func:`default_cache_root`.
+        root: the directory; ``None`` for :func:`default_cache_root`. An empty (or
+            blank) string is refused: it would mean the current directory, which
+            ``cache clear`` would then empty.
+
+    Raises:
+        ValueError: ``root`` is an empty or blank string.
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        refuse_empty_path(root, "root", "a download cache", EMPTY_CACHE_GIVE)
         self.root = Path(os.path.expanduser(root)) if root is not None else default_cache_root()
 
     def __repr__(self) -> str:

@@ -548,15 +548,42 @@ def sign_arg(text: str) -> str:
     """argparse type for ``publish --sign``: a key, never empty. An empty one would read
     as no ``--sign`` at all and publish the build unsigned without a word, where a hub's
     ``publish(signer="")`` is refused."""
-    return refuse_empty(text, "give the signing key's file or its 'kernelforge keygen' "
-                              "name, or leave --sign out to publish unsigned")
+    return refuse_empty(text, "a signing key", "the signing key's file or its 'kernelforge "
+                        "keygen' name, or leave --sign out to publish unsigned",
+                        would="read as --sign left out")
 
 
 def card_arg(text: str) -> str:
     """argparse type for ``publish --card``: a file, never empty. An empty one would
     read as no ``--card`` at all and publish the build without the card asked for."""
-    return refuse_empty(text, "give the README file to publish as the repository card, "
-                              "or leave --card out to publish none")
+    return refuse_empty(text, "a card file", "the README file to publish as the repository "
+                        "card, or leave --card out to publish none",
+                        would="read as --card left out")
+
+
+def project_arg(text: str) -> str:
+    """argparse type for ``check``, ``build`` and ``publish``'s PATH: a project, never an
+    empty string, which would check, build or publish whatever project the current
+    directory holds; the library's refusal (``load_manifest("")``) in the same words."""
+    from kernelforge.manifest import PROJECT_GIVE
+
+    return refuse_empty(text, "a kernel project", PROJECT_GIVE)
+
+
+def python_arg(text: str) -> str:
+    """argparse type for ``build --python``: an interpreter, never an empty string."""
+    return refuse_empty(text, "a Python interpreter", "the path of the environment's "
+                        "python, or leave --python out to build for this one")
+
+
+def init_dir_arg(text: str) -> str:
+    """argparse type for ``init``'s DIR: never an empty string, which ``init`` would read
+    as DIR left out and put the project in ./NAME, not where the variable meant."""
+    from kernelforge._paths import HERE
+
+    return refuse_empty(text, "a project directory", f"the directory to create the project "
+                        f"in ({HERE}), or leave DIR out for ./NAME",
+                        would="read as DIR left out")
 
 
 def jobs_arg(text: str) -> int:
@@ -647,17 +674,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("init", help="scaffold a kernel project in the guide's layout")
     p.add_argument("name", type=kernel_name_arg, help="kernel name, e.g. my-relu")
-    p.add_argument("directory", nargs="?", help="where to create it (default: ./NAME)")
+    p.add_argument("directory", nargs="?", type=init_dir_arg,
+                   help="where to create it (default: ./NAME)")
     p.error = _init_error(p.error)  # type: ignore[method-assign,assignment]
     p.set_defaults(func=_cmd_init)
 
     project_help = "the project directory, holding build.toml (default: .)"
     p = sub.add_parser("check", help="validate a project's build.toml and files")
-    p.add_argument("path", nargs="?", default=".", help=project_help)
+    p.add_argument("path", nargs="?", default=".", type=project_arg, help=project_help)
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("build", help="compile a project into build/<variant>/")
-    p.add_argument("path", nargs="?", default=".", help=project_help)
+    p.add_argument("path", nargs="?", default=".", type=project_arg, help=project_help)
     p.add_argument("--backend", action=_AppendArchOrBackend,
                    help="build only this backend (repeatable): cpu, cuda or rocm, one the "
                         "project has kernels for; a noarch project packages any backend it "
@@ -675,7 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "reuses unchanged object files; delete .kernelforge/ for a build "
                         "from scratch)")
     p.add_argument("-v", "--verbose", action="store_true", help="show every compiler line")
-    p.add_argument("--python", metavar="PATH", action="append",
+    p.add_argument("--python", metavar="PATH", action="append", type=python_arg,
                    help="build for the torch installed in another Python environment "
                         "(the path of its python), e.g. another torch or CUDA version; "
                         "repeatable: one build after another, each environment's variants "
@@ -685,7 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
     hub_help = ("hub directory, or 'hf' for the Hugging Face Hub (default: $KERNELFORGE_HUB "
                 "or the local hub in the user cache)")
     p = sub.add_parser("publish", help="publish a project's builds to a hub (local by default)")
-    p.add_argument("path", nargs="?", default=".", help=project_help)
+    p.add_argument("path", nargs="?", default=".", type=project_arg, help=project_help)
     p.add_argument("--repo", type=repo_arg,
                    help="repository id, org/name (default: [general.hub] repo-id in "
                         "build.toml)")

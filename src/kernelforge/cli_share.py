@@ -73,12 +73,17 @@ def pattern_arg(text: str) -> str:
     return text
 
 
-def refuse_empty(text: str, advice: str) -> str:
+def refuse_empty(text: str, what: str, give: str, *,
+                 would: str = "mean the current directory") -> str:
     """``text`` as given, unless it is empty or blank (typically ``"$UNSET_VARIABLE"``),
     which an argparse type refuses: read as given, it would mean the current directory
-    or the option left out. ``advice`` says what to give instead."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r}: {advice}")
+    or the option left out. The words are the library's for its own path arguments
+    (:func:`kernelforge._paths.empty_path_why`); ``give`` says what to pass instead,
+    ``would`` what the empty path would do."""
+    from kernelforge._paths import empty_path_why, is_empty_path
+
+    if is_empty_path(text):
+        raise argparse.ArgumentTypeError(f"{text!r}: {empty_path_why(what, give, would=would)}")
     return text
 
 
@@ -86,29 +91,38 @@ def hub_arg(text: str) -> str:
     """argparse type for ``--hub``: a directory or ``hf``, never empty. The refusal says
     what the library's (:data:`kernelforge.hub.local.EMPTY_HUB`, for ``hub=""``) says,
     in the command line's words: leave ``--hub`` out, not ``None``."""
-    from kernelforge.hub.local import EMPTY_HUB_WHY
+    from kernelforge.hub.local import EMPTY_HUB_GIVE
 
-    return refuse_empty(text, f"{EMPTY_HUB_WHY}, or leave --hub out for the default hub "
-                              "(--help says which)")
+    return refuse_empty(text, "a hub", f"{EMPTY_HUB_GIVE}, or leave --hub out for the "
+                                       "default hub (--help says which)")
 
 
 def lock_arg(text: str) -> str:
     """argparse type for ``info --lock``: a lock file, never empty. The refusal says what
     the library's (:data:`kernelforge.lock.EMPTY_LOCK_WHY`, for ``lockfile=""``) says,
     in the command line's words."""
-    from kernelforge.lock import EMPTY_LOCK_WHY
+    from kernelforge.lock import EMPTY_LOCK_GIVE
 
-    return refuse_empty(text, f"{EMPTY_LOCK_WHY}, or leave --lock out to describe what a "
-                              "load picks without a lock")
+    return refuse_empty(text, "a lock file", f"{EMPTY_LOCK_GIVE}, or leave --lock out to "
+                                             "describe what a load picks without a lock")
 
 
 def lock_path_arg(text: str) -> str:
     """argparse type for ``download``'s PATH: a lock file or project, never an empty
     string. Left out it is the current directory (its default, ``.``); given empty it is
     refused, as ``--lock ''`` is."""
-    from kernelforge.lock import EMPTY_LOCK_WHY
+    from kernelforge.lock import EMPTY_LOCK_GIVE
 
-    return refuse_empty(text, EMPTY_LOCK_WHY)
+    return refuse_empty(text, "a lock file", EMPTY_LOCK_GIVE)
+
+
+def lock_project_arg(text: str) -> str:
+    """argparse type for ``lock``'s PATH: a project, never an empty string (which would
+    lock, and write the lock files of, whatever project the current directory holds);
+    the library's refusal (``lock_project("")``) in the same words."""
+    from kernelforge.lock._pin import LOCK_PROJECT_GIVE
+
+    return refuse_empty(text, "a project", LOCK_PROJECT_GIVE)
 
 
 def backend_arg(text: str) -> str:
@@ -161,8 +175,9 @@ def key_file_arg(text: str) -> str:
     """argparse type for ``keygen --out``: a file, never empty. An empty one would read
     as no ``--out`` at all, and the key would go to ``keys/NAME.pem`` in the config
     directory, replacing the default key with ``--force``."""
-    return refuse_empty(text, "give the private key's file path, or leave --out out for "
-                              "keys/NAME.pem in the config directory")
+    return refuse_empty(text, "a key file", "the private key's file path, or leave --out "
+                        "out for keys/NAME.pem in the config directory",
+                        would="read as --out left out")
 
 
 def _check_keygen_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -196,9 +211,12 @@ def _is_key_text(spec: str) -> bool:
 
 def public_key_arg(text: str) -> str:
     """argparse type for ``trust add``'s key: ``ed25519:<base64>`` that does not read as
-    a key is bad usage; anything else names a key file, read by the command."""
+    a key is bad usage, and so is an empty one (a key file's path from an unset
+    variable); anything else names a key file, read by the command."""
     from kernelforge.signing import PublicKey
 
+    refuse_empty(text, "a public key file", "the publisher's public key, 'ed25519:<base64>', "
+                 "or its .pub file")
     if _is_key_text(text):
         try:
             PublicKey.parse(text)
@@ -798,12 +816,11 @@ def commit_prefix_arg(text: str) -> str:
 
 def cache_dir_arg(text: str) -> str:
     """argparse type for ``--cache``: a directory, never empty (an empty path would be
-    the current directory)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give the download cache's directory (an empty path would be the "
-            "current directory)")
-    return text
+    the current directory, which ``cache clear`` would empty)."""
+    from kernelforge._paths import HERE
+
+    return refuse_empty(text, "a download cache", f"the download cache's directory ({HERE}), "
+                        "or leave --cache out for the default (--help says which)")
 
 
 def days_arg(text: str) -> float:
@@ -1019,7 +1036,7 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=_cmd_info)
 
     p = sub.add_parser("lock", help="pin a project's kernels (pyproject.toml) in kernelforge.lock")
-    p.add_argument("path", nargs="?", default=".",
+    p.add_argument("path", nargs="?", default=".", type=lock_project_arg,
                    help="the project directory, holding pyproject.toml (default: .)")
     p.add_argument("--hub", type=hub_arg, help=HUB_HELP)
     _trust_flags(p)

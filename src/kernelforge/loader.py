@@ -40,6 +40,7 @@ from pathlib import Path
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
+from kernelforge._paths import HERE, refuse_empty_path
 from kernelforge.errors import (
     HubError,
     IntegrityError,
@@ -1111,7 +1112,11 @@ def load_variant(variant_dir: str | os.PathLike[str]) -> ModuleType:
             ``__init__.py`` is missing or malformed.
         ImportError: another build already holds the module name, or a package its
             ``python-depends`` lists is not installed (as for :func:`get_kernel`).
+        ValueError: ``variant_dir`` is an empty or blank string (it would mean the
+            current directory).
     """
+    refuse_empty_path(variant_dir, "variant_dir", "a variant directory",
+                      f"a build/<variant> directory ({HERE})")
     path = Path(variant_dir)
     if not (path / "metadata.json").is_file():
         _not_a_variant(path)
@@ -1530,7 +1535,9 @@ def get_local_kernel(
         IntegrityError: the files do not match their digests.
         VariantError: an unknown ``backend`` or one this torch cannot use (a
             ``ValueError`` too).
-        ValueError: a ``trust_remote_code`` entry that is not a repository id.
+        ValueError: a ``trust_remote_code`` entry that is not a repository id; a
+            ``repo_path`` that is an empty or blank string (it would mean the current
+            directory).
         TypeError: a ``user_agent`` that is not a string, a dict with string keys or
             ``None``; a ``trust_remote_code`` that is neither a bool nor a list of
             repository ids.
@@ -1538,6 +1545,10 @@ def get_local_kernel(
     """
     from kernelforge.locate import locate_local
     from kernelforge.policy import allow_key
+
+    refuse_empty_path(repo_path, "repo_path", "a build",
+                      f"the project directory holding build/ ({HERE}), its build/ directory "
+                      "or one variant directory")
 
     with _sending(user_agent):
         # Located on every call (it reads one metadata.json): a rebuild in this process

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from kernelforge import archs
 from kernelforge._parse import toml_loads, undecodable_at
+from kernelforge._paths import HERE, refuse_empty_path
 from kernelforge.errors import ManifestError
 
 if sys.version_info >= (3, 11):
@@ -804,6 +805,22 @@ def _pick_schema(r: _Reader, data: Mapping[str, Any]) -> _Schema:
     return _V4 if complete or newer else _V3
 
 
+#: What to pass instead of an empty project path, in Python and on the command line.
+PROJECT_GIVE = f"the project directory ({HERE}) or its build.toml"
+
+
+def refuse_empty_project(path: object) -> None:
+    """Refuse an empty (or blank) project path, the current directory read from an unset
+    variable (``kernelforge build "$PROJECT"``): every reader of a project
+    (:func:`load_manifest`, ``build_project``, ``kernelforge check``, ``build``,
+    ``publish``) says the same.
+
+    Raises:
+        ValueError: ``path`` is an empty or blank string.
+    """
+    refuse_empty_path(path, "path", "a kernel project", PROJECT_GIVE)
+
+
 def load_manifest(path: str | Path) -> Manifest:
     """Read and validate a kernel project's ``build.toml``.
 
@@ -823,11 +840,13 @@ def load_manifest(path: str | Path) -> Manifest:
     Raises:
         ManifestError: naming the file, the dotted key, what was expected and the fix;
             its ``errors`` lists every problem found.
+        ValueError: ``path`` is an empty or blank string (:func:`refuse_empty_project`).
 
     Example:
         >>> load_manifest("tests/projects/relu").python_name      # doctest: +SKIP
         'relu'
     """
+    refuse_empty_project(path)
     path = Path(path)
     file = path / "build.toml" if path.is_dir() else path
     r = _Reader(file)
@@ -1459,6 +1478,7 @@ def check_project(path: str | Path) -> Manifest:
     Raises:
         ManifestError: the problems of the manifest (see :func:`load_manifest`), or else
             every missing file, each naming the key that lists it.
+        ValueError: ``path`` is an empty or blank string.
     """
     m = load_manifest(path)
     r = _Reader(m.path)

@@ -14,6 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
+from kernelforge._paths import HERE, refuse_empty_path
 from kernelforge.errors import KernelforgeError
 from kernelforge.manifest import suggest_name
 
@@ -188,7 +189,12 @@ def check_name(name: str) -> None:
         )
 
 
-def init_project(name: str, directory: Path | None = None) -> Path:
+#: What to pass instead of an empty directory to :func:`init_project`.
+INIT_DIRECTORY_GIVE = (f"the directory to create the project in ({HERE}), or nothing (None "
+                       "in Python) for ./NAME")
+
+
+def init_project(name: str, directory: str | Path | None = None) -> Path:
     """Create a project for kernel ``name`` with a working relu-style op for cpu and cuda.
 
     Args:
@@ -207,12 +213,15 @@ def init_project(name: str, directory: Path | None = None) -> Path:
         KernelforgeError: the name is invalid, or the directory holds entries other
             than ``.git`` (the message names one), is not a directory, or cannot be
             created.
+        ValueError: ``directory`` is an empty or blank string (it would mean the
+            current directory).
 
     Example:
         >>> init_project("my-relu", Path("/tmp/my-relu"))  # doctest: +SKIP
         PosixPath('/tmp/my-relu')
     """
     check_name(name)
+    refuse_empty_path(directory, "directory", "a project directory", INIT_DIRECTORY_GIVE)
     python_name = name.replace("-", "_")
     dest = Path(directory) if directory is not None else Path(name)
     if dest.exists() and not dest.is_dir():

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge._parse import json_loads, newer_format_number
+from kernelforge._paths import env_path
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import TrustError, one_line
 from kernelforge.hub.base import validate_repo_id
@@ -73,14 +74,15 @@ GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
 
 def config_dir() -> Path:
-    """The user config directory: ``$KERNELFORGE_CONFIG`` or the platform's default.
+    """The user config directory: ``$KERNELFORGE_CONFIG`` or the platform's default (an
+    empty or blank ``$KERNELFORGE_CONFIG`` counts as unset, as ``$KERNELFORGE_HUB`` does).
 
     Returns:
         The directory (not created here).
     """
-    env = os.environ.get(CONFIG_ENV)
-    if env:
-        return Path(os.path.expanduser(env))
+    env = env_path(CONFIG_ENV)  # None: unset, empty or blank
+    if env is not None:
+        return env
     return user_dir("config", "the trust store and your keys", CONFIG_ENV, TrustError)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from kernelforge import __version__, archs, digest
 from kernelforge._durable import nearest_folder, remove_temp_leftovers, replace_file
 from kernelforge._parse import json_loads
+from kernelforge._paths import HERE, refuse_empty_path
 from kernelforge.build.compile import (
     compile_plan,
     compiler_environment,
@@ -71,6 +72,7 @@ from kernelforge.manifest import (
     check_project,
     dependency_error,
     hub_branch_note,
+    refuse_empty_project,
     torch_series,
 )
 from kernelforge.variants import BACKEND_LABELS, TorchInstall
@@ -616,6 +618,19 @@ def _check_torch_range(manifest: Manifest, torch_version: str) -> None:
         )
 
 
+def _refuse_empty_paths(path: object, out_dir: object, python: object) -> None:
+    """Refuse ``build_project``'s path arguments given as empty strings, before anything
+    is read: ``out_dir=""`` would write the variants into the current directory, and
+    ``python=""`` is no interpreter (``None`` is this one)."""
+    refuse_empty_project(path)
+    refuse_empty_path(out_dir, "out_dir", "an output directory",
+                      f"the directory for the variants ({HERE}), or nothing (None in "
+                      "Python) for the project's build/")
+    refuse_empty_path(python, "python", "a Python interpreter",
+                      "the path of the environment's python, or nothing (None in Python) "
+                      "to build for this one")
+
+
 def build_project(
     path: str | Path = ".",
     *,
@@ -676,12 +691,15 @@ def build_project(
             is refused, with the spelling to use), ``archs`` mixes CUDA capabilities
             and ROCm archs or are not those of a GPU backend ``backends`` names
             (``["gfx942"]`` with ``backends=["cuda"]``), as ``kernelforge build``
-            refuses them, or ``jobs`` is not a positive integer.
+            refuses them, or ``jobs`` is not a positive integer; or ``path``,
+            ``out_dir`` or ``python`` is an empty or blank string (read as a path, it
+            would be the current directory: an unset variable, most likely).
 
     Example:
         >>> build_project("kernels/relu", backends=["cpu"])  # doctest: +SKIP
     """
     backends, archs, jobs = _checked_arguments(backends, archs, jobs)
+    _refuse_empty_paths(path, out_dir, python)
     manifest = check_project(Path(path).resolve())
     root = manifest.root
     out = Path(out_dir) if out_dir is not None else root / "build"

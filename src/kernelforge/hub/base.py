@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 
+from kernelforge._paths import HERE, refuse_empty_path
+
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.signing import SigningKey
 
@@ -188,10 +190,8 @@ def check_publish_arguments(repo_id: object, build_dir: object, version: object,
         TypeError: a ``signer`` that is not a signing key.
     """
     validate_repo_id(repo_id)
-    if isinstance(build_dir, str) and not build_dir.strip():
-        raise ValueError("build_dir: an empty path is not a build (it would mean the "
-                         "current directory); pass the project's build/ directory, or "
-                         "the project directory holding it ('.' for the current directory)")
+    refuse_empty_path(build_dir, "build_dir", "a build", "the project's build/ directory, "
+                      f"or the project directory holding it ({HERE})")
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError(f"version: expected a non-negative integer, got {version!r}")
     check_text("message", message, "a string")

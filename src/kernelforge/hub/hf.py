@@ -30,7 +30,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelforge.cache import WRITE_ERRNOS, DownloadCache, is_revision_path, make_dirs
+from kernelforge._paths import refuse_empty_path
+from kernelforge.cache import (
+    EMPTY_CACHE_GIVE,
+    WRITE_ERRNOS,
+    DownloadCache,
+    is_revision_path,
+    make_dirs,
+)
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import (
     CARD_BRANCH,
@@ -432,10 +439,14 @@ class HfHub(Hub):
             ``None`` creates one on first use, which names kernelforge in its user
             agent (and, for a download, adds ``get_kernel``'s ``user_agent``). A client
             given here is used as it is, with its own user agent.
-        cache: the download cache, or its directory; ``None`` for the default.
+        cache: the download cache, or its directory; ``None`` for the default. An
+            empty (or blank) string is refused, as ``hub=""`` is.
         token: a Hub token; ``None`` uses ``huggingface_hub``'s login.
         endpoint: another Hub endpoint (``HF_ENDPOINT`` is honoured by default).
         offline: never use the network; ``None`` follows ``HF_HUB_OFFLINE``.
+
+    Raises:
+        ValueError: ``cache`` is an empty or blank string.
 
     Example:
         >>> hub = HfHub()                                             # doctest: +SKIP
@@ -453,6 +464,7 @@ class HfHub(Hub):
         endpoint: str | None = None,
         offline: bool | None = None,
     ) -> None:
+        refuse_empty_path(cache, "cache", "a download cache", EMPTY_CACHE_GIVE)
         self._api = api
         self._api_given = api is not None  # then it carries the caller's own user agent
         self._agent_clients: dict[tuple[str, object], Any] = {}  # a client per user_agent

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelforge import _durable
 from kernelforge._parse import json_loads, newer_format_number
+from kernelforge._paths import HERE, empty_path_why, env_path, is_empty_path
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError
 from kernelforge.hub import _local_write, base
@@ -93,10 +94,11 @@ _REF_RE = base.REF_RE
 _COMMIT_RE = base.COMMIT_RE
 _PREFIX_RE = base.PREFIX_RE
 
+#: What to pass instead of an empty hub path, in Python and on the command line.
+EMPTY_HUB_GIVE = f"a hub directory ({HERE}), 'hf' for the Hugging Face Hub"
 #: Why an empty hub path is refused, and what to pass instead: the start of both
 #: refusals, :data:`EMPTY_HUB` (``hub=""``) and the command line's (``--hub ""``).
-EMPTY_HUB_WHY = ("an empty path is not a hub (it would mean the current directory); pass a "
-                 "hub directory, 'hf' for the Hugging Face Hub")
+EMPTY_HUB_WHY = empty_path_why("a hub", EMPTY_HUB_GIVE)
 #: The message refusing an empty hub path (``hub=""``).
 EMPTY_HUB = (f"hub: {EMPTY_HUB_WHY}, or nothing (None in Python) for the default: "
              "$KERNELFORGE_HUB, else the local hub in the user cache")
@@ -134,10 +136,10 @@ def default_root() -> Path:
         HubError: the user cache directory is needed but no home directory can be
             found (the message names the variable to set instead).
     """
-    env = os.environ.get(HUB_ENV, "")
-    # Empty (or blank) counts as unset; "hf" and "huggingface" name HfHub.
-    if env.strip() and env.strip().lower() not in ("hf", "huggingface"):
-        return Path(os.path.expanduser(env))
+    env = env_path(HUB_ENV)  # None: unset, empty or blank
+    # "hf" and "huggingface" name HfHub
+    if env is not None and os.environ[HUB_ENV].strip().lower() not in ("hf", "huggingface"):
+        return env
     return user_dir("cache", "the local hub", HUB_ENV, HubError) / "hub"
 
 
@@ -189,7 +191,7 @@ class LocalHub(Hub):
     kind = "local"
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        if isinstance(root, str) and not root.strip():
+        if is_empty_path(root):
             raise ValueError(EMPTY_HUB)
         self.root = Path(os.path.expanduser(root)) if root is not None else default_root()
 

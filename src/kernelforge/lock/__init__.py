@@ -79,6 +79,7 @@ from kernelforge.lock._pin import Needs as Needs
 from kernelforge.lock._pin import lock_kernel as lock_kernel
 from kernelforge.lock._pin import lock_project
 from kernelforge.lock._pyproject import read_requirements
+from kernelforge.lock._read import EMPTY_LOCK_GIVE as EMPTY_LOCK_GIVE
 from kernelforge.lock._read import (
     EMPTY_LOCK_WHY,
     check_lockfile,

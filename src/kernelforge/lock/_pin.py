@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelforge._paths import HERE, refuse_empty_path
 from kernelforge.errors import LockError
 from kernelforge.hub.base import is_commit
 from kernelforge.lock._model import (
@@ -305,6 +306,10 @@ class LockResult:
     kernels: list[LockedKernel]
 
 
+#: What to pass instead of an empty project path to :func:`lock_project`.
+LOCK_PROJECT_GIVE = f"the project directory holding pyproject.toml ({HERE}), or its pyproject.toml"
+
+
 def lock_project(
     project: str | os.PathLike[str], *, hub: Any = None, allow: Any = False
 ) -> LockResult:
@@ -341,10 +346,12 @@ def lock_project(
         TypeError: an ``allow`` that is neither a bool nor a list of repository ids, or
             a ``hub`` of another type.
         ValueError: an ``allow`` entry that is not a repository id (a pattern such as
-            ``org/*`` belongs in the trust store).
+            ``org/*`` belongs in the trust store); ``project`` is an empty or blank
+            string (it would mean the current directory).
     """
     from kernelforge.policy import allow_key
 
+    refuse_empty_path(project, "project", "a project", LOCK_PROJECT_GIVE)
     # refused before any lock is taken, also where no kernel needs it (all of them
     # signed or yours), as a load refuses it
     allow_key(allow)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge._parse import json_loads, newer_format
+from kernelforge._paths import HERE, empty_path_why, is_empty_path
 from kernelforge.errors import LockError
 from kernelforge.hub.base import is_commit, validate_repo_id
 from kernelforge.lock._model import (
@@ -183,12 +184,12 @@ def _kernels_lock_entries(doc: list[Any], p: Path) -> dict[str, LockedKernel]:
     return {name: dataclasses.replace(k, depends=dict(pins)) for name, (_o, k) in first.items()}
 
 
+#: What to pass instead of an empty lock file path, in Python and on the command line.
+EMPTY_LOCK_GIVE = f"the lock file, or the project directory holding one ({HERE})"
 #: Why an empty lock file path is refused, and what to pass instead: the start of the
 #: refusals of ``lockfile=""`` (:func:`check_lockfile`) and of the command line's
 #: ``info --lock ''`` and ``download ''``.
-EMPTY_LOCK_WHY = ("an empty path is not a lock file (it would mean the current directory); "
-                  "pass the lock file, or the project directory holding one ('.' for the "
-                  "current directory)")
+EMPTY_LOCK_WHY = empty_path_why("a lock file", EMPTY_LOCK_GIVE)
 
 
 def check_lockfile(lockfile: object, default: str = "") -> None:
@@ -204,7 +205,7 @@ def check_lockfile(lockfile: object, default: str = "") -> None:
     Raises:
         ValueError: ``lockfile`` is an empty or blank string.
     """
-    if isinstance(lockfile, str) and not lockfile.strip():
+    if is_empty_path(lockfile):
         raise ValueError(f"lockfile: {EMPTY_LOCK_WHY}{default}")
 
 
