@@ -120,6 +120,39 @@ def test_local_hub(env, tmp_path: Path, other: Path, name, tamper, problem) -> N
     hub, commit, vdir = _tamperable(env, tmp_path, module_id)
     tamper(vdir, other)
     _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub), problem, module_id)
+    # the hub's copy is the revision itself: the error says how to mend it
+    with pytest.raises(IntegrityError) as info:
+        loader.get_kernel(REPO, version=1, hub=hub)
+    assert str(info.value).endswith(
+        "\nthe hub's copy of this revision is damaged: publish the build again (or load "
+        "another revision)"), str(info.value)
+    assert info.value.where == vdir and any(problem in p for p in info.value.problems)
+
+
+def test_a_damaged_local_hub_copy_that_a_lock_pins_names_the_fix(
+        env, tmp_path: Path, capsys) -> None:
+    """A locked load and 'kernelforge download' of a local hub's copy changed after it
+    was published say what mends it: a new publish, which is a new revision, so the lock
+    file is written again too (fetching again, as for a download cache, cannot help)."""
+    module_id = uid("locallock")
+    hub, _commit, vdir = _tamperable(env, tmp_path, module_id)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n')
+    lock = lock_project(project, hub=hub).path
+    (vdir / "helper.py").write_text("evil = 1\n")
+    fix = (f"the hub's copy of this revision is damaged: publish the build again, then run "
+           f"'kernelforge lock' again so that {lock} pins the new revision")
+    for call in (lambda: loader.load_kernel(REPO, lockfile=lock, hub=hub),
+                 lambda: download_locked(lock, hub=hub)):
+        with pytest.raises(IntegrityError) as info:
+            call()
+        assert info.value.problems == ["changed: helper.py"]
+        assert str(info.value).endswith(f"\n{fix}"), str(info.value)
+    assert module_id not in sys.modules
+    capsys.readouterr()
+    assert main(["download", str(lock), "--hub", str(hub.root)]) == 1
+    assert capsys.readouterr().err.rstrip().endswith(fix)
 
 
 @pytest.mark.parametrize(("name", "tamper", "problem"), TAMPERS, ids=IDS)

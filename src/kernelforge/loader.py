@@ -1029,10 +1029,15 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
         with _removed_while_loading(plan, fetched.path):
             return _load(fetched.path, anchors, deps)
     except IntegrityError as err:
-        if (plan.hub.kind == "local" or fetched.fetched
-                or as_published(fetched.path, plan.metadata_sha256, fetched.recorded)):
-            # the hub's own files, a copy fetched just now, or one whose only fault is to
-            # differ from the lock file: fetching won't help
+        if plan.hub.kind == "local":  # the hub's own files: fetching won't help
+            from kernelforge.hub.local import damaged_copy
+
+            _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
+            raise damaged_copy(err, _lockfile_named(plan)) from err
+        if fetched.fetched or as_published(fetched.path, plan.metadata_sha256,
+                                           fetched.recorded):
+            # a copy fetched just now, or one whose only fault is to differ from the lock
+            # file: fetching won't help
             _raise_if_unlike_lock(plan, fetched.path, fetched.recorded, err)
             raise
         if getattr(plan.hub, "offline", True):  # not fetched again offline: say the fix
@@ -1681,14 +1686,22 @@ def _local_hub_damage(plan: Plan) -> str | None:
                 return _on_one_line(str(unlike))
             raise
     except (HubError, IntegrityError) as err:
-        return _damaged(err)
+        return _damaged(err, _lockfile_named(plan))
     return None
 
 
-def _damaged(err: Exception) -> str:
+def _lockfile_named(plan: Plan) -> str | None:
+    """The lock file that pins a locked load's files (``None`` for a load without one)."""
+    if plan.locked is None:
+        return None
+    return (plan.request.pinned if plan.request is not None else None) or "the lock file"
+
+
+def _damaged(err: Exception, lockfile: str | None) -> str:
     """``kernelforge info``'s line for a local hub's copy that a load would refuse."""
-    return (f"{_on_one_line(str(err))}; the hub's copy of this revision is damaged: "
-            "publish the build again (or load another revision)")
+    from kernelforge.hub.local import damage_fix
+
+    return f"{_on_one_line(str(err))}; {damage_fix(lockfile)}"
 
 
 def _on_one_line(text: str) -> str:

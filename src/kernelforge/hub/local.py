@@ -60,7 +60,7 @@ from kernelforge import _durable
 from kernelforge._parse import json_loads, newer_format_number
 from kernelforge._paths import HERE, empty_path_why, env_path, is_empty_path
 from kernelforge._userdirs import user_dir
-from kernelforge.errors import HubError
+from kernelforge.errors import HubError, IntegrityError
 from kernelforge.hub import _local_write, base
 from kernelforge.hub._local_write import (
     COMMIT_FILE,
@@ -936,6 +936,28 @@ class LocalHub(Hub):
 #: What to do about a damaged commit record (anyone who can write the hub can change it).
 _DAMAGED = ("the hub's copy of this revision is damaged: do not load it; publish the build "
             "again, or restore the file from a backup")
+
+
+def damage_fix(lockfile: str | None = None) -> str:
+    """What to do about a local hub's copy of a revision whose files no longer match what
+    was published (anyone who can write the hub can change them): only a new publish mends
+    it, and that is a new revision, so a lock file that pins this one is written again."""
+    if lockfile is None:
+        return ("the hub's copy of this revision is damaged: publish the build again (or "
+                "load another revision)")
+    return ("the hub's copy of this revision is damaged: publish the build again, then run "
+            f"'kernelforge lock' again so that {lockfile} pins the new revision")
+
+
+def damaged_copy(err: IntegrityError, lockfile: str | None = None) -> IntegrityError:
+    """``err``, about the files of a local hub's own copy of a revision, with a last line
+    naming the fix (:func:`damage_fix`); its ``where`` and ``problems`` stay as they are.
+
+    Fetching again, which mends a download cache's copy, cannot help here: the hub's copy
+    is the published revision itself."""
+    damaged = IntegrityError(err.where, err.problems)
+    damaged.args = (f"{err}\n{damage_fix(lockfile)}",)
+    return damaged
 
 
 def _newer_format(record: object) -> int | None:

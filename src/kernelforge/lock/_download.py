@@ -100,10 +100,15 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str,
     try:
         return check(fetched.path, fetched.recorded)
     except IntegrityError as err:
-        if (fetched.fetched or h.kind == "local"
-                or as_published(fetched.path, pinned_metadata, fetched.recorded)):
-            # the hub's own files, a copy fetched just now, or one whose only fault is to
-            # differ from the lock file: fetching won't help
+        if h.kind == "local":  # the hub's own files: fetching won't help
+            from kernelforge.hub.local import damaged_copy
+
+            raise_if_unlike_lock(err, fetched.path, fetched.recorded, pins, lockfile, where,
+                                 "download")
+            raise damaged_copy(err, lockfile) from err
+        if fetched.fetched or as_published(fetched.path, pinned_metadata, fetched.recorded):
+            # a copy fetched just now, or one whose only fault is to differ from the lock
+            # file: fetching won't help
             raise_if_unlike_lock(err, fetched.path, fetched.recorded, pins, lockfile, where,
                                  "download")
             raise
