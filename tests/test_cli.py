@@ -403,6 +403,27 @@ def test_publish_card(unbuilt: Path, tmp_path: Path,
     assert hub.read_file("me/k", main_commit, "README.md") == b"# k-one\n\nA kernel.\n"
 
 
+def test_publish_warns_of_a_card_that_still_holds_inits_placeholder(
+        unbuilt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The card 'kernelforge init' writes names the repository as '<org>/NAME' until the
+    user fills it in: published so, its usage example loads nothing, which the publish
+    says (after publishing, as for an edited project: the card is published as given)."""
+    _fake_build(unbuilt, None)
+    argv = ["publish", str(unbuilt), "--repo", "me/k", "--hub", str(tmp_path / "hub")]
+    card = tmp_path / "README.md"
+    card.write_text('# k\n\n```python\nk = get_kernel("<org>/k", version=1)\n```\n')
+    assert main([*argv, "--card", str(card)]) == 0
+    captured = capsys.readouterr()
+    assert f"card: {card} (README.md on branch v1 and on branch main)" in captured.out
+    assert captured.err == (
+        f"warning: the card {card} still says '<org>/k', the placeholder 'kernelforge init' "
+        "writes: its usage example names no repository a reader could load; replace <org> "
+        "with me in it, then publish again with --card\n")
+    card.write_text(card.read_text().replace("<org>", "me"))
+    assert main([*argv, "--card", str(card)]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_publish_leaves_the_card_hugging_faces_builder_renders_in_build(
         unbuilt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Hugging Face's kernel-builder build renders the project's CARD.md template to

@@ -364,7 +364,19 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     if card is not None:
         print(f"  card: {args.card} (README.md on branch v{version} and on branch main)")
     _warn_stale(stale, args.path, published=rev.commit != rev.parent)
+    placeholder = _CARD_PLACEHOLDER.search(card or "")
+    if placeholder is not None:
+        print(f"warning: the card {args.card} still says '{placeholder[0]}', the "
+              "placeholder 'kernelforge init' writes: its usage example names no "
+              f"repository a reader could load; replace <org> with {repo.split('/')[0]} in "
+              "it, then publish again with --card", file=sys.stderr)
     return 0
+
+
+#: The repository owner that the card ``kernelforge init`` writes leaves for the user to
+#: fill in (``get_kernel("<org>/my-relu")``): a card published with it shows readers an
+#: example that loads nothing.
+_CARD_PLACEHOLDER = re.compile(r"<org>/[A-Za-z0-9._-]*")
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
