@@ -312,6 +312,35 @@ def test_a_folder_inside_a_project_names_the_project(tmp_path, monkeypatch):
                               "start one, run 'kernelforge init NAME')")
 
 
+def test_a_project_path_that_does_not_exist_is_named_as_such(tmp_path, monkeypatch):
+    """A project's name mistyped (``kernelforge build my-rleu``) is no file and no folder:
+    the error says so, and names the project beside it that was likely meant."""
+    for name in ("my-relu", "other"):
+        (tmp_path / name).mkdir()
+        make_guide_project(tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ManifestError) as info:
+        load_manifest("my-rleu")
+    assert info.value.file == Path("my-rleu") and info.value.key is None
+    assert str(info.value) == (
+        "my-rleu: no such file or directory; expected a kernel project directory (or its "
+        "build.toml); fix: did you mean my-relu?")
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path / "zzz")
+    assert info.value.fix == ("pass a kernel project directory that holds build.toml (in "
+                              f"{tmp_path}: my-relu, other)")
+    # a path inside a project that is not there names the project
+    with pytest.raises(ManifestError) as info:
+        load_manifest("my-relu/torch-ext/nowhere")
+    assert "no such file or directory" in str(info.value)
+    assert info.value.fix == "pass the project directory my-relu (or its build.toml)"
+    # a folder without build.toml is still told apart from a path that does not exist
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ManifestError) as info:
+        load_manifest("empty")
+    assert str(info.value).startswith(f"{Path('empty', 'build.toml')}: no such file;")
+
+
 def test_the_folder_above_projects_names_them(tmp_path, monkeypatch):
     """`kernelforge build` run where `kernelforge init` was, a folder above the project:
     the fix names the projects of its subfolders (hidden ones left out)."""

@@ -618,6 +618,10 @@ def _read_toml(file: Path) -> dict[str, Any]:
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
+        if _missing_path(file):
+            raise ManifestError(file, None, "no such file or directory",
+                                expected="a kernel project directory (or its build.toml)",
+                                fix=_mistyped_project(file)) from None
         fix = "pass a kernel project directory that holds build.toml"
         if file.name == "build.toml" and file.parent.is_dir() and any(
                 (d / "build.toml").is_file() for d in file.absolute().parents[1:]):
@@ -728,10 +732,33 @@ def _defined_twice(message: str, text: str) -> tuple[str | None, str, str] | Non
 _PROJECTS_LOOKED_AT = 1000
 
 
-def _projects_below(folder: Path) -> str:
-    """The end of the fix for a ``folder`` that is no kernel project: the projects in its
-    subfolders (the folder that ``kernelforge init`` made, run from the one above it), or
-    how to make one."""
+def _missing_path(file: Path) -> bool:
+    """Whether ``file``, given as the project, is no path at all (a project's name
+    mistyped, or one not made yet), rather than a folder or file without build.toml."""
+    if file.name == "build.toml":
+        return False
+    try:
+        return not file.exists() and not file.is_symlink()
+    except OSError:
+        return False
+
+
+def _mistyped_project(file: Path) -> str:
+    """The fix for a project path ``file`` that does not exist: the project beside it
+    whose name is closest (a typo); else the project it is inside of; else the projects
+    its folder holds, or how to make one."""
+    folder = file.parent
+    near = archs.closest(file.name, _projects_in(folder))
+    if near is not None:
+        return f"did you mean {folder / near}?"
+    if any((d / "build.toml").is_file() for d in file.absolute().parents):
+        return _project_to_pass(file)
+    return "pass a kernel project directory that holds build.toml" + _projects_below(folder)
+
+
+def _projects_in(folder: Path) -> list[str]:
+    """The names of ``folder``'s subfolders that hold a build.toml, hidden ones left out
+    (the first :data:`_PROJECTS_LOOKED_AT` entries looked at)."""
     def project(entry: Path) -> bool:
         try:
             return not entry.name.startswith(".") and (entry / "build.toml").is_file()
@@ -739,10 +766,17 @@ def _projects_below(folder: Path) -> str:
             return False
 
     try:
-        found = sorted(d.name for d in itertools.islice(folder.iterdir(), _PROJECTS_LOOKED_AT)
-                       if project(d))
+        return sorted(d.name for d in itertools.islice(folder.iterdir(), _PROJECTS_LOOKED_AT)
+                      if project(d))
     except OSError:
-        found = []
+        return []
+
+
+def _projects_below(folder: Path) -> str:
+    """The end of the fix for a ``folder`` that is no kernel project: the projects in its
+    subfolders (the folder that ``kernelforge init`` made, run from the one above it), or
+    how to make one."""
+    found = _projects_in(folder)
     if not found:
         return " (to start one, run 'kernelforge init NAME')"
     more = f" and {len(found) - 5} more" if len(found) > 5 else ""
