@@ -758,6 +758,9 @@ def test_cli_keygen_trust_list_remove(env: dict[str, Path], capsys) -> None:
     assert main(["keygen", "--name", "ci", "--repo", "me/*"]) == 0
     out = capsys.readouterr().out
     key_id = out.split("key id:")[1].split()[0]
+    public = out.split("public key:")[1].split()[0]
+    # the command for others names the repositories the key was made for
+    assert f"others trust it with: kernelforge trust add '{public}' --repo 'me/*'\n" in out
     pem = env["config"] / "keys" / "ci.pem"
     assert pem.is_file() and (env["config"] / "keys" / "ci.pub").is_file()
     assert main(["trust", "list"]) == 0
@@ -775,6 +778,11 @@ def test_cli_keygen_trust_list_remove(env: dict[str, Path], capsys) -> None:
     assert main(["trust", "remove", "x/y"]) == 1
     assert "is not in the trust store" in capsys.readouterr().err
     assert main(["keygen", "--name", "ci"]) == 1  # exists
+    # a key for every repository: others are shown the organisation pattern to fill in
+    assert main(["keygen", "--name", "all", "--repo", "x/*", "--repo", "*"]) == 0
+    assert "' --repo 'ORG/*'\n" in capsys.readouterr().out
+    assert main(["keygen", "--name", "two", "--repo", "x/a", "--repo", "y/*"]) == 0
+    assert "' --repo 'x/a' --repo 'y/*'\n" in capsys.readouterr().out
 
 
 def test_cli_trust_add_again_merges_and_says_what_changed(env: dict[str, Path],
