@@ -516,9 +516,15 @@ def test_download_all_variants_checks_the_backend(tmp_path: Path, env, capsys,
     # a backend torch here does not support (an unknown name is a usage error)
     assert main(["download", str(root), "--hub", "hf", "--backend", "rocm"]) == 1
     plain = capsys.readouterr().err
+    assert "backend 'rocm' cannot be used here" in plain
+    assert "'kernelforge download --all-variants' of a project's lock file fetches" in plain
     assert main(["download", str(root), "--hub", "hf", "--all-variants",
                  "--backend", "rocm"]) == 1
-    assert capsys.readouterr().err == plain and "backend 'rocm' cannot be used here" in plain
+    # refused the same way, but not told to pass the --all-variants it was given
+    assert capsys.readouterr().err == (
+        "error: backend 'rocm' cannot be used here: torch in this process supports cpu "
+        "(with --all-variants, the download fetches every variant the lock pins, rocm's "
+        "too: leave --backend out)\n")
 
 
 @pytest.mark.parametrize("below", [False, True])

@@ -388,15 +388,25 @@ class Resolution:
         return "\n".join(lines)
 
 
-def check_backend(backend: str | None, facts: SystemFacts | None = None) -> None:
+#: Where the variants of a backend torch here does not support are found instead.
+OTHER_MACHINES = ("'kernelforge versions REPO' lists every variant; 'kernelforge download "
+                  "--all-variants' of a project's lock file fetches the variants other "
+                  "machines need")
+
+
+def check_backend(backend: str | None, facts: SystemFacts | None = None, *,
+                  elsewhere: str = OTHER_MACHINES) -> None:
     """Raise :class:`VariantError` when ``backend`` cannot be chosen in this process (an
     unknown name, or one torch here does not support), before anything is looked up;
-    ``facts``: this process's, when the caller has them (else detected)."""
+    ``facts``: this process's, when the caller has them (else detected); ``elsewhere``:
+    how to reach that backend's variants all the same, which the error ends with (the
+    caller's words where it already does what :data:`OTHER_MACHINES` says)."""
     if backend is not None:
-        _select_backend(facts or detect_system(), backend)
+        _select_backend(facts or detect_system(), backend, elsewhere)
 
 
-def _select_backend(facts: SystemFacts, backend: str | None) -> tuple[str, tuple[int, int] | None]:
+def _select_backend(facts: SystemFacts, backend: str | None,
+                    elsewhere: str = OTHER_MACHINES) -> tuple[str, tuple[int, int] | None]:
     """The backend (and its version) to choose for: the system's, or cpu on request."""
     if backend is None or backend == facts.backend:
         return facts.backend, facts.backend_version
@@ -407,9 +417,7 @@ def _select_backend(facts: SystemFacts, backend: str | None) -> tuple[str, tuple
     raise VariantError(
         f"backend {backend!r} cannot be used here: torch in this process supports "
         f"{facts.backend}" + ("" if facts.backend == "cpu" else " and cpu")
-        + " ('kernelforge versions REPO' lists every variant; 'kernelforge download "
-        "--all-variants' of a project's lock file fetches the variants other machines "
-        "need)"
+        + f" ({elsewhere})"
     )
 
 

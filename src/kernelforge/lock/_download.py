@@ -548,7 +548,9 @@ def download_locked(
     # as a load refuses it, before anything is fetched (with all_variants it still
     # chooses the variants of the dependencies a lock leaves unpinned)
     check_lockfile(lockfile)
-    variants.check_backend(backend)
+    variants.check_backend(backend, elsewhere=(
+        f"with --all-variants, the download fetches every variant the lock pins, {backend}'s "
+        "too: leave --backend out" if all_variants else variants.OTHER_MACHINES))
     lock = read_lock(lockfile)
     # Every variant is judged with it: one that cannot be read fails the run here, once,
     # rather than pass for a refusal of each variant that --all-variants may skip.
