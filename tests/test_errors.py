@@ -69,9 +69,18 @@ def _samples(tmp_path: Path) -> list[KernelforgeError]:
         publish_integrity_error(tmp_path / "build" / "torch-cpu", ["a.py: missing"]),
         TrustError("org/relu is not signed by a trusted key"),
         SignatureMismatchError("org/relu: the signature build/torch-cpu.sig by trusted key "
-                               "3f2a9c1d5e7b8a06 does not verify", "torch-cpu"),
+                               "3f2a9c1d5e7b8a06 does not verify; refusing to load it, even "
+                               "where the repository is allowed; fix: its publisher must "
+                               "publish the kernel again with --sign", "torch-cpu",
+                               problem="org/relu: the signature build/torch-cpu.sig by "
+                                       "trusted key 3f2a9c1d5e7b8a06 does not verify"),
         UnreadableSignatureError("org/relu: build/torch-cpu.sig: not a valid signature "
-                                 "file", "torch-cpu"),
+                                 "file; the download cache's copy of build/torch-cpu.sig, "
+                                 "kept from an earlier fetch, may be damaged; fix: "
+                                 "'kernelforge cache remove org/relu --revision 3f2a9c1d5e7b'",
+                                 "torch-cpu",
+                                 problem="org/relu: build/torch-cpu.sig: not a valid "
+                                         "signature file"),
         LockError("kernels.lock: no entry for org/relu"),
     ]
 
@@ -96,6 +105,18 @@ def test_errors_pickle(tmp_path: Path) -> None:
         assert _looks(copy) == _looks(err)
         if isinstance(err, ManifestError) and len(err.errors) == 1:
             assert copy.errors == [copy]
+
+
+def test_a_signature_refusal_keeps_its_problem_apart_from_its_fix() -> None:
+    """A caller that knows where the copies came from restates the problem with its own
+    fix (kernelforge.locate: the cache's, offline): ``problem`` holds it without the fix
+    the message ends with, and is the message where none was given."""
+    for kind in (SignatureMismatchError, UnreadableSignatureError):
+        err = kind("org/relu: bad; fix: publish it again", "torch-cpu", problem="org/relu: bad")
+        assert (str(err), err.problem, err.variant) == (
+            "org/relu: bad; fix: publish it again", "org/relu: bad", "torch-cpu")
+        assert pickle.loads(pickle.dumps(err)).problem == "org/relu: bad"
+        assert kind("org/relu: bad", "torch-cpu").problem == "org/relu: bad"
 
 
 def test_variant_not_found_stays_a_file_not_found_error_when_pickled() -> None:

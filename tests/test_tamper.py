@@ -354,6 +354,30 @@ SIGNED = {"metadata": "build/torch-cpu/metadata.json", "sig": "build/torch-cpu.s
 BOTH_FETCHED_AGAIN = ("the signature of variant torch-cpu does not verify over the download "
                       "cache's copies of build/torch-cpu/metadata.json and "
                       "build/torch-cpu.sig; fetching again")
+#: the fix of a signature that fails as the hub serves it: only its publisher has one
+PUBLISHERS_FIX = "fix: its publisher must publish the kernel again with --sign"
+
+
+def _publishers_fix_only(said: str) -> None:
+    """A refusal of copies as the hub serves them: one paragraph that ends with the
+    publisher's fix, and offers neither the cache's nor an allowance, which lifts nothing."""
+    assert "\n" not in said and said.endswith(PUBLISHERS_FIX), said
+    assert "cache remove" not in said and "trust allow" not in said, said
+    assert "republish" not in said, said
+
+
+def _cache_fix_first(said: str, commit: str) -> None:
+    """A refusal offline over copies kept in the download cache: one paragraph whose fix
+    is the cache's; the publisher's comes after it, only for fresh copies that fail too."""
+    assert "\n" not in said, said
+    cache_fix = said.index(f"; fix: 'kernelforge cache remove {REPO} --revision {commit[:12]}")
+    assert "--sign" not in said[:cache_fix] and "republish" not in said, said
+    assert said.index("then 'kernelforge download' on a locked project, or a load while "
+                      "online. Only where the cop") > cache_fix, said
+    assert said.endswith("fetched again fail too are the hub's own to blame, and then its "
+                         "publisher must publish the kernel again with --sign") or \
+        said.endswith("fetched again fails too is the hub's own to blame, and then its "
+                      "publisher must publish the kernel again with --sign"), said
 
 
 def _damaged(path: str, data: bytes) -> bytes:
@@ -414,7 +438,10 @@ def test_a_signed_copy_damaged_on_its_way_is_refused_when_the_fresh_copy_fails_t
     with pytest.raises(SignatureMismatchError) as info:
         loader.get_kernel(REPO, version=1, hub=hf)
     said = str(info.value)
-    assert "does not verify" in said and "cache remove" not in said, said
+    assert "does not verify" in said, said
+    _publishers_fix_only(said)
+    assert info.value.problem == said.removesuffix(
+        "; refusing to load it, even where the repository is allowed; " + PUBLISHERS_FIX)
     assert api.fetches().count(f"{REPO}@{commit[:12]}/{path}") == 2
     assert module_id not in sys.modules and hf.cache.entries() == []
 
@@ -450,7 +477,8 @@ def test_a_signed_copy_damaged_on_its_way_offline_names_the_fix(
     assert ("the download cache's copies of build/torch-cpu/metadata.json and "
             "build/torch-cpu.sig, kept from an earlier fetch, may be damaged (on their way, "
             "or in the cache), and offline they are not fetched again" in said), said
-    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    _cache_fix_first(said, commit)
+    assert said.startswith(info.value.problem + "; the download cache's copies"), said
     assert module_id not in sys.modules
 
 
@@ -523,7 +551,8 @@ def test_an_unreadable_signature_the_hub_serves_too_is_refused_never_taken_as_un
                           trust_remote_code=True)
     said = str(info.value)
     assert "build/torch-cpu.sig: not a valid signature file" in said, said
-    assert "cache remove" not in said and info.value.variant == "torch-cpu", said
+    assert "never taken for an unsigned build" in said and info.value.variant == "torch-cpu"
+    _publishers_fix_only(said)
     assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGNED['sig']}") == 2
     assert module_id not in sys.modules
 
@@ -542,7 +571,8 @@ def test_an_unreadable_kept_signature_offline_names_the_fix(
     assert ("the download cache's copy of build/torch-cpu.sig, kept from an earlier fetch, "
             "may be damaged (on its way, or in the cache), and offline it is not fetched "
             "again" in said), said
-    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    _cache_fix_first(said, commit)
+    assert "never taken for an unsigned build" not in said, said
     assert module_id not in sys.modules
 
 
@@ -626,7 +656,8 @@ def test_lock_refuses_a_signed_copy_that_fails_again_when_fetched_again(
     with pytest.raises(SignatureMismatchError) as info:
         lock_project(root, hub=HfHub(api=api, cache=env["cache"]))
     said = str(info.value)
-    assert "does not verify" in said and "cache remove" not in said, said
+    assert "does not verify" in said, said
+    _publishers_fix_only(said)
     assert api.fetches().count(f"{REPO}@{commit[:12]}/{path}") == 2
     assert not (root / "kernelforge.lock").exists()
 
@@ -643,7 +674,7 @@ def test_lock_offline_of_a_signed_copy_damaged_on_its_way_names_the_fix(
     said = str(info.value)
     assert "does not verify" in said, said
     assert "kept from an earlier fetch, may be damaged" in said, said
-    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said, said
+    _cache_fix_first(said, commit)
     assert not (root / "kernelforge.lock").exists()
 
 
@@ -861,6 +892,9 @@ def test_download_of_a_lock_without_digests_refetches_a_variant_holding_a_damage
 #: how a download says it fails on the variant a load here takes (torch-cpu, this CPU)
 NOT_FETCHED_HERE = (f"{REPO} (variant torch-cpu): not fetched: it is the variant a load on "
                     "this machine takes, and a load refuses it, offline as online: ")
+#: the same, offline: a load online would fetch the kept copies again, so only an offline
+#: load is known to refuse the variant
+NOT_FETCHED_OFFLINE = NOT_FETCHED_HERE.replace("offline as online", "while offline")
 
 
 def test_download_of_a_lock_without_digests_fails_when_the_fresh_signature_fails_too(
@@ -877,7 +911,7 @@ def test_download_of_a_lock_without_digests_fails_when_the_fresh_signature_fails
         download_locked(lock, hub=hf, all_variants=True)
     said = str(info.value)
     assert said.startswith(NOT_FETCHED_HERE) and "does not verify" in said, said
-    assert "cache remove" not in said
+    assert said.endswith(PUBLISHERS_FIX) and "cache remove" not in said, said
     # none is offered
     assert "trust allow" not in said and "trust_remote_code" not in said
     assert "a load will refuse it" not in caplog.text
@@ -895,9 +929,9 @@ def test_download_offline_of_a_lock_without_digests_names_the_fix_for_a_damaged_
     with pytest.raises(SignatureMismatchError) as info:
         download_locked(lock, hub=HfHub(api=api, cache=env["cache"]), all_variants=True)
     said = str(info.value)
-    assert said.startswith(NOT_FETCHED_HERE), said
+    assert said.startswith(NOT_FETCHED_OFFLINE), said
     assert "kept from an earlier fetch, may be damaged" in said
-    assert f"'kernelforge cache remove {REPO} --revision {commit[:12]}" in said
+    _cache_fix_first(said, commit)
 
 
 def _served_tampered(api: FakeHfApi, repo: str, commit: str, variant: str) -> None:

@@ -18,7 +18,7 @@ from kf_sharing import isolate
 
 from kernelforge import policy, signing, trust
 from kernelforge.cli import main
-from kernelforge.errors import TrustError
+from kernelforge.errors import SignatureMismatchError, TrustError, UnreadableSignatureError
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
 
@@ -216,8 +216,39 @@ _SIG64 = '"signature": "' + "A" * 86 + '=="'  # 64 bytes, well-formed
                   "0123456789abcde", "0123456789ABCDEF", "0123456789abcdef\\n")),
 ])
 def test_malformed_signature_files_are_named(data: bytes) -> None:
-    with pytest.raises(TrustError, match=r"org/x: build/torch-cpu.sig: not a valid signature"):
+    with pytest.raises(TrustError, match=r"org/x: build/torch-cpu.sig: not a valid signature"
+                       ) as info:
         signing.parse_signature(data, "org/x: build/torch-cpu.sig")
+    # what was expected, but no fix: that depends on where the file came from
+    assert "expected JSON" in str(info.value) and "--sign" not in str(info.value)
+
+
+def test_a_signature_that_fails_as_served_says_the_publishers_fix(
+    key: signing.SigningKey,
+) -> None:
+    """The policy knows nothing of where the files came from: its refusal of a trusted
+    key's signature that does not verify, or of a signature file it cannot read, ends
+    with the publisher's fix (nothing allowed lifts either), and keeps the problem apart
+    for a load that took them from the download cache to say with the cache's fix."""
+    trust.add_key(key.public.text, name="alice")
+    sig = key.sign_variant("torch-cpu", META, repo_id="org/relu")
+    req = policy.TrustRequest("org/relu", "torch-cpu", META, signature=sig)
+    assert policy.evaluate(req).allowed
+    for bad, kind, problem in [
+        (replace(req, metadata=META + b" "), SignatureMismatchError, "does not verify"),
+        (replace(req, signature=sig[:40]), UnreadableSignatureError,
+         "build/torch-cpu.sig: not a valid signature file"),
+    ]:
+        with pytest.raises(kind) as info:
+            policy.evaluate(bad, allow=True)
+        said, err = str(info.value), info.value
+        assert isinstance(err, (SignatureMismatchError, UnreadableSignatureError))
+        assert said.startswith(err.problem), said
+        assert "; refusing to load it, even where the repository is allowed" in said, said
+        assert said.endswith("; fix: its publisher must publish the kernel again with "
+                             "--sign"), said
+        assert problem in err.problem and "--sign" not in err.problem, err.problem
+        assert "\n" not in said and err.variant == "torch-cpu"
 
 
 # --- the trust store ----------------------------------------------------------------------

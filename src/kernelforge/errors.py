@@ -251,13 +251,19 @@ class SignatureMismatchError(TrustError):
     download cache before it refuses.
 
     Args:
-        message: the refusal.
+        message: the refusal, with the fix for what is known of the copies: the
+            publisher's (publish again with ``--sign``) for copies as the hub serves them,
+            the download cache's (``kernelforge cache remove``) for kept ones offline.
         variant: the build variant whose signature it is, kept as ``variant``.
+        problem: what is wrong, without a fix, kept as ``problem`` (the message where not
+            given): what a caller that knows where the copies came from restates with
+            the fix that fits.
     """
 
-    def __init__(self, message: str, variant: str) -> None:
+    def __init__(self, message: str, variant: str, *, problem: str = "") -> None:
         super().__init__(message)
         self.variant = variant
+        self.problem = problem or message
 
 
 class UnreadableSignatureError(TrustError):
@@ -267,13 +273,17 @@ class UnreadableSignatureError(TrustError):
     again, once, a copy it took from the download cache before it refuses.
 
     Args:
-        message: the refusal.
+        message: the refusal, with the fix for what is known of the copy (as for
+            :class:`SignatureMismatchError`).
         variant: the build variant whose signature it is, kept as ``variant``.
+        problem: what is wrong, without a fix, kept as ``problem`` (the message where not
+            given).
     """
 
-    def __init__(self, message: str, variant: str) -> None:
+    def __init__(self, message: str, variant: str, *, problem: str = "") -> None:
         super().__init__(message)
         self.variant = variant
+        self.problem = problem or message
 
 
 class LockError(KernelforgeError):

@@ -838,8 +838,13 @@ def _drop_signed_copies(h: Hub, repo_id: str, commit: str,
     :func:`_choose_trusted`: either, for a signature that does not verify; the signature,
     for one that does not parse); raise ``err`` where nothing kept is to blame, and
     offline raise it with the fix. Both are dropped, so that the next decision is made
-    on a pair fetched together."""
+    on a pair fetched together.
+
+    Offline, the fix said first is the cache's (remove the kept copies, fetch them
+    online): what is known is that they fail, not that the hub's do, and ``err``'s fix,
+    publishing again, is its publisher's, and right only where fresh copies fail too."""
     from kernelforge.cache import DownloadCache
+    from kernelforge.policy import REPUBLISH
 
     signed = [f"build/{err.variant}/metadata.json", signature_path(err.variant)]
     unreadable = isinstance(err, UnreadableSignatureError)
@@ -850,11 +855,14 @@ def _drop_signed_copies(h: Hub, repo_id: str, commit: str,
     named = (f"the download cache's {'copies' if len(copies) > 1 else 'copy'} of "
              f"{' and '.join(copies)}")
     if getattr(h, "offline", True):
-        its, are = ("their", "they are") if len(copies) > 1 else ("its", "it is")
+        its, are, fresh = (("their", "they are", "copies fetched again fail too are")
+                           if len(copies) > 1 else
+                           ("its", "it is", "copy fetched again fails too is"))
         raise type(err)(
-            f"{err}\n{named}, kept from an earlier fetch, may be damaged (on {its} way, or "
-            f"in the cache), and offline {are} not fetched again; fix: "
-            f"{cache.damaged_entry_fix(repo_id, commit)}", err.variant) from err
+            f"{err.problem}; {named}, kept from an earlier fetch, may be damaged (on {its} "
+            f"way, or in the cache), and offline {are} not fetched again; fix: "
+            f"{cache.damaged_entry_fix(repo_id, commit)}. Only where the {fresh} the hub's "
+            f"own to blame, and then {REPUBLISH}", err.variant, problem=err.problem) from err
     if unreadable:
         logger.warning("%s: %s is not a signature file kernelforge can read; fetching "
                        "again", repo_id, named)

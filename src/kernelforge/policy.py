@@ -43,8 +43,8 @@ from kernelforge.errors import SignatureMismatchError, TrustError, UnreadableSig
 from kernelforge.hub.base import validate_repo_id
 from kernelforge.trust import SigstoreIdentity, TrustStore, load_store
 
-__all__ = ["NOT_ALLOWED", "NO_SIGNATURE", "TrustDecision", "TrustRequest", "allow_key", "evaluate",
-           "key_fix", "require"]
+__all__ = ["NOT_ALLOWED", "NO_SIGNATURE", "REPUBLISH", "TrustDecision", "TrustRequest",
+           "allow_key", "evaluate", "key_fix", "require"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,11 @@ AllowArg = bool | Sequence[str]
 NOT_ALLOWED = "not published by you, not signed by a trusted key and not allowed"
 #: The note of a refusal of a variant that carries no signature at all.
 NO_SIGNATURE = "no signature (build/<variant>.sig)"
+#: The fix for a signature by a trusted key that fails as the hub serves it (it does not
+#: verify, or cannot be read): no trust or allowance lifts that refusal, and only the
+#: publisher can make a signature that passes. A load that took the copies from the
+#: download cache says the cache's fix first instead (:mod:`kernelforge.locate`).
+REPUBLISH = "its publisher must publish the kernel again with --sign"
 
 
 def key_fix(refusal: str, pattern: str) -> str:
@@ -176,19 +181,24 @@ def _check_key_signature(
     try:
         sig = parse_signature(req.signature, where)
     except TrustError as err:  # typed, so that a load can fetch a damaged kept copy again
-        raise UnreadableSignatureError(str(err), req.variant) from err
+        # what was expected helps its publisher, not the user of a damaged kept copy
+        raise UnreadableSignatureError(
+            f"{err}; refusing to load it, even where the repository is allowed (a signature "
+            f"that cannot be read is never taken for an unsigned build); fix: {REPUBLISH}",
+            req.variant, problem=f"{where}: not a valid signature file") from err
     key = store.key(sig.key_id)
     if key is None:
         notes.append(f"signed by key {sig.key_id}, which is not in the trust store")
         return None
     if not PublicKey.parse(key.public_key).verify(sig.signature, req.variant, req.metadata,
                                                   sig.repo_id):
+        problem = (f"{req.repo_id}: the signature {signature_path(req.variant)} by trusted "
+                   f"key {sig.key_id} ({key.name or 'unnamed'}) does not verify: "
+                   f"build/{req.variant}/metadata.json, or the signature file itself, was "
+                   "changed after it was signed")
         raise SignatureMismatchError(
-            f"{req.repo_id}: the signature {signature_path(req.variant)} by trusted key "
-            f"{sig.key_id} ({key.name or 'unnamed'}) does not verify: "
-            f"build/{req.variant}/metadata.json, or the signature file itself, was changed "
-            "after it was signed; refusing to load it (republish the kernel, or remove the "
-            "tampered copy)", req.variant)
+            f"{problem}; refusing to load it, even where the repository is allowed; fix: "
+            f"{REPUBLISH}", req.variant, problem=problem)
     # Repository ids compare without regard to case, as the hubs resolve them.
     if sig.repo_id is not None and sig.repo_id.lower() != req.repo_id.lower():
         notes.append(f"signed by trusted key {sig.key_id} for {sig.repo_id}, not for "

@@ -281,7 +281,10 @@ def parse_signature(data: bytes, where: str) -> Signature:
 
     Raises:
         TrustError: the file is not a kernelforge signature, or is one of a newer
-            format (:func:`newer_format`); names ``where``.
+            format (:func:`newer_format`); names ``where``. For a file that is none, it
+            says what was expected but no fix: that depends on where the file came from
+            (its publisher signs again; a damaged copy in the download cache is removed),
+            which the caller knows.
     """
     from kernelforge.hub.base import validate_repo_id
 
@@ -313,8 +316,7 @@ def parse_signature(data: bytes, where: str) -> Signature:
             f"{where}: not a valid signature file; expected JSON with format "
             f"{SIGNATURE_FORMAT!r} (or {FORMAT_1!r}), algorithm 'ed25519', 'key-id' (16 hex "
             "digits), a "
-            "base64 'signature' and, in format 2, the 'repo-id' it was made for; republish "
-            "the kernel with --sign"
+            "base64 'signature' and, in format 2, the 'repo-id' it was made for"
         )
     public = doc.get("public-key")
     return Signature(doc["key-id"], raw, public if isinstance(public, str) else None,

@@ -364,7 +364,8 @@ class _Download:
                 # skipped before, where only a variant no load here takes needed it
                 self.progress.skipped[:] = [s for s in self.progress.skipped
                                             if s[:2] != (locked.repo_id, name)]
-                raise _refused_here(err, locked.repo_id, name, self.backend) from err
+                raise _refused_here(err, locked.repo_id, name, self.backend,
+                                    offline=getattr(h, "offline", False)) from err
             taken = ("no variant that depends on it" if here == name
                      else f"variant {here}" if here is not None else "none of its variants")
             why = (f"a load refuses it ({_as_one_line(err)}), and a load on this machine"
@@ -455,17 +456,20 @@ def _for_backend(backend: str | None) -> str:
     return f" for backend {backend}" if backend else ""
 
 
-def _refused_here(err: Exception, repo_id: str, name: str, backend: str | None
-                  ) -> Exception:
+def _refused_here(err: Exception, repo_id: str, name: str, backend: str | None, *,
+                  offline: bool) -> Exception:
     """``err``, a refusal of ``repo_id``'s variant ``name`` that nothing lifts, restated
-    as the failure of a download of the variant a load here takes (of the same type)."""
+    as the failure of a download of the variant a load here takes (of the same type).
+    ``offline``: the hub worked from its download cache, whose kept copies a load online
+    fetches again, so only an offline load is known to refuse the variant (``err`` says
+    the cache's fix)."""
     from kernelforge.errors import SignatureMismatchError, TrustError, UnreadableSignatureError
 
+    when = "while offline" if offline else "offline as online"
     message = (f"{repo_id} (variant {name}): not fetched: it is the variant a load on this "
-               f"machine{_for_backend(backend)} takes, and a load refuses it, offline as "
-               f"online: {err}")
+               f"machine{_for_backend(backend)} takes, and a load refuses it, {when}: {err}")
     if isinstance(err, (SignatureMismatchError, UnreadableSignatureError)):
-        return type(err)(message, err.variant)
+        return type(err)(message, err.variant, problem=err.problem)
     return TrustError(message)
 
 
