@@ -603,6 +603,158 @@ def test_lock_and_download_fetch_an_unreadable_kept_signature_again(
                               ).__name__ == module_id
 
 
+# --- a kept sigstore bundle that no longer parses ----------------------------------------
+
+SIGSTORE = "build/torch-cpu/metadata.json.sigstore"
+#: the one bundle the fake sigstore reads; any other bytes are no bundle
+BUNDLE = b'{"mediaType": "application/vnd.dev.sigstore.bundle+json;version=0.3"}'
+WORKFLOW = "https://github.com/o/r/.github/workflows/build.yaml@refs/heads/main"
+
+
+@pytest.fixture
+def fake_sigstore(monkeypatch) -> None:
+    """sigstore's reader and verifier replaced: :data:`BUNDLE` is the one bundle it
+    reads, and it verifies for any identity; whatever else it is given it cannot read."""
+    pytest.importorskip("sigstore")
+    import sigstore.models
+    import sigstore.verify
+
+    def from_json(raw: bytes | str) -> object:
+        if (raw.encode() if isinstance(raw, str) else raw) != BUNDLE:
+            raise ValueError("fake sigstore: not a bundle")
+        return object()
+
+    class Verifier:
+        @classmethod
+        def production(cls, offline: bool = False) -> Verifier:
+            return cls()
+
+        def verify_artifact(self, data: bytes, bundle: object, check: object) -> None:
+            pass
+
+    monkeypatch.setattr(sigstore.verify, "Verifier", Verifier)
+    monkeypatch.setattr(sigstore.models.Bundle, "from_json", staticmethod(from_json))
+
+
+def _bundle_kept_unreadable(env, tmp_path: Path) -> tuple[FakeHfApi, str, str]:
+    """A variant the hub serves with a sigstore bundle (and no signature file), that an
+    earlier ``kernel_info`` kept in the download cache, that copy then cut short (the hub
+    still serves the real one). Returns the fake API, the commit and the module id."""
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("sigstore")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1).commit
+    api.tamper(REPO, commit, SIGSTORE, BUNDLE)
+    loader.kernel_info(REPO, version=1, hub=hf)
+    kept = hf.cache.cached_file(REPO, commit, SIGSTORE)
+    assert kept is not None and kept.read_bytes() == BUNDLE
+    kept.chmod(0o644)
+    kept.write_bytes(BUNDLE[:20])
+    return api, commit, module_id
+
+
+@pytest.mark.usefixtures("fake_sigstore")
+def test_an_unreadable_kept_sigstore_bundle_is_fetched_again_online(
+        env, tmp_path: Path, caplog) -> None:
+    """A kept bundle cut short is the copy's fault, as a kept signature file that does
+    not parse is: a load online fetches it again once, and the fresh one vouches for the
+    variant, rather than every load being refused as unsigned."""
+    trust.add_sigstore_identity(WORKFLOW, repos=("kernels-test/*",))
+    api, commit, module_id = _bundle_kept_unreadable(env, tmp_path)
+    hf = HfHub(api=api, cache=env["cache"])
+    assert loader.get_kernel(REPO, version=1, hub=hf).__name__ == module_id
+    assert (f"{REPO}: the download cache's copy of {SIGSTORE} is not a sigstore bundle "
+            "that can be read; fetching again") in caplog.text
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGSTORE}") == 2
+    assert hf.cache.peek_file(REPO, commit, SIGSTORE) == BUNDLE
+    info = loader.kernel_info(REPO, version=1, hub=hf)
+    assert info.trust.startswith(f"trust: allowed, sigstore signature by {WORKFLOW}"), info.trust
+
+
+@pytest.mark.usefixtures("fake_sigstore")
+def test_a_kept_sigstore_bundle_no_identity_would_check_is_not_fetched_again(
+        env, tmp_path: Path, caplog) -> None:
+    """Where no sigstore identity is trusted for the repository the bundle counts for
+    nothing, damaged or not: it is not fetched again, and the load is judged as before."""
+    api, commit, module_id = _bundle_kept_unreadable(env, tmp_path)
+    hf = HfHub(api=api, cache=env["cache"])
+    with pytest.raises(TrustError, match="no sigstore identity is trusted"):
+        loader.get_kernel(REPO, version=1, hub=hf)
+    assert loader.get_kernel(REPO, version=1, hub=hf,
+                             trust_remote_code=True).__name__ == module_id
+    assert "fetching again" not in caplog.text
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGSTORE}") == 1
+
+
+@pytest.mark.usefixtures("fake_sigstore")
+def test_an_unreadable_sigstore_bundle_the_hub_serves_too_is_judged_as_none(
+        env, tmp_path: Path) -> None:
+    """Fetched again, a bundle that still cannot be read counts for nothing, as before:
+    the variant is refused as one no signature vouches for, after one download more, with
+    no advice about the cache, and loads where it is allowed."""
+    trust.add_sigstore_identity(WORKFLOW, repos=("kernels-test/*",))
+    api, commit, module_id = _bundle_kept_unreadable(env, tmp_path)
+    api.tamper(REPO, commit, SIGSTORE, BUNDLE[:10])
+    hf = HfHub(api=api, cache=env["cache"])
+    with pytest.raises(TrustError) as info:
+        loader.get_kernel(REPO, version=1, hub=hf)
+    said = str(info.value)
+    assert f"{SIGSTORE} is not a valid bundle: fake sigstore: not a bundle" in said, said
+    assert "cache remove" not in said and "not allowed" in said, said
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGSTORE}") == 2
+    assert module_id not in sys.modules
+    assert loader.get_kernel(REPO, version=1, hub=hf,
+                             trust_remote_code=True).__name__ == module_id
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGSTORE}") == 3
+
+
+@pytest.mark.usefixtures("fake_sigstore")
+def test_an_unreadable_kept_sigstore_bundle_offline_names_the_fix(
+        env, tmp_path: Path, monkeypatch) -> None:
+    """Offline the kept bundle is not fetched again: the refusal of a variant it would
+    have vouched for names the copy and the cache's fix before the ways to allow it,
+    ``kernel_info`` says the same, and a load allowed without it still loads."""
+    trust.add_sigstore_identity(WORKFLOW, repos=("kernels-test/*",))
+    api, commit, module_id = _bundle_kept_unreadable(env, tmp_path)
+    HfHub(api=api, cache=env["cache"]).fetch_variant(REPO, commit, "torch-cpu")
+    api.go_down()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hf = HfHub(api=api, cache=env["cache"])
+    with pytest.raises(TrustError) as info:
+        loader.get_kernel(REPO, version=1, hub=hf)
+    said = str(info.value)
+    kept = (f"the download cache's copy of {SIGSTORE}, kept from an earlier fetch, may be "
+            "damaged (on its way, or in the cache), and offline it is not fetched again "
+            f"(fix: 'kernelforge cache remove {REPO} --revision {commit[:12]}', then "
+            "'kernelforge download' on a locked project, or a load while online)")
+    assert "\n" not in said and kept in said, said
+    assert said.index(kept) < said.index("To load it:"), said
+    assert said.startswith(f"refusing to load {REPO} (variant torch-cpu) from "), said
+    assert module_id not in sys.modules
+    assert kept in loader.kernel_info(REPO, version=1, hub=hf).trust
+    assert loader.get_kernel(REPO, version=1, hub=hf,
+                             trust_remote_code=True).__name__ == module_id
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGSTORE}") == 1
+
+
+@pytest.mark.usefixtures("fake_sigstore")
+def test_lock_fetches_an_unreadable_kept_sigstore_bundle_again(
+        env, tmp_path: Path, caplog) -> None:
+    """``kernelforge lock`` judges the bundle as a load does: a kept copy that cannot be
+    read is fetched again, and the lock pins the identity the fresh one names, rather
+    than refusing the kernel as unsigned."""
+    trust.add_sigstore_identity(WORKFLOW, repos=("kernels-test/*",))
+    api, commit, _module_id = _bundle_kept_unreadable(env, tmp_path)
+    hf = HfHub(api=api, cache=env["cache"])
+    locked = read_lock(lock_project(_project(tmp_path), hub=hf).path).require(REPO)
+    assert f"{SIGSTORE} is not a sigstore bundle that can be read; fetching again" \
+        in caplog.text
+    pinned = locked.variants["torch-cpu"] if locked.variants is not None else None
+    assert pinned is not None and pinned.signer == WORKFLOW
+    assert hf.cache.peek_file(REPO, commit, SIGSTORE) == BUNDLE
+
+
 # --- kernelforge lock and download over copies damaged on their way ----------------------
 
 

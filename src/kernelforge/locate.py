@@ -40,7 +40,7 @@ from kernelforge.errors import (
     one_line,
 )
 from kernelforge.hub import HF_NAMES, LocalHub, as_hub, validate_repo_id
-from kernelforge.hub.base import Hub, signature_path
+from kernelforge.hub.base import Hub, signature_path, sigstore_path
 from kernelforge.hub.local import HUB_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -711,8 +711,9 @@ def trust_request(
         data: the exact bytes of the variant's ``metadata.json``.
         allow: ``trust_remote_code``.
         pinned: the lock file that pins the variant's files, if any.
-        kept: where the path of the signature goes when it is read from a copy the
-            download cache kept (not fetched by this call); ``None``: not noted.
+        kept: where the paths of the signature and sigstore bundle go when they are read
+            from copies the download cache kept (not fetched by this call); ``None``: not
+            noted.
 
     Returns:
         ``(request, decision)``; the decision is made, not enforced.
@@ -729,8 +730,8 @@ def trust_request(
         repo_id, name, data,
         signature=None if owned else _read_noted(h, repo_id, commit, signature_path(name),
                                                  kept),
-        sigstore_bundle=None if owned else h.read_file(
-            repo_id, commit, f"build/{name}/metadata.json.sigstore"),
+        sigstore_bundle=None if owned else _read_noted(h, repo_id, commit,
+                                                       sigstore_path(name), kept),
         owned=owned, pinned=pinned, where=h.describe(),
     )
     return req, policy.evaluate(req, allow=allow)
@@ -755,7 +756,8 @@ def _choose_trusted(h: Hub, repo_id: str, commit: str, choose: Callable[[set[str
     """A variant chosen by ``choose`` and the trust policy's decision on it.
 
     ``choose(kept)`` reads the variants' ``metadata.json`` and adds to ``kept`` the
-    paths it took from copies the download cache kept; so does the signature's read. A
+    paths it took from copies the download cache kept; so do the reads of the signature
+    and the sigstore bundle. A
     trusted key's signature that does not verify over such copies may be the fault of
     the copies alone: damaged on their way (by the hub, a proxy, a disk) and kept as they
     came, they would fail every later load. Online, the variant's ``metadata.json`` and
@@ -763,15 +765,20 @@ def _choose_trusted(h: Hub, repo_id: str, commit: str, choose: Callable[[set[str
     more on fresh copies, with every check: only their failure is a refusal, so a forged
     signature is still refused, after one download more. The same goes for a kept
     signature file that does not parse (truncated, say): only that copy is to blame, and
-    it is never taken for an absent signature. Offline, the refusal says the kept copies
-    may be damaged and names the fix. Other refusals (an untrusted key, no signature, a
-    lock file's pin) are no damage and are not fetched again.
+    it is never taken for an absent signature. So too a kept sigstore bundle that
+    sigstore cannot read where a trusted sigstore identity would have checked it
+    (:func:`_kept_unreadable_bundle`). Offline, the refusal says the kept copies may be
+    damaged and names the fix. Other refusals (an untrusted key, no signature, a lock
+    file's pin) are no damage and are not fetched again.
     """
     kept: set[str] = set()
     try:
         chosen = choose(kept)
-        return (chosen, *trust_request(h, repo_id, commit, chosen[0], chosen[1], allow,
-                                       pinned, kept=kept))
+        req, decision = trust_request(h, repo_id, commit, chosen[0], chosen[1], allow,
+                                      pinned, kept=kept)
+        decided = _kept_unreadable_bundle(h, req, commit, decision, kept)
+        if decided is not None:
+            return chosen, req, decided
     except (SignatureMismatchError, UnreadableSignatureError) as err:
         _drop_signed_copies(h, repo_id, commit, err, kept)
     chosen = choose(set())
@@ -871,6 +878,41 @@ def _drop_signed_copies(h: Hub, repo_id: str, commit: str,
                        "again", repo_id, err.variant, named)
     for path in signed:
         cache.discard_file(repo_id, commit, path)
+
+
+def _kept_unreadable_bundle(h: Hub, req: TrustRequest, commit: str,
+                            decision: TrustDecision, kept: set[str]) -> TrustDecision | None:
+    """The decision on a variant whose sigstore bundle, kept in the download cache, is
+    one sigstore cannot read where a sigstore identity trusted for the repository would
+    have checked it (``decision.unreadable_bundle``): ``None`` online, the bundle and
+    ``metadata.json`` dropped from the cache to be fetched again, as
+    :func:`_drop_signed_copies` drops an unreadable signature file; else ``decision``.
+
+    Unlike an unreadable signature file, such a bundle is no refusal of its own (the
+    variant is judged as one without it), and a caller that enforces nothing
+    (:func:`kernelforge.has_kernel`, :func:`kernelforge.kernel_info`) gets the decision
+    as before. So offline, where the copy is not fetched again, it is ``decision`` with
+    a note naming the kept copy and the cache's fix, which the refusal, if any, says
+    before the ways to allow the variant.
+    """
+    from kernelforge.cache import DownloadCache
+
+    path = sigstore_path(req.variant)
+    cache = getattr(h, "cache", None)
+    if (not decision.unreadable_bundle or path not in kept
+            or not isinstance(cache, DownloadCache)):
+        return decision
+    named = f"the download cache's copy of {path}"
+    if getattr(h, "offline", True):
+        return dataclasses.replace(decision, notes=(
+            *decision.notes, f"{named}, kept from an earlier fetch, may be damaged (on its "
+            "way, or in the cache), and offline it is not fetched again (fix: "
+            f"{cache.damaged_entry_fix(req.repo_id, commit)})"))
+    logger.warning("%s: %s is not a sigstore bundle that can be read; fetching again",
+                   req.repo_id, named)
+    for dropped in (f"build/{req.variant}/metadata.json", path):
+        cache.discard_file(req.repo_id, commit, dropped)
+    return None
 
 
 def _cached_path(h: Hub, repo_id: str, commit: str, name: str) -> Path | None:

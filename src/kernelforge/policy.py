@@ -21,7 +21,10 @@ imported (and, for a remote hub, before the variant is downloaded). In order:
 3. **Signed through sigstore.** ``build/<variant>/metadata.json.sigstore`` (Hugging
    Face's bundles) verifies against a sigstore identity the trust store holds for the
    repository. Verification uses the ``sigstore`` package with its embedded trust root,
-   offline, and is only attempted when such an identity is configured.
+   offline, and is only attempted when such an identity is configured. A bundle that
+   does not verify, or cannot be read, is a note, and the variant is judged as one
+   without it; a load fetches again, once, a kept copy that cannot be read
+   (:attr:`TrustDecision.unreadable_bundle`).
 4. **Pinned or allowed.** The exact bytes are pinned by a lock file, the caller passed
    ``trust_remote_code=True`` or a list holding the repository, or the trust store's
    allow list covers it.
@@ -37,10 +40,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kernelforge.errors import SignatureMismatchError, TrustError, UnreadableSignatureError
-from kernelforge.hub.base import validate_repo_id
+from kernelforge.hub.base import sigstore_path, validate_repo_id
 from kernelforge.trust import SigstoreIdentity, TrustStore, load_store
 
 __all__ = ["NOT_ALLOWED", "NO_SIGNATURE", "REPUBLISH", "TrustDecision", "TrustRequest",
@@ -141,12 +144,17 @@ class TrustDecision:
         reason: why, in words (``signed by key 3f2a... (alice)``).
         signer: the key id or sigstore identity that signed it, if one verified.
         notes: what else was found (an untrusted signer, a bundle that did not verify).
+        unreadable_bundle: the variant's sigstore bundle, which a sigstore identity
+            trusted for the repository would have vouched through, is not one sigstore
+            reads: a copy the download cache kept may have been damaged, and a load
+            fetches it again (:mod:`kernelforge.locate`).
     """
 
     allowed: bool
     reason: str
     signer: str | None = None
     notes: tuple[str, ...] = ()
+    unreadable_bundle: bool = False
 
     def __str__(self) -> str:
         verdict = "allowed" if self.allowed else "refused"
@@ -227,13 +235,16 @@ def _check_key_signature(
 
 def _check_sigstore(
     req: TrustRequest, identities: list[SigstoreIdentity], notes: list[str]
-) -> TrustDecision | None:
+) -> tuple[TrustDecision | None, bool]:
+    """The decision a sigstore bundle earns (``None``: none; what was found is noted),
+    and whether the bundle was one sigstore cannot read where a trusted identity would
+    have checked it (so that a load can fetch a damaged kept copy again)."""
     if req.sigstore_bundle is None:
-        return None
+        return None, False
     if not identities:
         notes.append("a sigstore bundle is present, but no sigstore identity is trusted "
                      f"for {req.repo_id} ('kernelforge trust add-sigstore')")
-        return None
+        return None, False
     try:
         from sigstore.errors import Error as SigstoreError
         from sigstore.models import Bundle, InvalidBundle
@@ -241,17 +252,17 @@ def _check_sigstore(
     except ImportError:
         notes.append("a sigstore bundle is present, but the 'sigstore' package is not "
                      "installed (pip install sigstore)")
-        return None
+        return None, False
     try:
         bundle = Bundle.from_json(req.sigstore_bundle)
     except (InvalidBundle, ValueError) as err:
-        notes.append(f"build/{req.variant}/metadata.json.sigstore is not a valid bundle: {err}")
-        return None
+        notes.append(f"{sigstore_path(req.variant)} is not a valid bundle: {err}")
+        return None, True
     try:
         verifier = Verifier.production(offline=True)
     except SigstoreError as err:
         notes.append(f"cannot load sigstore's trust root: {err}")
-        return None
+        return None, False
     failures = []
     for ident in identities:
         check = policy.AllOf([
@@ -265,10 +276,10 @@ def _check_sigstore(
             failures.append(f"{ident.identity}: {err}")
             continue
         return TrustDecision(True, f"sigstore signature by {ident.identity}", ident.identity,
-                             tuple(notes))
+                             tuple(notes)), False
     notes.append("the sigstore bundle does not verify for a trusted identity ("
                  + "; ".join(failures) + ")")
-    return None
+    return None, False
 
 
 def evaluate(
@@ -296,10 +307,18 @@ def evaluate(
     store = store if store is not None else load_store()
     notes: list[str] = []
     decision = _check_key_signature(req, store, notes)
-    if decision is None:
-        decision = _check_sigstore(req, store.identities_for(req.repo_id), notes)
     if decision is not None:
         return decision
+    decision, unreadable = _check_sigstore(req, store.identities_for(req.repo_id), notes)
+    if decision is not None:
+        return decision
+    return replace(_unsigned(req, allow, store, notes), unreadable_bundle=unreadable)
+
+
+def _unsigned(req: TrustRequest, allow: AllowArg, store: TrustStore, notes: list[str]
+              ) -> TrustDecision:
+    """The decision on a variant that no signature vouches for: pinned, allowed, or
+    refused (:func:`evaluate`)."""
     if req.pinned:
         return TrustDecision(True, f"these exact files are pinned by {req.pinned}",
                              notes=tuple(notes))

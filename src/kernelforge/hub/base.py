@@ -45,6 +45,7 @@ __all__ = [
     "is_hub",
     "is_timestamp",
     "signature_path",
+    "sigstore_path",
     "spellings",
     "validate_repo_id",
     "version_branches",
@@ -263,6 +264,12 @@ def version_branches(branches: dict[str, str]) -> dict[int, str]:
 def signature_path(variant: str) -> str:
     """Where a variant's signature lives in a revision: ``build/<variant>.sig``."""
     return f"build/{variant}.sig"
+
+
+def sigstore_path(variant: str) -> str:
+    """Where a variant's sigstore bundle lives in a revision (Hugging Face's layout):
+    ``build/<variant>/metadata.json.sigstore``."""
+    return f"build/{variant}/metadata.json.sigstore"
 
 
 @dataclass(frozen=True)

@@ -207,10 +207,9 @@ def _cache_load_files(h: Any, repo: str, commit: str, name: str) -> None:
     """Read the files an offline load reads besides the variant's own, so that a remote
     hub keeps them in its download cache: the variant's ``metadata.json`` and its
     signature and sigstore bundle (or the record that they are absent)."""
-    from kernelforge.hub.base import signature_path
+    from kernelforge.hub.base import signature_path, sigstore_path
 
-    for path in (f"build/{name}/metadata.json", signature_path(name),
-                 f"build/{name}/metadata.json.sigstore"):
+    for path in (f"build/{name}/metadata.json", signature_path(name), sigstore_path(name)):
         h.read_file(repo, commit, path)
 
 
