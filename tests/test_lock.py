@@ -1186,6 +1186,34 @@ def test_download_says_a_locked_dependency_sorted_after_its_user_once(
     assert [line.split(":")[0] for line in lines] == [f"{REPO} torch-cpu", f"{ZETA} torch-cpu"]
 
 
+#: a dependency whose name sorts before REPO's: fetched as a kernel of the lock first
+ALPHA = "kernels-test/alpha"
+
+
+def test_download_says_a_locked_kernel_an_unpinned_dependency_reaches_again_once(
+    tmp_path: Path, env, capsys
+) -> None:
+    """REPO needs ALPHA, the lock lists both, and REPO's entry pins no ``depends`` (a
+    lock written before kernelforge pinned them). ALPHA is fetched first as a kernel of
+    the lock, then reached again through REPO's kernel-depends, as a load would choose
+    it: the same variant directory, listed once, where it was fetched first."""
+    hub = LocalHub(env["hub"])
+    publish(hub, ALPHA, tmp_path / "alpha")
+    publish_needing(hub, REPO, tmp_path / "main", [{"repo-id": ALPHA, "version": 1}],
+                    uses(ALPHA))
+    lock = lock_project(project(tmp_path, f'[tool.kernelforge.dependencies]\n"{REPO}" = 1\n'
+                                f'"{ALPHA}" = 1\n'), hub=hub).path
+    doc = json.loads(lock.read_text())
+    del doc["kernels"][REPO]["depends"]
+    lock.write_text(json.dumps(doc))
+    assert read_lock(lock).require(REPO).depends is None
+    got = download_locked(lock, hub=hub)
+    assert [(r, v) for r, v, _path in got] == [(ALPHA, "torch-cpu"), (REPO, "torch-cpu")]
+    assert main(["download", str(lock)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"{ALPHA} torch-cpu", f"{REPO} torch-cpu"]
+
+
 def test_a_project_kernel_shadowed_by_a_dependency_in_the_kernels_lock_is_said(
     hf: HfHub, tmp_path: Path, key, caplog
 ) -> None:
