@@ -754,6 +754,42 @@ def test_lock_fetches_an_unreadable_kept_sigstore_bundle_again(
     assert pinned is not None and pinned.signer == WORKFLOW
     assert hf.cache.peek_file(REPO, commit, SIGSTORE) == BUNDLE
 
+@pytest.mark.parametrize("kind", ["download", "lock-dependency"])
+def test_a_signature_the_hub_serves_unreadable_keeps_its_kind_when_restated(
+        env, tmp_path: Path, key, kind: str) -> None:
+    """A signature the hub itself serves unreadable, fetched fresh, is refused as an
+    UnreadableSignatureError by ``kernelforge download`` (of the variant a load here
+    takes) and by ``kernelforge lock`` (of a kernel-depends entry) too, not as a bare
+    TrustError: each restates the refusal to say which variant, and keeps its kind so
+    that a caller tells it from a signature that does not verify. No cache fix is
+    offered: the hub's copy is to blame."""
+    if kind == "download":
+        api, _hf, commit, _module_id, lock = _commit_locked(env, tmp_path, key)
+        repo, asked = REPO, NOT_FETCHED_HERE
+    else:
+        api = FakeHfApi(tmp_path / "remote")
+        hf = HfHub(api=api, cache=env["cache"])
+        repo = "kernels-test/dep"
+        make_variant(tmp_path / "dep", module_id=uid("dep"))
+        commit = hf.publish(repo, tmp_path / "dep", version=1, signer=key).commit
+        vdir = make_variant(tmp_path / "p", module_id=uid("needsdep"))
+        meta = json.loads((vdir / "metadata.json").read_text())
+        meta["kernel-depends"] = [{"repo-id": repo, "version": 1}]
+        (vdir / "metadata.json").write_text(json.dumps(meta))
+        hf.publish(REPO, tmp_path / "p", version=1, signer=key)
+        asked = f"{repo} version 1, a kernel-depends entry of {REPO}"
+    api.tamper(repo, commit, SIGNED["sig"], b'{"format": "kernelforge-signature/2"')
+    cold = HfHub(api=api, cache=tmp_path / "cold")  # nothing kept: the fresh copy fails
+    with pytest.raises(UnreadableSignatureError) as info:
+        if kind == "download":
+            download_locked(lock, hub=cold)
+        else:
+            lock_project(_project(tmp_path), hub=cold)
+    said = str(info.value)
+    assert said.startswith(asked) and "not a valid signature file" in said, said
+    assert "cache remove" not in said and info.value.variant == "torch-cpu", said
+    assert api.fetches().count(f"{repo}@{commit[:12]}/{SIGNED['sig']}") == 1
+
 
 # --- kernelforge lock and download over copies damaged on their way ----------------------
 
