@@ -586,13 +586,35 @@ def test_a_c_compiler_put_first_on_path_between_two_lookups_is_found(
     assert host is not None and host.path == first / "gcc"
 
 
+@pytest.mark.parametrize("first", ["unset", "empty"])
+def test_cxx_set_to_nothing_is_not_taken_for_cxx_unset(tmp_path: Path, monkeypatch,
+                                                       first: str) -> None:
+    """``CXX=`` (set, to nothing) and no CXX at all are two settings, looked up apart in
+    either order: the first names no program and is refused with the fix, the second
+    takes ``c++`` from PATH. Neither answer stands in for the other's."""
+    from kernelforge.errors import ToolchainError
+
+    (tmp_path / "bin").mkdir()
+    cxx = fake_cxx(tmp_path / "bin" / "c++", b"c++ (GCC) 12.2.0\n" + GCC_COPYRIGHT, "12.2.0")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    for setting in ([first, "empty" if first == "unset" else "unset"] * 2):
+        if setting == "unset":
+            monkeypatch.delenv("CXX", raising=False)
+            assert find_cxx().path == cxx
+        else:
+            monkeypatch.setenv("CXX", "")
+            with pytest.raises(ToolchainError, match="^CXX='' names no program .*; fix: "):
+                find_cxx()
+
+
 @pytest.mark.parametrize(("name", "variable"), [("nvcc", "CUDA_HOME"), ("nvcc", "CUDA_PATH"),
-                                                ("hipcc", "ROCM_HOME"), ("hipcc", "ROCM_PATH")])
+                                                ("nvcc", "PATH"), ("hipcc", "ROCM_HOME"),
+                                                ("hipcc", "ROCM_PATH"), ("hipcc", "PATH")])
 def test_a_toolkit_named_between_two_lookups_is_the_one_found(
         tmp_path: Path, monkeypatch, name: str, variable: str) -> None:
-    """CUDA_HOME (or ROCM_HOME, ...) pointed at another toolkit between two builds of one
-    process: the second builds with that toolkit's compiler, and one not named any more
-    is not taken either."""
+    """CUDA_HOME (or ROCM_HOME, ..., or PATH, holding its bin folder) pointed at another
+    toolkit between two builds of one process: the second builds with that toolkit's
+    compiler, and one not named any more is not taken either."""
     from kernelforge.build import toolchain
 
     said = {"nvcc": "echo 'Cuda compilation tools, release {0}, V{0}.1'",
@@ -607,15 +629,19 @@ def test_a_toolkit_named_between_two_lookups_is_the_one_found(
                         (entry[0], str(tmp_path / "nowhere"), *entry[2:]))
     find = toolchain.find_nvcc if name == "nvcc" else toolchain.find_hipcc
     find.cache_clear()
+    on_path = variable == "PATH"  # a toolkit's bin folder, not the toolkit
     try:
-        monkeypatch.setenv(variable, str(first))
+        monkeypatch.setenv(variable, str(first / "bin" if on_path else first))
         tool = find()
         assert tool is not None and tool.path == first / "bin" / name
-        monkeypatch.setenv(variable, str(second))
+        monkeypatch.setenv(variable, str(second / "bin" if on_path else second))
         tool = find()
         assert tool is not None and tool.path == second / "bin" / name
         assert tool.version[:2] == (13, 0)
-        monkeypatch.delenv(variable)
+        if on_path:
+            monkeypatch.setenv(variable, str(tmp_path / "nothing"))
+        else:
+            monkeypatch.delenv(variable)
         assert find() is None
     finally:
         find.cache_clear()
