@@ -465,6 +465,35 @@ def _cuda_environment(root: Path) -> Path:
     return python
 
 
+def test_nvcc_s_host_compiler_that_hung_is_not_remembered_beyond_the_run(
+        tmp_path: Path, monkeypatch) -> None:
+    """nvcc's host compiler ($CC here) that did not answer ``--version`` in time is
+    passed over (nvcc reports the problem itself) and, as $CXX, nvcc and hipcc, not
+    asked again within the run; but the answer is not kept beyond it. Before, it was
+    cached for the process: once the compiler answered again (its license server back),
+    every later build of the process still went without it, and its metadata named no
+    host compiler."""
+    import shutil
+
+    from kernelforge.build import toolchain
+
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+    count = tmp_path / "starts"
+    gcc = _counting(tmp_path / "gcc", count, f"exec {shutil.which('sleep')} 30")
+    monkeypatch.setenv("CC", str(gcc))
+    toolchain.find_nvcc_host.cache_clear()
+    try:
+        with toolchain.build_run():
+            assert toolchain.find_nvcc_host() is None
+            assert toolchain.find_nvcc_host() is None
+        assert _starts(count) == 1
+        fake_cxx(gcc, b"gcc (GCC) 12.2.0\n" + GCC_COPYRIGHT, "12.2.0")  # it answers now
+        host = toolchain.find_nvcc_host()
+        assert host is not None and (host.path, host.version) == (gcc, (12, 2, 0))
+    finally:
+        toolchain.find_nvcc_host.cache_clear()
+
+
 def test_a_run_remembers_only_the_questions_that_hung(tmp_path: Path, monkeypatch) -> None:
     """Within a run, a program that answered is asked again as usual, and one that hung
     is still asked by another name (ccache's links run other compilers by their names)

@@ -447,7 +447,12 @@ def _asked_host_compiler(path: Path, *, chosen: str, fix: str) -> Tool:
 @functools.lru_cache(maxsize=None)
 def _find_nvcc_host(cc: str | None, nvcc_ccbin: str | None,
                     search_path: str | None) -> Tool | None:
-    """:func:`find_nvcc_host` for the values of ``CC``, ``NVCC_CCBIN`` and ``PATH``."""
+    """:func:`find_nvcc_host` for the values of ``CC``, ``NVCC_CCBIN`` and ``PATH``.
+
+    Raises:
+        _NoAnswer: the compiler did not answer in time. Raised rather than returned as
+            ``None`` so that the cache keeps no answer for it: it may answer later.
+    """
     name = cc or nvcc_ccbin or "gcc"
     if os.path.isdir(name):
         name = os.path.join(name, "gcc")
@@ -455,7 +460,9 @@ def _find_nvcc_host(cc: str | None, nvcc_ccbin: str | None,
     if which is None:
         return None
     try:
-        return _host_compiler(Path(which), name)
+        return _asked_host_compiler(Path(which), chosen="", fix="")
+    except _NoAnswer:
+        raise
     except ToolchainError:
         return None
 
@@ -469,9 +476,14 @@ def find_nvcc_host() -> Tool | None:
 
     Cached per the values of these variables: values not seen before in this process
     are looked at (and the compiler found asked its version), values seen before get
-    the answer they got then."""
-    return _find_nvcc_host(os.environ.get("CC"), os.environ.get("NVCC_CCBIN"),
-                           os.environ.get("PATH"))
+    the answer they got then. A compiler that did not answer in time is not cached, as
+    for :func:`find_cxx`: it is asked again by the next lookup outside the run
+    (:func:`build_run`) in which it hung."""
+    try:
+        return _find_nvcc_host(os.environ.get("CC"), os.environ.get("NVCC_CCBIN"),
+                               os.environ.get("PATH"))
+    except _NoAnswer:
+        return None
 
 
 # --- kernel dependencies (`depends = [...]` in build.toml) --------------------------------
