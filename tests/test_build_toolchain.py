@@ -465,6 +465,40 @@ def _cuda_environment(root: Path) -> Path:
     return python
 
 
+def test_threads_that_run_in_a_copy_of_the_run_s_context_share_its_memory(
+        tmp_path: Path, monkeypatch) -> None:
+    """Builds in worker threads join the run they were started in when each runs in a
+    copy of its context, as ``build_run``'s docstring says to submit them: a compiler
+    that hung for one worker is not waited for by the next. Every copy holds the one
+    memory, which ends with the run for all of them."""
+    import concurrent.futures
+    import contextvars
+    import shutil
+
+    from kernelforge.build import toolchain
+
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+    count = tmp_path / "starts"
+    hung = _counting(tmp_path / "hung", count, f"exec {shutil.which('sleep')} 30")
+
+    def ask() -> str:
+        try:
+            toolchain._ask([str(hung), "--version"])
+        except toolchain._NoAnswer as err:
+            return str(err)
+        return "answered"
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        with toolchain.build_run():
+            said = [pool.submit(contextvars.copy_context().run, ask).result()
+                    for _ in range(3)]
+        assert said[0].endswith("did not end within 0.5 s"), said
+        assert all(s.endswith("earlier in this run (not asked again)") for s in said[1:]), said
+        assert _starts(count) == 1
+        after = pool.submit(contextvars.copy_context().run, ask).result()  # a run of its own
+    assert after.endswith("did not end within 0.5 s") and _starts(count) == 2
+
+
 def test_nvcc_s_host_compiler_that_hung_is_not_remembered_beyond_the_run(
         tmp_path: Path, monkeypatch) -> None:
     """nvcc's host compiler ($CC here) that did not answer ``--version`` in time is

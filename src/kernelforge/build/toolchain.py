@@ -82,11 +82,21 @@ def build_run() -> Iterator[None]:
     only, since the compiler may be fixed before the next one.
     Inside a run already, the outer run's memory is kept.
 
+    The run belongs to the context it was entered in (a :mod:`contextvars` variable), so
+    that two threads building apart have runs of their own. A thread started inside it
+    starts with an empty context and is outside it: a build handed to a worker thread
+    (``ThreadPoolExecutor.submit``) joins the run only when it runs in a copy of the
+    context taken inside it, ``contextvars.copy_context().run``, one copy per call. All
+    the copies share the run's memory.
+
     Example:
         >>> from kernelforge.build import build_project, build_run
         >>> with build_run():  # doctest: +SKIP
         ...     for python in ["/envs/a/bin/python", "/envs/b/bin/python"]:
         ...         build_project("my-relu", python=python)
+        >>> with build_run(), ThreadPoolExecutor() as pool:  # doctest: +SKIP
+        ...     done = [pool.submit(contextvars.copy_context().run, build_project,
+        ...                         "my-relu", python=python) for python in pythons]
     """
     if _UNANSWERED.get() is not None:
         yield
