@@ -444,3 +444,27 @@ def test_the_temporary_link_folder_is_made_once_and_again_when_gone(tmp_path: Pa
     third = interpreter.package_path()
     assert third not in (first, second) and not (elsewhere / "kernelforge").exists()
     assert (third / "kernelforge").resolve() == interpreter.PACKAGE_DIR
+
+
+def test_a_temporary_link_folder_another_user_holds_is_not_used(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """The temporary folder made before, found owned by someone else (removed by a
+    cleaner, and its name taken by another user since), is not used again: the other
+    interpreter would import what that user put there. A new one is made."""
+    import os
+    import tempfile
+
+    from kernelforge.build import interpreter
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))  # holds no folders
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(interpreter, "_TEMPORARY", None, raising=False)  # none made yet
+    first = interpreter.package_path()
+    assert interpreter.package_path() == first
+    owner = first.stat().st_uid
+    monkeypatch.setattr(os, "getuid", lambda: owner + 1)  # first is now another user's
+    second = interpreter.package_path()
+    assert second != first and second.parent == tmp_path / "tmp"
+    assert (second / "kernelforge").resolve() == interpreter.PACKAGE_DIR
