@@ -576,6 +576,57 @@ def test_an_unreadable_kept_signature_offline_names_the_fix(
     assert module_id not in sys.modules
 
 
+#: ways a hub serves a signature that no trust lifts: one that does not parse, one that
+#: does not verify over the metadata.json (a bit flipped)
+SERVED_BAD_SIG: dict[str, Callable[[bytes], bytes]] = {
+    "unreadable": lambda real: real[:10],
+    "not-verifying": lambda real: _damaged(SIGNED["sig"], real),
+}
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted-key", "untrusted-key"])
+@pytest.mark.parametrize("served", SERVED_BAD_SIG.values(), ids=SERVED_BAD_SIG.keys())
+def test_has_kernel_answers_for_a_build_whose_signature_a_load_refuses(
+        env, tmp_path: Path, capsys, monkeypatch, served, trusted: bool) -> None:
+    """has_kernel says whether a build for this system exists and judges no trust, as its
+    docstring says: a signature a load would refuse (or a trust store it cannot read)
+    does not make it raise, and it does not even fetch the signature. get_kernel, and
+    ``kernelforge info`` (exit 1), still refuse the build with the full message."""
+    key = signing.generate_key(tmp_path / "k.pem")
+    if trusted:
+        trust.add_key(key.public.text, name="ci")
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("hassig")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1, signer=key).commit
+    api.tamper(REPO, commit, SIGNED["sig"], served((api.tree(REPO, commit) / SIGNED["sig"]
+                                                    ).read_bytes()))
+    assert loader.has_kernel(REPO, version=1, hub=hf) is True
+    assert loader.has_kernel(REPO, version=1, hub=hf, trust_remote_code=True) is True
+    assert f"{REPO}@{commit[:12]}/{SIGNED['sig']}" not in api.fetches()
+    store = env["config"] / "trust.json"
+    kept = store.read_bytes() if store.exists() else None
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text("{not json")
+    assert loader.has_kernel(REPO, version=1, hub=hf) is True
+    if kept is None:
+        store.unlink()
+    else:
+        store.write_bytes(kept)
+    if trusted or served is SERVED_BAD_SIG["unreadable"]:  # refused whatever is allowed
+        with pytest.raises((SignatureMismatchError, UnreadableSignatureError)):
+            loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True)
+    else:  # a key not trusted: the build is refused as unsigned ones are, unless allowed
+        with pytest.raises(TrustError, match="not signed by a trusted key"):
+            loader.get_kernel(REPO, version=1, hub=hf)
+    assert module_id not in sys.modules
+    _use(monkeypatch, api, env)
+    capsys.readouterr()
+    assert main(["info", REPO, "--version", "1", "--hub", "hf"]) == 1
+    assert "error: " in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("lockfile", ["kernelforge.lock", "kernels.lock"])
 def test_lock_and_download_fetch_an_unreadable_kept_signature_again(
         env, tmp_path: Path, key, caplog, monkeypatch, lockfile: str) -> None:

@@ -1154,15 +1154,15 @@ def _not_a_variant(path: Path) -> None:
 def _locate(
     repo_id: str, revision: str | None, version: int | None, backend: str | None,
     hub: HubArg, check_arch: bool, trust_remote_code: TrustArg, announce: bool = True,
-    loads: bool | None = None,
+    loads: bool | None = None, judge: bool = True,
 ) -> Plan:
     """:func:`~kernelforge.locate.locate_hub`; ``announce=False`` for a caller that loads
-    nothing, so that no WARNING line says "loading" (``loads``: as there)."""
+    nothing, so that no WARNING line says "loading" (``loads``, ``judge``: as there)."""
     from kernelforge.locate import locate_hub
 
     return locate_hub(repo_id, revision=revision, version=version, backend=backend, hub=hub,
                       check_arch=check_arch, allow=trust_remote_code, announce=announce,
-                      loads=loads)
+                      loads=loads, judge=judge)
 
 
 def _locate_locked(
@@ -1627,8 +1627,12 @@ def kernel_info(
             not the decision needs it.
         LockError: as for :func:`get_locked_kernel`, with ``lockfile``.
         VariantError, TypeError, HubError, VariantNotFoundError: as for
-            :func:`get_kernel`. A refusal by the trust policy, or a local hub's damaged
-            copy, is no error: ``trust`` says it.
+            :func:`get_kernel`.
+        TrustError: a signature that no trust or allowance lifts
+            (:class:`~kernelforge.errors.SignatureMismatchError`,
+            :class:`~kernelforge.errors.UnreadableSignatureError`), or a trust store that
+            cannot be read. Any other refusal by the trust policy, or a local hub's
+            damaged copy, is no error: ``trust`` says it.
     """
     from kernelforge.policy import allow_key
 
@@ -1739,8 +1743,11 @@ def has_kernel(
         the load would refuse its files. Also ``False`` when one of the kernels its
         ``kernel-depends`` lists (and theirs) would be ``False``, since
         :func:`get_kernel` loads them first, as Hugging Face's ``kernels.has_kernel``
-        checks them. The reason is logged at INFO. It does not import or judge trust,
-        and does not download or verify a hub's variant.
+        checks them. The reason is logged at INFO. It does not import, does not
+        download or verify a hub's variant, and does not judge trust: it reads no
+        signature, so a build that :func:`get_kernel` would refuse for its publisher or
+        for its signature (one that cannot be read, or that does not verify) is still
+        ``True``, and a trust store that cannot be read is no error here.
 
     Raises:
         ValueError: malformed arguments, as :func:`get_kernel` refuses them (both
@@ -1778,8 +1785,10 @@ def _has_kernel_once(wanted: Pin, backend: str | None, hub: HubArg, check_arch: 
 
     repo_id, version, revision = wanted
     try:
+        # trust is not judged: a signature that cannot be read or does not verify is
+        # get_kernel's to refuse, with its fix, as an untrusted publisher is
         plan = _locate(repo_id, revision, version, backend, hub, check_arch, False,
-                       announce=False)
+                       announce=False, judge=False)
     except (HubError, VariantNotFoundError) as err:
         logger.info("has_kernel(%r): no: %s", repo_id, err)
         return False

@@ -890,10 +890,10 @@ def _kept_unreadable_bundle(h: Hub, req: TrustRequest, commit: str,
 
     Unlike an unreadable signature file, such a bundle is no refusal of its own (the
     variant is judged as one without it), and a caller that enforces nothing
-    (:func:`kernelforge.has_kernel`, :func:`kernelforge.kernel_info`) gets the decision
-    as before. So offline, where the copy is not fetched again, it is ``decision`` with
-    a note naming the kept copy and the cache's fix, which the refusal, if any, says
-    before the ways to allow the variant.
+    (:func:`kernelforge.kernel_info`) gets the decision as before. So offline, where the
+    copy is not fetched again, it is ``decision`` with a note naming the kept copy and
+    the cache's fix, which the refusal, if any, says before the ways to allow the
+    variant.
     """
     from kernelforge.cache import DownloadCache
 
@@ -936,6 +936,7 @@ def locate_hub(
     allow: AllowArg,
     announce: bool = True,
     loads: bool | None = None,
+    judge: bool = True,
 ) -> Plan:
     """Locate a kernel on a hub (or in ``LOCAL_KERNELS``).
 
@@ -953,9 +954,14 @@ def locate_hub(
         loads: a load follows (default: ``announce``): the redirects followed, and a
             ``LOCAL_KERNELS`` build of another version than ``version``, are logged at
             WARNING, also where ``announce`` is ``False`` (a kernel-depends entry).
+        judge: make the trust decision. ``False`` for a caller that asks only which
+            build would be loaded (:func:`kernelforge.has_kernel`): the signature and
+            sigstore bundle are not read, so one that cannot be read or does not
+            verify, which no trust lifts, is no error there.
 
     Returns:
-        The :class:`Plan`; its trust decision is made but not enforced.
+        The :class:`Plan`; its trust decision is made but not enforced (with
+        ``judge=False``, not made: ``request`` and ``decision`` are ``None``).
     """
     from kernelforge import revisions, variants
     from kernelforge.digest import b64_sha256
@@ -990,11 +996,17 @@ def locate_hub(
             return _choose(names, _hub_meta(h, sel.repo_id, sel.commit, None, kept=kept),
                            f"{sel.repo_id} ({where})", backend, check_arch, facts)
 
-        (name, data, meta, trace), req, decision = _choose_trusted(
-            h, sel.repo_id, sel.commit, choose, allow, None)
+        req: TrustRequest | None = None
+        decision: TrustDecision | None = None
+        if judge:
+            (name, data, meta, trace), req, decision = _choose_trusted(
+                h, sel.repo_id, sel.commit, choose, allow, None)
+        else:
+            name, data, meta, trace = choose(set())
         info = KernelInfo(sel.repo_id, sel.branch, sel.commit, name,
                           _cached_path(h, sel.repo_id, sel.commit, name), trace, meta["id"],
-                          meta.get("version"), "hub", h.describe(), sel.notes, str(decision))
+                          meta.get("version"), "hub", h.describe(), sel.notes,
+                          "" if decision is None else str(decision))
         return Plan(info, h, req, decision, b64_sha256(data), None, meta)
 
 
