@@ -282,6 +282,39 @@ def test_a_refusal_offers_trusting_a_key_as_the_signature_allows(
         in out
 
 
+def test_a_refusal_of_a_sigstore_signed_build_offers_trusting_its_identity(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_system: None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A build that carries a sigstore bundle and no .sig is vouched for by trusting the
+    bundle's sigstore identity: the load's error and info offer 'trust add-sigstore',
+    not 'trust add KEY', which no key of this build could satisfy."""
+    from kf_testutil import write_metadata
+
+    from kernelforge import loader
+    from kernelforge.errors import TrustError
+
+    vdir = tmp_path / "b" / "build" / "torch-cpu"
+    vdir.mkdir(parents=True)
+    (vdir / "__init__.py").write_text("VALUE = 1\n")
+    write_metadata(vdir, "_k_cpu_0000002")
+    (vdir / "metadata.json.sigstore").write_text("{}")  # Hugging Face's layout
+    hub = LocalHub(tmp_path / "hub")
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "publisher"))
+    hub.publish("me/k", vdir.parent, version=1)
+    monkeypatch.setenv("KERNELFORGE_CONFIG", str(tmp_path / "user"))
+    with pytest.raises(TrustError) as info:
+        loader.get_kernel("me/k", hub=hub)
+    said = str(info.value)
+    assert "To load it: trust the sigstore identity that signed it (kernelforge trust " \
+        "add-sigstore IDENTITY --repo 'ORG/*'), allow the repository" in said, said
+    assert "trust add KEY" not in said and "publish --sign" not in said, said
+    assert main(["info", "me/k", "--hub", str(hub.root)]) == 1
+    out = capsys.readouterr().out
+    assert "\nto load it: trust the sigstore identity that signed it (kernelforge trust " \
+        "add-sigstore IDENTITY --repo 'me/*'), allow the repository" in out, out
+    assert "trust add KEY" not in out, out
+
+
 def test_info_names_the_options_that_allowed_the_kernel(
         someone_elses_kernel: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["info", "me/k", "--hub", str(someone_elses_kernel)]

@@ -745,6 +745,46 @@ def test_a_sigstore_identity_vouches_only_for_the_repositories_it_is_trusted_for
     assert checked == [META]
 
 
+WORKFLOW_ID = "https://github.com/o/r/.github/workflows/b.yaml@refs/heads/main"
+TRUST_KEY = "trust its publisher's key (kernelforge trust add KEY --repo 'ORG/*')"
+TRUST_IDENTITY = ("trust the sigstore identity that signed it (kernelforge trust "
+                  "add-sigstore IDENTITY --repo 'ORG/*')")
+SIGN_IT = ("have its publisher sign it (kernelforge publish --sign) and trust that key "
+           "(kernelforge trust add KEY --repo 'ORG/*')")
+
+
+def _refusal_fix(req: policy.TrustRequest) -> str:
+    """The ways to load that a refusal of ``req`` offers before allowing it."""
+    with pytest.raises(TrustError) as info:
+        policy.require(policy.evaluate(req), req)
+    said = str(info.value)
+    return said[said.index("To load it: ") + 12:said.index(", allow the repository")]
+
+
+def test_a_refusal_of_a_build_signed_only_with_sigstore_offers_its_identity(key) -> None:
+    """The fix a refusal offers is one that can vouch for what the build carries: a
+    sigstore bundle is trusted through its identity ('trust add-sigstore'), never
+    through a key it has none of ('trust add KEY')."""
+    assert _refusal_fix(request(sigstore_bundle=b"{}")) == TRUST_IDENTITY
+    # a .sig by a key not trusted beside it: either way
+    assert _refusal_fix(request(key, sigstore_bundle=b"{}")) == f"{TRUST_KEY} or {TRUST_IDENTITY}"
+    assert _refusal_fix(request(key)) == TRUST_KEY
+    assert _refusal_fix(request()) == SIGN_IT
+
+
+def test_a_refusal_of_a_sigstore_bundle_a_trusted_identity_cannot_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An identity is trusted for the repository already: without sigstore installed,
+    installing it is the fix; a bundle sigstore cannot read is no signature to trust."""
+    pytest.importorskip("sigstore")
+    trust.add_sigstore_identity(WORKFLOW_ID)
+    assert _refusal_fix(request(sigstore_bundle=b'{"not": "a bundle"}')) == SIGN_IT
+    monkeypatch.setitem(sys.modules, "sigstore.errors", None)  # not installed
+    assert _refusal_fix(request(sigstore_bundle=b"{}")) == (
+        "install sigstore (pip install sigstore) to check its sigstore bundle against the "
+        "sigstore identity you trust")
+
+
 def test_invalid_sigstore_bundle_is_reported() -> None:
     pytest.importorskip("sigstore")
     trust.add_sigstore_identity("https://github.com/o/r/.github/workflows/b.yaml@refs/heads/main")

@@ -58,6 +58,14 @@ AllowArg = bool | Sequence[str]
 NOT_ALLOWED = "not published by you, not signed by a trusted key and not allowed"
 #: The note of a refusal of a variant that carries no signature at all.
 NO_SIGNATURE = "no signature (build/<variant>.sig)"
+#: The notes of a sigstore bundle that a sigstore identity trusted for the repository
+#: would vouch for: none is trusted for it, or those trusted did not sign it.
+NO_SIGSTORE_IDENTITY = "a sigstore bundle is present, but no sigstore identity is trusted"
+SIGSTORE_NOT_VERIFIED = "the sigstore bundle does not verify for a trusted identity"
+#: The note of a sigstore bundle that a trusted identity would check, but sigstore is
+#: not installed to check it.
+NO_SIGSTORE_PACKAGE = ("a sigstore bundle is present, but the 'sigstore' package is not "
+                       "installed")
 #: The fix for a signature by a trusted key that fails as the hub serves it (it does not
 #: verify, or cannot be read): no trust or allowance lifts that refusal, and only the
 #: publisher can make a signature that passes. A load that took the copies from the
@@ -66,18 +74,39 @@ REPUBLISH = "its publisher must publish the kernel again with --sign"
 
 
 def key_fix(refusal: str, pattern: str) -> str:
-    """The way out of a refusal (its text) through a publisher's key: trusting the key,
-    when the variant is signed; when it carries no signature (no ``.sig`` and no
-    sigstore bundle), no key vouches for it until its publisher signs it."""
+    """The way out of a refusal (its text) through what the variant is signed with, so
+    that the command offered is one that can vouch for it: for a ``.sig``, trusting its
+    key (``kernelforge trust add``); for a sigstore bundle, trusting its sigstore
+    identity (``kernelforge trust add-sigstore``), or installing sigstore where an
+    identity is trusted already; for both, either. A variant signed with neither has
+    no key to trust until its publisher signs it."""
     from kernelforge.signing import UPGRADE_TO_CHECK
 
     trust = f"kernelforge trust add KEY --repo '{pattern}'"
+    bundle = _bundle_fix(refusal, pattern)
     if UPGRADE_TO_CHECK in refusal:  # its signature is one this version cannot check
-        return f"{UPGRADE_TO_CHECK} against a key you trust ({trust})"
-    if NO_SIGNATURE in refusal and "sigstore" not in refusal:
+        key: str | None = f"{UPGRADE_TO_CHECK} against a key you trust ({trust})"
+    elif NO_SIGNATURE in refusal:
+        key = None
+    else:
+        key = f"trust its publisher's key ({trust})"
+    if key is None and bundle is None:
         return (f"have its publisher sign it (kernelforge publish --sign) and trust that "
                 f"key ({trust})")
-    return f"trust its publisher's key ({trust})"
+    return " or ".join(way for way in (key, bundle) if way is not None)
+
+
+def _bundle_fix(refusal: str, pattern: str) -> str | None:
+    """The way out of a refusal (its text) through the variant's sigstore bundle, where
+    one would vouch for it (``None``: there is none, or it cannot be read, which no
+    trust lifts)."""
+    if NO_SIGSTORE_IDENTITY in refusal or SIGSTORE_NOT_VERIFIED in refusal:
+        return (f"trust the sigstore identity that signed it (kernelforge trust "
+                f"add-sigstore IDENTITY --repo '{pattern}')")
+    if NO_SIGSTORE_PACKAGE in refusal:
+        return ("install sigstore (pip install sigstore) to check its sigstore bundle "
+                "against the sigstore identity you trust")
+    return None
 
 
 def allow_key(allow: AllowArg) -> bool | tuple[str, ...]:
@@ -242,16 +271,15 @@ def _check_sigstore(
     if req.sigstore_bundle is None:
         return None, False
     if not identities:
-        notes.append("a sigstore bundle is present, but no sigstore identity is trusted "
-                     f"for {req.repo_id} ('kernelforge trust add-sigstore')")
+        notes.append(f"{NO_SIGSTORE_IDENTITY} for {req.repo_id} ('kernelforge trust "
+                     "add-sigstore')")
         return None, False
     try:
         from sigstore.errors import Error as SigstoreError
         from sigstore.models import Bundle, InvalidBundle
         from sigstore.verify import Verifier, policy
     except ImportError:
-        notes.append("a sigstore bundle is present, but the 'sigstore' package is not "
-                     "installed (pip install sigstore)")
+        notes.append(f"{NO_SIGSTORE_PACKAGE} (pip install sigstore)")
         return None, False
     try:
         bundle = Bundle.from_json(req.sigstore_bundle)
@@ -277,8 +305,7 @@ def _check_sigstore(
             continue
         return TrustDecision(True, f"sigstore signature by {ident.identity}", ident.identity,
                              tuple(notes)), False
-    notes.append("the sigstore bundle does not verify for a trusted identity ("
-                 + "; ".join(failures) + ")")
+    notes.append(f"{SIGSTORE_NOT_VERIFIED} (" + "; ".join(failures) + ")")
     return None, False
 
 
