@@ -157,6 +157,26 @@ def test_remove_one_variant(env, filled, capsys) -> None:
     assert (env["cache"] / "files" / B).is_dir()  # only the variant went
 
 
+@pytest.mark.parametrize("variant", ["", " "], ids=["empty", "blank"])
+def test_remove_refuses_an_empty_variant_naming_the_option(env, filled, capsys,
+                                                            variant: str) -> None:
+    """An empty --variant (an unset variable) names no variant: it removed nothing and
+    said nothing of the repository was cached, leaving the variant out of the message.
+    It is a usage error naming the option, and the library refuses it too."""
+    listed = _listed(capsys)
+    with pytest.raises(SystemExit) as info:
+        main(["cache", "remove", B, "--variant", variant])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: kernelforge cache remove" in err
+    assert (f"argument --variant: {variant!r}: an empty name is not a variant (it would "
+            "match no cached variant); pass a variant's name as 'kernelforge cache list' "
+            "shows it, or leave --variant out for every variant") in err, err
+    with pytest.raises(ValueError, match=r"^variant: an empty name is not a variant"):
+        DownloadCache(env["cache"]).remove(B, variant=variant)
+    assert _listed(capsys) == listed
+
+
 def test_clear_older_than_keeps_what_was_fetched_since(env, filled, capsys,
                                                        monkeypatch) -> None:
     first = DownloadCache(env["cache"]).variants()[0]
@@ -251,6 +271,7 @@ def test_a_directory_that_is_not_a_cache_is_left_alone(env, filled, tmp_path,
 @pytest.mark.parametrize("argv,problem", [
     (["cache", "remove", "not-a-repo"], "org/name"),
     (["cache", "remove", A, "--revision", "xyz"], "is not a commit id"),
+    (["cache", "remove", A, "--revision", ""], "argument --revision: '' is not a commit id"),
     (["cache", "clear", "--older-than", "-1"], "is not a number of days"),
     (["cache", "clear", "--older-than", "nan"], "is not a number of days"),
 ])

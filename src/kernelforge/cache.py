@@ -73,6 +73,10 @@ CACHE_ENV = "KERNELFORGE_CACHE"
 EMPTY_CACHE_GIVE = (f"the download cache's directory ({HERE}), or nothing (None in Python) "
                     f"for the default: ${CACHE_ENV}, else downloads in the user cache")
 ENTRY_FILE = "entry.json"
+#: Why an empty or blank variant name is refused by a removal, in the words of an empty
+#: path's refusal (:func:`kernelforge._paths.empty_path_why`): it names no variant, so
+#: a removal of it would remove nothing and read as if nothing were cached.
+EMPTY_VARIANT = "an empty name is not a variant (it would match no cached variant)"
 #: The format of the ``entry.json`` this version writes, and the newest it reads (one
 #: without ``format`` is of format 1). An entry of a newer format is refused, never
 #: taken for damage and replaced: the newer kernelforge sharing the cache needs it.
@@ -935,11 +939,15 @@ class DownloadCache:
             HubError: the directory is not a download cache (a mistyped cache path), or
                 a part of it cannot be removed (naming it); nothing more is removed.
             ValueError: a malformed ``repo_id`` or commit, ``commits`` without
-                ``repo_id``, or an ``older_than`` that is not a number of seconds, 0 or
-                more (as ``kernelforge cache clear --older-than`` refuses it).
+                ``repo_id``, an empty or blank ``variant`` (as ``kernelforge cache remove
+                --variant`` refuses it), or an ``older_than`` that is not a number of
+                seconds, 0 or more (as ``kernelforge cache clear --older-than`` refuses it).
         """
         if repo_id is not None:
             validate_repo_id(repo_id)
+        if variant is not None and not variant.strip():
+            raise ValueError(f"variant: {EMPTY_VARIANT}; pass a variant's name, or nothing "
+                             "(None) for every variant")
         if older_than is not None:
             _check_age(older_than)
         for commit in commits or ():

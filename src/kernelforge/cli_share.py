@@ -818,6 +818,19 @@ def commit_prefix_arg(text: str) -> str:
     return text.lower()
 
 
+def cache_variant_arg(text: str) -> str:
+    """argparse type for ``cache remove --variant``: a variant's name, never empty or
+    blank (typically ``"$UNSET_VARIABLE"``), which would remove nothing and say that
+    nothing of the repository is cached."""
+    from kernelforge.cache import EMPTY_VARIANT
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {EMPTY_VARIANT}; pass a variant's name as 'kernelforge cache list' "
+            "shows it, or leave --variant out for every variant")
+    return text
+
+
 def cache_dir_arg(text: str) -> str:
     """argparse type for ``--cache``: a directory, never empty (an empty path would be
     the current directory, which ``cache clear`` would empty)."""
@@ -1069,7 +1082,8 @@ def add_commands(sub: Any) -> None:
     c.add_argument("repo", type=repo_arg, help="repository id, org/name")
     c.add_argument("--revision", type=commit_prefix_arg,
                    help="only this commit (or its first digits, as 'cache list' shows it)")
-    c.add_argument("--variant", help="only this variant (e.g. torch29-cxx11-cu128-x86_64-linux)")
+    c.add_argument("--variant", type=cache_variant_arg,
+                   help="only this variant (e.g. torch29-cxx11-cu128-x86_64-linux)")
     c.add_argument("--cache", metavar="DIR", type=cache_dir_arg, help=cache_help)
     c = csub.add_parser("clear", help="empty the download cache")
     c.add_argument("--older-than", metavar="DAYS", type=days_arg,
