@@ -7,6 +7,7 @@ they take well under a second; the one marked ``slow`` compiles a tiny project."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -24,6 +25,7 @@ from test_build_progress import NAMESPACE, compile_with, fake_driver
 from kernelforge.build import build_project
 from kernelforge.build import compile as compile_mod
 from kernelforge.build.compile import (
+    COMPILER_VARIABLES,
     FLAG_VARIABLES,
     build_path,
     check_ninja_paths,
@@ -500,6 +502,109 @@ def test_a_ninja_that_runs_goes_after_the_callers_path(tmp_path: Path,
     ninja.write_text("#!/bin/sh\necho 1.11.1\n")
     ninja.chmod(0o755)
     assert build_path(PythonEnv(sys.executable)) == f"{callers}{os.pathsep}{env_bin}"
+
+
+# -- compilers named relative to the current directory ------------------------------------
+
+#: Values relative to the current directory (``{here}``) and what the compile, which
+#: runs in the work directory, gets for them; a bare program name is a command on PATH.
+RELATIVE_VALUES = {
+    "CXX": ("./mycc", "{here}/mycc"),
+    "CC": ("tools/gcc", "{here}/tools/gcc"),
+    "NVCC_CCBIN": ("tools", "{here}/tools"),  # a folder, named by its bare name
+    "AR": ("../ar", "{here}/../ar"),
+    "CUDAHOSTCXX": ("g++", "g++"),
+    "PYTORCH_NVCC": ("./cuda/bin/nvcc --some-option", "{here}/cuda/bin/nvcc --some-option"),
+    "CUDA_HOME": ("cuda", "{here}/cuda"),
+    "CUDA_PATH": ("./cuda", "{here}/cuda"),
+    "ROCM_HOME": ("/opt/rocm", "/opt/rocm"),
+    "ROCM_PATH": ("rocm/.", "{here}/rocm"),
+    "GCC_EXEC_PREFIX": ("tc/lib/gcc/", "{here}/tc/lib/gcc/"),
+    "COMPILER_PATH": ("tc/bin::/opt/tc/bin", "{here}/tc/bin:{here}:/opt/tc/bin"),
+}
+
+
+def test_compilers_named_relative_to_the_current_directory_reach_the_compile_absolute(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CXX=./mycc kernelforge build .``: the compile runs in the work directory, where
+    ./mycc is another file or none, so each variable naming a compiler, a toolkit or a
+    folder of them reaches it read from the directory the build started in, as make and
+    CMake read it; so does a relative PATH entry."""
+    plan, python = fake_driver(tmp_path, """
+        names = os.environ["KF_SEEN"].split()
+        out("seen: " + json.dumps({name: os.environ.get(name) for name in names}))
+        succeed()
+    """)
+    here = tmp_path / "here"
+    (here / "tools").mkdir(parents=True)
+    monkeypatch.chdir(here)
+    for name, (value, _) in RELATIVE_VALUES.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PATH", f"bin{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("KF_SEEN", " ".join([*RELATIVE_VALUES, "PATH"]))
+    compile_with(tmp_path, plan, python, [])
+    log = (tmp_path / "work" / "build.log").read_text()
+    seen = json.loads(log.split("seen: ", 1)[1].splitlines()[0])
+    assert seen.pop("PATH").startswith(f"{here / 'bin'}{os.pathsep}")
+    assert seen == {name: absolute.format(here=here)
+                    for name, (_, absolute) in RELATIVE_VALUES.items()}
+    assert set(COMPILER_VARIABLES) <= set(seen)
+
+
+def test_the_fingerprint_records_compilers_named_relative_to_the_current_directory_absolute(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AR=./ar`` in another folder is another program: the up-to-date check keys it by
+    the file it names."""
+    (tmp_path / "tools").mkdir()
+    monkeypatch.chdir(tmp_path)
+    environ = {name: value for name, (value, _) in RELATIVE_VALUES.items()}
+    assert compiler_environment(environ) == {
+        name: RELATIVE_VALUES[name][1].format(here=tmp_path) for name in COMPILER_VARIABLES}
+
+
+def test_a_relative_path_entry_is_read_from_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = build_path(PythonEnv(sys.executable), f"bin{os.pathsep}{os.pathsep}/usr/bin")
+    assert path.startswith(os.pathsep.join([str(tmp_path / "bin"), str(tmp_path),
+                                            "/usr/bin", ""]))
+
+
+@pytest.mark.slow
+def test_a_build_with_a_relative_cxx_compiles_and_records_that_compiler(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CXX=./mycc`` from the project folder: the build compiles and links with that
+    file, and metadata.json names the compiler it is (a wrapper that says it is gcc
+    99.1.0, compiling with the real c++)."""
+    real = shutil.which("c++") or shutil.which("g++")
+    if real is None:
+        pytest.skip("needs a C++ compiler")
+    project = tiny_cpu_project(tmp_path / "relcxx", BINDING, """
+        [kernel.k]
+        backend = "cpu"
+        depends = ["torch"]
+        src = ["k/k.cpp"]
+        """, {"k/k.cpp": "int k() { return 1; }\n"})
+    ran = tmp_path / "ran"
+    wrapper = project / "mycc"
+    wrapper.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$1" in
+          --version) echo "g++ (GCC) 99.1.0"
+                     echo "Copyright (C) 2022 Free Software Foundation, Inc."; exit 0;;
+          -dumpfullversion) echo 99.1.0; exit 0;;
+        esac
+        echo "$0" >> {shlex.quote(str(ran))}
+        exec {shlex.quote(real)} "$@"
+        """))
+    wrapper.chmod(0o755)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("CXX", "./mycc")
+    (result,) = build_project(".", backends=["cpu"], progress=lambda _: None)
+    metadata = json.loads((result.path / "metadata.json").read_text())
+    assert metadata["provenance"]["toolchain"] == {"gcc": "99.1.0"}
+    runs = ran.read_text().splitlines()
+    assert len(runs) >= 3 and set(runs) == {str(wrapper)}  # two compiles and the link
 
 
 # -- the work directory's extensions (item 9) ---------------------------------------------

@@ -3,6 +3,7 @@ its version, and an identity that changes with the compiler that really runs."""
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import time
@@ -740,3 +741,203 @@ def test_a_build_after_cuda_home_changed_uses_the_toolkit_it_names(tmp_path: Pat
             assert f"nvcc {version} ({home / 'bin' / 'nvcc'}) is installed" in str(err.value)
     finally:
         toolchain.find_nvcc.cache_clear()
+
+
+# -- values relative to the current directory ---------------------------------------------
+
+def _two_folders(tmp_path: Path, name: str, sub: str = "") -> tuple[Path, Path]:
+    """Folders ``a`` and ``b``, each holding a gcc named ``name`` (in ``sub``, if given)
+    of another version: 12.2.0 in ``a``, 13.1.0 in ``b``."""
+    folders = tmp_path / "a", tmp_path / "b"
+    for folder, version in zip(folders, ("12.2.0", "13.1.0"), strict=True):
+        (folder / sub).mkdir(parents=True)
+        fake_cxx(folder / sub / name, f"g++ (GCC) {version}\n".encode() + GCC_COPYRIGHT,
+                 version)
+    return folders
+
+
+@pytest.mark.parametrize(("cxx", "search_path", "found"), [
+    ("./mycc", None, "mycc"),
+    ("tools/mycc", None, "tools/mycc"),
+    ("mycc", "tools", "tools/mycc"),  # a relative PATH entry
+    ("mycc", "", "mycc"),  # an empty PATH entry: the current directory, as for a shell
+    (None, "tools", "tools/c++"),
+])
+def test_a_relative_cxx_is_read_from_the_current_directory(
+        tmp_path: Path, monkeypatch, cxx: str | None, search_path: str | None,
+        found: str) -> None:
+    """``CXX=./mycc kernelforge build .`` builds with ./mycc, as make and CMake take it:
+    the lookup reads it from the directory it runs in and names the compiler by its
+    absolute path (the compile runs elsewhere). In another directory the same value is
+    another compiler, looked up there, not the first one's cached answer."""
+    name = Path(found).name
+    a, b = _two_folders(tmp_path, name, str(Path(found).parent))
+    if cxx is None:
+        monkeypatch.delenv("CXX", raising=False)
+    else:
+        monkeypatch.setenv("CXX", cxx)
+    if search_path is not None:
+        monkeypatch.setenv("PATH", f"{search_path}:/usr/bin:/bin" if search_path
+                           else ":/usr/bin:/bin")
+    for folder, version in ((a, (12, 2, 0)), (b, (13, 1, 0)), (a, (12, 2, 0))):
+        monkeypatch.chdir(folder)
+        tool = find_cxx()
+        assert (tool.path, tool.version) == (folder / found, version)
+        assert tool.path.is_absolute()
+
+
+def test_a_relative_cxx_that_names_no_file_says_where_it_looked(tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """The error names the file a relative CXX was read as, and the directory it was
+    read from, rather than a 'could not run' about a name that lost its ./."""
+    from kernelforge.errors import ToolchainError
+
+    here = tmp_path / "project"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("CXX", "./mycc")
+    with pytest.raises(ToolchainError) as err:
+        find_cxx()
+    assert str(err.value) == (
+        f"CXX='./mycc' names no program (no executable file {here / 'mycc'}: a relative "
+        f"CXX is read from the current directory, {here}); fix: point CXX at an "
+        "installed C++ compiler (CXX=g++ or CXX=clang++, or its full path), or unset it "
+        "to use c++ from PATH")
+
+
+def test_a_relative_cxx_that_is_no_compiler_is_named_by_its_path(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    from kernelforge.errors import ToolchainError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mycc").write_text("#!/bin/sh\nexit 3\n")
+    (tmp_path / "mycc").chmod(0o755)
+    monkeypatch.setenv("CXX", "./mycc")
+    with pytest.raises(ToolchainError, match=(
+            rf"^CXX='\./mycc' \({re.escape(str(tmp_path / 'mycc'))}\) is not a C\+\+ "
+            rf"compiler: '{re.escape(str(tmp_path / 'mycc'))} --version' exits with "
+            "status 3; fix: ")):
+        find_cxx()
+
+
+@pytest.mark.parametrize(("variable", "value", "sub"), [
+    ("CC", "./gcc-11", ""),
+    ("CC", "bin/gcc-11", "bin"),
+    ("NVCC_CCBIN", "bin", "bin"),  # a folder: its gcc, as nvcc takes it
+    ("NVCC_CCBIN", "./bin/gcc", "bin"),
+    ("PATH", "bin", "bin"),
+])
+def test_a_relative_nvcc_host_compiler_is_read_from_the_current_directory(
+        tmp_path: Path, monkeypatch, variable: str, value: str, sub: str) -> None:
+    from kernelforge.build import toolchain
+
+    name = Path(value).name if variable == "CC" or value.endswith("gcc") else "gcc"
+    a, b = _two_folders(tmp_path, name, sub)
+    for var in ("CC", "NVCC_CCBIN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv(variable, f"{value}:/usr/bin:/bin" if variable == "PATH" else value)
+    toolchain.find_nvcc_host.cache_clear()
+    try:
+        for folder, version in ((a, (12, 2, 0)), (b, (13, 1, 0))):
+            monkeypatch.chdir(folder)
+            host = toolchain.find_nvcc_host()
+            assert host is not None
+            assert (host.path, host.version) == (folder / sub / name, version)
+    finally:
+        toolchain.find_nvcc_host.cache_clear()
+
+
+def test_a_default_gcc_is_not_a_folder_of_the_current_directory(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """Without CC and NVCC_CCBIN nvcc runs the gcc on PATH, whatever folders the
+    current directory holds (a project with a folder named gcc)."""
+    from kernelforge.build import toolchain
+
+    (tmp_path / "bin").mkdir()
+    fake_cxx(tmp_path / "bin" / "gcc", b"gcc (GCC) 13.3.0\n", "13.3.0")
+    (tmp_path / "gcc").mkdir()
+    fake_cxx(tmp_path / "gcc" / "gcc", b"gcc (GCC) 9.1.0\n", "9.1.0")
+    for var in ("CC", "NVCC_CCBIN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    toolchain.find_nvcc_host.cache_clear()
+    try:
+        host = toolchain.find_nvcc_host()
+    finally:
+        toolchain.find_nvcc_host.cache_clear()
+    assert host is not None and host.path == tmp_path / "bin" / "gcc"
+
+
+@pytest.mark.parametrize(("name", "variable", "value"), [
+    ("nvcc", "CUDA_HOME", "toolkit"), ("nvcc", "CUDA_PATH", "./toolkit"),
+    ("nvcc", "PATH", "toolkit/bin"), ("hipcc", "ROCM_HOME", "toolkit"),
+    ("hipcc", "ROCM_PATH", "./toolkit"), ("hipcc", "PATH", "toolkit/bin")])
+def test_a_relative_toolkit_is_read_from_the_current_directory(
+        tmp_path: Path, monkeypatch, name: str, variable: str, value: str) -> None:
+    """CUDA_HOME=toolkit (or ROCM_PATH, or a relative PATH entry) names the toolkit in
+    the current directory, by its absolute path; another directory's is another one."""
+    from kernelforge.build import toolchain
+
+    said = {"nvcc": "echo 'Cuda compilation tools, release {0}, V{0}.1'",
+            "hipcc": "echo 'HIP version: {0}.41133-dd7f95766'"}[name]
+    a = _toolkit(tmp_path / "a" / "toolkit", name, said.format("12.8")).parent
+    b = _toolkit(tmp_path / "b" / "toolkit", name, said.format("13.0")).parent
+    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    entry = toolchain._DEVICE_COMPILERS[name]  # no default installation to fall back to
+    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, name,
+                        (entry[0], str(tmp_path / "nowhere"), *entry[2:]))
+    monkeypatch.setenv(variable, value)
+    find = toolchain.find_nvcc if name == "nvcc" else toolchain.find_hipcc
+    find.cache_clear()
+    try:
+        for folder, version in ((a, (12, 8)), (b, (13, 0)), (a, (12, 8))):
+            monkeypatch.chdir(folder)
+            tool = find()
+            assert tool is not None and tool.path == folder / "toolkit" / "bin" / name
+            assert tool.version[:2] == version
+    finally:
+        find.cache_clear()
+
+
+def test_a_relative_toolkit_that_holds_no_compiler_is_named_by_its_folder(
+        tmp_path: Path, monkeypatch) -> None:
+    from kernelforge.build import toolchain
+
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    entry = toolchain._DEVICE_COMPILERS["nvcc"]
+    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, "nvcc",
+                        (entry[0], str(tmp_path / "nowhere"), *entry[2:]))
+    (tmp_path / "cuda").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_HOME", "cuda")
+    toolchain.find_nvcc.cache_clear()
+    try:
+        assert toolchain.find_nvcc() is None
+    finally:
+        toolchain.find_nvcc.cache_clear()
+    assert toolchain.not_found_reason("nvcc") == (
+        f"nvcc was not found: CUDA_HOME=cuda ({tmp_path / 'cuda'}) has no bin/nvcc, and "
+        f"none is on PATH or in {tmp_path / 'nowhere'}; fix: point CUDA_HOME at the "
+        "toolkit's folder (the one holding bin/nvcc)")
+
+
+def test_a_relative_value_in_a_removed_current_directory_is_refused(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    from kernelforge.errors import ToolchainError
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    monkeypatch.setenv("CXX", "./mycc")
+    with pytest.raises(ToolchainError, match=(
+            r"^CXX='\./mycc' is relative to the current directory, which cannot be read "
+            r"\(.*\); fix: run the build from a folder that exists, or give CXX as an "
+            r"absolute path$")):
+        find_cxx()

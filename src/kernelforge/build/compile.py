@@ -24,6 +24,7 @@ from typing import IO
 
 from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan
+from kernelforge.build.toolchain import absolute_environment
 from kernelforge.errors import BuildError, ToolchainError
 
 # gcc/clang: "file:line:col: error: msg"; nvcc/cicc: "file(line): error: msg". A path
@@ -352,6 +353,8 @@ def build_path(python: PythonEnv, environ_path: str | None = None) -> str:
     ``$PATH``) first, so that the compilers the build runs are the ones the up-to-date
     check and the metadata name (``find_cxx`` reads the caller's ``PATH``), not a ``c++``
     that an environment's ``bin/`` directory happens to hold; then where ninja lives.
+    Relative entries are made absolute: read from the current directory, as the lookups
+    read them, not from the work directory the compile runs in.
 
     Raises:
         ToolchainError: no ninja there that runs. torch's extension tooling would fall
@@ -360,6 +363,7 @@ def build_path(python: PythonEnv, environ_path: str | None = None) -> str:
             read (``ninja -t deps``), so a later edit of one would pass as up to date.
     """
     environ_path = os.environ.get("PATH", "") if environ_path is None else environ_path
+    environ_path = absolute_environment({"PATH": environ_path}).get("PATH", environ_path)
     path = os.pathsep.join(p for p in (environ_path, *_ninja_dirs(python)) if p)
     searched = list(dict.fromkeys(d for d in path.split(os.pathsep) if d))
     found = shutil.which("ninja", path=path)
@@ -415,6 +419,7 @@ FLAG_VARIABLES = (
 #: its own programs (``COMPILER_PATH``, ``GCC_EXEC_PREFIX``: a relocated toolchain may
 #: need them); they are honoured and are part of the up-to-date check. ``CC`` is the
 #: host compiler torch gives nvcc; ``PYTORCH_NVCC`` replaces nvcc in torch's ninja files.
+#: A relative value is made absolute for both (``toolchain.absolute_environment``).
 COMPILER_VARIABLES = ("CC", "CXX", "AR", "NVCC_CCBIN", "CUDAHOSTCXX", "PYTORCH_NVCC",
                       "COMPILER_PATH", "GCC_EXEC_PREFIX")
 
@@ -440,16 +445,29 @@ SOURCE_DATE_EPOCH = "315532800"
 
 
 def compiler_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The compiler-choosing variables that are set (for the build fingerprint)."""
+    """The compiler-choosing variables that are set (for the build fingerprint), a
+    relative value made absolute: ``AR=./ar`` in another folder is another program.
+
+    Raises:
+        ToolchainError: a value is relative to a current directory that cannot be read.
+    """
     environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in COMPILER_VARIABLES if environ.get(k)}
+    absolute = absolute_environment(environ)
+    return {k: absolute.get(k, environ[k]) for k in COMPILER_VARIABLES if environ.get(k)}
 
 
 def compile_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """``environ`` without the :data:`FLAG_VARIABLES`, and the names of those removed
-    that were set."""
+    that were set. The variables naming compilers, toolkits and their folders
+    (``toolchain.TOOL_LOCATION_VARIABLES``) are made absolute where relative: the
+    compile runs in the work directory, where ``CXX=./mycc`` would name another file.
+
+    Raises:
+        ToolchainError: a value is relative to a current directory that cannot be read.
+    """
     env = dict(environ)
     dropped = [k for k in FLAG_VARIABLES if env.pop(k, None)]
+    env.update(absolute_environment(env))
     return env, dropped
 
 

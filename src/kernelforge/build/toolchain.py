@@ -4,8 +4,11 @@ Everything here runs without importing torch. A lookup's answer is cached for th
 process, per the values of the environment variables it reads (``CXX`` and ``PATH`` for
 :func:`find_cxx`), because probing a compiler means starting it: a process that sets one
 between two builds (a notebook, a service) gets the compiler it names now, while a
-compiler is asked its version once for each set of values that chooses it. A compiler
-that did not answer is remembered for the run under way only (:func:`build_run`).
+compiler is asked its version once for each set of values that chooses it. A value
+relative to the current directory (``CXX=./mycc``, a ``PATH`` entry ``bin``) is read from
+the directory the lookup runs in, and that directory is part of what the answer is cached
+for. A compiler that did not answer is remembered for the run under way only
+(:func:`build_run`).
 """
 
 from __future__ import annotations
@@ -179,6 +182,118 @@ def _parse_version(text: str, pattern: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in found.split("."))
 
 
+# --- values relative to the current directory --------------------------------------------
+
+#: The environment variables that choose the compilers and toolkits a build runs, by
+#: what their values name: a program (``CC`` and ``NVCC_CCBIN``: or the folder holding
+#: one), a command whose first word is a program (torch writes ``PYTORCH_NVCC`` into its
+#: ninja files as it is: ``ccache nvcc``), a folder (``GCC_EXEC_PREFIX``: the start of
+#: file names), or a list of folders. A relative value is read from the current
+#: directory when the compiler is looked up, as make and CMake read one; the compilers
+#: run in the build's work directory, where it would name another file or none
+#: (:func:`absolute_environment`).
+_PROGRAM_VARIABLES = ("CC", "CXX", "AR", "NVCC_CCBIN", "CUDAHOSTCXX")
+_COMMAND_VARIABLES = ("PYTORCH_NVCC",)
+_FOLDER_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH", "GCC_EXEC_PREFIX")
+_SEARCH_PATH_VARIABLES = ("PATH", "COMPILER_PATH")
+TOOL_LOCATION_VARIABLES = (*_PROGRAM_VARIABLES, *_COMMAND_VARIABLES, *_FOLDER_VARIABLES,
+                           *_SEARCH_PATH_VARIABLES)
+
+#: Variables whose value may name a folder by a bare name (nvcc's ``-ccbin``).
+_PROGRAM_OR_FOLDER = ("CC", "NVCC_CCBIN")
+
+
+def _command_word(value: str) -> re.Match[str] | None:
+    """The program of a command (its first word)."""
+    return re.match(r"\s*(\S+)", value)
+
+
+def _reads_here(var: str, value: str | None) -> bool:
+    """Whether ``value`` of the variable ``var`` names something by a path relative to
+    the current directory. A program's bare name (``g++``) is a command looked up on
+    ``PATH``, as a shell runs it, unless it names a folder here where a folder is meant;
+    an empty entry of a list of folders is the current directory, as for a shell."""
+    if not value:
+        return False
+    if var in _SEARCH_PATH_VARIABLES:
+        return any(not os.path.isabs(entry) for entry in value.split(os.pathsep))
+    if var in _FOLDER_VARIABLES:
+        return not os.path.isabs(value)
+    if var in _COMMAND_VARIABLES:
+        word = _command_word(value)
+        return word is not None and _reads_here("CXX", word[1])
+    if os.path.isabs(value):
+        return False
+    has_folder = os.sep in value or bool(os.altsep and os.altsep in value)
+    return has_folder or (var in _PROGRAM_OR_FOLDER and os.path.isdir(value))
+
+
+def _absolute(value: str, here: str) -> str:
+    """The path ``value`` read from the folder ``here``: its ``.`` parts dropped, but
+    not ``..`` (the folder above a link is not the link's parent), and a trailing
+    separator kept (``GCC_EXEC_PREFIX`` is the start of file names)."""
+    if os.path.isabs(value):
+        return value
+    joined = str(Path(here, value))
+    return joined + os.sep if value.endswith(os.sep) and not joined.endswith(os.sep) \
+        else joined
+
+
+def _read_from(path: str, here: str | None) -> str:
+    """``path`` read from the folder ``here`` (``None``: as it is)."""
+    return path if here is None else _absolute(path, here)
+
+
+def _absolute_value(var: str, value: str, here: str) -> str:
+    """``value`` of the variable ``var`` (one of :data:`TOOL_LOCATION_VARIABLES`) with
+    what it names relative to the current directory, ``here``, made absolute; a value
+    that names nothing by a relative path is returned as it is."""
+    if not _reads_here(var, value):
+        return value
+    if var in _SEARCH_PATH_VARIABLES:
+        return os.pathsep.join(_absolute(entry, here) for entry in value.split(os.pathsep))
+    word = _command_word(value) if var in _COMMAND_VARIABLES else None
+    if word is not None:
+        return value[:word.start(1)] + _absolute(word[1], here) + value[word.end(1):]
+    return _absolute(value, here)
+
+
+def _here(environ: Mapping[str, str], variables: Sequence[str]) -> str | None:
+    """The current directory where ``environ`` gives one of ``variables`` a value
+    relative to it (a lookup's answer is then cached for the directory too); ``None``
+    where none of them depends on it.
+
+    Raises:
+        ToolchainError: the current directory cannot be read (it was removed).
+    """
+    var = next((v for v in variables if _reads_here(v, environ.get(v))), None)
+    if var is None:
+        return None
+    try:
+        return os.getcwd()
+    except OSError as err:
+        raise ToolchainError(
+            f"{var}={environ[var]!r} is relative to the current directory, which cannot be "
+            f"read ({err.strerror or err}); fix: run the build from a folder that exists, "
+            f"or give {var} as an absolute path") from None
+
+
+def absolute_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of :data:`TOOL_LOCATION_VARIABLES` that ``environ`` gives a value
+    relative to the current directory, with that value made absolute: what the
+    compilers, which run in the build's work directory, are given, so that
+    ``CXX=./mycc`` runs the file that the lookups found and asked its version.
+
+    Raises:
+        ToolchainError: the current directory cannot be read (it was removed).
+    """
+    here = _here(environ, TOOL_LOCATION_VARIABLES)
+    if here is None:
+        return {}
+    return {var: _absolute_value(var, environ[var], here)
+            for var in TOOL_LOCATION_VARIABLES if _reads_here(var, environ.get(var))}
+
+
 def _first_existing(candidates: Sequence[tuple[str, Path | None]],
                     marker: str | None = None) -> tuple[str, Path] | None:
     """The first executable candidate, resolved, with what chose it. Each candidate is
@@ -215,12 +330,14 @@ _TOOLKITS: dict[str, str] = {"nvcc": "CUDA toolkit", "hipcc": "ROCm installation
 
 @functools.lru_cache(maxsize=None)
 def _find_device_compiler(name: str, homes: tuple[str | None, ...],
-                          search_path: str | None) -> Tool | None:
+                          search_path: str | None, here: str | None) -> Tool | None:
     """A GPU compiler: ``<home>/bin/<name>`` for each home its environment variables name
     (``homes``: their values, in :data:`_DEVICE_COMPILERS`' order), then the
     ``search_path`` (``$PATH``), then the default installation; its version read from
     ``<name> --version``. A toolkit a variable names but that is passed over is explained
-    in ``Tool.note``. Cached per those values, which :func:`_device_lookup` reads.
+    in ``Tool.note``. Relative values are read from ``here``, the current directory when
+    one of them is relative (else ``None``). Cached per those values, which
+    :func:`_device_lookup` reads.
 
     Raises:
         ToolchainError: ``<name> --version`` did not end within
@@ -229,8 +346,10 @@ def _find_device_compiler(name: str, homes: tuple[str | None, ...],
     """
     env_vars, default_home, version_pattern, marker = _DEVICE_COMPILERS[name]
     named = {var: home for var, home in zip(env_vars, homes, strict=True) if home}
+    if here is not None and search_path:
+        search_path = _absolute_value("PATH", search_path, here)
     candidates: list[tuple[str, Path | None]] = [
-        (var, Path(home) / "bin" / name) for var, home in named.items()
+        (var, Path(_read_from(home, here)) / "bin" / name) for var, home in named.items()
     ]
     which = shutil.which(name, path=search_path)
     candidates.append(("PATH", Path(which) if which else None))
@@ -248,8 +367,9 @@ def _find_device_compiler(name: str, homes: tuple[str | None, ...],
     if version is None:
         raise ToolchainError(f"cannot read the version from '{path} --version':\n{text}")
     note = ""
-    passed_over = _home_problem(name, named)
-    if passed_over is not None and (Path(named[passed_over[0]]) / "bin" / name).resolve() != path:
+    passed_over = _home_problem(name, named, here)
+    if passed_over is not None and \
+            (Path(_read_from(named[passed_over[0]], here)) / "bin" / name).resolve() != path:
         var, problem = passed_over
         note = (f"{problem}, so {path} is used; fix: point {var} at the toolkit's folder "
                 f"(the one holding bin/{name} and {marker}), or unset it")
@@ -277,27 +397,31 @@ def _device_hung(name: str, path: Path, chooser: str, err: _NoAnswer,
         f"another {toolkit} (the folder holding bin/{name} and {marker})")
 
 
-def _home_problem(name: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
+def _home_problem(name: str, environ: Mapping[str, str],
+                  here: str | None) -> tuple[str, str] | None:
     """The first environment variable naming ``name``'s toolkit that is set in
     ``environ``, and why that toolkit is not a usable one (no ``bin/<name>``, or no
-    toolkit around it); None when it is usable or no variable is set."""
+    toolkit around it); None when it is usable or no variable is set. A relative value
+    is read from ``here`` (the current directory), and named with the folder it is."""
     env_vars, _, _, marker = _DEVICE_COMPILERS[name]
     var = next((v for v in env_vars if environ.get(v)), None)
     if var is None:
         return None
     value = environ[var]
-    exe = Path(value) / "bin" / name
+    home = _read_from(value, here)
+    shown = f"{var}={value}" if home == value else f"{var}={value} ({home})"
+    exe = Path(home) / "bin" / name
     if not exe.is_file() or not os.access(exe, os.X_OK):
-        return var, f"{var}={value} has no bin/{name}"
+        return var, f"{shown} has no bin/{name}"
     if not (exe.resolve().parent.parent / marker).is_file():
-        return var, f"{var}={value} holds bin/{name} but no {marker}"
+        return var, f"{shown} holds bin/{name} but no {marker}"
     return None
 
 
 def not_found_reason(name: str) -> str:
     """Why ``find_nvcc()``/``find_hipcc()`` found nothing, with the fix."""
     env_vars, default_home, _, _ = _DEVICE_COMPILERS[name]
-    passed_over = _home_problem(name, os.environ)
+    passed_over = _home_problem(name, os.environ, _here(os.environ, env_vars))
     if passed_over is None:
         return f"{name} was not found (set {env_vars[0]} or put {name} on PATH)"
     var, problem = passed_over
@@ -332,16 +456,18 @@ def _device_lookup(name: str) -> Tool | None:
     """:func:`_find_device_compiler` for the values the variables it reads have now."""
     env_vars = _DEVICE_COMPILERS[name][0]
     return _find_device_compiler(name, tuple(os.environ.get(v) for v in env_vars),
-                                 os.environ.get("PATH"))
+                                 os.environ.get("PATH"),
+                                 _here(os.environ, (*env_vars, "PATH")))
 
 
 @_clears(_find_device_compiler.cache_clear)
 def find_nvcc() -> Tool | None:
     """The CUDA compiler: ``$CUDA_HOME``/``$CUDA_PATH``, then ``PATH``, then /usr/local/cuda.
 
-    Cached per the values of these variables: values not seen before in this process
-    are looked at (and the compiler found asked its version), values seen before get
-    the answer they got then."""
+    Cached per the values of these variables (and the current directory, which a
+    relative one is read from): values not seen before in this process are looked at
+    (and the compiler found asked its version), values seen before get the answer they
+    got then."""
     return _device_lookup("nvcc")
 
 
@@ -349,17 +475,23 @@ def find_nvcc() -> Tool | None:
 def find_hipcc() -> Tool | None:
     """The HIP compiler: ``$ROCM_HOME``/``$ROCM_PATH``, then ``PATH``, then /opt/rocm.
 
-    Cached per the values of these variables: values not seen before in this process
-    are looked at (and the compiler found asked its version), values seen before get
-    the answer they got then."""
+    Cached per the values of these variables (and the current directory, which a
+    relative one is read from): values not seen before in this process are looked at
+    (and the compiler found asked its version), values seen before get the answer they
+    got then."""
     return _device_lookup("hipcc")
 
 
 @functools.lru_cache(maxsize=None)
-def _find_cxx(cxx: str | None, search_path: str | None) -> Tool:
-    """:func:`find_cxx` for the values of ``CXX`` (``None``: not set) and ``PATH``."""
+def _find_cxx(cxx: str | None, search_path: str | None, here: str | None) -> Tool:
+    """:func:`find_cxx` for the values of ``CXX`` (``None``: not set) and ``PATH``, and
+    the current directory when one of them is relative to it (else ``None``)."""
     name = "c++" if cxx is None else cxx
-    which = shutil.which(name, path=search_path)
+    program = name
+    if here is not None:
+        program = _absolute_value("CXX", name, here)
+        search_path = _absolute_value("PATH", search_path, here) if search_path else None
+    which = shutil.which(program, path=search_path)
     if which is None and len(name.split()) > 1:
         # a launcher ("ccache g++") or flags ("g++ -m32"): torch's ninja files would
         # split it, but the link, the version probe and the up-to-date check run $CXX as
@@ -369,6 +501,13 @@ def _find_cxx(cxx: str | None, search_path: str | None) -> Tool:
             "program; fix: point CXX at the compiler itself (CXX=g++), put compiler "
             "flags in build.toml (cxx-flags), and for ccache put its compiler links "
             "(such as /usr/lib/ccache) first on PATH instead"
+        )
+    if which is None and program != name:
+        raise ToolchainError(
+            f"CXX={name!r} names no program (no executable file {program}: a relative CXX "
+            f"is read from the current directory, {here}); fix: point CXX at an installed "
+            "C++ compiler (CXX=g++ or CXX=clang++, or its full path), or unset it to use "
+            "c++ from PATH"
         )
     if which is None and cxx is not None:
         # the user's choice names nothing: "install g++" would not help, g++ may be there
@@ -401,15 +540,21 @@ def _find_cxx(cxx: str | None, search_path: str | None) -> Tool:
 def find_cxx() -> Tool:
     """The host C++ compiler torch's extension tooling will use (``$CXX`` or ``c++``).
 
-    Cached per the values of ``CXX`` and ``PATH``: values not seen before in this
-    process are looked at (and the compiler found asked its version), values seen
-    before get the answer they got then.
+    A ``CXX`` with a folder in it (``./mycc``, ``bin/g++``) and a relative ``PATH`` entry
+    are read from the current directory, as a shell reads them; ``Tool.path`` is always
+    absolute, since the compile runs in another directory.
+
+    Cached per the values of ``CXX`` and ``PATH`` (and the current directory where one
+    is relative to it): values not seen before in this process are looked at (and the
+    compiler found asked its version), values seen before get the answer they got then.
 
     Raises:
         ToolchainError: none is found, ``CXX`` names no single program, or the program
-            is no C++ compiler or does not answer.
+            is no C++ compiler or does not answer; or ``CXX`` or ``PATH`` is relative to
+            a current directory that cannot be read (it was removed).
     """
-    return _find_cxx(os.environ.get("CXX"), os.environ.get("PATH"))
+    return _find_cxx(os.environ.get("CXX"), os.environ.get("PATH"),
+                     _here(os.environ, ("CXX", "PATH")))
 
 
 def _host_compiler(path: Path, name: str, *, chosen: str = "", fix: str = "",
@@ -455,16 +600,21 @@ def _asked_host_compiler(path: Path, *, chosen: str, fix: str) -> Tool:
 
 
 @functools.lru_cache(maxsize=None)
-def _find_nvcc_host(cc: str | None, nvcc_ccbin: str | None,
-                    search_path: str | None) -> Tool | None:
-    """:func:`find_nvcc_host` for the values of ``CC``, ``NVCC_CCBIN`` and ``PATH``.
+def _find_nvcc_host(cc: str | None, nvcc_ccbin: str | None, search_path: str | None,
+                    here: str | None) -> Tool | None:
+    """:func:`find_nvcc_host` for the values of ``CC``, ``NVCC_CCBIN`` and ``PATH``, and
+    the current directory when one of them is relative to it (else ``None``).
 
     Raises:
         _NoAnswer: the compiler did not answer in time. Raised rather than returned as
             ``None`` so that the cache keeps no answer for it: it may answer later.
     """
     name = cc or nvcc_ccbin or "gcc"
-    if os.path.isdir(name):
+    if here is not None:
+        if cc or nvcc_ccbin:
+            name = _absolute_value("CC" if cc else "NVCC_CCBIN", name, here)
+        search_path = _absolute_value("PATH", search_path, here) if search_path else None
+    if (cc or nvcc_ccbin) and os.path.isdir(name):  # nvcc's -ccbin takes a folder
         name = os.path.join(name, "gcc")
     which = shutil.which(name, path=search_path)
     if which is None:
@@ -484,14 +634,21 @@ def find_nvcc_host() -> Tool | None:
     ``$NVCC_CCBIN`` (nvcc reads it; a folder means its ``gcc``), else ``gcc`` on PATH.
     ``None`` when it cannot be found or asked (nvcc then reports the problem itself).
 
-    Cached per the values of these variables: values not seen before in this process
-    are looked at (and the compiler found asked its version), values seen before get
-    the answer they got then. A compiler that did not answer in time is not cached, as
-    for :func:`find_cxx`: it is asked again by the next lookup outside the run
-    (:func:`build_run`) in which it hung."""
+    Cached per the values of these variables (and the current directory, which a
+    relative one is read from): values not seen before in this process are looked at
+    (and the compiler found asked its version), values seen before get the answer they
+    got then. A compiler that did not answer in time is not cached, as for
+    :func:`find_cxx`: it is asked again by the next lookup outside the run
+    (:func:`build_run`) in which it hung.
+
+    Raises:
+        ToolchainError: a variable is relative to a current directory that cannot be
+            read (it was removed).
+    """
     try:
         return _find_nvcc_host(os.environ.get("CC"), os.environ.get("NVCC_CCBIN"),
-                               os.environ.get("PATH"))
+                               os.environ.get("PATH"),
+                               _here(os.environ, ("CC", "NVCC_CCBIN", "PATH")))
     except _NoAnswer:
         return None
 
