@@ -9,8 +9,9 @@ import pytest
 from kf_sharing import isolate, make_variant, uid
 
 from kernelforge import loader
+from kernelforge.errors import IntegrityError
 from kernelforge.hub import LocalHub
-from kernelforge.lock import lock_project
+from kernelforge.lock import download_locked, lock_project
 
 pytestmark = pytest.mark.usefixtures("cpu_system")
 
@@ -185,6 +186,13 @@ def test_info_of_a_lock_unlike_the_local_hubs_files_names_the_lock_not_damage(
     assert said.startswith("trust: refused") and "changed: helper.py" in said, said
     assert f"differ from those {lock} pins" in said, said
     assert "damaged" not in said, said
+    # the load and the download say the same: the lock file differs, not the hub's copy
+    for call in (lambda: loader.load_kernel(REPO, lockfile=lock),
+                 lambda: download_locked(lock)):
+        with pytest.raises(IntegrityError) as info:
+            call()
+        said = str(info.value)
+        assert f"differ from those {lock} pins" in said and "damaged" not in said, said
     lock = lock_project(_project(tmp_path / "p2", 1)).path
     vdir = hub.variant_path(REPO, commit, "torch-cpu")
     (vdir / "helper.py").chmod(0o644)

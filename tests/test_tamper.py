@@ -149,6 +149,9 @@ def test_a_damaged_local_hub_copy_that_a_lock_pins_names_the_fix(
             call()
         assert info.value.problems == ["changed: helper.py"]
         assert str(info.value).endswith(f"\n{fix}"), str(info.value)
+    # kernel_info --lock says the same fix, naming the lock file
+    said = loader.kernel_info(REPO, lockfile=lock, hub=hub).trust
+    assert said.startswith("trust: refused") and said.endswith(f"; {fix}"), said
     assert module_id not in sys.modules
     capsys.readouterr()
     assert main(["download", str(lock), "--hub", str(hub.root)]) == 1
@@ -718,6 +721,8 @@ def test_an_unreadable_kept_sigstore_bundle_is_fetched_again_online(
     assert (f"{REPO}: the download cache's copy of {SIGSTORE} is not a sigstore bundle "
             "that can be read; fetching again") in caplog.text
     assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGSTORE}") == 2
+    # with the metadata.json it vouches for, so that the two are judged as fetched together
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/build/torch-cpu/metadata.json") == 2
     assert hf.cache.peek_file(REPO, commit, SIGSTORE) == BUNDLE
     info = loader.kernel_info(REPO, version=1, hub=hf)
     assert info.trust.startswith(f"trust: allowed, sigstore signature by {WORKFLOW}"), info.trust
@@ -758,6 +763,26 @@ def test_an_unreadable_sigstore_bundle_the_hub_serves_too_is_judged_as_none(
     assert loader.get_kernel(REPO, version=1, hub=hf,
                              trust_remote_code=True).__name__ == module_id
     assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGSTORE}") == 3
+
+
+@pytest.mark.usefixtures("fake_sigstore")
+def test_an_unreadable_sigstore_bundle_fetched_by_the_load_itself_is_not_fetched_again(
+        env, tmp_path: Path, caplog) -> None:
+    """Only a copy kept from an earlier fetch may have been damaged in the cache: a
+    bundle that this load fetched fresh and cannot read is judged as none at once, with
+    no second download and no word about the cache."""
+    trust.add_sigstore_identity(WORKFLOW, repos=("kernels-test/*",))
+    api = FakeHfApi(tmp_path / "remote")
+    hf = HfHub(api=api, cache=env["cache"])
+    module_id = uid("freshbundle")
+    make_variant(tmp_path / "p", module_id=module_id)
+    commit = hf.publish(REPO, tmp_path / "p", version=1).commit
+    api.tamper(REPO, commit, SIGSTORE, BUNDLE[:10])
+    with pytest.raises(TrustError, match="is not a valid bundle"):
+        loader.get_kernel(REPO, version=1, hub=HfHub(api=api, cache=env["cache"]))
+    assert "fetching again" not in caplog.text
+    assert api.fetches().count(f"{REPO}@{commit[:12]}/{SIGSTORE}") == 1
+    assert module_id not in sys.modules
 
 
 @pytest.mark.usefixtures("fake_sigstore")
