@@ -864,6 +864,8 @@ def test_a_signature_the_hub_serves_unreadable_keeps_its_kind_when_restated(
     said = str(info.value)
     assert said.startswith(asked) and "not a valid signature file" in said, said
     assert "cache remove" not in said and info.value.variant == "torch-cpu", said
+    # the problem without a fix is kept too, for a caller that restates it again
+    assert info.value.problem == f"{repo}: {SIGNED['sig']}: not a valid signature file"
     assert api.fetches().count(f"{repo}@{commit[:12]}/{SIGNED['sig']}") == 1
 
 

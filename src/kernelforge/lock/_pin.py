@@ -220,7 +220,8 @@ def _pin_dependency(key: DependencyKey, parent: str, hub: Any,
     try:
         return _pin_revision(Requirement(key[0], version=key[1], revision=key[2]), hub, allow)
     except (SignatureMismatchError, UnreadableSignatureError) as err:
-        raise type(err)(f"{_asked_by(key, parent)}: {err}", err.variant) from err
+        raise type(err)(f"{_asked_by(key, parent)}: {err}", err.variant,
+                        problem=err.problem) from err
     except VariantNotFoundError as err:  # a version branch without a build: pinning chose none
         raise VariantNotFoundError(f"{_asked_by(key, parent)}: {err.what}", err.trace,
                                    fix=err.fix, problem=err.problem) from err
