@@ -856,6 +856,20 @@ def test_cli_keygen_trust_list_remove(env: dict[str, Path], capsys) -> None:
     assert "' --repo 'x/a' --repo 'y/*'\n" in capsys.readouterr().out
 
 
+def test_cli_keygen_force_tells_others_the_scope_the_new_key_keeps(
+        env: dict[str, Path], capsys) -> None:
+    """A key replaced with --force and no --repo keeps its repositories, and the command
+    for others names them, as for the key it replaces, not the ORG/* of a key for every
+    repository."""
+    assert main(["keygen", "--name", "ci", "--repo", "me/*"]) == 0
+    capsys.readouterr()
+    assert main(["keygen", "--name", "ci", "--force"]) == 0
+    out = capsys.readouterr().out
+    public = out.split("public key:")[1].split()[0]
+    assert "added to your trust store for me/*\n" in out
+    assert f"others trust it with: kernelforge trust add '{public}' --repo 'me/*'\n" in out
+
+
 def test_cli_trust_add_again_merges_and_says_what_changed(env: dict[str, Path],
                                                          capsys) -> None:
     assert main(["keygen", "--name", "ci", "--repo", "me/*"]) == 0

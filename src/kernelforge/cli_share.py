@@ -655,9 +655,9 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
               f"should run 'kernelforge trust remove {stale}'")
     print("publish with: kernelforge publish PROJECT --repo ORG/NAME --sign "
           + shlex.quote(str(path)))
-    # the repositories it was made for, where --repo named them; every repository ('*')
-    # is no scope to hand others, who name the organisation they take it from
-    scope = args.repo if args.repo and "*" not in args.repo else ["ORG/*"]
+    # the repositories it is for: those --repo named, or those a replaced key kept; every
+    # repository ('*') is no scope to hand others, who name the organisation they take it from
+    scope = repos if "*" not in repos else ["ORG/*"]
     print(f"others trust it with: kernelforge trust add '{public.text}' "
           + " ".join(f"--repo '{r}'" for r in scope))
     return 0
