@@ -422,6 +422,11 @@ def test_publish_warns_of_a_card_that_still_holds_inits_placeholder(
     card.write_text(card.read_text().replace("<org>", "me"))
     assert main([*argv, "--card", str(card)]) == 0
     assert capsys.readouterr().err == ""
+    # the comment init's card opens with names the placeholder too, but no reader sees it
+    card.write_text("<!-- publish with: kernelforge publish . --repo <org>/k --card\n"
+                    "README.md -->\n" + card.read_text())
+    assert main([*argv, "--card", str(card)]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_publish_leaves_the_card_hugging_faces_builder_renders_in_build(

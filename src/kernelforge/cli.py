@@ -364,7 +364,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     if card is not None:
         print(f"  card: {args.card} (README.md on branch v{version} and on branch main)")
     _warn_stale(stale, args.path, published=rev.commit != rev.parent)
-    placeholder = _CARD_PLACEHOLDER.search(card or "")
+    placeholder = _CARD_PLACEHOLDER.search(_HTML_COMMENT.sub("", card or ""))
     if placeholder is not None:
         print(f"warning: the card {args.card} still says '{placeholder[0]}', the "
               "placeholder 'kernelforge init' writes: its usage example names no "
@@ -377,6 +377,9 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 #: fill in (``get_kernel("<org>/my-relu")``): a card published with it shows readers an
 #: example that loads nothing.
 _CARD_PLACEHOLDER = re.compile(r"<org>/[A-Za-z0-9._-]*")
+#: An HTML comment of a card, which no reader sees: the one ``kernelforge init`` writes
+#: says how to publish it, with ``<org>/NAME``, and may stay once the card is filled in.
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
