@@ -884,16 +884,19 @@ def _kept_unreadable_bundle(h: Hub, req: TrustRequest, commit: str,
                             decision: TrustDecision, kept: set[str]) -> TrustDecision | None:
     """The decision on a variant whose sigstore bundle, kept in the download cache, is
     one sigstore cannot read where a sigstore identity trusted for the repository would
-    have checked it (``decision.unreadable_bundle``): ``None`` online, the bundle and
-    ``metadata.json`` dropped from the cache to be fetched again, as
-    :func:`_drop_signed_copies` drops an unreadable signature file; else ``decision``.
+    have checked it (``decision.unreadable_bundle``): ``None`` online where the variant
+    is refused without it, the bundle and ``metadata.json`` dropped from the cache to be
+    fetched again, as :func:`_drop_signed_copies` drops an unreadable signature file;
+    else ``decision``.
 
     Unlike an unreadable signature file, such a bundle is no refusal of its own (the
     variant is judged as one without it), and a caller that enforces nothing
-    (:func:`kernelforge.kernel_info`) gets the decision as before. So offline, where the
-    copy is not fetched again, it is ``decision`` with a note naming the kept copy and
-    the cache's fix, which the refusal, if any, says before the ways to allow the
-    variant.
+    (:func:`kernelforge.kernel_info`) gets the decision as before. So offline, where the copy is not fetched again, it is ``decision`` with
+    a note naming the kept copy and the cache's fix, which the refusal, if any, says
+    before the ways to allow the variant. A variant allowed or pinned all the same is
+    not fetched again online either: a fresh bundle would not change whether it loads,
+    and one that the hub itself serves unreadable (of a format the installed sigstore
+    does not read, say) would be fetched again, with a warning, by every later load.
     """
     from kernelforge.cache import DownloadCache
 
@@ -908,6 +911,8 @@ def _kept_unreadable_bundle(h: Hub, req: TrustRequest, commit: str,
             *decision.notes, f"{named}, kept from an earlier fetch, may be damaged (on its "
             "way, or in the cache), and offline it is not fetched again (fix: "
             f"{cache.damaged_entry_fix(req.repo_id, commit)})"))
+    if decision.allowed:
+        return decision
     logger.warning("%s: %s is not a sigstore bundle that can be read; fetching again",
                    req.repo_id, named)
     for dropped in (f"build/{req.variant}/metadata.json", path):

@@ -23,8 +23,8 @@ imported (and, for a remote hub, before the variant is downloaded). In order:
    repository. Verification uses the ``sigstore`` package with its embedded trust root,
    offline, and is only attempted when such an identity is configured. A bundle that
    does not verify, or cannot be read, is a note, and the variant is judged as one
-   without it; a load fetches again, once, a kept copy that cannot be read
-   (:attr:`TrustDecision.unreadable_bundle`).
+   without it; a load that would refuse the variant without it fetches again, once, a
+   kept copy that cannot be read (:attr:`TrustDecision.unreadable_bundle`).
 4. **Pinned or allowed.** The exact bytes are pinned by a lock file, the caller passed
    ``trust_remote_code=True`` or a list holding the repository, or the trust store's
    allow list covers it.
@@ -176,7 +176,7 @@ class TrustDecision:
         unreadable_bundle: the variant's sigstore bundle, which a sigstore identity
             trusted for the repository would have vouched through, is not one sigstore
             reads: a copy the download cache kept may have been damaged, and a load
-            fetches it again (:mod:`kernelforge.locate`).
+            that this decision refuses fetches it again (:mod:`kernelforge.locate`).
     """
 
     allowed: bool
