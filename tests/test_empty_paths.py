@@ -212,3 +212,45 @@ def test_an_empty_path_variable_counts_as_unset(
         assert read() == expected, variable
         monkeypatch.setenv(variable, str(tmp_path / "set"))  # and a set one still counts
         assert read() == tmp_path / "set", variable
+
+
+def test_a_folder_named_only_with_blanks_is_named_with_dot_slash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder whose name is only blanks, made on purpose, is named './ ': the refusal of
+    ' ' says so, and the commands kernelforge prints name it so, since the same command
+    would refuse ' ' as empty."""
+    import shlex
+
+    from kernelforge import LocalHub, load_manifest
+    from kernelforge.cache import DownloadCache
+    from kernelforge.errors import HubError
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "my-relu", "./ "]) == 0
+    out = capsys.readouterr().out
+    assert "next: kernelforge build './ ' && kernelforge publish './ ' " in out, out
+    build = shlex.split(out.split("next: ")[1])
+    assert main(["check", build[2]]) == 0  # the command printed runs
+    assert capsys.readouterr().out.startswith(" /build.toml: ok\n")
+    hint = "; to name the entry ' ' that is here, pass './ '"
+    with pytest.raises(SystemExit):
+        main(["check", " "])
+    assert capsys.readouterr().err.endswith(f"{PROJECT}{hint}\n")
+    with pytest.raises(ValueError, match=f"{hint}$"):
+        load_manifest(" ")
+    with pytest.raises(ValueError, match=f"{hint}$"):
+        LocalHub(" ")
+    # a second init there names the project's build so too
+    assert main(["init", "my-relu", "./ "]) == 1
+    assert "run 'kernelforge build './ ''; to start" in capsys.readouterr().err
+    # as do the commands for a hub or download cache kept in such a folder
+    (tmp_path / "  ").mkdir()
+    with pytest.raises(HubError, match="--hub './  ''"):
+        LocalHub("./  ").resolve("me/k", "main")
+    assert DownloadCache("./  ").remove_command("me/k", "0" * 40).endswith(" --cache './  ''")
+    # where no such entry is, the refusal says no more than for an empty path
+    (tmp_path / " ").rename(tmp_path / "elsewhere")
+    with pytest.raises(ValueError) as refused:
+        load_manifest(" ")
+    assert str(refused.value) == f"path: {PROJECT}"

@@ -11,6 +11,11 @@ A path variable (``KERNELFORGE_HUB``, ``KERNELFORGE_CACHE``, ``KERNELFORGE_CONFI
 to an empty or blank value counts as unset instead (:func:`env_path`), as most tools
 read such variables: ``KERNELFORGE_CACHE= kernelforge ...`` is how one clears a
 variable for one command.
+
+A file or folder whose name is only blanks, made on purpose, is still named by ``./``
+before it (``kernelforge check './ '``): a refusal says so where one is there
+(:func:`blank_name_hint`), and a path the library shows as a command's argument takes
+that form (:func:`path_word`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["HERE", "empty_path_why", "env_path", "is_empty_path", "refuse_empty_path"]
+__all__ = ["HERE", "blank_name_hint", "empty_path_why", "env_path", "is_empty_path",
+           "path_word", "refuse_empty_path"]
 
 #: The hint every refusal of a directory argument gives for the current directory.
 HERE = "'.' for the current directory"
@@ -57,7 +63,25 @@ def refuse_empty_path(value: object, argument: str, what: str, give: str) -> Non
         ValueError: ``value`` is an empty or blank string.
     """
     if is_empty_path(value):
-        raise ValueError(f"{argument}: {empty_path_why(what, give)}")
+        raise ValueError(f"{argument}: {empty_path_why(what, give)}{blank_name_hint(value)}")
+
+
+def blank_name_hint(value: object) -> str:
+    """The end of a refusal of the blank path ``value`` where a file or folder of that
+    name is there all the same (made on purpose): how to name it; else ``""``."""
+    if not isinstance(value, str) or not value or not os.path.lexists(value):
+        return ""
+    import shlex
+
+    return f"; to name the entry {value!r} that is here, pass {shlex.quote(path_word(value))}"
+
+
+def path_word(path: str | os.PathLike[str]) -> str:
+    """``path`` as it is written as a command's argument: as given, with ``./`` before a
+    relative one whose name is only blanks (``Path("./ ")`` reads ``" "``), which a path
+    argument would refuse as empty. Quote it (``shlex.quote``) for a shell."""
+    text = os.fspath(path)
+    return os.path.join(".", text) if is_empty_path(text) else text
 
 
 def env_path(name: str) -> Path | None:

@@ -57,7 +57,7 @@ from typing import Any
 
 from kernelforge import _durable
 from kernelforge._parse import json_loads, newer_format_number
-from kernelforge._paths import HERE, env_path, refuse_empty_path
+from kernelforge._paths import HERE, env_path, path_word, refuse_empty_path
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
 from kernelforge.hub.base import is_commit, is_timestamp, spellings, validate_repo_id
@@ -727,7 +727,7 @@ class DownloadCache:
         (for messages), quoted: ``'kernelforge cache remove ORG/NAME --revision C'``,
         naming the cache where it is not the default one."""
         where = ("" if self.root == default_cache_root()
-                 else f" --cache {shlex.quote(str(self.root))}")
+                 else f" --cache {shlex.quote(path_word(self.root))}")
         return f"'kernelforge cache remove {repo_id} --revision {commit[:12]}{where}'"
 
     def damaged_entry_fix(self, repo_id: str, commit: str) -> str:

@@ -491,11 +491,12 @@ def _branch_order(branch: str) -> tuple[int, str]:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
+    from kernelforge._paths import path_word
     from kernelforge.scaffold import init_project
 
     dest = init_project(args.name, Path(args.directory) if args.directory else None)
     print(f"created {dest}")
-    quoted = shlex.quote(str(dest))
+    quoted = shlex.quote(path_word(dest))
     print(f"next: kernelforge build {quoted} && kernelforge publish {quoted} "
           f"--repo <org>/{args.name}")
     return 0

@@ -80,10 +80,11 @@ def refuse_empty(text: str, what: str, give: str, *,
     or the option left out. The words are the library's for its own path arguments
     (:func:`kernelforge._paths.empty_path_why`); ``give`` says what to pass instead,
     ``would`` what the empty path would do."""
-    from kernelforge._paths import empty_path_why, is_empty_path
+    from kernelforge._paths import blank_name_hint, empty_path_why, is_empty_path
 
     if is_empty_path(text):
-        raise argparse.ArgumentTypeError(f"{text!r}: {empty_path_why(what, give, would=would)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {empty_path_why(what, give, would=would)}{blank_name_hint(text)}")
     return text
 
 
@@ -598,6 +599,7 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
     """``keygen`` past the checks of its arguments, under the key file's lock."""
     from kernelforge import trust
     from kernelforge._durable import replace_file
+    from kernelforge._paths import path_word
     from kernelforge.errors import TrustError
     from kernelforge.signing import generate_key
 
@@ -636,7 +638,7 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
     except (KernelforgeError, OSError) as err:
         replace_file(pub_file, (public.text + "\n").encode("ascii"))
         fixes = [] if args.no_trust else [
-            f"kernelforge trust add {shlex.quote(str(pub_file))} "
+            f"kernelforge trust add {shlex.quote(path_word(pub_file))} "
             f"--name {shlex.quote(args.name)} "
             + " ".join(f"--repo '{r}'" for r in repos)]
         if stale is not None:
@@ -654,7 +656,7 @@ def _keygen(args: argparse.Namespace, path: Path, pub_file: Path, repos: list[st
         print(f"removed the replaced key {stale} from your trust store; others who trust it "
               f"should run 'kernelforge trust remove {stale}'")
     print("publish with: kernelforge publish PROJECT --repo ORG/NAME --sign "
-          + shlex.quote(str(path)))
+          + shlex.quote(path_word(path)))
     # the repositories it is for: those --repo named, or those a replaced key kept; every
     # repository ('*') is no scope to hand others, who name the organisation they take it from
     scope = repos if "*" not in repos else ["ORG/*"]

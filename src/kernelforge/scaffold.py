@@ -14,7 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
-from kernelforge._paths import HERE, refuse_empty_path
+from kernelforge._paths import HERE, path_word, refuse_empty_path
 from kernelforge.errors import KernelforgeError
 from kernelforge.manifest import suggest_name
 
@@ -269,8 +269,8 @@ def _already_a_project(dest: Path, name: str) -> str:
         beside = Path(os.path.relpath(beside))
     return (f"{dest} exists and is not empty: it holds a kernel project already (its "
             "build.toml), which init leaves as it is; to build that project, run "
-            f"'kernelforge build {shlex.quote(str(dest))}'; to start another, give init a "
-            f"new directory, e.g. 'kernelforge init {name} {shlex.quote(str(beside))}'")
+            f"'kernelforge build {shlex.quote(path_word(dest))}'; to start another, give init "
+            f"a new directory, e.g. 'kernelforge init {name} {shlex.quote(path_word(beside))}'")
 
 
 def _blocking_entries(dest: Path) -> list[str]:

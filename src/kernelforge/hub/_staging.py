@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelforge._durable import LEFTOVER_NAME
 from kernelforge._parse import json_loads
+from kernelforge._paths import path_word
 from kernelforge.digest import (
     ALGORITHMS,
     DEFAULT_ALGORITHM,
@@ -69,14 +70,14 @@ def unbuilt_project(project: str | os.PathLike[str]) -> str:
         (kernelforge build <project>)"``.
     """
     return (f"{project} is a kernel project without a build/ directory; build it first "
-            f"(kernelforge build {shlex.quote(os.fspath(project))})")
+            f"(kernelforge build {shlex.quote(path_word(project))})")
 
 
 def _rebuild_command(variant_dir: Path) -> str:
     """``kernelforge build <project>`` for a variant of ``<project>/build/``, else the
     bare command (the build directory is not in a kernel project)."""
     project = variant_dir.parent.parent
-    return (f"kernelforge build {shlex.quote(str(project))}"
+    return (f"kernelforge build {shlex.quote(path_word(project))}"
             if (project / "build.toml").is_file()
             else "kernelforge build")
 

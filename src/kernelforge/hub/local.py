@@ -58,7 +58,14 @@ from typing import TYPE_CHECKING, Any
 
 from kernelforge import _durable
 from kernelforge._parse import json_loads, newer_format_number
-from kernelforge._paths import HERE, empty_path_why, env_path, is_empty_path
+from kernelforge._paths import (
+    HERE,
+    blank_name_hint,
+    empty_path_why,
+    env_path,
+    is_empty_path,
+    path_word,
+)
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError, IntegrityError
 from kernelforge.hub import _local_write, base
@@ -192,7 +199,7 @@ class LocalHub(Hub):
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         if is_empty_path(root):
-            raise ValueError(EMPTY_HUB)
+            raise ValueError(EMPTY_HUB + blank_name_hint(root))
         self.root = Path(os.path.expanduser(root)) if root is not None else default_root()
 
     def __repr__(self) -> str:
@@ -314,7 +321,7 @@ class LocalHub(Hub):
         import shlex
 
         return (f"'kernelforge publish PROJECT --repo {repo_id} --hub "
-                f"{shlex.quote(str(self.root))}'")
+                f"{shlex.quote(path_word(self.root))}'")
 
     def _object_dir(self, repo_id: str, commit: str, repo: Path | None = None) -> Path:
         """A commit's folder; ``repo`` is the repository's folder where the caller has

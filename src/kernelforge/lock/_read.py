@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge._parse import json_loads, newer_format
-from kernelforge._paths import HERE, empty_path_why, is_empty_path
+from kernelforge._paths import HERE, blank_name_hint, empty_path_why, is_empty_path
 from kernelforge.errors import LockError
 from kernelforge.hub.base import is_commit, validate_repo_id
 from kernelforge.lock._model import (
@@ -206,7 +206,7 @@ def check_lockfile(lockfile: object, default: str = "") -> None:
         ValueError: ``lockfile`` is an empty or blank string.
     """
     if is_empty_path(lockfile):
-        raise ValueError(f"lockfile: {EMPTY_LOCK_WHY}{default}")
+        raise ValueError(f"lockfile: {EMPTY_LOCK_WHY}{default}{blank_name_hint(lockfile)}")
 
 
 def lock_file_path(path: str | os.PathLike[str]) -> Path:
