@@ -334,6 +334,15 @@ def test_a_project_path_that_does_not_exist_is_named_as_such(tmp_path, monkeypat
         load_manifest("my-relu/torch-ext/nowhere")
     assert "no such file or directory" in str(info.value)
     assert info.value.fix == "pass the project directory my-relu (or its build.toml)"
+    # a link whose folder is gone is no name mistyped: it is named as a link, with no
+    # project suggested in its place (my-relu is as close to my-relu-link's name)
+    (tmp_path / "my-relu-link").symlink_to(tmp_path / "gone")
+    with pytest.raises(ManifestError) as info:
+        load_manifest("my-relu-link")
+    assert str(info.value) == (
+        f"my-relu-link: a link to {tmp_path / 'gone'}, which does not exist; expected a "
+        "kernel project directory (or its build.toml); fix: point the link at a kernel "
+        "project, or pass the project directory itself")
     # a folder without build.toml is still told apart from a path that does not exist
     (tmp_path / "empty").mkdir()
     with pytest.raises(ManifestError) as info:

@@ -618,6 +618,12 @@ def _read_toml(file: Path) -> dict[str, Any]:
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
+        target = _dangling_target(file)
+        if target is not None:
+            raise ManifestError(file, None, f"a link to {target}, which does not exist",
+                                expected="a kernel project directory (or its build.toml)",
+                                fix="point the link at a kernel project, or pass the "
+                                    "project directory itself") from None
         if _missing_path(file):
             raise ManifestError(file, None, "no such file or directory",
                                 expected="a kernel project directory (or its build.toml)",
@@ -730,6 +736,16 @@ def _defined_twice(message: str, text: str) -> tuple[str | None, str, str] | Non
 #: its subfolders, so that the error of a command run in a home or data folder holding
 #: many thousands of entries comes at once.
 _PROJECTS_LOOKED_AT = 1000
+
+
+def _dangling_target(file: Path) -> str | None:
+    """Where ``file``, a symbolic link that could not be read through, points (a folder
+    moved or removed since the link was made), or ``None`` where it is no link: not a
+    name mistyped, so no project is suggested in its place."""
+    try:
+        return os.readlink(file) if file.is_symlink() else None
+    except OSError:
+        return None
 
 
 def _missing_path(file: Path) -> bool:
