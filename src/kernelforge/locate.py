@@ -891,9 +891,10 @@ def _kept_unreadable_bundle(h: Hub, req: TrustRequest, commit: str,
 
     Unlike an unreadable signature file, such a bundle is no refusal of its own (the
     variant is judged as one without it), and a caller that enforces nothing
-    (:func:`kernelforge.kernel_info`) gets the decision as before. So offline, where the copy is not fetched again, it is ``decision`` with
-    a note naming the kept copy and the cache's fix, which the refusal, if any, says
-    before the ways to allow the variant. A variant allowed or pinned all the same is
+    (:func:`kernelforge.kernel_info`) gets the decision as before. So offline, where the
+    copy is not fetched again, it is ``decision`` with a note naming the kept copy and
+    the cache's fix, which the refusal, if any, says before the ways to allow the
+    variant. A variant allowed or pinned all the same is
     not fetched again online either: a fresh bundle would not change whether it loads,
     and one that the hub itself serves unreadable (of a format the installed sigstore
     does not read, say) would be fetched again, with a warning, by every later load.
