@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kf_testutil import copy_example
@@ -83,3 +84,20 @@ def unbuilt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     assert main(["init", "k-one", str(project)]) == 0
     capsys.readouterr()
     return project
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Any:
+    """An in-memory Hugging Face Hub (``kf_sharing.FakeHfApi``) for the Hub's tests."""
+    from kf_sharing import FakeHfApi
+
+    return FakeHfApi(tmp_path / "remote")
+
+
+@pytest.fixture
+def hf(remote: Any, env: dict[str, Path]) -> Any:
+    """A :class:`~kernelforge.hub.hf.HfHub` on :func:`remote`, caching in the module's
+    ``env`` (the test module's fixture that ``kf_sharing.isolate`` makes)."""
+    from kernelforge.hub.hf import HfHub
+
+    return HfHub(api=remote, cache=env["cache"])

@@ -29,16 +29,6 @@ def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
     return isolate(monkeypatch, tmp_path)
 
 
-@pytest.fixture
-def remote(tmp_path: Path) -> FakeHfApi:
-    return FakeHfApi(tmp_path / "remote")
-
-
-@pytest.fixture
-def hf(remote: FakeHfApi, env: dict[str, Path]) -> HfHub:
-    return HfHub(api=remote, cache=env["cache"])
-
-
 def publish(hf: HfHub, root: Path, version: int, value: int) -> str:
     make_variant(root, version=version, value=value, module_id=uid(f"v{version}"))
     return hf.publish(REPO, root, version=version, card="# relu\n").commit

@@ -45,16 +45,6 @@ def env(monkeypatch, tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.fixture
-def remote(tmp_path: Path) -> FakeHfApi:
-    return FakeHfApi(tmp_path / "remote")
-
-
-@pytest.fixture
-def hf(remote: FakeHfApi, env: dict[str, Path]) -> HfHub:
-    return HfHub(api=remote, cache=env["cache"])
-
-
-@pytest.fixture
 def key(tmp_path: Path) -> signing.SigningKey:
     k = signing.generate_key(tmp_path / "k.pem")
     trust.add_key(k.public.text, name="ci", repos=("kernels-test/*",))
