@@ -859,15 +859,12 @@ def _drop_signed_copies(h: Hub, repo_id: str, commit: str,
     copies = [path for path in (signed[1:] if unreadable else signed) if path in kept]
     if not copies or not isinstance(cache, DownloadCache):
         raise err
-    named = (f"the download cache's {'copies' if len(copies) > 1 else 'copy'} of "
-             f"{' and '.join(copies)}")
+    named = _cached_copies(copies)
     if getattr(h, "offline", True):
-        its, are, fresh = (("their", "they are", "copies fetched again fail too are")
-                           if len(copies) > 1 else
-                           ("its", "it is", "copy fetched again fails too is"))
+        fresh = ("copies fetched again fail too are" if len(copies) > 1 else
+                 "copy fetched again fails too is")
         raise type(err)(
-            f"{err.problem}; {named}, kept from an earlier fetch, may be damaged (on {its} "
-            f"way, or in the cache), and offline {are} not fetched again; fix: "
+            f"{err.problem}; {_kept_offline(copies)}; fix: "
             f"{cache.damaged_entry_fix(repo_id, commit)}. Only where the {fresh} the hub's "
             f"own to blame, and then {REPUBLISH}", err.variant, problem=err.problem) from err
     if unreadable:
@@ -878,6 +875,19 @@ def _drop_signed_copies(h: Hub, repo_id: str, commit: str,
                        "again", repo_id, err.variant, named)
     for path in signed:
         cache.discard_file(repo_id, commit, path)
+
+
+def _cached_copies(copies: list[str]) -> str:
+    """The download cache's copies of the files ``copies``, named."""
+    return (f"the download cache's {'copies' if len(copies) > 1 else 'copy'} of "
+            f"{' and '.join(copies)}")
+
+
+def _kept_offline(copies: list[str]) -> str:
+    """Why kept ``copies`` that fail a check offline may be the copies' fault alone."""
+    its, are = ("their", "they are") if len(copies) > 1 else ("its", "it is")
+    return (f"{_cached_copies(copies)}, kept from an earlier fetch, may be damaged (on "
+            f"{its} way, or in the cache), and offline {are} not fetched again")
 
 
 def _kept_unreadable_bundle(h: Hub, req: TrustRequest, commit: str,
@@ -906,11 +916,10 @@ def _kept_unreadable_bundle(h: Hub, req: TrustRequest, commit: str,
     if (not decision.unreadable_bundle or path not in kept
             or not isinstance(cache, DownloadCache)):
         return decision
-    named = f"the download cache's copy of {path}"
+    named = _cached_copies([path])
     if getattr(h, "offline", True):
         return dataclasses.replace(decision, notes=(
-            *decision.notes, f"{named}, kept from an earlier fetch, may be damaged (on its "
-            "way, or in the cache), and offline it is not fetched again (fix: "
+            *decision.notes, f"{_kept_offline([path])} (fix: "
             f"{cache.damaged_entry_fix(req.repo_id, commit)})"))
     if decision.allowed:
         return decision
