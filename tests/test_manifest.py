@@ -191,6 +191,16 @@ BAD = [
     ("kernel-depends-needs-version",
      replace(GOOD5, "backends =", 'kernel-depends = [{repo-id = "org/a"}]\nbackends ='),
      "general.kernel-depends", "needs exactly one of 'version' and 'revision'"),
+    # metadata.json carries these to every loader, which cannot fetch them
+    ("kernel-depends-repo-id-without-org",
+     replace(GOOD5, "backends =", 'kernel-depends = [{repo-id = "relu", version = 1}]\n'
+             "backends ="),
+     "general.kernel-depends", "the dependency 'relu' is not a hub repository id; expected "
+     "'<org>/<name>'"),
+    ("kernel-depends-empty-revision",
+     replace(GOOD5, "backends =", 'kernel-depends = [{repo-id = "org/a", revision = " "}]\n'
+             "backends ="),
+     "general.kernel-depends", "the dependency on 'org/a' has an empty revision"),
     ("kernel-depends-in-edition-4",
      replace(GENERAL4, "backends =", 'kernel-depends = [{repo-id = "org/a", version = 1}]'
              "\nbackends =") + TORCH + KERNELS,

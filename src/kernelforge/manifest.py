@@ -1274,6 +1274,7 @@ def _kernel_depends(r: _Reader, table: Mapping[str, Any], prefix: str
             repo_id = r.string(item, key, "repo-id") or ""
             version = r.integer(item, key, "version")
             revision = r.string(item, key, "revision")
+            _check_dependency_pin(r, key, repo_id, revision)
             if (version is None) == (revision is None):
                 r.fail(key, f"the dependency on '{repo_id}' needs exactly one of 'version' "
                        "and 'revision'",
@@ -1281,6 +1282,27 @@ def _kernel_depends(r: _Reader, table: Mapping[str, Any], prefix: str
                        fix=f'write {{repo-id = "{repo_id}", version = 1}}')
             deps.append(KernelDependency(repo_id, version, revision))
     return tuple(deps)
+
+
+def _check_dependency_pin(r: _Reader, key: str, repo_id: str, revision: str | None) -> None:
+    """Refuse a ``kernel-depends`` entry that goes into every variant's ``metadata.json``
+    but that the loader refuses there (:func:`kernelforge.lock.dependency_key`): a
+    ``repo-id`` that is no hub repository id, or an empty ``revision``. Hugging Face's
+    builder writes such an entry as it is; caught here, the publisher fixes it, rather
+    than each user meeting an error at load that only the publisher can fix."""
+    from kernelforge.hub.base import validate_repo_id  # the loaders' reading of the id
+
+    try:
+        validate_repo_id(repo_id)
+    except ValueError:
+        r.fail(key, f"the dependency '{repo_id}' is not a hub repository id",
+               expected="'<org>/<name>' of letters, digits, '.', '_' and '-', e.g. "
+               "'kernels-community/relu'",
+               fix='write {repo-id = "<org>/<name>", version = 1}')
+    if revision is not None and not revision.strip():
+        r.fail(key, f"the dependency on '{repo_id}' has an empty revision",
+               expected='a branch, tag or commit, e.g. revision = "v1"',
+               fix=f'write {{repo-id = "{repo_id}", version = 1}} to follow a version')
 
 
 def _declared_backends(r: _Reader, general: Mapping[str, Any]) -> tuple[str, ...]:
