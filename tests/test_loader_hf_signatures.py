@@ -297,6 +297,28 @@ def test_no_fitting_variant_is_caught_as_their_file_not_found(tmp_path: Path) ->
         theirs.get_local_kernel(project, backend="cpu")
 
 
+def test_their_has_kernel_judges_the_publisher(monkeypatch) -> None:
+    """What the README says of their ``has_kernel`` beside ours (which judges no trust:
+    test_tamper.py): it asks the Hub whether the publisher is trusted before anything
+    else, and raises ``ValueError`` for one it does not trust rather than answering."""
+    theirs = pytest.importorskip("kernels")
+    hf_hub = importlib.import_module("kernels.hf_hub")
+    asked: list[str] = []
+
+    class Hub:
+        def get_organization_overview(self, org: str) -> Any:
+            asked.append(org)
+            return types.SimpleNamespace(trustedKernelPublisher=False)
+
+    monkeypatch.setattr(hf_hub, "_get_hf_api", lambda *args, **kwargs: Hub())
+    monkeypatch.setattr(hf_hub.constants, "HF_HUB_OFFLINE", False)
+    with pytest.raises(ValueError, match="not from a trusted publisher"):
+        theirs.has_kernel(REPO, version=1)
+    assert asked == [REPO.split("/")[0]]
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "`kernels.has_kernel` 0.17 does judge its publisher" in readme
+
+
 def _coming_from_kernels() -> str:
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     start = text.index("#### Coming from Hugging Face's `kernels`")
