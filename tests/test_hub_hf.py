@@ -1109,9 +1109,9 @@ def test_without_huggingface_hub_every_hf_command_says_what_to_install(
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import raises ImportError
     hub = HfHub(cache=tmp_path / "cache")
     with pytest.raises(HubError, match=r"needs the huggingface_hub package; install it with: "
-                                       r"pip install 'kernelforge\[hf\]'"):
+                                       r"pip install 'huggingface_hub>=1\.10'$"):
         hub.publish(REPO, tmp_path / "p", version=1)
-    with pytest.raises(HubError, match=r"pip install 'kernelforge\[hf\]'"):
+    with pytest.raises(HubError, match=r"pip install 'huggingface_hub>=1\.10'$"):
         hub.versions(REPO)
     project = tmp_path / "proj"
     assert main(["init", "proj", str(project)]) == 0
@@ -1121,6 +1121,21 @@ def test_without_huggingface_hub_every_hf_command_says_what_to_install(
     err = capsys.readouterr().err
     assert "error: the Hugging Face Hub needs the huggingface_hub package" in err, err
     assert "Traceback" not in err
+
+
+def test_the_install_named_for_huggingface_hub_is_the_hf_extra() -> None:
+    """The error without huggingface_hub names the requirement itself, and it is what
+    the ``hf`` extra (``pip install -e '.[hf]'``, README.md) installs: the two cannot
+    drift apart."""
+    from kf_testutil import REPO as CHECKOUT
+
+    from kernelforge._parse import toml_loads
+    from kernelforge.hub.hf import HF_REQUIREMENT
+
+    extras = toml_loads((CHECKOUT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert extras["hf"] == [HF_REQUIREMENT]
+    assert HF_REQUIREMENT in extras["test"]
 
 
 def test_the_loaders_key_for_a_hub_tells_clients_and_tokens_apart(tmp_path: Path) -> None:

@@ -719,8 +719,9 @@ def test_a_commit_record_of_a_newer_format_is_refused_naming_the_upgrade(
     _writable(path)
     path.write_text(json.dumps({**json.loads(path.read_text()), "format": 2, "new": [1]}))
     said = (f"{path}: this commit record is of format 2, written by a newer kernelforge "
-            "\\(this version reads format 1\\); upgrade kernelforge \\(pip install -U "
-            "kernelforge\\) to use this revision$")
+            "\\(this version reads format 1\\); upgrade kernelforge \\(update the checkout "
+            "it was installed from, then run pip install -e . there again\\) to use this "
+            "revision$")
     for call in (hub.revision, hub.variants, hub.owned):
         with pytest.raises(HubError, match=said):
             call(REPO, rev.commit)

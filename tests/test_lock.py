@@ -1810,7 +1810,8 @@ def test_a_lock_of_a_newer_format_names_the_upgrade(tmp_path: Path) -> None:
     with pytest.raises(LockError, match=re.escape(
             f"{path}: this lock file is of format 'kernelforge-lock/2', written by a newer "
             "kernelforge (this version reads 'kernelforge-lock/1'); upgrade kernelforge "
-            "(pip install -U kernelforge), or run 'kernelforge lock' with this version")):
+            "(update the checkout it was installed from, then run pip install -e . there "
+            "again), or run 'kernelforge lock' with this version")):
         read_lock(path)
     for other in ("kernelforge-lock/0", "kernelforge-lock/x", "kernelforge-lock/²", "other/2",
                   "kernelforge-lock/" + "9" * 5000):

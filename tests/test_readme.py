@@ -399,3 +399,34 @@ def test_an_environment_whose_python_is_gone_is_named_with_the_fix(tmp_path: Pat
         in proc.stderr, proc.stderr
     assert f"fix: remove it (rm -rf {venv}) and run again" in proc.stderr, proc.stderr
     assert "setting up" not in proc.stderr, proc.stderr
+
+
+#: ``pip install`` of the name ``kernelforge`` (``-U kernelforge``, ``'kernelforge[hf]'``):
+#: the package of that name on PyPI is another project, so the command fetches it in place
+#: of this one, which is installed from its checkout.
+_PIP_INSTALL_BY_NAME = re.compile(r"pip install(?:\s+-[-\w]+)*\s+[\"']?kernelforge\b")
+
+
+def _joined(text: str) -> str:
+    """``text`` with its runs of white space one space, and Python's string literals that
+    continue on the next line joined to it (``"pip install -U "`` then ``"kernelforge"``)."""
+    return " ".join(re.sub(r"[\"']\s*\n\s*[rf]?[\"']", "", text).split())
+
+
+def test_nothing_says_to_install_kernelforge_by_its_name() -> None:
+    """The README, the documents, the scripts and every message of the package name the
+    install the README gives (``pip install -e .`` in the checkout), never ``pip install
+    -U kernelforge``: that fetches another project from PyPI and replaces this one. The
+    upgrade the newer-format errors name is the README's install."""
+    from kernelforge._parse import UPGRADE
+
+    files = [README, *(REPO / "docs").glob("*.md"), *(REPO / "scripts").iterdir(),
+             *(REPO / "src" / "kernelforge").rglob("*.py"),
+             *(REPO / "src" / "kernelforge" / "examples").rglob("*.md")]
+    found = [f"{path.relative_to(REPO)}: {m.group(0)}" for path in files if path.is_file()
+             for m in _PIP_INSTALL_BY_NAME.finditer(_joined(path.read_text()))]
+    assert found == [], found
+    assert "install this checkout into it with `pip install -e .`" in README.read_text()
+    assert "pip install -e . there again" in UPGRADE, UPGRADE
+    upgrade = " ".join(readme_section("Several kernelforge versions on one machine").split())
+    assert "then `pip install -e .` there again" in upgrade, upgrade

@@ -15,6 +15,11 @@ from typing import Any
 
 #: Why a document too deeply nested is refused (the parsers give no position for it).
 TOO_DEEP = "values are nested too deeply to be read"
+#: How to upgrade, for a file of a newer format (:func:`newer_format`): kernelforge is
+#: installed from its checkout; pip, given the name kernelforge, would fetch the project
+#: of that name on PyPI, another one, in its place.
+UPGRADE = ("upgrade kernelforge (update the checkout it was installed from, then run "
+           "pip install -e . there again)")
 
 
 def json_loads(data: str | bytes) -> Any:

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelforge import _durable
-from kernelforge._parse import json_loads, newer_format_number
+from kernelforge._parse import UPGRADE, json_loads, newer_format_number
 from kernelforge._paths import HERE, env_path, path_word, refuse_empty_path
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import HubError, IntegrityError, NotCachedError
@@ -711,8 +711,8 @@ class DownloadCache:
                 raise HubError(
                     f"{where / ENTRY_FILE}: this download cache entry is of format {newer}, "
                     "written by a newer kernelforge sharing the cache (this version reads "
-                    f"format {ENTRY_FORMAT}); upgrade kernelforge (pip install -U "
-                    "kernelforge), or, to have this version fetch it again in its own format, "
+                    f"format {ENTRY_FORMAT}); {UPGRADE}, or, to have this version fetch it "
+                    "again in its own format, "
                     f"{self.damaged_entry_fix(repo_id, commit)}")
             if doc is not None:
                 return Entry(where / FILES_DIR,

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelforge._parse import json_loads
+from kernelforge._parse import UPGRADE, json_loads
 from kernelforge._parse import newer_format as _newer_format
 from kernelforge.errors import KernelforgeError, TrustError
 
@@ -55,7 +55,7 @@ __all__ = [
 
 SIGNATURE_FORMAT = "kernelforge-signature/2"
 #: What to do about a signature of a newer format (:func:`newer_format`).
-UPGRADE_TO_CHECK = "upgrade kernelforge (pip install -U kernelforge) to check it"
+UPGRADE_TO_CHECK = f"{UPGRADE} to check it"
 FORMAT_1 = "kernelforge-signature/1"
 _DOMAIN_1 = b"kernelforge-variant-signature-v1\0"
 _DOMAIN_2 = b"kernelforge-variant-signature-v2\0"

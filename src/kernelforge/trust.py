@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelforge._parse import json_loads, newer_format_number
+from kernelforge._parse import UPGRADE, json_loads, newer_format_number
 from kernelforge._paths import env_path
 from kernelforge._userdirs import user_dir
 from kernelforge.errors import TrustError, one_line
@@ -348,9 +348,8 @@ def _parse_store(doc: Any, path: Path) -> TrustStore:
     found = newer_format_number(doc, STORE_FORMAT, missing=None)
     if found is not None:
         raise TrustError(f"{path}: this trust store is of format {found}, written by a newer "
-                         f"kernelforge (this version reads format {STORE_FORMAT}); upgrade "
-                         "kernelforge (pip install -U kernelforge) to use it; the file is "
-                         "left as it is")
+                         f"kernelforge (this version reads format {STORE_FORMAT}); {UPGRADE} "
+                         "to use it; the file is left as it is")
     if not isinstance(doc, dict) or doc.get("format") != STORE_FORMAT:
         raise bad(f"not a trust store (expected a JSON object with \"format\": {STORE_FORMAT})")
     known("the store", doc, ("format", "keys", "sigstore", "allow"))

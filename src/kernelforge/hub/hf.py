@@ -63,6 +63,11 @@ __all__ = ["HfHub", "hf_offline", "refs_listed_once", "used_for"]
 logger = logging.getLogger(__name__)
 
 REPO_TYPE = "kernel"
+#: What kernelforge's ``hf`` extra installs, named by the error where it is missing: the
+#: package itself, since pip, given the extra by kernelforge's name, would fetch the
+#: project of that name on PyPI, another one, wherever this kernelforge is not installed
+#: (run from its sources).
+HF_REQUIREMENT = "huggingface_hub>=1.10"
 _TRUE = {"1", "ON", "YES", "TRUE"}
 _BYTECODE = (".pyc",)
 _HEX = re.compile(r"[0-9a-f]+")
@@ -421,7 +426,7 @@ def _huggingface_hub() -> Any:
     except ImportError as err:
         raise HubError(
             "the Hugging Face Hub needs the huggingface_hub package; install it with: "
-            "pip install 'kernelforge[hf]'"
+            f"pip install '{HF_REQUIREMENT}'"
         ) from err
     return huggingface_hub
 

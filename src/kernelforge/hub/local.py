@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelforge import _durable
-from kernelforge._parse import json_loads, newer_format_number
+from kernelforge._parse import UPGRADE, json_loads, newer_format_number
 from kernelforge._paths import (
     HERE,
     blank_name_hint,
@@ -521,8 +521,8 @@ class LocalHub(Hub):
         if newer is not None:
             raise HubError(
                 f"{path}: this commit record is of format {newer}, written by a newer "
-                f"kernelforge (this version reads format {RECORD_FORMAT}); upgrade "
-                "kernelforge (pip install -U kernelforge) to use this revision")
+                f"kernelforge (this version reads format {RECORD_FORMAT}); {UPGRADE} "
+                "to use this revision")
         problem = _record_problem(record)
         if problem is not None:
             raise HubError(f"{path}: corrupt commit record ({problem}); {_DAMAGED}")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kernelforge._parse import json_loads, newer_format
+from kernelforge._parse import UPGRADE, json_loads, newer_format
 from kernelforge._paths import HERE, blank_name_hint, empty_path_why, is_empty_path
 from kernelforge.errors import LockError
 from kernelforge.hub.base import is_commit, validate_repo_id
@@ -393,9 +393,9 @@ def _parse_lock(text: str, p: Path) -> LockFile:
     newer = newer_format(doc, FORMAT)
     if newer is not None:
         raise LockError(f"{p}: this lock file is of format {newer!r}, written by a newer "
-                        f"kernelforge (this version reads {FORMAT!r}); upgrade kernelforge "
-                        "(pip install -U kernelforge), or run 'kernelforge lock' with this "
-                        "version to rewrite it in its format")
+                        f"kernelforge (this version reads {FORMAT!r}); {UPGRADE}, "
+                        "or run 'kernelforge lock' with this version to rewrite it in its "
+                        "format")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise LockError(f"{p}: not a lock file (expected \"format\": {FORMAT!r}, or Hugging "
                         "Face's kernels.lock list)")
