@@ -71,6 +71,32 @@ def test_a_reader_gone_before_an_error_ends_the_command_quietly(tmp_path: Path) 
     assert "Exception ignored" not in proc.stderr and "BrokenPipeError" not in proc.stderr
 
 
+def test_torch_without_numpy_adds_nothing_to_stderr(tmp_path: Path) -> None:
+    """In an environment without numpy (torch does not require it), torch warns on its
+    import, in two lines of its own; a command that imports torch writes only its own
+    lines all the same. Other warnings still show, and the caller's filters come back."""
+    script = (
+        "import sys, warnings\n"
+        "sys.modules['numpy'] = None  # as where numpy is not installed\n"
+        "import kernelforge.cli as cli\n"
+        "def listing(hub, repo):\n"
+        "    import torch\n"
+        "    print(f'{repo}: torch {torch.__version__}')\n"
+        "    warnings.warn('another warning', UserWarning)\n"
+        "    return 0\n"
+        "cli._versions = listing\n"
+        "before = list(warnings.filters)\n"
+        f"code = cli.main(['versions', 'org/k', '--hub', {str(tmp_path / 'hub')!r}])\n"
+        "assert warnings.filters == before, 'the command left its filters behind'\n"
+        "sys.exit(code)\n")
+    proc = subprocess.run([sys.executable, "-W", "default", "-c", script],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("org/k: torch "), proc.stdout
+    assert "NumPy" not in proc.stderr, proc.stderr
+    assert "UserWarning: another warning" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize(("stream", "during"), [
     # a file or pipe, buffered by Python: each line is written as it is printed
     (lambda: io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), True),

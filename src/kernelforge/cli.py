@@ -26,6 +26,7 @@ import os
 import re
 import shlex
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -822,10 +823,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is not None:
         library.addHandler(handler)
     try:
-        return _run(args)
+        with warnings.catch_warnings():  # the caller's filters come back afterwards
+            _quiet_torch_without_numpy()
+            return _run(args)
     finally:
         if handler is not None:
             library.removeHandler(handler)
+
+
+def _quiet_torch_without_numpy() -> None:
+    """Leave out the warning torch gives on its import where numpy is not installed
+    (torch does not require it): the commands that read the system import torch, and
+    its two lines (a path and a source line) would stand among the command's own on
+    stderr, about a package the command does not use."""
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy",
+                            category=UserWarning)
 
 
 @contextlib.contextmanager
