@@ -289,3 +289,19 @@ def test_the_command_table_names_every_option() -> None:
                 assert not missing, (f"the command table's row for {path[0]} does not name "
                                      f"the options of kernelforge {' '.join(path)}: "
                                      f"{sorted(missing)}")
+
+
+def test_the_variables_the_help_names_are_documented() -> None:
+    """Each environment variable a command's ``--help`` names as a default (``-j``'s
+    ``$MAX_JOBS``, ``--hub``'s ``$KERNELFORGE_HUB``) is named in README.md, so that a
+    default the help gives is one the README gives too."""
+    readme = (REPO / "README.md").read_text()
+    named: dict[str, set[str]] = {}
+    for path, parser in commands():
+        for action in parser._actions:
+            for variable in re.findall(r"\$([A-Z][A-Z0-9_]+)", action.help or ""):
+                named.setdefault(variable, set()).add(" ".join(path))
+    assert {"MAX_JOBS", "KERNELFORGE_HUB", "KERNELFORGE_CACHE"} <= set(named), named
+    missing = {v: sorted(where) for v, where in named.items()
+               if not re.search(rf"`\$?{v}\b", readme)}
+    assert missing == {}, f"README.md does not name these variables of the help: {missing}"
