@@ -743,6 +743,98 @@ def test_a_build_after_cuda_home_changed_uses_the_toolkit_it_names(tmp_path: Pat
         toolchain.find_nvcc.cache_clear()
 
 
+def _counted_gcc(path: Path, count: Path, version: str) -> Path:
+    """A gcc ``version`` that adds a line to ``count`` each time it is asked something."""
+    path.write_text(f"#!/bin/sh\necho started >> '{count}'\n"
+                    f'case "$1" in\n  -dumpfullversion) echo {version};;\n'
+                    f"  *) echo 'g++ (GCC) {version}'\n"
+                    "     echo 'Copyright (C) 2022 Free Software Foundation, Inc.';;\nesac\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("how", ["rewritten", "replaced"])
+def test_a_compiler_upgraded_in_place_is_asked_again(tmp_path: Path, monkeypatch,
+                                                     how: str) -> None:
+    """A compiler upgraded where it stands between two builds of one process (the same
+    path, the same CXX, CC and PATH) is asked again, so that the second build records
+    the version it compiles with; before, the first answer stood for the rest of the
+    process. A package manager rewrites the file (new times: here the size and inode
+    stay) or puts a new one in its place (another inode: here the times and size stay).
+    A compiler left alone is still asked once, however often it is looked up."""
+    import os
+
+    from kernelforge.build import toolchain
+
+    count = tmp_path / "starts"
+    gcc = _counted_gcc(tmp_path / "g++", count, "12.2.0")
+    before = gcc.stat()
+    monkeypatch.setenv("CXX", str(gcc))
+    monkeypatch.setenv("CC", str(gcc))  # nvcc's host compiler
+
+    def versions() -> list[tuple[int, ...]]:
+        host = toolchain.find_nvcc_host()
+        assert host is not None
+        return [find_cxx().version, host.version]
+
+    toolchain.find_nvcc_host.cache_clear()
+    try:
+        assert versions() == [(12, 2, 0)] * 2
+        asked = _starts(count)
+        assert versions() == [(12, 2, 0)] * 2 and _starts(count) == asked
+        if how == "rewritten":
+            _counted_gcc(gcc, count, "13.1.0")
+            os.utime(gcc, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
+        else:
+            _counted_gcc(tmp_path / "g++.new", count, "13.1.0")
+            os.utime(tmp_path / "g++.new", ns=(before.st_atime_ns, before.st_mtime_ns))
+            os.replace(tmp_path / "g++.new", gcc)
+        after = gcc.stat()
+        assert after.st_size == before.st_size
+        assert (after.st_ino == before.st_ino) == (how == "rewritten")
+        assert versions() == [(13, 1, 0)] * 2
+        assert _starts(count) == 2 * asked
+        assert versions() == [(13, 1, 0)] * 2 and _starts(count) == 2 * asked
+    finally:
+        toolchain.find_nvcc_host.cache_clear()
+
+
+def test_a_toolkit_link_moved_to_another_release_is_asked_again(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """``CUDA_HOME=/usr/local/cuda``, a link that an upgrade moves from cuda-12.8 to
+    cuda-12.9 while the old release stays installed: the next lookup of the process
+    finds the nvcc the link leads to now, by its own path and version, instead of the
+    one it led to before."""
+    import os
+
+    from kernelforge.build import toolchain
+
+    count = tmp_path / "starts"
+    said = f"echo started >> '{count}'; echo 'Cuda compilation tools, release {{0}}, V{{0}}.1'"
+    old = _toolkit(tmp_path / "cuda-12.8", "nvcc", said.format("12.8"))
+    new = _toolkit(tmp_path / "cuda-12.9", "nvcc", said.format("12.9"))
+    link = tmp_path / "cuda"
+    link.symlink_to(old)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(link))
+    toolchain.find_nvcc.cache_clear()
+    try:
+        for _ in range(2):
+            tool = toolchain.find_nvcc()
+            assert tool is not None
+            assert (tool.path, tool.version) == (old / "bin" / "nvcc", (12, 8, 1))
+        assert _starts(count) == 1
+        (tmp_path / "cuda.new").symlink_to(new)
+        os.replace(tmp_path / "cuda.new", link)
+        for _ in range(2):
+            tool = toolchain.find_nvcc()
+            assert tool is not None
+            assert (tool.path, tool.version) == (new / "bin" / "nvcc", (12, 9, 1))
+        assert _starts(count) == 2
+    finally:
+        toolchain.find_nvcc.cache_clear()
+
+
 # -- values relative to the current directory ---------------------------------------------
 
 def _two_folders(tmp_path: Path, name: str, sub: str = "") -> tuple[Path, Path]:

@@ -4,7 +4,9 @@ Everything here runs without importing torch. A lookup's answer is cached for th
 process, per the values of the environment variables it reads (``CXX`` and ``PATH`` for
 :func:`find_cxx`), because probing a compiler means starting it: a process that sets one
 between two builds (a notebook, a service) gets the compiler it names now, while a
-compiler is asked its version once for each set of values that chooses it. A value
+compiler is asked its version once for each set of values that chooses it, and again
+only where the file it is was replaced meanwhile (a compiler upgraded in place, a toolkit
+link moved to another release: :func:`_file_stamp`). A value
 relative to the current directory (``CXX=./mycc``, a ``PATH`` entry ``bin``) is read from
 the directory the lookup runs in, and that directory is part of what the answer is cached
 for. A compiler that did not answer is remembered for the run under way only
@@ -294,9 +296,31 @@ def absolute_environment(environ: Mapping[str, str]) -> dict[str, str]:
             for var in TOOL_LOCATION_VARIABLES if _reads_here(var, environ.get(var))}
 
 
+#: What tells one file from another that replaced it at the same path (:func:`_file_stamp`).
+_Stamp = tuple[int, int, int, int, int]
+
+
+def _file_stamp(path: Path) -> _Stamp | None:
+    """The identity of the file ``path`` leads to, links followed (device, inode, size,
+    modification and change times), in one ``stat``; ``None`` where there is none.
+
+    A compiler's answers are cached per this too: a compiler upgraded in place keeps its
+    path and the variables that chose it, but the package manager writes a new file
+    (another inode) or rewrites it (new times), and a link moved to another release
+    (``/usr/local/cuda``, ``/etc/alternatives/c++``) leads to another file. Without it,
+    the rest of the process would record the old compiler's version in what it builds.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _first_existing(candidates: Sequence[tuple[str, Path | None]],
                     marker: str | None = None) -> tuple[str, Path] | None:
-    """The first executable candidate, resolved, with what chose it. Each candidate is
+    """The first executable candidate, as found (links kept: the file one leads to is
+    the lookup's to read, :func:`_file_stamp`), with what chose it. Each candidate is
     ``(chooser, path)``, the chooser being the variable naming it, ``PATH``, or "" for the
     default location. With ``marker``, only one whose toolkit home (the grandparent of the
     resolved file) holds that file, which skips wrapper scripts such as a
@@ -304,9 +328,8 @@ def _first_existing(candidates: Sequence[tuple[str, Path | None]],
     for chooser, cand in candidates:
         if cand is None or not cand.is_file() or not os.access(cand, os.X_OK):
             continue
-        real = cand.resolve()
-        if marker is None or (real.parent.parent / marker).is_file():
-            return chooser, real
+        if marker is None or (cand.resolve().parent.parent / marker).is_file():
+            return chooser, cand
     return None
 
 
@@ -328,7 +351,6 @@ _DEVICE_COMPILERS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
 _TOOLKITS: dict[str, str] = {"nvcc": "CUDA toolkit", "hipcc": "ROCm installation"}
 
 
-@functools.lru_cache(maxsize=None)
 def _find_device_compiler(name: str, homes: tuple[str | None, ...],
                           search_path: str | None, here: str | None) -> Tool | None:
     """A GPU compiler: ``<home>/bin/<name>`` for each home its environment variables name
@@ -336,16 +358,35 @@ def _find_device_compiler(name: str, homes: tuple[str | None, ...],
     ``search_path`` (``$PATH``), then the default installation; its version read from
     ``<name> --version``. A toolkit a variable names but that is passed over is explained
     in ``Tool.note``. Relative values are read from ``here``, the current directory when
-    one of them is relative (else ``None``). Cached per those values, which
-    :func:`_device_lookup` reads.
+    one of them is relative (else ``None``). Where it is is cached per those values, which
+    :func:`_device_lookup` reads; what it says, per those and the file it is.
 
     Raises:
         ToolchainError: ``<name> --version`` did not end within
             :data:`VERSION_TIMEOUT_S` (:func:`_device_hung` says what to do), or its
             answer holds no version.
     """
-    env_vars, default_home, version_pattern, marker = _DEVICE_COMPILERS[name]
-    named = {var: home for var, home in zip(env_vars, homes, strict=True) if home}
+    found = _locate_device_compiler(name, homes, search_path, here)
+    if found is None:
+        return None
+    chooser, path = found
+    return _asked_device_compiler(name, homes, here, chooser, path, _file_stamp(path))
+
+
+def _named_homes(name: str, homes: tuple[str | None, ...]) -> dict[str, str]:
+    """The toolkit variables of ``name`` that are set, with their values (``homes``)."""
+    env_vars = _DEVICE_COMPILERS[name][0]
+    return {var: home for var, home in zip(env_vars, homes, strict=True) if home}
+
+
+@functools.lru_cache(maxsize=None)
+def _locate_device_compiler(name: str, homes: tuple[str | None, ...],
+                            search_path: str | None,
+                            here: str | None) -> tuple[str, Path] | None:
+    """Where :func:`_find_device_compiler` finds ``name``, with what chose it (as for
+    :func:`_first_existing`); cached per the values of the variables."""
+    _, default_home, _, marker = _DEVICE_COMPILERS[name]
+    named = _named_homes(name, homes)
     if here is not None and search_path:
         search_path = _absolute_value("PATH", search_path, here)
     candidates: list[tuple[str, Path | None]] = [
@@ -355,10 +396,19 @@ def _find_device_compiler(name: str, homes: tuple[str | None, ...],
     candidates.append(("PATH", Path(which) if which else None))
     candidates.append(("", Path(default_home) / "bin" / name))
     # a real toolkit first; a lone wrapper script only when nothing else exists
-    found = _first_existing(candidates, marker) or _first_existing(candidates)
-    if found is None:
-        return None
-    chooser, path = found
+    return _first_existing(candidates, marker) or _first_existing(candidates)
+
+
+@functools.lru_cache(maxsize=None)
+def _asked_device_compiler(name: str, homes: tuple[str | None, ...], here: str | None,
+                           chooser: str, found: Path, stamp: _Stamp | None) -> Tool:
+    """The GPU compiler ``found`` (chosen by ``chooser``) and its version, cached per the
+    values of the variables and the identity of the file it leads to (``stamp``). The
+    path is resolved here, not where it was found: a toolkit link moved to another release
+    leads to another compiler."""
+    _, _, version_pattern, marker = _DEVICE_COMPILERS[name]
+    named = _named_homes(name, homes)
+    path = found.resolve()
     try:
         text = _run_version([str(path), "--version"])
     except _NoAnswer as err:
@@ -442,12 +492,19 @@ class _Lookup(Protocol[_T_co]):
     def cache_clear(self) -> None: ...
 
 
-def _clears(cache_clear: Callable[[], None]) -> Callable[[Callable[[], _T]], _Lookup[_T]]:
-    """Give a lookup the ``cache_clear()`` of the cache behind it, as it had when it was
-    cached itself: callers clear it when a compiler changed behind a file that did not
-    (a wrapper script running another compiler), which no variable tells."""
+def _clears(*cache_clears: Callable[[], None]
+            ) -> Callable[[Callable[[], _T]], _Lookup[_T]]:
+    """Give a lookup a ``cache_clear()`` that clears the caches behind it (where it
+    found the compiler, and what the compiler said), as it had when it was cached
+    itself: callers clear it when a compiler changed behind a file that did not (a
+    wrapper script running another compiler), which neither a variable nor the file
+    tells."""
+    def clear() -> None:
+        for cache_clear in cache_clears:
+            cache_clear()
+
     def give(find: Callable[[], _T]) -> _Lookup[_T]:
-        find.cache_clear = cache_clear  # type: ignore[attr-defined]
+        find.cache_clear = clear  # type: ignore[attr-defined]
         return cast("_Lookup[_T]", find)
     return give
 
@@ -460,32 +517,63 @@ def _device_lookup(name: str) -> Tool | None:
                                  _here(os.environ, (*env_vars, "PATH")))
 
 
-@_clears(_find_device_compiler.cache_clear)
+@_clears(_locate_device_compiler.cache_clear, _asked_device_compiler.cache_clear)
 def find_nvcc() -> Tool | None:
     """The CUDA compiler: ``$CUDA_HOME``/``$CUDA_PATH``, then ``PATH``, then /usr/local/cuda.
 
     Cached per the values of these variables (and the current directory, which a
     relative one is read from): values not seen before in this process are looked at
     (and the compiler found asked its version), values seen before get the answer they
-    got then."""
+    got then, unless the file the compiler is was replaced since (an upgrade in place, a
+    link moved), which is asked again."""
     return _device_lookup("nvcc")
 
 
-@_clears(_find_device_compiler.cache_clear)
+@_clears(_locate_device_compiler.cache_clear, _asked_device_compiler.cache_clear)
 def find_hipcc() -> Tool | None:
     """The HIP compiler: ``$ROCM_HOME``/``$ROCM_PATH``, then ``PATH``, then /opt/rocm.
 
     Cached per the values of these variables (and the current directory, which a
     relative one is read from): values not seen before in this process are looked at
     (and the compiler found asked its version), values seen before get the answer they
-    got then."""
+    got then, unless the file the compiler is was replaced since (an upgrade in place, a
+    link moved), which is asked again."""
     return _device_lookup("hipcc")
 
 
-@functools.lru_cache(maxsize=None)
+@dataclass(frozen=True)
+class _HostChoice:
+    """A host compiler a lookup found, and how its errors name it (as for
+    :func:`_host_compiler`)."""
+
+    path: Path
+    chosen: str = ""
+    fix: str = ""
+    hung_fix: str = ""
+
+
 def _find_cxx(cxx: str | None, search_path: str | None, here: str | None) -> Tool:
     """:func:`find_cxx` for the values of ``CXX`` (``None``: not set) and ``PATH``, and
     the current directory when one of them is relative to it (else ``None``)."""
+    found = _locate_cxx(cxx, search_path, here)
+    return _asked_host(found, _file_stamp(found.path))
+
+
+@functools.lru_cache(maxsize=None)
+def _asked_host(found: _HostChoice, stamp: _Stamp | None) -> Tool:
+    """:func:`_host_compiler` for ``found``, cached per the identity of the file it leads
+    to (``stamp``, :func:`_file_stamp`) as well. An error is not cached."""
+    return _host_compiler(found.path, chosen=found.chosen, fix=found.fix,
+                          hung_fix=found.hung_fix)
+
+
+@functools.lru_cache(maxsize=None)
+def _locate_cxx(cxx: str | None, search_path: str | None, here: str | None) -> _HostChoice:
+    """Where :func:`_find_cxx` finds the compiler, cached per its arguments.
+
+    Raises:
+        ToolchainError: ``CXX`` names no single program, or none is found.
+    """
     name = "c++" if cxx is None else cxx
     program = name
     if here is not None:
@@ -533,10 +621,10 @@ def _find_cxx(cxx: str | None, search_path: str | None, here: str | None) -> Too
         fix = "install g++ or clang++, or point the CXX environment variable at one"
         chosen = f"the C++ compiler '{name}' on PATH ({which})"
         hung += "point the CXX environment variable at another C++ compiler"
-    return _host_compiler(Path(which), name, chosen=chosen, fix=fix, hung_fix=hung)
+    return _HostChoice(Path(which), chosen=chosen, fix=fix, hung_fix=hung)
 
 
-@_clears(_find_cxx.cache_clear)
+@_clears(_locate_cxx.cache_clear, _asked_host.cache_clear)
 def find_cxx() -> Tool:
     """The host C++ compiler torch's extension tooling will use (``$CXX`` or ``c++``).
 
@@ -546,7 +634,9 @@ def find_cxx() -> Tool:
 
     Cached per the values of ``CXX`` and ``PATH`` (and the current directory where one
     is relative to it): values not seen before in this process are looked at (and the
-    compiler found asked its version), values seen before get the answer they got then.
+    compiler found asked its version), values seen before get the answer they got then,
+    unless the file the compiler is was replaced since (an upgrade in place, a link
+    moved), which is asked again.
 
     Raises:
         ToolchainError: none is found, ``CXX`` names no single program, or the program
@@ -557,7 +647,7 @@ def find_cxx() -> Tool:
                      _here(os.environ, ("CXX", "PATH")))
 
 
-def _host_compiler(path: Path, name: str, *, chosen: str = "", fix: str = "",
+def _host_compiler(path: Path, *, chosen: str = "", fix: str = "",
                    hung_fix: str = "") -> Tool:
     """A gcc or clang at ``path``, with its version.
 
@@ -599,7 +689,6 @@ def _asked_host_compiler(path: Path, *, chosen: str, fix: str) -> Tool:
     return Tool(kind, path, version, first)
 
 
-@functools.lru_cache(maxsize=None)
 def _find_nvcc_host(cc: str | None, nvcc_ccbin: str | None, search_path: str | None,
                     here: str | None) -> Tool | None:
     """:func:`find_nvcc_host` for the values of ``CC``, ``NVCC_CCBIN`` and ``PATH``, and
@@ -609,6 +698,15 @@ def _find_nvcc_host(cc: str | None, nvcc_ccbin: str | None, search_path: str | N
         _NoAnswer: the compiler did not answer in time. Raised rather than returned as
             ``None`` so that the cache keeps no answer for it: it may answer later.
     """
+    path = _locate_nvcc_host(cc, nvcc_ccbin, search_path, here)
+    return None if path is None else _asked_nvcc_host(path, _file_stamp(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _locate_nvcc_host(cc: str | None, nvcc_ccbin: str | None, search_path: str | None,
+                      here: str | None) -> Path | None:
+    """Where :func:`_find_nvcc_host` finds the compiler (``None``: nowhere), cached per
+    its arguments."""
     name = cc or nvcc_ccbin or "gcc"
     if here is not None:
         if cc or nvcc_ccbin:
@@ -617,17 +715,26 @@ def _find_nvcc_host(cc: str | None, nvcc_ccbin: str | None, search_path: str | N
     if (cc or nvcc_ccbin) and os.path.isdir(name):  # nvcc's -ccbin takes a folder
         name = os.path.join(name, "gcc")
     which = shutil.which(name, path=search_path)
-    if which is None:
-        return None
+    return None if which is None else Path(which)
+
+
+@functools.lru_cache(maxsize=None)
+def _asked_nvcc_host(path: Path, stamp: _Stamp | None) -> Tool | None:
+    """The host compiler at ``path`` (``None``: it is none), cached per the identity of
+    the file it leads to (``stamp``) as well.
+
+    Raises:
+        _NoAnswer: as for :func:`_find_nvcc_host`.
+    """
     try:
-        return _asked_host_compiler(Path(which), chosen="", fix="")
+        return _asked_host_compiler(path, chosen="", fix="")
     except _NoAnswer:
         raise
     except ToolchainError:
         return None
 
 
-@_clears(_find_nvcc_host.cache_clear)
+@_clears(_locate_nvcc_host.cache_clear, _asked_nvcc_host.cache_clear)
 def find_nvcc_host() -> Tool | None:
     """The host compiler nvcc runs for the host side of ``.cu`` sources, which is not
     ``$CXX``: ``$CC`` (torch's extension tooling passes it as ``-ccbin``), else
@@ -637,7 +744,8 @@ def find_nvcc_host() -> Tool | None:
     Cached per the values of these variables (and the current directory, which a
     relative one is read from): values not seen before in this process are looked at
     (and the compiler found asked its version), values seen before get the answer they
-    got then. A compiler that did not answer in time is not cached, as for
+    got then, unless the file the compiler is was replaced since (an upgrade in place, a
+    link moved), which is asked again. A compiler that did not answer in time is not cached, as for
     :func:`find_cxx`: it is asked again by the next lookup outside the run
     (:func:`build_run`) in which it hung.
 
