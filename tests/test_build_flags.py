@@ -514,7 +514,8 @@ RELATIVE_VALUES = {
     "NVCC_CCBIN": ("tools", "{here}/tools"),  # a folder, named by its bare name
     "AR": ("../ar", "{here}/../ar"),
     "CUDAHOSTCXX": ("g++", "g++"),
-    "PYTORCH_NVCC": ("./cuda/bin/nvcc --some-option", "{here}/cuda/bin/nvcc --some-option"),
+    "PYTORCH_NVCC": ("./ccache ./cuda/bin/nvcc --some-option",  # a command: every path
+                     "{here}/ccache {here}/cuda/bin/nvcc --some-option"),
     "CUDA_HOME": ("cuda", "{here}/cuda"),
     "CUDA_PATH": ("./cuda", "{here}/cuda"),
     "ROCM_HOME": ("/opt/rocm", "/opt/rocm"),
@@ -560,6 +561,32 @@ def test_the_fingerprint_records_compilers_named_relative_to_the_current_directo
     environ = {name: value for name, (value, _) in RELATIVE_VALUES.items()}
     assert compiler_environment(environ) == {
         name: RELATIVE_VALUES[name][1].format(here=tmp_path) for name in COMPILER_VARIABLES}
+
+
+@pytest.mark.parametrize(("command", "compiled"), [
+    ("ccache ./nvcc", "ccache <nvcc>"),
+    ("./ccache  cuda/bin/nvcc -O2", "<ccache>  <cuda/bin/nvcc> -O2"),
+    ("nvcc -ccbin ./gcc --x=./y", "nvcc -ccbin <gcc> --x=./y"),
+    ("CCACHE_DIR=./cache ccache ./nvcc", "CCACHE_DIR=./cache ccache <nvcc>"),
+    # bare names are commands on PATH; quoted words and ~ are the shell's to read
+    ("ccache nvcc", None),
+    ("""nvcc -Xcompiler '-I ./include' "./a b" ~/nvcc""", None),
+])
+def test_every_relative_path_in_pytorch_nvcc_reaches_the_compile_absolute(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str,
+        compiled: str | None) -> None:
+    """``PYTORCH_NVCC`` is a command, which torch writes into its ninja files for a shell
+    to run in the work directory: each word of it that names a file by a relative path
+    is read from the directory the build started in, not only the first (``ccache
+    ./nvcc`` ran ccache on a ./nvcc of the work directory), and quoted for the shell
+    where that directory's name has a blank. Options and assignments stay as written."""
+    here = tmp_path / "my project"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    expected = None if compiled is None else re.sub(
+        r"<([^>]+)>", lambda m: shlex.quote(f"{here}/{m[1]}"), compiled)
+    assert compiler_environment({"PYTORCH_NVCC": command}) == {
+        "PYTORCH_NVCC": command if expected is None else expected}
 
 
 def test_a_relative_path_entry_is_read_from_the_current_directory(

@@ -22,6 +22,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -188,11 +189,12 @@ def _parse_version(text: str, pattern: str) -> tuple[int, ...] | None:
 
 #: The environment variables that choose the compilers and toolkits a build runs, by
 #: what their values name: a program (``CC`` and ``NVCC_CCBIN``: or the folder holding
-#: one), a command whose first word is a program (torch writes ``PYTORCH_NVCC`` into its
-#: ninja files as it is: ``ccache nvcc``), a folder (``GCC_EXEC_PREFIX``: the start of
-#: file names), or a list of folders. A relative value is read from the current
-#: directory when the compiler is looked up, as make and CMake read one; the compilers
-#: run in the build's work directory, where it would name another file or none
+#: one), a command of several words (torch writes ``PYTORCH_NVCC`` into its ninja files
+#: as it is, for a shell to run: ``ccache ./nvcc``; :func:`_command_paths`), a folder
+#: (``GCC_EXEC_PREFIX``: the start of file names), or a list of folders. A relative
+#: value (of a command: a word of it) is read from the current directory when the
+#: compiler is looked up, as make and CMake read one; the compilers run in the build's
+#: work directory, where it would name another file or none
 #: (:func:`absolute_environment`).
 _PROGRAM_VARIABLES = ("CC", "CXX", "AR", "NVCC_CCBIN", "CUDAHOSTCXX")
 _COMMAND_VARIABLES = ("PYTORCH_NVCC",)
@@ -205,9 +207,25 @@ TOOL_LOCATION_VARIABLES = (*_PROGRAM_VARIABLES, *_COMMAND_VARIABLES, *_FOLDER_VA
 _PROGRAM_OR_FOLDER = ("CC", "NVCC_CCBIN")
 
 
-def _command_word(value: str) -> re.Match[str] | None:
-    """The program of a command (its first word)."""
-    return re.match(r"\s*(\S+)", value)
+#: A word of a shell command, quoted parts and all (``-Xcompiler '-O2 -g'`` is two).
+_SHELL_WORD = re.compile(r"""(?:[^\s'"\\]|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""")
+
+#: A word a shell reads as it is written (no quotes, variables, ``~`` or globs).
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./-]+")
+
+#: A shell's variable assignment before a command (``CCACHE_DIR=./cache ccache nvcc``).
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
+
+
+def _command_paths(value: str) -> list[re.Match[str]]:
+    """The words of the command ``value`` that name a file by a path relative to the
+    current directory, each as :func:`_reads_here` judges a program (``./nvcc``,
+    ``bin/ccache``: not ``nvcc``, which is looked up on ``PATH``). Options (``-ccbin``,
+    ``--x=./y``), assignments (``CCACHE_DIR=./cache``) and words the shell would change
+    (quoted, ``~``, ``$``) are the command's own and are not taken for paths."""
+    return [word for word in _SHELL_WORD.finditer(value)
+            if _PLAIN_WORD.fullmatch(word[0]) and not word[0].startswith("-")
+            and not _ASSIGNMENT.match(word[0]) and _reads_here("CXX", word[0])]
 
 
 def _reads_here(var: str, value: str | None) -> bool:
@@ -222,8 +240,7 @@ def _reads_here(var: str, value: str | None) -> bool:
     if var in _FOLDER_VARIABLES:
         return not os.path.isabs(value)
     if var in _COMMAND_VARIABLES:
-        word = _command_word(value)
-        return word is not None and _reads_here("CXX", word[1])
+        return bool(_command_paths(value))
     if os.path.isabs(value):
         return False
     has_folder = os.sep in value or bool(os.altsep and os.altsep in value)
@@ -254,10 +271,22 @@ def _absolute_value(var: str, value: str, here: str) -> str:
         return value
     if var in _SEARCH_PATH_VARIABLES:
         return os.pathsep.join(_absolute(entry, here) for entry in value.split(os.pathsep))
-    word = _command_word(value) if var in _COMMAND_VARIABLES else None
-    if word is not None:
-        return value[:word.start(1)] + _absolute(word[1], here) + value[word.end(1):]
+    if var in _COMMAND_VARIABLES:
+        # a shell splits the command: a folder here with a blank in it is quoted
+        return _replace_words(value, _command_paths(value),
+                              lambda word: shlex.quote(_absolute(word, here)))
     return _absolute(value, here)
+
+
+def _replace_words(value: str, words: Sequence[re.Match[str]],
+                   replace: Callable[[str], str]) -> str:
+    """``value`` with each of ``words`` (matches in it, in order) replaced by what
+    ``replace`` makes of it, the rest (the blanks between words) kept as it is."""
+    parts, end = [], 0
+    for word in words:
+        parts += [value[end:word.start()], replace(word[0])]
+        end = word.end()
+    return "".join(parts) + value[end:]
 
 
 def _here(environ: Mapping[str, str], variables: Sequence[str]) -> str | None:
