@@ -495,6 +495,42 @@ def test_a_ninja_that_does_not_run_is_refused(tmp_path: Path,
         build_path(PythonEnv(sys.executable))
 
 
+def test_a_ninja_that_hangs_is_waited_for_once_in_a_build_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kernelforge build --python A --python B`` with a ninja that never answers
+    ``--version``: the first environment waits for it and fails; the next fails at once
+    with the same error, saying it was not asked again, as for a compiler that hangs.
+    Before, each environment waited 60 s for it. The next run asks it again."""
+    from kernelforge.build import build_run, toolchain
+
+    sleep = shutil.which("sleep")
+    _, env_bin = _ninja_nowhere(tmp_path, monkeypatch)
+    count = tmp_path / "starts"
+    ninja = env_bin / "ninja"
+    ninja.write_text(f"#!/bin/sh\necho started >> '{count}'\nexec {sleep} 30\n")
+    ninja.chmod(0o755)
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+
+    def starts() -> int:
+        return len(count.read_text().splitlines()) if count.exists() else 0
+
+    said = []
+    with build_run():
+        for env in ("a", "b"):
+            with pytest.raises(ToolchainError) as err:
+                build_path(PythonEnv(str(tmp_path / env / "bin" / "python"), foreign=True))
+            said.append(str(err.value))
+    assert starts() == 1
+    assert said[0].startswith(f"the ninja on the build's PATH, {ninja}, does not run "
+                              f"('{ninja} --version' did not end within 0.5 s); "), said[0]
+    assert said[1] == said[0].replace(
+        "did not end within 0.5 s",
+        "was already found not to answer within 0.5 s earlier in this run (not asked again)")
+    with pytest.raises(ToolchainError, match="did not end within 0.5 s"):
+        build_path(PythonEnv(sys.executable))  # a run of its own: it may be fixed since
+    assert starts() == 2
+
+
 def test_a_ninja_that_runs_goes_after_the_callers_path(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     callers, env_bin = _ninja_nowhere(tmp_path, monkeypatch)

@@ -24,7 +24,7 @@ from typing import IO
 
 from kernelforge.build.interpreter import PythonEnv
 from kernelforge.build.plan import BuildPlan
-from kernelforge.build.toolchain import absolute_environment
+from kernelforge.build.toolchain import absolute_environment, ask_tool
 from kernelforge.errors import BuildError, ToolchainError
 
 # gcc/clang: "file:line:col: error: msg"; nvcc/cicc: "file(line): error: msg". A path
@@ -384,17 +384,17 @@ def build_path(python: PythonEnv, environ_path: str | None = None) -> str:
 
 def _ninja_fails(ninja: str, path: str) -> str | None:
     """Why ``ninja --version`` fails, as torch's extension tooling runs it to decide
-    whether to use ninja; ``None`` when it runs."""
+    whether to use ninja; ``None`` when it runs. Asked as the compilers are asked their
+    versions (``toolchain.ask_tool``): a ninja that hangs is waited for once in a
+    ``build_run``, not once for each ``--python`` environment."""
     try:
-        proc = subprocess.run([ninja, "--version"], capture_output=True, text=True,
-                              errors="replace", timeout=60, check=False,
-                              env={**os.environ, "PATH": path})
-    except (OSError, subprocess.TimeoutExpired) as err:
+        code, said = ask_tool([ninja, "--version"], env={**os.environ, "PATH": path})
+    except ToolchainError as err:
         return str(err)
-    if proc.returncode == 0:
+    if code == 0:
         return None
-    said = (proc.stderr or proc.stdout).strip().splitlines()
-    return f"exit status {proc.returncode}" + (f": {said[-1]}" if said else "")
+    lines = said.strip().splitlines()
+    return f"exit status {code}" + (f": {lines[-1]}" if lines else "")
 
 
 #: Environment variables through which setuptools, torch's extension tooling, nvcc,

@@ -81,11 +81,12 @@ _UNANSWERED: contextvars.ContextVar[dict[tuple[str, ...], str] | None] = \
 @contextlib.contextmanager
 def build_run() -> Iterator[None]:
     """Make the builds inside it one run, as ``kernelforge build --python A --python B``
-    is: a compiler that did not answer within :data:`VERSION_TIMEOUT_S` is not asked
-    again in it, so each further environment fails at once with the error naming it
-    instead of waiting as long again. Answers are cached per process anyway (per the
-    values of the variables that choose the compiler); a hang is remembered for the run
-    only, since the compiler may be fixed before the next one.
+    is: a compiler, or the ninja the compile would run (:func:`ask_tool`), that did not
+    answer within :data:`VERSION_TIMEOUT_S` is not asked again in it, so each further
+    environment fails at once with the error naming it instead of waiting as long again.
+    Answers are cached per process anyway (per the values of the variables that choose
+    the compiler, and the compiler's file); a hang is remembered for the run only, since
+    the compiler may be fixed before the next one.
     Inside a run already, the outer run's memory is kept.
 
     The run belongs to the context it was entered in (a :mod:`contextvars` variable), so
@@ -126,8 +127,22 @@ def _run_version(cmd: Sequence[str]) -> str:
     return _ask(cmd)[1]
 
 
-def _ask(cmd: Sequence[str]) -> tuple[int, str]:
-    """The exit status of ``cmd`` and what it wrote (stdout, then stderr).
+def ask_tool(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """The exit status of ``cmd``, a question to a tool of the build other than the
+    compilers (``ninja --version``), and what it wrote, asked as the compilers are
+    (:func:`_ask`, with the environment ``env``; default: this process's): within a
+    :func:`build_run`, a tool that did not answer in time is not waited for again.
+
+    Raises:
+        ToolchainError: it could not be started, or did not end within
+            :data:`VERSION_TIMEOUT_S`, now or earlier in the run (the message says which).
+    """
+    return _ask(cmd, env)
+
+
+def _ask(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """The exit status of ``cmd`` and what it wrote (stdout, then stderr), run with the
+    environment ``env`` (default: this process's).
 
     ``cmd`` runs in a process group of its own, which is killed whole when it does not
     end in time (or the wait is interrupted): a wrapper script's compiler, its child,
@@ -149,7 +164,8 @@ def _ask(cmd: Sequence[str]) -> tuple[int, str]:
         # a compiler may answer in its locale's encoding (a translated copyright line)
         proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace",
-                                start_new_session=True)
+                                start_new_session=True,
+                                env=None if env is None else dict(env))
     except OSError as err:
         raise ToolchainError(f"could not run '{shown}': {err}") from err
     with proc:
