@@ -2,15 +2,21 @@
 # and installs kernelforge (editable) with what it needs; later runs reinstall only when
 # pyproject.toml changed. Leaves the shell in the repository root, with CALLER_DIR the
 # directory the script was run from and VENV an absolute path.
-#   KERNELFORGE_VENV   where the environment lives (default: .venv in the repository;
-#                      a relative path is taken from the directory you run the script in;
-#                      a folder that does not exist yet, or an environment)
+#   KERNELFORGE_VENV   where the environment lives (default: .venv in the repository,
+#                      also where it is empty or blank; a relative path is taken from the
+#                      directory you run the script in; a folder that does not exist
+#                      yet, or an environment)
 #   PYTHON             interpreter to create it with (default: python3, >= 3.10)
 #   TORCH_SPEC         torch requirement installed when torch is missing (default: torch==2.13.0)
 set -euo pipefail
 CALLER_DIR=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# empty or blank counts as unset, as for KERNELFORGE_HUB: not a folder named by blanks
 case ${KERNELFORGE_VENV:-} in  # a VENV of the caller's shell is not ours to take
+  *[![:space:]]*) ;;
+  *) KERNELFORGE_VENV= ;;
+esac
+case $KERNELFORGE_VENV in
   "") VENV=$PWD/.venv ;;
   /*) VENV=$KERNELFORGE_VENV ;;
   *) VENV=$CALLER_DIR/$KERNELFORGE_VENV ;;

@@ -357,6 +357,33 @@ def test_the_commands_set_up_nothing_among_other_files(tmp_path: Path, kind: str
         assert target.read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("blank", [" ", " \t "])
+def test_a_blank_kernelforge_venv_counts_as_unset(tmp_path: Path, blank: str) -> None:
+    """KERNELFORGE_VENV set to blanks (a variable cleared with spaces, a template left
+    unfilled) is the repository's .venv, as an empty one is and as KERNELFORGE_HUB,
+    KERNELFORGE_CACHE and KERNELFORGE_CONFIG read them; before, it was taken for a
+    relative path and an environment was set up in a folder named by blanks. The
+    scripts run here from a copy of the repository, whose .venv is set up already."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    for name in ("scripts/_env.sh", "scripts/test", "pyproject.toml"):
+        shutil.copy2(REPO / name, repo / name)
+    env = _scripts_env(tmp_path,
+                       # a run that missed .venv fails here, before it sets anything up
+                       PYTHON=str(_fake_python(tmp_path / "py39" / "python", "3.9")))
+    env["KERNELFORGE_VENV"] = blank
+    (tmp_path / "venv").rename(repo / ".venv")
+    digest = hashlib.sha256((repo / "pyproject.toml").read_bytes()).hexdigest()
+    (repo / ".venv" / ".kernelforge-install").write_text(f"{repo} {digest}\n")
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    proc = subprocess.run([str(repo / "scripts" / "test"), "--version"],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=caller)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("pytest "), proc.stdout + proc.stderr
+    assert list(caller.iterdir()) == [], "no folder is made for a blank KERNELFORGE_VENV"
+
+
 @pytest.mark.skipif(shutil.which("flock") is None, reason="no flock(1) here")
 def test_a_second_run_waits_for_a_set_up_under_way(tmp_path: Path) -> None:
     """Two first runs at once (two terminals, an editor's test runner) do not set up one
