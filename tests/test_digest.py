@@ -271,3 +271,64 @@ def test_verify_variant_with_a_sha512_digest(variant: Path) -> None:
     with pytest.raises(IntegrityError) as info:
         verify_variant(variant, meta)
     assert info.value.problems == ["changed: _ops.py"]
+
+
+def _clock_ahead(monkeypatch, seconds: float) -> None:
+    """Make a check begin ``seconds`` later than now, so that the files just written
+    look as old as files published earlier do."""
+    import time
+
+    from kernelforge import digest
+
+    start = time.time_ns()
+    monkeypatch.setattr(digest, "time_ns", lambda: start + int(seconds * 1e9))
+
+
+@pytest.mark.parametrize("algorithm", ["sha256", "sha512"])
+def test_verify_variant_notes_the_identity_of_settled_files(variant: Path, monkeypatch,
+                                                            algorithm: str) -> None:
+    """Files whose times lie SETTLED_S before the check get their identity noted (as
+    fstat gives it); the digests returned are the same either way."""
+    from kernelforge.digest import SETTLED_S, file_identity, verify_variant
+
+    meta = {"digest": digest_block(variant, algorithm=algorithm)}
+    _clock_ahead(monkeypatch, SETTLED_S + 1)
+    identities: dict[str, tuple[int, ...]] = {}
+    assert verify_variant(variant, meta, identities=identities) == hash_tree(variant)
+    assert sorted(identities) == sorted(hash_tree(variant))
+    for rel, identity in identities.items():
+        assert identity == file_identity(os.stat(variant / rel))
+
+
+def test_verify_variant_notes_no_identity_for_files_changed_lately(variant: Path,
+                                                                   monkeypatch) -> None:
+    """A file written less than SETTLED_S before the check began could be written again
+    within the same tick of the file system's clock, its times unchanged: its identity
+    cannot stand for its bytes."""
+    from kernelforge.digest import SETTLED_S, verify_variant
+
+    meta = {"digest": digest_block(variant)}
+    identities: dict[str, tuple[int, ...]] = {}
+    verify_variant(variant, meta, identities=identities)
+    assert identities == {}
+    _clock_ahead(monkeypatch, SETTLED_S - 1)
+    verify_variant(variant, meta, identities=identities)
+    assert identities == {}
+
+
+def test_settled_identity_needs_a_file_unchanged_while_it_was_read(tmp_path: Path) -> None:
+    import time
+
+    from kernelforge.digest import SETTLED_S, file_identity, settled_identity
+
+    path = write(tmp_path, "kernel.so", b"one")
+    before = os.stat(path)
+    time.sleep(0.05)  # past the tick of the file system's clock that stamped the write
+    write(tmp_path, "kernel.so", b"two")  # the same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # the old mtime back
+    after = os.stat(path)
+    later = time.time_ns() + int((SETTLED_S + 1) * 1e9)
+    assert after.st_mtime_ns == before.st_mtime_ns and after.st_size == before.st_size
+    assert settled_identity(before, after, later) is None  # the change time tells
+    assert settled_identity(after, after, later) == file_identity(after)
+    assert settled_identity(after, after, time.time_ns()) is None  # not settled yet

@@ -8,6 +8,7 @@ attacker races (a hostile hub on a file system it controls wins such races every
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import py_compile
@@ -15,10 +16,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
+import types
 from pathlib import Path
 
 import pytest
-from kf_sharing import isolate, make_variant, uid
+from kf_sharing import SO_NAME, isolate, make_variant, uid
 from kf_testutil import write_metadata
 
 from kernelforge import digest, loader, signing, trust
@@ -89,10 +92,10 @@ def test_an_extension_planted_after_verification_is_not_imported(env, tmp_path, 
              f"extra: {planted.name} (no digest covers it", module_id)
 
 
-def test_an_extension_changed_after_verification_is_not_loaded(env, tmp_path, monkeypatch):
-    """The extension a kernel imports is checked against its digest right before the
-    dynamic loader reads it: one rewritten after the digest check is refused, naming it."""
-    module_id = uid("ext")
+def _with_extension(env, tmp_path: Path, module_id: str) -> tuple[LocalHub, Path, str]:
+    """A kernel whose package imports an extension (a stand-in, no library), published
+    to the test's local hub: the hub, the variant directory (its files writable) and the
+    extension's file name."""
     ext = f"_ext{sysconfig.get_config_var('EXT_SUFFIX')}"
     vdir = make_variant(tmp_path / "p", module_id=module_id)
     (vdir / "__init__.py").write_text("from . import _ext\nVALUE = 1\n")
@@ -103,9 +106,96 @@ def test_an_extension_changed_after_verification_is_not_loaded(env, tmp_path, mo
     commit = hub.publish(REPO, tmp_path / "p", version=1).commit
     vdir = hub.variant_path(REPO, commit, "torch-cpu")
     _writable(vdir)
-    _after_verification(monkeypatch, lambda: (vdir / ext).write_bytes(b"\x7fELF swapped"))
+    return hub, vdir, ext
+
+
+def _settled(monkeypatch) -> None:
+    """Make the loader's check begin well after the files were written, as a load of a
+    kernel published or downloaded earlier does: their identities are then settled."""
+    start = time.time_ns()
+    monkeypatch.setattr(digest, "time_ns",
+                        lambda: start + int((digest.SETTLED_S + 60) * 1e9))
+
+
+def _hashed(monkeypatch) -> list[str]:
+    """The names of the files hashed from now on, one entry per read of a file."""
+    names: list[str] = []
+    real = digest.file_digest
+
+    def counting(fh, algorithm="sha256"):
+        names.append(os.path.basename(fh.name))
+        return real(fh, algorithm)
+
+    monkeypatch.setattr(digest, "file_digest", counting)
+    return names
+
+
+def _dynamic_loader(monkeypatch) -> list[str]:
+    """Stand in for the dynamic loader (the test's extension is no library): the names
+    of the extensions it is asked to load."""
+    loaded: list[str] = []
+
+    def create_module(self, spec):
+        loaded.append(os.path.basename(self.path))
+        return types.ModuleType(spec.name)
+
+    monkeypatch.setattr(importlib.machinery.ExtensionFileLoader, "create_module",
+                        create_module)
+    monkeypatch.setattr(importlib.machinery.ExtensionFileLoader, "exec_module",
+                        lambda self, module: None)
+    return loaded
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_an_extension_changed_after_verification_is_not_loaded(env, tmp_path, monkeypatch,
+                                                               settled):
+    """The extension a kernel imports is checked right before the dynamic loader reads
+    it: one rewritten after the digest check is refused, naming it, also where its
+    identity was settled at the check (same size, its mtime put back: the change time
+    tells)."""
+    module_id = uid("ext")
+    hub, vdir, ext = _with_extension(env, tmp_path, module_id)
+    if settled:
+        _settled(monkeypatch)
+
+    def rewrite() -> None:
+        before = os.stat(vdir / ext)
+        time.sleep(0.05)  # past the tick of the file system's clock of the last change
+        (vdir / ext).write_bytes(b"\x7fELF swapped!, and not a library")
+        os.utime(vdir / ext, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert os.stat(vdir / ext).st_size == before.st_size
+
+    _after_verification(monkeypatch, rewrite)
     _refused(lambda: loader.get_kernel(REPO, version=1, hub=hub),
              f"changed: {ext} (after the kernel was verified", module_id)
+
+
+def test_a_settled_extension_is_read_once_per_load(env, tmp_path, monkeypatch):
+    """An extension verified with a settled identity, found unchanged before the dynamic
+    loader reads it, is not hashed a second time (a large one costs a read of its
+    bytes per hash); the sources are, as they are compiled from the bytes checked."""
+    module_id = uid("once")
+    hub, _vdir, ext = _with_extension(env, tmp_path, module_id)
+    _settled(monkeypatch)
+    hashed = _hashed(monkeypatch)
+    loaded = _dynamic_loader(monkeypatch)
+    assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 1
+    assert loaded == [ext]
+    assert hashed.count(ext) == 1
+    assert hashed.count(SO_NAME) == 1  # verified; never imported
+
+
+def test_an_extension_written_lately_is_hashed_again_before_it_loads(env, tmp_path,
+                                                                    monkeypatch):
+    """Files written less than SETTLED_S before the load (a kernel published a moment
+    ago) have no settled identity: the extension is hashed again before it loads."""
+    module_id = uid("fresh")
+    hub, _vdir, ext = _with_extension(env, tmp_path, module_id)
+    hashed = _hashed(monkeypatch)
+    loaded = _dynamic_loader(monkeypatch)
+    assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 1
+    assert loaded == [ext]
+    assert hashed.count(ext) == 2
 
 
 def test_a_source_changed_after_verification_is_not_run(env, tmp_path, monkeypatch):
