@@ -1129,3 +1129,39 @@ def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(at: str) 
     proc = subprocess.run([sys.executable, "-c", script, at, "versions", "org/name"],
                           capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "interrupted\n")
+
+
+# What a command imported by the time it ended (argparse's exit for --help included).
+_IMPORTED = ("import sys\n"
+             "from kernelforge.cli import main\n"
+             "try:\n"
+             "    code = main(sys.argv[1:])\n"
+             "finally:\n"
+             "    print(' '.join(m for m in ('torch', 'importlib.metadata') if m in sys.modules))\n"
+             "sys.exit(code)\n")
+
+
+def _imported_by(*argv: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", _IMPORTED, *argv], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()[-1].split() if proc.stdout.strip() else []
+
+
+def test_commands_that_need_no_torch_start_without_importing_it(tmp_path: Path,
+                                                                 built_relu: Path) -> None:
+    """torch takes most of a second to import: only what a load in this process would
+    pick (`info`, `demo`) needs it. Nor do `check`, `publish` and `versions` import
+    importlib.metadata (only a build reads the versions of setuptools and of `depends`
+    packages), which cost them a tenth of their time."""
+    from kf_testutil import write_noarch_project
+
+    project = write_noarch_project(tmp_path / "na")
+    assert main(["build", str(project)]) == 0
+    assert main(["publish", str(project), "--repo", "org/na"]) == 0
+    for argv in (["info", "--help"], ["check", str(built_relu)], ["check", str(project)],
+                 ["build", str(project)], ["publish", str(project), "--repo", "org/na"],
+                 ["versions", "org/na"], ["cache", "list"]):
+        assert _imported_by(*argv) == [], argv
+    # a compiled project's up-to-date build reads setuptools' version, and imports no torch
+    assert "torch" not in _imported_by("build", str(built_relu), "--backend", "cpu")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -854,11 +853,15 @@ def resolve_dependency(name: str) -> Dependency:
             f"kernel dependency '{name}' has no pinned package kernelforge can resolve "
             f"(no matching wheel on PyPI); kernelforge resolves: {known}"
         )
+    # here, not at the top: importing importlib.metadata takes `check` and `publish`,
+    # which import this module, a tenth of their time, and only `depends` needs it
+    from importlib import metadata
+
     dist, pinned, subdir = HEADER_PACKAGES[name]
     fix = f"pip install {dist}=={pinned}"
     try:
-        installed = importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError as err:
+        installed = metadata.version(dist)
+    except metadata.PackageNotFoundError as err:
         raise ToolchainError(
             f"kernel dependency '{name}' needs the {dist} headers, which are not installed; "
             f"fix: {fix}"
