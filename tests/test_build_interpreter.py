@@ -126,6 +126,27 @@ def test_the_probe_agrees_with_this_process() -> None:
     assert foreign.setuptools_version() == installed
 
 
+def test_a_build_starts_a_foreign_interpreter_once_for_its_torch_and_setuptools(
+        tmp_path: Path) -> None:
+    """Every build asks a --python interpreter for its torch and then its setuptools:
+    one start of it answers both (a start costs about what a no-op build's own work
+    does), and the answers are those asked separately."""
+    from importlib import metadata
+
+    from kernelforge.variants import torch_install_facts
+
+    starts = tmp_path / "starts"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" >> {starts}\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    env = python_env(python)
+    assert env.foreign
+    assert env.torch_install() == torch_install_facts()
+    assert env.setuptools_version() == metadata.version("setuptools")
+    assert env.torch_install() == torch_install_facts()
+    assert starts.read_text().splitlines() == ["-m kernelforge._probe build"]
+
+
 def test_backends_are_judged_by_the_foreign_torch(tmp_path: Path) -> None:
     """A CUDA torch elsewhere makes the cuda backend buildable from here, whatever this
     process's torch is: the build goes on to ask that environment for its system facts

@@ -1,10 +1,12 @@
 """Reports an interpreter's torch installation (and setuptools version) as JSON, for
 builds that target it.
 
-Run as ``python -m kernelforge._probe install|system|setuptools`` by
+Run as ``python -m kernelforge._probe build|system`` by
 :mod:`kernelforge.build.interpreter` in another Python environment; it imports only the
 standard library, ``kernelforge.variants`` (and torch, for ``system``), so that
-environment needs nothing of kernelforge's dependencies.
+environment needs nothing of kernelforge's dependencies. ``build`` answers what every
+build asks first, the torch installation and the setuptools version, in one start of the
+interpreter.
 """
 
 from __future__ import annotations
@@ -22,21 +24,24 @@ def to_json(value: Any) -> str:
     return json.dumps(dataclasses.asdict(value), default=str)
 
 
+def _setuptools_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("setuptools")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def main(what: str) -> int:
-    if what == "install":
+    if what == "build":
         install = torch_install_facts()
-        print("null" if install is None else to_json(install))
+        print(json.dumps({"install": None if install is None else dataclasses.asdict(install),
+                          "setuptools": _setuptools_version()}, default=str))
     elif what == "system":
         print(to_json(detect_system()))
-    elif what == "setuptools":
-        from importlib import metadata
-
-        try:
-            print(json.dumps({"version": metadata.version("setuptools")}))
-        except metadata.PackageNotFoundError:
-            print("null")
     else:
-        print(f"usage: python -m kernelforge._probe install|system|setuptools (got {what!r})",
+        print(f"usage: python -m kernelforge._probe build|system (got {what!r})",
               file=sys.stderr)
         return 2
     return 0

@@ -23,7 +23,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,10 @@ class PythonEnv:
 
     executable: str
     foreign: bool = False
+    #: What the probe answered this object, by question: a foreign interpreter is started
+    #: once for its torch and setuptools (:meth:`_build_facts`), which a build asks one
+    #: after the other.
+    _answers: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         """``base`` plus what a child process of this interpreter needs to import kernelforge."""
@@ -131,11 +135,11 @@ class PythonEnv:
             from kernelforge.variants import torch_install_facts
 
             return torch_install_facts()
-        data = self._probe("install")
+        data = self._build_facts()["install"]
         if data is None:
             return None
         try:
-            data["path"] = Path(data["path"])
+            data = {**data, "path": Path(data["path"])}
             return TorchInstall(**_tuples(data))
         except (KeyError, TypeError, ValueError) as err:
             raise self._not_python(f"unexpected answer: {err}") from err
@@ -153,9 +157,20 @@ class PythonEnv:
                 return metadata.version("setuptools")
             except metadata.PackageNotFoundError:
                 return None
-        data = self._probe("setuptools")
-        version = data.get("version") if data is not None else None
+        version = self._build_facts()["setuptools"]
         return version if isinstance(version, str) else None
+
+    def _build_facts(self) -> dict[str, Any]:
+        """A foreign interpreter's torch installation (``"install"``) and setuptools
+        version (``"setuptools"``), from one probe asked once by this object: starting
+        the interpreter costs about as much as a no-op build's own work."""
+        data = self._answers.get("build")
+        if data is None:
+            data = self._probe("build")
+            if data is None or not {"install", "setuptools"} <= data.keys():
+                raise self._not_python(f"unexpected answer: {data!r}"[:500])
+            self._answers["build"] = data
+        return data
 
     def system(self) -> SystemFacts:
         """The system facts as that interpreter's torch sees them (imports torch there)."""
