@@ -269,6 +269,33 @@ def test_an_out_dir_holding_the_project_is_refused(tmp_path: Path, where: str) -
     assert not (project / "torch-cpu").exists() and not (tmp_path / "torch-cpu").exists()
 
 
+def test_a_build_lists_the_project_once_for_its_file_times_and_its_hash(
+        tmp_path: Path, monkeypatch) -> None:
+    """The sizes and times taken before the hash and the hash itself come from one walk
+    of the project: in a tree of thousands of headers the walk costs about what hashing
+    them does, and a no-op build did it twice. The uid is the one source_identity gives."""
+    import kernelforge.build as kbuild
+
+    project = write_noarch_project(tmp_path / "na")
+    (project / "include").mkdir()
+    for i in range(3):
+        (project / "include" / f"h{i}.h").write_text(f"// {i}\n")
+    walks: list[Path] = []
+    real = kbuild.project_files
+
+    def counting(root: Path, *args, **kwargs):
+        walks.append(root)
+        return real(root, *args, **kwargs)
+
+    monkeypatch.setattr(kbuild, "project_files", counting)
+    (result,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert not result.up_to_date and walks == [project]
+    (result,) = build_project(project, backends=["cpu"], progress=quiet)
+    assert result.up_to_date and walks == [project, project]
+    meta = json.loads((project / "build" / "torch-cpu" / "metadata.json").read_text())
+    assert meta["id"].endswith(content_hash(project)[:7])
+
+
 @pytest.mark.parametrize("file", ["build", "build/sub"])
 def test_an_out_dir_under_a_file_is_refused_before_anything_compiles(
         tmp_path: Path, file: str, monkeypatch) -> None:
@@ -278,7 +305,7 @@ def test_an_out_dir_under_a_file_is_refused_before_anything_compiles(
 
     project = write_noarch_project(tmp_path / "na")
     (project / "build").write_text("not a folder\n")
-    monkeypatch.setattr(kbuild, "source_identity", None)  # reached only past the check
+    monkeypatch.setattr(kbuild, "_hashed_files", None)  # reached only past the check
     with pytest.raises(BuildError, match=r"out_dir .*build is not a directory.*fix: move "
                                          r"or delete"):
         build_project(project, out_dir=project / file, backends=["cpu"], progress=quiet)

@@ -209,7 +209,19 @@ def source_identity(root: Path, manifest: Manifest | None = None, *,
         out_dir: where the build writes its variants, when not ``<root>/build``: left out
             like ``build/`` if it is inside the project.
     """
-    listed, files, outputs = _hashed_files(root, manifest, out_dir)
+    return _identity(root, manifest, out_dir, _hashed_files(root, manifest, out_dir))
+
+
+#: What :func:`_hashed_files` lists: the paths the manifest lists, the files the hash
+#: covers (relative path, path) and the output folders it leaves out.
+_Listing = tuple[list[str], list[tuple[str, Path]], frozenset[str]]
+
+
+def _identity(root: Path, manifest: Manifest | None, out_dir: Path | None,
+              listing: _Listing) -> SourceId:
+    """:func:`source_identity` of the files ``listing`` gives (:func:`_hashed_files` for
+    the same arguments)."""
+    listed, files, outputs = listing
     content = hash_files(root, files)
     commit = _git(root, "rev-parse", "HEAD")
     dirty = False
@@ -226,8 +238,7 @@ def source_identity(root: Path, manifest: Manifest | None = None, *,
     return SourceId(content, commit, dirty)
 
 
-def _hashed_files(root: Path, manifest: Manifest | None, out_dir: Path | None
-                  ) -> tuple[list[str], list[tuple[str, Path]], frozenset[str]]:
+def _hashed_files(root: Path, manifest: Manifest | None, out_dir: Path | None) -> _Listing:
     """What :func:`source_identity` hashes: the paths the manifest lists, the files the
     hash covers (relative path, path) and the output folders it leaves out."""
     listed: list[str] = []
@@ -239,11 +250,15 @@ def _hashed_files(root: Path, manifest: Manifest | None, out_dir: Path | None
     return listed, project_files(root, listed, extra, outputs), outputs
 
 
-def _file_times(manifest: Manifest, out: Path) -> dict[str, tuple[int, int]]:
+def _file_times(manifest: Manifest, out: Path,
+                listing: _Listing | None = None) -> dict[str, tuple[int, int]]:
     """The size and modification time of each file the source hash covers, by its path
-    relative to the project (``(-1, -1)`` for one that vanished meanwhile)."""
+    relative to the project (``(-1, -1)`` for one that vanished meanwhile); of those
+    ``listing`` gives, where the caller listed them already."""
+    if listing is None:
+        listing = _hashed_files(manifest.root, manifest, out)
     times: dict[str, tuple[int, int]] = {}
-    for rel, path in _hashed_files(manifest.root, manifest, out)[1]:
+    for rel, path in listing[1]:
         try:
             st = path.stat()
             times[rel] = (st.st_size, st.st_mtime_ns)
@@ -708,8 +723,11 @@ def build_project(
     unshippable = package_error(manifest)
     if unshippable is not None:
         raise unshippable
-    hashed = _file_times(manifest, out)  # taken before the files are read
-    source_id = source_identity(root, manifest, out_dir=out)
+    # The project is walked once for both: listing a tree of thousands of headers costs
+    # about what hashing them does.
+    listing = _hashed_files(root, manifest, out)
+    hashed = _file_times(manifest, out, listing)  # taken before the files are read
+    source_id = _identity(root, manifest, out, listing)
     env = python_env(python)
     torch_install = _torch_install(env)
     # asked once, with torch: the up-to-date key of every backend holds it
