@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -14,6 +15,22 @@ def copy_example(dest: Path) -> Path:
     shutil.copytree(EXAMPLE_RELU, dest,
                     ignore=shutil.ignore_patterns("build", ".kernelforge", "__pycache__"))
     return dest
+
+
+def fake_environment(root: Path, version: str, cuda: str | None) -> Path:
+    """An interpreter whose torch is a stub with only ``torch/version.py``."""
+    torch_dir = root / "site" / "torch"
+    torch_dir.mkdir(parents=True)
+    (torch_dir / "__init__.py").write_text("")
+    (torch_dir / "version.py").write_text(
+        f"__version__ = {version!r}\ncuda = {cuda!r}\nhip = None\ngit_version = 'abc'\n"
+    )
+    python = root / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{root / "site"}:$PYTHONPATH" '
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return python
 
 
 def write_noarch_project(root: Path, name: str = "na") -> Path:

@@ -7,26 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from kf_testutil import copy_example, write_noarch_project
+from kf_testutil import copy_example, fake_environment, write_noarch_project
 
 from kernelforge.build.interpreter import PythonEnv, python_env
 from kernelforge.errors import ToolchainError
-
-
-def fake_environment(root: Path, version: str, cuda: str | None) -> Path:
-    """An interpreter whose torch is a stub with only ``torch/version.py``."""
-    torch_dir = root / "site" / "torch"
-    torch_dir.mkdir(parents=True)
-    (torch_dir / "__init__.py").write_text("")
-    (torch_dir / "version.py").write_text(
-        f"__version__ = {version!r}\ncuda = {cuda!r}\nhip = None\ngit_version = 'abc'\n"
-    )
-    python = root / "bin" / "python"
-    python.parent.mkdir()
-    python.write_text(f'#!/bin/sh\nPYTHONPATH="{root / "site"}:$PYTHONPATH" '
-                      f'exec {sys.executable} "$@"\n')
-    python.chmod(0o755)
-    return python
 
 
 def test_the_running_interpreter_is_not_foreign() -> None:

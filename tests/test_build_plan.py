@@ -529,7 +529,7 @@ def _cuda_here(monkeypatch: pytest.MonkeyPatch) -> None:
     real = build._torch_install
     monkeypatch.setattr(build, "_torch_install",
                         lambda env: dataclasses.replace(real(env), cuda="13.0", hip=None))
-    monkeypatch.setattr(build, "find_nvcc", lambda: NVCC_13)
+    monkeypatch.setattr(build, "find_nvcc", lambda cuda=None: NVCC_13)
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
@@ -648,7 +648,7 @@ def test_the_build_prints_the_compilers_note(tmp_path: Path, monkeypatch) -> Non
     _cuda_here(monkeypatch)
     noted = Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (13, 0), "release 13.0",
                  "CUDA_HOME=/opt/cuda-13.1 has no bin/nvcc, so /opt/cuda/bin/nvcc is used")
-    monkeypatch.setattr(build, "find_nvcc", lambda: noted)
+    monkeypatch.setattr(build, "find_nvcc", lambda cuda=None: noted)
     monkeypatch.setattr(build, "_variant_name",
                         lambda m, backend, facts: "torch213-cxx11-cu130-x86_64-linux")
     _stop_at_compile(monkeypatch)

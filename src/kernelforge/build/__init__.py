@@ -58,6 +58,7 @@ from kernelforge.build.toolchain import (
     Dependency,
     Tool,
     build_run,
+    cuda_mismatch,
     find_cxx,
     find_hipcc,
     find_nvcc,
@@ -277,18 +278,27 @@ def _changed_since(manifest: Manifest, out: Path, before: dict[str, tuple[int, i
 
 
 def _buildable(
-    manifest: Manifest, backend: str, torch_install: TorchInstall
+    manifest: Manifest, backend: str, torch_install: TorchInstall, env: PythonEnv
 ) -> tuple[Tool | None, str | None, str]:
     """The device compiler for ``backend``; if it cannot be built here, why not, and the
-    fix a ``--backend`` asking for it gives where there is one ("" otherwise)."""
+    fix a ``--backend`` asking for it gives where there is one ("" otherwise).
+
+    Raises:
+        ToolchainError: the nvcc found is of another CUDA major version than the torch
+            of ``env``: whichever backends were asked for, since building the others
+            would pass over a CUDA build the user meant to make with a toolkit they have.
+    """
     if backend == "cpu":
         return None, None, ""
     if backend == "cuda":
         if not torch_install.cuda:
             return _no_torch_support("cuda")
-        nvcc = find_nvcc()
+        nvcc = find_nvcc(torch_install.cuda)
         if nvcc is None:
             return None, not_found_reason("nvcc"), ""
+        mismatch = cuda_mismatch(nvcc, torch_install.cuda, _target(torch_install, env))
+        if mismatch is not None and mismatch[0]:
+            raise ToolchainError(f"cannot build backend 'cuda': {mismatch[1]}")
         return nvcc, _outside_cuda_range(manifest, nvcc), ""
     if backend == "rocm":
         if not torch_install.hip:
@@ -298,6 +308,30 @@ def _buildable(
             return None, not_found_reason("hipcc"), ""
         return hipcc, None, ""
     return None, f"kernelforge cannot build the {backend} backend yet", ""
+
+
+def _target(torch_install: TorchInstall, env: PythonEnv) -> str:
+    """The torch a build is for and its environment, in words."""
+    return f"torch {torch_install.version} of {env.executable}"
+
+
+def _device_notes(backend: str, tool: Tool, torch_install: TorchInstall,
+                  env: PythonEnv) -> list[str]:
+    """The line saying which GPU compiler builds ``backend`` for this environment's
+    torch (several environments may each get another toolkit), and the notes about it:
+    a toolkit variable passed over, a CUDA minor version other than torch's."""
+    built_with = (f"CUDA {torch_install.cuda}" if backend == "cuda"
+                  else f"HIP {torch_install.hip}")
+    lines = [f"{backend}: {tool.name} {tool.version_str} ({tool.path}"
+             + (f", {tool.found}" if tool.found else "")
+             + f") for torch {torch_install.version} ({built_with})"]
+    if tool.note:
+        lines.append(f"note: {tool.note}")
+    if backend == "cuda" and torch_install.cuda:
+        mismatch = cuda_mismatch(tool, torch_install.cuda, _target(torch_install, env))
+        if mismatch is not None:
+            lines.append(f"note: {mismatch[1]}")
+    return lines
 
 
 def _no_torch_support(backend: str) -> tuple[None, str, str]:
@@ -684,6 +718,8 @@ def build_project(
         progress: receives progress lines (default: :func:`print`).
         python: build for the torch of another Python environment (its interpreter's
             path), e.g. to make variants for several torch versions from one checkout.
+            Its CUDA variant is compiled with the toolkit of its torch's CUDA version
+            where no ``CUDA_HOME``/``CUDA_PATH`` names one (``toolchain.find_nvcc``).
 
     Returns:
         One :class:`BuildResult` per variant: its name, backend, directory, whether it
@@ -692,10 +728,11 @@ def build_project(
     Raises:
         ManifestError: the project is invalid, or a ``depends`` entry is one kernelforge
             cannot resolve.
-        ToolchainError: a needed compiler or dependency is missing, a backend named in
-            ``backends`` cannot be built here, or ``python`` is not a usable
-            interpreter (no such file, or no torch there), or the interpreter built for
-            has no setuptools and the project compiles.
+        ToolchainError: a needed compiler or dependency is missing, the nvcc found is
+            of another CUDA major version than the torch built for (whatever
+            ``backends`` names), a backend named in ``backends`` cannot be built here,
+            or ``python`` is not a usable interpreter (no such file, or no torch there),
+            or the interpreter built for has no setuptools and the project compiles.
         BuildError: compiling failed (the message lists errors with file and line), the
             Python package holds a file the build cannot ship, ``backends`` names a
             backend the project does not have, none of the project's backends can be
@@ -768,7 +805,7 @@ def build_project(
         for b in manifest.backends:
             if backends and b not in backends:
                 continue
-            tool, why_not, fix = _buildable(manifest, b, torch_install)
+            tool, why_not, fix = _buildable(manifest, b, torch_install, env)
             if why_not:
                 if backends:
                     raise ToolchainError(f"cannot build backend '{b}' here: {why_not}"
@@ -788,9 +825,11 @@ def build_project(
 
     for backend in targets:
         tool = compilers.get(backend)
-        for note in (tool.note if tool else None, _stable_abi_note(manifest, backend)):
-            if note:
-                progress(f"note: {note}")
+        for line in _device_notes(backend, tool, torch_install, env) if tool else ():
+            progress(line)
+        note = _stable_abi_note(manifest, backend)
+        if note:
+            progress(f"note: {note}")
     for note in (*manifest.notes, hub_branch_note(manifest), _unshipped_note(manifest)):
         if note:
             progress(f"note: {note}")

@@ -28,7 +28,7 @@ import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar, cast
+from typing import ParamSpec, Protocol, TypeVar, cast
 
 from kernelforge.errors import ToolchainError
 
@@ -43,10 +43,19 @@ class Tool:
     description: str
     #: why the toolkit an environment variable names was passed over for this one ("")
     note: str = field(default="", compare=False)
+    #: what chose a GPU compiler: the variable naming its toolkit (``CUDA_HOME``),
+    #: ``PATH``, or the folder it was found in; ``None`` where not known
+    chooser: str | None = field(default=None, compare=False)
 
     @property
     def version_str(self) -> str:
         return ".".join(str(p) for p in self.version)
+
+    @property
+    def found(self) -> str:
+        """How the lookup came to it, for messages (``found on PATH``, ``named by
+        CUDA_HOME``, ``found in /usr/local/cuda-12.8``); "" where not known."""
+        return "" if self.chooser is None else _found_where(self.chooser)
 
     def identity(self) -> str:
         """A string that changes whenever the installed tool changes (for cache keys): the
@@ -69,6 +78,10 @@ VERSION_TIMEOUT_S: float = 60
 
 class _NoAnswer(ToolchainError):
     """A command that did not end within :data:`VERSION_TIMEOUT_S`."""
+
+
+class _NoVersion(ToolchainError):
+    """A GPU compiler whose ``--version`` holds no version it can be told by."""
 
 
 #: The commands that did not answer in the run under way (:func:`build_run`), by
@@ -429,18 +442,38 @@ def _locate_device_compiler(name: str, homes: tuple[str | None, ...],
                             here: str | None) -> tuple[str, Path] | None:
     """Where :func:`_find_device_compiler` finds ``name``, with what chose it (as for
     :func:`_first_existing`); cached per the values of the variables."""
-    _, default_home, _, marker = _DEVICE_COMPILERS[name]
-    named = _named_homes(name, homes)
+    marker = _DEVICE_COMPILERS[name][3]
+    candidates = _candidates(name, homes, search_path, here)
+    # a real toolkit first; a lone wrapper script only when nothing else exists
+    return _first_existing(candidates, marker) or _first_existing(candidates)
+
+
+def _candidates(name: str, homes: tuple[str | None, ...], search_path: str | None,
+                here: str | None) -> list[tuple[str, Path | None]]:
+    """Where ``name`` may be, in the order it is looked for (as for
+    :func:`_first_existing`): in the toolkits its variables name, on the search path,
+    in the default installation."""
+    default_home = _DEVICE_COMPILERS[name][1]
     if here is not None and search_path:
         search_path = _absolute_value("PATH", search_path, here)
     candidates: list[tuple[str, Path | None]] = [
-        (var, Path(_read_from(home, here)) / "bin" / name) for var, home in named.items()
+        (var, Path(_read_from(home, here)) / "bin" / name)
+        for var, home in _named_homes(name, homes).items()
     ]
     which = shutil.which(name, path=search_path)
     candidates.append(("PATH", Path(which) if which else None))
     candidates.append(("", Path(default_home) / "bin" / name))
-    # a real toolkit first; a lone wrapper script only when nothing else exists
-    return _first_existing(candidates, marker) or _first_existing(candidates)
+    return candidates
+
+
+def _found_where(chooser: str) -> str:
+    """How a GPU compiler was found, in words, from what chose it: a variable naming
+    its toolkit, ``PATH``, or the folder it is in."""
+    if chooser == "PATH":
+        return "found on PATH"
+    if chooser in TOOL_LOCATION_VARIABLES:
+        return f"named by {chooser}"
+    return f"found in {chooser}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -459,7 +492,7 @@ def _asked_device_compiler(name: str, homes: tuple[str | None, ...], here: str |
         raise _device_hung(name, path, chooser, err, named) from None
     version = _parse_version(text, version_pattern)
     if version is None:
-        raise ToolchainError(f"cannot read the version from '{path} --version':\n{text}")
+        raise _NoVersion(f"cannot read the version from '{path} --version':\n{text}")
     note = ""
     passed_over = _home_problem(name, named, here)
     if passed_over is not None and \
@@ -467,7 +500,8 @@ def _asked_device_compiler(name: str, homes: tuple[str | None, ...], here: str |
         var, problem = passed_over
         note = (f"{problem}, so {path} is used; fix: point {var} at the toolkit's folder "
                 f"(the one holding bin/{name} and {marker}), or unset it")
-    return Tool(name, path, version, text.strip().splitlines()[-1], note)
+    return Tool(name, path, version, text.strip().splitlines()[-1], note,
+                chooser or _DEVICE_COMPILERS[name][1])
 
 
 def _device_hung(name: str, path: Path, chooser: str, err: _NoAnswer,
@@ -481,8 +515,7 @@ def _device_hung(name: str, path: Path, chooser: str, err: _NoAnswer,
     if chooser in env_vars:
         where, var = f"named by {chooser}={named.get(chooser, '')}", chooser
     else:
-        where = "found on PATH" if chooser == "PATH" else f"found in {default_home}"
-        var = env_vars[0]
+        where, var = _found_where(chooser or default_home), env_vars[0]
     toolkit = _TOOLKITS[name]
     return ToolchainError(
         f"{name} {path} ({where}) hung: {err}, so the build stopped before "
@@ -525,19 +558,21 @@ def not_found_reason(name: str) -> str:
 
 _T = TypeVar("_T")
 _T_co = TypeVar("_T_co", covariant=True)
+_P = ParamSpec("_P")
 
 
-class _Lookup(Protocol[_T_co]):
-    """A compiler lookup: called without arguments, it reads the environment variables
-    that choose the compiler; ``cache_clear()`` forgets every answer cached for them."""
+class _Lookup(Protocol[_P, _T_co]):
+    """A compiler lookup: called, it reads the environment variables that choose the
+    compiler (:func:`find_nvcc` also takes the CUDA version to match);
+    ``cache_clear()`` forgets every answer cached for them."""
 
-    def __call__(self) -> _T_co: ...
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _T_co: ...
 
     def cache_clear(self) -> None: ...
 
 
 def _clears(*cache_clears: Callable[[], None]
-            ) -> Callable[[Callable[[], _T]], _Lookup[_T]]:
+            ) -> Callable[[Callable[_P, _T]], _Lookup[_P, _T]]:
     """Give a lookup a ``cache_clear()`` that clears the caches behind it (where it
     found the compiler, and what the compiler said), as it had when it was cached
     itself: callers clear it when a compiler changed behind a file that did not (a
@@ -547,30 +582,166 @@ def _clears(*cache_clears: Callable[[], None]
         for cache_clear in cache_clears:
             cache_clear()
 
-    def give(find: Callable[[], _T]) -> _Lookup[_T]:
+    def give(find: Callable[_P, _T]) -> _Lookup[_P, _T]:
         find.cache_clear = clear  # type: ignore[attr-defined]
-        return cast("_Lookup[_T]", find)
+        return cast("_Lookup[_P, _T]", find)
     return give
 
 
-def _device_lookup(name: str) -> Tool | None:
-    """:func:`_find_device_compiler` for the values the variables it reads have now."""
+def _device_lookup(name: str, wanted: tuple[int, int] | None = None) -> Tool | None:
+    """:func:`_find_device_compiler` for the values the variables it reads have now;
+    with ``wanted``, a CUDA version, the toolkit closest to it where no variable names a
+    usable one and the compiler found is of another version (:func:`_closest_nvcc`)."""
     env_vars = _DEVICE_COMPILERS[name][0]
-    return _find_device_compiler(name, tuple(os.environ.get(v) for v in env_vars),
-                                 os.environ.get("PATH"),
-                                 _here(os.environ, (*env_vars, "PATH")))
+    homes = tuple(os.environ.get(v) for v in env_vars)
+    search_path = os.environ.get("PATH")
+    here = _here(os.environ, (*env_vars, "PATH"))
+    first = _find_device_compiler(name, homes, search_path, here)
+    if wanted is None or (first is not None and (first.chooser in env_vars
+                                                 or first.version[:2] == wanted)):
+        return first  # a toolkit a variable names is used whatever its version
+    return _closest_nvcc(first, homes, search_path, here, wanted)
+
+
+#: The folders that hold CUDA toolkits side by side, one per release, as NVIDIA's
+#: installers and packages put them (``/usr/local/cuda-12.8``, ``/usr/local/cuda-13.0``):
+#: each ``cuda-<version>`` folder in them with ``bin/nvcc`` is a toolkit
+#: :func:`find_nvcc` may choose for a torch's CUDA version.
+CUDA_TOOLKIT_FOLDERS: tuple[str, ...] = ("/usr/local",)
+
+
+def _versioned_cuda_homes() -> list[Path]:
+    """The ``cuda-<version>`` folders of :data:`CUDA_TOOLKIT_FOLDERS`, the newest
+    version first. Read on every lookup (a few entries): a toolkit installed while a
+    process runs is found by its next build."""
+    found: list[tuple[tuple[int, ...], Path]] = []
+    for parent in CUDA_TOOLKIT_FOLDERS:
+        try:
+            names = os.listdir(parent)
+        except OSError:  # not there, not readable: no toolkits in it
+            continue
+        for entry in names:
+            m = re.fullmatch(r"cuda-(\d+(?:\.\d+)*)", entry)
+            if m:
+                found.append((tuple(int(p) for p in m[1].split(".")), Path(parent, entry)))
+    return [home for _, home in sorted(found, key=lambda f: f[0], reverse=True)]
+
+
+def _closeness(nvcc: Tool, wanted: tuple[int, int]) -> tuple[int, int] | None:
+    """How well ``nvcc`` fits a torch built with CUDA ``wanted``, lower being better:
+    the same major.minor, then an older minor of the same major (what it compiles runs
+    on torch's newer runtime, by CUDA's minor version compatibility), the closest first,
+    then a newer minor; ``None`` for another major version."""
+    major, minor = nvcc.version[0], (nvcc.version[1:2] or (0,))[0]
+    if major != wanted[0]:
+        return None
+    if minor <= wanted[1]:
+        return (0 if minor == wanted[1] else 1, wanted[1] - minor)
+    return (2, minor - wanted[1])
+
+
+def _closest_nvcc(first: Tool | None, homes: tuple[str | None, ...],
+                  search_path: str | None, here: str | None,
+                  wanted: tuple[int, int]) -> Tool | None:
+    """The nvcc closest to CUDA ``wanted`` (:func:`_closeness`) among ``first`` (the
+    one the plain lookup found), the toolkit on ``PATH``, /usr/local/cuda and the
+    ``cuda-<version>`` folders of :data:`CUDA_TOOLKIT_FOLDERS`, the earliest of these
+    on a tie; ``first`` when none is of the same major version. A toolkit whose nvcc
+    gives no version is passed over; one that does not answer stops the lookup, as it
+    would the plain one."""
+    marker = _DEVICE_COMPILERS["nvcc"][3]
+    others = [*_candidates("nvcc", (None,) * len(homes), search_path, here),
+              *((str(home), home / "bin" / "nvcc") for home in _versioned_cuda_homes())]
+    best, fit = first, None if first is None else _closeness(first, wanted)
+    seen = set() if first is None else {first.path}
+    for chooser, path in others:
+        if path is None or _first_existing([(chooser, path)], marker) is None \
+                or path.resolve() in seen:
+            continue
+        seen.add(path.resolve())
+        try:
+            tool = _asked_device_compiler("nvcc", homes, here, chooser, path,
+                                          _file_stamp(path))
+        except _NoVersion:
+            continue
+        closeness = _closeness(tool, wanted)
+        if closeness is not None and (fit is None or closeness < fit):
+            best, fit = tool, closeness
+            if fit == (0, 0):
+                break
+    return best
 
 
 @_clears(_locate_device_compiler.cache_clear, _asked_device_compiler.cache_clear)
-def find_nvcc() -> Tool | None:
+def find_nvcc(cuda: str | None = None) -> Tool | None:
     """The CUDA compiler: ``$CUDA_HOME``/``$CUDA_PATH``, then ``PATH``, then /usr/local/cuda.
+
+    With ``cuda``, the CUDA version a torch was built with (``torch.version.cuda``,
+    ``"12.8"``), and no variable naming a usable toolkit: where the compiler found so is
+    of another version, the toolkit closest to ``cuda`` among it, the one on ``PATH``,
+    /usr/local/cuda and the ``cuda-<version>`` folders of :data:`CUDA_TOOLKIT_FOLDERS`
+    (``/usr/local/cuda-12.8``): the same major.minor, else the same major, an older
+    minor before a newer one. So one build for several environments compiles each with
+    the toolkit of its torch. A toolkit ``CUDA_HOME`` or ``CUDA_PATH`` names is taken
+    whatever its version (:func:`cuda_mismatch` judges it).
 
     Cached per the values of these variables (and the current directory, which a
     relative one is read from): values not seen before in this process are looked at
     (and the compiler found asked its version), values seen before get the answer they
     got then, unless the file the compiler is was replaced since (an upgrade in place, a
-    link moved), which is asked again."""
-    return _device_lookup("nvcc")
+    link moved), which is asked again. The ``cuda-<version>`` folders are listed on
+    every call.
+
+    Raises:
+        ToolchainError: a compiler did not answer ``--version`` in time, or the one the
+            plain lookup finds gives no version.
+
+    Example:
+        >>> find_nvcc("12.8")  # doctest: +SKIP
+        Tool(name='nvcc', path=PosixPath('/usr/local/cuda-12.8/bin/nvcc'), ...)
+    """
+    m = re.match(r"(\d+)\.(\d+)", cuda or "")
+    return _device_lookup("nvcc", (int(m[1]), int(m[2])) if m else None)
+
+
+def cuda_mismatch(nvcc: Tool, cuda: str, target: str) -> tuple[bool, str] | None:
+    """Whether ``nvcc`` fits a torch built with CUDA ``cuda`` (``target`` names that
+    torch and its environment in the messages): ``None`` for the same major.minor;
+    ``(True, error)`` for another major version, whose build would not work beside torch
+    (torch's own extension tooling refuses it, with a less helpful message, and only
+    where the extension's own sources hold a ``.cu`` file); ``(False, note)`` for another
+    minor, which torch's tooling allows."""
+    m = re.match(r"(\d+)\.(\d+)", cuda)
+    if m is None:
+        return None
+    wanted = (int(m[1]), int(m[2]))
+    closeness = _closeness(nvcc, wanted)
+    if closeness == (0, 0):
+        return None
+    env_vars = _DEVICE_COMPILERS["nvcc"][0]
+    where = f"{nvcc.path}, {nvcc.found}" if nvcc.found else str(nvcc.path)
+    said = (f"{target} was built with CUDA {cuda}, but nvcc {nvcc.version_str} ({where}) "
+            f"is CUDA {'.'.join(str(p) for p in nvcc.version[:2])}")
+    var = nvcc.chooser if nvcc.chooser in env_vars else None
+    if closeness is None:
+        matching = f"a CUDA {wanted[0]}.x toolkit ({cuda} matches torch exactly)"
+        return True, (f"{said}: code compiled by another CUDA major version than torch's "
+                      "does not work with it, so the build stopped before compiling; fix: "
+                      + (f"point {var} at {matching}" if var else _install_fix(cuda, matching)))
+    return False, (f"{said}, a minor version apart: torch's extension tooling allows that "
+                   f"(CUDA {wanted[0]}.x minor versions are compatible); for a matching "
+                   "toolkit, " + (f"point {var} at a CUDA {cuda} toolkit" if var
+                                  else _install_fix(cuda, "one")))
+
+
+def _install_fix(cuda: str, toolkit: str) -> str:
+    """The fix for a torch built with CUDA ``cuda`` and no fitting toolkit found: install
+    it where :func:`find_nvcc` looks, or name ``toolkit`` (one that fits) with
+    ``CUDA_HOME``."""
+    folder = next((os.path.join(parent, f"cuda-{cuda}") for parent in CUDA_TOOLKIT_FOLDERS),
+                  None)
+    return (f"install the CUDA {cuda} toolkit" + (f" in {folder}" if folder else "")
+            + f", where the build looks for it, or point CUDA_HOME at {toolkit}")
 
 
 @_clears(_locate_device_compiler.cache_clear, _asked_device_compiler.cache_clear)

@@ -1,0 +1,278 @@
+"""Which CUDA toolkit builds for which torch: the one of the torch's CUDA version, found
+among the standard installation folders, or the one CUDA_HOME names; a toolkit of
+another CUDA major version than the torch's is refused before compiling."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from kf_testutil import copy_example, fake_environment
+
+from kernelforge.build import toolchain
+from kernelforge.build.toolchain import Tool, cuda_mismatch, find_nvcc
+from kernelforge.errors import ToolchainError
+
+
+def fake_toolkit(home: Path, version: str) -> Path:
+    """A CUDA toolkit at ``home`` whose nvcc only answers ``--version``."""
+    (home / "bin").mkdir(parents=True)
+    (home / "include").mkdir()
+    (home / "include" / "cuda_runtime.h").write_text("")
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+                    f"echo 'Cuda compilation tools, release {version}, V{version}.88'\n")
+    nvcc.chmod(0o755)
+    return home
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The standard folders, made in ``tmp_path/local``: toolkits 12.6, 12.8 and 13.0
+    side by side, ``cuda`` (the default installation) a link to 13.0; no nvcc on PATH
+    and no toolkit variable set. Returns the folder."""
+    local = tmp_path / "local"
+    for version in ("12.6", "12.8", "13.0"):
+        fake_toolkit(local / f"cuda-{version}", version)
+    (local / "cuda").symlink_to(local / "cuda-13.0")
+    entry = toolchain._DEVICE_COMPILERS["nvcc"]
+    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, "nvcc",
+                        (entry[0], str(local / "cuda"), *entry[2:]))
+    monkeypatch.setattr(toolchain, "CUDA_TOOLKIT_FOLDERS", (str(local),))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    find_nvcc.cache_clear()
+    yield local
+    find_nvcc.cache_clear()
+
+
+@pytest.mark.parametrize(("cuda", "chosen"), [
+    ("12.8", "cuda-12.8"),  # the same major.minor
+    ("13.0", "cuda-13.0"),  # the default installation already fits
+    ("12.9", "cuda-12.8"),  # the closest older minor: its code runs on torch's runtime
+    ("12.4", "cuda-12.6"),  # no older minor: the closest newer one
+    ("11.8", "cuda-13.0"),  # no CUDA 11 at all: what the plain lookup finds
+    (None, "cuda-13.0"),    # no torch version to match: the plain lookup
+])
+def test_the_toolkit_of_the_torchs_cuda_version_is_chosen(installed: Path, cuda: str | None,
+                                                           chosen: str) -> None:
+    nvcc = find_nvcc(cuda)
+    assert nvcc is not None
+    assert nvcc.path == installed / chosen / "bin" / "nvcc"
+    if chosen != "cuda-13.0":
+        assert nvcc.found == f"found in {installed / chosen}"
+
+
+def test_the_toolkit_on_path_is_kept_when_it_fits(installed: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """PATH comes first as before: a 12.8 toolkit there wins over /usr/local/cuda-12.8,
+    and a 12.6 one on PATH gives way to the 12.8 folder for a torch built with 12.8."""
+    other = fake_toolkit(installed.parent / "opt" / "cuda-12.8", "12.8")
+    monkeypatch.setenv("PATH", f"{other / 'bin'}:/usr/bin:/bin")
+    nvcc = find_nvcc("12.8")
+    assert nvcc is not None and (nvcc.path, nvcc.found) == (other / "bin" / "nvcc",
+                                                             "found on PATH")
+    monkeypatch.setenv("PATH", f"{installed / 'cuda-12.6' / 'bin'}:/usr/bin:/bin")
+    nvcc = find_nvcc("12.8")
+    assert nvcc is not None and nvcc.path == installed / "cuda-12.8" / "bin" / "nvcc"
+
+
+def test_a_toolkit_cuda_home_names_wins_whatever_its_version(installed: Path,
+                                                            monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_HOME", str(installed / "cuda-13.0"))
+    nvcc = find_nvcc("12.8")
+    assert nvcc is not None and nvcc.version[:2] == (13, 0)
+    assert nvcc.found == "named by CUDA_HOME"
+    # one that names no toolkit is passed over, with the note, and the search goes on
+    monkeypatch.setenv("CUDA_HOME", str(installed / "missing"))
+    nvcc = find_nvcc("12.8")
+    assert nvcc is not None and nvcc.path == installed / "cuda-12.8" / "bin" / "nvcc"
+    assert f"CUDA_HOME={installed / 'missing'} has no bin/nvcc" in nvcc.note
+
+
+def test_a_folder_that_holds_no_usable_toolkit_is_passed_over(installed: Path) -> None:
+    """A leftover folder without the toolkit's headers, or whose nvcc gives no version,
+    is no candidate, and no error either: the toolkits around it still serve."""
+    leftover = installed / "cuda-12.9"
+    (leftover / "bin").mkdir(parents=True)
+    (leftover / "bin" / "nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools'\n")
+    (leftover / "bin" / "nvcc").chmod(0o755)
+    nvcc = find_nvcc("12.9")
+    assert nvcc is not None and nvcc.path == installed / "cuda-12.8" / "bin" / "nvcc"
+    (leftover / "include").mkdir()
+    (leftover / "include" / "cuda_runtime.h").write_text("")
+    nvcc = find_nvcc("12.9")
+    assert nvcc is not None and nvcc.path == installed / "cuda-12.8" / "bin" / "nvcc"
+
+
+def test_a_toolkit_folder_whose_nvcc_hangs_is_named_in_the_error(
+        installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung nvcc stops the lookup as it stops the plain one, named with the folder it
+    was found in, and the variable that gets past it."""
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
+    hung = installed / "cuda-12.8" / "bin" / "nvcc"
+    hung.write_text("#!/bin/sh\nsleep 30\n")
+    with pytest.raises(ToolchainError) as info:
+        find_nvcc("12.8")
+    assert str(info.value).startswith(
+        f"nvcc {hung} (found in {installed / 'cuda-12.8'}) hung: ")
+    assert "or point CUDA_HOME at another CUDA toolkit" in str(info.value)
+
+
+def test_a_toolkit_installed_meanwhile_is_found_by_the_next_lookup(installed: Path) -> None:
+    assert find_nvcc("12.9").path == installed / "cuda-12.8" / "bin" / "nvcc"
+    fake_toolkit(installed / "cuda-12.9", "12.9")
+    assert find_nvcc("12.9").path == installed / "cuda-12.9" / "bin" / "nvcc"
+
+
+NVCC_13 = Tool("nvcc", Path("/usr/local/cuda-13.0/bin/nvcc"), (13, 0, 88), "V13.0.88",
+               chooser="PATH")
+TARGET = "torch 2.9.1+cu128 of /envs/t29/bin/python"
+
+
+def test_a_major_mismatch_names_both_versions_the_environment_and_the_fix() -> None:
+    refused, message = cuda_mismatch(NVCC_13, "12.8", TARGET)
+    assert refused
+    assert message == (
+        "torch 2.9.1+cu128 of /envs/t29/bin/python was built with CUDA 12.8, but nvcc "
+        "13.0.88 (/usr/local/cuda-13.0/bin/nvcc, found on PATH) is CUDA 13.0: code "
+        "compiled by another CUDA major version than torch's does not work with it, so the "
+        "build stopped before compiling; fix: install the CUDA 12.8 toolkit in "
+        "/usr/local/cuda-12.8, where the build looks for it, or point CUDA_HOME at a CUDA "
+        "12.x toolkit (12.8 matches torch exactly)")
+    named = Tool("nvcc", NVCC_13.path, (13, 0), "V13.0", chooser="CUDA_PATH")
+    refused, message = cuda_mismatch(named, "12.8", TARGET)
+    assert refused and message.endswith(
+        "named by CUDA_PATH) is CUDA 13.0: code compiled by another CUDA major version than "
+        "torch's does not work with it, so the build stopped before compiling; fix: point "
+        "CUDA_PATH at a CUDA 12.x toolkit (12.8 matches torch exactly)")
+
+
+def test_a_minor_mismatch_is_a_note_and_a_match_is_nothing() -> None:
+    nvcc = Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (12, 6, 85), "V12.6.85", chooser="CUDA_HOME")
+    refused, message = cuda_mismatch(nvcc, "12.8", TARGET)
+    assert not refused
+    assert "CUDA 12.8, but nvcc 12.6.85 (/opt/cuda/bin/nvcc, named by CUDA_HOME) is CUDA " \
+           "12.6, a minor version apart" in message
+    assert message.endswith("point CUDA_HOME at a CUDA 12.8 toolkit")
+    assert cuda_mismatch(nvcc, "12.6", TARGET) is None
+
+
+def _cuda_builds(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Builds for fake environments get their system facts from their torch's version
+    file, and compile nothing: each plan is kept, its extension a few bytes."""
+    from kernelforge import build
+    from kernelforge.build.interpreter import PythonEnv
+    from kernelforge.variants import SystemFacts
+
+    def system(self: PythonEnv) -> SystemFacts:
+        install = self.torch_install()
+        assert install is not None and install.cuda is not None
+        return SystemFacts(install.torch_version, True, "cuda", install.backend_version,
+                           "x86_64", "linux")
+
+    compiled: list = []
+
+    def compile_plan(plan, *, work_dir: Path, **kwargs: object) -> Path:
+        compiled.append(plan)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        (work_dir / f"{plan.namespace}.abi3.so").write_bytes(b"\x7fELF")
+        return work_dir / f"{plan.namespace}.abi3.so"
+
+    monkeypatch.setattr(PythonEnv, "system", system)
+    monkeypatch.setattr(build, "compile_plan", compile_plan)
+    return compiled
+
+
+def test_one_build_compiles_each_environment_with_its_torchs_toolkit(
+        installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`kernelforge build --python A --python B` for a cu128 and a cu130 torch: each
+    variant is named for its torch's CUDA, compiled with the toolkit of that version,
+    and its metadata records that nvcc; the output says which nvcc each one used."""
+    from kernelforge.cli import main
+
+    compiled = _cuda_builds(monkeypatch)
+    project = copy_example(tmp_path / "relu")
+    envs = {cuda: fake_environment(tmp_path / f"env{cuda}", f"2.9.1+cu{cuda.replace('.', '')}",
+                                   cuda) for cuda in ("12.8", "13.0")}
+    assert main(["build", str(project), "--backend", "cuda",
+                 "--python", str(envs["12.8"]), "--python", str(envs["13.0"])]) == 0
+    out = capsys.readouterr().out
+    for cuda, tag in (("12.8", "cu128"), ("13.0", "cu130")):
+        home = installed / f"cuda-{cuda}"
+        assert (f"cuda: nvcc {cuda}.88 ({home / 'bin' / 'nvcc'}, found in "
+                f"{installed / 'cuda' if cuda == '13.0' else home}) for torch 2.9.1+{tag} "
+                f"(CUDA {cuda})") in out, out
+        meta = json.loads((project / "build" / f"torch29-cxx11-{tag}-x86_64-linux" /
+                           "metadata.json").read_text())
+        assert meta["provenance"]["toolchain"]["nvcc"] == f"{cuda}.88"
+        assert meta["provenance"]["torch"] == f"2.9.1+{tag}"
+    assert [Path(p.env["CUDA_HOME"]) for p in compiled] == [installed / "cuda-12.8",
+                                                            installed / "cuda-13.0"]
+    # the same choice again: both variants are up to date
+    assert main(["build", str(project), "--backend", "cuda",
+                 "--python", str(envs["12.8"]), "--python", str(envs["13.0"])]) == 0
+    assert capsys.readouterr().out.count(": up to date -> ") == 2
+    assert len(compiled) == 2
+
+
+def test_a_toolkit_of_another_major_version_stops_the_build_before_compiling(
+        installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA_HOME names a 13.0 toolkit for a cu128 torch: no variant, even without
+    --backend (the cpu one would hide that the CUDA one was not built)."""
+    from kernelforge.build import build_project
+
+    compiled = _cuda_builds(monkeypatch)
+    project = copy_example(tmp_path / "relu")
+    python = fake_environment(tmp_path / "env", "2.9.1+cu128", "12.8")
+    monkeypatch.setenv("CUDA_HOME", str(installed / "cuda-13.0"))
+    for backends in (["cuda"], None):
+        with pytest.raises(ToolchainError) as info:
+            build_project(project, backends=backends, python=str(python),
+                          progress=lambda _: None)
+        assert str(info.value).startswith(
+            f"cannot build backend 'cuda': torch 2.9.1+cu128 of {python} was built with CUDA "
+            f"12.8, but nvcc 13.0.88 ({installed / 'cuda-13.0' / 'bin' / 'nvcc'}, named by "
+            "CUDA_HOME) is CUDA 13.0")
+        assert str(info.value).endswith(
+            "fix: point CUDA_HOME at a CUDA 12.x toolkit (12.8 matches torch exactly)")
+    assert compiled == [] and not (project / "build").exists()
+
+
+def test_a_minor_mismatch_builds_the_torchs_variant_with_a_note(
+        installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA_HOME names 12.6 for a cu128 torch: torch's tooling allows it, so the variant
+    is built, named for torch's CUDA 12.8, its metadata naming nvcc 12.6."""
+    from kernelforge.build import build_project
+
+    _cuda_builds(monkeypatch)
+    project = copy_example(tmp_path / "relu")
+    python = fake_environment(tmp_path / "env", "2.9.1+cu128", "12.8")
+    monkeypatch.setenv("CUDA_HOME", str(installed / "cuda-12.6"))
+    lines: list[str] = []
+    (result,) = build_project(project, backends=["cuda"], python=str(python),
+                              progress=lines.append)
+    assert result.variant == "torch29-cxx11-cu128-x86_64-linux"
+    meta = json.loads((result.path / "metadata.json").read_text())
+    assert meta["provenance"]["toolchain"]["nvcc"] == "12.6.88"
+    assert any(line.startswith("note: torch 2.9.1+cu128 of ") and
+               "is CUDA 12.6, a minor version apart" in line for line in lines), lines
+
+
+def test_the_rocm_compiler_is_named_without_a_version_match(tmp_path: Path) -> None:
+    """hipcc is not matched to torch's HIP version, but the build still says which one
+    an environment uses, with no note about versions."""
+    from kernelforge.build import _device_notes
+    from kernelforge.build.interpreter import PythonEnv
+    from kernelforge.variants import TorchInstall
+
+    hipcc = Tool("hipcc", Path("/opt/rocm-6.2.4/bin/hipcc"), (6, 2, 41134), "HIP 6.2",
+                 chooser="/opt/rocm")
+    torch = TorchInstall("2.9.1+rocm6.3", (2, 9, 1), None, "6.3.42131-fa1d09cbd", None,
+                         None, tmp_path / "version.py", 0)
+    assert _device_notes("rocm", hipcc, torch, PythonEnv("/envs/r/bin/python")) == [
+        "rocm: hipcc 6.2.41134 (/opt/rocm-6.2.4/bin/hipcc, found in /opt/rocm) for torch "
+        "2.9.1+rocm6.3 (HIP 6.3.42131-fa1d09cbd)"]
