@@ -240,6 +240,11 @@ def test_a_toolkit_of_another_major_version_stops_the_build_before_compiling(
         assert str(info.value).endswith(
             "fix: point CUDA_HOME at a CUDA 12.x toolkit (12.8 matches torch exactly)")
     assert compiled == [] and not (project / "build").exists()
+    # asked for the cpu backend only, the environment builds it: no CUDA build was meant
+    (result,) = build_project(project, backends=["cpu"], python=str(python),
+                              progress=lambda _: None)
+    assert result.backend == "cpu" and result.variant.endswith("-cpu-x86_64-linux")
+    assert [plan.backend for plan in compiled] == ["cpu"]
 
 
 def test_a_minor_mismatch_builds_the_torchs_variant_with_a_note(
