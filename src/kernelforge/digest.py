@@ -27,11 +27,6 @@ link points to, under the link's own path, as the reference implementation does 
 cache path can be symlinks"); a link to a directory, a dangling link and a link to
 anything but a regular file stay refused. The loader then imports through the same link
 and checks the bytes it reads against the digest (:mod:`kernelforge.loader`).
-
-A check may also note each file's identity (:func:`file_identity`: device, inode, size,
-modification and change times) where it can stand for the bytes hashed
-(:func:`settled_identity`), so that the loader need not hash a large extension a second
-time right before the dynamic loader reads it.
 """
 
 from __future__ import annotations
@@ -42,7 +37,6 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from time import time_ns
 from typing import Any, BinaryIO, Literal
 
 from kernelforge.errors import IntegrityError
@@ -51,17 +45,13 @@ __all__ = [
     "ALGORITHMS",
     "BytecodeRule",
     "DEFAULT_ALGORITHM",
-    "FileIdentity",
-    "SETTLED_S",
     "b64_sha256",
     "compare",
     "digest_block",
-    "file_identity",
     "hash_file",
     "hash_tree",
     "is_bytecode",
     "is_excluded",
-    "settled_identity",
     "verify_tree",
     "verify_variant",
 ]
@@ -75,16 +65,6 @@ _TOP_LEVEL_EXCLUDED = frozenset({"metadata.json", "metadata.json.sigstore"})
 _CACHE_DIR = "__pycache__"
 _BYTECODE_SUFFIX = ".pyc"
 _CHUNK = 1 << 20
-
-#: How long before a check began a file's modification and change times must lie for
-#: :func:`settled_identity` to let its identity stand for its bytes (seconds): longer
-#: than the coarsest clock of a common file system (FAT's two seconds; Linux stamps
-#: times from a clock of a few milliseconds), so that a write after the file was read
-#: cannot leave its change time as it was.
-SETTLED_S = 3.0
-
-#: ``(device, inode, size, mtime_ns, ctime_ns)`` of a file: :func:`file_identity`.
-FileIdentity = tuple[int, int, int, int, int]
 
 #: What a check does with bytecode: leave it out (``"ignore"``), refuse only ``*.pyc``
 #: files outside ``__pycache__`` (``"allow-pycache"``), or refuse all of it (``"refuse"``).
@@ -167,63 +147,17 @@ def hash_file(path: str | os.PathLike[str], algorithm: str = DEFAULT_ALGORITHM) 
         return base64.b64encode(file_digest(f, algorithm)).decode("ascii")
 
 
-def file_identity(st: os.stat_result) -> FileIdentity:
-    """What identifies a file's content without reading it: device, inode, size and the
-    modification and change times (nanoseconds).
-
-    Every write, truncation or ``utime`` sets the change time to the current time, which
-    no call sets to a value of its choosing; a file put in the place of another (a
-    rename, a link moved) has another inode, or the same one reused with a newer change
-    time. See :func:`settled_identity` for when it may stand for the bytes read.
-    """
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def settled_identity(before: os.stat_result, after: os.stat_result,
-                     since_ns: int) -> FileIdentity | None:
-    """The identity of a file read between two ``fstat`` calls on it, where it stands for
-    the bytes read; else ``None``.
-
-    It does where both calls agree (nothing wrote the file meanwhile) and its times lie
-    :data:`SETTLED_S` before ``since_ns``, when the check began (:func:`time.time_ns`):
-    a file system stamps times from a coarse clock, and a write in the same tick as the
-    file's last change would leave them as they were; one after a settled file was read
-    gives a later change time. Not on systems whose ``st_ctime`` is a creation time
-    (Windows: a write leaves it), nor for a file system that numbers no inodes.
-
-    Args:
-        before, after: ``os.fstat`` of the open file, before its first read and after
-            its last.
-        since_ns: when the check that read it began.
-    """
-    identity = file_identity(after)
-    if os.name != "posix" or after.st_ino == 0 or file_identity(before) != identity:
-        return None
-    if max(after.st_mtime_ns, after.st_ctime_ns) > since_ns - int(SETTLED_S * 1e9):
-        return None
-    return identity
-
-
-def _hash_once(path: Path, algorithms: tuple[str, ...],
-               since_ns: int | None = None) -> tuple[list[str], FileIdentity | None]:
-    """A file's digest under each of ``algorithms`` (encoded as :func:`hash_file`), from
+def _hash_file_twice(path: Path, algorithm: str, also: str) -> tuple[str, str]:
+    """A file's ``algorithm`` and ``also`` digests (encoded as :func:`hash_file`), from
     one read of its bytes: two reads could see two contents (a file rewritten between
-    them), one passing the metadata's digests and the other recorded for the import.
-    Given ``since_ns`` (when the check began), also the file's identity where it stands
-    for the bytes read (:func:`settled_identity`)."""
+    them), one passing the metadata's digests and the other recorded for the import."""
+    first, second = hashlib.new(algorithm), hashlib.new(also)
     with open(path, "rb") as f:
-        before = os.fstat(f.fileno()) if since_ns is not None else None
-        if len(algorithms) == 1:
-            raw = [file_digest(f, algorithms[0])]
-        else:
-            hashes = [hashlib.new(name) for name in algorithms]
-            for chunk in iter(lambda: f.read(_CHUNK), b""):
-                for h in hashes:
-                    h.update(chunk)
-            raw = [h.digest() for h in hashes]
-        identity = (settled_identity(before, os.fstat(f.fileno()), since_ns)
-                    if before is not None and since_ns is not None else None)
-    return [base64.b64encode(d).decode("ascii") for d in raw], identity
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            first.update(chunk)
+            second.update(chunk)
+    return (base64.b64encode(first.digest()).decode("ascii"),
+            base64.b64encode(second.digest()).decode("ascii"))
 
 
 def file_digest(fh: BinaryIO, algorithm: str = DEFAULT_ALGORITHM) -> bytes:
@@ -287,12 +221,10 @@ def _tree(
     root: Path, algorithm: str, ignore: frozenset[str] = frozenset(),
     bytecode: BytecodeRule = "ignore", follow_links: bool = False,
     also: dict[str, str] | None = None, also_algorithm: str = DEFAULT_ALGORITHM,
-    identities: dict[str, FileIdentity] | None = None,
 ) -> tuple[dict[str, str], list[str], set[str]]:
     """``(digests of the files, refused entries as problem lines, their relpaths)``;
     given ``also``, it receives each file's ``also_algorithm`` digest, made from the same
-    read of its bytes; given ``identities``, the identity of each file that can stand for
-    the bytes read (:func:`settled_identity`)."""
+    read of its bytes."""
     if bytecode not in _BYTECODE_RULES:
         raise ValueError(f"bytecode: expected one of {', '.join(_BYTECODE_RULES)}, got "
                          f"{bytecode!r}")
@@ -303,8 +235,6 @@ def _tree(
     refused_rels: set[str] = set()
     allowed = ("a local build holds regular files and links to regular files only"
                if follow_links else "variants hold regular files only")
-    algorithms = (algorithm,) if also is None else (algorithm, also_algorithm)
-    since = time_ns() if identities is not None else None
     for rel, path, problem in _walk(root, follow_links):
         if rel in ignore:
             continue
@@ -315,13 +245,10 @@ def _tree(
             continue
         if is_excluded(rel):
             continue
-        if problem is None:
-            digests, identity = _hash_once(path, algorithms, since)
-            files[rel] = digests[0]
-            if also is not None:
-                also[rel] = digests[1]
-            if identities is not None and identity is not None:
-                identities[rel] = identity
+        if problem is None and also is not None:
+            files[rel], also[rel] = _hash_file_twice(path, algorithm, also_algorithm)
+        elif problem is None:
+            files[rel] = hash_file(path, algorithm)
         else:
             refused.append(f"refused: {rel} ({problem}; {allowed})")
             refused_rels.add(rel)
@@ -435,7 +362,6 @@ def verify_variant(
     bytecode: BytecodeRule = "allow-pycache",
     metadata_data: bytes | None = None,
     follow_links: bool = False,
-    identities: dict[str, FileIdentity] | None = None,
 ) -> dict[str, str]:
     """Check a variant directory against every digest known for it, hashing each file once.
 
@@ -460,11 +386,6 @@ def verify_variant(
             leads to (a local build in another tool's cache, whose files are links);
             ``False`` (default) refuses every link, as a hub or the download cache, which
             hold regular files only, must.
-        identities: given, it receives the identity of each file hashed, by relpath,
-            where that identity stands for the bytes hashed (:func:`settled_identity`:
-            a file whose times are not yet settled gets none). Once the check passed, a
-            file found later with the same identity holds the bytes checked here (the
-            loader's last look at an extension before the dynamic loader reads it).
 
     Returns:
         The sha256 of every file as found (``metadata.json`` left out), as
@@ -487,7 +408,7 @@ def verify_variant(
     mine: dict[str, str] | None = {} if algorithm != DEFAULT_ALGORITHM else None
     actual, problems, refused = _tree(root, DEFAULT_ALGORITHM, bytecode=bytecode,
                                       follow_links=follow_links, also=mine,
-                                      also_algorithm=algorithm, identities=identities)
+                                      also_algorithm=algorithm)
     meta_path = root / "metadata.json"
     if metadata_data is not None:
         meta_sha: str | None = b64_sha256(metadata_data)

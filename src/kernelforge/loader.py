@@ -24,7 +24,6 @@ neither torch nor any kernel.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -55,7 +54,6 @@ from kernelforge.hub.base import Hub, Same, is_hub, validate_repo_id
 from kernelforge.locate import LOCAL_KERNELS_ENV, HubArg, KernelInfo, Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kernelforge.digest import FileIdentity
     from kernelforge.lock import LockedKernel, LockFile
 
 __all__ = [
@@ -217,9 +215,6 @@ def _cached(key: Hashable, make: Any) -> ModuleType:
 # Every file of a kernel being (or once) imported, by absolute path, with the sha256 it
 # was verified with: the import runs exactly those bytes, or nothing.
 _verified: dict[str, str] = {}
-# The identity of those files whose identity stands for the bytes verified
-# (digest.settled_identity): an extension found with it unchanged is not hashed again.
-_settled: dict[str, FileIdentity] = {}
 
 
 def _expected_digest(where: str) -> str:
@@ -260,23 +255,14 @@ def _check_file(path: str) -> None:
     """:func:`_checked_bytes` for a file whose bytes are not needed here (an extension,
     which the dynamic loader reads itself): hashed as a stream, never held in memory.
 
-    A file whose identity was settled when it was verified (:data:`_settled`) and is
-    the same now, as ``fstat`` of the opened file gives it (which a network file system
-    revalidates at the open), holds the bytes verified: it is not hashed again, which
-    for an extension of hundreds of megabytes saves what the verification took. Any
-    write since, a replaced file or a link led elsewhere changes it, and the file is
-    hashed as before. The dynamic loader reads the file once more after either check.
-    """
-    from kernelforge.digest import file_digest, file_identity
+    Hashed every time: a file whose inode, size and times are as they were at the
+    verification may still hold other bytes (written through a writable mapping made
+    before it, which sets no time), which only reading it tells."""
+    from kernelforge.digest import hash_file
 
     where = os.path.abspath(path)
-    expected = _expected_digest(where)
-    settled = _settled.get(where)
-    with open(where, "rb") as f:
-        if settled is not None and file_identity(os.fstat(f.fileno())) == settled:
-            return
-        if base64.b64encode(file_digest(f)).decode("ascii") != expected:
-            raise _refuse_changed(where)
+    if hash_file(where) != _expected_digest(where):
+        raise _refuse_changed(where)
 
 
 def _remember_source(path: str, data: bytes) -> None:
@@ -308,10 +294,9 @@ class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
 
 class _VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
     """Loads an extension module by its path right after checking the file against its
-    digest, or finding it unchanged since it was verified (:func:`_check_file`; the
-    dynamic loader reads it again, so a file swapped in that instant is not caught: keep
-    kernels in directories only you can write, and, for a local build whose files are
-    links, the directories they lead to as well)."""
+    digest (the dynamic loader reads it again, so a file swapped in that instant is not
+    caught: keep kernels in directories only you can write, and, for a local build whose
+    files are links, the directories they lead to as well)."""
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         _check_file(self.path)
@@ -532,16 +517,9 @@ def _add_note(err: BaseException, note: str) -> None:
 
 
 def _import_package(module_id: str, variant_dir: Path, meta: Mapping[str, Any],
-                    deps: Mapping[str, ModuleType], files: Mapping[str, str],
-                    identities: Mapping[str, FileIdentity]) -> ModuleType:
+                    deps: Mapping[str, ModuleType], files: Mapping[str, str]) -> ModuleType:
     root = os.path.abspath(variant_dir)
-    for rel, sha in files.items():
-        where = os.path.join(root, *rel.split("/"))
-        _verified[where] = sha
-        if rel in identities:
-            _settled[where] = identities[rel]
-        else:  # verified anew without a settled identity: an older one no longer holds
-            _settled.pop(where, None)
+    _verified.update({os.path.join(root, *rel.split("/")): sha for rel, sha in files.items()})
     # From the absolute directory: a relative __path__ would name another directory once
     # the process changes its working directory, and the finder would not guard it.
     init = _package_init(Path(root), meta)
@@ -839,11 +817,10 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
         data, meta = _read_metadata_once(variant_dir)
         meta_digest = hashlib.sha256(data).hexdigest()  # what _still_there compares
         module_id = str(meta["id"])
-        identities: dict[str, FileIdentity] = {}
         actual = verify_variant(variant_dir, meta, metadata_sha256=anchors.metadata_sha256,
                                 recorded=anchors.recorded, locked=anchors.locked,
                                 bytecode="allow-pycache", metadata_data=data,
-                                follow_links=follow_links, identities=identities)
+                                follow_links=follow_links)
         if not meta.get("digest") and anchors == _Anchors():
             logger.info("%s: no digest recorded; its files are not verified", variant_dir)
         digest = tuple(sorted(actual.items()))
@@ -895,7 +872,7 @@ def _load(variant_dir: Path, anchors: _Anchors = _Anchors(),
         if meta.get("kernel-depends"):
             load_deps = deps or _dependencies(str(variant_dir), None, None, True, False)
             needed = load_deps(meta)
-        module = _import_package(module_id, variant_dir, meta, needed, actual, identities)
+        module = _import_package(module_id, variant_dir, meta, needed, actual)
         loaded = _Loaded(module=module, path=Path(key), digest=digest, dirty=dirty,
                          metadata_sha256=meta_digest)
         _by_path[key] = loaded
