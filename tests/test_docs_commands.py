@@ -305,3 +305,17 @@ def test_the_variables_the_help_names_are_documented() -> None:
     missing = {v: sorted(where) for v, where in named.items()
                if not re.search(rf"`\$?{v}\b", readme)}
     assert missing == {}, f"README.md does not name these variables of the help: {missing}"
+
+
+def test_the_issuer_a_sigstore_identity_takes_by_default_is_the_readmes() -> None:
+    """``trust add-sigstore`` without ``--issuer`` trusts the identity under GitHub
+    Actions' issuer (the trust store's own default too), and README.md names that
+    issuer as the default: a change of either shows here."""
+    from kernelforge.trust import GITHUB_ISSUER
+
+    parser = dict(commands())[("trust", "add-sigstore")]
+    issuer = next(a for a in parser._actions if "--issuer" in a.option_strings)
+    assert issuer.default == GITHUB_ISSUER
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert (f"`--issuer` names it, GitHub Actions' (`{GITHUB_ISSUER}`) by default"
+            in readme)
