@@ -5,6 +5,7 @@ usage, 130 interrupted, 141 output cut off."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -96,6 +97,48 @@ def test_torch_without_numpy_adds_nothing_to_stderr(tmp_path: Path) -> None:
     assert "NumPy" not in proc.stderr, proc.stderr
     assert "UserWarning: another warning" in proc.stderr, proc.stderr
 
+
+
+def _without_numpy(tmp_path: Path) -> dict[str, str]:
+    """The environment of a Python process in which importing numpy fails as where it
+    is not installed (torch then warns on its import), kernelforge importable."""
+    fake = tmp_path / "no-numpy" / "numpy"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n")
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = buffered_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(fake.parent), str(src)])
+    env["PYTHONWARNINGS"] = "default"
+    return env
+
+
+def test_the_build_child_processes_add_no_torch_numpy_warning(tmp_path: Path) -> None:
+    """The build's driver (whose output ``build -v`` shows line by line, and build.log
+    keeps) and its load check import torch in processes of their own: there too, torch's
+    warning where numpy is not installed is left out, as the command line leaves it out
+    of its own stderr."""
+    from kernelforge.build import _driver
+
+    env = _without_numpy(tmp_path)
+    spec = tmp_path / "spec.json"
+    spec.write_text("{}")  # the driver imports its tooling, then stops at the first key
+    proc = subprocess.run([sys.executable, "-m", "kernelforge.build._driver", str(spec)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.stderr.rstrip().endswith("KeyError: 'backend'"), proc.stderr
+    assert "Warning" not in proc.stderr and "NumPy" not in proc.stderr, proc.stderr
+    result = tmp_path / "load-check.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", _driver._LOAD_SCRIPT, str(tmp_path / "missing.so"),
+         str(result), _driver.TORCH_WITHOUT_NUMPY],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "missing.so" in json.loads(result.read_text())["error"]
+    assert proc.stderr == ""
+    # the stand-in for a missing numpy makes torch warn (else this test tests nothing)
+    proc = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert _driver.TORCH_WITHOUT_NUMPY in proc.stderr, proc.stderr
 
 @pytest.mark.parametrize(("stream", "during"), [
     # a file or pipe, buffered by Python: each line is written as it is printed

@@ -15,6 +15,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -327,11 +328,19 @@ def _note_other_namespaces(registered: list[str], namespace: str) -> None:
           '"registration.h"', flush=True)
 
 
+#: The start of the warning torch gives on its import where numpy is not installed (it
+#: does not need it), as the command line leaves it out (``cli``): here its two lines
+#: would stand among the compiler's, which ``kernelforge build -v`` shows.
+TORCH_WITHOUT_NUMPY = "Failed to initialize NumPy"
+
+
 #: Run by :func:`_check_loads` in a process of its own: import torch, load the extension
 #: (``argv[1]``) as Python's import does, and write to ``argv[2]`` what the loader said
-#: (``{"error": ...}``) or the ops the load defined (``{"ops": [...]}``).
+#: (``{"error": ...}``) or the ops the load defined (``{"ops": [...]}``); torch's warning
+#: that starts with ``argv[3]`` (:data:`TORCH_WITHOUT_NUMPY`) is left out.
 _LOAD_SCRIPT = """
-import ctypes, json, sys
+import ctypes, json, sys, warnings
+warnings.filterwarnings("ignore", message=sys.argv[3], category=UserWarning)
 import torch
 names = getattr(torch._C, "_dispatch_get_all_op_names", None)
 before = set(names()) if names is not None else set()
@@ -378,7 +387,8 @@ def _check_loads(extension: Path, spec: Mapping[str, Any],
     result_path.unlink(missing_ok=True)
     try:
         proc = subprocess.run([sys.executable, "-c", _LOAD_SCRIPT, str(extension),
-                               str(result_path)], capture_output=True, text=True,
+                               str(result_path), TORCH_WITHOUT_NUMPY],
+                              capture_output=True, text=True,
                               errors="replace", timeout=LOAD_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         _load_ended(extension, f"did not end in {LOAD_TIMEOUT_S} s", "")
@@ -418,6 +428,7 @@ def main(spec_path: str) -> int:
     _end_with_parent()
     spec = json.loads(Path(spec_path).read_text())
 
+    warnings.filterwarnings("ignore", message=TORCH_WITHOUT_NUMPY, category=UserWarning)
     # Imported here: this module only runs in the child process.
     try:
         from setuptools import setup
