@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kf_testutil import fake_environment
 
 from kernelforge.build.toolchain import find_cxx
 
@@ -431,7 +432,7 @@ def test_a_gpu_compiler_that_hangs_is_asked_once_in_a_build_run(tmp_path: Path,
     monkeypatch.setenv("CUDA_HOME", str(home))
     monkeypatch.setattr(toolchain, "VERSION_TIMEOUT_S", 0.5)
     project = copy_example(tmp_path / "relu")
-    pythons = [_cuda_environment(tmp_path / env) for env in ("a", "b")]
+    pythons = [fake_environment(tmp_path / env, "2.9.1+cu128", "12.8") for env in ("a", "b")]
     toolchain.find_nvcc.cache_clear()
     try:
         said = []
@@ -448,22 +449,6 @@ def test_a_gpu_compiler_that_hangs_is_asked_once_in_a_build_run(tmp_path: Path,
             "earlier in this run (not asked again)")
     finally:
         toolchain.find_nvcc.cache_clear()
-
-
-def _cuda_environment(root: Path) -> Path:
-    """An interpreter whose torch is a CUDA one as far as a build's probe sees: a stub
-    holding only ``torch/version.py``."""
-    torch_dir = root / "site" / "torch"
-    torch_dir.mkdir(parents=True)
-    (torch_dir / "__init__.py").write_text("")
-    (torch_dir / "version.py").write_text(
-        "__version__ = '2.9.1+cu128'\ncuda = '12.8'\nhip = None\ngit_version = 'abc'\n")
-    python = root / "bin" / "python"
-    python.parent.mkdir()
-    python.write_text(f'#!/bin/sh\nPYTHONPATH="{root / "site"}:$PYTHONPATH" '
-                      f'exec {sys.executable} "$@"\n')
-    python.chmod(0o755)
-    return python
 
 
 def test_threads_that_run_in_a_copy_of_the_run_s_context_share_its_memory(
@@ -729,7 +714,7 @@ def test_a_build_after_cuda_home_changed_uses_the_toolkit_it_names(tmp_path: Pat
     manifest = project / "build.toml"
     manifest.write_text(manifest.read_text().replace(
         "[general.hub]", '[general.cuda]\nminver = "13.0"\n\n[general.hub]'))
-    python = _cuda_environment(tmp_path / "env")
+    python = fake_environment(tmp_path / "env", "2.9.1+cu128", "12.8")
     monkeypatch.delenv("CUDA_PATH", raising=False)
     toolchain.find_nvcc.cache_clear()
     try:
