@@ -259,8 +259,12 @@ def test_publish_checks_the_manifests_repo_id(tmp_path: Path,
     capsys.readouterr()
     assert main(["publish", str(project), "--hub", str(tmp_path / "hub")]) == 1
     err = capsys.readouterr().err
-    assert "key 'general.hub.repo-id': repo_id: 'me/bad-' is not a valid" in err
-    assert "pass --repo org/name" in err
+    assert "key 'general.hub.repo-id': 'me/bad-' is not a hub repository id" in err
+    assert "e.g. 'kernels-community/relu'" in err
+    # refused by check and build too, so a project that builds is not stopped at publish
+    assert main(["check", str(project)]) == 1
+    assert "key 'general.hub.repo-id': 'me/bad-' is not a hub repository id" in \
+        capsys.readouterr().err
 
 
 # --- publish: hubs, stale and tampered builds, the card ---------------------------------------

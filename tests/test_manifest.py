@@ -211,6 +211,10 @@ BAD = [
      "general.universal", "belongs to the legacy layout"),
     ("bad-repo-id", GOOD5 + '\n[general.hub]\nrepo-id = "relu"\n', "general.hub.repo-id",
      "'relu' is not a hub repository id"),
+    # refused by publish (every hub): refused by check, before a build
+    ("repo-id-ending-in-a-dot", GOOD5 + '\n[general.hub]\nrepo-id = "org/relu."\n',
+     "general.hub.repo-id", r"'org/relu\.' is not a hub repository id; expected '<org>/<name>'"
+     r".*e\.g\. 'kernels-community/relu'; fix: write repo-id = \"<org>/<name>\""),
     ("bad-upstream", replace(GOOD5, "backends =", 'upstream = "not a url"\nbackends ='),
      "general.upstream", "is not a git URL"),
     ("legacy-universal-type", GUIDE_BUILD_TOML.replace("universal = false", 'universal = "no"'),
@@ -760,6 +764,25 @@ def test_init_and_the_manifest_agree_on_the_name_rule(tmp_path, name):
     with pytest.raises(KernelforgeError, match=f"invalid kernel name '{name}'") as info:
         init_project(name, tmp_path / "p")
     assert "at least 2 characters" in str(info.value)
+
+
+@pytest.mark.parametrize("repo_id", [
+    "org/relu", "o/r", "kernels-community/relu_v2.1", "org/relu.", "org/-relu", "_org/relu",
+    "org/re..lu", "org/relu_", "org/" + "r" * 96, "org/" + "r" * 97, "org/relu/x", "org/"])
+def test_check_and_publish_agree_on_the_repo_id_rule(tmp_path, repo_id):
+    """`[general.hub] repo-id` passes `check` exactly when the hubs' validator (what
+    publish runs) takes it: one that passes would otherwise fail only at publish."""
+    from kernelforge.hub.base import validate_repo_id
+
+    text = GOOD5 + f'\n[general.hub]\nrepo-id = "{repo_id}"\n'
+    try:
+        validate_repo_id(repo_id)
+    except ValueError:
+        with pytest.raises(ManifestError, match="is not a hub repository id") as info:
+            load_manifest(write(tmp_path, text))
+        assert info.value.key == "general.hub.repo-id"
+        return
+    assert load_manifest(write(tmp_path, text)).hub_repo_id == repo_id
 
 
 @pytest.mark.parametrize(("hub", "noarch", "noted"), [

@@ -325,14 +325,6 @@ def _cmd_publish(args: argparse.Namespace) -> int:
             f"{shlex.quote(args.path)} --repo <org>/{manifest.name}' (or set [general.hub] "
             "repo-id in build.toml)"
         )
-    if not args.repo:
-        from kernelforge.hub.base import validate_repo_id
-
-        try:
-            validate_repo_id(repo)
-        except ValueError as err:
-            raise KernelforgeError(f"{manifest.path}: key 'general.hub.repo-id': {err}; fix: "
-                                   "correct it, or pass --repo org/name") from err
     build_dir = manifest.root / "build"
     if not build_dir.is_dir():
         raise KernelforgeError(unbuilt_project(args.path))

@@ -86,7 +86,10 @@ _NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 _LEGACY_NAME_RE = re.compile(r"^[a-z][-_a-z0-9]*[a-z0-9]\Z")
 _KERNEL_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*\Z", re.ASCII)
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*\Z", re.ASCII)
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z", re.ASCII)
+#: What a hub repository id is (:func:`kernelforge.hub.base.validate_repo_id` decides).
+_REPO_ID_EXPECTED = ("'<org>/<name>', each part up to 96 letters, digits, '.', '_' and '-' "
+                     "that starts and ends with a letter or digit (no '..'), e.g. "
+                     "'kernels-community/relu'")
 _GIT_SCHEMES = ("https", "http", "git", "ssh", "git+ssh", "git+https", "git+http")
 #: A URL's scheme, as URL parsers read one (``github.com:org/x`` has the scheme
 #: ``github.com``).
@@ -1065,11 +1068,19 @@ def _python_depends_notes(general: Sequence[str], per_backend: Mapping[str, Sequ
 
 
 def _repo_id(r: _Reader, hub: Mapping[str, Any]) -> str | None:
+    """``[general.hub] repo-id``, refused here as ``kernelforge publish`` (every hub)
+    would refuse it (:func:`kernelforge.hub.base.validate_repo_id`), so that a project
+    that passes ``check`` and ``build`` is not stopped only when it is published."""
+    from kernelforge.hub.base import validate_repo_id  # the hubs' reading of the id
+
     repo_id = r.string(hub, "general.hub", "repo-id")
-    if repo_id is not None and not _REPO_ID_RE.match(repo_id):
-        r.fail("general.hub.repo-id", f"'{repo_id}' is not a hub repository id",
-               expected="'<org>/<name>', e.g. 'kernels-community/relu'",
-               fix='write repo-id = "<org>/<name>"')
+    if repo_id is not None:
+        try:
+            validate_repo_id(repo_id)
+        except ValueError as err:
+            r.fail("general.hub.repo-id", f"'{repo_id}' is not a hub repository id",
+                   expected=_REPO_ID_EXPECTED, fix='write repo-id = "<org>/<name>"',
+                   cause=err)
     return repo_id
 
 
@@ -1296,8 +1307,7 @@ def _check_dependency_pin(r: _Reader, key: str, repo_id: str, revision: str | No
         validate_repo_id(repo_id)
     except ValueError:
         r.fail(key, f"the dependency '{repo_id}' is not a hub repository id",
-               expected="'<org>/<name>' of letters, digits, '.', '_' and '-', e.g. "
-               "'kernels-community/relu'",
+               expected=_REPO_ID_EXPECTED,
                fix='write {repo-id = "<org>/<name>", version = 1}')
     if revision is not None and not revision.strip():
         r.fail(key, f"the dependency on '{repo_id}' has an empty revision",
