@@ -287,6 +287,19 @@ def test_repository_ids_ignore_case(hub: LocalHub, project: Path, tmp_path: Path
     assert not hub.has_repo("kernels-test/relu2")
 
 
+def test_only_folders_that_name_a_loadable_repository_are_listed(hub: LocalHub,
+                                                                  project: Path) -> None:
+    """A folder pair that no load could name (``..`` inside it, a name ending in ``.``) is
+    not offered as a repository of the hub, in ``repos()`` or a load's "did you mean"."""
+    hub.publish(REPO, project, version=1)
+    for stray in ("kernels..test/relu", "kernels-test/relu.", "kernels-test/re..lu"):
+        (hub.root / stray / "refs").mkdir(parents=True)
+    assert hub.repos() == [REPO]
+    with pytest.raises(HubError) as info:
+        hub.branches("kernels-test/relux")
+    assert "'kernels-test/relu'" in str(info.value) and ".." not in str(info.value)
+
+
 def test_a_repository_kept_under_two_spellings_is_named(hub: LocalHub, project: Path) -> None:
     """A hub written before ids ignored case may hold both on a case-sensitive file
     system: every use of the id says so rather than picking one."""

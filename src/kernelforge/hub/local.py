@@ -96,7 +96,6 @@ HUB_ENV = "KERNELFORGE_HUB"
 CARD_FILE = _durable.CARD_FILE
 CARD_BRANCH = base.CARD_BRANCH
 
-_REPO_ID_RE = base.REPO_ID_RE
 _REF_RE = base.REF_RE
 _COMMIT_RE = base.COMMIT_RE
 _PREFIX_RE = base.PREFIX_RE
@@ -148,6 +147,16 @@ def default_root() -> Path:
     if env is not None and os.environ[HUB_ENV].strip().lower() not in ("hf", "huggingface"):
         return env
     return user_dir("cache", "the local hub", HUB_ENV, HubError) / "hub"
+
+
+def _is_repo_id(text: str) -> bool:
+    """Whether a folder pair names a repository: one that :func:`validate_repo_id`
+    refuses could be listed (a "did you mean" of a load's error) but never loaded."""
+    try:
+        validate_repo_id(text)
+    except ValueError:
+        return False
+    return True
 
 
 def held_repos(repo_id: str, held: list[str]) -> str:
@@ -358,7 +367,7 @@ class LocalHub(Hub):
                     continue
                 for repo in org.iterdir():
                     if (not repo.is_symlink() and (repo / "refs").is_dir()
-                            and _REPO_ID_RE.match(f"{org.name}/{repo.name}")):
+                            and _is_repo_id(f"{org.name}/{repo.name}")):
                         found.append(f"{org.name}/{repo.name}")
         except OSError as err:
             raise HubError(f"cannot list the hub {self.root}: {err.strerror or err}"
