@@ -544,7 +544,7 @@ def test_a_library_warning_reads_as_the_commands_own_lines(tmp_path: Path) -> No
                 "from kernelforge.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     proc = subprocess.run([sys.executable, "-c", embedded, *argv], capture_output=True,
                           text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stderr == f"WARNING {said}\n", proc.stderr
+    assert proc.returncode == 0 and proc.stderr == f"WARNING kernelforge: {said}\n", proc.stderr
 
 
 @pytest.mark.parametrize(("argv", "usage", "said"), [

@@ -741,7 +741,8 @@ def test_a_created_repository_whose_visibility_is_unknown_is_a_warning(
     [record] = [r for r in caplog.records if "did not exist" in r.getMessage()]
     assert record.levelname == "WARNING", record.getMessage()
     assert record.getMessage().startswith(
-        f"{REPO} did not exist: created it on the Hugging Face Hub, but could not read "
+        f"kernelforge: {REPO} did not exist: created it on the Hugging Face Hub, but could not "
+        "read "
         "whether it is public (")
     assert why in record.getMessage() and record.getMessage().endswith(
         "); check its settings on the Hub")
@@ -1436,8 +1437,8 @@ def test_a_transient_failure_listing_refs_is_tried_again(
     assert kernel.__name__ == module_id
     assert waits == expected
     said = [r.getMessage() for r in caplog.records if "trying again" in r.getMessage()]
-    assert len(said) == 2 and said[0].startswith(f"listing refs for {REPO} on the Hugging "
-                                                 "Face Hub failed ("), said
+    assert len(said) == 2 and said[0].startswith(f"kernelforge: listing refs for {REPO} on "
+                                                 "the Hugging Face Hub failed ("), said
     assert said[0].endswith(f"trying again in {expected[0]:.0f} s (try 2 of 6)"), said
 
 

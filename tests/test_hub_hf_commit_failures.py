@@ -122,7 +122,7 @@ def test_a_commit_whose_answer_was_lost_but_that_landed_is_published(
     assert hf.variants(REPO, rev.commit) == ["torch-cpu"]
     [said] = [r for r in caplog.records if "answer to the commit" in r.getMessage()]
     assert said.levelname == "WARNING" and said.getMessage() == (
-        f"{REPO}: the Hub's answer to the commit on v1 was lost ({LOST[lost](remote)}"
+        f"kernelforge: {REPO}: the Hub's answer to the commit on v1 was lost ({LOST[lost](remote)}"
         .splitlines()[0] + f"), but the branch's head {rev.commit[:12]} holds exactly this "
         "publish's files: it is this publish's commit")
     assert hf.read_file(REPO, hf.branches(REPO)["main"], "README.md") == b"# relu\n"
@@ -224,8 +224,9 @@ def test_a_failed_commit_that_made_nothing_is_tried_again(
     assert rev.parent == c1 and rev.commit == hf.branches(REPO)["v1"] != c1
     assert _commits(remote) == before + 1 and waits == waited
     [said] = [r.getMessage() for r in caplog.records if "trying again" in r.getMessage()]
-    assert said.startswith(f"publishing branch v1 for {REPO} on the Hugging Face Hub failed ("
-                           ) and said.endswith(f"trying again in {waited[0]:.0f} s (try 2 of 6)")
+    assert said.startswith(f"kernelforge: publishing branch v1 for {REPO} on the Hugging Face "
+                           "Hub failed (")
+    assert said.endswith(f"trying again in {waited[0]:.0f} s (try 2 of 6)")
 
 
 def test_a_commit_that_keeps_failing_is_tried_six_times_and_leaves_no_new_branch(
@@ -336,9 +337,9 @@ def test_a_repository_made_by_a_try_whose_answer_was_lost_is_said_to_be_created(
     assert hf.branches(REPO)["v1"] == rev.commit and waits == [1.0]
     [said] = [r for r in caplog.records if "as far as can be told" in r.getMessage()]
     assert said.levelname == "WARNING" and said.getMessage().startswith(
-        f"{REPO} did not exist, as far as can be told (the Hub's answer to creating it was "
-        "lost, and trying again found it): created it on the Hugging Face Hub as a public "
-        "repository")
+        f"kernelforge: {REPO} did not exist, as far as can be told (the Hub's answer to "
+        "creating it was lost, and trying again found it): created it on the Hugging Face Hub "
+        "as a public repository")
 
 
 def test_a_repository_published_to_before_is_not_said_created_after_a_lost_answer(

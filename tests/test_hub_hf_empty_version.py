@@ -241,7 +241,7 @@ def test_lock_takes_the_version_a_load_takes(hf: HfHub, remote: FakeHfApi, tmp_p
     assert loader.kernel_info(REPO, hub=hf, trust_remote_code=True).commit == c1
     said = warnings_of(caplog)
     assert len(said) == 1 and said[0].startswith(
-        f"{REPO}: version 1 is taken, not version 2: its branch v2"), said
+        f"kernelforge: {REPO}: version 1 is taken, not version 2: its branch v2"), said
     (project / "pyproject.toml").write_text(f'[tool.kernelforge.dependencies]\n"{REPO}" = 2\n')
     with pytest.raises(VariantNotFoundError, match=r"version 2 \(branch v2, revision \w+\) "
                                                    r"holds no build"):
@@ -258,8 +258,8 @@ def test_a_load_of_an_older_version_is_not_sent_to_the_branch(
     info = loader.kernel_info(REPO, version=1, hub=hf, trust_remote_code=True)
     assert "a newer version exists: 2" in info.notes, info.notes  # not 3, which holds none
     assert loader.get_kernel(REPO, version=1, hub=hf, trust_remote_code=True).VALUE == 1
-    assert warnings_of(caplog) == [f"{REPO}: loading version 1 as requested; version 2 is "
-                                   "available (pass version=2 to use it)"]
+    assert warnings_of(caplog) == [f"kernelforge: {REPO}: loading version 1 as requested; "
+                                   "version 2 is available (pass version=2 to use it)"]
 
 
 def test_lock_of_a_dependency_on_that_version_names_who_asks(
@@ -517,7 +517,8 @@ def test_a_kernels_lock_dependency_entry_of_a_commit_without_a_build(
     assert [(r, v) for r, v, _ in got] == [(main, "torch-cpu")]
     [line] = [r for r in caplog.records if "is not fetched" in r.getMessage()]
     assert line.levelno == logging.WARNING
-    assert line.getMessage().startswith(f"{lock}: {REPO} version 2 is not fetched: {said}")
+    assert line.getMessage().startswith(
+        f"kernelforge: {lock}: {REPO} version 2 is not fetched: {said}")
     assert (f"it is only a kernel-depends entry of {main} (variant torch-cuda), which a "
             "load here does not use, but a load of those fails; fix: lock the project "
             "again") in line.getMessage()

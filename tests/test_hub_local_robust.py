@@ -406,7 +406,8 @@ def test_a_pending_note_that_cannot_be_removed_leaves_the_publish_done(
     assert note.read_text() == rev.commit + "\n"
     [said] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert said == (
-        f"{REPO}: v1 was published at {rev.short}, but its pending note {note} could not "
+        f"kernelforge: {REPO}: v1 was published at {rev.short}, but its pending note {note} "
+        "could not "
         f"be removed (Permission denied); it does no harm, and the next publish, card or "
         f"status change of {REPO} removes it")
     hub.verify(REPO, rev.commit)

@@ -996,7 +996,7 @@ def test_a_redirected_kernel_depends_entry_is_said(hub: LocalHub, tmp_path: Path
     caplog.set_level(logging.INFO, logger="kernelforge")
     assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 3
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
-        f"{DEP} is redirected to {moved} (kernel-status.toml on main)"]
+        f"kernelforge: {DEP} is redirected to {moved} (kernel-status.toml on main)"]
 
 
 def test_a_kernel_depends_cycle_is_refused(hub: LocalHub, tmp_path: Path) -> None:
@@ -1258,6 +1258,8 @@ def test_a_local_kernels_build_of_another_version_than_asked_is_warned_about(
     said = ("version=1 was asked for, but LOCAL_KERNELS names a build whose metadata.json "
             "records version 2")
     assert said in caplog.text, caplog.text
+    # named as kernelforge's, as every WARNING of the library is (the note is not)
+    assert caplog.records[0].getMessage().startswith(f"kernelforge: {REPO}: {said}")
     caplog.clear()
     # kernel_info and has_kernel load nothing: the note says it, no WARNING does
     with caplog.at_level(logging.WARNING, logger="kernelforge"):
@@ -1277,6 +1279,21 @@ def test_a_local_kernels_build_of_another_version_than_asked_is_warned_about(
         loader.get_kernel(REPO)
     assert "was asked for" not in caplog.text
     assert loader.kernel_info(REPO, version=2).notes == ()
+
+
+def test_a_program_without_logging_sees_a_loads_warning_as_kernelforges(
+        tmp_path: Path) -> None:
+    """Python's last-resort handler writes a library's WARNING bare, without the logger's
+    name, among the program's own output: the LOCAL_KERNELS line starts with
+    'kernelforge: ', as the line saying which version a load took does."""
+    make_variant(tmp_path / "v2", "torch-universal", module_id=uid("bare"), version=2)
+    env = {**os.environ, "LOCAL_KERNELS": f"{REPO}={tmp_path / 'v2'}"}
+    code = f"import kernelforge; kernelforge.get_kernel({REPO!r}, version=1)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    said = [line for line in out.stderr.splitlines() if "was asked for" in line]
+    assert len(said) == 1 and said[0].startswith(
+        f"kernelforge: {REPO}: version=1 was asked for, but LOCAL_KERNELS names"), out.stderr
 
 
 def test_a_rebuild_in_this_process_is_what_the_next_load_gets(

@@ -228,7 +228,8 @@ def test_an_offline_lock_warns_when_the_refs_it_pins_were_seen(
     assert read_lock(root).require(REPO).commit == a  # still possible, on purpose
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1, said
-    assert said[0].startswith(f"{REPO}: the Hugging Face Hub is offline (HF_HUB_OFFLINE is "
+    assert said[0].startswith(f"kernelforge: {REPO}: the Hugging Face Hub is offline "
+                              "(HF_HUB_OFFLINE is "
                               "set), so the commit pinned is the one its branches and tags "
                               f"pointed to when the download cache last saw them online, {seen}")
     assert "run 'kernelforge lock' online" in said[0]

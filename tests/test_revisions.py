@@ -90,7 +90,7 @@ def test_only_a_load_or_a_lock_logs_a_redirect(hub: LocalHub, tmp_path: Path, ca
     out, err = capsys.readouterr()
     assert f"  {REPO} redirects to {NEW} (kernel-status.toml)" in out, out
     assert "redirect" not in err, err
-    redirected = f"{REPO} is redirected to {NEW} (kernel-status.toml on main)"
+    redirected = f"kernelforge: {REPO} is redirected to {NEW} (kernel-status.toml on main)"
     assert loader.get_kernel(REPO, version=1, hub=hub).VALUE == 7
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
         redirected]

@@ -615,7 +615,8 @@ def test_an_owner_key_the_disk_cannot_hold_leaves_nothing_behind(
         assert trust.owner_mark("org/x", "c" * 40, files) is None
     assert list(env["config"].iterdir()) == []
     assert [r.getMessage() for r in caplog.records] == [
-        f"{key_file}: cannot write the owner key ({os.strerror(errno.ENOSPC)}); none was "
+        f"kernelforge: {key_file}: cannot write the owner key ({os.strerror(errno.ENOSPC)}); "
+        "none was "
         "made, so this revision will load only if signed or allowed; fix: free space on "
         "its disk, or set KERNELFORGE_CONFIG to a directory you can write"]
     mark = trust.owner_mark("org/x", "c" * 40, files)

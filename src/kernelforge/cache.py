@@ -477,7 +477,7 @@ class DownloadCache:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as err:
-            logger.warning("ignoring unreadable cache file %s (%s)", path, err)
+            logger.warning("kernelforge: ignoring unreadable cache file %s (%s)", path, err)
             return None
 
     # --- refs and listings ---------------------------------------------------------
@@ -504,7 +504,8 @@ class DownloadCache:
                 if problem is None:
                     docs.append(doc)
                 else:  # damaged: as if none were cached (the next online load rewrites it)
-                    logger.warning("ignoring damaged cache file %s (%s)", path, problem)
+                    logger.warning("kernelforge: ignoring damaged cache file %s (%s)",
+                                   path, problem)
         return max(docs, key=_saved_at) if docs else None
 
     def load_refs(self, repo_id: str) -> tuple[dict[str, str], dict[str, str]] | None:
@@ -765,7 +766,7 @@ class DownloadCache:
         for entry in sorted(base.glob(f"*/*/*/*/{ENTRY_FILE}")) if base.is_dir() else []:
             named = _entry_names(entry.parent.relative_to(base))
             if named is None or self._reached_through_a_link(entry):
-                logger.warning("ignoring %s: not a download cache entry", entry.parent)
+                logger.warning("kernelforge: ignoring %s: not a download cache entry", entry.parent)
                 continue
             out.append((named, entry.parent))
         return out
@@ -1021,8 +1022,8 @@ class DownloadCache:
                 return False
             if parent.is_symlink():
                 if not quiet:
-                    logger.warning("skipping %s: it is reached through the link %s, which "
-                                   "no download cache makes; remove the link by hand", path,
+                    logger.warning("kernelforge: skipping %s: it is reached through the link %s, "
+                                   "which no download cache makes; remove the link by hand", path,
                                    parent)
                 return True
         return False
@@ -1387,7 +1388,7 @@ def _entry_record(path: Path) -> tuple[dict[str, Any] | None, str | None, int | 
     except FileNotFoundError:
         return None, None, None
     except OSError as err:
-        logger.warning("ignoring unreadable cache file %s (%s)", path, err)
+        logger.warning("kernelforge: ignoring unreadable cache file %s (%s)", path, err)
         return None, None, None
     except ValueError:
         return None, f"its {ENTRY_FILE} is not valid JSON", None

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kernelforge import __version__
 from kernelforge.cli_share import add_commands, hub_arg, load_signer, refuse_empty, repo_arg
-from kernelforge.errors import KernelforgeError, one_line
+from kernelforge.errors import WARNING_PREFIX, KernelforgeError, one_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.build import BuildResult
@@ -763,12 +763,13 @@ def _own_lines(message: str) -> str:
 
 class _Labelled(logging.Handler):
     """Writes the library's warnings to stderr as the command's own lines are written,
-    ``warning: <message>``, to the ``sys.stderr`` of the moment."""
+    ``warning: <message>``, to the ``sys.stderr`` of the moment. The label stands for
+    the library's :data:`~kernelforge.errors.WARNING_PREFIX`, which it replaces."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(f"{record.levelname.lower()}: {_own_lines(record.getMessage())}",
-                  file=sys.stderr)
+            message = record.getMessage().removeprefix(WARNING_PREFIX)
+            print(f"{record.levelname.lower()}: {_own_lines(message)}", file=sys.stderr)
         except Exception:  # noqa: BLE001 - logging's contract: report, never raise
             self.handleError(record)
 

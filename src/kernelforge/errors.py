@@ -13,6 +13,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+#: What each WARNING that kernelforge logs begins with. A program that set up no logging
+#: gets it from Python's last-resort handler as the bare message, without the logger's
+#: name, among its own output and other libraries': the prefix says whose it is. The
+#: command line writes its warnings as ``warning: <message>`` without it.
+WARNING_PREFIX = "kernelforge: "
+
 
 class KernelforgeError(Exception):
     """Base class of all kernelforge errors.

@@ -776,7 +776,7 @@ def _dirty_warning(variant_dir: Path, meta: Mapping[str, Any]) -> str | None:
         return None
     from kernelforge.cache import variant_name
 
-    return (f"kernelforge: kernel {meta.get('name')!r} variant {variant_name(variant_dir)} "
+    return (f"kernel {meta.get('name')!r} variant {variant_name(variant_dir)} "
             f"({variant_dir}) was built from a dirty git tree ({' and '.join(dirty)} had "
             "uncommitted changes): its recorded git revision does not fully identify the "
             "sources it was built from, so the build may not be reproducible")
@@ -785,7 +785,7 @@ def _dirty_warning(variant_dir: Path, meta: Mapping[str, Any]) -> str | None:
 def _announced(loaded: _Loaded) -> ModuleType:
     """``loaded.module``, after the WARNING of a build from a dirty tree (once per load)."""
     if loaded.dirty is not None:
-        logger.warning("%s", loaded.dirty)
+        logger.warning("kernelforge: %s", loaded.dirty)
     return loaded.module
 
 
@@ -1015,8 +1015,8 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
     policy.require(plan.decision, plan.request)
     _check_signed_build(plan)
     if not plan.metadata.get("digest") and plan.locked is None and plan.hub.kind != "local":
-        logger.warning("%s (variant %s): its metadata.json records no file digests; the "
-                       "files are checked only against what was downloaded", info.repo,
+        logger.warning("kernelforge: %s (variant %s): its metadata.json records no file digests; "
+                       "the files are checked only against what was downloaded", info.repo,
                        info.variant)
     commit = info.commit or ""
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant)
@@ -1054,7 +1054,7 @@ def _load_plan(plan: Plan, deps: DepsLoader | None = None) -> ModuleType:
         # Changed in the cache since, or damaged before it was recorded (a copy that
         # matches what was fetched can still differ from the metadata.json the trust
         # policy saw): either way a fresh copy may pass, and must pass every check.
-        logger.warning("%s: the cached copy of variant %s failed verification (%s); "
+        logger.warning("kernelforge: %s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", info.repo, info.variant, "; ".join(err.problems))
     fetched = plan.hub.fetch_variant(info.repo, commit, info.variant, refresh=True)
     try:

@@ -543,7 +543,7 @@ def _hub_meta(hub: Hub, repo_id: str, commit: str, locked: LockedKernel | None,
                     "fetched again offline; if it was damaged there, fix: "
                     f"{cache.damaged_entry_fix(repo_id, commit)})") from err
             why = "; ".join(err.problems) if isinstance(err, IntegrityError) else str(err)
-            logger.warning("%s: the download cache's copy %s failed its check (%s); "
+            logger.warning("kernelforge: %s: the download cache's copy %s failed its check (%s); "
                            "fetching it again", where, copy, why)
             cache.discard_file(repo_id, commit, path)
             return check(name, where, hub.read_file(repo_id, commit, path), True)
@@ -687,7 +687,7 @@ def _other_version_noted(plan: Plan, version: int | None, announce: bool) -> Pla
             f"metadata.json records {records} ({plan.info.path}); a {LOCAL_KERNELS_ENV} entry "
             f"stands in for every version (remove it to load version {version} from the hub)")
     if announce:
-        logger.warning("%s: %s", plan.info.repo, note)
+        logger.warning("kernelforge: %s: %s", plan.info.repo, note)
     return dataclasses.replace(plan, info=dataclasses.replace(
         plan.info, notes=(*plan.info.notes, note)))
 
@@ -868,11 +868,11 @@ def _drop_signed_copies(h: Hub, repo_id: str, commit: str,
             f"{cache.damaged_entry_fix(repo_id, commit)}. Only where the {fresh} the hub's "
             f"own to blame, and then {REPUBLISH}", err.variant, problem=err.problem) from err
     if unreadable:
-        logger.warning("%s: %s is not a signature file kernelforge can read; fetching "
+        logger.warning("kernelforge: %s: %s is not a signature file kernelforge can read; fetching "
                        "again", repo_id, named)
     else:
-        logger.warning("%s: the signature of variant %s does not verify over %s; fetching "
-                       "again", repo_id, err.variant, named)
+        logger.warning("kernelforge: %s: the signature of variant %s does not verify over %s; "
+                       "fetching again", repo_id, err.variant, named)
     for path in signed:
         cache.discard_file(repo_id, commit, path)
 
@@ -923,7 +923,7 @@ def _kept_unreadable_bundle(h: Hub, req: TrustRequest, commit: str,
             f"{cache.damaged_entry_fix(req.repo_id, commit)})"))
     if decision.allowed:
         return decision
-    logger.warning("%s: %s is not a sigstore bundle that can be read; fetching again",
+    logger.warning("kernelforge: %s: %s is not a sigstore bundle that can be read; fetching again",
                    req.repo_id, named)
     for dropped in (f"build/{req.variant}/metadata.json", path):
         cache.discard_file(req.repo_id, commit, dropped)

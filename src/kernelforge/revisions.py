@@ -390,7 +390,7 @@ def _pick(
                 newest, f"; {passed}" if passed else "",
             )
         elif passed and say_skips:
-            logger.warning("%s: version %d is taken, %s", repo_id, newest, passed)
+            logger.warning("kernelforge: %s: version %d is taken, %s", repo_id, newest, passed)
         if not passed:
             notes.append(f"no version requested: newest version {newest} (branch "
                          f"v{newest}) -> commit {versions[newest][:12]}")
@@ -409,8 +409,9 @@ def _pick(
     newest = max(_offered(hub, repo_id, versions, branches.get(CARD_BRANCH)))
     if version < newest:
         if announce:
-            logger.warning("%s: loading version %d as requested; version %d is available "
-                           "(pass version=%d to use it)", repo_id, version, newest, newest)
+            logger.warning("kernelforge: %s: loading version %d as requested; version %d is "
+                           "available (pass version=%d to use it)", repo_id, version, newest,
+                           newest)
         notes.append(f"a newer version exists: {newest}")
     return f"v{version}", versions[version]
 
@@ -467,7 +468,7 @@ def select(
             raise HubError(f"redirects of {seen[0]} loop or go too deep: "
                            f"{' -> '.join(seen + [target.destination])}")
         if say_redirects:
-            logger.warning("%s is redirected to %s (%s on main)", repo_id,
+            logger.warning("kernelforge: %s is redirected to %s (%s on main)", repo_id,
                            target.destination, STATUS_FILE)
         notes.append(f"{repo_id} redirects to {target.destination} ({STATUS_FILE})")
         if revision is None and version is None and target.revision not in (None, "main"):

@@ -852,7 +852,7 @@ def owner_mark(repo_id: str, commit: str, files: Mapping[str, str]) -> dict[str,
     try:
         key = _owner_key(create=True)
     except OSError as err:  # creating it: a folder not writable, a full disk
-        logger.warning("%s", config_write_error(
+        logger.warning("kernelforge: %s", config_write_error(
             err, config_dir() / OWNER_KEY_FILE, "the owner key",
             "none was made, so this revision will load only if signed or allowed"))
         return None

@@ -393,7 +393,7 @@ def _drop_note(note: Path, repo_id: str, branch: str, commit: str) -> None:
         note.unlink()
     except OSError as err:
         logger.warning(
-            "%s: %s was published at %s, but its pending note %s could not be removed "
+            "kernelforge: %s: %s was published at %s, but its pending note %s could not be removed "
             "(%s); it does no harm, and the next publish, card or status change of %s "
             "removes it", repo_id, branch, commit[:7], note, err.strerror or err, repo_id)
 

@@ -628,8 +628,8 @@ class HfHub(Hub):
                     if mapped is None:
                         raise
                     raise mapped from err
-                logger.warning("%s for %s on the %s failed (%s); trying again in %.0f s "
-                               "(try %d of %d)", what, repo_id, self.describe(),
+                logger.warning("kernelforge: %s for %s on the %s failed (%s); trying again "
+                               "in %.0f s (try %d of %d)", what, repo_id, self.describe(),
                                _first_line(err),
                                wait, tries + 1, len(_RETRY_WAITS) + 1)
                 _sleep(wait)
@@ -801,8 +801,8 @@ class HfHub(Hub):
         except HubError as err:  # a full disk, a read-only cache: the load goes on
             if repo_id.lower() not in self._refs_unkept:
                 self._refs_unkept.add(repo_id.lower())
-                logger.warning("%s: refs not kept in the download cache, so an offline "
-                               "load finds those kept before (%s)", repo_id, err)
+                logger.warning("kernelforge: %s: refs not kept in the download cache, so an "
+                               "offline load finds those kept before (%s)", repo_id, err)
         else:
             self._refs_unkept.discard(repo_id.lower())
         return branches, tags
@@ -1101,7 +1101,7 @@ class HfHub(Hub):
                 raise HubError(
                     f"{what}; it cannot be fetched again here ({self._why_offline()}). Fix: "
                     f"{self.cache.damaged_entry_fix(repo_id, commit)}")
-            logger.warning("%s; fetching it again", what)
+            logger.warning("kernelforge: %s; fetching it again", what)
         elif self.offline:
             raise self._not_cached(
                 f"{repo_id} variant {variant} at {commit[:12]}",
@@ -1257,9 +1257,9 @@ class HfHub(Hub):
         try:
             self._refs(repo_id, writing=True)  # refresh the cached refs
         except HubError as err:  # the build is published: only the cache is behind
-            logger.warning("%s: published %s at %s, but the refs kept in the download cache "
-                           "could not be refreshed (%s); the next online load lists them anew",
-                           repo_id, branch, commit[:12], err)
+            logger.warning("kernelforge: %s: published %s at %s, but the refs kept in the download "
+                           "cache could not be refreshed (%s); the next online load lists them "
+                           "anew", repo_id, branch, commit[:12], err)
         logger.info("published %s %s at %s (%s)", repo_id, branch, commit[:7],
                     ", ".join(staged.variants))
         return Revision(repo_id, commit, branch, parent, time.time(), message, staged.variants)
@@ -1303,8 +1303,8 @@ class HfHub(Hub):
             raise unknown(f"the branch's head is now {head[:12]}, which holds other files "
                           "than this publish's (another publish's, made after it or "
                           "instead of it)")
-        logger.warning("%s: the Hub's answer to the commit on %s was lost (%s), but the "
-                       "branch's head %s holds exactly this publish's files: it is this "
+        logger.warning("kernelforge: %s: the Hub's answer to the commit on %s was lost (%s), but "
+                       "the branch's head %s holds exactly this publish's files: it is this "
                        "publish's commit", repo_id, branch, _first_line(err), head[:12])
         return _Landed(head)
 
@@ -1381,9 +1381,9 @@ class HfHub(Hub):
             self._unknown_visibility(repo_id, made, "the Hub's answer does not say")
             return
         if private is False:
-            logger.warning("%s %s on the %s as a public repository (its owner's default), "
-                           "which anyone can see and load from; to keep it private, make it "
-                           "private in its settings on the Hub (or create it private before "
+            logger.warning("kernelforge: %s %s on the %s as a public repository (its owner's "
+                           "default), which anyone can see and load from; to keep it private, make "
+                           "it private in its settings on the Hub (or create it private before "
                            "publishing)", repo_id, made, self.describe())
         else:
             logger.info("%s %s on the %s (private: %s)", repo_id, made, self.describe(),
@@ -1403,8 +1403,8 @@ class HfHub(Hub):
     def _unknown_visibility(self, repo_id: str, made: str, why: str) -> None:
         """The WARNING of a repository created (``made`` says how surely) without learning
         whether it is public: it may be, so the user is sent to look."""
-        logger.warning("%s %s on the %s, but could not read whether it is public (%s); "
-                       "check its settings on the Hub", repo_id, made, self.describe(), why)
+        logger.warning("kernelforge: %s %s on the %s, but could not read whether it is public "
+                       "(%s); check its settings on the Hub", repo_id, made, self.describe(), why)
 
     def _create_branch(self, repo_id: str, branch: str) -> bool:
         """Create ``branch`` (from ``main``, as the Hub does); ``True`` when this call
@@ -1467,7 +1467,7 @@ class HfHub(Hub):
             self._refs(repo_id, writing=True)  # refresh the cached refs
         except Exception as err:
             logger.warning(
-                "%s: branch %s, created by this failed publish, may hold no build and "
+                "kernelforge: %s: branch %s, created by this failed publish, may hold no build and "
                 "could not be deleted (%s); loads that pin no version pass over it with a "
                 "warning, and a load of that version fails: publish again, or delete the "
                 "branch on the Hub", repo_id, branch, err)

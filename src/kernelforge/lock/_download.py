@@ -119,7 +119,7 @@ def _fetch_checked(h: Any, locked: LockedKernel, name: str, lockfile: str,
                                          changed=not is_intact(fetched.path,
                                                                fetched.recorded)) from err
             raise
-        logger.warning("%s: the cached copy of variant %s failed verification (%s); "
+        logger.warning("kernelforge: %s: the cached copy of variant %s failed verification (%s); "
                        "fetching it again", locked.repo, name, "; ".join(err.problems))
     fetched = h.fetch_variant(locked.repo, locked.commit, name, refresh=True)
     try:
@@ -370,8 +370,8 @@ class _Download:
             why = (f"a load refuses it ({_as_one_line(err)}), and a load on this machine"
                    f"{_for_backend(self.backend)} takes {taken}")
             self.progress.skipped.append((locked.repo_id, name, why))
-            logger.warning("%s (variant %s): skipped, not fetched: %s; the download goes on",
-                           locked.repo_id, name, why)
+            logger.warning("kernelforge: %s (variant %s): skipped, not fetched: %s; the download "
+                           "goes on", locked.repo_id, name, why)
             return None, None
 
     def listed_by(self, locked: LockedKernel, key: DependencyKey) -> list[str]:
@@ -600,8 +600,8 @@ def _download_locked(lock: LockFile, hub: Any, all_variants: bool, backend: str 
             # all_variants, read after the fetch, it was downloaded a second time)
             path, refusal = run.fetch(h, locked, name)
             if refusal is not None:
-                logger.warning("%s (variant %s): %s pins only its commit, and a load will "
-                               "refuse it: %s", repo_id, name, lock.path.name, refusal)
+                logger.warning("kernelforge: %s (variant %s): %s pins only its commit, and a load "
+                               "will refuse it: %s", repo_id, name, lock.path.name, refusal)
             if path is None:  # skipped: said, and neither it nor what it needs is fetched
                 continue
             _add_new(out, [(repo_id, name, path)])
@@ -645,6 +645,6 @@ def _say_unused(lock: LockFile, what: str, listed: list[str],
                     "it is only a kernel-depends entry of %s, which a load here does not "
                     "use", lock.path, what, users)
         return
-    logger.warning("%s: %s is not fetched: %s %s; it is only a kernel-depends entry of %s, "
-                   "which a load here does not use, but a load of those fails; fix: %s",
+    logger.warning("kernelforge: %s: %s is not fetched: %s %s; it is only a kernel-depends entry "
+                   "of %s, which a load here does not use, but a load of those fails; fix: %s",
                    lock.path, what, refused.what, refused.problem, users, refused.fix)

@@ -235,7 +235,7 @@ def warn_unpinned(log: logging.Logger, lock: LockFile, locked: LockedKernel,
     else:
         why = f"its entry for {locked.repo_id} does not list it"
     log.warning(
-        "%s (a kernel-depends entry of %s) is not pinned by %s (%s): it is taken as "
+        "kernelforge: %s (a kernel-depends entry of %s) is not pinned by %s (%s): it is taken as "
         "get_kernel would choose it (the newest commit of that version or revision, checked "
         "against its own metadata only), so what loads can change; run 'kernelforge lock' "
         "on the project again to pin it (and load with the kernelforge.lock it writes)",

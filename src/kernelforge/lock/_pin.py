@@ -83,10 +83,10 @@ def _warn_offline_refs(h: Any, req: Requirement, repo: str) -> None:
     why = getattr(h, "_why_offline", lambda: "offline mode is on")()
     moved = f" (redirected to {repo})" if repo != req.repo_id else ""
     logger.warning(
-        "%s%s: the Hugging Face Hub is offline (%s), so the commit pinned is the one its "
-        "branches and tags pointed to when the download cache last saw them online, %s; "
-        "they may have moved since: run 'kernelforge lock' online to pin what they point "
-        "to now", req.repo_id, moved, why, when)
+        "kernelforge: %s%s: the Hugging Face Hub is offline (%s), so the commit pinned is the one "
+        "its branches and tags pointed to when the download cache last saw them online, %s; they "
+        "may have moved since: run 'kernelforge lock' online to pin what they point to "
+        "now", req.repo_id, moved, why, when)
 
 
 def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel, Needs]:
@@ -124,7 +124,7 @@ def _pin_revision(req: Requirement, hub: Any, allow: Any) -> tuple[LockedKernel,
             version, passed = revisions.newest_built(h, target, fits,
                                                      at_least=req.min_version)
             if passed:
-                logger.warning("%s: version %d is taken, %s", target, version, passed)
+                logger.warning("kernelforge: %s: version %d is taken, %s", target, version, passed)
         # nothing is loaded here: the loads' "loading version N" lines would mislead
         # (but a redirect is said: the lock pins another repository than the one named)
         sel = revisions.select(h, req.repo_id, revision=req.revision, version=version,
@@ -431,8 +431,8 @@ def _writer_lock(root: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            logger.warning("%s: another 'kernelforge lock' of this project is running (it "
-                           "holds a lock on %s); waiting for it to finish", root,
+            logger.warning("kernelforge: %s: another 'kernelforge lock' of this project is running "
+                           "(it holds a lock on %s); waiting for it to finish", root,
                            target.parent)
             deadline = time.monotonic() + WRITER_LOCK_TIMEOUT_S
             while True:
@@ -460,8 +460,8 @@ def _warn_stale_hf_lock(path: Path) -> None:
     except LockError:
         pinned = "what it pinned before"
     logger.warning(
-        "%s: left as it was, pinning %s: it is written for the kernels of [%s], and the "
-        "project lists none there now, so it no longer follows the project (%s does); "
-        "a load given this file (Hugging Face's kernels, or lockfile=%r) takes those old "
-        "pins: delete it, or list the kernels in [%s] again and run 'kernelforge lock'",
+        "kernelforge: %s: left as it was, pinning %s: it is written for the kernels of [%s], and "
+        "the project lists none there now, so it no longer follows the project (%s does); a load "
+        "given this file (Hugging Face's kernels, or lockfile=%r) takes those old pins: delete it, "
+        "or list the kernels in [%s] again and run 'kernelforge lock'",
         path, pinned, _TABLES[1], LOCK_FILE, HF_LOCK_FILE, _TABLES[1])

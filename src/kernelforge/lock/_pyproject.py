@@ -138,8 +138,8 @@ def read_requirements(project: str | os.PathLike[str]) -> list[Requirement]:
                 # Hugging Face's own `kernels lock` takes each value there as a version
                 # number and fails on anything else, such as ">=1" or a table.
                 logger.warning(
-                    "%s: [%s] %r is not a plain version number: kernelforge reads it, but "
-                    "Hugging Face's 'kernels lock' accepts only a version number there and "
+                    "kernelforge: %s: [%s] %r is not a plain version number: kernelforge reads it, "
+                    "but Hugging Face's 'kernels lock' accepts only a version number there and "
                     "fails on it; list it under [%s] to keep [%s] usable by both tools",
                     path, table, repo_id, _TABLES[0], table)
     if len(problems) == 1:

@@ -171,10 +171,10 @@ def _warn_redirected(key: DependencyKey, repo: str, fix: str) -> None:
     from kernelforge.hub.base import STATUS_FILE
 
     logger.warning(
-        "%s: %s is redirected to %s (%s); this file can only pin a commit of the repository "
-        "it names (Hugging Face's kernels looks the commit up there and follows no "
-        "redirect), so it leaves %s out, and their loader reports it as not locked "
-        "(%s pins %s and loads it). %s", HF_LOCK_FILE, key[0], repo, STATUS_FILE,
+        "kernelforge: %s: %s is redirected to %s (%s); this file can only pin a commit of the "
+        "repository it names (Hugging Face's kernels looks the commit up there and follows no "
+        "redirect), so it leaves %s out, and their loader reports it as not locked (%s pins %s and "
+        "loads it). %s", HF_LOCK_FILE, key[0], repo, STATUS_FILE,
         describe_dependency(key), LOCK_FILE, repo, fix)
 
 
@@ -221,8 +221,8 @@ def _hf_entries(kernels: list[LockedKernel]) -> list[dict[str, Any]]:
         shadow = next(key for key, _e in ordered if key[0] == top_key[0])
         if shadow != top_key:
             logger.warning(
-                "%s: Hugging Face's kernels, loading %s by name from kernels.lock, takes "
-                "its first entry, %s (a kernel-depends entry), not the project's %s; "
+                "kernelforge: %s: Hugging Face's kernels, loading %s by name from kernels.lock, "
+                "takes its first entry, %s (a kernel-depends entry), not the project's %s; "
                 "kernelforge.lock keeps them apart (load with it, or give them one version)",
                 HF_LOCK_FILE, k.repo_id, describe_dependency(shadow),
                 describe_dependency(top_key))
