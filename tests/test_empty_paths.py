@@ -123,6 +123,11 @@ def _api_cases() -> list[tuple[str, Callable[[str], Any], str]]:
     from kernelforge.scaffold import init_project
 
     default_cache = ", or nothing (None in Python) for the default: $KERNELFORGE_CACHE"
+    # None is a hub object's default (a publish's) there, and a load's here
+    made = f"hub: {HUB}, or nothing (None in Python) for the default: $KERNELFORGE_HUB, else " \
+        "the local hub in the user cache"
+    loads = f"hub: {HUB}, or nothing (None in Python) for the default: $KERNELFORGE_HUB, else " \
+        "the local hub when it holds the repository, else the Hugging Face Hub"
     return [
         ("load_manifest", lambda b: load_manifest(b), f"path: {PROJECT}"),
         ("check_project", lambda b: check_project(b), f"path: {PROJECT}"),
@@ -145,11 +150,11 @@ def _api_cases() -> list[tuple[str, Callable[[str], Any], str]]:
                               "build/ directory or one variant directory")),
         ("load_variant", lambda b: load_variant(b),
          "variant_dir: " + _why("a variant directory", f"a build/<variant> directory {HERE}")),
-        ("LocalHub", lambda b: LocalHub(b), f"hub: {HUB}, or nothing (None in Python)"),
-        ("as_hub", lambda b: as_hub(b), f"hub: {HUB}, or nothing (None in Python)"),
-        ("get_kernel(hub=)", lambda b: get_kernel("me/k", hub=b), f"hub: {HUB}"),
-        ("has_kernel(hub=)", lambda b: has_kernel("me/k", hub=b), f"hub: {HUB}"),
-        ("kernel_info(hub=)", lambda b: kernel_info("me/k", hub=b), f"hub: {HUB}"),
+        ("LocalHub", lambda b: LocalHub(b), made),
+        ("as_hub", lambda b: as_hub(b), made),
+        ("get_kernel(hub=)", lambda b: get_kernel("me/k", hub=b), loads),
+        ("has_kernel(hub=)", lambda b: has_kernel("me/k", hub=b), loads),
+        ("kernel_info(hub=)", lambda b: kernel_info("me/k", hub=b), loads),
         ("LocalHub.publish", lambda b: LocalHub(Path("hub").absolute()).publish(
             "me/k", b, version=1),
          "build_dir: " + _why("a build", "the project's build/ directory, or the project "

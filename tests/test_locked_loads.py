@@ -79,6 +79,38 @@ def test_a_relative_lock_path_in_another_directory_loads_that_projects_pin(
     assert first.VALUE == 1 and load(REPO, lockfile=one / "kernelforge.lock") is first
 
 
+#: What an empty hub= is refused with, up to the default it names.
+EMPTY_HUB = ("hub: an empty path is not a hub (it would mean the current directory); pass a "
+             "hub directory ('.' for the current directory), 'hf' for the Hugging Face Hub, "
+             "or nothing (None in Python) for the default: ")
+
+
+@pytest.mark.parametrize("blank", ["", " "])
+def test_an_empty_hub_names_the_default_of_the_call_it_is_given_to(
+        tmp_path: Path, env, blank: str) -> None:
+    """``hub=""`` is refused, and the refusal says what leaving it out gives this call: a
+    load (or a lock, which pins what a load takes) falls back to the Hugging Face Hub, a
+    locked load takes the hub the lock records; neither is a publish's default, the
+    local hub alone."""
+    one, _two = _two_locked_projects(tmp_path, env)
+    loads = "$KERNELFORGE_HUB, else the local hub when it holds the repository, else the " \
+        "Hugging Face Hub"
+    locked = "the kind of hub the lock records for each kernel (a kernels.lock records none"
+    for call, default in [
+            (lambda: loader.get_kernel(REPO, hub=blank), loads),
+            (lambda: loader.has_kernel(REPO, hub=blank), loads),
+            (lambda: loader.kernel_info(REPO, hub=blank), loads),
+            (lambda: lock_project(one, hub=blank), loads),
+            (lambda: loader.get_locked_kernel(REPO, lockfile=one, hub=blank), locked),
+            (lambda: loader.load_kernel(REPO, lockfile=one, hub=blank), locked),
+            (lambda: loader.kernel_info(REPO, lockfile=one, hub=blank), locked),
+            (lambda: download_locked(one, hub=blank), locked)]:
+        with pytest.raises(ValueError) as refused:
+            call()
+        assert str(refused.value).startswith(EMPTY_HUB + default), str(refused.value)
+        assert "the local hub in the user cache" not in str(refused.value)
+
+
 @pytest.mark.parametrize("blank", ["", " "])
 def test_an_empty_lock_path_is_refused_not_read_as_the_current_directory(
         tmp_path: Path, env, monkeypatch, capsys, blank: str) -> None:

@@ -90,8 +90,9 @@ def refuse_empty(text: str, what: str, give: str, *,
 
 def hub_arg(text: str) -> str:
     """argparse type for ``--hub``: a directory or ``hf``, never empty. The refusal says
-    what the library's (:data:`kernelforge.hub.local.EMPTY_HUB`, for ``hub=""``) says,
-    in the command line's words: leave ``--hub`` out, not ``None``."""
+    what the library's (:func:`kernelforge.hub.local.empty_hub`, for ``hub=""``) says,
+    in the command line's words: leave ``--hub`` out, not ``None``, for the default that
+    each command's ``--help`` names (a load's and a publish's differ)."""
     from kernelforge.hub.local import EMPTY_HUB_GIVE
 
     return refuse_empty(text, "a hub", f"{EMPTY_HUB_GIVE}, or leave --hub out for the "

@@ -41,7 +41,7 @@ from kernelforge.errors import (
 )
 from kernelforge.hub import HF_NAMES, LocalHub, as_hub, validate_repo_id
 from kernelforge.hub.base import Hub, signature_path, sigstore_path
-from kernelforge.hub.local import HUB_ENV
+from kernelforge.hub.local import HUB_ENV, refuse_empty_hub
 
 if TYPE_CHECKING:  # pragma: no cover
     from kernelforge.lock import LockedKernel
@@ -66,6 +66,17 @@ logger = logging.getLogger(__name__)
 LOCAL_KERNELS_ENV = "LOCAL_KERNELS"
 
 HubArg = Hub | str | os.PathLike[str] | None
+
+#: The hub a load reads where ``hub=`` is left out (:func:`hub_for`), as the refusal of
+#: an empty one says it: not a publish's (:data:`kernelforge.hub.local.DEFAULT_HUB`),
+#: since a load also falls back to the Hugging Face Hub.
+LOAD_DEFAULT_HUB = ("$KERNELFORGE_HUB, else the local hub when it holds the repository, "
+                    "else the Hugging Face Hub")
+#: The same for a locked load (:func:`hub_for_lock`).
+LOCKED_DEFAULT_HUB = ("the kind of hub the lock records for each kernel (a kernels.lock "
+                      "records none: the Hugging Face Hub when $KERNELFORGE_HUB is hf, else "
+                      "the local hub when it holds the locked commit, else the Hugging Face "
+                      "Hub)")
 
 
 @dataclass(frozen=True)
@@ -223,7 +234,10 @@ def hub_for_lock(hub: HubArg, locked: LockedKernel) -> Hub:
         HubError: the lock records the local hub, and the default local hub lacks the
             repository or the commit (a lock records no hub directory, so one written
             from another local hub finds nothing there): the message says how to name it.
+        ValueError: ``hub`` is an empty or blank string, naming the default
+            (:data:`LOCKED_DEFAULT_HUB`).
     """
+    refuse_empty_hub(hub, LOCKED_DEFAULT_HUB)
     if hub is None and locked.hub is None:  # a kernels.lock
         if os.environ.get(HUB_ENV, "").strip().lower() in HF_NAMES:
             return as_hub("hf")
@@ -369,7 +383,12 @@ def hub_for(hub: HubArg, repo_id: str, *, prefer: str | None = None) -> Hub:
 
     Returns:
         The hub.
+
+    Raises:
+        ValueError: ``hub`` is an empty or blank string, naming the default
+            (:data:`LOAD_DEFAULT_HUB`).
     """
+    refuse_empty_hub(hub, LOAD_DEFAULT_HUB)
     if hub is not None:
         return as_hub(hub)
     if prefer == "hf":

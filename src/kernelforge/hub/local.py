@@ -102,12 +102,38 @@ _PREFIX_RE = base.PREFIX_RE
 
 #: What to pass instead of an empty hub path, in Python and on the command line.
 EMPTY_HUB_GIVE = f"a hub directory ({HERE}), 'hf' for the Hugging Face Hub"
-#: Why an empty hub path is refused, and what to pass instead: the start of both
-#: refusals, :data:`EMPTY_HUB` (``hub=""``) and the command line's (``--hub ""``).
+#: Why an empty hub path is refused, and what to pass instead: the start of every
+#: refusal, the library's (:func:`empty_hub`, ``hub=""``) and the command line's
+#: (``--hub ""``).
 EMPTY_HUB_WHY = empty_path_why("a hub", EMPTY_HUB_GIVE)
-#: The message refusing an empty hub path (``hub=""``).
-EMPTY_HUB = (f"hub: {EMPTY_HUB_WHY}, or nothing (None in Python) for the default: "
-             "$KERNELFORGE_HUB, else the local hub in the user cache")
+#: The hub that ``None`` names where a hub is made (:func:`~kernelforge.hub.as_hub`,
+#: :class:`LocalHub`), as for a publish. A load's default differs
+#: (:data:`kernelforge.locate.LOAD_DEFAULT_HUB`).
+DEFAULT_HUB = "$KERNELFORGE_HUB, else the local hub in the user cache"
+
+
+def empty_hub(default: str = DEFAULT_HUB) -> str:
+    """The refusal of an empty hub path (``hub=""``), ending with the hub that ``None``
+    (the argument left out) gives the caller: ``default``, which each caller says."""
+    return f"hub: {EMPTY_HUB_WHY}, or nothing (None in Python) for the default: {default}"
+
+
+def refuse_empty_hub(hub: object, default: str = DEFAULT_HUB) -> None:
+    """Refuse an empty or blank hub path, which would name the current directory.
+
+    Args:
+        hub: the ``hub=`` argument as given.
+        default: what ``None`` gives this caller (:func:`empty_hub`).
+
+    Raises:
+        ValueError: ``hub`` is an empty or blank string.
+    """
+    if is_empty_path(hub):
+        raise ValueError(empty_hub(default) + blank_name_hint(hub))
+
+
+#: The message refusing an empty hub path (``hub=""``) where a hub is made.
+EMPTY_HUB = empty_hub()
 
 
 def _distinct(found: list[tuple[str, str]], root: Path) -> list[tuple[str, str]]:
@@ -207,8 +233,7 @@ class LocalHub(Hub):
     kind = "local"
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        if is_empty_path(root):
-            raise ValueError(EMPTY_HUB + blank_name_hint(root))
+        refuse_empty_hub(root)
         self.root = Path(os.path.expanduser(root)) if root is not None else default_root()
 
     def __repr__(self) -> str:
