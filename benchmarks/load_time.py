@@ -4,9 +4,17 @@
 - cold get_kernel: a new process, the kernel already in the local hub; the time of the
   ``get_kernel`` call itself (after ``import torch``), and the whole process.
 - warm get_kernel: the same call repeated in one process (module already loaded).
+- with --local DIR (a project folder holding ``build/<variant>/``): a new process's
+  ``get_local_kernel(DIR)`` call, kernelforge's and, where it is installed, Hugging Face's
+  ``kernels`` (the baseline: it verifies no digest and no signature).
+- on a CUDA machine: a new process's first CUDA allocation, which a CUDA kernel's load
+  pays for when its ops are registered (the floor of a cold load there).
 
-Usage: python benchmarks/load_time.py REPO_ID [--hub DIR] [--backend cpu] [--runs 7]
-Prints a Markdown table; --json writes the numbers too.
+The processes of one run are interleaved, so that a drift of the machine shows in every
+row alike.
+
+Usage: python benchmarks/load_time.py REPO_ID [--hub DIR] [--backend cpu] [--local DIR]
+[--runs 7]. Prints a Markdown table; --json writes the numbers too.
 """
 
 from __future__ import annotations
@@ -39,6 +47,39 @@ print(json.dumps({"import_torch": t1 - t0, "cold": t2 - t1, "warm": warm[len(war
 """
 
 
+LOCAL = """
+import sys, time
+import torch
+from pathlib import Path
+t0 = time.perf_counter()
+if sys.argv[1] == "kernels":
+    from kernels import get_local_kernel
+else:
+    from kernelforge import get_local_kernel
+get_local_kernel(Path(sys.argv[2]))
+print(time.perf_counter() - t0)
+"""
+
+CUDA_CONTEXT = """
+import time
+import torch
+t0 = time.perf_counter()
+torch.empty(1, device="cuda")
+print(time.perf_counter() - t0)
+"""
+
+
+def _child_seconds(code: str, *args: str) -> float:
+    """The number the last line of a new process running ``code`` prints."""
+    return float(_wall([sys.executable, "-c", code, *args])[1].strip().splitlines()[-1])
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 def _wall(cmd: list[str]) -> tuple[float, str]:
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -53,6 +94,8 @@ def main() -> None:
     parser.add_argument("repo")
     parser.add_argument("--hub")
     parser.add_argument("--backend")
+    parser.add_argument("--local", help="a project folder holding build/<variant>/: "
+                        "also time get_local_kernel on it, kernelforge's and kernels'")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -64,7 +107,22 @@ def main() -> None:
 
     import_only, proc_total, cold, warm, in_proc_import = [], [], [], [], []
     module = ""
+    import torch
+
+    extra: dict[str, list[float]] = {}
+    if args.local:
+        extra["cold `get_local_kernel` call, kernelforge (new process)"] = []
+        if _has("kernels"):
+            extra["cold `get_local_kernel` call, Hugging Face's kernels (new process)"] = []
+    if torch.cuda.is_available():
+        extra["first CUDA allocation (new process, after import torch)"] = []
     for _ in range(args.runs):
+        for name, times in extra.items():
+            if name.startswith("first CUDA"):
+                times.append(_child_seconds(CUDA_CONTEXT))
+            else:
+                loader = "kernels" if "Hugging Face" in name else "kernelforge"
+                times.append(_child_seconds(LOCAL, loader, args.local))
         import_only.append(_wall([sys.executable, "-c", "import torch"])[0])
         elapsed, out = _wall([sys.executable, "-c", CHILD, json.dumps(kw)])
         rec = json.loads(out.strip().splitlines()[-1])
@@ -75,17 +133,18 @@ def main() -> None:
         module = rec["module"]
 
     med = statistics.median
-    import torch
-
     rows = [
         ("process running only `import torch` (wall)", med(import_only)),
         ("`import torch` inside the get_kernel process", med(in_proc_import)),
         ("cold `get_kernel` call (new process, kernel in local hub)", med(cold)),
         ("process: import torch + cold get_kernel (wall)", med(proc_total)),
         ("warm `get_kernel` call (same process, median of 1000)", med(warm)),
+        *((name, med(times)) for name, times in extra.items()),
     ]
-    print(f"get_kernel({args.repo!r}) -> {module}; torch {torch.__version__}, "
-          f"Python {platform.python_version()}, {platform.machine()}, median of {args.runs} runs")
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    print(f"get_kernel({args.repo!r}) -> {module}; {time.strftime('%Y-%m-%d')}, {device}, "
+          f"torch {torch.__version__}, Python {platform.python_version()}, "
+          f"{platform.machine()}, median of {args.runs} runs")
     print("| what | time |\n| --- | --- |")
     for name, seconds in rows:
         print(f"| {name} | {seconds * 1e3:.3f} ms |")
