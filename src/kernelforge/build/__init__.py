@@ -285,8 +285,10 @@ def _buildable(
 
     Raises:
         ToolchainError: the nvcc found is of another CUDA major version than the torch
-            of ``env``: whichever backends were asked for, since building the others
-            would pass over a CUDA build the user meant to make with a toolkit they have.
+            of ``env``: whichever other backends were asked for beside cuda (or none
+            were asked for), since building the others would pass over a CUDA build the
+            user meant to make with a toolkit they have. A build asked for other
+            backends only does not look at cuda.
     """
     if backend == "cpu":
         return None, None, ""
