@@ -719,8 +719,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "side by side in build/")
     p.set_defaults(func=_cmd_build)
 
-    hub_help = ("hub directory, or 'hf' for the Hugging Face Hub (default: $KERNELFORGE_HUB "
-                "or the local hub in the user cache)")
+    hub_help = ("a local hub directory, or 'hf' for the Hugging Face Hub (default: "
+                "$KERNELFORGE_HUB, else the local hub in the user cache)")
     p = sub.add_parser("publish", help="publish a project's builds to a hub (local by default)")
     p.add_argument("path", nargs="?", default=".", type=project_arg, help=project_help)
     p.add_argument("--repo", type=repo_arg,
@@ -743,8 +743,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="build, publish, load and check the bundled relu kernel")
     p.add_argument("--hub", type=_local_hub_dir,
-                   help="local hub directory to publish to (default: $KERNELFORGE_HUB, else "
-                        "the user cache); the demo never publishes to the Hugging Face Hub")
+                   help="local hub directory to publish to (default: $KERNELFORGE_HUB where "
+                        "it names a directory, else the local hub in the user cache); the "
+                        "demo never publishes to the Hugging Face Hub")
     p.set_defaults(func=_cmd_demo)
 
     add_commands(sub)  # info, lock, download, keygen, trust (cli_share.py)

@@ -19,7 +19,7 @@ __all__ = ["add_commands", "allow_arg", "backend_arg", "hub_arg", "hub_from_args
            "key_file_arg", "key_label_arg", "key_name_arg", "load_signer", "pattern_arg",
            "public_key_arg", "refuse_empty", "repo_arg", "revision_arg", "version_arg"]
 
-HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
+HUB_HELP = ("a local hub directory, or 'hf' for the Hugging Face Hub (default: "
             "$KERNELFORGE_HUB, else the local hub when it holds the repository, else hf)")
 #: ``--hub`` of the commands that read a lock file: with none given, a lock entry's
 #: recorded kind of hub decides, not ``$KERNELFORGE_HUB`` (:func:`kernelforge.locate.hub_for_lock`).
@@ -28,7 +28,7 @@ LOCKED_HUB = ("the kind of hub the lock records for each kernel: hf, or the loca
               "kernels.lock records none: hf when $KERNELFORGE_HUB is hf, else the local hub "
               "when it holds the locked commit, else hf")
 INFO_HUB_HELP = HUB_HELP[:-1] + f"; with --lock: {LOCKED_HUB})"
-DOWNLOAD_HUB_HELP = ("hub: a local hub directory or 'hf' for the Hugging Face Hub (default: "
+DOWNLOAD_HUB_HELP = ("a local hub directory, or 'hf' for the Hugging Face Hub (default: "
                      f"{LOCKED_HUB})")
 
 
@@ -1041,7 +1041,7 @@ def add_commands(sub: Any) -> None:
     Args:
         sub: the parser's subparsers object.
     """
-    p = sub.add_parser("info", help="which revision and variant a load picks, and why")
+    p = sub.add_parser("info", help="show which revision and variant a load picks, and why")
     p.add_argument("repo", type=repo_arg, help="repository id, org/name")
     sel = p.add_mutually_exclusive_group()
     sel.add_argument("--revision", type=revision_arg, help="a branch, tag or commit")
@@ -1075,7 +1075,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--hub", type=hub_arg, help=DOWNLOAD_HUB_HELP)
     p.set_defaults(func=_cmd_download)
 
-    cache_help = "the download cache (default: $KERNELFORGE_CACHE, else the user cache dir)"
+    cache_help = ("the download cache (default: $KERNELFORGE_CACHE, else downloads/ in the "
+                  "user cache)")
     p = sub.add_parser("cache", help="list or remove the kernels downloaded from remote hubs")
     csub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     c = csub.add_parser("list", help="each cached variant with its size and fetch time")
@@ -1101,7 +1102,7 @@ def add_commands(sub: Any) -> None:
                    help="key name (default: default); without --out it names the file, "
                         "so only letters, digits, '.', '_' and '-'; with --out it is only "
                         "a label")
-    p.add_argument("--out", type=key_file_arg,
+    p.add_argument("--out", metavar="FILE", type=key_file_arg,
                    help="private key file (default: <config>/keys/NAME.pem)")
     p.add_argument("--repo", action="append", metavar="PATTERN", type=pattern_arg,
                    help="trust it yourself only for these repositories (org/*, repeatable; "
@@ -1112,7 +1113,8 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=_cmd_keygen,
                    check_args=lambda args, parser=p: _check_keygen_args(parser, args))
 
-    p = sub.add_parser("trust", help="manage trusted publisher keys and allowed repositories")
+    p = sub.add_parser("trust", help="manage the trust store (keys, sigstore identities, "
+                                     "allow list)")
     tsub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     t = tsub.add_parser("add", help="trust a publisher key (ed25519:... or a key file)")
     t.add_argument("key", type=public_key_arg,
@@ -1142,7 +1144,8 @@ def add_commands(sub: Any) -> None:
     t.add_argument("pattern", type=pattern_arg,
                    help="org/name, org/* or * (every repository: no signature required "
                         "anywhere); the entries already allowed stay")
-    t = tsub.add_parser("remove", help="remove a key, sigstore identity or allowed repo")
+    t = tsub.add_parser("remove", help="remove a key, sigstore identity or allowed "
+                                      "repository pattern")
     t.add_argument("what", help="a key id (or its first 8 or more hex digits), a key's "
                    "name (when one key has it) or public key (ed25519:...), a sigstore "
                    "identity (removed under every issuer) or an allowed repository "
