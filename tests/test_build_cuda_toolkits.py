@@ -15,13 +15,15 @@ from kernelforge.build.toolchain import Tool, cuda_mismatch, find_nvcc
 from kernelforge.errors import ToolchainError
 
 
-def fake_toolkit(home: Path, version: str) -> Path:
-    """A CUDA toolkit at ``home`` whose nvcc only answers ``--version``."""
+def fake_toolkit(home: Path, version: str, asked: Path | None = None) -> Path:
+    """A CUDA toolkit at ``home`` whose nvcc only answers ``--version`` (writing a line
+    to ``asked`` each time, where given)."""
     (home / "bin").mkdir(parents=True)
     (home / "include").mkdir()
     (home / "include" / "cuda_runtime.h").write_text("")
     nvcc = home / "bin" / "nvcc"
-    nvcc.write_text("#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+    log = f"echo {version} >> '{asked}'\n" if asked is not None else ""
+    nvcc.write_text(f"#!/bin/sh\n{log}echo 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
                     f"echo 'Cuda compilation tools, release {version}, V{version}.88'\n")
     nvcc.chmod(0o755)
     return home
@@ -52,7 +54,9 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("12.8", "cuda-12.8"),  # the same major.minor
     ("13.0", "cuda-13.0"),  # the default installation already fits
     ("12.9", "cuda-12.8"),  # the closest older minor: its code runs on torch's runtime
+    ("12.7", "cuda-12.6"),  # an older minor before a newer one as close
     ("12.4", "cuda-12.6"),  # no older minor: the closest newer one
+    ("12.8.1", "cuda-12.8"),  # a torch that gives its CUDA version in three parts
     ("11.8", "cuda-13.0"),  # no CUDA 11 at all: what the plain lookup finds
     (None, "cuda-13.0"),    # no torch version to match: the plain lookup
 ])
@@ -79,6 +83,57 @@ def test_the_toolkit_on_path_is_kept_when_it_fits(installed: Path,
     assert nvcc is not None and nvcc.path == installed / "cuda-12.8" / "bin" / "nvcc"
 
 
+def test_on_a_tie_the_toolkit_found_first_is_kept(installed: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """No toolkit of torch's 12.9: a 12.8 one on PATH and /usr/local/cuda-12.8 fit as well,
+    and the one on PATH, which the plain lookup finds first, is taken."""
+    other = fake_toolkit(installed.parent / "opt" / "cuda-12.8", "12.8")
+    monkeypatch.setenv("PATH", f"{other / 'bin'}:/usr/bin:/bin")
+    nvcc = find_nvcc("12.9")
+    assert nvcc is not None and (nvcc.path, nvcc.found) == (other / "bin" / "nvcc",
+                                                             "found on PATH")
+
+
+def test_each_nvcc_is_asked_once_and_only_until_one_fits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every build asks for the toolkit again (an up-to-date one too), so the search
+    stays short: the toolkit found the plain way is kept when it fits, without asking
+    any other; the search stops at the first toolkit of torch's version; a toolkit
+    reached twice (/usr/local/cuda and the folder it links to) is asked once; and in one
+    process an nvcc is not asked again."""
+    local, asked = tmp_path / "local", tmp_path / "asked"
+    for version in ("12.6", "12.8", "13.0"):
+        fake_toolkit(local / f"cuda-{version}", version, asked)
+    (local / "cuda").symlink_to(local / "cuda-13.0")
+    entry = toolchain._DEVICE_COMPILERS["nvcc"]
+    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, "nvcc",
+                        (entry[0], str(local / "cuda"), *entry[2:]))
+    monkeypatch.setattr(toolchain, "CUDA_TOOLKIT_FOLDERS", (str(local),))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    for cuda, chosen, asked_now in [("13.0", "cuda-13.0", ["13.0"]),
+                                    ("12.8", "cuda-12.8", ["12.8"]),
+                                    ("12.9", "cuda-12.8", ["12.6"]),
+                                    ("12.9", "cuda-12.8", [])]:
+        nvcc = find_nvcc(cuda)
+        assert nvcc is not None and nvcc.path == local / chosen / "bin" / "nvcc"
+        said = asked.read_text().split() if asked.exists() else []
+        assert said == asked_now, (cuda, said)
+        asked.unlink(missing_ok=True)
+    find_nvcc.cache_clear()
+
+
+def test_a_cuda_folder_named_for_its_major_version_is_a_toolkit_too(
+        installed: Path) -> None:
+    """A toolkit installed as /usr/local/cuda-12 (a runfile's --toolkitpath, or the link
+    NVIDIA's packages make to the release they chose) is looked at as the others are."""
+    fake_toolkit(installed / "cuda-12", "12.4")
+    nvcc = find_nvcc("12.4")
+    assert nvcc is not None and nvcc.path == installed / "cuda-12" / "bin" / "nvcc"
+    assert nvcc.found == f"found in {installed / 'cuda-12'}"
+
+
 def test_a_toolkit_cuda_home_names_wins_whatever_its_version(installed: Path,
                                                             monkeypatch) -> None:
     monkeypatch.setenv("CUDA_HOME", str(installed / "cuda-13.0"))
@@ -101,6 +156,12 @@ def test_a_folder_that_holds_no_usable_toolkit_is_passed_over(installed: Path) -
     (leftover / "bin" / "nvcc").chmod(0o755)
     nvcc = find_nvcc("12.9")
     assert nvcc is not None and nvcc.path == installed / "cuda-12.8" / "bin" / "nvcc"
+    # an nvcc that answers 12.9, but no toolkit around it (no headers to compile with)
+    (leftover / "bin" / "nvcc").write_text(
+        "#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.41'\n")
+    nvcc = find_nvcc("12.9")
+    assert nvcc is not None and nvcc.path == installed / "cuda-12.8" / "bin" / "nvcc"
+    (leftover / "bin" / "nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools'\n")
     (leftover / "include").mkdir()
     (leftover / "include" / "cuda_runtime.h").write_text("")
     nvcc = find_nvcc("12.9")
