@@ -211,6 +211,28 @@ def test_a_major_mismatch_names_both_versions_the_environment_and_the_fix() -> N
         "CUDA_PATH at a CUDA 12.x toolkit (12.8 matches torch exactly)")
 
 
+def test_the_fix_names_the_toolkit_release_for_a_three_part_cuda_version() -> None:
+    """A torch whose ``torch.version.cuda`` is '12.8.1' needs the 12.8 release, which
+    NVIDIA installs in /usr/local/cuda-12.8: the fix names that folder, not a
+    cuda-12.8.1 no installer makes; the versions said stay as torch gives them."""
+    refused, message = cuda_mismatch(NVCC_13, "12.8.1", TARGET)
+    assert refused and "was built with CUDA 12.8.1, but nvcc 13.0.88" in message
+    assert message.endswith(
+        "fix: install the CUDA 12.8 toolkit in /usr/local/cuda-12.8, where the build looks "
+        "for it, or point CUDA_HOME at a CUDA 12.x toolkit (12.8 matches torch exactly)")
+    older = Tool("nvcc", Path("/usr/local/cuda-12.6/bin/nvcc"), (12, 6, 85), "V12.6.85",
+                 chooser="PATH")
+    refused, message = cuda_mismatch(older, "12.8.1", TARGET)
+    assert not refused and message.endswith(
+        "for a matching toolkit, install the CUDA 12.8 toolkit in /usr/local/cuda-12.8, "
+        "where the build looks for it, or point CUDA_HOME at one")
+    named = Tool("nvcc", older.path, older.version, older.description, chooser="CUDA_HOME")
+    assert cuda_mismatch(named, "12.8.1", TARGET)[1].endswith(
+        "point CUDA_HOME at a CUDA 12.8 toolkit")
+    matching = Tool("nvcc", Path("/usr/local/cuda-12.8/bin/nvcc"), (12, 8, 93), "V12.8.93")
+    assert cuda_mismatch(matching, "12.8.1", TARGET) is None
+
+
 def test_a_minor_mismatch_is_a_note_and_a_match_is_nothing() -> None:
     nvcc = Tool("nvcc", Path("/opt/cuda/bin/nvcc"), (12, 6, 85), "V12.6.85", chooser="CUDA_HOME")
     refused, message = cuda_mismatch(nvcc, "12.8", TARGET)

@@ -718,26 +718,30 @@ def cuda_mismatch(nvcc: Tool, cuda: str, target: str) -> tuple[bool, str] | None
     closeness = _closeness(nvcc, wanted)
     if closeness == (0, 0):
         return None
+    # a toolkit is a release, major.minor, whatever torch's version says beyond it
+    # (12.8.1): NVIDIA installs it in cuda-12.8
+    release = f"{wanted[0]}.{wanted[1]}"
     env_vars = _DEVICE_COMPILERS["nvcc"][0]
     where = f"{nvcc.path}, {nvcc.found}" if nvcc.found else str(nvcc.path)
     said = (f"{target} was built with CUDA {cuda}, but nvcc {nvcc.version_str} ({where}) "
             f"is CUDA {'.'.join(str(p) for p in nvcc.version[:2])}")
     var = nvcc.chooser if nvcc.chooser in env_vars else None
     if closeness is None:
-        matching = f"a CUDA {wanted[0]}.x toolkit ({cuda} matches torch exactly)"
+        matching = f"a CUDA {wanted[0]}.x toolkit ({release} matches torch exactly)"
         return True, (f"{said}: code compiled by another CUDA major version than torch's "
                       "does not work with it, so the build stopped before compiling; fix: "
-                      + (f"point {var} at {matching}" if var else _install_fix(cuda, matching)))
+                      + (f"point {var} at {matching}" if var
+                         else _install_fix(release, matching)))
     return False, (f"{said}, a minor version apart: torch's extension tooling allows that "
                    f"(CUDA {wanted[0]}.x minor versions are compatible); for a matching "
-                   "toolkit, " + (f"point {var} at a CUDA {cuda} toolkit" if var
-                                  else _install_fix(cuda, "one")))
+                   "toolkit, " + (f"point {var} at a CUDA {release} toolkit" if var
+                                  else _install_fix(release, "one")))
 
 
 def _install_fix(cuda: str, toolkit: str) -> str:
-    """The fix for a torch built with CUDA ``cuda`` and no fitting toolkit found: install
-    it where :func:`find_nvcc` looks, or name ``toolkit`` (one that fits) with
-    ``CUDA_HOME``."""
+    """The fix for a torch built with CUDA ``cuda`` (major.minor) and no fitting toolkit
+    found: install it where :func:`find_nvcc` looks, or name ``toolkit`` (one that fits)
+    with ``CUDA_HOME``."""
     folder = next((os.path.join(parent, f"cuda-{cuda}") for parent in CUDA_TOOLKIT_FOLDERS),
                   None)
     return (f"install the CUDA {cuda} toolkit" + (f" in {folder}" if folder else "")
