@@ -5,6 +5,8 @@ another CUDA major version than the torch's is refused before compiling."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -243,10 +245,9 @@ def test_a_minor_mismatch_is_a_note_and_a_match_is_nothing() -> None:
     assert cuda_mismatch(nvcc, "12.6", TARGET) is None
 
 
-def _cuda_builds(monkeypatch: pytest.MonkeyPatch) -> list:
+def _fake_system(monkeypatch: pytest.MonkeyPatch) -> None:
     """Builds for fake environments get their system facts from their torch's version
-    file, and compile nothing: each plan is kept, its extension a few bytes."""
-    from kernelforge import build
+    file."""
     from kernelforge.build.interpreter import PythonEnv
     from kernelforge.variants import SystemFacts
 
@@ -256,6 +257,15 @@ def _cuda_builds(monkeypatch: pytest.MonkeyPatch) -> list:
         return SystemFacts(install.torch_version, True, "cuda", install.backend_version,
                            "x86_64", "linux")
 
+    monkeypatch.setattr(PythonEnv, "system", system)
+
+
+def _cuda_builds(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Builds for fake environments (:func:`_fake_system`) compile nothing: each plan is
+    kept, its extension a few bytes."""
+    from kernelforge import build
+
+    _fake_system(monkeypatch)
     compiled: list = []
 
     def compile_plan(plan, *, work_dir: Path, **kwargs: object) -> Path:
@@ -264,7 +274,6 @@ def _cuda_builds(monkeypatch: pytest.MonkeyPatch) -> list:
         (work_dir / f"{plan.namespace}.abi3.so").write_bytes(b"\x7fELF")
         return work_dir / f"{plan.namespace}.abi3.so"
 
-    monkeypatch.setattr(PythonEnv, "system", system)
     monkeypatch.setattr(build, "compile_plan", compile_plan)
     return compiled
 
@@ -348,6 +357,52 @@ def test_a_minor_mismatch_builds_the_torchs_variant_with_a_note(
     assert meta["provenance"]["toolchain"]["nvcc"] == "12.6.88"
     assert any(line.startswith("note: torch 2.9.1+cu128 of ") and
                "is CUDA 12.6, a minor version apart" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("command", [None, "ccache nvcc"])
+def test_a_pytorch_nvcc_command_runs_the_nvcc_the_build_chose(
+        installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        command: str | None) -> None:
+    """PATH's nvcc is 13.0 and the build chooses 12.8 for a cu128 torch. torch's tooling
+    runs ``$PYTORCH_NVCC`` in place of that nvcc, and a shell finds the ``nvcc`` of
+    ``ccache nvcc`` on the compile's PATH: there it is the chosen one, which metadata.json
+    names, not PATH's of another major version, and nothing else comes before the
+    caller's PATH. Without PYTORCH_NVCC, PATH is the caller's (torch runs
+    ``$CUDA_HOME/bin/nvcc``)."""
+    from kernelforge.build import build_project
+    from kernelforge.build import compile as compile_module
+
+    _fake_system(monkeypatch)
+    given: dict[str, str] = {}
+
+    class Started(Exception):
+        """Where the driver would start, with what it was given kept."""
+
+    def driver(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> None:
+        given.update(env)
+        raise Started
+
+    monkeypatch.setattr(compile_module, "_Child", driver)
+    callers = f"{installed / 'cuda-13.0' / 'bin'}:/usr/bin:/bin"
+    monkeypatch.setenv("PATH", callers)
+    if command is None:
+        monkeypatch.delenv("PYTORCH_NVCC", raising=False)
+    else:
+        monkeypatch.setenv("PYTORCH_NVCC", command)
+    project = copy_example(tmp_path / "relu")
+    python = fake_environment(tmp_path / "env", "2.9.1+cu128", "12.8")
+    with pytest.raises(Started):
+        build_project(project, backends=["cuda"], python=str(python), progress=lambda _: None)
+    chosen = installed / "cuda-12.8" / "bin" / "nvcc"
+    assert given["CUDA_HOME"] == str(chosen.parent.parent)
+    found = Path(shutil.which("nvcc", path=given["PATH"]) or "")
+    first, _, rest = given["PATH"].partition(os.pathsep)
+    if command is None:
+        assert given["PATH"].startswith(callers)
+        assert found == installed / "cuda-13.0" / "bin" / "nvcc"
+    else:
+        assert found.resolve() == chosen
+        assert rest.startswith(callers) and os.listdir(first) == ["nvcc"]
 
 
 def test_the_rocm_compiler_is_named_without_a_version_match(tmp_path: Path) -> None:

@@ -444,6 +444,30 @@ READS_FILE = "reads.json"
 SOURCE_DATE_EPOCH = "315532800"
 
 
+#: The folder of a CUDA build's work directory that holds only ``nvcc``, a link to the nvcc
+#: the build chose (:func:`_chosen_nvcc_first`).
+NVCC_FOLDER = "nvcc-path"
+
+
+def _chosen_nvcc_first(work_dir: Path, nvcc: Path, path: str) -> str:
+    """``path`` (the compile's ``PATH``) with a folder first that holds only ``nvcc``, a
+    link to ``nvcc``, the one the build chose for the torch it builds for.
+
+    torch's extension tooling runs ``$PYTORCH_NVCC`` in place of the toolkit's nvcc, and
+    the ``nvcc`` of such a command (``ccache nvcc``) is looked up on ``PATH``, where the
+    caller's may find another toolkit's: the compile would run another nvcc than the one
+    the up-to-date check and ``metadata.json`` name, even of another CUDA major version
+    than torch's. A folder of its own rather than the toolkit's ``bin``, so that no other
+    program there (a conda environment's, when ``CUDA_HOME`` is one) comes before the
+    caller's ``PATH``."""
+    folder = work_dir / NVCC_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "nvcc"
+    link.unlink(missing_ok=True)
+    link.symlink_to(nvcc)
+    return f"{folder}{os.pathsep}{path}"
+
+
 def compiler_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The compiler-choosing variables that are set (for the build fingerprint), a
     relative value made absolute: ``AR=./ar`` in another folder is another program.
@@ -650,6 +674,9 @@ def compile_plan(
     env[PARENT_VARIABLE] = str(os.getpid())
     env["MAX_JOBS"] = str(jobs or _jobs_from_environment(progress) or os.cpu_count() or 1)
     env.update(plan.env)
+    if "PYTORCH_NVCC" in env and "CUDA_HOME" in plan.env:
+        env["PATH"] = _chosen_nvcc_first(work_dir, Path(plan.env["CUDA_HOME"]) / "bin" / "nvcc",
+                                         env["PATH"])
     # Keep bytecode out of the project and the build tree.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
 
