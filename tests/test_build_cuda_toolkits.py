@@ -136,6 +136,28 @@ def test_a_cuda_folder_named_for_its_major_version_is_a_toolkit_too(
     assert nvcc.found == f"found in {installed / 'cuda-12'}"
 
 
+def test_a_lone_wrapper_on_path_gives_way_to_a_toolkit_of_torchs_version(
+        installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrapper script on PATH that runs cuda-12.8's nvcc, and no /usr/local/cuda: the
+    plain lookup takes the wrapper for want of a toolkit, whose folder holds none of the
+    headers and libraries a build takes from there. For a cu128 torch the build takes
+    the toolkit itself, as it does for a cu130 torch; with no toolkit of torch's major
+    version, the wrapper is still what it finds."""
+    (installed / "cuda").unlink()
+    wrappers = installed.parent / "wrappers"
+    wrappers.mkdir()
+    (wrappers / "nvcc").write_text(
+        f'#!/bin/sh\nexec {installed / "cuda-12.8" / "bin" / "nvcc"} "$@"\n')
+    (wrappers / "nvcc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrappers}:/usr/bin:/bin")
+    assert find_nvcc().path == wrappers / "nvcc"  # no torch version: as before
+    for cuda in ("12.8", "12.9", "13.0"):
+        nvcc = find_nvcc(cuda)
+        want = "cuda-13.0" if cuda == "13.0" else "cuda-12.8"
+        assert nvcc is not None and nvcc.path == installed / want / "bin" / "nvcc", cuda
+    assert find_nvcc("11.8").path == wrappers / "nvcc"
+
+
 def test_a_toolkit_cuda_home_names_wins_whatever_its_version(installed: Path,
                                                             monkeypatch) -> None:
     monkeypatch.setenv("CUDA_HOME", str(installed / "cuda-13.0"))

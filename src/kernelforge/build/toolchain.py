@@ -597,10 +597,18 @@ def _device_lookup(name: str, wanted: tuple[int, int] | None = None) -> Tool | N
     search_path = os.environ.get("PATH")
     here = _here(os.environ, (*env_vars, "PATH"))
     first = _find_device_compiler(name, homes, search_path, here)
-    if wanted is None or (first is not None and (first.chooser in env_vars
-                                                 or first.version[:2] == wanted)):
+    if wanted is None or (first is not None and _in_toolkit(first)
+                          and (first.chooser in env_vars or first.version[:2] == wanted)):
         return first  # a toolkit a variable names is used whatever its version
     return _closest_nvcc(first, homes, search_path, here, wanted)
+
+
+def _in_toolkit(tool: Tool) -> bool:
+    """Whether the GPU compiler ``tool`` is part of a toolkit (the file its
+    :data:`_DEVICE_COMPILERS` entry names is beside it), not a lone wrapper script that
+    the lookup takes only where it finds nothing else: a build takes the folder above
+    its ``bin`` for the toolkit's headers and libraries."""
+    return (tool.path.parent.parent / _DEVICE_COMPILERS[tool.name][3]).is_file()
 
 
 #: The folders that hold CUDA toolkits side by side, one per release, as NVIDIA's
@@ -646,13 +654,15 @@ def _closest_nvcc(first: Tool | None, homes: tuple[str | None, ...],
     """The nvcc closest to CUDA ``wanted`` (:func:`_closeness`) among ``first`` (the
     one the plain lookup found), the toolkit on ``PATH``, /usr/local/cuda and the
     ``cuda-<version>`` folders of :data:`CUDA_TOOLKIT_FOLDERS`, the earliest of these
-    on a tie; ``first`` when none is of the same major version. A toolkit whose nvcc
-    gives no version is passed over; one that does not answer stops the lookup, as it
-    would the plain one."""
+    on a tie; ``first`` when none is of the same major version. A ``first`` that is a
+    lone wrapper script (:func:`_in_toolkit`) gives way to any toolkit of that major
+    version. A toolkit whose nvcc gives no version is passed over; one that does not
+    answer stops the lookup, as it would the plain one."""
     marker = _DEVICE_COMPILERS["nvcc"][3]
     others = [*_candidates("nvcc", (None,) * len(homes), search_path, here),
               *((str(home), home / "bin" / "nvcc") for home in _versioned_cuda_homes())]
-    best, fit = first, None if first is None else _closeness(first, wanted)
+    best, fit = first, (None if first is None or not _in_toolkit(first)
+                        else _closeness(first, wanted))
     seen = set() if first is None else {first.path}
     for chooser, path in others:
         if path is None or _first_existing([(chooser, path)], marker) is None \
@@ -678,7 +688,8 @@ def find_nvcc(cuda: str | None = None) -> Tool | None:
 
     With ``cuda``, the CUDA version a torch was built with (``torch.version.cuda``,
     ``"12.8"``), and no variable naming a usable toolkit: where the compiler found so is
-    of another version, the toolkit closest to ``cuda`` among it, the one on ``PATH``,
+    of another version, or a lone wrapper script taken for want of a toolkit on ``PATH``
+    or in /usr/local/cuda, the toolkit closest to ``cuda`` among it, the one on ``PATH``,
     /usr/local/cuda and the ``cuda-<version>`` folders of :data:`CUDA_TOOLKIT_FOLDERS`
     (``/usr/local/cuda-12.8``): the same major.minor, else the same major, an older
     minor before a newer one. So one build for several environments compiles each with
