@@ -333,6 +333,35 @@ def test_one_build_compiles_each_environment_with_its_torchs_toolkit(
     assert len(compiled) == 2
 
 
+def test_a_toolkit_of_torchs_version_installed_since_builds_the_variant_again(
+        installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cu129 torch is built with 12.8, the closest toolkit there is. Naming that same
+    toolkit with CUDA_HOME changes nothing: the variant is up to date. Once 12.9 is
+    installed, a build from scratch would take it, so the variant is no longer up to
+    date and is compiled again with 12.9, which its metadata names."""
+    from kernelforge.build import build_project
+
+    compiled = _cuda_builds(monkeypatch)
+    project = copy_example(tmp_path / "relu")
+    python = fake_environment(tmp_path / "env", "2.9.1+cu129", "12.9")
+
+    def build() -> tuple[bool, str]:
+        (result,) = build_project(project, backends=["cuda"], python=str(python),
+                                  progress=lambda _: None)
+        meta = json.loads((result.path / "metadata.json").read_text())
+        return result.up_to_date, meta["provenance"]["toolchain"]["nvcc"]
+
+    assert build() == (False, "12.8.88")
+    assert build() == (True, "12.8.88")
+    monkeypatch.setenv("CUDA_HOME", str(installed / "cuda-12.8"))
+    assert build() == (True, "12.8.88")
+    monkeypatch.delenv("CUDA_HOME")
+    fake_toolkit(installed / "cuda-12.9", "12.9")
+    assert build() == (False, "12.9.88")
+    assert [Path(plan.env["CUDA_HOME"]).name for plan in compiled] == ["cuda-12.8",
+                                                                      "cuda-12.9"]
+
+
 def test_a_toolkit_of_another_major_version_stops_the_build_before_compiling(
         installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """CUDA_HOME names a 13.0 toolkit for a cu128 torch: no variant, even without
