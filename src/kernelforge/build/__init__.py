@@ -807,7 +807,15 @@ def build_project(
         for b in manifest.backends:
             if backends and b not in backends:
                 continue
-            tool, why_not, fix = _buildable(manifest, b, torch_install, env)
+            try:
+                tool, why_not, fix = _buildable(manifest, b, torch_install, env)
+            except ToolchainError as err:
+                others = [o for o in manifest.backends if o != b]
+                if backends or not others:
+                    raise
+                # nothing named: the other backends can still be built, if asked for
+                raise ToolchainError(f"{err}, or build the other backends meanwhile with "
+                                     + " ".join(f"--backend {o}" for o in others)) from err
             if why_not:
                 if backends:
                     raise ToolchainError(f"cannot build backend '{b}' here: {why_not}"
