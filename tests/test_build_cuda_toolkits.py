@@ -31,14 +31,13 @@ def fake_toolkit(home: Path, version: str, asked: Path | None = None) -> Path:
     return home
 
 
-@pytest.fixture
-def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The standard folders, made in ``tmp_path/local``: toolkits 12.6, 12.8 and 13.0
-    side by side, ``cuda`` (the default installation) a link to 13.0; no nvcc on PATH
-    and no toolkit variable set. Returns the folder."""
-    local = tmp_path / "local"
+def install_standard_folders(local: Path, monkeypatch: pytest.MonkeyPatch,
+                             asked: Path | None = None) -> None:
+    """Toolkits 12.6, 12.8 and 13.0 side by side in ``local``, ``cuda`` (the default
+    installation) a link to 13.0, ``local`` the only folder searched; no nvcc on PATH and
+    no toolkit variable set. Each nvcc logs to ``asked`` where given (:func:`fake_toolkit`)."""
     for version in ("12.6", "12.8", "13.0"):
-        fake_toolkit(local / f"cuda-{version}", version)
+        fake_toolkit(local / f"cuda-{version}", version, asked)
     (local / "cuda").symlink_to(local / "cuda-13.0")
     entry = toolchain._DEVICE_COMPILERS["nvcc"]
     monkeypatch.setitem(toolchain._DEVICE_COMPILERS, "nvcc",
@@ -47,6 +46,15 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in ("CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The standard folders, made in ``tmp_path/local``: toolkits 12.6, 12.8 and 13.0
+    side by side, ``cuda`` (the default installation) a link to 13.0; no nvcc on PATH
+    and no toolkit variable set. Returns the folder."""
+    local = tmp_path / "local"
+    install_standard_folders(local, monkeypatch)
     find_nvcc.cache_clear()
     yield local
     find_nvcc.cache_clear()
@@ -104,16 +112,7 @@ def test_each_nvcc_is_asked_once_and_only_until_one_fits(
     reached twice (/usr/local/cuda and the folder it links to) is asked once; and in one
     process an nvcc is not asked again."""
     local, asked = tmp_path / "local", tmp_path / "asked"
-    for version in ("12.6", "12.8", "13.0"):
-        fake_toolkit(local / f"cuda-{version}", version, asked)
-    (local / "cuda").symlink_to(local / "cuda-13.0")
-    entry = toolchain._DEVICE_COMPILERS["nvcc"]
-    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, "nvcc",
-                        (entry[0], str(local / "cuda"), *entry[2:]))
-    monkeypatch.setattr(toolchain, "CUDA_TOOLKIT_FOLDERS", (str(local),))
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    install_standard_folders(local, monkeypatch, asked)
     for cuda, chosen, asked_now in [("13.0", "cuda-13.0", ["13.0"]),
                                     ("12.8", "cuda-12.8", ["12.8"]),
                                     ("12.9", "cuda-12.8", ["12.6"]),
