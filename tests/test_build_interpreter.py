@@ -418,13 +418,10 @@ def test_the_link_for_other_interpreters_follows_the_user_cache(tmp_path: Path,
             shutil.rmtree(cache)
 
 
-def test_the_temporary_link_folder_is_made_once_and_again_when_gone(tmp_path: Path,
-                                                                     monkeypatch) -> None:
-    """Where the user cache cannot be written, kernelforge is linked from a temporary
-    folder: one per process, not one per build; one removed meanwhile (a cleaner of the
-    temporary folder), or found to be a link, is replaced by a new one, not made again by
-    its name, which another user could hold by then."""
-    import shutil
+def _link_folders_in_temporary(tmp_path: Path, monkeypatch) -> None:
+    """The user cache unusable (``XDG_CACHE_HOME`` names a file), so that
+    ``interpreter.package_path`` makes its link folder in ``tmp_path/tmp``, the temporary
+    folder; none made yet in this process."""
     import tempfile
 
     from kernelforge.build import interpreter
@@ -434,6 +431,19 @@ def test_the_temporary_link_folder_is_made_once_and_again_when_gone(tmp_path: Pa
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     monkeypatch.setattr(interpreter, "_TEMPORARY", None, raising=False)  # none made yet
+
+
+def test_the_temporary_link_folder_is_made_once_and_again_when_gone(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """Where the user cache cannot be written, kernelforge is linked from a temporary
+    folder: one per process, not one per build; one removed meanwhile (a cleaner of the
+    temporary folder), or found to be a link, is replaced by a new one, not made again by
+    its name, which another user could hold by then."""
+    import shutil
+
+    from kernelforge.build import interpreter
+
+    _link_folders_in_temporary(tmp_path, monkeypatch)
 
     first = interpreter.package_path()
     assert first.parent == tmp_path / "tmp" and interpreter.package_path() == first
@@ -457,15 +467,10 @@ def test_a_temporary_link_folder_another_user_holds_is_not_used(tmp_path: Path,
     cleaner, and its name taken by another user since), is not used again: the other
     interpreter would import what that user put there. A new one is made."""
     import os
-    import tempfile
 
     from kernelforge.build import interpreter
 
-    (tmp_path / "a-file").write_text("")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))  # holds no folders
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    monkeypatch.setattr(interpreter, "_TEMPORARY", None, raising=False)  # none made yet
+    _link_folders_in_temporary(tmp_path, monkeypatch)
     first = interpreter.package_path()
     assert interpreter.package_path() == first
     owner = first.stat().st_uid
