@@ -656,6 +656,19 @@ def test_cxx_set_to_nothing_is_not_taken_for_cxx_unset(tmp_path: Path, monkeypat
                 find_cxx()
 
 
+def _no_toolkit_found(tmp_path: Path, monkeypatch, name: str) -> None:
+    """No toolkit variable set, nothing on ``PATH`` and no default installation: the
+    GPU compiler ``name`` is found only where a test puts it."""
+    from kernelforge.build import toolchain
+
+    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    entry = toolchain._DEVICE_COMPILERS[name]  # no default installation to fall back to
+    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, name,
+                        (entry[0], str(tmp_path / "nowhere"), *entry[2:]))
+
+
 @pytest.mark.parametrize(("name", "variable"), [("nvcc", "CUDA_HOME"), ("nvcc", "CUDA_PATH"),
                                                 ("nvcc", "PATH"), ("hipcc", "ROCM_HOME"),
                                                 ("hipcc", "ROCM_PATH"), ("hipcc", "PATH")])
@@ -670,12 +683,7 @@ def test_a_toolkit_named_between_two_lookups_is_the_one_found(
             "hipcc": "echo 'HIP version: {0}.41133-dd7f95766'"}[name]
     first = _toolkit(tmp_path / "first", name, said.format("12.8"))
     second = _toolkit(tmp_path / "second", name, said.format("13.0"))
-    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
-    entry = toolchain._DEVICE_COMPILERS[name]  # no default installation to fall back to
-    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, name,
-                        (entry[0], str(tmp_path / "nowhere"), *entry[2:]))
+    _no_toolkit_found(tmp_path, monkeypatch, name)
     find = toolchain.find_nvcc if name == "nvcc" else toolchain.find_hipcc
     find.cache_clear()
     on_path = variable == "PATH"  # a toolkit's bin folder, not the toolkit
@@ -961,12 +969,7 @@ def test_a_relative_toolkit_is_read_from_the_current_directory(
             "hipcc": "echo 'HIP version: {0}.41133-dd7f95766'"}[name]
     a = _toolkit(tmp_path / "a" / "toolkit", name, said.format("12.8")).parent
     b = _toolkit(tmp_path / "b" / "toolkit", name, said.format("13.0")).parent
-    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
-    entry = toolchain._DEVICE_COMPILERS[name]  # no default installation to fall back to
-    monkeypatch.setitem(toolchain._DEVICE_COMPILERS, name,
-                        (entry[0], str(tmp_path / "nowhere"), *entry[2:]))
+    _no_toolkit_found(tmp_path, monkeypatch, name)
     monkeypatch.setenv(variable, value)
     find = toolchain.find_nvcc if name == "nvcc" else toolchain.find_hipcc
     find.cache_clear()
